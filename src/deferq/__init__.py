@@ -1,0 +1,23 @@
+"""deferq: background jobs and delayed jobs that are never lost."""
+
+from . import backoff
+from .app import App
+from .errors import (
+    ConfigError,
+    DeferqError,
+    JobTimeout,
+    MissingExtra,
+    PayloadError,
+    Retry,
+    SchemaOutdated,
+    StoreUnavailable,
+)
+from .job import Job, JobState, Priority
+from .task import Call, Task
+
+__all__ = [
+    "App", "Call", "ConfigError", "DeferqError", "Job", "JobState", "JobTimeout",
+    "MissingExtra", "PayloadError", "Priority", "Retry", "SchemaOutdated",
+    "StoreUnavailable", "Task", "backoff",
+]  # fmt: skip
+__version__ = "0.1.0"

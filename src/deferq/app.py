@@ -1,0 +1,200 @@
+"""The App: a task registry bound to one store, and the producer and admin API."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from datetime import timedelta
+from typing import Any
+
+from . import backoff as backoff_module
+from .backends import Backend, open_backend
+from .backends.base import Enqueue, QueueStats
+from .errors import ConfigError
+from .job import Job, JobState
+from .task import Call, Hook, Task, TaskDefaults, build_enqueue, task_defaults
+
+log = logging.getLogger("deferq")
+
+DEFAULT_URL = "sqlite:///deferq.db"
+EVENTS = ("succeeded", "retrying", "dead")
+DEFAULT_WEIGHTS = (5, 3, 2)  # high : normal : low (S2-10)
+
+
+class App:
+    """``App(url)`` binds tasks to a store. The URL picks the backend.
+
+    Without a URL, ``DEFERQ_URL`` is used, else ``sqlite:///deferq.db``.
+    ``eager=True`` (or ``memory://?eager=1``) runs each task at enqueue, in the
+    caller's thread: for users' unit tests.
+    """
+
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        eager: bool = False,
+        lease: float = 30.0,
+        result_ttl: float = 3600.0,
+        priority_weights: Sequence[int] = DEFAULT_WEIGHTS,
+        **backend_options: Any,
+    ) -> None:
+        self.url = url or os.environ.get("DEFERQ_URL") or DEFAULT_URL
+        self.eager = eager or "eager=1" in self.url or "eager=true" in self.url
+        if self.eager and not self.url.startswith("memory:"):
+            raise ConfigError("eager mode runs on memory:// only (it is for unit tests)")
+        if lease < 1:
+            raise ConfigError(f"lease must be at least 1 second, got {lease}")
+        self.lease = float(lease)
+        self.result_ttl = float(result_ttl)
+        if len(priority_weights) != 3 or any(w < 1 for w in priority_weights):
+            raise ConfigError("priority_weights needs three positive numbers (high, normal, low)")
+        self.priority_weights = tuple(int(w) for w in priority_weights)
+        self.tasks: dict[str, Task] = {}
+        self.hooks: dict[str, list[Hook]] = {event: [] for event in EVENTS}
+        self.periodic_jobs: list[Any] = []  # filled by app.periodic (supervisor)
+        self._backend_options = backend_options
+        self._backend: Backend | None = None
+        self._lock = threading.Lock()
+
+    # -- the store ---------------------------------------------------------------
+
+    @property
+    def backend(self) -> Backend:
+        """The store, opened on first use (so importing a tasks module costs nothing)."""
+        if self._backend is None:
+            with self._lock:
+                if self._backend is None:
+                    self._backend = open_backend(self.url, **self._backend_options)
+        return self._backend
+
+    def close(self) -> None:
+        if self._backend is not None:
+            self._backend.close()
+            self._backend = None
+
+    # -- tasks -------------------------------------------------------------------
+
+    def task(
+        self,
+        fn: Callable[..., Any] | None = None,
+        *,
+        name: str | None = None,
+        queue: str = "default",
+        priority: str | int = "normal",
+        max_attempts: int = 3,
+        timeout: float | timedelta | None = 300.0,
+        backoff: Callable[[int], float] = backoff_module.DEFAULT,
+        on_success: Hook | None = None,
+        on_failure: Hook | None = None,
+    ) -> Any:
+        """Register a function (sync or async) as a task: ``@app.task(queue="email")``."""
+        defaults = task_defaults(queue, priority, max_attempts, timeout, backoff)
+
+        def register(func: Callable[..., Any]) -> Task:
+            task_name = name or func.__name__
+            if task_name in self.tasks and self.tasks[task_name].fn is not func:
+                raise ValueError(f"a task named {task_name!r} is already registered")
+            task = Task(self, func, task_name, defaults, on_success, on_failure)
+            self.tasks[task_name] = task
+            return task
+
+        return register(fn) if fn is not None else register
+
+    def on(self, event: str) -> Callable[[Hook], Hook]:
+        """Register an app-wide hook: ``@app.on("dead") def alert(job, error): ...``."""
+        if event not in EVENTS:
+            raise ValueError(f"unknown event {event!r}: events are {', '.join(EVENTS)}")
+
+        def register(fn: Hook) -> Hook:
+            self.hooks[event].append(fn)
+            return fn
+
+        return register
+
+    def defaults_for(self, task_name: str) -> TaskDefaults:
+        task = self.tasks.get(task_name)
+        return task.defaults if task else TaskDefaults()
+
+    # -- producing ---------------------------------------------------------------
+
+    def enqueue(
+        self,
+        task: str,
+        args: Sequence[Any] = (),
+        kwargs: dict[str, Any] | None = None,
+        **options: Any,
+    ) -> Job:
+        """Enqueue by task name (the task need not be importable here)."""
+        from .task import JobOptions
+
+        call = Call(task, tuple(args), dict(kwargs or {}), JobOptions.parse(**options))
+        return self.enqueue_many([call])[0]
+
+    def _prepare(self, calls: Iterable[Call]) -> tuple[list[Enqueue], Any]:
+        """Validate calls into stored form, and find the caller's connection, if any."""
+        items, connections = [], []
+        for call in calls:
+            if not isinstance(call, Call):
+                raise TypeError(f"enqueue_many takes task.call(...) values, got {call!r:.60}")
+            items.append(build_enqueue(call, self.defaults_for(call.task), 0.0))
+            if not any(c is call.options.connection for c in connections):
+                connections.append(call.options.connection)
+        if len(connections) > 1:
+            raise ValueError("all jobs of one enqueue_many must use the same connection")
+        return items, (connections[0] if connections else None)
+
+    def enqueue_many(self, calls: Iterable[Call]) -> list[Job]:
+        """Store many jobs in one round trip."""
+        return self._enqueue_items(*self._prepare(calls))
+
+    def _enqueue_items(self, items: list[Enqueue], connection: Any) -> list[Job]:
+        if not items:
+            return []
+        jobs = self.backend.enqueue_many(items, connection)
+        if self.eager:
+            from .worker.runner import run_eagerly
+
+            jobs = [run_eagerly(self, job) for job in jobs]
+        return jobs
+
+    async def enqueue_many_async(self, calls: Iterable[Call]) -> list[Job]:
+        items, connection = self._prepare(calls)
+        if not items:
+            return []
+        if self.eager:
+            return await asyncio.to_thread(self._enqueue_items, items, connection)
+        return await self.backend.enqueue_many_async(items, connection)
+
+    # -- inspecting and managing -------------------------------------------------
+
+    def get(self, job_id: str) -> Job | None:
+        return self.backend.get(job_id)
+
+    def get_by_key(self, key: str) -> Job | None:
+        return self.backend.get_by_key(key)
+
+    def cancel(self, job_id: str) -> bool:
+        return self.backend.cancel(job_id)
+
+    def retry_dead(self, job_id: str) -> bool:
+        return self.backend.retry_dead(job_id)
+
+    def stats(self) -> dict[str, dict[str, Any]]:
+        """Per queue: counts by state and the oldest due job's wait in seconds."""
+        return {queue: s.to_dict() for queue, s in sorted(self.backend.stats().items())}
+
+    def queue_stats(self) -> dict[str, QueueStats]:
+        return self.backend.stats()
+
+    def list_jobs(self, state: str | JobState, queue: str | None = None, limit: int = 100) -> list[Job]:
+        return self.backend.list_jobs(JobState(state), queue, limit)
+
+    def purge(self, states: Iterable[str | JobState] = (JobState.DEAD,), older_than: float = 0) -> int:
+        return self.backend.purge([JobState(s) for s in states], older_than)
+
+    def __repr__(self) -> str:
+        return f"<deferq.App {self.url} tasks={len(self.tasks)}>"

@@ -1,0 +1,228 @@
+"""The Backend contract: every state change of a job, named, each one atomic in the store.
+
+Backends only store and move jobs. Retry policy, hooks, timeouts, priorities and
+serialization live in the core (app.py, worker/); the behaviour suite in
+tests/contract/ proves that every backend moves jobs the same way.
+
+Conventions for every backend:
+- Times are epoch seconds (float) by the store's clock (`now()`).
+- A waiting job is stored as "queued" with a due time `run_at`; it is reported as
+  SCHEDULED while `run_at` is in the future.
+- A leased job carries `worker` and `attempts`; together they fence the lease: a
+  settle, heartbeat or release only applies while the job is still ACTIVE under the
+  same worker and attempt, so a worker whose lease expired can never overwrite the
+  work of the worker that took the job over.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import ConfigError
+from ..job import ALL_STATES, Job, JobState
+
+
+@dataclass(frozen=True, slots=True)
+class Enqueue:
+    """A job to store. Due at `job.run_at` when that is set, else `delay` after now."""
+
+    job: Job
+    delay: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """How one leased job ended, for `settle`.
+
+    kind: "succeeded" | "retry" (due again after `delay`) | "dead" | "release"
+    (back to waiting without counting the attempt: a graceful shutdown).
+    """
+
+    job: Job
+    kind: str
+    delay: float = 0.0
+    error: str | None = None
+    result: Any = None
+
+    KINDS = ("succeeded", "retry", "dead", "release")
+
+
+@dataclass(slots=True)
+class QueueStats:
+    """Counts by state for one queue, and how long its oldest due job has waited."""
+
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(map(str, ALL_STATES), 0))
+    oldest_wait: float = 0.0  # seconds the oldest due, queued job has waited
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.counts, "oldest_wait": round(self.oldest_wait, 3)}
+
+
+class Backend(ABC):
+    """Where jobs live. Subclasses implement the abstract methods; the rest derive."""
+
+    #: URL schemes this backend serves, e.g. ("sqlite",)
+    schemes: tuple[str, ...] = ()
+
+    # -- producing ------------------------------------------------------------
+
+    @abstractmethod
+    def enqueue_many(self, items: Sequence[Enqueue], connection: Any = None) -> list[Job]:
+        """Store jobs in one round trip; return them as stored, in order.
+
+        A job whose `key` is held by an unfinished job is not stored: the unfinished
+        job is returned in its place (unique keys, invariant 7).
+        `connection`: the caller's open database connection, to write inside its
+        transaction (SQL backends, invariant 8); other backends refuse it.
+        """
+
+    # -- consuming ------------------------------------------------------------
+
+    @abstractmethod
+    def reserve(
+        self,
+        queues: Sequence[str],
+        limit: int,
+        worker: str,
+        lease: float,
+        priorities: Sequence[int],
+    ) -> list[Job]:
+        """Lease up to `limit` due jobs of `queues` to `worker` for `lease` seconds.
+
+        Jobs are taken by priority in the preference order `priorities` (the core
+        rotates it to weight priorities), then by due time, then by enqueue order.
+        Each leased job's `attempts` grows by one now (invariant 2).
+        """
+
+    @abstractmethod
+    def heartbeat(self, jobs: Sequence[Job], lease: float) -> set[str]:
+        """Extend the leases of `jobs` to now + `lease`; return ids whose lease was lost."""
+
+    @abstractmethod
+    def settle(self, outcomes: Sequence[Outcome]) -> list[bool]:
+        """Record how leased jobs ended, in one round trip.
+
+        Returns, per outcome, whether it applied (False: the lease was lost and the
+        job belongs to someone else now, or it was cancelled meanwhile).
+        """
+
+    @abstractmethod
+    def recover_expired(self) -> int:
+        """Return jobs whose lease expired to waiting (or dead, if their attempts are
+        used up: a job that kills its worker every time must end). Returns how many."""
+
+    def promote_due(self) -> int:
+        """Move due scheduled jobs to their ready queues, where the store keeps them
+        apart (Redis). Stores that select by due time need nothing. Returns how many."""
+        return 0
+
+    @abstractmethod
+    def wait_for_work(self, queues: Sequence[str], timeout: float) -> None:
+        """Block until a job of `queues` may be due, or `timeout` seconds pass.
+
+        Must not return much later than the next scheduled job's due time, and must
+        not burn CPU while it waits.
+        """
+
+    # -- inspecting and managing -----------------------------------------------
+
+    @abstractmethod
+    def get(self, job_id: str) -> Job | None:
+        """The job with this id, in any state, or None."""
+
+    @abstractmethod
+    def get_by_key(self, key: str) -> Job | None:
+        """The newest job with this unique key, in any state, or None."""
+
+    @abstractmethod
+    def cancel(self, job_id: str) -> bool:
+        """Cancel a waiting job. False when it is active, finished or unknown."""
+
+    @abstractmethod
+    def retry_dead(self, job_id: str) -> bool:
+        """Return a dead job to queued with its attempts reset. False if not dead."""
+
+    @abstractmethod
+    def list_jobs(self, state: JobState, queue: str | None = None, limit: int = 100) -> list[Job]:
+        """Jobs in `state` (optionally of one queue), most recently changed first."""
+
+    @abstractmethod
+    def purge(self, states: Iterable[JobState], older_than: float = 0.0) -> int:
+        """Delete finished jobs in `states` that finished more than `older_than` seconds
+        ago. Only finished states may be purged. Returns how many."""
+
+    @abstractmethod
+    def stats(self) -> dict[str, QueueStats]:
+        """Per queue: counts by state and the oldest due job's wait."""
+
+    @abstractmethod
+    def now(self) -> float:
+        """The store's clock, epoch seconds (invariant 4)."""
+
+    # -- small shared records (topics, tokens, masters, periodic ticks) ---------
+
+    @abstractmethod
+    def kv_put(
+        self, namespace: str, key: str, value: bytes, ttl: float | None = None, only_new: bool = False
+    ) -> bool:
+        """Store a small record. With `only_new`, store it only if absent (or expired) and
+        say whether it was stored: an atomic "first one wins" for many processes."""
+
+    @abstractmethod
+    def kv_get(self, namespace: str, key: str) -> bytes | None:
+        """A record, or None if absent or expired."""
+
+    @abstractmethod
+    def kv_delete(self, namespace: str, key: str) -> bool:
+        """Delete a record; say whether it existed."""
+
+    @abstractmethod
+    def kv_list(self, namespace: str) -> dict[str, bytes]:
+        """All live records of a namespace."""
+
+    # -- life cycle ---------------------------------------------------------------
+
+    def migrate(self) -> list[str]:
+        """Bring the store's schema up to date; return what was applied."""
+        return []
+
+    def ping(self) -> None:
+        """Raise StoreUnavailable if the store cannot be reached."""
+        self.now()
+
+    def close(self) -> None:
+        """Release connections and files."""
+
+    # -- derived conveniences --------------------------------------------------
+
+    def refuse_connection(self, connection: Any) -> None:
+        if connection is not None:
+            raise ConfigError(
+                f"{type(self).__name__} cannot enqueue inside a caller's transaction: "
+                "transactional enqueue needs PostgreSQL or MySQL"
+            )
+
+    def settle_one(self, outcome: Outcome) -> bool:
+        return self.settle([outcome])[0]
+
+    async def enqueue_many_async(self, items: Sequence[Enqueue], connection: Any = None) -> list[Job]:
+        """Async producers. Backends with an asyncio client override this."""
+        return await asyncio.to_thread(self.enqueue_many, items, connection)
+
+    async def call_async(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        """Run any sync operation off the event loop."""
+        return await asyncio.to_thread(getattr(self, method), *args, **kwargs)
+
+
+def state_for_waiting(run_at: float, now: float) -> JobState:
+    """A waiting job is SCHEDULED until its due time, then QUEUED."""
+    return JobState.SCHEDULED if run_at > now else JobState.QUEUED
+
+
+def wall_clock() -> float:
+    return time.time()

@@ -1,0 +1,289 @@
+"""memory:// — jobs in this process's memory, for users' unit tests.
+
+Nothing survives the process. Simple over fast: operations scan the jobs, which is
+fine for the thousands of jobs a test makes.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
+from typing import Any
+
+from ..job import Job, JobState
+from .base import Backend, Enqueue, Outcome, QueueStats, state_for_waiting
+
+_WAITING = JobState.QUEUED  # stored state of every waiting job; see base.py
+
+
+class MemoryBackend(Backend):
+    schemes = ("memory",)
+
+    def __init__(self, url: str = "memory://", **_: Any) -> None:
+        self._jobs: dict[str, Job] = {}
+        self._order: dict[str, int] = {}  # enqueue order, for FIFO among equal due times
+        self._seq = itertools.count()
+        self._kv: dict[tuple[str, str], tuple[bytes, float | None]] = {}
+        self._changed = threading.Condition()
+
+    def now(self) -> float:
+        return time.time()
+
+    def _view(self, job: Job, now: float) -> Job:
+        if job.state == _WAITING:
+            return replace(job, state=state_for_waiting(job.run_at, now))
+        return job
+
+    def _unfinished_with_key(self, key: str) -> Job | None:
+        for job in self._jobs.values():
+            if job.key == key and not job.state.finished:
+                return job
+        return None
+
+    def enqueue_many(self, items: Sequence[Enqueue], connection: Any = None) -> list[Job]:
+        self.refuse_connection(connection)
+        with self._changed:
+            now = self.now()
+            stored = []
+            for item in items:
+                job = item.job
+                existing = self._unfinished_with_key(job.key) if job.key else None
+                if existing is not None:
+                    stored.append(self._view(existing, now))
+                    continue
+                run_at = job.run_at or now + item.delay
+                job = replace(job, state=_WAITING, run_at=run_at, created_at=now)
+                self._jobs[job.id] = job
+                self._order[job.id] = next(self._seq)
+                stored.append(self._view(job, now))
+            self._changed.notify_all()
+            return stored
+
+    def reserve(
+        self, queues: Sequence[str], limit: int, worker: str, lease: float, priorities: Sequence[int]
+    ) -> list[Job]:
+        with self._changed:
+            now = self.now()
+            due = [
+                j
+                for j in self._jobs.values()
+                if j.state == _WAITING and j.queue in queues and j.run_at <= now
+            ]
+            rank = {p: i for i, p in enumerate(priorities)}
+            due.sort(key=lambda j: (rank.get(j.priority, 9), j.run_at, self._order[j.id]))
+            taken = []
+            for job in due[:limit]:
+                job = replace(
+                    job,
+                    state=JobState.ACTIVE,
+                    attempts=job.attempts + 1,
+                    worker=worker,
+                    lease_until=now + lease,
+                )
+                self._jobs[job.id] = job
+                taken.append(job)
+            return taken
+
+    def lease_now(self, job_id: str, worker: str, lease: float) -> Job | None:
+        """Lease one waiting job whatever its due time: eager mode's way in."""
+        with self._changed:
+            job = self._jobs.get(job_id)
+            if job is None or job.state != _WAITING:
+                return None
+            job = replace(
+                job, state=JobState.ACTIVE, attempts=job.attempts + 1, worker=worker,
+                lease_until=self.now() + lease,
+            )  # fmt: skip
+            self._jobs[job_id] = job
+            return job
+
+    def _owned(self, job: Job) -> Job | None:
+        current = self._jobs.get(job.id)
+        if (
+            current is not None
+            and current.state == JobState.ACTIVE
+            and current.worker == job.worker
+            and current.attempts == job.attempts
+        ):
+            return current
+        return None
+
+    def heartbeat(self, jobs: Sequence[Job], lease: float) -> set[str]:
+        with self._changed:
+            lost = set()
+            for job in jobs:
+                current = self._owned(job)
+                if current is None:
+                    lost.add(job.id)
+                else:
+                    self._jobs[job.id] = replace(current, lease_until=self.now() + lease)
+            return lost
+
+    def settle(self, outcomes: Sequence[Outcome]) -> list[bool]:
+        with self._changed:
+            now = self.now()
+            applied = []
+            for outcome in outcomes:
+                current = self._owned(outcome.job)
+                if current is None:
+                    applied.append(False)
+                    continue
+                self._jobs[current.id] = _settled(current, outcome, now)
+                applied.append(True)
+            self._changed.notify_all()
+            return applied
+
+    def recover_expired(self) -> int:
+        with self._changed:
+            now = self.now()
+            count = 0
+            for job in list(self._jobs.values()):
+                if job.state == JobState.ACTIVE and (job.lease_until or 0) < now:
+                    self._jobs[job.id] = _expired(job, now)
+                    count += 1
+            if count:
+                self._changed.notify_all()
+            return count
+
+    def wait_for_work(self, queues: Sequence[str], timeout: float) -> None:
+        with self._changed:
+            now = self.now()
+            next_due = min(
+                (j.run_at for j in self._jobs.values() if j.state == _WAITING and j.queue in queues),
+                default=now + timeout,
+            )
+            if next_due > now:
+                self._changed.wait(min(timeout, next_due - now))
+
+    def get(self, job_id: str) -> Job | None:
+        with self._changed:
+            job = self._jobs.get(job_id)
+            return self._view(job, self.now()) if job else None
+
+    def get_by_key(self, key: str) -> Job | None:
+        with self._changed:
+            matches = [j for j in self._jobs.values() if j.key == key]
+            if not matches:
+                return None
+            return self._view(max(matches, key=lambda j: self._order[j.id]), self.now())
+
+    def cancel(self, job_id: str) -> bool:
+        with self._changed:
+            job = self._jobs.get(job_id)
+            if job is None or job.state != _WAITING:
+                return False
+            self._jobs[job_id] = replace(job, state=JobState.CANCELLED, finished_at=self.now())
+            return True
+
+    def retry_dead(self, job_id: str) -> bool:
+        with self._changed:
+            job = self._jobs.get(job_id)
+            if job is None or job.state != JobState.DEAD:
+                return False
+            if job.key and self._unfinished_with_key(job.key):
+                return False
+            self._jobs[job_id] = replace(
+                job, state=_WAITING, attempts=0, run_at=self.now(), finished_at=None
+            )
+            self._order[job_id] = next(self._seq)
+            self._changed.notify_all()
+            return True
+
+    def list_jobs(self, state: JobState, queue: str | None = None, limit: int = 100) -> list[Job]:
+        with self._changed:
+            now = self.now()
+            views = [self._view(j, now) for j in self._jobs.values()]
+            found = [j for j in views if j.state == state and queue in (None, j.queue)]
+            found.sort(key=lambda j: (j.finished_at or j.run_at, self._order[j.id]), reverse=True)
+            return found[:limit]
+
+    def purge(self, states: Iterable[JobState], older_than: float = 0.0) -> int:
+        states = {JobState(s) for s in states}
+        if not states <= {JobState.SUCCEEDED, JobState.DEAD, JobState.CANCELLED}:
+            raise ValueError("only finished jobs (succeeded, dead, cancelled) can be purged")
+        with self._changed:
+            limit = self.now() - older_than
+            doomed = [
+                j.id
+                for j in self._jobs.values()
+                if j.state in states and (j.finished_at or 0) <= limit
+            ]
+            for job_id in doomed:
+                del self._jobs[job_id]
+                del self._order[job_id]
+            return len(doomed)
+
+    def stats(self) -> dict[str, QueueStats]:
+        with self._changed:
+            now = self.now()
+            result: dict[str, QueueStats] = {}
+            for job in self._jobs.values():
+                view = self._view(job, now)
+                stats = result.setdefault(job.queue, QueueStats())
+                stats.counts[view.state] += 1
+                if view.state == JobState.QUEUED:
+                    stats.oldest_wait = max(stats.oldest_wait, now - job.run_at)
+            return result
+
+    # -- kv ----------------------------------------------------------------------
+
+    def _live(self, namespace: str, key: str) -> bytes | None:
+        entry = self._kv.get((namespace, key))
+        if entry is None or (entry[1] is not None and entry[1] <= self.now()):
+            return None
+        return entry[0]
+
+    def kv_put(
+        self, namespace: str, key: str, value: bytes, ttl: float | None = None, only_new: bool = False
+    ) -> bool:
+        with self._changed:
+            if only_new and self._live(namespace, key) is not None:
+                return False
+            expires = self.now() + ttl if ttl else None
+            self._kv[(namespace, key)] = (value, expires)
+            return True
+
+    def kv_get(self, namespace: str, key: str) -> bytes | None:
+        with self._changed:
+            return self._live(namespace, key)
+
+    def kv_delete(self, namespace: str, key: str) -> bool:
+        with self._changed:
+            live = self._live(namespace, key) is not None
+            self._kv.pop((namespace, key), None)
+            return live
+
+    def kv_list(self, namespace: str) -> dict[str, bytes]:
+        with self._changed:
+            keys = [k for ns, k in self._kv if ns == namespace]
+            return {k: v for k in keys if (v := self._live(namespace, k)) is not None}
+
+
+def _settled(job: Job, outcome: Outcome, now: float) -> Job:
+    """The job after an outcome: the one place the memory store applies outcomes."""
+    common = {"worker": None, "lease_until": None}
+    if outcome.kind == "succeeded":
+        return replace(
+            job, state=JobState.SUCCEEDED, result=outcome.result, finished_at=now, **common
+        )
+    if outcome.kind == "retry":
+        return replace(
+            job, state=_WAITING, run_at=now + outcome.delay, error=outcome.error, **common
+        )
+    if outcome.kind == "dead":
+        return replace(job, state=JobState.DEAD, error=outcome.error, finished_at=now, **common)
+    if outcome.kind == "release":
+        return replace(job, state=_WAITING, attempts=job.attempts - 1, **common)
+    raise ValueError(f"unknown outcome {outcome.kind!r}")
+
+
+def _expired(job: Job, now: float) -> Job:
+    error = f"lease expired (worker {job.worker} stopped heartbeating)"
+    if job.attempts >= job.max_attempts:
+        return replace(
+            job, state=JobState.DEAD, error=error, finished_at=now, worker=None, lease_until=None
+        )
+    return replace(job, state=_WAITING, error=error, worker=None, lease_until=None)

@@ -1,0 +1,148 @@
+"""The job record: one immutable value shared by every backend, and its JSON envelope."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import asdict, dataclass, field, replace
+from enum import StrEnum
+from typing import Any
+
+import orjson
+
+from .errors import PayloadError
+
+
+class JobState(StrEnum):
+    """Where a job is in its life cycle (see DESIGN.md)."""
+
+    SCHEDULED = "scheduled"  # waiting for its due time (first run or a retry)
+    QUEUED = "queued"  # due, waiting for a worker
+    ACTIVE = "active"  # leased by a worker; the lease is renewed while it runs
+    SUCCEEDED = "succeeded"  # done; kept for the result retention period
+    DEAD = "dead"  # attempts used up (or unrunnable); kept until retried or purged
+    CANCELLED = "cancelled"  # cancelled before it ran
+
+    @property
+    def finished(self) -> bool:
+        return self in FINISHED_STATES
+
+
+WAITING_STATES = frozenset({JobState.SCHEDULED, JobState.QUEUED})
+UNFINISHED_STATES = WAITING_STATES | {JobState.ACTIVE}
+FINISHED_STATES = frozenset({JobState.SUCCEEDED, JobState.DEAD, JobState.CANCELLED})
+ALL_STATES = tuple(JobState)
+
+
+class Priority:
+    """Priorities are stored as small integers: lower runs earlier."""
+
+    HIGH, NORMAL, LOW = 0, 1, 2
+    NAMES = {"high": HIGH, "normal": NORMAL, "low": LOW}
+    LEVELS = (HIGH, NORMAL, LOW)
+
+    @classmethod
+    def parse(cls, value: str | int) -> int:
+        if isinstance(value, int) and not isinstance(value, bool) and value in cls.LEVELS:
+            return value
+        if isinstance(value, str) and value.lower() in cls.NAMES:
+            return cls.NAMES[value.lower()]
+        raise ValueError(f"unknown priority {value!r}: use 'high', 'normal' or 'low'")
+
+    @classmethod
+    def name(cls, level: int) -> str:
+        return ("high", "normal", "low")[level]
+
+
+_CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+_id_lock = threading.Lock()
+_last_id = [0, 0]  # [milliseconds, randomness] of the last id made in this process
+
+
+def new_job_id() -> str:
+    """A ULID: 48 bits of milliseconds then 80 bits that increase within a millisecond.
+
+    Ids sort by creation time, and within one process by creation order.
+    """
+    ms = time.time_ns() // 1_000_000
+    with _id_lock:
+        if ms <= _last_id[0]:
+            ms, rand = _last_id[0], _last_id[1] + 1
+        else:
+            rand = int.from_bytes(os.urandom(10), "big") >> 1  # room to count upwards
+        _last_id[0], _last_id[1] = ms, rand
+    value = (ms << 80) | rand
+    return "".join(_CROCKFORD[(value >> shift) & 31] for shift in range(125, -1, -5))
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """A job as the store knows it. Backends build these; nobody mutates them."""
+
+    id: str
+    task: str
+    args: tuple[Any, ...] = ()
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    queue: str = "default"
+    priority: int = Priority.NORMAL
+    state: JobState = JobState.QUEUED
+    attempts: int = 0
+    max_attempts: int = 3
+    timeout: float | None = None
+    key: str | None = None
+    run_at: float = 0.0  # epoch seconds, store clock
+    created_at: float = 0.0
+    lease_until: float | None = None
+    worker: str | None = None
+    error: str | None = None
+    result: Any = None
+    finished_at: float | None = None
+
+    @property
+    def priority_name(self) -> str:
+        return Priority.name(self.priority)
+
+    def with_state(self, state: JobState, **changes: Any) -> Job:
+        return replace(self, state=JobState(state), **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["args"] = list(self.args)
+        data["state"] = str(self.state)
+        data["priority"] = self.priority_name
+        return data
+
+
+def dumps(value: Any, what: str = "value") -> bytes:
+    """Encode to JSON, naming the value that cannot be encoded."""
+    try:
+        return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
+    except TypeError as exc:
+        raise PayloadError(f"{what} is not JSON-serializable: {exc}") from None
+
+
+def loads(data: bytes | str) -> Any:
+    return orjson.loads(data)
+
+
+def check_payload(task: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """Refuse arguments that would not survive the trip through JSON."""
+    try:
+        orjson.dumps((args, kwargs))
+        return
+    except TypeError:
+        pass  # find and name the culprit
+    for i, value in enumerate(args):
+        _check_json(value, f"argument {i} of {task}()")
+    for name, value in kwargs.items():
+        _check_json(value, f"argument {name!r} of {task}()")
+
+
+def _check_json(value: Any, where: str) -> None:
+    try:
+        orjson.dumps(value)
+    except TypeError:
+        raise PayloadError(
+            f"{where} is {type(value).__name__} {value!r:.60}, which is not JSON-serializable"
+        ) from None

@@ -1,0 +1,383 @@
+"""The worker process: lease jobs for free slots, run them, settle outcomes in batches.
+
+Threads, each with one job:
+- main: leases as many due jobs as there are free slots (never more, so no job
+  waits behind a long one while a slot idles) and hands each to a runner; idle, it
+  blocks in the store's `wait_for_work`.
+- runners: a thread pool for sync tasks; one event-loop thread for async tasks
+  (a sync task never runs on the loop thread).
+- settler: takes finished outcomes, settles them in one round trip per batch, fires
+  hooks, frees the slots.
+- keeper: renews leases (heartbeats), enforces timeouts, recovers expired leases of
+  dead workers, purges old results, publishes what this worker runs.
+
+Exit codes: 0 after a normal stop, 3 when a sync job overran its timeout (its thread
+cannot be killed, so the process asks to be replaced), 1 on an unexpected error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import queue
+import signal
+import socket
+import threading
+import time
+import uuid
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import orjson
+
+from ..backends.base import Outcome
+from ..errors import DeferqError, JobTimeout
+from ..job import Job, JobState
+from ..priorities import PriorityRotation
+from .runner import decide_failure, fire_hooks, run_async, run_sync
+
+if TYPE_CHECKING:
+    from ..app import App
+
+log = logging.getLogger("deferq.worker")
+
+EXIT_OK, EXIT_ERROR, EXIT_OVERRAN = 0, 1, 3
+
+
+@dataclass
+class WorkerConfig:
+    queues: tuple[str, ...] = ("default",)
+    concurrency: int = 8
+    burst: bool = False  # exit when no job is due
+    once: bool = False  # run one job, then exit
+    grace: float = 25.0  # seconds running jobs get to finish after a stop signal
+    name: str = field(
+        default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+    )
+    max_jobs: int | None = None  # exit after this many jobs (the supervisor's recycling)
+    idle_wait: float = 1.0  # longest single wait on the store, so stops are prompt
+
+
+@dataclass
+class Running:
+    job: Job
+    started: float
+    deadline: float | None
+    abandoned: bool = False  # settled as timed out while its thread still runs
+
+
+class Worker:
+    def __init__(self, app: App, config: WorkerConfig | None = None) -> None:
+        self.app = app
+        self.backend = app.backend
+        self.config = config or WorkerConfig()
+        if self.config.once:
+            self.config.concurrency = 1
+        if self.config.concurrency < 1:
+            raise DeferqError("concurrency must be at least 1")
+        self.rotation = PriorityRotation(app.priority_weights)
+        self.running: dict[str, Running] = {}
+        self.lock = threading.Lock()
+        self.slot_freed = threading.Event()
+        self.outcomes: queue.SimpleQueue[tuple[Outcome, BaseException | None] | None] = (
+            queue.SimpleQueue()
+        )
+        self.stopping = threading.Event()
+        self.exit_code = EXIT_OK
+        self.processed = 0
+        self.pool = ThreadPoolExecutor(self.config.concurrency, thread_name_prefix="deferq-run")
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._threads: list[threading.Thread] = []
+        self._store_down_since: float | None = None
+
+    # -- life cycle -------------------------------------------------------------------
+
+    def run(self) -> int:
+        """Work until stopped (signal, --burst, --once, max_jobs). Returns the exit code."""
+        self._install_signals()
+        log.info(
+            "worker %s started: queues %s, concurrency %d",
+            self.config.name, ",".join(self.config.queues), self.config.concurrency,
+        )  # fmt: skip
+        for target in (self._settle_loop, self._keeper_loop):
+            thread = threading.Thread(target=target, name=target.__name__, daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        try:
+            self._lease_loop()
+        except Exception:
+            log.exception("worker %s failed", self.config.name)
+            self.exit_code = EXIT_ERROR
+        finally:
+            self._shutdown()
+        return self.exit_code
+
+    def stop(self) -> None:
+        """Stop taking jobs; running jobs get the grace period to finish."""
+        if not self.stopping.is_set():
+            log.info("worker %s stopping: finishing %d running job(s)", self.config.name, len(self.running))
+        self.stopping.set()
+        self.slot_freed.set()
+
+    def _install_signals(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+
+        def on_signal(signum: int, _frame: object) -> None:
+            if self.stopping.is_set() and signum == signal.SIGINT:
+                log.warning("second interrupt: releasing running jobs now")
+                self.config.grace = 0
+            self.stop()
+
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, on_signal)
+
+    def _shutdown(self) -> None:
+        self.stopping.set()
+        deadline = time.monotonic() + self.config.grace
+        while self._live_count() and time.monotonic() < deadline:
+            self.slot_freed.wait(0.05)
+            self.slot_freed.clear()
+        with self.lock:
+            left = [r.job for r in self.running.values() if not r.abandoned]
+        if left:
+            log.warning("releasing %d unfinished job(s) back to their queues", len(left))
+            self._store_call(self.backend.settle, [Outcome(job, "release") for job in left])
+        self.outcomes.put(None)
+        for thread in self._threads:
+            thread.join(timeout=5)
+        self._store_call(self.backend.kv_delete, "workers", self.config.name)
+        self.pool.shutdown(wait=False, cancel_futures=True)
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+        log.info("worker %s stopped after %d job(s)", self.config.name, self.processed)
+
+    # -- leasing and dispatch ---------------------------------------------------------
+
+    def _live_count(self) -> int:
+        with self.lock:
+            return sum(1 for r in self.running.values() if not r.abandoned)
+
+    def _free_slots(self) -> int:
+        with self.lock:
+            busy = len(self.running)
+        free = self.config.concurrency - busy
+        if self.config.max_jobs is not None:
+            free = min(free, self.config.max_jobs - self.processed - busy)
+        return free
+
+    def _done_taking(self) -> bool:
+        if self.config.once:
+            return self.processed >= 1 or bool(self.running)
+        return self.config.max_jobs is not None and self.processed >= self.config.max_jobs
+
+    def _lease_loop(self) -> None:
+        cfg = self.config
+        while not self.stopping.is_set():
+            if self._done_taking():
+                if not self.running:
+                    return
+                self.slot_freed.wait(cfg.idle_wait)
+                self.slot_freed.clear()
+                continue
+            free = self._free_slots()
+            if free <= 0:
+                self.slot_freed.wait(cfg.idle_wait)
+                self.slot_freed.clear()
+                continue
+            jobs = self._store_call(
+                self.backend.reserve, cfg.queues, free, cfg.name, self.app.lease,
+                self.rotation.next_order(),
+            )  # fmt: skip
+            if jobs is None:  # store unreachable: _store_call logged and backed off
+                continue
+            for job in jobs:
+                self._dispatch(job)
+            if jobs:
+                continue
+            if cfg.burst and not self.running:
+                return
+            self._store_call(self.backend.wait_for_work, cfg.queues, cfg.idle_wait)
+
+    def _dispatch(self, job: Job) -> None:
+        now = time.monotonic()
+        deadline = now + job.timeout if job.timeout else None
+        with self.lock:
+            self.running[job.id] = Running(job, now, deadline)
+        task = self.app.tasks.get(job.task)
+        if task is not None and task.is_async:
+            future = asyncio.run_coroutine_threadsafe(run_async(self.app, job), self._event_loop())
+        else:
+            future = self.pool.submit(run_sync, self.app, job)
+        future.add_done_callback(lambda f, job=job: self._finished(job, f))
+
+    def _finished(self, job: Job, future: Future) -> None:
+        try:
+            outcome, exc = future.result()
+        except BaseException as exc:  # noqa: BLE001 - cancelled at shutdown, or a runner bug
+            outcome = decide_failure(self.app, job, exc)
+        with self.lock:
+            running = self.running.get(job.id)
+            if running is not None and running.abandoned:
+                del self.running[job.id]  # already settled as timed out
+                self.slot_freed.set()
+                return
+        self.outcomes.put((outcome, exc))
+
+    def _event_loop(self) -> asyncio.AbstractEventLoop:
+        if self._loop is None:
+            loop = asyncio.new_event_loop()
+            thread = threading.Thread(target=loop.run_forever, name="deferq-async", daemon=True)
+            thread.start()
+            self._loop = loop
+        return self._loop
+
+    # -- settling ---------------------------------------------------------------------
+
+    def _settle_loop(self) -> None:
+        while True:
+            item = self.outcomes.get()
+            batch = []
+            while item is not None:
+                batch.append(item)
+                try:
+                    item = self.outcomes.get_nowait()
+                except queue.Empty:
+                    break
+            if batch:
+                self._settle(batch)
+            if item is None:
+                return
+
+    def _settle(self, batch: list[tuple[Outcome, BaseException | None]]) -> None:
+        outcomes = [outcome for outcome, _ in batch]
+        applied = None
+        while applied is None:
+            applied = self._store_call(self.backend.settle, outcomes)
+            if applied is None and self.stopping.is_set():
+                break  # the store is gone during shutdown: leases will expire, nothing lost
+        with self.lock:
+            for outcome in outcomes:
+                self.running.pop(outcome.job.id, None)
+            self.processed += len(outcomes)
+        self.slot_freed.set()
+        for (outcome, exc), ok in zip(batch, applied or [False] * len(batch), strict=True):
+            job = outcome.job
+            if not ok:
+                log.warning("job %s (%s) finished after losing its lease; outcome dropped", job.id, job.task)
+                continue
+            if outcome.kind == "succeeded":
+                log.debug("job %s %s succeeded", job.id, job.task)
+            elif outcome.kind == "retry":
+                log.info("job %s %s failed (attempt %d/%d), retry in %.1fs: %s", job.id, job.task,
+                         job.attempts, job.max_attempts, outcome.delay, _first_line(outcome.error))  # fmt: skip
+            elif outcome.kind == "dead":
+                log.warning("job %s %s is dead after %d attempt(s): %s", job.id, job.task,
+                            job.attempts, _first_line(outcome.error))  # fmt: skip
+            fire_hooks(self.app, outcome, exc)
+
+    # -- keeper: heartbeats, timeouts, maintenance --------------------------------------
+
+    def _keeper_loop(self) -> None:
+        beat_every = max(self.app.lease / 3, 0.2)
+        next_beat = next_recover = next_purge = time.monotonic()
+        while not (self.stopping.is_set() and not self.running):
+            now = time.monotonic()
+            self._enforce_timeouts(now)
+            if now >= next_beat:
+                self._heartbeat()
+                next_beat = now + beat_every
+            if now >= next_recover:
+                self._store_call(self.backend.recover_expired)
+                self._store_call(self.backend.promote_due)
+                next_recover = now + max(self.app.lease / 2, 0.5)
+            if now >= next_purge:
+                self._store_call(
+                    self.backend.purge, [JobState.SUCCEEDED, JobState.CANCELLED], self.app.result_ttl
+                )
+                next_purge = now + 60
+            time.sleep(0.05 if self._nearest_deadline() else min(beat_every, 0.5))
+
+    def _nearest_deadline(self) -> bool:
+        with self.lock:
+            return any(r.deadline for r in self.running.values() if not r.abandoned)
+
+    def _heartbeat(self) -> None:
+        with self.lock:
+            jobs = [r.job for r in self.running.values() if not r.abandoned]
+            doing = [
+                {"id": r.job.id, "task": r.job.task, "started": r.started}
+                for r in self.running.values()
+            ]
+        if jobs:
+            lost = self._store_call(self.backend.heartbeat, jobs, self.app.lease) or set()
+            for job_id in lost:
+                log.warning("job %s: lease lost (the store gave it to another worker)", job_id)
+        status = {
+            "name": self.config.name, "pid": os.getpid(), "host": socket.gethostname(),
+            "queues": list(self.config.queues), "concurrency": self.config.concurrency,
+            "processed": self.processed, "running": doing, "seen": time.time(),
+            "monotonic": time.monotonic(),
+        }  # fmt: skip
+        self._store_call(
+            self.backend.kv_put, "workers", self.config.name, orjson.dumps(status),
+            self.app.lease * 2,
+        )  # fmt: skip
+
+    def _enforce_timeouts(self, now: float) -> None:
+        overran = []
+        with self.lock:
+            for running in self.running.values():
+                task = self.app.tasks.get(running.job.task)
+                is_sync = task is None or not task.is_async
+                if is_sync and running.deadline and now > running.deadline and not running.abandoned:
+                    running.abandoned = True
+                    overran.append(running.job)
+        for job in overran:
+            exc = JobTimeout(f"timed out after {job.timeout:g}s")
+            log.error("job %s %s overran its timeout of %gs: failing the attempt and "
+                      "replacing this worker", job.id, job.task, job.timeout)  # fmt: skip
+            self.outcomes.put((decide_failure(self.app, job, exc), exc))
+            self.exit_code = EXIT_OVERRAN
+            self.stop()
+
+    # -- store errors -----------------------------------------------------------------
+
+    def _store_call(self, fn, *args):  # type: ignore[no-untyped-def]
+        """Call the store; on a connection failure say so once, back off, return None."""
+        try:
+            result = fn(*args)
+        except (ConnectionError, OSError, DeferqError) as exc:
+            self._store_failed(exc)
+            return None
+        except Exception as exc:  # driver-specific connection errors
+            if not _is_connection_error(exc):
+                raise
+            self._store_failed(exc)
+            return None
+        if self._store_down_since is not None:
+            log.warning("store is back after %.1fs", time.monotonic() - self._store_down_since)
+            self._store_down_since = None
+        return result
+
+    def _store_failed(self, exc: BaseException) -> None:
+        now = time.monotonic()
+        if self._store_down_since is None:
+            self._store_down_since = now
+            log.error("store unreachable, retrying: %s", _first_line(str(exc)))
+        down_for = now - self._store_down_since
+        self.stopping.wait(min(0.1 * 2 ** min(down_for, 3), 1.0))
+
+
+def _is_connection_error(exc: BaseException) -> bool:
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    return bool(names & {"ConnectionError", "OperationalError", "InterfaceError", "TimeoutError"})
+
+
+def _first_line(text: str | None) -> str:
+    if not text:
+        return ""
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return lines[-1] if lines else ""

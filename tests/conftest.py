@@ -1,0 +1,43 @@
+"""Shared fixtures. Stores plug in through tests/stores/<name>.py, each providing a
+`<name>_url` fixture that yields the URL of a clean store."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+import deferq
+
+pytest_plugins = [
+    "tests.stores.local",
+]
+
+# The behaviour suite runs on every store named here (`-k sqlite` picks one).
+STORES = ["memory", "sqlite"]
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def need_service(what: str, reason: str) -> None:
+    """A missing server skips on a laptop, but fails in CI (CI=true)."""
+    message = f"{what} is not available: {reason}"
+    if IN_CI:
+        pytest.fail(message + " (CI=true: backend tests must run, not skip)")
+    pytest.skip(message)
+
+
+@pytest.fixture(params=STORES)
+def store_url(request: pytest.FixtureRequest) -> str:
+    return request.getfixturevalue(f"{request.param}_url")
+
+
+@pytest.fixture
+def app(store_url: str):
+    application = deferq.App(store_url, lease=5)
+    yield application
+    application.close()
+
+
+@pytest.fixture
+def backend(app: deferq.App):
+    return app.backend
