@@ -1,0 +1,409 @@
+"""The behaviour suite: every backend must move jobs exactly the same way.
+
+Runs once per store in tests/conftest.py STORES. Each test names the invariant of
+DESIGN.md it proves.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+
+import pytest
+
+import deferq
+from deferq.backends.base import Outcome
+from deferq.job import JobState, Priority
+from deferq.priorities import PriorityRotation
+
+ALL = (0, 1, 2)
+WORKER = "test-worker"
+
+
+def enqueue(app, n=1, task="noop", **options):
+    return [app.enqueue(task, [i], **options) for i in range(n)]
+
+
+def reserve(backend, limit=1, queues=("default",), worker=WORKER, lease=5.0, order=ALL):
+    return backend.reserve(list(queues), limit, worker, lease, order)
+
+
+def wait_until(predicate, timeout=5.0, step=0.01):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(step)
+    return predicate()
+
+
+# -- producing --------------------------------------------------------------------
+
+
+def test_enqueue_returns_stored_job(app):
+    job = app.enqueue("send", [42, "a@b.c"], {"x": 1}, queue="email", priority="high")
+    assert job.state == JobState.QUEUED
+    assert (job.task, job.args, job.kwargs, job.queue) == ("send", (42, "a@b.c"), {"x": 1}, "email")
+    assert job.priority == Priority.HIGH and job.attempts == 0
+    stored = app.get(job.id)
+    assert stored is not None and stored.args == (42, "a@b.c") and stored.kwargs == {"x": 1}
+    assert stored.state == JobState.QUEUED
+
+
+def test_ids_sort_by_creation(app):
+    jobs = enqueue(app, 50)
+    assert [j.id for j in jobs] == sorted(j.id for j in jobs)
+    assert len({j.id for j in jobs}) == 50
+
+
+def test_enqueue_many_is_ordered_and_complete(app, backend):
+    task = app.task(name="noop")(lambda i: i)
+    jobs = app.enqueue_many([task.call(i) for i in range(100)])
+    assert [j.args[0] for j in jobs] == list(range(100))
+    assert all(app.get(j.id) is not None for j in jobs)
+    assert app.enqueue_many([]) == []
+
+
+def test_unknown_job_is_none(app):
+    assert app.get("01NOSUCHJOB0000000000000000") is None
+    assert app.get_by_key("no-such-key") is None
+    assert app.cancel("01NOSUCHJOB0000000000000000") is False
+    assert app.retry_dead("01NOSUCHJOB0000000000000000") is False
+
+
+# -- order (invariant 5) ----------------------------------------------------------
+
+
+def test_fifo_within_a_priority(app, backend):
+    jobs = enqueue(app, 30)
+    taken = [reserve(backend)[0].id for _ in range(30)]
+    assert taken == [j.id for j in jobs]
+    assert reserve(backend) == []
+
+
+def test_batch_reserve_keeps_fifo(app, backend):
+    jobs = enqueue(app, 25)
+    taken = [j.id for _ in range(3) for j in reserve(backend, limit=10)]
+    assert taken == [j.id for j in jobs]
+
+
+def test_earlier_due_time_goes_first(app, backend):
+    now = backend.now()
+    later = app.enqueue("noop", [1], at=now - 1)
+    earlier = app.enqueue("noop", [2], at=now - 5)
+    assert [j.id for j in reserve(backend, limit=2)] == [earlier.id, later.id]
+
+
+def test_priority_preference_order_is_followed(app, backend):
+    low = app.enqueue("noop", [0], priority="low")
+    normal = app.enqueue("noop", [1], priority="normal")
+    high = app.enqueue("noop", [2], priority="high")
+    assert [j.id for j in reserve(backend, 3, order=(2, 0, 1))] == [low.id, high.id, normal.id]
+
+
+def test_weighted_priorities_5_3_2_without_starvation(app, backend):
+    for level in ("high", "normal", "low"):
+        enqueue(app, 60, priority=level)
+    rotation = PriorityRotation((5, 3, 2))
+    taken = Counter(reserve(backend, order=rotation.next_order())[0].priority for _ in range(100))
+    assert taken == {Priority.HIGH: 50, Priority.NORMAL: 30, Priority.LOW: 20}
+
+
+def test_empty_preferred_level_falls_through(app, backend):
+    job = app.enqueue("noop", [0], priority="low")
+    assert [j.id for j in reserve(backend, order=(0, 1, 2))] == [job.id]
+
+
+def test_queues_are_separate(app, backend):
+    email = app.enqueue("noop", [0], queue="email")
+    app.enqueue("noop", [1], queue="sms")
+    assert [j.id for j in reserve(backend, 5, queues=("email", "other"))] == [email.id]
+    assert len(reserve(backend, 5, queues=("email", "sms"))) == 1
+
+
+# -- delays (never early) -----------------------------------------------------------
+
+
+def test_delayed_job_is_scheduled_and_never_early(app, backend):
+    job = app.enqueue("noop", [0], delay=0.4)
+    assert job.state == JobState.SCHEDULED
+    assert app.get(job.id).state == JobState.SCHEDULED
+    assert reserve(backend) == []
+    taken: list = []
+    assert wait_until(lambda: bool(taken.extend(reserve(backend))) or bool(taken), timeout=5)
+    assert taken[0].id == job.id
+    assert backend.now() >= job.run_at
+
+
+def test_at_in_the_past_is_due_now(app, backend):
+    job = app.enqueue("noop", [0], at=backend.now() - 60)
+    assert job.state == JobState.QUEUED
+    assert reserve(backend)[0].id == job.id
+
+
+def test_wait_for_work_wakes_on_enqueue(app, backend):
+    start = time.monotonic()
+    timer = threading.Timer(0.2, lambda: app.enqueue("noop", [0]))
+    timer.start()
+    try:
+        backend.wait_for_work(["default"], 3.0)
+    finally:
+        timer.join()
+    assert time.monotonic() - start < 2.5
+    assert len(reserve(backend)) == 1
+
+
+def test_wait_for_work_returns_at_next_due_time(app, backend):
+    app.enqueue("noop", [0], delay=0.3)
+    start = time.monotonic()
+    backend.wait_for_work(["default"], 5.0)
+    assert time.monotonic() - start < 2.0
+
+
+# -- leases, attempts, retries (invariants 1, 2) ---------------------------------------
+
+
+def test_attempts_are_counted_at_lease(app, backend):
+    job = app.enqueue("noop", [0])
+    leased = reserve(backend)[0]
+    assert leased.attempts == 1 and leased.state == JobState.ACTIVE and leased.worker == WORKER
+    assert app.get(job.id).attempts == 1
+    assert app.get(job.id).state == JobState.ACTIVE
+
+
+def test_succeeded_keeps_result(app, backend):
+    job = app.enqueue("noop", [0])
+    leased = reserve(backend)[0]
+    assert backend.settle([Outcome(leased, "succeeded", result={"sent": True})]) == [True]
+    done = app.get(job.id)
+    assert done.state == JobState.SUCCEEDED and done.result == {"sent": True}
+    assert done.finished_at is not None and done.lease_until is None
+
+
+def test_retry_waits_for_its_backoff(app, backend):
+    job = app.enqueue("noop", [0])
+    leased = reserve(backend)[0]
+    assert backend.settle([Outcome(leased, "retry", delay=0.3, error="boom")]) == [True]
+    retried = app.get(job.id)
+    assert retried.state == JobState.SCHEDULED and retried.error == "boom"
+    assert reserve(backend) == []
+    taken: list = []
+    assert wait_until(lambda: bool(taken.extend(reserve(backend))) or bool(taken))
+    assert taken[0].attempts == 2
+
+
+def test_dead_is_kept_and_can_be_retried(app, backend):
+    job = app.enqueue("noop", [0])
+    leased = reserve(backend)[0]
+    backend.settle([Outcome(leased, "dead", error="gave up")])
+    dead = app.get(job.id)
+    assert dead.state == JobState.DEAD and dead.error == "gave up"
+    assert [j.id for j in app.list_jobs("dead")] == [job.id]
+    assert app.retry_dead(job.id) is True
+    assert app.retry_dead(job.id) is False
+    again = reserve(backend)[0]
+    assert again.id == job.id and again.attempts == 1
+
+
+def test_release_does_not_count_the_attempt(app, backend):
+    job = app.enqueue("noop", [0])
+    leased = reserve(backend)[0]
+    backend.settle([Outcome(leased, "release")])
+    assert app.get(job.id).state == JobState.QUEUED
+    assert app.get(job.id).attempts == 0
+
+
+def test_expired_lease_returns_job(app, backend):
+    job = app.enqueue("noop", [0], max_attempts=3)
+    first = reserve(backend, lease=0.2, worker="crashed")[0]
+    assert wait_until(lambda: backend.recover_expired() == 1 or app.get(job.id).state != "active")
+    recovered = app.get(job.id)
+    assert recovered.state == JobState.QUEUED and recovered.attempts == 1
+    second = reserve(backend, worker="alive")[0]
+    assert second.id == job.id and second.attempts == 2
+    # the crashed worker's late outcome must not overwrite the new owner's work
+    assert backend.settle([Outcome(first, "succeeded")]) == [False]
+    assert backend.heartbeat([first], 5.0) == {job.id}
+    assert backend.settle([Outcome(second, "succeeded")]) == [True]
+
+
+def test_job_that_kills_its_worker_ends_dead(app, backend):
+    job = app.enqueue("noop", [0], max_attempts=2)
+    for _ in range(2):
+        reserve(backend, lease=0.1, worker="crashing")
+        assert wait_until(lambda: backend.recover_expired() >= 1, timeout=3)
+    dead = app.get(job.id)
+    assert dead.state == JobState.DEAD and "lease expired" in dead.error
+    assert reserve(backend) == []
+
+
+def test_heartbeat_keeps_the_lease(app, backend):
+    job = app.enqueue("noop", [0])
+    leased = reserve(backend, lease=0.3)[0]
+    for _ in range(4):
+        time.sleep(0.1)
+        assert backend.heartbeat([leased], 0.3) == set()
+    assert backend.recover_expired() == 0
+    assert app.get(job.id).state == JobState.ACTIVE
+    assert app.get(job.id).lease_until > backend.now()
+
+
+def test_settle_batch_reports_each(app, backend):
+    enqueue(app, 3)
+    a, b, c = reserve(backend, 3)
+    backend.cancel(c.id)  # active jobs cannot be cancelled: still ours
+    results = backend.settle(
+        [Outcome(a, "succeeded"), Outcome(b, "retry", delay=10), Outcome(c, "dead", error="x")]
+    )
+    assert results == [True, True, True]
+    assert [app.get(j.id).state for j in (a, b, c)] == ["succeeded", "scheduled", "dead"]
+
+
+# -- unique keys (invariant 7) -------------------------------------------------------
+
+
+def test_unique_key_returns_the_unfinished_job(app, backend):
+    first = app.enqueue("noop", [1], key="reset:42")
+    second = app.enqueue("noop", [2], key="reset:42")
+    assert second.id == first.id and second.args == (1,)
+    assert app.get_by_key("reset:42").id == first.id
+    leased = reserve(backend)[0]
+    assert app.enqueue("noop", [3], key="reset:42").id == first.id  # active still holds it
+    backend.settle([Outcome(leased, "succeeded")])
+    third = app.enqueue("noop", [4], key="reset:42")
+    assert third.id != first.id
+    assert app.get_by_key("reset:42").id == third.id
+    assert app.get(first.id).state == JobState.SUCCEEDED
+
+
+def test_scheduled_job_holds_its_key(app):
+    first = app.enqueue("noop", [1], key="remind:7", delay=60)
+    assert app.enqueue("noop", [2], key="remind:7").id == first.id
+
+
+def test_unique_key_inside_one_batch(app):
+    task = app.task(name="noop")(lambda i: i)
+    jobs = app.enqueue_many([task.options(key="k").call(1), task.options(key="k").call(2)])
+    assert jobs[0].id == jobs[1].id
+
+
+# -- cancel ------------------------------------------------------------------------
+
+
+def test_cancel_waiting_jobs_only(app, backend):
+    scheduled = app.enqueue("noop", [0], delay=60)
+    queued = app.enqueue("noop", [1])
+    assert app.cancel(scheduled.id) is True
+    assert app.get(scheduled.id).state == JobState.CANCELLED
+    assert app.cancel(scheduled.id) is False
+    leased = reserve(backend)[0]
+    assert leased.id == queued.id
+    assert app.cancel(queued.id) is False  # active
+    assert reserve(backend) == []
+
+
+def test_cancelled_key_is_free_again(app):
+    job = app.enqueue("noop", [0], key="once", delay=60)
+    app.cancel(job.id)
+    assert app.enqueue("noop", [0], key="once").id != job.id
+
+
+# -- stats, listing, purge -----------------------------------------------------------
+
+
+def test_stats_count_every_state(app, backend):
+    enqueue(app, 3, queue="q1")
+    app.enqueue("noop", [0], queue="q1", delay=60)
+    cancelled = app.enqueue("noop", [0], queue="q1", delay=60)
+    app.cancel(cancelled.id)
+    a, b = reserve(backend, 2, queues=("q1",))
+    backend.settle([Outcome(a, "succeeded"), Outcome(b, "dead", error="x")])
+    reserve(backend, 1, queues=("q1",))
+    stats = app.stats()["q1"]
+    expected = {"scheduled": 1, "queued": 0, "active": 1, "succeeded": 1, "dead": 1, "cancelled": 1}
+    assert {k: stats[k] for k in expected} == expected
+
+
+def test_oldest_wait_grows(app, backend):
+    app.enqueue("noop", [0], at=backend.now() - 30)
+    assert 29 <= app.stats()["default"]["oldest_wait"] < 120
+
+
+def test_purge_finished_only(app, backend):
+    enqueue(app, 2)
+    a, b = reserve(backend, 2)
+    backend.settle([Outcome(a, "succeeded"), Outcome(b, "dead", error="x")])
+    waiting = app.enqueue("noop", [9])
+    assert app.purge(["succeeded"], older_than=3600) == 0
+    assert app.purge(["succeeded", "dead"]) == 2
+    assert app.get(a.id) is None and app.get(b.id) is None
+    assert app.get(waiting.id) is not None
+    with pytest.raises(ValueError):
+        app.purge(["queued"])
+
+
+def test_list_jobs_by_state_and_queue(app, backend):
+    enqueue(app, 2, queue="a")
+    enqueue(app, 1, queue="b", delay=60)
+    assert len(app.list_jobs("queued")) == 2
+    assert len(app.list_jobs("scheduled", queue="b")) == 1
+    assert app.list_jobs("scheduled", queue="a") == []
+
+
+# -- shared records ------------------------------------------------------------------
+
+
+def test_kv_records(backend):
+    assert backend.kv_get("ns", "a") is None
+    assert backend.kv_put("ns", "a", b"1") is True
+    assert backend.kv_put("ns", "a", b"2", only_new=True) is False
+    assert backend.kv_get("ns", "a") == b"1"
+    backend.kv_put("ns", "b", b"3", ttl=0.2)
+    assert backend.kv_list("ns") == {"a": b"1", "b": b"3"}
+    assert wait_until(lambda: backend.kv_get("ns", "b") is None, timeout=3)
+    assert backend.kv_put("ns", "b", b"4", ttl=5, only_new=True) is True
+    assert backend.kv_delete("ns", "a") is True
+    assert backend.kv_delete("ns", "a") is False
+    assert backend.kv_list("ns") == {"b": b"4"}
+    assert backend.kv_list("other") == {}
+
+
+def test_store_clock_is_sane(backend):
+    assert abs(backend.now() - time.time()) < 5
+
+
+# -- the producer API over the store ---------------------------------------------------
+
+
+def test_task_options_and_async_enqueue(app):
+    @app.task(queue="email", priority="low", max_attempts=7, timeout=9)
+    def send(user_id: int) -> None: ...
+
+    job = send.options(priority="high", key="k1").enqueue(1)
+    assert (job.queue, job.priority, job.max_attempts, job.timeout, job.key) == (
+        "email", Priority.HIGH, 7, 9.0, "k1",
+    )  # fmt: skip
+    import asyncio
+
+    job2 = asyncio.run(send.enqueue_async(2))
+    assert app.get(job2.id).args == (2,)
+
+
+def test_bad_input_is_refused_before_storing(app):
+    @app.task()
+    def f(x): ...
+
+    with pytest.raises(TypeError, match="argument 0 of f"):
+        f.enqueue(object())
+    with pytest.raises(ValueError, match="delay"):
+        f.options(delay=-1)
+    with pytest.raises(ValueError, match="priority"):
+        f.options(priority="urgent")
+    with pytest.raises(ValueError, match="unknown option"):
+        f.options(dealy=1)
+    assert app.stats() == {}
+
+
+def test_retry_exception_type_is_public():
+    assert issubclass(deferq.Retry, Exception)
