@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import traceback
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -19,12 +20,22 @@ if TYPE_CHECKING:
 log = logging.getLogger("deferq.worker")
 
 
+_current_job: ContextVar[Job | None] = ContextVar("deferq_current_job", default=None)
+
+
+def current_job() -> Job | None:
+    """The job whose task is running in this context (None outside a task): lets a task
+    read its attempt number, id or timeout."""
+    return _current_job.get()
+
+
 class UnknownTask(LookupError):
     """A job names a task this worker does not know."""
 
 
 def run_sync(app: App, job: Job) -> tuple[Outcome, BaseException | None]:
     """Run a sync task here (a worker thread) and return its outcome."""
+    token = _current_job.set(job)
     try:
         task = _task_of(app, job)
         result = task.fn(*job.args, **job.kwargs)
@@ -32,11 +43,14 @@ def run_sync(app: App, job: Job) -> tuple[Outcome, BaseException | None]:
         if isinstance(exc, KeyboardInterrupt | SystemExit):
             raise
         return decide_failure(app, job, exc), exc
+    finally:
+        _current_job.reset(token)
     return succeeded(job, result), None
 
 
 async def run_async(app: App, job: Job) -> tuple[Outcome, BaseException | None]:
     """Run an async task on the worker's event loop, cancelled at its timeout."""
+    token = _current_job.set(job)
     try:
         task = _task_of(app, job)
         coro = task.fn(*job.args, **job.kwargs)
@@ -46,6 +60,8 @@ async def run_async(app: App, job: Job) -> tuple[Outcome, BaseException | None]:
             raise JobTimeout(f"timed out after {job.timeout:g}s") from None
     except Exception as exc:  # noqa: BLE001
         return decide_failure(app, job, exc), exc
+    finally:
+        _current_job.reset(token)
     return succeeded(job, result), None
 
 
