@@ -1,0 +1,269 @@
+"""Alerts by e-mail (SMTP) and webhook (JSON POST), rate-limited, sent off the caller's thread.
+
+    alerter = Alerter(AlertConfig.from_dict(toml["alerts"]))
+    alerter.send("store_down", "the store is unreachable", {"url": url, "error": "..."})
+    alerter.close()   # delivers what is still queued (bounded), then stops the thread
+
+`send` never blocks and never raises on delivery problems: a slow SMTP server or a
+dead webhook receiver must not stall the master or a request. Alerts of one `kind`
+are delivered at most once per `min_interval` seconds; the ones dropped meanwhile are
+counted and reported with the next alert of that kind.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import smtplib
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from email.message import EmailMessage
+from typing import Any
+from urllib.parse import urlsplit
+
+import orjson
+
+from .errors import ConfigError, MissingExtra
+from .supervisor.values import host_port, no_unknown_keys, parse_duration
+
+log = logging.getLogger("deferq.alerts")
+
+DELIVERY_TRIES = 3  # per target, with a short pause between tries
+DELIVERY_TIMEOUT = 10.0  # seconds for one SMTP session or one webhook request
+
+
+@dataclass(frozen=True)
+class EmailTarget:
+    """Where alert e-mail goes: an SMTP server (plain, or STARTTLS with a login)."""
+
+    host: str
+    port: int
+    sender: str
+    recipients: tuple[str, ...]
+    username: str | None = None
+    password: str | None = None
+    starttls: bool = False
+
+    EMAIL_KEYS = ("smtp", "from", "to", "username", "password", "starttls")
+
+    @classmethod
+    def from_dict(cls, d: Any) -> EmailTarget:
+        if not isinstance(d, dict):
+            raise ConfigError(
+                'alerts.email must be a table like { smtp = "host:25", from = ..., to = [...] }'
+            )
+        no_unknown_keys(d, cls.EMAIL_KEYS, "alerts.email")
+        for required in ("smtp", "from", "to"):
+            if required not in d:
+                raise ConfigError(f"alerts.email needs {required!r}")
+        host, port = host_port(d["smtp"], "alerts.email.smtp", default_port=25)
+        sender = d["from"]
+        if not isinstance(sender, str) or "@" not in sender:
+            raise ConfigError(f"alerts.email.from must be an e-mail address, got {sender!r}")
+        recipients = d["to"]
+        if isinstance(recipients, str):
+            recipients = [recipients]
+        if (
+            not isinstance(recipients, list)
+            or not recipients
+            or not all(isinstance(r, str) and "@" in r for r in recipients)
+        ):
+            raise ConfigError(
+                f"alerts.email.to must be a list of e-mail addresses, got {d['to']!r}"
+            )
+        for name in ("username", "password"):
+            if name in d and not isinstance(d[name], str):
+                raise ConfigError(f"alerts.email.{name} must be a string")
+        if not isinstance(d.get("starttls", False), bool):
+            raise ConfigError("alerts.email.starttls must be true or false")
+        return cls(host, port, sender, tuple(recipients), d.get("username"), d.get("password"),
+                   d.get("starttls", False))  # fmt: skip
+
+
+@dataclass(frozen=True)
+class AlertConfig:
+    """The [alerts] table: where alerts go, how often, and what the monitor alerts on."""
+
+    email: EmailTarget | None = None
+    webhook: str | None = None
+    min_interval: float = 300.0  # seconds between two alerts of one kind
+    backlog: dict[str, int] = field(default_factory=dict)  # queue -> alert above this many waiting
+    oldest_waiting: float | None = None  # alert when a due job waited longer (seconds)
+    dead_letters: bool = True  # alert when jobs go dead
+
+    KEYS = ("email", "webhook", "min_interval", "backlog", "oldest_waiting", "dead_letters")
+
+    @property
+    def enabled(self) -> bool:
+        return self.email is not None or self.webhook is not None
+
+    @classmethod
+    def from_dict(cls, d: Any) -> AlertConfig:
+        """Validate an [alerts] table; a wrong key or value raises ConfigError (one sentence)."""
+        if d is None:
+            return cls()
+        if not isinstance(d, dict):
+            raise ConfigError("alerts must be a table")
+        no_unknown_keys(d, cls.KEYS, "alerts")
+        email = EmailTarget.from_dict(d["email"]) if "email" in d else None
+        webhook = d.get("webhook")
+        if webhook is not None:
+            parts = urlsplit(webhook) if isinstance(webhook, str) else None
+            if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+                raise ConfigError(f"alerts.webhook must be an http(s):// URL, got {webhook!r}")
+        min_interval = parse_duration(d.get("min_interval", 300), "alerts.min_interval")
+        backlog = d.get("backlog", {})
+        if not isinstance(backlog, dict) or not all(
+            isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in backlog.values()
+        ):
+            raise ConfigError(
+                "alerts.backlog must be a table of queue = number, like { email = 1000 }"
+            )
+        oldest = d.get("oldest_waiting")
+        oldest = None if oldest is None else parse_duration(oldest, "alerts.oldest_waiting")
+        dead_letters = d.get("dead_letters", True)
+        if not isinstance(dead_letters, bool):
+            raise ConfigError("alerts.dead_letters must be true or false")
+        return cls(email, webhook, min_interval, dict(backlog), oldest, dead_letters)
+
+
+@dataclass
+class _Alert:
+    kind: str
+    subject: str
+    details: dict[str, Any]
+    at: float
+    suppressed: int = 0
+
+    def payload(self, source: str) -> dict[str, Any]:
+        return {
+            "kind": self.kind, "subject": self.subject, "details": self.details,
+            "source": source, "time": self.at, "suppressed": self.suppressed,
+        }  # fmt: skip
+
+
+class Alerter:
+    """Sends alerts from one background thread; `send` returns at once."""
+
+    def __init__(self, config: AlertConfig, *, source: str | None = None) -> None:
+        self.config = config
+        self.source = source or socket.gethostname()
+        self._queue: queue.SimpleQueue[_Alert | None] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._last_sent: dict[str, float] = {}
+        self._suppressed: dict[str, int] = {}
+        self._closing = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._idle = threading.Event()
+        self._idle.set()
+        self._pending = 0
+        if config.webhook is not None:
+            _httpx()  # say now, not at the first alert, that the client is missing
+
+    def send(self, kind: str, subject: str, details: dict[str, Any] | None = None) -> None:
+        """Queue an alert for delivery (non-blocking). Rate-limited per `kind`."""
+        log.warning("alert %s: %s", kind, subject)
+        if not self.config.enabled or self._closing.is_set():
+            return
+        now = time.monotonic()
+        with self._lock:
+            last = self._last_sent.get(kind)
+            if last is not None and now - last < self.config.min_interval:
+                self._suppressed[kind] = self._suppressed.get(kind, 0) + 1
+                return
+            self._last_sent[kind] = now
+            alert = _Alert(kind, subject, dict(details or {}), time.time(),
+                           self._suppressed.pop(kind, 0))  # fmt: skip
+            self._pending += 1
+            self._idle.clear()
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._deliver_loop, name="deferq-alerts",
+                                                daemon=True)  # fmt: skip
+                self._thread.start()
+        self._queue.put(alert)
+
+    def flush(self, timeout: float = 10.0) -> bool:
+        """Wait until every queued alert was delivered (or given up); say whether it was."""
+        return self._idle.wait(timeout)
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Deliver what is queued (for at most `timeout` seconds), then stop the thread."""
+        self.flush(timeout)
+        self._closing.set()
+        self._queue.put(None)
+        if self._thread is not None:
+            self._thread.join(timeout=1.0)
+
+    # -- the delivery thread ------------------------------------------------------
+
+    def _deliver_loop(self) -> None:
+        while (alert := self._queue.get()) is not None:
+            try:
+                self._deliver(alert)
+            finally:
+                with self._lock:
+                    self._pending -= 1
+                    if self._pending == 0:
+                        self._idle.set()
+
+    def _deliver(self, alert: _Alert) -> None:
+        targets = []
+        if self.config.email is not None:
+            targets.append(("e-mail", self._send_email))
+        if self.config.webhook is not None:
+            targets.append(("webhook", self._post_webhook))
+        for name, deliver in targets:
+            for attempt in range(1, DELIVERY_TRIES + 1):
+                try:
+                    deliver(alert)
+                    break
+                except Exception as exc:  # noqa: BLE001 - delivery problems are only logged
+                    if attempt == DELIVERY_TRIES or self._closing.wait(attempt * 0.5):
+                        log.error("alert %s not delivered by %s: %s", alert.kind, name, exc)
+                        break
+
+    def _send_email(self, alert: _Alert) -> None:
+        target = self.config.email
+        assert target is not None
+        message = EmailMessage()
+        message["Subject"] = f"[deferq] {alert.subject}"
+        message["From"] = target.sender
+        message["To"] = ", ".join(target.recipients)
+        message.set_content(_email_body(alert, self.source))
+        with smtplib.SMTP(target.host, target.port, timeout=DELIVERY_TIMEOUT) as smtp:
+            if target.starttls:
+                smtp.starttls()
+            if target.username:
+                smtp.login(target.username, target.password or "")
+            smtp.send_message(message)
+
+    def _post_webhook(self, alert: _Alert) -> None:
+        assert self.config.webhook is not None
+        body = orjson.dumps(alert.payload(self.source), default=str)
+        response = _httpx().post(
+            self.config.webhook, content=body, timeout=DELIVERY_TIMEOUT,
+            headers={"content-type": "application/json", "user-agent": "deferq-alerts"},
+        )  # fmt: skip
+        response.raise_for_status()
+
+
+def _email_body(alert: _Alert, source: str) -> str:
+    lines = [alert.subject, ""]
+    lines += [f"{key}: {value}" for key, value in alert.details.items()]
+    when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(alert.at))
+    lines += ["", f"kind: {alert.kind}", f"from: {source}", f"time: {when}"]
+    if alert.suppressed:
+        lines.append(
+            f"({alert.suppressed} more alert(s) of this kind were held back since the last one)"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _httpx() -> Any:
+    try:
+        import httpx
+    except ImportError:
+        raise MissingExtra("alerts", "httpx") from None
+    return httpx

@@ -1,0 +1,1 @@
+"""The supervisor (`deferq run`): a master process that keeps pools of worker processes."""
