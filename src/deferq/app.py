@@ -115,9 +115,24 @@ class App:
 
         return register
 
+    def periodic(self, cron: str, **schedule: Any) -> Any:
+        """Enqueue a task on a cron schedule (UTC; run by `deferq run`):
+        ``@app.periodic("*/5 * * * *", args=(...), queue="reports")``. Options: name,
+        args, kwargs, queue, priority, max_attempts, timeout."""
+        from .supervisor.periodic import register_periodic
+
+        return register_periodic(self, cron, **schedule)
+
     def defaults_for(self, task_name: str) -> TaskDefaults:
         task = self.tasks.get(task_name)
         return task.defaults if task else TaskDefaults()
+
+    def timeout_for(self, job: Job) -> float | None:
+        """The job's own timeout, else its task's (jobs enqueued by name carry none)."""
+        if job.timeout is not None:
+            return job.timeout
+        task = self.tasks.get(job.task)
+        return task.defaults.timeout if task else None
 
     # -- producing ---------------------------------------------------------------
 
@@ -140,7 +155,8 @@ class App:
         for call in calls:
             if not isinstance(call, Call):
                 raise TypeError(f"enqueue_many takes task.call(...) values, got {call!r:.60}")
-            items.append(build_enqueue(call, self.defaults_for(call.task), 0.0))
+            task = self.tasks.get(call.task)
+            items.append(build_enqueue(call, task.defaults if task else None, 0.0))
             if not any(c is call.options.connection for c in connections):
                 connections.append(call.options.connection)
         if len(connections) > 1:

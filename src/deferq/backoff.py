@@ -76,9 +76,10 @@ class exponential:  # noqa: N801
 
     def nominal(self, attempt: int) -> float:
         exponent = max(attempt, 1) - 1
-        if exponent > 1000:  # base**exponent would overflow a float
+        try:
+            return min(self.first * self.base**exponent, self.cap)
+        except OverflowError:  # large attempts: far past any cap
             return self.cap
-        return min(self.first * self.base**exponent, self.cap)
 
     def __call__(self, attempt: int) -> float:
         delay = self.nominal(attempt)

@@ -134,10 +134,16 @@ class Task:
         return (await self.app.enqueue_many_async([self.call(*args, **kwargs)]))[0]
 
 
-def build_enqueue(call: Call, defaults: TaskDefaults, now: float) -> Enqueue:
-    """The stored form of a call: task defaults overridden by the call's options."""
+def build_enqueue(call: Call, defaults: TaskDefaults | None, now: float) -> Enqueue:
+    """The stored form of a call: task defaults overridden by the call's options.
+
+    `defaults` is None when the producer does not know the task (enqueue by name):
+    then the timeout is left to the worker's task definition.
+    """
     check_payload(call.task, call.args, call.kwargs)
     opts = call.options
+    known = defaults is not None
+    defaults = defaults or TaskDefaults()
     job = Job(
         id=new_job_id(),
         task=call.task,
@@ -146,7 +152,7 @@ def build_enqueue(call: Call, defaults: TaskDefaults, now: float) -> Enqueue:
         queue=opts.queue or defaults.queue,
         priority=defaults.priority if opts.priority is None else opts.priority,
         max_attempts=opts.max_attempts or defaults.max_attempts,
-        timeout=opts.timeout if opts.timeout is not None else defaults.timeout,
+        timeout=opts.timeout if opts.timeout is not None or not known else defaults.timeout,
         key=opts.key,
         run_at=opts.at or 0.0,
         created_at=now,

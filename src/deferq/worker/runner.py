@@ -54,10 +54,11 @@ async def run_async(app: App, job: Job) -> tuple[Outcome, BaseException | None]:
     try:
         task = _task_of(app, job)
         coro = task.fn(*job.args, **job.kwargs)
+        timeout = app.timeout_for(job)
         try:
-            result = await asyncio.wait_for(coro, job.timeout)
+            result = await asyncio.wait_for(coro, timeout)
         except TimeoutError:
-            raise JobTimeout(f"timed out after {job.timeout:g}s") from None
+            raise JobTimeout(f"timed out after {timeout:g}s") from None
     except Exception as exc:  # noqa: BLE001
         return decide_failure(app, job, exc), exc
     finally:

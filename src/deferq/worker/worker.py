@@ -145,6 +145,8 @@ class Worker:
         if left:
             log.warning("releasing %d unfinished job(s) back to their queues", len(left))
             self._store_call(self.backend.settle, [Outcome(job, "release") for job in left])
+        with self.lock:
+            self.running.clear()  # released or abandoned: nothing left to heartbeat
         self.outcomes.put(None)
         for thread in self._threads:
             thread.join(timeout=5)
@@ -203,7 +205,8 @@ class Worker:
 
     def _dispatch(self, job: Job) -> None:
         now = time.monotonic()
-        deadline = now + job.timeout if job.timeout else None
+        timeout = self.app.timeout_for(job)
+        deadline = now + timeout if timeout else None
         with self.lock:
             self.running[job.id] = Running(job, now, deadline)
         task = self.app.tasks.get(job.task)
@@ -336,9 +339,10 @@ class Worker:
                     running.abandoned = True
                     overran.append(running.job)
         for job in overran:
-            exc = JobTimeout(f"timed out after {job.timeout:g}s")
+            timeout = self.app.timeout_for(job) or 0
+            exc = JobTimeout(f"timed out after {timeout:g}s")
             log.error("job %s %s overran its timeout of %gs: failing the attempt and "
-                      "replacing this worker", job.id, job.task, job.timeout)  # fmt: skip
+                      "replacing this worker", job.id, job.task, timeout)  # fmt: skip
             self.outcomes.put((decide_failure(self.app, job, exc), exc))
             self.exit_code = EXIT_OVERRAN
             self.stop()

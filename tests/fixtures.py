@@ -1,0 +1,52 @@
+"""Tasks for worker processes started by tests: `deferq worker --app tests.fixtures:app`.
+
+Each run appends a line to the file named by DEFERQ_TEST_RECORD, so a test can count
+exactly how often every job ran, even across killed processes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+
+import deferq
+
+app = deferq.App(os.environ.get("DEFERQ_URL", "memory://"), lease=2)
+
+
+def _record(line: str) -> None:
+    path = os.environ.get("DEFERQ_TEST_RECORD")
+    if path:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, f"{line}\n".encode())  # one write: atomic with O_APPEND
+        finally:
+            os.close(fd)
+
+
+@app.task()
+def noop(i: int = 0) -> int:
+    return i
+
+
+@app.task(max_attempts=5)
+def record(i: int, seconds: float = 0.0) -> int:
+    _record(f"start {i}")
+    if seconds:
+        time.sleep(seconds)
+    _record(f"done {i}")
+    return i
+
+
+@app.task(timeout=0.5, max_attempts=2, backoff=deferq.backoff.fixed(0.1))
+def hang(i: int) -> None:
+    _record(f"hang {i}")
+    time.sleep(60)
+
+
+@app.task()
+async def async_record(i: int) -> int:
+    await asyncio.sleep(0)
+    _record(f"done {i}")
+    return i
