@@ -17,6 +17,7 @@ from .app import App
 from .errors import DeferqError
 from .job import Job, JobState
 from .logs import setup_logging
+from .supervisor.cli import run_command, status_command
 
 STATE_COLUMNS = ("scheduled", "queued", "active", "succeeded", "dead", "cancelled")
 
@@ -272,6 +273,9 @@ def demo(url: str | None) -> None:
     setup_logging("warning")
     run_demo(url)
 
+
+main.add_command(run_command)  # deferq run: the supervisor
+main.add_command(status_command)  # deferq status: masters, pools, children
 
 if __name__ == "__main__":
     main()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
 
@@ -56,14 +56,16 @@ class Priority:
 
 
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+_PAIRS = [a + b for a in _CROCKFORD for b in _CROCKFORD]  # every 10-bit value as 2 characters
 _id_lock = threading.Lock()
 _last_id = [0, 0]  # [milliseconds, randomness] of the last id made in this process
 
 
 def new_job_id() -> str:
-    """A ULID: 48 bits of milliseconds then 80 bits that increase within a millisecond.
+    """A ULID-like id: 48 bits of milliseconds, then 80 bits that grow within a millisecond.
 
-    Ids sort by creation time, and within one process by creation order.
+    26 Crockford base-32 characters; ids sort by creation time, and within one
+    process by creation order.
     """
     ms = time.time_ns() // 1_000_000
     with _id_lock:
@@ -72,8 +74,8 @@ def new_job_id() -> str:
         else:
             rand = int.from_bytes(os.urandom(10), "big") >> 1  # room to count upwards
         _last_id[0], _last_id[1] = ms, rand
-    value = (ms << 80) | rand
-    return "".join(_CROCKFORD[(value >> shift) & 31] for shift in range(125, -1, -5))
+    value = (ms << 82) | (rand << 2)  # 130 bits: 13 pairs of characters
+    return "".join([_PAIRS[(value >> shift) & 1023] for shift in range(120, -1, -10)])
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,7 +106,11 @@ class Job:
         return Priority.name(self.priority)
 
     def with_state(self, state: JobState, **changes: Any) -> Job:
-        return replace(self, state=JobState(state), **changes)
+        return self.evolve(state=JobState(state), **changes)
+
+    def evolve(self, **changes: Any) -> Job:
+        """A copy with some fields changed (dataclasses.replace, several times faster)."""
+        return Job(*[changes.get(name, getattr(self, name)) for name in JOB_FIELDS])
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -112,6 +118,9 @@ class Job:
         data["state"] = str(self.state)
         data["priority"] = self.priority_name
         return data
+
+
+JOB_FIELDS = tuple(Job.__dataclass_fields__)
 
 
 def dumps(value: Any, what: str = "value") -> bytes:
@@ -126,17 +135,17 @@ def loads(data: bytes | str) -> Any:
     return orjson.loads(data)
 
 
-def check_payload(task: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-    """Refuse arguments that would not survive the trip through JSON."""
+def encode_payload(task: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bytes:
+    """`[args, kwargs]` as JSON; refuses, by name, arguments that JSON cannot carry."""
     try:
-        orjson.dumps((args, kwargs))
-        return
+        return orjson.dumps((args, kwargs))
     except TypeError:
         pass  # find and name the culprit
     for i, value in enumerate(args):
         _check_json(value, f"argument {i} of {task}()")
     for name, value in kwargs.items():
         _check_json(value, f"argument {name!r} of {task}()")
+    raise PayloadError(f"the arguments of {task}() are not JSON-serializable")
 
 
 def _check_json(value: Any, where: str) -> None:

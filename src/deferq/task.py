@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import backoff as backoff_module
 from .backends.base import Enqueue
-from .job import Job, Priority, check_payload, new_job_id
+from .job import Job, Priority, encode_payload, new_job_id
 
 if TYPE_CHECKING:
     from .app import App
@@ -140,7 +140,7 @@ def build_enqueue(call: Call, defaults: TaskDefaults | None, now: float) -> Enqu
     `defaults` is None when the producer does not know the task (enqueue by name):
     then the timeout is left to the worker's task definition.
     """
-    check_payload(call.task, call.args, call.kwargs)
+    payload = encode_payload(call.task, call.args, call.kwargs)
     opts = call.options
     known = defaults is not None
     defaults = defaults or TaskDefaults()
@@ -157,7 +157,7 @@ def build_enqueue(call: Call, defaults: TaskDefaults | None, now: float) -> Enqu
         run_at=opts.at or 0.0,
         created_at=now,
     )
-    return Enqueue(job, opts.delay)
+    return Enqueue(job, opts.delay, payload)
 
 
 def _seconds(value: Any, name: str) -> float:

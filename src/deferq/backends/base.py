@@ -29,10 +29,21 @@ from ..job import ALL_STATES, Job, JobState
 
 @dataclass(frozen=True, slots=True)
 class Enqueue:
-    """A job to store. Due at `job.run_at` when that is set, else `delay` after now."""
+    """A job to store. Due at `job.run_at` when that is set, else `delay` after now.
+
+    `payload` is `[args, kwargs]` already encoded as JSON (the producer encodes once,
+    which is also how it refuses arguments JSON cannot carry).
+    """
 
     job: Job
     delay: float = 0.0
+    payload: bytes = b""
+
+    def stored(self, now: float) -> Job:
+        """The job as stored at store time `now`: its due time set, waiting."""
+        job = self.job
+        run_at = job.run_at or now + self.delay
+        return job.evolve(run_at=run_at, created_at=now, state=state_for_waiting(run_at, now))
 
 
 @dataclass(frozen=True, slots=True)

@@ -54,11 +54,10 @@ class MemoryBackend(Backend):
                 if existing is not None:
                     stored.append(self._view(existing, now))
                     continue
-                run_at = job.run_at or now + item.delay
-                job = replace(job, state=_WAITING, run_at=run_at, created_at=now)
-                self._jobs[job.id] = job
+                job = item.stored(now)
+                self._jobs[job.id] = job.evolve(state=_WAITING)
                 self._order[job.id] = next(self._seq)
-                stored.append(self._view(job, now))
+                stored.append(job)
             self._changed.notify_all()
             return stored
 

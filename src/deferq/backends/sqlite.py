@@ -73,7 +73,10 @@ COLUMNS = (
     "id, task, payload, queue, priority, state, attempts, max_attempts, timeout, key, "
     "run_at, created_at, lease_until, worker, error, result, finished_at"
 )
-INSERT = f"INSERT OR IGNORE INTO deferq_jobs ({COLUMNS}) VALUES ({', '.join('?' * 17)})"
+INSERT = (  # only what a new job has; the other columns start NULL or at their default
+    "INSERT OR IGNORE INTO deferq_jobs (id, task, payload, queue, priority, state, "
+    "max_attempts, timeout, key, run_at, created_at) VALUES (?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?)"
+)
 FENCE = "id = ? AND state = 'active' AND worker = ? AND attempts = ?"
 POLL_SECONDS = 0.005
 
@@ -168,12 +171,10 @@ class SQLiteBackend(Backend):
     # -- rows <-> jobs ----------------------------------------------------------------
 
     @staticmethod
-    def _row(job: Job, state: str) -> tuple[Any, ...]:
+    def _row(job: Job, payload: bytes) -> tuple[Any, ...]:
         return (
-            job.id, job.task, dumps([job.args, job.kwargs]), job.queue, job.priority, state,
-            job.attempts, job.max_attempts, job.timeout, job.key, job.run_at, job.created_at,
-            job.lease_until, job.worker, job.error,
-            None if job.result is None else dumps(job.result), job.finished_at,
+            job.id, job.task, payload or dumps([job.args, job.kwargs]), job.queue, job.priority,
+            job.max_attempts, job.timeout, job.key, job.run_at, job.created_at,
         )  # fmt: skip
 
     @staticmethod
@@ -204,23 +205,17 @@ class SQLiteBackend(Backend):
     def enqueue_many(self, items: Sequence[Enqueue], connection: Any = None) -> list[Job]:
         self.refuse_connection(connection)
         now = self.now()
-        jobs = []
-        for item in items:
-            job = item.job
-            run_at = job.run_at or now + item.delay
-            jobs.append(
-                Job(**{**_fields(job), "run_at": run_at, "created_at": now, "state": "queued"})
-            )
-        stored: list[Job] = []
+        jobs = [item.stored(now) for item in items]
+        rows = [self._row(job, item.payload) for job, item in zip(jobs, items, strict=True)]
         with self._write() as cur:
-            plain = [self._row(j, "queued") for j in jobs if j.key is None]
-            if len(plain) == len(jobs):
-                cur.executemany(INSERT, plain)
-                return [j.with_state(state_for_waiting(j.run_at, now)) for j in jobs]
-            for job in jobs:
-                cur.execute(INSERT, self._row(job, "queued"))
+            if all(job.key is None for job in jobs):
+                cur.executemany(INSERT, rows)
+                return jobs
+            stored = []
+            for job, row in zip(jobs, rows, strict=True):
+                cur.execute(INSERT, row)
                 if cur.rowcount == 1:
-                    stored.append(job.with_state(state_for_waiting(job.run_at, now)))
+                    stored.append(job)
                     continue
                 row = cur.execute(
                     f"SELECT {COLUMNS} FROM deferq_jobs WHERE key = ? AND state IN "
@@ -449,10 +444,6 @@ class SQLiteBackend(Backend):
             (namespace, self.now()),
         )
         return {key: bytes(value) for key, value in rows}
-
-
-def _fields(job: Job) -> dict[str, Any]:
-    return {name: getattr(job, name) for name in Job.__slots__}
 
 
 def _state_filter(state: JobState, now: float) -> tuple[str, list[Any]]:
