@@ -271,7 +271,7 @@ def demo(url: str | None) -> None:
     from .demo import run_demo
 
     setup_logging("warning")
-    run_demo(url)
+    sys.exit(run_demo(url))
 
 
 main.add_command(run_command)  # deferq run: the supervisor
