@@ -1,0 +1,432 @@
+"""The master process of `deferq run`: keeps pools of worker processes, and watches the store.
+
+One thread does all the supervising, in a loop woken by signals (SIGCHLD included, so a
+dead child is replaced at once) or by its own pace (`check_every`):
+- every wake: reap exited children, start or retire children to match each pool's
+  target, enqueue due periodic ticks;
+- every check: read the children's heartbeats (kv "workers"), kill hung ones, retire
+  those past their lifetime or memory ceiling, autoscale, monitor the queues, sweep
+  the store, publish this master's status (kv "masters"), notice a changed config file.
+
+Signals: SIGTERM, SIGINT, SIGUSR2 stop (children finish their jobs within `grace`; a
+second one makes them release their jobs at once); SIGHUP reloads the config file with
+a rolling restart of the children. Exit codes: 0 after a stop, 1 on an unexpected error.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import select
+import signal
+import socket
+import time
+from typing import Any
+
+import click
+import orjson
+from setproctitle import setproctitle
+
+from ..alerts import Alerter
+from ..app import App
+from ..backends.base import QueueStats
+from ..errors import ConfigError
+from .autoscale import Load, ScaleState, decide
+from .children import CRASH_ALERT_AT, Child, PoolState, spawn_child
+from .config import PoolConfig, SupervisorConfig, file_digest, load_config
+from .maintenance import Maintenance
+from .monitor import Monitor, StoreHealth
+from .periodic import PeriodicScheduler
+from .values import format_duration
+
+log = logging.getLogger("deferq.master")
+
+MASTER_TITLE = "deferq: master"
+EXIT_OK, EXIT_ERROR = 0, 1
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR2)
+KILL_MARGIN = 5.0  # seconds past the grace period before unfinished children are killed
+
+
+def load_supervised_app(config: SupervisorConfig) -> App:
+    from ..cli import load_app
+
+    if not config.app:
+        raise ConfigError(
+            'the supervisor needs your tasks: set app = "module:attribute" in the config '
+            "file or pass --app"
+        )
+    try:
+        app = load_app(config.app, config.url)
+    except click.UsageError as exc:
+        raise ConfigError(exc.message) from None
+    check_periodic_tasks(app, config)
+    return app
+
+
+def check_periodic_tasks(app: App, config: SupervisorConfig) -> None:
+    for job in config.periodic:
+        if job.task not in app.tasks:
+            raise ConfigError(f"periodic.{job.name}.task names {job.task!r}, a task your app lacks")
+
+
+class Master:
+    def __init__(self, config: SupervisorConfig, log_level: str = "info", log_format: str = "text"):
+        self.config = config
+        self.app = load_supervised_app(config)
+        self.host = socket.gethostname()
+        self.id = f"{self.host}:{os.getpid()}"
+        self.child_spec = {"app": config.app, "url": self.app.url, "grace": config.grace,
+                           "log_level": log_level, "log_format": log_format}  # fmt: skip
+        self.alerter = Alerter(config.alerts, source=f"deferq master {self.id}")
+        self.health = StoreHealth(lambda: self.alerter, self.app.url)
+        self.monitor = Monitor(self.app.backend, self.health, lambda: self.alerter)
+        self.maintenance = Maintenance(self.app, self.health)
+        self.generation = 0
+        self.pools = {p.name: self._new_pool(p) for p in config.pools}
+        self.started = time.time()
+        self.stop_signals = 0
+        self.reload_requested = False
+        self.next_check = 0.0
+        self.clock_offset = 0.0  # store clock minus this machine's clock
+        self.config_seen = (config.digest, self._file_stamp())
+        self.periodic = PeriodicScheduler(self.app, self._periodic_jobs(config), self.store_now())
+        self._wake_r, self._wake_w = os.pipe()
+
+    def _new_pool(self, config: PoolConfig) -> PoolState:
+        return PoolState(config, ScaleState(config.scale.minimum), self.generation)
+
+    def _periodic_jobs(self, config: SupervisorConfig) -> list[Any]:
+        return [*self.app.periodic_jobs, *config.periodic]
+
+    def store_now(self) -> float:
+        return time.time() + self.clock_offset
+
+    # -- life cycle ---------------------------------------------------------------
+
+    def run(self) -> int:
+        """Supervise until a stop signal; return the exit code."""
+        setproctitle(MASTER_TITLE)
+        self._install_signals()
+        pools = ", ".join(
+            f"{p.name} ({p.scale.minimum}-{p.scale.maximum} x {p.concurrency})"
+            for p in self.config.pools
+        )
+        log.info("master %s started on %s: pools %s", self.id, self.app.url, pools)
+        code = EXIT_OK
+        try:
+            while not self.stop_signals:
+                self._step()
+                self._wait(self._seconds_to_next_wake())
+        except Exception:
+            log.exception("master failed")
+            code = EXIT_ERROR
+        self._shutdown()
+        return code
+
+    def _install_signals(self) -> None:
+        for fd in (self._wake_r, self._wake_w):
+            os.set_blocking(fd, False)
+        signal.set_wakeup_fd(self._wake_w, warn_on_full_buffer=False)
+
+        def on_stop(signum: int, _frame: object) -> None:
+            self.stop_signals += 1
+
+        def on_reload(_signum: int, _frame: object) -> None:
+            self.reload_requested = True
+
+        for sig in STOP_SIGNALS:
+            signal.signal(sig, on_stop)
+        signal.signal(signal.SIGHUP, on_reload)
+        signal.signal(signal.SIGCHLD, lambda *_: None)  # only to wake the loop
+
+    def _wait(self, timeout: float) -> None:
+        select.select([self._wake_r], [], [], max(0.0, timeout))
+        try:
+            while os.read(self._wake_r, 512):
+                pass
+        except BlockingIOError:
+            pass
+
+    def _seconds_to_next_wake(self) -> float:
+        wake = self.next_check - time.monotonic()
+        periodic = self.periodic.seconds_to_next(self.store_now())
+        if periodic is not None:
+            wake = min(wake, periodic + 0.005)
+        restarts = [p.restart_at - time.monotonic() for p in self.pools.values() if p.restart_at]
+        return max(0.0, min([wake, *restarts]))
+
+    def _step(self) -> None:
+        now = time.monotonic()
+        self._reap(now)
+        if self.reload_requested:
+            self.reload_requested = False
+            self.reload()
+        if now >= self.next_check:
+            self.next_check = now + self.config.check_every
+            self._check(now)
+        for pool in list(self.pools.values()):
+            self._reconcile(pool, now)
+        if self.health.up:
+            self.health.call(self.periodic.run_due, self.store_now())
+
+    def _check(self, now: float) -> None:
+        ok, store_now = self.health.call(self.app.backend.now)
+        if ok:
+            self.clock_offset = store_now - time.time()
+        self._watch_children(now)
+        ok, stats = self.health.call(self.app.backend.stats)
+        if ok:
+            self._autoscale(stats, now)
+            self.monitor.check(stats)
+        self.maintenance.run(now)
+        self._publish()
+        self._watch_config_file()
+
+    def _shutdown(self) -> None:
+        children = [c for p in self.pools.values() for c in p.children]
+        log.info("master stopping: %d child(ren) finish their jobs (grace %s)",
+                 len(children), format_duration(self.config.grace))  # fmt: skip
+        for child in children:
+            child.retire("the master is stopping")
+        deadline = time.monotonic() + self.config.grace + KILL_MARGIN
+        forwarded = 1
+        while any(p.children for p in self.pools.values()) and time.monotonic() < deadline:
+            if self.stop_signals > forwarded:  # asked again: release running jobs now
+                forwarded = self.stop_signals
+                log.warning("stop signal again: children release their running jobs now")
+                for pool in self.pools.values():
+                    for child in pool.children:
+                        child.signal(signal.SIGINT)
+            self._wait(0.2)
+            self._reap(time.monotonic())
+        for pool in self.pools.values():
+            for child in pool.children:
+                log.error("child %s #%d (pid %d) did not stop in time: killed; its jobs "
+                          "return after their lease", pool.config.name, child.index,
+                          child.pid)  # fmt: skip
+                child.signal(signal.SIGKILL)
+                child.process.wait()
+                self.health.call(self.app.backend.kv_delete, "workers", child.name)
+        self.health.call(self.app.backend.kv_delete, "masters", self.id)
+        self.alerter.close()
+        self.app.close()
+        signal.set_wakeup_fd(-1)
+        log.info("master stopped")
+
+    # -- children -------------------------------------------------------------------
+
+    def _reap(self, now: float) -> None:
+        for pool in self.pools.values():
+            for child in list(pool.children):
+                code = child.process.poll()
+                if code is not None:
+                    pool.children.remove(child)
+                    self._child_exited(pool, child, code, now)
+        for name in [n for n, p in self.pools.items() if p.config.name not in self._configured()]:
+            if not self.pools[name].children:
+                del self.pools[name]  # a pool removed by a reload, now drained
+
+    def _configured(self) -> set[str]:
+        return {p.name for p in self.config.pools}
+
+    def _child_exited(self, pool: PoolState, child: Child, code: int, now: float) -> None:
+        # A child that died without saying goodbye leaves its status behind: clear it.
+        self.health.call(self.app.backend.kv_delete, "workers", child.name)
+        what = f"child {pool.config.name} #{child.index} (pid {child.pid})"
+        if child.retiring_since is not None and child.retire_reason != "hung":
+            log.info("%s stopped (%s)", what, child.retire_reason)
+        elif code == 0:
+            log.info("%s exited after max_jobs_per_child jobs: replacing it", what)
+        elif code == 3:
+            log.warning("%s exited because a job overran its timeout: replacing it", what)
+        else:
+            reason = f"killed by signal {-code}" if code < 0 else f"exit code {code}"
+            if child.retire_reason == "hung":
+                reason = "hung, killed by the master"
+            crashes = pool.crashed(now)
+            delay = pool.restart_at - now
+            log.error("%s died (%s): %s", what, reason,
+                      f"restarting in {delay:.1f}s" if delay > 0 else "restarting now")  # fmt: skip
+            if crashes >= CRASH_ALERT_AT:
+                self.monitor.alert(
+                    f"crash_loop:{pool.config.name}",
+                    f"pool {pool.config.name} keeps crashing: {crashes} crashes in a minute",
+                    {"pool": pool.config.name, "crashes": crashes, "last": reason,
+                     "host": self.host},
+                )  # fmt: skip
+
+    def _watch_children(self, now: float) -> None:
+        ok, records = self.health.call(self.app.backend.kv_list, "workers")
+        statuses = {}
+        for raw in (records or {}).values():
+            try:
+                status = orjson.loads(raw)
+                statuses[status["name"]] = status
+            except (orjson.JSONDecodeError, KeyError, TypeError):
+                continue
+        wall = time.time()
+        for pool in self.pools.values():
+            for child in pool.children:
+                status = statuses.get(child.name)
+                if status is not None:
+                    child.last_seen = now - max(0.0, wall - float(status["seen"]))
+                    child.running = len(status.get("running", ()))
+                self._judge_child(pool.config, child, now, heartbeats_known=ok)
+
+    def _judge_child(
+        self, config: PoolConfig, child: Child, now: float, heartbeats_known: bool
+    ) -> None:
+        what = f"child {config.name} #{child.index} (pid {child.pid})"
+        if child.retiring_since is not None:
+            if now - child.retiring_since > self.config.grace + KILL_MARGIN:
+                log.error("%s did not stop within the grace period: killed", what)
+                child.signal(signal.SIGKILL)
+            return
+        # Judge silence only while the store has been up long enough for children to beat.
+        silent_for = now - max(child.last_seen or child.started, self.health.up_since)
+        if heartbeats_known and silent_for > config.hung_after:
+            log.error("%s sent no heartbeat for %s: it is hung, killing it", what,
+                      format_duration(silent_for))  # fmt: skip
+            child.retire_reason = "hung"
+            child.signal(signal.SIGKILL)
+            return
+        if child.lifetime is not None and now - child.started > child.lifetime:
+            log.info("%s reached max_child_lifetime: retiring it", what)
+            child.retire("max_child_lifetime reached")
+            return
+        if config.max_child_memory is not None:
+            rss = child.resident_memory()
+            if rss is not None and rss > config.max_child_memory:
+                log.warning("%s uses %d MiB, above max_child_memory: retiring it", what, rss >> 20)
+                child.retire("max_child_memory exceeded")
+
+    def _reconcile(self, pool: PoolState, now: float) -> None:
+        """Start or retire children until the pool matches its target; roll restarts."""
+        if self.stop_signals:
+            return
+        configured = pool.config.name in self._configured()
+        target = pool.scale.target if configured else 0
+        serving = pool.serving
+        old = [c for c in serving if c.generation < pool.generation]
+        allowed = target + (1 if old and configured else 0)  # one extra child while rolling
+        while len(serving) < allowed and now >= pool.restart_at:
+            child = self._start(pool)
+            if child is None:
+                break
+            serving.append(child)
+        excess = len(serving) - target
+        if excess <= 0:
+            return
+        if old:
+            if all(c.ready for c in serving if c.generation == pool.generation):
+                old[0].retire("rolling restart after a reload")
+            return
+        # Retire the least busy, youngest first: they hold the fewest jobs and caches.
+        for child in sorted(serving, key=lambda c: (c.running, -c.started))[:excess]:
+            child.retire("the pool shrank")
+
+    def _start(self, pool: PoolState) -> Child | None:
+        try:
+            child = spawn_child(pool, self.child_spec, self.host)
+        except OSError as exc:
+            log.error("cannot start a child for pool %s: %s", pool.config.name, exc)
+            pool.crashed(time.monotonic())
+            return None
+        pool.children.append(child)
+        log.info("started child %s #%d (pid %d)", pool.config.name, child.index, child.pid)
+        return child
+
+    # -- scaling, status, config --------------------------------------------------------
+
+    def _autoscale(self, stats: dict[str, QueueStats], now: float) -> None:
+        for pool in self.pools.values():
+            queues = [stats[q] for q in pool.config.queues if q in stats]
+            load = Load(
+                backlog=sum(s.counts["queued"] for s in queues),
+                oldest_wait=max((s.oldest_wait for s in queues), default=0.0),
+            )
+            before = pool.scale.target
+            pool.scale, reason = decide(pool.config.scale, pool.scale, load, now)
+            if reason:
+                log.info("pool %s: %d -> %d process(es) (%s)", pool.config.name, before,
+                         pool.scale.target, reason)  # fmt: skip
+
+    def status(self) -> dict[str, Any]:
+        """What `deferq status` shows about this master (published in kv "masters")."""
+        return {
+            "id": self.id, "pid": os.getpid(), "host": self.host, "started": self.started,
+            "seen": time.time(), "url": self.app.url,
+            "config": str(self.config.path) if self.config.path else None,
+            "store_up": self.health.up,
+            "pools": {
+                name: {
+                    "queues": list(pool.config.queues), "target": pool.scale.target,
+                    "min": pool.config.scale.minimum, "max": pool.config.scale.maximum,
+                    "concurrency": pool.config.concurrency,
+                    "children": [c.describe() for c in pool.children],
+                }
+                for name, pool in self.pools.items()
+            },
+        }  # fmt: skip
+
+    def _publish(self) -> None:
+        ttl = max(self.config.check_every * 5, 10.0)
+        self.health.call(self.app.backend.kv_put, "masters", self.id,
+                         orjson.dumps(self.status()), ttl)  # fmt: skip
+
+    def _file_stamp(self) -> tuple[int, int] | None:
+        try:
+            stat = os.stat(self.config.path) if self.config.path else None
+        except OSError:
+            return None
+        return (stat.st_mtime_ns, stat.st_size) if stat else None
+
+    def _watch_config_file(self) -> None:
+        """Notice (and report) a changed config file; SIGHUP applies it."""
+        stamp = self._file_stamp()
+        if self.config.path is None or stamp == self.config_seen[1]:
+            return
+        try:
+            digest = file_digest(self.config.path.read_bytes())
+        except OSError:
+            return
+        if digest != self.config_seen[0]:
+            try:
+                load_config(self.config.path)
+                verdict = f"send SIGHUP to apply it (kill -HUP {os.getpid()})"
+            except ConfigError as exc:
+                verdict = f"it is not valid and would be refused: {exc}"
+            log.warning("the config file %s changed: %s", self.config.path, verdict)
+        self.config_seen = (digest, stamp)
+
+    def reload(self) -> None:
+        """SIGHUP: read the config file again and roll the children over to it."""
+        if self.config.path is None:
+            log.warning("SIGHUP ignored: this master was not started from a config file")
+            return
+        try:
+            new = load_config(self.config.path).with_overrides(self.config.app, self.config.url)
+            check_periodic_tasks(self.app, new)
+        except ConfigError as exc:
+            log.error("reload refused, keeping the running config: %s", exc)
+            return
+        if (new.app, new.url) != (self.config.app, self.config.url):
+            log.error("reload refused: app and url cannot change while running; restart the master")
+            return
+        self.generation += 1
+        for pool_config in new.pools:
+            pool = self.pools.get(pool_config.name)
+            if pool is None:
+                self.pools[pool_config.name] = self._new_pool(pool_config)
+                continue
+            pool.config, pool.generation = pool_config, self.generation
+            pool.scale = ScaleState(pool_config.scale.clamp(pool.scale.target))
+        if new.alerts != self.config.alerts:
+            self.alerter.close(timeout=1.0)
+            self.alerter = Alerter(new.alerts, source=f"deferq master {self.id}")
+        self.periodic = PeriodicScheduler(self.app, self._periodic_jobs(new), self.store_now())
+        self.child_spec["grace"] = new.grace
+        self.config = new
+        self.config_seen = (new.digest, self._file_stamp())
+        log.info("reloaded %s: rolling restart of %d child(ren)", new.path,
+                 sum(len(p.children) for p in self.pools.values()))  # fmt: skip
