@@ -1,0 +1,38 @@
+"""The server's settings: from `deferq serve` options, passed to each server process."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import orjson
+
+ENV = "DEFERQ_SERVER_CONFIG"  # how `deferq serve --workers N` hands settings to each process
+
+
+@dataclass
+class ServerConfig:
+    url: str | None = None  # the store; None: DEFERQ_URL, else sqlite:///deferq.db
+    app_path: str | None = None  # module:attr of an App, for task defaults (optional)
+    auth: bool = True  # False: every route is open (local development only)
+    max_body: int = 1024 * 1024  # bytes of a request body; more is a 413
+    max_batch: int = 1000  # jobs in one POST /v1/jobs/batch
+    max_queue_length: int | None = None  # unfinished jobs a queue may hold; more is a 429
+    queue_limits: dict[str, int] = field(default_factory=dict)  # per-queue overrides
+    retry_after: int = 1  # seconds, the Retry-After of a 429 or 503
+    request_log: str | None = "off"  # file, "-" (stderr) or "off"
+    error_log: str | None = "-"
+    enqueue_flights: int = 2  # enqueue batches in flight at once per process
+
+    def limit_for(self, queue: str) -> int | None:
+        return self.queue_limits.get(queue, self.max_queue_length)
+
+    def to_env(self) -> str:
+        return orjson.dumps(asdict(self)).decode()
+
+    @classmethod
+    def from_env(cls) -> ServerConfig:
+        raw = os.environ.get(ENV)
+        data: dict[str, Any] = orjson.loads(raw) if raw else {}
+        return cls(**data)

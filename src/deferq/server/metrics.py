@@ -1,0 +1,93 @@
+"""Prometheus metrics of the HTTP service, and honest about where each number comes from.
+
+Counted by this server process (summed over processes with `--workers N`, through
+prometheus-client's multiprocess directory): HTTP requests by route and status, request
+durations, and jobs enqueued through the API by queue.
+
+Read from the store at each scrape (so the same from every server): jobs by queue and
+state (scheduled / queued / active are the queue depth; succeeded / dead / cancelled
+are the finished jobs still kept), the oldest due job's wait per queue, and whether the
+store answered. Jobs are run by workers, not by this process, so per-attempt counters
+(started, retried) are not here: they are in the workers' delivery log.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.multiprocess import MultiProcessCollector
+
+if TYPE_CHECKING:
+    from .service import Service
+
+MULTIPROCESS_ENV = "PROMETHEUS_MULTIPROC_DIR"
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+
+
+class StoreCollector:
+    """Queue depth and state counts from `backend.stats()`, read when scraped."""
+
+    def __init__(self, service: Service) -> None:
+        self.service = service
+
+    def collect(self) -> Any:
+        up = GaugeMetricFamily("deferq_store_up", "1 if the store answered this scrape")
+        jobs = GaugeMetricFamily("deferq_jobs", "Jobs in the store by queue and state",
+                                 labels=["queue", "state"])  # fmt: skip
+        oldest = GaugeMetricFamily("deferq_queue_oldest_wait_seconds",
+                                   "How long the oldest due job of a queue has waited",
+                                   labels=["queue"])  # fmt: skip
+        try:
+            stats = self.service.backend.stats()
+        except Exception:  # noqa: BLE001 - a scrape reports the store down, it does not fail
+            up.add_metric([], 0)
+            yield up
+            return
+        up.add_metric([], 1)
+        for queue, queue_stats in sorted(stats.items()):
+            for state, count in queue_stats.counts.items():
+                jobs.add_metric([queue, state], count)
+            oldest.add_metric([queue], queue_stats.oldest_wait)
+        yield from (up, jobs, oldest)
+
+
+class Metrics:
+    def __init__(self, service: Service) -> None:
+        self.service = service
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.requests = Counter("deferq_http_requests", "HTTP requests by route and status",
+                                ["method", "route", "status"], registry=self.registry)  # fmt: skip
+        self.duration = Histogram("deferq_http_request_duration_seconds",
+                                  "Time to answer a request", ["route"],
+                                  registry=self.registry, buckets=BUCKETS)  # fmt: skip
+        self.enqueued = Counter("deferq_jobs_enqueued", "Jobs stored through this API",
+                                ["queue"], registry=self.registry)  # fmt: skip
+        self.multiprocess_dir = os.environ.get(MULTIPROCESS_ENV)
+
+    def observe(self, method: str, route: str, status: int, seconds: float) -> None:
+        self.requests.labels(method, route, str(status)).inc()
+        self.duration.labels(route).observe(seconds)
+
+    def render(self) -> bytes:
+        """The exposition text (blocking: reads the store)."""
+        registry = self.registry
+        if self.multiprocess_dir:  # every process's counters, from their shared files
+            registry = CollectorRegistry(auto_describe=False)
+            MultiProcessCollector(registry, self.multiprocess_dir)
+        registry_with_store = CollectorRegistry(auto_describe=False)
+        registry_with_store.register(_Both(registry, StoreCollector(self.service)))
+        return generate_latest(registry_with_store)
+
+
+class _Both:
+    def __init__(self, registry: CollectorRegistry, store: StoreCollector) -> None:
+        self.registry = registry
+        self.store = store
+
+    def collect(self) -> Any:
+        yield from self.registry.collect()
+        yield from self.store.collect()

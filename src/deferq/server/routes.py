@@ -1,0 +1,299 @@
+"""The REST API v1. Each handler names the scope it needs; docs/http.md describes them."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable, Callable
+
+from starlette.requests import Request
+from starlette.routing import Route
+
+from ..job import JobState
+from . import auth, settings
+from . import jobs as jobs_module
+from . import topics as topics_module
+from .errors import ApiError, Invalid, not_found
+from .web import JSON, authorize, query_int, read_json, service_of
+
+Handler = Callable[[Request], Awaitable[JSON]]
+PRODUCER, ADMIN = "producer", "admin"
+
+
+def needs(scope: str) -> Callable[[Handler], Handler]:
+    def wrap(handler: Handler) -> Handler:
+        @functools.wraps(handler)
+        async def guarded(request: Request) -> JSON:
+            await authorize(request, scope)
+            return await handler(request)
+
+        guarded.scope = scope  # type: ignore[attr-defined]
+        return guarded
+
+    return wrap
+
+
+def _path(request: Request, name: str) -> str:
+    return request.path_params[name]
+
+
+# -- jobs ------------------------------------------------------------------------------
+
+
+@needs(PRODUCER)
+async def create_job(request: Request) -> JSON:
+    service = service_of(request)
+    item = await jobs_module.parse_job(service, await read_json(request))
+    await service.queue_lengths.check(item.job.queue, 1)
+    job = (await service.enqueue([item]))[0]
+    return JSON(jobs_module.receipt(job), 201 if job.id == item.job.id else 200)
+
+
+@needs(PRODUCER)
+async def create_jobs(request: Request) -> JSON:
+    service = service_of(request)
+    data = await read_json(request)
+    if not isinstance(data, dict) or not isinstance(data.get("jobs"), list):
+        raise Invalid('send {"jobs": [job, ...]}')
+    if not 1 <= len(data["jobs"]) <= service.config.max_batch:
+        raise Invalid(f"jobs must hold 1 to {service.config.max_batch} jobs")
+    items = [await jobs_module.parse_job(service, job, f"jobs[{i}]")
+             for i, job in enumerate(data["jobs"])]  # fmt: skip
+    per_queue: dict[str, int] = {}
+    for item in items:
+        per_queue[item.job.queue] = per_queue.get(item.job.queue, 0) + 1
+    for queue, count in per_queue.items():
+        await service.queue_lengths.check(queue, count)
+    stored = await service.enqueue(items)
+    return JSON({"jobs": [jobs_module.receipt(job) for job in stored]}, 201)
+
+
+@needs(PRODUCER)
+async def get_job(request: Request) -> JSON:
+    service = service_of(request)
+    job = await service.store(service.backend.get, _path(request, "job_id"))
+    if job is None:
+        raise not_found(f"job {_path(request, 'job_id')}")
+    return JSON(jobs_module.view(job))
+
+
+@needs(PRODUCER)
+async def list_jobs(request: Request) -> JSON:
+    service = service_of(request)
+    key, state = request.query_params.get("key"), request.query_params.get("state")
+    if (key is None) == (state is None):
+        raise Invalid("pass exactly one of the query parameters key or state")
+    if key is not None:
+        job = await service.store(service.backend.get_by_key, key)
+        found = [job] if job is not None else []
+    else:
+        if state not in [str(s) for s in JobState]:
+            raise Invalid(f"state must be one of {', '.join(map(str, JobState))}")
+        limit = query_int(request, "limit", 100, 1, 1000)
+        queue = request.query_params.get("queue")
+        found = await service.store(service.backend.list_jobs, JobState(state), queue, limit)
+    return JSON({"jobs": [jobs_module.view(job) for job in found]})
+
+
+@needs(PRODUCER)
+async def cancel_job(request: Request) -> JSON:
+    service = service_of(request)
+    job_id = _path(request, "job_id")
+    if await service.store(service.backend.cancel, job_id):
+        return JSON({"id": job_id, "state": "cancelled"})
+    job = await service.store(service.backend.get, job_id)
+    if job is None:
+        raise not_found(f"job {job_id}")
+    raise ApiError(409, "not_cancellable", f"job {job_id} is {job.state}: only waiting jobs can "
+                   "be cancelled")  # fmt: skip
+
+
+# -- queues and dead letters -------------------------------------------------------------
+
+
+@needs(PRODUCER)
+async def list_queues(request: Request) -> JSON:
+    service = service_of(request)
+    stats = await service.store(service.backend.stats)
+    return JSON({"queues": {name: s.to_dict() for name, s in sorted(stats.items())}})
+
+
+@needs(ADMIN)
+async def list_dead(request: Request) -> JSON:
+    service = service_of(request)
+    limit = query_int(request, "limit", 100, 1, 1000)
+    queue = request.query_params.get("queue")
+    found = await service.store(service.backend.list_jobs, JobState.DEAD, queue, limit)
+    return JSON({"jobs": [jobs_module.view(job) for job in found]})
+
+
+@needs(ADMIN)
+async def retry_dead(request: Request) -> JSON:
+    service = service_of(request)
+    job_id = _path(request, "job_id")
+    if await service.store(service.backend.retry_dead, job_id):
+        return JSON({"id": job_id, "state": "queued"})
+    job = await service.store(service.backend.get, job_id)
+    if job is None:
+        raise not_found(f"job {job_id}")
+    raise ApiError(409, "not_dead", f"job {job_id} is {job.state}, not dead")
+
+
+@needs(ADMIN)
+async def retry_all_dead(request: Request) -> JSON:
+    service = service_of(request)
+    queue = request.query_params.get("queue")
+    retried = 0
+    while batch := await service.store(service.backend.list_jobs, JobState.DEAD, queue, 500):
+        done = sum([await service.store(service.backend.retry_dead, job.id) for job in batch])
+        retried += done
+        if not done:
+            break
+    return JSON({"retried": retried})
+
+
+@needs(ADMIN)
+async def purge_dead(request: Request) -> JSON:
+    service = service_of(request)
+    older_than = query_int(request, "older_than", 0, 0, 10 * 365 * 86400)
+    purged = await service.store(service.backend.purge, [JobState.DEAD], float(older_than))
+    return JSON({"purged": purged})
+
+
+# -- topics ------------------------------------------------------------------------------
+
+
+@needs(ADMIN)
+async def list_topics(request: Request) -> JSON:
+    service = service_of(request)
+    found = await service.store(topics_module.load_all, service.backend)
+    return JSON({"topics": [topic.to_dict() for topic in found]})
+
+
+@needs(ADMIN)
+async def get_topic(request: Request) -> JSON:
+    service = service_of(request)
+    name = _path(request, "name")
+    topic = await service.store(topics_module.load, service.backend, name)
+    if topic is None:
+        raise not_found(f"topic {name!r}")
+    return JSON(topic.to_dict())
+
+
+@needs(ADMIN)
+async def put_topic(request: Request) -> JSON:
+    service = service_of(request)
+    name = _path(request, "name")
+    topics_module.check_name(name)
+    data = await read_json(request)
+    previous = await service.store(topics_module.load, service.backend, name)
+    topic = topics_module.Topic.from_request(name, data, previous)
+    await service.store(topics_module.save, service.backend, topic)
+    service.forget_topic(name)
+    return JSON(topic.to_dict(), 200 if previous else 201)
+
+
+@needs(ADMIN)
+async def delete_topic(request: Request) -> JSON:
+    service = service_of(request)
+    name = _path(request, "name")
+    if not await service.store(topics_module.delete, service.backend, name):
+        raise not_found(f"topic {name!r}")
+    service.forget_topic(name)
+    return JSON({"deleted": name})
+
+
+# -- tokens and settings -------------------------------------------------------------------
+
+
+@needs(ADMIN)
+async def list_tokens(request: Request) -> JSON:
+    service = service_of(request)
+    return JSON({"tokens": await service.store(auth.list_tokens, service.backend)})
+
+
+@needs(ADMIN)
+async def create_token(request: Request) -> JSON:
+    service = service_of(request)
+    data = await read_json(request)
+    if not isinstance(data, dict) or data.get("scope") not in auth.SCOPES:
+        raise Invalid('send {"scope": "producer" or "admin", "note": "..."}')
+    note = data.get("note") or ""
+    if not isinstance(note, str) or len(note) > 200:
+        raise Invalid("note must be a string of at most 200 characters")
+    token, record = await service.store(auth.create, service.backend, data["scope"], note)
+    return JSON({"token": token, **record}, 201)
+
+
+@needs(ADMIN)
+async def delete_token(request: Request) -> JSON:
+    service = service_of(request)
+    token_id = _path(request, "token_id")
+    if not await service.store(auth.revoke, service.backend, token_id):
+        raise not_found(f"token {token_id}")
+    return JSON({"deleted": token_id})
+
+
+@needs(ADMIN)
+async def get_alerts(request: Request) -> JSON:
+    service = service_of(request)
+    return JSON({"alerts": await service.store(settings.load_alerts, service.backend)})
+
+
+@needs(ADMIN)
+async def put_alerts(request: Request) -> JSON:
+    service = service_of(request)
+    data = await read_json(request)
+    settings.check_alerts(data)
+    await service.store(settings.save_alerts, service.backend, data)
+    return JSON({"alerts": data})
+
+
+# -- health ----------------------------------------------------------------------------
+
+
+async def healthz(request: Request) -> JSON:
+    return JSON({"status": "ok"})
+
+
+async def readyz(request: Request) -> JSON:
+    service = service_of(request)
+    await service.store(service.backend.ping)
+    return JSON({"status": "ready"})
+
+
+def api_routes() -> list[Route]:
+    return [
+        Route("/v1/jobs", create_job, methods=["POST"]),
+        Route("/v1/jobs", list_jobs, methods=["GET"]),
+        Route("/v1/jobs/batch", create_jobs, methods=["POST"]),
+        Route("/v1/jobs/{job_id}", get_job, methods=["GET"]),
+        Route("/v1/jobs/{job_id}", cancel_job, methods=["DELETE"]),
+        Route("/v1/queues", list_queues, methods=["GET"]),
+        Route("/v1/dead", list_dead, methods=["GET"]),
+        Route("/v1/dead", purge_dead, methods=["DELETE"]),
+        Route("/v1/dead/retry", retry_all_dead, methods=["POST"]),
+        Route("/v1/dead/{job_id}/retry", retry_dead, methods=["POST"]),
+        Route("/v1/topics", list_topics, methods=["GET"]),
+        Route("/v1/topics/{name}", get_topic, methods=["GET"]),
+        Route("/v1/topics/{name}", put_topic, methods=["PUT"]),
+        Route("/v1/topics/{name}", delete_topic, methods=["DELETE"]),
+        Route("/v1/tokens", list_tokens, methods=["GET"]),
+        Route("/v1/tokens", create_token, methods=["POST"]),
+        Route("/v1/tokens/{token_id}", delete_token, methods=["DELETE"]),
+        Route("/v1/settings/alerts", get_alerts, methods=["GET"]),
+        Route("/v1/settings/alerts", put_alerts, methods=["PUT"]),
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/readyz", readyz, methods=["GET"]),
+    ]
+
+
+def route_scopes() -> dict[tuple[str, str], str | None]:
+    """(method, path) -> the scope it needs (None: open), for the docs and the tests."""
+    scopes: dict[tuple[str, str], str | None] = {}
+    for route in api_routes():
+        needed = getattr(route.endpoint, "scope", None)
+        for method in route.methods or ():
+            if method != "HEAD":
+                scopes[(method, route.path)] = needed
+    return scopes
+

@@ -1,0 +1,199 @@
+"""What one server process holds: the App and its store, caches, the enqueue batcher,
+queue limits. Nothing here is the only copy of anything: servers are stateless."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sqlite3
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from ..app import App
+from ..backends.base import Enqueue
+from ..errors import ConfigError, MissingExtra, SchemaOutdated, StoreUnavailable
+from ..job import UNFINISHED_STATES, Job
+from ..worker.worker import _is_connection_error
+from . import auth, delivery, logfiles
+from . import topics as topics_module
+from .config import ServerConfig
+from .errors import ApiError
+from .metrics import Metrics
+
+T = TypeVar("T")
+STORE_ERRORS = (StoreUnavailable, SchemaOutdated, ConfigError, MissingExtra, ConnectionError,
+                TimeoutError, OSError, sqlite3.Error)  # fmt: skip
+TOPIC_CACHE_SECONDS = 2.0
+STATS_SECONDS = 1.0  # queue lengths for limits are at most this old
+
+error_log = logging.getLogger(logfiles.ERROR_LOG)
+
+
+def store_error(exc: BaseException, retry_after: int) -> ApiError | None:
+    """The 503 for a store failure, or None when `exc` is not one."""
+    if not isinstance(exc, STORE_ERRORS) and not _is_connection_error(exc):
+        return None
+    lines = [line for line in str(exc).strip().splitlines() if line.strip()]
+    reason = lines[-1][:300] if lines else type(exc).__name__
+    return ApiError(503, "store_unavailable", f"the store cannot be reached: {reason}",
+                    {"Retry-After": str(retry_after)})  # fmt: skip
+
+
+class EnqueueBatcher:
+    """Coalesces the jobs of concurrent requests into one `enqueue_many` (group commit).
+
+    Requests that arrive while a batch is being stored wait for the next one, so under
+    load each store round trip carries many jobs, and when idle a job goes at once.
+    """
+
+    def __init__(self, store: Callable[[Sequence[Enqueue]], Any], flights: int = 2,
+                 max_items: int = 2000) -> None:  # fmt: skip
+        self.store = store  # async (items) -> list[Job]
+        self.flights = max(1, flights)
+        self.max_items = max_items
+        self._pending: list[tuple[list[Enqueue], asyncio.Future[list[Job]]]] = []
+        self._running = 0
+
+    async def enqueue(self, items: list[Enqueue]) -> list[Job]:
+        future: asyncio.Future[list[Job]] = asyncio.get_running_loop().create_future()
+        self._pending.append((items, future))
+        if self._running < self.flights:
+            self._running += 1
+            asyncio.get_running_loop().create_task(self._drain())
+        return await future
+
+    async def _drain(self) -> None:
+        try:
+            while self._pending:
+                batch, count = [], 0
+                while self._pending and (not batch or count + len(self._pending[0][0]) <= self.max_items):
+                    request = self._pending.pop(0)
+                    batch.append(request)
+                    count += len(request[0])
+                await self._store(batch)
+        finally:
+            self._running -= 1
+
+    async def _store(self, batch: list[tuple[list[Enqueue], asyncio.Future[list[Job]]]]) -> None:
+        items = [item for request_items, _ in batch for item in request_items]
+        try:
+            jobs = await self.store(items)
+        except Exception as exc:  # every waiting request gets the failure
+            for _, future in batch:
+                if not future.done():
+                    future.set_exception(exc)
+            return
+        start = 0
+        for request_items, future in batch:
+            if not future.done():
+                future.set_result(jobs[start : start + len(request_items)])
+            start += len(request_items)
+
+
+class QueueLengths:
+    """Unfinished jobs per queue, from the store's counts at most STATS_SECONDS old plus
+    what this process enqueued since: enough to refuse a full queue without a store
+    round trip per request. Several server processes may overshoot a limit by what
+    each accepts within one refresh."""
+
+    def __init__(self, service: Service) -> None:
+        self.service = service
+        self.counts: dict[str, int] = {}
+        self.added: dict[str, int] = {}
+        self.fetched = float("-inf")
+        self._lock = asyncio.Lock()
+
+    async def check(self, queue: str, count: int) -> None:
+        limit = self.service.config.limit_for(queue)
+        if limit is None:
+            return
+        if time.monotonic() - self.fetched > STATS_SECONDS:
+            async with self._lock:
+                if time.monotonic() - self.fetched > STATS_SECONDS:
+                    stats = await self.service.store(self.service.backend.stats)
+                    self.counts = {
+                        name: sum(s.counts.get(str(state), 0) for state in UNFINISHED_STATES)
+                        for name, s in stats.items()
+                    }
+                    self.added = {}
+                    self.fetched = time.monotonic()
+        held = self.counts.get(queue, 0) + self.added.get(queue, 0)
+        if held + count > limit:
+            raise ApiError(
+                429, "queue_full",
+                f"queue {queue!r} holds {held} unfinished jobs and its limit is {limit}: "
+                "retry later",
+                {"Retry-After": str(self.service.config.retry_after)},
+            )  # fmt: skip
+        self.added[queue] = self.added.get(queue, 0) + count
+
+
+class Service:
+    def __init__(self, config: ServerConfig, app: App | None = None) -> None:
+        self.config = config
+        if app is None:
+            from ..cli import load_app
+
+            app = load_app(config.app_path, config.url)
+        self.app = app
+        delivery.install(app)  # so jobs of topics get the delivery task's defaults
+        self.tokens = auth.TokenCache()
+        self.batcher = EnqueueBatcher(self._enqueue_items, config.enqueue_flights)
+        self.queue_lengths = QueueLengths(self)
+        self.metrics = Metrics(self)
+        self._topics: dict[str, tuple[topics_module.Topic | None, float]] = {}
+
+    @property
+    def backend(self) -> Any:
+        return self.app.backend
+
+    async def store(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run a blocking store call off the event loop; a store failure becomes a 503."""
+        try:
+            return await asyncio.to_thread(fn, *args)
+        except Exception as exc:
+            failure = store_error(exc, self.config.retry_after)
+            if failure is None:
+                raise
+            error_log.error("store call %s failed: %s", getattr(fn, "__name__", fn), exc,
+                            extra={"error_type": type(exc).__name__})  # fmt: skip
+            raise failure from None
+
+    async def enqueue(self, items: list[Enqueue]) -> list[Job]:
+        """Store jobs (batched with other requests') and count them by queue."""
+        jobs = await self.batcher.enqueue(items)
+        for item in items:
+            self.metrics.enqueued.labels(item.job.queue).inc()
+        return jobs
+
+    async def _enqueue_items(self, items: Sequence[Enqueue]) -> list[Job]:
+        try:
+            return await self.backend.enqueue_many_async(items)
+        except Exception as exc:
+            failure = store_error(exc, self.config.retry_after)
+            if failure is None:
+                raise
+            error_log.error("enqueue failed: %s", exc, extra={"error_type": type(exc).__name__})
+            raise failure from None
+
+    async def topic(self, name: str) -> topics_module.Topic | None:
+        cached = self._topics.get(name)
+        if cached is not None and time.monotonic() - cached[1] < TOPIC_CACHE_SECONDS:
+            return cached[0]
+        topic = await self.store(topics_module.load, self.backend, name)
+        self._topics[name] = (topic, time.monotonic())
+        return topic
+
+    def forget_topic(self, name: str) -> None:
+        self._topics.pop(name, None)
+
+    async def scope_of(self, token: str) -> str | None:
+        known, scope = self.tokens.get(token)
+        if not known:
+            scope = await self.store(auth.scope_of, self.backend, token)
+            self.tokens.put(token, scope)
+        return scope
+
+    def close(self) -> None:
+        self.app.close()
