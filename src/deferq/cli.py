@@ -277,5 +277,47 @@ def demo(url: str | None) -> None:
 main.add_command(run_command)  # deferq run: the supervisor
 main.add_command(status_command)  # deferq status: masters, pools, children
 
+
+@main.command()
+@click.option("--url", envvar="DEFERQ_URL", help="Store URL (default sqlite:///deferq.db).")
+@click.option("--app", "app_path", envvar="DEFERQ_APP", help="Your App (module:attr), for task defaults.")
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=8088, show_default=True)
+@click.option("--workers", default=1, show_default=True, help="Server processes sharing the port.")
+@click.option("--no-auth", is_flag=True, help="Open every route without a token (local development).")
+@click.option("--max-body", default=1024 * 1024, show_default=True, help="Largest request body, bytes.")
+@click.option("--max-queue-length", type=int, default=None, help="Unfinished jobs a queue may hold (429 past it).")
+@click.option("--queue-limit", multiple=True, help="QUEUE=N: a limit for one queue (repeatable).")
+@click.option("--request-log", default="off", show_default=True, help="File, - (stderr) or off.")
+@click.option("--error-log", default="-", show_default=True, help="File, - (stderr) or off.")
+def serve(url: str | None, app_path: str | None, host: str, port: int, workers: int, no_auth: bool,
+          max_body: int, max_queue_length: int | None, queue_limit: tuple[str, ...],
+          request_log: str, error_log: str) -> None:  # fmt: skip
+    """The HTTP API: jobs, topics with signed callbacks, dead letters, metrics (docs/http.md)."""
+    from .server.cli import ServerConfig, parse_queue_limits
+    from .server.cli import serve as run_server
+
+    config = ServerConfig(url=url, app_path=app_path, auth=not no_auth, max_body=max_body,
+                          max_queue_length=max_queue_length,
+                          queue_limits=parse_queue_limits(queue_limit),
+                          request_log=request_log, error_log=error_log)  # fmt: skip
+    run_server(config, host, port, workers)
+
+
+@main.group()
+def token() -> None:
+    """API tokens of the HTTP service."""
+
+
+@token.command("create")
+@app_options
+@click.option("--scope", type=click.Choice(["producer", "admin"]), required=True)
+@click.option("--note", default="", help="What the token is for.")
+def token_create(app: App, scope: str, note: str) -> None:
+    """Make a token and print it (once: only its hash is stored)."""
+    from .server.cli import create_token
+
+    create_token(app.backend, scope, note)
+
 if __name__ == "__main__":
     main()
