@@ -14,10 +14,11 @@ from .errors import (
 )
 from .job import Job, JobState, Priority
 from .task import Call, Task
+from .worker.runner import current_job
 
 __all__ = [
     "App", "Call", "ConfigError", "DeferqError", "Job", "JobState", "JobTimeout",
     "MissingExtra", "PayloadError", "Priority", "Retry", "SchemaOutdated",
-    "StoreUnavailable", "Task", "backoff",
+    "StoreUnavailable", "Task", "backoff", "current_job",
 ]  # fmt: skip
 __version__ = "0.1.0"
