@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test services lint bench clean
+.PHONY: demo test services lint bench bench-peers clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -31,6 +31,14 @@ lint: $(STAMP)
 
 bench: $(VENV)/.demo
 	$(BIN)/deferq bench
+
+# deferq against celery, rq, dramatiq, huey, arq (Redis) and procrastinate (PostgreSQL):
+# docs/bench-peers.md. arq goes in with --no-deps: it caps redis-py below 6 and runs on ours.
+bench-peers: $(STAMP) services
+	$(BIN)/pip install -q -e '.[peers]'
+	$(BIN)/pip install -q --no-deps 'arq>=0.28'
+	$(BIN)/python -m bench.peers.run $(BENCH_ARGS)
+	$(BIN)/python -m bench.peers.run --postgres $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,54 @@
+"""deferq itself, through its public API: `task.enqueue`, `app.enqueue_many`, and
+`deferq worker --app bench.peers.deferq:app` processes (library defaults)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from deferq import App
+
+from . import base, probe
+
+URL = os.environ.get("BENCH_DEFERQ_URL", probe.REDIS_URL)
+
+app = App(URL)
+noop = app.task(probe.noop, name="noop")
+incr = app.task(probe.incr, name="incr")
+stamp = app.task(probe.stamp, name="stamp")
+TASKS = {"noop": noop, "incr": incr, "stamp": stamp}
+
+
+class Peer(base.Peer):
+    name = "deferq"
+    dists = ("deferq",)
+    batch = True
+
+    def __init__(self, url: str = URL, label: str = "deferq") -> None:
+        self.store = url
+        self.label = label
+        self.env = {"BENCH_DEFERQ_URL": url}
+
+    def open(self) -> None:
+        app.close()
+        app.url = self.store
+        app.backend  # noqa: B018  (connect now, not inside the timed loop)
+
+    def close(self) -> None:
+        app.close()
+
+    def send(self, task: str, args: tuple[Any, ...], due: float | None = None) -> None:
+        if due is None:
+            TASKS[task].enqueue(*args)
+        else:
+            TASKS[task].options(at=due).enqueue(*args)
+
+    def send_batch(self, task: str, args: Sequence[tuple[Any, ...]]) -> None:
+        call = TASKS[task].call
+        app.enqueue_many([call(*one) for one in args])
+
+    def worker_commands(self) -> list[list[str]]:
+        command = [base.cli("deferq"), "worker", "--app", "bench.peers.deferq:app",
+                   "--url", self.store, "--log-level", "warning"]  # fmt: skip
+        return [command] * base.WORKER_PROCESSES

@@ -1,0 +1,183 @@
+"""Run deferq and its peers one after another on the same store, print one table.
+
+    python -m bench.peers.run                 # Redis: raw redis-py, deferq, celery, rq, ...
+    python -m bench.peers.run --postgres      # PostgreSQL: deferq and procrastinate
+    python -m bench.peers.run --quick         # a small smoke run (2,000 jobs, 1 run)
+    python -m bench.peers.run --only deferq,huey --runs 1 --jobs 5000
+
+Workloads are those of /work/shared/PEERS.md (see workloads.py). Each cell is the
+median over the runs; a peer or workload that fails says "failed: <reason>" in its
+cell and the run goes on. The table goes to bench/results/peers-<store>.md too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import signal
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from . import workloads
+from .base import ROOT, Peer
+from .report import render
+from .stores import reset
+from .workers import Workers
+
+REDIS_PEERS = ("raw", "deferq", "huey", "dramatiq", "celery", "rq", "arq")
+PG_PEERS = ("deferq", "procrastinate")
+PG_DEFERQ_URL = "postgresql://postgres@127.0.0.1:5432/bench_peers_deferq"
+MODULES = {"procrastinate": "procrastinate_pg"}
+METRICS = ("a", "a_batch", "b", "b_alt", "c", "d", "rss")
+
+
+@dataclass(frozen=True)
+class Failure:
+    reason: str
+
+    @classmethod
+    def of(cls, exc: BaseException) -> Failure:
+        text = str(exc).strip().splitlines()
+        return cls(f"{type(exc).__name__}: {text[0] if text else ''}"[:140])
+
+
+class Unavailable(Peer):
+    """A peer whose module cannot be imported: every cell says why."""
+
+    def __init__(self, name: str, failure: Failure) -> None:
+        self.name, self.label, self.failure = name, name, failure
+
+
+def load_peer(name: str, postgres: bool) -> Peer:
+    try:
+        module = importlib.import_module(f"bench.peers.{MODULES.get(name, name)}")
+        if postgres and name == "deferq":
+            return module.Peer(PG_DEFERQ_URL, "deferq (PostgreSQL)")
+        return module.Peer()
+    except Exception as exc:  # a missing or broken library must not stop the others
+        return Unavailable(name, Failure.of(exc))
+
+
+def applicable(peer: Peer) -> list[str]:
+    """The metrics a peer has: no batch call, no delays or no second worker mean "–"."""
+    skip = {"a_batch": not peer.batch, "c": not peer.delays, "b_alt": not peer.alt_b}
+    return [metric for metric in METRICS if not skip.get(metric)]
+
+
+def fresh(peer: Peer) -> None:
+    """Close the producer, empty the store, open the producer again."""
+    peer.close()
+    reset(peer.store)
+    peer.open()
+
+
+def run_peer(peer: Peer, sizes: workloads.Sizes) -> dict[str, Any]:
+    """One run of every workload on one peer; failures become cells, never exceptions."""
+    if isinstance(peer, Unavailable):
+        return dict.fromkeys(applicable(peer), peer.failure)
+    out: dict[str, Any] = {}
+    r = workloads.driver()
+
+    def attempt(metric: str, measure: Any) -> None:
+        try:
+            out[metric] = measure()
+        except Exception as exc:
+            out[metric] = Failure.of(exc)
+
+    try:
+        fresh(peer)
+        attempt("a", lambda: workloads.enqueue_rate(peer, sizes.jobs, batched=False))
+        if peer.batch:
+            fresh(peer)
+            attempt("a_batch", lambda: workloads.enqueue_rate(peer, sizes.jobs, batched=True))
+        fresh(peer)
+        workloads.prefill(peer, sizes.jobs)
+        with Workers(peer.name, peer.worker_commands(), peer.env) as workers:
+            attempt("b", lambda: workloads.processing_rate(r, sizes.jobs, workers))
+            if peer.delays:
+                attempt("c", lambda: workloads.delay_lateness(peer, r, workers))
+            attempt("d", lambda: workloads.pickup_latency(peer, r, workers, sizes.pickups))
+            attempt("rss", workers.rss)
+        if peer.alt_b:
+            total = min(sizes.jobs, peer.alt_b[1])
+            fresh(peer)
+            workloads.prefill(peer, total)
+            with Workers(f"{peer.name}-alt", peer.alt_worker_commands(), peer.env) as workers:
+                attempt("b_alt", lambda: workloads.processing_rate(r, total, workers))
+    except Exception as exc:
+        for metric in applicable(peer):
+            out.setdefault(metric, Failure.of(exc))
+    finally:
+        try:
+            peer.close()
+        except Exception:
+            pass
+    return out
+
+
+def median_cell(values: list[Any]) -> Any:
+    """The median of the runs that succeeded; a failure only when every run failed."""
+    good = [v for v in values if v is not None and not isinstance(v, Failure)]
+    if not good:
+        return next((v for v in values if isinstance(v, Failure)), None)
+    if isinstance(good[0], tuple):
+        return tuple(statistics.median(v[i] for v in good) for i in range(len(good[0])))
+    return statistics.median(good)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.peers.run",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--runs", type=int, default=3, help="runs; cells are medians (default 3)")
+    parser.add_argument("--jobs", type=int, default=20_000, help="jobs for A and B (default 20000)")
+    parser.add_argument("--pickups", type=int, default=200, help="D samples per run (default 200)")
+    parser.add_argument("--quick", action="store_true", help="a smoke run: 2,000 jobs, 1 run")
+    parser.add_argument("--postgres", action="store_true", help="deferq vs procrastinate on PostgreSQL")
+    parser.add_argument("--only", default="", help="comma-separated peers, e.g. raw,deferq,huey")
+    parser.add_argument("--output", help="the markdown file (default bench/results/peers-<store>.md)")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.jobs, args.runs, args.pickups = 2_000, 1, 50
+    if args.runs < 1 or args.jobs < 2 or args.pickups < 1:
+        parser.error("--runs, --pickups must be at least 1 and --jobs at least 2")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    names = PG_PEERS if args.postgres else REDIS_PEERS
+    if args.only:
+        wanted = [n.strip() for n in args.only.split(",") if n.strip()]
+        unknown = [n for n in wanted if n not in names]
+        if unknown:
+            sys.exit(f"unknown peer {unknown[0]!r}: choose from {', '.join(names)}")
+        names = tuple(n for n in names if n in wanted)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so every worker gets stopped
+    peers = [load_peer(name, args.postgres) for name in names]
+    sizes = workloads.Sizes(jobs=args.jobs, pickups=args.pickups)
+    runs: dict[str, list[dict[str, Any]]] = {peer.label: [] for peer in peers}
+    started = time.time()
+    for number in range(args.runs):
+        for peer in peers:
+            print(f"run {number + 1}/{args.runs}: {peer.label} ...", file=sys.stderr, flush=True)
+            runs[peer.label].append(run_peer(peer, sizes))
+    cells = {label: {m: median_cell([r.get(m) for r in results]) for m in METRICS}
+             for label, results in runs.items()}  # fmt: skip
+    table = render(peers, cells, args, time.time() - started)
+    print(table)
+    store = "postgres" if args.postgres else "redis"
+    output = args.output or str(ROOT / "bench" / "results" / f"peers-{store}.md")
+    with open(output, "w") as out:
+        out.write(table)
+    print(f"written to {output}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,41 @@
+"""Emptying a peer's store between workloads: only what the benchmark owns.
+
+Redis: FLUSHDB of the benchmark's own database number (never another database).
+PostgreSQL: the peer's own database (bench_peers_*) dropped and created anew; the
+connection goes to the server's `postgres` database to do it."""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit, urlunsplit
+
+import redis
+
+from . import probe
+
+OWN_DATABASE_PREFIX = "bench_peers"
+
+
+def reset(url: str) -> None:
+    """Empty `url`'s store and the probe's Redis database."""
+    redis.Redis.from_url(probe.REDIS_URL).flushdb()
+    scheme = urlsplit(url).scheme
+    if scheme.startswith("redis"):
+        redis.Redis.from_url(url).flushdb()
+    elif scheme.startswith("postgres"):
+        recreate_database(url)
+    else:
+        raise ValueError(f"the peer benchmark cannot empty a {scheme}:// store")
+
+
+def recreate_database(url: str) -> None:
+    import psycopg
+    from psycopg import sql
+
+    parts = urlsplit(url)
+    name = parts.path.strip("/")
+    if not name.startswith(OWN_DATABASE_PREFIX):
+        raise ValueError(f"refusing to drop {name!r}: only {OWN_DATABASE_PREFIX}* databases are ours")
+    admin = urlunsplit(parts._replace(path="/postgres"))
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
