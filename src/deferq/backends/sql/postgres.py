@@ -1,0 +1,299 @@
+"""postgresql:// (or postgres://) — jobs in the application's own PostgreSQL database.
+
+- psycopg 3 with a psycopg_pool connection pool, in autocommit: most operations are
+  one statement, so one round trip and one commit. `enqueue_many_async` runs the
+  same plan on an asyncio connection.
+- Claims: `FOR UPDATE SKIP LOCKED`, one statement for a whole batch (queries.sql).
+- Idle workers LISTEN; a trigger notifies when a job becomes due now, at most once
+  per queue and transaction (the migration explains it).
+- URL options: `schema=NAME` (tables in that schema, created if missing),
+  `migrate=false` (never change the schema; fail with SchemaOutdated instead),
+  `pool_size=N` (default 8). Any other option goes to libpq (sslmode=..., ...).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import time
+import weakref
+from collections.abc import Sequence
+from functools import partial
+from typing import Any
+from urllib.parse import urlencode, urlsplit, urlunsplit
+
+import psycopg
+from psycopg import sql as pgsql
+from psycopg_pool import ConnectionPool
+
+from ...errors import ConfigError, StoreUnavailable
+from ...job import Job
+from ..base import Enqueue
+from . import common
+from .common import TABLES, Plan, Reply, SQLBackend, Step, T, job_from_row, stored_view
+
+CONNECTION_ERRORS = (psycopg.OperationalError, psycopg.InterfaceError)
+
+
+class PostgresBackend(SQLBackend):
+    schemes = ("postgresql", "postgres")
+    dialect = "postgres"
+    options_known = ("migrate", "pool_size", "schema")
+
+    # -- connections --------------------------------------------------------------------
+
+    def table_names(self) -> dict[str, str]:
+        schema = self.options.get("schema")
+        prefix = f'"{common.safe_name(schema, "schema")}".' if schema else ""
+        names = {name: prefix + table for name, table in TABLES.items()}
+        return {**names, "notify_fn": prefix + "deferq_notify"}
+
+    def open(self) -> None:
+        parts = urlsplit(self.url)
+        query = urlencode(self.driver_options)
+        self.conninfo = urlunsplit(("postgresql", parts.netloc, parts.path, query, ""))
+        try:
+            self.pool_size = int(self.options.get("pool_size", 8))
+        except ValueError:
+            raise ConfigError("pool_size must be a whole number") from None
+        self._pid = -1
+        self._lock = threading.Lock()
+        self._pool: ConnectionPool | None = None
+        self._listener: psycopg.Connection | None = None
+        self._channel: str | None = None
+        self._async: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, psycopg.AsyncConnection] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def pool(self) -> ConnectionPool:
+        if self._pool is None or self._pid != os.getpid():  # a forked child opens its own
+            with self._lock:
+                if self._pool is None or self._pid != os.getpid():
+                    self._pool = ConnectionPool(
+                        self.conninfo, min_size=1, max_size=self.pool_size, open=True,
+                        kwargs={"autocommit": True}, name="deferq", timeout=10,
+                    )  # fmt: skip
+                    self._listener = None
+                    self._pid = os.getpid()
+        return self._pool
+
+    def close(self) -> None:
+        with self._lock:
+            if self._pool is not None and self._pid == os.getpid():
+                self._pool.close()
+            if self._listener is not None:
+                self._listener.close()
+            for conn in list(self._async.values()):
+                conn.pgconn.finish()  # an asyncio connection; its loop may be gone
+            self._pool, self._listener = None, None
+            self._async.clear()
+
+    def unavailable(self, exc: BaseException) -> StoreUnavailable:
+        if self._pool is not None:
+            try:
+                self._pool.check()  # drop the other connections the same failure broke
+            except Exception:  # noqa: BLE001 - the pool refills by itself later
+                pass
+        lines = str(exc).strip().splitlines() or [type(exc).__name__]
+        return StoreUnavailable(f"PostgreSQL is unreachable: {lines[0]}")
+
+    @staticmethod
+    def execute(cur: psycopg.Cursor, step: Step) -> Reply:
+        cur.execute(step.sql, step.params)
+        return Reply(cur.fetchall() if cur.description else [], cur.rowcount)
+
+    @staticmethod
+    async def execute_async(cur: psycopg.AsyncCursor, step: Step) -> Reply:
+        await cur.execute(step.sql, step.params)
+        return Reply(await cur.fetchall() if cur.description else [], cur.rowcount)
+
+    def run(self, plan: Plan[T], *, atomic: bool = False, connection: Any = None) -> T:
+        try:
+            if connection is not None:
+                with self.caller_connection(connection).cursor() as cur:
+                    return common.drive(plan, partial(self.execute, cur))
+            with self.pool().connection() as conn:
+                if atomic:
+                    with conn.transaction(), conn.cursor() as cur:
+                        return common.drive(plan, partial(self.execute, cur))
+                with conn.cursor() as cur:
+                    return common.drive(plan, partial(self.execute, cur))
+        except CONNECTION_ERRORS as exc:
+            raise self.unavailable(exc) from None
+
+    @staticmethod
+    def caller_connection(connection: Any) -> psycopg.Connection:
+        conn = common.driver_connection(connection)
+        if isinstance(conn, psycopg.AsyncConnection):
+            raise ConfigError("an asyncio connection needs enqueue_async / enqueue_many_async")
+        if not isinstance(conn, psycopg.Connection):
+            raise ConfigError(
+                f"connection= must be a psycopg 3 connection or a SQLAlchemy Connection/Session "
+                f"on one, got {type(connection).__name__}"
+            )
+        return conn
+
+    async def enqueue_many_async(self, items: Sequence[Enqueue], connection: Any = None) -> list[Job]:
+        """The enqueue plan on an asyncio connection: the caller's, or one per event loop."""
+        if not items:
+            return []
+        conn = common.driver_connection(connection) if connection is not None else None
+        if conn is not None and not isinstance(conn, psycopg.AsyncConnection):
+            return await asyncio.to_thread(self.enqueue_many, items, connection)
+        try:
+            if conn is None:
+                conn = await self.loop_connection()
+            async with conn.cursor() as cur:
+                return await common.drive_async(self.enqueue_plan(items), partial(self.execute_async, cur))
+        except CONNECTION_ERRORS as exc:
+            if connection is None:
+                self._async.pop(asyncio.get_running_loop(), None)
+            raise self.unavailable(exc) from None
+
+    async def loop_connection(self) -> psycopg.AsyncConnection:
+        loop = asyncio.get_running_loop()
+        conn = self._async.get(loop)
+        if conn is None or conn.closed:
+            conn = await psycopg.AsyncConnection.connect(self.conninfo, autocommit=True)
+            self._async[loop] = conn
+        return conn
+
+    def is_unique_violation(self, exc: BaseException) -> bool:
+        return isinstance(exc, psycopg.errors.UniqueViolation)
+
+    # -- schema ---------------------------------------------------------------------------
+
+    def applied_versions(self) -> list[int]:
+        try:
+            with self.pool().connection() as conn:
+                return [row[0] for row in conn.execute(self.q["applied_migrations"])]
+        except (psycopg.errors.UndefinedTable, psycopg.errors.InvalidSchemaName):
+            return []
+        except CONNECTION_ERRORS as exc:
+            raise self.unavailable(exc) from None
+
+    def migrate(self) -> list[str]:
+        if not self.pending_migrations():
+            return []
+        applied: list[str] = []
+        schema = self.options.get("schema")
+        try:
+            with self.pool().connection() as conn:
+                # One migrator at a time, even across machines: the others wait here.
+                conn.execute("SELECT pg_advisory_lock(hashtext(%s))", [f"deferq:{schema}"])
+                try:
+                    if schema:
+                        conn.execute(pgsql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(
+                            pgsql.Identifier(schema)))  # fmt: skip
+                    conn.execute(self.q["create_migrations_table"])
+                    for migration in self.pending_migrations():
+                        with conn.transaction():  # DDL is transactional here (not on MySQL)
+                            conn.execute(migration.sql)
+                            conn.execute(self.q["record_migration"],
+                                         {"version": migration.version, "name": migration.name})  # fmt: skip
+                        applied.append(f"{migration.version:04d}_{migration.name}")
+                finally:
+                    conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", [f"deferq:{schema}"])
+        except CONNECTION_ERRORS as exc:
+            raise self.unavailable(exc) from None
+        return applied
+
+    # -- producing --------------------------------------------------------------------------
+
+    def enqueue_plan(self, items: Sequence[Enqueue]) -> Plan[list[Job]]:
+        stored = yield from self.insert_plan(items, range(len(items)))
+        if len(stored) == len(items):
+            return [stored[i] for i in range(len(items))]
+        return (yield from self.resolve_keys(items, stored, partial(self.insert_plan, items)))
+
+    def insert_plan(self, items: Sequence[Enqueue], indexes: Sequence[int]) -> Plan[dict[int, Job]]:
+        jobs = [items[i].job for i in indexes]
+        params = {
+            "ids": [j.id for j in jobs], "tasks": [j.task for j in jobs],
+            "payloads": [self.payload(j) for j in jobs], "queues": [j.queue for j in jobs],
+            "priorities": [j.priority for j in jobs], "max_attempts": [j.max_attempts for j in jobs],
+            "timeouts": [j.timeout for j in jobs], "keys": [j.key for j in jobs],
+            "run_ats": [j.run_at for j in jobs], "delays": [items[i].delay for i in indexes],
+        }  # fmt: skip
+        reply = yield Step(self.q["enqueue"], params)
+        times = {job_id: (run_at, now) for job_id, run_at, now in reply.rows}
+        return {
+            i: stored_view(items[i].job, *times[items[i].job.id])
+            for i in indexes
+            if items[i].job.id in times
+        }
+
+    # -- consuming ----------------------------------------------------------------------------
+
+    def claim_plan(
+        self, queues: Sequence[str], limit: int, worker: str, lease: float, priorities: Sequence[int]
+    ) -> Plan[list[Job]]:
+        params = {
+            "queue": queues[0], "queues": list(queues), "limit": limit, "worker": worker,
+            "lease": lease, "priorities": list(priorities),
+        }  # fmt: skip
+        reply = yield Step(self.q["claim" if len(queues) == 1 else "claim_queues"], params)
+        pairs = [(job_from_row(row[:17], row[17]), row[18]) for row in reply.rows]
+        return self.claim_order(pairs, priorities)
+
+    def reserve(
+        self, queues: Sequence[str], limit: int, worker: str, lease: float, priorities: Sequence[int]
+    ) -> list[Job]:
+        if limit <= 0 or not queues:
+            return []
+        # One statement: atomic without a transaction block (saves two round trips).
+        return self.run(self.claim_plan(queues, limit, worker, lease, priorities))
+
+    def fenced_plan(self, sql: str, params: list[dict[str, Any]]) -> Plan[list[bool]]:
+        """One statement over arrays (one element per job); RETURNING names those applied."""
+        columns = {name: [entry[name] for entry in params] for name in params[0]}
+        reply = yield Step(sql, columns)
+        applied = {row[0] for row in reply.rows}
+        return [entry["id"] in applied for entry in params]
+
+    def wait_for_work(self, queues: Sequence[str], timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        try:
+            listener = self.listener()
+            for _ in listener.notifies(timeout=0):
+                pass  # older news: the look-up below sees what they announced
+            while True:
+                next_due, now = self.next_due(queues)
+                wait = deadline - time.monotonic()
+                if next_due is not None:
+                    wait = min(wait, next_due - now)
+                if wait <= 0:
+                    return
+                for note in listener.notifies(timeout=wait, stop_after=1):
+                    if note.payload in queues:
+                        return
+                if time.monotonic() >= deadline:
+                    return
+        except CONNECTION_ERRORS as exc:
+            self.drop_listener()
+            raise self.unavailable(exc) from None
+
+    def listener(self) -> psycopg.Connection:
+        """This process's LISTEN connection (kept apart from the pool)."""
+        self.pool()  # reopens after a fork, which also forgets the parent's listener
+        if self._listener is None or self._listener.closed:
+            conn = psycopg.connect(self.conninfo, autocommit=True)
+            if self._channel is None:
+                schema = conn.execute(
+                    "SELECT nspname FROM pg_namespace WHERE oid = "
+                    "(SELECT relnamespace FROM pg_class WHERE oid = to_regclass(%s))",
+                    [self.names["jobs"]],
+                ).fetchone()
+                self._channel = f"deferq:{(schema[0] if schema else 'public')[:50]}"
+            conn.execute(pgsql.SQL("LISTEN {}").format(pgsql.Identifier(self._channel)))
+            self._listener = conn
+        return self._listener
+
+    def drop_listener(self) -> None:
+        if self._listener is not None:
+            try:
+                self._listener.close()
+            finally:
+                self._listener = None
+
