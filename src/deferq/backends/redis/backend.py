@@ -1,0 +1,476 @@
+"""redis://, rediss://, unix://, redis+cluster:// — jobs in Redis, every change one Lua script.
+
+Layout and reasons: keys.py and docs/redis.md. In short: per queue, one sorted set
+of waiting jobs per priority (score = due time; the part due now is the ready
+queue, so no timer has to move jobs and none can be moved twice), a sorted set of
+leases, sorted sets of finished jobs, a unique-key index, a wake list that idle
+workers block on, and one hash per job. All keys of a queue share a hash tag, so
+each script runs in one Cluster slot; operations over several queues make one
+script call per slot (one round trip in all on a single server).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import math
+import threading
+import weakref
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from ...job import FINISHED_STATES, Job, JobState, dumps
+from ..base import Backend, Enqueue, Outcome, QueueStats
+from . import scripts
+from .codec import enqueue_args, job_from_hash, pairs, stored_job
+from .connection import Target, Waiter, WakeGroup, async_client, parse_url, reported, sync_client
+from .keys import KeySpace, QueueKeys
+from .scripts import Call
+
+BATCH = 1000  # jobs per recover/purge script call: bounds how long one call blocks Redis
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def guarded(method: F) -> F:
+    """A lost connection becomes StoreUnavailable naming the server."""
+
+    @functools.wraps(method)
+    def wrapper(self: RedisBackend, *args: Any, **kwargs: Any) -> Any:
+        with reported(self.target.where):
+            return method(self, *args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
+
+@dataclass(frozen=True, slots=True)
+class _EnqueuePlan:
+    """enqueue_many as script calls: one per queue, with the items' positions."""
+
+    calls: list[Call]
+    positions: list[list[int]]
+    new_queues: list[str]
+
+
+class RedisBackend(Backend):
+    schemes = ("redis", "rediss", "unix", "redis+cluster")
+
+    def __init__(self, url: str = "redis://localhost:6379/0", prefix: str | None = None, **_: Any):
+        self.target: Target = parse_url(url)
+        self.keys = KeySpace(prefix or self.target.prefix)
+        self.cluster = self.target.cluster
+        self.client = sync_client(self.target)
+        self._async: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+        self._registered: set[str] = set()
+        self._waiter = Waiter()
+        self._wait_lock = threading.Lock()
+
+    # -- running scripts ------------------------------------------------------------
+
+    def _run(self, call: Call) -> Any:
+        return scripts.run(self.client, call)
+
+    def _run_all(self, calls: list[Call]) -> list[Any]:
+        """Calls for different slots: one round trip on a server, one per call on a cluster."""
+        if len(calls) == 1 or self.cluster:
+            return [scripts.run(self.client, call) for call in calls]
+        return scripts.run_pipelined(self.client, calls)
+
+    def _by_slot(self, queues: Iterable[str]) -> list[list[str]]:
+        """Queues that one script call may serve together."""
+        queues = list(dict.fromkeys(queues))
+        if not self.cluster:
+            return [queues]
+        groups: dict[int, list[str]] = {}
+        for queue in queues:
+            groups.setdefault(self.client.keyslot(self.keys.queue(queue).tag), []).append(queue)
+        return list(groups.values())
+
+    def _queues(self) -> list[str]:
+        return sorted(q.decode() for q in self.client.smembers(self.keys.queues))
+
+    # -- producing --------------------------------------------------------------------
+
+    def _enqueue_plan(self, items: Sequence[Enqueue]) -> _EnqueuePlan:
+        by_queue: dict[str, list[int]] = {}
+        for i, item in enumerate(items):
+            by_queue.setdefault(item.job.queue, []).append(i)
+        calls = []
+        for queue, positions in by_queue.items():
+            qk = self.keys.queue(queue)
+            keys = [*qk.waiting, qk.unique, qk.wake, qk.job_prefix]
+            args: list[Any] = []
+            for i in positions:
+                keys.append(qk.job_prefix + items[i].job.id)
+                args += enqueue_args(items[i])
+            calls.append(Call(scripts.ENQUEUE, keys, args))
+        new = [q for q in by_queue if q not in self._registered]
+        return _EnqueuePlan(calls, list(by_queue.values()), new)
+
+    def _enqueue_results(self, items: Sequence[Enqueue], plan: _EnqueuePlan, replies: list[Any]) -> list[Job]:
+        stored: list[Job | None] = [None] * len(items)
+        for positions, reply in zip(plan.positions, replies, strict=True):
+            now = float(reply[0])
+            for i, entry in zip(positions, reply[1:], strict=True):
+                if isinstance(entry, bytes):
+                    stored[i] = stored_job(items[i], entry, now)
+                else:  # the unfinished job holding this unique key
+                    holder_id, fields = entry
+                    stored[i] = job_from_hash(holder_id.decode(), items[i].job.queue, pairs(fields), now)
+        return stored  # type: ignore[return-value]
+
+    @guarded
+    def enqueue_many(self, items: Sequence[Enqueue], connection: Any = None) -> list[Job]:
+        self.refuse_connection(connection)
+        if not items:
+            return []
+        plan = self._enqueue_plan(items)
+        if plan.new_queues:
+            self.client.sadd(self.keys.queues, *plan.new_queues)
+            self._registered.update(plan.new_queues)
+        return self._enqueue_results(items, plan, self._run_all(plan.calls))
+
+    async def enqueue_many_async(self, items: Sequence[Enqueue], connection: Any = None) -> list[Job]:
+        self.refuse_connection(connection)
+        if not items:
+            return []
+        client = self._async_client()
+        plan = self._enqueue_plan(items)
+        with reported(self.target.where):
+            if plan.new_queues:
+                await client.sadd(self.keys.queues, *plan.new_queues)
+                self._registered.update(plan.new_queues)
+            replies = [await scripts.arun(client, call) for call in plan.calls]
+        return self._enqueue_results(items, plan, replies)
+
+    def _async_client(self) -> Any:
+        """redis.asyncio clients belong to one event loop: one client per loop."""
+        loop = asyncio.get_running_loop()
+        client = self._async.get(loop)
+        if client is None:
+            client = self._async[loop] = async_client(self.target)
+        return client
+
+    # -- consuming --------------------------------------------------------------------
+
+    @staticmethod
+    def _reserve_keys(qk: QueueKeys) -> list[str]:
+        return [*qk.waiting, qk.active, qk.wake, qk.job_prefix]
+
+    @guarded
+    def reserve(
+        self, queues: Sequence[str], limit: int, worker: str, lease: float, priorities: Sequence[int]
+    ) -> list[Job]:
+        jobs: list[Job] = []
+        for group in self._by_slot(queues):
+            want = limit - len(jobs)
+            if want <= 0:
+                break
+            keys = [k for q in group for k in self._reserve_keys(self.keys.queue(q))]
+            args = [want, worker, repr(lease), "take", *priorities]
+            reply = self._run(Call(scripts.RESERVE, keys, args))
+            now = float(reply[0])
+            for i in range(1, len(reply), 3):
+                queue = group[reply[i] - 1]
+                jobs.append(job_from_hash(reply[i + 1].decode(), queue, pairs(reply[i + 2]), now))
+        return jobs
+
+    @guarded
+    def peek(self, queues: Sequence[str], limit: int, priorities: Sequence[int]) -> list[tuple[int, float, str]]:
+        """(priority, due time, id) of the jobs `reserve` would take now, in its order."""
+        found: list[tuple[int, float, str]] = []
+        for group in self._by_slot(queues):
+            keys = [k for q in group for k in self._reserve_keys(self.keys.queue(q))]
+            reply = self._run(Call(scripts.RESERVE, keys, [limit, "", "0", "peek", *priorities]))
+            found += [(int(reply[i]), float(reply[i + 1]), reply[i + 2].decode()) for i in range(1, len(reply), 3)]
+        return found
+
+    def _per_slot(self, items: Sequence[Any], queue_of: Callable[[Any], str]) -> list[list[int]]:
+        """Positions of items grouped so that each group is one script call."""
+        if not self.cluster:
+            return [list(range(len(items)))]
+        groups: dict[str, list[int]] = {}
+        for i, item in enumerate(items):
+            groups.setdefault(queue_of(item), []).append(i)
+        return list(groups.values())
+
+    @guarded
+    def heartbeat(self, jobs: Sequence[Job], lease: float) -> set[str]:
+        if not jobs:
+            return set()
+        groups = self._per_slot(jobs, lambda job: job.queue)
+        calls = []
+        for positions in groups:
+            keys: list[str] = []
+            args: list[Any] = [repr(lease)]
+            for i in positions:
+                job = jobs[i]
+                qk = self.keys.queue(job.queue)
+                keys += (qk.job(job.id), qk.active)
+                args += (job.id, job.worker or "", job.attempts)
+            calls.append(Call(scripts.HEARTBEAT, keys, args))
+        lost = set()
+        for positions, flags in zip(groups, self._run_all(calls), strict=True):
+            lost.update(jobs[i].id for i, ok in zip(positions, flags, strict=True) if not ok)
+        return lost
+
+    @guarded
+    def settle(self, outcomes: Sequence[Outcome]) -> list[bool]:
+        if not outcomes:
+            return []
+        for outcome in outcomes:
+            if outcome.kind not in Outcome.KINDS:
+                raise ValueError(f"unknown outcome {outcome.kind!r}")
+        groups = self._per_slot(outcomes, lambda outcome: outcome.job.queue)
+        calls = []
+        for positions in groups:
+            keys: list[str] = []
+            args: list[Any] = []
+            for i in positions:
+                outcome = outcomes[i]
+                job = outcome.job
+                qk = self.keys.queue(job.queue)
+                if outcome.kind in ("retry", "release"):
+                    target = qk.waiting[job.priority]
+                else:
+                    target = qk.finished(outcome.kind)
+                result = "" if outcome.result is None else dumps(outcome.result, "the task's result")
+                keys += (qk.job(job.id), qk.active, target, qk.wake)
+                args += (
+                    outcome.kind, job.id, job.worker or "", job.attempts, repr(outcome.delay),
+                    outcome.error or "", result,
+                )  # fmt: skip
+            calls.append(Call(scripts.SETTLE, keys, args))
+        applied = [False] * len(outcomes)
+        for positions, flags in zip(groups, self._run_all(calls), strict=True):
+            for i, ok in zip(positions, flags, strict=True):
+                applied[i] = bool(ok)
+        return applied
+
+    def _repeat(self, make: Callable[[str], Call], queues: Sequence[str]) -> int:
+        """Run a BATCH-bounded script per queue until each reports less than a full batch."""
+        total = 0
+        pending = list(queues)
+        while pending:
+            counts = self._run_all([make(q) for q in pending])
+            total += sum(counts)
+            pending = [q for q, n in zip(pending, counts, strict=True) if n >= BATCH]
+        return total
+
+    @guarded
+    def recover_expired(self) -> int:
+        def call(queue: str) -> Call:
+            qk = self.keys.queue(queue)
+            keys = [*qk.waiting, qk.active, qk.dead, qk.wake, qk.job_prefix]
+            return Call(scripts.RECOVER, keys, [BATCH])
+
+        return self._repeat(call, self._queues())
+
+    def next_due(self, queues: Sequence[str]) -> float | None:
+        """Seconds until the earliest waiting job of `queues` is due (<= 0: now), or None."""
+        calls = [
+            Call(scripts.NEXT_DUE, [k for q in group for k in self.keys.queue(q).waiting], [])
+            for group in self._by_slot(queues)
+        ]
+        due = [float(reply) for reply in self._run_all(calls) if reply]
+        return min(due, default=None)
+
+    def wake_groups(self, queues: Sequence[str]) -> list[WakeGroup]:
+        """The wake lists of `queues`, grouped so that one BLPOP watches each group."""
+        groups = []
+        for group in self._by_slot(queues):
+            keys = tuple(self.keys.queue(q).wake for q in group)
+            if self.cluster:
+                node = self.client.get_node_from_key(keys[0])
+                pool = node.redis_connection.connection_pool
+            else:
+                pool = self.client.connection_pool
+            groups.append(WakeGroup((self.target.where, *keys), keys, pool.make_connection))
+        return groups
+
+    @guarded
+    def wait_for_work(self, queues: Sequence[str], timeout: float) -> None:
+        with self._wait_lock:
+            due_in = self.next_due(queues)
+            if due_in is not None:
+                if due_in <= 0:
+                    return
+                timeout = min(timeout, due_in)
+            self._waiter.wait(self.wake_groups(queues), timeout)
+
+    # -- inspecting and managing ------------------------------------------------------
+
+    def _read(self, commands: Sequence[tuple[Any, ...]]) -> list[Any]:
+        """Plain read commands in one round trip (one per node on a cluster)."""
+        pipe = self.client.pipeline(transaction=False)
+        for command in commands:
+            getattr(pipe, command[0])(*command[1:])
+        return pipe.execute()
+
+    def _fetch(self, refs: Sequence[tuple[str, str]]) -> list[Job]:
+        """Jobs by (queue, id); ids whose hash is gone are skipped."""
+        if not refs:
+            return []
+        replies = self._read([("hgetall", self.keys.queue(q).job(i)) for q, i in refs])
+        now = self.now()
+        return [
+            job_from_hash(job_id, queue, fields, now)
+            for (queue, job_id), fields in zip(refs, replies, strict=True)
+            if fields
+        ]
+
+    def _locate(self, job_id: str) -> str | None:
+        """The queue holding a job id: ids carry no queue, so each known queue is asked."""
+        queues = self._queues()
+        if not queues:
+            return None
+        found = self._read([("exists", self.keys.queue(q).job(job_id)) for q in queues])
+        return next((q for q, n in zip(queues, found, strict=True) if n), None)
+
+    @guarded
+    def get(self, job_id: str) -> Job | None:
+        queue = self._locate(job_id)
+        found = self._fetch([(queue, job_id)]) if queue else []
+        return found[0] if found else None
+
+    @guarded
+    def get_by_key(self, key: str) -> Job | None:
+        queues = self._queues()
+        ids = self._read([("hget", self.keys.queue(q).unique, key) for q in queues]) if queues else []
+        jobs = self._fetch([(q, i.decode()) for q, i in zip(queues, ids, strict=True) if i])
+        return max(jobs, key=lambda j: (j.created_at, j.id), default=None)
+
+    @guarded
+    def cancel(self, job_id: str) -> bool:
+        queue = self._locate(job_id)
+        if queue is None:
+            return False
+        qk = self.keys.queue(queue)
+        keys = [qk.job(job_id), *qk.waiting, qk.cancelled]
+        return bool(self._run(Call(scripts.CANCEL, keys, [job_id])))
+
+    @guarded
+    def retry_dead(self, job_id: str) -> bool:
+        queue = self._locate(job_id)
+        if queue is None:
+            return False
+        qk = self.keys.queue(queue)
+        keys = [qk.job(job_id), qk.dead, *qk.waiting, qk.unique, qk.wake, qk.job_prefix]
+        return bool(self._run(Call(scripts.RETRY_DEAD, keys, [job_id])))
+
+    @guarded
+    def list_jobs(self, state: JobState, queue: str | None = None, limit: int = 100) -> list[Job]:
+        state = JobState(state)
+        queues = [queue] if queue is not None else self._queues()
+        if not queues or limit <= 0:
+            return []
+        commands = self._list_commands(state, queues, limit)
+        scored: list[tuple[float, str, str]] = []
+        for (q, _), reply in zip(commands, self._read([c for _, c in commands]), strict=True):
+            scored += [(score, member.decode(), q) for member, score in reply]
+        if state == JobState.ACTIVE:  # most recently due first, as for waiting jobs
+            jobs = self._fetch([(q, i) for _, i, q in scored])
+            jobs.sort(key=lambda j: (j.run_at, j.id), reverse=True)
+        else:
+            scored.sort(reverse=True)
+            jobs = self._fetch([(q, i) for _, i, q in scored[:limit]])
+        return [j for j in jobs if j.state == state][:limit]
+
+    def _list_commands(
+        self, state: JobState, queues: Sequence[str], limit: int
+    ) -> list[tuple[str, tuple[Any, ...]]]:
+        now = repr(self.now())
+        commands: list[tuple[str, tuple[Any, ...]]] = []
+        for q in queues:
+            qk = self.keys.queue(q)
+            if state in FINISHED_STATES:
+                commands.append((q, ("zrevrange", qk.finished(state), 0, limit - 1, True)))
+            elif state == JobState.ACTIVE:
+                commands.append((q, ("zrange", qk.active, 0, -1, False, True)))
+            else:
+                high, low = ("+inf", f"({now}") if state == JobState.SCHEDULED else (now, "-inf")
+                commands += [(q, ("zrevrangebyscore", key, high, low, 0, limit, True)) for key in qk.waiting]
+        return commands
+
+    @guarded
+    def purge(self, states: Iterable[JobState], older_than: float = 0.0) -> int:
+        states = [JobState(s) for s in states]
+        if not set(states) <= FINISHED_STATES:
+            raise ValueError("only finished jobs (succeeded, dead, cancelled) can be purged")
+        total = 0
+        for state in states:
+
+            def call(queue: str, state: JobState = state) -> Call:
+                qk = self.keys.queue(queue)
+                keys = [qk.finished(state), qk.unique, qk.job_prefix]
+                return Call(scripts.PURGE, keys, [repr(float(older_than)), BATCH])
+
+            total += self._repeat(call, self._queues())
+        return total
+
+    @guarded
+    def stats(self) -> dict[str, QueueStats]:
+        queues = self._queues()
+        calls = []
+        for q in queues:
+            qk = self.keys.queue(q)
+            keys = [*qk.waiting, qk.active, qk.succeeded, qk.dead, qk.cancelled]
+            calls.append(Call(scripts.STATS, keys, []))
+        result = {}
+        names = ("scheduled", "queued", "active", "succeeded", "dead", "cancelled")
+        for queue, reply in zip(queues, self._run_all(calls) if calls else [], strict=True):
+            counts = dict(zip(names, map(int, reply[:6]), strict=True))
+            if any(counts.values()):
+                stats = QueueStats()
+                stats.counts.update(counts)
+                stats.oldest_wait = float(reply[6])
+                result[queue] = stats
+        return result
+
+    @guarded
+    def now(self) -> float:
+        reply = self.client.time()
+        if isinstance(reply, dict):  # a cluster answers per node
+            reply = next(iter(reply.values()))
+        seconds, micros = reply
+        return seconds + micros / 1_000_000
+
+    # -- kv ----------------------------------------------------------------------------
+
+    @guarded
+    def kv_put(
+        self, namespace: str, key: str, value: bytes, ttl: float | None = None, only_new: bool = False
+    ) -> bool:
+        ttl_ms = math.ceil(ttl * 1000) if ttl else 0
+        keys = [self.keys.kv_record(namespace, key), self.keys.kv_index(namespace)]
+        return bool(self._run(Call(scripts.KV_PUT, keys, [key, value, ttl_ms, int(only_new)])))
+
+    @guarded
+    def kv_get(self, namespace: str, key: str) -> bytes | None:
+        return self.client.get(self.keys.kv_record(namespace, key))
+
+    @guarded
+    def kv_delete(self, namespace: str, key: str) -> bool:
+        keys = [self.keys.kv_record(namespace, key), self.keys.kv_index(namespace)]
+        return bool(self._run(Call(scripts.KV_DELETE, keys, [key])))
+
+    @guarded
+    def kv_list(self, namespace: str) -> dict[str, bytes]:
+        keys = [self.keys.kv_index(namespace), self.keys.kv_record_prefix(namespace)]
+        return {k.decode(): v for k, v in pairs(self._run(Call(scripts.KV_LIST, keys, []))).items()}
+
+    # -- life cycle ------------------------------------------------------------------------
+
+    @guarded
+    def ping(self) -> None:
+        self.client.ping()
+
+    def close(self) -> None:
+        self._waiter.reset()
+        try:
+            self.client.close()
+        except Exception:  # noqa: BLE001 - closing a broken client
+            pass
+
+    def __repr__(self) -> str:
+        return f"<RedisBackend {self.target.where} prefix={self.keys.prefix!r}>"

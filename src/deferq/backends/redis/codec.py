@@ -1,0 +1,111 @@
+"""Jobs to script arguments, and job hashes back to `Job` values.
+
+A job hash holds: task, payload (JSON [args, kwargs]), priority, state, attempts,
+max_attempts, timeout, key, run_at, created_at, lease_until, worker, error, result,
+finished_at. Hashes can be edited by hand; reading one never raises. A hash that
+cannot be read becomes a job whose kwargs hold "_unreadable_payload" (the runner's
+convention, see worker/runner.py), so a worker marks it dead with the reason.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...job import Job, JobState, dumps, loads
+from ..base import Enqueue, state_for_waiting
+
+ENQUEUE_STRIDE = 9  # ARGV values per job in enqueue.lua
+
+
+def enqueue_args(item: Enqueue) -> tuple[Any, ...]:
+    """The 9 ARGV values of one job for enqueue.lua."""
+    job = item.job
+    return (
+        job.id, job.task, dumps([job.args, job.kwargs], f"arguments of {job.task}()"),
+        job.priority, job.max_attempts, "" if job.timeout is None else repr(job.timeout),
+        job.key or "", repr(job.run_at), repr(item.delay),
+    )  # fmt: skip
+
+
+def stored_job(item: Enqueue, run_at: bytes, now: float) -> Job:
+    """The job enqueue.lua just stored, without reading it back."""
+    due = float(run_at)
+    return item.job.with_state(state_for_waiting(due, now), run_at=due, created_at=now)
+
+
+def pairs(flat: list[Any]) -> dict[bytes, bytes]:
+    """HGETALL as a script returns it (a flat list) -> dict."""
+    it = iter(flat)
+    return dict(zip(it, it, strict=True))
+
+
+def job_from_hash(job_id: str, queue: str, fields: dict[bytes, bytes], now: float) -> Job:
+    reader = _Reader(fields)
+    state_text = reader.text("state") or "queued"
+    run_at = reader.number("run_at", 0.0)
+    try:
+        state = state_for_waiting(run_at, now) if state_text == "queued" else JobState(state_text)
+    except ValueError:
+        reader.problems.append(f"state {state_text!r}")
+        state = JobState.DEAD
+    args, kwargs = reader.payload()
+    result = reader.text("result")
+    job = Job(
+        id=job_id, task=reader.text("task") or "", args=args, kwargs=kwargs, queue=queue,
+        priority=min(max(int(reader.number("priority", 1)), 0), 2), state=state,
+        attempts=int(reader.number("attempts", 0)),
+        max_attempts=int(reader.number("max_attempts", 1)),
+        timeout=reader.number("timeout", None), key=reader.text("key"), run_at=run_at,
+        created_at=reader.number("created_at", 0.0),
+        lease_until=reader.number("lease_until", None), worker=reader.text("worker"),
+        error=reader.text("error"), result=reader.json(result, "result"),
+        finished_at=reader.number("finished_at", None),
+    )  # fmt: skip
+    if reader.problems and "_unreadable_payload" not in job.kwargs:
+        unreadable = "unreadable job hash: " + ", ".join(reader.problems)
+        job = job.with_state(job.state, kwargs={**job.kwargs, "_unreadable_payload": unreadable})
+    return job
+
+
+class _Reader:
+    """Reads fields of a job hash, noting what could not be read instead of raising."""
+
+    def __init__(self, fields: dict[bytes, bytes]) -> None:
+        self.fields = fields
+        self.problems: list[str] = []
+
+    def text(self, name: str) -> str | None:
+        value = self.fields.get(name.encode())
+        if value is None or value == b"":
+            return None
+        return value.decode("utf-8", "replace")
+
+    def number(self, name: str, default: Any) -> Any:
+        value = self.fields.get(name.encode())
+        if value is None or value == b"":
+            return default
+        try:
+            return float(value)
+        except ValueError:
+            self.problems.append(f"{name} {value[:40]!r}")
+            return default
+
+    def json(self, text: str | None, name: str) -> Any:
+        if text is None:
+            return None
+        try:
+            return loads(text)
+        except ValueError:
+            self.problems.append(f"{name} is not JSON")
+            return text
+
+    def payload(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        raw = self.fields.get(b"payload")
+        try:
+            args, kwargs = loads(raw or b"")
+            if isinstance(args, list) and isinstance(kwargs, dict):
+                return tuple(args), kwargs
+        except (ValueError, TypeError):
+            pass
+        shown = (raw or b"(missing)")[:200].decode("utf-8", "replace")
+        return (), {"_unreadable_payload": f"payload {shown!r} is not JSON [args, kwargs]"}

@@ -1,0 +1,186 @@
+"""Redis clients from a URL, one sentence for a lost connection, and blocking waits.
+
+URLs: redis://[[user]:password@]host[:port][/db], rediss://... (TLS),
+unix:///path/to/redis.sock[?db=N], redis+cluster://host:port[,host:port...].
+deferq's own query option, `prefix=` (default "deferq"), is removed before the rest
+of the query goes to redis-py (e.g. `socket_timeout=3`).
+"""
+
+from __future__ import annotations
+
+import select
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import redis
+import redis.asyncio
+from redis.backoff import NoBackoff
+from redis.cluster import ClusterNode, RedisCluster
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import RedisClusterException
+from redis.exceptions import TimeoutError as RedisTimeoutError
+from redis.retry import Retry
+
+from ...errors import ConfigError, StoreUnavailable
+from .keys import DEFAULT_PREFIX
+
+# Short connect timeout: a down server is reported in seconds, not minutes. One
+# immediate retry: a pooled connection that died with a restarted server is replaced
+# at once (every script is safe to run twice: enqueue writes the same id, the lease
+# fence refuses a second settle).
+CLIENT_DEFAULTS: dict[str, Any] = {"socket_connect_timeout": 2.0, "socket_timeout": 10.0}
+OUR_OPTIONS = ("prefix",)
+LOST = (RedisConnectionError, RedisTimeoutError, RedisClusterException, OSError)
+
+
+@dataclass
+class Target:
+    """What a URL names: where, under which prefix, and redis-py's own options."""
+
+    url: str  # as given, without deferq's options
+    where: str  # for messages: host:port or socket path
+    prefix: str
+    cluster: bool
+
+
+def parse_url(url: str) -> Target:
+    parts = urlsplit(url)
+    query = dict(parse_qsl(parts.query))
+    prefix = query.pop("prefix", DEFAULT_PREFIX)
+    cluster = parts.scheme == "redis+cluster"
+    scheme = "redis" if cluster else parts.scheme
+    clean = urlunsplit((scheme, parts.netloc, parts.path, urlencode(query), ""))
+    where = parts.path if parts.scheme == "unix" else (parts.netloc.rsplit("@", 1)[-1] or "localhost:6379")
+    return Target(clean, where, prefix, cluster)
+
+
+def sync_client(target: Target) -> Any:
+    retry = Retry(NoBackoff(), 1)
+    try:
+        if target.cluster:
+            nodes = [_node(hostport) for hostport in urlsplit(target.url).netloc.split(",")]
+            first = urlsplit(target.url)._replace(netloc=nodes[0].host + f":{nodes[0].port}")
+            client = RedisCluster.from_url(urlunsplit(first), startup_nodes=nodes, retry=retry, **CLIENT_DEFAULTS)
+        else:
+            client = redis.Redis.from_url(target.url, retry=retry, **CLIENT_DEFAULTS)
+    except LOST as exc:
+        raise StoreUnavailable(f"Redis Cluster at {target.where} cannot be reached: {exc}") from None
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"bad Redis URL {target.url!r}: {exc}") from None
+    return client
+
+
+def async_client(target: Target) -> Any:
+    if target.cluster:
+        nodes = [_async_node(hostport) for hostport in urlsplit(target.url).netloc.split(",")]
+        return redis.asyncio.RedisCluster(startup_nodes=nodes, **CLIENT_DEFAULTS)
+    return redis.asyncio.Redis.from_url(target.url, **CLIENT_DEFAULTS)
+
+
+def _split_hostport(hostport: str) -> tuple[str, int]:
+    host, _, port = hostport.rsplit("@", 1)[-1].partition(":")
+    try:
+        return host or "localhost", int(port or 6379)
+    except ValueError:
+        raise ConfigError(f"bad host:port {hostport!r} in a redis+cluster:// URL") from None
+
+
+def _node(hostport: str) -> ClusterNode:
+    return ClusterNode(*_split_hostport(hostport))
+
+
+def _async_node(hostport: str) -> Any:
+    from redis.asyncio.cluster import ClusterNode as AsyncClusterNode
+
+    return AsyncClusterNode(*_split_hostport(hostport))
+
+
+@contextmanager
+def reported(where: str) -> Iterator[None]:
+    """Turn a lost connection into StoreUnavailable with one clear sentence."""
+    try:
+        yield
+    except LOST as exc:
+        raise StoreUnavailable(
+            f"Redis at {where} cannot be reached ({type(exc).__name__}: {exc or 'no answer'}); "
+            "deferq retries when it returns"
+        ) from None
+
+
+# -- blocking waits ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WakeGroup:
+    """Wake lists that one BLPOP can watch (one server; one slot on a cluster)."""
+
+    ident: tuple[Any, ...]
+    keys: tuple[str, ...]
+    connect: Callable[[], Any]  # a dedicated connection to the server holding them
+
+
+@dataclass
+class _Blocked:
+    conn: Any
+    pending: bool = False
+    keys: tuple[str, ...] = field(default_factory=tuple)
+
+
+class Waiter:
+    """Blocks on the wake lists of several servers at once, without threads.
+
+    Each group has its own connection; a BLPOP is sent on each and the sockets are
+    watched with select() until one answers or the deadline passes. A BLPOP still
+    pending at the deadline stays pending: if it takes a token meanwhile, the next
+    wait returns at once, so no wake-up is ever lost.
+    """
+
+    def __init__(self) -> None:
+        self._blocked: dict[tuple[Any, ...], _Blocked] = {}
+
+    def wait(self, groups: Sequence[WakeGroup], timeout: float) -> bool:
+        """True when woken by a token, False at the deadline."""
+        deadline = time.monotonic() + timeout
+        watched = []
+        for group in groups:
+            blocked = self._blocked.get(group.ident)
+            if blocked is None:
+                blocked = self._blocked[group.ident] = _Blocked(group.connect(), keys=group.keys)
+            watched.append(blocked)
+        try:
+            while True:
+                for blocked in watched:
+                    if not blocked.pending:
+                        # the server's own timeout only bounds a forgotten BLPOP
+                        blocked.conn.send_command("BLPOP", *blocked.keys, max(timeout, 1.0) + 5)
+                        blocked.pending = True
+                ready = [b for b in watched if b.conn.can_read(timeout=0)]
+                if not ready:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        return False
+                    socks = {b.conn._sock: b for b in watched}
+                    readable, _, _ = select.select(list(socks), [], [], remaining)
+                    ready = [socks[s] for s in readable]
+                woken = False
+                for blocked in ready:
+                    reply = blocked.conn.read_response()
+                    blocked.pending = False
+                    woken = woken or reply is not None
+                if woken:
+                    return True
+        except BaseException:
+            self.reset()
+            raise
+
+    def reset(self) -> None:
+        for blocked in self._blocked.values():
+            try:
+                blocked.conn.disconnect()
+            except Exception:  # noqa: BLE001 - already broken
+                pass
+        self._blocked.clear()

@@ -1,0 +1,95 @@
+"""Every Redis key deferq uses, named in one place.
+
+All keys of one queue share the hash tag ``{<prefix>:q:<queue>}``, so every script
+touches a single Redis Cluster slot. A job's hash lives under its queue's tag
+(``{deferq:q:email}:job:<id>``), which is why scripts that discover job ids (reserve,
+recover, purge) may build job keys from the queue's job-key prefix: the prefix is
+passed in KEYS, and anything appended to it stays in the same slot.
+
+The only keys outside a queue's slot are the queue registry (which queues exist, so
+maintenance and `get(job_id)` know where to look) and the kv records.
+
+Layout of one queue (P = prefix, Q = queue):
+
+  {P:q:Q}:wait:0|1|2   zset  waiting jobs of priority high|normal|low, score = due time.
+                             Jobs due later are the "delay bucket"; the part with a
+                             score <= now is the ready queue (see docs/redis.md).
+  {P:q:Q}:active       zset  leased jobs, score = lease deadline
+  {P:q:Q}:succeeded    zset  finished jobs, score = finished_at (also dead, cancelled)
+  {P:q:Q}:unique       hash  unique key -> id of the newest job with that key
+  {P:q:Q}:wake         list  at most one token: "something changed, look again"
+  {P:q:Q}:job:<id>     hash  the job record (fields in codec.py)
+  P:queues             set   names of every queue ever used
+  {P:kv:NS}:index      set   record names of kv namespace NS
+  {P:kv:NS}:r:<name>   string one kv record (with its TTL)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...errors import ConfigError
+from ...job import Priority
+
+DEFAULT_PREFIX = "deferq"
+
+
+@dataclass(frozen=True, slots=True)
+class QueueKeys:
+    name: str
+    tag: str
+    waiting: tuple[str, ...]  # indexed by priority level
+    active: str
+    succeeded: str
+    dead: str
+    cancelled: str
+    unique: str
+    wake: str
+    job_prefix: str
+
+    def job(self, job_id: str) -> str:
+        return self.job_prefix + job_id
+
+    def finished(self, state: str) -> str:
+        return {"succeeded": self.succeeded, "dead": self.dead, "cancelled": self.cancelled}[state]
+
+
+class KeySpace:
+    """Key names under one prefix. `queue()` results are cached: the hot path asks often."""
+
+    def __init__(self, prefix: str = DEFAULT_PREFIX) -> None:
+        if not prefix or any(c in prefix for c in "{} \0"):
+            raise ConfigError(f"Redis key prefix {prefix!r} must be non-empty, without braces or spaces")
+        self.prefix = prefix
+        self.queues = f"{prefix}:queues"
+        self._queues: dict[str, QueueKeys] = {}
+
+    def queue(self, name: str) -> QueueKeys:
+        keys = self._queues.get(name)
+        if keys is None:
+            tag = f"{{{self.prefix}:q:{name}}}"
+            keys = self._queues[name] = QueueKeys(
+                name=name,
+                tag=tag,
+                waiting=tuple(f"{tag}:wait:{level}" for level in Priority.LEVELS),
+                active=f"{tag}:active",
+                succeeded=f"{tag}:succeeded",
+                dead=f"{tag}:dead",
+                cancelled=f"{tag}:cancelled",
+                unique=f"{tag}:unique",
+                wake=f"{tag}:wake",
+                job_prefix=f"{tag}:job:",
+            )
+        return keys
+
+    def kv_tag(self, namespace: str) -> str:
+        return f"{{{self.prefix}:kv:{namespace}}}"
+
+    def kv_index(self, namespace: str) -> str:
+        return f"{self.kv_tag(namespace)}:index"
+
+    def kv_record_prefix(self, namespace: str) -> str:
+        return f"{self.kv_tag(namespace)}:r:"
+
+    def kv_record(self, namespace: str, name: str) -> str:
+        return self.kv_record_prefix(namespace) + name

@@ -1,0 +1,44 @@
+-- Helpers prepended to every script by scripts.py (a Redis script is one chunk, so
+-- this is the only way to share code between them). Not an operation by itself.
+
+-- The store's clock (invariant 4): epoch seconds, and the same instant as text.
+local function clock()
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+  return now, string.format('%.6f', now)
+end
+
+-- Times are stored as text with microseconds, never as Lua's 14-digit numbers.
+local function fmt(seconds)
+  return string.format('%.6f', seconds)
+end
+
+-- A number from a hash field that may have been edited by hand: never an error.
+local function num(value, default)
+  return tonumber(value) or default
+end
+
+-- Priority level 0 (high), 1 (normal) or 2 (low); anything else counts as normal.
+local function level(value)
+  local p = tonumber(value)
+  if p == 0 or p == 2 then return p end
+  return 1
+end
+
+-- Leave one token in a queue's wake list, so a worker blocked on it looks again.
+-- One token is enough: a worker that takes a full batch passes the token on.
+local function wake(key)
+  if redis.call('LLEN', key) == 0 then
+    redis.call('RPUSH', key, '1')
+  end
+end
+
+-- The fence of a lease (base.py): still active, same worker, same attempt.
+local function owned(job_key, worker, attempts)
+  local f = redis.call('HMGET', job_key, 'state', 'worker', 'attempts')
+  return f[1] == 'active' and f[2] == worker and tonumber(f[3]) == tonumber(attempts)
+end
+
+local function unfinished(state)
+  return state == 'queued' or state == 'active'
+end

@@ -1,0 +1,86 @@
+-- reserve: lease up to `limit` due jobs of one or more queues to a worker.
+--
+-- KEYS, 6 per queue: waiting zsets of priority 0, 1, 2; active zset; wake list;
+--             job-key prefix (leased jobs' hashes are prefix .. id, same slot)
+-- ARGV[1]     limit
+-- ARGV[2]     worker name
+-- ARGV[3]     lease seconds
+-- ARGV[4]     'take', or 'peek': only say which jobs would be taken (shards.py merges
+--             the candidates of several servers into one order this way)
+-- ARGV[5..]   priority levels in preference order (the caller's weighted rotation)
+-- Jobs are taken by priority preference, then due time, then enqueue order (ids of
+-- equal due time sort by enqueue order). Each taken job's attempts grows by one.
+-- A job id whose hash is missing (deleted by hand) is dropped from the queue.
+-- When the batch is full and due jobs remain, the wake token is passed on so that
+-- another idle worker takes them.
+-- Returns {now as text, then per job: queue number (1-based), id, HGETALL of the job};
+-- when peeking, {now as text, then per job: priority, due time as text, id}.
+local now, nows = clock()
+local limit = tonumber(ARGV[1])
+local worker = ARGV[2]
+local lease_until = fmt(now + tonumber(ARGV[3]))
+local nq = #KEYS / 6
+local taken = {}
+
+for pi = 5, #ARGV do
+  local p = tonumber(ARGV[pi])
+  local want = limit - #taken
+  if want <= 0 then break end
+  local found = {}
+  for q = 1, nq do
+    local ids = redis.call('ZRANGEBYSCORE', KEYS[(q - 1) * 6 + p + 1], '-inf', now,
+      'WITHSCORES', 'LIMIT', 0, want)
+    for j = 1, #ids, 2 do
+      found[#found + 1] = {tonumber(ids[j + 1]), ids[j], q, ids[j + 1]}
+    end
+  end
+  if nq > 1 then
+    table.sort(found, function(a, b)
+      if a[1] ~= b[1] then return a[1] < b[1] end
+      return a[2] < b[2]
+    end)
+  end
+  for j = 1, math.min(want, #found) do
+    taken[#taken + 1] = {found[j][2], found[j][3], p, found[j][4]}
+  end
+end
+
+if ARGV[4] == 'peek' then
+  local out = {nows}
+  for _, item in ipairs(taken) do
+    out[#out + 1] = item[3]
+    out[#out + 1] = item[4]
+    out[#out + 1] = item[1]
+  end
+  return out
+end
+
+local out = {nows}
+for _, item in ipairs(taken) do
+  local id, q, p = item[1], item[2], item[3]
+  local b = (q - 1) * 6
+  redis.call('ZREM', KEYS[b + p + 1], id)
+  local job = KEYS[b + 6] .. id
+  if redis.call('EXISTS', job) == 1 then
+    local attempts = num(redis.call('HGET', job, 'attempts'), 0) + 1
+    redis.call('HSET', job, 'state', 'active', 'attempts', attempts, 'worker', worker,
+      'lease_until', lease_until)
+    redis.call('ZADD', KEYS[b + 4], lease_until, id)
+    out[#out + 1] = q
+    out[#out + 1] = id
+    out[#out + 1] = redis.call('HGETALL', job)
+  end
+end
+
+if #taken >= limit then
+  for q = 1, nq do
+    local b = (q - 1) * 6
+    for p = 1, 3 do
+      if #redis.call('ZRANGEBYSCORE', KEYS[b + p], '-inf', now, 'LIMIT', 0, 1) > 0 then
+        wake(KEYS[b + 5])
+        break
+      end
+    end
+  end
+end
+return out

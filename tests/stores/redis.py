@@ -1,0 +1,193 @@
+"""Redis stores for the behaviour suite: the shared server, a cluster, and two shards.
+
+- `redis_url`: the shared Redis on 127.0.0.1:6379, db 1, under a unique key prefix
+  (other test sessions use the same server: nothing here flushes it).
+- `redis_cluster_url`: a 3-master Redis Cluster this session starts on free ports.
+- `redis_shards_url`: two independent redis-servers this session starts.
+Servers started here live in a temporary directory and stop at the session's end.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+SHARED = ("127.0.0.1", 6379)
+
+
+def unique_prefix() -> str:
+    return f"t{uuid.uuid4().hex[:12]}"
+
+
+def free_port(avoid_bus: bool = False) -> int:
+    """A free TCP port (and, for cluster nodes, port + 10000 free as well)."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port + 10000 > 65535 and avoid_bus:
+            continue
+        if not avoid_bus or _is_free(port + 10000):
+            return port
+
+
+def _is_free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def wait_until(check, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.02)
+    raise TimeoutError(f"{what} after {timeout}s")
+
+
+def answers(port: int) -> bool:
+    import redis
+
+    try:
+        return bool(redis.Redis(port=port, socket_timeout=0.5, socket_connect_timeout=0.5).ping())
+    except (redis.ConnectionError, redis.TimeoutError, redis.ResponseError):
+        return False
+
+
+class RedisServer:
+    """A redis-server process this test session owns (never the shared one)."""
+
+    def __init__(self, directory: Path, port: int | None = None, *options: str) -> None:
+        self.port = port or free_port()
+        self.directory = directory
+        self.options = options
+        self.process: subprocess.Popen[bytes] | None = None
+        directory.mkdir(parents=True, exist_ok=True)
+
+    def start(self) -> RedisServer:
+        self.process = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--dir",
+             str(self.directory), "--save", "", *self.options],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        wait_until(lambda: answers(self.port), 15, f"redis-server on port {self.port} did not start")
+        return self
+
+    def kill(self) -> None:
+        """kill -9: a crash, not a shutdown."""
+        if self.process and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(10)
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+def _need_redis_server() -> None:
+    from tests.conftest import need_service
+
+    if shutil.which("redis-server") is None or shutil.which("redis-cli") is None:
+        need_service("redis-server", "redis-server and redis-cli are not on PATH")
+
+
+@pytest.fixture
+def redis_url() -> Iterator[str]:
+    from tests.conftest import need_service
+
+    if not answers(SHARED[1]):
+        need_service("Redis", f"nothing answers on {SHARED[0]}:{SHARED[1]}")
+    prefix = unique_prefix()
+    yield f"redis://{SHARED[0]}:{SHARED[1]}/1?prefix={prefix}"
+    _delete_prefix(prefix)
+
+
+def _delete_prefix(prefix: str) -> None:
+    import redis
+
+    client = redis.Redis(*SHARED, db=1)
+    for pattern in (f"{{{prefix}:*", f"{prefix}:*"):
+        batch = list(client.scan_iter(match=pattern, count=1000))
+        for i in range(0, len(batch), 500):
+            client.delete(*batch[i : i + 500])
+    client.close()
+
+
+@pytest.fixture(scope="session")
+def redis_cluster_ports(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[int]]:
+    _need_redis_server()
+    base = tmp_path_factory.mktemp("redis-cluster")
+    servers = []
+    try:
+        for _ in range(3):
+            port = free_port(avoid_bus=True)
+            servers.append(
+                RedisServer(base / str(port), port, "--cluster-enabled", "yes",
+                            "--cluster-config-file", "nodes.conf", "--appendonly", "no").start()
+            )  # fmt: skip
+        ports = [s.port for s in servers]
+        subprocess.run(
+            ["redis-cli", "--cluster", "create", *(f"127.0.0.1:{p}" for p in ports),
+             "--cluster-replicas", "0", "--cluster-yes"],
+            check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=60,
+        )  # fmt: skip
+        wait_until(lambda: all(_cluster_ok(p) for p in ports), 30, "the Redis Cluster is not ok")
+        yield ports
+    finally:
+        for server in servers:
+            server.stop()
+
+
+def _cluster_ok(port: int) -> bool:
+    import redis
+
+    client = redis.Redis(port=port, decode_responses=True)
+    try:
+        return client.cluster("info").get("cluster_state") == "ok"
+    finally:
+        client.close()
+
+
+@pytest.fixture
+def redis_cluster_url(redis_cluster_ports: list[int]) -> str:
+    nodes = ",".join(f"127.0.0.1:{p}" for p in redis_cluster_ports)
+    return f"redis+cluster://{nodes}?prefix={unique_prefix()}"
+
+
+@pytest.fixture(scope="session")
+def redis_shard_ports(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[int]]:
+    _need_redis_server()
+    base = tmp_path_factory.mktemp("redis-shards")
+    servers = []
+    try:
+        for i in range(2):
+            servers.append(RedisServer(base / f"shard{i}", None, "--appendonly", "no").start())
+        yield [s.port for s in servers]
+    finally:
+        for server in servers:
+            server.stop()
+
+
+@pytest.fixture
+def redis_shards_url(redis_shard_ports: list[int]) -> str:
+    servers = ",".join(f"127.0.0.1:{p}/0" for p in redis_shard_ports)
+    return f"redis+shards://{servers}?prefix={unique_prefix()}"
+
+
+__all__ = ["RedisServer", "free_port", "unique_prefix", "wait_until", "answers", "os"]
