@@ -1,0 +1,159 @@
+"""The master with real child processes: crashes, stops, hung jobs, hung children, autoscaling."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+
+import pytest
+
+import deferq
+from deferq.job import JobState
+from tests.supervisor_harness import ROOT, Master, all_jobs, job_states, runs, wait_until
+
+pytestmark = pytest.mark.slow
+
+POOL = """
+check_every = "0.2s"
+grace = "10s"
+[pools.main]
+queues = ["default"]
+processes = 2
+concurrency = 2
+"""
+
+
+@pytest.fixture
+def url(tmp_path) -> str:
+    return f"sqlite:///{tmp_path}/deferq.db"
+
+
+@pytest.fixture
+def store(url):
+    app = deferq.App(url)
+    yield app
+    app.close()
+
+
+@pytest.fixture
+def master(tmp_path, url):
+    started: list[Master] = []
+
+    def make(body: str = POOL, name: str = "master") -> Master:
+        m = Master(tmp_path, url, body, name)
+        started.append(m)
+        return m.start()
+
+    yield make
+    for m in started:
+        m.kill()
+
+
+def enqueue_naps(store: deferq.App, count: int, seconds: float) -> list[str]:
+    calls = [deferq.Call("nap", (seconds,), {}) for _ in range(count)]
+    return [job.id for job in store.enqueue_many(calls)]
+
+
+def test_titles_and_a_killed_child_is_replaced_nothing_lost(master, store):
+    m = master()
+    titles = ["deferq: worker main #1", "deferq: worker main #2"]
+    children = wait_until(lambda: sorted(m.children().values()) == titles and m.children(), 20,
+                          "two children with their process titles")  # fmt: skip
+    assert m.title() == "deferq: master"
+    ids = enqueue_naps(store, 12, 1.0)
+    victim = next(iter(children))
+    wait_until(lambda: job_states(store)["active"] >= 4, 20, "four jobs running")
+    in_flight = {j.id for j in store.list_jobs(JobState.ACTIVE) if j.worker and "main#" in j.worker}
+    os.kill(victim, signal.SIGKILL)
+    killed_at = time.monotonic()
+    wait_until(lambda: victim not in m.children() and len(m.children()) == 2, 2.0,
+               "a replacement child within 2 s", every=0.02)  # fmt: skip
+    assert time.monotonic() - killed_at < 2.0
+    wait_until(lambda: job_states(store)["succeeded"] == 12, 60, "all 12 jobs to succeed")
+    assert job_states(store) == Counter(succeeded=12)
+    retried = [j for j in all_jobs(store) if j.attempts > 1]
+    assert retried and {j.id for j in retried} <= in_flight  # the killed child's jobs ran again
+    assert {job_id for _, job_id, _ in runs(m.record)} == set(ids)
+    assert "died (killed by signal 9): restarting now" in m.log()
+    assert m.stop() == 0
+
+
+def test_sigterm_lets_running_jobs_finish_and_loses_nothing(master, store, url):
+    m = master()
+    wait_until(lambda: len(m.children()) == 2, 20, "two children")
+    enqueue_naps(store, 10, 1.5)
+    wait_until(lambda: job_states(store)["active"] == 4, 20, "four jobs running")
+    report = json.loads(subprocess.run(
+        [sys.executable, "-m", "deferq.cli", "status", "--json", "--url", url],
+        capture_output=True, text=True, cwd=ROOT, check=True,
+    ).stdout)  # fmt: skip
+    (shown,) = report["masters"]
+    assert shown["pid"] == m.pid
+    pool_children = shown["pools"]["main"]["children"]
+    assert len(pool_children) == 2
+    assert sum(len(c["jobs"]) for c in pool_children) >= 1
+    assert all(j["task"] == "nap" for c in pool_children for j in c["jobs"])
+    running = {j.id for j in store.list_jobs(JobState.ACTIVE)}
+    assert m.stop(timeout=30) == 0
+    states = job_states(store)
+    assert states["active"] == 0
+    assert states["succeeded"] + states["queued"] == 10  # nothing lost, nothing left leased
+    for job_id in running:  # the jobs in flight at the signal were allowed to finish
+        assert store.get(job_id).state == JobState.SUCCEEDED
+    assert "master stopped" in m.log()
+    assert not m.children()
+
+
+def test_hung_sync_job_is_killed_at_its_timeout_and_retried(master, store):
+    m = master()
+    wait_until(lambda: len(m.children()) == 2, 20, "two children")
+    hung = store.enqueue("hang", max_attempts=2)  # by name: the task is not imported here
+    enqueue_naps(store, 16, 0.2)
+    final = wait_until(lambda: (j := store.get(hung.id)).state == JobState.DEAD and j, 60,
+                       "the hung job to use up its two attempts")  # fmt: skip
+    assert "timed out after 1s" in final.error
+    assert [attempt for task, _, attempt in runs(m.record) if task == "hang-start"] == [1, 2]
+    wait_until(lambda: job_states(store)["succeeded"] == 16, 60, "the other jobs to succeed")
+    wait_until(lambda: m.log().count("a job overran its timeout: replacing it") == 2, 20,
+               "both overrunning children replaced")  # fmt: skip
+    wait_until(lambda: len(m.children()) == 2, 10, "the pool back at two children")
+    assert m.stop() == 0
+
+
+def test_a_child_without_heartbeat_is_killed_and_replaced(master):
+    m = master(POOL + 'hung_after = "2s"\n')
+    children = wait_until(lambda: len(m.children()) == 2 and m.children(), 20, "two children")
+    frozen = next(iter(children))
+    os.kill(frozen, signal.SIGSTOP)  # alive, but silent: no heartbeat, no work
+    wait_until(lambda: frozen not in m.children() and len(m.children()) == 2, 15,
+               "the frozen child replaced")  # fmt: skip
+    assert "it is hung, killing it" in m.log()
+    assert "hung, killed by the master" in m.log()
+    assert m.stop() == 0
+
+
+def test_pool_grows_under_a_burst_and_shrinks_when_drained(master, store):
+    m = master("""
+check_every = "0.2s"
+[pools.main]
+queues = ["default"]
+processes = { min = 1, max = 4 }
+concurrency = 4
+scale_up_backlog = 200
+scale_up_every = "1s"
+scale_down_after = "1s"
+""")
+    wait_until(lambda: len(m.children()) == 1, 20, "one child")
+    enqueue_naps(store, 5000, 0.03)
+    seen = wait_until(lambda: len(m.children()) >= 3 and len(m.children()), 30, "the pool to grow")
+    wait_until(lambda: job_states(store)["succeeded"] == 5000, 120, "the burst to drain")
+    wait_until(lambda: len(m.children()) == 1, 30, "the pool back at its minimum")
+    assert seen >= 3
+    assert "pool main: 1 -> " in m.log()
+    assert "-> 1 process(es) (calm" in m.log()
+    assert m.stop() == 0
