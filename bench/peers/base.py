@@ -65,6 +65,10 @@ class Peer:
     def alt_worker_commands(self) -> list[list[str]]:
         raise NotImplementedError
 
+    def enqueue_rate(self, count: int, batched: bool) -> float | None:
+        """A peer with its own measurement of A (deferq: `deferq bench`'s) returns it here."""
+        return None
+
     # what the workloads call -----------------------------------------------------
 
     def each(self, task: str, args: Sequence[tuple[Any, ...]], due: float | None = None) -> None:

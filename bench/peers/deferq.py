@@ -38,6 +38,19 @@ class Peer(base.Peer):
     def close(self) -> None:
         app.close()
 
+    def enqueue_rate(self, count: int, batched: bool) -> float | None:
+        """A and A batch measured by `deferq bench`'s own functions, on this store."""
+        from deferq import bench
+
+        bench.app.close()
+        bench.app.url = self.store
+        measure = bench.measure_batch if batched else bench.measure_enqueue
+        try:
+            measure(bench.app, 100, lambda done: None)  # connect and warm up, untimed
+            return measure(bench.app, count, lambda done: None)
+        finally:
+            bench.app.close()
+
     def send(self, task: str, args: tuple[Any, ...], due: float | None = None) -> None:
         if due is None:
             TASKS[task].enqueue(*args)

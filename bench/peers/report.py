@@ -19,6 +19,9 @@ HEADER = ("| peer | A enqueue/s | A vs raw | A batch/s | B processed/s | C late 
           "|---|---:|---:|---:|---:|---:|---:|---:|")  # fmt: skip
 
 
+COLUMNS = HEADER.splitlines()[0].count("|") - 1
+
+
 def cpu_model() -> str:
     try:
         with open("/proc/cpuinfo") as info:
@@ -78,7 +81,7 @@ def cell(value: Any, shape: str) -> str:
 def row(label: str, cells: dict[str, Any], raw_a: Any) -> str:
     failures = {c for c in cells.values() if c is not None}
     if len(failures) == 1 and hasattr(next(iter(failures)), "reason"):  # failed as a whole
-        return f"| {label} | {cell(failures.pop(), 'rate')} |" + " – |" * 7
+        return f"| {label} | {cell(failures.pop(), 'rate')} |" + " – |" * (COLUMNS - 2)
     a = cells["a"]
     ratio = f"{a / raw_a:.2f}x" if isinstance(a, float) and isinstance(raw_a, float) else "–"
     b = cell(cells["b"], "rate")

@@ -11,13 +11,14 @@ RSS: the workers' resident memory after all of that, summed over their processes
 
 from __future__ import annotations
 
-import math
 import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import redis
+
+from deferq.bench import percentiles  # the same p50/p99 as `deferq bench`
 
 from . import probe
 from .base import Peer
@@ -42,18 +43,14 @@ def driver() -> redis.Redis:
     return redis.Redis.from_url(probe.REDIS_URL, decode_responses=True)
 
 
-def percentile(values: list[float], q: float) -> float:
-    """Nearest-rank percentile."""
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
-
-
 def noop_args(count: int) -> list[tuple[int, str]]:
     return [(n, secrets.token_hex(16)) for n in range(count)]
 
 
 def enqueue_rate(peer: Peer, count: int, batched: bool) -> float:
     """A or A batch: jobs/s of `count` noop jobs (a few untimed calls first)."""
+    if (own := peer.enqueue_rate(count, batched)) is not None:
+        return own
     args = noop_args(count)
     send: Callable[[list[tuple[int, str]]], None]
     if batched:
@@ -99,7 +96,7 @@ def delay_lateness(peer: Peer, r: redis.Redis, workers: Workers) -> tuple[float,
     if time.time() > due:
         raise RuntimeError(f"enqueueing {DELAYED_JOBS} delayed jobs took over {DELAY_AHEAD} s")
     late = wait_for_list(r, probe.LATE, DELAYED_JOBS, workers)
-    return percentile(late, 0.5) * 1000, percentile(late, 0.99) * 1000
+    return percentiles(late)
 
 
 def wait_for_list(r: redis.Redis, key: str, count: int, workers: Workers) -> list[float]:
@@ -129,4 +126,4 @@ def pickup_latency(peer: Peer, r: redis.Redis, workers: Workers, samples: int) -
             workers.check()
             raise TimeoutError(f"a job was not picked up within {STALL_AFTER:.0f} s")
         latencies.append(float(popped[1]))
-    return percentile(latencies, 0.5) * 1000, percentile(latencies, 0.99) * 1000
+    return percentiles(latencies)

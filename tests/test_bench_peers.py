@@ -1,0 +1,73 @@
+"""bench/peers: the peer comparison runs end to end, fails per cell, and cleans up."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import redis
+from bench.peers import report, run, stores
+
+from tests.conftest import need_service
+
+ROOT = Path(__file__).resolve().parents[1]
+TEST_REDIS = "redis://127.0.0.1:6379/10"  # not the benchmark's db 9: a real run may be going on
+
+
+def test_a_peer_that_cannot_load_fails_in_its_row_only():
+    peer = run.load_peer("no_such_library", postgres=False)
+    cells = run.run_peer(peer, run.workloads.Sizes(jobs=10, pickups=1))
+    assert all(isinstance(c, run.Failure) for c in cells.values())
+    line = report.row(peer.label, {m: cells.get(m) for m in run.METRICS}, None)
+    assert "failed: ModuleNotFoundError" in line and line.count("|") == 9
+
+
+def test_medians_skip_failed_runs():
+    failed = run.Failure("TimeoutError: stalled")
+    assert run.median_cell([3.0, failed, 1.0]) == 2.0
+    assert run.median_cell([(1.0, 9.0), (3.0, 7.0)]) == (2.0, 8.0)
+    assert run.median_cell([failed, failed]) == failed
+    assert run.median_cell([None]) is None
+
+
+def test_only_its_own_databases_are_dropped():
+    with pytest.raises(ValueError, match="only bench_peers"):
+        stores.recreate_database("postgresql://postgres@127.0.0.1:5432/test")
+
+
+def leftover_workers() -> list[int]:
+    """Processes still running with the test's benchmark environment."""
+    marker = f"BENCH_REDIS_URL={TEST_REDIS}".encode()
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if marker in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"):
+                found.append(int(pid))
+        except OSError:
+            pass
+    return found
+
+
+@pytest.mark.slow
+def test_raw_and_deferq_rows_on_redis(tmp_path):
+    try:
+        redis.Redis.from_url(TEST_REDIS).ping()
+    except redis.ConnectionError as exc:
+        need_service("Redis on 127.0.0.1:6379", str(exc))
+    output = tmp_path / "peers.md"
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.peers.run", "--only", "raw,deferq", "--jobs", "300",
+         "--runs", "1", "--pickups", "10", "--output", str(output)],
+        cwd=ROOT, env={**os.environ, "BENCH_REDIS_URL": TEST_REDIS},
+        capture_output=True, text=True, timeout=100,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    rows = [
+        line for line in output.read_text().splitlines() if line.startswith("| raw") or line.startswith("| deferq")
+    ]
+    assert len(rows) == 2 and not any("failed" in row for row in rows), rows
+    assert rows[0].split("|")[3].strip() == "1.00x"  # A vs raw, for raw itself
+    assert leftover_workers() == []
