@@ -56,8 +56,12 @@ async def create_jobs(request: Request) -> JSON:
         raise Invalid('send {"jobs": [job, ...]}')
     if not 1 <= len(data["jobs"]) <= service.config.max_batch:
         raise Invalid(f"jobs must hold 1 to {service.config.max_batch} jobs")
-    items = [await jobs_module.parse_job(service, job, f"jobs[{i}]")
-             for i, job in enumerate(data["jobs"])]  # fmt: skip
+    items = []
+    for i, job in enumerate(data["jobs"]):
+        try:
+            items.append(await jobs_module.parse_job(service, job))
+        except Invalid as exc:
+            raise Invalid(f"jobs[{i}]: {exc.message}") from None
     per_queue: dict[str, int] = {}
     for item in items:
         per_queue[item.job.queue] = per_queue.get(item.job.queue, 0) + 1

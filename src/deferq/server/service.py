@@ -146,7 +146,15 @@ class Service:
 
     @property
     def backend(self) -> Any:
-        return self.app.backend
+        """The store, opened on first use; a store that cannot be opened is a 503."""
+        try:
+            return self.app.backend
+        except Exception as exc:
+            failure = store_error(exc, self.config.retry_after)
+            if failure is None:
+                raise
+            error_log.error("cannot open the store: %s", exc)
+            raise failure from None
 
     async def store(self, fn: Callable[..., T], *args: Any) -> T:
         """Run a blocking store call off the event loop; a store failure becomes a 503."""

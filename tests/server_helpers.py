@@ -1,0 +1,154 @@
+"""Real things the server tests talk to: a scripted callback receiver, a `deferq serve`
+process and a delivery worker process, all on loopback."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import httpx
+
+with warnings.catch_warnings():  # starlette asks for "httpx2", a package we do not need
+    warnings.simplefilter("ignore")
+    from starlette.testclient import TestClient
+
+__all__ = ["TestClient", "Receiver", "delivery_worker", "running_server", "wait_until"]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_until(check: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
+    """Poll `check` until it returns something true, or fail after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} not reached within {timeout}s")
+        time.sleep(0.02)
+
+
+@dataclass
+class Hit:
+    at: float  # time.time() when the request arrived
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: bytes
+
+
+class Receiver:
+    """An HTTP server that answers callbacks from a script of (status, body) pairs; the
+    last answer repeats. Every request is kept, with its arrival time."""
+
+    def __init__(self, answers: list[tuple[int, bytes]]) -> None:
+        self.answers = answers
+        self.hits: list[Hit] = []
+        self.lock = threading.Lock()
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+                body = self.rfile.read(int(self.headers.get("content-length", 0)))
+                with receiver.lock:
+                    receiver.hits.append(Hit(time.time(), self.command, self.path,
+                                             {k.lower(): v for k, v in self.headers.items()},
+                                             body))  # fmt: skip
+                    status, answer = receiver.answers[min(len(receiver.hits), len(receiver.answers)) - 1]
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(answer)))
+                self.end_headers()
+                self.wfile.write(answer)
+
+            do_PUT = do_POST  # noqa: N815
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> Receiver:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def wait_for_hits(self, count: int, timeout: float = 15.0) -> list[Hit]:
+        wait_until(lambda: len(self.hits) >= count, timeout, f"{count} callback(s)")
+        return list(self.hits)
+
+
+def _env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DEFERQ_", "PROMETHEUS_"))}
+    env["PYTHONPATH"] = os.getcwd() + os.pathsep + env.get("PYTHONPATH", "")
+    env.update(extra or {})
+    return env
+
+
+def _stop(process: subprocess.Popen[bytes], timeout: float = 10.0) -> None:
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(5)
+
+
+@contextmanager
+def delivery_worker(url: str, env: dict[str, str] | None = None) -> Iterator[subprocess.Popen[bytes]]:
+    """`deferq worker --app deferq.server.tasks:app` on the store `url`."""
+    command = [sys.executable, "-m", "deferq.cli", "worker", "--app", "deferq.server.tasks:app",
+               "--url", url, "--concurrency", "4", "--grace", "2"]  # fmt: skip
+    process = subprocess.Popen(command, env=_env(env), stdout=subprocess.DEVNULL)
+    try:
+        yield process
+    finally:
+        _stop(process)
+
+
+@contextmanager
+def running_server(url: str, *options: str, env: dict[str, str] | None = None) -> Iterator[str]:
+    """`deferq serve` on a free loopback port; yields its base URL once it answers."""
+    port = free_port()
+    command = [sys.executable, "-m", "deferq.cli", "serve", "--url", url, "--port", str(port),
+               *options]  # fmt: skip
+    process = subprocess.Popen(command, env=_env(env))
+    base = f"http://127.0.0.1:{port}"
+
+    def answers() -> bool:
+        if process.poll() is not None:
+            raise AssertionError(f"deferq serve exited with {process.returncode}")
+        try:
+            return httpx.get(base + "/healthz", timeout=1.0, trust_env=False).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    try:
+        wait_until(answers, 20.0, "deferq serve answering")
+        yield base
+    finally:
+        _stop(process)

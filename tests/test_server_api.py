@@ -1,0 +1,323 @@
+"""The REST API: jobs, topics, dead letters, auth on every route, and every fault answered
+as JSON with the right status (400, 401, 403, 404, 409, 413, 422, 429, 503), never 500."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import httpx
+import pytest
+
+import deferq
+from deferq.backends.base import Outcome
+from deferq.server import ServerConfig, create_app
+from deferq.server import auth as auth_module
+from deferq.server.routes import route_scopes
+from tests.server_helpers import TestClient, running_server
+
+
+def client_for(url: str, **config: object) -> TestClient:
+    app = deferq.App(url)
+    settings = {"auth": False, "error_log": "off", **config}
+    return TestClient(create_app(ServerConfig(**settings), app))  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def store(tmp_path) -> str:
+    return f"sqlite:///{tmp_path}/deferq.db"
+
+
+@pytest.fixture
+def api(store):
+    with client_for(store) as client:
+        yield client
+
+
+@pytest.fixture
+def topic(api) -> dict:
+    return api.put("/v1/topics/orders", json={"url": "http://127.0.0.1:9/hook"}).json()
+
+
+def error_of(response: httpx.Response) -> str:
+    assert response.headers["content-type"].startswith("application/json"), response.text
+    return response.json()["error"]["message"]
+
+
+# -- jobs ------------------------------------------------------------------------------
+
+
+def test_a_topic_job_takes_the_topic_defaults(api):
+    api.put("/v1/topics/pay", json={"url": "http://127.0.0.1:9/", "delay_ms": 60000, "ttr": 7,
+                                    "max_attempts": 4, "priority": "high", "queue": "pay"})  # fmt: skip
+    receipt = api.post("/v1/jobs", json={"topic": "pay", "body": {"id": 1}})
+    assert receipt.status_code == 201
+    assert receipt.json()["state"] == "scheduled"
+    job = api.get(f"/v1/jobs/{receipt.json()['id']}").json()
+    assert (job["topic"], job["body"], job["queue"], job["priority"]) == ("pay", {"id": 1}, "pay", "high")
+    assert (job["max_attempts"], job["ttr"]) == (4, 7)
+    assert 59 < job["run_at"] - job["created_at"] <= 60
+
+
+def test_request_fields_override_the_topic(api, topic):
+    at = 4102444800  # 2100-01-01
+    job_id = api.post("/v1/jobs", json={"topic": "orders", "body": 1, "at": at, "ttr": 3,
+                                        "max_attempts": 2, "priority": "low"}).json()["id"]  # fmt: skip
+    job = api.get(f"/v1/jobs/{job_id}").json()
+    assert (job["run_at"], job["ttr"], job["max_attempts"], job["priority"]) == (at, 3, 2, "low")
+    iso = api.post("/v1/jobs", json={"topic": "orders", "at": "2100-01-01T00:00:00Z"}).json()
+    assert iso["run_at"] == at
+
+
+def test_task_jobs_keys_listing_and_cancel(api):
+    first = api.post("/v1/jobs", json={"task": "send", "args": [1], "kwargs": {"a": "b"},
+                                       "key": "reset:1", "queue": "email", "delay_ms": 5000})  # fmt: skip
+    again = api.post("/v1/jobs", json={"task": "send", "args": [2], "key": "reset:1"})
+    assert (first.status_code, again.status_code) == (201, 200)
+    assert again.json()["id"] == first.json()["id"]
+    found = api.get("/v1/jobs", params={"key": "reset:1"}).json()["jobs"]
+    assert [(j["task"], j["args"], j["kwargs"], j["queue"]) for j in found] == [
+        ("send", [1], {"a": "b"}, "email")]  # fmt: skip
+    assert api.get("/v1/jobs", params={"key": "nothing"}).json() == {"jobs": []}
+    scheduled = api.get("/v1/jobs", params={"state": "scheduled"}).json()["jobs"]
+    assert [j["id"] for j in scheduled] == [first.json()["id"]]
+    assert api.delete(f"/v1/jobs/{first.json()['id']}").json()["state"] == "cancelled"
+    again = api.delete(f"/v1/jobs/{first.json()['id']}")
+    assert again.status_code == 409 and "cancelled" in error_of(again)
+    assert api.get("/v1/jobs/NOPE").status_code == 404
+    assert api.delete("/v1/jobs/NOPE").status_code == 404
+
+
+def test_batch_enqueue_and_queue_counts(api, topic):
+    jobs = [{"topic": "orders", "body": i} for i in range(5)] + [{"task": "t", "queue": "q"}]
+    answer = api.post("/v1/jobs/batch", json={"jobs": jobs})
+    assert answer.status_code == 201 and len(answer.json()["jobs"]) == 6
+    queues = api.get("/v1/queues").json()["queues"]
+    assert queues["callbacks"]["queued"] == 5 and queues["q"]["queued"] == 1
+    bad = api.post("/v1/jobs/batch", json={"jobs": [{"topic": "orders"}, {"task": 5}]})
+    assert bad.status_code == 422 and error_of(bad).startswith("jobs[1]")
+
+
+def test_dead_letters_list_retry_and_purge(api, store):
+    app = deferq.App(store)
+    stored = [app.enqueue("boom", queue="q") for _ in range(3)]
+    leased = app.backend.reserve(["q"], 3, "w", 30, [0, 1, 2])
+    app.backend.settle([Outcome(job, "dead", error="no luck") for job in leased])
+    dead = api.get("/v1/dead").json()["jobs"]
+    assert {j["id"] for j in dead} == {j.id for j in stored} and dead[0]["error"] == "no luck"
+    assert api.post(f"/v1/dead/{stored[0].id}/retry").json() == {"id": stored[0].id, "state": "queued"}
+    assert api.post(f"/v1/dead/{stored[0].id}/retry").status_code == 409
+    assert api.post("/v1/dead/NOPE/retry").status_code == 404
+    assert api.post("/v1/dead/retry", params={"queue": "q"}).json() == {"retried": 2}
+    leased = app.backend.reserve(["q"], 3, "w", 30, [0, 1, 2])
+    app.backend.settle([Outcome(job, "dead", error="again") for job in leased])
+    assert api.delete("/v1/dead").json() == {"purged": 3}
+    assert api.get("/v1/dead").json() == {"jobs": []}
+    app.close()
+
+
+# -- topics ----------------------------------------------------------------------------
+
+
+def test_topics_crud_keeps_the_signing_secret(api):
+    created = api.put("/v1/topics/t1", json={"url": "https://example.invalid/cb"})
+    assert created.status_code == 201
+    secret = created.json()["signing_secret"]
+    assert created.json()["max_attempts"] == 10
+    assert created.json()["backoff"] == {"kind": "linear", "first": 1, "step": 2, "unit": 60}
+    replaced = api.put("/v1/topics/t1", json={"url": "https://example.invalid/v2", "method": "PUT"})
+    assert replaced.status_code == 200 and replaced.json()["signing_secret"] == secret
+    assert api.get("/v1/topics/t1").json()["url"] == "https://example.invalid/v2"
+    assert [t["name"] for t in api.get("/v1/topics").json()["topics"]] == ["t1"]
+    assert api.delete("/v1/topics/t1").json() == {"deleted": "t1"}
+    assert api.get("/v1/topics/t1").status_code == 404
+    assert api.delete("/v1/topics/t1").status_code == 404
+
+
+@pytest.mark.parametrize(("body", "says"), [
+    ({}, "needs a url"),
+    ({"url": "ftp://x/"}, "http:// or https://"),
+    ({"url": "http://x/", "retry_condition": "{res.code} !! 200"}, "retry_condition: unexpected "
+                                                                    "'!' at position 11"),
+    ({"url": "http://x/", "retry_condition": "{res.code} == "}, "position 14"),
+    ({"url": "http://x/", "max_attempts": 0}, "max_attempts"),
+    ({"url": "http://x/", "backoff": {"kind": "cubic"}}, "backoff.kind"),
+    ({"url": "http://x/", "backoff": {"kind": "fixed", "seconds": -1}}, "seconds"),
+    ({"url": "http://x/", "backoff": {"kind": "schedule", "seconds": []}}, "backoff.seconds"),
+    ({"url": "http://x/", "method": "GET"}, "method"),
+    ({"url": "http://x/", "headers": {"a": 1}}, "headers"),
+    ({"url": "http://x/", "signing_secret": "short"}, "16 characters"),
+    ({"url": "http://x/", "colour": "red"}, "unknown field 'colour'"),
+    ([1, 2], "must be a JSON object, got an array"),
+])  # fmt: skip
+def test_a_bad_topic_is_a_422_naming_the_problem(api, body, says):
+    answer = api.put("/v1/topics/t1", json=body)
+    assert answer.status_code == 422
+    assert says in error_of(answer)
+
+
+@pytest.mark.parametrize(("body", "says"), [
+    ({"body": 1}, "exactly one of topic"),
+    ({"topic": "orders", "task": "t"}, "exactly one of topic"),
+    ({"topic": "missing"}, "does not exist"),
+    ({"topic": "orders", "args": [1]}, "args is for task jobs"),
+    ({"task": "t", "body": 1}, "body is for topic jobs"),
+    ({"task": "t", "args": {"a": 1}}, "args must be an array"),
+    ({"task": "deferq.deliver"}, "not deferq.*"),
+    ({"topic": "orders", "delay_ms": -1}, "delay_ms"),
+    ({"topic": "orders", "delay_ms": 1, "at": 5}, "both delay_ms and at"),
+    ({"topic": "orders", "at": "tomorrow"}, "ISO 8601"),
+    ({"topic": "orders", "at": "2030-01-01T00:00:00"}, "time zone"),
+    ({"topic": "orders", "ttr": 0}, "ttr"),
+    ({"topic": "orders", "priority": "urgent"}, "priority"),
+    ({"topic": "orders", "max_attempts": 1.5}, "whole number"),
+    ({"task": "t", "queue": "has space"}, "queue name"),
+    ({"topic": "orders", "extra": 1}, "unknown field 'extra'"),
+    ("text", "must be a JSON object, got a string"),
+])  # fmt: skip
+def test_a_bad_job_is_a_422_naming_the_problem(api, topic, body, says):
+    answer = api.post("/v1/jobs", json=body)
+    assert answer.status_code == 422, answer.text
+    assert says in error_of(answer)
+
+
+# -- faults ----------------------------------------------------------------------------
+
+
+def test_malformed_json_is_a_400_naming_the_problem(api):
+    answer = api.post("/v1/jobs", content=b'{"topic": "orders",}')
+    assert answer.status_code == 400 and "not valid JSON" in error_of(answer)
+    assert "line 1 column" in error_of(answer)
+    empty = api.post("/v1/jobs", content=b"")
+    assert empty.status_code == 400 and "empty" in error_of(empty)
+    assert api.put("/v1/topics/x", content=b"\xff\xfe").status_code == 400
+
+
+def test_a_body_over_the_limit_is_a_413(store):
+    with client_for(store, max_body=1000) as api:
+        big = {"task": "t", "args": ["x" * 2000]}
+        answer = api.post("/v1/jobs", json=big)
+        assert answer.status_code == 413 and "1000 bytes" in error_of(answer)
+
+        def chunks():  # no Content-Length: the limit holds while reading
+            yield b'{"task": "t", "args": ["'
+            for _ in range(20):
+                yield b"x" * 100
+            yield b'"]}'
+
+        streamed = api.post("/v1/jobs", content=chunks())
+        assert streamed.status_code == 413
+        assert api.post("/v1/jobs", json={"task": "t"}).status_code == 201
+
+
+def test_a_full_queue_is_a_429_with_retry_after(store):
+    with client_for(store, max_queue_length=3, queue_limits={"big": 100}) as api:
+        for _ in range(3):
+            assert api.post("/v1/jobs", json={"task": "t"}).status_code == 201
+        full = api.post("/v1/jobs", json={"task": "t"})
+        assert full.status_code == 429 and full.headers["retry-after"] == "1"
+        assert "limit is 3" in error_of(full)
+        batch = api.post("/v1/jobs/batch", json={"jobs": [{"task": "t", "queue": "other"}] * 4})
+        assert batch.status_code == 429
+        assert api.post("/v1/jobs", json={"task": "t", "queue": "big"}).status_code == 201
+
+
+def test_an_unreachable_store_is_a_503(tmp_path):
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("a file where the database's directory should be")
+    with client_for(f"sqlite:///{blocker}/deferq.db", auth=True) as api:
+        for method, path in [("POST", "/v1/jobs"), ("GET", "/v1/queues"), ("GET", "/readyz")]:
+            answer = api.request(method, path, json={"task": "t"},
+                                 headers={"authorization": "Bearer dq_x"})  # fmt: skip
+            assert answer.status_code == 503, (path, answer.text)
+            assert "store cannot be reached" in error_of(answer)
+            assert answer.headers["retry-after"] == "1"
+        assert api.get("/healthz").status_code == 200
+        assert "deferq_store_up 0.0" in api.get("/metrics").text
+
+
+def test_unknown_routes_and_methods_answer_json(api):
+    assert api.get("/v2/nothing").status_code == 404
+    wrong = api.patch("/v1/jobs")
+    assert wrong.status_code == 405 and wrong.json()["error"]["code"] == "method_not_allowed"
+
+
+# -- auth ------------------------------------------------------------------------------
+
+ROUTES = sorted(route_scopes().items())
+SAMPLE_PATH = {"{job_id}": "06H000000000000000000000XX", "{name}": "orders", "{token_id}": "0" * 12}
+
+
+def sample(path: str) -> str:
+    for placeholder, value in SAMPLE_PATH.items():
+        path = path.replace(placeholder, value)
+    return path
+
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory):
+    url = f"sqlite:///{tmp_path_factory.mktemp('auth')}/deferq.db"
+    app = deferq.App(url)
+    producer, _ = auth_module.create(app.backend, "producer")
+    admin, _ = auth_module.create(app.backend, "admin")
+    with TestClient(create_app(ServerConfig(error_log="off"), app)) as client:
+        yield client, producer, admin
+
+
+@pytest.mark.parametrize(("route", "scope"), ROUTES, ids=[f"{m} {p}" for (m, p), _ in ROUTES])
+def test_every_route_checks_its_scope(secured, route, scope):
+    client, producer, admin = secured
+    method, path = route
+    url = sample(path)
+
+    def call(token: str | None) -> httpx.Response:
+        headers = {"authorization": f"Bearer {token}"} if token else {}
+        return client.request(method, url, json={}, headers=headers)
+
+    if scope is None:
+        assert call(None).status_code < 400
+        return
+    anonymous = call(None)
+    assert anonymous.status_code == 401 and anonymous.headers["www-authenticate"].startswith("Bearer")
+    assert call("dq_not-a-real-token").status_code == 401
+    if scope == "admin":
+        forbidden = call(producer)
+        assert forbidden.status_code == 403 and "admin scope" in error_of(forbidden)
+    allowed = call(admin if scope == "admin" else producer)
+    assert allowed.status_code not in (401, 403, 500), allowed.text
+    if scope == "producer":
+        assert call(admin).status_code not in (401, 403, 500)
+
+
+def test_tokens_are_made_listed_and_revoked_over_the_api(secured):
+    client, _, admin = secured
+    headers = {"authorization": f"Bearer {admin}"}
+    made = client.post("/v1/tokens", json={"scope": "producer", "note": "shop"}, headers=headers)
+    assert made.status_code == 201
+    token, token_id = made.json()["token"], made.json()["id"]
+    listed = client.get("/v1/tokens", headers=headers).json()["tokens"]
+    assert any(t["id"] == token_id and "token" not in t for t in listed)
+    assert client.get("/v1/queues", headers={"authorization": f"Bearer {token}"}).status_code == 200
+    assert client.delete(f"/v1/tokens/{token_id}", headers=headers).status_code == 200
+    client.app.state.service.tokens = auth_module.TokenCache()  # skip the few-second cache
+    assert client.get("/v1/queues", headers={"authorization": f"Bearer {token}"}).status_code == 401
+
+
+def test_bootstrap_a_real_server_with_a_token_from_the_cli(store):
+    made = subprocess.run([sys.executable, "-m", "deferq.cli", "token", "create", "--scope", "admin",
+                           "--url", store], capture_output=True, text=True, timeout=30)  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    token = made.stdout.strip()
+    assert token.startswith("dq_") and "shown once" in made.stderr
+    with running_server(store, "--workers", "2") as base:
+        client = httpx.Client(base_url=base, trust_env=False, timeout=10)
+        assert client.get("/v1/queues").status_code == 401
+        headers = {"authorization": f"Bearer {token}"}
+        topic = client.put("/v1/topics/t", json={"url": "http://127.0.0.1:9/"}, headers=headers)
+        assert topic.status_code == 201
+        for _ in range(4):
+            assert client.post("/v1/jobs", json={"topic": "t", "body": 1}, headers=headers).status_code == 201
+        metrics = client.get("/metrics").text
+        assert 'deferq_jobs_enqueued_total{queue="callbacks"} 4.0' in metrics
+        assert 'deferq_jobs{queue="callbacks",state="queued"} 4.0' in metrics
+        assert client.get("/readyz").json() == {"status": "ready"}

@@ -1,0 +1,130 @@
+"""Callback delivery end to end: the API stores a topic job, a real worker process
+delivers it to a real receiver on loopback, signed, retried by the topic's rules."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import deferq
+from deferq.server import ServerConfig, create_app
+from deferq.server.signing import SIGNATURE_HEADER, TIMESTAMP_HEADER, verify
+from tests.alert_receivers import smtp_inbox  # noqa: F401 - fixture
+from tests.server_helpers import Receiver, TestClient, delivery_worker, wait_until
+
+CONDITION = "{res.code}!=200 && {res.data.status}!=2 || {res.data.msg}=='failed'"
+
+
+@pytest.fixture
+def store(tmp_path) -> str:
+    return f"sqlite:///{tmp_path}/deferq.db"
+
+
+@pytest.fixture
+def api(store: str):
+    app = deferq.App(store)
+    with TestClient(create_app(ServerConfig(auth=False, error_log="off"), app)) as client:
+        yield client
+    app.close()
+
+
+def job_state(api: TestClient, job_id: str) -> dict:
+    return api.get(f"/v1/jobs/{job_id}").json()
+
+
+def test_fails_twice_then_succeeds_at_the_backoff_times(api, store, tmp_path):
+    answers = [(200, b""), (200, b'{"code":500}'), (200, b'{"code":200,"data":{"status":2}}')]
+    log_file = tmp_path / "delivery.log"
+    with Receiver(answers) as receiver:
+        topic = api.put("/v1/topics/orders", json={
+            "url": receiver.url, "retry_condition": CONDITION, "max_attempts": 5,
+            "backoff": {"kind": "schedule", "seconds": [0.5, 1.0]},
+            "headers": {"X-Team": "billing"},
+        }).json()  # fmt: skip
+        receipt = api.post("/v1/jobs", json={"topic": "orders", "body": {"order": 42}})
+        assert receipt.status_code == 201
+        job_id = receipt.json()["id"]
+        with delivery_worker(store, {"DEFERQ_DELIVERY_LOG": str(log_file)}):
+            hits = receiver.wait_for_hits(3)
+            job = wait_until(lambda: (j := job_state(api, job_id))["state"] == "succeeded" and j,
+                             10, "the job succeeded")  # fmt: skip
+    assert len(receiver.hits) == 3
+    assert job["attempts"] == 3 and job["result"]["status"] == 200
+    first_wait, second_wait = hits[1].at - hits[0].at, hits[2].at - hits[1].at
+    assert 0.5 <= first_wait < 1.5, first_wait
+    assert 1.0 <= second_wait < 2.0, second_wait
+    for number, hit in enumerate(hits, start=1):
+        assert json.loads(hit.body) == {"order": 42}
+        assert hit.headers["x-team"] == "billing"
+        assert hit.headers["x-deferq-attempt"] == str(number)
+        assert hit.headers["x-deferq-job-id"] == job_id
+        assert verify(topic["signing_secret"], hit.body, hit.headers[TIMESTAMP_HEADER.lower()],
+                      hit.headers[SIGNATURE_HEADER.lower()])  # fmt: skip
+        assert not verify("whsec_another-secret-entirely", hit.body,
+                          hit.headers[TIMESTAMP_HEADER.lower()],
+                          hit.headers[SIGNATURE_HEADER.lower()])  # fmt: skip
+    lines = [json.loads(line) for line in log_file.read_text().splitlines()]
+    assert [(line["decision"], line["status"]) for line in lines] == [
+        ("retry", 200), ("retry", 200), ("succeeded", 200)]  # fmt: skip
+    assert lines[0]["reason"] == "empty answer" and "retry condition" in lines[1]["reason"]
+    assert lines[0]["url"] == receiver.url and lines[0]["duration_ms"] >= 0
+
+
+def test_never_succeeds_ends_dead_with_an_alert(api, store, smtp_inbox):  # noqa: F811
+    inbox, smtp = smtp_inbox
+    saved = api.put("/v1/settings/alerts", json={
+        "email": {"smtp": smtp, "from": "deferq@localhost", "to": ["ops@localhost"]},
+        "min_interval": 0,
+    })  # fmt: skip
+    assert saved.status_code == 200, saved.text
+    with Receiver([(500, b'{"error":"down"}')]) as receiver:
+        api.put("/v1/topics/sms", json={"url": receiver.url, "max_attempts": 3,
+                                        "backoff": {"kind": "fixed", "seconds": 0.2}})  # fmt: skip
+        job_id = api.post("/v1/jobs", json={"topic": "sms", "body": "hi"}).json()["id"]
+        with delivery_worker(store):
+            job = wait_until(lambda: (j := job_state(api, job_id))["state"] == "dead" and j,
+                             15, "the job is dead")  # fmt: skip
+            message = inbox.wait_for(lambda m: "gave up" in m["Subject"], timeout=15)
+    assert len(receiver.hits) == 3 and job["attempts"] == 3
+    assert "HTTP 500" in job["error"]
+    assert "sms" in message["Subject"] and job_id in message.get_payload()
+    dead = api.get("/v1/dead").json()["jobs"]
+    assert [j["id"] for j in dead] == [job_id]
+
+
+def test_a_slow_receiver_times_out_at_ttr_and_is_retried(api, store):
+    import threading
+
+    release = threading.Event()
+    with Receiver([(200, b"ok")]) as receiver:
+        handler = receiver.server.RequestHandlerClass
+        original = handler.do_POST
+
+        arrivals = []
+
+        def slow_first(self):  # the first answer comes after the ttr
+            arrivals.append(1)
+            if len(arrivals) == 1:
+                release.wait(3)
+            original(self)
+
+        handler.do_POST = slow_first
+        api.put("/v1/topics/slow", json={"url": receiver.url, "ttr": 0.5, "max_attempts": 3,
+                                         "backoff": {"kind": "fixed", "seconds": 0.1}})  # fmt: skip
+        job_id = api.post("/v1/jobs", json={"topic": "slow", "body": 1}).json()["id"]
+        with delivery_worker(store):
+            job = wait_until(lambda: (j := job_state(api, job_id))["state"] == "succeeded" and j,
+                             15, "the job succeeded")  # fmt: skip
+        release.set()
+    assert job["attempts"] == 2
+
+
+def test_a_deleted_topic_sends_its_jobs_dead_at_once(api, store):
+    with Receiver([(200, b"ok")]) as receiver:
+        api.put("/v1/topics/gone", json={"url": receiver.url})
+        job_id = api.post("/v1/jobs", json={"topic": "gone", "body": 1, "delay_ms": 300}).json()["id"]
+        assert api.delete("/v1/topics/gone").status_code == 200
+        with delivery_worker(store):
+            job = wait_until(lambda: (j := job_state(api, job_id))["state"] == "dead" and j,
+                             15, "the job is dead")  # fmt: skip
+    assert not receiver.hits and "does not exist" in job["error"] and job["attempts"] == 1
