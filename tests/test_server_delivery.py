@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 import deferq
 from deferq.server import ServerConfig, create_app
 from deferq.server.signing import SIGNATURE_HEADER, TIMESTAMP_HEADER, verify
