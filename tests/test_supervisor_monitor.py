@@ -1,0 +1,65 @@
+"""The monitor's alerts reach a real SMTP server and a real webhook receiver: a backlog, the
+store going down (a redis-server this test kills) and coming back."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+import deferq
+from tests.alert_receivers import smtp_inbox, webhook_inbox  # noqa: F401 - fixtures
+from tests.conftest import need_service
+from tests.stores.redis import RedisServer, free_port
+from tests.supervisor_harness import Master
+
+pytestmark = pytest.mark.slow
+
+
+def alerts_table(smtp: str, webhook: str) -> str:
+    return f"""
+check_every = "0.2s"
+[pools.other]
+queues = ["other"]
+processes = {{ min = 0, max = 1 }}
+[alerts]
+email = {{ smtp = "{smtp}", from = "deferq@localhost", to = ["ops@localhost"] }}
+webhook = "{webhook}"
+min_interval = "1m"
+backlog = {{ default = 5 }}
+"""
+
+
+def test_backlog_and_store_down_alerts_arrive_by_mail_and_webhook(tmp_path, smtp_inbox, webhook_inbox):  # noqa: F811
+    if shutil.which("redis-server") is None:
+        need_service("redis-server", "it is not on PATH")
+    mails, smtp = smtp_inbox
+    hooks, webhook = webhook_inbox
+    redis = RedisServer(tmp_path / "redis", free_port()).start()
+    url = f"redis://127.0.0.1:{redis.port}/0"
+    master = Master(tmp_path, url, alerts_table(smtp, webhook))
+    store = deferq.App(url)
+    try:
+        master.start()
+        master.wait_log("started on")
+        store.enqueue_many([deferq.Call("nap", (0,), {}) for _ in range(10)])
+        hook = hooks.wait_for(lambda h: h["kind"] == "backlog:default", timeout=20)
+        assert hook["details"] == {"queue": "default", "waiting": 10, "limit": 5}
+        mails.wait_for(lambda m: m["Subject"] == "[deferq] queue default has 10 jobs waiting")
+
+        redis.kill()
+        hook = hooks.wait_for(lambda h: h["kind"] == "store_down", timeout=20)
+        assert hook["details"]["url"] == url
+        mails.wait_for(lambda m: m["Subject"] == "[deferq] the store is unreachable")
+
+        redis.start()  # same port, empty: the store is back
+        hook = hooks.wait_for(lambda h: h["kind"] == "store_up", timeout=20)
+        assert hook["details"]["down_for_seconds"] > 0
+        mails.wait_for(lambda m: m["Subject"] == "[deferq] the store is reachable again")
+        assert [h["kind"] for h in hooks.items].count("store_down") == 1  # said once, not per check
+        assert master.stop() == 0
+        assert "Traceback" not in master.log(), master.log()
+    finally:
+        master.kill()
+        store.close()
+        redis.stop()
