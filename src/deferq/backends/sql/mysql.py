@@ -1,0 +1,363 @@
+"""mysql:// (or mariadb://) — jobs in the application's own MySQL or MariaDB database.
+
+- PyMySQL: pure Python, so `pip install deferq[mysql]` needs no compiler or client
+  library, and it is the driver SQLAlchemy users most often already have. Its speed
+  is not what limits a queue: the round trips are.
+- Claims: `SELECT ... FOR UPDATE SKIP LOCKED` then one UPDATE, in one short
+  transaction (MySQL 8+, MariaDB 10.6+). Older servers (found from the version, or
+  forced with `?claim=update`) use the seed's "update first, then select what I own".
+- No LISTEN/NOTIFY in MySQL: idle workers poll the next due time, every 5 ms while
+  work keeps arriving, backing off to every 100 ms when idle (POLL_* below), and
+  never past the next due time.
+- URL: mysql://user:password@host:3306/database. Options: `migrate=false`,
+  `pool_size=N` (idle connections kept, default 8), `claim=auto|skip_locked|update`,
+  `connect_timeout=S`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from functools import partial
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+import pymysql
+from pymysql.constants import CLIENT
+
+from ...errors import ConfigError, StoreUnavailable
+from ...job import Job
+from ..base import Enqueue
+from . import common
+from .common import TABLES, Plan, Reply, SQLBackend, Step, T, job_from_row, stored_view
+
+POLL_MIN, POLL_MAX = 0.005, 0.1  # seconds between looks while waiting for work
+CONNECTION_ERRORS = (pymysql.err.OperationalError, pymysql.err.InterfaceError)
+UNIQUE_VIOLATION = 1062
+STATEMENT_END = re.compile(r";\s*$", re.MULTILINE)
+
+
+def supports_skip_locked(version: str) -> bool:
+    """SKIP LOCKED arrived in MySQL 8.0.1 and MariaDB 10.6."""
+    match = re.match(r"(\d+)\.(\d+)", version)
+    if match is None:
+        return False
+    release = (int(match[1]), int(match[2]))
+    return release >= (10, 6) if "mariadb" in version.lower() else release >= (8, 0)
+
+
+class MySQLBackend(SQLBackend):
+    schemes = ("mysql", "mariadb")
+    dialect = "mysql"
+    options_known = ("migrate", "pool_size", "claim", "connect_timeout")
+
+    # -- connections ------------------------------------------------------------------
+
+    def table_names(self) -> dict[str, str]:
+        parts = urlsplit(self.url)
+        database = unquote(parts.path.lstrip("/"))
+        if not database:
+            raise ConfigError(f"the MySQL URL {self.url!r} names no database: use mysql://host/mydb")
+        self.database = common.safe_name(database, "database")
+        return {name: f"`{self.database}`.{table}" for name, table in TABLES.items()}
+
+    def open(self) -> None:
+        if self.driver_options:
+            name = sorted(self.driver_options)[0]
+            raise ConfigError(f"unknown option {name!r}: options are {', '.join(self.options_known)}")
+        parts = urlsplit(self.url)
+        try:
+            self.pool_size = int(self.options.get("pool_size", 8))
+            timeout = float(self.options.get("connect_timeout", 10))
+        except ValueError:
+            raise ConfigError("pool_size and connect_timeout must be numbers") from None
+        self.connect_args = {
+            "host": parts.hostname or "127.0.0.1", "port": parts.port or 3306,
+            "user": unquote(parts.username or "root"), "password": unquote(parts.password or ""),
+            "database": self.database, "charset": "utf8mb4", "autocommit": True,
+            "connect_timeout": timeout,
+            # Row counts of UPDATE are rows matched, not rows changed: a fence that held
+            # counts 1 even when the values written equal the old ones.
+            "client_flag": CLIENT.FOUND_ROWS,
+            "init_command": "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED",
+        }  # fmt: skip
+        claim = self.options.get("claim", "auto")
+        if claim not in ("auto", "skip_locked", "update"):
+            raise ConfigError(f"claim={claim!r}: use auto, skip_locked or update")
+        self._claim = claim
+        self._idle: list[pymysql.connections.Connection] = []
+        self._lock = threading.Lock()
+        self._pid = os.getpid()
+        self._poll = POLL_MIN
+
+    @property
+    def skip_locked(self) -> bool:
+        if self._claim == "auto":
+            def plan() -> Plan[str]:
+                reply = yield Step("SELECT VERSION()")
+                return str(reply.rows[0][0])
+
+            self._claim = "skip_locked" if supports_skip_locked(self.run(plan())) else "update"
+        return self._claim == "skip_locked"
+
+    @contextmanager
+    def connection(self) -> Iterator[pymysql.connections.Connection]:
+        """A pooled connection; one that failed is closed, and so are the idle ones
+        (a server restart or KILL broke them too)."""
+        with self._lock:
+            if self._pid != os.getpid():  # forked: the parent's sockets are not ours
+                self._idle, self._pid = [], os.getpid()
+            conn = self._idle.pop() if self._idle else None
+        if conn is None:
+            conn = pymysql.connect(**self.connect_args)
+        try:
+            yield conn
+        except CONNECTION_ERRORS:
+            self._discard(conn)
+            raise
+        except BaseException:
+            if not conn.open:
+                self._discard(conn)
+            else:
+                self._give_back(conn)
+            raise
+        else:
+            self._give_back(conn)
+
+    def _give_back(self, conn: pymysql.connections.Connection) -> None:
+        with self._lock:
+            if len(self._idle) < self.pool_size:
+                self._idle.append(conn)
+                return
+        conn.close()
+
+    def _discard(self, conn: pymysql.connections.Connection) -> None:
+        with self._lock:
+            doomed, self._idle = [conn, *self._idle], []
+        for each in doomed:
+            try:
+                each.close()
+            except Exception:  # noqa: BLE001 - already broken
+                pass
+
+    def close(self) -> None:
+        with self._lock:
+            doomed, self._idle = self._idle, []
+        for conn in doomed:
+            try:
+                conn.close()
+            except Exception:  # noqa: BLE001
+                pass
+
+    @staticmethod
+    def execute(cur: Any, step: Step) -> Reply:
+        if not step.many:
+            cur.execute(step.sql, step.params)
+            return Reply(list(cur.fetchall()) if cur.description else [], cur.rowcount)
+        if step.sql.lstrip().upper().startswith("INSERT"):
+            cur.executemany(step.sql, step.params)  # one multi-row INSERT
+            return Reply([], cur.rowcount)
+        counts = []
+        for params in step.params:
+            cur.execute(step.sql, params)
+            counts.append(cur.rowcount)
+        return Reply([], sum(counts), counts)
+
+    def run(self, plan: Plan[T], *, atomic: bool = False, connection: Any = None) -> T:
+        try:
+            if connection is not None:
+                with self.caller_connection(connection).cursor() as cur:
+                    return common.drive(plan, partial(self.execute, cur))
+            with self.connection() as conn, conn.cursor() as cur:
+                if not atomic:
+                    return common.drive(plan, partial(self.execute, cur))
+                conn.begin()
+                try:
+                    result = common.drive(plan, partial(self.execute, cur))
+                except BaseException:
+                    conn.rollback()
+                    raise
+                conn.commit()
+                return result
+        except CONNECTION_ERRORS as exc:
+            lines = str(exc.args[-1] if exc.args else exc).strip().splitlines() or [type(exc).__name__]
+            raise StoreUnavailable(f"MySQL is unreachable or busy: {lines[0]}") from None
+
+    @staticmethod
+    def caller_connection(connection: Any) -> pymysql.connections.Connection:
+        conn = common.driver_connection(connection)
+        if not isinstance(conn, pymysql.connections.Connection):
+            raise ConfigError(
+                f"connection= must be a PyMySQL connection or a SQLAlchemy Connection/Session "
+                f"on one, got {type(connection).__name__}"
+            )
+        return conn
+
+    def is_unique_violation(self, exc: BaseException) -> bool:
+        return isinstance(exc, pymysql.err.IntegrityError) and exc.args[0] == UNIQUE_VIOLATION
+
+    # -- schema ---------------------------------------------------------------------------
+
+    def applied_versions(self) -> list[int]:
+        def plan() -> Plan[list[int]]:
+            reply = yield Step(self.q["applied_migrations"])
+            return [row[0] for row in reply.rows]
+
+        try:
+            return self.run(plan())
+        except pymysql.err.ProgrammingError:  # no such table yet
+            return []
+
+    def migrate(self) -> list[str]:
+        if not self.pending_migrations():
+            return []
+        applied: list[str] = []
+        lock = f"deferq:{self.database}"
+        try:
+            with self.connection() as conn, conn.cursor() as cur:
+                # One migrator at a time: the others wait here (up to 60 s).
+                cur.execute("SELECT GET_LOCK(%s, 60)", (lock,))
+                try:
+                    cur.execute(self.q["create_migrations_table"])
+                    for migration in self.pending_migrations():
+                        # DDL commits by itself in MySQL: each statement stands alone,
+                        # and the migration is recorded after its last one.
+                        for statement in STATEMENT_END.split(migration.sql):
+                            if statement.strip() and not _only_comments(statement):
+                                cur.execute(statement)
+                        cur.execute(self.q["record_migration"],
+                                    {"version": migration.version, "name": migration.name})  # fmt: skip
+                        applied.append(f"{migration.version:04d}_{migration.name}")
+                finally:
+                    cur.execute("SELECT RELEASE_LOCK(%s)", (lock,))
+        except CONNECTION_ERRORS as exc:
+            raise StoreUnavailable(f"MySQL is unreachable: {exc}") from None
+        return applied
+
+    # -- producing ----------------------------------------------------------------------------
+
+    def enqueue_plan(self, items: Sequence[Enqueue]) -> Plan[list[Job]]:
+        stored = yield from self.insert_plan(items, range(len(items)))
+        if len(stored) == len(items):
+            return [stored[i] for i in range(len(items))]
+        return (yield from self.resolve_keys(items, stored, partial(self.insert_plan, items)))
+
+    def insert_plan(self, items: Sequence[Enqueue], indexes: Sequence[int]) -> Plan[dict[int, Job]]:
+        reply = yield Step(self.q["clock"])
+        now = float(reply.rows[0][0])
+        rows, views = [], {}
+        for i in indexes:
+            job = items[i].job
+            run_at = job.run_at or now + items[i].delay
+            views[i] = stored_view(job, run_at, now)
+            rows.append({
+                "id": job.id, "task": job.task, "payload": self.payload(job), "queue": job.queue,
+                "priority": job.priority, "state": "queued", "max_attempts": job.max_attempts,
+                "timeout": job.timeout, "key": job.key, "run_at": run_at, "created_at": now,
+            })  # fmt: skip
+        yield Step(self.q["enqueue"], rows, many=True)
+        if not any(items[i].job.key for i in indexes):
+            return views  # without keys nothing can have been skipped
+        # Row counts cannot tell (a caller's connection may count found rows): ask.
+        reply = yield Step(self.q["stored_ids"], {"ids": tuple(views[i].id for i in indexes)})
+        present = {row[0] for row in reply.rows}
+        return {i: view for i, view in views.items() if view.id in present}
+
+    # -- consuming ------------------------------------------------------------------------------
+
+    def reserve(
+        self, queues: Sequence[str], limit: int, worker: str, lease: float, priorities: Sequence[int]
+    ) -> list[Job]:
+        if limit <= 0 or not queues:
+            return []
+        if self.skip_locked:
+            jobs = self.run(self.claim_plan(queues, limit, worker, lease, priorities), atomic=True)
+        else:
+            jobs = self.run(self.claim_update_plan(queues, limit, worker, lease, priorities))
+        if jobs:
+            self._poll = POLL_MIN  # busy: look again soon when it runs dry
+        return jobs
+
+    def claim_plan(
+        self, queues: Sequence[str], limit: int, worker: str, lease: float, priorities: Sequence[int]
+    ) -> Plan[list[Job]]:
+        """SKIP LOCKED, level by level; each level merges its queues by due time."""
+        chosen: list[tuple[Job, int]] = []
+        now = 0.0
+        for priority in priorities:
+            want = limit - len(chosen)
+            if want <= 0:
+                break
+            level: list[tuple[Any, ...]] = []
+            for queue in queues:
+                params = {"queue": queue, "priority": priority, "limit": want}
+                level += (yield Step(self.q["claim"], params)).rows
+            level.sort(key=lambda row: (row[10], row[18]))  # run_at, seq
+            for row in level[:want]:
+                now = row[17]
+                chosen.append((job_from_row(row[:17], row[17]), row[18]))
+        if not chosen:
+            return []
+        lease_until = now + lease
+        yield Step(self.q["lease"], {
+            "worker": worker, "lease_until": lease_until, "seqs": tuple(seq for _, seq in chosen),
+        })  # fmt: skip
+        leased = [
+            (job.with_state("active", attempts=job.attempts + 1, worker=worker,
+                            lease_until=lease_until), seq)
+            for job, seq in chosen
+        ]  # fmt: skip
+        return self.claim_order(leased, priorities)
+
+    def claim_update_plan(
+        self, queues: Sequence[str], limit: int, worker: str, lease: float, priorities: Sequence[int]
+    ) -> Plan[list[Job]]:
+        """Update first (each statement commits by itself), then select what I own."""
+        token = uuid.uuid4().hex
+        taken = 0
+        for priority in priorities:
+            if taken >= limit:
+                break
+            params = {
+                "worker": worker, "lease": lease, "token": token, "queues": tuple(queues),
+                "priority": priority, "limit": limit - taken,
+            }  # fmt: skip
+            taken += (yield Step(self.q["claim_update"], params)).rowcount
+        if not taken:
+            return []
+        reply = yield Step(self.q["claimed"], {"token": token})
+        pairs = [(job_from_row(row[:17], row[17]), row[18]) for row in reply.rows]
+        return self.claim_order(pairs, priorities)
+
+    def _next_due_plan(self, queues: Sequence[str]) -> Plan[tuple[float | None, float]]:
+        due: list[float] = []
+        now = 0.0
+        for queue in queues:
+            *levels, now = (yield Step(self.q["next_due"], {"queue": queue})).rows[0]
+            due += [float(d) for d in levels if d is not None]
+        return (min(due) if due else None), float(now)
+
+    def wait_for_work(self, queues: Sequence[str], timeout: float) -> None:
+        """Poll the next due time: soon while busy, slower while idle (POLL_MIN..MAX)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            next_due, now = self.next_due(queues)
+            if next_due is not None and next_due <= now:
+                self._poll = POLL_MIN
+                return
+            pause = min(self._poll, deadline - time.monotonic())
+            if next_due is not None:
+                pause = min(pause, next_due - now)
+            if pause <= 0:
+                return
+            time.sleep(pause)
+            self._poll = min(self._poll * 2, POLL_MAX)
+
+
+def _only_comments(statement: str) -> bool:
+    return all(not line.strip() or line.strip().startswith("--") for line in statement.splitlines())

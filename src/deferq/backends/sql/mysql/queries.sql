@@ -1,0 +1,194 @@
+-- deferq's queries on MySQL / MariaDB. Parameters are %(name)s (PyMySQL); a tuple
+-- parameter renders as a list for IN. {jobs}, {kv}, {migrations} are the tables
+-- (qualified by the URL's database), {now} the clock. Differences from
+-- postgres/queries.sql are noted where they occur. Our connections run READ
+-- COMMITTED, so locking reads lock rows, not the gaps between them.
+
+-- name: now
+-- The clock as epoch seconds, whatever the session's time zone (UTC_TIMESTAMP does
+-- not depend on it; UNIX_TIMESTAMP(NOW()) would, around daylight-saving changes).
+-- Constant within one statement, like PostgreSQL's now().
+(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) / 1e6)
+
+-- name: job_columns
+id, task, payload, queue, priority, state, attempts, max_attempts, timeout,
+unique_key, run_at, created_at, lease_until, worker, error, result, finished_at
+
+-- name: clock
+SELECT {now}
+
+-- name: enqueue
+-- One row's VALUES; PyMySQL's executemany sends the whole batch as one multi-row
+-- INSERT (its VALUES may hold only placeholders, so the due time is computed from a
+-- clock read just before). A held unique key is a duplicate on deferq_jobs_live_key:
+-- the no-op update skips the row. There is no RETURNING: stored_ids tells.
+INSERT INTO {jobs} (id, task, payload, queue, priority, state, max_attempts, timeout,
+                    unique_key, run_at, created_at)
+VALUES (%(id)s, %(task)s, %(payload)s, %(queue)s, %(priority)s, %(state)s, %(max_attempts)s,
+        %(timeout)s, %(key)s, %(run_at)s, %(created_at)s)
+ON DUPLICATE KEY UPDATE seq = seq
+
+-- name: stored_ids
+SELECT id FROM {jobs} WHERE id IN %(ids)s
+
+-- name: live_by_keys
+SELECT {job_columns}, {now} FROM {jobs} WHERE live_key IN %(keys)s
+
+-- name: claim
+-- Due jobs of one queue and priority, oldest first, locked for the claim. SKIP LOCKED
+-- needs MySQL 8 / MariaDB 10.6. One range of deferq_jobs_waiting in index order; the
+-- backend asks level by level in the caller's preference order (PostgreSQL does
+-- that inside one statement with a lateral join, which MariaDB lacks) and then
+-- leases the rows with `lease` below, in the same transaction.
+SELECT {job_columns}, {now}, seq FROM {jobs}
+WHERE state = 'queued' AND queue = %(queue)s AND priority = %(priority)s AND run_at <= {now}
+ORDER BY run_at, seq
+LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED
+
+-- name: lease
+UPDATE {jobs} SET state = 'active', attempts = attempts + 1, worker = %(worker)s,
+                  lease_until = %(lease_until)s
+WHERE seq IN %(seqs)s
+
+-- name: claim_update
+-- Without SKIP LOCKED (older servers, or ?claim=update): the seed's "update first,
+-- then select what I own" (S3-1). One statement marks up to %(limit)s rows with this
+-- claim's token; a competing worker waits only for that statement, never for a
+-- SELECT ... FOR UPDATE held across round trips. `claimed` then reads them back.
+-- Over several queues the rows of one level are sorted (no index order across them).
+UPDATE {jobs} SET state = 'active', attempts = attempts + 1, worker = %(worker)s,
+                  lease_until = {now} + %(lease)s, claim_token = %(token)s
+WHERE state = 'queued' AND queue IN %(queues)s AND priority = %(priority)s AND run_at <= {now}
+ORDER BY run_at, seq
+LIMIT %(limit)s
+
+-- name: claimed
+SELECT {job_columns}, {now}, seq FROM {jobs} WHERE state = 'active' AND claim_token = %(token)s
+
+-- name: heartbeat
+-- One job (MySQL has no arrays to unnest; the batch is one transaction). Our
+-- connections count matched rows (CLIENT.FOUND_ROWS), so 1 means the fence held.
+UPDATE {jobs} SET lease_until = {now} + %(lease)s
+WHERE id = %(id)s AND state = 'active' AND worker = %(worker)s AND attempts = %(attempts)s
+
+-- name: settle
+-- One outcome, fenced like heartbeat. MySQL assigns left to right and later
+-- assignments see earlier ones, so the columns read (attempts) come before the
+-- columns cleared (worker, lease_until).
+UPDATE {jobs} SET
+    state = %(state)s,
+    attempts = attempts - %(released)s,
+    run_at = CASE WHEN %(kind)s = 'retry' THEN {now} + %(delay)s ELSE run_at END,
+    error = CASE WHEN %(kind)s IN ('retry', 'dead') THEN %(error)s ELSE error END,
+    result = CASE WHEN %(kind)s = 'succeeded' THEN %(result)s ELSE result END,
+    finished_at = CASE WHEN %(state)s IN ('succeeded', 'dead') THEN {now} END,
+    worker = NULL,
+    lease_until = NULL
+WHERE id = %(id)s AND state = 'active' AND worker = %(worker)s AND attempts = %(attempts)s
+
+-- name: recover_expired
+-- `error` reads `worker` before it is cleared (left-to-right assignment).
+UPDATE {jobs} SET
+    finished_at = CASE WHEN attempts >= max_attempts THEN {now} END,
+    state = CASE WHEN attempts >= max_attempts THEN 'dead' ELSE 'queued' END,
+    error = CONCAT('lease expired (worker ', worker, ' stopped heartbeating)'),
+    worker = NULL,
+    lease_until = NULL
+WHERE state = 'active' AND lease_until < {now}
+
+-- name: next_due
+-- The earliest due time of one queue: one index probe per priority (MIN over the
+-- prefix of deferq_jobs_waiting). The backend asks queue by queue.
+SELECT (SELECT MIN(run_at) FROM {jobs} WHERE state = 'queued' AND queue = %(queue)s AND priority = 0),
+       (SELECT MIN(run_at) FROM {jobs} WHERE state = 'queued' AND queue = %(queue)s AND priority = 1),
+       (SELECT MIN(run_at) FROM {jobs} WHERE state = 'queued' AND queue = %(queue)s AND priority = 2),
+       {now}
+
+-- name: get
+SELECT {job_columns}, {now} FROM {jobs} WHERE id = %(id)s
+
+-- name: get_by_key
+SELECT {job_columns}, {now} FROM {jobs} WHERE unique_key = %(key)s ORDER BY seq DESC LIMIT 1
+
+-- name: cancel
+UPDATE {jobs} SET state = 'cancelled', finished_at = {now} WHERE id = %(id)s AND state = 'queued'
+
+-- name: retry_dead
+-- Unlike PostgreSQL, the job keeps its seq: moving an AUTO_INCREMENT key by hand can
+-- leave the counter behind it on MariaDB. Its new due time (now) already puts it
+-- after every job due earlier; seq only breaks exact ties. Fails on
+-- deferq_jobs_live_key when a newer job holds its key (the caller answers False).
+UPDATE {jobs} SET state = 'queued', attempts = 0, run_at = {now}, finished_at = NULL
+WHERE id = %(id)s AND state = 'dead'
+
+-- name: list_scheduled
+SELECT {job_columns}, {now} FROM {jobs}
+WHERE state = 'queued' AND run_at > {now} AND (%(queue)s IS NULL OR queue = %(queue)s)
+ORDER BY run_at DESC, seq DESC LIMIT %(limit)s
+
+-- name: list_queued
+SELECT {job_columns}, {now} FROM {jobs}
+WHERE state = 'queued' AND run_at <= {now} AND (%(queue)s IS NULL OR queue = %(queue)s)
+ORDER BY run_at DESC, seq DESC LIMIT %(limit)s
+
+-- name: list_active
+SELECT {job_columns}, {now} FROM {jobs}
+WHERE state = 'active' AND (%(queue)s IS NULL OR queue = %(queue)s)
+ORDER BY run_at DESC, seq DESC LIMIT %(limit)s
+
+-- name: list_finished
+SELECT {job_columns}, {now} FROM {jobs}
+WHERE state = %(state)s AND (%(queue)s IS NULL OR queue = %(queue)s)
+ORDER BY finished_at DESC, seq DESC LIMIT %(limit)s
+
+-- name: purge
+-- In slices of %(batch)s rows, each its own short transaction.
+DELETE FROM {jobs} WHERE state IN %(states)s AND finished_at <= {now} - %(older_than)s
+LIMIT %(batch)s
+
+-- name: stats
+SELECT queue,
+       CASE WHEN state = 'queued' AND run_at > {now} THEN 'scheduled' ELSE state END AS shown,
+       COUNT(*),
+       MAX(CASE WHEN state = 'queued' AND run_at <= {now} THEN {now} - run_at END)
+FROM {jobs} GROUP BY queue, shown
+
+-- name: kv_put
+-- `key` is a reserved word in MySQL. VALUES() works on MySQL and MariaDB alike.
+INSERT INTO {kv} (namespace, `key`, value, expires_at)
+VALUES (%(namespace)s, %(key)s, %(value)s, {now} + %(ttl)s)
+ON DUPLICATE KEY UPDATE value = VALUES(value), expires_at = VALUES(expires_at)
+
+-- name: kv_delete_expired
+DELETE FROM {kv} WHERE namespace = %(namespace)s AND `key` = %(key)s AND expires_at <= {now}
+
+-- name: kv_insert_new
+-- IGNORE: the row count says whether it went in (0: a live record holds the key).
+INSERT IGNORE INTO {kv} (namespace, `key`, value, expires_at)
+VALUES (%(namespace)s, %(key)s, %(value)s, {now} + %(ttl)s)
+
+-- name: kv_get
+SELECT value FROM {kv}
+WHERE namespace = %(namespace)s AND `key` = %(key)s AND (expires_at IS NULL OR expires_at > {now})
+
+-- name: kv_delete
+DELETE FROM {kv}
+WHERE namespace = %(namespace)s AND `key` = %(key)s AND (expires_at IS NULL OR expires_at > {now})
+
+-- name: kv_list
+SELECT `key`, value FROM {kv}
+WHERE namespace = %(namespace)s AND (expires_at IS NULL OR expires_at > {now})
+
+-- name: create_migrations_table
+CREATE TABLE IF NOT EXISTS {migrations} (
+    version    INT NOT NULL PRIMARY KEY,
+    name       VARCHAR(255) NOT NULL,
+    applied_at DOUBLE NOT NULL
+) ENGINE = InnoDB
+
+-- name: applied_migrations
+SELECT version FROM {migrations} ORDER BY version
+
+-- name: record_migration
+INSERT INTO {migrations} (version, name, applied_at) VALUES (%(version)s, %(name)s, {now})
