@@ -12,11 +12,12 @@ import deferq
 pytest_plugins = [
     "tests.stores.local",
     "tests.stores.postgres",
+    "tests.stores.mysql",
     "tests.stores.redis",
 ]
 
 # The behaviour suite runs on every store named here (`-k sqlite` picks one).
-STORES = ["memory", "sqlite", "redis", "redis_cluster", "redis_shards", "postgres"]
+STORES = ["memory", "sqlite", "redis", "redis_cluster", "redis_shards", "postgres", "mysql", "mysql_update"]
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 
