@@ -7,6 +7,7 @@ so a test can count how often each job ran, even across killed processes.
 from __future__ import annotations
 
 import os
+import signal
 import time
 
 import deferq
@@ -42,3 +43,20 @@ def hang() -> None:
 @app.task(queue="ticks")
 def tick() -> None:
     _record("tick")
+
+
+_ballast: list[bytes] = []
+
+
+@app.task(timeout=60)
+def hog(megabytes: int) -> None:
+    """Hold on to memory (touched, so it is resident) to cross max_child_memory."""
+    _ballast.append(b"x" * (megabytes * 1024 * 1024))
+    _record("hog")
+
+
+@app.task(max_attempts=1)
+def crash() -> None:
+    """Kill the worker process running it, as a segfaulting C extension would."""
+    _record("crash")
+    os.kill(os.getpid(), signal.SIGKILL)

@@ -14,6 +14,7 @@ import pytest
 
 import deferq
 from deferq.job import JobState
+from tests.alert_receivers import webhook_inbox  # noqa: F401 - a fixture
 from tests.supervisor_harness import ROOT, Master, all_jobs, job_states, runs, wait_until
 
 pytestmark = pytest.mark.slow
@@ -156,4 +157,62 @@ scale_down_after = "1s"
     assert seen >= 3
     assert "pool main: 1 -> " in m.log()
     assert "-> 1 process(es) (calm" in m.log()
+    assert m.stop() == 0
+
+
+def test_children_are_recycled_by_job_count_lifetime_and_memory(master, store):
+    m = master("""
+check_every = "0.2s"
+[pools.jobs]
+queues = ["jobs"]
+concurrency = 1
+max_jobs_per_child = 3
+[pools.life]
+queues = ["life"]
+max_child_lifetime = "2s"
+[pools.mem]
+queues = ["mem"]
+max_child_memory = "150MB"
+""")
+    wait_until(lambda: len(m.children()) == 3, 20, "three children")
+    store.enqueue_many([deferq.Call("nap", (0,), {}, deferq.task.JobOptions(queue="jobs"))] * 7)
+    store.enqueue("hog", [200], queue="mem")
+    wait_until(lambda: m.log().count("exited after max_jobs_per_child jobs") >= 2, 30,
+               "two children retired after three jobs each")  # fmt: skip
+    wait_until(lambda: "reached max_child_lifetime: retiring it" in m.log(), 30, "a lifetime retirement")
+    wait_until(lambda: "above max_child_memory: retiring it" in m.log(), 30, "a memory retirement")
+    wait_until(lambda: job_states(store, "jobs")["succeeded"] == 7, 30, "the seven jobs")
+    wait_until(lambda: len(m.children()) == 3, 20, "every pool refilled")
+    assert "died" not in m.log()  # retirements are not crashes
+    assert m.stop() == 0
+
+
+def test_sighup_reloads_with_a_rolling_restart_and_a_changed_file_is_reported(master, tmp_path):
+    m = master()
+    before = set(wait_until(lambda: len(m.children()) == 2 and m.children(), 20, "two children"))
+    text = m.config.read_text()
+    m.config.write_text(text.replace("processes = 2", "processes = 3"))
+    m.wait_log("changed: send SIGHUP to apply it")
+    m.signal(signal.SIGHUP)
+    m.wait_log("rolling restart of 2 child(ren)")
+    wait_until(lambda: len(m.children()) == 3 and not before & set(m.children()), 30,
+               "three new children replacing the old ones")  # fmt: skip
+    m.config.write_text(text.replace("processes = 2", "processes = -1"))
+    m.wait_log("it is not valid and would be refused: pools.main.processes")
+    m.signal(signal.SIGHUP)
+    m.wait_log("reload refused, keeping the running config: pools.main.processes")
+    assert len(m.children()) == 3 and m.process.poll() is None
+    assert m.stop() == 0
+
+
+def test_a_crash_loop_is_braked_and_alerted(master, store, webhook_inbox):  # noqa: F811
+    hooks, url = webhook_inbox
+    m = master(POOL.replace("processes = 2", "processes = 1").replace("concurrency = 2", "concurrency = 1")
+               + f'[alerts]\nwebhook = "{url}"\n')  # fmt: skip
+    wait_until(lambda: len(m.children()) == 1, 20, "one child")
+    store.enqueue_many([deferq.Call("crash", (), {}, deferq.task.JobOptions(max_attempts=1))] * 3)
+    hook = hooks.wait_for(lambda h: h["kind"] == "crash_loop:main", timeout=60)
+    assert hook["details"]["crashes"] >= 3
+    assert "restarting in" in m.log()  # the brake: later restarts wait
+    wait_until(lambda: job_states(store)["dead"] == 3, 60, "the three crashing jobs dead")
     assert m.stop() == 0
