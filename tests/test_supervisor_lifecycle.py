@@ -30,8 +30,29 @@ concurrency = 2
 
 
 @pytest.fixture
-def url(tmp_path) -> str:
-    return f"sqlite:///{tmp_path}/deferq.db"
+def url(request, tmp_path):
+    """A SQLite file by default; `indirect` "redis": db 2 of the shared Redis, own prefix."""
+    if getattr(request, "param", "sqlite") == "sqlite":
+        yield f"sqlite:///{tmp_path}/deferq.db"
+        return
+    import redis
+
+    from tests.conftest import need_service
+    from tests.stores.redis import answers, unique_prefix
+
+    if not answers(6379):
+        need_service("Redis", "nothing answers on 127.0.0.1:6379")
+    prefix = unique_prefix()
+    yield f"redis://127.0.0.1:6379/2?prefix={prefix}"
+    client = redis.Redis(db=2)
+    for pattern in (f"{{{prefix}:*", f"{prefix}:*"):
+        keys = list(client.scan_iter(match=pattern, count=1000))
+        if keys:
+            client.delete(*keys)
+    client.close()
+
+
+both_stores = pytest.mark.parametrize("url", ["sqlite", "redis"], indirect=True)
 
 
 @pytest.fixture
@@ -60,6 +81,7 @@ def enqueue_naps(store: deferq.App, count: int, seconds: float) -> list[str]:
     return [job.id for job in store.enqueue_many(calls)]
 
 
+@both_stores
 def test_titles_and_a_killed_child_is_replaced_nothing_lost(master, store):
     m = master()
     titles = ["deferq: worker main #1", "deferq: worker main #2"]
@@ -84,6 +106,7 @@ def test_titles_and_a_killed_child_is_replaced_nothing_lost(master, store):
     assert m.stop() == 0
 
 
+@both_stores
 def test_sigterm_lets_running_jobs_finish_and_loses_nothing(master, store, url):
     m = master()
     wait_until(lambda: len(m.children()) == 2, 20, "two children")
