@@ -396,6 +396,8 @@ def driver_connection(connection: Any) -> Any:
     if type(connection).__module__.startswith("sqlalchemy"):
         if hasattr(connection, "get_bind"):  # a Session
             connection = connection.connection()
+        elif not connection.in_transaction():
+            connection.begin()  # what its next execute() would do: commit() must see a transaction
         proxied = getattr(connection, "connection", None)  # Connection -> pool's proxy
         connection = getattr(proxied, "driver_connection", proxied)
     return connection
