@@ -407,3 +407,13 @@ def test_bad_input_is_refused_before_storing(app):
 
 def test_retry_exception_type_is_public():
     assert issubclass(deferq.Retry, Exception)
+
+
+def test_settle_batch_with_one_lost_lease(app, backend):
+    enqueue(app, 2)
+    kept = reserve(backend, 1)[0]
+    lost = reserve(backend, 1, lease=0.1, worker="slow")[0]
+    assert wait_until(lambda: backend.recover_expired() == 1)
+    assert backend.settle([Outcome(kept, "succeeded"), Outcome(lost, "succeeded")]) == [True, False]
+    assert app.get(kept.id).state == JobState.SUCCEEDED
+    assert app.get(lost.id).state == JobState.QUEUED

@@ -110,6 +110,12 @@ def fire_hooks(app: App, outcome: Outcome, exc: BaseException | None) -> None:
     event = {"succeeded": "succeeded", "retry": "retrying", "dead": "dead"}.get(outcome.kind)
     if event is None:
         return
+    task = app.tasks.get(outcome.job.task)
+    task_hook = None
+    if task is not None:
+        task_hook = {"succeeded": task.on_success, "dead": task.on_failure}.get(event)
+    if not app.hooks[event] and task_hook is None:
+        return  # the common case: nothing to call, so no copy of the job to build
     job = outcome.job
     if outcome.kind == "succeeded":
         job = job.with_state(JobState.SUCCEEDED, result=outcome.result)
@@ -117,12 +123,7 @@ def fire_hooks(app: App, outcome: Outcome, exc: BaseException | None) -> None:
         job = job.with_state(
             JobState.SCHEDULED if outcome.kind == "retry" else JobState.DEAD, error=outcome.error
         )
-    task = app.tasks.get(job.task)
-    hooks = list(app.hooks[event])
-    if task is not None and event == "succeeded" and task.on_success:
-        hooks.insert(0, task.on_success)
-    if task is not None and event == "dead" and task.on_failure:
-        hooks.insert(0, task.on_failure)
+    hooks = ([task_hook] if task_hook else []) + list(app.hooks[event])
     for hook in hooks:
         try:
             hook(job, exc)
