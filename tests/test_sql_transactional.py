@@ -12,7 +12,6 @@ import pytest
 import deferq
 from deferq.errors import ConfigError
 
-from .stores.mysql import SERVER as MYSQL_SERVER
 from .stores.postgres import BASE_URL as POSTGRES_BASE
 
 

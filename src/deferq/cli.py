@@ -251,6 +251,16 @@ def dead_purge(app: App, older_than: float) -> None:
 
 
 @main.command()
+@app_options
+def migrate(app: App) -> None:
+    """Create or upgrade the store's tables (PostgreSQL, MySQL); safe to run again."""
+    from .backends.sql.common import migrate_store
+
+    applied = migrate_store(app.url)
+    click.echo(f"applied {', '.join(applied)}" if applied else "the schema is up to date")
+
+
+@main.command()
 @click.option("--url", default=None, help="Store to measure (default: a temporary SQLite file).")
 @click.option("--jobs", "-n", default=20000, show_default=True)
 @click.option("--processes", default=2, show_default=True, help="Worker processes.")

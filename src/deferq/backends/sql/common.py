@@ -116,9 +116,10 @@ class SQLBackend(Backend):
         self.q = load_queries(self.dialect, self.names)
         self.migrations: list[Migration] = load_migrations(self.dialect, self.names)
         self.open()
+        self.migrated: list[str] = []  # what opening applied (`deferq migrate` reports it)
         try:
             if flag(self.options, "migrate", True):
-                self.migrate()
+                self.migrated = self.migrate()
             else:
                 self.check_schema()
         except BaseException:
@@ -380,6 +381,20 @@ class SQLBackend(Backend):
             return {key: bytes(value) for key, value in reply.rows}
 
         return self.run(plan())
+
+
+def migrate_store(url: str) -> list[str]:
+    """`deferq migrate`: open the store migrating, whatever its URL's ?migrate= says,
+    and name the migrations applied (none for stores without a schema)."""
+    from .. import SCHEMES, open_backend
+
+    scheme = urlsplit(url).scheme.lower()
+    is_sql = scheme in SCHEMES and SCHEMES[scheme][0].startswith("sql.")
+    backend = open_backend(url, **({"migrate": True} if is_sql else {}))
+    try:
+        return list(getattr(backend, "migrated", [])) + backend.migrate()
+    finally:
+        backend.close()
 
 
 def stored_view(job: Job, run_at: float, now: float) -> Job:

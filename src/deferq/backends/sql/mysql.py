@@ -39,6 +39,7 @@ from .common import TABLES, Plan, Reply, SQLBackend, Step, T, job_from_row, stor
 POLL_MIN, POLL_MAX = 0.005, 0.1  # seconds between looks while waiting for work
 CONNECTION_ERRORS = (pymysql.err.OperationalError, pymysql.err.InterfaceError)
 UNIQUE_VIOLATION = 1062
+SETUP_ERRORS = {1044, 1045, 1049}  # access denied to the database, bad password, no database
 STATEMENT_END = re.compile(r";\s*$", re.MULTILINE)
 
 
@@ -185,8 +186,14 @@ class MySQLBackend(SQLBackend):
                 conn.commit()
                 return result
         except CONNECTION_ERRORS as exc:
-            lines = str(exc.args[-1] if exc.args else exc).strip().splitlines() or [type(exc).__name__]
-            raise StoreUnavailable(f"MySQL is unreachable or busy: {lines[0]}") from None
+            raise self.unavailable(exc) from None
+
+    def unavailable(self, exc: BaseException) -> Exception:
+        code = exc.args[0] if exc.args else None
+        message = str(exc.args[-1] if exc.args else exc).strip().splitlines()[0]
+        if code in SETUP_ERRORS:  # retrying will not help: say what to fix
+            return ConfigError(f"cannot use the MySQL database {self.database!r}: {message}")
+        return StoreUnavailable(f"MySQL is unreachable or busy: {message}")
 
     @staticmethod
     def caller_connection(connection: Any) -> pymysql.connections.Connection:
@@ -236,7 +243,7 @@ class MySQLBackend(SQLBackend):
                 finally:
                     cur.execute("SELECT RELEASE_LOCK(%s)", (lock,))
         except CONNECTION_ERRORS as exc:
-            raise StoreUnavailable(f"MySQL is unreachable: {exc}") from None
+            raise self.unavailable(exc) from None
         return applied
 
     # -- producing ----------------------------------------------------------------------------

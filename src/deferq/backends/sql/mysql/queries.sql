@@ -185,7 +185,7 @@ CREATE TABLE IF NOT EXISTS {migrations} (
     version    INT NOT NULL PRIMARY KEY,
     name       VARCHAR(255) NOT NULL,
     applied_at DOUBLE NOT NULL
-) ENGINE = InnoDB
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin
 
 -- name: applied_migrations
 SELECT version FROM {migrations} ORDER BY version
