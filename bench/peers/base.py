@@ -38,6 +38,7 @@ class Peer:
     dists: tuple[str, ...] = ()  # distributions whose versions the table names
     store = probe.REDIS_URL  # where its jobs live (emptied between workloads)
     batch = False  # has a batch enqueue call (workload "A batch")
+    batch_due = False  # its batch call takes a due time (C sends its 500 jobs in batches)
     delays = True  # can run a job at a given time (workload C)
     env: dict[str, str] = {}  # extra environment for its workers
     alt_b: tuple[str, int] | None = None  # a second B with `alt_worker_commands`: label, job cap
@@ -56,7 +57,7 @@ class Peer:
     def send(self, task: str, args: tuple[Any, ...], due: float | None = None) -> None:
         raise NotImplementedError
 
-    def send_batch(self, task: str, args: Sequence[tuple[Any, ...]]) -> None:
+    def send_batch(self, task: str, args: Sequence[tuple[Any, ...]], due: float | None = None) -> None:
         raise NotImplementedError
 
     def worker_commands(self) -> list[list[str]]:
@@ -76,10 +77,10 @@ class Peer:
         for one in args:
             self.send(task, one, due)
 
-    def batches(self, task: str, args: Sequence[tuple[Any, ...]], size: int) -> None:
+    def batches(self, task: str, args: Sequence[tuple[Any, ...]], size: int, due: float | None = None) -> None:
         """One batch call per `size` jobs."""
         for start in range(0, len(args), size):
-            self.send_batch(task, args[start : start + size])
+            self.send_batch(task, args[start : start + size], due)
 
     def send_stamp(self) -> None:
         """One stamp job carrying the time just before the library call."""

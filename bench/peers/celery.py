@@ -23,6 +23,7 @@ class Peer(base.Peer):
     name = "celery"
     dists = ("celery", "kombu")
     batch = True
+    batch_due = True
 
     def open(self) -> None:
         TASKS["noop"].delay(0, "")  # connect now, not inside the timed loop
@@ -36,8 +37,9 @@ class Peer(base.Peer):
         else:
             TASKS[task].apply_async(args, eta=datetime.fromtimestamp(due, UTC))
 
-    def send_batch(self, task: str, args: Sequence[tuple[Any, ...]]) -> None:
-        group(TASKS[task].s(*one) for one in args).apply_async()
+    def send_batch(self, task: str, args: Sequence[tuple[Any, ...]], due: float | None = None) -> None:
+        eta = None if due is None else datetime.fromtimestamp(due, UTC)
+        group(TASKS[task].s(*one) for one in args).apply_async(eta=eta)
 
     def worker_commands(self) -> list[list[str]]:
         return [[base.cli("celery"), "-A", "bench.peers.celery", "worker",

@@ -24,6 +24,7 @@ class Peer(base.Peer):
     name = "deferq"
     dists = ("deferq",)
     batch = True
+    batch_due = True
 
     def __init__(self, url: str = URL, label: str = "deferq") -> None:
         self.store = url
@@ -57,8 +58,8 @@ class Peer(base.Peer):
         else:
             TASKS[task].options(at=due).enqueue(*args)
 
-    def send_batch(self, task: str, args: Sequence[tuple[Any, ...]]) -> None:
-        call = TASKS[task].call
+    def send_batch(self, task: str, args: Sequence[tuple[Any, ...]], due: float | None = None) -> None:
+        call = (TASKS[task] if due is None else TASKS[task].options(at=due)).call
         app.enqueue_many([call(*one) for one in args])
 
     def worker_commands(self) -> list[list[str]]:

@@ -26,6 +26,7 @@ class Peer(base.Peer):
     name = "dramatiq"
     dists = ("dramatiq",)
     batch = True
+    batch_due = True
 
     def send(self, task: str, args: tuple[Any, ...], due: float | None = None) -> None:
         if due is None:
@@ -34,8 +35,9 @@ class Peer(base.Peer):
             delay_ms = max(0, int((due - time.time()) * 1000))
             ACTORS[task].send_with_options(args=args, delay=delay_ms)
 
-    def send_batch(self, task: str, args: Sequence[tuple[Any, ...]]) -> None:
-        dramatiq.group(ACTORS[task].message(*one) for one in args).run()
+    def send_batch(self, task: str, args: Sequence[tuple[Any, ...]], due: float | None = None) -> None:
+        delay_ms = None if due is None else max(0, int((due - time.time()) * 1000))
+        dramatiq.group(ACTORS[task].message(*one) for one in args).run(delay=delay_ms)
 
     def worker_commands(self) -> list[list[str]]:
         return [[base.cli("dramatiq"), "bench.peers.dramatiq",

@@ -30,7 +30,7 @@ class Peer(base.Peer):
         else:
             TASKS[task].schedule(args, delay=max(0.0, due - time.time()))
 
-    def send_batch(self, task: str, args: Sequence[tuple[Any, ...]]) -> None:
+    def send_batch(self, task: str, args: Sequence[tuple[Any, ...]], due: float | None = None) -> None:
         TASKS[task].map(args)
 
     def worker_commands(self) -> list[list[str]]:

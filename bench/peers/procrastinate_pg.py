@@ -53,6 +53,7 @@ class Peer(base.Peer):
     dists = ("procrastinate", "psycopg")
     store = URL
     batch = True
+    batch_due = True
 
     def open(self) -> None:
         app.open()
@@ -71,8 +72,10 @@ class Peer(base.Peer):
         else:
             TASKS[task].configure(schedule_at=datetime.fromtimestamp(due, UTC)).defer(**kwargs)
 
-    def send_batch(self, task: str, args: Sequence[tuple[Any, ...]]) -> None:
-        TASKS[task].batch_defer(*(dict(zip(PARAMS[task], one, strict=True)) for one in args))
+    def send_batch(self, task: str, args: Sequence[tuple[Any, ...]], due: float | None = None) -> None:
+        at = None if due is None else datetime.fromtimestamp(due, UTC)
+        deferrer = TASKS[task].configure(schedule_at=at)
+        deferrer.batch_defer(*(dict(zip(PARAMS[task], one, strict=True)) for one in args))
 
     def worker_commands(self) -> list[list[str]]:
         command = [base.cli("procrastinate"), "--app", "bench.peers.procrastinate_pg.app",

@@ -34,7 +34,7 @@ class Peer(base.Peer):
     def send(self, task: str, args: tuple[Any, ...], due: float | None = None) -> None:
         self.redis.lpush(QUEUE, json.dumps([task, args]))
 
-    def send_batch(self, task: str, args: Sequence[tuple[Any, ...]]) -> None:
+    def send_batch(self, task: str, args: Sequence[tuple[Any, ...]], due: float | None = None) -> None:
         pipe = self.redis.pipeline(transaction=False)
         for one in args:
             pipe.lpush(QUEUE, json.dumps([task, one]))

@@ -37,7 +37,7 @@ class Peer(base.Peer):
         else:
             self.queue.enqueue_at(datetime.fromtimestamp(due, UTC), FUNCTIONS[task], *args)
 
-    def send_batch(self, task: str, args: Sequence[tuple[Any, ...]]) -> None:
+    def send_batch(self, task: str, args: Sequence[tuple[Any, ...]], due: float | None = None) -> None:
         self.queue.enqueue_many([Queue.prepare_data(FUNCTIONS[task], one) for one in args])
 
     def _workers(self, *worker_class: str) -> list[list[str]]:
