@@ -11,8 +11,9 @@ import pytest
 import deferq
 from deferq.job import JobState
 from deferq.worker import Worker, WorkerConfig
+from tests.conftest import STORES
 
-pytestmark = pytest.mark.parametrize("store_url", ["memory", "sqlite"], indirect=True)
+pytestmark = pytest.mark.parametrize("store_url", STORES, indirect=True)
 
 
 def start_worker(app, **config):
