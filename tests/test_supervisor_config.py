@@ -121,8 +121,19 @@ def test_sizes_and_formatting():
 def test_deferq_run_refuses_a_bad_config_with_exit_2(tmp_path, body, message):
     path = tmp_path / "deferq.toml"
     path.write_text(f'url = "sqlite:///{tmp_path}/x.db"\n{body}')
+    assert_refused(["--config", str(path)], message)
+
+
+def test_deferq_run_refuses_a_missing_file_and_a_memory_store(tmp_path):
+    path = tmp_path / "deferq.toml"
+    assert_refused(["--config", str(path)], "cannot read the config file")
+    path.write_text(GOOD)
+    assert_refused(["--config", str(path), "--url", "memory://"], "memory:// lives inside one process")
+
+
+def assert_refused(args: list[str], message: str) -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "deferq.cli", "run", "--config", str(path)],
+        [sys.executable, "-m", "deferq.cli", "run", *args],
         capture_output=True, text=True, cwd=ROOT, timeout=60,
         env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)},
     )  # fmt: skip

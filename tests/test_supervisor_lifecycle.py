@@ -112,16 +112,26 @@ def test_sigterm_lets_running_jobs_finish_and_loses_nothing(master, store, url):
     wait_until(lambda: len(m.children()) == 2, 20, "two children")
     enqueue_naps(store, 10, 1.5)
     wait_until(lambda: job_states(store)["active"] == 4, 20, "four jobs running")
-    report = json.loads(subprocess.run(
-        [sys.executable, "-m", "deferq.cli", "status", "--json", "--url", url],
-        capture_output=True, text=True, cwd=ROOT, check=True,
-    ).stdout)  # fmt: skip
+
+    def status() -> dict:
+        out = subprocess.run([sys.executable, "-m", "deferq.cli", "status", "--json", "--url", url],
+                             capture_output=True, text=True, cwd=ROOT, check=True).stdout  # fmt: skip
+        return json.loads(out)
+
+    def running_children(report: dict) -> int:
+        return sum(bool(c["jobs"]) for m in report["masters"] for c in m["pools"]["main"]["children"])
+
+    report = wait_until(lambda: (r := status()) and running_children(r) == 2 and r, 20,
+                        "deferq status showing both children's jobs", every=0.3)  # fmt: skip
     (shown,) = report["masters"]
     assert shown["pid"] == m.pid
     pool_children = shown["pools"]["main"]["children"]
     assert len(pool_children) == 2
-    assert sum(len(c["jobs"]) for c in pool_children) >= 1
     assert all(j["task"] == "nap" for c in pool_children for j in c["jobs"])
+    text = subprocess.run([sys.executable, "-m", "deferq.cli", "status", "--url", url],
+                          capture_output=True, text=True, cwd=ROOT, check=True).stdout  # fmt: skip
+    assert f"(pid {m.pid})" in text and "pool main: queues default" in text
+    assert "#1 pid" in text and "nap " in text
     running = {j.id for j in store.list_jobs(JobState.ACTIVE)}
     assert m.stop(timeout=30) == 0
     states = job_states(store)

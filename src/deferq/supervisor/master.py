@@ -59,6 +59,11 @@ def load_supervised_app(config: SupervisorConfig) -> App:
         app = load_app(config.app, config.url)
     except click.UsageError as exc:
         raise ConfigError(exc.message) from None
+    if app.url.startswith("memory:"):
+        raise ConfigError(
+            "memory:// lives inside one process: the supervisor's children need a shared "
+            "store such as sqlite:///deferq.db or redis://"
+        )
     check_periodic_tasks(app, config)
     return app
 
@@ -284,7 +289,8 @@ class Master:
             return
         # Judge silence only while the store has been up long enough for children to beat.
         silent_for = now - max(child.last_seen or child.started, self.health.up_since)
-        if heartbeats_known and silent_for > config.hung_after:
+        hung_after = max(config.hung_after, self.app.lease)  # a worker beats every lease/3
+        if heartbeats_known and silent_for > hung_after:
             log.error("%s sent no heartbeat for %s: it is hung, killing it", what,
                       format_duration(silent_for))  # fmt: skip
             child.retire_reason = "hung"
