@@ -31,6 +31,12 @@ def obj(properties: dict[str, Any], required: tuple[str, ...] = (), extra: bool 
     return schema
 
 
+def request_obj(properties: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A request body: no unknown fields; an optional field may be null (= left out)."""
+    return obj({name: schema if name in required else nullable(schema)
+                for name, schema in properties.items()}, required, extra=False)  # fmt: skip
+
+
 def ref(name: str) -> dict[str, Any]:
     return {"$ref": f"#/components/schemas/{name}"}
 
@@ -55,7 +61,7 @@ TOPIC_FIELDS: dict[str, Any] = {
 SCHEMAS: dict[str, Any] = {
     "Error": obj({"error": obj({"code": STRING, "message": STRING}, ("code", "message"))},
                  ("error",)),  # fmt: skip
-    "JobRequest": obj({
+    "JobRequest": request_obj({
         "topic": {**STRING, "description": "Deliver `body` to this topic's callback URL."},
         "task": {**STRING, "description": "Or: run this Python task with args/kwargs."},
         "body": {"description": "Any JSON value, POSTed to the topic's URL."},
@@ -70,7 +76,7 @@ SCHEMAS: dict[str, Any] = {
         "key": {**STRING, "maxLength": 200},
         "max_attempts": {**INTEGER, "minimum": 1, "maximum": 1000},
         "queue": {**STRING, "description": "Task jobs only; topic jobs use the topic's queue."},
-    }, extra=False),  # fmt: skip
+    }),  # fmt: skip
     "Receipt": obj({"id": STRING, "state": STATE, "run_at": NUMBER}, ("id", "state", "run_at")),
     "Job": obj({
         "id": STRING, "state": STATE, "queue": STRING, "topic": nullable(STRING),
@@ -82,7 +88,7 @@ SCHEMAS: dict[str, Any] = {
     }, ("id", "state", "queue", "attempts", "max_attempts", "run_at")),  # fmt: skip
     "JobList": obj({"jobs": {"type": "array", "items": ref("Job")}}, ("jobs",)),
     "QueueStats": obj({**{s: INTEGER for s in STATE["enum"]}, "oldest_wait": NUMBER}),
-    "TopicRequest": obj(TOPIC_FIELDS, ("url",), extra=False),
+    "TopicRequest": request_obj(TOPIC_FIELDS, ("url",)),
     "Topic": obj({**TOPIC_FIELDS, "name": STRING, "updated_at": NUMBER}, ("name", "url")),
     "Token": obj({"id": STRING, "scope": {"type": "string", "enum": list(SCOPES)},
                   "note": STRING, "created_at": NUMBER,
@@ -201,8 +207,8 @@ def _paths() -> dict[str, Any]:
                 "Tokens", obj({"tokens": {"type": "array", "items": ref("Token")}}))}),
             "post": operation("Make an API token (shown once)", "admin",
                               {"201": answer("The token", ref("Token"))},
-                              obj({"scope": {"type": "string", "enum": list(SCOPES)},
-                                   "note": STRING}, ("scope",))),
+                              request_obj({"scope": {"type": "string", "enum": list(SCOPES)},
+                                           "note": STRING}, ("scope",))),
         },
         "/v1/tokens/{token_id}": {
             "delete": operation("Revoke a token", "admin",

@@ -9,10 +9,11 @@ from starlette.requests import Request
 from starlette.routing import Route
 
 from ..job import JobState
-from . import auth, settings
+from . import auth, fields, settings
 from . import jobs as jobs_module
 from . import topics as topics_module
 from .errors import ApiError, Invalid, not_found
+from .openapi import document
 from .web import JSON, authorize, query_int, read_json, service_of
 
 Handler = Callable[[Request], Awaitable[JSON]]
@@ -86,13 +87,13 @@ async def list_jobs(request: Request) -> JSON:
     key, state = request.query_params.get("key"), request.query_params.get("state")
     if (key is None) == (state is None):
         raise Invalid("pass exactly one of the query parameters key or state")
+    limit = query_int(request, "limit", 100, 1, 1000)
     if key is not None:
         job = await service.store(service.backend.get_by_key, key)
         found = [job] if job is not None else []
     else:
         if state not in [str(s) for s in JobState]:
             raise Invalid(f"state must be one of {', '.join(map(str, JobState))}")
-        limit = query_int(request, "limit", 100, 1, 1000)
         queue = request.query_params.get("queue")
         found = await service.store(service.backend.list_jobs, JobState(state), queue, limit)
     return JSON({"jobs": [jobs_module.view(job) for job in found]})
@@ -221,9 +222,8 @@ async def create_token(request: Request) -> JSON:
     data = await read_json(request)
     if not isinstance(data, dict) or data.get("scope") not in auth.SCOPES:
         raise Invalid('send {"scope": "producer" or "admin", "note": "..."}')
-    note = data.get("note") or ""
-    if not isinstance(note, str) or len(note) > 200:
-        raise Invalid("note must be a string of at most 200 characters")
+    fields.only_known(data, ("scope", "note"), "a token request")
+    note = fields.string(data, "note", "", max_length=200)
     token, record = await service.store(auth.create, service.backend, data["scope"], note)
     return JSON({"token": token, **record}, 201)
 
@@ -246,7 +246,7 @@ async def get_alerts(request: Request) -> JSON:
 @needs(ADMIN)
 async def put_alerts(request: Request) -> JSON:
     service = service_of(request)
-    data = await read_json(request)
+    data = fields.json_object(await read_json(request), "the alert settings")
     settings.check_alerts(data)
     await service.store(settings.save_alerts, service.backend, data)
     return JSON({"alerts": data})
@@ -265,39 +265,54 @@ async def readyz(request: Request) -> JSON:
     return JSON({"status": "ready"})
 
 
+ROUTES: dict[str, dict[str, Handler]] = {
+    "/v1/jobs": {"POST": create_job, "GET": list_jobs},
+    "/v1/jobs/batch": {"POST": create_jobs},
+    "/v1/jobs/{job_id}": {"GET": get_job, "DELETE": cancel_job},
+    "/v1/queues": {"GET": list_queues},
+    "/v1/dead": {"GET": list_dead, "DELETE": purge_dead},
+    "/v1/dead/retry": {"POST": retry_all_dead},
+    "/v1/dead/{job_id}/retry": {"POST": retry_dead},
+    "/v1/topics": {"GET": list_topics},
+    "/v1/topics/{name}": {"GET": get_topic, "PUT": put_topic, "DELETE": delete_topic},
+    "/v1/tokens": {"GET": list_tokens, "POST": create_token},
+    "/v1/tokens/{token_id}": {"DELETE": delete_token},
+    "/v1/settings/alerts": {"GET": get_alerts, "PUT": put_alerts},
+    "/healthz": {"GET": healthz},
+    "/readyz": {"GET": readyz},
+}
+
+
+def by_method(handlers: dict[str, Handler]) -> Handler:
+    """One endpoint per path, so a wrong method's 405 lists every allowed one."""
+
+    async def dispatch(request: Request) -> JSON:
+        handler = handlers[request.method if request.method != "HEAD" else "GET"]
+        request.scope["endpoint"] = handler  # names the route in metrics and the request log
+        allowed = query_parameters(request.scope["route"].path, handler)
+        unknown = sorted(set(request.query_params) - allowed)
+        if unknown:
+            raise Invalid(f"unknown query parameter {unknown[0]!r}"
+                          + (f": this route takes {', '.join(sorted(allowed))}" if allowed else ""))
+        return await handler(request)
+
+    return dispatch
+
+
+@functools.cache
+def query_parameters(path: str, handler: Handler) -> frozenset[str]:
+    """The query parameters the OpenAPI document gives this operation: the one list."""
+    method = next(m for m, h in ROUTES[path].items() if h is handler)
+    operation = document()["paths"][path][method.lower()]
+    return frozenset(p["name"] for p in operation.get("parameters", ()) if p["in"] == "query")
+
+
 def api_routes() -> list[Route]:
-    return [
-        Route("/v1/jobs", create_job, methods=["POST"]),
-        Route("/v1/jobs", list_jobs, methods=["GET"]),
-        Route("/v1/jobs/batch", create_jobs, methods=["POST"]),
-        Route("/v1/jobs/{job_id}", get_job, methods=["GET"]),
-        Route("/v1/jobs/{job_id}", cancel_job, methods=["DELETE"]),
-        Route("/v1/queues", list_queues, methods=["GET"]),
-        Route("/v1/dead", list_dead, methods=["GET"]),
-        Route("/v1/dead", purge_dead, methods=["DELETE"]),
-        Route("/v1/dead/retry", retry_all_dead, methods=["POST"]),
-        Route("/v1/dead/{job_id}/retry", retry_dead, methods=["POST"]),
-        Route("/v1/topics", list_topics, methods=["GET"]),
-        Route("/v1/topics/{name}", get_topic, methods=["GET"]),
-        Route("/v1/topics/{name}", put_topic, methods=["PUT"]),
-        Route("/v1/topics/{name}", delete_topic, methods=["DELETE"]),
-        Route("/v1/tokens", list_tokens, methods=["GET"]),
-        Route("/v1/tokens", create_token, methods=["POST"]),
-        Route("/v1/tokens/{token_id}", delete_token, methods=["DELETE"]),
-        Route("/v1/settings/alerts", get_alerts, methods=["GET"]),
-        Route("/v1/settings/alerts", put_alerts, methods=["PUT"]),
-        Route("/healthz", healthz, methods=["GET"]),
-        Route("/readyz", readyz, methods=["GET"]),
-    ]
+    return [Route(path, by_method(handlers), methods=list(handlers))
+            for path, handlers in ROUTES.items()]  # fmt: skip
 
 
 def route_scopes() -> dict[tuple[str, str], str | None]:
     """(method, path) -> the scope it needs (None: open), for the docs and the tests."""
-    scopes: dict[tuple[str, str], str | None] = {}
-    for route in api_routes():
-        needed = getattr(route.endpoint, "scope", None)
-        for method in route.methods or ():
-            if method != "HEAD":
-                scopes[(method, route.path)] = needed
-    return scopes
-
+    return {(method, path): getattr(handler, "scope", None)
+            for path, handlers in ROUTES.items() for method, handler in handlers.items()}  # fmt: skip
