@@ -24,7 +24,7 @@ from typing import Any
 from . import workloads
 from .base import ROOT, Peer
 from .report import render
-from .stores import reset
+from .stores import drop, reset
 from .workers import Workers
 
 REDIS_PEERS = ("raw", "deferq", "huey", "dramatiq", "celery", "rq", "arq")
@@ -163,10 +163,17 @@ def main(argv: list[str] | None = None) -> int:
     sizes = workloads.Sizes(jobs=args.jobs, pickups=args.pickups)
     runs: dict[str, list[dict[str, Any]]] = {peer.label: [] for peer in peers}
     started = time.time()
-    for number in range(args.runs):
+    try:
+        for number in range(args.runs):
+            for peer in peers:
+                print(f"run {number + 1}/{args.runs}: {peer.label} ...", file=sys.stderr, flush=True)
+                runs[peer.label].append(run_peer(peer, sizes))
+    finally:
         for peer in peers:
-            print(f"run {number + 1}/{args.runs}: {peer.label} ...", file=sys.stderr, flush=True)
-            runs[peer.label].append(run_peer(peer, sizes))
+            try:
+                drop(peer.store)
+            except Exception as exc:
+                print(f"could not clean {peer.store}: {exc}", file=sys.stderr)
     cells = {label: {m: median_cell([r.get(m) for r in results]) for m in METRICS}
              for label, results in runs.items()}  # fmt: skip
     table = render(peers, cells, args, time.time() - started)

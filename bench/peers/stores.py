@@ -27,7 +27,16 @@ def reset(url: str) -> None:
         raise ValueError(f"the peer benchmark cannot empty a {scheme}:// store")
 
 
-def recreate_database(url: str) -> None:
+def drop(url: str) -> None:
+    """Leave nothing behind after a run: empty the Redis database, drop our own database."""
+    redis.Redis.from_url(probe.REDIS_URL).flushdb()
+    if urlsplit(url).scheme.startswith("redis"):
+        redis.Redis.from_url(url).flushdb()
+    elif urlsplit(url).scheme.startswith("postgres"):
+        recreate_database(url, create=False)
+
+
+def recreate_database(url: str, create: bool = True) -> None:
     import psycopg
     from psycopg import sql
 
@@ -38,4 +47,5 @@ def recreate_database(url: str) -> None:
     admin = urlunsplit(parts._replace(path="/postgres"))
     with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+        if create:
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
