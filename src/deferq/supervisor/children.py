@@ -98,12 +98,13 @@ class PoolState:
         return [c for c in self.children if c.retiring_since is None]
 
     def crashed(self, now: float) -> int:
-        """Count a crash; hold restarts back exponentially while crashes repeat."""
+        """Count a crash; in a crash loop, hold restarts back exponentially (0.5 s, 1 s, 2 s ...)."""
         self.crashes.append(now)
         while self.crashes and now - self.crashes[0] > CRASH_WINDOW:
             self.crashes.popleft()
         count = len(self.crashes)
-        delay = 0.0 if count <= 1 else min(0.5 * 2 ** (count - 2), MAX_RESTART_DELAY)
+        loop = count - CRASH_ALERT_AT
+        delay = 0.0 if loop < 0 else min(0.5 * 2**loop, MAX_RESTART_DELAY)
         self.restart_at = now + delay
         return count
 
