@@ -135,9 +135,16 @@ class SQLBackend(Backend):
     def open(self) -> None:
         """Create the connection pool (lazily connecting is fine)."""
 
-    def run(self, plan: Plan[T], *, atomic: bool = False, connection: Any = None) -> T:
+    def run(
+        self, plan: Plan[T], *, atomic: bool = False, connection: Any = None, durable: bool = True
+    ) -> T:
         """Run a plan on a pooled connection (one transaction if `atomic`), or on the
-        caller's `connection`, inside its transaction, never committing it."""
+        caller's `connection`, inside its transaction, never committing it.
+
+        `durable=False` marks the worker's own bookkeeping (claims, heartbeats, settles,
+        recoveries, purges): a database crash may forget its last moments, which
+        at-least-once absorbs (the job runs again after its lease), so a dialect may
+        commit it without waiting for the disk. Enqueues are always durable."""
         raise NotImplementedError
 
     def applied_versions(self) -> list[int]:
@@ -218,7 +225,9 @@ class SQLBackend(Backend):
     ) -> list[Job]:
         if limit <= 0 or not queues:
             return []
-        return self.run(self.claim_plan(queues, limit, worker, lease, priorities), atomic=True)
+        return self.run(
+            self.claim_plan(queues, limit, worker, lease, priorities), atomic=True, durable=False
+        )
 
     @staticmethod
     def claim_order(jobs: list[tuple[Job, int]], priorities: Sequence[int]) -> list[Job]:
@@ -233,7 +242,7 @@ class SQLBackend(Backend):
             {"id": job.id, "worker": job.worker, "attempts": job.attempts, **more}
             for job, more in zip(jobs, extra, strict=True)
         ]
-        return self.run(self.fenced_plan(sql, params), atomic=True)
+        return self.run(self.fenced_plan(sql, params), atomic=True, durable=False)
 
     def fenced_plan(self, sql: str, params: list[dict[str, Any]]) -> Plan[list[bool]]:
         """Whether each entry applied. Here: one statement per entry (its row count)."""
@@ -264,11 +273,11 @@ class SQLBackend(Backend):
         return self._fenced(self.q["settle"], [o.job for o in outcomes], extra)
 
     def recover_expired(self) -> int:
-        return self.run(self._count(self.q["recover_expired"]))
+        return self.run(self._count(self.q["recover_expired"]), durable=False)
 
     def next_due(self, queues: Sequence[str]) -> tuple[float | None, float]:
         """(earliest due time of a waiting job of `queues` or None, the clock now)."""
-        return self.run(self._next_due_plan(queues))
+        return self.run(self._next_due_plan(queues), durable=False)
 
     def _next_due_plan(self, queues: Sequence[str]) -> Plan[tuple[float | None, float]]:
         reply = yield Step(self.q["next_due"], {"queues": list(queues)})
@@ -330,7 +339,7 @@ class SQLBackend(Backend):
         params = {"states": [str(s) for s in states], "older_than": older_than, "batch": PURGE_BATCH}
         total = 0
         while True:
-            deleted = self.run(self._count(self.q["purge"], params))
+            deleted = self.run(self._count(self.q["purge"], params), durable=False)
             total += deleted
             if deleted < PURGE_BATCH:
                 return total

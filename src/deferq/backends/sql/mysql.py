@@ -169,7 +169,11 @@ class MySQLBackend(SQLBackend):
             counts.append(cur.rowcount)
         return Reply([], sum(counts), counts)
 
-    def run(self, plan: Plan[T], *, atomic: bool = False, connection: Any = None) -> T:
+    def run(
+        self, plan: Plan[T], *, atomic: bool = False, connection: Any = None, durable: bool = True
+    ) -> T:
+        # `durable` is ignored: MySQL sets commit flushing per server
+        # (innodb_flush_log_at_trx_commit), not per session.
         try:
             if connection is not None:
                 with self.caller_connection(connection).cursor() as cur:

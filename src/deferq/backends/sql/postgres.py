@@ -57,42 +57,52 @@ class PostgresBackend(SQLBackend):
             self.pool_size = int(self.options.get("pool_size", 8))
         except ValueError:
             raise ConfigError("pool_size must be a whole number") from None
-        self._pid = -1
+        self._pid = os.getpid()
         self._lock = threading.Lock()
-        self._pool: ConnectionPool | None = None
+        self._pools: dict[bool, ConnectionPool] = {}
         self._listener: psycopg.Connection | None = None
         self._channel: str | None = None
         self._async: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, psycopg.AsyncConnection] = (
             weakref.WeakKeyDictionary()
         )
 
-    def pool(self) -> ConnectionPool:
-        if self._pool is None or self._pid != os.getpid():  # a forked child opens its own
+    def pool(self, durable: bool = True) -> ConnectionPool:
+        """The pool for durable work, or the one whose commits do not wait for the
+        disk (synchronous_commit=off: for the worker's bookkeeping, see `run`)."""
+        if self._pid != os.getpid():  # a forked child opens its own connections
             with self._lock:
-                if self._pool is None or self._pid != os.getpid():
-                    self._pool = ConnectionPool(
+                if self._pid != os.getpid():
+                    self._pools, self._listener, self._pid = {}, None, os.getpid()
+        pool = self._pools.get(durable)
+        if pool is None:
+            with self._lock:
+                pool = self._pools.get(durable)
+                if pool is None:
+                    pool = ConnectionPool(
                         self.conninfo, min_size=1, max_size=self.pool_size, open=True,
-                        kwargs={"autocommit": True}, name="deferq", timeout=10,
+                        kwargs={"autocommit": True}, timeout=10,
+                        configure=None if durable else _commit_without_flush,
+                        name="deferq" if durable else "deferq-worker",
                     )  # fmt: skip
-                    self._listener = None
-                    self._pid = os.getpid()
-        return self._pool
+                    self._pools[durable] = pool
+        return pool
 
     def close(self) -> None:
         with self._lock:
-            if self._pool is not None and self._pid == os.getpid():
-                self._pool.close()
+            if self._pid == os.getpid():
+                for pool in self._pools.values():
+                    pool.close()
             if self._listener is not None:
                 self._listener.close()
             for conn in list(self._async.values()):
                 conn.pgconn.finish()  # an asyncio connection; its loop may be gone
-            self._pool, self._listener = None, None
+            self._pools, self._listener = {}, None
             self._async.clear()
 
     def unavailable(self, exc: BaseException) -> StoreUnavailable:
-        if self._pool is not None:
+        for pool in list(self._pools.values()):
             try:
-                self._pool.check()  # drop the other connections the same failure broke
+                pool.check()  # drop the other connections the same failure broke
             except Exception:  # noqa: BLE001 - the pool refills by itself later
                 pass
         lines = str(exc).strip().splitlines() or [type(exc).__name__]
@@ -108,12 +118,14 @@ class PostgresBackend(SQLBackend):
         await cur.execute(step.sql, step.params)
         return Reply(await cur.fetchall() if cur.description else [], cur.rowcount)
 
-    def run(self, plan: Plan[T], *, atomic: bool = False, connection: Any = None) -> T:
+    def run(
+        self, plan: Plan[T], *, atomic: bool = False, connection: Any = None, durable: bool = True
+    ) -> T:
         try:
             if connection is not None:
                 with self.caller_connection(connection).cursor() as cur:
                     return common.drive(plan, partial(self.execute, cur))
-            with self.pool().connection() as conn:
+            with self.pool(durable).connection() as conn:
                 if atomic:
                     with conn.transaction(), conn.cursor() as cur:
                         return common.drive(plan, partial(self.execute, cur))
@@ -216,7 +228,10 @@ class PostgresBackend(SQLBackend):
             "timeouts": [j.timeout for j in jobs], "keys": [j.key for j in jobs],
             "run_ats": [j.run_at for j in jobs], "delays": [items[i].delay for i in indexes],
         }  # fmt: skip
-        reply = yield Step(self.q["enqueue"], params)
+        if len(jobs) == 1:
+            reply = yield Step(self.q["enqueue_one"], {name: values[0] for name, values in params.items()})
+        else:
+            reply = yield Step(self.q["enqueue"], params)
         times = {job_id: (run_at, now) for job_id, run_at, now in reply.rows}
         return {
             i: stored_view(items[i].job, *times[items[i].job.id])
@@ -243,7 +258,7 @@ class PostgresBackend(SQLBackend):
         if limit <= 0 or not queues:
             return []
         # One statement: atomic without a transaction block (saves two round trips).
-        return self.run(self.claim_plan(queues, limit, worker, lease, priorities))
+        return self.run(self.claim_plan(queues, limit, worker, lease, priorities), durable=False)
 
     def fenced_plan(self, sql: str, params: list[dict[str, Any]]) -> Plan[list[bool]]:
         """One statement over arrays (one element per job); RETURNING names those applied."""
@@ -276,7 +291,7 @@ class PostgresBackend(SQLBackend):
 
     def listener(self) -> psycopg.Connection:
         """This process's LISTEN connection (kept apart from the pool)."""
-        self.pool()  # reopens after a fork, which also forgets the parent's listener
+        self.pool(durable=False)  # after a fork: forgets the parent's listener
         if self._listener is None or self._listener.closed:
             conn = psycopg.connect(self.conninfo, autocommit=True)
             if self._channel is None:
@@ -297,3 +312,7 @@ class PostgresBackend(SQLBackend):
             finally:
                 self._listener = None
 
+
+
+def _commit_without_flush(conn: psycopg.Connection) -> None:
+    conn.execute("SET synchronous_commit = off")
