@@ -78,7 +78,8 @@ class Worker:
         if self.config.concurrency < 1:
             raise DeferqError("concurrency must be at least 1")
         self.rotation = PriorityRotation(app.priority_weights)
-        self.running: dict[str, Running] = {}
+        self.running: dict[str, Running] = {}  # leased and not yet settled
+        self.busy = 0  # jobs executing now: a slot frees when its job returns, before settling
         self.lock = threading.Lock()
         self.slot_freed = threading.Event()
         self.outcomes: queue.SimpleQueue[tuple[Outcome, BaseException | None] | None] = (
@@ -164,10 +165,9 @@ class Worker:
 
     def _free_slots(self) -> int:
         with self.lock:
-            busy = len(self.running)
-        free = self.config.concurrency - busy
-        if self.config.max_jobs is not None:
-            free = min(free, self.config.max_jobs - self.processed - busy)
+            free = self.config.concurrency - self.busy
+            if self.config.max_jobs is not None:
+                free = min(free, self.config.max_jobs - self.processed - len(self.running))
         return free
 
     def _done_taking(self) -> bool:
@@ -209,6 +209,7 @@ class Worker:
         deadline = now + timeout if timeout else None
         with self.lock:
             self.running[job.id] = Running(job, now, deadline)
+            self.busy += 1
         task = self.app.tasks.get(job.task)
         if task is not None and task.is_async:
             future = asyncio.run_coroutine_threadsafe(run_async(self.app, job), self._event_loop())
@@ -222,12 +223,14 @@ class Worker:
         except BaseException as exc:  # noqa: BLE001 - cancelled at shutdown, or a runner bug
             outcome = decide_failure(self.app, job, exc)
         with self.lock:
+            self.busy -= 1
             running = self.running.get(job.id)
-            if running is not None and running.abandoned:
+            abandoned = running is not None and running.abandoned
+            if abandoned:
                 del self.running[job.id]  # already settled as timed out
-                self.slot_freed.set()
-                return
-        self.outcomes.put((outcome, exc))
+        if not abandoned:
+            self.outcomes.put((outcome, exc))
+        self.slot_freed.set()
 
     def _event_loop(self) -> asyncio.AbstractEventLoop:
         if self._loop is None:
