@@ -13,8 +13,6 @@ from tests.conftest import need_service
 from tests.stores.redis import RedisServer, free_port
 from tests.supervisor_harness import Master
 
-pytestmark = pytest.mark.slow
-
 
 def alerts_table(smtp: str, webhook: str) -> str:
     return f"""
@@ -30,6 +28,7 @@ backlog = {{ default = 5 }}
 """
 
 
+@pytest.mark.slow
 def test_backlog_and_store_down_alerts_arrive_by_mail_and_webhook(tmp_path, smtp_inbox, webhook_inbox):  # noqa: F811
     if shutil.which("redis-server") is None:
         need_service("redis-server", "it is not on PATH")
@@ -63,3 +62,36 @@ def test_backlog_and_store_down_alerts_arrive_by_mail_and_webhook(tmp_path, smtp
         master.kill()
         store.close()
         redis.stop()
+
+
+def test_queue_alerts_are_sent_once_across_masters(tmp_path, webhook_inbox):  # noqa: F811
+    """Backlog, oldest-waiting and dead-letter alerts; two monitors on one store send each once."""
+    from deferq.alerts import AlertConfig, Alerter
+    from deferq.backends.base import Outcome
+    from deferq.supervisor.monitor import Monitor, StoreHealth
+
+    hooks, url = webhook_inbox
+    app = deferq.App(f"sqlite:///{tmp_path}/m.db")
+    config = AlertConfig.from_dict(
+        {"webhook": url, "backlog": {"default": 2}, "oldest_waiting": 0.01, "min_interval": 60}
+    )
+    alerters = [Alerter(config), Alerter(config)]
+    monitors = [Monitor(app.backend, StoreHealth(lambda a=a: a, app.url), lambda a=a: a) for a in alerters]
+    try:
+        for monitor in monitors:
+            monitor.check(app.backend.stats())  # baseline: nothing to say
+        app.enqueue_many([deferq.Call("nap", (0,), {}) for _ in range(4)])
+        (leased,) = app.backend.reserve(["default"], 1, "w", 30, [0, 1, 2])
+        app.backend.settle([Outcome(leased, "dead", error="boom")])
+        for monitor in monitors:
+            monitor.check(app.backend.stats())
+        for alerter in alerters:
+            assert alerter.flush(10)
+        kinds = sorted(h["kind"] for h in hooks.items)
+        assert kinds == ["backlog:default", "dead:default", "oldest_waiting:default"]
+        dead = next(h for h in hooks.items if h["kind"] == "dead:default")
+        assert dead["details"] == {"queue": "default", "new": 1, "dead_total": 1}
+    finally:
+        for alerter in alerters:
+            alerter.close()
+        app.close()
