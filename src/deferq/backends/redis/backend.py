@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 from ...job import FINISHED_STATES, Job, JobState, dumps
 from ..base import Backend, Enqueue, Outcome, QueueStats
 from . import scripts
-from .codec import enqueue_args, job_from_hash, pairs, stored_job
+from .codec import enqueue_args, job_from_hash, pairs
 from .connection import Target, Waiter, WakeGroup, async_client, parse_url, reported, sync_client
 from .keys import KeySpace, QueueKeys
 from .scripts import Call
@@ -37,7 +37,7 @@ def guarded(method: F) -> F:
 
     @functools.wraps(method)
     def wrapper(self: RedisBackend, *args: Any, **kwargs: Any) -> Any:
-        with reported(self.target.where):
+        with reported(self.target.where, method.__name__):
             return method(self, *args, **kwargs)
 
     return wrapper  # type: ignore[return-value]
@@ -112,8 +112,8 @@ class RedisBackend(Backend):
         for positions, reply in zip(plan.positions, replies, strict=True):
             now = float(reply[0])
             for i, entry in zip(positions, reply[1:], strict=True):
-                if isinstance(entry, bytes):
-                    stored[i] = stored_job(items[i], entry, now)
+                if entry == 0:
+                    stored[i] = items[i].stored(now)
                 else:  # the unfinished job holding this unique key
                     holder_id, fields = entry
                     stored[i] = job_from_hash(holder_id.decode(), items[i].job.queue, pairs(fields), now)
@@ -136,7 +136,7 @@ class RedisBackend(Backend):
             return []
         client = self._async_client()
         plan = self._enqueue_plan(items)
-        with reported(self.target.where):
+        with reported(self.target.where, "enqueue"):
             if plan.new_queues:
                 await client.sadd(self.keys.queues, *plan.new_queues)
                 self._registered.update(plan.new_queues)
@@ -266,6 +266,14 @@ class RedisBackend(Backend):
 
         return self._repeat(call, self._queues())
 
+    @guarded
+    def promote_due(self) -> int:
+        """Nothing to move: waiting jobs sit in sets ordered by due time, and reserve
+        takes those due. It still asks the server, because the worker takes any
+        answered store call as a sign that the store is reachable."""
+        self.client.ping()
+        return 0
+
     def next_due(self, queues: Sequence[str]) -> float | None:
         """Seconds until the earliest waiting job of `queues` is due (<= 0: now), or None."""
         calls = [
@@ -291,12 +299,16 @@ class RedisBackend(Backend):
     @guarded
     def wait_for_work(self, queues: Sequence[str], timeout: float) -> None:
         with self._wait_lock:
-            due_in = self.next_due(queues)
-            if due_in is not None:
-                if due_in <= 0:
-                    return
-                timeout = min(timeout, due_in)
-            self._waiter.wait(self.wake_groups(queues), timeout)
+            try:
+                due_in = self.next_due(queues)
+                if due_in is not None:
+                    if due_in <= 0:
+                        return
+                    timeout = min(timeout, due_in)
+                self._waiter.wait(self.wake_groups(queues), timeout)
+            except BaseException:
+                self._waiter.reset()  # its blocked connections may be stale now
+                raise
 
     # -- inspecting and managing ------------------------------------------------------
 

@@ -20,17 +20,12 @@ ENQUEUE_STRIDE = 9  # ARGV values per job in enqueue.lua
 def enqueue_args(item: Enqueue) -> tuple[Any, ...]:
     """The 9 ARGV values of one job for enqueue.lua."""
     job = item.job
+    timeout = job.timeout
     return (
-        job.id, job.task, dumps([job.args, job.kwargs], f"arguments of {job.task}()"),
-        job.priority, job.max_attempts, "" if job.timeout is None else repr(job.timeout),
+        job.id, job.task, item.payload or dumps([job.args, job.kwargs], f"arguments of {job.task}()"),
+        job.priority, job.max_attempts, "" if timeout is None else repr(timeout),
         job.key or "", repr(job.run_at), repr(item.delay),
     )  # fmt: skip
-
-
-def stored_job(item: Enqueue, run_at: bytes, now: float) -> Job:
-    """The job enqueue.lua just stored, without reading it back."""
-    due = float(run_at)
-    return item.job.with_state(state_for_waiting(due, now), run_at=due, created_at=now)
 
 
 def pairs(flat: list[Any]) -> dict[bytes, bytes]:

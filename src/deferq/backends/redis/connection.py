@@ -12,7 +12,7 @@ import select
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -100,14 +100,15 @@ def _async_node(hostport: str) -> Any:
 
 
 @contextmanager
-def reported(where: str) -> Iterator[None]:
+def reported(where: str, doing: str = "") -> Iterator[None]:
     """Turn a lost connection into StoreUnavailable with one clear sentence."""
     try:
         yield
     except LOST as exc:
+        during = f" during {doing}" if doing else ""
         raise StoreUnavailable(
-            f"Redis at {where} cannot be reached ({type(exc).__name__}: {exc or 'no answer'}); "
-            "deferq retries when it returns"
+            f"Redis at {where} cannot be reached{during} ({type(exc).__name__}: "
+            f"{exc or 'no answer'}); deferq retries when it returns"
         ) from None
 
 
@@ -125,9 +126,10 @@ class WakeGroup:
 
 @dataclass
 class _Blocked:
+    group: WakeGroup
     conn: Any
     pending: bool = False
-    keys: tuple[str, ...] = field(default_factory=tuple)
+    fresh: bool = True  # its BLPOP was sent during the current wait
 
 
 class Waiter:
@@ -136,7 +138,8 @@ class Waiter:
     Each group has its own connection; a BLPOP is sent on each and the sockets are
     watched with select() until one answers or the deadline passes. A BLPOP still
     pending at the deadline stays pending: if it takes a token meanwhile, the next
-    wait returns at once, so no wake-up is ever lost.
+    wait returns at once, so no wake-up is ever lost. If its server restarted
+    meanwhile, that connection is replaced once, quietly.
     """
 
     def __init__(self) -> None:
@@ -145,18 +148,15 @@ class Waiter:
     def wait(self, groups: Sequence[WakeGroup], timeout: float) -> bool:
         """True when woken by a token, False at the deadline."""
         deadline = time.monotonic() + timeout
-        watched = []
-        for group in groups:
-            blocked = self._blocked.get(group.ident)
-            if blocked is None:
-                blocked = self._blocked[group.ident] = _Blocked(group.connect(), keys=group.keys)
-            watched.append(blocked)
+        watched = [self._get(group) for group in groups]
+        for blocked in watched:
+            blocked.fresh = not blocked.pending
         try:
             while True:
                 for blocked in watched:
                     if not blocked.pending:
                         # the server's own timeout only bounds a forgotten BLPOP
-                        blocked.conn.send_command("BLPOP", *blocked.keys, max(timeout, 1.0) + 5)
+                        blocked.conn.send_command("BLPOP", *blocked.group.keys, max(timeout, 1.0) + 5)
                         blocked.pending = True
                 ready = [b for b in watched if b.conn.can_read(timeout=0)]
                 if not ready:
@@ -168,14 +168,31 @@ class Waiter:
                     ready = [socks[s] for s in readable]
                 woken = False
                 for blocked in ready:
-                    reply = blocked.conn.read_response()
-                    blocked.pending = False
-                    woken = woken or reply is not None
+                    woken = self._read(blocked) or woken
                 if woken:
                     return True
         except BaseException:
             self.reset()
             raise
+
+    def _get(self, group: WakeGroup) -> _Blocked:
+        blocked = self._blocked.get(group.ident)
+        if blocked is None:
+            blocked = self._blocked[group.ident] = _Blocked(group, group.connect())
+        return blocked
+
+    @staticmethod
+    def _read(blocked: _Blocked) -> bool:
+        try:
+            reply = blocked.conn.read_response()
+        except LOST:
+            if blocked.fresh:
+                raise
+            blocked.conn.disconnect()  # sent before a server restart: start over once
+            blocked.fresh = True
+            reply = None
+        blocked.pending = False
+        return reply is not None
 
     def reset(self) -> None:
         for blocked in self._blocked.values():

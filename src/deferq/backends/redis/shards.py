@@ -29,7 +29,7 @@ from ...errors import ConfigError, StoreUnavailable
 from ...job import FINISHED_STATES, Job, JobState
 from ..base import Backend, Enqueue, Outcome, QueueStats
 from .backend import RedisBackend
-from .connection import Waiter
+from .connection import LOST, Waiter
 
 RETRY_DOWN = 1.0
 T = TypeVar("T")
@@ -212,7 +212,11 @@ class ShardedRedisBackend(Backend):
         return sum(n for _, n in self._each(lambda b: b.recover_expired()))
 
     def wait_for_work(self, queues: Sequence[str], timeout: float) -> None:
-        found = self._each(lambda b: (b.next_due(queues), b.wake_groups(queues)))
+        try:
+            found = self._each(lambda b: (b.next_due(queues), b.wake_groups(queues)))
+        except StoreUnavailable:
+            self._waiter.reset()
+            raise
         due = [d for _, (d, _) in found if d is not None]
         if due and min(due) <= 0:
             return
@@ -220,10 +224,8 @@ class ShardedRedisBackend(Backend):
         groups = [g for _, (_, shard_groups) in found for g in shard_groups]
         try:
             self._waiter.wait(groups, timeout)
-        except StoreUnavailable:
-            raise
-        except Exception as exc:  # a shard died while we watched it
-            raise StoreUnavailable(f"a Redis shard stopped answering: {exc}") from None
+        except LOST as exc:  # a shard died while we watched it (the waiter has reset)
+            raise StoreUnavailable(f"a Redis shard stopped answering during wait_for_work: {exc}") from None
 
     # -- inspecting and managing ----------------------------------------------------------
 

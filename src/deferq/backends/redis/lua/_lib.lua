@@ -1,16 +1,24 @@
 -- Helpers prepended to every script by scripts.py (a Redis script is one chunk, so
 -- this is the only way to share code between them). Not an operation by itself.
 
+-- Times are stored as text with 17 digits, which reads back as exactly the same
+-- double in Python (Lua's own tostring keeps only 14).
+local function fmt(seconds)
+  return string.format('%.17g', seconds)
+end
+
 -- The store's clock (invariant 4): epoch seconds, and the same instant as text.
 local function clock()
   local t = redis.call('TIME')
   local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
-  return now, string.format('%.6f', now)
+  return now, fmt(now)
 end
 
--- Times are stored as text with microseconds, never as Lua's 14-digit numbers.
-local function fmt(seconds)
-  return string.format('%.6f', seconds)
+-- ZADD many (score, member) pairs, in chunks that Lua's unpack can take.
+local function zadd_all(key, pairs)
+  for i = 1, #pairs, 1000 do
+    redis.call('ZADD', key, unpack(pairs, i, math.min(i + 999, #pairs)))
+  end
 end
 
 -- A number from a hash field that may have been edited by hand: never an error.

@@ -9,12 +9,14 @@
 -- ARGV, 9 per item: id, task, payload (JSON [args, kwargs]), priority (0|1|2),
 --             max_attempts, timeout ('' = none), unique key ('' = none),
 --             run_at (epoch seconds, 0 = now + delay), delay (seconds)
--- Returns {now as text, one entry per item}: the item's stored
--- due time as text when it was stored, or {id, HGETALL...} of the unfinished job
--- that holds its key.
+-- The due time is run_at, else now + delay, computed from `now` as returned, so
+-- the caller derives exactly the stored value without reading it back.
+-- Returns {now as text, one entry per item}: 0 when the item was stored, or
+-- {id, HGETALL...} of the unfinished job that holds its unique key.
 local now, nows = clock()
-local out = {}
-local stored = false
+now = tonumber(nows)
+local out = {nows}
+local adds = {{}, {}, {}}
 for i = 0, #ARGV / 9 - 1 do
   local b = i * 9
   local id, key = ARGV[b + 1], ARGV[b + 7]
@@ -26,25 +28,31 @@ for i = 0, #ARGV / 9 - 1 do
     end
   end
   if holder then
-    out[i + 1] = {holder, redis.call('HGETALL', KEYS[6] .. holder)}
+    out[i + 2] = {holder, redis.call('HGETALL', KEYS[6] .. holder)}
   else
-    local run_at = tonumber(ARGV[b + 8])
-    if run_at == 0 then run_at = now + tonumber(ARGV[b + 9]) end
-    local run_s = fmt(run_at)
-    local job = KEYS[6 + i + 1]
+    local run_s = nows
+    local run_at, delay = tonumber(ARGV[b + 8]), tonumber(ARGV[b + 9])
+    if run_at ~= 0 then
+      run_s = fmt(run_at)
+    elseif delay ~= 0 then
+      run_s = fmt(now + delay)
+    end
+    local job = KEYS[7 + i]
     redis.call('HSET', job, 'task', ARGV[b + 2], 'payload', ARGV[b + 3],
-      'priority', ARGV[b + 4], 'state', 'queued', 'attempts', '0',
-      'max_attempts', ARGV[b + 5], 'timeout', ARGV[b + 6], 'run_at', run_s,
-      'created_at', nows)
+      'priority', ARGV[b + 4], 'state', 'queued', 'max_attempts', ARGV[b + 5],
+      'timeout', ARGV[b + 6], 'run_at', run_s, 'created_at', nows)
     if key ~= '' then
       redis.call('HSET', job, 'key', key)
       redis.call('HSET', KEYS[4], key, id)
     end
-    redis.call('ZADD', KEYS[level(ARGV[b + 4]) + 1], run_s, id)
-    out[i + 1] = run_s
-    stored = true
+    local zadd = adds[level(ARGV[b + 4]) + 1]
+    zadd[#zadd + 1] = run_s
+    zadd[#zadd + 1] = id
+    out[i + 2] = 0
   end
 end
-if stored then wake(KEYS[5]) end
-table.insert(out, 1, nows)
+for p = 1, 3 do
+  if #adds[p] > 0 then zadd_all(KEYS[p], adds[p]) end
+end
+if #adds[1] + #adds[2] + #adds[3] > 0 then wake(KEYS[5]) end
 return out
