@@ -108,6 +108,9 @@ class SQLBackend(Backend):
 
     dialect: ClassVar[str]  # the folder of its .sql files
     options_known: ClassVar[tuple[str, ...]] = ("migrate", "pool_size")
+    #: Whether a batch of fenced updates (settle, heartbeat) needs a transaction block:
+    #: yes where it is one statement per job, no where it is one statement.
+    fenced_atomic: ClassVar[bool] = True
 
     def __init__(self, url: str, **options: Any) -> None:
         self.url = url
@@ -242,7 +245,7 @@ class SQLBackend(Backend):
             {"id": job.id, "worker": job.worker, "attempts": job.attempts, **more}
             for job, more in zip(jobs, extra, strict=True)
         ]
-        return self.run(self.fenced_plan(sql, params), atomic=True, durable=False)
+        return self.run(self.fenced_plan(sql, params), atomic=self.fenced_atomic, durable=False)
 
     def fenced_plan(self, sql: str, params: list[dict[str, Any]]) -> Plan[list[bool]]:
         """Whether each entry applied. Here: one statement per entry (its row count)."""

@@ -40,6 +40,7 @@ class PostgresBackend(SQLBackend):
     schemes = ("postgresql", "postgres")
     dialect = "postgres"
     options_known = ("migrate", "pool_size", "schema")
+    fenced_atomic = False  # settle and heartbeat are one statement over arrays
 
     # -- connections --------------------------------------------------------------------
 
