@@ -52,8 +52,7 @@ def load_supervised_app(config: SupervisorConfig) -> App:
 
     if not config.app:
         raise ConfigError(
-            'the supervisor needs your tasks: set app = "module:attribute" in the config '
-            "file or pass --app"
+            'the supervisor needs your tasks: set app = "module:attribute" in the config file or pass --app'
         )
     try:
         app = load_app(config.app, config.url)
@@ -93,6 +92,7 @@ class Master:
         self.reload_requested = False
         self.next_check = 0.0
         self.clock_offset = 0.0  # store clock minus this machine's clock
+        self.periodic_ok = True  # the last periodic run reached the store
         self.config_seen = (config.digest, self._file_stamp())
         self.periodic = PeriodicScheduler(self.app, self._periodic_jobs(config), self.store_now())
         self._wake_r, self._wake_w = os.pipe()
@@ -113,8 +113,7 @@ class Master:
         setproctitle(MASTER_TITLE)
         self._install_signals()
         pools = ", ".join(
-            f"{p.name} ({p.scale.minimum}-{p.scale.maximum} x {p.concurrency})"
-            for p in self.config.pools
+            f"{p.name} ({p.scale.minimum}-{p.scale.maximum} x {p.concurrency})" for p in self.config.pools
         )
         log.info("master %s started on %s: pools %s", self.id, self.app.url, pools)
         code = EXIT_OK
@@ -153,12 +152,13 @@ class Master:
             pass
 
     def _seconds_to_next_wake(self) -> float:
-        wake = self.next_check - time.monotonic()
+        now = time.monotonic()
+        wakes = [self.next_check - now]
         periodic = self.periodic.seconds_to_next(self.store_now())
-        if periodic is not None:
-            wake = min(wake, periodic + 0.005)
-        restarts = [p.restart_at - time.monotonic() for p in self.pools.values() if p.restart_at]
-        return max(0.0, min([wake, *restarts]))
+        if periodic is not None and self.periodic_ok:  # after a failure: retry at the next check
+            wakes.append(periodic + 0.005)
+        wakes += [p.restart_at - now for p in self.pools.values() if p.restart_at > now]
+        return max(0.0, min(wakes))
 
     def _step(self) -> None:
         now = time.monotonic()
@@ -171,8 +171,7 @@ class Master:
             self._check(now)
         for pool in list(self.pools.values()):
             self._reconcile(pool, now)
-        if self.health.up:
-            self.health.call(self.periodic.run_due, self.store_now())
+        self.periodic_ok = self.health.up and self.health.call(self.periodic.run_due, self.store_now())[0]
 
     def _check(self, now: float) -> None:
         ok, store_now = self.health.call(self.app.backend.now)
@@ -278,9 +277,7 @@ class Master:
                     child.running = len(status.get("running", ()))
                 self._judge_child(pool.config, child, now, heartbeats_known=ok)
 
-    def _judge_child(
-        self, config: PoolConfig, child: Child, now: float, heartbeats_known: bool
-    ) -> None:
+    def _judge_child(self, config: PoolConfig, child: Child, now: float, heartbeats_known: bool) -> None:
         what = f"child {config.name} #{child.index} (pid {child.pid})"
         if child.retiring_since is not None:
             if now - child.retiring_since > self.config.grace + KILL_MARGIN:
