@@ -4,10 +4,12 @@ store going down (a redis-server this test kills) and coming back."""
 from __future__ import annotations
 
 import shutil
+import time
 
 import pytest
 
 import deferq
+from deferq.task import JobOptions
 from tests.alert_receivers import smtp_inbox, webhook_inbox  # noqa: F401 - fixtures
 from tests.conftest import need_service
 from tests.stores.redis import RedisServer, free_port
@@ -73,14 +75,15 @@ def test_queue_alerts_are_sent_once_across_masters(tmp_path, webhook_inbox):  # 
     hooks, url = webhook_inbox
     app = deferq.App(f"sqlite:///{tmp_path}/m.db")
     config = AlertConfig.from_dict(
-        {"webhook": url, "backlog": {"default": 2}, "oldest_waiting": 0.01, "min_interval": 60}
+        {"webhook": url, "backlog": {"default": 2}, "oldest_waiting": "30s", "min_interval": 60}
     )
     alerters = [Alerter(config), Alerter(config)]
     monitors = [Monitor(app.backend, StoreHealth(lambda a=a: a, app.url), lambda a=a: a) for a in alerters]
     try:
         for monitor in monitors:
             monitor.check(app.backend.stats())  # baseline: nothing to say
-        app.enqueue_many([deferq.Call("nap", (0,), {}) for _ in range(4)])
+        minute_ago = JobOptions(at=time.time() - 60)  # due a minute ago: waited 60 s
+        app.enqueue_many([deferq.Call("nap", (0,), {}, minute_ago) for _ in range(4)])
         (leased,) = app.backend.reserve(["default"], 1, "w", 30, [0, 1, 2])
         app.backend.settle([Outcome(leased, "dead", error="boom")])
         for monitor in monitors:
