@@ -53,14 +53,15 @@ WHERE unique_key = ANY(%(keys)s::text[]) AND state IN ('queued', 'active')
 -- order (a lateral join over the array, read lazily: the next level is only scanned
 -- when the previous one ran short). Each level is one range of the partial index
 -- deferq_jobs_waiting, read in claim order; SKIP LOCKED passes over rows another
--- worker is claiming right now instead of waiting for it.
+-- worker is claiming right now instead of waiting for it. The rows are then updated
+-- by ctid (their address, stable while locked): no second index look-up.
 UPDATE {jobs} SET state = 'active', attempts = attempts + 1, worker = %(worker)s,
                   lease_until = {now} + %(lease)s
-WHERE seq = ANY(ARRAY(
-    SELECT c.seq
+WHERE ctid = ANY(ARRAY(
+    SELECT c.ctid
     FROM unnest(%(priorities)s::smallint[]) AS p(priority)
     CROSS JOIN LATERAL (
-        SELECT seq FROM {jobs}
+        SELECT ctid FROM {jobs}
         WHERE state = 'queued' AND queue = %(queue)s AND priority = p.priority AND run_at <= {now}
         ORDER BY run_at, seq
         LIMIT %(limit)s
@@ -76,14 +77,14 @@ RETURNING {job_columns}, {now}, seq
 -- (`queue = ANY(array)` on the index would need a sort of every due row instead.)
 UPDATE {jobs} SET state = 'active', attempts = attempts + 1, worker = %(worker)s,
                   lease_until = {now} + %(lease)s
-WHERE seq = ANY(ARRAY(
-    SELECT m.seq
+WHERE ctid = ANY(ARRAY(
+    SELECT m.ctid
     FROM unnest(%(priorities)s::smallint[]) AS p(priority)
     CROSS JOIN LATERAL (
-        SELECT c.seq
+        SELECT c.ctid
         FROM unnest(%(queues)s::text[]) AS q(queue)
         CROSS JOIN LATERAL (
-            SELECT seq, run_at FROM {jobs}
+            SELECT ctid, run_at, seq FROM {jobs}
             WHERE state = 'queued' AND queue = q.queue AND priority = p.priority
               AND run_at <= {now}
             ORDER BY run_at, seq
