@@ -169,10 +169,14 @@ class RedisBackend(Backend):
             keys = [k for q in group for k in self._reserve_keys(self.keys.queue(q))]
             args = [want, worker, repr(lease), "take", *priorities]
             reply = self._run(Call(scripts.RESERVE, keys, args))
-            now = float(reply[0])
-            for i in range(1, len(reply), 3):
+            now, lease_until = float(reply[0]), reply[1]
+            leased = {b"state": b"active", b"worker": worker.encode(), b"lease_until": lease_until}
+            for i in range(2, len(reply), 4):
+                fields = pairs(reply[i + 3])
+                fields.update(leased)
+                fields[b"attempts"] = reply[i + 2]
                 queue = group[reply[i] - 1]
-                jobs.append(job_from_hash(reply[i + 1].decode(), queue, pairs(reply[i + 2]), now))
+                jobs.append(job_from_hash(reply[i + 1].decode(), queue, fields, now))
         return jobs
 
     @guarded

@@ -35,6 +35,49 @@ def pairs(flat: list[Any]) -> dict[bytes, bytes]:
 
 
 def job_from_hash(job_id: str, queue: str, fields: dict[bytes, bytes], now: float) -> Job:
+    """The job a hash describes. Never raises: what cannot be read is named instead."""
+    try:
+        return _read_well_formed(job_id, queue, fields, now)
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return _read_carefully(job_id, queue, fields, now)
+
+
+_STATES = {state.value.encode(): state for state in JobState}  # no Enum call per job
+
+
+def _number(value: bytes | None) -> float | None:
+    return float(value) if value else None
+
+
+def _text(value: bytes | None) -> str | None:
+    return value.decode() if value else None
+
+
+def _read_well_formed(job_id: str, queue: str, f: dict[bytes, bytes], now: float) -> Job:
+    """The hot path (every leased job): strict, raises on anything unexpected."""
+    get = f.get
+    args, kwargs = loads(f[b"payload"])
+    if type(args) is not list or type(kwargs) is not dict:
+        raise TypeError("payload is not [args, kwargs]")
+    run_at = float(f[b"run_at"])
+    state = f[b"state"]
+    priority = int(f[b"priority"])
+    if priority not in (0, 1, 2):
+        raise ValueError("priority out of range")
+    result = get(b"result")
+    return Job(
+        id=job_id, task=f[b"task"].decode(), args=tuple(args), kwargs=kwargs, queue=queue,
+        priority=priority,
+        state=state_for_waiting(run_at, now) if state == b"queued" else _STATES[state],
+        attempts=int(get(b"attempts") or 0), max_attempts=int(f[b"max_attempts"]),
+        timeout=_number(get(b"timeout")), key=_text(get(b"key")), run_at=run_at,
+        created_at=float(f[b"created_at"]), lease_until=_number(get(b"lease_until")),
+        worker=_text(get(b"worker")), error=_text(get(b"error")),
+        result=loads(result) if result else None, finished_at=_number(get(b"finished_at")),
+    )  # fmt: skip
+
+
+def _read_carefully(job_id: str, queue: str, fields: dict[bytes, bytes], now: float) -> Job:
     reader = _Reader(fields)
     state_text = reader.text("state") or "queued"
     run_at = reader.number("run_at", 0.0)

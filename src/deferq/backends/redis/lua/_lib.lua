@@ -14,11 +14,27 @@ local function clock()
   return now, fmt(now)
 end
 
--- ZADD many (score, member) pairs, in chunks that Lua's unpack can take.
-local function zadd_all(key, pairs)
-  for i = 1, #pairs, 1000 do
-    redis.call('ZADD', key, unpack(pairs, i, math.min(i + 999, #pairs)))
+-- One command over many arguments (ZADD pairs, ZREM members), in chunks that
+-- Lua's unpack can take: one call per key instead of one per job.
+local function call_chunked(command, key, items)
+  for i = 1, #items, 1000 do
+    redis.call(command, key, unpack(items, i, math.min(i + 999, #items)))
   end
+end
+
+-- Collect arguments per key for call_chunked.
+local function collect(by_key, key, a, b)
+  local items = by_key[key]
+  if not items then
+    items = {}
+    by_key[key] = items
+  end
+  items[#items + 1] = a
+  if b then items[#items + 1] = b end
+end
+
+local function flush(command, by_key)
+  for key, items in pairs(by_key) do call_chunked(command, key, items) end
 end
 
 -- A number from a hash field that may have been edited by hand: never an error.

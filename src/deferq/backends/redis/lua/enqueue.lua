@@ -16,7 +16,8 @@
 local now, nows = clock()
 now = tonumber(nows)
 local out = {nows}
-local adds = {{}, {}, {}}
+local adds = {}
+local stored = false
 for i = 0, #ARGV / 9 - 1 do
   local b = i * 9
   local id, key = ARGV[b + 1], ARGV[b + 7]
@@ -45,14 +46,11 @@ for i = 0, #ARGV / 9 - 1 do
       redis.call('HSET', job, 'key', key)
       redis.call('HSET', KEYS[4], key, id)
     end
-    local zadd = adds[level(ARGV[b + 4]) + 1]
-    zadd[#zadd + 1] = run_s
-    zadd[#zadd + 1] = id
+    collect(adds, KEYS[level(ARGV[b + 4]) + 1], run_s, id)
+    stored = true
     out[i + 2] = 0
   end
 end
-for p = 1, 3 do
-  if #adds[p] > 0 then zadd_all(KEYS[p], adds[p]) end
-end
-if #adds[1] + #adds[2] + #adds[3] > 0 then wake(KEYS[5]) end
+flush('ZADD', adds)
+if stored then wake(KEYS[5]) end
 return out

@@ -13,7 +13,9 @@
 -- A job id whose hash is missing (deleted by hand) is dropped from the queue.
 -- When the batch is full and due jobs remain, the wake token is passed on so that
 -- another idle worker takes them.
--- Returns {now as text, then per job: queue number (1-based), id, HGETALL of the job};
+-- Returns {now as text, lease deadline as text, then per job: queue number
+-- (1-based), id, attempts, HGETALL of the job as it was before this lease (the
+-- caller applies state, attempts, worker and lease deadline itself)};
 -- when peeking, {now as text, then per job: priority, due time as text, id}.
 local now, nows = clock()
 local limit = tonumber(ARGV[1])
@@ -55,22 +57,31 @@ if ARGV[4] == 'peek' then
   return out
 end
 
-local out = {nows}
+local out = {nows, lease_until}
+local removed, leased = {}, {}
 for _, item in ipairs(taken) do
   local id, q, p = item[1], item[2], item[3]
   local b = (q - 1) * 6
-  redis.call('ZREM', KEYS[b + p + 1], id)
+  collect(removed, KEYS[b + p + 1], id)
   local job = KEYS[b + 6] .. id
-  if redis.call('EXISTS', job) == 1 then
-    local attempts = num(redis.call('HGET', job, 'attempts'), 0) + 1
+  local fields = redis.call('HGETALL', job)
+  if #fields > 0 then
+    local attempts = 0
+    for j = 1, #fields, 2 do
+      if fields[j] == 'attempts' then attempts = num(fields[j + 1], 0) break end
+    end
+    attempts = attempts + 1
     redis.call('HSET', job, 'state', 'active', 'attempts', attempts, 'worker', worker,
       'lease_until', lease_until)
-    redis.call('ZADD', KEYS[b + 4], lease_until, id)
+    collect(leased, KEYS[b + 4], lease_until, id)
     out[#out + 1] = q
     out[#out + 1] = id
-    out[#out + 1] = redis.call('HGETALL', job)
+    out[#out + 1] = attempts
+    out[#out + 1] = fields
   end
 end
+flush('ZREM', removed)
+flush('ZADD', leased)
 
 if #taken >= limit then
   for q = 1, nq do
