@@ -8,9 +8,11 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 import deferq
 from deferq.job import JobState
@@ -115,3 +117,30 @@ def runs(record: Path) -> list[tuple[str, str, int]]:
         return []
     lines = record.read_text().splitlines()
     return [(task, job_id, int(attempt)) for task, job_id, attempt in map(str.split, lines)]
+
+
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """For a `url` fixture: a SQLite file by default; with `both_stores` also db 2 of the
+    shared Redis under a key prefix of its own (deleted afterwards)."""
+    if getattr(request, "param", "sqlite") == "sqlite":
+        yield f"sqlite:///{tmp_path}/deferq.db"
+        return
+    import redis
+
+    from tests.conftest import need_service
+    from tests.stores.redis import answers, unique_prefix
+
+    if not answers(6379):
+        need_service("Redis", "nothing answers on 127.0.0.1:6379")
+    prefix = unique_prefix()
+    yield f"redis://127.0.0.1:6379/2?prefix={prefix}"
+    client = redis.Redis(db=2)
+    for pattern in (f"{{{prefix}:*", f"{prefix}:*"):
+        keys = list(client.scan_iter(match=pattern, count=1000))
+        if keys:
+            client.delete(*keys)
+    client.close()
+
+
+#: run a test on SQLite and on Redis: ``@both_stores`` with the `url` fixture
+both_stores = pytest.mark.parametrize("url", ["sqlite", "redis"], indirect=True)

@@ -15,7 +15,16 @@ import pytest
 import deferq
 from deferq.job import JobState
 from tests.alert_receivers import webhook_inbox  # noqa: F401 - a fixture
-from tests.supervisor_harness import ROOT, Master, all_jobs, job_states, runs, wait_until
+from tests.supervisor_harness import (
+    ROOT,
+    Master,
+    all_jobs,
+    both_stores,
+    job_states,
+    runs,
+    store_url,
+    wait_until,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -31,28 +40,7 @@ concurrency = 2
 
 @pytest.fixture
 def url(request, tmp_path):
-    """A SQLite file by default; `indirect` "redis": db 2 of the shared Redis, own prefix."""
-    if getattr(request, "param", "sqlite") == "sqlite":
-        yield f"sqlite:///{tmp_path}/deferq.db"
-        return
-    import redis
-
-    from tests.conftest import need_service
-    from tests.stores.redis import answers, unique_prefix
-
-    if not answers(6379):
-        need_service("Redis", "nothing answers on 127.0.0.1:6379")
-    prefix = unique_prefix()
-    yield f"redis://127.0.0.1:6379/2?prefix={prefix}"
-    client = redis.Redis(db=2)
-    for pattern in (f"{{{prefix}:*", f"{prefix}:*"):
-        keys = list(client.scan_iter(match=pattern, count=1000))
-        if keys:
-            client.delete(*keys)
-    client.close()
-
-
-both_stores = pytest.mark.parametrize("url", ["sqlite", "redis"], indirect=True)
+    yield from store_url(request, tmp_path)
 
 
 @pytest.fixture
@@ -239,9 +227,9 @@ def test_sighup_reloads_with_a_rolling_restart_and_a_changed_file_is_reported(ma
 
 
 def test_a_crash_loop_is_braked_and_alerted(master, store, webhook_inbox):  # noqa: F811
-    hooks, url = webhook_inbox
+    hooks, receiver = webhook_inbox
     m = master(POOL.replace("processes = 2", "processes = 1").replace("concurrency = 2", "concurrency = 1")
-               + f'[alerts]\nwebhook = "{url}"\n')  # fmt: skip
+               + f'[alerts]\nwebhook = "{receiver}"\n')  # fmt: skip
     wait_until(lambda: len(m.children()) == 1, 20, "one child")
     store.enqueue_many([deferq.Call("crash", (), {}, deferq.task.JobOptions(max_attempts=1))] * 3)
     hook = hooks.wait_for(lambda h: h["kind"] == "crash_loop:main", timeout=60)

@@ -9,9 +9,14 @@ import pytest
 import deferq
 from deferq.errors import ConfigError
 from deferq.supervisor.periodic import CATCH_UP, PeriodicJob, PeriodicScheduler
-from tests.supervisor_harness import Master, all_jobs, wait_until
+from tests.supervisor_harness import Master, all_jobs, both_stores, store_url, wait_until
 
 EVERY_SECOND = "* * * * * *"  # six fields: seconds come last
+
+
+@pytest.fixture
+def url(request, tmp_path):
+    yield from store_url(request, tmp_path)
 
 
 def test_app_periodic_registers_and_schedulers_share_each_tick(tmp_path):
@@ -52,8 +57,8 @@ def test_bad_schedules_are_refused():
 
 
 @pytest.mark.slow
-def test_two_masters_enqueue_each_tick_exactly_once(tmp_path):
-    url = f"sqlite:///{tmp_path}/deferq.db"
+@both_stores
+def test_two_masters_enqueue_each_tick_exactly_once(tmp_path, url):
     body = f"""
 check_every = "0.5s"
 [pools.ticks]
