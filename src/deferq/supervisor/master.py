@@ -240,7 +240,8 @@ class Master:
         if child.retiring_since is not None and child.retire_reason != "hung":
             log.info("%s stopped (%s)", what, child.retire_reason)
         elif code == 0:
-            log.info("%s exited after max_jobs_per_child jobs: replacing it", what)
+            why = "after max_jobs_per_child jobs" if pool.config.max_jobs_per_child else "(code 0)"
+            log.info("%s exited %s: replacing it", what, why)
         elif code == 3:
             log.warning("%s exited because a job overran its timeout: replacing it", what)
         else:
