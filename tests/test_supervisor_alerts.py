@@ -25,9 +25,7 @@ def test_alert_reaches_smtp_and_webhook(smtp_inbox, webhook_inbox):  # noqa: F81
     hooks, url = webhook_inbox
     alerter = make_alerter(smtp, url)
     try:
-        alerter.send(
-            "store_down", "the store is unreachable", {"url": "redis://x", "error": "boom"}
-        )
+        alerter.send("store_down", "the store is unreachable", {"url": "redis://x", "error": "boom"})
         mail = mails.wait_for(lambda m: "store is unreachable" in m["Subject"])
         assert mail["To"] == "ops@localhost"
         assert "error: boom" in mail.get_payload()
@@ -91,9 +89,7 @@ def test_bad_alert_settings_are_one_sentence(table, message):
 
 
 def test_alert_config_reads_durations():
-    config = AlertConfig.from_dict(
-        {"min_interval": "2m", "oldest_waiting": "1h30m", "backlog": {"email": 1000}}
-    )
+    config = AlertConfig.from_dict({"min_interval": "2m", "oldest_waiting": "1h30m", "backlog": {"email": 1000}})
     assert (config.min_interval, config.oldest_waiting, config.backlog) == (
         120,
         5400,

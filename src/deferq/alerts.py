@@ -51,9 +51,7 @@ class EmailTarget:
     @classmethod
     def from_dict(cls, d: Any) -> EmailTarget:
         if not isinstance(d, dict):
-            raise ConfigError(
-                'alerts.email must be a table like { smtp = "host:25", from = ..., to = [...] }'
-            )
+            raise ConfigError('alerts.email must be a table like { smtp = "host:25", from = ..., to = [...] }')
         no_unknown_keys(d, cls.EMAIL_KEYS, "alerts.email")
         for required in ("smtp", "from", "to"):
             if required not in d:
@@ -70,9 +68,7 @@ class EmailTarget:
             or not recipients
             or not all(isinstance(r, str) and "@" in r for r in recipients)
         ):
-            raise ConfigError(
-                f"alerts.email.to must be a list of e-mail addresses, got {d['to']!r}"
-            )
+            raise ConfigError(f"alerts.email.to must be a list of e-mail addresses, got {d['to']!r}")
         for name in ("username", "password"):
             if name in d and not isinstance(d[name], str):
                 raise ConfigError(f"alerts.email.{name} must be a string")
@@ -118,9 +114,7 @@ class AlertConfig:
         if not isinstance(backlog, dict) or not all(
             isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in backlog.values()
         ):
-            raise ConfigError(
-                "alerts.backlog must be a table of queue = number, like { email = 1000 }"
-            )
+            raise ConfigError("alerts.backlog must be a table of queue = number, like { email = 1000 }")
         oldest = d.get("oldest_waiting")
         oldest = None if oldest is None else parse_duration(oldest, "alerts.oldest_waiting")
         dead_letters = d.get("dead_letters", True)
@@ -255,9 +249,7 @@ def _email_body(alert: _Alert, source: str) -> str:
     when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(alert.at))
     lines += ["", f"kind: {alert.kind}", f"from: {source}", f"time: {when}"]
     if alert.suppressed:
-        lines.append(
-            f"({alert.suppressed} more alert(s) of this kind were held back since the last one)"
-        )
+        lines.append(f"({alert.suppressed} more alert(s) of this kind were held back since the last one)")
     return "\n".join(lines) + "\n"
 
 

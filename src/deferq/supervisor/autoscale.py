@@ -49,10 +49,9 @@ def is_busy(rules: ScaleRules, target: int, load: Load) -> bool:
 
 
 def is_calm(rules: ScaleRules, target: int, load: Load) -> bool:
-    return (
-        load.backlog * 2 <= rules.up_backlog * (target - 1)
-        and load.oldest_wait * 2 <= rules.up_wait
-    ) or (load.backlog == 0 and load.oldest_wait == 0)
+    return (load.backlog * 2 <= rules.up_backlog * (target - 1) and load.oldest_wait * 2 <= rules.up_wait) or (
+        load.backlog == 0 and load.oldest_wait == 0
+    )
 
 
 def decide(rules: ScaleRules, state: ScaleState, load: Load, now: float) -> tuple[ScaleState, str]:

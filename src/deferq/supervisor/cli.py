@@ -15,17 +15,11 @@ LOG_LEVELS = click.Choice(["debug", "info", "warning", "error"])
 @click.command("run")
 @click.option("--config", "config_path", default="deferq.toml", show_default=True,
               help="The supervisor's TOML file.")  # fmt: skip
-@click.option(
-    "--app", "app_path", default=None, help="Your App as module:attr (wins over the file)."
-)
+@click.option("--app", "app_path", default=None, help="Your App as module:attr (wins over the file).")
 @click.option("--url", default=None, help="Store URL (wins over the file).")
 @click.option("--log-level", default="info", show_default=True, type=LOG_LEVELS)
-@click.option(
-    "--log-format", default="text", show_default=True, type=click.Choice(["text", "json"])
-)
-def run_command(
-    config_path: str, app_path: str | None, url: str | None, log_level: str, log_format: str
-) -> None:
+@click.option("--log-format", default="text", show_default=True, type=click.Choice(["text", "json"]))
+def run_command(config_path: str, app_path: str | None, url: str | None, log_level: str, log_format: str) -> None:
     """Run the supervisor: a master process that keeps pools of worker processes."""
     from .config import load_config
     from .master import Master

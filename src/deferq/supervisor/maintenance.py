@@ -38,7 +38,5 @@ class Maintenance:
                 self.health.call(backend.purge, finished, self.app.result_ttl)
 
     def _claim(self, what: str, ttl: float) -> bool:
-        ok, claimed = self.health.call(
-            self.app.backend.kv_put, "maintenance", what, b"1", ttl * 0.9, True
-        )
+        ok, claimed = self.health.call(self.app.backend.kv_put, "maintenance", what, b"1", ttl * 0.9, True)
         return bool(ok and claimed)

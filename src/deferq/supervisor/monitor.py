@@ -40,9 +40,7 @@ class StoreHealth:
         try:
             result = fn(*args)
         except Exception as exc:  # noqa: BLE001 - the master must outlive any store error
-            if isinstance(exc, ConnectionError | OSError | DeferqError) or _is_connection_error(
-                exc
-            ):
+            if isinstance(exc, ConnectionError | OSError | DeferqError) or _is_connection_error(exc):
                 self._failed(exc)
             else:
                 log.exception("store call %s failed", getattr(fn, "__name__", fn))

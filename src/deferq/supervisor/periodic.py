@@ -46,14 +46,11 @@ class PeriodicJob:
 
     def __post_init__(self) -> None:
         if not isinstance(self.cron, str) or not croniter.is_valid(self.cron):
-            raise ConfigError(
-                f"periodic job {self.name!r} has an invalid cron expression {self.cron!r}"
-            )
+            raise ConfigError(f"periodic job {self.name!r} has an invalid cron expression {self.cron!r}")
         unknown = set(self.options) - set(JOB_OPTIONS)
         if unknown:
             raise ConfigError(
-                f"periodic job {self.name!r} cannot set {sorted(unknown)[0]!r}: "
-                f"it takes {', '.join(JOB_OPTIONS)}"
+                f"periodic job {self.name!r} cannot set {sorted(unknown)[0]!r}: it takes {', '.join(JOB_OPTIONS)}"
             )
         try:
             JobOptions.parse(**self.options)

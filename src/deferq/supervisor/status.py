@@ -55,9 +55,7 @@ def collect_status(backend: Backend) -> dict[str, Any]:
                 child["uptime"] = round(now - float(child.get("started", now)), 1)
                 child["processed"] = status.get("processed") if status else None
                 child["jobs"] = worker_view(status, now)["jobs"] if status else []
-    standalone = [
-        worker_view(w, now) for _, w in sorted(workers.items(), key=lambda kv: str(kv[0]))
-    ]
+    standalone = [worker_view(w, now) for _, w in sorted(workers.items(), key=lambda kv: str(kv[0]))]
     return {"time": now, "masters": masters, "workers": standalone}
 
 

@@ -57,6 +57,4 @@ def no_unknown_keys(table: dict[str, Any], known: tuple[str, ...], where: str) -
     """Refuse a key that is not one of `known` (a typo must not be silently ignored)."""
     unknown = sorted(set(table) - set(known))
     if unknown:
-        raise ConfigError(
-            f"unknown key {unknown[0]!r} in {where}: known keys are {', '.join(known)}"
-        )
+        raise ConfigError(f"unknown key {unknown[0]!r} in {where}: known keys are {', '.join(known)}")
