@@ -8,22 +8,23 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+import orjson
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from ..app import App
 from . import logfiles
 from .config import ServerConfig
 from .errors import ApiError
-from .metrics import CONTENT_TYPE, Metrics
+from .metrics import CONTENT_TYPE
 from .openapi import document
-from .routes import api_routes
+from .routes import PRODUCER, api_routes, create_job, enqueue_job
 from .service import Service
-from .web import JSON, service_of
+from .web import JSON, check_token, decode_json, read_body, service_of
 
 request_log = logging.getLogger(logfiles.REQUEST_LOG)
 error_log = logging.getLogger(logfiles.ERROR_LOG)
@@ -44,8 +45,7 @@ async def http_error(request: Request, exc: Exception) -> Response:
 
 async def internal_error(request: Request, exc: Exception) -> Response:
     error_log.error("%s %s failed: %s", request.method, request.url.path, exc, exc_info=exc)
-    return JSON({"error": {"code": "internal", "message": "the server failed; see its error log"}},
-                500)  # fmt: skip
+    return JSON(INTERNAL, 500)
 
 
 async def openapi(request: Request) -> Response:
@@ -53,20 +53,39 @@ async def openapi(request: Request) -> Response:
 
 
 async def metrics(request: Request) -> Response:
-    body = await asyncio.to_thread(service_of(request).metrics.render)
+    service = service_of(request)
+    service.metrics.flush()  # this process's counts, on the thread that gathers them
+    body = await asyncio.to_thread(service.metrics.render)
     return Response(body, media_type=CONTENT_TYPE)
 
 
-class Observe:
-    """Pure ASGI middleware (cheap on the hot path): metrics and the request log."""
+INTERNAL = {"error": {"code": "internal", "message": "the server failed; see its error log"}}
 
-    def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
-        self.app = app
-        self.metrics = metrics
+
+async def _chunks(receive: Receive) -> AsyncIterator[bytes]:
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return  # the client went away
+        yield message.get("body", b"")
+        if not message.get("more_body"):
+            return
+
+
+class Front:
+    """The outermost ASGI layer: metrics and the request log for every request, and a
+    fast lane for POST /v1/jobs, the one hot route, which skips Starlette's layers
+    (routing, two exception middlewares, Request and Response objects) but runs the
+    same code for auth, body limits, JSON and enqueueing as every other route."""
+
+    def __init__(self, starlette: Starlette, service: Service) -> None:
+        self.starlette = starlette
+        self.service = service
+        self.state = starlette.state
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
-            await self.app(scope, receive, send)
+            await self.starlette(scope, receive, send)
             return
         started = time.perf_counter()
         status = 500
@@ -78,23 +97,50 @@ class Observe:
             await send(message)
 
         try:
-            await self.app(scope, receive, send_and_note)
+            if scope["path"] == "/v1/jobs" and scope["method"] == "POST" and not scope["query_string"]:
+                scope["endpoint"] = create_job
+                await self.enqueue(scope, receive, send_and_note)
+            else:
+                await self.starlette(scope, receive, send_and_note)
         finally:
-            seconds = time.perf_counter() - started
-            endpoint = scope.get("endpoint")
-            route = getattr(endpoint, "__name__", "unmatched")
-            self.metrics.observe(scope["method"], route, status, seconds)
-            if not request_log.disabled:
-                client = scope.get("client")
-                request_log.info(
-                    "%s %s %d", scope["method"], scope["path"], status,
-                    extra={"method": scope["method"], "path": scope["path"], "route": route,
-                           "status": status, "duration_ms": round(seconds * 1000, 2),
-                           "client": client[0] if client else None},
-                )  # fmt: skip
+            self.note(scope, status, time.perf_counter() - started)
+
+    async def enqueue(self, scope: Scope, receive: Receive, send: Send) -> None:
+        headers = dict(scope["headers"])
+        extra: dict[str, str] = {}
+        try:
+            authorization = headers.get(b"authorization", b"").decode("latin-1")
+            await check_token(self.service, authorization, PRODUCER)
+            declared = headers.get(b"content-length")
+            body = await read_body(_chunks(receive), declared and declared.decode("latin-1"),
+                                   self.service.config.max_body)  # fmt: skip
+            status, answer = await enqueue_job(self.service, decode_json(body))
+        except ApiError as exc:
+            status, answer, extra = exc.status, exc.body(), exc.headers
+        except Exception as exc:  # noqa: BLE001 - answered as JSON like every other route
+            error_log.error("POST /v1/jobs failed: %s", exc, exc_info=exc)
+            status, answer = 500, INTERNAL
+        payload = orjson.dumps(answer)
+        head = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(payload))]
+        head += [(name.lower().encode(), value.encode()) for name, value in extra.items()]
+        await send({"type": "http.response.start", "status": status, "headers": head})
+        await send({"type": "http.response.body", "body": payload})
+
+    def note(self, scope: Scope, status: int, seconds: float) -> None:
+        endpoint = scope.get("endpoint")
+        route = getattr(endpoint, "__name__", "unmatched")
+        self.service.metrics.observe(scope["method"], route, status, seconds)
+        if not request_log.disabled:
+            client = scope.get("client")
+            request_log.info(
+                "%s %s %d", scope["method"], scope["path"], status,
+                extra={"method": scope["method"], "path": scope["path"], "route": route,
+                       "status": status, "duration_ms": round(seconds * 1000, 2),
+                       "client": client[0] if client else None},
+            )  # fmt: skip
 
 
-def create_app(config: ServerConfig | None = None, app: App | None = None) -> Starlette:
+def create_app(config: ServerConfig | None = None, app: App | None = None) -> Front:
     """The HTTP service for `config`; `app` (optional) supplies the store and task defaults."""
     config = config or ServerConfig()
     logfiles.route(logfiles.REQUEST_LOG, config.request_log)
@@ -114,8 +160,7 @@ def create_app(config: ServerConfig | None = None, app: App | None = None) -> St
         lifespan=lifespan,
     )
     starlette.state.service = service
-    starlette.add_middleware(Observe, metrics=service.metrics)
-    return starlette
+    return Front(starlette, service)
 
 
 def _dashboard_routes() -> list[Route]:
@@ -126,7 +171,7 @@ def _dashboard_routes() -> list[Route]:
     return routes()
 
 
-def create_app_from_env() -> Starlette:
+def create_app_from_env() -> Front:
     """The factory each `deferq serve --workers N` process calls."""
     return create_app(ServerConfig.from_env())
 

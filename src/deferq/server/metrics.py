@@ -2,7 +2,7 @@
 
 Counted by this server process (summed over processes with `--workers N`, through
 prometheus-client's multiprocess directory): HTTP requests by route and status, request
-durations, and jobs enqueued through the API by queue.
+durations, and jobs enqueued through the API by queue. They lag by up to a second.
 
 Read from the store at each scrape (so the same from every server): jobs by queue and
 state (scheduled / queued / active are the queue depth; succeeded / dead / cancelled
@@ -14,6 +14,7 @@ store answered. Jobs are run by workers, not by this process, so per-attempt cou
 from __future__ import annotations
 
 import os
+import time
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
@@ -56,6 +57,12 @@ class StoreCollector:
 
 
 class Metrics:
+    """Counts are kept in plain dicts on the request path and handed to prometheus-client
+    at most once per FLUSH_SECONDS (and before each scrape): a request then costs a dict
+    update, not three locked metric updates. Counters may lag by up to FLUSH_SECONDS."""
+
+    FLUSH_SECONDS = 1.0
+
     def __init__(self, service: Service) -> None:
         self.service = service
         self.registry = CollectorRegistry(auto_describe=False)
@@ -67,10 +74,38 @@ class Metrics:
         self.enqueued = Counter("deferq_jobs_enqueued", "Jobs stored through this API",
                                 ["queue"], registry=self.registry)  # fmt: skip
         self.multiprocess_dir = os.environ.get(MULTIPROCESS_ENV)
+        self._requests: dict[tuple[str, str, int], int] = {}
+        self._durations: dict[str, list[float]] = {}
+        self._enqueued: dict[str, int] = {}
+        self._flushed = time.monotonic()
 
     def observe(self, method: str, route: str, status: int, seconds: float) -> None:
-        self.requests.labels(method, route, str(status)).inc()
-        self.duration.labels(route).observe(seconds)
+        key = (method, route, status)
+        self._requests[key] = self._requests.get(key, 0) + 1
+        durations = self._durations.get(route)
+        if durations is None:
+            durations = self._durations[route] = []
+        durations.append(seconds)
+        if time.monotonic() - self._flushed >= self.FLUSH_SECONDS:
+            self.flush()
+
+    def count_enqueued(self, queue: str, count: int = 1) -> None:
+        self._enqueued[queue] = self._enqueued.get(queue, 0) + count
+
+    def flush(self) -> None:
+        """Hand the counts gathered since the last flush to prometheus-client."""
+        self._flushed = time.monotonic()
+        requests, self._requests = self._requests, {}
+        durations, self._durations = self._durations, {}
+        enqueued, self._enqueued = self._enqueued, {}
+        for (method, route, status), count in requests.items():
+            self.requests.labels(method, route, str(status)).inc(count)
+        for route, values in durations.items():
+            histogram = self.duration.labels(route)
+            for value in values:
+                histogram.observe(value)
+        for queue, count in enqueued.items():
+            self.enqueued.labels(queue).inc(count)
 
     def render(self) -> bytes:
         """The exposition text (blocking: reads the store)."""

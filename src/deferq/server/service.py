@@ -172,7 +172,7 @@ class Service:
         """Store jobs (batched with other requests') and count them by queue."""
         jobs = await self.batcher.enqueue(items)
         for item in items:
-            self.metrics.enqueued.labels(item.job.queue).inc()
+            self.metrics.count_enqueued(item.job.queue)
         return jobs
 
     async def _enqueue_items(self, items: Sequence[Enqueue]) -> list[Job]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -30,19 +31,21 @@ def too_large(limit: int) -> ApiError:
     return ApiError(413, "too_large", f"the request body is over the limit of {limit} bytes")
 
 
-async def read_json(request: Request) -> Any:
-    """The body as JSON: 413 past the size limit, 400 naming what is malformed."""
-    limit = service_of(request).config.max_body
-    declared = request.headers.get("content-length")
+async def read_body(chunks: AsyncIterator[bytes], declared: str | None, limit: int) -> bytes:
+    """The whole body, refused with a 413 as soon as it is known to pass `limit` bytes."""
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise too_large(limit)
-    chunks, size = [], 0
-    async for chunk in request.stream():
+    parts, size = [], 0
+    async for chunk in chunks:
         size += len(chunk)
         if size > limit:
             raise too_large(limit)
-        chunks.append(chunk)
-    body = b"".join(chunks)
+        parts.append(chunk)
+    return b"".join(parts)
+
+
+def decode_json(body: bytes) -> Any:
+    """JSON, or a 400 that names what is malformed."""
     if not body.strip():
         raise ApiError(400, "malformed_json", "the request body is empty: send a JSON object")
     try:
@@ -51,12 +54,15 @@ async def read_json(request: Request) -> Any:
         raise ApiError(400, "malformed_json", f"the request body is not valid JSON: {exc}") from None
 
 
-async def authorize(request: Request, scope: str) -> None:
-    """Let the request through if its Bearer token grants `scope`: else 401 or 403."""
-    service = service_of(request)
+async def read_json(request: Request) -> Any:
+    limit = service_of(request).config.max_body
+    return decode_json(await read_body(request.stream(), request.headers.get("content-length"), limit))
+
+
+async def check_token(service: Service, header: str, scope: str) -> None:
+    """Pass if the Authorization header's Bearer token grants `scope`: else 401 or 403."""
     if not service.config.auth:
         return
-    header = request.headers.get("authorization", "")
     kind, _, token = header.partition(" ")
     token = token.strip()
     if kind.lower() != "bearer" or not token:
@@ -69,6 +75,10 @@ async def authorize(request: Request, scope: str) -> None:
     if not allows(granted, scope):
         raise ApiError(403, "forbidden", f"this route needs a token with the {scope} scope; "
                        f"this token has the {granted} scope")  # fmt: skip
+
+
+async def authorize(request: Request, scope: str) -> None:
+    await check_token(service_of(request), request.headers.get("authorization", ""), scope)
 
 
 def query_int(request: Request, name: str, default: int, minimum: int, maximum: int) -> int:
