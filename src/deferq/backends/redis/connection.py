@@ -153,10 +153,14 @@ class Waiter:
             blocked.fresh = not blocked.pending
         try:
             while True:
+                remaining = deadline - time.monotonic()
                 for blocked in watched:
                     if not blocked.pending:
-                        # the server's own timeout only bounds a forgotten BLPOP
-                        blocked.conn.send_command("BLPOP", *blocked.group.keys, max(timeout, 1.0) + 5)
+                        # The deadline is kept by select() below: Redis checks blocking
+                        # timeouts only ~10 times a second. The server's timeout ends a
+                        # BLPOP left pending soon after, so that it does not take wake
+                        # tokens other idle workers should get (0 would mean forever).
+                        blocked.conn.send_command("BLPOP", *blocked.group.keys, round(max(remaining, 0.01), 3))
                         blocked.pending = True
                 ready = [b for b in watched if b.conn.can_read(timeout=0)]
                 if not ready:
