@@ -12,23 +12,22 @@ numbers are a floor, not a ceiling.
 
 from __future__ import annotations
 
-import sys
-
-# This file is named http.py: keep its folder off the import path, or it shadows the
-# standard library's `http` package that httpx needs.
-sys.path[:] = [p for p in sys.path if p and not p.rstrip("/").endswith("bench")]
-
 import argparse
 import asyncio
 import json
 import multiprocessing
 import os
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-import httpx
+# This file is named http.py: keep its folder off the import path, or it shadows the
+# standard library's `http` package that httpx needs.
+sys.path[:] = [p for p in sys.path if p and not p.rstrip("/").endswith("bench")]
+
+import httpx  # noqa: E402 - after the path fix above
 
 ROOT = Path(__file__).resolve().parent.parent
 
