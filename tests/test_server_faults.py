@@ -1,0 +1,39 @@
+"""The store going away under a running API: answers turn into 503 JSON at once (never a
+hang or a 500), and the API recovers by itself when the store is back."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import deferq
+from deferq.server import ServerConfig, create_app
+from tests.server_helpers import TestClient
+from tests.stores.redis import RedisServer, _need_redis_server
+
+
+def test_redis_down_is_a_503_and_the_api_recovers(tmp_path: Path) -> None:
+    _need_redis_server()
+    server = RedisServer(tmp_path / "redis").start()
+    app = deferq.App(f"redis://127.0.0.1:{server.port}/0")
+    try:
+        with TestClient(create_app(ServerConfig(auth=False, error_log="off"), app)) as api:
+            assert api.post("/v1/jobs", json={"task": "t"}).status_code == 201
+            server.stop()
+            started = time.monotonic()
+            for method, path, body in [("POST", "/v1/jobs", {"task": "t"}), ("GET", "/v1/queues", None),
+                                       ("GET", "/readyz", None),
+                                       ("PUT", "/v1/topics/t", {"url": "http://127.0.0.1:9/"})]:  # fmt: skip
+                answer = api.request(method, path, json=body)
+                assert answer.status_code == 503, (path, answer.text)
+                assert "store cannot be reached" in answer.json()["error"]["message"]
+                assert answer.headers["retry-after"] == "1"
+            assert time.monotonic() - started < 10, "a dead store must be reported fast"
+            assert api.get("/healthz").status_code == 200
+            assert "deferq_store_up 0.0" in api.get("/metrics").text
+            server.start()
+            assert api.post("/v1/jobs", json={"task": "t"}).status_code == 201
+            assert api.get("/readyz").status_code == 200
+    finally:
+        app.close()
+        server.stop()
