@@ -120,10 +120,15 @@ def runs(record: Path) -> list[tuple[str, str, int]]:
 
 
 def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """For a `url` fixture: a SQLite file by default; with `both_stores` also db 2 of the
-    shared Redis under a key prefix of its own (deleted afterwards)."""
-    if getattr(request, "param", "sqlite") == "sqlite":
+    """For a `url` fixture: a SQLite file by default; with `every_store` also db 2 of the
+    shared Redis under a key prefix of its own (deleted afterwards), and the emptied
+    PostgreSQL and MySQL stores of tests/stores/."""
+    kind = getattr(request, "param", "sqlite")
+    if kind == "sqlite":
         yield f"sqlite:///{tmp_path}/deferq.db"
+        return
+    if kind != "redis":
+        yield request.getfixturevalue(f"{kind}_url")
         return
     import redis
 
@@ -142,5 +147,5 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     client.close()
 
 
-#: run a test on SQLite and on Redis: ``@both_stores`` with the `url` fixture
-both_stores = pytest.mark.parametrize("url", ["sqlite", "redis"], indirect=True)
+#: run a test on every kind of store: ``@every_store`` with a `url` fixture
+every_store = pytest.mark.parametrize("url", ["sqlite", "redis", "postgres", "mysql"], indirect=True)

@@ -19,7 +19,7 @@ from tests.supervisor_harness import (
     ROOT,
     Master,
     all_jobs,
-    both_stores,
+    every_store,
     job_states,
     runs,
     store_url,
@@ -69,7 +69,7 @@ def enqueue_naps(store: deferq.App, count: int, seconds: float) -> list[str]:
     return [job.id for job in store.enqueue_many(calls)]
 
 
-@both_stores
+@every_store
 def test_titles_and_a_killed_child_is_replaced_nothing_lost(master, store):
     m = master()
     titles = ["deferq: worker main #1", "deferq: worker main #2"]
@@ -94,7 +94,7 @@ def test_titles_and_a_killed_child_is_replaced_nothing_lost(master, store):
     assert m.stop() == 0
 
 
-@both_stores
+@every_store
 def test_sigterm_lets_running_jobs_finish_and_loses_nothing(master, store, url):
     m = master()
     wait_until(lambda: len(m.children()) == 2, 20, "two children")

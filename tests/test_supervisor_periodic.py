@@ -9,7 +9,7 @@ import pytest
 import deferq
 from deferq.errors import ConfigError
 from deferq.supervisor.periodic import CATCH_UP, PeriodicJob, PeriodicScheduler
-from tests.supervisor_harness import Master, all_jobs, both_stores, store_url, wait_until
+from tests.supervisor_harness import Master, all_jobs, every_store, store_url, wait_until
 
 EVERY_SECOND = "* * * * * *"  # six fields: seconds come last
 
@@ -57,7 +57,7 @@ def test_bad_schedules_are_refused():
 
 
 @pytest.mark.slow
-@both_stores
+@every_store
 def test_two_masters_enqueue_each_tick_exactly_once(tmp_path, url):
     body = f"""
 check_every = "0.5s"
