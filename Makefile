@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test services lint bench bench-peers clean
+.PHONY: demo test services browser lint bench bench-peers clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -23,7 +23,10 @@ demo: $(VENV)/.demo
 services:
 	@scripts/services.sh
 
-test: $(STAMP) services
+browser:
+	@scripts/install-browser.sh
+
+test: $(STAMP) services browser
 	$(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 
 lint: $(STAMP)

@@ -19,6 +19,7 @@ from starlette.types import Message, Receive, Scope, Send
 from ..app import App
 from . import logfiles
 from .config import ServerConfig
+from .dashboard import routes as dashboard_routes
 from .errors import ApiError
 from .metrics import CONTENT_TYPE
 from .openapi import document
@@ -147,7 +148,7 @@ def create_app(config: ServerConfig | None = None, app: App | None = None) -> Fr
     logfiles.route(logfiles.ERROR_LOG, config.error_log)
     service = Service(config, app)
     routes = [*api_routes(), Route("/openapi.json", openapi, methods=["GET"]),
-              Route("/metrics", metrics, methods=["GET"]), *_dashboard_routes()]  # fmt: skip
+              Route("/metrics", metrics, methods=["GET"]), *dashboard_routes()]  # fmt: skip
 
     @asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
@@ -163,12 +164,6 @@ def create_app(config: ServerConfig | None = None, app: App | None = None) -> Fr
     return Front(starlette, service)
 
 
-def _dashboard_routes() -> list[Route]:
-    try:
-        from .dashboard import routes
-    except ImportError:
-        return []
-    return routes()
 
 
 def create_app_from_env() -> Front:
