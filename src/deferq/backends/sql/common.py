@@ -38,11 +38,16 @@ job_from_row: Callable[[Sequence[Any], float], Job] = SQLiteBackend._job
 
 @dataclass(frozen=True, slots=True)
 class Step:
-    """One statement of a plan. With `many`, `params` is a list: one run per entry."""
+    """One statement of a plan. With `many`, `params` is a list: one run per entry
+    (the reply counts rows per entry, and lists their result rows in entry order).
+    `begin` / `commit` open / close a transaction around it, in the same round trip
+    (MySQL; PostgreSQL plans are single statements, atomic by themselves)."""
 
     sql: str
     params: Any = None
     many: bool = False
+    begin: bool = False
+    commit: bool = False
 
 
 @dataclass(slots=True)
@@ -108,9 +113,6 @@ class SQLBackend(Backend):
 
     dialect: ClassVar[str]  # the folder of its .sql files
     options_known: ClassVar[tuple[str, ...]] = ("migrate", "pool_size")
-    #: Whether a batch of fenced updates (settle, heartbeat) needs a transaction block:
-    #: yes where it is one statement per job, no where it is one statement.
-    fenced_atomic: ClassVar[bool] = True
 
     def __init__(self, url: str, **options: Any) -> None:
         self.url = url
@@ -228,9 +230,7 @@ class SQLBackend(Backend):
     ) -> list[Job]:
         if limit <= 0 or not queues:
             return []
-        return self.run(
-            self.claim_plan(queues, limit, worker, lease, priorities), atomic=True, durable=False
-        )
+        return self.run(self.claim_plan(queues, limit, worker, lease, priorities), durable=False)
 
     @staticmethod
     def claim_order(jobs: list[tuple[Job, int]], priorities: Sequence[int]) -> list[Job]:
@@ -245,11 +245,11 @@ class SQLBackend(Backend):
             {"id": job.id, "worker": job.worker, "attempts": job.attempts, **more}
             for job, more in zip(jobs, extra, strict=True)
         ]
-        return self.run(self.fenced_plan(sql, params), atomic=self.fenced_atomic, durable=False)
+        return self.run(self.fenced_plan(sql, params), durable=False)
 
     def fenced_plan(self, sql: str, params: list[dict[str, Any]]) -> Plan[list[bool]]:
         """Whether each entry applied. Here: one statement per entry (its row count)."""
-        reply = yield Step(sql, params, many=True)
+        reply = yield Step(sql, params, many=True, begin=True, commit=True)
         return [count == 1 for count in reply.counts]
 
     def heartbeat(self, jobs: Sequence[Job], lease: float) -> set[str]:

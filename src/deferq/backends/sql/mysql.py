@@ -28,7 +28,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import pymysql
-from pymysql.constants import CLIENT
+from pymysql.constants import CLIENT, SERVER_STATUS
 
 from ...errors import ConfigError, StoreUnavailable
 from ...job import Job
@@ -84,7 +84,8 @@ class MySQLBackend(SQLBackend):
             "connect_timeout": timeout,
             # Row counts of UPDATE are rows matched, not rows changed: a fence that held
             # counts 1 even when the values written equal the old ones.
-            "client_flag": CLIENT.FOUND_ROWS,
+            # Several statements per round trip (our own connections only).
+            "client_flag": CLIENT.FOUND_ROWS | CLIENT.MULTI_STATEMENTS,
             "init_command": "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED",
         }  # fmt: skip
         claim = self.options.get("claim", "auto")
@@ -96,15 +97,14 @@ class MySQLBackend(SQLBackend):
         self._pid = os.getpid()
         self._poll = POLL_MIN
 
-    @property
-    def skip_locked(self) -> bool:
+    def detect_claim(self) -> None:
+        """claim=auto: SKIP LOCKED if the server has it (asked once, outside any plan)."""
         if self._claim == "auto":
             def plan() -> Plan[str]:
                 reply = yield Step("SELECT VERSION()")
                 return str(reply.rows[0][0])
 
             self._claim = "skip_locked" if supports_skip_locked(self.run(plan())) else "update"
-        return self._claim == "skip_locked"
 
     @contextmanager
     def connection(self) -> Iterator[pymysql.connections.Connection]:
@@ -157,17 +157,28 @@ class MySQLBackend(SQLBackend):
 
     @staticmethod
     def execute(cur: Any, step: Step) -> Reply:
-        if not step.many:
+        if not (step.many or step.begin or step.commit):
             cur.execute(step.sql, step.params)
             return Reply(list(cur.fetchall()) if cur.description else [], cur.rowcount)
-        if step.sql.lstrip().upper().startswith("INSERT"):
+        if step.sql.lstrip().upper().startswith("INSERT") and not (step.begin or step.commit):
             cur.executemany(step.sql, step.params)  # one multi-row INSERT
             return Reply([], cur.rowcount)
+        # Several statements in one round trip (our connections allow it), read back
+        # result by result, with the transaction's BEGIN / COMMIT in the same packet.
+        runs = step.params if step.many else [step.params]
+        statements = [cur.mogrify(step.sql, params) for params in runs]
+        statements = ["BEGIN"] * step.begin + statements + ["COMMIT"] * step.commit
+        rows: list[tuple[Any, ...]] = []
         counts = []
-        for params in step.params:
-            cur.execute(step.sql, params)
+        cur.execute(";\n".join(statements))
+        while True:
+            if cur.description:
+                rows += cur.fetchall()
             counts.append(cur.rowcount)
-        return Reply([], sum(counts), counts)
+            if not cur.nextset():
+                break
+        counts = counts[int(step.begin) : len(counts) - int(step.commit)]
+        return Reply(rows, sum(counts), counts)
 
     def run(
         self, plan: Plan[T], *, atomic: bool = False, connection: Any = None, durable: bool = True
@@ -179,16 +190,16 @@ class MySQLBackend(SQLBackend):
                 with self.caller_connection(connection).cursor() as cur:
                     return common.drive(plan, partial(self.execute, cur))
             with self.connection() as conn, conn.cursor() as cur:
-                if not atomic:
-                    return common.drive(plan, partial(self.execute, cur))
-                conn.begin()
                 try:
+                    if atomic:
+                        conn.begin()
                     result = common.drive(plan, partial(self.execute, cur))
-                except BaseException:
-                    conn.rollback()
-                    raise
-                conn.commit()
-                return result
+                    if atomic:
+                        conn.commit()
+                    return result
+                finally:
+                    if conn.open and conn.server_status & SERVER_STATUS.SERVER_STATUS_IN_TRANS:
+                        conn.rollback()  # a plan stopped short of its COMMIT
         except CONNECTION_ERRORS as exc:
             raise self.unavailable(exc) from None
 
@@ -284,12 +295,8 @@ class MySQLBackend(SQLBackend):
     def reserve(
         self, queues: Sequence[str], limit: int, worker: str, lease: float, priorities: Sequence[int]
     ) -> list[Job]:
-        if limit <= 0 or not queues:
-            return []
-        if self.skip_locked:
-            jobs = self.run(self.claim_plan(queues, limit, worker, lease, priorities), atomic=True)
-        else:
-            jobs = self.run(self.claim_update_plan(queues, limit, worker, lease, priorities))
+        self.detect_claim()
+        jobs = super().reserve(queues, limit, worker, lease, priorities)
         if jobs:
             self._poll = POLL_MIN  # busy: look again soon when it runs dry
         return jobs
@@ -297,33 +304,37 @@ class MySQLBackend(SQLBackend):
     def claim_plan(
         self, queues: Sequence[str], limit: int, worker: str, lease: float, priorities: Sequence[int]
     ) -> Plan[list[Job]]:
-        """SKIP LOCKED, level by level; each level merges its queues by due time."""
-        chosen: list[tuple[Job, int]] = []
-        now = 0.0
-        for priority in priorities:
-            want = limit - len(chosen)
-            if want <= 0:
-                break
-            level: list[tuple[Any, ...]] = []
-            for queue in queues:
-                params = {"queue": queue, "priority": priority, "limit": want}
-                level += (yield Step(self.q["claim"], params)).rows
-            level.sort(key=lambda row: (row[10], row[18]))  # run_at, seq
-            for row in level[:want]:
-                now = row[17]
-                chosen.append((job_from_row(row[:17], row[17]), row[18]))
+        if self._claim == "update":
+            return (yield from self.claim_update_plan(queues, limit, worker, lease, priorities))
+        return (yield from self.claim_skip_locked_plan(queues, limit, worker, lease, priorities))
+
+    def claim_skip_locked_plan(
+        self, queues: Sequence[str], limit: int, worker: str, lease: float, priorities: Sequence[int]
+    ) -> Plan[list[Job]]:
+        """SKIP LOCKED: every (level, queue) range in one round trip, each read in index
+        order; the best `limit` rows are leased. The others were locked for a moment
+        only (until this transaction ends, a round trip later)."""
+        ranges = [
+            {"queue": queue, "priority": priority, "limit": limit}
+            for priority in priorities
+            for queue in queues
+        ]
+        reply = yield Step(self.q["claim"], ranges, many=True, begin=True)
+        found = [(job_from_row(row[:17], row[17]), row[18]) for row in reply.rows]
+        chosen = self.claim_order(list(found), priorities)[:limit]
         if not chosen:
+            yield Step("COMMIT")
             return []
-        lease_until = now + lease
+        seq_of = {job.id: seq for job, seq in found}
+        lease_until = reply.rows[0][17] + lease
         yield Step(self.q["lease"], {
-            "worker": worker, "lease_until": lease_until, "seqs": tuple(seq for _, seq in chosen),
-        })  # fmt: skip
-        leased = [
-            (job.with_state("active", attempts=job.attempts + 1, worker=worker,
-                            lease_until=lease_until), seq)
-            for job, seq in chosen
-        ]  # fmt: skip
-        return self.claim_order(leased, priorities)
+            "worker": worker, "lease_until": lease_until,
+            "seqs": tuple(seq_of[job.id] for job in chosen),
+        }, commit=True)  # fmt: skip
+        return [
+            job.with_state("active", attempts=job.attempts + 1, worker=worker, lease_until=lease_until)
+            for job in chosen
+        ]
 
     def claim_update_plan(
         self, queues: Sequence[str], limit: int, worker: str, lease: float, priorities: Sequence[int]

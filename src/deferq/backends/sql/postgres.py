@@ -40,7 +40,6 @@ class PostgresBackend(SQLBackend):
     schemes = ("postgresql", "postgres")
     dialect = "postgres"
     options_known = ("migrate", "pool_size", "schema")
-    fenced_atomic = False  # settle and heartbeat are one statement over arrays
 
     # -- connections --------------------------------------------------------------------
 
@@ -252,14 +251,6 @@ class PostgresBackend(SQLBackend):
         reply = yield Step(self.q["claim" if len(queues) == 1 else "claim_queues"], params)
         pairs = [(job_from_row(row[:17], row[17]), row[18]) for row in reply.rows]
         return self.claim_order(pairs, priorities)
-
-    def reserve(
-        self, queues: Sequence[str], limit: int, worker: str, lease: float, priorities: Sequence[int]
-    ) -> list[Job]:
-        if limit <= 0 or not queues:
-            return []
-        # One statement: atomic without a transaction block (saves two round trips).
-        return self.run(self.claim_plan(queues, limit, worker, lease, priorities), durable=False)
 
     def fenced_plan(self, sql: str, params: list[dict[str, Any]]) -> Plan[list[bool]]:
         """One statement over arrays (one element per job); RETURNING names those applied."""

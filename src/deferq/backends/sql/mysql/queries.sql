@@ -69,14 +69,16 @@ SELECT {job_columns}, {now}, seq FROM {jobs} WHERE state = 'active' AND claim_to
 -- name: heartbeat
 -- One job (MySQL has no arrays to unnest; the batch is one transaction). Our
 -- connections count matched rows (CLIENT.FOUND_ROWS), so 1 means the fence held.
-UPDATE {jobs} SET lease_until = {now} + %(lease)s
+-- The optimizer, seeing few active rows, would rather range-scan them by state than
+-- look the id up: the hint keeps every fenced update a single-row look-up.
+UPDATE {jobs} FORCE INDEX (deferq_jobs_id) SET lease_until = {now} + %(lease)s
 WHERE id = %(id)s AND state = 'active' AND worker = %(worker)s AND attempts = %(attempts)s
 
 -- name: settle
 -- One outcome, fenced like heartbeat. MySQL assigns left to right and later
 -- assignments see earlier ones, so the columns read (attempts) come before the
--- columns cleared (worker, lease_until).
-UPDATE {jobs} SET
+-- columns cleared (worker, lease_until). Same index hint as heartbeat.
+UPDATE {jobs} FORCE INDEX (deferq_jobs_id) SET
     state = %(state)s,
     attempts = attempts - %(released)s,
     run_at = CASE WHEN %(kind)s = 'retry' THEN {now} + %(delay)s ELSE run_at END,

@@ -31,8 +31,9 @@ CREATE TABLE {jobs} (
     -- The hot path. No partial index either, so `state` leads: waiting rows form one
     -- contiguous range, read in claim order, and finished rows (other states) lie
     -- outside it however many there are (S3-2).
+    -- Its `state = 'active'` prefix also finds expired leases: active rows are few
+    -- (one per running job), so a separate lease index would only cost every claim.
     KEY deferq_jobs_waiting (state, queue, priority, run_at, seq),
-    KEY deferq_jobs_leased (state, lease_until),
     KEY deferq_jobs_key (unique_key, seq),
     KEY deferq_jobs_finished (state, finished_at)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
