@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -19,17 +18,13 @@ from typing import Any
 
 import httpx
 
+from tests.alert_receivers import free_port
+
 with warnings.catch_warnings():  # starlette asks for "httpx2", a package we do not need
     warnings.simplefilter("ignore")
     from starlette.testclient import TestClient
 
 __all__ = ["TestClient", "Receiver", "delivery_worker", "running_server", "wait_until"]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def wait_until(check: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:

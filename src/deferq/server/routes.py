@@ -41,6 +41,14 @@ def _path(request: Request, name: str) -> str:
     return request.path_params[name]
 
 
+async def refusal(service: Service, job_id: str, code: str, rule: str) -> ApiError:
+    """Why an action on a job did not apply: 404 when there is no such job, else 409."""
+    job = await service.store(service.backend.get, job_id)
+    if job is None:
+        return not_found(f"job {job_id}")
+    return ApiError(409, code, f"job {job_id} is {job.state}: {rule}")
+
+
 # -- jobs ------------------------------------------------------------------------------
 
 
@@ -115,11 +123,7 @@ async def cancel_job(request: Request) -> JSON:
     job_id = _path(request, "job_id")
     if await service.store(service.backend.cancel, job_id):
         return JSON({"id": job_id, "state": "cancelled"})
-    job = await service.store(service.backend.get, job_id)
-    if job is None:
-        raise not_found(f"job {job_id}")
-    raise ApiError(409, "not_cancellable", f"job {job_id} is {job.state}: only waiting jobs can "
-                   "be cancelled")  # fmt: skip
+    raise await refusal(service, job_id, "not_cancellable", "only waiting jobs can be cancelled")
 
 
 # -- queues and dead letters -------------------------------------------------------------
@@ -147,10 +151,7 @@ async def retry_dead(request: Request) -> JSON:
     job_id = _path(request, "job_id")
     if await service.store(service.backend.retry_dead, job_id):
         return JSON({"id": job_id, "state": "queued"})
-    job = await service.store(service.backend.get, job_id)
-    if job is None:
-        raise not_found(f"job {job_id}")
-    raise ApiError(409, "not_dead", f"job {job_id} is {job.state}, not dead")
+    raise await refusal(service, job_id, "not_dead", "only dead jobs can be retried")
 
 
 @needs(ADMIN)
