@@ -60,6 +60,7 @@ class RedisBackend(Backend):
         self.keys = KeySpace(prefix or self.target.prefix)
         self.cluster = self.target.cluster
         self.client = sync_client(self.target)
+        self._lane = None if self.cluster else scripts.DirectLane(self.client.connection_pool)
         self._async: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
         self._registered: set[str] = set()
         self._waiter = Waiter()
@@ -68,12 +69,14 @@ class RedisBackend(Backend):
     # -- running scripts ------------------------------------------------------------
 
     def _run(self, call: Call) -> Any:
+        if self._lane is not None:
+            return self._lane.run(call)
         return scripts.run(self.client, call)
 
     def _run_all(self, calls: list[Call]) -> list[Any]:
         """Calls for different slots: one round trip on a server, one per call on a cluster."""
         if len(calls) == 1 or self.cluster:
-            return [scripts.run(self.client, call) for call in calls]
+            return [self._run(call) for call in calls]
         return scripts.run_pipelined(self.client, calls)
 
     def _by_slot(self, queues: Iterable[str]) -> list[list[str]]:
@@ -92,13 +95,17 @@ class RedisBackend(Backend):
     # -- producing --------------------------------------------------------------------
 
     def _enqueue_plan(self, items: Sequence[Enqueue]) -> _EnqueuePlan:
-        by_queue: dict[str, list[int]] = {}
-        for i, item in enumerate(items):
-            by_queue.setdefault(item.job.queue, []).append(i)
+        queue = items[0].job.queue
+        if all(item.job.queue == queue for item in items):  # the usual case, kept lean
+            by_queue = {queue: list(range(len(items)))}
+        else:
+            by_queue = {}
+            for i, item in enumerate(items):
+                by_queue.setdefault(item.job.queue, []).append(i)
         calls = []
         for queue, positions in by_queue.items():
             qk = self.keys.queue(queue)
-            keys = [*qk.waiting, qk.unique, qk.wake, qk.job_prefix]
+            keys = [*qk.enqueue_keys]
             args: list[Any] = []
             for i in positions:
                 keys.append(qk.job_prefix + items[i].job.id)
@@ -483,6 +490,8 @@ class RedisBackend(Backend):
 
     def close(self) -> None:
         self._waiter.reset()
+        if self._lane is not None:
+            self._lane.close()
         try:
             self.client.close()
         except Exception:  # noqa: BLE001 - closing a broken client

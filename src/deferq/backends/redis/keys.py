@@ -47,6 +47,11 @@ class QueueKeys:
     wake: str
     job_prefix: str
 
+    @property
+    def enqueue_keys(self) -> tuple[str, ...]:
+        """KEYS[1..6] of enqueue.lua."""
+        return (*self.waiting, self.unique, self.wake, self.job_prefix)
+
     def job(self, job_id: str) -> str:
         return self.job_prefix + job_id
 

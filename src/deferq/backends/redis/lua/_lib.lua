@@ -1,5 +1,6 @@
--- Helpers prepended to every script by scripts.py (a Redis script is one chunk, so
--- this is the only way to share code between them). Not an operation by itself.
+-- Helpers for the scripts: scripts.py prepends to each script the ones it uses (a
+-- Redis script is one chunk, so this is the only way to share code). Blocks are
+-- separated by blank lines, each helper defined before the helpers that use it.
 
 -- Times are stored as text with 17 digits, which reads back as exactly the same
 -- double in Python (Lua's own tostring keeps only 14).
