@@ -321,3 +321,22 @@ def test_bootstrap_a_real_server_with_a_token_from_the_cli(store):
         assert 'deferq_jobs_enqueued_total{queue="callbacks"} 4.0' in metrics
         assert 'deferq_jobs{queue="callbacks",state="queued"} 4.0' in metrics
         assert client.get("/readyz").json() == {"status": "ready"}
+
+
+def test_request_and_error_logs_are_json_lines_in_their_files(tmp_path):
+    import json
+
+    requests, errors = tmp_path / "requests.log", tmp_path / "errors.log"
+    blocker = tmp_path / "blocker"
+    blocker.write_text("not a directory")
+    options = ("--no-auth", "--request-log", str(requests), "--error-log", str(errors))
+    with running_server(f"sqlite:///{blocker}/deferq.db", *options) as base:
+        client = httpx.Client(base_url=base, trust_env=False, timeout=10)
+        assert client.get("/v1/queues").status_code == 503
+        assert client.post("/v1/jobs", content=b"{").status_code in (400, 503)
+    logged = [json.loads(line) for line in requests.read_text().splitlines()]
+    queues = next(line for line in logged if line["path"] == "/v1/queues")
+    assert (queues["method"], queues["status"], queues["route"]) == ("GET", 503, "list_queues")
+    assert queues["duration_ms"] >= 0 and queues["client"] == "127.0.0.1"
+    failures = [json.loads(line) for line in errors.read_text().splitlines()]
+    assert any("cannot open the store" in line["message"] for line in failures)

@@ -37,3 +37,26 @@ def test_redis_down_is_a_503_and_the_api_recovers(tmp_path: Path) -> None:
     finally:
         app.close()
         server.stop()
+
+
+def test_past_max_inflight_a_request_is_answered_busy_at_once(tmp_path: Path) -> None:
+    import socket
+
+    import httpx
+
+    from tests.server_helpers import running_server, wait_until
+
+    with running_server(f"sqlite:///{tmp_path}/deferq.db", "--no-auth", "--max-inflight", "1") as base:
+        port = int(base.rsplit(":", 1)[1])
+        slow = socket.create_connection(("127.0.0.1", port))
+        try:  # a request whose body never finishes holds the one slot
+            slow.sendall(b"POST /v1/jobs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                         b"Content-Length: 100\r\n\r\n{\"task\": ")  # fmt: skip
+            client = httpx.Client(base_url=base, trust_env=False, timeout=5)
+            busy = wait_until(lambda: (r := client.get("/v1/queues")).status_code == 503 and r, 10,
+                              "a busy answer")  # fmt: skip
+            assert busy.json()["error"]["code"] == "busy" and busy.headers["retry-after"] == "1"
+            assert client.get("/healthz").status_code == 200  # health is never refused
+        finally:
+            slow.close()
+        wait_until(lambda: client.get("/v1/queues").status_code == 200, 10, "the slot freed")

@@ -298,18 +298,19 @@ main.add_command(status_command)  # deferq status: masters, pools, children
 @click.option("--max-body", default=1024 * 1024, show_default=True, help="Largest request body, bytes.")
 @click.option("--max-queue-length", type=int, default=None, help="Unfinished jobs a queue may hold (429 past it).")
 @click.option("--queue-limit", multiple=True, help="QUEUE=N: a limit for one queue (repeatable).")
+@click.option("--max-inflight", type=int, default=None, help="API requests one process answers at once.")
 @click.option("--request-log", default="off", show_default=True, help="File, - (stderr) or off.")
 @click.option("--error-log", default="-", show_default=True, help="File, - (stderr) or off.")
 def serve(url: str | None, app_path: str | None, host: str, port: int, workers: int, no_auth: bool,
           max_body: int, max_queue_length: int | None, queue_limit: tuple[str, ...],
-          request_log: str, error_log: str) -> None:  # fmt: skip
+          max_inflight: int | None, request_log: str, error_log: str) -> None:  # fmt: skip
     """The HTTP API: jobs, topics with signed callbacks, dead letters, metrics (docs/http.md)."""
     from .server.cli import ServerConfig, parse_queue_limits
     from .server.cli import serve as run_server
 
     config = ServerConfig(url=url, app_path=app_path, auth=not no_auth, max_body=max_body,
                           max_queue_length=max_queue_length,
-                          queue_limits=parse_queue_limits(queue_limit),
+                          queue_limits=parse_queue_limits(queue_limit), max_inflight=max_inflight,
                           request_log=request_log, error_log=error_log)  # fmt: skip
     run_server(config, host, port, workers)
 

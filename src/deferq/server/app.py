@@ -7,6 +7,7 @@ import logging
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 import orjson
 from starlette.applications import Starlette
@@ -73,6 +74,15 @@ async def _chunks(receive: Receive) -> AsyncIterator[bytes]:
             return
 
 
+async def send_json(send: Send, status: int, answer: Any, headers: dict[str, str]) -> None:
+    """Answer with JSON straight through ASGI (no Response object)."""
+    payload = orjson.dumps(answer)
+    head = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(payload))]
+    head += [(name.lower().encode(), value.encode()) for name, value in headers.items()]
+    await send({"type": "http.response.start", "status": status, "headers": head})
+    await send({"type": "http.response.body", "body": payload})
+
+
 class Front:
     """The outermost ASGI layer: metrics and the request log for every request, and a
     fast lane for POST /v1/jobs, the one hot route, which skips Starlette's layers
@@ -83,6 +93,10 @@ class Front:
         self.starlette = starlette
         self.service = service
         self.state = starlette.state
+        self.inflight = 0  # API requests being answered by this process
+        retry_after = str(service.config.retry_after)
+        self.busy = ApiError(503, "busy", "the server is busy: retry later",
+                             {"Retry-After": retry_after})  # fmt: skip
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -97,13 +111,21 @@ class Front:
                 status = message["status"]
             await send(message)
 
+        limit = self.service.config.max_inflight
+        counted = scope["path"].startswith("/v1/")
         try:
+            if counted and limit is not None and self.inflight >= limit:
+                counted = False  # S3-4: past the bound, answer at once without the store
+                await send_json(send_and_note, self.busy.status, self.busy.body(), self.busy.headers)
+                return
+            self.inflight += counted
             if scope["path"] == "/v1/jobs" and scope["method"] == "POST" and not scope["query_string"]:
                 scope["endpoint"] = create_job
                 await self.enqueue(scope, receive, send_and_note)
             else:
                 await self.starlette(scope, receive, send_and_note)
         finally:
+            self.inflight -= counted
             self.note(scope, status, time.perf_counter() - started)
 
     async def enqueue(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -121,11 +143,7 @@ class Front:
         except Exception as exc:  # noqa: BLE001 - answered as JSON like every other route
             error_log.error("POST /v1/jobs failed: %s", exc, exc_info=exc)
             status, answer = 500, INTERNAL
-        payload = orjson.dumps(answer)
-        head = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(payload))]
-        head += [(name.lower().encode(), value.encode()) for name, value in extra.items()]
-        await send({"type": "http.response.start", "status": status, "headers": head})
-        await send({"type": "http.response.body", "body": payload})
+        await send_json(send, status, answer, extra)
 
     def note(self, scope: Scope, status: int, seconds: float) -> None:
         endpoint = scope.get("endpoint")

@@ -20,6 +20,7 @@ class ServerConfig:
     max_batch: int = 1000  # jobs in one POST /v1/jobs/batch
     max_queue_length: int | None = None  # unfinished jobs a queue may hold; more is a 429
     queue_limits: dict[str, int] = field(default_factory=dict)  # per-queue overrides
+    max_inflight: int | None = None  # API requests one process answers at once; more: 503 busy
     retry_after: int = 1  # seconds, the Retry-After of a 429 or 503
     request_log: str | None = "off"  # file, "-" (stderr) or "off"
     error_log: str | None = "-"
