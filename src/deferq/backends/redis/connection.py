@@ -53,7 +53,11 @@ def parse_url(url: str) -> Target:
     prefix = query.pop("prefix", DEFAULT_PREFIX)
     cluster = parts.scheme == "redis+cluster"
     scheme = "redis" if cluster else parts.scheme
-    clean = urlunsplit((scheme, parts.netloc, parts.path, urlencode(query), ""))
+    db = parts.path.strip("/")
+    if scheme in ("redis", "rediss") and db and not db.isdigit():
+        raise ConfigError(f"the Redis URL {url!r} names database {db!r}: it must be a number, e.g. /0")
+    rest = f"?{urlencode(query)}" if query else ""
+    clean = f"{scheme}://{parts.netloc}{parts.path}{rest}"  # urlunsplit drops unix:// slashes
     where = parts.path if parts.scheme == "unix" else (parts.netloc.rsplit("@", 1)[-1] or "localhost:6379")
     return Target(clean, where, prefix, cluster)
 
