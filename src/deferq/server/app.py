@@ -26,7 +26,7 @@ from .metrics import CONTENT_TYPE
 from .openapi import document
 from .routes import PRODUCER, api_routes, create_job, enqueue_job
 from .service import Service
-from .web import JSON, check_token, decode_json, read_body, service_of
+from .web import JSON, check_token, decode_json, read_body, service_of, too_large
 
 request_log = logging.getLogger(logfiles.REQUEST_LOG)
 error_log = logging.getLogger(logfiles.ERROR_LOG)
@@ -64,7 +64,8 @@ async def metrics(request: Request) -> Response:
 INTERNAL = {"error": {"code": "internal", "message": "the server failed; see its error log"}}
 
 
-async def _chunks(receive: Receive) -> AsyncIterator[bytes]:
+async def _chunks(receive: Receive, first: bytes) -> AsyncIterator[bytes]:
+    yield first
     while True:
         message = await receive()
         if message["type"] != "http.request":
@@ -72,6 +73,18 @@ async def _chunks(receive: Receive) -> AsyncIterator[bytes]:
         yield message.get("body", b"")
         if not message.get("more_body"):
             return
+
+
+async def _body(receive: Receive, declared: bytes | None, limit: int) -> bytes:
+    """The request body; a small body comes in one message, read without a generator."""
+    length = declared and declared.decode("latin-1")
+    message = await receive()
+    body = message.get("body", b"")
+    if message.get("more_body") or (length is not None and length.isdigit() and int(length) > limit):
+        return await read_body(_chunks(receive, body), length, limit)
+    if len(body) > limit:
+        raise too_large(limit)
+    return body
 
 
 async def send_json(send: Send, status: int, answer: Any, headers: dict[str, str]) -> None:
@@ -134,9 +147,7 @@ class Front:
         try:
             authorization = headers.get(b"authorization", b"").decode("latin-1")
             await check_token(self.service, authorization, PRODUCER)
-            declared = headers.get(b"content-length")
-            body = await read_body(_chunks(receive), declared and declared.decode("latin-1"),
-                                   self.service.config.max_body)  # fmt: skip
+            body = await _body(receive, headers.get(b"content-length"), self.service.config.max_body)
             status, answer = await enqueue_job(self.service, decode_json(body))
         except ApiError as exc:
             status, answer, extra = exc.status, exc.body(), exc.headers
