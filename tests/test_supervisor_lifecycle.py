@@ -237,3 +237,22 @@ def test_a_crash_loop_is_braked_and_alerted(master, store, webhook_inbox):  # no
     assert "restarting in" in m.log()  # the brake: later restarts wait
     wait_until(lambda: job_states(store)["dead"] == 3, 60, "the three crashing jobs dead")
     assert m.stop() == 0
+
+
+def test_children_of_a_killed_master_stop_on_their_own(master, store):
+    m = master()
+    children = wait_until(lambda: len(m.children()) == 2 and m.children(), 20, "two children")
+    enqueue_naps(store, 2, 1.0)
+    wait_until(lambda: job_states(store)["active"] == 2, 20, "two jobs running")
+    m.process.kill()  # SIGKILL: the master cannot stop its children
+    m.process.wait(10)
+
+    def gone(pid: int) -> bool:
+        try:
+            with open(f"/proc/{pid}/stat") as stat:
+                return stat.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")  # exited
+        except FileNotFoundError:
+            return True
+
+    wait_until(lambda: all(gone(pid) for pid in children), 15, "the orphans to stop")
+    assert job_states(store) == Counter(succeeded=2)  # they finished their jobs first
