@@ -8,6 +8,7 @@ of the query goes to redis-py (e.g. `socket_timeout=3`).
 
 from __future__ import annotations
 
+import os
 import select
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -148,9 +149,12 @@ class Waiter:
 
     def __init__(self) -> None:
         self._blocked: dict[tuple[Any, ...], _Blocked] = {}
+        self._pid = os.getpid()
 
     def wait(self, groups: Sequence[WakeGroup], timeout: float) -> bool:
         """True when woken by a token, False at the deadline."""
+        if self._pid != os.getpid():  # forked: the parent's sockets are not ours to read
+            self._blocked, self._pid = {}, os.getpid()
         deadline = time.monotonic() + timeout
         watched = [self._get(group) for group in groups]
         for blocked in watched:
