@@ -340,3 +340,21 @@ def test_request_and_error_logs_are_json_lines_in_their_files(tmp_path):
     assert queues["duration_ms"] >= 0 and queues["client"] == "127.0.0.1"
     failures = [json.loads(line) for line in errors.read_text().splitlines()]
     assert any("cannot open the store" in line["message"] for line in failures)
+
+
+def test_token_cli_lists_and_revokes(store):
+    from click.testing import CliRunner
+
+    from deferq.cli import main
+
+    runner = CliRunner()
+    made = runner.invoke(main, ["token", "create", "--scope", "producer", "--note", "shop",
+                                "--url", store])  # fmt: skip
+    assert made.exit_code == 0, made.output
+    listed = runner.invoke(main, ["token", "list", "--url", store])
+    token_id, scope, note = listed.output.split()
+    assert (scope, note) == ("producer", "shop")
+    assert runner.invoke(main, ["token", "revoke", token_id, "--url", store]).exit_code == 0
+    again = runner.invoke(main, ["token", "revoke", token_id, "--url", store])
+    assert again.exit_code == 1 and "no token" in again.output
+    assert runner.invoke(main, ["token", "list", "--url", store]).output == ""

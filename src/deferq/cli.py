@@ -330,5 +330,27 @@ def token_create(app: App, scope: str, note: str) -> None:
 
     create_token(app.backend, scope, note)
 
+
+@token.command("list")
+@app_options
+def token_list(app: App) -> None:
+    """Tokens by id, scope and note (the tokens themselves are not stored)."""
+    from .server.auth import list_tokens
+
+    for record in list_tokens(app.backend):
+        click.echo(f"{record['id']}  {record['scope']:<8}  {record.get('note', '')}")
+
+
+@token.command("revoke")
+@app_options
+@click.argument("token_id")
+def token_revoke(app: App, token_id: str) -> None:
+    """Revoke a token by its id (servers notice within 5 seconds)."""
+    from .server.auth import revoke
+
+    if not revoke(app.backend, token_id):
+        raise click.ClickException(f"no token with id {token_id}")
+    click.echo(f"revoked {token_id}")
+
 if __name__ == "__main__":
     main()

@@ -30,6 +30,7 @@ from .web import JSON, check_token, decode_json, read_body, service_of, too_larg
 
 request_log = logging.getLogger(logfiles.REQUEST_LOG)
 error_log = logging.getLogger(logfiles.ERROR_LOG)
+INTERNAL = {"error": {"code": "internal", "message": "the server failed; see its error log"}}
 
 
 async def api_error(request: Request, exc: Exception) -> Response:
@@ -59,9 +60,6 @@ async def metrics(request: Request) -> Response:
     service.metrics.flush()  # this process's counts, on the thread that gathers them
     body = await asyncio.to_thread(service.metrics.render)
     return Response(body, media_type=CONTENT_TYPE)
-
-
-INTERNAL = {"error": {"code": "internal", "message": "the server failed; see its error log"}}
 
 
 async def _chunks(receive: Receive, first: bytes) -> AsyncIterator[bytes]:
