@@ -71,7 +71,8 @@ async def _topic_job(service: Service, data: dict[str, Any], name: Any, options:
         timeout=(ttr or topic.ttr) + TIMEOUT_MARGIN, key=options["key"],
         run_at=options["at"] or 0.0,
     )  # fmt: skip
-    delay = 0.0 if options["at"] else (topic.delay_ms if delay_ms is None else delay_ms) / 1000
+    due_at = options["at"] is not None
+    delay = 0.0 if due_at else (topic.delay_ms if delay_ms is None else delay_ms) / 1000
     return Enqueue(job, delay, encode_payload(TASK_NAME, job.args, kwargs))
 
 
