@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Awaitable, Callable, Generator, Iterable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any, ClassVar, TypeVar
 from urllib.parse import parse_qsl, urlsplit
 
@@ -156,7 +158,14 @@ class SQLBackend(Backend):
         """Migration versions recorded in the database ([] when there are no tables)."""
         raise NotImplementedError
 
-    def enqueue_plan(self, items: Sequence[Enqueue]) -> Plan[list[Job]]:
+    def insert_plan(self, items: Sequence[Enqueue], indexes: Sequence[int]) -> Plan[dict[int, Job]]:
+        """Insert items[i] for i in `indexes`; return {i: stored job} for those that went
+        in (the others met an unfinished job holding their key)."""
+        raise NotImplementedError
+
+    def migration_lock(self) -> AbstractContextManager[Callable[[Migration], None]]:
+        """Hold the database's migration lock (creating the migrations table); give a
+        function that applies one migration and records it."""
         raise NotImplementedError
 
     def claim_plan(
@@ -174,6 +183,16 @@ class SQLBackend(Backend):
         applied = set(self.applied_versions())
         return [m for m in self.migrations if m.version not in applied]
 
+    def migrate(self) -> list[str]:
+        if not self.pending_migrations():
+            return []
+        applied = []
+        with self.migration_lock() as apply:
+            for migration in self.pending_migrations():  # again: another may have run them
+                apply(migration)
+                applied.append(migration.label)
+        return applied
+
     def check_schema(self) -> None:
         """Refuse to run on tables older than this code (when not migrating by itself)."""
         applied = self.applied_versions()
@@ -190,6 +209,12 @@ class SQLBackend(Backend):
         if not items:
             return []
         return self.run(self.enqueue_plan(items), connection=connection)
+
+    def enqueue_plan(self, items: Sequence[Enqueue]) -> Plan[list[Job]]:
+        stored = yield from self.insert_plan(items, range(len(items)))
+        if len(stored) == len(items):
+            return [stored[i] for i in range(len(items))]
+        return (yield from self.resolve_keys(items, stored, partial(self.insert_plan, items)))
 
     @staticmethod
     def payload(job: Job) -> str:

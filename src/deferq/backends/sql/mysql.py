@@ -21,7 +21,7 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import partial
 from typing import Any
@@ -35,6 +35,7 @@ from ...job import Job
 from ..base import Enqueue
 from . import common
 from .common import TABLES, Plan, Reply, SQLBackend, Step, T, job_from_row, stored_view
+from .queries import Migration
 
 POLL_MIN, POLL_MAX = 0.005, 0.1  # seconds between looks while waiting for work
 CONNECTION_ERRORS = (pymysql.err.OperationalError, pymysql.err.InterfaceError)
@@ -235,39 +236,31 @@ class MySQLBackend(SQLBackend):
         except pymysql.err.ProgrammingError:  # no such table yet
             return []
 
-    def migrate(self) -> list[str]:
-        if not self.pending_migrations():
-            return []
-        applied: list[str] = []
-        lock = f"deferq:{self.database}"
+    @contextmanager
+    def migration_lock(self) -> Iterator[Callable[[Migration], None]]:
+        lock = (f"deferq:{self.database}",)
         try:
             with self.connection() as conn, conn.cursor() as cur:
                 # One migrator at a time: the others wait here (up to 60 s).
-                cur.execute("SELECT GET_LOCK(%s, 60)", (lock,))
+                cur.execute("SELECT GET_LOCK(%s, 60)", lock)
                 try:
                     cur.execute(self.q["create_migrations_table"])
-                    for migration in self.pending_migrations():
+
+                    def apply(migration: Migration) -> None:
                         # DDL commits by itself in MySQL: each statement stands alone,
                         # and the migration is recorded after its last one.
                         for statement in STATEMENT_END.split(migration.sql):
                             if statement.strip() and not _only_comments(statement):
                                 cur.execute(statement)
-                        cur.execute(self.q["record_migration"],
-                                    {"version": migration.version, "name": migration.name})  # fmt: skip
-                        applied.append(f"{migration.version:04d}_{migration.name}")
+                        cur.execute(self.q["record_migration"], migration.record)
+
+                    yield apply
                 finally:
-                    cur.execute("SELECT RELEASE_LOCK(%s)", (lock,))
+                    cur.execute("SELECT RELEASE_LOCK(%s)", lock)
         except CONNECTION_ERRORS as exc:
             raise self.unavailable(exc) from None
-        return applied
 
     # -- producing ----------------------------------------------------------------------------
-
-    def enqueue_plan(self, items: Sequence[Enqueue]) -> Plan[list[Job]]:
-        stored = yield from self.insert_plan(items, range(len(items)))
-        if len(stored) == len(items):
-            return [stored[i] for i in range(len(items))]
-        return (yield from self.resolve_keys(items, stored, partial(self.insert_plan, items)))
 
     def insert_plan(self, items: Sequence[Enqueue], indexes: Sequence[int]) -> Plan[dict[int, Job]]:
         reply = yield Step(self.q["clock"])

@@ -18,7 +18,8 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from functools import partial
 from typing import Any
 from urllib.parse import urlencode, urlsplit, urlunsplit
@@ -32,6 +33,7 @@ from ...job import Job
 from ..base import Enqueue
 from . import common
 from .common import TABLES, Plan, Reply, SQLBackend, Step, T, job_from_row, stored_view
+from .queries import Migration
 
 CONNECTION_ERRORS = (psycopg.OperationalError, psycopg.InterfaceError)
 
@@ -185,39 +187,32 @@ class PostgresBackend(SQLBackend):
         except CONNECTION_ERRORS as exc:
             raise self.unavailable(exc) from None
 
-    def migrate(self) -> list[str]:
-        if not self.pending_migrations():
-            return []
-        applied: list[str] = []
+    @contextmanager
+    def migration_lock(self) -> Iterator[Callable[[Migration], None]]:
         schema = self.options.get("schema")
+        key = [f"deferq:{schema}"]
         try:
             with self.pool().connection() as conn:
                 # One migrator at a time, even across machines: the others wait here.
-                conn.execute("SELECT pg_advisory_lock(hashtext(%s))", [f"deferq:{schema}"])
+                conn.execute("SELECT pg_advisory_lock(hashtext(%s))", key)
                 try:
                     if schema:
                         conn.execute(pgsql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(
                             pgsql.Identifier(schema)))  # fmt: skip
                     conn.execute(self.q["create_migrations_table"])
-                    for migration in self.pending_migrations():
+
+                    def apply(migration: Migration) -> None:
                         with conn.transaction():  # DDL is transactional here (not on MySQL)
                             conn.execute(migration.sql)
-                            conn.execute(self.q["record_migration"],
-                                         {"version": migration.version, "name": migration.name})  # fmt: skip
-                        applied.append(f"{migration.version:04d}_{migration.name}")
+                            conn.execute(self.q["record_migration"], migration.record)
+
+                    yield apply
                 finally:
-                    conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", [f"deferq:{schema}"])
+                    conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", key)
         except CONNECTION_ERRORS as exc:
             raise self.unavailable(exc) from None
-        return applied
 
     # -- producing --------------------------------------------------------------------------
-
-    def enqueue_plan(self, items: Sequence[Enqueue]) -> Plan[list[Job]]:
-        stored = yield from self.insert_plan(items, range(len(items)))
-        if len(stored) == len(items):
-            return [stored[i] for i in range(len(items))]
-        return (yield from self.resolve_keys(items, stored, partial(self.insert_plan, items)))
 
     def insert_plan(self, items: Sequence[Enqueue], indexes: Sequence[int]) -> Plan[dict[int, Job]]:
         jobs = [items[i].job for i in indexes]

@@ -49,6 +49,15 @@ class Migration:
     name: str
     sql: str
 
+    @property
+    def label(self) -> str:
+        return f"{self.version:04d}_{self.name}"
+
+    @property
+    def record(self) -> dict[str, object]:
+        """Parameters of the `record_migration` query."""
+        return {"version": self.version, "name": self.name}
+
 
 def load_migrations(dialect: str, names: Mapping[str, str]) -> list[Migration]:
     """`<dialect>/migrations/NNNN_name.sql`, in order, rendered with `names`."""
