@@ -45,10 +45,13 @@ def test_fails_twice_then_succeeds_at_the_backoff_times(api, store, tmp_path):
         receipt = api.post("/v1/jobs", json={"topic": "orders", "body": {"order": 42}})
         assert receipt.status_code == 201
         job_id = receipt.json()["id"]
-        with delivery_worker(store, {"DEFERQ_DELIVERY_LOG": str(log_file)}):
+        env = {"DEFERQ_DELIVERY_LOG": str(log_file), "DEFERQ_DELIVERY_STATS_SECONDS": "0"}
+        with delivery_worker(store, env):
             hits = receiver.wait_for_hits(3)
             job = wait_until(lambda: (j := job_state(api, job_id))["state"] == "succeeded" and j,
                              10, "the job succeeded")  # fmt: skip
+            metrics = wait_until(lambda: 'decision="succeeded",topic="orders"' in (
+                text := api.get("/metrics").text) and text, 10, "published delivery counts")
     assert len(receiver.hits) == 3
     assert job["attempts"] == 3 and job["result"]["status"] == 200
     first_wait, second_wait = hits[1].at - hits[0].at, hits[2].at - hits[1].at
@@ -64,6 +67,9 @@ def test_fails_twice_then_succeeds_at_the_backoff_times(api, store, tmp_path):
         assert not verify("whsec_another-secret-entirely", hit.body,
                           hit.headers[TIMESTAMP_HEADER.lower()],
                           hit.headers[SIGNATURE_HEADER.lower()])  # fmt: skip
+    assert 'deferq_deliveries_total{decision="retry",topic="orders"} 2.0' in metrics
+    assert 'deferq_deliveries_total{decision="succeeded",topic="orders"} 1.0' in metrics
+    assert 'deferq_delivery_seconds_total{decision="retry",topic="orders"}' in metrics
     lines = [json.loads(line) for line in log_file.read_text().splitlines()]
     assert [(line["decision"], line["status"]) for line in lines] == [
         ("retry", 200), ("retry", 200), ("succeeded", 200)]  # fmt: skip

@@ -30,6 +30,7 @@ from ..worker.runner import UnknownTask, current_job
 from . import logfiles, signing
 from . import topics as topics_module
 from .condition import Condition
+from .delivery_stats import DeliveryStats
 from .settings import AlerterSource
 
 if TYPE_CHECKING:
@@ -76,6 +77,7 @@ class Deliverer:
             weakref.WeakKeyDictionary()
         )
         self._topics: dict[str, tuple[topics_module.Topic | None, float]] = {}
+        self.stats = DeliveryStats()
 
     def client(self) -> httpx.AsyncClient:
         loop = asyncio.get_running_loop()
@@ -130,9 +132,20 @@ class Deliverer:
                    "url": found.url, "status": status, "duration_ms": round(duration * 1000, 1),
                    "decision": decision, "reason": failure, "retry_in": delay},
         )  # fmt: skip
+        await self.count(found.name, decision, duration)
         if failure is not None:
             raise Retry(delay=delay, reason=f"attempt {attempt}: {failure}")
         return {"status": status, "attempt": attempt, "duration_ms": round(duration * 1000, 1)}
+
+
+    async def count(self, topic: str, decision: str, seconds: float) -> None:
+        """Add the attempt to this process's totals; publish them now and then."""
+        self.stats.add(topic, decision, seconds)
+        if self.stats.due():
+            try:
+                await asyncio.to_thread(self.stats.publish, self.app.backend)
+            except Exception as exc:  # noqa: BLE001 - counts must never fail a delivery
+                log.warning("delivery counts not published: %s", exc)
 
 
 def _http_timeout(topic: topics_module.Topic, ttr: float | None, job: Job | None) -> float:

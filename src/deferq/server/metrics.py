@@ -7,8 +7,11 @@ durations, and jobs enqueued through the API by queue. They lag by up to a secon
 Read from the store at each scrape (so the same from every server): jobs by queue and
 state (scheduled / queued / active are the queue depth; succeeded / dead / cancelled
 are the finished jobs still kept), the oldest due job's wait per queue, and whether the
-store answered. Jobs are run by workers, not by this process, so per-attempt counters
-(started, retried) are not here: they are in the workers' delivery log.
+store answered.
+
+Counted by the workers that deliver callbacks, published through the store every few
+seconds (delivery_stats.py): callback attempts by topic and decision, and their time.
+Other tasks' attempts are not counted here: this process runs no jobs.
 """
 
 from __future__ import annotations
@@ -18,8 +21,10 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.multiprocess import MultiProcessCollector
+
+from . import delivery_stats
 
 if TYPE_CHECKING:
     from .service import Service
@@ -54,6 +59,24 @@ class StoreCollector:
                 jobs.add_metric([queue, state], count)
             oldest.add_metric([queue], queue_stats.oldest_wait)
         yield from (up, jobs, oldest)
+        yield from self.deliveries()
+
+    def deliveries(self) -> Any:
+        """Callback attempts counted by the workers (delivery_stats.py says how)."""
+        attempts = CounterMetricFamily(
+            "deferq_deliveries", "Callback attempts by topic and decision (succeeded, retry, "
+            "dead), counted by the workers", labels=["topic", "decision"])  # fmt: skip
+        seconds = CounterMetricFamily(
+            "deferq_delivery_seconds", "Time spent on callback attempts, by topic and decision",
+            labels=["topic", "decision"])  # fmt: skip
+        try:
+            totals = delivery_stats.summed(self.service.backend)
+        except Exception:  # noqa: BLE001
+            return
+        for (topic, decision), (count, spent) in sorted(totals.items()):
+            attempts.add_metric([topic, decision], count)
+            seconds.add_metric([topic, decision], spent)
+        yield from (attempts, seconds)
 
 
 class Metrics:
