@@ -8,21 +8,22 @@ of the query goes to redis-py (e.g. `socket_timeout=3`).
 
 from __future__ import annotations
 
+import functools
 import os
 import select
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import redis
 import redis.asyncio
 from redis.backoff import NoBackoff
 from redis.cluster import ClusterNode, RedisCluster
+from redis.exceptions import ClusterError, ReadOnlyError, RedisClusterException, TryAgainError
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisClusterException
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
 
@@ -35,7 +36,13 @@ from .keys import DEFAULT_PREFIX
 # fence refuses a second settle).
 CLIENT_DEFAULTS: dict[str, Any] = {"socket_connect_timeout": 2.0, "socket_timeout": 10.0}
 OUR_OPTIONS = ("prefix",)
-LOST = (RedisConnectionError, RedisTimeoutError, RedisClusterException, OSError)
+F = TypeVar("F", bound=Callable[..., Any])
+# A server that is gone, loading its data, failing over (read-only, cluster down,
+# try again): all "not reachable right now", retried by the worker.
+LOST = (
+    RedisConnectionError, RedisTimeoutError, RedisClusterException, ClusterError,
+    TryAgainError, ReadOnlyError, OSError,
+)  # fmt: skip
 
 
 @dataclass
@@ -115,6 +122,17 @@ def reported(where: str, doing: str = "") -> Iterator[None]:
             f"Redis at {where} cannot be reached{during} ({type(exc).__name__}: "
             f"{exc or 'no answer'}); deferq retries when it returns"
         ) from None
+
+
+def guarded(method: F) -> F:
+    """A backend method whose lost connection becomes StoreUnavailable naming the server."""
+
+    @functools.wraps(method)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with reported(self.target.where, method.__name__):
+            return method(self, *args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
 
 
 # -- blocking waits ---------------------------------------------------------------------

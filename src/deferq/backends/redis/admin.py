@@ -1,0 +1,184 @@
+"""Inspecting and managing jobs, and the kv records: the Redis backend's admin side.
+
+Mixed into RedisBackend (backend.py), which provides the client, the key space and
+the script runners (`_run`, `_run_all`, `_queues`, `_repeat`, `now`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from ...job import FINISHED_STATES, Job, JobState
+from ..base import QueueStats
+from . import scripts
+from .codec import job_from_hash, pairs
+from .connection import guarded
+from .keys import KeySpace, QueueKeys
+from .scripts import Call
+
+BATCH = 1000  # jobs per recover/purge script call: bounds how long one call blocks Redis
+
+
+class Admin:
+    keys: KeySpace
+    client: Any
+    _run: Callable[[Call], Any]
+    _run_all: Callable[[list[Call]], list[Any]]
+    _queues: Callable[[], list[str]]
+    _repeat: Callable[[Callable[[str], Call], Sequence[str]], int]
+    now: Callable[[], float]
+
+    # -- inspecting and managing ------------------------------------------------------
+
+    def _read(self, commands: Sequence[tuple[Any, ...]]) -> list[Any]:
+        """Plain read commands in one round trip (one per node on a cluster)."""
+        pipe = self.client.pipeline(transaction=False)
+        for command in commands:
+            getattr(pipe, command[0])(*command[1:])
+        return pipe.execute()
+
+    def _fetch(self, refs: Sequence[tuple[str, str]]) -> list[Job]:
+        """Jobs by (queue, id); ids whose hash is gone are skipped."""
+        if not refs:
+            return []
+        replies = self._read([("hgetall", self.keys.queue(q).job(i)) for q, i in refs])
+        now = self.now()
+        return [
+            job_from_hash(job_id, queue, fields, now)
+            for (queue, job_id), fields in zip(refs, replies, strict=True)
+            if fields
+        ]
+
+    def _locate(self, job_id: str) -> str | None:
+        """The queue holding a job id: ids carry no queue, so each known queue is asked."""
+        queues = self._queues()
+        if not queues:
+            return None
+        found = self._read([("exists", self.keys.queue(q).job(job_id)) for q in queues])
+        return next((q for q, n in zip(queues, found, strict=True) if n), None)
+
+    @guarded
+    def get(self, job_id: str) -> Job | None:
+        queue = self._locate(job_id)
+        found = self._fetch([(queue, job_id)]) if queue else []
+        return found[0] if found else None
+
+    @guarded
+    def get_by_key(self, key: str) -> Job | None:
+        queues = self._queues()
+        ids = self._read([("hget", self.keys.queue(q).unique, key) for q in queues]) if queues else []
+        jobs = self._fetch([(q, i.decode()) for q, i in zip(queues, ids, strict=True) if i])
+        return max(jobs, key=lambda j: (j.created_at, j.id), default=None)
+
+    def _on_job(self, job_id: str, script: scripts.Script, keys: Callable[[QueueKeys], list[str]]) -> bool:
+        """Run a script on one job, found in whichever queue holds it."""
+        queue = self._locate(job_id)
+        if queue is None:
+            return False
+        return bool(self._run(Call(script, keys(self.keys.queue(queue)), [job_id])))
+
+    @guarded
+    def cancel(self, job_id: str) -> bool:
+        return self._on_job(job_id, scripts.CANCEL, lambda qk: [qk.job(job_id), *qk.waiting, qk.cancelled])
+
+    @guarded
+    def retry_dead(self, job_id: str) -> bool:
+        def keys(qk: QueueKeys) -> list[str]:
+            return [qk.job(job_id), qk.dead, *qk.waiting, qk.unique, qk.wake, qk.job_prefix]
+
+        return self._on_job(job_id, scripts.RETRY_DEAD, keys)
+
+    @guarded
+    def list_jobs(self, state: JobState, queue: str | None = None, limit: int = 100) -> list[Job]:
+        state = JobState(state)
+        queues = [queue] if queue is not None else self._queues()
+        if not queues or limit <= 0:
+            return []
+        commands = self._list_commands(state, queues, limit)
+        scored: list[tuple[float, str, str]] = []
+        for (q, _), reply in zip(commands, self._read([c for _, c in commands]), strict=True):
+            scored += [(score, member.decode(), q) for member, score in reply]
+        if state == JobState.ACTIVE:  # most recently due first, as for waiting jobs
+            jobs = self._fetch([(q, i) for _, i, q in scored])
+            jobs.sort(key=lambda j: (j.run_at, j.id), reverse=True)
+        else:
+            scored.sort(reverse=True)
+            jobs = self._fetch([(q, i) for _, i, q in scored[:limit]])
+        return [j for j in jobs if j.state == state][:limit]
+
+    def _list_commands(
+        self, state: JobState, queues: Sequence[str], limit: int
+    ) -> list[tuple[str, tuple[Any, ...]]]:
+        now = repr(self.now())
+        commands: list[tuple[str, tuple[Any, ...]]] = []
+        for q in queues:
+            qk = self.keys.queue(q)
+            if state in FINISHED_STATES:
+                commands.append((q, ("zrevrange", qk.finished(state), 0, limit - 1, True)))
+            elif state == JobState.ACTIVE:
+                commands.append((q, ("zrange", qk.active, 0, -1, False, True)))
+            else:
+                high, low = ("+inf", f"({now}") if state == JobState.SCHEDULED else (now, "-inf")
+                commands += [(q, ("zrevrangebyscore", key, high, low, 0, limit, True)) for key in qk.waiting]
+        return commands
+
+    @guarded
+    def purge(self, states: Iterable[JobState], older_than: float = 0.0) -> int:
+        states = [JobState(s) for s in states]
+        if not set(states) <= FINISHED_STATES:
+            raise ValueError("only finished jobs (succeeded, dead, cancelled) can be purged")
+        total = 0
+        for state in states:
+
+            def call(queue: str, state: JobState = state) -> Call:
+                qk = self.keys.queue(queue)
+                keys = [qk.finished(state), qk.unique, qk.job_prefix]
+                return Call(scripts.PURGE, keys, [repr(float(older_than)), BATCH])
+
+            total += self._repeat(call, self._queues())
+        return total
+
+    @guarded
+    def stats(self) -> dict[str, QueueStats]:
+        queues = self._queues()
+        calls = []
+        for q in queues:
+            qk = self.keys.queue(q)
+            keys = [*qk.waiting, qk.active, qk.succeeded, qk.dead, qk.cancelled]
+            calls.append(Call(scripts.STATS, keys, []))
+        result = {}
+        names = ("scheduled", "queued", "active", "succeeded", "dead", "cancelled")
+        for queue, reply in zip(queues, self._run_all(calls) if calls else [], strict=True):
+            counts = dict(zip(names, map(int, reply[:6]), strict=True))
+            if any(counts.values()):
+                stats = QueueStats()
+                stats.counts.update(counts)
+                stats.oldest_wait = float(reply[6])
+                result[queue] = stats
+        return result
+
+    # -- kv ----------------------------------------------------------------------------
+
+    @guarded
+    def kv_put(
+        self, namespace: str, key: str, value: bytes, ttl: float | None = None, only_new: bool = False
+    ) -> bool:
+        ttl_ms = math.ceil(ttl * 1000) if ttl else 0
+        keys = [self.keys.kv_record(namespace, key), self.keys.kv_index(namespace)]
+        return bool(self._run(Call(scripts.KV_PUT, keys, [key, value, ttl_ms, int(only_new)])))
+
+    @guarded
+    def kv_get(self, namespace: str, key: str) -> bytes | None:
+        return self.client.get(self.keys.kv_record(namespace, key))
+
+    @guarded
+    def kv_delete(self, namespace: str, key: str) -> bool:
+        keys = [self.keys.kv_record(namespace, key), self.keys.kv_index(namespace)]
+        return bool(self._run(Call(scripts.KV_DELETE, keys, [key])))
+
+    @guarded
+    def kv_list(self, namespace: str) -> dict[str, bytes]:
+        keys = [self.keys.kv_index(namespace), self.keys.kv_record_prefix(namespace)]
+        return {k.decode(): v for k, v in pairs(self._run(Call(scripts.KV_LIST, keys, []))).items()}
