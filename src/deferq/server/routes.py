@@ -109,21 +109,32 @@ async def list_jobs(request: Request) -> JSON:
     if key is not None:
         job = await service.store(service.backend.get_by_key, key)
         found = [job] if job is not None else []
-    else:
-        if state not in [str(s) for s in JobState]:
-            raise Invalid(f"state must be one of {', '.join(map(str, JobState))}")
-        queue = request.query_params.get("queue")
-        found = await service.store(service.backend.list_jobs, JobState(state), queue, limit)
+        return JSON({"jobs": [jobs_module.view(job) for job in found]})
+    if state not in [str(s) for s in JobState]:
+        raise Invalid(f"state must be one of {', '.join(map(str, JobState))}")
+    return await jobs_in_state(request, JobState(state), limit)
+
+
+async def jobs_in_state(request: Request, state: JobState, limit: int) -> JSON:
+    service = service_of(request)
+    queue = request.query_params.get("queue")
+    found = await service.store(service.backend.list_jobs, state, queue, limit)
     return JSON({"jobs": [jobs_module.view(job) for job in found]})
+
+
+async def act_on_job(request: Request, action: str, state: str, code: str, rule: str) -> JSON:
+    """Cancel or retry one job: its new state, else why not (404 or 409)."""
+    service = service_of(request)
+    job_id = _path(request, "job_id")
+    if await service.store(getattr(service.backend, action), job_id):
+        return JSON({"id": job_id, "state": state})
+    raise await refusal(service, job_id, code, rule)
 
 
 @needs(PRODUCER)
 async def cancel_job(request: Request) -> JSON:
-    service = service_of(request)
-    job_id = _path(request, "job_id")
-    if await service.store(service.backend.cancel, job_id):
-        return JSON({"id": job_id, "state": "cancelled"})
-    raise await refusal(service, job_id, "not_cancellable", "only waiting jobs can be cancelled")
+    return await act_on_job(request, "cancel", "cancelled", "not_cancellable",
+                            "only waiting jobs can be cancelled")  # fmt: skip
 
 
 # -- queues and dead letters -------------------------------------------------------------
@@ -138,20 +149,13 @@ async def list_queues(request: Request) -> JSON:
 
 @needs(ADMIN)
 async def list_dead(request: Request) -> JSON:
-    service = service_of(request)
-    limit = query_int(request, "limit", 100, 1, 1000)
-    queue = request.query_params.get("queue")
-    found = await service.store(service.backend.list_jobs, JobState.DEAD, queue, limit)
-    return JSON({"jobs": [jobs_module.view(job) for job in found]})
+    return await jobs_in_state(request, JobState.DEAD, query_int(request, "limit", 100, 1, 1000))
 
 
 @needs(ADMIN)
 async def retry_dead(request: Request) -> JSON:
-    service = service_of(request)
-    job_id = _path(request, "job_id")
-    if await service.store(service.backend.retry_dead, job_id):
-        return JSON({"id": job_id, "state": "queued"})
-    raise await refusal(service, job_id, "not_dead", "only dead jobs can be retried")
+    return await act_on_job(request, "retry_dead", "queued", "not_dead",
+                            "only dead jobs can be retried")  # fmt: skip
 
 
 @needs(ADMIN)
