@@ -120,7 +120,7 @@ class Deliverer:
             failure = judge(response, found.condition())
         except httpx.TimeoutException:
             failure = f"no answer within {timeout:g}s"
-        except httpx.HTTPError as exc:
+        except Exception as exc:  # noqa: BLE001 - any failed request is a failed attempt
             failure = f"request failed: {type(exc).__name__}: {exc}"
         duration = time.monotonic() - started
         last = job is None or attempt >= job.max_attempts
@@ -136,7 +136,6 @@ class Deliverer:
         if failure is not None:
             raise Retry(delay=delay, reason=f"attempt {attempt}: {failure}")
         return {"status": status, "attempt": attempt, "duration_ms": round(duration * 1000, 1)}
-
 
     async def count(self, topic: str, decision: str, seconds: float) -> None:
         """Add the attempt to this process's totals; publish them now and then."""
