@@ -40,6 +40,7 @@ from .queries import Migration
 POLL_MIN, POLL_MAX = 0.005, 0.1  # seconds between looks while waiting for work
 CONNECTION_ERRORS = (pymysql.err.OperationalError, pymysql.err.InterfaceError)
 UNIQUE_VIOLATION = 1062
+MAX_NAME = 255  # task and unique_key are VARCHAR(255)
 SETUP_ERRORS = {1044, 1045, 1049}  # access denied to the database, bad password, no database
 STATEMENT_END = re.compile(r";\s*$", re.MULTILINE)
 
@@ -268,6 +269,7 @@ class MySQLBackend(SQLBackend):
         rows, views = [], {}
         for i in indexes:
             job = items[i].job
+            _check_lengths(job)
             run_at = job.run_at or now + items[i].delay
             views[i] = stored_view(job, run_at, now)
             rows.append({
@@ -372,6 +374,13 @@ class MySQLBackend(SQLBackend):
                 return
             time.sleep(pause)
             self._poll = min(self._poll * 2, POLL_MAX)
+
+
+def _check_lengths(job: Job) -> None:
+    """The VARCHAR columns' limits, said before MySQL says "Data too long"."""
+    for what, value in (("task name", job.task), ("unique key", job.key)):
+        if value is not None and len(value) > MAX_NAME:
+            raise ConfigError(f"the {what} {value[:40]!r}... is longer than {MAX_NAME} characters")
 
 
 def _only_comments(statement: str) -> bool:
