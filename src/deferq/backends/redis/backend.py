@@ -270,6 +270,7 @@ class RedisBackend(Admin, Backend):
         self.client.ping()
         return 0
 
+    @guarded
     def next_due(self, queues: Sequence[str]) -> float | None:
         """Seconds until the earliest waiting job of `queues` is due (<= 0: now), or None."""
         calls = [
