@@ -7,6 +7,7 @@ import asyncio
 import logging
 import sqlite3
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -52,7 +53,7 @@ class EnqueueBatcher:
         self.store = store  # async (items) -> list[Job]
         self.flights = max(1, flights)
         self.max_items = max_items
-        self._pending: list[tuple[list[Enqueue], asyncio.Future[list[Job]]]] = []
+        self._pending: deque[tuple[list[Enqueue], asyncio.Future[list[Job]]]] = deque()
         self._running = 0
 
     async def enqueue(self, items: list[Enqueue]) -> list[Job]:
@@ -68,7 +69,7 @@ class EnqueueBatcher:
             while self._pending:
                 batch, count = [], 0
                 while self._pending and (not batch or count + len(self._pending[0][0]) <= self.max_items):
-                    request = self._pending.pop(0)
+                    request = self._pending.popleft()
                     batch.append(request)
                     count += len(request[0])
                 await self._store(batch)
