@@ -358,3 +358,33 @@ def test_token_cli_lists_and_revokes(store):
     again = runner.invoke(main, ["token", "revoke", token_id, "--url", store])
     assert again.exit_code == 1 and "no token" in again.output
     assert runner.invoke(main, ["token", "list", "--url", store]).output == ""
+
+
+def test_concurrent_requests_are_stored_together_each_with_its_own_receipt(store, topic):
+    import asyncio
+
+    app = deferq.App(store)
+    web = create_app(ServerConfig(auth=False, error_log="off"), app)
+    calls = []
+    original = app.backend.enqueue_many_async
+
+    async def counted(items, connection=None):
+        calls.append(len(items))
+        return await original(items, connection)
+
+    app.backend.enqueue_many_async = counted
+
+    async def burst():
+        transport = httpx.ASGITransport(app=web)
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+            return await asyncio.gather(*(
+                client.post("/v1/jobs", json={"topic": "orders", "body": i}) for i in range(200)))
+
+    answers = asyncio.run(burst())
+    assert {a.status_code for a in answers} == {201}
+    ids = [a.json()["id"] for a in answers]
+    assert len(set(ids)) == 200 and sum(calls) == 200
+    assert len(calls) < 50, f"{len(calls)} store calls for 200 requests: not batched"
+    for i, job_id in enumerate(ids):  # each receipt names the job made from its request
+        assert app.backend.get(job_id).kwargs["body"] == i
+    app.close()
