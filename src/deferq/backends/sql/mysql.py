@@ -7,7 +7,7 @@
   transaction (MySQL 8+, MariaDB 10.6+). Older servers (found from the version, or
   forced with `?claim=update`) use the seed's "update first, then select what I own".
 - No LISTEN/NOTIFY in MySQL: idle workers poll the next due time, every 5 ms while
-  work keeps arriving, backing off to every 100 ms when idle (POLL_* below), and
+  work keeps arriving, backing off to every 50 ms when idle (POLL_* below), and
   never past the next due time.
 - URL: mysql://user:password@host:3306/database. Options: `migrate=false`,
   `pool_size=N` (idle connections kept, default 8), `claim=auto|skip_locked|update`,
@@ -37,7 +37,7 @@ from . import common
 from .common import TABLES, Plan, Reply, SQLBackend, Step, T, job_from_row, stored_view
 from .queries import Migration
 
-POLL_MIN, POLL_MAX = 0.005, 0.1  # seconds between looks while waiting for work
+POLL_MIN, POLL_MAX = 0.005, 0.05  # seconds between looks while waiting for work
 CONNECTION_ERRORS = (pymysql.err.OperationalError, pymysql.err.InterfaceError)
 UNIQUE_VIOLATION = 1062
 MAX_NAME = 255  # task and unique_key are VARCHAR(255)

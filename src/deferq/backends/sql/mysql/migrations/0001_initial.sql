@@ -1,7 +1,8 @@
 -- deferq on MySQL 5.7+ / MariaDB 10.3+, schema version 1. Same columns as on
 -- PostgreSQL (times are epoch seconds by the database clock); what differs is noted.
--- DDL commits by itself on MySQL, so each statement here stands alone.
-CREATE TABLE {jobs} (
+-- DDL commits by itself on MySQL, so each statement here stands alone, and may run
+-- again if the migration was cut off half-way (IF NOT EXISTS).
+CREATE TABLE IF NOT EXISTS {jobs} (
     seq          BIGINT NOT NULL AUTO_INCREMENT,   -- enqueue order
     id           VARCHAR(64) NOT NULL,
     task         VARCHAR(255) NOT NULL,
@@ -39,7 +40,7 @@ CREATE TABLE {jobs} (
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
 
 -- utf8mb4_bin: keys and queue names compare exactly, as on PostgreSQL.
-CREATE TABLE {kv} (
+CREATE TABLE IF NOT EXISTS {kv} (
     namespace  VARCHAR(191) NOT NULL,
     `key`      VARCHAR(191) NOT NULL,
     value      LONGBLOB NOT NULL,
