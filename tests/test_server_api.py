@@ -299,7 +299,7 @@ def test_tokens_are_made_listed_and_revoked_over_the_api(secured):
     assert any(t["id"] == token_id and "token" not in t for t in listed)
     assert client.get("/v1/queues", headers={"authorization": f"Bearer {token}"}).status_code == 200
     assert client.delete(f"/v1/tokens/{token_id}", headers=headers).status_code == 200
-    client.app.state.service.tokens = auth_module.TokenCache()  # skip the few-second cache
+    client.app.state.service.tokens.clear()  # skip the few-second cache
     assert client.get("/v1/queues", headers={"authorization": f"Bearer {token}"}).status_code == 401
 
 
@@ -388,3 +388,32 @@ def test_concurrent_requests_are_stored_together_each_with_its_own_receipt(store
     for i, job_id in enumerate(ids):  # each receipt names the job made from its request
         assert app.backend.get(job_id).kwargs["body"] == i
     app.close()
+
+
+def test_concurrent_cache_misses_share_one_lookup():
+    import asyncio
+
+    from deferq.server.cache import Cached
+
+    calls = []
+
+    async def load():
+        calls.append(1)
+        await asyncio.sleep(0.01)
+        return "admin"
+
+    async def main():
+        cache = Cached(seconds=60)
+        values = await asyncio.gather(*(cache.get("t", load) for _ in range(50)))
+        assert values == ["admin"] * 50 and len(calls) == 1
+        cache.forget("t")
+        assert await cache.get("t", load) == "admin" and len(calls) == 2
+
+        async def failing():
+            raise RuntimeError("store down")
+
+        results = await asyncio.gather(*(cache.get("x", failing) for _ in range(3)),
+                                       return_exceptions=True)  # fmt: skip
+        assert all(isinstance(r, RuntimeError) for r in results)
+
+    asyncio.run(main())

@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import secrets
 import time
-from collections import OrderedDict
 from typing import Any
 
 import orjson
@@ -25,7 +24,6 @@ NAMESPACE = "tokens"
 SCOPES = ("producer", "admin")
 PREFIX = "dq_"
 CACHE_SECONDS = 5.0
-CACHE_SIZE = 1000
 ID_LENGTH = 12  # hex characters of the hash that name a token in listings
 
 
@@ -66,25 +64,3 @@ def scope_of(backend: Backend, token: str) -> str | None:
 
 def allows(granted: str, needed: str) -> bool:
     return granted == "admin" or granted == needed
-
-
-class TokenCache:
-    """token hash -> (scope or None, when looked up); oldest entries leave first."""
-
-    def __init__(self, seconds: float = CACHE_SECONDS, size: int = CACHE_SIZE) -> None:
-        self.seconds = seconds
-        self.size = size
-        self._entries: OrderedDict[str, tuple[str | None, float]] = OrderedDict()
-
-    def get(self, token: str) -> tuple[bool, str | None]:
-        """(known, scope): known is False when the store must be asked."""
-        entry = self._entries.get(token)
-        if entry is None or time.monotonic() - entry[1] > self.seconds:
-            return False, None
-        return True, entry[0]
-
-    def put(self, token: str, scope: str | None) -> None:
-        self._entries[token] = (scope, time.monotonic())
-        self._entries.move_to_end(token)
-        while len(self._entries) > self.size:
-            self._entries.popitem(last=False)

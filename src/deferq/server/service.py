@@ -18,6 +18,7 @@ from ..job import UNFINISHED_STATES, Job
 from ..worker.worker import _is_connection_error
 from . import auth, delivery, logfiles
 from . import topics as topics_module
+from .cache import Cached
 from .config import ServerConfig
 from .errors import ApiError
 from .metrics import Metrics
@@ -139,11 +140,11 @@ class Service:
             app = load_app(config.app_path, config.url)
         self.app = app
         delivery.install(app)  # so jobs of topics get the delivery task's defaults
-        self.tokens = auth.TokenCache()
+        self.tokens = Cached(auth.CACHE_SECONDS)
+        self.topics = Cached(TOPIC_CACHE_SECONDS)
         self.batcher = EnqueueBatcher(self._enqueue_items, config.enqueue_flights)
         self.queue_lengths = QueueLengths(self)
         self.metrics = Metrics(self)
-        self._topics: dict[str, tuple[topics_module.Topic | None, float]] = {}
 
     @property
     def backend(self) -> Any:
@@ -187,22 +188,14 @@ class Service:
             raise failure from None
 
     async def topic(self, name: str) -> topics_module.Topic | None:
-        cached = self._topics.get(name)
-        if cached is not None and time.monotonic() - cached[1] < TOPIC_CACHE_SECONDS:
-            return cached[0]
-        topic = await self.store(topics_module.load, self.backend, name)
-        self._topics[name] = (topic, time.monotonic())
-        return topic
+        return await self.topics.get(name, lambda: self.store(topics_module.load, self.backend, name))
 
     def forget_topic(self, name: str) -> None:
-        self._topics.pop(name, None)
+        self.topics.forget(name)
 
     async def scope_of(self, token: str) -> str | None:
-        known, scope = self.tokens.get(token)
-        if not known:
-            scope = await self.store(auth.scope_of, self.backend, token)
-            self.tokens.put(token, scope)
-        return scope
+        """The token's scope, or None for an unknown token (both cached a few seconds)."""
+        return await self.tokens.get(token, lambda: self.store(auth.scope_of, self.backend, token))
 
     def close(self) -> None:
         self.app.close()
