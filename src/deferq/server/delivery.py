@@ -29,6 +29,7 @@ from ..errors import Retry
 from ..worker.runner import UnknownTask, current_job
 from . import logfiles, signing
 from . import topics as topics_module
+from .cache import Cached
 from .condition import Condition
 from .delivery_stats import DeliveryStats
 from .settings import AlerterSource
@@ -39,7 +40,6 @@ if TYPE_CHECKING:
 
 TASK_NAME = "deferq.deliver"
 TIMEOUT_MARGIN = 5.0  # the job's timeout is ttr plus this, so the HTTP timeout fires first
-TOPIC_CACHE_SECONDS = 2.0
 USER_AGENT = "deferq-delivery/1"
 DELIVERY_LOG_ENV = "DEFERQ_DELIVERY_LOG"
 
@@ -76,7 +76,7 @@ class Deliverer:
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = (
             weakref.WeakKeyDictionary()
         )
-        self._topics: dict[str, tuple[topics_module.Topic | None, float]] = {}
+        self.topics = Cached(topics_module.CACHE_SECONDS)
         self.stats = DeliveryStats()
 
     def client(self) -> httpx.AsyncClient:
@@ -89,12 +89,8 @@ class Deliverer:
         return client
 
     async def topic(self, name: str) -> topics_module.Topic | None:
-        cached = self._topics.get(name)
-        if cached is not None and time.monotonic() - cached[1] < TOPIC_CACHE_SECONDS:
-            return cached[0]
-        topic = await asyncio.to_thread(topics_module.load, self.app.backend, name)
-        self._topics[name] = (topic, time.monotonic())
-        return topic
+        load = lambda: asyncio.to_thread(topics_module.load, self.app.backend, name)  # noqa: E731
+        return await self.topics.get(name, load)
 
     async def __call__(self, topic: str, body: Any = None, ttr: float | None = None) -> dict[str, Any]:
         found = await self.topic(topic)

@@ -26,7 +26,6 @@ from .metrics import Metrics
 T = TypeVar("T")
 STORE_ERRORS = (StoreUnavailable, SchemaOutdated, ConfigError, MissingExtra, ConnectionError,
                 TimeoutError, OSError, sqlite3.Error)  # fmt: skip
-TOPIC_CACHE_SECONDS = 2.0
 STATS_SECONDS = 1.0  # queue lengths for limits are at most this old
 
 error_log = logging.getLogger(logfiles.ERROR_LOG)
@@ -141,7 +140,7 @@ class Service:
         self.app = app
         delivery.install(app)  # so jobs of topics get the delivery task's defaults
         self.tokens = Cached(auth.CACHE_SECONDS)
-        self.topics = Cached(TOPIC_CACHE_SECONDS)
+        self.topics = Cached(topics_module.CACHE_SECONDS)
         self.batcher = EnqueueBatcher(self._enqueue_items, config.enqueue_flights)
         self.queue_lengths = QueueLengths(self)
         self.metrics = Metrics(self)

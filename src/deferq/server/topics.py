@@ -26,6 +26,7 @@ from .signing import new_secret
 NAMESPACE = "topics"
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}$")
 METHODS = ("POST", "PUT", "PATCH")
+CACHE_SECONDS = 2.0  # servers and workers re-read a topic at most this often
 DEFAULT_QUEUE = "callbacks"
 DEFAULT_TTR = 30.0
 DEFAULT_MAX_ATTEMPTS = 10  # S2-6
