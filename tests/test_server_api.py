@@ -417,3 +417,18 @@ def test_concurrent_cache_misses_share_one_lookup():
         assert all(isinstance(r, RuntimeError) for r in results)
 
     asyncio.run(main())
+
+
+def test_task_jobs_take_the_defaults_of_the_app_the_server_was_given(store):
+    app = deferq.App(store)
+
+    @app.task(queue="email", max_attempts=7, priority="high", timeout=12)
+    def send_reset_email(user_id: int) -> None: ...
+
+    with TestClient(create_app(ServerConfig(auth=False, error_log="off"), app)) as api:
+        job_id = api.post("/v1/jobs", json={"task": "send_reset_email", "args": [42]}).json()["id"]
+        job = api.get(f"/v1/jobs/{job_id}").json()
+        assert (job["queue"], job["max_attempts"], job["priority"], job["ttr"]) == ("email", 7, "high", 12)
+        unknown = api.get(f"/v1/jobs/{api.post('/v1/jobs', json={'task': 'other'}).json()['id']}")
+        assert (unknown.json()["queue"], unknown.json()["ttr"]) == ("default", None)
+    app.close()
