@@ -432,3 +432,17 @@ def test_task_jobs_take_the_defaults_of_the_app_the_server_was_given(store):
         unknown = api.get(f"/v1/jobs/{api.post('/v1/jobs', json={'task': 'other'}).json()['id']}")
         assert (unknown.json()["queue"], unknown.json()["ttr"]) == ("default", None)
     app.close()
+
+
+@pytest.mark.parametrize(("options", "says"), [
+    (["--queue-limit", "bad"], "must look like QUEUE=NUMBER"),
+    (["--workers", "0"], "must be at least 1"),
+])  # fmt: skip
+def test_serve_refuses_bad_options_in_one_sentence(options, says):
+    from click.testing import CliRunner
+
+    from deferq.cli import main
+
+    result = CliRunner().invoke(main, ["serve", *options])
+    assert result.exit_code == 2 and says in result.output
+    assert "Traceback" not in result.output
