@@ -267,11 +267,12 @@ class PostgresBackend(SQLBackend):
                     wait = min(wait, next_due - now)
                 if wait <= 0:
                     return
+                wake_at = time.monotonic() + wait
                 for note in listener.notifies(timeout=wait, stop_after=1):
                     if note.payload in queues:
-                        return
-                if time.monotonic() >= deadline:
-                    return
+                        return  # due now or soon: the claim (or the next wait) will tell
+                if time.monotonic() >= wake_at:
+                    return  # the due time or the deadline: no need to ask again
         except CONNECTION_ERRORS as exc:
             self.drop_listener()
             raise self.unavailable(exc) from None

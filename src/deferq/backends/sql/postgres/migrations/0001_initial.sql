@@ -54,11 +54,13 @@ CREATE TABLE {kv} (
     PRIMARY KEY (namespace, key)
 );
 
--- Wake idle workers (LISTEN "deferq:<schema>") when a job becomes due now. The payload is the
--- queue name; PostgreSQL folds identical notifications of one transaction into one,
--- so a batch or a transactional enqueue notifies once per queue, at commit, and a
--- rolled-back transaction notifies nobody. Jobs due later notify nobody: waiting
--- workers bound their sleep by the next due time instead.
+-- Wake idle workers (LISTEN "deferq:<schema>") when a job becomes due now, or within
+-- the next second: an idle worker sleeps at most a second between looks (its
+-- idle_wait), so a job due sooner than that must wake it; one due later is found by
+-- that look, and the worker then sleeps until it is due. Bulk enqueues of later jobs
+-- notify nobody. The payload is the queue name; PostgreSQL folds identical
+-- notifications of one transaction into one, so a batch or a transactional enqueue
+-- notifies once per queue, at commit, and a rolled-back transaction notifies nobody.
 CREATE FUNCTION {notify_fn}() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF TG_LEVEL = 'ROW' THEN
@@ -66,7 +68,7 @@ BEGIN
     ELSE
         PERFORM pg_notify('deferq:' || left(TG_TABLE_SCHEMA, 50), due.queue)
         FROM (SELECT DISTINCT queue FROM new_rows
-              WHERE state = 'queued' AND run_at <= date_part('epoch', now())) AS due;
+              WHERE state = 'queued' AND run_at <= date_part('epoch', now()) + 1) AS due;
     END IF;
     RETURN NULL;
 END $$;
@@ -74,8 +76,8 @@ END $$;
 -- Inserts: once per statement, over the inserted rows.
 CREATE TRIGGER deferq_jobs_notify_insert AFTER INSERT ON {jobs}
     REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION {notify_fn}();
--- Updates (retry now, release, recovered lease, retried dead job): a row trigger whose
+-- Updates (retry soon, release, recovered lease, retried dead job): a row trigger whose
 -- WHEN is checked without calling the function, so claims and settles cost nothing.
 CREATE TRIGGER deferq_jobs_notify_update AFTER UPDATE ON {jobs} FOR EACH ROW
-    WHEN (NEW.state = 'queued' AND OLD.state <> 'queued' AND NEW.run_at <= date_part('epoch', now()))
+    WHEN (NEW.state = 'queued' AND OLD.state <> 'queued' AND NEW.run_at <= date_part('epoch', now()) + 1)
     EXECUTE FUNCTION {notify_fn}();
