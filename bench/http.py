@@ -40,8 +40,8 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def make_request(port: int, token: str, body: bytes) -> bytes:
-    head = (f"POST /v1/jobs HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+def make_request(port: int, token: str, body: bytes, path: str = "/v1/jobs") -> bytes:
+    head = (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
             f"Authorization: Bearer {token}\r\nContent-Type: application/json\r\n"
             f"Content-Length: {len(body)}\r\n\r\n")  # fmt: skip
     return head.encode() + body
@@ -69,9 +69,14 @@ async def one_connection(port: int, request: bytes, until: float, warm_until: fl
         writer.close()
 
 
-async def load(port: int, token: str, clients: int, seconds: float, warmup: float) -> dict:
-    body = json.dumps({"topic": "bench", "body": {"user": 42, "email": "a" * 32}}).encode()
-    request = make_request(port, token, body)
+async def load(port: int, token: str, clients: int, seconds: float, warmup: float,
+               batch: int) -> dict:  # fmt: skip
+    job = {"topic": "bench", "body": {"user": 42, "email": "a" * 32}}
+    if batch > 1:  # POST /v1/jobs/batch with `batch` jobs per request
+        request = make_request(port, token, json.dumps({"jobs": [job] * batch}).encode(),
+                               "/v1/jobs/batch")  # fmt: skip
+    else:
+        request = make_request(port, token, json.dumps(job).encode())
     now = time.perf_counter()
     latencies: list[float] = []
     statuses: dict[int, int] = {}
@@ -81,7 +86,7 @@ async def load(port: int, token: str, clients: int, seconds: float, warmup: floa
 
 
 def client_process(args: tuple) -> dict:
-    port, token, clients, seconds, warmup = args
+    port, token, clients, seconds, warmup, batch = args
     try:
         import uvloop
 
@@ -89,7 +94,7 @@ def client_process(args: tuple) -> dict:
     except ImportError:
         pass
     started = time.process_time()
-    result = asyncio.run(load(port, token, clients, seconds, warmup))
+    result = asyncio.run(load(port, token, clients, seconds, warmup, batch))
     result["cpu"] = time.process_time() - started
     return result
 
@@ -136,6 +141,7 @@ def main() -> None:
     parser.add_argument("--client-processes", type=int, default=1)
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--warmup", type=float, default=2.0)
+    parser.add_argument("--batch", type=int, default=1, help="jobs per request (>1: /v1/jobs/batch)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     tmp = tempfile.mkdtemp(prefix="deferq-http-bench-")
@@ -168,7 +174,7 @@ def main() -> None:
             client.put("/v1/topics/bench", json={"url": "http://127.0.0.1:9/never-called"},
                        headers={"authorization": f"Bearer {admin}"}).raise_for_status()  # fmt: skip
         per_process = max(1, args.clients // args.client_processes)
-        jobs = [(port, producer, per_process, args.seconds, args.warmup)] * args.client_processes
+        jobs = [(port, producer, per_process, args.seconds, args.warmup, args.batch)] * args.client_processes
         with multiprocessing.get_context("spawn").Pool(args.client_processes) as pool:
             waiting = pool.map_async(client_process, jobs)
             time.sleep(args.warmup + 0.5)  # CPU is counted over the measured part only
@@ -189,6 +195,7 @@ def main() -> None:
         "store": url.split("://")[0], "server_processes": args.workers,
         "clients": per_process * args.client_processes, "seconds": args.seconds,
         "requests": len(latencies), "req_per_s": round(len(latencies) / args.seconds),
+        "jobs_per_s": round(len(latencies) * args.batch / args.seconds),
         "p50_ms": round(percentile(latencies, 0.50) * 1000, 2),
         "p99_ms": round(percentile(latencies, 0.99) * 1000, 2),
         "statuses": {str(k): v for k, v in sorted(statuses.items())},
@@ -203,7 +210,8 @@ def main() -> None:
     if args.json:
         print(json.dumps(result))
     else:
-        print(f"{result['req_per_s']:,} req/s  p50 {result['p50_ms']} ms  p99 {result['p99_ms']} ms"
+        jobs = f" ({result['jobs_per_s']:,} jobs/s)" if args.batch > 1 else ""
+        print(f"{result['req_per_s']:,} req/s{jobs}  p50 {result['p50_ms']} ms  p99 {result['p99_ms']} ms"
               f"  ({result['requests']:,} requests, {result['clients']} clients, "
               f"{args.workers} server processes, {result['store']}; statuses {result['statuses']})")
         cpu = ", ".join(f"{k[:-7]} {v} us" for k, v in result.items() if k.endswith("_cpu_us"))
