@@ -135,3 +135,19 @@ def test_a_deleted_topic_sends_its_jobs_dead_at_once(api, store):
             job = wait_until(lambda: (j := job_state(api, job_id))["state"] == "dead" and j,
                              15, "the job is dead")  # fmt: skip
     assert not receiver.hits and "does not exist" in job["error"] and job["attempts"] == 1
+
+
+def test_signatures_refuse_tampering_other_secrets_and_replays():
+    from deferq.server.signing import sign
+
+    body = b'{"order": 42}'
+    headers = sign("whsec_0123456789abcdef", body, now=1_000_000)
+    ts, sig = headers[TIMESTAMP_HEADER], headers[SIGNATURE_HEADER]
+    assert sig.startswith("v1=") and ts == "1000000"
+    assert verify("whsec_0123456789abcdef", body, ts, sig, now=1_000_100)
+    assert not verify("whsec_0123456789abcdef", body + b" ", ts, sig, now=1_000_100)
+    assert not verify("whsec_another-secret", body, ts, sig, now=1_000_100)
+    assert not verify("whsec_0123456789abcdef", body, ts, sig, now=1_000_301)  # a replay
+    assert not verify("whsec_0123456789abcdef", body, "1000001", sig, now=1_000_100)
+    assert not verify("whsec_0123456789abcdef", body, None, sig)
+    assert not verify("whsec_0123456789abcdef", body, "soon", sig)
