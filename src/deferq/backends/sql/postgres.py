@@ -29,7 +29,7 @@ from psycopg import sql as pgsql
 from psycopg_pool import ConnectionPool
 
 from ...errors import ConfigError, StoreUnavailable
-from ...job import Job
+from ...job import Job, dumps
 from ..base import Enqueue
 from . import common
 from .common import TABLES, Plan, Reply, SQLBackend, Step, T, job_from_row, stored_view
@@ -215,18 +215,18 @@ class PostgresBackend(SQLBackend):
     # -- producing --------------------------------------------------------------------------
 
     def insert_plan(self, items: Sequence[Enqueue], indexes: Sequence[int]) -> Plan[dict[int, Job]]:
-        jobs = [items[i].job for i in indexes]
-        params = {
-            "ids": [j.id for j in jobs], "tasks": [j.task for j in jobs],
-            "payloads": [self.payload(j) for j in jobs], "queues": [j.queue for j in jobs],
-            "priorities": [j.priority for j in jobs], "max_attempts": [j.max_attempts for j in jobs],
-            "timeouts": [j.timeout for j in jobs], "keys": [j.key for j in jobs],
-            "run_ats": [j.run_at for j in jobs], "delays": [items[i].delay for i in indexes],
-        }  # fmt: skip
-        if len(jobs) == 1:
-            reply = yield Step(self.q["enqueue_one"], {name: values[0] for name, values in params.items()})
+        rows = [
+            {"id": job.id, "task": job.task, "payload": [job.args, job.kwargs], "queue": job.queue,
+             "priority": job.priority, "max_attempts": job.max_attempts, "timeout": job.timeout,
+             "unique_key": job.key, "run_at": job.run_at, "delay": items[i].delay}
+            for i in indexes
+            for job in (items[i].job,)
+        ]  # fmt: skip
+        if len(rows) == 1:
+            row = {**rows[0], "payload": self.payload(items[indexes[0]].job)}
+            reply = yield Step(self.q["enqueue_one"], row)
         else:
-            reply = yield Step(self.q["enqueue"], params)
+            reply = yield Step(self.q["enqueue"], {"jobs": dumps(rows, "the arguments").decode()})
         times = {job_id: (run_at, now) for job_id, run_at, now in reply.rows}
         return {
             i: stored_view(items[i].job, *times[items[i].job.id])

@@ -17,16 +17,17 @@ unique_key, run_at, created_at, lease_until, worker, error, result::text, finish
 SELECT {now}
 
 -- name: enqueue
--- A whole batch in one statement: arrays in, one row per job. A job whose key is held
--- by an unfinished job conflicts on the partial unique index and is skipped (MySQL
--- emulates that index with a generated column). RETURNING says which went in.
+-- A whole batch in one statement: one JSON document in (a list of jobs, built by
+-- orjson in one call), one row per job, inserted in list order. A job whose key is
+-- held by an unfinished job conflicts on the partial unique index and is skipped
+-- (MySQL emulates that index with a generated column). RETURNING says which went in.
 INSERT INTO {jobs} (id, task, payload, queue, priority, state, max_attempts, timeout,
                     unique_key, run_at, created_at)
-SELECT i.id, i.task, i.payload::jsonb, i.queue, i.priority, 'queued', i.max_attempts, i.timeout,
+SELECT i.id, i.task, i.payload, i.queue, i.priority, 'queued', i.max_attempts, i.timeout,
        i.unique_key, CASE WHEN i.run_at > 0 THEN i.run_at ELSE {now} + i.delay END, {now}
-FROM unnest(%(ids)s::text[], %(tasks)s::text[], %(payloads)s::text[], %(queues)s::text[],
-            %(priorities)s::smallint[], %(max_attempts)s::int[], %(timeouts)s::float8[],
-            %(keys)s::text[], %(run_ats)s::float8[], %(delays)s::float8[])
+FROM ROWS FROM (jsonb_to_recordset(%(jobs)s::jsonb) AS (
+         id text, task text, payload jsonb, queue text, priority smallint, max_attempts int,
+         timeout float8, unique_key text, run_at float8, delay float8))
      WITH ORDINALITY AS i(id, task, payload, queue, priority, max_attempts, timeout, unique_key,
                           run_at, delay, n)
 ORDER BY i.n
@@ -35,12 +36,12 @@ RETURNING id, run_at, created_at
 
 -- name: enqueue_one
 -- The same for one job, the commonest call: plain values plan and bind faster than
--- arrays (a third less time per single enqueue, measured).
+-- a document to unpack (a third less time per single enqueue, measured).
 INSERT INTO {jobs} (id, task, payload, queue, priority, state, max_attempts, timeout,
                     unique_key, run_at, created_at)
-VALUES (%(ids)s, %(tasks)s, %(payloads)s::jsonb, %(queues)s, %(priorities)s, 'queued',
-        %(max_attempts)s, %(timeouts)s, %(keys)s,
-        CASE WHEN %(run_ats)s > 0 THEN %(run_ats)s ELSE {now} + %(delays)s END, {now})
+VALUES (%(id)s, %(task)s, %(payload)s::jsonb, %(queue)s, %(priority)s, 'queued',
+        %(max_attempts)s, %(timeout)s, %(unique_key)s,
+        CASE WHEN %(run_at)s > 0 THEN %(run_at)s ELSE {now} + %(delay)s END, {now})
 ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND state IN ('queued', 'active') DO NOTHING
 RETURNING id, run_at, created_at
 
