@@ -187,10 +187,10 @@ ORDER BY finished_at DESC, seq DESC LIMIT %(limit)s
 -- name: purge
 -- In slices, so a purge of a million rows is many short transactions, never one long
 -- one (which would hold back vacuum). PostgreSQL's DELETE has no LIMIT; MySQL's has.
-DELETE FROM {jobs} WHERE seq IN (
-    SELECT seq FROM {jobs}
+DELETE FROM {jobs} WHERE ctid = ANY(ARRAY(
+    SELECT ctid FROM {jobs}
     WHERE state = ANY(%(states)s::text[]) AND finished_at <= {now} - %(older_than)s
-    LIMIT %(batch)s)
+    LIMIT %(batch)s))
 
 -- name: stats
 SELECT queue,
