@@ -122,6 +122,21 @@ class Backend(ABC):
         job belongs to someone else now, or it was cancelled meanwhile).
         """
 
+    def settle_and_reserve(
+        self,
+        outcomes: Sequence[Outcome],
+        queues: Sequence[str],
+        limit: int,
+        worker: str,
+        lease: float,
+        priorities: Sequence[int],
+    ) -> tuple[list[bool], list[Job]]:
+        """`settle(outcomes)` then `reserve(...)`: the worker's hot path. Stores that can
+        do both in one round trip override this."""
+        applied = self.settle(outcomes) if outcomes else []
+        jobs = self.reserve(queues, limit, worker, lease, priorities) if limit > 0 else []
+        return applied, jobs
+
     @abstractmethod
     def recover_expired(self) -> int:
         """Return jobs whose lease expired to waiting (or dead, if their attempts are

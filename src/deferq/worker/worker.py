@@ -80,6 +80,7 @@ class Worker:
         self.rotation = PriorityRotation(app.priority_weights)
         self.running: dict[str, Running] = {}  # leased and not yet settled
         self.busy = 0  # jobs executing now: a slot frees when its job returns, before settling
+        self.claimed = 0  # slots promised to a reserve call in flight
         self.lock = threading.Lock()
         self.slot_freed = threading.Event()
         self.outcomes: queue.SimpleQueue[tuple[Outcome, BaseException | None] | None] = (
@@ -163,53 +164,67 @@ class Worker:
         with self.lock:
             return sum(1 for r in self.running.values() if not r.abandoned)
 
-    def _free_slots(self) -> int:
+    def _claim_slots(self) -> int:
+        """Promise the free slots to one reserve call, so two threads never over-lease."""
         with self.lock:
-            free = self.config.concurrency - self.busy
+            if self.stopping.is_set() or self._done_taking():
+                return 0
+            free = self.config.concurrency - self.busy - self.claimed
             if self.config.max_jobs is not None:
-                free = min(free, self.config.max_jobs - self.processed - len(self.running))
-        return free
+                free = min(free, self.config.max_jobs - self.processed - len(self.running) - self.claimed)
+            free = max(free, 0)
+            self.claimed += free
+            return free
+
+    def _accept(self, jobs: list[Job] | None, claimed: int) -> None:
+        """Take leased jobs into the promised slots, give back the rest, and start them."""
+        now = time.monotonic()
+        jobs = jobs or []
+        with self.lock:
+            self.claimed -= claimed
+            for job in jobs:
+                timeout = self.app.timeout_for(job)
+                self.running[job.id] = Running(job, now, now + timeout if timeout else None)
+            self.busy += len(jobs)
+        for job in jobs:
+            self._start(job)
 
     def _done_taking(self) -> bool:
+        """Called with the lock held."""
         if self.config.once:
-            return self.processed >= 1 or bool(self.running)
+            return self.processed >= 1 or bool(self.running) or self.claimed > 0
         return self.config.max_jobs is not None and self.processed >= self.config.max_jobs
 
     def _lease_loop(self) -> None:
+        """Lease for free slots; when the store has nothing due, wait on it. (The settler
+        also leases, in the same round trip as each settle, while jobs keep coming.)"""
         cfg = self.config
         while not self.stopping.is_set():
-            if self._done_taking():
-                if not self.running:
+            claimed = self._claim_slots()
+            if claimed <= 0:
+                with self.lock:
+                    finished = self._done_taking() and not self.running and not self.claimed
+                if finished:
                     return
                 self.slot_freed.wait(cfg.idle_wait)
                 self.slot_freed.clear()
                 continue
-            free = self._free_slots()
-            if free <= 0:
-                self.slot_freed.wait(cfg.idle_wait)
-                self.slot_freed.clear()
-                continue
             jobs = self._store_call(
-                self.backend.reserve, cfg.queues, free, cfg.name, self.app.lease,
+                self.backend.reserve, cfg.queues, claimed, cfg.name, self.app.lease,
                 self.rotation.next_order(),
             )  # fmt: skip
+            self._accept(jobs, claimed)
             if jobs is None:  # store unreachable: _store_call logged and backed off
                 continue
-            for job in jobs:
-                self._dispatch(job)
             if jobs:
                 continue
-            if cfg.burst and not self.running:
+            with self.lock:
+                idle = not self.running and not self.claimed
+            if cfg.burst and idle:
                 return
             self._store_call(self.backend.wait_for_work, cfg.queues, cfg.idle_wait)
 
-    def _dispatch(self, job: Job) -> None:
-        now = time.monotonic()
-        timeout = self.app.timeout_for(job)
-        deadline = now + timeout if timeout else None
-        with self.lock:
-            self.running[job.id] = Running(job, now, deadline)
-            self.busy += 1
+    def _start(self, job: Job) -> None:
         task = self.app.tasks.get(job.task)
         if task is not None and task.is_async:
             future = asyncio.run_coroutine_threadsafe(run_async(self.app, job), self._event_loop())
@@ -258,10 +273,18 @@ class Worker:
                 return
 
     def _settle(self, batch: list[tuple[Outcome, BaseException | None]]) -> None:
+        """Settle a batch and, in the same round trip, lease jobs for the free slots."""
         outcomes = [outcome for outcome, _ in batch]
+        cfg = self.config
         applied = None
         while applied is None:
-            applied = self._store_call(self.backend.settle, outcomes)
+            claimed = self._claim_slots()
+            reply = self._store_call(
+                self.backend.settle_and_reserve, outcomes, cfg.queues, claimed, cfg.name,
+                self.app.lease, self.rotation.next_order(),
+            )  # fmt: skip
+            applied, jobs = reply if reply is not None else (None, None)
+            self._accept(jobs, claimed)
             if applied is None and self.stopping.is_set():
                 break  # the store is gone during shutdown: leases will expire, nothing lost
         with self.lock:

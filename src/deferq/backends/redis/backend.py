@@ -149,6 +149,22 @@ class RedisBackend(Admin, Backend):
     def _reserve_keys(qk: QueueKeys) -> list[str]:
         return [*qk.waiting, qk.active, qk.wake, qk.job_prefix]
 
+    def _reserve_call(self, group: list[str], want: int, worker: str, lease: float, priorities: Sequence[int]) -> Call:
+        keys = [k for q in group for k in self._reserve_keys(self.keys.queue(q))]
+        return Call(scripts.RESERVE, keys, [want, worker, repr(lease), "take", *priorities])
+
+    @staticmethod
+    def _leased(group: list[str], worker: str, reply: list[Any]) -> list[Job]:
+        now, lease_until = float(reply[0]), reply[1]
+        leased = {b"state": b"active", b"worker": worker.encode(), b"lease_until": lease_until}
+        jobs = []
+        for i in range(2, len(reply), 4):
+            fields = pairs(reply[i + 3])
+            fields.update(leased)
+            fields[b"attempts"] = reply[i + 2]
+            jobs.append(job_from_hash(reply[i + 1].decode(), group[reply[i] - 1], fields, now))
+        return jobs
+
     @guarded
     def reserve(
         self, queues: Sequence[str], limit: int, worker: str, lease: float, priorities: Sequence[int]
@@ -158,18 +174,29 @@ class RedisBackend(Admin, Backend):
             want = limit - len(jobs)
             if want <= 0:
                 break
-            keys = [k for q in group for k in self._reserve_keys(self.keys.queue(q))]
-            args = [want, worker, repr(lease), "take", *priorities]
-            reply = self._run(Call(scripts.RESERVE, keys, args))
-            now, lease_until = float(reply[0]), reply[1]
-            leased = {b"state": b"active", b"worker": worker.encode(), b"lease_until": lease_until}
-            for i in range(2, len(reply), 4):
-                fields = pairs(reply[i + 3])
-                fields.update(leased)
-                fields[b"attempts"] = reply[i + 2]
-                queue = group[reply[i] - 1]
-                jobs.append(job_from_hash(reply[i + 1].decode(), queue, fields, now))
+            reply = self._run(self._reserve_call(group, want, worker, lease, priorities))
+            jobs += self._leased(group, worker, reply)
         return jobs
+
+    @guarded
+    def settle_and_reserve(
+        self,
+        outcomes: Sequence[Outcome],
+        queues: Sequence[str],
+        limit: int,
+        worker: str,
+        lease: float,
+        priorities: Sequence[int],
+    ) -> tuple[list[bool], list[Job]]:
+        """On one server: both scripts in one round trip. A cluster spreads queues over
+        slots, so there it is settle, then reserve."""
+        if self._lane is None or not outcomes or limit <= 0:
+            return super().settle_and_reserve(outcomes, queues, limit, worker, lease, priorities)
+        group = list(dict.fromkeys(queues))
+        settle_call = self._settle_calls(outcomes)[1][0]  # one slot group on one server
+        reserve_call = self._reserve_call(group, limit, worker, lease, priorities)
+        flags, reply = self._lane.run_many([settle_call, reserve_call])
+        return [bool(ok) for ok in flags], self._leased(group, worker, reply)
 
     @guarded
     def peek(self, queues: Sequence[str], limit: int, priorities: Sequence[int]) -> list[tuple[int, float, str]]:
@@ -210,10 +237,8 @@ class RedisBackend(Admin, Backend):
             lost.update(jobs[i].id for i, ok in zip(positions, flags, strict=True) if not ok)
         return lost
 
-    @guarded
-    def settle(self, outcomes: Sequence[Outcome]) -> list[bool]:
-        if not outcomes:
-            return []
+    def _settle_calls(self, outcomes: Sequence[Outcome]) -> tuple[list[list[int]], list[Call]]:
+        """One SETTLE call per slot group, and which outcomes each carries."""
         for outcome in outcomes:
             if outcome.kind not in Outcome.KINDS:
                 raise ValueError(f"unknown outcome {outcome.kind!r}")
@@ -237,6 +262,13 @@ class RedisBackend(Admin, Backend):
                     outcome.error or "", result,
                 )  # fmt: skip
             calls.append(Call(scripts.SETTLE, keys, args))
+        return groups, calls
+
+    @guarded
+    def settle(self, outcomes: Sequence[Outcome]) -> list[bool]:
+        if not outcomes:
+            return []
+        groups, calls = self._settle_calls(outcomes)
         applied = [False] * len(outcomes)
         for positions, flags in zip(groups, self._run_all(calls), strict=True):
             for i, ok in zip(positions, flags, strict=True):
