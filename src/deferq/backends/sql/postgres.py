@@ -19,7 +19,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from functools import partial
 from typing import Any
 from urllib.parse import urlencode, urlsplit, urlunsplit
@@ -35,7 +35,11 @@ from . import common
 from .common import TABLES, Plan, Reply, SQLBackend, Step, T, job_from_row, stored_view
 from .queries import Migration
 
-CONNECTION_ERRORS = (psycopg.OperationalError, psycopg.InterfaceError)
+# Connection lost or refused, server shutting down or starting, or a failed-over
+# database still read-only: all pass; the caller backs off and tries again.
+CONNECTION_ERRORS = (
+    psycopg.OperationalError, psycopg.InterfaceError, psycopg.errors.ReadOnlySqlTransaction,
+)
 
 
 class PostgresBackend(SQLBackend):
@@ -128,11 +132,12 @@ class PostgresBackend(SQLBackend):
                 with self.caller_connection(connection).cursor() as cur:
                     return common.drive(plan, partial(self.execute, cur))
             with self.pool(durable).connection() as conn:
-                if atomic:
-                    with conn.transaction(), conn.cursor() as cur:
+                try:
+                    with conn.transaction() if atomic else nullcontext(), conn.cursor() as cur:
                         return common.drive(plan, partial(self.execute, cur))
-                with conn.cursor() as cur:
-                    return common.drive(plan, partial(self.execute, cur))
+                except psycopg.errors.ReadOnlySqlTransaction:
+                    conn.close()  # connected to a server that became a replica: reconnect
+                    raise
         except CONNECTION_ERRORS as exc:
             raise self.unavailable(exc) from None
 
