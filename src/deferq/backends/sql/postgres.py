@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from functools import partial
 from typing import Any
-from urllib.parse import urlencode, urlsplit, urlunsplit
+from urllib.parse import quote, urlencode, urlsplit, urlunsplit
 
 import psycopg
 from psycopg import sql as pgsql
@@ -40,6 +40,8 @@ from .queries import Migration
 CONNECTION_ERRORS = (
     psycopg.OperationalError, psycopg.InterfaceError, psycopg.errors.ReadOnlySqlTransaction,
 )
+# Refusals worth waiting out; any other FATAL at connect is a wrong URL.
+TRANSIENT = ("starting up", "shutting down", "too many", "recovery", "remaining connection")
 
 
 class PostgresBackend(SQLBackend):
@@ -57,7 +59,7 @@ class PostgresBackend(SQLBackend):
 
     def open(self) -> None:
         parts = urlsplit(self.url)
-        query = urlencode(self.driver_options)
+        query = urlencode(self.driver_options, quote_via=quote)  # spaces as %20, as libpq reads them
         self.conninfo = urlunsplit(("postgresql", parts.netloc, parts.path, query, ""))
         try:
             self.pool_size = int(self.options.get("pool_size", 8))
@@ -112,7 +114,7 @@ class PostgresBackend(SQLBackend):
             except Exception:  # noqa: BLE001 - the pool refills by itself later
                 pass
         lines = str(exc).strip().splitlines() or [type(exc).__name__]
-        return StoreUnavailable(f"PostgreSQL is unreachable: {lines[0]}")
+        return StoreUnavailable(f"PostgreSQL is unavailable: {lines[0]}")
 
     @staticmethod
     def execute(cur: psycopg.Cursor, step: Step) -> Reply:
@@ -184,12 +186,17 @@ class PostgresBackend(SQLBackend):
     # -- schema ---------------------------------------------------------------------------
 
     def applied_versions(self) -> list[int]:
+        # A connection of its own, not the pool's: opening a store is where a wrong
+        # database, role or option shows, and the pool would only say it timed out.
         try:
-            with self.pool().connection() as conn:
+            with psycopg.connect(self.conninfo, autocommit=True) as conn:
                 return [row[0] for row in conn.execute(self.q["applied_migrations"])]
         except (psycopg.errors.UndefinedTable, psycopg.errors.InvalidSchemaName):
             return []
         except CONNECTION_ERRORS as exc:
+            message = str(exc).strip().splitlines()[0]
+            if "FATAL" in message and not any(word in message for word in TRANSIENT):
+                raise ConfigError(f"PostgreSQL refused the connection: {message}") from None
             raise self.unavailable(exc) from None
 
     @contextmanager
