@@ -110,3 +110,14 @@ def test_outdated_schema_message_on_the_command_line(postgres_admin):
     result = CliRunner().invoke(main, ["stats", "--url", f"{POSTGRES_BASE}?schema={schema}&migrate=false"])
     assert result.exit_code == 2
     assert "run `deferq migrate`" in result.output and "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("url, expect", [
+    (POSTGRES_BASE.rsplit("/", 1)[0] + "/deferq_no_such_db", 'database "deferq_no_such_db" does not exist'),
+    (POSTGRES_BASE + "?options=-c%20no_such_setting%3D1", "unrecognized configuration parameter"),
+    (MYSQL_SERVER + "/deferq_no_such_db", "Unknown database"),
+])  # fmt: skip
+def test_wrong_store_url_is_one_sentence(url, expect, postgres_admin, mysql_admin):
+    result = CliRunner().invoke(main, ["stats", "--url", url])
+    assert result.exit_code == 2 and expect in result.output, result.output
+    assert "Traceback" not in result.output
