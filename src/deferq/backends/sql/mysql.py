@@ -42,6 +42,7 @@ CONNECTION_ERRORS = (pymysql.err.OperationalError, pymysql.err.InterfaceError)
 UNIQUE_VIOLATION = 1062
 MAX_NAME = 255  # task and unique_key are VARCHAR(255)
 SETUP_ERRORS = {1044, 1045, 1049}  # access denied to the database, bad password, no database
+BUSY = {1205, 1213}  # lock wait timeout, deadlock: retried by the caller, on the same connection
 STATEMENT_END = re.compile(r";\s*$", re.MULTILINE)
 
 
@@ -120,14 +121,12 @@ class MySQLBackend(SQLBackend):
             conn = pymysql.connect(**self.connect_args)
         try:
             yield conn
-        except CONNECTION_ERRORS:
-            self._discard(conn)
-            raise
-        except BaseException:
-            if not conn.open:
+        except BaseException as exc:
+            broken = isinstance(exc, CONNECTION_ERRORS) and _code(exc) not in BUSY
+            if broken or not conn.open:
                 self._discard(conn)
             else:
-                self._give_back(conn)
+                self._give_back(conn)  # a deadlock or lock timeout: the connection is fine
             raise
         else:
             self._give_back(conn)
@@ -206,7 +205,7 @@ class MySQLBackend(SQLBackend):
             raise self.unavailable(exc) from None
 
     def unavailable(self, exc: BaseException) -> Exception:
-        code = exc.args[0] if exc.args else None
+        code = _code(exc)
         message = str(exc.args[-1] if exc.args else exc).strip().splitlines()[0]
         if code in SETUP_ERRORS:  # retrying will not help: say what to fix
             return ConfigError(f"cannot use the MySQL database {self.database!r}: {message}")
@@ -374,6 +373,11 @@ class MySQLBackend(SQLBackend):
                 return
             time.sleep(pause)
             self._poll = min(self._poll * 2, POLL_MAX)
+
+
+def _code(exc: BaseException) -> int | None:
+    """The MySQL error number of a PyMySQL error."""
+    return exc.args[0] if exc.args and isinstance(exc.args[0], int) else None
 
 
 def _check_lengths(job: Job) -> None:
