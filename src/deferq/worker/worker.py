@@ -26,7 +26,7 @@ import socket
 import threading
 import time
 import uuid
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -89,7 +89,12 @@ class Worker:
         self.stopping = threading.Event()
         self.exit_code = EXIT_OK
         self.processed = 0
-        self.pool = ThreadPoolExecutor(self.config.concurrency, thread_name_prefix="deferq-run")
+        self.settling = False  # the settler holds outcomes: it will lease for their slots
+        self.to_run: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
+        self._runners = [
+            threading.Thread(target=self._run_sync_jobs, name=f"deferq-run-{i}", daemon=True)
+            for i in range(self.config.concurrency)
+        ]
         self._loop: asyncio.AbstractEventLoop | None = None
         self._threads: list[threading.Thread] = []
         self._store_down_since: float | None = None
@@ -103,6 +108,8 @@ class Worker:
             "worker %s started: queues %s, concurrency %d",
             self.config.name, ",".join(self.config.queues), self.config.concurrency,
         )  # fmt: skip
+        for runner in self._runners:
+            runner.start()
         for target in (self._settle_loop, self._keeper_loop):
             thread = threading.Thread(target=target, name=target.__name__, daemon=True)
             thread.start()
@@ -153,7 +160,8 @@ class Worker:
         for thread in self._threads:
             thread.join(timeout=5)
         self._store_call(self.backend.kv_delete, "workers", self.config.name)
-        self.pool.shutdown(wait=False, cancel_futures=True)
+        for _ in self._runners:
+            self.to_run.put(None)
         if self._loop is not None:
             self._loop.call_soon_threadsafe(self._loop.stop)
         log.info("worker %s stopped after %d job(s)", self.config.name, self.processed)
@@ -200,7 +208,7 @@ class Worker:
         also leases, in the same round trip as each settle, while jobs keep coming.)"""
         cfg = self.config
         while not self.stopping.is_set():
-            claimed = self._claim_slots()
+            claimed = 0 if self._settler_will_lease() else self._claim_slots()
             if claimed <= 0:
                 with self.lock:
                     finished = self._done_taking() and not self.running and not self.claimed
@@ -224,19 +232,29 @@ class Worker:
                 return
             self._store_call(self.backend.wait_for_work, cfg.queues, cfg.idle_wait)
 
+    def _settler_will_lease(self) -> bool:
+        """Finished jobs are waiting to be settled: the settler leases for their slots in
+        the same round trip, so the lease loop leaves it to them."""
+        return self.settling or not self.outcomes.empty()
+
     def _start(self, job: Job) -> None:
         task = self.app.tasks.get(job.task)
         if task is not None and task.is_async:
             future = asyncio.run_coroutine_threadsafe(run_async(self.app, job), self._event_loop())
+            future.add_done_callback(lambda f, job=job: self._finished(job, *_result(self.app, job, f)))
         else:
-            future = self.pool.submit(run_sync, self.app, job)
-        future.add_done_callback(lambda f, job=job: self._finished(job, f))
+            self.to_run.put(job)
 
-    def _finished(self, job: Job, future: Future) -> None:
-        try:
-            outcome, exc = future.result()
-        except BaseException as exc:  # noqa: BLE001 - cancelled at shutdown, or a runner bug
-            outcome = decide_failure(self.app, job, exc)
+    def _run_sync_jobs(self) -> None:
+        """A runner thread: sync jobs one at a time (no futures: they cost on the hot path)."""
+        while (job := self.to_run.get()) is not None:
+            try:
+                outcome, exc = run_sync(self.app, job)
+            except BaseException as error:  # noqa: BLE001 - a runner bug must not lose the job
+                outcome, exc = decide_failure(self.app, job, error), error
+            self._finished(job, outcome, exc)
+
+    def _finished(self, job: Job, outcome: Outcome, exc: BaseException | None) -> None:
         with self.lock:
             self.busy -= 1
             running = self.running.get(job.id)
@@ -260,6 +278,7 @@ class Worker:
     def _settle_loop(self) -> None:
         while True:
             item = self.outcomes.get()
+            self.settling = True
             batch = []
             while item is not None:
                 batch.append(item)
@@ -269,6 +288,8 @@ class Worker:
                     break
             if batch:
                 self._settle(batch)
+            self.settling = False
+            self.slot_freed.set()  # slots the settler could not fill are the lease loop's again
             if item is None:
                 return
 
@@ -399,6 +420,13 @@ class Worker:
             log.error("store unreachable, retrying: %s", _first_line(str(exc)))
         down_for = now - self._store_down_since
         self.stopping.wait(min(0.1 * 2 ** min(down_for, 3), 1.0))
+
+
+def _result(app: App, job: Job, future: Future) -> tuple[Outcome, BaseException | None]:
+    try:
+        return future.result()
+    except BaseException as exc:  # noqa: BLE001 - cancelled at shutdown, or a runner bug
+        return decide_failure(app, job, exc), exc
 
 
 def _is_connection_error(exc: BaseException) -> bool:
