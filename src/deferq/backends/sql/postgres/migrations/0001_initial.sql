@@ -1,4 +1,5 @@
--- deferq on PostgreSQL, schema version 1.
+-- deferq on PostgreSQL 13+ (transition tables, autovacuum_vacuum_insert_scale_factor),
+-- schema version 1.
 -- Times are epoch seconds (double precision) by the database clock, the same numbers
 -- every deferq backend uses. `seq` is the enqueue order (FIFO among equal due times);
 -- it needs no index of its own (claims and purges address rows by ctid), which
