@@ -351,12 +351,10 @@ class MySQLBackend(SQLBackend):
         return self.claim_order(pairs, priorities)
 
     def _next_due_plan(self, queues: Sequence[str]) -> Plan[tuple[float | None, float]]:
-        due: list[float] = []
-        now = 0.0
-        for queue in queues:
-            *levels, now = (yield Step(self.q["next_due"], {"queue": queue})).rows[0]
-            due += [float(d) for d in levels if d is not None]
-        return (min(due) if due else None), float(now)
+        """One row per queue, all queues in one round trip."""
+        reply = yield Step(self.q["next_due"], [{"queue": queue} for queue in queues], many=True)
+        due = [float(d) for *levels, _ in reply.rows for d in levels if d is not None]
+        return (min(due) if due else None), float(reply.rows[-1][-1])
 
     def wait_for_work(self, queues: Sequence[str], timeout: float) -> None:
         """Poll the next due time: soon while busy, slower while idle (POLL_MIN..MAX)."""

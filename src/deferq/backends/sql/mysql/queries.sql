@@ -101,7 +101,7 @@ WHERE state = 'active' AND lease_until < {now}
 
 -- name: next_due
 -- The earliest due time of one queue: one index probe per priority (MIN over the
--- prefix of deferq_jobs_waiting). The backend asks queue by queue.
+-- prefix of deferq_jobs_waiting). The backend sends one per queue, in one packet.
 SELECT (SELECT MIN(run_at) FROM {jobs} WHERE state = 'queued' AND queue = %(queue)s AND priority = 0),
        (SELECT MIN(run_at) FROM {jobs} WHERE state = 'queued' AND queue = %(queue)s AND priority = 1),
        (SELECT MIN(run_at) FROM {jobs} WHERE state = 'queued' AND queue = %(queue)s AND priority = 2),
