@@ -352,6 +352,8 @@ class MySQLBackend(SQLBackend):
 
     def _next_due_plan(self, queues: Sequence[str]) -> Plan[tuple[float | None, float]]:
         """One row per queue, all queues in one round trip."""
+        if not queues:
+            return None, float((yield Step(self.q["clock"])).rows[0][0])
         reply = yield Step(self.q["next_due"], [{"queue": queue} for queue in queues], many=True)
         due = [float(d) for *levels, _ in reply.rows for d in levels if d is not None]
         return (min(due) if due else None), float(reply.rows[-1][-1])
