@@ -10,6 +10,7 @@ the plans whose statements differ in shape (enqueue, claim), and migrations.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Awaitable, Callable, Generator, Iterable, Sequence
 from contextlib import AbstractContextManager
@@ -25,6 +26,7 @@ from ..sqlite import SQLiteBackend
 from .queries import Migration, load_migrations, load_queries
 
 T = TypeVar("T")
+log = logging.getLogger("deferq.sql")
 
 #: The tables, named once. Dialects qualify them (schema / database) with `table_names`.
 TABLES = {"jobs": "deferq_jobs", "kv": "deferq_kv", "migrations": "deferq_migrations"}
@@ -181,6 +183,10 @@ class SQLBackend(Backend):
 
     def pending_migrations(self) -> list[Migration]:
         applied = set(self.applied_versions())
+        newer = max(applied, default=0)
+        if newer > self.schema_version:  # a rolling deploy: say so, keep working
+            log.warning("the database has deferq schema version %d, newer than this deferq's "
+                        "%d: upgrade deferq here", newer, self.schema_version)  # fmt: skip
         return [m for m in self.migrations if m.version not in applied]
 
     def migrate(self) -> list[str]:
@@ -195,8 +201,9 @@ class SQLBackend(Backend):
 
     def check_schema(self) -> None:
         """Refuse to run on tables older than this code (when not migrating by itself)."""
-        applied = self.applied_versions()
-        if not applied or max(applied) < self.schema_version:
+        pending = self.pending_migrations()
+        if pending:
+            applied = [m.version for m in self.migrations if m not in pending]
             found = f"version {max(applied)}" if applied else "no deferq tables"
             raise SchemaOutdated(
                 f"the database has {found} but this deferq needs schema version "
