@@ -417,3 +417,9 @@ def test_settle_batch_with_one_lost_lease(app, backend):
     assert backend.settle([Outcome(kept, "succeeded"), Outcome(lost, "succeeded")]) == [True, False]
     assert app.get(kept.id).state == JobState.SUCCEEDED
     assert app.get(lost.id).state == JobState.QUEUED
+
+
+def test_reserve_takes_only_the_levels_named(app, backend):
+    app.enqueue("noop", [0], priority="low")
+    high = app.enqueue("noop", [1], priority="high")
+    assert [j.id for j in reserve(backend, 5, order=(0,))] == [high.id]

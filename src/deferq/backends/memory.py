@@ -66,13 +66,13 @@ class MemoryBackend(Backend):
     ) -> list[Job]:
         with self._changed:
             now = self.now()
+            rank = {p: i for i, p in enumerate(priorities)}  # levels not named are not taken
             due = [
                 j
                 for j in self._jobs.values()
-                if j.state == _WAITING and j.queue in queues and j.run_at <= now
+                if j.state == _WAITING and j.queue in queues and j.run_at <= now and j.priority in rank
             ]
-            rank = {p: i for i, p in enumerate(priorities)}
-            due.sort(key=lambda j: (rank.get(j.priority, 9), j.run_at, self._order[j.id]))
+            due.sort(key=lambda j: (rank[j.priority], j.run_at, self._order[j.id]))
             taken = []
             for job in due[:limit]:
                 job = replace(
