@@ -22,7 +22,7 @@ def test_a_peer_that_cannot_load_fails_in_its_row_only():
     cells = run.run_peer(peer, run.workloads.Sizes(jobs=10, pickups=1))
     assert all(isinstance(c, run.Failure) for c in cells.values())
     line = report.row(peer.label, {m: cells.get(m) for m in run.METRICS}, None)
-    assert "failed: ModuleNotFoundError" in line and line.count("|") == 9
+    assert line[1].startswith("failed: ModuleNotFoundError") and len(line) == len(report.COLUMNS)
 
 
 def test_medians_skip_failed_runs():

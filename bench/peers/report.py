@@ -14,12 +14,9 @@ import redis
 from . import probe
 from .base import Peer
 
-HEADER = ("| peer | A enqueue/s | A vs raw | A batch/s | B processed/s | C late p50/p99 ms "
-          "| D pickup p50/p99 ms | worker RSS MiB (procs) |\n"
-          "|---|---:|---:|---:|---:|---:|---:|---:|")  # fmt: skip
-
-
-COLUMNS = HEADER.splitlines()[0].count("|") - 1
+COLUMNS = ("peer", "A enqueue/s", "A vs raw", "A batch/s", "B processed/s", "C late p50/p99 ms",
+           "D pickup p50/p99 ms", "worker RSS MiB (procs)")  # fmt: skip
+RATIO = COLUMNS.index("A vs raw")  # shown only when the raw reference ran
 
 
 def cpu_model() -> str:
@@ -78,19 +75,24 @@ def cell(value: Any, shape: str) -> str:
     return f"{value[0]:.0f} ({value[1]:.0f})"  # rss
 
 
-def row(label: str, cells: dict[str, Any], raw_a: Any) -> str:
+def row(label: str, cells: dict[str, Any], raw_a: Any) -> list[str]:
     failures = {c for c in cells.values() if c is not None}
     if len(failures) == 1 and hasattr(next(iter(failures)), "reason"):  # failed as a whole
-        return f"| {label} | {cell(failures.pop(), 'rate')} |" + " – |" * (COLUMNS - 2)
+        return [label, cell(failures.pop(), "rate")] + ["–"] * (len(COLUMNS) - 2)
     a = cells["a"]
     ratio = f"{a / raw_a:.2f}x" if isinstance(a, float) and isinstance(raw_a, float) else "–"
     b = cell(cells["b"], "rate")
     if cells.get("b_alt") is not None:
         b += " / " + cell(cells["b_alt"], "rate")
-    return " | ".join([
-        f"| {label}", cell(a, "rate"), ratio, cell(cells["a_batch"], "rate"), b,
-        cell(cells["c"], "pair"), cell(cells["d"], "pair"), cell(cells["rss"], "rss") + " |",
-    ])  # fmt: skip
+    return [label, cell(a, "rate"), ratio, cell(cells["a_batch"], "rate"), b,
+            cell(cells["c"], "pair"), cell(cells["d"], "pair"), cell(cells["rss"], "rss")]  # fmt: skip
+
+
+def table(rows: list[list[str]], with_ratio: bool) -> list[str]:
+    keep = [i for i in range(len(COLUMNS)) if with_ratio or i != RATIO]
+    lines = [[COLUMNS[i] for i in keep], ["---"] + ["---:"] * (len(keep) - 1)]
+    lines += [[r[i] for i in keep] for r in rows]
+    return ["| " + " | ".join(line) + " |" for line in lines]
 
 
 def render(peers: list[Peer], cells: dict[str, dict[str, Any]], args: argparse.Namespace,
@@ -104,8 +106,7 @@ def render(peers: list[Peer], cells: dict[str, dict[str, Any]], args: argparse.N
         f"2 worker processes per peer, library defaults; the whole run took {elapsed:.0f} s.",
         f"Versions: {versions}.",
         "",
-        HEADER,
-        *(row(p.label, cells[p.label], raw_a) for p in peers),
+        *table([row(p.label, cells[p.label], raw_a) for p in peers], raw_a is not None),
         "",
     ]
     return "\n".join(lines)
