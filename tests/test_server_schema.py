@@ -36,5 +36,7 @@ def test_the_api_matches_its_openapi_document(case):
         # the shape (the named topic must exist, a job names a topic or a task), so such
         # data is rightly a 422; every other check (no 5xx, documented statuses, response
         # schemas, invalid data rejected) runs.
-        case.call_and_validate(headers={"Authorization": f"Bearer {ADMIN}"},
-                               excluded_checks=[positive_data_acceptance])
+        # A generated token is swapped for a real one; a case that leaves the header out
+        # on purpose (invalid data: "missing Authorization") keeps it out and expects 401.
+        headers = {"Authorization": f"Bearer {ADMIN}"} if "Authorization" in (case.headers or {}) else {}
+        case.call_and_validate(headers=headers, excluded_checks=[positive_data_acceptance])

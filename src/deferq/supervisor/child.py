@@ -48,7 +48,7 @@ def run_child(spec: dict[str, Any]) -> int:
     # the master's business: a reload restarts children itself; USR2 stops like TERM.
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     signal.signal(signal.SIGUSR2, lambda *_: worker.stop())
-    _stop_when_orphaned(worker, os.getppid())
+    _stop_when_orphaned(worker, spec.get("master_pid") or os.getppid())
     return worker.run()
 
 

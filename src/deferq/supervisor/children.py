@@ -122,6 +122,7 @@ def spawn_child(pool: PoolState, spec: dict[str, Any], host: str) -> Child:
         **spec, "pool": config.name, "index": index, "name": name,
         "queues": list(config.queues), "concurrency": config.concurrency,
         "max_jobs": config.max_jobs_per_child,
+        "master_pid": os.getpid(),  # a child that starts after its master died must know
     }  # fmt: skip
     process = subprocess.Popen(
         [sys.executable, "-m", "deferq.supervisor.child", orjson.dumps(child_spec).decode()],
