@@ -47,6 +47,10 @@ def wait_for(predicate, timeout: float, what: str) -> None:
 
 
 def run_crash_scenario(url: str, tmp_path: Path, jobs: int = 1000) -> None:
+    """SIGKILL each of two workers once at a random moment and restart it: every job
+    completes, and only jobs the store had leased to a killed worker run again (a job
+    can finish and still be unsettled when the kill lands, so "in flight" is what the
+    store says, not what the job recorded). Every store runs this (test_sql_faults...)."""
     record = tmp_path / "record.log"
     app = deferq.App(url)
     app.enqueue_many([deferq.Call("record", (i, 0.003), {}) for i in range(jobs)])
@@ -76,6 +80,7 @@ def run_crash_scenario(url: str, tmp_path: Path, jobs: int = 1000) -> None:
         app.close()
     starts, dones = read_record(record)
     assert set(dones) == set(range(jobs)), "a job never completed"
+    assert in_flight_at_kills > 0, "the kills landed while the workers held nothing"
     reruns = sum(starts.values()) - jobs
     assert reruns <= in_flight_at_kills, (reruns, in_flight_at_kills)
 

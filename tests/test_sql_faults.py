@@ -11,7 +11,6 @@ is what a restart or failover does to a client.
 
 from __future__ import annotations
 
-import signal
 import threading
 import time
 import uuid
@@ -20,55 +19,19 @@ import pytest
 
 import deferq
 from deferq.errors import StoreUnavailable
-from tests.test_crash import read_record, start_worker, wait_for
+from tests.test_crash import run_crash_scenario, start_worker, wait_for
 
 pytestmark = pytest.mark.slow
 
 JOBS = 10_000
 
 
-def leased_to(app: deferq.App, pid: int) -> int:
-    """Jobs the worker process `pid` holds a lease on (worker names are host:pid:tag)."""
-    return sum(1 for job in app.list_jobs("active", limit=10_000) if job.worker.split(":")[1] == str(pid))
-
-
-def run_sigkill_scenario(url: str, tmp_path, jobs: int = 1000) -> None:
-    """SIGKILL a worker twice mid-run: every job completes, and only jobs leased to a
-    killed worker run again (a job can finish and still be unsettled when the kill
-    lands, so "in flight" is what the store says, not what the job recorded)."""
-    record = tmp_path / "record.log"
-    app = deferq.App(url)
-    app.enqueue_many([deferq.Call("record", (i, 0.003), {}) for i in range(jobs)])
-    workers = [start_worker(url, record), start_worker(url, record)]
-    leased_at_kills = 0
-    try:
-        for index in range(2):
-            target = jobs * (index + 1) // 3
-            wait_for(lambda t=target: sum(read_record(record)[1].values()) >= t, 60, f"{target} done")
-            workers[index].send_signal(signal.SIGKILL)
-            workers[index].wait(timeout=10)
-            leased_at_kills += leased_to(app, workers[index].pid)
-            workers[index] = start_worker(url, record)
-        wait_for(lambda: app.stats().get("default", {}).get("succeeded", 0) == jobs, 90,
-                 "every job to succeed")  # fmt: skip
-    finally:
-        for worker in workers:
-            worker.kill()
-            worker.wait(timeout=10)
-        app.close()
-    starts, dones = read_record(record)
-    assert set(dones) == set(range(jobs)), "a job never completed"
-    assert leased_at_kills > 0, "the kills landed while the worker held nothing"
-    reruns = sum(starts.values()) - jobs
-    assert reruns <= leased_at_kills, (reruns, leased_at_kills)
-
-
 def test_sigkilled_workers_lose_nothing_postgres(postgres_url, tmp_path):
-    run_sigkill_scenario(postgres_url, tmp_path)
+    run_crash_scenario(postgres_url, tmp_path)
 
 
 def test_sigkilled_workers_lose_nothing_mysql(mysql_url, tmp_path):
-    run_sigkill_scenario(mysql_url, tmp_path)
+    run_crash_scenario(mysql_url, tmp_path)
 
 
 def produce(app: deferq.App, committed: list[str], stop: threading.Event) -> None:

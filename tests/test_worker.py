@@ -83,7 +83,8 @@ def test_failures_retry_with_backoff_then_succeed(app):
 def test_dead_after_max_attempts_with_hooks(app):
     seen = []
 
-    @app.task(max_attempts=2, backoff=deferq.backoff.fixed(0), on_failure=lambda j, e: seen.append(("task", j.state)))
+    @app.task(max_attempts=2, backoff=deferq.backoff.fixed(0),
+              on_failure=lambda j, e: seen.append(("task", j.state)))
     def broken():
         raise ValueError("always")
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ConfigError
-from ..job import ALL_STATES, Job, JobState
+from ..job import ALL_STATES, FINISHED_STATES, Job, JobState
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,6 +243,14 @@ class Backend(ABC):
     async def call_async(self, method: str, *args: Any, **kwargs: Any) -> Any:
         """Run any sync operation off the event loop."""
         return await asyncio.to_thread(getattr(self, method), *args, **kwargs)
+
+
+def finished_only(states: Iterable[JobState | str]) -> list[JobState]:
+    """The states a purge was asked for; only finished jobs may ever be purged."""
+    wanted = [JobState(s) for s in states]
+    if not set(wanted) <= FINISHED_STATES:
+        raise ValueError("only finished jobs (succeeded, dead, cancelled) can be purged")
+    return wanted
 
 
 def state_for_waiting(run_at: float, now: float) -> JobState:

@@ -14,7 +14,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..job import Job, JobState
-from .base import Backend, Enqueue, Outcome, QueueStats, state_for_waiting
+from .base import Backend, Enqueue, Outcome, QueueStats, finished_only, state_for_waiting
 
 _WAITING = JobState.QUEUED  # stored state of every waiting job; see base.py
 
@@ -200,9 +200,7 @@ class MemoryBackend(Backend):
             return found[:limit]
 
     def purge(self, states: Iterable[JobState], older_than: float = 0.0) -> int:
-        states = {JobState(s) for s in states}
-        if not states <= {JobState.SUCCEEDED, JobState.DEAD, JobState.CANCELLED}:
-            raise ValueError("only finished jobs (succeeded, dead, cancelled) can be purged")
+        states = set(finished_only(states))
         with self._changed:
             limit = self.now() - older_than
             doomed = [

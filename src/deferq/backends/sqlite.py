@@ -27,7 +27,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from ..errors import ConfigError, StoreUnavailable
 from ..job import FINISHED_STATES, Job, JobState, dumps, loads
-from .base import Backend, Enqueue, Outcome, QueueStats, state_for_waiting
+from .base import Backend, Enqueue, Outcome, QueueStats, finished_only, state_for_waiting
 
 SCHEMA_VERSION = 1
 SCHEMA = """
@@ -389,9 +389,7 @@ class SQLiteBackend(Backend):
         return self._select(where, params, f"ORDER BY {order} LIMIT {int(limit)}")
 
     def purge(self, states: Iterable[JobState], older_than: float = 0.0) -> int:
-        states = [JobState(s) for s in states]
-        if not set(states) <= FINISHED_STATES:
-            raise ValueError("only finished jobs (succeeded, dead, cancelled) can be purged")
+        states = finished_only(states)
         if not states:
             return 0
         with self._write() as cur:

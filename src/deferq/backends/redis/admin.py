@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from ...job import FINISHED_STATES, Job, JobState
-from ..base import QueueStats
+from ..base import QueueStats, finished_only
 from . import scripts
 from .codec import job_from_hash, pairs
 from .connection import guarded
@@ -126,9 +126,7 @@ class Admin:
 
     @guarded
     def purge(self, states: Iterable[JobState], older_than: float = 0.0) -> int:
-        states = [JobState(s) for s in states]
-        if not set(states) <= FINISHED_STATES:
-            raise ValueError("only finished jobs (succeeded, dead, cancelled) can be purged")
+        states = finished_only(states)
         total = 0
         for state in states:
 

@@ -149,7 +149,9 @@ class RedisBackend(Admin, Backend):
     def _reserve_keys(qk: QueueKeys) -> list[str]:
         return [*qk.waiting, qk.active, qk.wake, qk.job_prefix]
 
-    def _reserve_call(self, group: list[str], want: int, worker: str, lease: float, priorities: Sequence[int]) -> Call:
+    def _reserve_call(
+        self, group: list[str], want: int, worker: str, lease: float, priorities: Sequence[int]
+    ) -> Call:
         keys = [k for q in group for k in self._reserve_keys(self.keys.queue(q))]
         return Call(scripts.RESERVE, keys, [want, worker, repr(lease), "take", *priorities])
 

@@ -21,7 +21,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from ...errors import ConfigError, SchemaOutdated
 from ...job import FINISHED_STATES, Job, JobState, dumps
-from ..base import Backend, Enqueue, Outcome, QueueStats, state_for_waiting
+from ..base import Backend, Enqueue, Outcome, QueueStats, finished_only, state_for_waiting
 from ..sqlite import SQLiteBackend
 from .queries import Migration, load_migrations, load_queries
 
@@ -366,9 +366,7 @@ class SQLBackend(Backend):
         return self.run(self._jobs(self.q[name], params))
 
     def purge(self, states: Iterable[JobState], older_than: float = 0.0) -> int:
-        states = [JobState(s) for s in states]
-        if not set(states) <= FINISHED_STATES:
-            raise ValueError("only finished jobs (succeeded, dead, cancelled) can be purged")
+        states = finished_only(states)
         if not states:
             return 0
         params = {"states": [str(s) for s in states], "older_than": older_than, "batch": PURGE_BATCH}
