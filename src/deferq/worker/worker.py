@@ -234,8 +234,14 @@ class Worker:
 
     def _settler_will_lease(self) -> bool:
         """Finished jobs are waiting to be settled: the settler leases for their slots in
-        the same round trip, so the lease loop leaves it to them."""
-        return self.settling or not self.outcomes.empty()
+        the same round trip, so the lease loop leaves a few free slots to it. When half
+        the slots or more are idle, the lease loop fills them at once: a second call in
+        flight beside the settler's."""
+        if not (self.settling or not self.outcomes.empty()):
+            return False
+        with self.lock:
+            free = self.config.concurrency - self.busy - self.claimed
+        return free < max(1, self.config.concurrency // 2)
 
     def _start(self, job: Job) -> None:
         task = self.app.tasks.get(job.task)
