@@ -38,3 +38,11 @@ def setup_logging(level: str = "info", fmt: str = "text", stream=None) -> None: 
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
     root.propagate = False
+
+
+def first_line(text: str | None) -> str:
+    """The line of an error text that says the most: the last non-empty one."""
+    if not text:
+        return ""
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return lines[-1] if lines else ""

@@ -26,8 +26,9 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from ..errors import ConfigError, StoreUnavailable
-from ..job import FINISHED_STATES, Job, JobState, dumps, loads
-from .base import Backend, Enqueue, Outcome, QueueStats, finished_only, state_for_waiting
+from ..job import FINISHED_STATES, Job, JobState, dumps
+from .base import Backend, Enqueue, Outcome, QueueStats, finished_only
+from .rows import COLUMNS, job_from_row
 
 SCHEMA_VERSION = 1
 SCHEMA = """
@@ -69,10 +70,6 @@ CREATE TABLE IF NOT EXISTS deferq_kv (
 );
 """
 
-COLUMNS = (
-    "id, task, payload, queue, priority, state, attempts, max_attempts, timeout, key, "
-    "run_at, created_at, lease_until, worker, error, result, finished_at"
-)
 INSERT = (  # only what a new job has; the other columns start NULL or at their default
     "INSERT OR IGNORE INTO deferq_jobs (id, task, payload, queue, priority, state, "
     "max_attempts, timeout, key, run_at, created_at) VALUES (?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?)"
@@ -178,28 +175,10 @@ class SQLiteBackend(Backend):
             job.max_attempts, job.timeout, job.key, job.run_at, job.created_at,
         )  # fmt: skip
 
-    @staticmethod
-    def _job(row: Sequence[Any], now: float) -> Job:
-        (job_id, task, payload, queue, priority, state, attempts, max_attempts, timeout, key,
-         run_at, created_at, lease_until, worker, error, result, finished_at) = row  # fmt: skip
-        try:
-            args, kwargs = loads(payload)
-        except (ValueError, TypeError):
-            args, kwargs = (), {"_unreadable_payload": str(payload)[:200]}
-        return Job(
-            id=job_id, task=task, args=tuple(args), kwargs=kwargs, queue=queue,
-            priority=priority,
-            state=state_for_waiting(run_at, now) if state == "queued" else JobState(state),
-            attempts=attempts, max_attempts=max_attempts, timeout=timeout, key=key,
-            run_at=run_at, created_at=created_at, lease_until=lease_until, worker=worker,
-            error=error, result=None if result is None else loads(result),
-            finished_at=finished_at,
-        )  # fmt: skip
-
     def _select(self, where: str, params: Sequence[Any] = (), tail: str = "") -> list[Job]:
         rows = self._read(f"SELECT {COLUMNS} FROM deferq_jobs WHERE {where} {tail}", params)
         now = self.now()
-        return [self._job(row, now) for row in rows]
+        return [job_from_row(row, now) for row in rows]
 
     # -- producing ------------------------------------------------------------------
 
@@ -226,7 +205,7 @@ class SQLiteBackend(Backend):
                     "('queued', 'active')",
                     (job.key,),
                 ).fetchone()
-                stored.append(self._job(row, now))
+                stored.append(job_from_row(row, now))
         return stored
 
     # -- consuming ------------------------------------------------------------------
@@ -261,7 +240,7 @@ class SQLiteBackend(Backend):
             ).fetchall()
         order = {seq: i for i, seq in enumerate(chosen)}
         rows.sort(key=lambda r: order[r[-1]])
-        return [self._job(row[:-2], now) for row in rows]
+        return [job_from_row(row[:-2], now) for row in rows]
 
     def heartbeat(self, jobs: Sequence[Job], lease: float) -> set[str]:
         lost = set()

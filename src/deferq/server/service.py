@@ -13,9 +13,8 @@ from typing import Any, TypeVar
 
 from ..app import App
 from ..backends.base import Enqueue
-from ..errors import ConfigError, MissingExtra, SchemaOutdated, StoreUnavailable
+from ..errors import ConfigError, MissingExtra, SchemaOutdated, StoreUnavailable, is_store_error
 from ..job import UNFINISHED_STATES, Job
-from ..worker.worker import _is_connection_error
 from . import auth, delivery, logfiles
 from . import topics as topics_module
 from .cache import Cached
@@ -33,7 +32,7 @@ error_log = logging.getLogger(logfiles.ERROR_LOG)
 
 def store_error(exc: BaseException, retry_after: int) -> ApiError | None:
     """The 503 for a store failure, or None when `exc` is not one."""
-    if not isinstance(exc, STORE_ERRORS) and not _is_connection_error(exc):
+    if not isinstance(exc, STORE_ERRORS) and not is_store_error(exc):
         return None
     lines = [line for line in str(exc).strip().splitlines() if line.strip()]
     reason = lines[-1][:300] if lines else type(exc).__name__

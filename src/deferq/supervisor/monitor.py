@@ -16,8 +16,8 @@ from typing import Any
 
 from ..alerts import Alerter
 from ..backends.base import Backend, QueueStats
-from ..errors import DeferqError
-from ..worker.worker import _first_line, _is_connection_error
+from ..errors import DeferqError, is_store_error
+from ..logs import first_line
 
 log = logging.getLogger("deferq.master")
 
@@ -40,7 +40,7 @@ class StoreHealth:
         try:
             result = fn(*args)
         except Exception as exc:  # noqa: BLE001 - the master must outlive any store error
-            if isinstance(exc, ConnectionError | OSError | DeferqError) or _is_connection_error(exc):
+            if isinstance(exc, ConnectionError | OSError | DeferqError) or is_store_error(exc):
                 self._failed(exc)
             else:
                 log.exception("store call %s failed", getattr(fn, "__name__", fn))
@@ -58,7 +58,7 @@ class StoreHealth:
         if self.down_since is not None:
             return
         self.down_since = time.monotonic()
-        error = _first_line(str(exc)) or type(exc).__name__
+        error = first_line(str(exc)) or type(exc).__name__
         log.error("the store is unreachable: %s", error)
         self._alerter().send("store_down", "the store is unreachable",
                              {"url": self.url, "error": error})  # fmt: skip

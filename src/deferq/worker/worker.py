@@ -33,8 +33,9 @@ from typing import TYPE_CHECKING
 import orjson
 
 from ..backends.base import Outcome
-from ..errors import DeferqError, JobTimeout
+from ..errors import DeferqError, JobTimeout, is_store_error
 from ..job import Job, JobState
+from ..logs import first_line
 from ..priorities import PriorityRotation
 from .runner import decide_failure, fire_hooks, run_async, run_sync
 
@@ -328,10 +329,10 @@ class Worker:
                 log.debug("job %s %s succeeded", job.id, job.task)
             elif outcome.kind == "retry":
                 log.info("job %s %s failed (attempt %d/%d), retry in %.1fs: %s", job.id, job.task,
-                         job.attempts, job.max_attempts, outcome.delay, _first_line(outcome.error))  # fmt: skip
+                         job.attempts, job.max_attempts, outcome.delay, first_line(outcome.error))  # fmt: skip
             elif outcome.kind == "dead":
                 log.warning("job %s %s is dead after %d attempt(s): %s", job.id, job.task,
-                            job.attempts, _first_line(outcome.error))  # fmt: skip
+                            job.attempts, first_line(outcome.error))  # fmt: skip
             fire_hooks(self.app, outcome, exc)
 
     # -- keeper: heartbeats, timeouts, maintenance --------------------------------------
@@ -410,7 +411,7 @@ class Worker:
             self._store_failed(exc)
             return None
         except Exception as exc:  # driver-specific connection errors
-            if not _is_connection_error(exc):
+            if not is_store_error(exc):
                 raise
             self._store_failed(exc)
             return None
@@ -423,7 +424,7 @@ class Worker:
         now = time.monotonic()
         if self._store_down_since is None:
             self._store_down_since = now
-            log.error("store unreachable, retrying: %s", _first_line(str(exc)))
+            log.error("store unreachable, retrying: %s", first_line(str(exc)))
         down_for = now - self._store_down_since
         self.stopping.wait(min(0.1 * 2 ** min(down_for, 3), 1.0))
 
@@ -433,15 +434,3 @@ def _result(app: App, job: Job, future: Future) -> tuple[Outcome, BaseException 
         return future.result()
     except BaseException as exc:  # noqa: BLE001 - cancelled at shutdown, or a runner bug
         return decide_failure(app, job, exc), exc
-
-
-def _is_connection_error(exc: BaseException) -> bool:
-    names = {cls.__name__ for cls in type(exc).__mro__}
-    return bool(names & {"ConnectionError", "OperationalError", "InterfaceError", "TimeoutError"})
-
-
-def _first_line(text: str | None) -> str:
-    if not text:
-        return ""
-    lines = [line for line in text.strip().splitlines() if line.strip()]
-    return lines[-1] if lines else ""

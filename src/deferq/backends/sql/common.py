@@ -22,7 +22,7 @@ from urllib.parse import parse_qsl, urlsplit
 from ...errors import ConfigError, SchemaOutdated
 from ...job import FINISHED_STATES, Job, JobState, dumps
 from ..base import Backend, Enqueue, Outcome, QueueStats, finished_only, state_for_waiting
-from ..sqlite import SQLiteBackend
+from ..rows import job_from_row  # SQLite keeps the same columns: one decoder for all three
 from .queries import Migration, load_migrations, load_queries
 
 T = TypeVar("T")
@@ -35,9 +35,6 @@ KEY_RETRIES = 5  # a key freed between our insert and our look-up: try the inser
 STORED_STATE = {"succeeded": "succeeded", "retry": "queued", "dead": "dead", "release": "queued"}
 SAFE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 
-#: A job row (the `job_columns` fragment) followed by the clock -> a Job.
-#: SQLite stores the same columns in the same order; one decoder serves all three.
-job_from_row: Callable[[Sequence[Any], float], Job] = SQLiteBackend._job
 
 
 @dataclass(frozen=True, slots=True)
