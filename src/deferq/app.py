@@ -15,7 +15,7 @@ from .backends import Backend, open_backend
 from .backends.base import Enqueue, QueueStats
 from .errors import ConfigError
 from .job import Job, JobState
-from .task import Call, Hook, Task, TaskDefaults, build_enqueue, task_defaults
+from .task import Call, Hook, JobOptions, Task, TaskDefaults, build_enqueue, task_defaults
 
 log = logging.getLogger("deferq")
 
@@ -144,8 +144,6 @@ class App:
         **options: Any,
     ) -> Job:
         """Enqueue by task name (the task need not be importable here)."""
-        from .task import JobOptions
-
         call = Call(task, tuple(args), dict(kwargs or {}), JobOptions.parse(**options))
         return self.enqueue_many([call])[0]
 

@@ -17,7 +17,6 @@ Conventions for every backend:
 from __future__ import annotations
 
 import asyncio
-import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -233,16 +232,10 @@ class Backend(ABC):
                 "transactional enqueue needs PostgreSQL or MySQL"
             )
 
-    def settle_one(self, outcome: Outcome) -> bool:
-        return self.settle([outcome])[0]
-
     async def enqueue_many_async(self, items: Sequence[Enqueue], connection: Any = None) -> list[Job]:
         """Async producers. Backends with an asyncio client override this."""
         return await asyncio.to_thread(self.enqueue_many, items, connection)
 
-    async def call_async(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        """Run any sync operation off the event loop."""
-        return await asyncio.to_thread(getattr(self, method), *args, **kwargs)
 
 
 def finished_only(states: Iterable[JobState | str]) -> list[JobState]:
@@ -256,7 +249,3 @@ def finished_only(states: Iterable[JobState | str]) -> list[JobState]:
 def state_for_waiting(run_at: float, now: float) -> JobState:
     """A waiting job is SCHEDULED until its due time, then QUEUED."""
     return JobState.SCHEDULED if run_at > now else JobState.QUEUED
-
-
-def wall_clock() -> float:
-    return time.time()
