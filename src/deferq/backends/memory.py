@@ -11,7 +11,7 @@ import threading
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypedDict
 
 from ..job import Job, JobState
 from .base import Backend, Enqueue, Outcome, QueueStats, finished_only, state_for_waiting
@@ -259,9 +259,16 @@ class MemoryBackend(Backend):
             return {k: v for k in keys if (v := self._live(namespace, k)) is not None}
 
 
+class _Unleased(TypedDict):
+    """The fields every outcome clears: the job is no longer held by a worker."""
+
+    worker: None
+    lease_until: None
+
+
 def _settled(job: Job, outcome: Outcome, now: float) -> Job:
     """The job after an outcome: the one place the memory store applies outcomes."""
-    common = {"worker": None, "lease_until": None}
+    common: _Unleased = {"worker": None, "lease_until": None}
     if outcome.kind == "succeeded":
         return replace(
             job, state=JobState.SUCCEEDED, result=outcome.result, finished_at=now, **common
