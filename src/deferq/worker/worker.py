@@ -26,14 +26,16 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
 
 from ..backends.base import Outcome, OutcomeKind
-from ..errors import DeferqError, JobTimeout, is_store_error
+from ..backends.guard import StoreGuard
+from ..errors import DeferqError, JobTimeout
 from ..job import Job, JobState
 from ..logs import first_line
 from ..priorities import PriorityRotation
@@ -46,6 +48,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("deferq.worker")
 
 EXIT_OK, EXIT_ERROR, EXIT_OVERRAN = 0, 1, 3
+T = TypeVar("T")
 
 
 @dataclass
@@ -102,7 +105,7 @@ class Worker:
         ]
         self._loop: asyncio.AbstractEventLoop | None = None
         self._threads: list[threading.Thread] = []
-        self._store_down_since: float | None = None
+        self.guard = StoreGuard(log)
 
     # -- life cycle -------------------------------------------------------------------
 
@@ -405,30 +408,12 @@ class Worker:
 
     # -- store errors -----------------------------------------------------------------
 
-    def _store_call(self, fn, *args):  # type: ignore[no-untyped-def]
-        """Call the store; on a connection failure say so once, back off, return None."""
-        try:
-            result = fn(*args)
-        except (ConnectionError, OSError, DeferqError) as exc:
-            self._store_failed(exc)
-            return None
-        except Exception as exc:  # driver-specific connection errors
-            if not is_store_error(exc):
-                raise
-            self._store_failed(exc)
-            return None
-        if self._store_down_since is not None:
-            log.warning("store is back after %.1fs", time.monotonic() - self._store_down_since)
-            self._store_down_since = None
+    def _store_call(self, fn: Callable[..., T], *args: Any) -> T | None:
+        """Call the store; while it is down, say so once, back off and return None."""
+        ok, result = self.guard.call(fn, *args)
+        if not ok:
+            self.stopping.wait(self.guard.backoff())
         return result
-
-    def _store_failed(self, exc: BaseException) -> None:
-        now = time.monotonic()
-        if self._store_down_since is None:
-            self._store_down_since = now
-            log.error("store unreachable, retrying: %s", first_line(str(exc)))
-        down_for = now - self._store_down_since
-        self.stopping.wait(min(0.1 * 2 ** min(down_for, 3), 1.0))
 
 
 def _result(spec: TaskSpec, job: Job, future: Future[tuple[Outcome, BaseException | None]]
