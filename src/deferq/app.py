@@ -146,7 +146,8 @@ class App:
 
     def _prepare(self, calls: Iterable[Call]) -> tuple[list[Enqueue], Any]:
         """Validate calls into stored form, and find the caller's connection, if any."""
-        items, connections = [], []
+        items: list[Enqueue] = []
+        connections: list[Any] = []
         for call in calls:
             if not isinstance(call, Call):
                 raise TypeError(f"enqueue_many takes task.call(...) values, got {call!r:.60}")

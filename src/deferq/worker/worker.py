@@ -253,7 +253,7 @@ class Worker:
     def _start(self, spec: TaskSpec, job: Job) -> None:
         if spec.is_async:
             future = asyncio.run_coroutine_threadsafe(run_async(spec, job, self.chain), self._event_loop())
-            future.add_done_callback(lambda f, job=job: self._finished(job, *_result(spec, job, f)))
+            future.add_done_callback(lambda f: self._finished(job, *_result(spec, job, f)))
         else:
             self.to_run.put((spec, job))
 
