@@ -7,7 +7,7 @@ import logging
 import os
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, ParamSpec, TypeVar, overload
 
 from .backends import Backend, open_backend
 from .backends.base import Enqueue, QueueStats
@@ -19,6 +19,8 @@ from .registry import EVENTS, Registry
 from .task import Call, Hook, Task, build_enqueue
 
 log = logging.getLogger("deferq")
+P = ParamSpec("P")
+R = TypeVar("R")
 
 DEFAULT_URL = "sqlite:///deferq.db"
 DEFAULT_WEIGHTS = (5, 3, 2)  # high : normal : low (S2-10)
@@ -54,7 +56,7 @@ class App:
             raise ConfigError("priority_weights needs three positive numbers (high, normal, low)")
         self.priority_weights = tuple(int(w) for w in priority_weights)
         self.registry = Registry()
-        self.tasks: dict[str, Task] = self.registry.tasks  # the same dict: name -> Task
+        self.tasks: dict[str, Task[..., Any]] = self.registry.tasks  # the same dict: name -> Task
         self.hooks: dict[str, list[Hook]] = self.registry.hooks
         self.periodic_jobs: list[Any] = []  # filled by app.periodic (supervisor)
         self._backend_options = backend_options
@@ -83,15 +85,31 @@ class App:
 
     # -- tasks -------------------------------------------------------------------
 
+    @overload
+    def task(self, fn: Callable[P, R], /) -> Task[P, R]: ...
+
+    @overload
     def task(
         self,
-        fn: Callable[..., Any] | None = None,
+        fn: None = None,
+        /,
         *,
         name: str | None = None,
         on_success: Hook | None = None,
         on_failure: Hook | None = None,
         **defaults: Any,
-    ) -> Any:
+    ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
+
+    def task(
+        self,
+        fn: Callable[P, R] | None = None,
+        /,
+        *,
+        name: str | None = None,
+        on_success: Hook | None = None,
+        on_failure: Hook | None = None,
+        **defaults: Any,
+    ) -> Task[P, R] | Callable[[Callable[P, R]], Task[P, R]]:
         """Register a function (sync or async) as a task: ``@app.task(queue="email")``.
 
         `defaults` are the fields of `deferq.options.TaskDefaults`: queue, priority,
@@ -101,7 +119,7 @@ class App:
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
 
-        def register(func: Callable[..., Any]) -> Task:
+        def register(func: Callable[P, R]) -> Task[P, R]:
             task = Task(self, func, name or func.__name__, task_defaults, on_success, on_failure)
             self.registry.add_task(task)
             return task

@@ -38,13 +38,13 @@ class TaskSpec:
 
 class Registry:
     def __init__(self) -> None:
-        self.tasks: dict[str, Task] = {}
+        self.tasks: dict[str, Task[..., Any]] = {}
         self.hooks: dict[str, list[Hook]] = {event: [] for event in EVENTS}
         self.chain = Chain()
         self._specs: dict[str, TaskSpec] = {}
         self._event_hooks = False
 
-    def add_task(self, task: Task) -> None:
+    def add_task(self, task: Task[..., Any]) -> None:
         known = self.tasks.get(task.name)
         if known is not None and known.fn is not task.fn:
             raise ValueError(f"a task named {task.name!r} is already registered")

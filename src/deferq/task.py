@@ -5,13 +5,15 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Generic, ParamSpec, Protocol, TypeVar
 
 from .backends.base import Enqueue
 from .job import Job, encode_payload, new_job_id
 from .options import JobOptions, TaskDefaults
 
 Hook = Callable[..., Any]
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 class Producer(Protocol):
@@ -32,13 +34,17 @@ class Call:
     options: JobOptions = field(default_factory=JobOptions)
 
 
-class Task:
-    """A registered function. Call it directly to run it here; `.enqueue` to defer it."""
+class Task(Generic[P, R]):
+    """A registered function. Call it directly to run it here; `.enqueue` to defer it.
+
+    Generic over the function's parameters and return type, so a type checker holds
+    `enqueue(...)`, `call(...)` and `enqueue_async(...)` to the function's signature.
+    """
 
     def __init__(
         self,
         app: Producer,
-        fn: Callable[..., Any],
+        fn: Callable[P, R],
         name: str,
         defaults: TaskDefaults,
         on_success: Hook | None = None,
@@ -56,26 +62,26 @@ class Task:
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         return self.fn(*args, **kwargs)
 
     def __repr__(self) -> str:
         return f"<Task {self.name} queue={self.defaults.queue}>"
 
-    def options(self, **options: Any) -> Task:
+    def options(self, **options: Any) -> Task[P, R]:
         """This task with per-job options (the fields of `deferq.options.JobOptions`)."""
         merged = self._options.merged(JobOptions.parse(**options))
         return Task(
             self.app, self.fn, self.name, self.defaults, self.on_success, self.on_failure, merged
         )
 
-    def call(self, *args: Any, **kwargs: Any) -> Call:
+    def call(self, *args: P.args, **kwargs: P.kwargs) -> Call:
         return Call(self.name, args, kwargs, self._options)
 
-    def enqueue(self, *args: Any, **kwargs: Any) -> Job:
+    def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> Job:
         return self.app.enqueue_many([self.call(*args, **kwargs)])[0]
 
-    async def enqueue_async(self, *args: Any, **kwargs: Any) -> Job:
+    async def enqueue_async(self, *args: P.args, **kwargs: P.kwargs) -> Job:
         return (await self.app.enqueue_many_async([self.call(*args, **kwargs)]))[0]
 
 
