@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from ..app import App
 
 log = logging.getLogger("deferq.worker")
+job_log = logging.getLogger("deferq.jobs")
 
 EXIT_OK, EXIT_ERROR, EXIT_OVERRAN = 0, 1, 3
 T = TypeVar("T")
@@ -72,6 +73,7 @@ class Running:
     started: float
     deadline: float | None
     abandoned: bool = False  # settled as timed out while its thread still runs
+    ended: float | None = None  # when the task returned (monotonic)
 
 
 class Worker:
@@ -274,6 +276,8 @@ class Worker:
             abandoned = running is not None and running.abandoned
             if abandoned:
                 del self.running[job.id]  # already settled as timed out
+            elif running is not None:
+                running.ended = time.monotonic()
         if not abandoned:
             self.outcomes.put((outcome, exc))
         self.slot_freed.set()
@@ -321,9 +325,12 @@ class Worker:
             self._accept(jobs, claimed)
             if applied is None and self.stopping.is_set():
                 break  # the store is gone during shutdown: leases will expire, nothing lost
+        ran = {}  # job id -> seconds it ran
         with self.lock:
             for outcome in outcomes:
-                self.running.pop(outcome.job.id, None)
+                running = self.running.pop(outcome.job.id, None)
+                if running is not None:
+                    ran[outcome.job.id] = (running.ended or time.monotonic()) - running.started
             self.processed += len(outcomes)
         self.slot_freed.set()
         for (outcome, exc), ok in zip(batch, applied or [False] * len(batch), strict=True):
@@ -331,14 +338,7 @@ class Worker:
             if not ok:
                 log.warning("job %s (%s) finished after losing its lease; outcome dropped", job.id, job.task)
                 continue
-            if outcome.kind == OutcomeKind.SUCCEEDED:
-                log.debug("job %s %s succeeded", job.id, job.task)
-            elif outcome.kind == OutcomeKind.RETRY:
-                log.info("job %s %s failed (attempt %d/%d), retry in %.1fs: %s", job.id, job.task,
-                         job.attempts, job.max_attempts, outcome.delay, first_line(outcome.error))  # fmt: skip
-            elif outcome.kind == OutcomeKind.DEAD:
-                log.warning("job %s %s is dead after %d attempt(s): %s", job.id, job.task,
-                            job.attempts, first_line(outcome.error))  # fmt: skip
+            report(outcome, ran.get(job.id, 0.0))
             self.chain.run_after_settle(outcome, exc)
 
     # -- keeper: heartbeats, timeouts, maintenance --------------------------------------
@@ -414,6 +414,24 @@ class Worker:
         if not ok:
             self.stopping.wait(self.guard.backoff())
         return result
+
+
+def report(outcome: Outcome, seconds: float) -> None:
+    """One line per finished job on the `deferq.jobs` logger (silence it with
+    `--log-level warning` or that logger's level); its fields are JSON fields too."""
+    job = outcome.job
+    fields: dict[str, Any] = {"job_id": job.id, "task": job.task, "queue": job.queue,
+                              "attempt": job.attempts, "duration_ms": round(seconds * 1000, 1)}  # fmt: skip
+    if outcome.kind == OutcomeKind.SUCCEEDED:
+        job_log.info("job %s %s succeeded in %.0f ms", job.id, job.task, seconds * 1000, extra=fields)
+    elif outcome.kind == OutcomeKind.RETRY:
+        fields["error"] = first_line(outcome.error)
+        job_log.info("job %s %s failed (attempt %d/%d), retry in %.1fs: %s", job.id, job.task, job.attempts,
+                     job.max_attempts, outcome.delay, fields["error"], extra=fields)  # fmt: skip
+    elif outcome.kind == OutcomeKind.DEAD:
+        fields["error"] = first_line(outcome.error)
+        job_log.warning("job %s %s is dead after %d attempt(s): %s", job.id, job.task, job.attempts,
+                        fields["error"], extra=fields)  # fmt: skip
 
 
 def _result(spec: TaskSpec, job: Job, future: Future[tuple[Outcome, BaseException | None]]
