@@ -37,3 +37,24 @@ def test_each_finished_job_is_one_json_line_with_fields():
     assert retried["level"] == "info" and retried["error"] == "ValueError: not yet"
     assert "error" not in succeeded and succeeded["duration_ms"] >= 0
     assert "succeeded in" in succeeded["message"]
+
+
+def test_a_job_retried_at_once_is_still_tracked_when_leased_in_the_same_round_trip():
+    """Settling a retry with no delay can lease the same job again in that very call:
+    the new attempt must stay tracked (heartbeats, burst exit, shutdown), not be dropped
+    with the old attempt's bookkeeping (it was, and the job stayed leased)."""
+    for _ in range(10):  # the race showed in about half the runs
+        app = deferq.App("memory://")
+
+        @app.task(queue="mail")
+        def ok() -> None:
+            return None
+
+        @app.task(max_attempts=2, backoff=deferq.backoff.fixed(0))
+        def bad() -> None:
+            raise RuntimeError("no")
+
+        ok.enqueue(), ok.enqueue()
+        job = bad.enqueue()
+        assert Worker(app, WorkerConfig(queues=("default", "mail"), burst=True, concurrency=2)).run() == 0
+        assert (app.get(job.id).state, app.get(job.id).attempts) == ("dead", 2)

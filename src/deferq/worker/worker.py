@@ -328,8 +328,10 @@ class Worker:
         ran = {}  # job id -> seconds it ran
         with self.lock:
             for outcome in outcomes:
-                running = self.running.pop(outcome.job.id, None)
-                if running is not None:
+                running = self.running.get(outcome.job.id)
+                # the same job may be running again already: leased anew by this very call
+                if running is not None and running.job.attempts == outcome.job.attempts:
+                    del self.running[outcome.job.id]
                     ran[outcome.job.id] = (running.ended or time.monotonic()) - running.started
             self.processed += len(outcomes)
         self.slot_freed.set()
