@@ -21,9 +21,9 @@ from rich.table import Table
 
 from . import backoff
 from .app import App
+from .context import current_job
 from .errors import Retry
 from .job import Job
-from .worker.runner import current_job
 
 app = App(os.environ.get("DEFERQ_URL", "sqlite:///deferq-demo.db"))
 quick_retry = backoff.fixed(1.0)

@@ -26,7 +26,7 @@ from typing import Any
 
 from ..alerts import AlertConfig
 from ..errors import ConfigError
-from ..task import _queue_name as queue_name
+from ..options import queue_name
 from .autoscale import ScaleRules
 from .periodic import PeriodicJob, periodic_from_table
 from .values import no_unknown_keys, parse_duration
