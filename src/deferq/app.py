@@ -86,7 +86,16 @@ class App:
     # -- tasks -------------------------------------------------------------------
 
     @overload
-    def task(self, fn: Callable[P, R], /) -> Task[P, R]: ...
+    def task(
+        self,
+        fn: Callable[P, R],
+        /,
+        *,
+        name: str | None = None,
+        on_success: Hook | None = None,
+        on_failure: Hook | None = None,
+        **defaults: Any,
+    ) -> Task[P, R]: ...
 
     @overload
     def task(
