@@ -64,6 +64,7 @@ class WorkerConfig:
     )
     max_jobs: int | None = None  # exit after this many jobs (the supervisor's recycling)
     idle_wait: float = 1.0  # longest single wait on the store, so stops are prompt
+    prefetch: int | None = None  # leases beyond concurrency (finished, awaiting settle); None = concurrency
 
 
 @dataclass
@@ -87,6 +88,8 @@ class Worker:
             self.config.concurrency = 1
         if self.config.concurrency < 1:
             raise DeferqError("concurrency must be at least 1")
+        if self.config.prefetch is None:
+            self.config.prefetch = self.config.concurrency
         self.rotation = PriorityRotation(app.priority_weights)
         self.running: dict[str, Running] = {}  # leased and not yet settled
         self.busy = 0  # jobs executing now: a slot frees when its job returns, before settling
@@ -108,6 +111,8 @@ class Worker:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._threads: list[threading.Thread] = []
         self.guard = StoreGuard(log)
+        self.max_leases = self.config.concurrency + (self.config.prefetch or 0)
+        self.last_beat = time.monotonic()  # when a heartbeat last reached the store
 
     # -- life cycle -------------------------------------------------------------------
 
@@ -188,6 +193,9 @@ class Worker:
             if self.stopping.is_set() or self._done_taking():
                 return 0
             free = self.config.concurrency - self.busy - self.claimed
+            # a finished job holds its lease until settled: never hold more than
+            # concurrency + prefetch, however far settling falls behind
+            free = min(free, self.max_leases - len(self.running) - self.claimed)
             if self.config.max_jobs is not None:
                 free = min(free, self.config.max_jobs - self.processed - len(self.running) - self.claimed)
             free = max(free, 0)
@@ -338,7 +346,8 @@ class Worker:
         for (outcome, exc), ok in zip(batch, applied or [False] * len(batch), strict=True):
             job = outcome.job
             if not ok:
-                log.warning("job %s (%s) finished after losing its lease; outcome dropped", job.id, job.task)
+                log.warning("job %s (%s) finished after losing its lease (%s); outcome dropped",
+                            job.id, job.task, self._why_lost())  # fmt: skip
                 continue
             report(outcome, ran.get(job.id, 0.0))
             self.chain.run_after_settle(outcome, exc)
@@ -377,9 +386,13 @@ class Worker:
                 for r in self.running.values()
             ]
         if jobs:
-            lost = self._store_call(self.backend.heartbeat, jobs, self.lease) or set()
-            for job_id in lost:
-                log.warning("job %s: lease lost (the store gave it to another worker)", job_id)
+            lost = self._store_call(self.backend.heartbeat, jobs, self.lease)
+            if lost is not None:
+                with self.lock:  # a job settled since the snapshot was not lost
+                    lost = {j.id for j in jobs if j.id in lost and self._holds(j)}
+                for job_id in sorted(lost):
+                    log.warning("job %s: lease lost (%s)", job_id, self._why_lost())
+                self.last_beat = time.monotonic()
         status = {
             "name": self.config.name, "pid": os.getpid(), "host": socket.gethostname(),
             "queues": list(self.config.queues), "concurrency": self.config.concurrency,
@@ -390,6 +403,17 @@ class Worker:
             self.backend.kv_put, "workers", self.config.name, orjson.dumps(status),
             self.lease * 2,
         )  # fmt: skip
+
+    def _holds(self, job: Job) -> bool:
+        """Called with the lock held: this attempt of the job is still ours to settle."""
+        running = self.running.get(job.id)
+        return running is not None and running.job.attempts == job.attempts and not running.abandoned
+
+    def _why_lost(self) -> str:
+        silent = time.monotonic() - self.last_beat
+        if silent > self.lease:
+            return f"this worker could not renew it: no heartbeat reached the store for {silent:.0f}s"
+        return "the store gave it to another worker, or it was cancelled"
 
     def _enforce_timeouts(self, now: float) -> None:
         overran = []
