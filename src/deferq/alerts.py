@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 import orjson
 
 from .errors import ConfigError, MissingExtra
-from .supervisor.values import host_port, no_unknown_keys, parse_duration
+from .values import host_port, no_unknown_keys, parse_duration
 
 log = logging.getLogger("deferq.alerts")
 
