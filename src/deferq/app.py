@@ -154,7 +154,7 @@ class App:
         """Enqueue a task on a cron schedule (UTC; run by `deferq run`):
         ``@app.periodic("*/5 * * * *", args=(...), queue="reports")``. Options: name,
         args, kwargs, queue, priority, max_attempts, timeout."""
-        from .supervisor.periodic import register_periodic
+        from .schedule import register_periodic
 
         return register_periodic(self, cron, **schedule)
 
@@ -236,3 +236,15 @@ class App:
 
     def __repr__(self) -> str:
         return f"<deferq.App {self.url} tasks={len(self.tasks)}>"
+
+    def use_url(self, url: str) -> None:
+        """Point the App at another store before its first use: a command's --url (or a
+        config file's url) wins over the URL written in the code. Refused once the store
+        is open, since the jobs would then go to two stores."""
+        if url == self.url:
+            return
+        if self._backend is not None:
+            raise ConfigError(f"the App's store {self.url} is already open: {url} cannot replace it now")
+        if self.eager and not url.startswith("memory:"):
+            raise ConfigError("eager mode runs on memory:// only (it is for unit tests)")
+        self.url = url

@@ -133,7 +133,7 @@ class Service:
     def __init__(self, config: ServerConfig, app: App | None = None) -> None:
         self.config = config
         if app is None:
-            from ..cli import load_app
+            from ..loading import load_app
 
             app = load_app(config.app_path, config.url)
         self.app = app
