@@ -156,6 +156,33 @@ def test_a_bad_topic_is_a_422_naming_the_problem(api, body, says):
     assert says in error_of(answer)
 
 
+@pytest.mark.parametrize(("headers", "says"), [
+    ({"X-Evil": "a\r\nX-Injected: 1"}, "the value of X-Evil holds a line break ('\\r')"),
+    ({"X-Team": "billing\n"}, "the value of X-Team holds a line break ('\\n')"),
+    ({"X-Team": "caf\u00e9"}, "the value of X-Team holds a non-ASCII character ('\u00e9')"),
+    ({"X-Team": "a\x00b"}, "the value of X-Team holds a control character"),
+    ({"X-T\u00e9am": "billing"}, "'X-T\u00e9am' is not a header name"),
+    ({"X Team": "billing"}, "'X Team' is not a header name"),
+    ({"X-Team:": "billing"}, "'X-Team:' is not a header name"),
+    ({"": "billing"}, "'' is not a header name"),
+    ({"Content-Length": "5"}, "Content-Length is set by deferq"),
+    ({"transfer-encoding": "chunked"}, "transfer-encoding is set by deferq"),
+])  # fmt: skip
+def test_topic_headers_that_no_delivery_could_send_are_a_422(api, headers, says):
+    answer = api.put("/v1/topics/t1", json={"url": "http://x/", "headers": headers})
+    assert answer.status_code == 422, answer.text
+    assert says in error_of(answer) and error_of(answer).startswith("headers: ")
+    assert api.get("/v1/topics/t1").status_code == 404
+
+
+def test_printable_ascii_topic_headers_are_kept(api):
+    headers = {"X-Team": "billing", "Authorization": "Bearer a.b-c_d~e+f/g=", "X-Empty": "",
+               "X-Tab": "a\tb", "x-odd!#$%&'*+.^_`|~": "{\"json\": [1, 2]}"}  # fmt: skip
+    answer = api.put("/v1/topics/t1", json={"url": "http://x/", "headers": headers})
+    assert answer.status_code == 201, answer.text
+    assert api.get("/v1/topics/t1").json()["headers"] == headers
+
+
 @pytest.mark.parametrize(("body", "says"), [
     ({"body": 1}, "exactly one of topic"),
     ({"topic": "orders", "task": "t"}, "exactly one of topic"),

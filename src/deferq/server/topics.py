@@ -37,6 +37,9 @@ BACKOFF_KINDS = {
     "exponential": ("base", "first", "cap", "jitter"),
     "schedule": ("seconds",),
 }
+# A header name is an HTTP token (RFC 9110); a value is printable ASCII, spaces and tabs.
+HEADER_NAME = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+$")
+FRAMING_HEADERS = ("content-length", "transfer-encoding")  # deferq frames each body itself
 TOPIC_FIELDS = ("url", "method", "headers", "delay_ms", "ttr", "max_attempts", "backoff",
                 "retry_condition", "priority", "queue", "signing_secret")  # fmt: skip
 
@@ -96,7 +99,7 @@ class Topic:
             name=name,
             url=url,
             method=fields.string(data, "method", "POST", choices=METHODS),
-            headers=fields.string_map(data, "headers"),
+            headers=check_headers(fields.string_map(data, "headers")),
             delay_ms=fields.integer(data, "delay_ms", 0, maximum=10 * 365 * 86400 * 1000),
             ttr=float(fields.number(data, "ttr", DEFAULT_TTR, above=True, maximum=86400)),
             max_attempts=fields.integer(data, "max_attempts", DEFAULT_MAX_ATTEMPTS, 1, 1000),
@@ -134,6 +137,25 @@ def check_url(url: str) -> None:
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise Invalid(f"url must be an http:// or https:// URL, got {url!r:.120}")
+
+
+def check_headers(headers: dict[str, str]) -> dict[str, str]:
+    """Refuse at PUT what would make every delivery fail: a header name that is not an
+    HTTP token, a value with a line break, a control or a non-ASCII character, or a
+    header that frames the body (deferq sets those for each request)."""
+    for name, value in headers.items():
+        if not HEADER_NAME.match(name):
+            raise Invalid(f"headers: {name!r:.60} is not a header name: use letters, digits "
+                          "and !#$%&'*+-.^_`|~ only")  # fmt: skip
+        if name.lower() in FRAMING_HEADERS:
+            raise Invalid(f"headers: {name} is set by deferq for each delivery: leave it out")
+        bad = next((c for c in value if not (c == "\t" or " " <= c <= "~")), None)
+        if bad is not None:
+            what = ("a line break" if bad in "\r\n" else
+                    "a control character" if ord(bad) < 128 else "a non-ASCII character")  # fmt: skip
+            raise Invalid(f"headers: the value of {name} holds {what} ({bad!r}); "
+                          "header values must be printable ASCII")  # fmt: skip
+    return headers
 
 
 def build_backoff(spec: Any) -> backoff_module.Backoff:
