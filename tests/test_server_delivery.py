@@ -9,9 +9,18 @@ import pytest
 
 import deferq
 from deferq.server import ServerConfig, create_app
+from deferq.server.netpolicy import POLICY_ENV
 from deferq.server.signing import SIGNATURE_HEADER, TIMESTAMP_HEADER, verify
 from tests.alert_receivers import smtp_inbox  # noqa: F401 - fixture
-from tests.server_helpers import Receiver, TestClient, delivery_worker, wait_until
+from tests.server_helpers import (
+    Receiver,
+    Stream,
+    TestClient,
+    delivery_worker,
+    reset_peak_rss,
+    rss_bytes,
+    wait_until,
+)
 
 CONDITION = "{res.code}!=200 && {res.data.status}!=2 || {res.data.msg}=='failed'"
 
@@ -151,3 +160,96 @@ def test_signatures_refuse_tampering_other_secrets_and_replays():
     assert not verify("whsec_0123456789abcdef", body, "1000001", sig, now=1_000_100)
     assert not verify("whsec_0123456789abcdef", body, None, sig)
     assert not verify("whsec_0123456789abcdef", body, "soon", sig)
+
+
+# -- hostile answers and addresses (issue 11) ---------------------------------------------
+
+
+def test_a_500_term_condition_on_deep_answers_is_delivered_once(api, store, tmp_path):
+    deep = "[" * 500 + "]" * 500
+    answer = f'{{"code": 200, "a": {deep}, "b": {deep}}}'.encode()
+    condition = "0||" * 499 + "{res.a}!={res.b}"  # 500 terms, false for this answer
+    assert len(condition) == 1513
+    log_file = tmp_path / "delivery.log"
+    with Receiver([(200, answer)]) as receiver:
+        saved = api.put("/v1/topics/deep", json={"url": receiver.url, "retry_condition": condition,
+                                                 "max_attempts": 3,
+                                                 "backoff": {"kind": "fixed", "seconds": 0.2}})  # fmt: skip
+        assert saved.status_code == 201, saved.text
+        job_id = api.post("/v1/jobs", json={"topic": "deep", "body": 1}).json()["id"]
+        with delivery_worker(store, {"DEFERQ_DELIVERY_LOG": str(log_file)}):
+            job = wait_until(lambda: (j := job_state(api, job_id))["state"] in ("succeeded", "dead")
+                             and j, 15, "the job finished")  # fmt: skip
+    assert job["state"] == "succeeded" and job["attempts"] == 1, job
+    assert len(receiver.hits) == 1
+    lines = [json.loads(line) for line in log_file.read_text().splitlines()]
+    assert [(line["decision"], line["reason"]) for line in lines] == [("succeeded", None)]
+
+
+def test_large_answers_are_read_up_to_the_cap_and_the_worker_stays_small(api, store):
+    """200 MB answers, generated while sent: without a condition that reads the answer
+    the status decides; with one the attempt fails. The worker's peak memory barely
+    moves (it keeps at most max_answer_bytes, 1 MiB by default)."""
+    size = 200 * 1024 * 1024
+    declared, chunked, judged = Stream(size), Stream(size, chunked=True), Stream(size, chunked=True)
+    with Receiver([(200, b'{"code": 200}')]) as small, Receiver([(200, declared)]) as first, \
+            Receiver([(200, chunked)]) as second, Receiver([(200, judged)]) as third:  # fmt: skip
+        topics = {"warm-up": small, "declared": first, "chunked": second}
+        for name, receiver in topics.items():
+            assert api.put(f"/v1/topics/{name}", json={"url": receiver.url}).status_code == 201
+        assert api.put("/v1/topics/judged", json={
+            "url": third.url, "retry_condition": "{res.code} != 200", "max_attempts": 1,
+        }).status_code == 201  # fmt: skip
+        with delivery_worker(store) as worker:
+            warm_up = api.post("/v1/jobs", json={"topic": "warm-up", "body": 1}).json()["id"]
+            wait_until(lambda: job_state(api, warm_up)["state"] == "succeeded", 15, "the warm-up")
+            before = rss_bytes(worker.pid)
+            reset_peak_rss(worker.pid)
+            ids = {name: api.post("/v1/jobs", json={"topic": name, "body": 1}).json()["id"]
+                   for name in ("declared", "chunked", "judged")}  # fmt: skip
+
+            def finished() -> dict | None:
+                found = {name: job_state(api, job_id) for name, job_id in ids.items()}
+                return found if all(j["state"] in ("succeeded", "dead") for j in found.values()) else None
+
+            jobs = wait_until(finished, 30, "three large answers judged")
+            peak = rss_bytes(worker.pid, peak=True)
+    growth = peak - before
+    print(f"worker RSS before {before / 2**20:.1f} MiB, peak after {peak / 2**20:.1f} MiB, "
+          f"growth {growth / 2**20:.1f} MiB; receivers sent {declared.sent / 2**20:.1f}, "
+          f"{chunked.sent / 2**20:.1f}, {judged.sent / 2**20:.1f} MiB")  # fmt: skip
+    assert growth < 20 * 2**20
+    assert jobs["declared"]["state"] == "succeeded" and jobs["declared"]["attempts"] == 1
+    assert jobs["chunked"]["state"] == "succeeded" and jobs["chunked"]["attempts"] == 1
+    assert jobs["judged"]["state"] == "dead"
+    assert "answer larger than 1048576 bytes" in jobs["judged"]["error"]
+    for stream in (declared, chunked, judged):  # reading stopped near the cap
+        assert stream.sent < 64 * 2**20
+
+
+def test_a_name_that_resolves_to_a_denied_address_fails_the_attempt(api, store):
+    with Receiver([(200, b"ok")]) as receiver:
+        port = receiver.server.server_address[1]
+        saved = api.put("/v1/topics/named", json={
+            "url": f"http://localhost:{port}/hook", "max_attempts": 1})  # fmt: skip
+        assert saved.status_code == 201, saved.text  # a name is checked when it is resolved
+        job_id = api.post("/v1/jobs", json={"topic": "named", "body": 1}).json()["id"]
+        policy = '{"allow_networks": ["127.0.0.0/8"], "deny_networks": ["127.0.0.0/8", "::1"]}'
+        with delivery_worker(store, {POLICY_ENV: policy}):
+            job = wait_until(lambda: (j := job_state(api, job_id))["state"] == "dead" and j,
+                             15, "the job is dead")  # fmt: skip
+    assert not receiver.hits and job["attempts"] == 1
+    assert ("refused by the callback policy: localhost resolves to 127.0.0.1, which is in "
+            "deny_networks (127.0.0.0/8)") in job["error"]  # fmt: skip
+
+
+def test_a_worker_with_the_default_policy_refuses_loopback(api, store):
+    """The server allowed the topic (its policy allows loopback); the worker's does not."""
+    with Receiver([(200, b"ok")]) as receiver:
+        api.put("/v1/topics/local", json={"url": receiver.url, "max_attempts": 1})
+        job_id = api.post("/v1/jobs", json={"topic": "local", "body": 1}).json()["id"]
+        with delivery_worker(store, {POLICY_ENV: ""}):
+            job = wait_until(lambda: (j := job_state(api, job_id))["state"] == "dead" and j,
+                             15, "the job is dead")  # fmt: skip
+    assert not receiver.hits
+    assert "refused by the callback policy: 127.0.0.1 is a loopback address" in job["error"]
