@@ -103,25 +103,24 @@ def judge(answer: bytes | Unreadable, condition: Condition | None, charset: str 
             return str(answer)
         res = None  # the condition does not look at the answer
     else:
-        text = answer.strip()
-        if not text:
+        if not answer.strip():
             return "empty answer"
-        res = _parsed(text, charset) if condition is not None else None
+        res = _parsed(answer, charset) if condition is not None else None
     if condition is not None and condition(res):
         return f"retry condition is true: {condition.text}"
     return None
 
 
-def _parsed(text: bytes, charset: str | None) -> Any:
+def _parsed(answer: bytes, charset: str | None) -> Any:
     """The answer as JSON, or as text when it is not JSON (references into it are null)."""
     try:
-        return orjson.loads(text)
+        return orjson.loads(answer.strip())
     except orjson.JSONDecodeError:
         pass
     try:
-        return text.decode(charset or "utf-8", errors="replace")
+        return answer.decode(charset or "utf-8", errors="replace")
     except LookupError:  # a charset Python does not know
-        return text.decode("utf-8", errors="replace")
+        return answer.decode("utf-8", errors="replace")
 
 
 class Deliverer:
