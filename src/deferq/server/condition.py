@@ -28,6 +28,7 @@ length within MAX_LENGTH and an answer of any depth evaluate to a bool.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -199,7 +200,7 @@ class _Parser:
     def and_expr(self) -> Node:
         return self.binary_chain("&&", self.not_expr)
 
-    def binary_chain(self, op: str, operand: Any) -> Node:
+    def binary_chain(self, op: str, operand: Callable[[], Node]) -> Node:
         node = operand()
         while self.at_op(op):
             self.take()
@@ -368,12 +369,12 @@ def compare(op: str, a: Any, b: Any) -> bool:
     if not comparable:
         return False
     if op == "<":
-        return a < b
+        return bool(a < b)
     if op == "<=":
-        return a <= b
+        return bool(a <= b)
     if op == ">":
-        return a > b
-    return a >= b
+        return bool(a > b)
+    return bool(a >= b)
 
 
 def truthy(value: Any) -> bool:
@@ -381,7 +382,7 @@ def truthy(value: Any) -> bool:
     if value is None or isinstance(value, bool):
         return bool(value)
     if _is_number(value):
-        return value != 0
+        return bool(value != 0)
     if isinstance(value, str | list | dict):
         return len(value) > 0
     return True

@@ -131,7 +131,7 @@ class Deliverer:
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = (
             weakref.WeakKeyDictionary()
         )
-        self.topics = Cached(topics_module.CACHE_SECONDS)
+        self.topics: Cached[topics_module.Topic | None] = Cached(topics_module.CACHE_SECONDS)
         self.stats = DeliveryStats()
         self.policy: netpolicy.Policy | None = None
 
@@ -151,7 +151,8 @@ class Deliverer:
 
     async def topic(self, name: str) -> topics_module.Topic | None:
         load = lambda: asyncio.to_thread(topics_module.load, self.app.backend, name)  # noqa: E731
-        return await self.topics.get(name, load)
+        found: topics_module.Topic | None = await self.topics.get(name, load)
+        return found
 
     async def __call__(self, topic: str, body: Any = None, ttr: float | None = None) -> dict[str, Any]:
         found = await self.topic(topic)
