@@ -138,7 +138,6 @@ def test_only_the_command_line_imports_click_or_the_command_line():
     assert not offenders, "below the command line:\n  " + "\n  ".join(offenders)
 
 
-@pytest.mark.xfail(strict=False, reason="app<->task<->runner cycle: removed by the registry change")
 def test_the_import_graph_has_no_cycles():
     graph, _ = import_graph()
     found = cycles(graph)

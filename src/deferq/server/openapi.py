@@ -57,6 +57,7 @@ TOPIC_FIELDS: dict[str, Any] = {
     "priority": PRIORITY,
     "queue": STRING,
     "signing_secret": {**STRING, "minLength": 16},
+    "max_answer_bytes": {**INTEGER, "minimum": 1, "maximum": 64 * 1024 * 1024},
 }
 
 SCHEMAS: dict[str, Any] = {
