@@ -179,7 +179,7 @@ class App:
             if not isinstance(call, Call):
                 raise TypeError(f"enqueue_many takes task.call(...) values, got {call!r:.60}")
             task = self.registry.tasks.get(call.task)
-            items.append(build_enqueue(call, task.defaults if task else None, 0.0))
+            items.append(build_enqueue(call, task, 0.0))
             if not any(c is call.options.connection for c in connections):
                 connections.append(call.options.connection)
         if len(connections) > 1:

@@ -14,6 +14,7 @@ from typing import Any
 
 from . import backoff as backoff_module
 from .backends.base import Outcome, OutcomeKind
+from .codec import Decoder, codec_for
 from .job import Job
 from .middleware import Chain, Middleware
 from .task import Hook, Task
@@ -34,6 +35,7 @@ class TaskSpec:
     backoff: Callable[[int], float] = backoff_module.DEFAULT
     on_success: Hook | None = None
     on_failure: Hook | None = None
+    decode: Decoder | None = None  # arguments back to their annotated types (codec.py)
 
 
 class Registry:
@@ -49,10 +51,7 @@ class Registry:
         if known is not None and known.fn is not task.fn:
             raise ValueError(f"a task named {task.name!r} is already registered")
         self.tasks[task.name] = task
-        self._specs[task.name] = TaskSpec(
-            task.name, task.fn, task.is_async, task.defaults.timeout, task.defaults.backoff,
-            task.on_success, task.on_failure,
-        )  # fmt: skip
+        self._specs.pop(task.name, None)  # made on first use: see _spec
         if task.on_success or task.on_failure:
             self._use_event_hooks()
 
@@ -67,11 +66,23 @@ class Registry:
 
     def spec_for(self, job: Job) -> TaskSpec:
         """The job's task, with the job's own timeout when it carries one."""
-        spec = self._specs.get(job.task)
+        spec = self._specs.get(job.task) or self._spec(job.task)
         if spec is None:
             return TaskSpec(job.task, None, timeout=job.timeout)
         if job.timeout is not None and job.timeout != spec.timeout:
             return replace(spec, timeout=job.timeout)
+        return spec
+
+    def _spec(self, name: str) -> TaskSpec | None:
+        """A task's spec, made when its first job runs (its annotations may name classes
+        defined after the task)."""
+        task = self.tasks.get(name)
+        if task is None:
+            return None
+        spec = self._specs[name] = TaskSpec(
+            task.name, task.fn, task.is_async, task.defaults.timeout, task.defaults.backoff,
+            task.on_success, task.on_failure, codec_for(task.fn, task.name).decoder,
+        )  # fmt: skip
         return spec
 
     def _use_event_hooks(self) -> None:
@@ -94,7 +105,7 @@ class EventHooks(Middleware):
         event = self.EVENT_OF.get(outcome.kind)
         if event is None:
             return
-        spec = self.registry._specs.get(job.task)
+        spec = self.registry.spec_for(job)
         task_hook = None
         if spec is not None:
             task_hook = spec.on_success if event == "succeeded" else spec.on_failure if event == "dead" else None

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, ParamSpec, Protocol, TypeVar
 
 from .backends.base import Enqueue
+from .codec import codec_for, unknown_task_codec
 from .job import Job, encode_payload, new_job_id
 from .options import JobOptions, TaskDefaults
 
@@ -85,21 +86,24 @@ class Task(Generic[P, R]):
         return (await self.app.enqueue_many_async([self.call(*args, **kwargs)]))[0]
 
 
-def build_enqueue(call: Call, defaults: TaskDefaults | None, now: float) -> Enqueue:
-    """The stored form of a call: task defaults overridden by the call's options.
+def build_enqueue(call: Call, task: Task[..., Any] | None, now: float) -> Enqueue:
+    """The stored form of a call: task defaults overridden by the call's options, its
+    arguments encoded exactly (codec.py) or refused.
 
-    `defaults` is None when the producer does not know the task (enqueue by name):
-    then the timeout is left to the worker's task definition.
+    `task` is None when the producer does not know the task (enqueue by name): then
+    the timeout is left to the worker's task definition.
     """
-    payload = encode_payload(call.task, call.args, call.kwargs)
+    codec = codec_for(task.fn, task.name) if task is not None else unknown_task_codec(call.task)
+    args, kwargs = codec.encode(call.args, call.kwargs)
+    payload = encode_payload(call.task, args, kwargs)
     opts = call.options
-    known = defaults is not None
-    defaults = defaults or TaskDefaults()
+    known = task is not None
+    defaults = task.defaults if task is not None else TaskDefaults()
     job = Job(
         id=new_job_id(),
         task=call.task,
-        args=tuple(call.args),
-        kwargs=dict(call.kwargs),
+        args=args,
+        kwargs=kwargs,
         queue=opts.queue or defaults.queue,
         priority=defaults.priority if opts.priority is None else opts.priority,
         max_attempts=opts.max_attempts or defaults.max_attempts,

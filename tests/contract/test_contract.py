@@ -394,7 +394,7 @@ def test_bad_input_is_refused_before_storing(app):
     @app.task()
     def f(x): ...
 
-    with pytest.raises(TypeError, match="argument 0 of f"):
+    with pytest.raises(TypeError, match="argument 'x' of f"):
         f.enqueue(object())
     with pytest.raises(ValueError, match="delay"):
         f.options(delay=-1)

@@ -36,7 +36,7 @@ async def parse_job(service: Service, data: Any, where: str = "the job") -> Enqu
     call = _task_call(data, task, options)
     known = service.app.tasks.get(call.task)
     try:
-        return build_enqueue(call, known.defaults if known else None, 0.0)
+        return build_enqueue(call, known, 0.0)
     except (TypeError, ValueError) as exc:
         raise Invalid(str(exc)) from None
 

@@ -14,7 +14,7 @@ import orjson
 
 from ..backends.base import Outcome, OutcomeKind
 from ..context import current_job, running_job
-from ..errors import JobTimeout, Retry
+from ..errors import JobTimeout, PayloadError, Retry
 from ..job import Job
 from ..middleware import Chain
 from ..registry import TaskSpec
@@ -32,7 +32,7 @@ def run_sync(spec: TaskSpec, job: Job, chain: Chain) -> tuple[Outcome, BaseExcep
     exc: BaseException | None = None
     try:
         chain.run_before_run(job)
-        outcome = succeeded(job, _function(spec, job)(*job.args, **job.kwargs))
+        outcome = succeeded(job, _call(spec, job))
     except BaseException as error:  # noqa: BLE001 - every failure becomes an outcome
         if isinstance(error, KeyboardInterrupt | SystemExit):
             raise
@@ -49,7 +49,7 @@ async def run_async(spec: TaskSpec, job: Job, chain: Chain) -> tuple[Outcome, Ba
     exc: BaseException | None = None
     try:
         chain.run_before_run(job)
-        coro = _function(spec, job)(*job.args, **job.kwargs)
+        coro = _call(spec, job)
         try:
             result = await asyncio.wait_for(coro, spec.timeout)
         except TimeoutError:
@@ -63,12 +63,16 @@ async def run_async(spec: TaskSpec, job: Job, chain: Chain) -> tuple[Outcome, Ba
     return outcome, exc
 
 
-def _function(spec: TaskSpec, job: Job) -> Any:
+def _call(spec: TaskSpec, job: Job) -> Any:
+    """The task function called with the job's arguments, decoded to its annotations."""
     if spec.fn is None:
         raise UnknownTask(f"unknown task {job.task!r}")
     if "_unreadable_payload" in job.kwargs:
         raise UnknownTask(f"unreadable payload: {job.kwargs['_unreadable_payload']}")
-    return spec.fn
+    args, kwargs = job.args, job.kwargs
+    if spec.decode is not None:
+        args, kwargs = spec.decode(args, kwargs)
+    return spec.fn(*args, **kwargs)
 
 
 def succeeded(job: Job, result: Any) -> Outcome:
@@ -81,7 +85,7 @@ def succeeded(job: Job, result: Any) -> Outcome:
 
 def decide_failure(spec: TaskSpec, job: Job, exc: BaseException) -> Outcome:
     """Retry with the task's backoff while attempts remain, else dead."""
-    if isinstance(exc, UnknownTask):
+    if isinstance(exc, UnknownTask | PayloadError):  # no retry can help: dead at once
         return Outcome(job, OutcomeKind.DEAD, error=str(exc))
     error = describe(exc)
     if job.attempts >= job.max_attempts:
