@@ -121,7 +121,8 @@ def test_every_json_value_is_accepted_and_arrives_equal(value):
     assert echo.enqueue(value).result == value
 
 
-@given(st.sampled_from([math.nan, math.inf, -math.inf]) | st.integers(2**64, 2**200) | st.integers(-(2**200), -(2**63) - 1))
+@given(st.sampled_from([math.nan, math.inf, -math.inf])
+       | st.integers(2**64, 2**200) | st.integers(-(2**200), -(2**63) - 1))
 def test_values_json_would_change_are_always_refused(value):
     with pytest.raises(PayloadError):
         check_exact([{"k": value}], "v")
