@@ -17,9 +17,10 @@ from pathlib import Path
 import pytest
 
 import deferq
-from deferq.contrib.django.transactions import shared_connection, shares_database
 
 pytest.importorskip("django")
+
+from deferq.contrib.django.transactions import shared_connection, shares_database  # noqa: E402
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "django"
 
