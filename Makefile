@@ -29,8 +29,10 @@ browser:
 test: $(STAMP) services browser
 	$(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 
+# ruff (style, complexity) and mypy --strict over src/deferq (settings in pyproject.toml)
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
+	$(BIN)/mypy
 
 bench: $(VENV)/.demo
 	$(BIN)/deferq bench

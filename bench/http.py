@@ -146,7 +146,9 @@ def main() -> None:
     args = parser.parse_args()
     tmp = tempfile.mkdtemp(prefix="deferq-http-bench-")
     url = args.url or f"sqlite:///{tmp}/bench.db"
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    # the receiver is on loopback, which callback targets may not be by default
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"),
+           "DEFERQ_CALLBACK_POLICY": '{"allow_networks": ["loopback"]}'}
     deferq = [sys.executable, "-m", "deferq.cli"]
 
     def token(scope: str) -> str:

@@ -18,13 +18,21 @@ from typing import Any
 
 import httpx
 
+from deferq.server.netpolicy import POLICY_ENV
 from tests.alert_receivers import free_port
 
 with warnings.catch_warnings():  # starlette asks for "httpx2", a package we do not need
     warnings.simplefilter("ignore")
     from starlette.testclient import TestClient
 
-__all__ = ["TestClient", "Receiver", "delivery_worker", "running_server", "wait_until"]
+__all__ = ["TestClient", "Receiver", "Stream", "delivery_worker", "running_server", "wait_until",
+           "LOOPBACK_POLICY", "reset_peak_rss", "rss_bytes"]  # fmt: skip
+
+# The receivers below listen on 127.0.0.1, which the default callback policy refuses:
+# the server tests allow loopback, in this process (servers made with create_app) and in
+# the processes started below. A test that wants another policy passes its own.
+LOOPBACK_POLICY = '{"allow_networks": ["127.0.0.0/8"]}'
+os.environ.setdefault(POLICY_ENV, LOOPBACK_POLICY)
 
 
 def wait_until(check: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
@@ -48,11 +56,42 @@ class Hit:
     body: bytes
 
 
+@dataclass
+class Stream:
+    """An answer body of `size` bytes, made while it is sent and never held: `chunk` over
+    and over, with a Content-Length or (chunked) without. `sent` counts the bytes the
+    receiver managed to write before the client hung up."""
+
+    size: int
+    chunked: bool = False
+    chunk: bytes = b"x" * 65536
+    sent: int = 0
+
+    def write(self, handler: BaseHTTPRequestHandler) -> None:
+        if not self.chunked:
+            handler.send_header("content-length", str(self.size))
+        else:
+            handler.send_header("transfer-encoding", "chunked")
+        handler.end_headers()
+        left = self.size
+        try:
+            while left > 0:
+                piece = self.chunk[:left]
+                handler.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece) if self.chunked else piece)
+                left -= len(piece)
+                self.sent += len(piece)
+            if self.chunked:
+                handler.wfile.write(b"0\r\n\r\n")
+        except (BrokenPipeError, ConnectionResetError):
+            handler.close_connection = True  # the client stopped reading: expected
+
+
 class Receiver:
     """An HTTP server that answers callbacks from a script of (status, body) pairs; the
-    last answer repeats. Every request is kept, with its arrival time."""
+    last answer repeats. Every request is kept, with its arrival time. A body may be a
+    Stream: generated while it is sent."""
 
-    def __init__(self, answers: list[tuple[int, bytes]]) -> None:
+    def __init__(self, answers: list[tuple[int, bytes | Stream]]) -> None:
         self.answers = answers
         self.hits: list[Hit] = []
         self.lock = threading.Lock()
@@ -70,6 +109,9 @@ class Receiver:
                     status, answer = receiver.answers[min(len(receiver.hits), len(receiver.answers)) - 1]
                 self.send_response(status)
                 self.send_header("content-type", "application/json")
+                if isinstance(answer, Stream):
+                    answer.write(self)
+                    return
                 self.send_header("content-length", str(len(answer)))
                 self.end_headers()
                 self.wfile.write(answer)
@@ -99,6 +141,7 @@ class Receiver:
 def _env(extra: dict[str, str] | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DEFERQ_", "PROMETHEUS_"))}
     env["PYTHONPATH"] = os.getcwd() + os.pathsep + env.get("PYTHONPATH", "")
+    env[POLICY_ENV] = LOOPBACK_POLICY
     env.update(extra or {})
     return env
 
@@ -123,6 +166,20 @@ def delivery_worker(url: str, env: dict[str, str] | None = None) -> Iterator[sub
         yield process
     finally:
         _stop(process)
+
+
+def rss_bytes(pid: int, peak: bool = False) -> int:
+    """A process's resident memory now (or its peak, VmHWM), from /proc."""
+    field = "VmHWM:" if peak else "VmRSS:"
+    with open(f"/proc/{pid}/status") as status:
+        line = next(line for line in status if line.startswith(field))
+    return int(line.split()[1]) * 1024
+
+
+def reset_peak_rss(pid: int) -> None:
+    """Start counting a process's peak resident memory (VmHWM) again from now."""
+    with open(f"/proc/{pid}/clear_refs", "w") as clear:
+        clear.write("5")
 
 
 @contextmanager

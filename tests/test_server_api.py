@@ -156,6 +156,89 @@ def test_a_bad_topic_is_a_422_naming_the_problem(api, body, says):
     assert says in error_of(answer)
 
 
+@pytest.mark.parametrize(("headers", "says"), [
+    ({"X-Evil": "a\r\nX-Injected: 1"}, "the value of X-Evil holds a line break ('\\r')"),
+    ({"X-Team": "billing\n"}, "the value of X-Team holds a line break ('\\n')"),
+    ({"X-Team": "caf\u00e9"}, "the value of X-Team holds a non-ASCII character ('\u00e9')"),
+    ({"X-Team": "a\x00b"}, "the value of X-Team holds a control character"),
+    ({"X-T\u00e9am": "billing"}, "'X-T\u00e9am' is not a header name"),
+    ({"X Team": "billing"}, "'X Team' is not a header name"),
+    ({"X-Team:": "billing"}, "'X-Team:' is not a header name"),
+    ({"": "billing"}, "'' is not a header name"),
+    ({"Content-Length": "5"}, "Content-Length is set by deferq"),
+    ({"transfer-encoding": "chunked"}, "transfer-encoding is set by deferq"),
+])  # fmt: skip
+def test_topic_headers_that_no_delivery_could_send_are_a_422(api, headers, says):
+    answer = api.put("/v1/topics/t1", json={"url": "http://x/", "headers": headers})
+    assert answer.status_code == 422, answer.text
+    assert says in error_of(answer) and error_of(answer).startswith("headers: ")
+    assert api.get("/v1/topics/t1").status_code == 404
+
+
+def test_printable_ascii_topic_headers_are_kept(api):
+    headers = {"X-Team": "billing", "Authorization": "Bearer a.b-c_d~e+f/g=", "X-Empty": "",
+               "X-Tab": "a\tb", "x-odd!#$%&'*+.^_`|~": "{\"json\": [1, 2]}"}  # fmt: skip
+    answer = api.put("/v1/topics/t1", json={"url": "http://x/", "headers": headers})
+    assert answer.status_code == 201, answer.text
+    assert api.get("/v1/topics/t1").json()["headers"] == headers
+
+
+def test_max_answer_bytes_is_a_topic_setting(api):
+    assert api.put("/v1/topics/t1", json={"url": "http://x/"}).json()["max_answer_bytes"] == 1048576
+    kept = api.put("/v1/topics/t1", json={"url": "http://x/", "max_answer_bytes": 2048})
+    assert kept.status_code == 200 and api.get("/v1/topics/t1").json()["max_answer_bytes"] == 2048
+    for bad in (0, -1, 64 * 2**20 + 1, 1.5, "1MB", True):
+        answer = api.put("/v1/topics/t1", json={"url": "http://x/", "max_answer_bytes": bad})
+        assert answer.status_code == 422 and "max_answer_bytes" in error_of(answer), bad
+
+
+@pytest.mark.parametrize(("url", "says"), [
+    ("http://169.254.169.254/latest/meta-data/", "169.254.169.254 is a cloud metadata address"),
+    ("http://[fd00:ec2::254]/", "fd00:ec2::254 is a cloud metadata address"),
+    ("http://169.254.10.1:8080/", "169.254.10.1 is a link-local address"),
+    ("http://[fe80::1]/", "fe80::1 is a link-local address"),
+    ("http://0.0.0.0:8080/", "0.0.0.0 is an unspecified address"),
+    ("http://[::]/", ":: is an unspecified address"),
+    ("http://224.0.0.1/", "224.0.0.1 is a multicast address"),
+    ("http://10.0.0.7/hook", "10.0.0.7 is a private address"),
+    ("http://[::ffff:169.254.169.254]/", "reaches 169.254.169.254, which is a cloud metadata"),
+    ("http://x:99999/", "port that is not a number"),
+])  # fmt: skip
+def test_a_topic_url_the_callback_policy_refuses_is_a_422(api, url, says):
+    answer = api.put("/v1/topics/t1", json={"url": url})
+    assert answer.status_code == 422, answer.text
+    assert says in error_of(answer)
+    assert api.get("/v1/topics/t1").status_code == 404
+
+
+def test_loopback_is_refused_unless_the_policy_allows_it(api, monkeypatch):
+    from deferq.server.netpolicy import POLICY_ENV
+
+    assert api.put("/v1/topics/t1", json={"url": "http://127.0.0.1:9/"}).status_code == 201  # tests allow it
+    monkeypatch.setenv(POLICY_ENV, "")  # the default policy
+    answer = api.put("/v1/topics/t1", json={"url": "http://127.0.0.1:9/"})
+    assert answer.status_code == 422
+    assert error_of(answer) == ("url 'http://127.0.0.1:9/' is refused by the callback policy: 127.0.0.1 "
+                                "is a loopback address (allow it with allow_networks in "
+                                "DEFERQ_CALLBACK_POLICY)")  # fmt: skip
+    assert api.put("/v1/topics/t1", json={"url": "http://127.1:9/"}).status_code == 422
+    assert api.put("/v1/topics/t1", json={"url": "https://example.org/"}).status_code == 200
+    monkeypatch.setenv(POLICY_ENV, '{"allow_networks": ["loopback"], "allow_ports": [443, 9]}')
+    assert api.put("/v1/topics/t1", json={"url": "http://127.0.0.1:9/"}).status_code == 200
+    refused = api.put("/v1/topics/t1", json={"url": "http://example.org/"})
+    assert refused.status_code == 422 and "port 80 is not in allow_ports" in error_of(refused)
+
+
+def test_a_topic_may_not_name_the_store_itself(redis_url):
+    """The store is Redis on 127.0.0.1:6379; the tests' policy allows loopback, but never
+    the store's own address and port."""
+    with client_for(redis_url) as api:
+        answer = api.put("/v1/topics/t1", json={"url": "http://127.0.0.1:6379/"})
+        assert answer.status_code == 422, answer.text
+        assert "127.0.0.1 is deferq's own store (port 6379)" in error_of(answer)
+        assert api.put("/v1/topics/t1", json={"url": "http://127.0.0.1:6380/"}).status_code == 201
+
+
 @pytest.mark.parametrize(("body", "says"), [
     ({"body": 1}, "exactly one of topic"),
     ({"topic": "orders", "task": "t"}, "exactly one of topic"),

@@ -224,3 +224,156 @@ def test_evaluation_never_raises_on_any_json(text, answer):
 def test_precedence_of_not_and_or():
     tree = parse("!true && false || true")
     assert tree == Binary("||", Binary("&&", Not(Literal(True)), Literal(False)), Literal(True))
+
+
+# -- long chains, deep nesting, deep answers: evaluation always ends in a bool ----------
+#
+# The expected values below are computed without recursion (any/all over the chain, a
+# loop over the nesting), so the check works at sizes where a recursive reference would
+# itself run out of stack.
+
+# Terms whose value is known for ANSWER, each with that value.
+ANSWER = {"t": 1, "f": 0, "s": "x", "l": [1], "e": []}
+TERMS = [("0", False), ("1", True), ("true", True), ("false", False), ("null", False),
+         ("{res.t}", True), ("{res.f}", False), ("!{res.t}", False), ("!{res.f}", True),
+         ("{res.s}=='x'", True), ("{res.t}!=1", False), ("{res.l}", True), ("{res.e}", False),
+         ("{res.missing}", False), ("{res.t}>0", True)]  # fmt: skip
+SHORT_TERMS = TERMS[:2]  # mostly these, so that chains within 2,000 characters are long
+
+
+def chain(terms: list[tuple[str, bool]], ops: list[str], budget: int) -> tuple[str, bool]:
+    """Terms joined by || and && (the i-th op after the i-th term), as long as the text
+    fits `budget` characters, and its value: && binds tighter, so it is any(all(...))."""
+    text, groups = terms[0][0], [[terms[0][1]]]
+    for (term, value), op in zip(terms[1:], ops, strict=False):
+        if len(text) + len(op) + len(term) > budget:
+            break
+        text += op + term
+        if op.strip() == "||":
+            groups.append([value])
+        else:
+            groups[-1].append(value)
+    return text, any(all(group) for group in groups)
+
+
+
+
+def chains(longest: int):
+    """(terms, ops) of 1 to `longest` terms, the length drawn first so that long chains
+    come up as often as short ones."""
+    return st.integers(1, longest).flatmap(lambda n: st.tuples(
+        st.lists(st.sampled_from(SHORT_TERMS * 8 + TERMS), min_size=n, max_size=n),
+        st.lists(st.sampled_from(["||"] * 12 + ["&&", " || ", " && "]), min_size=n, max_size=n),
+    ))  # fmt: skip
+
+
+CHAINS = chains(20)
+
+
+@settings(max_examples=150, deadline=None)
+@given(chains(700))
+def test_a_flat_chain_of_any_length_evaluates(drawn):
+    text, expected = chain(*drawn, budget=2000)
+    assert Condition(text)(ANSWER) is expected
+
+
+def test_the_longest_flat_chains_evaluate():
+    zeros = "||".join(["0"] * 667)  # 1,999 characters, 667 terms
+    assert len(zeros) == 1999 and Condition(zeros)(None) is False
+    assert Condition(zeros[:-1] + "1")(None) is True
+    assert Condition("&&".join(["1"] * 667))(None) is True
+    refs = "||".join(["{res.f}"] * 222)
+    assert len(refs) <= 2000 and Condition(refs)(ANSWER) is False
+    assert Condition("||".join(["{res.a}=={res.b}"] * 111))({"a": 1, "b": 2}) is False
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(st.tuples(st.sampled_from(["", "!", "!!"]), CHAINS, st.sampled_from(["||", "&&"]),
+                       st.booleans()),
+             min_size=1, max_size=40),
+    CHAINS,
+)  # fmt: skip
+def test_nesting_to_the_limit_with_chains_at_every_level(levels, innermost):
+    """!(( chain ) op !( ( chain ) op ( ... ) )): at each level a parenthesis, maybe
+    negated, holding a parenthesized chain and the level inside; up to MAX_DEPTH."""
+    text, value = chain(*innermost, budget=300)
+    text = f"({text})"
+    # The whole expression is one level, the innermost parenthesis another, and a "!"
+    # term of the innermost chain one more: 3. Each level adds its "(" and its "!"s.
+    depth = 3
+    for negation, drawn, op, inner_first in levels:
+        if depth + len(negation) + 1 > 50:
+            break
+        side, side_value = chain(*drawn, budget=40)
+        if len(text) + len(side) + 8 > 2000:
+            break
+        depth += len(negation) + 1
+        left, right = (text, f"({side})") if inner_first else (f"({side})", text)
+        text = f"{negation}({left}{op}{right})"
+        value = (value or side_value) if op == "||" else (value and side_value)
+        value = value if len(negation) % 2 == 0 else not value
+    assert Condition(text)(ANSWER) is value
+
+
+def nest(kinds: list[str], leaf):
+    """A value nested len(kinds) deep: "[]" wraps in a list, any other kind is the key of
+    a one-key object. Built from the inside out, without recursion."""
+    value = leaf
+    for kind in reversed(kinds):
+        value = [value] if kind == "[]" else {kind: value}
+    return value
+
+
+KINDS = st.lists(st.sampled_from(["[]", "[]", "a", "b-1", "_"]), min_size=1, max_size=4)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(1, 1000), KINDS, SCALARS, st.data())
+def test_comparing_deep_answers_gives_a_bool(depth, pattern, leaf, data):
+    kinds = [pattern[i % len(pattern)] for i in range(depth)]
+    same = {"a": nest(kinds, leaf), "b": nest(kinds, leaf)}
+    assert Condition("{res.a}=={res.b}")(same) is True
+    assert Condition("{res.a}!={res.b}")(same) is False
+    assert Condition("{res.a} && {res.b} && !({res.a} < {res.b})")(same) is True
+
+    where = data.draw(st.integers(0, depth), label="where they differ")
+    if where == depth:
+        other_leaf = data.draw(SCALARS.filter(lambda v: tag(v) != tag(leaf)), label="other leaf")
+        other = nest(kinds, other_leaf)
+    else:
+        changed = list(kinds)
+        changed[where] = "z" if kinds[where] == "[]" else "[]"
+        other = nest(changed, leaf)
+    differ = {"a": nest(kinds, leaf), "b": other}
+    assert Condition("{res.a}=={res.b}")(differ) is False
+    assert Condition("{res.a}!={res.b}")(differ) is True
+
+
+def test_deep_answers_from_json_text():
+    import orjson
+
+    deep = "[" * 1000 + "]" * 1000  # orjson reads up to 1,024 levels
+    answer = orjson.loads(f'{{"a": {deep}, "b": {deep}, "c": {"[" * 999 + "1" + "]" * 999}}}')
+    assert Condition("{res.a}=={res.b}")(answer) is True
+    assert Condition("{res.a}=={res.c}")(answer) is False
+    assert Condition("{res.a}")(answer) is True
+    assert Condition("{res.a.0.0.0} != null")(answer) is True
+
+
+DEEP_REFS = st.sampled_from(["{res}", "{res.a}", "{res.b}", "{res.0}", "{res.a.0}", "{res.a.a}"])
+
+
+@settings(max_examples=100, deadline=None)
+@given(trees() | st.tuples(DEEP_REFS, st.sampled_from(COMPARISONS), DEEP_REFS).map(
+    lambda t: parse(" ".join(t))), st.integers(1, 1000), KINDS, SCALARS)  # fmt: skip
+def test_any_condition_on_a_deep_answer_gives_a_bool(tree, depth, pattern, leaf):
+    kinds = [pattern[i % len(pattern)] for i in range(depth)]
+    answer = {"a": nest(kinds, leaf), "b": nest(kinds[::-1], leaf), "0": nest(kinds, leaf)}
+    assert evaluate(tree, answer) in (True, False)
+
+
+def test_reads_answer():
+    assert not Condition("true || 1 == 2 && !(null)").reads_answer
+    assert Condition("true || {res} == 1").reads_answer
+    assert Condition("||".join(["0"] * 600) + "||!{res.x}").reads_answer

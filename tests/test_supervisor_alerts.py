@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 
 import pytest
@@ -50,22 +51,95 @@ def test_rate_limit_counts_what_it_held_back(webhook_inbox):  # noqa: F811
     hooks, url = webhook_inbox
     alerter = make_alerter(None, url, min_interval="1s")
     try:
-        for i in range(5):
-            alerter.send("backlog:email", f"backlog {i}", {})
-        alerter.send("other", "another kind passes", {})
+        for _ in range(5):
+            alerter.send("backlog:email", "queue email is backed up", {})
+        alerter.send("backlog:email", "another subject of that kind passes", {})
+        alerter.send("other", "queue email is backed up", {})  # so does that subject of another kind
         assert alerter.flush(10)
-        assert [h["subject"] for h in hooks.items] == ["backlog 0", "another kind passes"]
+        assert [(h["kind"], h["subject"]) for h in hooks.items] == [
+            ("backlog:email", "queue email is backed up"),
+            ("backlog:email", "another subject of that kind passes"),
+            ("other", "queue email is backed up"),
+        ]
+
+        def repeated():
+            first = ("backlog:email", "queue email is backed up")
+            return [h for h in hooks.items if (h["kind"], h["subject"]) == first]
+
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline:  # the limit lifts after min_interval
-            alerter.send("backlog:email", "later", {})
+            alerter.send("backlog:email", "queue email is backed up", {})
             assert alerter.flush(10)
-            if any(h["subject"] == "later" for h in hooks.items):
+            if len(repeated()) == 2:
                 break
             time.sleep(0.1)
-        later = hooks.wait_for(lambda h: h["subject"] == "later")
-        assert later["suppressed"] >= 4
+        assert len(repeated()) == 2
+        assert repeated()[1]["suppressed"] >= 4
     finally:
         alerter.close()
+
+
+def test_the_limit_forgets_subjects_whose_interval_is_over():
+    """Subjects carry numbers ("queue email has 1234 jobs waiting"): a master that runs
+    for months must not remember every one it ever sent."""
+    alerter = make_alerter(None, "http://127.0.0.1:9/alerts", min_interval="0s")
+    for waiting in range(20):
+        alerter.send("backlog:email", f"queue email has {waiting} jobs waiting", {})
+    assert list(alerter._last_sent) == [("backlog:email", "queue email has 19 jobs waiting")]
+    alerter.close(timeout=0.5)
+
+
+class Said(logging.Handler):
+    """The messages of one logger, however the logging of the test session is set up."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+def test_dead_callbacks_of_three_topics_are_three_alerts(smtp_inbox, webhook_inbox):  # noqa: F811
+    """Issue 11 item 9: one topic's dead callbacks must not hide another's; a repeat within
+    min_interval is held back, and the log says so rather than that it was sent."""
+    from deferq import App
+    from deferq.job import Job, JobState, new_job_id
+    from deferq.server import delivery
+    from deferq.server.settings import AlerterSource, save_alerts
+
+    mails, smtp = smtp_inbox
+    hooks, url = webhook_inbox
+    app = App("memory://")
+    save_alerts(app.backend, {"email": {"smtp": smtp, "from": "deferq@localhost", "to": ["ops@localhost"]},
+                              "webhook": url})  # min_interval: the default, five minutes  # fmt: skip
+    source = AlerterSource(lambda: app.backend)
+    delivery.install(app, source)
+    alerts_log, said = logging.getLogger("deferq.alerts"), Said()
+    alerts_log.addHandler(said)
+    try:
+        started = time.monotonic()
+        for topic in ("orders", "sms", "billing", "orders"):
+            job = Job(new_job_id(), delivery.TASK_NAME, (topic, {"n": 1}), state=JobState.DEAD, attempts=3,
+                      error="answered HTTP 500")  # fmt: skip
+            for hook in app.hooks["dead"]:
+                hook(job, None)
+        assert time.monotonic() - started < 1.0
+        assert source.get().flush(10)
+    finally:
+        alerts_log.removeHandler(said)
+        source.close()
+        app.close()
+    subjects = [f"callback of topic {topic} gave up after 3 attempt(s)" for topic in ("orders", "sms", "billing")]
+    assert [(h["kind"], h["subject"], h["suppressed"]) for h in hooks.items] == [
+        ("delivery_dead", subject, 0) for subject in subjects
+    ]
+    assert [m["Subject"] for m in mails.items] == [f"[deferq] {subject}" for subject in subjects]
+    sent, suppressed = said.messages[:3], said.messages[3:]
+    assert sent == [f"alert delivery_dead: {subject}" for subject in subjects]
+    assert len(suppressed) == 1
+    assert suppressed[0].startswith("alert delivery_dead suppressed (1 since the last one, sent ")
+    assert suppressed[0].endswith(f"min_interval 300s): {subjects[0]}")
 
 
 @pytest.mark.parametrize(

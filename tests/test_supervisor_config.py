@@ -9,7 +9,7 @@ import pytest
 
 from deferq.errors import ConfigError
 from deferq.supervisor.config import load_config, parse_config, parse_size
-from deferq.supervisor.values import format_duration, parse_duration
+from deferq.values import format_duration, parse_duration
 from tests.supervisor_harness import ROOT
 
 GOOD = """
@@ -146,3 +146,66 @@ def assert_refused(args: list[str], message: str) -> None:
 def test_missing_config_file_is_one_sentence(tmp_path):
     with pytest.raises(ConfigError, match="cannot read the config file"):
         load_config(tmp_path / "nope.toml")
+
+
+# -- the app named by `app = "module:attr"` (deferq.loading, shared with the CLI and the server)
+
+
+@pytest.fixture
+def tasks_module(tmp_path, monkeypatch):
+    """A fresh module `name` holding `app = App("memory://")` and `answer = 42`."""
+    name = f"tasks_{tmp_path.name.replace('-', '_')}"
+    (tmp_path / f"{name}.py").write_text('import deferq\napp = deferq.App("memory://")\nanswer = 42\n')
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield name
+    sys.modules.pop(name, None)
+
+
+def test_an_app_is_loaded_by_name_and_the_url_given_wins(tasks_module, tmp_path):
+    from deferq.loading import load_app
+
+    app = load_app(f"{tasks_module}:app")
+    assert app is sys.modules[tasks_module].app and app.url == "memory://"
+    assert load_app(tasks_module) is app  # "module" alone means module:app
+    url = f"sqlite:///{tmp_path}/given.db"
+    assert load_app(f"{tasks_module}:app", url) is app and app.url == url
+    assert load_app(None, url).url == url  # no name: an App without tasks on that store
+
+
+def test_an_open_store_is_not_replaced(tasks_module):
+    from deferq.loading import load_app
+
+    app = load_app(f"{tasks_module}:app")
+    app.backend  # noqa: B018 - opens the store
+    assert load_app(f"{tasks_module}:app", "memory://") is app  # the same URL: nothing to change
+    with pytest.raises(ConfigError, match="is already open"):
+        load_app(f"{tasks_module}:app", "sqlite:///elsewhere.db")
+    assert app.url == "memory://"
+    app.close()
+
+
+@pytest.mark.parametrize(
+    ("attr", "message"),
+    [
+        ("nothing_here_at_all:app", "cannot import 'nothing_here_at_all' for the app"),
+        ("{module}:missing", "names nothing, not a deferq.App"),
+        ("{module}:answer", "names an object of type int, not"),
+        (":app", "names no module"),
+    ],
+)
+def test_a_wrong_app_name_is_one_sentence(tasks_module, attr, message):
+    from deferq.loading import load_app
+
+    with pytest.raises(ConfigError) as caught:
+        load_app(attr.format(module=tasks_module))
+    assert message in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_the_command_line_reports_a_wrong_app_as_a_usage_error():
+    from click.testing import CliRunner
+
+    from deferq.cli import main
+
+    result = CliRunner().invoke(main, ["stats", "--app", "nothing_here_at_all:app", "--url", "memory://"])
+    assert result.exit_code == 2 and "cannot import 'nothing_here_at_all'" in result.output, result.output
+    assert "Usage:" in result.output and "Traceback" not in result.output

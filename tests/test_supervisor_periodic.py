@@ -8,7 +8,8 @@ import pytest
 
 import deferq
 from deferq.errors import ConfigError
-from deferq.supervisor.periodic import CATCH_UP, PeriodicJob, PeriodicScheduler
+from deferq.schedule import PeriodicJob
+from deferq.supervisor.periodic import CATCH_UP, PeriodicScheduler
 from tests.supervisor_harness import Master, all_jobs, every_store, store_url, wait_until
 
 EVERY_SECOND = "* * * * * *"  # six fields: seconds come last

@@ -2,6 +2,7 @@
 
 from . import backoff
 from .app import App
+from .context import current_job
 from .errors import (
     ConfigError,
     DeferqError,
@@ -13,12 +14,12 @@ from .errors import (
     StoreUnavailable,
 )
 from .job import Job, JobState, Priority
+from .middleware import Middleware
 from .task import Call, Task
-from .worker.runner import current_job
 
 __all__ = [
     "App", "Call", "ConfigError", "DeferqError", "Job", "JobState", "JobTimeout",
-    "MissingExtra", "PayloadError", "Priority", "Retry", "SchemaOutdated",
+    "Middleware", "MissingExtra", "PayloadError", "Priority", "Retry", "SchemaOutdated",
     "StoreUnavailable", "Task", "backoff", "current_job",
 ]  # fmt: skip
 __version__ = "0.1.0"

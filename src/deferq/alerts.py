@@ -5,9 +5,14 @@
     alerter.close()   # delivers what is still queued (bounded), then stops the thread
 
 `send` never blocks and never raises on delivery problems: a slow SMTP server or a
-dead webhook receiver must not stall the master or a request. Alerts of one `kind`
-are delivered at most once per `min_interval` seconds; the ones dropped meanwhile are
-counted and reported with the next alert of that kind.
+dead webhook receiver must not stall the master or a request. An alert is delivered at
+most once per `min_interval` seconds per (kind, subject): the dead callbacks of three
+topics are three alerts, a store that keeps failing is one. Those held back meanwhile
+are logged as suppressed, counted, and reported with the next one of that kind and subject.
+
+The supervisor (store, queue and crash alerts) and the HTTP service (dead callbacks, sent
+from the workers that deliver them) both send through this module, which is why it lives
+beside them and not inside either.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from urllib.parse import urlsplit
 import orjson
 
 from .errors import ConfigError, MissingExtra
-from .supervisor.values import host_port, no_unknown_keys, parse_duration
+from .values import host_port, no_unknown_keys, parse_duration
 
 log = logging.getLogger("deferq.alerts")
 
@@ -84,7 +89,7 @@ class AlertConfig:
 
     email: EmailTarget | None = None
     webhook: str | None = None
-    min_interval: float = 300.0  # seconds between two alerts of one kind
+    min_interval: float = 300.0  # seconds between two alerts of one kind and subject
     backlog: dict[str, int] = field(default_factory=dict)  # queue -> alert above this many waiting
     oldest_waiting: float | None = None  # alert when a due job waited longer (seconds)
     dead_letters: bool = True  # alert when jobs go dead
@@ -146,8 +151,8 @@ class Alerter:
         self.source = source or socket.gethostname()
         self._queue: queue.SimpleQueue[_Alert | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
-        self._last_sent: dict[str, float] = {}
-        self._suppressed: dict[str, int] = {}
+        self._last_sent: dict[tuple[str, str], float] = {}  # (kind, subject) -> monotonic time
+        self._suppressed: dict[tuple[str, str], int] = {}
         self._closing = threading.Event()
         self._thread: threading.Thread | None = None
         self._idle = threading.Event()
@@ -157,26 +162,46 @@ class Alerter:
             _httpx()  # say now, not at the first alert, that the client is missing
 
     def send(self, kind: str, subject: str, details: dict[str, Any] | None = None) -> None:
-        """Queue an alert for delivery (non-blocking). Rate-limited per `kind`."""
-        log.warning("alert %s: %s", kind, subject)
-        if not self.config.enabled or self._closing.is_set():
+        """Queue an alert for delivery (non-blocking); rate-limited per (kind, subject)."""
+        if not self.config.enabled:
+            log.warning("alert %s: %s", kind, subject)  # no target: the log line is the alert
             return
-        now = time.monotonic()
+        if self._closing.is_set():
+            log.warning("alert %s not sent, the alerter is closing: %s", kind, subject)
+            return
+        topic = (kind, subject)
+        alert = None
         with self._lock:
-            last = self._last_sent.get(kind)
-            if last is not None and now - last < self.config.min_interval:
-                self._suppressed[kind] = self._suppressed.get(kind, 0) + 1
-                return
-            self._last_sent[kind] = now
-            alert = _Alert(kind, subject, dict(details or {}), time.time(),
-                           self._suppressed.pop(kind, 0))  # fmt: skip
-            self._pending += 1
-            self._idle.clear()
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._deliver_loop, name="deferq-alerts",
-                                                daemon=True)  # fmt: skip
-                self._thread.start()
+            why_not = self._hold_back(topic, time.monotonic())
+            if why_not is None:
+                alert = _Alert(kind, subject, dict(details or {}), time.time(),
+                               self._suppressed.pop(topic, 0))  # fmt: skip
+                self._pending += 1
+                self._idle.clear()
+                if self._thread is None:
+                    self._thread = threading.Thread(target=self._deliver_loop, name="deferq-alerts",
+                                                    daemon=True)  # fmt: skip
+                    self._thread.start()
+        if alert is None:
+            log.warning("alert %s suppressed (%s): %s", kind, why_not, subject)
+            return
+        log.warning("alert %s: %s", kind, subject)
         self._queue.put(alert)
+
+    def _hold_back(self, topic: tuple[str, str], now: float) -> str | None:
+        """Why an alert of this (kind, subject) must wait (counting it), or None when it
+        may go now (and its `min_interval` starts again). Called under the lock."""
+        interval = self.config.min_interval
+        last = self._last_sent.get(topic)
+        if last is not None and now - last < interval:
+            held = self._suppressed[topic] = self._suppressed.get(topic, 0) + 1
+            return f"{held} since the last one, sent {now - last:.1f}s ago; min_interval {interval:g}s"
+        # Subjects may carry numbers: forget those whose interval is over, unless a count
+        # of held-back alerts waits for their next one.
+        for old in [t for t, at in self._last_sent.items() if now - at >= interval and t not in self._suppressed]:
+            del self._last_sent[old]
+        self._last_sent[topic] = now
+        return None
 
     def flush(self, timeout: float = 10.0) -> bool:
         """Wait until every queued alert was delivered (or given up); say whether it was."""
@@ -249,7 +274,7 @@ def _email_body(alert: _Alert, source: str) -> str:
     when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(alert.at))
     lines += ["", f"kind: {alert.kind}", f"from: {source}", f"time: {when}"]
     if alert.suppressed:
-        lines.append(f"({alert.suppressed} more alert(s) of this kind were held back since the last one)")
+        lines.append(f"({alert.suppressed} more alert(s) like this one were held back since the last one)")
     return "\n".join(lines) + "\n"
 
 

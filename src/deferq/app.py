@@ -7,20 +7,22 @@ import logging
 import os
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from datetime import timedelta
-from typing import Any
+from typing import Any, ParamSpec, TypeVar, overload
 
-from . import backoff as backoff_module
 from .backends import Backend, open_backend
 from .backends.base import Enqueue, QueueStats
 from .errors import ConfigError
 from .job import Job, JobState
-from .task import Call, Hook, JobOptions, Task, TaskDefaults, build_enqueue, task_defaults
+from .middleware import Middleware
+from .options import JobOptions, TaskDefaults
+from .registry import EVENTS, Registry
+from .task import Call, Hook, Task, build_enqueue
 
 log = logging.getLogger("deferq")
+P = ParamSpec("P")
+R = TypeVar("R")
 
 DEFAULT_URL = "sqlite:///deferq.db"
-EVENTS = ("succeeded", "retrying", "dead")
 DEFAULT_WEIGHTS = (5, 3, 2)  # high : normal : low (S2-10)
 
 
@@ -53,12 +55,17 @@ class App:
         if len(priority_weights) != 3 or any(w < 1 for w in priority_weights):
             raise ConfigError("priority_weights needs three positive numbers (high, normal, low)")
         self.priority_weights = tuple(int(w) for w in priority_weights)
-        self.tasks: dict[str, Task] = {}
-        self.hooks: dict[str, list[Hook]] = {event: [] for event in EVENTS}
+        self.registry = Registry()
+        self.tasks: dict[str, Task[..., Any]] = self.registry.tasks  # the same dict: name -> Task
+        self.hooks: dict[str, list[Hook]] = self.registry.hooks
         self.periodic_jobs: list[Any] = []  # filled by app.periodic (supervisor)
         self._backend_options = backend_options
         self._backend: Backend | None = None
         self._lock = threading.Lock()
+        if self.eager:
+            from .testing import EagerRunner
+
+            self.add_middleware(EagerRunner(self))
 
     # -- the store ---------------------------------------------------------------
 
@@ -78,28 +85,52 @@ class App:
 
     # -- tasks -------------------------------------------------------------------
 
+    @overload
     def task(
         self,
-        fn: Callable[..., Any] | None = None,
+        fn: Callable[P, R],
+        /,
         *,
         name: str | None = None,
-        queue: str = "default",
-        priority: str | int = "normal",
-        max_attempts: int = 3,
-        timeout: float | timedelta | None = 300.0,
-        backoff: Callable[[int], float] = backoff_module.DEFAULT,
         on_success: Hook | None = None,
         on_failure: Hook | None = None,
-    ) -> Any:
-        """Register a function (sync or async) as a task: ``@app.task(queue="email")``."""
-        defaults = task_defaults(queue, priority, max_attempts, timeout, backoff)
+        **defaults: Any,
+    ) -> Task[P, R]: ...
 
-        def register(func: Callable[..., Any]) -> Task:
-            task_name = name or func.__name__
-            if task_name in self.tasks and self.tasks[task_name].fn is not func:
-                raise ValueError(f"a task named {task_name!r} is already registered")
-            task = Task(self, func, task_name, defaults, on_success, on_failure)
-            self.tasks[task_name] = task
+    @overload
+    def task(
+        self,
+        fn: None = None,
+        /,
+        *,
+        name: str | None = None,
+        on_success: Hook | None = None,
+        on_failure: Hook | None = None,
+        **defaults: Any,
+    ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
+
+    def task(
+        self,
+        fn: Callable[P, R] | None = None,
+        /,
+        *,
+        name: str | None = None,
+        on_success: Hook | None = None,
+        on_failure: Hook | None = None,
+        **defaults: Any,
+    ) -> Task[P, R] | Callable[[Callable[P, R]], Task[P, R]]:
+        """Register a function (sync or async) as a task: ``@app.task(queue="email")``.
+
+        `defaults` are the fields of `deferq.options.TaskDefaults`: queue, priority,
+        max_attempts, timeout, backoff."""
+        try:
+            task_defaults = TaskDefaults.parse(**defaults)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+
+        def register(func: Callable[P, R]) -> Task[P, R]:
+            task = Task(self, func, name or func.__name__, task_defaults, on_success, on_failure)
+            self.registry.add_task(task)
             return task
 
         return register(fn) if fn is not None else register
@@ -110,29 +141,22 @@ class App:
             raise ValueError(f"unknown event {event!r}: events are {', '.join(EVENTS)}")
 
         def register(fn: Hook) -> Hook:
-            self.hooks[event].append(fn)
+            self.registry.add_hook(event, fn)
             return fn
 
         return register
+
+    def add_middleware(self, middleware: Middleware) -> None:
+        """Run `middleware`'s hooks around every job of this app (see deferq.middleware)."""
+        self.registry.add_middleware(middleware)
 
     def periodic(self, cron: str, **schedule: Any) -> Any:
         """Enqueue a task on a cron schedule (UTC; run by `deferq run`):
         ``@app.periodic("*/5 * * * *", args=(...), queue="reports")``. Options: name,
         args, kwargs, queue, priority, max_attempts, timeout."""
-        from .supervisor.periodic import register_periodic
+        from .schedule import register_periodic
 
         return register_periodic(self, cron, **schedule)
-
-    def defaults_for(self, task_name: str) -> TaskDefaults:
-        task = self.tasks.get(task_name)
-        return task.defaults if task else TaskDefaults()
-
-    def timeout_for(self, job: Job) -> float | None:
-        """The job's own timeout, else its task's (jobs enqueued by name carry none)."""
-        if job.timeout is not None:
-            return job.timeout
-        task = self.tasks.get(job.task)
-        return task.defaults.timeout if task else None
 
     # -- producing ---------------------------------------------------------------
 
@@ -149,11 +173,12 @@ class App:
 
     def _prepare(self, calls: Iterable[Call]) -> tuple[list[Enqueue], Any]:
         """Validate calls into stored form, and find the caller's connection, if any."""
-        items, connections = [], []
+        items: list[Enqueue] = []
+        connections: list[Any] = []
         for call in calls:
             if not isinstance(call, Call):
                 raise TypeError(f"enqueue_many takes task.call(...) values, got {call!r:.60}")
-            task = self.tasks.get(call.task)
+            task = self.registry.tasks.get(call.task)
             items.append(build_enqueue(call, task.defaults if task else None, 0.0))
             if not any(c is call.options.connection for c in connections):
                 connections.append(call.options.connection)
@@ -168,20 +193,19 @@ class App:
     def _enqueue_items(self, items: list[Enqueue], connection: Any) -> list[Job]:
         if not items:
             return []
-        jobs = self.backend.enqueue_many(items, connection)
-        if self.eager:
-            from .worker.runner import run_eagerly
-
-            jobs = [run_eagerly(self, job) for job in jobs]
-        return jobs
+        chain = self.registry.chain
+        jobs = self.backend.enqueue_many(chain.run_before_enqueue(items), connection)
+        return chain.run_after_enqueue(jobs)
 
     async def enqueue_many_async(self, calls: Iterable[Call]) -> list[Job]:
         items, connection = self._prepare(calls)
         if not items:
             return []
-        if self.eager:
+        if self.eager:  # runs the jobs: not on the caller's event loop
             return await asyncio.to_thread(self._enqueue_items, items, connection)
-        return await self.backend.enqueue_many_async(items, connection)
+        chain = self.registry.chain
+        jobs = await self.backend.enqueue_many_async(chain.run_before_enqueue(items), connection)
+        return chain.run_after_enqueue(jobs)
 
     # -- inspecting and managing -------------------------------------------------
 
@@ -212,3 +236,15 @@ class App:
 
     def __repr__(self) -> str:
         return f"<deferq.App {self.url} tasks={len(self.tasks)}>"
+
+    def use_url(self, url: str) -> None:
+        """Point the App at another store before its first use: a command's --url (or a
+        config file's url) wins over the URL written in the code. Refused once the store
+        is open, since the jobs would then go to two stores."""
+        if url == self.url:
+            return
+        if self._backend is not None:
+            raise ConfigError(f"the App's store {self.url} is already open: {url} cannot replace it now")
+        if self.eager and not url.startswith("memory:"):
+            raise ConfigError("eager mode runs on memory:// only (it is for unit tests)")
+        self.url = url

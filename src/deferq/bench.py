@@ -25,6 +25,7 @@ import orjson
 
 from .app import App
 from .backends.base import Outcome
+from .job import Job
 
 app = App(os.environ.get("DEFERQ_URL", "memory://"))
 ARG = "x" * 32
@@ -77,7 +78,7 @@ def measure_batch(bound: App, jobs: int, tick: Callable[[int], None], size: int 
 
 
 @contextmanager
-def workers(url: str, processes: int, concurrency: int) -> Iterator[list[subprocess.Popen]]:
+def workers(url: str, processes: int, concurrency: int) -> Iterator[list[subprocess.Popen[bytes]]]:
     """Worker processes running this module's tasks; stopped (and reaped) on exit."""
     env = {**os.environ, "DEFERQ_URL": url}
     procs = [
@@ -100,7 +101,7 @@ def workers(url: str, processes: int, concurrency: int) -> Iterator[list[subproc
                 proc.kill()
 
 
-def rss_mib(procs: list[subprocess.Popen]) -> float:
+def rss_mib(procs: list[subprocess.Popen[bytes]]) -> float:
     total = 0
     for proc in procs:
         try:
@@ -122,14 +123,15 @@ def wait_for(predicate: Callable[[], bool], timeout: float, interval: float = 0.
 
 
 def succeeded(bound: App) -> int:
-    return bound.stats().get("bench", {}).get("succeeded", 0)
+    count: int = bound.stats().get("bench", {}).get("succeeded", 0)
+    return count
 
 
 def measure_process(bound: App, url: str, jobs: int, processes: int, concurrency: int,
                     tick: Callable[[int], None]) -> tuple[float, float]:  # fmt: skip
     """Rate of no-op jobs by `processes` workers; and their RSS in MiB."""
     task = bound.tasks["bench_noop"]
-    first_ids = []
+    first_ids: list[str] = []
     for first in range(0, jobs, 1000):
         batch = bound.enqueue_many([task.call(i, ARG) for i in range(first, min(first + 1000, jobs))])
         if not first_ids:
@@ -155,7 +157,7 @@ def measure_process(bound: App, url: str, jobs: int, processes: int, concurrency
 def measure_pickup(bound: App, url: str, samples: int, processes: int,
                    tick: Callable[[int], None]) -> tuple[float, float]:  # fmt: skip
     task = bound.tasks["bench_stamp"]
-    latencies = []
+    latencies: list[float] = []
     with workers(url, processes, 1):
         task.enqueue(-1)  # warm up: the workers are running and idle after this
         wait_for(lambda: succeeded(bound) >= 1, 60, 0.05)
@@ -163,8 +165,12 @@ def measure_pickup(bound: App, url: str, samples: int, processes: int,
         for i in range(samples):
             sent = time.time()
             job = task.enqueue(i)
-            wait_for(lambda job=job: (bound.get(job.id) or job).state == "succeeded", 30, 0.005)
-            latencies.append(bound.get(job.id).result - sent)
+
+            def done(job: Job = job) -> bool:
+                return (bound.get(job.id) or job).state == "succeeded"
+
+            wait_for(done, 30, 0.005)
+            latencies.append(started_at(bound, job) - sent)
             tick(1)
             time.sleep(0.02)  # let the workers go idle again
     return percentiles(latencies)
@@ -179,9 +185,18 @@ def measure_delay(bound: App, url: str, jobs: int, processes: int, concurrency: 
         due = bound.backend.now() + 2.0
         queued = bound.enqueue_many([task.options(at=due).call(i) for i in range(jobs)])
         wait_for(lambda: succeeded(bound) >= jobs + 1, 60, 0.25)  # starts are stamped by the jobs
-    late = [bound.get(job.id).result - due for job in queued]
+    late = [started_at(bound, job) - due for job in queued]
     tick(jobs)
     return percentiles(late)
+
+
+def started_at(bound: App, job: Job) -> float:
+    """When a bench_stamp job started: its result, read back from the store."""
+    stored = bound.get(job.id)
+    if stored is None:
+        raise LookupError(f"job {job.id} is no longer in the store")
+    stamp: float = stored.result
+    return stamp
 
 
 def clean(bound: App) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import importlib
 import os
 import sys
 import time
@@ -14,31 +13,14 @@ import click
 import orjson
 
 from .app import App
-from .errors import DeferqError
+from .errors import ConfigError, DeferqError
 from .job import Job, JobState
+from .loading import load_app
 from .logs import setup_logging
+from .output import print_json
 from .supervisor.cli import run_command, status_command
 
 STATE_COLUMNS = ("scheduled", "queued", "active", "succeeded", "dead", "cancelled")
-
-
-def load_app(app_path: str | None, url: str | None) -> App:
-    """`module:attr` names an App; --url (or DEFERQ_URL) overrides its store."""
-    app_path = app_path or os.environ.get("DEFERQ_APP")
-    if not app_path:
-        return App(url)
-    module_name, _, attr = app_path.partition(":")
-    sys.path.insert(0, os.getcwd())
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise click.UsageError(f"cannot import {module_name!r} for --app: {exc}") from None
-    app = getattr(module, attr or "app", None)
-    if not isinstance(app, App):
-        raise click.UsageError(f"--app {app_path!r} does not name a deferq.App")
-    if url:
-        app.url = url
-    return app
 
 
 def app_options(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -52,13 +34,13 @@ def app_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(fn)
     def wrapper(url: str | None, app_path: str | None, log_level: str, log_format: str, **kw: Any) -> Any:
         setup_logging(log_level, log_format)
-        return fn(load_app(app_path, url), **kw)
+        try:
+            app = load_app(app_path, url)
+        except ConfigError as exc:
+            raise click.UsageError(str(exc)) from None
+        return fn(app, **kw)
 
     return wrapper
-
-
-def print_json(value: Any) -> None:
-    click.echo(orjson.dumps(value, option=orjson.OPT_INDENT_2, default=str).decode())
 
 
 class FriendlyGroup(click.Group):

@@ -13,6 +13,7 @@ import random
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 
 from rich.console import Console, Group
 from rich.live import Live
@@ -20,8 +21,9 @@ from rich.table import Table
 
 from . import backoff
 from .app import App
+from .context import current_job
 from .errors import Retry
-from .worker.runner import current_job
+from .job import Job
 
 app = App(os.environ.get("DEFERQ_URL", "sqlite:///deferq-demo.db"))
 quick_retry = backoff.fixed(1.0)
@@ -63,7 +65,7 @@ def remind(user: str, what: str) -> str:
     return f"reminded {user}: {what}"
 
 
-STEPS = [
+STEPS: list[tuple[str, Callable[[], list[Job]]]] = [
     ("3 welcome e-mails, enqueued now", lambda: [send_welcome_email.enqueue(u) for u in ("ana", "bo", "chen")]),
     ("1 password reset at high priority", lambda: [send_password_reset.enqueue("dana")]),
     ("2 reminders due in 4 s and 8 s", lambda: [remind.options(delay=4).enqueue("eve", "renew plan"),
@@ -93,7 +95,7 @@ def _unfinished() -> int:
     return sum(c["scheduled"] + c["queued"] + c["active"] for c in app.stats().values())
 
 
-def _summary(jobs: list) -> Table:
+def _summary(jobs: list[Job]) -> Table:
     table = Table(title="what happened")
     for column in ("task", "state", "attempts", "result or last error"):
         table.add_column(column)
@@ -121,7 +123,7 @@ def run_demo(url: str | None = None, timeout: float = 55.0) -> int:
     app.close()
     console.rule("[bold]deferq demo")
     console.print(f"Store: [cyan]{url}[/] (an embedded SQLite file: nothing else to run)\n")
-    jobs = []
+    jobs: list[Job] = []
     for text, enqueue in STEPS:
         jobs += enqueue()
         console.print(f"  enqueued {text}")
@@ -153,7 +155,7 @@ def run_demo(url: str | None = None, timeout: float = 55.0) -> int:
     return 0 if not left else 1
 
 
-def _start_worker(env: dict, url: str, queues: list[str]) -> subprocess.Popen:
+def _start_worker(env: dict[str, str], url: str, queues: list[str]) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [sys.executable, "-m", "deferq.cli", "worker", "--app", "deferq.demo:app",
          "--url", url, "-c", "4", "--log-level", "error", *queues],
@@ -161,6 +163,8 @@ def _start_worker(env: dict, url: str, queues: list[str]) -> subprocess.Popen:
     )  # fmt: skip
 
 
-def _restart(worker: subprocess.Popen, env: dict, url: str, queues: list[str]) -> subprocess.Popen:
+def _restart(
+    worker: subprocess.Popen[bytes], env: dict[str, str], url: str, queues: list[str]
+) -> subprocess.Popen[bytes]:
     """A worker whose sync job overran its timeout exits 3 and is replaced, as a supervisor does."""
     return worker if worker.poll() is None else _start_worker(env, url, queues)

@@ -46,10 +46,3 @@ class Retry(DeferqError):
 
 class JobTimeout(DeferqError):
     """A job ran past its timeout."""
-
-
-def is_store_error(exc: BaseException) -> bool:
-    """A driver's "cannot reach the store" error (redis-py, psycopg, PyMySQL, sqlite3
-    name theirs differently), told apart from a bug by its class names."""
-    names = {cls.__name__ for cls in type(exc).__mro__}
-    return bool(names & {"ConnectionError", "OperationalError", "InterfaceError", "TimeoutError"})

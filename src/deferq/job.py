@@ -105,7 +105,7 @@ class Job:
     def priority_name(self) -> str:
         return Priority.name(self.priority)
 
-    def with_state(self, state: JobState, **changes: Any) -> Job:
+    def with_state(self, state: JobState | str, **changes: Any) -> Job:
         return self.evolve(state=JobState(state), **changes)
 
     def evolve(self, **changes: Any) -> Job:

@@ -12,6 +12,9 @@ Conventions for every backend:
   settle, heartbeat or release only applies while the job is still ACTIVE under the
   same worker and attempt, so a worker whose lease expired can never overwrite the
   work of the worker that took the job over.
+- Every method raises `StoreUnavailable` (`StoreFull` when the store is out of space)
+  when the store cannot be reached or written: a driver's own errors never cross this
+  boundary, so the worker, the master and the server judge store failures in one way.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import asyncio
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from ..errors import ConfigError
@@ -45,21 +49,30 @@ class Enqueue:
         return job.evolve(run_at=run_at, created_at=now, state=state_for_waiting(run_at, now))
 
 
+class OutcomeKind(StrEnum):
+    """How a leased job ended."""
+
+    SUCCEEDED = "succeeded"
+    RETRY = "retry"  # due again after the outcome's `delay`; the attempt counted
+    DEAD = "dead"  # attempts used up, or the job cannot run: kept for inspection
+    RELEASE = "release"  # back to waiting, the attempt not counted (a graceful shutdown)
+
+
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    """How one leased job ended, for `settle`.
-
-    kind: "succeeded" | "retry" (due again after `delay`) | "dead" | "release"
-    (back to waiting without counting the attempt: a graceful shutdown).
-    """
+    """How one leased job ended, for `settle`. `kind` may be given as its string."""
 
     job: Job
-    kind: str
+    kind: OutcomeKind
     delay: float = 0.0
     error: str | None = None
     result: Any = None
 
-    KINDS = ("succeeded", "retry", "dead", "release")
+    KINDS = tuple(OutcomeKind)
+
+    def __post_init__(self) -> None:
+        if type(self.kind) is not OutcomeKind:
+            object.__setattr__(self, "kind", OutcomeKind(self.kind))
 
 
 @dataclass(slots=True)
@@ -73,8 +86,13 @@ class QueueStats:
         return {**self.counts, "oldest_wait": round(self.oldest_wait, 3)}
 
 
-class Backend(ABC):
-    """Where jobs live. Subclasses implement the abstract methods; the rest derive."""
+class JobStore(ABC):
+    """The hot path: store jobs, lease them, keep and settle the leases.
+
+    This is all a worker and a producer need; a broker-shaped store (one that cannot
+    look jobs up or list them) implements this part alone and leaves `JobAdmin` and
+    `Records` to another store.
+    """
 
     #: URL schemes this backend serves, e.g. ("sqlite",)
     schemes: tuple[str, ...] = ()
@@ -154,7 +172,39 @@ class Backend(ABC):
         not burn CPU while it waits.
         """
 
-    # -- inspecting and managing -----------------------------------------------
+    @abstractmethod
+    def now(self) -> float:
+        """The store's clock, epoch seconds (invariant 4)."""
+
+    # -- life cycle ---------------------------------------------------------------
+
+    def migrate(self) -> list[str]:
+        """Bring the store's schema up to date; return what was applied."""
+        return []
+
+    def ping(self) -> None:
+        """Raise StoreUnavailable if the store cannot be reached."""
+        self.now()
+
+    def close(self) -> None:
+        """Release connections and files."""
+
+    # -- derived conveniences --------------------------------------------------
+
+    def refuse_connection(self, connection: Any) -> None:
+        if connection is not None:
+            raise ConfigError(
+                f"{type(self).__name__} cannot enqueue inside a caller's transaction: "
+                "transactional enqueue needs PostgreSQL or MySQL"
+            )
+
+    async def enqueue_many_async(self, items: Sequence[Enqueue], connection: Any = None) -> list[Job]:
+        """Async producers. Backends with an asyncio client override this."""
+        return await asyncio.to_thread(self.enqueue_many, items, connection)
+
+
+class JobAdmin(ABC):
+    """Inspecting and managing jobs: what the CLI, the API and the console use."""
 
     @abstractmethod
     def get(self, job_id: str) -> Job | None:
@@ -185,11 +235,9 @@ class Backend(ABC):
     def stats(self) -> dict[str, QueueStats]:
         """Per queue: counts by state and the oldest due job's wait."""
 
-    @abstractmethod
-    def now(self) -> float:
-        """The store's clock, epoch seconds (invariant 4)."""
 
-    # -- small shared records (topics, tokens, masters, periodic ticks) ---------
+class Records(ABC):
+    """Small shared records: topics, tokens, masters, workers, periodic ticks."""
 
     @abstractmethod
     def kv_put(
@@ -210,32 +258,9 @@ class Backend(ABC):
     def kv_list(self, namespace: str) -> dict[str, bytes]:
         """All live records of a namespace."""
 
-    # -- life cycle ---------------------------------------------------------------
 
-    def migrate(self) -> list[str]:
-        """Bring the store's schema up to date; return what was applied."""
-        return []
-
-    def ping(self) -> None:
-        """Raise StoreUnavailable if the store cannot be reached."""
-        self.now()
-
-    def close(self) -> None:
-        """Release connections and files."""
-
-    # -- derived conveniences --------------------------------------------------
-
-    def refuse_connection(self, connection: Any) -> None:
-        if connection is not None:
-            raise ConfigError(
-                f"{type(self).__name__} cannot enqueue inside a caller's transaction: "
-                "transactional enqueue needs PostgreSQL or MySQL"
-            )
-
-    async def enqueue_many_async(self, items: Sequence[Enqueue], connection: Any = None) -> list[Job]:
-        """Async producers. Backends with an asyncio client override this."""
-        return await asyncio.to_thread(self.enqueue_many, items, connection)
-
+class Backend(JobStore, JobAdmin, Records):
+    """A whole store: the hot path, admin and records. Every store deferq ships is one."""
 
 
 def finished_only(states: Iterable[JobState | str]) -> list[JobState]:

@@ -11,9 +11,9 @@ import threading
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypedDict
 
-from ..job import Job, JobState
+from ..job import Job, JobState, loads
 from .base import Backend, Enqueue, Outcome, QueueStats, finished_only, state_for_waiting
 
 _WAITING = JobState.QUEUED  # stored state of every waiting job; see base.py
@@ -28,9 +28,16 @@ class MemoryBackend(Backend):
         self._seq = itertools.count()
         self._kv: dict[tuple[str, str], tuple[bytes, float | None]] = {}
         self._changed = threading.Condition()
+        self.clock_offset = 0.0  # seconds added to the wall clock: see advance()
 
     def now(self) -> float:
-        return time.time()
+        return time.time() + self.clock_offset
+
+    def advance(self, seconds: float) -> None:
+        """Move this store's clock forward: delayed jobs come due (time travel in tests)."""
+        with self._changed:
+            self.clock_offset += seconds
+            self._changed.notify_all()
 
     def _view(self, job: Job, now: float) -> Job:
         if job.state == _WAITING:
@@ -55,6 +62,9 @@ class MemoryBackend(Backend):
                     stored.append(self._view(existing, now))
                     continue
                 job = item.stored(now)
+                if item.payload:  # what a worker would read back from a real store
+                    args, kwargs = loads(item.payload)
+                    job = job.evolve(args=tuple(args), kwargs=kwargs)
                 self._jobs[job.id] = job.evolve(state=_WAITING)
                 self._order[job.id] = next(self._seq)
                 stored.append(job)
@@ -85,19 +95,6 @@ class MemoryBackend(Backend):
                 self._jobs[job.id] = job
                 taken.append(job)
             return taken
-
-    def lease_now(self, job_id: str, worker: str, lease: float) -> Job | None:
-        """Lease one waiting job whatever its due time: eager mode's way in."""
-        with self._changed:
-            job = self._jobs.get(job_id)
-            if job is None or job.state != _WAITING:
-                return None
-            job = replace(
-                job, state=JobState.ACTIVE, attempts=job.attempts + 1, worker=worker,
-                lease_until=self.now() + lease,
-            )  # fmt: skip
-            self._jobs[job_id] = job
-            return job
 
     def _owned(self, job: Job) -> Job | None:
         current = self._jobs.get(job.id)
@@ -259,9 +256,16 @@ class MemoryBackend(Backend):
             return {k: v for k in keys if (v := self._live(namespace, k)) is not None}
 
 
+class _Unleased(TypedDict):
+    """The fields every outcome clears: the job is no longer held by a worker."""
+
+    worker: None
+    lease_until: None
+
+
 def _settled(job: Job, outcome: Outcome, now: float) -> Job:
     """The job after an outcome: the one place the memory store applies outcomes."""
-    common = {"worker": None, "lease_until": None}
+    common: _Unleased = {"worker": None, "lease_until": None}
     if outcome.kind == "succeeded":
         return replace(
             job, state=JobState.SUCCEEDED, result=outcome.result, finished_at=now, **common

@@ -75,9 +75,9 @@ async def _chunks(receive: Receive, first: bytes) -> AsyncIterator[bytes]:
 
 async def _body(receive: Receive, declared: bytes | None, limit: int) -> bytes:
     """The request body; a small body comes in one message, read without a generator."""
-    length = declared and declared.decode("latin-1")
+    length = declared.decode("latin-1") if declared is not None else None
     message = await receive()
-    body = message.get("body", b"")
+    body: bytes = message.get("body", b"")
     if message.get("more_body") or (length is not None and length.isdigit() and int(length) > limit):
         return await read_body(_chunks(receive, body), length, limit)
     if len(body) > limit:

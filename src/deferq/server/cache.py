@@ -6,10 +6,12 @@ import asyncio
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Generic, TypeVar
+
+V = TypeVar("V")
 
 
-class Cached:
+class Cached(Generic[V]):
     """Values kept `seconds` after they were looked up, at most `size` of them (the oldest
     leave first). Concurrent misses of one key share a single look-up, so an expired
     entry under load costs one store call, not one per waiting request."""
@@ -17,17 +19,17 @@ class Cached:
     def __init__(self, seconds: float, size: int = 1000) -> None:
         self.seconds = seconds
         self.size = size
-        self._entries: OrderedDict[str, tuple[Any, float]] = OrderedDict()
-        self._pending: dict[str, asyncio.Future[Any]] = {}
+        self._entries: OrderedDict[str, tuple[V, float]] = OrderedDict()
+        self._pending: dict[str, asyncio.Future[V]] = {}
 
-    async def get(self, key: str, load: Callable[[], Awaitable[Any]]) -> Any:
+    async def get(self, key: str, load: Callable[[], Awaitable[V]]) -> V:
         entry = self._entries.get(key)
         if entry is not None and time.monotonic() - entry[1] < self.seconds:
             return entry[0]
         pending = self._pending.get(key)
         if pending is not None:
             return await asyncio.shield(pending)
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[V] = asyncio.get_running_loop().create_future()
         self._pending[key] = future
         try:
             value = await load()

@@ -8,7 +8,8 @@ import tempfile
 
 import click
 
-from .config import ENV, ServerConfig
+from .config import ENV
+from .config import ServerConfig as ServerConfig  # re-exported: cli.py imports it from here
 
 
 def parse_queue_limits(values: tuple[str, ...]) -> dict[str, int]:

@@ -18,11 +18,17 @@ path that does not exist is null. Values compare like JSON values: numbers by va
 otherwise they are false. In a boolean place a value is true unless it is false, null,
 0, "" or an empty list or object. Parsing and evaluation never use eval; evaluating
 never raises, whatever the answer holds.
+
+Nothing here recurses without a bound: the parser recurses only into "(" and "!"
+(at most MAX_DEPTH levels) and reads chains like `a || b || c` in a loop; evaluation
+and equality walk the tree and the answer with explicit stacks, so a chain of any
+length within MAX_LENGTH and an answer of any depth evaluate to a bool.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -194,7 +200,7 @@ class _Parser:
     def and_expr(self) -> Node:
         return self.binary_chain("&&", self.not_expr)
 
-    def binary_chain(self, op: str, operand: Any) -> Node:
+    def binary_chain(self, op: str, operand: Callable[[], Node]) -> Node:
         node = operand()
         while self.at_op(op):
             self.take()
@@ -255,25 +261,65 @@ def parse(text: str) -> Node:
 
 
 # -- evaluation -------------------------------------------------------------------------
+#
+# Everything below walks trees and answers with explicit stacks, never by recursion: a
+# flat chain `a || b || c ...` of 500 terms is a tree 500 levels deep, and an answer may
+# nest lists 1,000 levels deep (orjson's limit), so recursion would hit Python's limit.
 
 
 def evaluate(node: Node, res: Any) -> bool:
     """Whether the condition holds for the answer `res` (any JSON value). Never raises."""
-    return truthy(_value(node, res))
+    return truthy(value_of(node, res))
 
 
-def _value(node: Node, res: Any) -> Any:
-    if isinstance(node, Literal):
-        return node.value
-    if isinstance(node, Ref):
-        return lookup(res, node.path)
-    if isinstance(node, Not):
-        return not evaluate(node.operand, res)
-    if node.op == "||":
-        return evaluate(node.left, res) or evaluate(node.right, res)
-    if node.op == "&&":
-        return evaluate(node.left, res) and evaluate(node.right, res)
-    return compare(node.op, _value(node.left, res), _value(node.right, res))
+def value_of(root: Node, res: Any) -> Any:
+    """The value of a tree for the answer `res`: a boolean for ||, &&, ! and comparisons,
+    the literal or the looked-up value otherwise. || and && stop at the first decisive
+    operand, like the language promises."""
+    values: list[Any] = []
+    stack: list[tuple[Node, int]] = [(root, 0)]  # (node, how far its evaluation got)
+    while stack:
+        node, step = stack.pop()
+        if isinstance(node, Literal):
+            values.append(node.value)
+        elif isinstance(node, Ref):
+            values.append(lookup(res, node.path))
+        elif isinstance(node, Not):
+            if step == 0:
+                stack += [(node, 1), (node.operand, 0)]
+            else:
+                values.append(not truthy(values.pop()))
+        elif node.op in ("||", "&&"):
+            if step == 0:
+                stack += [(node, 1), (node.left, 0)]
+            elif step == 1:
+                left = truthy(values.pop())
+                if left is (node.op == "||"):  # true || ..., false && ...: decided
+                    values.append(left)
+                else:
+                    stack += [(node, 2), (node.right, 0)]
+            else:
+                values.append(truthy(values.pop()))
+        elif step == 0:  # a comparison: the left side is computed first
+            stack += [(node, 1), (node.right, 0), (node.left, 0)]
+        else:
+            right = values.pop()
+            values.append(compare(node.op, values.pop(), right))
+    return values.pop()
+
+
+def reads_answer(root: Node) -> bool:
+    """Whether the condition refers to the answer at all (holds a {res...} reference)."""
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Ref):
+            return True
+        if isinstance(node, Not):
+            stack.append(node.operand)
+        elif isinstance(node, Binary):
+            stack += [node.left, node.right]
+    return False
 
 
 def lookup(value: Any, path: tuple[str, ...]) -> Any:
@@ -293,14 +339,25 @@ def _is_number(value: Any) -> bool:
 
 
 def equal(a: Any, b: Any) -> bool:
-    """JSON equality: numbers by value, true is not 1, lists and objects item by item."""
-    if _is_number(a) and _is_number(b):
-        return a == b
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(equal(x, y) for x, y in zip(a, b, strict=True))
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(equal(a[k], b[k]) for k in a)
-    return type(a) is type(b) and a == b
+    """JSON equality: numbers by value, true is not 1, lists and objects item by item
+    (however deep: pairs still to compare wait on a list, not on the call stack)."""
+    pending = [(a, b)]
+    while pending:
+        x, y = pending.pop()
+        if _is_number(x) and _is_number(y):
+            if x != y:
+                return False
+        elif isinstance(x, list) and isinstance(y, list):
+            if len(x) != len(y):
+                return False
+            pending += zip(x, y, strict=True)
+        elif isinstance(x, dict) and isinstance(y, dict):
+            if x.keys() != y.keys():
+                return False
+            pending += ((x[key], y[key]) for key in x)
+        elif type(x) is not type(y) or isinstance(x, list | dict) or x != y:
+            return False
+    return True
 
 
 def compare(op: str, a: Any, b: Any) -> bool:
@@ -312,16 +369,23 @@ def compare(op: str, a: Any, b: Any) -> bool:
     if not comparable:
         return False
     if op == "<":
-        return a < b
+        return bool(a < b)
     if op == "<=":
-        return a <= b
+        return bool(a <= b)
     if op == ">":
-        return a > b
-    return a >= b
+        return bool(a > b)
+    return bool(a >= b)
 
 
 def truthy(value: Any) -> bool:
-    return value not in (None, False, 0, "") and value != [] and value != {}
+    """False, null, 0, "", [] and {} are false; every other value is true."""
+    if value is None or isinstance(value, bool):
+        return bool(value)
+    if _is_number(value):
+        return bool(value != 0)
+    if isinstance(value, str | list | dict):
+        return len(value) > 0
+    return True
 
 
 class Condition:
@@ -333,6 +397,11 @@ class Condition:
 
     def __call__(self, res: Any) -> bool:
         return evaluate(self.tree, res)
+
+    @property
+    def reads_answer(self) -> bool:
+        """False for a condition without {res...}: its value does not depend on the answer."""
+        return reads_answer(self.tree)
 
     def __repr__(self) -> str:
         return f"Condition({self.text!r})"

@@ -7,10 +7,16 @@ A worker gets the task in one of two ways:
     deferq.server.delivery.install(my_app)                            # into your own App
 
 One attempt POSTs (or the topic's method) the job's body to the topic's URL, signed,
-with a timeout of the topic's ttr. An exception, a timeout, a non-2xx status, an empty
+with a timeout of the topic's ttr, to an address the callback policy allows
+(netpolicy.py). An exception, a timeout, a refused address, a non-2xx status, an empty
 answer or a true retry condition fails the attempt: it is retried after the topic's
 backoff until the topic's max_attempts are used up; then the job is dead and an alert
 is sent (settings.py says where). Every attempt is one line of the delivery log.
+
+The answer is read as a stream and at most the topic's max_answer_bytes of it are kept
+(compressed answers count decompressed). Past that, reading stops: the attempt is
+decided on the status alone when the retry condition does not look at the answer, and
+fails ("answer larger than N bytes") when it does.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import logging
 import os
 import time
 import weakref
+import zlib
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -27,7 +34,7 @@ import orjson
 
 from ..errors import Retry
 from ..worker.runner import UnknownTask, current_job
-from . import logfiles, signing
+from . import logfiles, netpolicy, signing
 from . import topics as topics_module
 from .cache import Cached
 from .condition import Condition
@@ -50,22 +57,70 @@ class UnknownTopic(UnknownTask):
     """The job's topic was deleted: no attempt can succeed, so the job goes dead at once."""
 
 
-def judge(response: httpx.Response, condition: Condition | None) -> str | None:
-    """Why this answer means "retry", or None when the delivery succeeded."""
-    if not 200 <= response.status_code < 300:
-        return f"answered HTTP {response.status_code}"
-    text = response.content.strip()
-    if not text:
-        return "empty answer"
-    if condition is None:
+class Unreadable(Exception):
+    """An answer that cannot be kept within the cap, or cannot be decoded at all."""
+
+
+def _decompressor(encoding: str) -> Any:
+    """A zlib decompressor for the answer's Content-Encoding, or None for identity."""
+    if encoding in ("", "identity"):
         return None
-    try:
-        answer: Any = orjson.loads(text)
-    except orjson.JSONDecodeError:
-        answer = response.text  # not JSON: references into it are null
-    if condition(answer):
+    if encoding in ("gzip", "x-gzip"):
+        return zlib.decompressobj(16 + zlib.MAX_WBITS)
+    if encoding == "deflate":
+        return zlib.decompressobj()
+    raise Unreadable(f"answer has Content-Encoding {encoding[:40]!r}, which deliveries do not read")
+
+
+async def read_answer(response: httpx.Response, limit: int) -> bytes:
+    """The answer's body, at most `limit` bytes of it (decompressed); raises Unreadable
+    past that, having read only a little more than `limit` (or nothing, when the
+    answer declares a larger Content-Length)."""
+    too_large = Unreadable(f"answer larger than {limit} bytes")
+    decompressor = _decompressor(response.headers.get("content-encoding", "").strip().lower())
+    declared = response.headers.get("content-length", "")
+    if decompressor is None and declared.isdigit() and int(declared) > limit:
+        raise too_large
+    body = bytearray()
+    async for chunk in response.aiter_raw():
+        if decompressor is not None:
+            try:  # never more than the room left, plus one byte to notice the excess
+                chunk = decompressor.decompress(chunk, limit + 1 - len(body))
+            except zlib.error as exc:
+                raise Unreadable(f"answer cannot be decompressed: {exc}") from None
+        body += chunk
+        if len(body) > limit:
+            raise too_large
+    return bytes(body)
+
+
+def judge(answer: bytes | Unreadable, condition: Condition | None, charset: str | None = None) -> str | None:
+    """Why a 2xx answer means "retry", or None when the delivery succeeded. An answer
+    that was not read (too large) decides on the status alone, unless the condition
+    needs it."""
+    if isinstance(answer, Unreadable):
+        if condition is not None and condition.reads_answer:
+            return str(answer)
+        res = None  # the condition does not look at the answer
+    else:
+        if not answer.strip():
+            return "empty answer"
+        res = _parsed(answer, charset) if condition is not None else None
+    if condition is not None and condition(res):
         return f"retry condition is true: {condition.text}"
     return None
+
+
+def _parsed(answer: bytes, charset: str | None) -> Any:
+    """The answer as JSON, or as text when it is not JSON (references into it are null)."""
+    try:
+        return orjson.loads(answer.strip())
+    except orjson.JSONDecodeError:
+        pass
+    try:
+        return answer.decode(charset or "utf-8", errors="replace")
+    except LookupError:  # a charset Python does not know
+        return answer.decode("utf-8", errors="replace")
 
 
 class Deliverer:
@@ -76,21 +131,28 @@ class Deliverer:
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = (
             weakref.WeakKeyDictionary()
         )
-        self.topics = Cached(topics_module.CACHE_SECONDS)
+        self.topics: Cached[topics_module.Topic | None] = Cached(topics_module.CACHE_SECONDS)
         self.stats = DeliveryStats()
+        self.policy: netpolicy.Policy | None = None
 
-    def client(self) -> httpx.AsyncClient:
+    async def client(self) -> httpx.AsyncClient:
         loop = asyncio.get_running_loop()
         client = self._clients.get(loop)
         if client is None:
-            # trust_env=False: deliver straight to the receiver, never via an environment proxy
-            client = httpx.AsyncClient(trust_env=False, follow_redirects=False)
+            if self.policy is None:  # the store's URL is final by the first delivery
+                stores = await asyncio.to_thread(netpolicy.store_endpoints, self.app.url)
+                self.policy = netpolicy.Policy.from_env(stores)
+            # trust_env=False: deliver straight to the receiver, never via an environment
+            # proxy; the transport connects only to addresses the policy allows
+            client = httpx.AsyncClient(transport=netpolicy.GuardedTransport(self.policy),
+                                       trust_env=False, follow_redirects=False)  # fmt: skip
             self._clients[loop] = client
         return client
 
     async def topic(self, name: str) -> topics_module.Topic | None:
         load = lambda: asyncio.to_thread(topics_module.load, self.app.backend, name)  # noqa: E731
-        return await self.topics.get(name, load)
+        found: topics_module.Topic | None = await self.topics.get(name, load)
+        return found
 
     async def __call__(self, topic: str, body: Any = None, ttr: float | None = None) -> dict[str, Any]:
         found = await self.topic(topic)
@@ -102,6 +164,7 @@ class Deliverer:
         timeout = _http_timeout(found, ttr, job)
         headers = {
             "content-type": "application/json", "user-agent": USER_AGENT,
+            "accept-encoding": "identity",
             "x-deferq-topic": found.name, "x-deferq-attempt": str(attempt),
             "x-deferq-job-id": job.id if job else "",
             **found.headers, **signing.sign(found.signing_secret, payload),
@@ -109,13 +172,19 @@ class Deliverer:
         started = time.monotonic()
         status: int | None = None
         try:
-            response = await self.client().request(
-                found.method, found.url, content=payload, headers=headers, timeout=timeout
-            )
-            status = response.status_code
-            failure = judge(response, found.condition())
+            client = await self.client()
+            request = client.build_request(found.method, found.url, content=payload,
+                                           headers=headers, timeout=timeout)  # fmt: skip
+            response = await client.send(request, stream=True)
+            try:
+                status = response.status_code
+                failure = await self.decide(response, found)
+            finally:
+                await response.aclose()  # an answer not read to its end closes the connection
         except httpx.TimeoutException:
             failure = f"no answer within {timeout:g}s"
+        except netpolicy.CallbackRefused as exc:
+            failure = f"refused by the callback policy: {exc}"
         except Exception as exc:  # noqa: BLE001 - any failed request is a failed attempt
             failure = f"request failed: {type(exc).__name__}: {exc}"
         duration = time.monotonic() - started
@@ -132,6 +201,17 @@ class Deliverer:
         if failure is not None:
             raise Retry(delay=delay, reason=f"attempt {attempt}: {failure}")
         return {"status": status, "attempt": attempt, "duration_ms": round(duration * 1000, 1)}
+
+    @staticmethod
+    async def decide(response: httpx.Response, topic: topics_module.Topic) -> str | None:
+        """Why this answer fails the attempt, or None; reads at most the topic's cap."""
+        if not 200 <= response.status_code < 300:
+            return f"answered HTTP {response.status_code}"  # the body is not needed
+        try:
+            answer: bytes | Unreadable = await read_answer(response, topic.max_answer_bytes)
+        except Unreadable as exc:
+            answer = exc
+        return judge(answer, topic.condition(), response.charset_encoding)
 
     async def count(self, topic: str, decision: str, seconds: float) -> None:
         """Add the attempt to this process's totals; publish them now and then."""
@@ -152,8 +232,10 @@ def _http_timeout(topic: topics_module.Topic, ttr: float | None, job: Job | None
 
 def install(app: App, alerts: AlerterSource | None = None) -> None:
     """Register the delivery task and the dead-letter alert on `app` (once)."""
+    netpolicy.note_store(app.url)  # topics may not name this store (checked at PUT)
     if TASK_NAME in app.tasks:
         return
+    netpolicy.current()  # a malformed DEFERQ_CALLBACK_POLICY stops the process here
     destination = os.environ.get(DELIVERY_LOG_ENV)
     if destination:
         logfiles.route(logfiles.DELIVERY_LOG, destination)

@@ -78,7 +78,8 @@ def json_type(value: Any) -> str:
         return "a boolean"
     if isinstance(value, int | float):
         return "a number"
-    return {dict: "an object", list: "an array", str: "a string"}.get(type(value), "a value")
+    names: dict[type, str] = {dict: "an object", list: "an array", str: "a string"}
+    return names.get(type(value), "a value")
 
 
 def json_object(value: Any, where: str) -> dict[str, Any]:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from ..backends.base import Enqueue
 from ..job import Job, Priority, encode_payload, new_job_id
-from ..task import Call, JobOptions, build_enqueue
+from ..options import HTTP_OPTIONS, JobOptions
+from ..task import Call, build_enqueue
 from . import fields
 from .delivery import TASK_NAME, TIMEOUT_MARGIN
 from .errors import Invalid
@@ -15,9 +15,10 @@ from .errors import Invalid
 if TYPE_CHECKING:
     from .service import Service
 
-JOB_FIELDS = ("topic", "task", "body", "args", "kwargs", "delay_ms", "at", "ttr", "priority",
-              "key", "max_attempts", "queue")  # fmt: skip
-MAX_DELAY_MS = 10 * 365 * 86400 * 1000  # ten years
+# The request's own fields, then every job option the HTTP API takes (deferq.options).
+JOB_FIELDS = ("topic", "task", "body", "args", "kwargs", *HTTP_OPTIONS)
+JSON_TYPES: dict[str, tuple[type, ...]] = {"integer": (int,), "number": (int, float), "string": (str,)}
+JSON_NAMES = {"integer": "a whole number", "number": "a number", "string": "a string"}
 
 
 async def parse_job(service: Service, data: Any, where: str = "the job") -> Enqueue:
@@ -27,20 +28,12 @@ async def parse_job(service: Service, data: Any, where: str = "the job") -> Enqu
     topic_name, task = data.get("topic"), data.get("task")
     if (topic_name is None) == (task is None):
         raise Invalid(f"{where} needs exactly one of topic (a callback) or task (a Python task)")
-    priority = fields.string(data, "priority", choices=Priority.NAMES)
-    options: dict[str, Any] = {
-        "priority": None if priority is None else Priority.NAMES[priority],
-        "key": fields.string(data, "key", max_length=200),
-        "max_attempts": fields.integer(data, "max_attempts", minimum=1, maximum=1000),
-        "at": _at(data),
-    }
-    delay_ms = fields.integer(data, "delay_ms", minimum=0, maximum=MAX_DELAY_MS)
-    if delay_ms is not None and options["at"] is not None:
+    options = option_values(data)
+    if "delay" in options and "at" in options:
         raise Invalid(f"{where} gives both delay_ms and at: give one")
-    ttr = fields.number(data, "ttr", above=True, maximum=86400)
     if topic_name is not None:
-        return await _topic_job(service, data, topic_name, options, delay_ms, ttr)
-    call = _task_call(data, task, options, delay_ms, ttr)
+        return await _topic_job(service, data, topic_name, options)
+    call = _task_call(data, task, options)
     known = service.app.tasks.get(call.task)
     try:
         return build_enqueue(call, known.defaults if known else None, 0.0)
@@ -48,8 +41,27 @@ async def parse_job(service: Service, data: Any, where: str = "the job") -> Enqu
         raise Invalid(str(exc)) from None
 
 
-async def _topic_job(service: Service, data: dict[str, Any], name: Any, options: dict[str, Any],
-                     delay_ms: int | None, ttr: float | None) -> Enqueue:  # fmt: skip
+def option_values(data: dict[str, Any]) -> dict[str, Any]:
+    """The job options a request sets, by their Python names, checked by the schema."""
+    values = {}
+    for http_name, (name, spec) in HTTP_OPTIONS.items():
+        value = data.get(http_name)
+        if value is None:
+            continue
+        json_type = spec.openapi.get("type")
+        if json_type in JSON_TYPES and (isinstance(value, bool) or not isinstance(value, JSON_TYPES[json_type])):
+            raise Invalid(f"{http_name} must be {JSON_NAMES[json_type]}, got {value!r:.60}")
+        maximum = spec.openapi.get("maximum")
+        if maximum is not None and value > maximum:
+            raise Invalid(f"{http_name} must be at most {maximum:g}, got {value}")
+        try:
+            values[name] = spec.check(value * spec.http_scale if spec.http_scale != 1 else value, http_name)
+        except ValueError as exc:
+            raise Invalid(str(exc)) from None
+    return values
+
+
+async def _topic_job(service: Service, data: dict[str, Any], name: Any, options: dict[str, Any]) -> Enqueue:
     """A delivery job: the topic's settings, overridden by the request's. Built directly
     (not through JobOptions) because this is the hot path of the HTTP service."""
     for field_name in ("args", "kwargs", "queue"):
@@ -61,23 +73,21 @@ async def _topic_job(service: Service, data: dict[str, Any], name: Any, options:
     if topic is None:
         raise Invalid(f"topic {name!r:.100} does not exist: create it with PUT /v1/topics/{{name}}")
     kwargs: dict[str, Any] = {"body": data.get("body")}
+    ttr = options.get("timeout")
     if ttr is not None:
         kwargs["ttr"] = ttr
-    priority = options["priority"]
+    at = options.get("at")
     job = Job(
         id=new_job_id(), task=TASK_NAME, args=(name,), kwargs=kwargs, queue=topic.queue,
-        priority=Priority.NAMES[topic.priority] if priority is None else priority,
-        max_attempts=options["max_attempts"] or topic.max_attempts,
-        timeout=(ttr or topic.ttr) + TIMEOUT_MARGIN, key=options["key"],
-        run_at=options["at"] or 0.0,
+        priority=options.get("priority", Priority.NAMES[topic.priority]),
+        max_attempts=options.get("max_attempts") or topic.max_attempts,
+        timeout=(ttr or topic.ttr) + TIMEOUT_MARGIN, key=options.get("key"), run_at=at or 0.0,
     )  # fmt: skip
-    due_at = options["at"] is not None
-    delay = 0.0 if due_at else (topic.delay_ms if delay_ms is None else delay_ms) / 1000
+    delay = 0.0 if at is not None else options.get("delay", topic.delay_ms / 1000)
     return Enqueue(job, delay, encode_payload(TASK_NAME, job.args, kwargs))
 
 
-def _task_call(data: dict[str, Any], task: Any, options: dict[str, Any],
-               delay_ms: int | None, ttr: float | None) -> Call:  # fmt: skip
+def _task_call(data: dict[str, Any], task: Any, options: dict[str, Any]) -> Call:
     if data.get("body") is not None:
         raise Invalid("body is for topic jobs; a task job takes args and kwargs")
     if not isinstance(task, str) or not 1 <= len(task) <= 200 or task.startswith("deferq."):
@@ -88,34 +98,7 @@ def _task_call(data: dict[str, Any], task: Any, options: dict[str, Any],
         raise Invalid(f"args must be an array, got {fields.json_type(args)}")
     if not isinstance(kwargs, dict):
         raise Invalid(f"kwargs must be an object, got {fields.json_type(kwargs)}")
-    options["queue"] = fields.string(data, "queue", max_length=100)
-    options["timeout"] = ttr
-    if delay_ms is not None:
-        options["delay"] = delay_ms / 1000
-    return Call(task, tuple(args), kwargs, _options(options))
-
-
-def _options(options: dict[str, Any]) -> JobOptions:
-    try:
-        return JobOptions.parse(**{k: v for k, v in options.items() if v is not None})
-    except ValueError as exc:
-        raise Invalid(str(exc)) from None
-
-
-def _at(data: dict[str, Any]) -> float | None:
-    """`at`: epoch seconds, or an ISO 8601 time with a zone ("2030-01-01T09:00:00Z")."""
-    value = data.get("at")
-    if value is None:
-        return None
-    if isinstance(value, str):
-        try:
-            moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-        except ValueError:
-            raise Invalid(f"at must be epoch seconds or an ISO 8601 time, got {value!r:.60}") from None
-        if moment.tzinfo is None:
-            raise Invalid("at needs a time zone, like 2030-01-01T09:00:00Z")
-        return moment.timestamp()
-    return float(fields.number(data, "at", maximum=1e11))
+    return Call(task, tuple(args), kwargs, JobOptions(**options))
 
 
 def receipt(job: Job) -> dict[str, Any]:

@@ -23,9 +23,9 @@ ERROR_LOG = "deferq.http.error"
 def route(logger_name: str, destination: str | None) -> logging.Logger:
     """Send one log to `destination` as JSON lines, apart from every other log."""
     logger = logging.getLogger(logger_name)
-    for handler in list(logger.handlers):
-        logger.removeHandler(handler)
-        handler.close()
+    for old in list(logger.handlers):
+        logger.removeHandler(old)
+        old.close()
     if destination is None:  # leave it to the "deferq" logger's own set-up
         logger.propagate = True
         logger.disabled = False

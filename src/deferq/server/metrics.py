@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -27,7 +27,15 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from . import delivery_stats
 
 if TYPE_CHECKING:
-    from .service import Service
+    from ..backends.base import Backend
+
+
+class HasStore(Protocol):
+    """What the metrics read of a server process: its store (not server/service.py,
+    which imports this module)."""
+
+    @property
+    def backend(self) -> Backend: ...
 
 MULTIPROCESS_ENV = "PROMETHEUS_MULTIPROC_DIR"
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -37,7 +45,7 @@ BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
 class StoreCollector:
     """Queue depth and state counts from `backend.stats()`, read when scraped."""
 
-    def __init__(self, service: Service) -> None:
+    def __init__(self, service: HasStore) -> None:
         self.service = service
 
     def collect(self) -> Any:
@@ -86,7 +94,7 @@ class Metrics:
 
     FLUSH_SECONDS = 1.0
 
-    def __init__(self, service: Service) -> None:
+    def __init__(self, service: HasStore) -> None:
         self.service = service
         self.registry = CollectorRegistry(auto_describe=False)
         self.requests = Counter("deferq_http_requests", "HTTP requests by route and status",

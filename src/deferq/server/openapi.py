@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+from ..options import HTTP_OPTIONS
 from .auth import SCOPES
 from .topics import BACKOFF_KINDS, METHODS
 
@@ -56,6 +57,7 @@ TOPIC_FIELDS: dict[str, Any] = {
     "priority": PRIORITY,
     "queue": STRING,
     "signing_secret": {**STRING, "minLength": 16},
+    "max_answer_bytes": {**INTEGER, "minimum": 1, "maximum": 64 * 1024 * 1024},
 }
 
 SCHEMAS: dict[str, Any] = {
@@ -67,15 +69,7 @@ SCHEMAS: dict[str, Any] = {
         "body": {"description": "Any JSON value, POSTed to the topic's URL."},
         "args": {"type": "array", "items": ANY},
         "kwargs": {"type": "object"},
-        "delay_ms": {**INTEGER, "minimum": 0},
-        "at": {"description": "Due time: epoch seconds or ISO 8601 with a zone.",
-               "oneOf": [{**NUMBER, "minimum": 0}, STRING]},
-        "ttr": {**NUMBER, "exclusiveMinimum": True, "minimum": 0, "maximum": 86400,
-                "description": "Seconds an attempt may take."},
-        "priority": PRIORITY,
-        "key": {**STRING, "maxLength": 200},
-        "max_attempts": {**INTEGER, "minimum": 1, "maximum": 1000},
-        "queue": {**STRING, "description": "Task jobs only; topic jobs use the topic's queue."},
+        **{name: {"description": spec.help, **spec.openapi} for name, (_, spec) in HTTP_OPTIONS.items()},
     }),  # fmt: skip
     "Receipt": obj({"id": STRING, "state": STATE, "run_at": NUMBER}, ("id", "state", "run_at")),
     "Job": obj({

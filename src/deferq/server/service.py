@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import sqlite3
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -13,7 +12,8 @@ from typing import Any, TypeVar
 
 from ..app import App
 from ..backends.base import Enqueue
-from ..errors import ConfigError, MissingExtra, SchemaOutdated, StoreUnavailable, is_store_error
+from ..backends.guard import STORE_FAILURES
+from ..errors import ConfigError, MissingExtra
 from ..job import UNFINISHED_STATES, Job
 from . import auth, delivery, logfiles
 from . import topics as topics_module
@@ -23,8 +23,8 @@ from .errors import ApiError
 from .metrics import Metrics
 
 T = TypeVar("T")
-STORE_ERRORS = (StoreUnavailable, SchemaOutdated, ConfigError, MissingExtra, ConnectionError,
-                TimeoutError, OSError, sqlite3.Error)  # fmt: skip
+# A store that fails now, or one this server cannot open at all: 503 either way.
+STORE_ERRORS = (*STORE_FAILURES, ConfigError, MissingExtra)
 STATS_SECONDS = 1.0  # queue lengths for limits are at most this old
 
 error_log = logging.getLogger(logfiles.ERROR_LOG)
@@ -32,7 +32,7 @@ error_log = logging.getLogger(logfiles.ERROR_LOG)
 
 def store_error(exc: BaseException, retry_after: int) -> ApiError | None:
     """The 503 for a store failure, or None when `exc` is not one."""
-    if not isinstance(exc, STORE_ERRORS) and not is_store_error(exc):
+    if not isinstance(exc, STORE_ERRORS):
         return None
     lines = [line for line in str(exc).strip().splitlines() if line.strip()]
     reason = lines[-1][:300] if lines else type(exc).__name__
@@ -133,7 +133,7 @@ class Service:
     def __init__(self, config: ServerConfig, app: App | None = None) -> None:
         self.config = config
         if app is None:
-            from ..cli import load_app
+            from ..loading import load_app
 
             app = load_app(config.app_path, config.url)
         self.app = app

@@ -35,15 +35,19 @@ def check_alerts(data: Any) -> AlertConfig:
 
 
 def load_alerts(backend: Backend) -> dict[str, Any] | None:
+    """The alert settings as stored (checked by save_alerts) or as DEFERQ_ALERTS holds
+    them (not checked here: AlertConfig.from_dict does, and refuses what is no table)."""
     raw = backend.kv_get(NAMESPACE, ALERTS_KEY)
     if raw is not None:
-        return orjson.loads(raw)
+        stored: dict[str, Any] = orjson.loads(raw)
+        return stored
     env = os.environ.get(ALERTS_ENV)
     if env:
         try:
-            return orjson.loads(env)
+            from_env: dict[str, Any] = orjson.loads(env)
         except orjson.JSONDecodeError as exc:
             raise ConfigError(f"{ALERTS_ENV} is not JSON: {exc}") from None
+        return from_env
     return None
 
 

@@ -18,7 +18,7 @@ import orjson
 from .. import backoff as backoff_module
 from ..backends import Backend
 from ..job import Priority
-from . import fields
+from . import fields, netpolicy
 from .condition import Condition, ConditionError
 from .errors import Invalid
 from .signing import new_secret
@@ -30,6 +30,8 @@ CACHE_SECONDS = 2.0  # servers and workers re-read a topic at most this often
 DEFAULT_QUEUE = "callbacks"
 DEFAULT_TTR = 30.0
 DEFAULT_MAX_ATTEMPTS = 10  # S2-6
+DEFAULT_MAX_ANSWER_BYTES = 1024 * 1024  # of a callback's answer that a worker reads
+MAX_ANSWER_BYTES = 64 * 1024 * 1024  # the most a topic may ask each delivery to hold
 DEFAULT_BACKOFF = {"kind": "linear", "first": 1, "step": 2, "unit": 60}  # 1, 3, 5 ... minutes
 BACKOFF_KINDS = {
     "fixed": ("seconds",),
@@ -37,8 +39,12 @@ BACKOFF_KINDS = {
     "exponential": ("base", "first", "cap", "jitter"),
     "schedule": ("seconds",),
 }
+# A header name is an HTTP token (RFC 9110); a value is printable ASCII, spaces and tabs.
+HEADER_NAME = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+$")
+FRAMING_HEADERS = ("content-length", "transfer-encoding")  # deferq frames each body itself
 TOPIC_FIELDS = ("url", "method", "headers", "delay_ms", "ttr", "max_attempts", "backoff",
-                "retry_condition", "priority", "queue", "signing_secret")  # fmt: skip
+                "retry_condition", "priority", "queue", "signing_secret",
+                "max_answer_bytes")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -65,19 +71,22 @@ class Topic:
     priority: str = "normal"
     queue: str = DEFAULT_QUEUE
     signing_secret: str = ""
+    max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES
     updated_at: float = 0.0
 
     @classmethod
-    def from_request(cls, name: str, data: Any, previous: Topic | None = None) -> Topic:
+    def from_request(cls, name: str, data: Any, previous: Topic | None = None,
+                     policy: netpolicy.Policy | None = None) -> Topic:  # fmt: skip
         """Validate a PUT body. Without a signing_secret the previous one is kept (or one
-        is made), so re-saving a topic never breaks its receivers' verification."""
+        is made), so re-saving a topic never breaks its receivers' verification. The URL
+        is checked against `policy` (default: this process's callback policy)."""
         check_name(name)
         data = fields.json_object(data, "a topic")
         fields.only_known(data, TOPIC_FIELDS, "a topic")
         url = fields.string(data, "url", max_length=2000)
         if url is None:
             raise Invalid("a topic needs a url (the callback to deliver jobs to)")
-        check_url(url)
+        check_url(url, policy or netpolicy.current())
         condition = fields.string(data, "retry_condition", max_length=2000)
         if condition is not None:
             try:
@@ -96,7 +105,7 @@ class Topic:
             name=name,
             url=url,
             method=fields.string(data, "method", "POST", choices=METHODS),
-            headers=fields.string_map(data, "headers"),
+            headers=check_headers(fields.string_map(data, "headers")),
             delay_ms=fields.integer(data, "delay_ms", 0, maximum=10 * 365 * 86400 * 1000),
             ttr=float(fields.number(data, "ttr", DEFAULT_TTR, above=True, maximum=86400)),
             max_attempts=fields.integer(data, "max_attempts", DEFAULT_MAX_ATTEMPTS, 1, 1000),
@@ -105,6 +114,8 @@ class Topic:
             priority=fields.string(data, "priority", "normal", choices=Priority.NAMES),
             queue=queue,
             signing_secret=secret or (previous.signing_secret if previous else new_secret()),
+            max_answer_bytes=fields.integer(data, "max_answer_bytes", DEFAULT_MAX_ANSWER_BYTES,
+                                            1, MAX_ANSWER_BYTES),  # fmt: skip
             updated_at=time.time(),
         )
 
@@ -130,10 +141,38 @@ def check_name(name: str) -> None:
         raise Invalid(f"topic name {name!r:.120} must be 1-100 letters, digits and _.:-")
 
 
-def check_url(url: str) -> None:
+def check_url(url: str, policy: netpolicy.Policy | None = None) -> None:
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise Invalid(f"url must be an http:// or https:// URL, got {url!r:.120}")
+    try:
+        port = parts.port
+    except ValueError:
+        port = 0
+    if port == 0:
+        raise Invalid(f"url {url!r:.120} names a port that is not a number from 1 to 65535")
+    refused = (policy or netpolicy.current()).url_refusal(url)
+    if refused is not None:
+        raise Invalid(f"url {url!r:.120} is refused by the callback policy: {refused}")
+
+
+def check_headers(headers: dict[str, str]) -> dict[str, str]:
+    """Refuse at PUT what would make every delivery fail: a header name that is not an
+    HTTP token, a value with a line break, a control or a non-ASCII character, or a
+    header that frames the body (deferq sets those for each request)."""
+    for name, value in headers.items():
+        if not HEADER_NAME.match(name):
+            raise Invalid(f"headers: {name!r:.60} is not a header name: use letters, digits "
+                          "and !#$%&'*+-.^_`|~ only")  # fmt: skip
+        if name.lower() in FRAMING_HEADERS:
+            raise Invalid(f"headers: {name} is set by deferq for each delivery: leave it out")
+        bad = next((c for c in value if not (c == "\t" or " " <= c <= "~")), None)
+        if bad is not None:
+            what = ("a line break" if bad in "\r\n" else
+                    "a control character" if ord(bad) < 128 else "a non-ASCII character")  # fmt: skip
+            raise Invalid(f"headers: the value of {name} holds {what} ({bad!r}); "
+                          "header values must be printable ASCII")  # fmt: skip
+    return headers
 
 
 def build_backoff(spec: Any) -> backoff_module.Backoff:

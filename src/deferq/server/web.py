@@ -24,7 +24,8 @@ class JSON(Response):
 
 
 def service_of(request: Request) -> Service:
-    return request.app.state.service
+    service: Service = request.app.state.service
+    return service
 
 
 def too_large(limit: int) -> ApiError:

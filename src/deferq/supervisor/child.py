@@ -20,6 +20,7 @@ from typing import Any
 import orjson
 from setproctitle import setproctitle
 
+from ..loading import load_app
 from ..logs import setup_logging
 from ..worker.worker import EXIT_ERROR, Worker, WorkerConfig
 
@@ -33,8 +34,6 @@ def child_title(pool: str, index: int) -> str:
 def run_child(spec: dict[str, Any]) -> int:
     setproctitle(child_title(spec["pool"], spec["index"]))
     setup_logging(spec.get("log_level", "info"), spec.get("log_format", "text"))
-    from ..cli import load_app
-
     app = load_app(spec["app"], spec["url"])
     config = WorkerConfig(
         queues=tuple(spec["queues"]),

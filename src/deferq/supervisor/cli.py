@@ -43,7 +43,7 @@ def run_command(config_path: str, app_path: str | None, url: str | None, log_lev
 def status_command(url: str | None, config_path: str | None, as_json: bool) -> None:
     """Masters, pools, children, and what each child is running."""
     from ..app import App
-    from ..cli import print_json
+    from ..output import print_json
     from .config import load_config
     from .status import collect_status, render_status
 

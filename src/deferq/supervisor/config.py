@@ -26,10 +26,10 @@ from typing import Any
 
 from ..alerts import AlertConfig
 from ..errors import ConfigError
-from ..task import _queue_name as queue_name
+from ..options import queue_name
+from ..schedule import PeriodicJob, periodic_from_table
+from ..values import no_unknown_keys, parse_duration
 from .autoscale import ScaleRules
-from .periodic import PeriodicJob, periodic_from_table
-from .values import no_unknown_keys, parse_duration
 
 TOP_KEYS = ("url", "app", "grace", "check_every", "pools", "alerts", "periodic")
 POOL_KEYS = (

@@ -23,7 +23,6 @@ import socket
 import time
 from typing import Any
 
-import click
 import orjson
 from setproctitle import setproctitle
 
@@ -31,13 +30,14 @@ from ..alerts import Alerter
 from ..app import App
 from ..backends.base import QueueStats
 from ..errors import ConfigError
+from ..loading import load_app
+from ..values import format_duration
 from .autoscale import Load, ScaleState, decide
 from .children import CRASH_ALERT_AT, Child, PoolState, spawn_child
 from .config import PoolConfig, SupervisorConfig, file_digest, load_config
 from .maintenance import Maintenance
 from .monitor import Monitor, StoreHealth
 from .periodic import PeriodicScheduler
-from .values import format_duration
 
 log = logging.getLogger("deferq.master")
 
@@ -48,16 +48,12 @@ KILL_MARGIN = 5.0  # seconds past the grace period before unfinished children ar
 
 
 def load_supervised_app(config: SupervisorConfig) -> App:
-    from ..cli import load_app
-
+    """The config's App on the config's store, refused when the children could not share it."""
     if not config.app:
         raise ConfigError(
             'the supervisor needs your tasks: set app = "module:attribute" in the config file or pass --app'
         )
-    try:
-        app = load_app(config.app, config.url)
-    except click.UsageError as exc:
-        raise ConfigError(exc.message) from None
+    app = load_app(config.app, config.url)
     if app.url.startswith("memory:"):
         raise ConfigError(
             "memory:// lives inside one process: the supervisor's children need a shared "
@@ -68,6 +64,7 @@ def load_supervised_app(config: SupervisorConfig) -> App:
 
 
 def check_periodic_tasks(app: App, config: SupervisorConfig) -> None:
+    """The config file's periodic jobs name tasks the App has (code's schedules always do)."""
     for job in config.periodic:
         if job.task not in app.tasks:
             raise ConfigError(f"periodic.{job.name}.task names {job.task!r}, a task your app lacks")

@@ -12,56 +12,42 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from ..alerts import Alerter
 from ..backends.base import Backend, QueueStats
-from ..errors import DeferqError, is_store_error
+from ..backends.guard import StoreGuard
 from ..logs import first_line
 
 log = logging.getLogger("deferq.master")
+T = TypeVar("T")
 
 
-class StoreHealth:
-    """Runs the master's store calls: a failure never escapes, and up/down is alerted once."""
+class StoreHealth(StoreGuard):
+    """The master's store calls: a failure never escapes, and up/down is alerted once."""
 
     def __init__(self, alerter: Callable[[], Alerter], url: str) -> None:
+        super().__init__(log, on_down=self._down, on_up=self._up)
         self._alerter = alerter
         self.url = url
-        self.down_since: float | None = None
         self.up_since = time.monotonic()  # since when the store has answered without a break
 
-    @property
-    def up(self) -> bool:
-        return self.down_since is None
-
-    def call(self, fn: Callable[..., Any], *args: Any) -> tuple[bool, Any]:
+    def call(self, fn: Callable[..., T], *args: Any) -> tuple[bool, T | None]:
         """(True, result), or (False, None) after logging what went wrong."""
         try:
-            result = fn(*args)
-        except Exception as exc:  # noqa: BLE001 - the master must outlive any store error
-            if isinstance(exc, ConnectionError | OSError | DeferqError) or is_store_error(exc):
-                self._failed(exc)
-            else:
-                log.exception("store call %s failed", getattr(fn, "__name__", fn))
+            return super().call(fn, *args)
+        except Exception:  # noqa: BLE001 - the master must outlive any error of a store call
+            log.exception("store call %s failed", getattr(fn, "__name__", fn))
             return False, None
-        if self.down_since is not None:
-            down_for = time.monotonic() - self.down_since
-            self.down_since = None
-            self.up_since = time.monotonic()
-            log.warning("the store is reachable again after %.1fs", down_for)
-            details = {"url": self.url, "down_for_seconds": round(down_for, 1)}
-            self._alerter().send("store_up", "the store is reachable again", details)
-        return True, result
 
-    def _failed(self, exc: BaseException) -> None:
-        if self.down_since is not None:
-            return
-        self.down_since = time.monotonic()
+    def _down(self, exc: BaseException) -> None:
         error = first_line(str(exc)) or type(exc).__name__
-        log.error("the store is unreachable: %s", error)
-        self._alerter().send("store_down", "the store is unreachable",
-                             {"url": self.url, "error": error})  # fmt: skip
+        self._alerter().send("store_down", "the store is unreachable", {"url": self.url, "error": error})
+
+    def _up(self, down_for: float) -> None:
+        self.up_since = time.monotonic()
+        details = {"url": self.url, "down_for_seconds": round(down_for, 1)}
+        self._alerter().send("store_up", "the store is reachable again", details)
 
 
 class Monitor:

@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 
 from ..backends.base import Backend
-from .values import format_duration
+from ..values import format_duration
 
 
 def _decoded(records: dict[str, bytes]) -> list[dict[str, Any]]:

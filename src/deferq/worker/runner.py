@@ -1,78 +1,74 @@
-"""Running one job and deciding its outcome: the retry policy, in one place."""
+"""Running one job and deciding its outcome: the retry policy, in one place.
+
+Everything comes from the job's resolved `TaskSpec` and the middleware chain; the
+runner never looks anything up in the App.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import logging
 import traceback
-from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 
-from ..backends.base import Outcome
+from ..backends.base import Outcome, OutcomeKind
+from ..context import current_job, running_job
 from ..errors import JobTimeout, Retry
-from ..job import Job, JobState
+from ..job import Job
+from ..middleware import Chain
+from ..registry import TaskSpec
 
-if TYPE_CHECKING:
-    from ..app import App
-
-log = logging.getLogger("deferq.worker")
-
-
-_current_job: ContextVar[Job | None] = ContextVar("deferq_current_job", default=None)
-
-
-def current_job() -> Job | None:
-    """The job whose task is running in this context (None outside a task): lets a task
-    read its attempt number, id or timeout."""
-    return _current_job.get()
+__all__ = ["UnknownTask", "current_job", "decide_failure", "describe", "run_async", "run_sync"]
 
 
 class UnknownTask(LookupError):
     """A job names a task this worker does not know."""
 
 
-def run_sync(app: App, job: Job) -> tuple[Outcome, BaseException | None]:
-    """Run a sync task here (a worker thread) and return its outcome."""
-    token = _current_job.set(job)
+def run_sync(spec: TaskSpec, job: Job, chain: Chain) -> tuple[Outcome, BaseException | None]:
+    """Run a sync task here (a runner thread) and return its outcome."""
+    token = running_job.set(job)
+    exc: BaseException | None = None
     try:
-        task = _task_of(app, job)
-        result = task.fn(*job.args, **job.kwargs)
-    except BaseException as exc:  # noqa: BLE001 - every failure becomes an outcome
-        if isinstance(exc, KeyboardInterrupt | SystemExit):
+        chain.run_before_run(job)
+        outcome = succeeded(job, _function(spec, job)(*job.args, **job.kwargs))
+    except BaseException as error:  # noqa: BLE001 - every failure becomes an outcome
+        if isinstance(error, KeyboardInterrupt | SystemExit):
             raise
-        return decide_failure(app, job, exc), exc
+        exc, outcome = error, decide_failure(spec, job, error)
     finally:
-        _current_job.reset(token)
-    return succeeded(job, result), None
+        running_job.reset(token)
+    chain.run_after(chain.after_run, job, outcome, exc)
+    return outcome, exc
 
 
-async def run_async(app: App, job: Job) -> tuple[Outcome, BaseException | None]:
+async def run_async(spec: TaskSpec, job: Job, chain: Chain) -> tuple[Outcome, BaseException | None]:
     """Run an async task on the worker's event loop, cancelled at its timeout."""
-    token = _current_job.set(job)
+    token = running_job.set(job)
+    exc: BaseException | None = None
     try:
-        task = _task_of(app, job)
-        coro = task.fn(*job.args, **job.kwargs)
-        timeout = app.timeout_for(job)
+        chain.run_before_run(job)
+        coro = _function(spec, job)(*job.args, **job.kwargs)
         try:
-            result = await asyncio.wait_for(coro, timeout)
+            result = await asyncio.wait_for(coro, spec.timeout)
         except TimeoutError:
-            raise JobTimeout(f"timed out after {timeout:g}s") from None
-    except Exception as exc:  # noqa: BLE001
-        return decide_failure(app, job, exc), exc
+            raise JobTimeout(f"timed out after {spec.timeout:g}s") from None
+        outcome = succeeded(job, result)
+    except Exception as error:  # noqa: BLE001
+        exc, outcome = error, decide_failure(spec, job, error)
     finally:
-        _current_job.reset(token)
-    return succeeded(job, result), None
+        running_job.reset(token)
+    chain.run_after(chain.after_run, job, outcome, exc)
+    return outcome, exc
 
 
-def _task_of(app: App, job: Job) -> Any:
-    task = app.tasks.get(job.task)
-    if task is None:
+def _function(spec: TaskSpec, job: Job) -> Any:
+    if spec.fn is None:
         raise UnknownTask(f"unknown task {job.task!r}")
     if "_unreadable_payload" in job.kwargs:
         raise UnknownTask(f"unreadable payload: {job.kwargs['_unreadable_payload']}")
-    return task
+    return spec.fn
 
 
 def succeeded(job: Job, result: Any) -> Outcome:
@@ -80,21 +76,21 @@ def succeeded(job: Job, result: Any) -> Outcome:
         orjson.dumps(result)
     except TypeError:
         result = repr(result)  # results are informative; never fail a job over one
-    return Outcome(job, "succeeded", result=result)
+    return Outcome(job, OutcomeKind.SUCCEEDED, result=result)
 
 
-def decide_failure(app: App, job: Job, exc: BaseException) -> Outcome:
+def decide_failure(spec: TaskSpec, job: Job, exc: BaseException) -> Outcome:
     """Retry with the task's backoff while attempts remain, else dead."""
     if isinstance(exc, UnknownTask):
-        return Outcome(job, "dead", error=str(exc))
+        return Outcome(job, OutcomeKind.DEAD, error=str(exc))
     error = describe(exc)
     if job.attempts >= job.max_attempts:
-        return Outcome(job, "dead", error=error)
+        return Outcome(job, OutcomeKind.DEAD, error=error)
     if isinstance(exc, Retry) and exc.delay is not None:
         delay = max(0.0, float(exc.delay))
     else:
-        delay = max(0.0, float(app.defaults_for(job.task).backoff(job.attempts)))
-    return Outcome(job, "retry", delay=delay, error=error)
+        delay = max(0.0, float(spec.backoff(job.attempts)))
+    return Outcome(job, OutcomeKind.RETRY, delay=delay, error=error)
 
 
 def describe(exc: BaseException) -> str:
@@ -103,48 +99,3 @@ def describe(exc: BaseException) -> str:
     lines = traceback.format_exception(exc)
     text = "".join(lines)
     return text[-4000:]  # the end of a traceback says the most
-
-
-def fire_hooks(app: App, outcome: Outcome, exc: BaseException | None) -> None:
-    """App hooks and task hooks after a settled outcome; a failing hook is only logged."""
-    event = {"succeeded": "succeeded", "retry": "retrying", "dead": "dead"}.get(outcome.kind)
-    if event is None:
-        return
-    task = app.tasks.get(outcome.job.task)
-    task_hook = None
-    if task is not None:
-        task_hook = {"succeeded": task.on_success, "dead": task.on_failure}.get(event)
-    if not app.hooks[event] and task_hook is None:
-        return  # the common case: nothing to call, so no copy of the job to build
-    job = outcome.job
-    if outcome.kind == "succeeded":
-        job = job.with_state(JobState.SUCCEEDED, result=outcome.result)
-    else:
-        job = job.with_state(
-            JobState.SCHEDULED if outcome.kind == "retry" else JobState.DEAD, error=outcome.error
-        )
-    hooks = ([task_hook] if task_hook else []) + list(app.hooks[event])
-    for hook in hooks:
-        try:
-            hook(job, exc)
-        except Exception:  # noqa: BLE001
-            log.exception("hook %s failed for job %s", getattr(hook, "__name__", hook), job.id)
-
-
-def run_eagerly(app: App, job: Job) -> Job:
-    """Eager mode: run the job now, in this thread, retrying at once until it ends.
-
-    Delays are ignored: a unit test wants to see the outcome, not wait for it.
-    """
-    backend = app.backend
-    while (leased := backend.lease_now(job.id, "eager", app.lease)) is not None:
-        task = app.tasks.get(leased.task)
-        if task is not None and task.is_async:
-            outcome, exc = asyncio.run(run_async(app, leased))
-        else:
-            outcome, exc = run_sync(app, leased)
-        if outcome.kind == "retry":
-            outcome = Outcome(leased, "retry", delay=0.0, error=outcome.error)
-        backend.settle([outcome])
-        fire_hooks(app, outcome, exc)
-    return app.get(job.id) or job

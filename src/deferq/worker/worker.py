@@ -26,25 +26,30 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
 
-from ..backends.base import Outcome
-from ..errors import DeferqError, JobTimeout, is_store_error
+from ..backends.base import Outcome, OutcomeKind
+from ..backends.guard import StoreGuard
+from ..errors import DeferqError, JobTimeout
 from ..job import Job, JobState
 from ..logs import first_line
 from ..priorities import PriorityRotation
-from .runner import decide_failure, fire_hooks, run_async, run_sync
+from ..registry import TaskSpec
+from .runner import decide_failure, run_async, run_sync
 
 if TYPE_CHECKING:
     from ..app import App
 
 log = logging.getLogger("deferq.worker")
+job_log = logging.getLogger("deferq.jobs")
 
 EXIT_OK, EXIT_ERROR, EXIT_OVERRAN = 0, 1, 3
+T = TypeVar("T")
 
 
 @dataclass
@@ -59,25 +64,32 @@ class WorkerConfig:
     )
     max_jobs: int | None = None  # exit after this many jobs (the supervisor's recycling)
     idle_wait: float = 1.0  # longest single wait on the store, so stops are prompt
+    prefetch: int | None = None  # leases beyond concurrency (finished, awaiting settle); None = concurrency
 
 
 @dataclass
 class Running:
     job: Job
+    spec: TaskSpec
     started: float
     deadline: float | None
     abandoned: bool = False  # settled as timed out while its thread still runs
+    ended: float | None = None  # when the task returned (monotonic)
 
 
 class Worker:
     def __init__(self, app: App, config: WorkerConfig | None = None) -> None:
-        self.app = app
         self.backend = app.backend
+        self.registry = app.registry  # the tasks: resolved once per job into a TaskSpec
+        self.lease, self.result_ttl = app.lease, app.result_ttl
+        self.chain = app.registry.chain
         self.config = config or WorkerConfig()
         if self.config.once:
             self.config.concurrency = 1
         if self.config.concurrency < 1:
             raise DeferqError("concurrency must be at least 1")
+        if self.config.prefetch is None:
+            self.config.prefetch = self.config.concurrency
         self.rotation = PriorityRotation(app.priority_weights)
         self.running: dict[str, Running] = {}  # leased and not yet settled
         self.busy = 0  # jobs executing now: a slot frees when its job returns, before settling
@@ -91,14 +103,16 @@ class Worker:
         self.exit_code = EXIT_OK
         self.processed = 0
         self.settling = False  # the settler holds outcomes: it will lease for their slots
-        self.to_run: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
+        self.to_run: queue.SimpleQueue[tuple[TaskSpec, Job] | None] = queue.SimpleQueue()
         self._runners = [
             threading.Thread(target=self._run_sync_jobs, name=f"deferq-run-{i}", daemon=True)
             for i in range(self.config.concurrency)
         ]
         self._loop: asyncio.AbstractEventLoop | None = None
         self._threads: list[threading.Thread] = []
-        self._store_down_since: float | None = None
+        self.guard = StoreGuard(log)
+        self.max_leases = self.config.concurrency + (self.config.prefetch or 0)
+        self.last_beat = time.monotonic()  # when a heartbeat last reached the store
 
     # -- life cycle -------------------------------------------------------------------
 
@@ -154,7 +168,7 @@ class Worker:
             left = [r.job for r in self.running.values() if not r.abandoned]
         if left:
             log.warning("releasing %d unfinished job(s) back to their queues", len(left))
-            self._store_call(self.backend.settle, [Outcome(job, "release") for job in left])
+            self._store_call(self.backend.settle, [Outcome(job, OutcomeKind.RELEASE) for job in left])
         with self.lock:
             self.running.clear()  # released or abandoned: nothing left to heartbeat
         self.outcomes.put(None)
@@ -179,6 +193,9 @@ class Worker:
             if self.stopping.is_set() or self._done_taking():
                 return 0
             free = self.config.concurrency - self.busy - self.claimed
+            # a finished job holds its lease until settled: never hold more than
+            # concurrency + prefetch, however far settling falls behind
+            free = min(free, self.max_leases - len(self.running) - self.claimed)
             if self.config.max_jobs is not None:
                 free = min(free, self.config.max_jobs - self.processed - len(self.running) - self.claimed)
             free = max(free, 0)
@@ -188,15 +205,14 @@ class Worker:
     def _accept(self, jobs: list[Job] | None, claimed: int) -> None:
         """Take leased jobs into the promised slots, give back the rest, and start them."""
         now = time.monotonic()
-        jobs = jobs or []
+        started = [(self.registry.spec_for(job), job) for job in jobs or ()]
         with self.lock:
             self.claimed -= claimed
-            for job in jobs:
-                timeout = self.app.timeout_for(job)
-                self.running[job.id] = Running(job, now, now + timeout if timeout else None)
-            self.busy += len(jobs)
-        for job in jobs:
-            self._start(job)
+            for spec, job in started:
+                self.running[job.id] = Running(job, spec, now, now + spec.timeout if spec.timeout else None)
+            self.busy += len(started)
+        for spec, job in started:
+            self._start(spec, job)
 
     def _done_taking(self) -> bool:
         """Called with the lock held."""
@@ -219,7 +235,7 @@ class Worker:
                 self.slot_freed.clear()
                 continue
             jobs = self._store_call(
-                self.backend.reserve, cfg.queues, claimed, cfg.name, self.app.lease,
+                self.backend.reserve, cfg.queues, claimed, cfg.name, self.lease,
                 self.rotation.next_order(),
             )  # fmt: skip
             self._accept(jobs, claimed)
@@ -244,21 +260,21 @@ class Worker:
             free = self.config.concurrency - self.busy - self.claimed
         return free < max(1, self.config.concurrency // 2)
 
-    def _start(self, job: Job) -> None:
-        task = self.app.tasks.get(job.task)
-        if task is not None and task.is_async:
-            future = asyncio.run_coroutine_threadsafe(run_async(self.app, job), self._event_loop())
-            future.add_done_callback(lambda f, job=job: self._finished(job, *_result(self.app, job, f)))
+    def _start(self, spec: TaskSpec, job: Job) -> None:
+        if spec.is_async:
+            future = asyncio.run_coroutine_threadsafe(run_async(spec, job, self.chain), self._event_loop())
+            future.add_done_callback(lambda f: self._finished(job, *_result(spec, job, f)))
         else:
-            self.to_run.put(job)
+            self.to_run.put((spec, job))
 
     def _run_sync_jobs(self) -> None:
         """A runner thread: sync jobs one at a time (no futures: they cost on the hot path)."""
-        while (job := self.to_run.get()) is not None:
+        while (item := self.to_run.get()) is not None:
+            spec, job = item
             try:
-                outcome, exc = run_sync(self.app, job)
+                outcome, exc = run_sync(spec, job, self.chain)
             except BaseException as error:  # noqa: BLE001 - a runner bug must not lose the job
-                outcome, exc = decide_failure(self.app, job, error), error
+                outcome, exc = decide_failure(spec, job, error), error
             self._finished(job, outcome, exc)
 
     def _finished(self, job: Job, outcome: Outcome, exc: BaseException | None) -> None:
@@ -268,6 +284,8 @@ class Worker:
             abandoned = running is not None and running.abandoned
             if abandoned:
                 del self.running[job.id]  # already settled as timed out
+            elif running is not None:
+                running.ended = time.monotonic()
         if not abandoned:
             self.outcomes.put((outcome, exc))
         self.slot_freed.set()
@@ -309,36 +327,35 @@ class Worker:
             claimed = self._claim_slots()
             reply = self._store_call(
                 self.backend.settle_and_reserve, outcomes, cfg.queues, claimed, cfg.name,
-                self.app.lease, self.rotation.next_order(),
+                self.lease, self.rotation.next_order(),
             )  # fmt: skip
             applied, jobs = reply if reply is not None else (None, None)
             self._accept(jobs, claimed)
             if applied is None and self.stopping.is_set():
                 break  # the store is gone during shutdown: leases will expire, nothing lost
+        ran = {}  # job id -> seconds it ran
         with self.lock:
             for outcome in outcomes:
-                self.running.pop(outcome.job.id, None)
+                running = self.running.get(outcome.job.id)
+                # the same job may be running again already: leased anew by this very call
+                if running is not None and running.job.attempts == outcome.job.attempts:
+                    del self.running[outcome.job.id]
+                    ran[outcome.job.id] = (running.ended or time.monotonic()) - running.started
             self.processed += len(outcomes)
         self.slot_freed.set()
         for (outcome, exc), ok in zip(batch, applied or [False] * len(batch), strict=True):
             job = outcome.job
             if not ok:
-                log.warning("job %s (%s) finished after losing its lease; outcome dropped", job.id, job.task)
+                log.warning("job %s (%s) finished after losing its lease (%s); outcome dropped",
+                            job.id, job.task, self._why_lost())  # fmt: skip
                 continue
-            if outcome.kind == "succeeded":
-                log.debug("job %s %s succeeded", job.id, job.task)
-            elif outcome.kind == "retry":
-                log.info("job %s %s failed (attempt %d/%d), retry in %.1fs: %s", job.id, job.task,
-                         job.attempts, job.max_attempts, outcome.delay, first_line(outcome.error))  # fmt: skip
-            elif outcome.kind == "dead":
-                log.warning("job %s %s is dead after %d attempt(s): %s", job.id, job.task,
-                            job.attempts, first_line(outcome.error))  # fmt: skip
-            fire_hooks(self.app, outcome, exc)
+            report(outcome, ran.get(job.id, 0.0))
+            self.chain.run_after_settle(outcome, exc)
 
     # -- keeper: heartbeats, timeouts, maintenance --------------------------------------
 
     def _keeper_loop(self) -> None:
-        beat_every = max(self.app.lease / 3, 0.2)
+        beat_every = max(self.lease / 3, 0.2)
         next_beat = next_recover = next_purge = time.monotonic()
         while not (self.stopping.is_set() and not self.running):
             now = time.monotonic()
@@ -349,10 +366,10 @@ class Worker:
             if now >= next_recover:
                 self._store_call(self.backend.recover_expired)
                 self._store_call(self.backend.promote_due)
-                next_recover = now + max(self.app.lease / 2, 0.5)
+                next_recover = now + max(self.lease / 2, 0.5)
             if now >= next_purge:
                 self._store_call(
-                    self.backend.purge, [JobState.SUCCEEDED, JobState.CANCELLED], self.app.result_ttl
+                    self.backend.purge, [JobState.SUCCEEDED, JobState.CANCELLED], self.result_ttl
                 )
                 next_purge = now + 60
             time.sleep(0.05 if self._nearest_deadline() else min(beat_every, 0.5))
@@ -369,9 +386,13 @@ class Worker:
                 for r in self.running.values()
             ]
         if jobs:
-            lost = self._store_call(self.backend.heartbeat, jobs, self.app.lease) or set()
-            for job_id in lost:
-                log.warning("job %s: lease lost (the store gave it to another worker)", job_id)
+            lost = self._store_call(self.backend.heartbeat, jobs, self.lease)
+            if lost is not None:
+                with self.lock:  # a job settled since the snapshot was not lost
+                    lost = {j.id for j in jobs if j.id in lost and self._holds(j)}
+                for job_id in sorted(lost):
+                    log.warning("job %s: lease lost (%s)", job_id, self._why_lost())
+                self.last_beat = time.monotonic()
         status = {
             "name": self.config.name, "pid": os.getpid(), "host": socket.gethostname(),
             "queues": list(self.config.queues), "concurrency": self.config.concurrency,
@@ -380,57 +401,68 @@ class Worker:
         }  # fmt: skip
         self._store_call(
             self.backend.kv_put, "workers", self.config.name, orjson.dumps(status),
-            self.app.lease * 2,
+            self.lease * 2,
         )  # fmt: skip
+
+    def _holds(self, job: Job) -> bool:
+        """Called with the lock held: this attempt of the job is still ours to settle."""
+        running = self.running.get(job.id)
+        return running is not None and running.job.attempts == job.attempts and not running.abandoned
+
+    def _why_lost(self) -> str:
+        silent = time.monotonic() - self.last_beat
+        if silent > self.lease:
+            return f"this worker could not renew it: no heartbeat reached the store for {silent:.0f}s"
+        return "the store gave it to another worker, or it was cancelled"
 
     def _enforce_timeouts(self, now: float) -> None:
         overran = []
         with self.lock:
             for running in self.running.values():
-                task = self.app.tasks.get(running.job.task)
-                is_sync = task is None or not task.is_async
+                is_sync = not running.spec.is_async
                 if is_sync and running.deadline and now > running.deadline and not running.abandoned:
                     running.abandoned = True
-                    overran.append(running.job)
-        for job in overran:
-            timeout = self.app.timeout_for(job) or 0
+                    overran.append(running)
+        for running in overran:
+            job, timeout = running.job, running.spec.timeout or 0
             exc = JobTimeout(f"timed out after {timeout:g}s")
             log.error("job %s %s overran its timeout of %gs: failing the attempt and "
                       "replacing this worker", job.id, job.task, timeout)  # fmt: skip
-            self.outcomes.put((decide_failure(self.app, job, exc), exc))
+            self.outcomes.put((decide_failure(running.spec, job, exc), exc))
             self.exit_code = EXIT_OVERRAN
             self.stop()
 
     # -- store errors -----------------------------------------------------------------
 
-    def _store_call(self, fn, *args):  # type: ignore[no-untyped-def]
-        """Call the store; on a connection failure say so once, back off, return None."""
-        try:
-            result = fn(*args)
-        except (ConnectionError, OSError, DeferqError) as exc:
-            self._store_failed(exc)
-            return None
-        except Exception as exc:  # driver-specific connection errors
-            if not is_store_error(exc):
-                raise
-            self._store_failed(exc)
-            return None
-        if self._store_down_since is not None:
-            log.warning("store is back after %.1fs", time.monotonic() - self._store_down_since)
-            self._store_down_since = None
+    def _store_call(self, fn: Callable[..., T], *args: Any) -> T | None:
+        """Call the store; while it is down, say so once, back off and return None."""
+        ok, result = self.guard.call(fn, *args)
+        if not ok:
+            self.stopping.wait(self.guard.backoff())
         return result
 
-    def _store_failed(self, exc: BaseException) -> None:
-        now = time.monotonic()
-        if self._store_down_since is None:
-            self._store_down_since = now
-            log.error("store unreachable, retrying: %s", first_line(str(exc)))
-        down_for = now - self._store_down_since
-        self.stopping.wait(min(0.1 * 2 ** min(down_for, 3), 1.0))
+
+def report(outcome: Outcome, seconds: float) -> None:
+    """One line per finished job on the `deferq.jobs` logger (silence it with
+    `--log-level warning` or that logger's level); its fields are JSON fields too."""
+    job = outcome.job
+    fields: dict[str, Any] = {"job_id": job.id, "task": job.task, "queue": job.queue,
+                              "attempt": job.attempts, "duration_ms": round(seconds * 1000, 1)}  # fmt: skip
+    if outcome.kind == OutcomeKind.SUCCEEDED:
+        job_log.info("job %s %s succeeded in %.0f ms", job.id, job.task, seconds * 1000, extra=fields)
+    elif outcome.kind == OutcomeKind.RETRY:
+        fields["error"] = first_line(outcome.error)
+        job_log.info("job %s %s failed (attempt %d/%d), retry in %.1fs: %s", job.id, job.task, job.attempts,
+                     job.max_attempts, outcome.delay, fields["error"], extra=fields)  # fmt: skip
+    elif outcome.kind == OutcomeKind.DEAD:
+        fields["error"] = first_line(outcome.error)
+        job_log.warning("job %s %s is dead after %d attempt(s): %s", job.id, job.task, job.attempts,
+                        fields["error"], extra=fields)  # fmt: skip
 
 
-def _result(app: App, job: Job, future: Future) -> tuple[Outcome, BaseException | None]:
+def _result(spec: TaskSpec, job: Job, future: Future[tuple[Outcome, BaseException | None]]
+            ) -> tuple[Outcome, BaseException | None]:  # fmt: skip
     try:
         return future.result()
     except BaseException as exc:  # noqa: BLE001 - cancelled at shutdown, or a runner bug
-        return decide_failure(app, job, exc), exc
+        return decide_failure(spec, job, exc), exc

@@ -37,7 +37,8 @@ class Admin:
         pipe = self.client.pipeline(transaction=False)
         for command in commands:
             getattr(pipe, command[0])(*command[1:])
-        return pipe.execute()
+        replies: list[Any] = pipe.execute()
+        return replies
 
     def _fetch(self, refs: Sequence[tuple[str, str]]) -> list[Job]:
         """Jobs by (queue, id); ids whose hash is gone are skipped."""
@@ -169,7 +170,8 @@ class Admin:
 
     @guarded
     def kv_get(self, namespace: str, key: str) -> bytes | None:
-        return self.client.get(self.keys.kv_record(namespace, key))
+        value: bytes | None = self.client.get(self.keys.kv_record(namespace, key))
+        return value
 
     @guarded
     def kv_delete(self, namespace: str, key: str) -> bool:

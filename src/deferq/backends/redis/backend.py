@@ -16,7 +16,7 @@ import threading
 import weakref
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from ...job import Job, dumps
 from ..base import Backend, Enqueue, Outcome
@@ -26,6 +26,8 @@ from .codec import enqueue_args, job_from_hash, pairs
 from .connection import Target, Waiter, WakeGroup, async_client, guarded, parse_url, reported, sync_client
 from .keys import KeySpace, QueueKeys
 from .scripts import Call
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,7 +212,7 @@ class RedisBackend(Admin, Backend):
             found += [(int(reply[i]), float(reply[i + 1]), reply[i + 2].decode()) for i in range(1, len(reply), 3)]
         return found
 
-    def _per_slot(self, items: Sequence[Any], queue_of: Callable[[Any], str]) -> list[list[int]]:
+    def _per_slot(self, items: Sequence[T], queue_of: Callable[[T], str]) -> list[list[int]]:
         """Positions of items grouped so that each group is one script call."""
         if not self.cluster:
             return [list(range(len(items)))]
@@ -234,7 +236,7 @@ class RedisBackend(Admin, Backend):
                 keys += (qk.job(job.id), qk.active)
                 args += (job.id, job.worker or "", job.attempts)
             calls.append(Call(scripts.HEARTBEAT, keys, args))
-        lost = set()
+        lost: set[str] = set()
         for positions, flags in zip(groups, self._run_all(calls), strict=True):
             lost.update(jobs[i].id for i, ok in zip(positions, flags, strict=True) if not ok)
         return lost
@@ -346,6 +348,8 @@ class RedisBackend(Admin, Backend):
         reply = self.client.time()
         if isinstance(reply, dict):  # a cluster answers per node
             reply = next(iter(reply.values()))
+        seconds: int
+        micros: int
         seconds, micros = reply
         return seconds + micros / 1_000_000
 

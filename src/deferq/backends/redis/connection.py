@@ -72,6 +72,7 @@ def parse_url(url: str) -> Target:
 
 def sync_client(target: Target) -> Any:
     retry = Retry(NoBackoff(), 1)
+    client: redis.Redis | RedisCluster
     try:
         if target.cluster:
             nodes = [_node(hostport) for hostport in urlsplit(target.url).netloc.split(",")]

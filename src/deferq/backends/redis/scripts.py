@@ -14,18 +14,20 @@ import os
 import re
 import threading
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import NoScriptError, ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+_pack: Callable[[tuple[Any, ...]], bytes] | None
 try:  # hiredis packs a command in C, twice as fast as redis-py's encoder
     from hiredis import pack_command as _pack
 except ImportError:  # pragma: no cover - hiredis is part of the redis extra
     _pack = None
-
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import NoScriptError, ResponseError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
 _LUA = resources.files(__package__) / "lua"
 # _lib.lua: helper functions separated by blank lines, each defined before its users
@@ -103,7 +105,7 @@ def run_pipelined(client: Any, calls: list[Call]) -> list[Any]:
     pipe = client.pipeline(transaction=False)
     for call in calls:
         pipe.execute_command(*call.evalsha())
-    results = pipe.execute(raise_on_error=False)
+    results: list[Any] = pipe.execute(raise_on_error=False)
     for i, result in enumerate(results):
         if isinstance(result, NoScriptError):
             results[i] = client.execute_command(*calls[i].eval())

@@ -1,11 +1,16 @@
-"""Checking values of configuration files: durations ("90s", "5m", "1h30m"), keys, addresses."""
+"""Checking values of configuration files: durations ("90s", "5m", "1h30m"), keys, addresses.
+
+A leaf beside errors.py, not part of the supervisor: the [alerts] table (read by the
+supervisor and by the HTTP service) and the [periodic] tables (schedule.py, core) are
+checked with these too, and neither may reach up into the supervisor for them.
+"""
 
 from __future__ import annotations
 
 import re
 from typing import Any
 
-from ..errors import ConfigError
+from .errors import ConfigError
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")

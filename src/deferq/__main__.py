@@ -1,0 +1,5 @@
+"""`python -m deferq ...` is the `deferq` command."""
+
+from .cli import main
+
+main()

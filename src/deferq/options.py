@@ -1,0 +1,191 @@
+"""The one option schema: every job and task option, defined once.
+
+`TaskDefaults` holds what `@app.task(...)` may set; `JobOptions` what a producer may set
+per job (`task.options(...)`, `app.enqueue(..., **options)`, periodic jobs, the HTTP API).
+Each field carries an `Option` in its metadata: how to check a value, a line of help,
+and whether periodic jobs and the HTTP API take it (and under which JSON name). Every
+list of option names elsewhere derives from these two classes, so a new option is a new
+field here plus its column in the stores: nothing else lists names.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, fields, replace
+from datetime import datetime, timedelta
+from typing import Any
+
+from . import backoff as backoff_module
+from .job import Priority
+
+LATEST_DUE = 253402300799.0  # 9999-12-31T23:59:59Z: later due times are refused
+MAX_DELAY = 10 * 365 * 86400.0  # ten years
+
+
+def seconds(value: Any, name: str = "delay") -> float:
+    if isinstance(value, timedelta):
+        value = value.total_seconds()
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ValueError(f"{name} must be seconds or a timedelta, got {value!r:.60}")
+    if not 0 <= value <= MAX_DELAY:
+        raise ValueError(f"{name} must be between 0 and {MAX_DELAY:g} seconds, got {value}")
+    return float(value)
+
+
+def epoch(value: Any, name: str = "at") -> float:
+    """A due time: an aware datetime, an ISO 8601 string with a zone, or epoch seconds.
+    One bound for every form (no year 9999)."""
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            raise ValueError(f"{name} must be epoch seconds or an ISO 8601 time, got {value!r:.60}") from None
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            raise ValueError(f"{name} needs a time zone (e.g. datetime.now(UTC) or 2030-01-01T09:00:00Z)")
+        value = value.timestamp()
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ValueError(f"{name} must be a datetime, an ISO 8601 time or epoch seconds, got {value!r:.60}")
+    if not 0 <= value < LATEST_DUE:
+        raise ValueError(f"{name} must be between 1970 and 9999, got {value}")
+    return float(value)
+
+
+def positive(value: Any, name: str = "timeout") -> float:
+    if isinstance(value, timedelta):
+        value = value.total_seconds()
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
+        raise ValueError(f"{name} must be a positive number of seconds, got {value!r:.60}")
+    return float(value)
+
+
+def attempts(value: Any, name: str = "max_attempts") -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 1000:
+        raise ValueError(f"{name} must be a whole number from 1 to 1000, got {value!r:.60}")
+    return value
+
+
+def queue_name(value: Any, name: str = "queue") -> str:
+    if not isinstance(value, str) or not value or len(value) > 100 or any(c in value for c in "{}\0 "):
+        raise ValueError(f"queue name {value!r:.60} must be 1-100 characters without spaces or braces")
+    return value
+
+
+def priority(value: Any, name: str = "priority") -> int:
+    return Priority.parse(value)
+
+
+def unique_key(value: Any, name: str = "key") -> str:
+    if not isinstance(value, str) or not 1 <= len(value) <= 200:
+        raise ValueError(f"{name} must be a string of 1-200 characters, got {value!r:.60}")
+    return value
+
+
+def backoff_fn(value: Any, name: str = "backoff") -> Callable[[int], float]:
+    if not callable(value):
+        raise ValueError(f"{name} must be a callable (attempt) -> seconds, e.g. backoff.fixed(5)")
+    return value  # type: ignore[no-any-return]  # callable() narrows to Callable[..., object]
+
+
+def anything(value: Any, name: str = "") -> Any:
+    return value
+
+
+@dataclass(frozen=True)
+class Option:
+    """What the schema knows of one option."""
+
+    check: Callable[[Any, str], Any]  # (value, name) -> stored value; ValueError names the problem
+    help: str
+    periodic: bool = False  # a periodic job may set it
+    http: str | None = None  # its name in the HTTP API's JSON, if the API takes it
+    http_scale: float = 1.0  # JSON value x scale = Python value (delay_ms -> seconds)
+    openapi: dict[str, Any] = field(default_factory=dict)  # the JSON schema of the HTTP field
+
+
+def option(default: Any, spec: Option) -> Any:
+    return field(default=default, metadata={"deferq": spec})
+
+
+QUEUE = Option(queue_name, "the queue the job waits in", periodic=True, http="queue",
+               openapi={"type": "string", "maxLength": 100})  # fmt: skip
+PRIORITY = Option(priority, "high, normal or low (weighted 5:3:2 by default)", periodic=True,
+                  http="priority", openapi={"type": "string", "enum": list(Priority.NAMES)})  # fmt: skip
+MAX_ATTEMPTS = Option(attempts, "runs before the job goes dead", periodic=True, http="max_attempts",
+                      openapi={"type": "integer", "minimum": 1, "maximum": 1000})  # fmt: skip
+TIMEOUT = Option(positive, "seconds an attempt may run (the seeds' ttr)", periodic=True, http="ttr",
+                 openapi={"type": "number", "exclusiveMinimum": True, "minimum": 0, "maximum": 86400})  # fmt: skip
+
+
+@dataclass(frozen=True)
+class TaskDefaults:
+    """What `@app.task(...)` sets for every job of the task."""
+
+    queue: str = option("default", QUEUE)
+    priority: int = option(Priority.NORMAL, PRIORITY)
+    max_attempts: int = option(3, MAX_ATTEMPTS)
+    timeout: float | None = option(300.0, TIMEOUT)
+    backoff: Callable[[int], float] = option(backoff_module.DEFAULT, Option(backoff_fn, "seconds before retry n"))
+
+    @classmethod
+    def parse(cls, **options: Any) -> TaskDefaults:
+        return cls(**_checked(cls, options, "task option"))
+
+
+@dataclass(frozen=True)
+class JobOptions:
+    """What a producer may choose per job. `None` means "the task's default"."""
+
+    delay: float = option(0.0, Option(seconds, "seconds from now until the job is due", http="delay_ms",
+                                      http_scale=0.001, openapi={"type": "integer", "minimum": 0,
+                                                                      "maximum": int(MAX_DELAY * 1000)}))
+    at: float | None = option(None, Option(epoch, "when the job is due (aware datetime or epoch)", http="at",
+                                           openapi={"description": "Due time: epoch seconds or ISO 8601 "
+                                                    "with a zone.", "oneOf": [{"type": "number", "minimum": 0},
+                                                                              {"type": "string"}]}))
+    queue: str | None = option(None, QUEUE)
+    priority: int | None = option(None, PRIORITY)
+    max_attempts: int | None = option(None, MAX_ATTEMPTS)
+    timeout: float | None = option(None, TIMEOUT)
+    key: str | None = option(None, Option(unique_key, "unique key: one unfinished job per key", http="key",
+                                          openapi={"type": "string", "maxLength": 200}))
+    connection: Any = option(None, Option(anything, "your open database connection (transactional enqueue)"))
+
+    @classmethod
+    def parse(cls, **options: Any) -> JobOptions:
+        return cls(**_checked(cls, options, "option"))
+
+    def merged(self, other: JobOptions) -> JobOptions:
+        """These options overridden by whatever `other` sets."""
+        changes = {
+            f.name: getattr(other, f.name) for f in fields(other) if getattr(other, f.name) != f.default
+        }
+        return replace(self, **changes)
+
+
+def specs(cls: type[Any]) -> Iterator[tuple[str, Option]]:
+    """(name, Option) of every option of `cls` (TaskDefaults or JobOptions)."""
+    for f in fields(cls):
+        yield f.name, f.metadata["deferq"]
+
+
+def names(cls: type[Any]) -> tuple[str, ...]:
+    return tuple(name for name, _ in specs(cls))
+
+
+PERIODIC_OPTIONS = tuple(name for name, spec in specs(JobOptions) if spec.periodic)
+HTTP_OPTIONS = {spec.http: (name, spec) for name, spec in specs(JobOptions) if spec.http}
+
+
+def _checked(cls: type[Any], options: dict[str, Any], what: str) -> dict[str, Any]:
+    """`options` checked against `cls`'s schema; None keeps a per-job option unset."""
+    known = {f.name: f for f in fields(cls)}
+    unknown = sorted(set(options) - set(known))
+    if unknown:
+        raise ValueError(f"unknown {what} {unknown[0]!r}: {what}s are {', '.join(known)}")
+    checked = {}
+    for name, value in options.items():
+        nullable = "None" in str(known[name].type)  # `float | None`: None is a valid value
+        checked[name] = None if value is None and nullable else known[name].metadata["deferq"].check(value, name)
+    return checked

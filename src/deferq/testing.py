@@ -1,0 +1,142 @@
+"""Helpers for users' own tests: eager mode, draining queues here, time travel, asserts.
+
+- `App("memory://", eager=True)` (or `memory://?eager=1`) runs every task at enqueue,
+  in the caller's thread, retrying at once until the job ends, and returns the finished
+  job.
+- `drain(app)` runs every job that is due, in the test's own thread, until none is;
+  `travel(app, seconds)` moves a memory:// store's clock so delayed jobs come due.
+- `enqueued(app, task)` lists waiting jobs; `assert_enqueued(app, task, *args)` finds one.
+- `isolated(app)` points an existing App (your project's) at a fresh store for a test.
+
+All of it goes through the public store contract (reserve, settle, get) and the
+worker's own runner, so arguments are encoded and decoded as in production and
+retries, hooks and middleware behave as in a worker. The pytest plugin
+(`deferq.pytest_plugin`) offers these as fixtures.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import replace
+from typing import Any, Protocol
+
+from .backends import open_backend
+from .backends.base import Backend, Enqueue, Outcome, OutcomeKind
+from .backends.memory import MemoryBackend
+from .errors import ConfigError
+from .job import WAITING_STATES, Job, Priority, dumps, loads
+from .middleware import Middleware
+from .registry import Registry
+from .task import Task
+from .worker.runner import run_async, run_sync
+
+WORKER = "eager"
+
+
+class TestedApp(Protocol):
+    """What these helpers need of an App (this module does not import app.py)."""
+
+    @property
+    def backend(self) -> Backend: ...
+
+    registry: Registry
+    lease: float
+    _backend: Backend | None
+
+
+class EagerRunner(Middleware):
+    """Runs each enqueued job to its end before `enqueue` returns. Delays are ignored: a
+    unit test wants to see the outcome, not wait for it."""
+
+    def __init__(self, app: TestedApp) -> None:
+        self.app = app
+
+    def before_enqueue(self, items: list[Enqueue]) -> list[Enqueue]:
+        return [replace(item, delay=0.0, job=item.job.evolve(run_at=0.0)) for item in items]
+
+    def after_enqueue(self, jobs: list[Job]) -> list[Job]:
+        return [self._run_to_end(job) for job in jobs]
+
+    def _run_to_end(self, job: Job) -> Job:
+        backend = self.app.backend
+        order = [job.priority, *(level for level in Priority.LEVELS if level != job.priority)]
+        while (current := backend.get(job.id)) is not None and not current.state.finished:
+            leased = backend.reserve([job.queue], 1, WORKER, self.app.lease, order)
+            if not leased:
+                return current  # held elsewhere (another worker's lease): nothing to run here
+            for taken in leased:
+                run_here(self.app, taken, retry_at_once=True)
+        return backend.get(job.id) or job
+
+
+def run_here(app: TestedApp, job: Job, retry_at_once: bool = False) -> Outcome:
+    """Run one leased job in this thread, settle it and fire the after-settle hooks."""
+    registry = app.registry
+    spec = registry.spec_for(job)
+    if spec.is_async:
+        outcome, exc = asyncio.run(run_async(spec, job, registry.chain))
+    else:
+        outcome, exc = run_sync(spec, job, registry.chain)
+    if retry_at_once and outcome.kind == OutcomeKind.RETRY:
+        outcome = Outcome(job, OutcomeKind.RETRY, delay=0.0, error=outcome.error)
+    if app.backend.settle([outcome]) == [True]:
+        registry.chain.run_after_settle(outcome, exc)
+    return outcome
+
+
+def drain(app: TestedApp, queues: Sequence[str] | None = None, limit: int = 10_000) -> list[Job]:
+    """Run every job that is due now, here, until none is (retries that come due at
+    once run too). Returns the jobs as they ended up, in the order they ran."""
+    backend = app.backend
+    names = list(queues or _queues(app))
+    ran: list[str] = []
+    while len(ran) < limit and (leased := backend.reserve(names, 100, WORKER, app.lease, Priority.LEVELS)):
+        for job in leased:
+            run_here(app, job)
+            ran.append(job.id)
+    return [found for job_id in ran if (found := backend.get(job_id)) is not None]
+
+
+def travel(app: TestedApp, seconds: float) -> None:
+    """Move the store's clock `seconds` forward (memory:// only): delayed jobs and
+    retries with backoff come due for the next `drain`."""
+    backend = app.backend
+    if not isinstance(backend, MemoryBackend):
+        raise ConfigError("time travel needs a memory:// store (testing.isolated(app) gives one)")
+    backend.advance(seconds)
+
+
+def enqueued(app: TestedApp, task: Task[..., Any] | str | None = None) -> list[Job]:
+    """Jobs waiting to run (scheduled or queued), oldest first, of one task or all."""
+    name = task.name if isinstance(task, Task) else task
+    jobs = [job for state in WAITING_STATES for job in app.backend.list_jobs(state, None, 100_000)]
+    return sorted((j for j in jobs if name is None or j.task == name), key=lambda j: (j.created_at, j.id))
+
+
+def assert_enqueued(app: TestedApp, task: Task[..., Any] | str, *args: Any, **kwargs: Any) -> Job:
+    """The waiting job of `task` with these arguments (compared as the worker will see
+    them, after JSON); an AssertionError listing what is waiting if there is none."""
+    wanted = loads(dumps([list(args), kwargs], "the expected arguments"))
+    waiting = enqueued(app, task)
+    for job in waiting:
+        if [list(job.args), job.kwargs] == wanted:
+            return job
+    shown = ", ".join(f"{j.task}{tuple(j.args)!r} {j.kwargs or ''}".strip() for j in waiting) or "nothing"
+    raise AssertionError(f"no waiting job {wanted!r} of {getattr(task, 'name', task)}; waiting: {shown}")
+
+
+@contextmanager
+def isolated(app: TestedApp, url: str = "memory://") -> Iterator[TestedApp]:
+    """Point `app` (with its tasks) at a fresh store for the duration of a test."""
+    saved, app._backend = app._backend, open_backend(url)
+    try:
+        yield app
+    finally:
+        app.backend.close()
+        app._backend = saved
+
+
+def _queues(app: TestedApp) -> set[str]:
+    return {task.defaults.queue for task in app.registry.tasks.values()} | set(app.backend.stats())

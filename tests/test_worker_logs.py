@@ -1,0 +1,60 @@
+"""What a worker says about each job: one line per finished job, with JSON fields."""
+
+from __future__ import annotations
+
+import io
+import logging
+
+import orjson
+
+import deferq
+from deferq.logs import setup_logging
+from deferq.worker import Worker, WorkerConfig
+
+
+def test_each_finished_job_is_one_json_line_with_fields():
+    stream = io.StringIO()
+    setup_logging("info", "json", stream)
+    try:
+        app = deferq.App("memory://")
+
+        @app.task(max_attempts=2, backoff=deferq.backoff.fixed(0))
+        def flaky(n: int) -> int:
+            if deferq.current_job().attempts == 1:
+                raise ValueError("not yet")
+            return n
+
+        job = flaky.enqueue(7)
+        assert Worker(app, WorkerConfig(burst=True, concurrency=1)).run() == 0
+    finally:
+        logging.getLogger("deferq").handlers.clear()
+    lines = [orjson.loads(line) for line in stream.getvalue().splitlines()]
+    jobs = [line for line in lines if line["logger"] == "deferq.jobs"]
+    assert [(e["job_id"], e["task"], e["queue"], e["attempt"]) for e in jobs] == [
+        (job.id, "flaky", "default", 1), (job.id, "flaky", "default", 2),
+    ]  # fmt: skip
+    retried, succeeded = jobs
+    assert retried["level"] == "info" and retried["error"] == "ValueError: not yet"
+    assert "error" not in succeeded and succeeded["duration_ms"] >= 0
+    assert "succeeded in" in succeeded["message"]
+
+
+def test_a_job_retried_at_once_is_still_tracked_when_leased_in_the_same_round_trip():
+    """Settling a retry with no delay can lease the same job again in that very call:
+    the new attempt must stay tracked (heartbeats, burst exit, shutdown), not be dropped
+    with the old attempt's bookkeeping (it was, and the job stayed leased)."""
+    for _ in range(10):  # the race showed in about half the runs
+        app = deferq.App("memory://")
+
+        @app.task(queue="mail")
+        def ok() -> None:
+            return None
+
+        @app.task(max_attempts=2, backoff=deferq.backoff.fixed(0))
+        def bad() -> None:
+            raise RuntimeError("no")
+
+        ok.enqueue(), ok.enqueue()
+        job = bad.enqueue()
+        assert Worker(app, WorkerConfig(queues=("default", "mail"), burst=True, concurrency=2)).run() == 0
+        assert (app.get(job.id).state, app.get(job.id).attempts) == ("dead", 2)
