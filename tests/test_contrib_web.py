@@ -142,7 +142,7 @@ def test_flask_example(store, tmp_path):
 
 def test_flask_the_last_init_app_wins(tmp_path):
     """One extension, one Flask app per test (each with its own store): the tasks
-    declared on the extension follow the latest init_app, eager mode included."""
+    declared on the extension follow the latest init_app."""
     example = load_example("flask_app/app.py")
     first = example.create_app({"DEFERQ_URL": f"sqlite:///{tmp_path / 'first.db'}"})
     first.test_client().post("/signup", json={"email": "c@example.com"})
@@ -151,11 +151,26 @@ def test_flask_the_last_init_app_wins(tmp_path):
     job_id = second.test_client().post("/signup", json={"email": "d@example.com"}).json["job"]
     assert example.deferq_ext.get(job_id).args == ("d@example.com",)
     assert example.deferq_ext.stats()["email"]["queued"] == 1
-
-    eager = example.create_app({"DEFERQ_URL": "memory://?eager=1"})
-    reply = eager.test_client().post("/signup", json={"email": "e@example.com"}).json
-    assert reply["state"] == "succeeded", "an eager store runs the task at enqueue"
     example.deferq_ext.close()
+
+    with pytest.raises(deferq.ConfigError, match="eagerly"):
+        example.create_app({"DEFERQ_URL": "memory://?eager=1"})
+
+
+def test_flask_eager_extension():
+    from flask import Flask
+
+    from deferq.contrib.flask import Deferq
+
+    ext = Deferq(url="memory://?eager=1")
+    double = ext.task(name="double")(lambda n: 2 * n)
+    flask_app = Flask(__name__)
+    flask_app.config["DEFERQ_URL"] = "memory://?eager=1"
+    ext.init_app(flask_app)
+    with flask_app.app_context():
+        job = double.enqueue(21)
+    assert job.state == "succeeded" and job.result == 42
+    ext.close()
 
 
 @pytest.mark.parametrize("close_on_teardown", [False, True])

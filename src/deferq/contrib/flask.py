@@ -16,7 +16,8 @@
 Tasks are declared on the extension before any Flask app exists (the usual factory
 pattern); `init_app` points them at the store named by `DEFERQ_URL` (else the App's
 own URL: $DEFERQ_URL or sqlite:///deferq.db). The last `init_app` wins, so tests can
-make one Flask app per test, each with its own store. The extension *is* the
+make one Flask app per test, each with its own store. Eager mode (memory://?eager=1)
+is the extension's own: `Deferq(url="memory://?eager=1")`. The extension *is* the
 deferq.App: run workers with `deferq worker --app yourmodule:deferq_ext` and the same
 URL (DEFERQ_URL or --url), and call `deferq_ext.get(id)`, `.stats()` and the rest.
 
@@ -32,6 +33,7 @@ import atexit
 from typing import Any
 
 from ..app import App
+from ..errors import ConfigError
 
 EXTENSION = "deferq"
 
@@ -60,11 +62,14 @@ class Deferq(App):
             self._closes_at_exit = True
 
     def _rebind(self, url: str) -> None:
-        """Point this App (and so every task declared on it) at another store. An App
-        built the same way checks the URL and says whether it runs eagerly."""
-        configured = App(url, **self._options)
-        self.close()  # the next use opens the new store
-        self.url, self.eager = configured.url, configured.eager
+        """Point this App (and so every task declared on it) at another store."""
+        if App(url, **self._options).eager != self.eager:  # checks the URL as App does, too
+            raise ConfigError(
+                f"DEFERQ_URL {url!r} would change whether tasks run eagerly, which is chosen when "
+                f"the extension is made: Deferq(url={url!r}) (or deferq.testing.drain in tests)"
+            )
+        self.close()  # the store opened for the previous Flask app, if any
+        self.use_url(url)
 
     def _teardown(self, _exc: BaseException | None) -> None:
         from flask import current_app

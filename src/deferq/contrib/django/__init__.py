@@ -25,11 +25,8 @@ and `python manage.py deferq worker` (or run, stats, dead list, ...).
 
 from __future__ import annotations
 
-from .lazy import DjangoApp
+from .lazy import DjangoApp, app
 from .transactions import enqueue_many_on_commit, enqueue_on_commit, shares_database, use_pymysql
-
-#: The App described by settings.DEFERQ / settings.DEFERQ_URL, built on first use.
-app = DjangoApp()
 
 __all__ = [
     "DjangoApp", "app", "enqueue_many_on_commit", "enqueue_on_commit", "shares_database", "use_pymysql",

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from django.apps import AppConfig
-from django.utils.module_loading import autodiscover_modules
+from django.apps import AppConfig  # type: ignore[import-untyped]
+from django.utils.module_loading import autodiscover_modules  # type: ignore[import-untyped]
 
 
-class DeferqConfig(AppConfig):
+class DeferqConfig(AppConfig):  # type: ignore[misc]
     name = "deferq.contrib.django"
     label = "deferq"
     verbose_name = "deferq"

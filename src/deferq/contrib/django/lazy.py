@@ -8,14 +8,15 @@ settings are configured is therefore safe.
 
 from __future__ import annotations
 
-import functools
-import inspect
+import asyncio
 import threading
 from collections.abc import Callable
 from typing import Any
 
 from ...app import App
-from ...worker.runner import current_job
+from ...backends.base import Outcome
+from ...job import Job
+from ...middleware import Middleware
 
 _SETUP = threading.RLock()  # one thread builds the App; App.__init__ may re-enter
 PENDING = "_deferq_django_pending"
@@ -25,8 +26,8 @@ BUSY = "_deferq_django_busy"
 def settings_options() -> dict[str, Any]:
     """App keyword options from `settings.DEFERQ` (a dict; keys are App's keyword
     arguments, any case) and `settings.DEFERQ_URL`; the dict's url wins."""
-    from django.conf import settings
-    from django.core.exceptions import ImproperlyConfigured
+    from django.conf import settings  # type: ignore[import-untyped]
+    from django.core.exceptions import ImproperlyConfigured  # type: ignore[import-untyped]
 
     given = getattr(settings, "DEFERQ", None) or {}
     if not isinstance(given, dict):
@@ -58,6 +59,7 @@ class DjangoApp(App):
             self.__dict__[BUSY] = True
             try:
                 App.__init__(self, **load())
+                self.add_middleware(CloseOldConnections())
                 del self.__dict__[PENDING]
             finally:
                 del self.__dict__[BUSY]
@@ -80,41 +82,29 @@ class DjangoApp(App):
             return "<deferq.App from Django settings, not built yet>"
         return super().__repr__()
 
-    def task(self, fn: Callable[..., Any] | None = None, **options: Any) -> Any:
-        """`App.task`, and a sync task run by a worker closes its thread's Django
-        database connections when they are broken or past CONN_MAX_AGE, before and
-        after each job, as Django does around each request."""
-        register = super().task(**options)
 
-        def register_wrapped(func: Callable[..., Any]) -> Any:
-            return register(self._with_fresh_connections(func))
+class CloseOldConnections(Middleware):
+    """Around each sync job, close this thread's Django database connections that are
+    broken or older than CONN_MAX_AGE, as Django does around each request; a worker
+    thread would otherwise keep a dead connection after a database restart. Spares
+    a connection inside a transaction (an eager job runs in its caller's thread, perhaps
+    inside `atomic()`), and the event loop's thread (async tasks use Django's async
+    ORM, and sync database calls are refused there)."""
 
-        return register_wrapped(fn) if fn is not None else register_wrapped
+    def before_run(self, job: Job) -> None:
+        close_old_connections()
 
-    def _with_fresh_connections(self, func: Callable[..., Any]) -> Callable[..., Any]:
-        if inspect.iscoroutinefunction(func):
-            return func  # Django's async ORM manages its own connections
-        wrappers = self.__dict__.setdefault("_deferq_django_wrappers", {})
-        if func not in wrappers:  # the same function registered again keeps one wrapper
-
-            @functools.wraps(func)
-            def run(*args: Any, **kwargs: Any) -> Any:
-                if current_job() is None:  # called directly, not as a job
-                    return func(*args, **kwargs)
-                close_old_connections()
-                try:
-                    return func(*args, **kwargs)
-                finally:
-                    close_old_connections()
-
-            wrappers[func] = run
-        return wrappers[func]
+    def after_run(self, job: Job, outcome: Outcome, exc: BaseException | None) -> None:
+        close_old_connections()
 
 
 def close_old_connections() -> None:
-    """django.db.close_old_connections, sparing a connection inside a transaction
-    (an eager job runs in its caller's thread, perhaps inside `atomic()`)."""
-    from django.db import connections
+    try:
+        asyncio.get_running_loop()
+        return
+    except RuntimeError:
+        pass
+    from django.db import connections  # type: ignore[import-untyped]
 
     for connection in connections.all(initialized_only=True):
         if not connection.in_atomic_block:
@@ -125,9 +115,14 @@ def _setup_django() -> None:
     """Outside manage.py (`deferq worker --app deferq.contrib.django:app`, or the
     children of `deferq run`), nothing has called django.setup(): do it, so that
     INSTALLED_APPS' tasks.py modules are imported. Never while Django is loading."""
-    from django.apps import apps
+    from django.apps import apps  # type: ignore[import-untyped]
 
     if not apps.ready and not apps.loading:
-        import django
+        import django  # type: ignore[import-untyped]
 
         django.setup()
+
+
+#: The App described by settings.DEFERQ / settings.DEFERQ_URL, built on first use
+#: (re-exported as deferq.contrib.django.app).
+app = DjangoApp()

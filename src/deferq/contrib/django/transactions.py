@@ -31,10 +31,12 @@ THIS_MACHINE = {"", "localhost", "127.0.0.1", "::1"}  # names of the local serve
 _warned: set[str] = set()
 
 
-def enqueue_on_commit(task: Task, /, *args: Any, **kwargs: Any) -> Job | None:
+def enqueue_on_commit(task: Task[..., Any], /, *args: Any, **kwargs: Any) -> Job | None:
     """`task.enqueue(*args, **kwargs)`, bound to the current transaction of Django's
     default database. Returns the job when it is written now (in the transaction, or
     at once outside one); None when it waits for the commit."""
+    if not isinstance(task.app, App):
+        raise TypeError(f"enqueue_on_commit takes a task of a deferq.App, got {task!r:.60}")
     jobs = enqueue_many_on_commit([task.call(*args, **kwargs)], app=task.app)
     return None if jobs is None else jobs[0]
 
@@ -44,10 +46,10 @@ def enqueue_many_on_commit(
 ) -> list[Job] | None:
     """`app.enqueue_many(calls)` bound to the current transaction of the Django
     database `using` (default: "default"). `app` defaults to the settings' App."""
-    from django.db import DEFAULT_DB_ALIAS, connections, transaction
+    from django.db import DEFAULT_DB_ALIAS, connections, transaction  # type: ignore[import-untyped]
 
     if app is None:
-        from . import app as settings_app
+        from .lazy import app as settings_app
 
         app = settings_app
     calls = list(calls)

@@ -8,7 +8,7 @@ import os
 import sys
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError  # type: ignore[import-untyped]
 
 SETTINGS_APP = "deferq.contrib.django:app"
 DJANGO_GLOBAL_OPTIONS = ("--settings", "--pythonpath")  # manage.py has applied them already
@@ -36,7 +36,7 @@ def without_django_options(args: list[str]) -> list[str]:
     return kept
 
 
-class Command(BaseCommand):
+class Command(BaseCommand):  # type: ignore[misc]
     help = "deferq's command line (worker, run, stats, job, dead, ...) with this project's tasks."
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
