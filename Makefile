@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test services browser lint bench bench-peers clean
+.PHONY: demo test services browser lint docs bench bench-peers clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -34,6 +34,17 @@ lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
 	$(BIN)/mypy
 
+# the documentation site: mkdocs.yml and docs/ into site/; --strict makes a broken link,
+# anchor, or a page missing from the nav an error. NO_MKDOCS_2_WARNING quiets the theme's
+# banner about its end of life (May 2027; the docs extra keeps mkdocs < 2 and material < 10).
+docs: $(VENV)/.docs
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+	@echo "make docs: the site is in site/ (open site/index.html)"
+
+$(VENV)/.docs: $(BIN)/python pyproject.toml
+	$(BIN)/pip install -q -e '.[docs]'
+	touch $@
+
 bench: $(VENV)/.demo
 	$(BIN)/deferq bench
 
@@ -46,4 +57,4 @@ bench-peers: $(STAMP) services
 	$(BIN)/python -m bench.peers.run --postgres $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build site *.egg-info

@@ -121,8 +121,8 @@ def runs(record: Path) -> list[tuple[str, str, int]]:
 
 def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """For a `url` fixture: a SQLite file by default; with `every_store` also db 2 of the
-    shared Redis under a key prefix of its own (deleted afterwards), and the emptied
-    PostgreSQL and MySQL stores of tests/stores/."""
+    shared Redis (`DEFERQ_TEST_REDIS`) under a key prefix of its own (deleted afterwards),
+    and the emptied PostgreSQL and MySQL stores of tests/stores/."""
     kind = getattr(request, "param", "sqlite")
     if kind == "sqlite":
         yield f"sqlite:///{tmp_path}/deferq.db"
@@ -130,21 +130,14 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     if kind != "redis":
         yield request.getfixturevalue(f"{kind}_url")
         return
-    import redis
-
     from tests.conftest import need_service
-    from tests.stores.redis import answers, unique_prefix
+    from tests.stores.redis import delete_prefix, shared_answers, shared_url, shared_where, unique_prefix
 
-    if not answers(6379):
-        need_service("Redis", "nothing answers on 127.0.0.1:6379")
+    if not shared_answers():
+        need_service("Redis", f"nothing answers at {shared_where()} (DEFERQ_TEST_REDIS)")
     prefix = unique_prefix()
-    yield f"redis://127.0.0.1:6379/2?prefix={prefix}"
-    client = redis.Redis(db=2)
-    for pattern in (f"{{{prefix}:*", f"{prefix}:*"):
-        keys = list(client.scan_iter(match=pattern, count=1000))
-        if keys:
-            client.delete(*keys)
-    client.close()
+    yield shared_url(db=2, prefix=prefix)
+    delete_prefix(prefix, db=2)
 
 
 #: run a test on every kind of store: ``@every_store`` with a `url` fixture

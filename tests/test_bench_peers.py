@@ -12,9 +12,12 @@ import redis
 from bench.peers import report, run, stores
 
 from tests.conftest import need_service
+from tests.stores.redis import shared_url, shared_where
 
 ROOT = Path(__file__).resolve().parents[1]
-TEST_REDIS = "redis://127.0.0.1:6379/10"  # not the benchmark's db 9: a real run may be going on
+# db 10 of the shared Redis (DEFERQ_TEST_REDIS): the benchmark flushes its database, so not
+# the suite's own, and not the benchmark's db 9 (a real run may be going on)
+TEST_REDIS = shared_url(db=10)
 
 
 def test_a_peer_that_cannot_load_fails_in_its_row_only():
@@ -56,7 +59,7 @@ def test_raw_and_deferq_rows_on_redis(tmp_path):
     try:
         redis.Redis.from_url(TEST_REDIS).ping()
     except redis.ConnectionError as exc:
-        need_service("Redis on 127.0.0.1:6379", str(exc))
+        need_service(f"Redis at {shared_where()} (DEFERQ_TEST_REDIS)", str(exc))
     output = tmp_path / "peers.md"
     done = subprocess.run(
         [sys.executable, "-m", "bench.peers.run", "--only", "raw,deferq", "--jobs", "300",

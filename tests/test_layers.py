@@ -13,8 +13,6 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import pytest
-
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "deferq"
 
 # The command line: deferq/cli.py, `python -m deferq`, and the bodies of the commands

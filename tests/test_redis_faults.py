@@ -20,7 +20,7 @@ from deferq.errors import StoreUnavailable
 from deferq.job import JobState
 from deferq.task import Call
 from deferq.worker import Worker, WorkerConfig
-from tests.stores.redis import SHARED, RedisServer, answers, unique_prefix, wait_until
+from tests.stores.redis import RedisServer, shared_url, unique_prefix, wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFERQ = str(Path(sys.executable).parent / "deferq")
@@ -63,15 +63,9 @@ def states(app: deferq.App, ids: list[str]) -> dict[str, int]:
     return counts
 
 
-def shared_url() -> str:
-    if not answers(SHARED[1]):
-        pytest.skip("Redis on 127.0.0.1:6379 is not available")
-    return f"redis://{SHARED[0]}:{SHARED[1]}/1?prefix={unique_prefix()}"
-
-
 @pytest.mark.slow
 def test_killed_worker_jobs_come_back_after_the_lease(workers, tmp_path: Path, redis_url: str) -> None:
-    control = f"redis://{SHARED[0]}:{SHARED[1]}/1"
+    control = shared_url()  # the redis_url fixture has checked that it answers
     flag = f"{unique_prefix()}:hold"
     client = redis.Redis.from_url(control)
     client.set(flag, 1)

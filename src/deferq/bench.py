@@ -24,7 +24,7 @@ from typing import Any
 import orjson
 
 from .app import App
-from .backends.base import Outcome
+from .backends.base import Outcome, OutcomeKind
 from .job import Job
 
 app = App(os.environ.get("DEFERQ_URL", "memory://"))
@@ -283,7 +283,7 @@ def describe(results: dict[str, Any]) -> list[tuple[str, str]]:
 def clean_waiting(bound: App) -> None:
     """Drop the jobs an enqueue workload left waiting, so the next workload starts empty."""
     while leased := bound.backend.reserve(["bench"], 5000, "bench-drain", 60, (0, 1, 2)):
-        bound.backend.settle([Outcome(job, "succeeded") for job in leased])
+        bound.backend.settle([Outcome(job, OutcomeKind.SUCCEEDED) for job in leased])
     clean(bound)
 
 

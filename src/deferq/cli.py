@@ -219,7 +219,7 @@ def dead_retry(app: App, job_id: str | None, retry_all: bool) -> None:
                 break
         click.echo(f"retried {count} job(s)")
         return
-    if not app.retry_dead(job_id):
+    if job_id is None or not app.retry_dead(job_id):
         raise click.ClickException(f"job {job_id} is not dead")
     click.echo(f"retried {job_id}")
 

@@ -100,6 +100,7 @@ class Job:
     error: str | None = None
     result: Any = None
     finished_at: float | None = None
+    meta: dict[str, Any] = field(default_factory=dict)  # carried for middleware (e.g. trace context)
 
     @property
     def priority_name(self) -> str:
@@ -135,10 +136,13 @@ def loads(data: bytes | str) -> Any:
     return orjson.loads(data)
 
 
-def encode_payload(task: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bytes:
-    """`[args, kwargs]` as JSON; refuses, by name, arguments that JSON cannot carry."""
+def encode_payload(
+    task: str, args: tuple[Any, ...], kwargs: dict[str, Any], meta: dict[str, Any] | None = None
+) -> bytes:
+    """`[args, kwargs]` (or `[args, kwargs, meta]`) as JSON; refuses, by name, arguments
+    that JSON cannot carry."""
     try:
-        return orjson.dumps((args, kwargs))
+        return orjson.dumps((args, kwargs, meta) if meta else (args, kwargs))
     except TypeError:
         pass  # find and name the culprit
     for i, value in enumerate(args):
@@ -146,6 +150,18 @@ def encode_payload(task: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> 
     for name, value in kwargs.items():
         _check_json(value, f"argument {name!r} of {task}()")
     raise PayloadError(f"the arguments of {task}() are not JSON-serializable")
+
+
+def decode_payload(payload: bytes | str) -> tuple[tuple[Any, ...], dict[str, Any], dict[str, Any]]:
+    """(args, kwargs, meta) of a stored payload; ValueError if it is not one."""
+    decoded = orjson.loads(payload)
+    if type(decoded) is not list or len(decoded) not in (2, 3):
+        raise ValueError("payload is not [args, kwargs] or [args, kwargs, meta]")
+    args, kwargs, *rest = decoded
+    meta = rest[0] if rest else {}
+    if type(args) is not list or type(kwargs) is not dict or type(meta) is not dict:
+        raise ValueError("payload is not [args, kwargs] or [args, kwargs, meta]")
+    return tuple(args), kwargs, meta
 
 
 def _check_json(value: Any, where: str) -> None:

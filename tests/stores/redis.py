@@ -1,7 +1,8 @@
 """Redis stores for the behaviour suite: the shared server, a cluster, and two shards.
 
-- `redis_url`: the shared Redis on 127.0.0.1:6379, db 1, under a unique key prefix
-  (other test sessions use the same server: nothing here flushes it).
+- `redis_url`: the shared Redis of `DEFERQ_TEST_REDIS` (default 127.0.0.1:6379, db 1),
+  under a unique key prefix (other test sessions use the same server: nothing here
+  flushes it). Tests that need another database of that server ask `shared_url(db=N)`.
 - `redis_cluster_url`: a 3-master Redis Cluster this session starts on free ports.
 - `redis_shards_url`: two independent redis-servers this session starts.
 Servers started here live in a temporary directory and stop at the session's end.
@@ -17,10 +18,61 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import pytest
 
-SHARED = ("127.0.0.1", 6379)
+#: the shared Redis the suite may use (never flushed: every test keeps to a key prefix)
+TEST_REDIS = os.environ.get("DEFERQ_TEST_REDIS", "redis://127.0.0.1:6379/1")
+
+
+def shared_url(db: int | None = None, prefix: str | None = None) -> str:
+    """`DEFERQ_TEST_REDIS`, on database `db` instead of its own when given, and under
+    key prefix `prefix` when given."""
+    parts = urlsplit(TEST_REDIS)
+    path = f"/{db}" if db is not None else parts.path
+    query = dict(parse_qsl(parts.query))
+    if prefix is not None:
+        query["prefix"] = prefix
+    return urlunsplit((parts.scheme, parts.netloc, path, urlencode(query), ""))
+
+
+def shared_where() -> str:
+    """host:port/db of the shared Redis, without credentials, for skip messages."""
+    parts = urlsplit(TEST_REDIS)
+    return f"{parts.hostname}:{parts.port or 6379}{parts.path}"
+
+
+def shared_client(db: int | None = None):  # type: ignore[no-untyped-def]
+    """A redis-py client of the shared Redis (database `db`, else the setting's)."""
+    import redis
+
+    return redis.Redis.from_url(shared_url(db), socket_timeout=5, socket_connect_timeout=2)
+
+
+def shared_answers() -> bool:
+    import redis
+
+    try:
+        client = redis.Redis.from_url(shared_url(), socket_timeout=0.5, socket_connect_timeout=0.5)
+        try:
+            return bool(client.ping())
+        finally:
+            client.close()
+    except (redis.ConnectionError, redis.TimeoutError, redis.ResponseError):
+        return False
+
+
+def delete_prefix(prefix: str, db: int | None = None) -> None:
+    """Delete the keys under `prefix` (hash-tagged or not) in the shared Redis."""
+    client = shared_client(db)
+    try:
+        for pattern in (f"{{{prefix}:*", f"{prefix}:*"):
+            batch = list(client.scan_iter(match=pattern, count=1000))
+            for i in range(0, len(batch), 500):
+                client.delete(*batch[i : i + 500])
+    finally:
+        client.close()
 
 
 def unique_prefix() -> str:
@@ -111,22 +163,11 @@ def _need_redis_server() -> None:
 def redis_url() -> Iterator[str]:
     from tests.conftest import need_service
 
-    if not answers(SHARED[1]):
-        need_service("Redis", f"nothing answers on {SHARED[0]}:{SHARED[1]}")
+    if not shared_answers():
+        need_service("Redis", f"nothing answers at {shared_where()} (DEFERQ_TEST_REDIS)")
     prefix = unique_prefix()
-    yield f"redis://{SHARED[0]}:{SHARED[1]}/1?prefix={prefix}"
-    _delete_prefix(prefix)
-
-
-def _delete_prefix(prefix: str) -> None:
-    import redis
-
-    client = redis.Redis(*SHARED, db=1)
-    for pattern in (f"{{{prefix}:*", f"{prefix}:*"):
-        batch = list(client.scan_iter(match=pattern, count=1000))
-        for i in range(0, len(batch), 500):
-            client.delete(*batch[i : i + 500])
-    client.close()
+    yield shared_url(prefix=prefix)
+    delete_prefix(prefix)
 
 
 @pytest.fixture(scope="session")
@@ -190,4 +231,7 @@ def redis_shards_url(redis_shard_ports: list[int]) -> str:
     return f"redis+shards://{servers}?prefix={unique_prefix()}"
 
 
-__all__ = ["RedisServer", "free_port", "unique_prefix", "wait_until", "answers", "os"]
+__all__ = [
+    "RedisServer", "TEST_REDIS", "answers", "delete_prefix", "free_port", "shared_answers", "shared_client",
+    "shared_url", "shared_where", "unique_prefix", "wait_until",
+]

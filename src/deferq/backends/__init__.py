@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from urllib.parse import urlsplit
 
 from ..errors import ConfigError, MissingExtra
@@ -44,5 +45,5 @@ def open_backend(url: str, **options: object) -> Backend:
         if exc.name and exc.name.startswith(__name__):
             raise ConfigError(f"the {scheme}:// backend is not available in this build") from None
         raise
-    backend_class = getattr(module, class_name)
+    backend_class: Callable[..., Backend] = getattr(module, class_name)  # each takes (url, **options)
     return backend_class(url, **options)

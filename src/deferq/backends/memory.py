@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Any, TypedDict
 
-from ..job import Job, JobState, loads
+from ..job import Job, JobState, decode_payload
 from .base import Backend, Enqueue, Outcome, QueueStats, finished_only, state_for_waiting
 
 _WAITING = JobState.QUEUED  # stored state of every waiting job; see base.py
@@ -63,8 +63,8 @@ class MemoryBackend(Backend):
                     continue
                 job = item.stored(now)
                 if item.payload:  # what a worker would read back from a real store
-                    args, kwargs = loads(item.payload)
-                    job = job.evolve(args=tuple(args), kwargs=kwargs)
+                    args, kwargs, meta = decode_payload(item.payload)
+                    job = job.evolve(args=args, kwargs=kwargs, meta=meta)
                 self._jobs[job.id] = job.evolve(state=_WAITING)
                 self._order[job.id] = next(self._seq)
                 stored.append(job)

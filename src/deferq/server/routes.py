@@ -38,7 +38,8 @@ def needs(scope: str) -> Callable[[Handler], Handler]:
 
 
 def _path(request: Request, name: str) -> str:
-    return request.path_params[name]
+    value: str = request.path_params[name]
+    return value
 
 
 async def refusal(service: Service, job_id: str, code: str, rule: str) -> ApiError:

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from ..app import App
-from ..backends.base import Enqueue
+from ..backends.base import Backend, Enqueue
 from ..backends.guard import STORE_FAILURES
 from ..errors import ConfigError, MissingExtra
 from ..job import UNFINISHED_STATES, Job
@@ -66,7 +66,8 @@ class EnqueueBatcher:
     async def _drain(self) -> None:
         try:
             while self._pending:
-                batch, count = [], 0
+                batch: list[tuple[list[Enqueue], asyncio.Future[list[Job]]]] = []
+                count = 0
                 while self._pending and (not batch or count + len(self._pending[0][0]) <= self.max_items):
                     request = self._pending.popleft()
                     batch.append(request)
@@ -138,14 +139,14 @@ class Service:
             app = load_app(config.app_path, config.url)
         self.app = app
         delivery.install(app)  # so jobs of topics get the delivery task's defaults
-        self.tokens = Cached(auth.CACHE_SECONDS)
-        self.topics = Cached(topics_module.CACHE_SECONDS)
+        self.tokens: Cached[str | None] = Cached(auth.CACHE_SECONDS)
+        self.topics: Cached[topics_module.Topic | None] = Cached(topics_module.CACHE_SECONDS)
         self.batcher = EnqueueBatcher(self._enqueue_items, config.enqueue_flights)
         self.queue_lengths = QueueLengths(self)
         self.metrics = Metrics(self)
 
     @property
-    def backend(self) -> Any:
+    def backend(self) -> Backend:
         """The store, opened on first use; a store that cannot be opened is a 503."""
         try:
             return self.app.backend

@@ -171,12 +171,12 @@ class Master:
         self.periodic_ok = self.health.up and self.health.call(self.periodic.run_due, self.store_now())[0]
 
     def _check(self, now: float) -> None:
-        ok, store_now = self.health.call(self.app.backend.now)
-        if ok:
+        _, store_now = self.health.call(self.app.backend.now)
+        if store_now is not None:
             self.clock_offset = store_now - time.time()
         self._watch_children(now)
-        ok, stats = self.health.call(self.app.backend.stats)
-        if ok:
+        _, stats = self.health.call(self.app.backend.stats)
+        if stats is not None:
             self._autoscale(stats, now)
             self.monitor.check(stats)
         self.maintenance.run(now)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...job import Job, JobState, dumps, loads
+from ...job import Job, JobState, decode_payload, dumps, loads
 from ..base import Enqueue, state_for_waiting
 
 ENQUEUE_STRIDE = 9  # ARGV values per job in enqueue.lua
@@ -56,9 +56,7 @@ def _text(value: bytes | None) -> str | None:
 def _read_well_formed(job_id: str, queue: str, f: dict[bytes, bytes], now: float) -> Job:
     """The hot path (every leased job): strict, raises on anything unexpected."""
     get = f.get
-    args, kwargs = loads(f[b"payload"])
-    if type(args) is not list or type(kwargs) is not dict:
-        raise TypeError("payload is not [args, kwargs]")
+    args, kwargs, meta = decode_payload(f[b"payload"])
     run_at = float(f[b"run_at"])
     state = f[b"state"]
     priority = int(f[b"priority"])
@@ -66,14 +64,14 @@ def _read_well_formed(job_id: str, queue: str, f: dict[bytes, bytes], now: float
         raise ValueError("priority out of range")
     result = get(b"result")
     return Job(
-        id=job_id, task=f[b"task"].decode(), args=tuple(args), kwargs=kwargs, queue=queue,
+        id=job_id, task=f[b"task"].decode(), args=args, kwargs=kwargs, queue=queue,
         priority=priority,
         state=state_for_waiting(run_at, now) if state == b"queued" else _STATES[state],
         attempts=int(get(b"attempts") or 0), max_attempts=int(f[b"max_attempts"]),
         timeout=_number(get(b"timeout")), key=_text(get(b"key")), run_at=run_at,
         created_at=float(f[b"created_at"]), lease_until=_number(get(b"lease_until")),
         worker=_text(get(b"worker")), error=_text(get(b"error")),
-        result=loads(result) if result else None, finished_at=_number(get(b"finished_at")),
+        result=loads(result) if result else None, finished_at=_number(get(b"finished_at")), meta=meta,
     )  # fmt: skip
 
 
@@ -86,7 +84,7 @@ def _read_carefully(job_id: str, queue: str, fields: dict[bytes, bytes], now: fl
     except ValueError:
         reader.problems.append(f"state {state_text!r}")
         state = JobState.DEAD
-    args, kwargs = reader.payload()
+    args, kwargs, meta = reader.payload()
     result = reader.text("result")
     job = Job(
         id=job_id, task=reader.text("task") or "", args=args, kwargs=kwargs, queue=queue,
@@ -97,7 +95,7 @@ def _read_carefully(job_id: str, queue: str, fields: dict[bytes, bytes], now: fl
         created_at=reader.number("created_at", 0.0),
         lease_until=reader.number("lease_until", None), worker=reader.text("worker"),
         error=reader.text("error"), result=reader.json(result, "result"),
-        finished_at=reader.number("finished_at", None),
+        finished_at=reader.number("finished_at", None), meta=meta,
     )  # fmt: skip
     if reader.problems and "_unreadable_payload" not in job.kwargs:
         unreadable = "unreadable job hash: " + ", ".join(reader.problems)
@@ -137,13 +135,10 @@ class _Reader:
             self.problems.append(f"{name} is not JSON")
             return text
 
-    def payload(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    def payload(self) -> tuple[tuple[Any, ...], dict[str, Any], dict[str, Any]]:
         raw = self.fields.get(b"payload")
         try:
-            args, kwargs = loads(raw or b"")
-            if isinstance(args, list) and isinstance(kwargs, dict):
-                return tuple(args), kwargs
-        except (ValueError, TypeError):
-            pass
-        shown = (raw or b"(missing)")[:200].decode("utf-8", "replace")
-        return (), {"_unreadable_payload": f"payload {shown!r} is not JSON [args, kwargs]"}
+            return decode_payload(raw or b"")
+        except ValueError:
+            shown = (raw or b"(missing)")[:200].decode("utf-8", "replace")
+            return (), {"_unreadable_payload": f"payload {shown!r} is not JSON [args, kwargs]"}, {}
