@@ -17,7 +17,9 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "deferq"
 
 # The command line: deferq/cli.py, `python -m deferq`, and the bodies of the commands
 # that deferq/cli.py registers. Only these may import click or one another.
-CLI_LAYER = {"deferq.cli", "deferq.__main__", "deferq.server.cli", "deferq.supervisor.cli"}
+# command-line entry points: the only modules that may import click or deferq.cli
+CLI_LAYER = {"deferq.cli", "deferq.__main__", "deferq.server.cli", "deferq.supervisor.cli",
+             "deferq.contrib.django.management.commands.deferq"}  # fmt: skip
 
 
 def module_names() -> dict[str, Path]:

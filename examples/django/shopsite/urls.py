@@ -1,0 +1,7 @@
+from django.urls import path
+from shop import views
+
+urlpatterns = [
+    path("orders/", views.place_order),
+    path("jobs/<str:job_id>/", views.job_status),
+]
