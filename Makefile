@@ -31,7 +31,7 @@ test: $(STAMP) services browser
 
 # ruff (style, complexity) and mypy --strict over src/deferq (settings in pyproject.toml)
 lint: $(STAMP)
-	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff check src tests bench examples
 	$(BIN)/mypy
 
 # the documentation site: mkdocs.yml and docs/ into site/; --strict makes a broken link,
