@@ -3,6 +3,10 @@
 The worker holds the registry, not the App: for each leased job it asks `spec_for(job)`
 once and hands the spec to the runner, so running, timing out and retrying a job never
 go back to the App.
+
+A worker may bring defaults of its own (`deferq worker --tries N --delay S`) for what a
+task did not set explicitly (`Task.explicit`): they go into the specs, never into the
+stored jobs.
 """
 
 from __future__ import annotations
@@ -16,11 +20,13 @@ from . import backoff as backoff_module
 from .backends.base import Outcome, OutcomeKind
 from .job import Job
 from .middleware import Chain, Middleware
+from .options import TaskDefaults
 from .task import Hook, Task
 
 log = logging.getLogger("deferq.worker")
 
 EVENTS = ("succeeded", "retrying", "dead")
+DEFAULT_ATTEMPTS = TaskDefaults().max_attempts  # what a job carries when nobody chose
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +40,7 @@ class TaskSpec:
     backoff: Callable[[int], float] = backoff_module.DEFAULT
     on_success: Hook | None = None
     on_failure: Hook | None = None
+    max_attempts: int | None = None  # the worker's --tries, in place of the job's max_attempts
 
 
 class Registry:
@@ -43,18 +50,34 @@ class Registry:
         self.chain = Chain()
         self._specs: dict[str, TaskSpec] = {}
         self._event_hooks = False
+        self._worker_attempts: int | None = None
+        self._worker_backoff: Callable[[int], float] | None = None
 
     def add_task(self, task: Task[..., Any]) -> None:
         known = self.tasks.get(task.name)
         if known is not None and known.fn is not task.fn:
             raise ValueError(f"a task named {task.name!r} is already registered")
         self.tasks[task.name] = task
-        self._specs[task.name] = TaskSpec(
-            task.name, task.fn, task.is_async, task.defaults.timeout, task.defaults.backoff,
-            task.on_success, task.on_failure,
-        )  # fmt: skip
+        self._specs[task.name] = self._spec(task)
         if task.on_success or task.on_failure:
             self._use_event_hooks()
+
+    def use_worker_defaults(self, max_attempts: int | None = None,
+                            backoff: Callable[[int], float] | None = None) -> None:  # fmt: skip
+        """A worker's defaults (`deferq worker --tries N --delay S`) for the tasks whose
+        `@app.task(...)` set no max_attempts or no backoff. --tries applies to the jobs
+        that carry deferq's default attempts: a job given its own max_attempts keeps it."""
+        self._worker_attempts, self._worker_backoff = max_attempts, backoff
+        for task in self.tasks.values():
+            self._specs[task.name] = self._spec(task)
+
+    def _spec(self, task: Task[..., Any]) -> TaskSpec:
+        backoff = task.defaults.backoff
+        if self._worker_backoff is not None and "backoff" not in task.explicit:
+            backoff = self._worker_backoff
+        attempts = None if "max_attempts" in task.explicit else self._worker_attempts
+        return TaskSpec(task.name, task.fn, task.is_async, task.defaults.timeout, backoff,
+                        task.on_success, task.on_failure, attempts)  # fmt: skip
 
     def add_hook(self, event: str, fn: Hook) -> None:
         if event not in EVENTS:
@@ -66,10 +89,13 @@ class Registry:
         self.chain.add(middleware)
 
     def spec_for(self, job: Job) -> TaskSpec:
-        """The job's task, with the job's own timeout when it carries one."""
+        """The job's task, with the job's own timeout when it carries one, and its own
+        max_attempts when it was given one (anything but deferq's default)."""
         spec = self._specs.get(job.task)
         if spec is None:
             return TaskSpec(job.task, None, timeout=job.timeout)
+        if spec.max_attempts is not None and job.max_attempts != DEFAULT_ATTEMPTS:
+            spec = replace(spec, max_attempts=None)
         if job.timeout is not None and job.timeout != spec.timeout:
             return replace(spec, timeout=job.timeout)
         return spec
