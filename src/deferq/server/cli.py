@@ -9,7 +9,8 @@ import tempfile
 
 import click
 
-from ..loading import load_app, open_store, require
+from ..errors import DeferqError
+from ..loading import check_new_store, load_app, open_store, require
 from ..output import safe_url, say
 from .config import ENV
 from .config import ServerConfig as ServerConfig  # re-exported: cli.py imports it from here
@@ -37,8 +38,11 @@ def serve(config: ServerConfig, host: str, port: int, workers: int, create: bool
     from .metrics import MULTIPROCESS_ENV
 
     app = load_app(config.app_path, config.url)  # a wrong --app is one sentence here, not in uvicorn
+    check_new_store(app.url, create)
     try:
-        open_store(app, create, say)
+        open_store(app, True, say)
+    except (DeferqError, OSError) as exc:  # the service starts anyway and answers 503 meanwhile
+        say(f"the store cannot be opened now ({exc}): the API answers 503 until it can")
     finally:
         app.close()
     check_address(host, port)
