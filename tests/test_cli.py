@@ -230,8 +230,8 @@ def test_serve_says_where_it_listens_the_dashboard_and_auth(url, tmp_path):
         while not any("auth" in line for line in said) and time.monotonic() < deadline:
             said.append(server.stderr.readline())
         text = "".join(said)
-        assert f"serving on http://127.0.0.1:{port} with 1 process, store {url}" in text
-        assert f"dashboard: http://127.0.0.1:{port}/" in text
+        assert f"deferq: serving on http://127.0.0.1:{port}, 1 process\ndeferq: store {url}\n" in text
+        assert f"dashboard http://127.0.0.1:{port}/, metrics http://127.0.0.1:{port}/metrics" in text
         assert "auth on: the API needs a token" in text
         assert "created a new store" in text
         answer = wait_until(lambda: _get(f"http://127.0.0.1:{port}/healthz"), 20, "the server answering")
@@ -245,6 +245,17 @@ def test_serve_says_where_it_listens_the_dashboard_and_auth(url, tmp_path):
     opened = run_deferq("serve", "--url", url, "--port", str(port), "--no-auth", "--host", "127.0.0.1",
                         "--workers", "0")  # fmt: skip
     assert opened.returncode == 2 and "must be at least 1" in opened.stderr
+
+
+def test_serve_names_every_interface_open_auth_and_hides_passwords():
+    from deferq.server.cli import ServerConfig, announce
+
+    lines = announce(ServerConfig(auth=False), "0.0.0.0", 8088, 2, "redis://:s3cret@cache:6379/0")
+    assert lines[:2] == ["serving on http://0.0.0.0:8088 (every interface), 2 processes",
+                         "store redis://:***@cache:6379/0"]  # fmt: skip
+    assert lines[2] == "dashboard http://127.0.0.1:8088/, metrics http://127.0.0.1:8088/metrics"
+    assert lines[3].startswith("auth OFF (--no-auth): every route is open")
+    assert "s3cret" not in "".join(lines)
 
 
 def _get(address: str) -> int | None:

@@ -83,8 +83,9 @@ def announce(config: ServerConfig, host: str, port: int, workers: int, url: str)
     auth = ("auth on: the API needs a token (deferq token create --scope producer)" if config.auth
             else "auth OFF (--no-auth): every route is open to anyone who can connect")  # fmt: skip
     return [
-        f"serving on http://{shown}:{port}{anywhere} with {processes}, store {safe_url(url)}",
-        f"dashboard: http://{local}:{port}/   metrics: http://{local}:{port}/metrics",
+        f"serving on http://{shown}:{port}{anywhere}, {processes}",
+        f"store {safe_url(url)}",
+        f"dashboard http://{local}:{port}/, metrics http://{local}:{port}/metrics",
         auth,
     ]
 

@@ -87,7 +87,12 @@ class DeliveryStats:
                 self.published = time.monotonic()
                 self.dirty = False
                 record = orjson.dumps(self.totals)
-            backend.kv_put(NAMESPACE, self.key, record, ttl=RECORD_TTL)
+            try:
+                backend.kv_put(NAMESPACE, self.key, record, ttl=RECORD_TTL)
+            except BaseException:
+                with self._lock:
+                    self.dirty = True  # the next attempt (or its timer) tries again
+                raise
 
     def _publish_late(self) -> None:
         with self._lock:
