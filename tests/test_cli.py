@@ -363,34 +363,34 @@ def test_worker_defaults_apply_only_where_the_task_and_the_job_chose_nothing():
     assert app.get(own.id).attempts == 5
 
 
-def test_worker_delay_sets_the_wait_between_tries_of_tasks_without_a_backoff(url, tasks, tmp_path):
+def failing_job_after_a_worker(url: str, tasks: str, cwd: Path, *options: str) -> deferq.Job:
+    """Enqueue one job of the always-failing task, run `deferq worker --burst OPTIONS`, and
+    return the job as the store has it then."""
     app = importlib.import_module(tasks).app
     app.use_url(url)
     job = app.tasks["fails"].enqueue()
     app.close()
-    result = run_deferq("worker", "--app", f"{tasks}:app", "--url", url, "--burst", "--tries", "2",
-                        "--delay", "30", "--poll-interval", "0.05", cwd=tmp_path)  # fmt: skip
+    result = run_deferq("worker", "--app", f"{tasks}:app", "--url", url, "--burst", *options, cwd=cwd)
     assert result.returncode == 0, result.stderr
     again = deferq.App(url)
-    stored = again.get(job.id)
+    try:
+        return again.get(job.id)
+    finally:
+        again.close()
+
+
+def test_worker_delay_sets_the_wait_between_tries_of_tasks_without_a_backoff(url, tasks, tmp_path):
+    stored = failing_job_after_a_worker(url, tasks, tmp_path, "--tries", "2", "--delay", "30",
+                                        "--poll-interval", "0.05")  # fmt: skip
     assert (stored.state, stored.attempts) == ("scheduled", 1)
     assert stored.run_at - time.time() == pytest.approx(30, abs=5)
-    again.close()
     refused = run_deferq("worker", "--app", f"{tasks}:app", "--poll-interval", "0", cwd=tmp_path)
     assert refused.returncode == 2 and "--poll-interval" in refused.stderr
 
 
 def test_worker_tries_decide_when_a_job_is_dead(url, tasks, tmp_path):
-    app = importlib.import_module(tasks).app
-    app.use_url(url)
-    job = app.tasks["fails"].enqueue()
-    app.close()
-    result = run_deferq("worker", "--app", f"{tasks}:app", "--url", url, "--burst", "--tries", "2",
-                        "--delay", "0", cwd=tmp_path)  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    again = deferq.App(url)
-    assert (again.get(job.id).state, again.get(job.id).attempts) == ("dead", 2)
-    again.close()
+    stored = failing_job_after_a_worker(url, tasks, tmp_path, "--tries", "2", "--delay", "0")
+    assert (stored.state, stored.attempts) == ("dead", 2)
 
 
 # -- 9. deferq worker --metrics-port
