@@ -209,3 +209,29 @@ def test_the_command_line_reports_a_wrong_app_as_a_usage_error():
     result = CliRunner().invoke(main, ["stats", "--app", "nothing_here_at_all:app", "--url", "memory://"])
     assert result.exit_code == 2 and "cannot import 'nothing_here_at_all'" in result.output, result.output
     assert "Usage:" in result.output and "Traceback" not in result.output
+
+
+def test_every_mistake_is_reported_at_once_one_per_line():
+    table = {"colour": 1, "grace": "soon", "metrics_port": 70000,
+             "pools": {"a": {"concurrency": 0, "max_child_memory": "lots"}, "b c": {}},
+             "periodic": {"p": {"cron": "every day", "task": "t"}, "q": {"cron": "* * * * *"}}}  # fmt: skip
+    with pytest.raises(ConfigError) as caught:
+        parse_config(table, "deferq.toml")
+    lines = str(caught.value).splitlines()
+    assert lines[0] == "deferq.toml has 8 problems:"
+    expected = ["unknown key 'colour' in the config file", "grace must be a duration",
+                "metrics_port must be a port number", "pools.a.max_child_memory must be a size",
+                "pools.a.concurrency must be a whole number", "pool name 'b c'",
+                "periodic job 'p' has an invalid cron expression", "periodic.q needs task"]  # fmt: skip
+    assert len(lines) == 1 + len(expected)
+    for line, start in zip(lines[1:], expected):
+        assert line.startswith(f"  {start}"), (line, start)
+
+
+def test_metrics_port_and_host():
+    config = parse_config({"metrics_port": 9100, "pools": {"a": {}}})
+    assert (config.metrics_port, config.metrics_host) == (9100, "127.0.0.1")
+    config = parse_config({"metrics_port": 9100, "metrics_host": "0.0.0.0", "pools": {"a": {}}})
+    assert config.metrics_host == "0.0.0.0" and parse_config({"pools": {"a": {}}}).metrics_port is None
+    with pytest.raises(ConfigError, match="metrics_port must be a whole number of at least 1"):
+        parse_config({"metrics_port": "9100", "pools": {"a": {}}})

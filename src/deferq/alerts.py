@@ -282,5 +282,5 @@ def _httpx() -> Any:
     try:
         import httpx
     except ImportError:
-        raise MissingExtra("alerts", "httpx") from None
+        raise MissingExtra("alerts", "httpx", needed_by="webhook alerts") from None
     return httpx

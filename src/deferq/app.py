@@ -129,7 +129,8 @@ class App:
             raise ConfigError(str(exc)) from None
 
         def register(func: Callable[P, R]) -> Task[P, R]:
-            task = Task(self, func, name or func.__name__, task_defaults, on_success, on_failure)
+            task = Task(self, func, name or func.__name__, task_defaults, on_success, on_failure,
+                        explicit=frozenset(defaults))  # fmt: skip
             self.registry.add_task(task)
             return task
 

@@ -24,12 +24,10 @@ class SchemaOutdated(DeferqError):
 
 
 class MissingExtra(DeferqError, ImportError):
-    """An optional backend is used without its package installed."""
+    """An optional part (a backend, `deferq serve`, metrics) is used without its package."""
 
-    def __init__(self, extra: str, module: str) -> None:
-        super().__init__(
-            f"this backend needs the {module!r} package: pip install 'deferq[{extra}]'"
-        )
+    def __init__(self, extra: str, module: str, needed_by: str = "this backend") -> None:
+        super().__init__(f"{needed_by} needs the {module!r} package: pip install 'deferq[{extra}]'")
 
 
 class Retry(DeferqError):

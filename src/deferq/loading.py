@@ -5,6 +5,10 @@ It sits below the command line so that the server and the supervisor can load an
 without importing the CLI or click. A name that leads nowhere is a ConfigError in one
 sentence; each caller reports it its own way (the CLI as a usage error, the master as a
 refused config, a child as a line in the master's log).
+
+Also here, for the same callers: the optional packages deferq imports and the extra that
+installs each (`require`, `missing_extra`: one install hint everywhere), and whether a
+sqlite:/// store exists yet (`new_sqlite_file`).
 """
 
 from __future__ import annotations
@@ -12,11 +16,72 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+from collections.abc import Callable
+from pathlib import Path
+from urllib.parse import urlsplit
 
 from .app import App
-from .errors import ConfigError
+from .errors import ConfigError, MissingExtra
 
 APP_ENV = "DEFERQ_APP"
+
+# Optional packages by the extra of pyproject.toml that installs them.
+EXTRAS = {
+    "starlette": "server", "uvicorn": "server", "httpx": "server", "prometheus_client": "server",
+    "redis": "redis", "hiredis": "redis", "psycopg": "postgres", "psycopg_pool": "postgres",
+    "pymysql": "mysql",
+}  # fmt: skip
+
+
+def require(*modules: str, needed_by: str) -> None:
+    """Import each optional module, or raise MissingExtra naming the extra to install."""
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            raise missing_extra(exc, needed_by) or exc from None
+
+
+def missing_extra(exc: ImportError, needed_by: str) -> MissingExtra | None:
+    """The install hint for an ImportError of an optional package; None for any other."""
+    if isinstance(exc, MissingExtra):
+        return exc
+    top = (exc.name or "").partition(".")[0]
+    return MissingExtra(EXTRAS[top], top, needed_by) if top in EXTRAS else None
+
+
+def new_sqlite_file(url: str) -> Path | None:
+    """The file a sqlite:/// URL names when it does not exist yet (opening the store will
+    create it); None for an existing file, :memory: and every other store."""
+    if urlsplit(url).scheme.lower() != "sqlite":
+        return None
+    rest = url.split("://", 1)[1].split("?", 1)[0]
+    path = rest[1:] if rest.startswith("/") else rest  # sqlite:///relative, sqlite:////absolute
+    if not path or path == ":memory:" or os.path.exists(path):
+        return None
+    return Path(path).absolute()
+
+
+def check_new_store(url: str, create: bool) -> Path | None:
+    """The SQLite file `url` would create, refused (ConfigError) when `create` is false."""
+    new = new_sqlite_file(url)
+    if new is not None and not create:
+        raise ConfigError(f"no store at {new}: the file does not exist and --no-create forbids "
+                          f"making it (check --url or DEFERQ_URL)")  # fmt: skip
+    return new
+
+
+def created_store(path: Path) -> str:
+    return f"created a new store at {path}"
+
+
+def open_store(app: App, create: bool, say: Callable[[str], None]) -> None:
+    """Open the App's store now when it is a SQLite file that does not exist yet, and `say`
+    that it was created; with `create` false, refuse instead. Other stores open on first use."""
+    new = check_new_store(app.url, create)
+    if new is not None:
+        app.backend  # noqa: B018 - opening creates the file
+        say(created_store(new))
 
 
 def load_app(spec: str | None, url: str | None = None) -> App:
@@ -35,6 +100,10 @@ def load_app(spec: str | None, url: str | None = None) -> App:
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
+        missing = exc.name or ""
+        extra = missing_extra(exc, f"the app {spec!r}")
+        if extra is not None and not f"{module_name}.".startswith(f"{missing}."):  # not the app's own module
+            raise extra from None
         raise ConfigError(f"cannot import {module_name!r} for the app {spec!r}: {exc}") from None
     app = getattr(module, attr, None)
     if not isinstance(app, App):

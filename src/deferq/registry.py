@@ -3,6 +3,10 @@
 The worker holds the registry, not the App: for each leased job it asks `spec_for(job)`
 once and hands the spec to the runner, so running, timing out and retrying a job never
 go back to the App.
+
+A worker may bring defaults of its own (`deferq worker --tries N --delay S`) for what a
+task did not set explicitly (`Task.explicit`): they go into the specs, never into the
+stored jobs.
 """
 
 from __future__ import annotations
@@ -17,11 +21,13 @@ from .backends.base import Outcome, OutcomeKind
 from .codec import Decoder, codec_for
 from .job import Job
 from .middleware import Chain, Middleware
+from .options import TaskDefaults
 from .task import Hook, Task
 
 log = logging.getLogger("deferq.worker")
 
 EVENTS = ("succeeded", "retrying", "dead")
+DEFAULT_ATTEMPTS = TaskDefaults().max_attempts  # what a job carries when nobody chose
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +41,7 @@ class TaskSpec:
     backoff: Callable[[int], float] = backoff_module.DEFAULT
     on_success: Hook | None = None
     on_failure: Hook | None = None
+    max_attempts: int | None = None  # the worker's --tries, in place of the job's max_attempts
     decode: Decoder | None = None  # arguments back to their annotated types (codec.py)
 
 
@@ -45,6 +52,8 @@ class Registry:
         self.chain = Chain()
         self._specs: dict[str, TaskSpec] = {}
         self._event_hooks = False
+        self._worker_attempts: int | None = None
+        self._worker_backoff: Callable[[int], float] | None = None
 
     def add_task(self, task: Task[..., Any]) -> None:
         known = self.tasks.get(task.name)
@@ -54,6 +63,14 @@ class Registry:
         self._specs.pop(task.name, None)  # made on first use: see _spec
         if task.on_success or task.on_failure:
             self._use_event_hooks()
+
+    def use_worker_defaults(self, max_attempts: int | None = None,
+                            backoff: Callable[[int], float] | None = None) -> None:  # fmt: skip
+        """A worker's defaults (`deferq worker --tries N --delay S`) for the tasks whose
+        `@app.task(...)` set no max_attempts or no backoff. --tries applies to the jobs
+        that carry deferq's default attempts: a job given its own max_attempts keeps it."""
+        self._worker_attempts, self._worker_backoff = max_attempts, backoff
+        self._specs.clear()  # remade on first use, with these defaults
 
     def add_hook(self, event: str, fn: Hook) -> None:
         if event not in EVENTS:
@@ -65,23 +82,30 @@ class Registry:
         self.chain.add(middleware)
 
     def spec_for(self, job: Job) -> TaskSpec:
-        """The job's task, with the job's own timeout when it carries one."""
+        """The job's task, with the job's own timeout when it carries one, and its own
+        max_attempts when it was given one (anything but deferq's default)."""
         spec = self._specs.get(job.task) or self._spec(job.task)
         if spec is None:
             return TaskSpec(job.task, None, timeout=job.timeout)
+        if spec.max_attempts is not None and job.max_attempts != DEFAULT_ATTEMPTS:
+            spec = replace(spec, max_attempts=None)
         if job.timeout is not None and job.timeout != spec.timeout:
             return replace(spec, timeout=job.timeout)
         return spec
 
     def _spec(self, name: str) -> TaskSpec | None:
         """A task's spec, made when its first job runs (its annotations may name classes
-        defined after the task)."""
+        defined after the task), with the worker's defaults where the task set none."""
         task = self.tasks.get(name)
         if task is None:
             return None
+        backoff = task.defaults.backoff
+        if self._worker_backoff is not None and "backoff" not in task.explicit:
+            backoff = self._worker_backoff
         spec = self._specs[name] = TaskSpec(
-            task.name, task.fn, task.is_async, task.defaults.timeout, task.defaults.backoff,
-            task.on_success, task.on_failure, codec_for(task.fn, task.name).decoder,
+            task.name, task.fn, task.is_async, task.defaults.timeout, backoff, task.on_success, task.on_failure,
+            max_attempts=None if "max_attempts" in task.explicit else self._worker_attempts,
+            decode=codec_for(task.fn, task.name).decoder,
         )  # fmt: skip
         return spec
 

@@ -51,11 +51,15 @@ class Task(Generic[P, R]):
         on_success: Hook | None = None,
         on_failure: Hook | None = None,
         options: JobOptions | None = None,
+        explicit: frozenset[str] = frozenset(),
     ) -> None:
         self.app = app
         self.fn = fn
         self.name = name
         self.defaults = defaults
+        # the TaskDefaults fields `@app.task(...)` was given; the rest are deferq's defaults,
+        # which a worker's own defaults (`deferq worker --tries/--delay`) may replace
+        self.explicit = explicit
         self.is_async = inspect.iscoroutinefunction(fn)
         self.on_success = on_success
         self.on_failure = on_failure
@@ -73,7 +77,8 @@ class Task(Generic[P, R]):
         """This task with per-job options (the fields of `deferq.options.JobOptions`)."""
         merged = self._options.merged(JobOptions.parse(**options))
         return Task(
-            self.app, self.fn, self.name, self.defaults, self.on_success, self.on_failure, merged
+            self.app, self.fn, self.name, self.defaults, self.on_success, self.on_failure, merged,
+            self.explicit,
         )
 
     def call(self, *args: P.args, **kwargs: P.kwargs) -> Call:

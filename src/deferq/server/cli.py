@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import tempfile
 
 import click
 
+from ..errors import DeferqError
+from ..loading import check_new_store, load_app, open_store, require
+from ..output import safe_url, say
 from .config import ENV
 from .config import ServerConfig as ServerConfig  # re-exported: cli.py imports it from here
 
@@ -23,16 +27,27 @@ def parse_queue_limits(values: tuple[str, ...]) -> dict[str, int]:
     return limits
 
 
-def serve(config: ServerConfig, host: str, port: int, workers: int) -> None:
-    """Run the API on uvicorn; several processes share the port with --workers."""
+def serve(config: ServerConfig, host: str, port: int, workers: int, create: bool = True) -> None:
+    """Run the API on uvicorn; several processes share the port with --workers. Says where
+    it listens, the dashboard's address and whether auth is on, once the port is free."""
+    if workers < 1:
+        raise click.BadParameter("must be at least 1", param_hint="--workers")
+    require("starlette", "uvicorn", "httpx", "prometheus_client", needed_by="deferq serve")
     import uvicorn
 
     from .metrics import MULTIPROCESS_ENV
 
-    if workers < 1:
-        raise click.BadParameter("must be at least 1", param_hint="--workers")
-    if not config.auth:
-        click.echo("deferq: --no-auth: every route is open to anyone who can connect", err=True)
+    app = load_app(config.app_path, config.url)  # a wrong --app is one sentence here, not in uvicorn
+    check_new_store(app.url, create)
+    try:
+        open_store(app, True, say)
+    except (DeferqError, OSError) as exc:  # the service starts anyway and answers 503 meanwhile
+        say(f"the store cannot be opened now ({exc}): the API answers 503 until it can")
+    finally:
+        app.close()
+    check_address(host, port)
+    for line in announce(config, host, port, workers, app.url):
+        say(line)
     os.environ[ENV] = config.to_env()
     metrics_dir = None
     if workers > 1 and not os.environ.get(MULTIPROCESS_ENV):
@@ -45,6 +60,34 @@ def serve(config: ServerConfig, host: str, port: int, workers: int) -> None:
     finally:
         if metrics_dir:
             shutil.rmtree(metrics_dir, ignore_errors=True)
+
+
+def check_address(host: str, port: int) -> None:
+    """Refuse, in one sentence, an address the server could not listen on."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            raise click.BadParameter(f"cannot listen on {host}:{port}: {exc.strerror or exc}",
+                                     param_hint="--host/--port") from None  # fmt: skip
+
+
+def announce(config: ServerConfig, host: str, port: int, workers: int, url: str) -> list[str]:
+    """What `deferq serve` says when it starts."""
+    shown = f"[{host}]" if ":" in host else host
+    local = {"0.0.0.0": "127.0.0.1", "::": "[::1]"}.get(host, shown)  # where a browser here finds it
+    anywhere = " (every interface)" if host in ("0.0.0.0", "::") else ""
+    processes = f"{workers} processes" if workers > 1 else "1 process"
+    auth = ("auth on: the API needs a token (deferq token create --scope producer)" if config.auth
+            else "auth OFF (--no-auth): every route is open to anyone who can connect")  # fmt: skip
+    return [
+        f"serving on http://{shown}:{port}{anywhere}, {processes}",
+        f"store {safe_url(url)}",
+        f"dashboard http://{local}:{port}/, metrics http://{local}:{port}/metrics",
+        auth,
+    ]
 
 
 def create_token(backend: object, scope: str, note: str) -> None:

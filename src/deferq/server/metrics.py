@@ -9,8 +9,9 @@ state (scheduled / queued / active are the queue depth; succeeded / dead / cance
 are the finished jobs still kept), the oldest due job's wait per queue, and whether the
 store answered.
 
-Counted by the workers that deliver callbacks, published through the store every few
-seconds (delivery_stats.py): callback attempts by topic and decision, and their time.
+Counted by the workers that deliver callbacks, published through the store within a few
+seconds of each attempt (delivery_stats.py): callback attempts by topic and decision,
+and their time.
 Other tasks' attempts are not counted here: this process runs no jobs.
 """
 

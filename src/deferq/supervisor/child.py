@@ -25,6 +25,7 @@ from ..logs import setup_logging
 from ..worker.worker import EXIT_ERROR, Worker, WorkerConfig
 
 ORPHAN_CHECK_EVERY = 1.0  # seconds between checks that the master is still alive
+METRICS_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
 
 def child_title(pool: str, index: int) -> str:
@@ -34,7 +35,13 @@ def child_title(pool: str, index: int) -> str:
 def run_child(spec: dict[str, Any]) -> int:
     setproctitle(child_title(spec["pool"], spec["index"]))
     setup_logging(spec.get("log_level", "info"), spec.get("log_format", "text"))
+    if spec.get("metrics_dir"):  # before anything imports prometheus_client: it reads it then
+        os.environ[METRICS_DIR_ENV] = spec["metrics_dir"]
     app = load_app(spec["app"], spec["url"])
+    if spec.get("metrics_dir"):
+        from ..worker.metrics import WorkerMetrics
+
+        app.add_middleware(WorkerMetrics())  # the master serves the sum of every child's
     config = WorkerConfig(
         queues=tuple(spec["queues"]),
         concurrency=spec["concurrency"],

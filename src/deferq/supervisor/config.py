@@ -1,7 +1,9 @@
-"""The supervisor's TOML file, validated whole at start: a wrong key or value is one sentence.
+"""The supervisor's TOML file, validated whole at start: every wrong key or value is one
+sentence, and one run reports them all (one a line).
 
     url = "redis://127.0.0.1:6379/0"
     app = "myproj.tasks:app"
+    metrics_port = 9100            # optional: the workers' metrics, summed, on 127.0.0.1:9100
     [pools.email]
     queues = ["email"]
     processes = { min = 1, max = 8 }
@@ -20,9 +22,10 @@ from __future__ import annotations
 import hashlib
 import re
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ..alerts import AlertConfig
 from ..errors import ConfigError
@@ -31,7 +34,7 @@ from ..schedule import PeriodicJob, periodic_from_table
 from ..values import no_unknown_keys, parse_duration
 from .autoscale import ScaleRules
 
-TOP_KEYS = ("url", "app", "grace", "check_every", "pools", "alerts", "periodic")
+TOP_KEYS = ("url", "app", "grace", "check_every", "metrics_port", "metrics_host", "pools", "alerts", "periodic")
 POOL_KEYS = (
     "queues", "processes", "concurrency", "max_jobs_per_child", "max_child_lifetime",
     "max_child_memory", "hung_after", "scale_up_backlog", "scale_up_wait", "scale_up_every",
@@ -39,6 +42,9 @@ POOL_KEYS = (
 )  # fmt: skip
 _SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([kmg]?)(?:i?b)?", re.IGNORECASE)
 _SIZE_UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
+DEFAULT_METRICS_HOST = "127.0.0.1"
+DEFAULT_QUEUES: tuple[str, ...] = ("default",)
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -64,6 +70,8 @@ class SupervisorConfig:
     periodic: tuple[PeriodicJob, ...] = ()
     grace: float = 25.0  # seconds children get to finish running jobs when stopped
     check_every: float = 1.0  # the master's pace: children, scaling, monitor
+    metrics_port: int | None = None  # serve the children's summed worker metrics here
+    metrics_host: str = DEFAULT_METRICS_HOST
     path: Path | None = None
     digest: str = ""  # of the file's bytes, to notice a changed file
 
@@ -83,49 +91,137 @@ def load_config(path: str | Path) -> SupervisorConfig:
         table = tomllib.loads(data.decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path} is not valid TOML: {exc}") from None
-    return replace(parse_config(table), path=path, digest=file_digest(data))
+    return replace(parse_config(table, str(path)), path=path, digest=file_digest(data))
 
 
 def file_digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def parse_config(table: dict[str, Any]) -> SupervisorConfig:
-    no_unknown_keys(table, TOP_KEYS, "the config file")
-    for key in ("url", "app"):
+class Problems:
+    """Every mistake found in a config file, so that one run reports them all: each check
+    runs through `value`, which notes a ConfigError and goes on with a stand-in value."""
+
+    def __init__(self) -> None:
+        self.messages: list[str] = []
+
+    def __len__(self) -> int:
+        return len(self.messages)
+
+    def add(self, message: str) -> None:
+        self.messages.append(message)
+
+    def value(self, fallback: T, check: Callable[..., T], *args: Any) -> T:
+        try:
+            return check(*args)
+        except ConfigError as exc:
+            self.add(str(exc))
+            return fallback
+
+    def raise_any(self, source: str) -> None:
+        """One ConfigError: the sentence of a single problem, else all of them, one a line."""
+        if len(self.messages) == 1:
+            raise ConfigError(self.messages[0])
+        if self.messages:
+            listed = "\n".join(f"  {message}" for message in self.messages)
+            raise ConfigError(f"{source} has {len(self.messages)} problems:\n{listed}")
+
+
+def parse_config(table: dict[str, Any], source: str = "the config file") -> SupervisorConfig:
+    problems = Problems()
+    problems.value(None, no_unknown_keys, table, TOP_KEYS, "the config file")
+    for key in ("url", "app", "metrics_host"):
         if key in table and not isinstance(table[key], str):
-            raise ConfigError(f"{key} must be a string, got {table[key]!r}")
+            problems.add(f"{key} must be a string, got {table[key]!r}")
     app = table.get("app")
-    if app is not None and not re.fullmatch(r"[\w.]+(:[\w.]+)?", app):
-        raise ConfigError(f'app must name your App as "module:attribute", got {app!r}')
+    if isinstance(app, str) and not re.fullmatch(r"[\w.]+(:[\w.]+)?", app):
+        problems.add(f'app must name your App as "module:attribute", got {app!r}')
     pools = table.get("pools")
     if not isinstance(pools, dict) or not pools:
-        raise ConfigError("the config file needs at least one pool, e.g. [pools.default]")
-    grace = parse_duration(table.get("grace", 25), "grace")
-    check_every = parse_duration(table.get("check_every", 1), "check_every")
+        problems.add("the config file needs at least one pool, e.g. [pools.default]")
+        pools = {}
+    grace = problems.value(25.0, parse_duration, table.get("grace", 25), "grace")
+    check_every = problems.value(1.0, parse_duration, table.get("check_every", 1), "check_every")
     if not 0.05 <= check_every <= 60:
-        raise ConfigError(f"check_every must be between 50ms and 60s, got {table['check_every']!r}")
+        problems.add(f"check_every must be between 50ms and 60s, got {table['check_every']!r}")
+    metrics_port = table.get("metrics_port")
+    if metrics_port is not None:
+        metrics_port = problems.value(None, _int, metrics_port, "metrics_port", 1)
+        if metrics_port is not None and metrics_port > 65535:
+            problems.add(f"metrics_port must be a port number (1-65535), got {metrics_port}")
+    parsed_pools = tuple(parse_pool(name, pool, problems) for name, pool in pools.items())
+    alerts = problems.value(AlertConfig(), AlertConfig.from_dict, table.get("alerts"))
+    periodic = table.get("periodic")
+    none: tuple[PeriodicJob, ...] = ()
+    if isinstance(periodic, dict):  # each job on its own, so each mistake is reported
+        periodic_jobs = tuple(job for name, entry in periodic.items()
+                              for job in problems.value(none, periodic_from_table, {name: entry}))  # fmt: skip
+    else:
+        periodic_jobs = problems.value(none, periodic_from_table, periodic)
+    problems.raise_any(source)
     return SupervisorConfig(
         url=table.get("url"),
         app=app,
-        pools=tuple(parse_pool(name, pool) for name, pool in pools.items()),
-        alerts=AlertConfig.from_dict(table.get("alerts")),
-        periodic=periodic_from_table(table.get("periodic")),
+        pools=parsed_pools,
+        alerts=alerts,
+        periodic=periodic_jobs,
         grace=grace,
         check_every=check_every,
+        metrics_port=metrics_port,
+        metrics_host=table.get("metrics_host", DEFAULT_METRICS_HOST),
     )
 
 
-def parse_pool(name: str, pool: Any) -> PoolConfig:
+def parse_pool(name: str, pool: Any, problems: Problems) -> PoolConfig:
+    """One [pools.NAME] table; its mistakes are noted in `problems` (then the pool returned
+    is a stand-in, never used)."""
     where = f"pools.{name}"
     if not re.fullmatch(r"[\w-]{1,40}", name):
-        raise ConfigError(f"pool name {name!r} must be 1-40 letters, digits, - or _")
+        problems.add(f"pool name {name!r} must be 1-40 letters, digits, - or _")
     if not isinstance(pool, dict):
-        raise ConfigError(f"{where} must be a table")
-    no_unknown_keys(pool, POOL_KEYS, where)
-    queues = pool.get("queues", ["default"])
-    if isinstance(queues, str):
-        queues = [queues]
+        problems.add(f"{where} must be a table")
+        pool = {}
+    problems.value(None, no_unknown_keys, pool, POOL_KEYS, where)
+    queues = problems.value(DEFAULT_QUEUES, _queues, pool.get("queues", ["default"]), where)
+    low, high = problems.value((1, 1), _processes, pool.get("processes", 1), f"{where}.processes")
+
+    def duration(key: str, default: str) -> float:
+        return problems.value(1.0, parse_duration, pool.get(key, default), f"{where}.{key}")
+
+    rules = ScaleRules(
+        minimum=low,
+        maximum=high,
+        up_backlog=problems.value(1, _int, pool.get("scale_up_backlog", 100), f"{where}.scale_up_backlog", 1),
+        up_wait=duration("scale_up_wait", "30s"),
+        up_every=duration("scale_up_every", "5s"),
+        down_after=duration("scale_down_after", "60s"),
+    )
+    max_jobs, lifetime, memory = (
+        pool.get(key) for key in ("max_jobs_per_child", "max_child_lifetime", "max_child_memory")
+    )
+    if max_jobs is not None:
+        max_jobs = problems.value(None, _int, max_jobs, f"{where}.max_jobs_per_child", 1)
+    if lifetime is not None:
+        lifetime = problems.value(None, _positive_duration, lifetime, f"{where}.max_child_lifetime")
+    if memory is not None:
+        memory = problems.value(None, parse_size, memory, f"{where}.max_child_memory")
+    hung_after = duration("hung_after", "60s")
+    if hung_after < 1:
+        problems.add(f"{where}.hung_after must be at least 1s, got {pool['hung_after']!r}")
+    return PoolConfig(
+        name=name,
+        queues=tuple(queues),
+        scale=rules,
+        concurrency=problems.value(8, _int, pool.get("concurrency", 8), f"{where}.concurrency", 1),
+        max_jobs_per_child=max_jobs,
+        max_child_lifetime=lifetime,
+        max_child_memory=memory,
+        hung_after=hung_after,
+    )
+
+
+def _queues(value: Any, where: str) -> tuple[str, ...]:
+    queues = [value] if isinstance(value, str) else value
     if not isinstance(queues, list) or not queues:
         raise ConfigError(f'{where}.queues must be a list of queue names, like ["email"]')
     for queue in queues:
@@ -133,38 +229,7 @@ def parse_pool(name: str, pool: Any) -> PoolConfig:
             queue_name(queue)
         except ValueError as exc:
             raise ConfigError(f"{where}.queues: {exc}") from None
-    low, high = _processes(pool.get("processes", 1), f"{where}.processes")
-    backlog = _int(pool.get("scale_up_backlog", 100), f"{where}.scale_up_backlog", minimum=1)
-    rules = ScaleRules(
-        minimum=low,
-        maximum=high,
-        up_backlog=backlog,
-        up_wait=parse_duration(pool.get("scale_up_wait", "30s"), f"{where}.scale_up_wait"),
-        up_every=parse_duration(pool.get("scale_up_every", "5s"), f"{where}.scale_up_every"),
-        down_after=parse_duration(pool.get("scale_down_after", "60s"), f"{where}.scale_down_after"),
-    )
-    max_jobs, lifetime, memory = (
-        pool.get(key) for key in ("max_jobs_per_child", "max_child_lifetime", "max_child_memory")
-    )
-    if max_jobs is not None:
-        max_jobs = _int(max_jobs, f"{where}.max_jobs_per_child", minimum=1)
-    if lifetime is not None:
-        lifetime = _positive_duration(lifetime, f"{where}.max_child_lifetime")
-    if memory is not None:
-        memory = parse_size(memory, f"{where}.max_child_memory")
-    hung_after = parse_duration(pool.get("hung_after", "60s"), f"{where}.hung_after")
-    if hung_after < 1:
-        raise ConfigError(f"{where}.hung_after must be at least 1s, got {pool['hung_after']!r}")
-    return PoolConfig(
-        name=name,
-        queues=tuple(queues),
-        scale=rules,
-        concurrency=_int(pool.get("concurrency", 8), f"{where}.concurrency", minimum=1),
-        max_jobs_per_child=max_jobs,
-        max_child_lifetime=lifetime,
-        max_child_memory=memory,
-        hung_after=hung_after,
-    )
+    return tuple(queues)
 
 
 def parse_size(value: Any, where: str) -> int:

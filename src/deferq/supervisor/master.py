@@ -8,6 +8,11 @@ dead child is replaced at once) or by its own pace (`check_every`):
   those past their lifetime or memory ceiling, autoscale, monitor the queues, sweep
   the store, publish this master's status (kv "masters"), notice a changed config file.
 
+With `metrics_port` in the config file, every child adds the worker metrics middleware
+and writes its numbers to prometheus-client's multiprocess directory (a temporary one the
+master makes and removes); the master serves their sum on that port and clears the live
+gauges of each child that exits.
+
 Signals: SIGTERM, SIGINT, SIGUSR2 stop (children finish their jobs within `grace`; a
 second one makes them release their jobs at once); SIGHUP reloads the config file with
 a rolling restart of the children. Exit codes: 0 after a stop, 1 on an unexpected error.
@@ -18,8 +23,10 @@ from __future__ import annotations
 import logging
 import os
 import select
+import shutil
 import signal
 import socket
+import tempfile
 import time
 from typing import Any
 
@@ -30,9 +37,10 @@ from ..alerts import Alerter
 from ..app import App
 from ..backends.base import QueueStats
 from ..errors import ConfigError
-from ..loading import load_app
+from ..loading import load_app, require
 from ..values import format_duration
 from .autoscale import Load, ScaleState, decide
+from .child import METRICS_DIR_ENV
 from .children import CRASH_ALERT_AT, Child, PoolState, spawn_child
 from .config import PoolConfig, SupervisorConfig, file_digest, load_config
 from .maintenance import Maintenance
@@ -78,6 +86,9 @@ class Master:
         self.id = f"{self.host}:{os.getpid()}"
         self.child_spec = {"app": config.app, "url": self.app.url, "grace": config.grace,
                            "log_level": log_level, "log_format": log_format}  # fmt: skip
+        self.metrics_dir: str | None = None  # made by run() when the config has metrics_port
+        if config.metrics_port is not None:
+            require("prometheus_client", needed_by="metrics_port")
         self.alerter = Alerter(config.alerts, source=f"deferq master {self.id}")
         self.health = StoreHealth(lambda: self.alerter, self.app.url)
         self.monitor = Monitor(self.app.backend, self.health, lambda: self.alerter)
@@ -108,6 +119,7 @@ class Master:
     def run(self) -> int:
         """Supervise until a stop signal; return the exit code."""
         setproctitle(MASTER_TITLE)
+        self._serve_metrics()
         self._install_signals()
         pools = ", ".join(
             f"{p.name} ({p.scale.minimum}-{p.scale.maximum} x {p.concurrency})" for p in self.config.pools
@@ -123,6 +135,32 @@ class Master:
             code = EXIT_ERROR
         self._shutdown()
         return code
+
+    def _serve_metrics(self) -> None:
+        """With metrics_port: a directory for the children's numbers, and their sum served."""
+        port = self.config.metrics_port
+        if port is None:
+            return
+        from ..worker.metrics import serve
+
+        self.metrics_dir = tempfile.mkdtemp(prefix="deferq-worker-metrics-")
+        os.environ[METRICS_DIR_ENV] = self.metrics_dir  # serve() sums the directory's files
+        self.child_spec["metrics_dir"] = self.metrics_dir
+        host = self.config.metrics_host
+        try:
+            serve(port, host)
+        except OSError as exc:
+            shutil.rmtree(self.metrics_dir, ignore_errors=True)
+            why = exc.strerror or exc
+            raise ConfigError(f"cannot serve metrics on {host}:{port} (metrics_port): {why}") from None
+        log.info("worker metrics of every child, summed: http://%s:%d/metrics", host, port)
+
+    def _metrics_forget(self, child: Child) -> None:
+        """A child is gone: its live gauges (jobs in flight) leave the sum; counters stay."""
+        if self.metrics_dir is not None:
+            from prometheus_client import multiprocess
+
+            multiprocess.mark_process_dead(child.pid, self.metrics_dir)  # type: ignore[no-untyped-call]
 
     def _install_signals(self) -> None:
         for fd in (self._wake_r, self._wake_w):
@@ -212,6 +250,8 @@ class Master:
         self.alerter.close()
         self.app.close()
         signal.set_wakeup_fd(-1)
+        if self.metrics_dir is not None:
+            shutil.rmtree(self.metrics_dir, ignore_errors=True)
         log.info("master stopped")
 
     # -- children -------------------------------------------------------------------
@@ -233,6 +273,7 @@ class Master:
     def _child_exited(self, pool: PoolState, child: Child, code: int, now: float) -> None:
         # A child that died without saying goodbye leaves its status behind: clear it.
         self.health.call(self.app.backend.kv_delete, "workers", child.name)
+        self._metrics_forget(child)
         what = f"child {pool.config.name} #{child.index} (pid {child.pid})"
         if child.retiring_since is not None and child.retire_reason != "hung":
             log.info("%s stopped (%s)", what, child.retire_reason)
@@ -411,8 +452,10 @@ class Master:
         except ConfigError as exc:
             log.error("reload refused, keeping the running config: %s", exc)
             return
-        if (new.app, new.url) != (self.config.app, self.config.url):
-            log.error("reload refused: app and url cannot change while running; restart the master")
+        running = (self.config.app, self.config.url, self.config.metrics_port, self.config.metrics_host)
+        if (new.app, new.url, new.metrics_port, new.metrics_host) != running:
+            log.error("reload refused: app, url and the metrics address cannot change while running; "
+                      "restart the master")  # fmt: skip
             return
         self.generation += 1
         for pool_config in new.pools:

@@ -14,6 +14,7 @@ from typing import Any
 import orjson
 
 from ..backends.base import Backend
+from ..output import fit_all, relative, when
 from ..values import format_duration
 
 
@@ -59,22 +60,21 @@ def collect_status(backend: Backend) -> dict[str, Any]:
     return {"time": now, "masters": masters, "workers": standalone}
 
 
-def _jobs_text(jobs: list[dict[str, Any]]) -> str:
-    if not jobs:
-        return "idle"
-    return ", ".join(f"{j['task']} {j['id']} {format_duration(j['running_for'])}" for j in jobs)
+def _jobs_lines(jobs: list[dict[str, Any]], indent: str) -> list[str]:
+    return [f"{indent}running {j['task']} {j['id']} for {format_duration(j['running_for'])}" for j in jobs]
 
 
-def render_status(report: dict[str, Any]) -> list[str]:
-    """The report as lines of text for a terminal."""
+def render_status(report: dict[str, Any], columns: int | None = None) -> list[str]:
+    """The report as lines of text for a terminal, none wider than `columns` (the terminal's)."""
+    now = report["time"]
     lines = []
     if not report["masters"]:
         lines.append("no master is running (start one with: deferq run --config deferq.toml)")
     for master in report["masters"]:
-        uptime = format_duration(report["time"] - float(master.get("started", report["time"])))
         store = "store up" if master.get("store_up", True) else "STORE UNREACHABLE"
         config = f", config {master['config']}" if master.get("config") else ""
-        lines.append(f"master {master['id']} (pid {master['pid']}): up {uptime}, {store}{config}")
+        lines.append(f"master {master['id']} (pid {master['pid']}){config}")
+        lines.append(f"  started {when(master.get('started'), now)}, {store}")
         for name, pool in master.get("pools", {}).items():
             lines.append(
                 f"  pool {name}: queues {','.join(pool['queues'])}; {len(pool['children'])} "
@@ -83,15 +83,17 @@ def render_status(report: dict[str, Any]) -> list[str]:
             )
             for child in pool["children"]:
                 processed = "" if child["processed"] is None else f", {child['processed']} done"
-                lines.append(
-                    f"    #{child['index']} pid {child['pid']} {child['state']}, "
-                    f"up {format_duration(child['uptime'])}{processed}: {_jobs_text(child['jobs'])}"
-                )
+                idle = "" if child["jobs"] else ", idle"
+                lines.append(f"    #{child['index']} pid {child['pid']} {child['state']} since "
+                             f"{when(child.get('started'), now)}{processed}{idle}")  # fmt: skip
+                lines += _jobs_lines(child["jobs"], "      ")
     if report["workers"]:
         lines.append("workers without a master:")
         for worker in report["workers"]:
+            idle = "" if worker["jobs"] else ", idle"
             lines.append(
-                f"  {worker['worker']} (pid {worker['pid']}) queues {','.join(worker['queues'])}, "
-                f"{worker['processed']} done: {_jobs_text(worker['jobs'])}"
+                f"  {worker['worker']} (pid {worker['pid']}): queues {','.join(worker['queues'])}, "
+                f"{worker['processed']} done, heartbeat {relative(now - worker['heartbeat_age'], now)}{idle}"
             )
-    return lines
+            lines += _jobs_lines(worker["jobs"], "    ")
+    return fit_all(lines, columns)

@@ -35,7 +35,7 @@ def prometheus() -> Any:
     try:
         import prometheus_client
     except ImportError:
-        raise MissingExtra("metrics", "prometheus-client") from None
+        raise MissingExtra("metrics", "prometheus-client", needed_by="worker metrics") from None
     return prometheus_client
 
 

@@ -84,11 +84,12 @@ def succeeded(job: Job, result: Any) -> Outcome:
 
 
 def decide_failure(spec: TaskSpec, job: Job, exc: BaseException) -> Outcome:
-    """Retry with the task's backoff while attempts remain, else dead."""
+    """Retry with the task's backoff while attempts remain (the job's max_attempts, or the
+    worker's --tries for a task that set none), else dead."""
     if isinstance(exc, UnknownTask | PayloadError):  # no retry can help: dead at once
         return Outcome(job, OutcomeKind.DEAD, error=str(exc))
     error = describe(exc)
-    if job.attempts >= job.max_attempts:
+    if job.attempts >= (job.max_attempts if spec.max_attempts is None else spec.max_attempts):
         return Outcome(job, OutcomeKind.DEAD, error=error)
     if isinstance(exc, Retry) and exc.delay is not None:
         delay = max(0.0, float(exc.delay))

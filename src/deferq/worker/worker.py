@@ -63,7 +63,10 @@ class WorkerConfig:
         default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
     )
     max_jobs: int | None = None  # exit after this many jobs (the supervisor's recycling)
-    idle_wait: float = 1.0  # longest single wait on the store, so stops are prompt
+    # The poll interval (`deferq worker --poll-interval`): the longest an idle worker waits
+    # on the store before it asks again. Stores that announce new jobs wake it sooner; a
+    # stop signal is noticed within it.
+    idle_wait: float = 1.0
     prefetch: int | None = None  # leases beyond concurrency (finished, awaiting settle); None = concurrency
 
 
