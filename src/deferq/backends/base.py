@@ -204,6 +204,12 @@ class JobStore(ABC):
     def now(self) -> float:
         """The store's clock, epoch seconds (invariant 4)."""
 
+    def is_new(self, item: Enqueue, job: Job) -> bool:
+        """Whether `job`, which `enqueue_many` returned for `item`, is `item` stored (True)
+        or the unfinished job that already held its unique key (False). Stores that keep
+        a job under another id than the one given (Redis shards) override this."""
+        return job.id == item.job.id
+
     # -- life cycle ---------------------------------------------------------------
 
     def migrate(self) -> list[str]:

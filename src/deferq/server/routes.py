@@ -60,7 +60,7 @@ async def enqueue_job(service: Service, data: Any) -> tuple[int, dict[str, Any]]
     item = await jobs_module.parse_job(service, data)
     await service.queue_lengths.check(item.job.queue, 1)
     job = (await service.enqueue([item]))[0]
-    return (201 if job.id == item.job.id else 200), jobs_module.receipt(job)
+    return (201 if service.backend.is_new(item, job) else 200), jobs_module.receipt(job)
 
 
 @needs(PRODUCER)

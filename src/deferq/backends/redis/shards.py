@@ -217,6 +217,10 @@ class ShardedRedisBackend(Backend):
             self._failed(shard, exc)
             raise
 
+    def is_new(self, item: Enqueue, job: Job) -> bool:
+        shard = shard_of_id(job.id)
+        return job.id == (item.job.id if shard is None else mark_id(item.job.id, shard))
+
     def _enqueue_keyed(self, shard: int, batch: list[Enqueue]) -> list[Job]:
         return self._store_on(shard, batch)
 
