@@ -279,11 +279,11 @@ async def healthz(request: Request) -> JSON:
 
 
 async def readyz(request: Request) -> JSON:
-    """Ready while any part of the store answers (503 when none does); `missing` names
-    the parts that do not (Redis shards), whose jobs wait for them."""
+    """Ready while any part of the store answers (503 when none does); `missing`, only
+    when some do not (Redis shards), names them: their jobs wait for them."""
     service = service_of(request)
     missing = await service.store(service.backend.check)
-    return JSON({"status": "ready", "missing": missing})
+    return JSON({"status": "ready", "missing": missing} if missing else {"status": "ready"})
 
 
 ROUTES: dict[str, dict[str, Handler]] = {
