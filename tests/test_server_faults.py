@@ -6,6 +6,9 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
+import redis
+
 import deferq
 from deferq.server import ServerConfig, create_app
 from tests.server_helpers import TestClient
@@ -34,6 +37,33 @@ def test_redis_down_is_a_503_and_the_api_recovers(tmp_path: Path) -> None:
             server.start()
             assert api.post("/v1/jobs", json={"task": "t"}).status_code == 201
             assert api.get("/readyz").status_code == 200
+    finally:
+        app.close()
+        server.stop()
+
+
+@pytest.mark.parametrize("how", ["killed", "wrong password", "no such database"])
+def test_a_store_the_api_cannot_use_is_a_503_never_a_500(tmp_path: Path, how: str) -> None:
+    _need_redis_server()
+    server = RedisServer(tmp_path / "redis").start()
+    where = f"127.0.0.1:{server.port}"
+    url = {"killed": f"redis://{where}/0", "wrong password": f"redis://:wrong@{where}/0",
+           "no such database": f"redis://{where}/99"}[how]  # fmt: skip
+    if how == "wrong password":
+        redis.Redis(port=server.port).config_set("requirepass", "right")
+    app = deferq.App(url)
+    try:
+        with TestClient(create_app(ServerConfig(auth=False, error_log="off"), app)) as api:
+            if how == "killed":
+                assert api.post("/v1/jobs", json={"task": "t"}).status_code == 201
+                server.kill()
+            for method, path, body in [("POST", "/v1/jobs", {"task": "t"}), ("GET", "/readyz", None),
+                                       ("POST", "/v1/jobs/batch", {"jobs": [{"task": "t"}]})]:  # fmt: skip
+                answer = api.request(method, path, json=body)
+                assert answer.status_code == 503, (how, path, answer.text)
+                message = answer.json()["error"]["message"]
+                assert {"killed": "cannot be reached", "wrong password": "authentication failed",
+                        "no such database": "database 99 does not exist"}[how] in message  # fmt: skip
     finally:
         app.close()
         server.stop()

@@ -11,6 +11,7 @@ from .errors import (
     PayloadError,
     Retry,
     SchemaOutdated,
+    StoreFull,
     StoreUnavailable,
 )
 from .job import Job, JobState, Priority
@@ -20,6 +21,6 @@ from .task import Call, Task
 __all__ = [
     "App", "Call", "ConfigError", "DeferqError", "Job", "JobState", "JobTimeout",
     "Middleware", "MissingExtra", "PayloadError", "Priority", "Retry", "SchemaOutdated",
-    "StoreUnavailable", "Task", "backoff", "current_job",
+    "StoreFull", "StoreUnavailable", "Task", "backoff", "current_job",
 ]  # fmt: skip
 __version__ = "0.1.0"

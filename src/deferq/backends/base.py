@@ -15,6 +15,9 @@ Conventions for every backend:
 - Every method raises `StoreUnavailable` (`StoreFull` when the store is out of space)
   when the store cannot be reached or written: a driver's own errors never cross this
   boundary, so the worker, the master and the server judge store failures in one way.
+- A store made of parts that fail alone (Redis shards) answers `stats()` and
+  `list_jobs()` from the parts that answered and says which did not (`missing_from()`);
+  `check()` names them too.
 """
 
 from __future__ import annotations
@@ -84,6 +87,31 @@ class QueueStats:
 
     def to_dict(self) -> dict[str, Any]:
         return {**self.counts, "oldest_wait": round(self.oldest_wait, 3)}
+
+
+class Stats(dict[str, QueueStats]):
+    """What `stats()` returns: QueueStats per queue, and in `missing` the parts of the
+    store that did not answer (e.g. Redis shards, as host:port/db), whose jobs the counts
+    leave out. A plain dict from a store that answers whole means the same as `missing=[]`."""
+
+    def __init__(self, *args: Any, missing: Iterable[str] = (), **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.missing: list[str] = list(missing)
+
+
+class JobList(list[Job]):
+    """What `list_jobs()` returns: the jobs, and in `missing` the parts of the store that
+    did not answer (their jobs are not in the list), as for `Stats`."""
+
+    def __init__(self, jobs: Iterable[Job] = (), missing: Iterable[str] = ()) -> None:
+        super().__init__(jobs)
+        self.missing: list[str] = list(missing)
+
+
+def missing_from(answer: object) -> list[str]:
+    """The parts of the store that did not answer when `answer` (of `stats()` or
+    `list_jobs()`) was made; [] when the whole store answered."""
+    return list(getattr(answer, "missing", ()))
 
 
 class JobStore(ABC):
@@ -176,6 +204,12 @@ class JobStore(ABC):
     def now(self) -> float:
         """The store's clock, epoch seconds (invariant 4)."""
 
+    def is_new(self, item: Enqueue, job: Job) -> bool:
+        """Whether `job`, which `enqueue_many` returned for `item`, is `item` stored (True)
+        or the unfinished job that already held its unique key (False). Stores that keep
+        a job under another id than the one given (Redis shards) override this."""
+        return job.id == item.job.id
+
     # -- life cycle ---------------------------------------------------------------
 
     def migrate(self) -> list[str]:
@@ -185,6 +219,12 @@ class JobStore(ABC):
     def ping(self) -> None:
         """Raise StoreUnavailable if the store cannot be reached."""
         self.now()
+
+    def check(self) -> list[str]:
+        """Raise StoreUnavailable if no part of the store can be reached; else return the
+        parts that cannot (e.g. Redis shards, as host:port/db): [] when it answers whole."""
+        self.ping()
+        return []
 
     def close(self) -> None:
         """Release connections and files."""

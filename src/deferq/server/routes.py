@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from starlette.requests import Request
 from starlette.routing import Route
 
+from ..backends.base import missing_from
 from ..job import JobState
 from . import auth, fields, settings
 from . import jobs as jobs_module
@@ -59,7 +60,7 @@ async def enqueue_job(service: Service, data: Any) -> tuple[int, dict[str, Any]]
     item = await jobs_module.parse_job(service, data)
     await service.queue_lengths.check(item.job.queue, 1)
     job = (await service.enqueue([item]))[0]
-    return (201 if job.id == item.job.id else 200), jobs_module.receipt(job)
+    return (201 if service.backend.is_new(item, job) else 200), jobs_module.receipt(job)
 
 
 @needs(PRODUCER)
@@ -145,7 +146,9 @@ async def cancel_job(request: Request) -> JSON:
 async def list_queues(request: Request) -> JSON:
     service = service_of(request)
     stats = await service.store(service.backend.stats)
-    return JSON({"queues": {name: s.to_dict() for name, s in sorted(stats.items())}})
+    # missing: parts of the store (Redis shards) that did not answer; their jobs are not counted
+    return JSON({"queues": {name: s.to_dict() for name, s in sorted(stats.items())},
+                 "missing": missing_from(stats)})  # fmt: skip
 
 
 @needs(ADMIN)
@@ -276,9 +279,11 @@ async def healthz(request: Request) -> JSON:
 
 
 async def readyz(request: Request) -> JSON:
+    """Ready while any part of the store answers (503 when none does); `missing`, only
+    when some do not (Redis shards), names them: their jobs wait for them."""
     service = service_of(request)
-    await service.store(service.backend.ping)
-    return JSON({"status": "ready"})
+    missing = await service.store(service.backend.check)
+    return JSON({"status": "ready", "missing": missing} if missing else {"status": "ready"})
 
 
 ROUTES: dict[str, dict[str, Handler]] = {

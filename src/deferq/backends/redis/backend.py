@@ -130,7 +130,7 @@ class RedisBackend(Admin, Backend):
             return []
         client = self._async_client()
         plan = self._enqueue_plan(items)
-        with reported(self.target.where, "enqueue"):
+        with reported(self.target, "enqueue"):
             if plan.new_queues:
                 await client.sadd(self.keys.queues, *plan.new_queues)
                 self._registered.update(plan.new_queues)

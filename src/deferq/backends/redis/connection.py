@@ -1,9 +1,15 @@
-"""Redis clients from a URL, one sentence for a lost connection, and blocking waits.
+"""Redis clients from a URL, one sentence for each way a store call fails, and blocking waits.
 
 URLs: redis://[[user]:password@]host[:port][/db], rediss://... (TLS),
 unix:///path/to/redis.sock[?db=N], redis+cluster://host:port[,host:port...].
 deferq's own query option, `prefix=` (default "deferq"), is removed before the rest
 of the query goes to redis-py (e.g. `socket_timeout=3`).
+
+How a failure reaches the caller (`reported`, docs/redis.md "Errors"):
+- the server is gone, loading, failing over: StoreUnavailable (retried by workers);
+- out of memory: StoreFull (a StoreUnavailable: room can be made while deferq waits);
+- wrong password, a database number the server lacks, an ACL that forbids a command:
+  ConfigError, because only a change of the URL or of the server's setup fixes them.
 """
 
 from __future__ import annotations
@@ -22,12 +28,22 @@ import redis
 import redis.asyncio
 from redis.backoff import NoBackoff
 from redis.cluster import ClusterNode, RedisCluster
-from redis.exceptions import ClusterError, ReadOnlyError, RedisClusterException, TryAgainError
+from redis.exceptions import (
+    AuthenticationError,
+    AuthenticationWrongNumberOfArgsError,
+    ClusterError,
+    NoPermissionError,
+    OutOfMemoryError,
+    ReadOnlyError,
+    RedisClusterException,
+    ResponseError,
+    TryAgainError,
+)
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
 
-from ...errors import ConfigError, StoreUnavailable
+from ...errors import ConfigError, DeferqError, StoreFull, StoreUnavailable
 from .keys import DEFAULT_PREFIX
 
 # Short connect timeout: a down server is reported in seconds, not minutes. One
@@ -38,7 +54,8 @@ CLIENT_DEFAULTS: dict[str, Any] = {"socket_connect_timeout": 2.0, "socket_timeou
 OUR_OPTIONS = ("prefix",)
 F = TypeVar("F", bound=Callable[..., Any])
 # A server that is gone, loading its data, failing over (read-only, cluster down,
-# try again): all "not reachable right now", retried by the worker.
+# try again): all "not reachable right now", retried by the worker. (A refused password
+# is a ConnectionError to redis-py too; `store_error` tells it apart first.)
 LOST = (
     RedisConnectionError, RedisTimeoutError, RedisClusterException, ClusterError,
     TryAgainError, ReadOnlyError, OSError,
@@ -53,6 +70,7 @@ class Target:
     where: str  # for messages: host:port or socket path
     prefix: str
     cluster: bool
+    db: int = 0  # the database number the URL names
 
 
 def parse_url(url: str) -> Target:
@@ -64,10 +82,12 @@ def parse_url(url: str) -> Target:
     db = parts.path.strip("/")
     if scheme in ("redis", "rediss") and db and not db.isdigit():
         raise ConfigError(f"the Redis URL {url!r} names database {db!r}: it must be a number, e.g. /0")
+    if parts.scheme == "unix":
+        db = query.get("db", "0")
     rest = f"?{urlencode(query)}" if query else ""
     clean = f"{scheme}://{parts.netloc}{parts.path}{rest}"  # urlunsplit drops unix:// slashes
     where = parts.path if parts.scheme == "unix" else (parts.netloc.rsplit("@", 1)[-1] or "localhost:6379")
-    return Target(clean, where, prefix, cluster)
+    return Target(clean, where, prefix, cluster, int(db) if db.isdigit() else 0)
 
 
 def sync_client(target: Target) -> Any:
@@ -81,6 +101,9 @@ def sync_client(target: Target) -> Any:
         else:
             client = redis.Redis.from_url(target.url, retry=retry, **CLIENT_DEFAULTS)
     except LOST as exc:
+        failure = store_error(exc, target, "")
+        if isinstance(failure, ConfigError):
+            raise failure from None
         raise StoreUnavailable(f"Redis Cluster at {target.where} cannot be reached: {exc}") from None
     except (ValueError, TypeError) as exc:
         raise ConfigError(f"bad Redis URL {target.url!r}: {exc}") from None
@@ -113,24 +136,102 @@ def _async_node(hostport: str) -> Any:
 
 
 @contextmanager
-def reported(where: str, doing: str = "") -> Iterator[None]:
-    """Turn a lost connection into StoreUnavailable with one clear sentence."""
+def reported(target: Target, doing: str = "") -> Iterator[None]:
+    """Turn redis-py's errors into deferq's, each one sentence naming the server."""
     try:
         yield
-    except LOST as exc:
-        during = f" during {doing}" if doing else ""
-        raise StoreUnavailable(
-            f"Redis at {where} cannot be reached{during} ({type(exc).__name__}: "
-            f"{exc or 'no answer'}); deferq retries when it returns"
-        ) from None
+    except redis.RedisError as exc:
+        failure = store_error(exc, target, doing)
+        if failure is None:
+            raise
+        raise failure from None
+    except OSError as exc:
+        raise _unreachable(exc, target, doing) from None
+
+
+def store_error(exc: BaseException, target: Target, doing: str = "") -> DeferqError | None:
+    """deferq's error for a redis-py error, or None for one that is a bug (e.g. a script
+    error), which goes up unchanged."""
+    during = f" during {doing}" if doing else ""
+    if isinstance(exc, (AuthenticationError, AuthenticationWrongNumberOfArgsError)):
+        return ConfigError(_auth_failed(target, exc))
+    if isinstance(exc, NoPermissionError):
+        return ConfigError(
+            f"Redis at {target.where} refused a command{during}: the URL's user lacks the permission "
+            f"({_reason(exc)}); allow it in the server's ACL"
+        )
+    text = str(exc)
+    if isinstance(exc, OutOfMemoryError) or "used memory > 'maxmemory'" in text:
+        return StoreFull(
+            f"Redis at {target.where} is out of memory{during} (used memory > maxmemory): it takes no "
+            "new data until room is made (purge finished jobs, raise maxmemory)"
+        )
+    if isinstance(exc, LOST):
+        return _unreachable(exc, target, doing)
+    if isinstance(exc, ResponseError) and "DB index is out of range" in text:
+        return ConfigError(_no_database(target))
+    if isinstance(exc, ResponseError) and text.startswith("MISCONF"):
+        return StoreUnavailable(f"Redis at {target.where} refuses writes{during}: {_reason(exc)}")
+    return None
+
+
+def _unreachable(exc: BaseException, target: Target, doing: str) -> StoreUnavailable:
+    during = f" during {doing}" if doing else ""
+    return StoreUnavailable(
+        f"Redis at {target.where} cannot be reached{during} ({type(exc).__name__}: "
+        f"{_reason(exc) or 'no answer'}); deferq retries when it returns"
+    )
+
+
+def _reason(exc: BaseException) -> str:
+    """The first line of a server's or driver's message, without a trailing period."""
+    lines = str(exc).strip().splitlines()
+    return lines[0].rstrip(".") if lines else ""
+
+
+def _auth_failed(target: Target, exc: BaseException) -> str:
+    if urlsplit(target.url).password is None:
+        why = "the server wants a password and the URL gives none"
+    else:
+        why = f"the server refused the URL's user and password ({_reason(exc)})"
+    return (
+        f"Redis at {target.where}: authentication failed: {why}; "
+        "give them as redis://user:password@host:port/db"
+    )
+
+
+def _no_database(target: Target) -> str:
+    count = _database_count(target)
+    has = f" (it has {count}: 0 to {count - 1})" if count else ""
+    return (
+        f"Redis at {target.where}: database {target.db} does not exist on this server{has}; "
+        "use another database number in the URL"
+    )
+
+
+def _database_count(target: Target) -> int | None:
+    """How many databases the server has (CONFIG GET databases on database 0), or None
+    when it will not say (CONFIG renamed, an ACL, a managed service)."""
+    try:
+        pool = redis.ConnectionPool.from_url(target.url, **CLIENT_DEFAULTS)
+        conn = pool.connection_class(**{**pool.connection_kwargs, "db": 0})
+        try:
+            conn.send_command("CONFIG", "GET", "databases")
+            reply = conn.read_response()
+        finally:
+            conn.disconnect()
+        values = list(reply.values()) if isinstance(reply, dict) else reply[1::2]
+        return int(values[0])
+    except Exception:  # noqa: BLE001 - only a detail of another error's message
+        return None
 
 
 def guarded(method: F) -> F:
-    """A backend method whose lost connection becomes StoreUnavailable naming the server."""
+    """A backend method whose redis-py errors become deferq's, naming the server."""
 
     @functools.wraps(method)
     def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
-        with reported(self.target.where, method.__name__):
+        with reported(self.target, method.__name__):
             return method(self, *args, **kwargs)
 
     return wrapper  # type: ignore[return-value]

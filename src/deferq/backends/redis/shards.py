@@ -5,12 +5,19 @@
 Each comma-separated part is one server (`[[user]:password@]host:port[/db]`); the
 query applies to all of them. One server down affects only the jobs stored there:
 producers send new jobs to the healthy servers, workers keep draining the others,
-and `get`/`cancel` find a job by asking every server.
+and `get`/`cancel`/`retry_dead` answer for every job on a server that answers.
 
+- A job's id names its server: the backend re-marks the id it is given with the
+  server's position in the URL (`mark_id`, `shard_of_id`; docs/redis.md "Shards"), so
+  a look-up by id asks that server alone. Servers may be added at the end of the URL,
+  never removed or reordered.
 - A job without a unique key goes to the next healthy server, round robin per call
   (a batch stays together: still one round trip).
 - A job with a unique key always goes to the server its key hashes to, so the key
-  stays unique; while that server is down such enqueues fail with StoreUnavailable.
+  stays unique and `get_by_key` asks one server; while that server is down such
+  enqueues fail with StoreUnavailable.
+- `stats()` and `list_jobs()` answer from the servers that answered and name the
+  others in `missing` (base.Stats, base.JobList).
 - kv records live on the server their namespace and name hash to.
 - A server that failed is skipped for `RETRY_DOWN` seconds, then tried again.
 """
@@ -22,17 +29,60 @@ import threading
 import time
 import zlib
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
-from ...errors import ConfigError, StoreUnavailable
-from ...job import FINISHED_STATES, Job, JobState
-from ..base import Backend, Enqueue, Outcome, QueueStats
+from ...errors import ConfigError, StoreFull, StoreUnavailable
+from ...job import _CROCKFORD, _PAIRS, FINISHED_STATES, Job, JobState
+from ..base import Backend, Enqueue, JobList, Outcome, QueueStats, Stats
 from .backend import RedisBackend
 from .connection import LOST, Waiter
 
 RETRY_DOWN = 1.0
 T = TypeVar("T")
+
+# -- which server a job is on, from its id ----------------------------------------------
+#
+# A job id is 26 Crockford base-32 characters, 130 bits: 48 bits of milliseconds, 80
+# that grow within a millisecond, then 2 zero bits (job.new_job_id). The shard backend
+# stores a job under its id marked for the server it goes to: the 11th and 12th
+# characters (10 bits from the middle of the 80) are left out and two characters
+# appended whose value (0-1023) is 4 x shard + 1:
+#
+#     06H0G30DX5YKGH6BGCZVYCJVWC  ->  06H0G30DX5 GH6BGCZVYCJVWC 05  (on shard 1)
+#
+# The value's low bits 01 tell a marked id from any other (those end in 00); the shard
+# is the server's position in the URL (0 = the first). Ids still sort by time (the first
+# 10 characters hold the milliseconds) and within one process by creation; 70 random
+# bits per millisecond keep them unique. Marking is string slicing: no cost to speak of.
+
+_PAIR_VALUE = {pair: value for value, pair in enumerate(_PAIRS)}
+_LOW_BITS = {c: i & 3 for i, c in enumerate(_CROCKFORD)}  # the 2 lowest bits of an id's last character
+MARK = 0b01
+MAX_SHARDS = 256
+
+
+def mark_id(job_id: str, shard: int) -> str:
+    """`job_id` marked as stored on server number `shard`. Anything else than a job id
+    (26 characters, ending in 00 or marked) is returned unchanged: such an id is then
+    looked for on every server."""
+    if len(job_id) != 26:
+        return job_id
+    low = _LOW_BITS.get(job_id[25])
+    if low == 0:
+        return job_id[:10] + job_id[12:] + _PAIRS[shard << 2 | MARK]
+    if low == MARK:
+        return job_id[:24] + _PAIRS[shard << 2 | MARK]
+    return job_id
+
+
+def shard_of_id(job_id: str) -> int | None:
+    """The server number a marked job id names, or None for an unmarked id."""
+    value = _PAIR_VALUE.get(job_id[24:]) if len(job_id) == 26 else None
+    if value is None or value & 3 != MARK:
+        return None
+    return value >> 2
 
 
 def shard_urls(url: str) -> list[str]:
@@ -41,6 +91,8 @@ def shard_urls(url: str) -> list[str]:
     servers = [s for s in rest.split(",") if s]
     if len(servers) < 1:
         raise ConfigError(f"{url!r} names no server: use redis+shards://host1:6379/0,host2:6379/0")
+    if len(servers) > MAX_SHARDS:
+        raise ConfigError(f"{url!r} names {len(servers)} servers: at most {MAX_SHARDS} can be sharded over")
     query = f"?{parts.query}" if parts.query else ""
     return [f"redis://{server}{query}" for server in servers]
 
@@ -51,13 +103,19 @@ class ShardedRedisBackend(Backend):
     def __init__(self, url: str, **options: Any) -> None:
         self.shards = [RedisBackend(u, **options) for u in shard_urls(url)]
         self._down_until = [0.0] * len(self.shards)
+        self._full_until = [0.0] * len(self.shards)  # out of memory: no new jobs for a while
         self._turn = itertools.count()
-        self._owner: dict[str, int] = {}  # leased job id -> shard, for heartbeat and settle
+        self._owner: dict[str, int] = {}  # leased job with an unmarked id -> shard
         self._settled: dict[tuple[str, int, str], bool] = {}  # applied before a partial failure
         self._lock = threading.Lock()
         self._waiter = Waiter()
 
     # -- choosing servers -------------------------------------------------------------
+
+    def name(self, shard: int) -> str:
+        """A server as the answers' `missing` lists name it: host:port/db (or a socket path)."""
+        target = self.shards[shard].target
+        return f"{target.where}/{target.db}" if ":" in target.where else target.where
 
     def _live(self, start: int = 0) -> list[int]:
         """Shard numbers not known to be down, starting at `start` (round robin)."""
@@ -65,8 +123,13 @@ class ShardedRedisBackend(Backend):
         n = len(self.shards)
         return [i % n for i in range(start, start + n) if self._down_until[i % n] <= now]
 
-    def _failed(self, shard: int) -> None:
-        self._down_until[shard] = time.monotonic() + RETRY_DOWN
+    def _failed(self, shard: int, exc: StoreUnavailable | None = None) -> None:
+        """A call to `shard` failed: skip it for a while (only for new jobs when it is full)."""
+        until = time.monotonic() + RETRY_DOWN
+        if isinstance(exc, StoreFull):
+            self._full_until[shard] = until
+        else:
+            self._down_until[shard] = until
 
     def _each(self, fn: Callable[[RedisBackend], T], start: int = 0) -> list[tuple[int, T]]:
         """fn on every healthy shard; raises only when none answered."""
@@ -75,28 +138,59 @@ class ShardedRedisBackend(Backend):
             try:
                 results.append((shard, fn(self.shards[shard])))
             except StoreUnavailable as exc:
-                self._failed(shard)
+                self._failed(shard, exc)
                 errors.append(exc)
         if not results and (errors or not self._live()):
             raise errors[0] if errors else self._all_down()
         return results
 
+    def _missing(self, answered: Iterable[tuple[int, Any]]) -> list[str]:
+        """Names of the shards without an answer among `answered`."""
+        found = {shard for shard, _ in answered}
+        return [self.name(s) for s in range(len(self.shards)) if s not in found]
+
     def _all_down(self) -> StoreUnavailable:
         return StoreUnavailable(f"none of the {len(self.shards)} Redis shards can be reached")
 
     def _complete(self, fn: Callable[[RedisBackend], T]) -> list[T]:
-        """fn on every shard; for answers that must not miss one (e.g. 'no such job')."""
+        """fn on every shard; for answers that must not miss one (e.g. 'no such record')."""
         found = self._each(fn)
-        if len(found) < len(self.shards):
-            down = sorted(set(range(len(self.shards))) - {s for s, _ in found})
+        missing = self._missing(found)
+        if missing:
             raise StoreUnavailable(
-                f"Redis shard(s) {', '.join(self.shards[s].target.where for s in down)} "
-                "cannot be reached, so the answer may be incomplete"
+                f"Redis shard(s) {', '.join(missing)} cannot be reached, so the answer may be incomplete"
             )
         return [result for _, result in found]
 
     def _key_shard(self, *parts: str) -> int:
         return zlib.crc32("\0".join(parts).encode()) % len(self.shards)
+
+    def _home(self, job_id: str) -> int | None:
+        """The shard a job id names, if it names one of ours."""
+        shard = shard_of_id(job_id)
+        return shard if shard is not None and shard < len(self.shards) else None
+
+    def _by_id(self, job_id: str, fn: Callable[[RedisBackend], T], found: Callable[[T], bool]) -> T:
+        """fn on the shard holding `job_id`. An id that names no shard (not made by this
+        backend) is looked for on each: found on one that answers, it is answered; not
+        found while a shard is missing, it may be there, so that raises."""
+        home = self._home(job_id)
+        if home is not None:
+            try:
+                return fn(self.shards[home])
+            except StoreUnavailable as exc:
+                self._failed(home, exc)
+                raise
+        answers = self._each(fn)
+        hit = next((answer for _, answer in answers if found(answer)), None)
+        if hit is not None:
+            return hit
+        missing = self._missing(answers)
+        if missing:
+            raise StoreUnavailable(
+                f"job {job_id} may be on Redis shard(s) {', '.join(missing)}, which cannot be reached"
+            )
+        return answers[0][1]
 
     # -- producing ------------------------------------------------------------------------
 
@@ -114,20 +208,31 @@ class ShardedRedisBackend(Backend):
                 stored[i] = job
         return stored  # type: ignore[return-value]
 
-    def _enqueue_keyed(self, shard: int, batch: list[Enqueue]) -> list[Job]:
+    def _store_on(self, shard: int, batch: list[Enqueue]) -> list[Job]:
+        """The batch stored on `shard`, each job under its id marked for that shard."""
+        marked = [replace(item, job=item.job.evolve(id=mark_id(item.job.id, shard))) for item in batch]
         try:
-            return self.shards[shard].enqueue_many(batch)
-        except StoreUnavailable:
-            self._failed(shard)
+            return self.shards[shard].enqueue_many(marked)
+        except StoreUnavailable as exc:
+            self._failed(shard, exc)
             raise
 
+    def is_new(self, item: Enqueue, job: Job) -> bool:
+        shard = shard_of_id(job.id)
+        return job.id == (item.job.id if shard is None else mark_id(item.job.id, shard))
+
+    def _enqueue_keyed(self, shard: int, batch: list[Enqueue]) -> list[Job]:
+        return self._store_on(shard, batch)
+
     def _enqueue_any(self, batch: list[Enqueue]) -> list[Job]:
+        """On the next healthy shard; full ones last (they may have room again)."""
+        now = time.monotonic()
+        live = self._live(next(self._turn))
         error: StoreUnavailable | None = None
-        for shard in self._live(next(self._turn)):
+        for shard in sorted(live, key=lambda s: self._full_until[s] > now):
             try:
-                return self.shards[shard].enqueue_many(batch)
+                return self._store_on(shard, batch)
             except StoreUnavailable as exc:
-                self._failed(shard)
                 error = exc
         raise error or self._all_down()
 
@@ -153,16 +258,21 @@ class ShardedRedisBackend(Backend):
         for shard, count in wanted.items():
             try:
                 taken = self.shards[shard].reserve(queues, count, worker, lease, priorities)
-            except StoreUnavailable:
-                self._failed(shard)
+            except StoreUnavailable as exc:
+                self._failed(shard, exc)
                 continue
-            with self._lock:
-                self._owner.update((job.id, shard) for job in taken)
+            unmarked = [job.id for job in taken if self._home(job.id) != shard]
+            if unmarked:
+                with self._lock:
+                    self._owner.update((job_id, shard) for job_id in unmarked)
             jobs += taken
         jobs.sort(key=lambda j: (rank.get(j.priority, 9), j.run_at, j.id))
         return jobs
 
     def _owner_of(self, job_id: str) -> int:
+        home = self._home(job_id)
+        if home is not None:
+            return home
         with self._lock:
             shard = self._owner.get(job_id)
         if shard is None:
@@ -175,8 +285,8 @@ class ShardedRedisBackend(Backend):
         for shard, group in self._group(jobs, lambda job: job.id).items():
             try:
                 lost |= self.shards[shard].heartbeat(group, lease)
-            except StoreUnavailable:
-                self._failed(shard)  # its leases run on; nothing is lost if they expire
+            except StoreUnavailable as exc:
+                self._failed(shard, exc)  # its leases run on; nothing is lost if they expire
         return lost
 
     def settle(self, outcomes: Sequence[Outcome]) -> list[bool]:
@@ -190,7 +300,7 @@ class ShardedRedisBackend(Backend):
             try:
                 applied = self.shards[shard].settle(todo)
             except StoreUnavailable as exc:
-                self._failed(shard)
+                self._failed(shard, exc)
                 error = exc
                 continue
             self._settled.update(zip(map(_settle_id, todo), applied, strict=True))
@@ -230,32 +340,36 @@ class ShardedRedisBackend(Backend):
     # -- inspecting and managing ----------------------------------------------------------
 
     def get(self, job_id: str) -> Job | None:
-        return next((j for j in self._complete(lambda b: b.get(job_id)) if j), None)
+        return self._by_id(job_id, lambda b: b.get(job_id), lambda job: job is not None)
 
     def get_by_key(self, key: str) -> Job | None:
         return self.shards[self._key_shard(key)].get_by_key(key)
 
     def cancel(self, job_id: str) -> bool:
-        return any(self._complete(lambda b: b.cancel(job_id)))
+        return self._by_id(job_id, lambda b: b.cancel(job_id), bool)
 
     def retry_dead(self, job_id: str) -> bool:
-        return any(self._complete(lambda b: b.retry_dead(job_id)))
+        return self._by_id(job_id, lambda b: b.retry_dead(job_id), bool)
 
-    def list_jobs(self, state: JobState, queue: str | None = None, limit: int = 100) -> list[Job]:
-        jobs = [j for _, found in self._each(lambda b: b.list_jobs(state, queue, limit)) for j in found]
+    def list_jobs(self, state: JobState, queue: str | None = None, limit: int = 100) -> JobList:
+        """From the servers that answer; `missing` names the others."""
+        answers = self._each(lambda b: b.list_jobs(state, queue, limit))
+        jobs = [j for _, found in answers for j in found]
         if JobState(state) in FINISHED_STATES:
             jobs.sort(key=lambda j: (j.finished_at or 0, j.id), reverse=True)
         else:
             jobs.sort(key=lambda j: (j.run_at, j.id), reverse=True)
-        return jobs[:limit]
+        return JobList(jobs[:limit], self._missing(answers))
 
     def purge(self, states: Iterable[JobState], older_than: float = 0.0) -> int:
         states = list(states)
         return sum(n for _, n in self._each(lambda b: b.purge(states, older_than)))
 
-    def stats(self) -> dict[str, QueueStats]:
-        merged: dict[str, QueueStats] = {}
-        for _, per_queue in self._each(lambda b: b.stats()):
+    def stats(self) -> Stats:
+        """Counts summed over the servers that answer; `missing` names the others."""
+        answers = self._each(lambda b: b.stats())
+        merged = Stats(missing=self._missing(answers))
+        for _, per_queue in answers:
             for queue, stats in per_queue.items():
                 total = merged.setdefault(queue, QueueStats())
                 for state, count in stats.counts.items():
@@ -292,6 +406,22 @@ class ShardedRedisBackend(Backend):
 
     def ping(self) -> None:
         self._complete(lambda b: b.ping())
+
+    def check(self) -> list[str]:
+        """Every server is asked (also those skipped for a while); raises when none answers."""
+        answers, errors = [], []
+        for shard, backend in enumerate(self.shards):
+            try:
+                backend.ping()
+            except StoreUnavailable as exc:
+                self._failed(shard, exc)
+                errors.append(exc)
+                continue
+            self._down_until[shard] = 0.0
+            answers.append((shard, None))
+        if not answers:
+            raise errors[0]
+        return self._missing(answers)
 
     def close(self) -> None:
         self._waiter.reset()
