@@ -20,6 +20,7 @@ import click
 import orjson
 
 from .app import App
+from .backends.base import missing_from
 from .errors import ConfigError, DeferqError
 from .job import Job, JobState
 from .loading import load_app, missing_extra, open_store, require
@@ -280,20 +281,30 @@ def console() -> Any:
 def stats(app: App, as_json: bool, watch: bool) -> None:
     """Jobs per queue by state."""
     if as_json:
-        print_json(app.stats())
+        print_json(read_stats(app))
         return
     from rich.live import Live
 
     if not watch:
-        console().print(stats_table(app.stats()))
+        console().print(stats_table(read_stats(app)))
         return
-    with Live(stats_table(app.stats()), console=console(), refresh_per_second=2) as live:
+    with Live(stats_table(read_stats(app)), console=console(), refresh_per_second=2) as live:
         try:
             while True:
                 time.sleep(1)
-                live.update(stats_table(app.stats()))
+                live.update(stats_table(read_stats(app)))
         except KeyboardInterrupt:
             pass
+
+
+def read_stats(app: App) -> dict[str, dict[str, Any]]:
+    """Per-queue counts; a store part that did not answer (a Redis shard) is named on stderr."""
+    raw = app.queue_stats()
+    missing = missing_from(raw)
+    if missing:
+        click.echo(f"warning: Redis shard(s) {', '.join(missing)} did not answer; "
+                   "the counts leave out the jobs stored there", err=True)  # fmt: skip
+    return {queue: s.to_dict() for queue, s in sorted(raw.items())}
 
 
 @main.group()
