@@ -11,10 +11,9 @@ Struct checks the request, and the same Struct gives the OpenAPI document its sc
 from __future__ import annotations
 
 import ast
-import functools
 import re
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import msgspec
 from msgspec import Meta, inspect
@@ -90,29 +89,35 @@ def _mend(data: Any, segments: list[Any]) -> Any:
     return copy
 
 
-def parse_query(model: type[T], params: dict[str, str], where: str = "the query") -> T:
+def parse_query(model: type[T], params: dict[str, str]) -> T:
     """Query parameters as `model`: a whole number's digits become the number (only those:
     "1e2" or "5.0" stay strings, and are refused where the model wants an integer)."""
-    values: dict[str, Any] = {
-        k: int(v) if k in _integers(model) and _DIGITS.match(v) else v for k, v in params.items()
-    }
+    integers = _integers(model)
+    values: dict[str, Any] = {k: int(v) if k in integers and _DIGITS.match(v) else v for k, v in params.items()}
     try:
-        return msgspec.convert(values, model)
+        query: T = msgspec.convert(values, model)
     except msgspec.ValidationError as exc:
-        return _refuse_query(str(exc), model, values)
+        _refuse_query(str(exc), model, values)
+    return query
 
 
 _DIGITS = re.compile(r"-?[0-9]{1,18}\Z")
 
 
-@functools.cache
+_INTEGERS: dict[type, frozenset[str]] = {}
+
+
 def _integers(model: type[Any]) -> frozenset[str]:
-    info = inspect.type_info(model)
-    assert isinstance(info, inspect.StructType)
-    return frozenset(f.encode_name for f in info.fields if isinstance(_plain(f.type, None), inspect.IntType))
+    """The fields of a query model that hold whole numbers."""
+    if model not in _INTEGERS:
+        info = inspect.type_info(model)
+        assert isinstance(info, inspect.StructType)
+        _INTEGERS[model] = frozenset(f.encode_name for f in info.fields
+                                     if isinstance(_plain(f.type, None), inspect.IntType))  # fmt: skip
+    return _INTEGERS[model]
 
 
-def _refuse_query(message: str, model: type[Any], values: dict[str, Any]) -> Any:
+def _refuse_query(message: str, model: type[Any], values: dict[str, Any]) -> NoReturn:
     text = sentence(message, model, values, "the query")
     unknown = _UNKNOWN.match(message)
     if unknown:

@@ -14,17 +14,17 @@ two at checking a dict, which matters on POST /v1/jobs (the hot path).
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias
 
 import msgspec
 from msgspec import UNSET, Meta, Struct, UnsetType
 
-from ..job import JobState, Priority
+from ..job import JobState
 from ..options import HTTP_OPTIONS, LATEST_DUE, Option
 from .auth import SCOPES
 from .config import ServerConfig
 from .fields import matching
-from .topics import NAME_PATTERN, Backoff, TopicRequest
+from .topics import NAME_PATTERN, Backoff, PriorityName, TopicRequest
 
 # Formats the document names for what no JSON Schema keyword can say; the server checks them.
 FORMATS = {
@@ -35,8 +35,12 @@ FORMATS = {
 
 TOPIC_NAME = Annotated[str, matching(NAME_PATTERN.pattern, "1-100 letters, digits and _.:-")]
 STATES = tuple(str(s) for s in JobState)
-State = Literal[STATES]  # type: ignore[valid-type]
-PriorityName = Literal[tuple(Priority.NAMES)]  # type: ignore[valid-type]
+if TYPE_CHECKING:  # the choices are made at run time, from the names they stand for
+    State: TypeAlias = str
+    Scope: TypeAlias = str
+else:
+    State = Literal[STATES]
+    Scope = Literal[SCOPES]
 Limit = Annotated[int, Meta(ge=1, le=1000)]
 
 
@@ -109,7 +113,7 @@ def option_type(schema: dict[str, Any]) -> Any:
         meta.pop("ge", None)
     if meta:
         metas.insert(0, Meta(**meta))
-    return Annotated[(base, *metas)] if metas else base  # type: ignore[valid-type]
+    return Annotated[(base, *metas)] if metas else base
 
 
 def _option_fields(leave_out: tuple[str, ...] = ()) -> list[tuple[str, Any, Any]]:
@@ -143,7 +147,7 @@ TaskJob: type[Struct] = msgspec.defstruct(
 # jobs.parse_job checks the same rules.
 ONE_DUE_TIME = {"not": {"required": ["delay_ms", "at"]}}  # delay_ms or at, not both
 JOB_REQUEST = {"description": "A topic job (with topic) or a task job (with task): exactly one.",
-               "oneOf": [{"$ref": "#/components/schemas/TopicJob"}, {"$ref": "#/components/schemas/TaskJob"}]}  # fmt: skip
+               "oneOf": [{"$ref": f"#/components/schemas/{kind}"} for kind in ("TopicJob", "TaskJob")]}
 # What msgspec cannot write itself, merged into its schemas by openapi.py: each job of a
 # batch is a JobRequest (the model takes it as an object, and jobs.parse_job reads it).
 SCHEMA_RULES: dict[str, dict[str, Any]] = {
@@ -164,7 +168,7 @@ class BatchRequest(Struct, forbid_unknown_fields=True):
 class TokenRequest(Struct, forbid_unknown_fields=True):
     """A new API token: its scope and a note to recognise it by."""
 
-    scope: Literal[SCOPES]  # type: ignore[valid-type]
+    scope: Scope
     note: Annotated[str, Meta(max_length=200)] | None = None
 
 
@@ -194,7 +198,7 @@ class AlertSettings(Struct, forbid_unknown_fields=True):
     email: EmailSettings | UnsetType = UNSET
     webhook: Annotated[str, _WEBHOOK] | None | UnsetType = UNSET
     min_interval: Duration | UnsetType = UNSET
-    backlog: dict[str, Annotated[int, Meta(ge=0)]] | UnsetType = UNSET
+    backlog: dict[str, Annotated[int, Meta(ge=0, le=10**12)]] | UnsetType = UNSET
     oldest_waiting: Duration | None | UnsetType = UNSET
     dead_letters: bool | UnsetType = UNSET
 
@@ -311,7 +315,7 @@ class TopicList(Struct):
 
 class Token(Struct):
     id: str
-    scope: Literal[SCOPES]  # type: ignore[valid-type]
+    scope: Scope
     note: str
     created_at: float
     token: Annotated[str, Meta(description="Shown only when created.")] | UnsetType = UNSET

@@ -6,9 +6,9 @@ import functools
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from starlette.requests import Request
 import msgspec
 from msgspec import UNSET
+from starlette.requests import Request
 from starlette.routing import Route
 
 from ..job import JobState

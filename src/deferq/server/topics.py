@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias
 from urllib.parse import urlsplit
 
 import msgspec
@@ -84,7 +84,12 @@ class ScheduleBackoff(Struct, tag_field="kind", tag="schedule", forbid_unknown_f
 
 
 Backoff = FixedBackoff | LinearBackoff | ExponentialBackoff | ScheduleBackoff
-PriorityName = Literal[tuple(Priority.NAMES)]  # type: ignore[valid-type]
+if TYPE_CHECKING:  # the choices are made at run time, from the names they stand for
+    PriorityName: TypeAlias = str
+    MethodName: TypeAlias = str
+else:
+    PriorityName = Literal[tuple(Priority.NAMES)]
+    MethodName = Literal[METHODS]
 
 
 class TopicRequest(Struct, forbid_unknown_fields=True):
@@ -92,15 +97,14 @@ class TopicRequest(Struct, forbid_unknown_fields=True):
     (or null) takes its default; without a signing_secret the topic keeps the one it had."""
 
     url: Annotated[str, URL]
-    method: Literal[METHODS] | None = None  # type: ignore[valid-type]
+    method: MethodName | None = None
     headers: dict[HeaderName, HeaderValue] | None = None
     delay_ms: Annotated[int, Meta(ge=0, le=10 * 365 * 86400 * 1000)] | None = None
     ttr: Annotated[float, Meta(gt=0, le=86400)] | None = None
     max_attempts: Annotated[int, Meta(ge=1, le=1000)] | None = None
     backoff: Backoff | None = None
-    # a format of the document (its length included), checked by Condition
-    retry_condition: Annotated[str, Meta(extra_json_schema={
-        "format": "retry-condition", "description": "e.g. {res.code}!=200"})] | None = None  # fmt: skip
+    # e.g. {res.code}!=200: a format of the document (its length included), checked by Condition
+    retry_condition: Annotated[str, Meta(extra_json_schema={"format": "retry-condition"})] | None = None
     priority: PriorityName | None = None
     queue: Annotated[str, QUEUE] | None = None
     signing_secret: Annotated[str, Meta(min_length=16, max_length=200)] | None = None
@@ -240,7 +244,7 @@ def check_headers(headers: dict[str, str]) -> dict[str, str]:
 def build_backoff(spec: Any) -> backoff_module.Backoff:
     """A retry schedule from its JSON form, e.g. {"kind": "fixed", "seconds": 5}."""
     try:
-        checked: Backoff = msgspec.convert(spec, Backoff)  # type: ignore[arg-type]
+        checked: Backoff = msgspec.convert(spec, Backoff)
     except msgspec.ValidationError as exc:
         raise Invalid(f"backoff: {exc}") from None
     if isinstance(checked, ScheduleBackoff):
