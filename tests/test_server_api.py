@@ -88,6 +88,20 @@ def test_task_jobs_keys_listing_and_cancel(api):
     assert api.delete("/v1/jobs/NOPE").status_code == 404
 
 
+def test_job_filters_combine(api):
+    """key, state and queue narrow one another; with neither key nor state, every state."""
+    first = api.post("/v1/jobs", json={"task": "send", "key": "k1", "queue": "email", "delay_ms": 5000}).json()
+    second = api.post("/v1/jobs", json={"task": "send", "queue": "sms"}).json()
+
+    def ids(**params: object) -> list[str]:
+        return [j["id"] for j in api.get("/v1/jobs", params=params).json()["jobs"]]
+
+    assert ids(key="k1", state="scheduled") == ids(key="k1", queue="email") == [first["id"]]
+    assert ids(key="k1", state="queued") == ids(key="k1", queue="sms") == []
+    assert sorted(ids()) == sorted([first["id"], second["id"]]) and len(ids(limit=1)) == 1
+    assert ids(queue="sms") == ids(state="queued") == [second["id"]]
+
+
 def test_batch_enqueue_and_queue_counts(api, topic):
     jobs = [{"topic": "orders", "body": i} for i in range(5)] + [{"task": "t", "queue": "q"}]
     answer = api.post("/v1/jobs/batch", json={"jobs": jobs})

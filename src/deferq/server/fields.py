@@ -238,7 +238,7 @@ def _plain(tp: Any, data: Any) -> Any:
     if isinstance(tp, inspect.Metadata):
         tp = tp.type
     if isinstance(tp, inspect.UnionType):
-        members = [t for t in tp.types if not isinstance(t, inspect.NoneType)]
+        members = [_plain(t, data) for t in tp.types if not isinstance(t, inspect.NoneType)]
         for member in members:
             if isinstance(member, inspect.StructType) and member.tag_field is not None and isinstance(data, dict):
                 if data.get(member.tag_field) == member.tag:
