@@ -28,9 +28,10 @@ from .topics import NAME_PATTERN, Backoff, PriorityName, TopicRequest
 
 # Formats the document names for what no JSON Schema keyword can say; the server checks them.
 FORMATS = {
-    "callback-url": "An http(s) URL that the server's callback policy allows (docs/http.md, "
-                    "\"The callback policy\"): no private, link-local or metadata address.",
-    "retry-condition": "A retry condition such as {res.code}!=200 (docs/http.md, \"Retry conditions\").",
+    "callback-url": "An http(s) URL that the server's callback policy allows (docs/http.md, \"Where "
+                    "callbacks may go\"): by default no loopback, private, link-local or metadata address.",
+    "retry-condition": "A condition such as {res.code}!=200, at most 2000 characters (docs/http.md, "
+                       "\"The retry-condition language\").",
 }  # fmt: skip
 
 TOPIC_NAME = Annotated[str, matching(NAME_PATTERN.pattern, "1-100 letters, digits and _.:-")]
@@ -226,10 +227,6 @@ class QueueQuery(Struct, forbid_unknown_fields=True):
 
 class PurgeQuery(Struct, forbid_unknown_fields=True):
     older_than: Annotated[int, Meta(ge=0, le=10 * 365 * 86400, description="Seconds since they died.")] = 0
-
-
-class NoQuery(Struct, forbid_unknown_fields=True):
-    pass
 
 
 # -- answers (the document's; the handlers build the same shapes as dicts) ---------------------
