@@ -88,6 +88,20 @@ def test_task_jobs_keys_listing_and_cancel(api):
     assert api.delete("/v1/jobs/NOPE").status_code == 404
 
 
+def test_job_filters_combine(api):
+    """key, state and queue narrow one another; with neither key nor state, every state."""
+    first = api.post("/v1/jobs", json={"task": "send", "key": "k1", "queue": "email", "delay_ms": 5000}).json()
+    second = api.post("/v1/jobs", json={"task": "send", "queue": "sms"}).json()
+
+    def ids(**params: object) -> list[str]:
+        return [j["id"] for j in api.get("/v1/jobs", params=params).json()["jobs"]]
+
+    assert ids(key="k1", state="scheduled") == ids(key="k1", queue="email") == [first["id"]]
+    assert ids(key="k1", state="queued") == ids(key="k1", queue="sms") == []
+    assert sorted(ids()) == sorted([first["id"], second["id"]]) and len(ids(limit=1)) == 1
+    assert ids(queue="sms") == ids(state="queued") == [second["id"]]
+
+
 def test_batch_enqueue_and_queue_counts(api, topic):
     jobs = [{"topic": "orders", "body": i} for i in range(5)] + [{"task": "t", "queue": "q"}]
     answer = api.post("/v1/jobs/batch", json={"jobs": jobs})
@@ -242,7 +256,6 @@ def test_a_topic_may_not_name_the_store_itself(redis_url):
 @pytest.mark.parametrize(("body", "says"), [
     ({"body": 1}, "exactly one of topic"),
     ({"topic": "orders", "task": "t"}, "exactly one of topic"),
-    ({"topic": "missing"}, "does not exist"),
     ({"topic": "orders", "args": [1]}, "args is for task jobs"),
     ({"task": "t", "body": 1}, "body is for topic jobs"),
     ({"task": "t", "args": {"a": 1}}, "args must be an array"),
@@ -262,6 +275,16 @@ def test_a_bad_job_is_a_422_naming_the_problem(api, topic, body, says):
     answer = api.post("/v1/jobs", json=body)
     assert answer.status_code == 422, answer.text
     assert says in error_of(answer)
+
+
+def test_a_job_for_a_topic_that_does_not_exist_is_a_404(api, topic):
+    """The request is well formed (the document allows it); what it names is missing."""
+    answer = api.post("/v1/jobs", json={"topic": "missing"})
+    assert answer.status_code == 404 and answer.json()["error"]["code"] == "not_found"
+    assert error_of(answer) == "topic 'missing' does not exist: create it with PUT /v1/topics/{name}"
+    batch = api.post("/v1/jobs/batch", json={"jobs": [{"topic": "orders"}, {"topic": "missing"}]})
+    assert batch.status_code == 404 and error_of(batch).startswith("jobs[1]: topic 'missing' does not exist")
+    assert api.get("/v1/queues").json()["queues"] == {}  # neither job of the batch was stored
 
 
 # -- faults ----------------------------------------------------------------------------

@@ -8,52 +8,54 @@ from ..backends.base import Enqueue
 from ..job import Job, Priority, encode_payload, new_job_id
 from ..options import HTTP_OPTIONS, JobOptions
 from ..task import Call, build_enqueue
-from . import fields
+from . import fields, models
 from .delivery import TASK_NAME, TIMEOUT_MARGIN
-from .errors import Invalid
+from .errors import ApiError, Invalid
 
 if TYPE_CHECKING:
     from .service import Service
 
 # The request's own fields, then every job option the HTTP API takes (deferq.options).
 JOB_FIELDS = ("topic", "task", "body", "args", "kwargs", *HTTP_OPTIONS)
-JSON_TYPES: dict[str, tuple[type, ...]] = {"integer": (int,), "number": (int, float), "string": (str,)}
-JSON_NAMES = {"integer": "a whole number", "number": "a number", "string": "a string"}
+TOPIC_ONLY = ("body",)
+TASK_ONLY = ("args", "kwargs", *models.TOPIC_DECIDES)
+SCALED = frozenset(name for name, (_, spec) in HTTP_OPTIONS.items() if spec.http_scale != 1)
 
 
 async def parse_job(service: Service, data: Any, where: str = "the job") -> Enqueue:
-    """A job request as the store's Enqueue; a problem is one sentence (422)."""
+    """A job request as the store's Enqueue; a problem is one sentence (422), a topic
+    that does not exist a 404. The rules between fields (one of topic or task, the fields
+    of each kind, one due time) are the ones models.JOB_REQUEST and ONE_DUE_TIME state."""
     data = fields.json_object(data, where)
-    fields.only_known(data, JOB_FIELDS, where)
-    topic_name, task = data.get("topic"), data.get("task")
-    if (topic_name is None) == (task is None):
+    is_topic = "topic" in data
+    if is_topic == ("task" in data):
         raise Invalid(f"{where} needs exactly one of topic (a callback) or task (a Python task)")
-    options = option_values(data)
-    if "delay" in options and "at" in options:
+    for name in TASK_ONLY if is_topic else TOPIC_ONLY:
+        if name in data:
+            raise Invalid(f"{name} is for task jobs; a topic job sends its body" if is_topic
+                          else f"{name} is for topic jobs; a task job takes args and kwargs")  # fmt: skip
+    if "delay_ms" in data and "at" in data:
         raise Invalid(f"{where} gives both delay_ms and at: give one")
-    if topic_name is not None:
-        return await _topic_job(service, data, topic_name, options)
-    call = _task_call(data, task, options)
-    known = service.app.tasks.get(call.task)
+    request: Any = fields.parse(models.TopicJob if is_topic else models.TaskJob, data, where, _explain)
+    options = option_values(request)
+    if is_topic:
+        return await _topic_job(service, request, options)
+    known = service.app.tasks.get(request.task)
+    call = Call(request.task, tuple(request.args or ()), request.kwargs or {}, JobOptions(**options))
     try:
         return build_enqueue(call, known, 0.0)
     except (TypeError, ValueError) as exc:
         raise Invalid(str(exc)) from None
 
 
-def option_values(data: dict[str, Any]) -> dict[str, Any]:
-    """The job options a request sets, by their Python names, checked by the schema."""
+def option_values(request: Any) -> dict[str, Any]:
+    """The job options a request sets, by their Python names, converted by their checks
+    (the model has checked each against its schema; a check refuses what no schema says)."""
     values = {}
     for http_name, (name, spec) in HTTP_OPTIONS.items():
-        value = data.get(http_name)
+        value = getattr(request, http_name, None)
         if value is None:
             continue
-        json_type = spec.openapi.get("type")
-        if json_type in JSON_TYPES and (isinstance(value, bool) or not isinstance(value, JSON_TYPES[json_type])):
-            raise Invalid(f"{http_name} must be {JSON_NAMES[json_type]}, got {value!r:.60}")
-        maximum = spec.openapi.get("maximum")
-        if maximum is not None and value > maximum:
-            raise Invalid(f"{http_name} must be at most {maximum:g}, got {value}")
         try:
             values[name] = spec.check(value * spec.http_scale if spec.http_scale != 1 else value, http_name)
         except ValueError as exc:
@@ -61,18 +63,30 @@ def option_values(data: dict[str, Any]) -> dict[str, Any]:
     return values
 
 
-async def _topic_job(service: Service, data: dict[str, Any], name: Any, options: dict[str, Any]) -> Enqueue:
+def _explain(field: str, value: Any) -> str | None:
+    """A refused option in its check's words, which say more than the schema's; not for a
+    scaled option (delay_ms), whose check speaks of seconds. A refused task name: its rule."""
+    if field == "task":
+        return "task must be the name of your task (1-200 characters, not deferq.*)"
+    option = HTTP_OPTIONS.get(field)
+    if option is None or field in SCALED:
+        return None
+    try:
+        option[1].check(value, field)
+    except (ValueError, TypeError) as exc:
+        return str(exc)
+    return None
+
+
+async def _topic_job(service: Service, request: Any, options: dict[str, Any]) -> Enqueue:
     """A delivery job: the topic's settings, overridden by the request's. Built directly
     (not through JobOptions) because this is the hot path of the HTTP service."""
-    for field_name in ("args", "kwargs", "queue"):
-        if data.get(field_name) is not None:
-            raise Invalid(f"{field_name} is for task jobs; a topic job sends its body")
-    if not isinstance(name, str):
-        raise Invalid(f"topic must be a string, got {fields.json_type(name)}")
+    name = request.topic
     topic = await service.topic(name)
     if topic is None:
-        raise Invalid(f"topic {name!r:.100} does not exist: create it with PUT /v1/topics/{{name}}")
-    kwargs: dict[str, Any] = {"body": data.get("body")}
+        raise ApiError(404, "not_found",
+                       f"topic {name!r:.100} does not exist: create it with PUT /v1/topics/{{name}}")  # fmt: skip
+    kwargs: dict[str, Any] = {"body": request.body}
     ttr = options.get("timeout")
     if ttr is not None:
         kwargs["ttr"] = ttr
@@ -85,20 +99,6 @@ async def _topic_job(service: Service, data: dict[str, Any], name: Any, options:
     )  # fmt: skip
     delay = 0.0 if at is not None else options.get("delay", topic.delay_ms / 1000)
     return Enqueue(job, delay, encode_payload(TASK_NAME, job.args, kwargs))
-
-
-def _task_call(data: dict[str, Any], task: Any, options: dict[str, Any]) -> Call:
-    if data.get("body") is not None:
-        raise Invalid("body is for topic jobs; a task job takes args and kwargs")
-    if not isinstance(task, str) or not 1 <= len(task) <= 200 or task.startswith("deferq."):
-        raise Invalid("task must be the name of your task (1-200 characters, not deferq.*)")
-    args = [] if data.get("args") is None else data["args"]
-    kwargs = {} if data.get("kwargs") is None else data["kwargs"]
-    if not isinstance(args, list):
-        raise Invalid(f"args must be an array, got {fields.json_type(args)}")
-    if not isinstance(kwargs, dict):
-        raise Invalid(f"kwargs must be an object, got {fields.json_type(kwargs)}")
-    return Call(task, tuple(args), kwargs, JobOptions(**options))
 
 
 def receipt(job: Job) -> dict[str, Any]:

@@ -1,7 +1,11 @@
-"""The OpenAPI 3.0 document of the API, written by hand as one dict (served at /openapi.json).
+"""The OpenAPI 3.1 document of the API (served at /openapi.json), generated.
 
-Every operation lists every status it can answer, so schemathesis can check that the
-server says nothing undocumented (tests/test_server_schema.py).
+Every schema in it comes from the msgspec models that check the requests (models.py,
+topics.TopicRequest) and describe the answers, by msgspec.json.schema_components; what
+is written here is only the list of operations: their paths, scopes, models and the
+statuses each can answer. Every operation lists every status it can answer, and a
+request that its schema allows is one the server accepts, so schemathesis can check
+both ways (tests/test_server_schema.py).
 """
 
 from __future__ import annotations
@@ -9,86 +13,18 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from ..options import HTTP_OPTIONS
-from .auth import SCOPES
-from .topics import BACKOFF_KINDS, METHODS
+import msgspec
 
-NUMBER = {"type": "number"}
-INTEGER = {"type": "integer"}
-STRING = {"type": "string"}
-ANY: dict[str, Any] = {}
+from . import models
+from .fields import ecma_pattern
+from .topics import NAME_PATTERN
 
-
-def nullable(schema: dict[str, Any]) -> dict[str, Any]:
-    return {**schema, "nullable": True}
-
-
-def obj(properties: dict[str, Any], required: tuple[str, ...] = (), extra: bool = True) -> dict[str, Any]:
-    schema: dict[str, Any] = {"type": "object", "properties": properties}
-    if required:
-        schema["required"] = list(required)
-    if not extra:
-        schema["additionalProperties"] = False
-    return schema
-
-
-def request_obj(properties: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
-    """A request body: no unknown fields; an optional field may be null (= left out)."""
-    return obj({name: schema if name in required else nullable(schema)
-                for name, schema in properties.items()}, required, extra=False)  # fmt: skip
+REF = "#/components/schemas/{name}"
 
 
 def ref(name: str) -> dict[str, Any]:
-    return {"$ref": f"#/components/schemas/{name}"}
+    return {"$ref": REF.format(name=name)}
 
-
-PRIORITY = {"type": "string", "enum": ["high", "normal", "low"]}
-STATE = {"type": "string", "enum": ["scheduled", "queued", "active", "succeeded", "dead", "cancelled"]}
-
-TOPIC_FIELDS: dict[str, Any] = {
-    "url": {**STRING, "description": "http(s) URL the job's body is sent to."},
-    "method": {"type": "string", "enum": list(METHODS)},
-    "headers": {"type": "object", "additionalProperties": STRING},
-    "delay_ms": {**INTEGER, "minimum": 0},
-    "ttr": {**NUMBER, "exclusiveMinimum": True, "minimum": 0, "maximum": 86400},
-    "max_attempts": {**INTEGER, "minimum": 1, "maximum": 1000},
-    "backoff": obj({"kind": {"type": "string", "enum": list(BACKOFF_KINDS)}}, ("kind",)),
-    "retry_condition": nullable({**STRING, "description": "e.g. {res.code}!=200"}),
-    "priority": PRIORITY,
-    "queue": STRING,
-    "signing_secret": {**STRING, "minLength": 16},
-    "max_answer_bytes": {**INTEGER, "minimum": 1, "maximum": 64 * 1024 * 1024},
-}
-
-SCHEMAS: dict[str, Any] = {
-    "Error": obj({"error": obj({"code": STRING, "message": STRING}, ("code", "message"))},
-                 ("error",)),  # fmt: skip
-    "JobRequest": request_obj({
-        "topic": {**STRING, "description": "Deliver `body` to this topic's callback URL."},
-        "task": {**STRING, "description": "Or: run this Python task with args/kwargs."},
-        "body": {"description": "Any JSON value, POSTed to the topic's URL."},
-        "args": {"type": "array", "items": ANY},
-        "kwargs": {"type": "object"},
-        **{name: {"description": spec.help, **spec.openapi} for name, (_, spec) in HTTP_OPTIONS.items()},
-    }),  # fmt: skip
-    "Receipt": obj({"id": STRING, "state": STATE, "run_at": NUMBER}, ("id", "state", "run_at")),
-    "Job": obj({
-        "id": STRING, "state": STATE, "queue": STRING, "topic": nullable(STRING),
-        "body": ANY, "task": nullable(STRING), "args": nullable({"type": "array", "items": ANY}),
-        "kwargs": nullable({"type": "object"}), "priority": PRIORITY, "attempts": INTEGER,
-        "max_attempts": INTEGER, "ttr": nullable(NUMBER), "key": nullable(STRING),
-        "run_at": NUMBER, "created_at": NUMBER, "finished_at": nullable(NUMBER),
-        "error": nullable(STRING), "result": ANY,
-    }, ("id", "state", "queue", "attempts", "max_attempts", "run_at")),  # fmt: skip
-    "JobList": obj({"jobs": {"type": "array", "items": ref("Job")}}, ("jobs",)),
-    "QueueStats": obj({**{s: INTEGER for s in STATE["enum"]}, "oldest_wait": NUMBER}),
-    "TopicRequest": request_obj(TOPIC_FIELDS, ("url",)),
-    "Topic": obj({**TOPIC_FIELDS, "name": STRING, "updated_at": NUMBER}, ("name", "url")),
-    "Token": obj({"id": STRING, "scope": {"type": "string", "enum": list(SCOPES)},
-                  "note": STRING, "created_at": NUMBER,
-                  "token": {**STRING, "description": "Shown only when created."}},
-                 ("id", "scope")),  # fmt: skip
-}
 
 ERRORS = {
     "400": "Malformed JSON", "401": "No valid API token", "403": "The token's scope is too small",
@@ -123,114 +59,138 @@ def operation(summary: str, scope: str | None, ok: dict[str, dict[str, Any]],
     return op
 
 
-def path_param(name: str) -> dict[str, Any]:
-    return {"name": name, "in": "path", "required": True, "schema": STRING}
+def path_param(name: str, pattern: str | None = None) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "string", "minLength": 1}
+    if pattern:
+        schema["pattern"] = pattern
+    return {"name": name, "in": "path", "required": True, "schema": schema}
 
 
-def query(name: str, schema: dict[str, Any]) -> dict[str, Any]:
-    return {"name": name, "in": "query", "required": False, "schema": schema}
-
-
-LIMIT = query("limit", {**INTEGER, "minimum": 1, "maximum": 1000})
+def query(model: type[msgspec.Struct]) -> list[dict[str, Any]]:
+    """The query parameters of an operation: the fields of its query model."""
+    (_,), components = msgspec.json.schema_components([model], ref_template=REF)
+    properties = components[model.__name__]["properties"]
+    return [{"name": name, "in": "query", "required": False, "schema": _ecma(schema)}
+            for name, schema in properties.items()]  # fmt: skip
 
 
 def _paths() -> dict[str, Any]:
-    job_id, name = [path_param("job_id")], [path_param("name")]
+    job_id = [path_param("job_id")]
+    name = [path_param("name", NAME_PATTERN.pattern)]
     jobs = answer("Jobs", ref("JobList"))
+    refused = ("404", "422", "429", "503")  # 404: a topic that does not exist
     return {
         "/v1/jobs": {
             "post": operation("Enqueue a job", "producer",
                               {"201": answer("Stored", ref("Receipt")),
                                "200": answer("A job with this key already waits", ref("Receipt"))},
-                              ref("JobRequest"), errors=("422", "429", "503")),
-            "get": operation("Find jobs by key, or list jobs in a state", "producer",
-                             {"200": jobs}, params=[query("key", STRING), query("state", STATE),
-                                                    query("queue", STRING), LIMIT]),
+                              ref("JobRequest"), errors=refused),
+            "get": operation("Find jobs: by key, in a state, of a queue", "producer",
+                             {"200": jobs}, params=query(models.JobsQuery), errors=("422", "503")),
         },
         "/v1/jobs/batch": {
             "post": operation("Enqueue many jobs at once", "producer",
-                              {"201": answer("Stored", obj({"jobs": {
-                                  "type": "array", "items": ref("Receipt")}}, ("jobs",)))},
-                              obj({"jobs": {"type": "array", "items": ref("JobRequest")}},
-                                  ("jobs",)), errors=("422", "429", "503")),
+                              {"201": answer("Stored", ref("Receipts"))}, ref("BatchRequest"), errors=refused),
         },
         "/v1/jobs/{job_id}": {
-            "get": operation("A job", "producer", {"200": answer("The job", ref("Job"))},
-                             params=job_id),
+            "get": operation("A job", "producer", {"200": answer("The job", ref("Job"))}, params=job_id),
             "delete": operation("Cancel a waiting job", "producer",
-                                {"200": answer("Cancelled", obj({"id": STRING, "state": STATE})),
+                                {"200": answer("Cancelled", ref("JobStateAnswer")),
                                  "409": answer("Not waiting", ref("Error"))}, params=job_id),
         },
         "/v1/queues": {
             "get": operation("Counts by state and oldest wait, per queue", "producer",
-                             {"200": answer("Queues", obj({"queues": {
-                                 "type": "object", "additionalProperties": ref("QueueStats")}}))}),
+                             {"200": answer("Queues", ref("QueueList"))}),
         },
         "/v1/dead": {
             "get": operation("Dead letters, newest first", "admin", {"200": jobs},
-                             params=[query("queue", STRING), LIMIT]),
-            "delete": operation("Purge dead letters", "admin",
-                                {"200": answer("Purged", obj({"purged": INTEGER}))},
-                                params=[query("older_than", {**INTEGER, "minimum": 0})]),
+                             params=query(models.DeadQuery)),
+            "delete": operation("Purge dead letters", "admin", {"200": answer("Purged", ref("Purged"))},
+                                params=query(models.PurgeQuery)),
         },
         "/v1/dead/retry": {
             "post": operation("Retry every dead letter (of a queue)", "admin",
-                              {"200": answer("Retried", obj({"retried": INTEGER}))},
-                              params=[query("queue", STRING)]),
+                              {"200": answer("Retried", ref("Retried"))}, params=query(models.QueueQuery)),
         },
         "/v1/dead/{job_id}/retry": {
             "post": operation("Retry one dead letter", "admin",
-                              {"200": answer("Queued again", obj({"id": STRING, "state": STATE})),
+                              {"200": answer("Queued again", ref("JobStateAnswer")),
                                "409": answer("Not dead", ref("Error"))}, params=job_id),
         },
         "/v1/topics": {
-            "get": operation("All topics", "admin", {"200": answer("Topics", obj({
-                "topics": {"type": "array", "items": ref("Topic")}}))}),
+            "get": operation("All topics", "admin", {"200": answer("Topics", ref("TopicList"))}),
         },
         "/v1/topics/{name}": {
-            "get": operation("A topic", "admin", {"200": answer("The topic", ref("Topic"))},
-                             params=name),
+            "get": operation("A topic", "admin", {"200": answer("The topic", ref("Topic"))}, params=name),
             "put": operation("Create or replace a topic", "admin",
                              {"200": answer("Replaced", ref("Topic")),
                               "201": answer("Created", ref("Topic"))}, ref("TopicRequest"), params=name),
-            "delete": operation("Delete a topic", "admin",
-                                {"200": answer("Deleted", obj({"deleted": STRING}))}, params=name),
+            "delete": operation("Delete a topic", "admin", {"200": answer("Deleted", ref("Deleted"))},
+                                params=name),
         },
         "/v1/tokens": {
-            "get": operation("API tokens (their ids and scopes)", "admin", {"200": answer(
-                "Tokens", obj({"tokens": {"type": "array", "items": ref("Token")}}))}),
+            "get": operation("API tokens (their ids and scopes)", "admin",
+                             {"200": answer("Tokens", ref("TokenList"))}),
             "post": operation("Make an API token (shown once)", "admin",
-                              {"201": answer("The token", ref("Token"))},
-                              request_obj({"scope": {"type": "string", "enum": list(SCOPES)},
-                                           "note": STRING}, ("scope",))),
+                              {"201": answer("The token", ref("Token"))}, ref("TokenRequest")),
         },
         "/v1/tokens/{token_id}": {
-            "delete": operation("Revoke a token", "admin",
-                                {"200": answer("Revoked", obj({"deleted": STRING}))},
+            "delete": operation("Revoke a token", "admin", {"200": answer("Revoked", ref("Deleted"))},
                                 params=[path_param("token_id")]),
         },
         "/v1/settings/alerts": {
             "get": operation("Where dead-callback alerts go", "admin",
-                             {"200": answer("Alert settings", obj({"alerts": nullable(
-                                 {"type": "object"})}))}),
+                             {"200": answer("Alert settings", ref("Alerts"))}),
             "put": operation("Set where dead-callback alerts go", "admin",
-                             {"200": answer("Saved", obj({"alerts": {"type": "object"}}))},
-                             {"type": "object"}),
+                             {"200": answer("Saved", ref("SavedAlerts"))}, ref("AlertSettings")),
         },
         "/healthz": {"get": operation("The process is alive", None, {
-            "200": answer("Alive", obj({"status": STRING}))}, errors=())},
+            "200": answer("Alive", ref("Status"))}, errors=())},
         "/readyz": {"get": operation("The store answers", None, {
-            "200": answer("Ready", obj({"status": STRING}))}, errors=("503",))},
+            "200": answer("Ready", ref("Status"))}, errors=("503",))},
     }  # fmt: skip
+
+
+def schemas() -> dict[str, Any]:
+    """The components: every model's schema, with the rules between fields that a model
+    states in words of JSON Schema (models.SCHEMA_RULES), and the job request's two kinds."""
+    _, components = msgspec.json.schema_components(models.MODELS, ref_template=REF)
+    for name, extra in models.SCHEMA_RULES.items():
+        components[name] = _merged(components[name], extra)
+    # Each field also stands at the top, with the schema it has in its kind (the same for
+    # both where both take it), so a reader or a client generator sees them in one place.
+    fields = {**components["TopicJob"]["properties"], **components["TaskJob"]["properties"]}
+    components["JobRequest"] = {"type": "object", "properties": fields, **models.JOB_REQUEST}
+    return {name: _ecma(schema) for name, schema in sorted(components.items())}
+
+
+def _merged(schema: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(schema)
+    for key, value in extra.items():
+        both = isinstance(value, dict) and isinstance(merged.get(key), dict)
+        merged[key] = _merged(merged[key], value) if both else value
+    return merged
+
+
+def _ecma(schema: Any) -> Any:
+    """`schema` with each pattern in JSON Schema's words (fields.matching)."""
+    if isinstance(schema, dict):
+        return {k: ecma_pattern(v) if k == "pattern" and isinstance(v, str) else _ecma(v)
+                for k, v in schema.items()}  # fmt: skip
+    if isinstance(schema, list):
+        return [_ecma(item) for item in schema]
+    return schema
 
 
 @functools.cache
 def document() -> dict[str, Any]:
     return {
-        "openapi": "3.0.3",
+        "openapi": "3.1.0",
         "info": {"title": "deferq", "version": "1",
-                 "description": "Delayed jobs and signed callbacks over HTTP. See docs/http.md."},
+                 "description": "Delayed jobs and signed callbacks over HTTP. See docs/http.md.\n\n"
+                                "Formats that no JSON Schema keyword states:\n\n" + "\n".join(
+                                    f"- `{name}`: {says}" for name, says in models.FORMATS.items())},
         "paths": _paths(),
-        "components": {"schemas": SCHEMAS,
+        "components": {"schemas": schemas(),
                        "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
     }  # fmt: skip

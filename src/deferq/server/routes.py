@@ -6,17 +6,19 @@ import functools
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+from msgspec import UNSET
 from starlette.requests import Request
 from starlette.routing import Route
 
 from ..backends.base import missing_from
 from ..job import JobState
-from . import auth, fields, settings
+from . import auth, fields, models, settings
 from . import jobs as jobs_module
 from . import topics as topics_module
 from .errors import ApiError, Invalid, not_found
 from .openapi import document
-from .web import JSON, authorize, query_int, read_json, service_of
+from .web import JSON, authorize, read_json, service_of
 
 if TYPE_CHECKING:
     from .service import Service
@@ -77,12 +79,13 @@ async def create_jobs(request: Request) -> JSON:
         raise Invalid('send {"jobs": [job, ...]}')
     if not 1 <= len(data["jobs"]) <= service.config.max_batch:
         raise Invalid(f"jobs must hold 1 to {service.config.max_batch} jobs")
+    batch = fields.parse(models.BatchRequest, data, "a batch")
     items = []
-    for i, job in enumerate(data["jobs"]):
+    for i, job in enumerate(batch.jobs):
         try:
             items.append(await jobs_module.parse_job(service, job))
-        except Invalid as exc:
-            raise Invalid(f"jobs[{i}]: {exc.message}") from None
+        except ApiError as exc:  # a 422, or a 404 for a topic that does not exist
+            raise ApiError(exc.status, exc.code, f"jobs[{i}]: {exc.message}") from None
     per_queue: dict[str, int] = {}
     for item in items:
         per_queue[item.job.queue] = per_queue.get(item.job.queue, 0) + 1
@@ -103,23 +106,26 @@ async def get_job(request: Request) -> JSON:
 
 @needs(PRODUCER)
 async def list_jobs(request: Request) -> JSON:
+    """The filters combine: the job with `key`, if it is in `state` and of `queue`; else
+    the jobs in `state` (every state, in turn, when left out) of `queue`, up to `limit`."""
     service = service_of(request)
-    key, state = request.query_params.get("key"), request.query_params.get("state")
-    if (key is None) == (state is None):
-        raise Invalid("pass exactly one of the query parameters key or state")
-    limit = query_int(request, "limit", 100, 1, 1000)
-    if key is not None:
-        job = await service.store(service.backend.get_by_key, key)
+    query = fields.parse_query(models.JobsQuery, dict(request.query_params))
+    queue = None if query.queue is UNSET else query.queue
+    if query.key is not UNSET:
+        job = await service.store(service.backend.get_by_key, query.key)
         found = [job] if job is not None else []
+        found = [j for j in found if query.state in (UNSET, str(j.state)) and queue in (None, j.queue)]
         return JSON({"jobs": [jobs_module.view(job) for job in found]})
-    if state not in [str(s) for s in JobState]:
-        raise Invalid(f"state must be one of {', '.join(map(str, JobState))}")
-    return await jobs_in_state(request, JobState(state), limit)
+    states = list(JobState) if query.state is UNSET else [JobState(query.state)]
+    jobs: list[Any] = []
+    for state in states:
+        if len(jobs) < query.limit:
+            jobs += await service.store(service.backend.list_jobs, state, queue, query.limit - len(jobs))
+    return JSON({"jobs": [jobs_module.view(job) for job in jobs]})
 
 
-async def jobs_in_state(request: Request, state: JobState, limit: int) -> JSON:
+async def jobs_in_state(request: Request, state: JobState, queue: str | None, limit: int) -> JSON:
     service = service_of(request)
-    queue = request.query_params.get("queue")
     found = await service.store(service.backend.list_jobs, state, queue, limit)
     return JSON({"jobs": [jobs_module.view(job) for job in found]})
 
@@ -153,7 +159,8 @@ async def list_queues(request: Request) -> JSON:
 
 @needs(ADMIN)
 async def list_dead(request: Request) -> JSON:
-    return await jobs_in_state(request, JobState.DEAD, query_int(request, "limit", 100, 1, 1000))
+    query = fields.parse_query(models.DeadQuery, dict(request.query_params))
+    return await jobs_in_state(request, JobState.DEAD, None if query.queue is UNSET else query.queue, query.limit)
 
 
 @needs(ADMIN)
@@ -165,7 +172,8 @@ async def retry_dead(request: Request) -> JSON:
 @needs(ADMIN)
 async def retry_all_dead(request: Request) -> JSON:
     service = service_of(request)
-    queue = request.query_params.get("queue")
+    query = fields.parse_query(models.QueueQuery, dict(request.query_params))
+    queue = None if query.queue is UNSET else query.queue
     retried = 0
     while batch := await service.store(service.backend.list_jobs, JobState.DEAD, queue, 500):
         done = sum([await service.store(service.backend.retry_dead, job.id) for job in batch])
@@ -178,7 +186,7 @@ async def retry_all_dead(request: Request) -> JSON:
 @needs(ADMIN)
 async def purge_dead(request: Request) -> JSON:
     service = service_of(request)
-    older_than = query_int(request, "older_than", 0, 0, 10 * 365 * 86400)
+    older_than = fields.parse_query(models.PurgeQuery, dict(request.query_params)).older_than
     purged = await service.store(service.backend.purge, [JobState.DEAD], float(older_than))
     return JSON({"purged": purged})
 
@@ -241,9 +249,8 @@ async def create_token(request: Request) -> JSON:
     data = await read_json(request)
     if not isinstance(data, dict) or data.get("scope") not in auth.SCOPES:
         raise Invalid('send {"scope": "producer" or "admin", "note": "..."}')
-    fields.only_known(data, ("scope", "note"), "a token request")
-    note = fields.string(data, "note", "", max_length=200)
-    token, record = await service.store(auth.create, service.backend, data["scope"], note)
+    asked = fields.parse(models.TokenRequest, data, "a token request")
+    token, record = await service.store(auth.create, service.backend, asked.scope, asked.note or "")
     return JSON({"token": token, **record}, 201)
 
 
@@ -265,7 +272,8 @@ async def get_alerts(request: Request) -> JSON:
 @needs(ADMIN)
 async def put_alerts(request: Request) -> JSON:
     service = service_of(request)
-    data = fields.json_object(await read_json(request), "the alert settings")
+    # as the model reads them (a whole number sent as 5.0 is 5), then as the alerter does
+    data = msgspec.to_builtins(fields.parse(models.AlertSettings, await read_json(request), "the alert settings"))
     settings.check_alerts(data)
     await service.store(settings.save_alerts, service.backend, data)
     return JSON({"alerts": data})

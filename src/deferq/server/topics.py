@@ -10,10 +10,12 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias
 from urllib.parse import urlsplit
 
+import msgspec
 import orjson
+from msgspec import UNSET, Meta, Struct, UnsetType
 
 from .. import backoff as backoff_module
 from ..backends import Backend
@@ -33,18 +35,80 @@ DEFAULT_MAX_ATTEMPTS = 10  # S2-6
 DEFAULT_MAX_ANSWER_BYTES = 1024 * 1024  # of a callback's answer that a worker reads
 MAX_ANSWER_BYTES = 64 * 1024 * 1024  # the most a topic may ask each delivery to hold
 DEFAULT_BACKOFF = {"kind": "linear", "first": 1, "step": 2, "unit": 60}  # 1, 3, 5 ... minutes
-BACKOFF_KINDS = {
-    "fixed": ("seconds",),
-    "linear": ("first", "step", "unit", "cap"),
-    "exponential": ("base", "first", "cap", "jitter"),
-    "schedule": ("seconds",),
-}
 # A header name is an HTTP token (RFC 9110); a value is printable ASCII, spaces and tabs.
 HEADER_NAME = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+$")
+HEADER_VALUE = r"^[\t -~]*$"
 FRAMING_HEADERS = ("content-length", "transfer-encoding")  # deferq frames each body itself
-TOPIC_FIELDS = ("url", "method", "headers", "delay_ms", "ttr", "max_attempts", "backoff",
-                "retry_condition", "priority", "queue", "signing_secret",
-                "max_answer_bytes")  # fmt: skip
+# The rules of check_headers in a pattern, for the model (check_headers words a refusal).
+_FRAMING = "|".join("".join(f"[{c.upper()}{c}]" if c.isalpha() else c for c in name) for name in FRAMING_HEADERS)
+HeaderName = Annotated[str, fields.matching(f"^(?!(?:{_FRAMING})$){HEADER_NAME.pattern[1:]}",
+                                            "an HTTP header name that deferq does not set itself")]  # fmt: skip
+HeaderValue = Annotated[str, fields.matching(HEADER_VALUE, "printable ASCII")]
+
+# -- the request: PUT /v1/topics/{name} -------------------------------------------------------
+
+Wait = Annotated[float, Meta(ge=0, le=30 * 86400)]  # seconds
+# An http(s) URL the callback policy allows: a format of the document, checked by check_url.
+URL = Meta(max_length=2000, extra_json_schema={"format": "callback-url"})
+QUEUE = fields.matching(NAME_PATTERN.pattern, "letters, digits and _.:- (at most 100)")
+
+
+class FixedBackoff(Struct, tag_field="kind", tag="fixed", forbid_unknown_fields=True):
+    """The same wait before every retry."""
+
+    seconds: Wait | None = None
+
+
+class LinearBackoff(Struct, tag_field="kind", tag="linear", forbid_unknown_fields=True):
+    """(step*n + first) units, capped at cap seconds: the default is 1, 3, 5 ... minutes."""
+
+    first: Wait | None = None
+    step: Wait | None = None
+    unit: Wait | None = None
+    cap: Wait | None = None
+
+
+class ExponentialBackoff(Struct, tag_field="kind", tag="exponential", forbid_unknown_fields=True):
+    """first * base**(n-1) seconds, capped, with jitter unless it is false."""
+
+    base: Annotated[float, Meta(ge=1, le=100)] | None = None
+    first: Wait | None = None
+    cap: Wait | None = None
+    jitter: bool | UnsetType = UNSET
+
+
+class ScheduleBackoff(Struct, tag_field="kind", tag="schedule", forbid_unknown_fields=True):
+    """Explicit waits: the n-th retry waits seconds[n-1]; the last one repeats."""
+
+    seconds: Annotated[list[Wait], Meta(min_length=1, max_length=1000)]
+
+
+Backoff = FixedBackoff | LinearBackoff | ExponentialBackoff | ScheduleBackoff
+if TYPE_CHECKING:  # the choices are made at run time, from the names they stand for
+    PriorityName: TypeAlias = str
+    MethodName: TypeAlias = str
+else:
+    PriorityName = Literal[tuple(Priority.NAMES)]
+    MethodName = Literal[METHODS]
+
+
+class TopicRequest(Struct, forbid_unknown_fields=True):
+    """A topic: where its jobs are delivered and how failures are retried. A field left out
+    (or null) takes its default; without a signing_secret the topic keeps the one it had."""
+
+    url: Annotated[str, URL]
+    method: MethodName | None = None
+    headers: dict[HeaderName, HeaderValue] | None = None
+    delay_ms: Annotated[int, Meta(ge=0, le=10 * 365 * 86400 * 1000)] | None = None
+    ttr: Annotated[float, Meta(gt=0, le=86400)] | None = None
+    max_attempts: Annotated[int, Meta(ge=1, le=1000)] | None = None
+    backoff: Backoff | None = None
+    # e.g. {res.code}!=200: a format of the document (its length included), checked by Condition
+    retry_condition: Annotated[str, Meta(extra_json_schema={"format": "retry-condition"})] | None = None
+    priority: PriorityName | None = None
+    queue: Annotated[str, QUEUE] | None = None
+    signing_secret: Annotated[str, Meta(min_length=16, max_length=200)] | None = None
+    max_answer_bytes: Annotated[int, Meta(ge=1, le=MAX_ANSWER_BYTES)] | None = None
 
 
 @dataclass(frozen=True)
@@ -81,41 +145,29 @@ class Topic:
         is made), so re-saving a topic never breaks its receivers' verification. The URL
         is checked against `policy` (default: this process's callback policy)."""
         check_name(name)
-        data = fields.json_object(data, "a topic")
-        fields.only_known(data, TOPIC_FIELDS, "a topic")
-        url = fields.string(data, "url", max_length=2000)
-        if url is None:
+        if isinstance(data, dict) and data.get("url") is None:
             raise Invalid("a topic needs a url (the callback to deliver jobs to)")
-        check_url(url, policy or netpolicy.current())
-        condition = fields.string(data, "retry_condition", max_length=2000)
-        if condition is not None:
+        request = fields.parse(TopicRequest, data, "a topic", _explain)
+        check_url(request.url, policy or netpolicy.current())
+        if request.retry_condition is not None:
             try:
-                Condition(condition)
+                Condition(request.retry_condition)
             except ConditionError as exc:
                 raise Invalid(f"retry_condition: {exc}") from None
-        secret = fields.string(data, "signing_secret", max_length=200)
-        if secret is not None and len(secret) < 16:
-            raise Invalid("signing_secret must be at least 16 characters")
-        backoff = data.get("backoff") or dict(DEFAULT_BACKOFF)
-        build_backoff(backoff)
-        queue = fields.string(data, "queue", DEFAULT_QUEUE, max_length=100)
-        if not NAME_PATTERN.match(queue):
-            raise Invalid(f"queue {queue!r} must be letters, digits and _.:- (at most 100)")
         return cls(
             name=name,
-            url=url,
-            method=fields.string(data, "method", "POST", choices=METHODS),
-            headers=check_headers(fields.string_map(data, "headers")),
-            delay_ms=fields.integer(data, "delay_ms", 0, maximum=10 * 365 * 86400 * 1000),
-            ttr=float(fields.number(data, "ttr", DEFAULT_TTR, above=True, maximum=86400)),
-            max_attempts=fields.integer(data, "max_attempts", DEFAULT_MAX_ATTEMPTS, 1, 1000),
-            backoff=backoff,
-            retry_condition=condition,
-            priority=fields.string(data, "priority", "normal", choices=Priority.NAMES),
-            queue=queue,
-            signing_secret=secret or (previous.signing_secret if previous else new_secret()),
-            max_answer_bytes=fields.integer(data, "max_answer_bytes", DEFAULT_MAX_ANSWER_BYTES,
-                                            1, MAX_ANSWER_BYTES),  # fmt: skip
+            url=request.url,
+            method=request.method or "POST",
+            headers=check_headers(request.headers or {}),
+            delay_ms=_default(request.delay_ms, 0),
+            ttr=float(_default(request.ttr, DEFAULT_TTR)),
+            max_attempts=_default(request.max_attempts, DEFAULT_MAX_ATTEMPTS),
+            backoff=data["backoff"] if request.backoff is not None else dict(DEFAULT_BACKOFF),
+            retry_condition=request.retry_condition,
+            priority=_default(request.priority, "normal"),
+            queue=_default(request.queue, DEFAULT_QUEUE),
+            signing_secret=request.signing_secret or (previous.signing_secret if previous else new_secret()),
+            max_answer_bytes=_default(request.max_answer_bytes, DEFAULT_MAX_ANSWER_BYTES),
             updated_at=time.time(),
         )
 
@@ -136,8 +188,22 @@ class Topic:
         return Condition(self.retry_condition) if self.retry_condition else None
 
 
+def _explain(field: str, value: Any) -> str | None:
+    """Refused headers in check_headers' words, which name the header and the character."""
+    if field == "headers" and isinstance(value, dict) and all(isinstance(v, str) for v in value.values()):
+        try:
+            check_headers(value)
+        except Invalid as exc:
+            return exc.message
+    return None
+
+
+def _default(value: Any, default: Any) -> Any:
+    return default if value is None else value
+
+
 def check_name(name: str) -> None:
-    if not NAME_PATTERN.match(name):
+    if not NAME_PATTERN.fullmatch(name):
         raise Invalid(f"topic name {name!r:.120} must be 1-100 letters, digits and _.:-")
 
 
@@ -161,7 +227,7 @@ def check_headers(headers: dict[str, str]) -> dict[str, str]:
     HTTP token, a value with a line break, a control or a non-ASCII character, or a
     header that frames the body (deferq sets those for each request)."""
     for name, value in headers.items():
-        if not HEADER_NAME.match(name):
+        if not HEADER_NAME.fullmatch(name):
             raise Invalid(f"headers: {name!r:.60} is not a header name: use letters, digits "
                           "and !#$%&'*+-.^_`|~ only")  # fmt: skip
         if name.lower() in FRAMING_HEADERS:
@@ -177,33 +243,20 @@ def check_headers(headers: dict[str, str]) -> dict[str, str]:
 
 def build_backoff(spec: Any) -> backoff_module.Backoff:
     """A retry schedule from its JSON form, e.g. {"kind": "fixed", "seconds": 5}."""
-    spec = fields.json_object(spec, "backoff")
-    kind = spec.get("kind")
-    if kind not in BACKOFF_KINDS:
-        raise Invalid(f"backoff.kind must be one of {', '.join(BACKOFF_KINDS)}, got {kind!r:.60}")
-    fields.only_known(spec, ("kind", *BACKOFF_KINDS[kind]), f"a {kind} backoff")
-    if kind == "schedule":
-        waits = spec.get("seconds")
-        if not isinstance(waits, list) or not 1 <= len(waits) <= 1000:
-            raise Invalid("backoff.seconds must be a list of 1-1000 waits in seconds")
-        return Schedule(tuple(
-            float(fields.number({"backoff.seconds": w}, "backoff.seconds", maximum=30 * 86400))
-            for w in waits
-        ))  # fmt: skip
-    if kind == "exponential":
-        jitter = spec.get("jitter", True)
-        if not isinstance(jitter, bool):
-            raise Invalid("backoff.jitter must be true or false")
-        options = {k: fields.number(spec, k, maximum=30 * 86400) for k in ("first", "cap")}
-        options["base"] = fields.number(spec, "base", minimum=1, maximum=100)
-        return backoff_module.exponential(
-            jitter=jitter, **{k: float(v) for k, v in options.items() if v is not None}
-        )
-    options = {k: fields.number(spec, k, maximum=30 * 86400) for k in BACKOFF_KINDS[kind]}
-    options = {k: float(v) for k, v in options.items() if v is not None}
-    if kind == "fixed":
-        return backoff_module.fixed(**options)
-    return backoff_module.linear(**options)
+    try:
+        checked: Backoff = msgspec.convert(spec, Backoff)
+    except msgspec.ValidationError as exc:
+        raise Invalid(f"backoff: {exc}") from None
+    if isinstance(checked, ScheduleBackoff):
+        return Schedule(tuple(checked.seconds))
+    given = {f: getattr(checked, f) for f in checked.__struct_fields__}
+    waits = {k: float(v) for k, v in given.items() if k != "jitter" and v is not None}
+    if isinstance(checked, ExponentialBackoff):
+        jitter = True if checked.jitter is UNSET else bool(checked.jitter)
+        return backoff_module.exponential(jitter=jitter, **waits)
+    if isinstance(checked, FixedBackoff):
+        return backoff_module.fixed(**waits)
+    return backoff_module.linear(**waits)
 
 
 # -- storage ------------------------------------------------------------------------------

@@ -1,0 +1,353 @@
+"""The typed models of the REST API: every request body and query, and the answers.
+
+Each model is a msgspec Struct that does two jobs: `fields.parse` checks a request with
+it, and openapi.py turns it into the document's JSON Schema (msgspec.json.schema_components).
+The server and /openapi.json read the same class, so they cannot disagree; schemathesis
+holds them to it (tests/test_server_schema.py). A rule no JSON Schema can state is a
+"format" the document names and explains (a callback URL the policy allows, a retry
+condition that parses): see FORMATS.
+
+Why msgspec (and not pydantic): one small wheel with no dependencies, strict about JSON
+types as orjson is (true is no integer, 1.5 is no whole number), and the fastest of the
+two at checking a dict, which matters on POST /v1/jobs (the hot path).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias
+
+import msgspec
+from msgspec import UNSET, Meta, Struct, UnsetType
+
+from ..job import JobState
+from ..options import HTTP_OPTIONS, LATEST_DUE, Option
+from .auth import SCOPES
+from .config import ServerConfig
+from .fields import matching
+from .topics import NAME_PATTERN, Backoff, PriorityName, TopicRequest
+
+# Formats the document names for what no JSON Schema keyword can say; the server checks them.
+FORMATS = {
+    "callback-url": "An http(s) URL that the server's callback policy allows (docs/http.md, \"Where "
+                    "callbacks may go\"): by default no loopback, private, link-local or metadata address.",
+    "retry-condition": "A condition such as {res.code}!=200, at most 2000 characters (docs/http.md, "
+                       "\"The retry-condition language\").",
+}  # fmt: skip
+
+TOPIC_NAME = Annotated[str, matching(NAME_PATTERN.pattern, "1-100 letters, digits and _.:-")]
+STATES = tuple(str(s) for s in JobState)
+if TYPE_CHECKING:  # the choices are made at run time, from the names they stand for
+    State: TypeAlias = str
+    Scope: TypeAlias = str
+else:
+    State = Literal[STATES]
+    Scope = Literal[SCOPES]
+Limit = Annotated[int, Meta(ge=1, le=1000)]
+
+
+# -- job options: from deferq.options, the one schema -----------------------------------------
+#
+# The request models take their option fields from options.HTTP_OPTIONS, so a new option
+# there is a new field here, its checks and its schema included, with no edit in server/.
+# Each option's `openapi` fragment is JSON Schema already; `option_type` reads it as the
+# msgspec type that enforces exactly that fragment, and that type's schema is what the
+# document shows. What a fragment cannot say stays in the option's `check`, which runs
+# after the model (jobs.option_values), converts the value and words a refusal.
+#
+# NARROWER holds what the checks of three options refuse beyond their fragments (an empty
+# or spaced queue name, an empty key, a due time that is no ISO 8601 time with a zone).
+# Those words belong in the fragments of deferq/options.py, where they would replace this
+# table; until then the HTTP schema adds them here, each one only narrowing its fragment,
+# so that every value the document allows is one the check accepts.
+
+_YEAR = r"(?:197[1-9]|19[89][0-9]|[2-8][0-9]{3}|9[0-8][0-9]{2}|99[0-8][0-9]|999[0-8])"
+_MONTH_DAY = (r"(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])|(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)"
+              r"|02-(?:0[1-9]|1[0-9]|2[0-8]))")  # fmt: skip
+_LEAP_DAY = r"(?:[2-9][0-9](?:0[48]|[2468][048]|[13579][26])|(?:[2468][048]|[3579][26])00)-02-29"
+_TIME = r"T(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\.[0-9]{1,6})?(?:Z|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])"
+# Years 1971-9998, so that no zone offset takes a time out of the 1970-9999 that `at` allows.
+DUE_TIME = f"^(?:{_YEAR}-{_MONTH_DAY}|{_LEAP_DAY}){_TIME}$"
+QUEUE_NAME = r"^[^{}\x00 ]+$"
+PATTERN_WORDS = {DUE_TIME: "an ISO 8601 time with a zone, like 2030-01-01T09:00:00Z (years 1971-9998)",
+                 QUEUE_NAME: "1-100 characters without spaces or braces"}  # fmt: skip
+NARROWER: dict[str, dict[str, Any]] = {
+    "queue": {"minLength": 1, "pattern": QUEUE_NAME},
+    "key": {"minLength": 1},
+    "at": {"oneOf": [{"type": "number", "minimum": 0, "exclusiveMaximum": LATEST_DUE},
+                     {"type": "string", "pattern": DUE_TIME}]},  # fmt: skip
+}
+_BASES: dict[str, type] = {"string": str, "integer": int, "number": float, "boolean": bool}
+_METAS = {"minimum": "ge", "maximum": "le", "exclusiveMaximum": "lt", "minLength": "min_length",
+          "maxLength": "max_length", "description": "description"}  # fmt: skip
+
+
+def option_schema(http_name: str, spec: Option) -> dict[str, Any]:
+    return {"description": spec.help, **spec.openapi, **NARROWER.get(http_name, {})}
+
+
+def option_type(schema: dict[str, Any]) -> Any:
+    """The msgspec type that enforces a JSON Schema fragment of deferq.options. A keyword
+    it does not know is an error at import: the schema must never say more than is checked."""
+    meta: dict[str, Any] = {}
+    metas: list[Meta] = []
+    choices = schema.get("oneOf") or schema.get("anyOf")
+    if choices:
+        union = tuple(option_type(choice) for choice in choices)
+        base: Any = union[0]
+        for member in union[1:]:
+            base = base | member
+    elif "enum" in schema:
+        base = Literal[tuple(schema["enum"])]
+    else:
+        base = _BASES[schema["type"]]
+    for key, value in schema.items():
+        if key in _METAS:
+            meta[_METAS[key]] = value
+        elif key == "exclusiveMinimum":  # OpenAPI 3.0's boolean form, or 3.1's number
+            meta["gt"] = schema["minimum"] if value is True else value
+            meta.pop("ge", None)
+        elif key == "pattern":
+            metas.append(matching(value, PATTERN_WORDS.get(value, f"a string matching {value}")))
+        elif key not in ("type", "enum", "oneOf", "anyOf"):
+            raise ValueError(f"option schema keyword {key!r} is not checked by the HTTP models")
+    if "gt" in meta:
+        meta.pop("ge", None)
+    if meta:
+        metas.insert(0, Meta(**meta))
+    return Annotated[(base, *metas)] if metas else base
+
+
+def _option_fields(leave_out: tuple[str, ...] = ()) -> list[tuple[str, Any, Any]]:
+    """(name, type, default) of each HTTP option; null is the same as leaving it out."""
+    return [(name, option_type(option_schema(name, spec)) | None, None)
+            for name, (_, spec) in HTTP_OPTIONS.items() if name not in leave_out]  # fmt: skip
+
+
+# A topic job: the topic decides the queue (its callbacks' queue), so a request may not.
+TOPIC_DECIDES = ("queue",)
+TASK_NAME = matching(r"^(?!deferq\.)", "the name of your task (1-200 characters, not deferq.*)",
+                     min_length=1, max_length=200, description="Run this Python task with args/kwargs.")
+TopicJob: type[Struct] = msgspec.defstruct(
+    "TopicJob",
+    [("topic", Annotated[TOPIC_NAME, Meta(description="Deliver `body` to this topic's callback URL.")]),
+     ("body", Annotated[Any, Meta(description="Any JSON value, POSTed to the topic's URL.")], None),
+     *_option_fields(TOPIC_DECIDES)],
+    namespace={"__doc__": "A job that POSTs its body to a topic's callback URL (delay_ms or at, not both)."},
+    module=__name__, kw_only=True, forbid_unknown_fields=True,
+)  # fmt: skip
+TaskJob: type[Struct] = msgspec.defstruct(
+    "TaskJob",
+    [("task", Annotated[str, TASK_NAME]),
+     ("args", list[Any] | None, None),
+     ("kwargs", dict[str, Any] | None, None),
+     *_option_fields()],
+    namespace={"__doc__": "A job that runs a Python task of your workers (delay_ms or at, not both)."},
+    module=__name__, kw_only=True, forbid_unknown_fields=True,
+)  # fmt: skip
+# Rules between fields, in the words of the schema (openapi.py adds them to each model);
+# jobs.parse_job checks the same rules.
+ONE_DUE_TIME = {"not": {"required": ["delay_ms", "at"]}}  # delay_ms or at, not both
+JOB_REQUEST = {"description": "A topic job (with topic) or a task job (with task): exactly one.",
+               "oneOf": [{"$ref": f"#/components/schemas/{kind}"} for kind in ("TopicJob", "TaskJob")]}
+# What msgspec cannot write itself, merged into its schemas by openapi.py: each job of a
+# batch is a JobRequest (the model takes it as an object, and jobs.parse_job reads it).
+SCHEMA_RULES: dict[str, dict[str, Any]] = {
+    "TopicJob": ONE_DUE_TIME, "TaskJob": ONE_DUE_TIME,
+    "BatchRequest": {"properties": {"jobs": {"items": {"$ref": "#/components/schemas/JobRequest"}}}},
+}  # fmt: skip
+
+
+class BatchRequest(Struct, forbid_unknown_fields=True):
+    """Many jobs at once: all are stored, or none."""
+
+    jobs: Annotated[list[dict[str, Any]], Meta(min_length=1, max_length=ServerConfig.max_batch)]
+
+
+# -- tokens and settings -----------------------------------------------------------------------
+
+
+class TokenRequest(Struct, forbid_unknown_fields=True):
+    """A new API token: its scope and a note to recognise it by."""
+
+    scope: Scope
+    note: Annotated[str, Meta(max_length=200)] | None = None
+
+
+_DURATION = matching(r"^(?:[0-9]+(?:\.[0-9]+)?(?:ms|s|m|h|d))+$", 'a duration like "30s", "5m" or "1h30m"')
+Duration = Annotated[float, Meta(ge=0)] | Annotated[str, _DURATION]
+_PORT = r"(?:[1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])"
+_ADDRESS = matching(r"^[^ @]+@[^ @]+$", "an e-mail address")
+
+
+class EmailSettings(Struct, forbid_unknown_fields=True, rename={"sender": "from", "recipients": "to"}):
+    """An SMTP server and who gets the alerts."""
+
+    smtp: Annotated[str, matching(f"^(?:[^:]+|.+:{_PORT})$", '"host" or "host:port"')]
+    sender: Annotated[str, _ADDRESS]
+    recipients: Annotated[str, _ADDRESS] | Annotated[list[Annotated[str, _ADDRESS]], Meta(min_length=1)]
+    username: str | UnsetType = UNSET
+    password: str | UnsetType = UNSET
+    starttls: bool | UnsetType = UNSET
+
+
+_WEBHOOK = matching(r"^https?://[A-Za-z0-9.-]+(?::[0-9]{1,5})?(?:[/?#][!-~]*)?$", "an http(s):// URL")
+
+
+class AlertSettings(Struct, forbid_unknown_fields=True):
+    """Where alerts about dead callbacks go (the supervisor's [alerts] table)."""
+
+    email: EmailSettings | UnsetType = UNSET
+    webhook: Annotated[str, _WEBHOOK] | None | UnsetType = UNSET
+    min_interval: Duration | UnsetType = UNSET
+    backlog: dict[str, Annotated[int, Meta(ge=0, le=10**12)]] | UnsetType = UNSET
+    oldest_waiting: Duration | None | UnsetType = UNSET
+    dead_letters: bool | UnsetType = UNSET
+
+
+# -- query parameters --------------------------------------------------------------------------
+
+
+class JobsQuery(Struct, forbid_unknown_fields=True):
+    """Filters that combine: the job with a key, jobs in a state, of a queue."""
+
+    key: Annotated[str, Meta(description="The job with this unique key.")] | UnsetType = UNSET
+    state: Annotated[State, Meta(description="Jobs in this state (every state if left out).")] | UnsetType = UNSET
+    queue: Annotated[str, Meta(description="Only jobs of this queue.")] | UnsetType = UNSET
+    limit: Limit = 100
+
+
+class DeadQuery(Struct, forbid_unknown_fields=True):
+    queue: str | UnsetType = UNSET
+    limit: Limit = 100
+
+
+class QueueQuery(Struct, forbid_unknown_fields=True):
+    queue: str | UnsetType = UNSET
+
+
+class PurgeQuery(Struct, forbid_unknown_fields=True):
+    older_than: Annotated[int, Meta(ge=0, le=10 * 365 * 86400, description="Seconds since they died.")] = 0
+
+
+# -- answers (the document's; the handlers build the same shapes as dicts) ---------------------
+
+
+class ErrorDetail(Struct):
+    code: str
+    message: str
+
+
+class Error(Struct):
+    error: ErrorDetail
+
+
+class Receipt(Struct):
+    id: str
+    state: State
+    run_at: float
+
+
+class Receipts(Struct):
+    jobs: list[Receipt]
+
+
+class Job(Struct):
+    id: str
+    state: State
+    queue: str
+    topic: str | None
+    body: Any
+    task: str | None
+    args: list[Any] | None
+    kwargs: dict[str, Any] | None
+    priority: PriorityName
+    attempts: int
+    max_attempts: int
+    key: str | None
+    ttr: float | None
+    run_at: float
+    created_at: float
+    finished_at: float | None
+    error: str | None
+    result: Any
+
+
+class JobList(Struct):
+    jobs: list[Job]
+
+
+class JobStateAnswer(Struct):
+    id: str
+    state: State
+
+
+QueueStats = msgspec.defstruct("QueueStats", [*((s, int) for s in STATES), ("oldest_wait", float)],
+                               module=__name__)  # fmt: skip
+
+
+class QueueList(Struct):
+    queues: dict[str, QueueStats]  # type: ignore[valid-type]
+
+
+class Topic(Struct):
+    name: str
+    url: str
+    method: str
+    headers: dict[str, str]
+    delay_ms: int
+    ttr: float
+    max_attempts: int
+    backoff: Backoff
+    retry_condition: str | None
+    priority: PriorityName
+    queue: str
+    signing_secret: str
+    max_answer_bytes: int
+    updated_at: float
+
+
+class TopicList(Struct):
+    topics: list[Topic]
+
+
+class Token(Struct):
+    id: str
+    scope: Scope
+    note: str
+    created_at: float
+    token: Annotated[str, Meta(description="Shown only when created.")] | UnsetType = UNSET
+
+
+class TokenList(Struct):
+    tokens: list[Token]
+
+
+class Deleted(Struct):
+    deleted: str
+
+
+class Purged(Struct):
+    purged: int
+
+
+class Retried(Struct):
+    retried: int
+
+
+class Alerts(Struct):
+    alerts: dict[str, Any] | None
+
+
+class SavedAlerts(Struct):
+    alerts: AlertSettings
+
+
+class Status(Struct):
+    status: str
+
+
+MODELS: tuple[Any, ...] = (
+    TopicJob, TaskJob, BatchRequest, TopicRequest, TokenRequest, AlertSettings, Error, Receipt,
+    Receipts, Job, JobList, JobStateAnswer, QueueList, Topic, TopicList, Token, TokenList,
+    Deleted, Purged, Retried, Alerts, SavedAlerts, Status,
+)  # fmt: skip
