@@ -23,6 +23,20 @@ LATEST_DUE = 253402300799.0  # 9999-12-31T23:59:59Z: later due times are refused
 MAX_DELAY = 10 * 365 * 86400.0  # ten years
 
 
+# Patterns of the HTTP fragments below, so that every value the API's schema allows is
+# one the check accepts (the API's typed models and its OpenAPI document use them).
+_YEAR = r"(?:197[1-9]|19[89][0-9]|[2-8][0-9]{3}|9[0-8][0-9]{2}|99[0-8][0-9]|999[0-8])"
+_MONTH_DAY = (r"(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])|(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)"
+              r"|02-(?:0[1-9]|1[0-9]|2[0-8]))")  # fmt: skip
+_LEAP_DAY = r"(?:[2-9][0-9](?:0[48]|[2468][048]|[13579][26])|(?:[2468][048]|[3579][26])00)-02-29"
+_TIME = r"T(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\.[0-9]{1,6})?(?:Z|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])"
+# Years 1971-9998, so that no zone offset takes a time out of the 1970-9999 that `at` allows.
+DUE_TIME = f"^(?:{_YEAR}-{_MONTH_DAY}|{_LEAP_DAY}){_TIME}$"
+QUEUE_NAME = r"^[^{}\x00 ]+$"
+PATTERN_WORDS = {DUE_TIME: "an ISO 8601 time with a zone, like 2030-01-01T09:00:00Z (years 1971-9998)",
+                 QUEUE_NAME: "1-100 characters without spaces or braces"}  # fmt: skip
+
+
 def seconds(value: Any, name: str = "delay") -> float:
     if isinstance(value, timedelta):
         value = value.total_seconds()
@@ -109,13 +123,18 @@ def option(default: Any, spec: Option) -> Any:
 
 
 QUEUE = Option(queue_name, "the queue the job waits in", periodic=True, http="queue",
-               openapi={"type": "string", "maxLength": 100})  # fmt: skip
+               openapi={"type": "string", "minLength": 1, "maxLength": 100, "pattern": QUEUE_NAME})  # fmt: skip
 PRIORITY = Option(priority, "high, normal or low (weighted 5:3:2 by default)", periodic=True,
                   http="priority", openapi={"type": "string", "enum": list(Priority.NAMES)})  # fmt: skip
 MAX_ATTEMPTS = Option(attempts, "runs before the job goes dead", periodic=True, http="max_attempts",
                       openapi={"type": "integer", "minimum": 1, "maximum": 1000})  # fmt: skip
 TIMEOUT = Option(positive, "seconds an attempt may run (the seeds' ttr)", periodic=True, http="ttr",
                  openapi={"type": "number", "exclusiveMinimum": True, "minimum": 0, "maximum": 86400})  # fmt: skip
+
+
+DUE_AT = {"description": "Due time: epoch seconds or ISO 8601 with a zone.",
+          "oneOf": [{"type": "number", "minimum": 0, "exclusiveMaximum": LATEST_DUE},
+                    {"type": "string", "pattern": DUE_TIME}]}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -141,15 +160,13 @@ class JobOptions:
                                       http_scale=0.001, openapi={"type": "integer", "minimum": 0,
                                                                       "maximum": int(MAX_DELAY * 1000)}))
     at: float | None = option(None, Option(epoch, "when the job is due (aware datetime or epoch)", http="at",
-                                           openapi={"description": "Due time: epoch seconds or ISO 8601 "
-                                                    "with a zone.", "oneOf": [{"type": "number", "minimum": 0},
-                                                                              {"type": "string"}]}))
+                                           openapi=DUE_AT))
     queue: str | None = option(None, QUEUE)
     priority: int | None = option(None, PRIORITY)
     max_attempts: int | None = option(None, MAX_ATTEMPTS)
     timeout: float | None = option(None, TIMEOUT)
     key: str | None = option(None, Option(unique_key, "unique key: one unfinished job per key", http="key",
-                                          openapi={"type": "string", "maxLength": 200}))
+                                          openapi={"type": "string", "minLength": 1, "maxLength": 200}))
     connection: Any = option(None, Option(anything, "your open database connection (transactional enqueue)"))
 
     @classmethod

@@ -20,7 +20,7 @@ import msgspec
 from msgspec import UNSET, Meta, Struct, UnsetType
 
 from ..job import JobState
-from ..options import HTTP_OPTIONS, LATEST_DUE, Option
+from ..options import HTTP_OPTIONS, PATTERN_WORDS, Option
 from .auth import SCOPES
 from .config import ServerConfig
 from .fields import matching
@@ -54,35 +54,13 @@ Limit = Annotated[int, Meta(ge=1, le=1000)]
 # document shows. What a fragment cannot say stays in the option's `check`, which runs
 # after the model (jobs.option_values), converts the value and words a refusal.
 #
-# NARROWER holds what the checks of three options refuse beyond their fragments (an empty
-# or spaced queue name, an empty key, a due time that is no ISO 8601 time with a zone).
-# Those words belong in the fragments of deferq/options.py, where they would replace this
-# table; until then the HTTP schema adds them here, each one only narrowing its fragment,
-# so that every value the document allows is one the check accepts.
-
-_YEAR = r"(?:197[1-9]|19[89][0-9]|[2-8][0-9]{3}|9[0-8][0-9]{2}|99[0-8][0-9]|999[0-8])"
-_MONTH_DAY = (r"(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])|(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)"
-              r"|02-(?:0[1-9]|1[0-9]|2[0-8]))")  # fmt: skip
-_LEAP_DAY = r"(?:[2-9][0-9](?:0[48]|[2468][048]|[13579][26])|(?:[2468][048]|[3579][26])00)-02-29"
-_TIME = r"T(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\.[0-9]{1,6})?(?:Z|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])"
-# Years 1971-9998, so that no zone offset takes a time out of the 1970-9999 that `at` allows.
-DUE_TIME = f"^(?:{_YEAR}-{_MONTH_DAY}|{_LEAP_DAY}){_TIME}$"
-QUEUE_NAME = r"^[^{}\x00 ]+$"
-PATTERN_WORDS = {DUE_TIME: "an ISO 8601 time with a zone, like 2030-01-01T09:00:00Z (years 1971-9998)",
-                 QUEUE_NAME: "1-100 characters without spaces or braces"}  # fmt: skip
-NARROWER: dict[str, dict[str, Any]] = {
-    "queue": {"minLength": 1, "pattern": QUEUE_NAME},
-    "key": {"minLength": 1},
-    "at": {"oneOf": [{"type": "number", "minimum": 0, "exclusiveMaximum": LATEST_DUE},
-                     {"type": "string", "pattern": DUE_TIME}]},  # fmt: skip
-}
 _BASES: dict[str, type] = {"string": str, "integer": int, "number": float, "boolean": bool}
 _METAS = {"minimum": "ge", "maximum": "le", "exclusiveMaximum": "lt", "minLength": "min_length",
           "maxLength": "max_length", "description": "description"}  # fmt: skip
 
 
 def option_schema(http_name: str, spec: Option) -> dict[str, Any]:
-    return {"description": spec.help, **spec.openapi, **NARROWER.get(http_name, {})}
+    return {"description": spec.help, **spec.openapi}
 
 
 def option_type(schema: dict[str, Any]) -> Any:
