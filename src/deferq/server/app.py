@@ -20,6 +20,7 @@ from starlette.types import Message, Receive, Scope, Send
 from ..app import App
 from . import logfiles
 from .config import ServerConfig
+from .console_api import routes as console_api_routes
 from .dashboard import routes as dashboard_routes
 from .errors import ApiError
 from .metrics import CONTENT_TYPE
@@ -174,7 +175,7 @@ def create_app(config: ServerConfig | None = None, app: App | None = None) -> Fr
     logfiles.route(logfiles.REQUEST_LOG, config.request_log)
     logfiles.route(logfiles.ERROR_LOG, config.error_log)
     service = Service(config, app)
-    routes = [*api_routes(), Route("/openapi.json", openapi, methods=["GET"]),
+    routes = [*api_routes(), *console_api_routes(), Route("/openapi.json", openapi, methods=["GET"]),
               Route("/metrics", metrics, methods=["GET"]), *dashboard_routes()]  # fmt: skip
 
     @asynccontextmanager

@@ -143,7 +143,7 @@ def _paths() -> dict[str, Any]:
                               {"201": answer("Stored", ref("Receipt")),
                                "200": answer("A job with this key already waits", ref("Receipt"))},
                               ref("JobRequest"), errors=("422", "429", "503")),
-            "get": operation("Find jobs by key, or list jobs in a state", "producer",
+            "get": operation("Find jobs by key, or list jobs in a state", "reader",
                              {"200": jobs}, params=[query("key", STRING), query("state", STATE),
                                                     query("queue", STRING), LIMIT]),
         },
@@ -155,14 +155,14 @@ def _paths() -> dict[str, Any]:
                                   ("jobs",)), errors=("422", "429", "503")),
         },
         "/v1/jobs/{job_id}": {
-            "get": operation("A job", "producer", {"200": answer("The job", ref("Job"))},
+            "get": operation("A job", "reader", {"200": answer("The job", ref("Job"))},
                              params=job_id),
             "delete": operation("Cancel a waiting job", "producer",
                                 {"200": answer("Cancelled", obj({"id": STRING, "state": STATE})),
                                  "409": answer("Not waiting", ref("Error"))}, params=job_id),
         },
         "/v1/queues": {
-            "get": operation("Counts by state and oldest wait, per queue", "producer",
+            "get": operation("Counts by state and oldest wait, per queue", "reader",
                              {"200": answer("Queues", obj({"queues": {
                                  "type": "object", "additionalProperties": ref("QueueStats")}}))}),
         },
@@ -226,11 +226,13 @@ def _paths() -> dict[str, Any]:
 
 @functools.cache
 def document() -> dict[str, Any]:
+    from .console_api import paths as console_paths  # imports this module: not at the top
+
     return {
         "openapi": "3.0.3",
         "info": {"title": "deferq", "version": "1",
                  "description": "Delayed jobs and signed callbacks over HTTP. See docs/http.md."},
-        "paths": _paths(),
+        "paths": {**_paths(), **console_paths()},
         "components": {"schemas": SCHEMAS,
                        "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
     }  # fmt: skip

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from .service import Service
 
 Handler = Callable[[Request], Awaitable[JSON]]
-PRODUCER, ADMIN = "producer", "admin"
+READER, PRODUCER, ADMIN = "reader", "producer", "admin"
 
 
 def needs(scope: str) -> Callable[[Handler], Handler]:
@@ -91,7 +91,7 @@ async def create_jobs(request: Request) -> JSON:
     return JSON({"jobs": [jobs_module.receipt(job) for job in stored]}, 201)
 
 
-@needs(PRODUCER)
+@needs(READER)
 async def get_job(request: Request) -> JSON:
     service = service_of(request)
     job = await service.store(service.backend.get, _path(request, "job_id"))
@@ -100,7 +100,7 @@ async def get_job(request: Request) -> JSON:
     return JSON(jobs_module.view(job))
 
 
-@needs(PRODUCER)
+@needs(READER)
 async def list_jobs(request: Request) -> JSON:
     service = service_of(request)
     key, state = request.query_params.get("key"), request.query_params.get("state")
@@ -141,7 +141,7 @@ async def cancel_job(request: Request) -> JSON:
 # -- queues and dead letters -------------------------------------------------------------
 
 
-@needs(PRODUCER)
+@needs(READER)
 async def list_queues(request: Request) -> JSON:
     service = service_of(request)
     stats = await service.store(service.backend.stats)
