@@ -87,9 +87,10 @@ def seed(url: str) -> World:
     assert backend.cancel(ids["cancelled"])
     # Who is online.
     now = time.time()
-    status = {"name": worker, "pid": 4242, "host": socket.gethostname(), "queues": ["email", "reports", "payments"],
-              "concurrency": 8, "processed": 1289, "running": [{"id": ids["active"],
-              "task": "shop.tasks.render_invoice", "started": time.monotonic() - 12.5}],
+    status = {"name": worker, "pid": 4242, "host": socket.gethostname(),
+              "queues": ["email", "reports", "payments"], "concurrency": 8, "processed": 1289,
+              "running": [{"id": ids["active"], "task": "shop.tasks.render_invoice",
+                           "started": time.monotonic() - 12.5}],
               "seen": now, "monotonic": time.monotonic()}  # fmt: skip
     backend.kv_put("workers", worker, orjson.dumps(status), 600)
     master = {"id": "m-console", "pid": 4240, "host": socket.gethostname(), "started": now - 7200, "seen": now,

@@ -333,9 +333,11 @@ async def preview_backoff(request: Request) -> JSON:
     `wait_min` and `wait`; `after` sums the longest waits (the first attempt at 0)."""
     data = fields.json_object(await read_json(request), "the request")
     fields.only_known(data, ("backoff", "attempts"), "the request")
-    if data.get("backoff") is None:
-        raise Invalid("backoff is required, e.g. {\"kind\": \"fixed\", \"seconds\": 5}")
-    schedule = build_backoff(data["backoff"])
+    spec = data.get("backoff")
+    if not isinstance(spec, dict) or not isinstance(spec.get("kind"), str):  # build_backoff needs a str kind
+        raise Invalid(f"backoff must be an object with a kind ({', '.join(BACKOFF_KINDS)}), "
+                      'e.g. {"kind": "fixed", "seconds": 5}')
+    schedule = build_backoff(spec)
     attempts = fields.integer(data, "attempts", 10, 1, 1000)
     retries, after = [], 0.0
     for done in range(1, attempts):
