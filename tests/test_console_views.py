@@ -16,6 +16,7 @@ import pytest
 from playwright.sync_api import expect
 
 import deferq
+from deferq.backends.base import Outcome
 from deferq.server import delivery
 from deferq.server.signing import SIGNATURE_HEADER
 from deferq.worker import Worker, WorkerConfig
@@ -342,3 +343,62 @@ def test_dark_mode_follows_the_system_and_the_toggle(served):
     page.click("#theme")  # light -> dark
     expect(html).to_have_attribute("data-theme", "dark")
     page.context.close()
+
+
+def test_a_token_is_shown_once_and_revoked_after_asking(served):
+    world, base, browser = served
+    page = signed_in(browser, base, world.admin)
+    page.goto(base + "/dashboard/tokens")
+    before = page.locator("#tokens tbody tr")
+    expect(before.first).to_be_visible()
+    count = before.count()
+    page.select_option('select[name="scope"]', "reader")
+    page.fill('input[name="note"]', "wall screen")
+    page.click("#make-token button")
+    expect(page.locator("#new-token")).to_contain_text("It is shown only now")
+    token = page.locator("#new-token code").inner_text()
+    assert token.startswith("dq_")
+    row = page.locator("#tokens tbody tr", has_text="wall screen")
+    expect(row).to_contain_text("reader")
+    expect(page.locator("#tokens tbody tr")).to_have_count(count + 1)
+    row.locator("button", has_text="Revoke").click()
+    page.locator("dialog button", has_text="Cancel").click()
+    expect(page.locator("#tokens tbody tr")).to_have_count(count + 1)
+    row.locator("button", has_text="Revoke").click()
+    page.locator("dialog button", has_text="Revoke").click()
+    expect(page.locator("#tokens tbody tr")).to_have_count(count)
+    no_errors(page)
+    page.context.close()
+
+
+def test_bulk_actions_on_dead_letters_ask_first(served):
+    world, base, browser = served
+    app = deferq.App(world.url)
+    for task in ("bulk.alpha", "bulk.alpha", "bulk.beta", "bulk.beta"):
+        app.enqueue(task, queue="bulk")
+        (job,) = app.backend.reserve(["bulk"], 1, "bulk-test", 60.0, (0, 1, 2))
+        app.backend.settle([Outcome(job, "dead", error="ValueError: no")])
+    page = signed_in(browser, base, world.admin)
+    page.goto(base + "/dashboard/dead?queue=bulk&task=alpha")
+    retry = page.locator("#retry-matching")
+    expect(retry).to_have_text("Retry all that match (2)")
+    retry.click()
+    expect(page.locator("dialog")).to_contain_text("This queues the 2 dead letter(s) that match again")
+    page.locator("dialog button", has_text="Cancel").click()
+    expect(page.locator(".jobs tbody tr")).to_have_count(2)
+    retry.click()
+    page.locator("dialog button", has_text="Retry them").click()
+    expect(page.locator(".toast")).to_contain_text("2 dead letter(s) queued again.")
+    expect(page.locator(".empty")).to_contain_text("No dead letter matches this filter.")
+    assert {j.task for j in app.list_jobs("queued", "bulk")} == {"bulk.alpha"}
+    page.click("#delete-dead")
+    delete = page.locator("dialog button", has_text="Delete")
+    expect(delete).to_be_disabled()
+    page.fill("dialog input", "delete")
+    expect(delete).to_be_enabled()
+    delete.click()
+    expect(page.locator(".toast", has_text="deleted")).to_be_visible()
+    assert app.list_jobs("dead", "bulk") == []
+    no_errors(page)
+    page.context.close()
+    app.close()

@@ -38,7 +38,7 @@ export async function request(path, options) {
       method, headers, body: body === undefined ? undefined : JSON.stringify(body),
       credentials: "omit", cache: "no-store",
     });
-  } catch (error) {
+  } catch {
     throw new ApiError(0, "unreachable", "the server does not answer");
   }
   let data = null;

@@ -12,8 +12,8 @@ function css(name) {
 
 // colorOf(label, i): a series' colour; the default walks the palette.
 export function lineChart(container, options) {
-  const {height = 200, colorOf = (label, i) => PALETTE[i % PALETTE.length], empty = "No samples yet."} =
-    options || {};
+  const {height = 200, colorOf = (label, i) => PALETTE[i % PALETTE.length], empty = "No samples yet.",
+    least = 4} = options || {};
   const box = h("div", {class: "chart"});
   const hint = h("p", {class: "chart-hint muted", text: empty});
   container.append(box, hint);
@@ -28,7 +28,8 @@ export function lineChart(container, options) {
     const axis = {stroke: css("--muted"), grid: {stroke: css("--grid"), width: 1}, ticks: {stroke: css("--grid")}};
     plot = new window.uPlot({
       width: Math.max(box.clientWidth, 200), height,
-      scales: {x: {time: true}},
+      // From zero, and at least `least` high: a flat line of small values stays at the bottom.
+      scales: {x: {time: true}, y: {range: (self, low, high) => [0, Math.max(high * 1.1, least)]}},
       series: [{}, ...labels.map((label, i) => ({
         label, stroke: colorOf(label, i), width: 2, points: {show: false}, spanGaps: true,
       }))],

@@ -47,7 +47,7 @@ export function mount(root, ctx) {
       h("div", {class: "field"}, h("span", {class: "field-label", text: "backlog per queue: alert above"}), backlog,
         h("button", {type: "button", class: "small", text: "Add a queue", onclick: () => addBacklog("", "")}))),
     h("div", {class: "actions"}, save, test), results);
-  root.append(head.el, changed, message.el, form,
+  root.append(h("div", {class: "narrow"}, head.el, changed, message.el, form),
     note("Who reads these settings: the workers that deliver callbacks, for dead deliveries (re-read every ",
       "10 s). The supervisor (", code("deferq run"), ") alerts on a store that is down, on backlogs, long waits ",
       "and crashes from its own config file's [alerts] table, which takes the same keys: having it read the ",

@@ -83,7 +83,7 @@ export function mount(root, ctx) {
   function showStore(report) {
     setText(store.number, report.up ? "up" : "down");
     store.el.dataset.health = report.up ? "up" : "down";
-    setText(store.small, report.up ? `${report.kind} · ping ${ms(report.latency_ms)}` : `${report.kind}: ${report.error}`);
+    setText(store.small, report.up ? `${report.kind} · ${ms(report.latency_ms)}` : `${report.kind}: ${report.error}`);
     if (report.up) ctx.clearBanner();
     else ctx.storeTrouble({code: "store_unavailable", message: report.error});
   }

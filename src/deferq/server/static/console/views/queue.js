@@ -3,12 +3,12 @@
 import {query} from "../api.js";
 import {lineChart, stateColor} from "../chart.js";
 import {empty, h, link, note, section, setText} from "../dom.js";
-import {STATES, count, duration} from "../format.js";
+import {compact, count} from "../format.js";
 import * as history from "../history.js";
 import {card, pageHead, stateCards} from "./common.js";
 import {jobTable} from "./jobtable.js";
 
-const LIMIT = 50;
+const LIMIT = 25;
 const CHARTED = ["scheduled", "queued", "active", "dead"];
 
 export function mount(root, ctx) {
@@ -48,14 +48,14 @@ export function mount(root, ctx) {
       counts = q.value.queues[name] || null;
       missing.hidden = counts !== null;
       cards.update(counts || {});
-      setText(oldest.number, counts && counts.oldest_wait ? duration(counts.oldest_wait) : "—");
+      setText(oldest.number, counts && counts.oldest_wait ? compact(counts.oldest_wait) : "—");
       const {labels, data} = history.byState(name, CHARTED);
       chart.update(labels, data);
     }
     if (w.status === "fulfilled") {
       const mine = w.value.workers.filter((worker) => worker.queues.includes(name));
       setText(workers.number, count(mine.length));
-      setText(workers.small, `running ${mine.reduce((n, x) => n + x.jobs.length, 0)} job(s) now`);
+      setText(workers.small, `${mine.reduce((n, x) => n + x.jobs.length, 0)} running`);
     }
     if (!state && counts) state = ["active", "queued", "scheduled", "dead"].find((s) => counts[s]) || "queued";
     if (!state) state = "queued";

@@ -5,7 +5,8 @@ import {code, h, note, section, setText} from "../dom.js";
 import {local} from "../format.js";
 import {card, pageHead} from "./common.js";
 
-const KEEP = 300; // latency samples kept by this page (10 minutes at one per 2 s)
+const KEEP = 300; // latency samples kept by this tab (10 minutes at one per 2 s)
+const KEY = "deferq-latency";
 
 export function ms(value) {
   return value < 0.01 ? "<0.01 ms" : `${value < 10 ? value.toFixed(2) : Math.round(value)} ms`;
@@ -24,15 +25,13 @@ export function mount(root, ctx) {
   const checked = h("dd");
   facts.append(h("dt", {text: "kind"}), kind, h("dt", {text: "backend"}), backend, h("dt", {text: "URL"}), url,
     h("dt", {text: "last error"}), error, h("dt", {text: "checked"}), checked);
-  const chartPanel = section("Ping latency (ms), this page's samples");
-  const chart = lineChart(chartPanel, {height: 160, empty: "Collecting samples…"});
+  const chartPanel = section("Ping latency (ms), sampled by this tab");
+  const chart = lineChart(chartPanel, {height: 160, least: 1, empty: "Collecting samples…"});
   root.append(head.el, h("div", {class: "cards"}, state.el, latency.el, skew.el), section("The store", facts),
     chartPanel,
     note("One store per server: the one its --url names (", code("GET /v1/store"), "). A Redis shard set or ",
       "cluster is one URL here: the health of each shard, and several stores per server, are later features. ",
       "The clock difference is the store's clock (which every due time uses) minus this server's."));
-  const xs = [];
-  const ys = [];
 
   async function refresh() {
     const report = await ctx.api("/v1/store");
@@ -50,13 +49,10 @@ export function mount(root, ctx) {
     setText(checked, local(Date.now() / 1000));
     if (report.up) ctx.clearBanner();
     else ctx.storeTrouble({code: "store_unavailable", message: report.error});
-    xs.push(Date.now() / 1000);
-    ys.push(report.latency_ms);
-    if (xs.length > KEEP) {
-      xs.shift();
-      ys.shift();
-    }
-    chart.update(["ping ms"], [xs.slice(), ys.slice()]);
+    const samples = JSON.parse(sessionStorage.getItem(KEY) || "[]").slice(-(KEEP - 1));
+    samples.push([Date.now() / 1000, report.latency_ms]);
+    sessionStorage.setItem(KEY, JSON.stringify(samples));
+    chart.update(["ping ms"], [samples.map((s) => s[0]), samples.map((s) => s[1])]);
     head.updated();
   }
 

@@ -105,7 +105,8 @@ export function mount(root, ctx) {
     labelled("body (JSON)", sendBody),
     h("button", {type: "button", id: "send-job", text: "Send", onclick: sendJob}),
     note("Stored as a job of this topic, due now: POST /v1/jobs with ", code('{"topic": …, "body": …}'), "."));
-  root.append(h("div", {class: "page-head"}, heading), changed, message.el, form, sendPanel);
+  root.append(h("div", {class: "narrow"}, h("div", {class: "page-head"}, heading), changed, message.el, form,
+    sendPanel));
 
   // -- the form -------------------------------------------------------------------------
 
