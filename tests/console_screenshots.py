@@ -16,7 +16,7 @@ from pathlib import Path
 
 import deferq
 from deferq.worker import Worker, WorkerConfig
-from tests.console_world import chromium, seed, signed_in
+from tests.console_world import chromium, publish_heartbeats, seed, signed_in
 from tests.server_helpers import running_server
 
 PHONE = ("overview", "job")
@@ -77,6 +77,9 @@ def main() -> None:
         page.goto(base + "/dashboard/stores")
         page.wait_for_timeout(30_000)  # the latency chart: samples of this tab
         for scheme in ("light", "dark"):
+            app = deferq.App(url)
+            publish_heartbeats(app.backend, world.ids["active"])  # as a live worker would, every few seconds
+            app.close()
             page.emulate_media(color_scheme=scheme)
             for width, names in ((1280, list(views)), (390, PHONE)):
                 page.set_viewport_size({"width": width, "height": 900 if width > 400 else 844})

@@ -62,21 +62,40 @@ def _settle(backend: Any, queue: str, kind: str, worker: str, **outcome: Any) ->
     return str(job.id)
 
 
+WORKER = f"{socket.gethostname()}:4242:console-test"
+
+
+def publish_heartbeats(backend: Any, running: str) -> None:
+    """A worker running job `running` and its master, as they publish themselves."""
+    now = time.time()
+    status = {"name": WORKER, "pid": 4242, "host": socket.gethostname(),
+              "queues": ["email", "reports", "payments"], "concurrency": 8, "processed": 1289,
+              "running": [{"id": running, "task": "shop.tasks.render_invoice",
+                           "started": time.monotonic() - 12.5}],
+              "seen": now, "monotonic": time.monotonic()}  # fmt: skip
+    backend.kv_put("workers", WORKER, orjson.dumps(status), 600)
+    master = {"id": "m-console", "pid": 4240, "host": socket.gethostname(), "started": now - 7200, "seen": now,
+              "url": "postgresql://deferq:s3cret@db.internal/deferq", "config": "/etc/deferq.toml",
+              "store_up": True, "pools": {"default": {"queues": ["email", "reports"], "target": 2, "min": 1,
+              "max": 4, "concurrency": 8, "children": [{"index": 0, "pid": 4242, "worker": WORKER,
+              "generation": 1, "started": now - 3600, "state": "running"}]}}}  # fmt: skip
+    backend.kv_put("masters", "m-console", orjson.dumps(master), 600)
+
+
 def seed(url: str) -> World:
     """Jobs in every state (each state's queue chosen so the views have something to
     show), a worker and a master that publish heartbeats, a topic and tokens."""
     world_app = deferq.App(url)
     backend = world_app.backend
     ids: dict[str, str] = {}
-    worker = f"{socket.gethostname()}:4242:console-test"
     # Leased jobs first, each alone in its queue when it is reserved.
     world_app.enqueue("shop.tasks.charge_card", [1042], {"amount": 59.9, "currency": "EUR"}, queue="payments",
                       max_attempts=3, key="charge:1042")  # fmt: skip
-    ids["dead"] = _settle(backend, "payments", "dead", worker, error=TRACEBACK)
+    ids["dead"] = _settle(backend, "payments", "dead", WORKER, error=TRACEBACK)
     world_app.enqueue("shop.tasks.send_receipt", [1041], queue="email")
-    ids["succeeded"] = _settle(backend, "email", "succeeded", worker, result={"message_id": "<r-1041@shop>"})
+    ids["succeeded"] = _settle(backend, "email", "succeeded", WORKER, result={"message_id": "<r-1041@shop>"})
     world_app.enqueue("shop.tasks.render_invoice", [1043], {"format": "pdf"}, queue="reports", timeout=120)
-    ids["active"] = _settle(backend, "reports", "active", worker)
+    ids["active"] = _settle(backend, "reports", "active", WORKER)
     # Then waiting ones.
     for n in range(3):
         job = world_app.enqueue("shop.tasks.send_welcome", [f"user{n}@example.com"], {"name": f"User {n}"},
@@ -85,20 +104,8 @@ def seed(url: str) -> World:
     ids["scheduled"] = world_app.enqueue("shop.tasks.remind_expiry", [77], queue="email", delay=3 * 86400).id
     ids["cancelled"] = world_app.enqueue("shop.tasks.send_welcome", ["gone@example.com"], queue="email").id
     assert backend.cancel(ids["cancelled"])
-    # Who is online.
+    publish_heartbeats(backend, ids["active"])
     now = time.time()
-    status = {"name": worker, "pid": 4242, "host": socket.gethostname(),
-              "queues": ["email", "reports", "payments"], "concurrency": 8, "processed": 1289,
-              "running": [{"id": ids["active"], "task": "shop.tasks.render_invoice",
-                           "started": time.monotonic() - 12.5}],
-              "seen": now, "monotonic": time.monotonic()}  # fmt: skip
-    backend.kv_put("workers", worker, orjson.dumps(status), 600)
-    master = {"id": "m-console", "pid": 4240, "host": socket.gethostname(), "started": now - 7200, "seen": now,
-              "url": "postgresql://deferq:s3cret@db.internal/deferq", "config": "/etc/deferq.toml",
-              "store_up": True, "pools": {"default": {"queues": ["email", "reports"], "target": 2, "min": 1,
-              "max": 4, "concurrency": 8, "children": [{"index": 0, "pid": 4242, "worker": worker,
-              "generation": 1, "started": now - 3600, "state": "running"}]}}}  # fmt: skip
-    backend.kv_put("masters", "m-console", orjson.dumps(master), 600)
     backend.kv_put("periodic", f"refresh-rates:{(now // 900) * 900:.0f}", b"1", ttl=600)
     topic = topics.Topic(name="order-paid", url="https://shop.example/hooks/paid", max_attempts=5,
                          retry_condition="{res.code}!=200 && {res.data.status}!=2",

@@ -41,6 +41,7 @@ from .openapi import (
     STATE,
     STRING,
     answer,
+    document,
     nullable,
     obj,
     operation,
@@ -90,6 +91,11 @@ async def whoami(request: Request) -> JSON:
 # -- jobs --------------------------------------------------------------------------------
 
 
+def _name(job: Job) -> str:
+    """What a job runs: its task, or the topic of a callback delivery."""
+    return str(job.args[0]) if job.task == TASK_NAME and job.args else job.task
+
+
 @dataclass(frozen=True)
 class Search:
     """What GET /v1/search looks for. `task` and `q` are matched without case, as parts
@@ -105,8 +111,7 @@ class Search:
     def matches(self, job: Job) -> bool:
         if job.state not in self.states or (self.queue is not None and job.queue != self.queue):
             return False
-        name = str(job.args[0]) if job.task == TASK_NAME and job.args else job.task
-        if self.task and self.task not in name.lower():
+        if self.task and self.task not in _name(job).lower():
             return False
         if not self.q:
             return True
@@ -125,7 +130,7 @@ class Search:
             scanned += len(batch)
             complete = complete and len(batch) < self.window
             for job in batch:
-                tasks.add(str(job.args[0]) if job.task == TASK_NAME and job.args else job.task)
+                tasks.add(_name(job))
                 if job.id not in seen and self.matches(job):
                     seen[job.id] = job
         found = list(seen.values())
@@ -419,7 +424,6 @@ ROUTES: dict[str, dict[str, Handler]] = {
 
 def _dispatch(path: str, handlers: dict[str, Handler]) -> Callable[[Request], Any]:
     """As routes.by_method: the handler for the method, refusing unknown query parameters."""
-    from .openapi import document
 
     async def dispatch(request: Request) -> JSON:
         method = request.method if request.method != "HEAD" else "GET"

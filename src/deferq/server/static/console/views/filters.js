@@ -3,7 +3,7 @@
 
 import {query} from "../api.js";
 import {debounce, empty, h} from "../dom.js";
-import {count} from "../format.js";
+import {STATES, count} from "../format.js";
 import {queueSelect, stateSelect} from "./common.js";
 import {jobTable} from "./jobtable.js";
 
@@ -72,8 +72,13 @@ export function searchList(ctx, {fields, fixed, what, extra, emptyFiltered, empt
     form: form.el,
     list,
     params: () => params,
-    search: (limit) => ctx.api(`/v1/search${query({...fixed, ...Object.fromEntries(fields.map((f) => [f, params.get(f)])),
-      limit})}`),
+    // Without task or id/key text the store's counts say how many match, so only the
+    // newest `limit` jobs of each state are read; with text, a window of each state is.
+    search: (limit) => {
+      const text = params.get("task") || params.get("q");
+      return ctx.api(`/v1/search${query({...fixed, ...Object.fromEntries(fields.map((f) => [f, params.get(f)])),
+        limit, window: text ? null : limit})}`);
+    },
     // The list for the filter in the URL: {queues, data}, or null when the filter changed meanwhile.
     async refresh(limit) {
       const wanted = params.toString();
@@ -82,7 +87,10 @@ export function searchList(ctx, {fields, fixed, what, extra, emptyFiltered, empt
       form.queues(Object.keys(queues.queues));
       form.tasks(data.tasks || []);
       jobs.update(data.jobs);
-      summary.textContent = searchSummary(data, data.jobs.length, what);
+      const text = params.get("task") || params.get("q");
+      summary.textContent = text ? searchSummary(data, data.jobs.length, what) :
+        countSummary(queues.queues, {...fixed, queue: params.get("queue"), state: fixed && fixed.state ||
+          params.get("state")}, data.jobs.length, what);
       const filtered = fields.some((name) => params.get(name));
       nothing.replaceChildren(data.jobs.length ? "" : filtered ? empty(...emptyFiltered) : empty(...emptyAll));
       return {queues: queues.queues, data};
@@ -92,6 +100,19 @@ export function searchList(ctx, {fields, fixed, what, extra, emptyFiltered, empt
       form.sync(next);
     },
   };
+}
+
+// How many jobs the filter (state, queue) holds, from the store's counts.
+function countSummary(queues, {state, queue}, shown, what) {
+  let total = 0;
+  for (const [name, counts] of Object.entries(queues)) {
+    if (queue && name !== queue) continue;
+    for (const s of state ? [state] : STATES) total += counts[s] || 0;
+  }
+  const noun = what || "job(s)";
+  return total > shown ? `${count(total)} ${noun}; the newest ${shown} are shown (paging further back is a ` +
+    "later store feature; a task or id/key filter looks at the newest 1,000 of each state)." :
+    `${count(total)} ${noun}.`;
 }
 
 // What GET /v1/search looked at, in words: the page must not pretend to search everything.

@@ -5,6 +5,7 @@ import {code, empty, h, note, reconcile, row, section, setAttr, setChildren, set
 import {ago, count, duration, local} from "../format.js";
 import {pageHead} from "./common.js";
 
+const LATE = 60; // seconds without a heartbeat shown in red (a worker beats every third of its lease)
 const WORKER_COLUMNS = [["worker"], ["host", "opt"], ["pid", "num opt"], ["queues"], ["busy", "num"],
   ["running now", "wide"], ["processed", "num"], ["heartbeat", "num"], ["master", "opt"]];
 const MASTER_COLUMNS = [["master"], ["host"], ["pid", "num"], ["up since", "opt"], ["store"], ["pools", "wide"],
@@ -52,7 +53,7 @@ export function mount(root, ctx) {
       setText(cells[6], count(w.processed));
       setText(cells[7], `${duration(w.heartbeat_age)} ago`);
       setAttr(cells[7], "title", w.seen ? local(w.seen) : null);
-      cells[7].classList.toggle("alarm", w.heartbeat_age > 30);
+      cells[7].classList.toggle("alarm", w.heartbeat_age > LATE);
       setText(cells[8], w.master || "—");
     });
     masterPanel.hidden = !data.masters.length;
