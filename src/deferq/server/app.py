@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -20,6 +21,8 @@ from starlette.types import Message, Receive, Scope, Send
 from ..app import App
 from . import logfiles
 from .config import ServerConfig
+from .console_api import paths as console_api_paths
+from .console_api import routes as console_api_routes
 from .dashboard import routes as dashboard_routes
 from .errors import ApiError
 from .metrics import CONTENT_TYPE
@@ -51,8 +54,15 @@ async def internal_error(request: Request, exc: Exception) -> Response:
     return JSON(INTERNAL, 500)
 
 
+@functools.cache
+def full_document() -> dict[str, Any]:
+    """The API's document with the console's routes (kept apart: console_api imports openapi)."""
+    base = document()
+    return {**base, "paths": {**base["paths"], **console_api_paths()}}
+
+
 async def openapi(request: Request) -> Response:
-    return JSON(document())
+    return JSON(full_document())
 
 
 async def metrics(request: Request) -> Response:
@@ -174,7 +184,7 @@ def create_app(config: ServerConfig | None = None, app: App | None = None) -> Fr
     logfiles.route(logfiles.REQUEST_LOG, config.request_log)
     logfiles.route(logfiles.ERROR_LOG, config.error_log)
     service = Service(config, app)
-    routes = [*api_routes(), Route("/openapi.json", openapi, methods=["GET"]),
+    routes = [*api_routes(), *console_api_routes(), Route("/openapi.json", openapi, methods=["GET"]),
               Route("/metrics", metrics, methods=["GET"]), *dashboard_routes()]  # fmt: skip
 
     @asynccontextmanager

@@ -1,6 +1,8 @@
 """API tokens: Bearer tokens stored only as SHA-256 hashes, each with one scope.
 
-- producer: write and read jobs, read queue counts.
+- reader: view jobs, queue counts, workers, schedules and the store (the console's
+  read-only scope); it can change nothing.
+- producer: everything a reader may, plus write jobs and cancel waiting ones.
 - admin: everything a producer may, plus topics, dead letters, tokens and settings.
 
 A token is shown once, when it is made (`deferq token create` or POST /v1/tokens);
@@ -21,7 +23,7 @@ import orjson
 from ..backends import Backend
 
 NAMESPACE = "tokens"
-SCOPES = ("producer", "admin")
+SCOPES = ("reader", "producer", "admin")  # each grants what the ones before it do
 PREFIX = "dq_"
 CACHE_SECONDS = 5.0
 ID_LENGTH = 12  # hex characters of the hash that name a token in listings
@@ -63,4 +65,7 @@ def scope_of(backend: Backend, token: str) -> str | None:
 
 
 def allows(granted: str, needed: str) -> bool:
-    return granted == "admin" or granted == needed
+    """Whether a token of scope `granted` may call a route that needs `needed`."""
+    if granted not in SCOPES or needed not in SCOPES:
+        return False
+    return SCOPES.index(granted) >= SCOPES.index(needed)

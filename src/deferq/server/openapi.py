@@ -85,7 +85,7 @@ def _paths() -> dict[str, Any]:
                               {"201": answer("Stored", ref("Receipt")),
                                "200": answer("A job with this key already waits", ref("Receipt"))},
                               ref("JobRequest"), errors=refused),
-            "get": operation("Find jobs: by key, in a state, of a queue", "producer",
+            "get": operation("Find jobs: by key, in a state, of a queue", "reader",
                              {"200": jobs}, params=query(models.JobsQuery), errors=("422", "503")),
         },
         "/v1/jobs/batch": {
@@ -93,13 +93,13 @@ def _paths() -> dict[str, Any]:
                               {"201": answer("Stored", ref("Receipts"))}, ref("BatchRequest"), errors=refused),
         },
         "/v1/jobs/{job_id}": {
-            "get": operation("A job", "producer", {"200": answer("The job", ref("Job"))}, params=job_id),
+            "get": operation("A job", "reader", {"200": answer("The job", ref("Job"))}, params=job_id),
             "delete": operation("Cancel a waiting job", "producer",
                                 {"200": answer("Cancelled", ref("JobStateAnswer")),
                                  "409": answer("Not waiting", ref("Error"))}, params=job_id),
         },
         "/v1/queues": {
-            "get": operation("Counts by state and oldest wait, per queue", "producer",
+            "get": operation("Counts by state and oldest wait, per queue", "reader",
                              {"200": answer("Queues", ref("QueueList"))}),
         },
         "/v1/dead": {
@@ -190,7 +190,7 @@ def document() -> dict[str, Any]:
                  "description": "Delayed jobs and signed callbacks over HTTP. See docs/http.md.\n\n"
                                 "Formats that no JSON Schema keyword states:\n\n" + "\n".join(
                                     f"- `{name}`: {says}" for name, says in models.FORMATS.items())},
-        "paths": _paths(),
+        "paths": _paths(),  # app.py adds the console's (console_api.paths)
         "components": {"schemas": schemas(),
                        "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
     }  # fmt: skip

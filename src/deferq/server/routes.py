@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from .service import Service
 
 Handler = Callable[[Request], Awaitable[JSON]]
-PRODUCER, ADMIN = "producer", "admin"
+READER, PRODUCER, ADMIN = "reader", "producer", "admin"
 
 
 def needs(scope: str) -> Callable[[Handler], Handler]:
@@ -95,7 +95,7 @@ async def create_jobs(request: Request) -> JSON:
     return JSON({"jobs": [jobs_module.receipt(job) for job in stored]}, 201)
 
 
-@needs(PRODUCER)
+@needs(READER)
 async def get_job(request: Request) -> JSON:
     service = service_of(request)
     job = await service.store(service.backend.get, _path(request, "job_id"))
@@ -104,7 +104,7 @@ async def get_job(request: Request) -> JSON:
     return JSON(jobs_module.view(job))
 
 
-@needs(PRODUCER)
+@needs(READER)
 async def list_jobs(request: Request) -> JSON:
     """The filters combine: the job with `key`, if it is in `state` and of `queue`; else
     the jobs in `state` (every state, in turn, when left out) of `queue`, up to `limit`."""
@@ -148,7 +148,7 @@ async def cancel_job(request: Request) -> JSON:
 # -- queues and dead letters -------------------------------------------------------------
 
 
-@needs(PRODUCER)
+@needs(READER)
 async def list_queues(request: Request) -> JSON:
     service = service_of(request)
     stats = await service.store(service.backend.stats)

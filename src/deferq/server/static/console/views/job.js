@@ -1,0 +1,138 @@
+// /dashboard/jobs/{id}: everything about one job, and what may be done with it.
+
+import {badge, copyButton, empty, h, link, note, section, setBadge, setChildren, setJSON, setText} from "../dom.js";
+import {ago, duration, local} from "../format.js";
+import {jobName, messageLine} from "./common.js";
+
+const WAITING = ["scheduled", "queued"];
+
+function field(label) {
+  const value = h("dd");
+  return {el: [h("dt", {text: label}), value], value};
+}
+
+// A time as two lines: local, then relative.
+function setTime(dd, seconds) {
+  setChildren(dd, `${seconds}`, () => seconds ?
+    [h("span", {text: local(seconds)}), h("span", {class: "muted rel", dataset: {at: seconds}})] : "—");
+  const rel = dd.querySelector(".rel");
+  if (rel) setText(rel, ago(seconds));
+}
+
+export function mount(root, ctx) {
+  const id = ctx.params[0];
+  const message = messageLine();
+  const title = h("h1", {class: "job-title"}, h("span", {text: "Job "}), h("span", {class: "mono", text: id}));
+  const state = badge("…");
+  const name = h("span", {class: "job-name"});
+  const retry = h("button", {type: "button", class: "primary", text: "Retry", hidden: true});
+  const cancel = h("button", {type: "button", class: "danger", text: "Cancel", hidden: true});
+  const head = h("div", {class: "page-head"}, title, state, name,
+    h("div", {class: "page-tools"}, copyButton(() => id, "Copy id"), retry, cancel));
+
+  const f = {
+    queue: field("queue"), priority: field("priority"), attempts: field("attempts"), ttr: field("time limit"),
+    key: field("key"), created: field("created"), due: field("due"), finished: field("finished"),
+    worker: field("lease holder"), lease: field("lease until"),
+  };
+  const details = h("dl", {class: "facts"}, f.queue.el, f.priority.el, f.attempts.el, f.ttr.el, f.key.el);
+  const times = h("dl", {class: "facts"}, f.created.el, f.due.el, f.finished.el);
+  const lease = h("dl", {class: "facts"}, f.worker.el, f.lease.el);
+  const leasePanel = section("Lease", lease);
+  leasePanel.hidden = true;
+  const argsTitle = h("h2", {text: "Arguments"});
+  const args = h("pre", {class: "json", id: "job-args"});
+  const kwargs = h("pre", {class: "json", id: "job-kwargs"});
+  const kwargsLabel = h("h3", {text: "kwargs"});
+  const argsLabel = h("h3", {text: "args"});
+  const errorPanel = section("Error");
+  const error = h("pre", {class: "traceback", id: "job-error"});
+  errorPanel.append(error);
+  const resultPanel = section("Result");
+  const result = h("pre", {class: "json", id: "job-result"});
+  resultPanel.append(result);
+  const gone = h("div", {hidden: true});
+  const body = h("div", {class: "job-grid"},
+    h("div", {class: "job-main"}, h("section", {class: "panel"}, argsTitle, argsLabel, args, kwargsLabel, kwargs),
+      errorPanel, resultPanel),
+    h("div", {class: "job-side"}, section("Details", details), section("Times", times), leasePanel));
+  root.append(head, message.el, gone, body);
+  let job = null;
+
+  retry.addEventListener("click", () => act("retry", () => ctx.api(`/v1/dead/${encodeURIComponent(id)}/retry`,
+    {method: "POST"}), "queued again: a worker will run it"));
+  cancel.addEventListener("click", async () => {
+    const sure = await ctx.confirm({title: "Cancel this job?", body: [`${jobName(job)} ${id} will not run. ` +
+      "A cancelled job cannot be started again."], action: "Cancel the job", danger: true});
+    if (sure) act("cancel", () => ctx.api(`/v1/jobs/${encodeURIComponent(id)}`, {method: "DELETE"}), "cancelled");
+  });
+
+  async function act(what, call, done) {
+    message.clear();
+    try {
+      await call();
+      ctx.toast(`Job ${id} ${done}.`, "ok");
+    } catch (error_) {
+      message.show(`Could not ${what} the job: ${error_.message}`);
+    }
+    refresh();
+  }
+
+  async function refresh() {
+    let data;
+    try {
+      data = await ctx.api(`/v1/jobs/${encodeURIComponent(id)}`);
+    } catch (error_) {
+      if (error_.status === 404 && ctx.alive()) {
+        body.hidden = true;
+        gone.hidden = false;
+        setChildren(gone, "404", () => empty(`No job ${id}.`,
+          "It may never have existed, or it was purged: succeeded and cancelled jobs are kept for the result " +
+          "retention period, dead ones until purged.", link("/dashboard/jobs", "Find jobs")));
+      }
+      throw error_;
+    }
+    if (!ctx.alive()) return;
+    job = data;
+    body.hidden = false;
+    gone.hidden = true;
+    show(data);
+    if (data.state === "active") {
+      const held = await ctx.api(`/v1/jobs/${encodeURIComponent(id)}/lease`);
+      if (!ctx.alive()) return;
+      setChildren(f.worker.value, held.worker || "—", () => held.worker ?
+        h("a", {href: "/dashboard/workers", text: held.worker}) : "—");
+      setText(f.lease.value, held.lease_until ?
+        `${local(held.lease_until)} (in ${duration(held.lease_until - held.now)}, renewed while it runs)` : "—");
+    }
+    leasePanel.hidden = data.state !== "active";
+  }
+
+  function show(data) {
+    setBadge(state, data.state);
+    setText(name, jobName(data));
+    const topic = data.topic !== null && data.topic !== undefined;
+    setText(argsTitle, topic ? "Body (sent to the topic's URL)" : "Arguments");
+    argsLabel.hidden = kwargsLabel.hidden = kwargs.hidden = topic;
+    setJSON(args, topic ? data.body : data.args);
+    setJSON(kwargs, data.kwargs);
+    setChildren(f.queue.value, data.queue, () => link(`/dashboard/queues/${encodeURIComponent(data.queue)}`, data.queue));
+    setText(f.priority.value, data.priority);
+    setText(f.attempts.value, `${data.attempts} of ${data.max_attempts}`);
+    setText(f.ttr.value, data.ttr ? duration(data.ttr) : "none");
+    setText(f.key.value, data.key || "—");
+    setTime(f.created.value, data.created_at);
+    setTime(f.due.value, data.run_at);
+    setTime(f.finished.value, data.finished_at);
+    errorPanel.hidden = !data.error;
+    setText(error, data.error || "");
+    resultPanel.hidden = data.result === null || data.result === undefined;
+    setJSON(result, data.result);
+    retry.hidden = !(data.state === "dead" && ctx.can("admin"));
+    cancel.hidden = !(WAITING.includes(data.state) && ctx.can("producer"));
+  }
+
+  root.append(note("Not kept by the stores yet (later): a remark, the time of the last change, and the last " +
+    "worker of a finished job."));
+  return {refresh};
+}

@@ -1,0 +1,101 @@
+// /dashboard/: every queue's counts, the store, the workers, and a chart of the last hour.
+
+import {lineChart} from "../chart.js";
+import {empty, h, link, note, reconcile, row, section, setText, table} from "../dom.js";
+import {STATES, count, duration} from "../format.js";
+import * as history from "../history.js";
+import {card, pageHead, stateCards} from "./common.js";
+import {ms} from "./stores.js";
+
+export function mount(root, ctx) {
+  const head = pageHead("Overview");
+  const totals = stateCards((state) => `/dashboard/jobs?state=${state}`);
+  const store = card("store");
+  const workers = card("workers online");
+  const health = h("div", {class: "cards side"}, store.el, workers.el);
+  store.el.classList.add("link-card");
+  workers.el.classList.add("link-card");
+  const storeLink = h("a", {href: "/dashboard/stores", class: "card-link", "aria-label": "the store"});
+  const workersLink = h("a", {href: "/dashboard/workers", class: "card-link", "aria-label": "the workers"});
+  store.el.append(storeLink);
+  workers.el.append(workersLink);
+
+  const measure = h("select", {"aria-label": "what the chart shows"},
+    STATES.map((state) => h("option", {value: state, text: `${state} jobs`})));
+  measure.value = sessionStorage.getItem("deferq-chart") || "queued";
+  const chartPanel = section(null);
+  chartPanel.append(h("div", {class: "panel-head"}, h("h2", {text: "Per queue, last hour"}), measure));
+  const chart = lineChart(chartPanel, {empty: "Collecting samples: the chart fills in as this page polls (every 2 s)."});
+  chartPanel.append(note("Sampled by this browser tab while the console is open (kept for the tab's session). ",
+    "A per-minute history kept in the store is a later feature."));
+  measure.addEventListener("change", () => {
+    sessionStorage.setItem("deferq-chart", measure.value);
+    drawChart();
+  });
+
+  const columns = [["queue"], ...STATES.map((s) => [s, `num ${["succeeded", "cancelled"].includes(s) ? "opt" : ""}`]),
+    ["oldest wait", "num"]];
+  const queues = table(columns, {id: "queues"});
+  const nothing = empty("No queues yet.",
+    "A queue appears when its first job is enqueued: POST /v1/jobs, or task.enqueue() in Python.");
+  nothing.hidden = true;
+  root.append(head.el, h("div", {class: "overview-top"}, totals.el, health), chartPanel,
+    section("Queues", queues.el, nothing));
+
+  function drawChart() {
+    const {labels, data} = history.byQueue(measure.value);
+    chart.update(labels, data);
+  }
+
+  async function refresh() {
+    const [q, s, w] = await Promise.allSettled([ctx.api("/v1/queues"), ctx.api("/v1/store"), ctx.api("/v1/workers")]);
+    if (!ctx.alive()) return;
+    if (q.status === "fulfilled") showQueues(q.value.queues);
+    if (s.status === "fulfilled") showStore(s.value);
+    if (w.status === "fulfilled") showWorkers(w.value);
+    head.updated();
+  }
+
+  function showQueues(data) {
+    history.record(data);
+    const sums = Object.fromEntries(STATES.map((state) => [state, 0]));
+    for (const counts of Object.values(data)) for (const state of STATES) sums[state] += counts[state] || 0;
+    totals.update(sums);
+    const names = Object.keys(data);
+    nothing.hidden = names.length > 0;
+    reconcile(queues.body, names, (name) => name, () => row(columns.length, columns.map((c) => c[1])),
+      (tr, name) => {
+        const counts = data[name];
+        const cells = tr.children;
+        if (!cells[0].firstChild) cells[0].append(link(`/dashboard/queues/${encodeURIComponent(name)}`, name));
+        STATES.forEach((state, i) => {
+          const cell = cells[i + 1];
+          if (!cell.firstChild) cell.append(link(`/dashboard/jobs?queue=${encodeURIComponent(name)}&state=${state}`, ""));
+          setText(cell.firstChild, count(counts[state]));
+          cell.classList.toggle("zero", !counts[state]);
+          cell.classList.toggle("alarm", state === "dead" && counts[state] > 0);
+        });
+        setText(cells[STATES.length + 1], counts.oldest_wait ? duration(counts.oldest_wait) : "—");
+      });
+    drawChart();
+  }
+
+  function showStore(report) {
+    setText(store.number, report.up ? "up" : "down");
+    store.el.dataset.health = report.up ? "up" : "down";
+    setText(store.small, report.up ? `${report.kind} · ${ms(report.latency_ms)}` : `${report.kind}: ${report.error}`);
+    if (report.up) ctx.clearBanner();
+    else ctx.storeTrouble({code: "store_unavailable", message: report.error});
+  }
+
+  function showWorkers(report) {
+    const busy = report.workers.reduce((n, w) => n + w.jobs.length, 0);
+    const slots = report.workers.reduce((n, w) => n + (w.concurrency || 0), 0);
+    setText(workers.number, count(report.workers.length));
+    setText(workers.small, report.workers.length ? `${busy}/${slots} busy` +
+      (report.masters.length ? ` · ${report.masters.length} master${report.masters.length > 1 ? "s" : ""}` : "") :
+      "start one: deferq worker");
+  }
+
+  return {refresh, unmount: () => chart.destroy()};
+}

@@ -1,0 +1,86 @@
+// /dashboard/queues/{queue}?state=: one queue's counts, its last hour, its workers, its jobs.
+
+import {query} from "../api.js";
+import {lineChart, stateColor} from "../chart.js";
+import {empty, h, link, note, section, setText} from "../dom.js";
+import {compact, count} from "../format.js";
+import * as history from "../history.js";
+import {card, pageHead, stateCards} from "./common.js";
+import {jobTable} from "./jobtable.js";
+
+const LIMIT = 25;
+const CHARTED = ["scheduled", "queued", "active", "dead"];
+
+export function mount(root, ctx) {
+  const name = ctx.params[0];
+  const base = `/dashboard/queues/${encodeURIComponent(name)}`;
+  let state = ctx.query.get("state") || "";
+  const head = pageHead(`Queue ${name}`);
+  const cards = stateCards((s) => `${base}?state=${s}`);
+  const oldest = card("oldest wait");
+  const workers = card("workers on it");
+  const chartPanel = section(`${name}, last hour`);
+  const chart = lineChart(chartPanel, {colorOf: stateColor,
+    empty: "Collecting samples: the chart fills in as this page polls (every 2 s)."});
+  chartPanel.append(note("Sampled by this browser tab; a history kept in the store is a later feature."));
+  const listTitle = h("h2");
+  const more = h("p", {class: "muted count-line"});
+  const jobs = jobTable();
+  const nothing = h("div");
+  const missing = empty(`No queue named ${name}.`, "A queue exists once a job was enqueued to it. ",
+    link("See every queue", "/dashboard/"));
+  missing.hidden = true;
+  root.append(head.el, missing, h("div", {class: "overview-top"}, cards.el, h("div", {class: "cards side"}, oldest.el,
+    workers.el)), chartPanel, h("section", {class: "panel"}, listTitle, more, jobs.el, nothing),
+  note("Pausing a queue needs a store capability that no store has yet: a later feature."));
+  let counts = null;
+
+  function select(next) {
+    state = next;
+    for (const a of cards.el.querySelectorAll("a")) a.classList.toggle("selected", a.dataset.state === state);
+  }
+
+  async function refresh() {
+    const [q, w] = await Promise.allSettled([ctx.api("/v1/queues"), ctx.api("/v1/workers")]);
+    if (!ctx.alive()) return;
+    if (q.status === "fulfilled") {
+      history.record(q.value.queues);
+      counts = q.value.queues[name] || null;
+      missing.hidden = counts !== null;
+      cards.update(counts || {});
+      setText(oldest.number, counts && counts.oldest_wait ? compact(counts.oldest_wait) : "—");
+      const {labels, data} = history.byState(name, CHARTED);
+      chart.update(labels, data);
+    }
+    if (w.status === "fulfilled") {
+      const mine = w.value.workers.filter((worker) => worker.queues.includes(name));
+      setText(workers.number, count(mine.length));
+      setText(workers.small, `${mine.reduce((n, x) => n + x.jobs.length, 0)} running`);
+    }
+    if (!state && counts) state = ["active", "queued", "scheduled", "dead"].find((s) => counts[s]) || "queued";
+    if (!state) state = "queued";
+    select(state);
+    const shown = state;
+    setText(listTitle, `${state} jobs`);
+    const data = await ctx.api(`/v1/jobs${query({state, queue: name, limit: LIMIT})}`);
+    if (!ctx.alive() || shown !== state) return;
+    jobs.update(data.jobs);
+    const total = counts ? counts[state] || 0 : data.jobs.length;
+    more.replaceChildren(total > data.jobs.length ?
+      h("span", {}, `The newest ${data.jobs.length} of ${count(total)}. `,
+        link(`/dashboard/jobs${query({queue: name, state})}`, "Filter them on the Jobs page")) :
+      `${count(data.jobs.length)} ${state} job(s).`);
+    nothing.replaceChildren(data.jobs.length ? "" :
+      empty(`No ${state} jobs in ${name}.`, "Pick another state above."));
+    head.updated();
+  }
+
+  return {
+    refresh,
+    update(params) {
+      select(params.get("state") || "");
+      refresh();
+    },
+    unmount: () => chart.destroy(),
+  };
+}

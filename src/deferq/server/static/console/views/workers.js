@@ -1,0 +1,78 @@
+// /dashboard/workers: every worker process and master, from the heartbeats they publish
+// in the store (kv "workers" and "masters"); a record expires when its process stops.
+
+import {code, empty, h, note, reconcile, row, section, setAttr, setChildren, setText, table} from "../dom.js";
+import {ago, count, duration, local} from "../format.js";
+import {pageHead} from "./common.js";
+
+const LATE = 60; // seconds without a heartbeat shown in red (a worker beats every third of its lease)
+const WORKER_COLUMNS = [["worker"], ["host", "opt"], ["pid", "num opt"], ["queues"], ["busy", "num"],
+  ["running now", "wide"], ["processed", "num"], ["heartbeat", "num"], ["master", "opt"]];
+const MASTER_COLUMNS = [["master"], ["host"], ["pid", "num"], ["up since", "opt"], ["store"], ["pools", "wide"],
+  ["heartbeat", "num"]];
+
+function running(jobs) {
+  if (!jobs.length) return h("span", {class: "muted", text: "idle"});
+  return jobs.map((job) => h("span", {class: "running"},
+    h("a", {href: `/dashboard/jobs/${encodeURIComponent(job.id)}`, text: job.task}),
+    h("span", {class: "muted", text: ` ${duration(job.running_for)}`})));
+}
+
+export function mount(root, ctx) {
+  const head = pageHead("Workers");
+  const workers = table(WORKER_COLUMNS, {id: "workers"});
+  const masters = table(MASTER_COLUMNS, {id: "masters"});
+  const noWorkers = empty("No worker is online.",
+    h("span", {}, "Start one: ", code("deferq worker --app tasks:app --url …"), " or a supervisor: ",
+      code("deferq run --config deferq.toml"), ". Each worker publishes a heartbeat every few seconds; it shows up here " +
+      "within one."));
+  const masterPanel = section("Masters", masters.el);
+  root.append(head.el, section("Worker processes", workers.el, noWorkers), masterPanel,
+    note("A worker's record lives for two lease periods after its last heartbeat, a master's for five checks: ",
+      "a process that died disappears from this page by itself. Processed counts start at zero when a ",
+      "process starts."));
+
+  async function refresh() {
+    const data = await ctx.api("/v1/workers");
+    if (!ctx.alive()) return;
+    noWorkers.hidden = data.workers.length > 0;
+    workers.el.hidden = !data.workers.length;
+    reconcile(workers.body, data.workers, (w) => w.worker, () => row(WORKER_COLUMNS.length,
+      WORKER_COLUMNS.map((c) => c[1])), (tr, w) => {
+      const cells = tr.children;
+      setText(cells[0], w.worker);
+      setText(cells[1], w.host);
+      setText(cells[2], w.pid);
+      setText(cells[3], (w.queues || []).join(", "));
+      setText(cells[4], `${w.jobs.length}/${w.concurrency ?? "?"}`);
+      setChildren(cells[5], w.jobs.map((j) => j.id).join(), () => running(w.jobs));
+      for (const [i, job] of w.jobs.entries()) {
+        const span = cells[5].querySelectorAll(".running .muted")[i];
+        if (span) setText(span, ` ${duration(job.running_for)}`);
+      }
+      setText(cells[6], count(w.processed));
+      setText(cells[7], `${duration(w.heartbeat_age)} ago`);
+      setAttr(cells[7], "title", w.seen ? local(w.seen) : null);
+      cells[7].classList.toggle("alarm", w.heartbeat_age > LATE);
+      setText(cells[8], w.master || "—");
+    });
+    masterPanel.hidden = !data.masters.length;
+    reconcile(masters.body, data.masters, (m) => m.id, () => row(MASTER_COLUMNS.length,
+      MASTER_COLUMNS.map((c) => c[1])), (tr, m) => {
+      const cells = tr.children;
+      setText(cells[0], m.id);
+      setText(cells[1], m.host);
+      setText(cells[2], m.pid);
+      setText(cells[3], m.started ? `${local(m.started)} (${ago(m.started)})` : "—");
+      setText(cells[4], m.store_up === false ? "unreachable" : "up");
+      cells[4].classList.toggle("alarm", m.store_up === false);
+      setText(cells[5], Object.entries(m.pools || {}).map(([name, pool]) =>
+        `${name}: ${(pool.queues || []).join(",")} · ${(pool.children || []).length}/${pool.target} ` +
+        `(${pool.min}-${pool.max}) × ${pool.concurrency}`).join("; "));
+      setText(cells[6], `${duration(m.heartbeat_age)} ago`);
+    });
+    head.updated();
+  }
+
+  return {refresh};
+}

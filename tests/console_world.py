@@ -1,0 +1,147 @@
+"""A small world for the console's tests and screenshots: a store with jobs in every
+state in a few queues, a worker's and a master's heartbeat, a topic, tokens, alert
+settings and a periodic schedule (`deferq serve --app tests.console_world:app` lists it),
+plus a headless Debian Chromium driven by Playwright."""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+import deferq
+from deferq.backends.base import Outcome
+from deferq.server import auth, topics
+from tests.conftest import need_service
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--no-first-run", "--disable-sync"]  # fmt: skip
+PRIORITIES = (0, 1, 2)
+TRACEBACK = """Traceback (most recent call last):
+  File "/srv/shop/tasks.py", line 41, in charge_card
+    receipt = gateway.charge(order.total, order.card_token)
+  File "/srv/shop/gateway.py", line 88, in charge
+    raise GatewayError(f"card declined: {answer['reason']}")
+shop.gateway.GatewayError: card declined: insufficient_funds
+"""
+
+# The App the server loads with --app: its periodic schedules show on /dashboard/periodic.
+app = deferq.App(os.environ.get("DEFERQ_URL", "memory://"))
+
+
+@app.periodic("*/15 * * * *", name="refresh-rates", queue="reports")
+def refresh_rates() -> None:
+    """Fetch exchange rates (for the tests: never runs)."""
+
+
+@app.periodic("0 3 * * *", name="nightly-cleanup", kwargs={"days": 30})
+def cleanup(days: int = 30) -> None:
+    """Purge old rows (for the tests: never runs)."""
+
+
+@dataclass
+class World:
+    url: str
+    admin: str
+    reader: str
+    producer: str
+    ids: dict[str, str]  # a job id per state, and a few more by name
+
+
+def _settle(backend: Any, queue: str, kind: str, worker: str, **outcome: Any) -> str:
+    (job,) = backend.reserve([queue], 1, worker, 300.0, PRIORITIES)
+    if kind != "active":
+        assert backend.settle([Outcome(job, kind, **outcome)]) == [True]
+    return str(job.id)
+
+
+WORKER = f"{socket.gethostname()}:4242:console-test"
+
+
+def publish_heartbeats(backend: Any, running: str) -> None:
+    """A worker running job `running` and its master, as they publish themselves."""
+    now = time.time()
+    status = {"name": WORKER, "pid": 4242, "host": socket.gethostname(),
+              "queues": ["email", "reports", "payments"], "concurrency": 8, "processed": 1289,
+              "running": [{"id": running, "task": "shop.tasks.render_invoice",
+                           "started": time.monotonic() - 12.5}],
+              "seen": now, "monotonic": time.monotonic()}  # fmt: skip
+    backend.kv_put("workers", WORKER, orjson.dumps(status), 600)
+    master = {"id": "m-console", "pid": 4240, "host": socket.gethostname(), "started": now - 7200, "seen": now,
+              "url": "postgresql://deferq:s3cret@db.internal/deferq", "config": "/etc/deferq.toml",
+              "store_up": True, "pools": {"default": {"queues": ["email", "reports"], "target": 2, "min": 1,
+              "max": 4, "concurrency": 8, "children": [{"index": 0, "pid": 4242, "worker": WORKER,
+              "generation": 1, "started": now - 3600, "state": "running"}]}}}  # fmt: skip
+    backend.kv_put("masters", "m-console", orjson.dumps(master), 600)
+
+
+def seed(url: str) -> World:
+    """Jobs in every state (each state's queue chosen so the views have something to
+    show), a worker and a master that publish heartbeats, a topic and tokens."""
+    world_app = deferq.App(url)
+    backend = world_app.backend
+    ids: dict[str, str] = {}
+    # Leased jobs first, each alone in its queue when it is reserved.
+    world_app.enqueue("shop.tasks.charge_card", [1042], {"amount": 59.9, "currency": "EUR"}, queue="payments",
+                      max_attempts=3, key="charge:1042")  # fmt: skip
+    ids["dead"] = _settle(backend, "payments", "dead", WORKER, error=TRACEBACK)
+    world_app.enqueue("shop.tasks.send_receipt", [1041], queue="email")
+    ids["succeeded"] = _settle(backend, "email", "succeeded", WORKER, result={"message_id": "<r-1041@shop>"})
+    world_app.enqueue("shop.tasks.render_invoice", [1043], {"format": "pdf"}, queue="reports", timeout=120)
+    ids["active"] = _settle(backend, "reports", "active", WORKER)
+    # Then waiting ones.
+    for n in range(3):
+        job = world_app.enqueue("shop.tasks.send_welcome", [f"user{n}@example.com"], {"name": f"User {n}"},
+                                queue="email", key=f"welcome:{n}")  # fmt: skip
+        ids.setdefault("queued", job.id)
+    ids["scheduled"] = world_app.enqueue("shop.tasks.remind_expiry", [77], queue="email", delay=3 * 86400).id
+    ids["cancelled"] = world_app.enqueue("shop.tasks.send_welcome", ["gone@example.com"], queue="email").id
+    assert backend.cancel(ids["cancelled"])
+    publish_heartbeats(backend, ids["active"])
+    now = time.time()
+    backend.kv_put("periodic", f"refresh-rates:{(now // 900) * 900:.0f}", b"1", ttl=600)
+    topic = topics.Topic(name="order-paid", url="https://shop.example/hooks/paid", max_attempts=5,
+                         retry_condition="{res.code}!=200 && {res.data.status}!=2",
+                         headers={"X-Team": "billing"}, signing_secret="whsec_console_test_secret_0123",
+                         updated_at=now - 600)  # fmt: skip
+    topics.save(backend, topic)
+    admin, _ = auth.create(backend, "admin", "console tests")
+    reader, _ = auth.create(backend, "reader", "on-call dashboard")
+    producer, _ = auth.create(backend, "producer", "shop backend")
+    world_app.close()
+    return World(url, admin, reader, producer, ids)
+
+
+@contextmanager
+def chromium() -> Iterator[Any]:
+    """Debian's Chromium (never a downloaded browser), headless, through Playwright."""
+    if not os.path.exists(CHROMIUM):
+        need_service("Chromium", f"{CHROMIUM} is missing (scripts/install-browser.sh installs it)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+def signed_in(browser: Any, base: str, token: str, width: int = 1280, height: int = 900,
+              dark: bool = False) -> Any:  # fmt: skip
+    """A page whose localStorage already holds `token`; every console error fails the test."""
+    context = browser.new_context(viewport={"width": width, "height": height},
+                                  color_scheme="dark" if dark else "light")  # fmt: skip
+    context.add_init_script(f"localStorage.setItem('deferq-token', {orjson.dumps(token).decode()})")
+    page = context.new_page()
+    page.errors = []
+    page.on("pageerror", lambda exc: page.errors.append(str(exc)))
+    page.on("console", lambda msg: page.errors.append(msg.text) if msg.type == "error" else None)
+    return page

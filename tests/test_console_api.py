@@ -1,0 +1,361 @@
+"""The routes the console reads and acts through (server/console_api.py), the reader
+scope, and the pages and files /dashboard/ serves, in process (Starlette's test client)."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import orjson
+import pytest
+
+import deferq
+from deferq.server import ServerConfig, auth, create_app
+from deferq.server.app import full_document as document
+from deferq.server.console_api import route_scopes
+from tests.alert_receivers import free_port, webhook_inbox  # noqa: F401 - fixture
+from tests.console_world import app as periodic_app
+from tests.console_world import seed
+from tests.server_helpers import TestClient
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    url = f"sqlite:///{tmp_path_factory.mktemp('console')}/deferq.db"
+    made = seed(url)
+    app = deferq.App(url)
+    app.periodic_jobs = periodic_app.periodic_jobs
+    with TestClient(create_app(ServerConfig(error_log="off"), app)) as client:
+        yield client, made
+    app.close()
+
+
+def as_(token: str) -> dict[str, str]:
+    return {"authorization": f"Bearer {token}"}
+
+
+# -- scopes ----------------------------------------------------------------------------------
+
+CONSOLE_ROUTES = sorted(route_scopes().items())
+
+
+@pytest.mark.parametrize(("route", "scope"), CONSOLE_ROUTES, ids=[f"{m} {p}" for (m, p), _ in CONSOLE_ROUTES])
+def test_every_console_route_checks_its_scope(world, route, scope):
+    client, made = world
+    method, path = route
+    url = path.replace("{job_id}", made.ids["dead"])
+
+    def call(token: str | None) -> int:
+        return client.request(method, url, json={}, headers=as_(token) if token else {}).status_code
+
+    assert call(None) == 401
+    assert call("dq_not-a-real-token") == 401
+    if scope == "admin":
+        assert call(made.reader) == 403 and call(made.producer) == 403
+    else:
+        assert call(made.reader) not in (401, 403, 500)
+        assert call(made.producer) not in (401, 403, 500)
+    assert call(made.admin) not in (401, 403, 500)
+
+
+def test_a_reader_reads_jobs_and_queues_and_changes_nothing(world):
+    client, made = world
+    reader = as_(made.reader)
+    assert client.get(f"/v1/jobs/{made.ids['queued']}", headers=reader).status_code == 200
+    assert client.get("/v1/jobs?state=dead", headers=reader).json()["jobs"][0]["id"] == made.ids["dead"]
+    assert "email" in client.get("/v1/queues", headers=reader).json()["queues"]
+    refused = [
+        client.post("/v1/jobs", json={"task": "x"}, headers=reader),
+        client.delete(f"/v1/jobs/{made.ids['queued']}", headers=reader),
+        client.post(f"/v1/dead/{made.ids['dead']}/retry", headers=reader),
+        client.post("/v1/dead/retry", headers=reader),
+        client.get("/v1/topics", headers=reader),
+        client.get("/v1/dead", headers=reader),
+        client.post("/v1/tokens", json={"scope": "reader"}, headers=reader),
+    ]
+    assert [r.status_code for r in refused] == [403] * len(refused)
+    assert "needs a token with the admin scope; this token has the reader scope" in refused[2].text
+    assert client.get(f"/v1/jobs/{made.ids['queued']}", headers=reader).json()["state"] == "queued"
+
+
+def test_reader_tokens_are_made_over_the_api_and_allows_orders_the_scopes(world):
+    client, made = world
+    answer = client.post("/v1/tokens", json={"scope": "reader", "note": "wall screen"}, headers=as_(made.admin))
+    assert answer.status_code == 201 and answer.json()["scope"] == "reader"
+    whoami = client.get("/v1/whoami", headers=as_(answer.json()["token"])).json()
+    assert whoami == {"auth": True, "scope": "reader"}
+    assert [auth.allows(g, n) for g in auth.SCOPES for n in auth.SCOPES] == [
+        True, False, False, True, True, False, True, True, True]  # fmt: skip
+    assert not auth.allows("nobody", "reader")
+
+
+def test_whoami_without_auth_is_admin(tmp_path):
+    app = deferq.App(f"sqlite:///{tmp_path}/deferq.db")
+    with TestClient(create_app(ServerConfig(auth=False, error_log="off"), app)) as client:
+        assert client.get("/v1/whoami").json() == {"auth": False, "scope": "admin"}
+    app.close()
+
+
+# -- search and leases ---------------------------------------------------------------------------
+
+
+def search(client, made, **params):
+    answer = client.get("/v1/search", params=params, headers=as_(made.reader))
+    assert answer.status_code == 200, answer.text
+    return answer.json()
+
+
+def test_search_filters_by_state_queue_task_and_id_or_key(world):
+    client, made = world
+    everything = search(client, made)
+    assert everything["matched"] == 8 and everything["complete"] and everything["scanned"] == 8
+    ids = [job["id"] for job in everything["jobs"]]
+    assert ids == sorted(ids, reverse=True)  # newest first across states
+    assert "shop.tasks.charge_card" in everything["tasks"]
+    assert [j["id"] for j in search(client, made, state="dead")["jobs"]] == [made.ids["dead"]]
+    assert search(client, made, queue="email")["matched"] == 6
+    welcome = search(client, made, task="WELCOME", state="queued")
+    assert welcome["matched"] == 3 and {j["task"] for j in welcome["jobs"]} == {"shop.tasks.send_welcome"}
+    assert [j["key"] for j in search(client, made, q="welcome:1")["jobs"]] == ["welcome:1"]
+    assert [j["id"] for j in search(client, made, q=made.ids["active"].lower())["jobs"]] == [made.ids["active"]]
+    assert search(client, made, q="charge:1042", state="queued")["matched"] == 0  # the key's job is dead
+    limited = search(client, made, limit=2)
+    assert len(limited["jobs"]) == 2 and limited["matched"] == 8
+
+
+def test_search_looks_at_a_window_but_finds_an_exact_id_or_key_however_old(world):
+    client, made = world
+    small = search(client, made, state="queued", window=1)
+    assert small["scanned"] == 1 and not small["complete"] and small["window"] == 1
+    oldest = made.ids["queued"]  # the first of three queued jobs: outside a window of one
+    assert oldest not in [j["id"] for j in small["jobs"]]
+    assert [j["id"] for j in search(client, made, state="queued", window=1, q=oldest)["jobs"]] == [oldest]
+    assert search(client, made, state="queued", window=1, q="welcome:0")["matched"] == 1
+
+
+@pytest.mark.parametrize("query", ["state=lost", "window=0", "limit=1001", "window=x", "sort=id"])
+def test_search_refuses_what_it_cannot_do(world, query):
+    client, made = world
+    answer = client.get(f"/v1/search?{query}", headers=as_(made.reader))
+    assert answer.status_code == 422, answer.text
+
+
+def test_a_lease_names_its_worker_while_the_job_runs(world):
+    client, made = world
+    lease = client.get(f"/v1/jobs/{made.ids['active']}/lease", headers=as_(made.reader)).json()
+    assert lease["state"] == "active" and lease["worker"].endswith(":4242:console-test")
+    assert lease["lease_until"] > lease["now"] > time.time() - 60
+    done = client.get(f"/v1/jobs/{made.ids['succeeded']}/lease", headers=as_(made.reader)).json()
+    assert done["worker"] is None and done["lease_until"] is None
+    assert client.get("/v1/jobs/06H000000000000000000000XX/lease", headers=as_(made.reader)).status_code == 404
+
+
+def test_retry_batch_retries_the_dead_ones_named(tmp_path):
+    url = f"sqlite:///{tmp_path}/deferq.db"
+    made = seed(url)
+    app = deferq.App(url)
+    with TestClient(create_app(ServerConfig(error_log="off"), app)) as client:
+        ids = [made.ids["dead"], made.ids["queued"], "nope"]
+        answer = client.post("/v1/dead/retry-batch", json={"ids": ids}, headers=as_(made.admin))
+        assert answer.json() == {"retried": 1, "not_retried": [made.ids["queued"], "nope"]}
+        assert app.get(made.ids["dead"]).state == "queued"
+        for body in ({"ids": []}, {"ids": ["a"] * 1001}, {"ids": [1]}, {"ids": "a"}, {"ids": ["a"], "all": True}):
+            assert client.post("/v1/dead/retry-batch", json=body, headers=as_(made.admin)).status_code == 422
+    app.close()
+
+
+# -- workers, schedules, the store -------------------------------------------------------------
+
+
+def test_workers_and_masters_come_from_their_heartbeats(world):
+    client, made = world
+    report = client.get("/v1/workers", headers=as_(made.reader)).json()
+    (worker,) = report["workers"]
+    assert worker["pid"] == 4242 and worker["concurrency"] == 8 and worker["processed"] == 1289
+    assert worker["master"] == "m-console" and worker["queues"] == ["email", "reports", "payments"]
+    assert worker["jobs"][0]["id"] == made.ids["active"] and worker["jobs"][0]["running_for"] >= 12
+    (master,) = report["masters"]
+    assert master["url"] == "postgresql://deferq:***@db.internal/deferq"  # no password leaves the store
+    assert master["heartbeat_age"] >= 0
+
+
+def test_periodic_schedules_show_their_next_and_last_ticks(world):
+    client, made = world
+    report = client.get("/v1/periodic", headers=as_(made.reader)).json()
+    by_name = {s["name"]: s for s in report["schedules"]}
+    rates, cleanup = by_name["refresh-rates"], by_name["nightly-cleanup"]
+    assert rates["cron"] == "*/15 * * * *" and rates["options"] == {"queue": "reports"}
+    assert report["now"] < rates["next"][0] < rates["next"][1] < rates["next"][2]
+    assert rates["next"][1] - rates["next"][0] == 900
+    assert rates["last_tick"] is not None and rates["last_tick"] % 900 == 0
+    assert cleanup["kwargs"] == {"days": 30} and cleanup["last_tick"] is None
+
+
+def test_a_tick_of_a_schedule_the_server_does_not_know_is_listed(tmp_path):
+    app = deferq.App(f"sqlite:///{tmp_path}/deferq.db")
+    token, _ = auth.create(app.backend, "reader")
+    job = app.enqueue("cleanup", key="periodic:from-config:1700000000")
+    app.backend.kv_put("periodic", "from-config:1700000000", b"1", ttl=600)
+    with TestClient(create_app(ServerConfig(error_log="off"), app)) as client:
+        (schedule,) = client.get("/v1/periodic", headers=as_(token)).json()["schedules"]
+    assert schedule["name"] == "from-config" and schedule["cron"] is None and schedule["next"] == []
+    assert schedule["last_tick"] == 1700000000 and schedule["last_job"] == {"id": job.id, "state": "queued"}
+    app.close()
+
+
+def test_the_store_answers_with_its_kind_and_latency(world):
+    client, made = world
+    report = client.get("/v1/store", headers=as_(made.reader)).json()
+    assert report["up"] and report["kind"] == "sqlite" and report["backend"] == "SQLiteBackend"
+    assert len(report["pings_ms"]) == 3 and report["latency_ms"] >= 0 and report["error"] is None
+    assert abs(report["clock_skew_ms"]) < 1000
+
+
+def test_a_store_that_is_down_is_reported_not_refused():
+    port = free_port()  # nothing listens there
+    app = deferq.App(f"redis://:hunter2@127.0.0.1:{port}/0")
+    with TestClient(create_app(ServerConfig(auth=False, error_log="off"), app)) as client:
+        answer = client.get("/v1/store")
+        assert client.get("/v1/queues").status_code == 503
+    report = answer.json()
+    assert answer.status_code == 200 and not report["up"] and report["latency_ms"] is None
+    assert report["url"] == f"redis://:***@127.0.0.1:{port}/0" and "hunter2" not in answer.text
+    assert report["error"].startswith("the store cannot be reached")
+    app.close()
+
+
+# -- trying topic settings ---------------------------------------------------------------------------
+
+
+CONDITION = "{res.code}!=200 && {res.data.status}!=2 || {res.data.msg}=='failed'"
+
+
+@pytest.mark.parametrize(("body", "retry", "reason"), [
+    ({"condition": CONDITION, "answer": '{"code": 200}'}, False, None),
+    ({"condition": CONDITION, "answer": '{"code": 500, "data": {"status": 1}}'}, True,
+     f"retry condition is true: {CONDITION}"),
+    ({"condition": CONDITION, "answer": '{"code": 200, "data": {"msg": "failed"}}'}, True, None),
+    ({"answer": "  "}, True, "empty answer"),
+    ({"condition": None, "answer": "ok"}, False, None),
+    ({"answer": "ok", "status": 502}, True, "status 502 is not 2xx"),
+])  # fmt: skip
+def test_a_condition_is_tried_on_a_sample_answer_as_a_worker_would(world, body, retry, reason):
+    client, made = world
+    answer = client.post("/v1/conditions/evaluate", json=body, headers=as_(made.reader)).json()
+    assert answer["retry"] is retry
+    if reason is not None:
+        assert answer["reason"] == reason
+
+
+@pytest.mark.parametrize("body", [{"condition": "{res.code} !=", "answer": ""}, {"condition": "1"},
+                                  {"answer": 1}, {"answer": "", "status": 99}, {"answer": "", "extra": 1}])
+def test_a_bad_condition_or_sample_is_a_422_naming_it(world, body):
+    client, made = world
+    answer = client.post("/v1/conditions/evaluate", json=body, headers=as_(made.reader))
+    assert answer.status_code == 422
+    if "condition" in body and "answer" in body:
+        assert re.search(r"condition: .* at position \d+", answer.json()["error"]["message"])
+
+
+def test_a_backoff_preview_gives_each_wait_and_the_running_total(world):
+    client, made = world
+
+    def preview(backoff, attempts=5):
+        answer = client.post("/v1/backoff/preview", json={"backoff": backoff, "attempts": attempts},
+                             headers=as_(made.reader))  # fmt: skip
+        assert answer.status_code == 200, answer.text
+        return answer.json()["retries"]
+
+    linear = preview({"kind": "linear"})
+    assert [r["wait"] for r in linear] == [60, 180, 300, 420] and [r["attempt"] for r in linear] == [2, 3, 4, 5]
+    assert [r["after"] for r in linear] == [60, 240, 540, 960]
+    jittered = preview({"kind": "exponential", "first": 2, "base": 3})
+    assert [(r["wait_min"], r["wait"]) for r in jittered] == [(1, 2), (3, 6), (9, 18), (27, 54)]
+    assert preview({"kind": "schedule", "seconds": [5, 10]}, 4) == [
+        {"attempt": 2, "wait": 5, "wait_min": 5, "after": 5},
+        {"attempt": 3, "wait": 10, "wait_min": 10, "after": 15},
+        {"attempt": 4, "wait": 10, "wait_min": 10, "after": 25}]  # fmt: skip
+    assert preview({"kind": "fixed", "seconds": 5}, 1) == []
+    for bad in ({"backoff": {"kind": "cubic"}}, {"attempts": 3}, {"backoff": {"kind": "fixed", "secs": 1}}):
+        assert client.post("/v1/backoff/preview", json=bad, headers=as_(made.reader)).status_code == 422
+
+
+# -- a test alert ---------------------------------------------------------------------------------
+
+
+def test_a_test_alert_without_targets_says_so(world):
+    client, made = world
+    answer = client.post("/v1/settings/alerts/test", headers=as_(made.admin)).json()
+    assert answer == {"sent": False, "targets": [],
+                      "message": "no alert target is set: save an e-mail or webhook target first"}  # fmt: skip
+
+
+def test_a_test_alert_reaches_the_webhook_or_says_why_not(tmp_path, webhook_inbox):  # noqa: F811
+    inbox, hook = webhook_inbox
+    app = deferq.App(f"sqlite:///{tmp_path}/deferq.db")
+    admin = as_(auth.create(app.backend, "admin")[0])
+    with TestClient(create_app(ServerConfig(error_log="off"), app)) as client:
+        assert client.put("/v1/settings/alerts", json={"webhook": hook}, headers=admin).status_code == 200
+        answer = client.post("/v1/settings/alerts/test", headers=admin).json()
+        assert answer["sent"] and answer["targets"] == [{"target": "webhook", "delivered": True, "error": None}]
+        alert = inbox.wait_for(lambda a: a["kind"] == "test")
+        assert alert["subject"] == "test alert from the deferq console"
+        closed = f"http://127.0.0.1:{free_port()}/alerts"
+        client.put("/v1/settings/alerts", json={"webhook": closed}, headers=admin)
+        failed = client.post("/v1/settings/alerts/test", headers=admin).json()
+    assert not failed["sent"] and failed["targets"][0]["delivered"] is False
+    assert "onnect" in failed["targets"][0]["error"]  # "connection refused", as httpx words it
+    app.close()
+
+
+# -- the pages and files ------------------------------------------------------------------------------
+
+
+def test_every_console_url_gets_the_page_with_a_strict_csp(world):
+    client, _ = world
+    assert client.get("/", follow_redirects=False).headers["location"] == "/dashboard/"
+    for path in ("/dashboard", "/dashboard/", "/dashboard/jobs/06H0", "/dashboard/topics/new", "/dashboard/nope"):
+        page = client.get(path)
+        assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+        csp = page.headers["content-security-policy"]
+        assert "script-src 'self'" in csp and "style-src 'self'" in csp and "default-src 'none'" in csp
+        assert "require-trusted-types-for 'script'" in csp and "unsafe" not in csp
+        assert page.headers["x-content-type-options"] == "nosniff"
+    html = client.get("/dashboard/").text
+    assert "<style" not in html and " style=" not in html and " on" not in re.sub(r"\s(content|name)=", "", html)
+    assert all(re.search(r'src="[^"]+"', tag) for tag in re.findall(r"<script[^>]*>", html))  # no inline script
+
+
+def test_static_files_ship_in_the_package_with_the_chart_library_and_its_licence(world):
+    client, _ = world
+    script = client.get("/dashboard/static/console/main.js")
+    assert script.status_code == 200 and "javascript" in script.headers["content-type"]
+    assert script.headers["x-content-type-options"] == "nosniff"
+    assert client.get("/dashboard/static/vendor/uPlot.iife.min.js").text.startswith("/*! https://github.com/leeoniya/uPlot")
+    assert "MIT License" in client.get("/dashboard/static/vendor/uPlot.LICENSE.txt").text
+    assert client.get("/dashboard/static/console/nope.js").status_code == 404
+    for sneaky in ("/dashboard/static/../console_api.py", "/dashboard/static/%2e%2e/console_api.py",
+                   "/dashboard/static/..%2fconsole_api.py"):
+        assert "import" not in client.get(sneaky).text  # the page or a 404, never a file outside static/
+
+
+def test_no_script_sets_html_from_a_string():
+    """The console builds every element with createElement and sets text as text."""
+    from importlib import resources
+
+    static = resources.files("deferq.server").joinpath("static/console")
+    sources = [p for p in static.iterdir() if p.name.endswith(".js")]
+    sources += [p for p in static.joinpath("views").iterdir() if p.name.endswith(".js")]
+    assert len(sources) > 10
+    for source in sources:
+        text = source.read_text("utf-8")
+        for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(", "new Function"):
+            assert sink not in text, f"{source.name} uses {sink}"
+
+
+def test_the_openapi_document_has_the_console_routes(world):
+    paths = document()["paths"]
+    for method, path in route_scopes():
+        operation = paths[path][method.lower()]
+        assert operation["description"] == f"Needs a token with the {route_scopes()[(method, path)]} scope."
+    assert orjson.dumps(document())  # still one JSON document

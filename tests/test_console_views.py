@@ -1,0 +1,404 @@
+"""The console in a real headless Chromium (Debian's /usr/bin/chromium, driven by
+Playwright) against a real `deferq serve`: every view with jobs in every state, at
+1280 px and 390 px; links, the back button and reloads; live updates that leave a
+half-typed filter alone; a job retried from its page and run by a worker; a topic made
+on the page that delivers to a receiver; what a read-only token sees; the store-down
+banner; text that stays text; the dark theme."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from playwright.sync_api import expect
+
+import deferq
+from deferq.backends.base import Outcome
+from deferq.server import delivery
+from deferq.server.signing import SIGNATURE_HEADER
+from deferq.worker import Worker, WorkerConfig
+from tests.alert_receivers import free_port
+from tests.console_world import World, chromium, seed, signed_in
+from tests.server_helpers import Receiver, running_server, wait_until
+
+CONDITION = "{res.code}!=200 && {res.data.status}!=2"
+TIMEOUT = 10_000  # ms for anything a page should show
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory) -> Iterator[tuple[World, str, Any]]:
+    url = f"sqlite:///{tmp_path_factory.mktemp('console')}/deferq.db"
+    world = seed(url)
+    with running_server(url, "--app", "tests.console_world:app") as base, chromium() as browser:
+        expect.set_options(timeout=TIMEOUT)
+        yield world, base, browser
+
+
+@pytest.fixture(scope="module")
+def worker(served) -> Iterator[deferq.App]:
+    """A worker in this process on the same store: it delivers callbacks and runs the
+    task `console.recovers`, which fails until the test lets it succeed."""
+    world, _, _ = served
+    app = deferq.App(world.url, lease=5)
+    app.recovering = threading.Event()
+
+    @app.task(name="console.recovers", queue="retries", max_attempts=1)
+    def recovers(order: int) -> dict[str, int]:
+        if not app.recovering.is_set():
+            raise RuntimeError(f"order {order}: the payment service is down")
+        return {"order": order}
+
+    delivery.install(app)
+    running = Worker(app, WorkerConfig(queues=("retries", "callbacks"), concurrency=2, idle_wait=0.2))
+    thread = threading.Thread(target=running.run, daemon=True)
+    thread.start()
+    yield app
+    running.stop()
+    thread.join(timeout=10)
+    app.close()
+
+
+def no_errors(page: Any, *statuses: int) -> None:
+    """No script error, and no failed request but those answered with `statuses` on purpose."""
+    unexpected = [e for e in page.errors if not any(f"status of {s} " in e for s in statuses)]
+    assert unexpected == [], unexpected
+
+
+def fits(page: Any) -> None:
+    """Nothing sticks out sideways: a phone scrolls down, not across."""
+    width = page.evaluate("() => [document.documentElement.scrollWidth, window.innerWidth]")
+    assert width[0] <= width[1], f"{page.url} is {width[0]} px wide in a {width[1]} px window"
+
+
+# -- every view -------------------------------------------------------------------------------
+
+
+def views(world: World) -> list[tuple[str, str, str]]:
+    """(path, a selector that appears once the data is there, text it must hold)."""
+    ids = world.ids
+    return [
+        ("/dashboard/", '#queues tr[data-key="email"]', "email"),
+        ("/dashboard/queues/email", ".jobs tbody tr", "send_welcome"),
+        ("/dashboard/queues/payments?state=dead", ".jobs tbody tr", "charge_card"),
+        ("/dashboard/jobs", ".jobs tbody tr:nth-child(8)", ""),
+        ("/dashboard/jobs?state=scheduled", f'.jobs tr[data-key="{ids["scheduled"]}"]', "due in 3 days"),
+        (f"/dashboard/jobs/{ids['dead']}", "#job-error", "GatewayError: card declined"),
+        (f"/dashboard/jobs/{ids['active']}", ".job-side", ":4242:console-test"),
+        (f"/dashboard/jobs/{ids['queued']}", ".badge.state-queued", "queued"),
+        (f"/dashboard/jobs/{ids['scheduled']}", ".badge.state-scheduled", "scheduled"),
+        (f"/dashboard/jobs/{ids['succeeded']}", "#job-result", "r-1041@shop"),
+        (f"/dashboard/jobs/{ids['cancelled']}", ".badge.state-cancelled", "cancelled"),
+        ("/dashboard/dead", f'.jobs tr[data-key="{ids["dead"]}"]', "insufficient_funds"),
+        ("/dashboard/workers", "#workers tbody tr", "render_invoice"),
+        ("/dashboard/periodic", '#periodic tr[data-key="refresh-rates"]', "*/15 * * * *"),
+        ("/dashboard/topics", '#topics tr[data-key="order-paid"]', "https://shop.example/hooks/paid"),
+        ("/dashboard/topics/order-paid", "#backoff-preview li", "attempt 2"),
+        ("/dashboard/topics/new", "#try-verdict", "Delivered"),
+        ("/dashboard/alerts", "#alerts-form", "Send e-mail"),
+        ("/dashboard/stores", ".card", "up"),
+        ("/dashboard/tokens", "#tokens tbody tr:nth-child(3)", ""),
+    ]
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_every_view_shows_its_data(served, width):
+    world, base, browser = served
+    page = signed_in(browser, base, world.admin, width=width)
+    for path, selector, expected in views(world):
+        page.goto(base + path)
+        expect(page.locator(selector).first).to_contain_text(expected)
+        no_errors(page)
+        fits(page)
+    page.goto(f"{base}/dashboard/topics/order-paid")
+    expect(page.locator('input[name="url"]')).to_have_value("https://shop.example/hooks/paid")
+    expect(page.locator("#headers input").first).to_have_value("X-Team")
+    page.context.close()
+
+
+def test_counts_and_states_on_the_overview_and_the_job_pages(served):
+    world, base, browser = served
+    page = signed_in(browser, base, world.admin)
+    page.goto(base + "/dashboard/")
+    cells = page.locator('#queues tr[data-key="email"] td')
+    expect(cells.nth(2)).to_have_text("3")  # queued
+    assert [cells.nth(i).inner_text() for i in range(1, 7)] == ["1", "3", "0", "1", "0", "1"]
+    expect(page.locator('#queues tr[data-key="payments"] td.alarm')).to_have_text("1")  # a dead letter
+    expect(page.locator(".card[data-health]")).to_contain_text("up")
+    expect(page.locator(".card", has_text="workers online")).to_contain_text("1/8 busy")
+    page.goto(f"{base}/dashboard/jobs/{world.ids['dead']}")
+    expect(page.locator(".job-side")).to_contain_text("charge:1042")
+    expect(page.locator(".job-side")).to_contain_text("1 of 3")
+    expect(page.locator("#job-kwargs")).to_have_text('{"amount":59.9,"currency":"EUR"}')
+    assert page.locator("text=Retry").first.is_visible()
+    page.goto(f"{base}/dashboard/jobs/{world.ids['queued']}")
+    expect(page.locator("button", has_text="Cancel")).to_be_visible()
+    no_errors(page)
+    page.goto(f"{base}/dashboard/jobs/06H000000000000000000000XX")
+    expect(page.locator(".empty")).to_contain_text("No job 06H000000000000000000000XX")
+    no_errors(page, 404)  # the browser logs the answer of GET /v1/jobs/{id}
+    page.context.close()
+
+
+# -- navigation and live updates ------------------------------------------------------------------
+
+
+def test_links_the_back_button_and_reload_keep_the_view(served):
+    world, base, browser = served
+    page = signed_in(browser, base, world.admin)
+    page.goto(base + "/dashboard/")
+    page.click("nav >> text=Dead")
+    expect(page).to_have_url(base + "/dashboard/dead")
+    page.click(f'a[href="/dashboard/jobs/{world.ids["dead"]}"]')
+    expect(page.locator("#job-error")).to_contain_text("GatewayError")
+    page.go_back()
+    expect(page).to_have_url(base + "/dashboard/dead")
+    expect(page.locator("h1")).to_have_text("Dead letters")
+    page.reload()
+    expect(page.locator(f'.jobs tr[data-key="{world.ids["dead"]}"]')).to_be_visible()
+    expect(page.locator('nav a[aria-current="page"]')).to_have_text("Dead")
+    # A filter goes into the URL; back and forward move between filters.
+    page.goto(base + "/dashboard/jobs")
+    page.select_option('select[name="state"]', "queued")
+    expect(page).to_have_url(base + "/dashboard/jobs?state=queued")
+    expect(page.locator(".jobs tbody tr")).to_have_count(3)
+    page.fill('input[name="task"]', "welcome")
+    expect(page).to_have_url(base + "/dashboard/jobs?state=queued&task=welcome")
+    page.go_back()
+    expect(page).to_have_url(base + "/dashboard/jobs")
+    expect(page.locator('select[name="state"]')).to_have_value("")
+    no_errors(page)
+    page.context.close()
+
+
+def test_polling_updates_in_place_and_leaves_what_is_being_typed(served):
+    world, base, browser = served
+    page = signed_in(browser, base, world.admin)
+    page.goto(f"{base}/dashboard/topics/order-paid")
+    url = page.locator('input[name="url"]')
+    expect(url).to_have_value("https://shop.example/hooks/paid")
+    url.fill("https://shop.example/hooks/half-typed")
+    page.wait_for_timeout(2600)  # one poll at least
+    expect(url).to_have_value("https://shop.example/hooks/half-typed")
+    page.goto(base + "/dashboard/jobs?state=queued")
+    search = page.locator('input[name="q"]')
+    search.click()
+    search.press_sequentially("welcome:")  # applied after a pause, without leaving the box
+    expect(page).to_have_url(base + "/dashboard/jobs?state=queued&q=welcome%3A")
+    expect(page.locator(".jobs tbody tr")).to_have_count(3)
+    page.evaluate("() => { document.querySelector('.jobs tbody tr').dataset.mark = 'same node'; }")
+    job = deferq.App(world.url).enqueue("shop.tasks.send_welcome", ["late@example.com"], queue="email",
+                                        key="welcome:late")  # fmt: skip
+    expect(page.locator(f'.jobs tr[data-key="{job.id}"]')).to_be_visible()  # the poll added it ...
+    expect(page.locator('.jobs tr[data-mark="same node"]')).to_have_count(1)  # ... keeping the old rows
+    assert search.input_value() == "welcome:" and page.evaluate("document.activeElement.name") == "q"
+    no_errors(page)
+    page.context.close()
+
+
+# -- acting --------------------------------------------------------------------------------------------
+
+
+def test_a_dead_job_retried_from_its_page_runs_and_succeeds(served, worker):
+    world, base, browser = served
+    job = worker.enqueue("console.recovers", [1077], queue="retries")
+    wait_until(lambda: worker.get(job.id).state == "dead", 15, "the first run failed for good")
+    page = signed_in(browser, base, world.admin)
+    page.goto(f"{base}/dashboard/jobs/{job.id}")
+    expect(page.locator("#job-error")).to_contain_text("the payment service is down")
+    worker.recovering.set()
+    page.click("button:has-text('Retry')")
+    expect(page.locator(".page-head .badge")).to_have_text("succeeded", timeout=15_000)  # no reload
+    expect(page.locator("#job-result")).to_have_text('{"order":1077}')
+    expect(page.locator("button:has-text('Retry')")).to_be_hidden()
+    no_errors(page)
+    page.context.close()
+
+
+def test_a_topic_made_on_the_page_delivers_to_its_receiver(served, worker):
+    world, base, browser = served
+    page = signed_in(browser, base, world.admin)
+    with Receiver([(200, b'{"code": 200, "data": {"status": 2}}')]) as receiver:
+        page.goto(base + "/dashboard/topics")
+        page.click("#new-topic")
+        expect(page).to_have_url(base + "/dashboard/topics/new")
+        page.fill('input[name="name"]', "made-here")
+        page.fill('input[name="url"]', receiver.url)
+        page.fill('input[name="max_attempts"]', "4")
+        page.fill('textarea[name="retry_condition"]', CONDITION)
+        expect(page.locator("#try-verdict")).to_have_text("Delivered: this answer ends the job (no retry).")
+        page.fill("#try-answer", '{"code": 500}')
+        expect(page.locator("#try-verdict")).to_contain_text(f"Retried: retry condition is true: {CONDITION}")
+        page.fill('textarea[name="retry_condition"]', "{res.code} !=")
+        expect(page.locator("#try-verdict")).to_contain_text("at position")
+        page.fill('textarea[name="retry_condition"]', CONDITION)
+        page.select_option('select[name="backoff_kind"]', "fixed")
+        page.fill('input[name="seconds"]', "1")
+        expect(page.locator("#backoff-preview li")).to_have_count(3)  # attempts 2, 3 and 4
+        page.click("#save-topic")
+        expect(page).to_have_url(base + "/dashboard/topics/made-here")
+        page.fill("#send-body", '{"order": 99}')
+        page.click("#send-job")
+        hit = receiver.wait_for_hits(1, timeout=15)[0]
+        assert hit.body == b'{"order":99}' and hit.headers[SIGNATURE_HEADER.lower()].startswith("v1=")
+        page.click(".message a")  # the job just sent
+        expect(page.locator(".page-head .badge")).to_have_text("succeeded")
+        expect(page.locator(".job-name")).to_have_text("→ made-here")
+    no_errors(page, 422)  # the condition tried with a syntax error
+    page.context.close()
+
+
+def test_a_reader_sees_everything_and_can_act_on_nothing(served):
+    world, base, browser = served
+    page = signed_in(browser, base, world.reader)
+    page.goto(base + "/dashboard/dead")
+    expect(page.locator(f'.jobs tr[data-key="{world.ids["dead"]}"]')).to_be_visible()
+    assert page.locator("#retry-matching, #delete-dead, .jobs button").count() == 0
+    expect(page.locator("#who")).to_have_text("reader")
+    page.goto(f"{base}/dashboard/jobs/{world.ids['dead']}")
+    expect(page.locator("#job-error")).to_be_visible()
+    assert not page.locator("button:has-text('Retry')").is_visible()
+    page.goto(f"{base}/dashboard/jobs/{world.ids['queued']}")
+    expect(page.locator(".page-head .badge")).to_have_text("queued")
+    assert not page.locator("button:has-text('Cancel')").is_visible()
+    for path, title in (("topics", "Topics"), ("tokens", "Tokens"), ("alerts", "Alert settings")):
+        page.goto(f"{base}/dashboard/{path}")
+        expect(page.locator(".empty")).to_contain_text(f"{title} need an admin token.")
+    page.goto(base + "/dashboard/workers")
+    expect(page.locator("#workers tbody tr", has_text=":4242:console-test")).to_be_visible()
+    no_errors(page)
+    page.context.close()
+    reader = {"authorization": f"Bearer {world.reader}"}
+    with httpx.Client(base_url=base, headers=reader, trust_env=False, timeout=10) as api:
+        assert api.post(f"/v1/dead/{world.ids['dead']}/retry").status_code == 403
+        assert api.delete(f"/v1/jobs/{world.ids['queued']}").status_code == 403
+        assert api.put("/v1/topics/x", json={"url": "http://127.0.0.1:9/"}).status_code == 403
+        assert api.get(f"/v1/jobs/{world.ids['dead']}").json()["state"] == "dead"
+
+
+def test_no_token_asks_for_one_and_a_wrong_one_is_refused(served):
+    world, base, browser = served
+    page = signed_in(browser, base, "")
+    page.goto(base + "/dashboard/workers")
+    expect(page.locator("#login")).to_be_visible()
+    page.fill("#token", "dq_wrong")
+    page.click("#login button")
+    expect(page.locator("#login")).to_contain_text("That token was refused")
+    page.fill("#token", world.reader)
+    page.click("#login button")
+    expect(page.locator("#workers tbody tr", has_text=":4242:console-test")).to_be_visible()  # the page asked for
+    page.context.close()
+
+
+# -- safety and looks ----------------------------------------------------------------------------------
+
+
+def test_text_from_jobs_stays_text_and_html_cannot_be_injected(served):
+    world, base, browser = served
+    job = deferq.App(world.url).enqueue('<img src=x onerror="window.pwned=1">',
+                                        ["<script>window.pwned=2</script>"], queue="xss", key="<b>bold</b>")
+    page = signed_in(browser, base, world.admin)
+    page.goto(f"{base}/dashboard/jobs/{job.id}")
+    expect(page.locator(".job-name")).to_have_text('<img src=x onerror="window.pwned=1">')
+    expect(page.locator("#job-args")).to_contain_text("<script>window.pwned=2</script>")
+    page.goto(base + "/dashboard/jobs?queue=xss")
+    expect(page.locator(".jobs tbody tr")).to_contain_text("key <b>bold</b>")
+    assert page.locator("main img, main b, main script").count() == 0
+    assert page.evaluate("window.pwned") is None
+    blocked = page.evaluate("""() => { try { document.body.innerHTML = '<b>x</b>'; return 'allowed'; }
+                                        catch (e) { return e.name; } }""")
+    assert blocked == "TypeError"  # Trusted Types: no HTML from strings on this page
+    page.context.close()
+
+
+def test_a_store_that_is_down_shows_a_banner_not_a_blank_page(served):
+    _, _, browser = served
+    with running_server(f"redis://127.0.0.1:{free_port()}/0", "--no-auth") as base:
+        page = signed_in(browser, base, "")
+        page.goto(base + "/dashboard/")
+        expect(page.locator("#banner")).to_contain_text("The store is down: the store cannot be reached")
+        expect(page.locator("h1")).to_have_text("Overview")
+        expect(page.locator(".card[data-health]")).to_contain_text("down")
+        expect(page.locator("#who")).to_have_text("no auth")
+        page.goto(base + "/dashboard/jobs")
+        expect(page.locator("#banner")).to_be_visible()
+        page.context.close()
+
+
+def test_dark_mode_follows_the_system_and_the_toggle(served):
+    world, base, browser = served
+    page = signed_in(browser, base, world.admin, dark=True)
+    page.goto(base + "/dashboard/")
+    html = page.locator("html")
+    expect(html).to_have_attribute("data-theme", "dark")
+    background = page.evaluate("getComputedStyle(document.body).backgroundColor")
+    assert background == "rgb(14, 17, 22)"
+    page.click("#theme")  # auto -> light
+    expect(html).to_have_attribute("data-theme", "light")
+    page.reload()
+    expect(html).to_have_attribute("data-theme", "light")
+    expect(page.locator("#theme")).to_have_text("Theme: light")
+    page.click("#theme")  # light -> dark
+    expect(html).to_have_attribute("data-theme", "dark")
+    page.context.close()
+
+
+def test_a_token_is_shown_once_and_revoked_after_asking(served):
+    world, base, browser = served
+    page = signed_in(browser, base, world.admin)
+    page.goto(base + "/dashboard/tokens")
+    before = page.locator("#tokens tbody tr")
+    expect(before.first).to_be_visible()
+    count = before.count()
+    page.select_option('select[name="scope"]', "reader")
+    page.fill('input[name="note"]', "wall screen")
+    page.click("#make-token button")
+    expect(page.locator("#new-token")).to_contain_text("It is shown only now")
+    token = page.locator("#new-token code").inner_text()
+    assert token.startswith("dq_")
+    row = page.locator("#tokens tbody tr", has_text="wall screen")
+    expect(row).to_contain_text("reader")
+    expect(page.locator("#tokens tbody tr")).to_have_count(count + 1)
+    row.locator("button", has_text="Revoke").click()
+    page.locator("dialog button", has_text="Cancel").click()
+    expect(page.locator("#tokens tbody tr")).to_have_count(count + 1)
+    row.locator("button", has_text="Revoke").click()
+    page.locator("dialog button", has_text="Revoke").click()
+    expect(page.locator("#tokens tbody tr")).to_have_count(count)
+    no_errors(page)
+    page.context.close()
+
+
+def test_bulk_actions_on_dead_letters_ask_first(served):
+    world, base, browser = served
+    app = deferq.App(world.url)
+    for task in ("bulk.alpha", "bulk.alpha", "bulk.beta", "bulk.beta"):
+        app.enqueue(task, queue="bulk")
+        (job,) = app.backend.reserve(["bulk"], 1, "bulk-test", 60.0, (0, 1, 2))
+        app.backend.settle([Outcome(job, "dead", error="ValueError: no")])
+    page = signed_in(browser, base, world.admin)
+    page.goto(base + "/dashboard/dead?queue=bulk&task=alpha")
+    retry = page.locator("#retry-matching")
+    expect(retry).to_have_text("Retry all that match (2)")
+    retry.click()
+    expect(page.locator("dialog")).to_contain_text("This queues the 2 dead letter(s) that match again")
+    page.locator("dialog button", has_text="Cancel").click()
+    expect(page.locator(".jobs tbody tr")).to_have_count(2)
+    retry.click()
+    page.locator("dialog button", has_text="Retry them").click()
+    expect(page.locator(".toast")).to_contain_text("2 dead letter(s) queued again.")
+    expect(page.locator(".empty")).to_contain_text("No dead letter matches this filter.")
+    assert {j.task for j in app.list_jobs("queued", "bulk")} == {"bulk.alpha"}
+    page.click("#delete-dead")
+    delete = page.locator("dialog button", has_text="Delete")
+    expect(delete).to_be_disabled()
+    page.fill("dialog input", "delete")
+    expect(delete).to_be_enabled()
+    delete.click()
+    expect(page.locator(".toast", has_text="deleted")).to_be_visible()
+    assert app.list_jobs("dead", "bulk") == []
+    no_errors(page)
+    page.context.close()
+    app.close()
