@@ -452,7 +452,7 @@ def paths() -> dict[str, Any]:
                     "options": nullable({"type": "object"}), "next": {"type": "array", "items": NUMBER},
                     "last_tick": nullable(NUMBER),
                     "last_job": nullable(obj({"id": STRING, "state": STATE}))}, ("name", "next"))  # fmt: skip
-    backoff = obj({"kind": {"type": "string", "enum": list(BACKOFF_KINDS)}}, ("kind",))
+    backoff = {"anyOf": [ref(f"{kind.title()}Backoff") for kind in BACKOFF_KINDS]}  # the topics' own schemas
     return {
         "/v1/whoami": {"get": operation("The scope of the caller's token", "reader", {"200": answer(
             "Who", obj({"auth": BOOLEAN, "scope": {"type": "string", "enum": list(SCOPES)}},
@@ -495,7 +495,7 @@ def paths() -> dict[str, Any]:
             "Would this answer be retried? A retry condition tried on a sample answer", "reader",
             {"200": answer("The verdict", obj({"retry": BOOLEAN, "reason": nullable(STRING)},
                                               ("retry", "reason")))},
-            request_obj({"condition": {**STRING, "maxLength": 2000}, "answer": STRING,
+            request_obj({"condition": {**STRING, "maxLength": 2000, "format": "retry-condition"}, "answer": STRING,
                          "status": {**INTEGER, "minimum": 100, "maximum": 599}}, ("answer",)),
             errors=())},
         "/v1/backoff/preview": {"post": operation(

@@ -62,6 +62,8 @@ def integer(data: dict[str, Any], name: str, default: int, minimum: int, maximum
     value = data.get(name)
     if value is None:
         return default
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)  # JSON Schema counts 5.0 as a whole number too
     if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
         raise Invalid(f"{name} must be a whole number from {minimum} to {maximum}, got {value!r:.60}")
     return value
