@@ -108,8 +108,8 @@ def test_the_installed_wheel_runs_a_job(store: str, venv: Path, tmp_path: Path, 
     assert Path(where.strip()).is_relative_to(venv), f"deferq was imported from {where.strip()}, not the venv"
 
     app = ("--app", "pkgtasks:app")
-    job = json.loads(run(deferq, "enqueue", "add", "--args", "[2, 3]", *app, cwd=tmp_path, env=env))
+    job = json.loads(run(deferq, "enqueue", "add", "--args", "[2, 3]", "--json", *app, cwd=tmp_path, env=env))
     assert job["state"] == "queued"
     log = run(deferq, "worker", "--burst", "--queue", "packaging", *app, cwd=tmp_path, env=env)
-    done = json.loads(run(deferq, "job", job["id"], *app, cwd=tmp_path, env=env))
+    done = json.loads(run(deferq, "job", job["id"], "--json", *app, cwd=tmp_path, env=env))
     assert (done["state"], done["result"], done["attempts"]) == ("succeeded", 5, 1), log

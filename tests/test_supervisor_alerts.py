@@ -135,7 +135,9 @@ def test_dead_callbacks_of_three_topics_are_three_alerts(smtp_inbox, webhook_inb
         ("delivery_dead", subject, 0) for subject in subjects
     ]
     assert [m["Subject"] for m in mails.items] == [f"[deferq] {subject}" for subject in subjects]
-    sent, suppressed = said.messages[:3], said.messages[3:]
+    # only this test's kind: an earlier test's alerter may still be logging its own
+    ours = [m for m in said.messages if m.startswith("alert delivery_dead")]
+    sent, suppressed = ours[:3], ours[3:]
     assert sent == [f"alert delivery_dead: {subject}" for subject in subjects]
     assert len(suppressed) == 1
     assert suppressed[0].startswith("alert delivery_dead suppressed (1 since the last one, sent ")
