@@ -10,6 +10,7 @@ from .errors import (
     PayloadError,
     Retry,
     SchemaOutdated,
+    StoreFull,
     StoreUnavailable,
 )
 from .job import Job, JobState, Priority
@@ -19,6 +20,6 @@ from .worker.runner import current_job
 __all__ = [
     "App", "Call", "ConfigError", "DeferqError", "Job", "JobState", "JobTimeout",
     "MissingExtra", "PayloadError", "Priority", "Retry", "SchemaOutdated",
-    "StoreUnavailable", "Task", "backoff", "current_job",
+    "StoreFull", "StoreUnavailable", "Task", "backoff", "current_job",
 ]  # fmt: skip
 __version__ = "0.1.0"

@@ -19,6 +19,11 @@ class StoreUnavailable(DeferqError, ConnectionError):
     """The store (database or Redis) cannot be reached right now."""
 
 
+class StoreFull(StoreUnavailable):
+    """The store is out of space (a full disk, Redis out of memory): nothing more can be
+    written until room is made."""
+
+
 class SchemaOutdated(DeferqError):
     """The database schema is older than this version of deferq."""
 
