@@ -148,7 +148,7 @@ class SQLBackend(Backend):
     def enqueue_plan(self, items: Sequence[Enqueue]) -> Plan[list[Job]]:
         stored = yield from self.insert_plan(items, range(len(items)))
         if len(stored) == len(items):
-            return [stored[i] for i in range(len(items))]
+            return list(stored.values())  # inserted in index order
         return (yield from self.resolve_keys(items, stored, partial(self.insert_plan, items)))
 
     @staticmethod
@@ -226,6 +226,13 @@ class SQLBackend(Backend):
     def settle(self, outcomes: Sequence[Outcome]) -> list[bool]:
         if not outcomes:
             return []
+        return self.run(self.settle_plan(outcomes), durable=False)
+
+    def settle_plan(self, outcomes: Sequence[Outcome]) -> Plan[list[bool]]:
+        """The `settle` query, fenced; a dialect may have a faster path for some batches."""
+        return (yield from self.fenced_plan(self.q["settle"], self.settle_params(outcomes)))
+
+    def settle_params(self, outcomes: Sequence[Outcome]) -> list[dict[str, Any]]:
         extra = []
         for outcome in outcomes:
             if outcome.kind not in STORED_STATE:
@@ -238,12 +245,7 @@ class SQLBackend(Backend):
                 "released": int(outcome.kind == "release"), "delay": float(outcome.delay),
                 "error": outcome.error, "result": result,
             })  # fmt: skip
-        params = self.fence_params([o.job for o in outcomes], extra)
-        return self.run(self.settle_plan(params), durable=False)
-
-    def settle_plan(self, params: list[dict[str, Any]]) -> Plan[list[bool]]:
-        """The `settle` query, fenced; a dialect may have a faster path for some batches."""
-        return (yield from self.fenced_plan(self.q["settle"], params))
+        return self.fence_params([o.job for o in outcomes], extra)
 
     def recover_expired(self) -> int:
         return self.run(self._count(self.q["recover_expired"]), durable=False)

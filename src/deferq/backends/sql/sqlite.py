@@ -33,11 +33,11 @@ from typing import Any
 
 from ...errors import ConfigError, StoreFull, StoreUnavailable
 from ...job import Job, dumps
-from ..base import Enqueue
+from ..base import Enqueue, Outcome
 from .base import TABLES, SQLBackend
 from .plans import Plan, Reply, Step, T, drive
 from .queries import Migration
-from .rows import job_from_row, stored_view
+from .rows import job_from_row
 
 POLL_MIN, POLL_MAX = 0.002, 0.025  # seconds between data_version polls of an idle worker
 BUSY_TIMEOUT = 30.0  # seconds a writer waits for the write lock before giving up
@@ -120,16 +120,17 @@ class SQLiteBackend(SQLBackend):
         try:
             yield conn
         except sqlite3.Error as exc:
-            error = self.store_error(exc)
-            if error is None:
-                raise
-            raise error from None
+            raise self.store_error(exc) or exc from None
         finally:
             if conn.in_transaction and not outer:
-                try:
-                    conn.execute("ROLLBACK")
-                except sqlite3.Error:  # the error that got us here says what went wrong
-                    pass
+                self.rollback(conn)
+
+    @staticmethod
+    def rollback(conn: sqlite3.Connection) -> None:
+        try:
+            conn.execute("ROLLBACK")
+        except sqlite3.Error:
+            pass  # the error that got us here says what went wrong
 
     def close(self) -> None:
         with self._lock:
@@ -142,23 +143,24 @@ class SQLiteBackend(SQLBackend):
     def execute(conn: sqlite3.Connection, step: Step) -> Reply:
         if step.begin and not conn.in_transaction:
             conn.execute("BEGIN IMMEDIATE")
-        if step.many:
+        if not step.many:
+            cur = conn.execute(step.sql, _bind(step.sql, step.params))
+            reply = Reply(cur.fetchall(), cur.rowcount)
+        else:
             runs = step.params
             if ":now" in step.sql:  # one instant for all runs (the plan may have chosen it)
                 now = time.time()
                 runs = [params if "now" in params else {**params, "now": now} for params in runs]
             if step.batch:  # one prepared statement for all: only the total count
-                reply = Reply([], conn.executemany(step.sql, runs).rowcount)
+                reply = Reply((), conn.executemany(step.sql, runs).rowcount)
             else:
-                reply = Reply()
+                rows: list[tuple[Any, ...]] = []
+                counts = []
                 for params in runs:
                     cur = conn.execute(step.sql, params)
-                    reply.rows += cur.fetchall()
-                    reply.counts.append(cur.rowcount)
-                reply.rowcount = sum(reply.counts)
-        else:
-            cur = conn.execute(step.sql, _bind(step.sql, step.params))
-            reply = Reply(cur.fetchall(), cur.rowcount)
+                    rows += cur.fetchall()
+                    counts.append(cur.rowcount)
+                reply = Reply(rows, sum(counts), counts)
         if step.commit:
             conn.execute("COMMIT")
         return reply
@@ -167,15 +169,23 @@ class SQLiteBackend(SQLBackend):
         self, plan: Plan[T], *, atomic: bool = False, connection: Any = None, durable: bool = True
     ) -> T:
         # `durable` is ignored: commit flushing is the connection's (?synchronous=).
+        # Inline, not `with self.connected()`: this is every operation's path.
         self.refuse_connection(connection)
-        with self.connected() as conn:
-            begin = atomic and not conn.in_transaction
+        conn = getattr(self._local, "conn", None) or self.connection()
+        outer = conn.in_transaction
+        try:
+            begin = atomic and not outer
             if begin:
                 conn.execute("BEGIN IMMEDIATE")
             result = drive(plan, partial(self.execute, conn))
             if begin:
                 conn.execute("COMMIT")
             return result
+        except sqlite3.Error as exc:
+            raise self.store_error(exc) or exc from None
+        finally:
+            if conn.in_transaction and not outer:
+                self.rollback(conn)
 
     def now(self) -> float:
         return time.time()
@@ -214,30 +224,24 @@ class SQLiteBackend(SQLBackend):
     # -- producing ------------------------------------------------------------------------
 
     def enqueue_many(self, items: Sequence[Enqueue], connection: Any = None) -> list[Job]:
-        self.refuse_connection(connection)
-        if not items:
-            return []
-        # One job without a key is one INSERT, a transaction by itself: no BEGIN/COMMIT.
-        alone = len(items) == 1 and items[0].job.key is None
-        return self.run(self.enqueue_plan(items), atomic=not alone)
+        if len(items) == 1 and items[0].job.key is None and connection is None:
+            # The commonest call: one INSERT, a transaction by itself (no BEGIN/COMMIT),
+            # and with no key nothing to resolve.
+            return list(self.run(self.insert_plan(items, (0,))).values())
+        return self.run(self.enqueue_plan(items), atomic=True, connection=connection) if items else []
 
     def insert_plan(self, items: Sequence[Enqueue], indexes: Sequence[int]) -> Plan[dict[int, Job]]:
         now = self.now()
-        rows, views = [], {}
-        for i in indexes:
-            job = items[i].job
-            run_at = job.run_at or now + items[i].delay
-            views[i] = stored_view(job, run_at, now)
-            rows.append({
-                "id": job.id, "task": job.task, "payload": self.payload(items[i]), "queue": job.queue,
-                "priority": job.priority, "max_attempts": job.max_attempts, "timeout": job.timeout,
-                "key": job.key, "run_at": run_at, "created_at": now,
-            })  # fmt: skip
-        keyed = any(items[i].job.key for i in indexes)
+        jobs, rows, keyed = {}, [], False
+        for i in indexes:  # one loop, no comprehensions: this is the single enqueue's path
+            job = jobs[i] = items[i].stored(now)
+            keyed = keyed or job.key is not None
+            rows.append((job.id, job.task, self.payload(items[i]), job.queue, job.priority,
+                         job.max_attempts, job.timeout, job.key, job.run_at, now))  # fmt: skip
         reply = yield Step(self.q["enqueue"], rows, many=True, batch=not keyed)
         if not keyed:
-            return views  # without keys nothing can have been skipped
-        return {i: views[i] for i, count in zip(indexes, reply.counts, strict=True) if count == 1}
+            return jobs  # without keys none is skipped
+        return {i: job for (i, job), count in zip(jobs.items(), reply.counts, strict=True) if count == 1}
 
     # -- consuming ------------------------------------------------------------------------
 
@@ -263,20 +267,22 @@ class SQLiteBackend(SQLBackend):
         rows = sorted(reply.rows, key=lambda row: order[row[-1]])
         return [job_from_row(row[:17], row[17]) for row in rows]
 
-    def settle_plan(self, params: list[dict[str, Any]]) -> Plan[list[bool]]:
-        if any(p["kind"] != "succeeded" or p["result"] is not None for p in params):
-            return (yield from super().settle_plan(params))
+    def settle_plan(self, outcomes: Sequence[Outcome]) -> Plan[list[bool]]:
+        if any(o.kind != "succeeded" or o.result is not None for o in outcomes):
+            return (yield from super().settle_plan(outcomes))
         # The hot path, jobs that returned nothing: one statement for the batch. If every
         # lease held, the total row count says so; else undo it and go one by one, in
         # the same transaction (the write lock is kept).
+        now = self.now()
+        batch = [(now, o.job.id, o.job.worker, o.job.attempts) for o in outcomes]
         yield Step("SAVEPOINT batch", begin=True)
-        reply = yield Step(self.q["succeed"], params, many=True, batch=True)
-        if reply.rowcount == len(params):
+        reply = yield Step(self.q["succeed"], batch, many=True, batch=True)
+        if reply.rowcount == len(outcomes):
             yield Step("RELEASE batch", commit=True)
-            return [True] * len(params)
+            return [True] * len(outcomes)
         yield Step("ROLLBACK TO batch")
         yield Step("RELEASE batch")
-        reply = yield Step(self.q["settle"], params, many=True, commit=True)
+        reply = yield Step(self.q["settle"], self.settle_params(outcomes), many=True, commit=True)
         return [count == 1 for count in reply.counts]
 
     def wait_for_work(self, queues: Sequence[str], timeout: float) -> None:

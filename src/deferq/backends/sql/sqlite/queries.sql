@@ -23,10 +23,11 @@ PRAGMA data_version
 -- One job with what a new job has; the other columns start NULL or at their default.
 -- The backend computes the due time, so a batch runs as one prepared statement. A job
 -- whose key an unfinished job holds conflicts on deferq_jobs_live_key and is skipped.
-INSERT OR IGNORE INTO {jobs} (id, task, payload, queue, priority, state, max_attempts, timeout,
-                              key, run_at, created_at)
-VALUES (:id, :task, :payload, :queue, :priority, 'queued', :max_attempts, :timeout,
-        :key, :run_at, :created_at)
+-- Positional parameters, in the order of the column list: the commonest write binds
+-- a tuple, cheaper than looking up names.
+INSERT OR IGNORE INTO {jobs} (id, task, payload, queue, priority, max_attempts, timeout,
+                              key, run_at, created_at, state)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued')
 
 -- name: live_by_keys
 SELECT {job_columns}, {now} FROM {jobs}
@@ -74,8 +75,9 @@ WHERE id = :id AND state = 'active' AND worker = :worker AND attempts = :attempt
 -- name: succeed
 -- `settle` for the commonest outcome, a job that succeeded and returned nothing:
 -- nothing to decide, so a whole batch runs as one prepared statement (settle_plan).
-UPDATE {jobs} SET state = 'succeeded', finished_at = {now}, worker = NULL, lease_until = NULL
-WHERE id = :id AND state = 'active' AND worker = :worker AND attempts = :attempts
+-- Positional parameters, a tuple per job: (now, id, worker, attempts).
+UPDATE {jobs} SET state = 'succeeded', finished_at = ?, worker = NULL, lease_until = NULL
+WHERE id = ? AND state = 'active' AND worker = ? AND attempts = ?
 
 -- name: recover_expired
 UPDATE {jobs} SET
