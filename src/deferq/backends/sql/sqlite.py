@@ -54,9 +54,6 @@ class SQLiteBackend(SQLBackend):
     dialect = "sqlite"
     options_known = ("migrate", "synchronous")
 
-    def __init__(self, url: str = "sqlite:///deferq.db", **options: Any) -> None:
-        super().__init__(url, **options)
-
     # -- connections ------------------------------------------------------------------
 
     def table_names(self) -> dict[str, str]:
@@ -106,31 +103,10 @@ class SQLiteBackend(SQLBackend):
         (a unique key held, a bug), which pass unchanged."""
         code = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF  # the primary result code
         if code == sqlite3.SQLITE_FULL or "disk is full" in str(exc):
-            return StoreFull(f"the SQLite database {self.path!r} is full: {exc}: free some disk space")
+            return StoreFull(f"SQLite {self.path!r} is out of space ({exc}): free some disk space")
         if code in UNAVAILABLE:
             return StoreUnavailable(f"SQLite {self.path!r}: {exc}")
         return None
-
-    @contextmanager
-    def connected(self) -> Iterator[sqlite3.Connection]:
-        """This thread's connection, with sqlite3's errors made deferq's; a transaction
-        begun inside and left open (a plan stopped short of its COMMIT) is rolled back."""
-        conn = self.connection()
-        outer = conn.in_transaction
-        try:
-            yield conn
-        except sqlite3.Error as exc:
-            raise self.store_error(exc) or exc from None
-        finally:
-            if conn.in_transaction and not outer:
-                self.rollback(conn)
-
-    @staticmethod
-    def rollback(conn: sqlite3.Connection) -> None:
-        try:
-            conn.execute("ROLLBACK")
-        except sqlite3.Error:
-            pass  # the error that got us here says what went wrong
 
     def close(self) -> None:
         with self._lock:
@@ -169,7 +145,6 @@ class SQLiteBackend(SQLBackend):
         self, plan: Plan[T], *, atomic: bool = False, connection: Any = None, durable: bool = True
     ) -> T:
         # `durable` is ignored: commit flushing is the connection's (?synchronous=).
-        # Inline, not `with self.connected()`: this is every operation's path.
         self.refuse_connection(connection)
         conn = getattr(self._local, "conn", None) or self.connection()
         outer = conn.in_transaction
@@ -184,8 +159,11 @@ class SQLiteBackend(SQLBackend):
         except sqlite3.Error as exc:
             raise self.store_error(exc) or exc from None
         finally:
-            if conn.in_transaction and not outer:
-                self.rollback(conn)
+            if conn.in_transaction and not outer:  # a plan stopped short of its COMMIT
+                try:
+                    conn.execute("ROLLBACK")
+                except sqlite3.Error:
+                    pass  # the error that got us here says what went wrong
 
     def now(self) -> float:
         return time.time()
@@ -214,12 +192,16 @@ class SQLiteBackend(SQLBackend):
             self.run(plan())
 
         # BEGIN IMMEDIATE is the lock: one migrator at a time, the others wait for it.
-        # DDL is transactional here: the migrations and their records commit together.
-        with self.connected() as conn:
-            conn.execute("BEGIN IMMEDIATE")
-            conn.execute(self.q["create_migrations_table"])
-            yield apply
-            conn.execute("COMMIT")
+        # DDL is transactional here: the migrations and their records commit together
+        # (`with conn` commits, or rolls back on an error).
+        conn = self.connection()
+        try:
+            with conn:
+                conn.execute("BEGIN IMMEDIATE")
+                conn.execute(self.q["create_migrations_table"])
+                yield apply
+        except sqlite3.Error as exc:
+            raise self.store_error(exc) or exc from None
 
     # -- producing ------------------------------------------------------------------------
 
