@@ -206,11 +206,12 @@ class SQLiteBackend(SQLBackend):
     # -- producing ------------------------------------------------------------------------
 
     def enqueue_many(self, items: Sequence[Enqueue], connection: Any = None) -> list[Job]:
-        if len(items) == 1 and items[0].job.key is None and connection is None:
+        self.refuse_connection(connection)
+        if len(items) == 1 and items[0].job.key is None:
             # The commonest call: one INSERT, a transaction by itself (no BEGIN/COMMIT),
             # and with no key nothing to resolve.
             return list(self.run(self.insert_plan(items, (0,))).values())
-        return self.run(self.enqueue_plan(items), atomic=True, connection=connection) if items else []
+        return self.run(self.enqueue_plan(items), atomic=True) if items else []
 
     def insert_plan(self, items: Sequence[Enqueue], indexes: Sequence[int]) -> Plan[dict[int, Job]]:
         now = self.now()
