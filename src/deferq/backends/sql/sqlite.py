@@ -95,6 +95,7 @@ class SQLiteBackend(SQLBackend):
             raise StoreUnavailable(f"cannot open the SQLite database {self.path!r}: {exc}") from None
         with self._lock:
             self._all.append(conn)
+        self._local.execute = partial(self.execute, conn)  # made once: run() is every operation's path
         self._local.conn = conn
         return conn
 
@@ -145,14 +146,15 @@ class SQLiteBackend(SQLBackend):
         self, plan: Plan[T], *, atomic: bool = False, connection: Any = None, durable: bool = True
     ) -> T:
         # `durable` is ignored: commit flushing is the connection's (?synchronous=).
-        self.refuse_connection(connection)
+        if connection is not None:
+            self.refuse_connection(connection)
         conn = getattr(self._local, "conn", None) or self.connection()
         outer = conn.in_transaction
         try:
             begin = atomic and not outer
             if begin:
                 conn.execute("BEGIN IMMEDIATE")
-            result = drive(plan, partial(self.execute, conn))
+            result = drive(plan, self._local.execute)
             if begin:
                 conn.execute("COMMIT")
             return result
