@@ -170,7 +170,7 @@ class SQLBackend(Backend):
             missing = [i for i in range(len(items)) if i not in stored]
             if not missing:
                 break
-            keys = sorted({items[i].job.key for i in missing if items[i].job.key})
+            keys = sorted({key for i in missing if (key := items[i].job.key)})
             reply = yield Step(self.q["live_by_keys"], {"keys": list(keys)})
             holders = {row[9]: job_from_row(row[:17], row[17]) for row in reply.rows}
             again = []
@@ -315,7 +315,7 @@ class SQLBackend(Backend):
                 return total
 
     def stats(self) -> dict[str, QueueStats]:
-        def plan() -> Plan[list[tuple[Any, ...]]]:
+        def plan() -> Plan[Sequence[tuple[Any, ...]]]:
             reply = yield Step(self.q["stats"])
             return reply.rows
 

@@ -31,7 +31,7 @@ import pymysql
 from pymysql.constants import CLIENT, SERVER_STATUS
 
 from ...errors import ConfigError, StoreFull, StoreUnavailable
-from ...job import Job
+from ...job import Job, JobState
 from ..base import Enqueue
 from .adapters import driver_connection, safe_name
 from .base import TABLES, SQLBackend
@@ -82,7 +82,7 @@ class MySQLBackend(SQLBackend):
             timeout = float(self.options.get("connect_timeout", 10))
         except ValueError:
             raise ConfigError("pool_size and connect_timeout must be numbers") from None
-        self.connect_args = {
+        self.connect_args: dict[str, Any] = {
             "host": parts.hostname or "127.0.0.1", "port": parts.port or 3306,
             "user": unquote(parts.username or "root"), "password": unquote(parts.password or ""),
             "database": self.database, "charset": "utf8mb4", "autocommit": True,
@@ -201,7 +201,8 @@ class MySQLBackend(SQLBackend):
                         conn.commit()
                     return result
                 finally:
-                    if conn.open and conn.server_status & SERVER_STATUS.SERVER_STATUS_IN_TRANS:
+                    status = getattr(conn, "server_status", 0)  # PyMySQL's; missing from its stubs
+                    if conn.open and status & SERVER_STATUS.SERVER_STATUS_IN_TRANS:
                         conn.rollback()  # a plan stopped short of its COMMIT
         except CONNECTION_ERRORS as exc:
             raise self.unavailable(exc) from None
@@ -329,7 +330,7 @@ class MySQLBackend(SQLBackend):
             "seqs": tuple(seq_of[job.id] for job in chosen),
         }, commit=True)  # fmt: skip
         return [
-            job.with_state("active", attempts=job.attempts + 1, worker=worker, lease_until=lease_until)
+            job.with_state(JobState.ACTIVE, attempts=job.attempts + 1, worker=worker, lease_until=lease_until)
             for job in chosen
         ]
 

@@ -53,7 +53,8 @@ def drive(plan: Plan[T], execute: Callable[[Step], Reply]) -> T:
         try:
             step = plan.send(reply)  # type: ignore[arg-type]
         except StopIteration as done:
-            return done.value
+            result: T = done.value
+            return result
         reply = execute(step)
 
 
@@ -64,5 +65,6 @@ async def drive_async(plan: Plan[T], execute: Callable[[Step], Awaitable[Reply]]
         try:
             step = plan.send(reply)  # type: ignore[arg-type]
         except StopIteration as done:
-            return done.value
+            result: T = done.value
+            return result
         reply = await execute(step)

@@ -234,19 +234,18 @@ class PostgresBackend(SQLBackend):
     def insert_plan(self, items: Sequence[Enqueue], indexes: Sequence[int]) -> Plan[dict[int, Job]]:
         # The payload as the producer encoded it: text for one job, a JSON fragment
         # spliced into the batch document as it is (not decoded and encoded again).
-        rows = [
-            {"id": job.id, "task": job.task, "payload": self.payload(items[i]), "queue": job.queue,
-             "priority": job.priority, "max_attempts": job.max_attempts, "timeout": job.timeout,
-             "unique_key": job.key, "run_at": job.run_at, "delay": items[i].delay}
+        one = len(indexes) == 1
+        rows: list[dict[str, Any]] = [
+            {"id": job.id, "task": job.task, "queue": job.queue, "priority": job.priority,
+             "max_attempts": job.max_attempts, "timeout": job.timeout, "unique_key": job.key,
+             "run_at": job.run_at, "delay": items[i].delay,
+             "payload": self.payload(items[i]).decode() if one else orjson.Fragment(self.payload(items[i]))}
             for i in indexes
             for job in (items[i].job,)
         ]  # fmt: skip
-        if len(rows) == 1:
-            row = {**rows[0], "payload": rows[0]["payload"].decode()}
-            reply = yield Step(self.q["enqueue_one"], row)
+        if one:
+            reply = yield Step(self.q["enqueue_one"], rows[0])
         else:
-            for row in rows:
-                row["payload"] = orjson.Fragment(row["payload"])
             reply = yield Step(self.q["enqueue"], {"jobs": dumps(rows, "the arguments").decode()})
         times = {job_id: (run_at, now) for job_id, run_at, now in reply.rows}
         return {
