@@ -233,15 +233,16 @@ class SQLiteBackend(SQLBackend):
     def claim_plan(
         self, queues: Sequence[str], limit: int, worker: str, lease: float, priorities: Sequence[int]
     ) -> Plan[list[Job]]:
+        if not priorities:
+            return []
         now = self.now()
         chosen: list[int] = []
-        yield Step("BEGIN IMMEDIATE")
-        for priority in priorities:
+        for level, priority in enumerate(priorities):  # the first probe begins the transaction
             want = limit - len(chosen)
             if want <= 0:
                 break
-            probes = [{"queue": q, "priority": priority, "limit": want, "now": now} for q in queues]
-            reply = yield Step(self.q["claim"], probes, many=True)
+            probes = [(queue, priority, now, want) for queue in queues]
+            reply = yield Step(self.q["claim"], probes, many=True, begin=level == 0)
             chosen += [seq for _, seq in sorted(reply.rows)[:want]]
         if not chosen:
             yield Step("COMMIT")

@@ -39,11 +39,12 @@ WHERE key IN (SELECT value FROM json_each(:keys)) AND state IN ('queued', 'activ
 -- (S3-2). The backend probes every queue of a priority level (merging them by due
 -- time) and goes on to the next level only when short, then leases the chosen rows
 -- with `lease`, all in one BEGIN IMMEDIATE transaction: no one else can claim them
--- in between, which is what SKIP LOCKED buys elsewhere.
+-- in between, which is what SKIP LOCKED buys elsewhere. Positional parameters, a
+-- tuple per probe: (queue, priority, now, limit).
 SELECT run_at, seq FROM {jobs}
-WHERE state = 'queued' AND queue = :queue AND priority = :priority AND run_at <= {now}
+WHERE state = 'queued' AND queue = ? AND priority = ? AND run_at <= ?
 ORDER BY run_at, seq
-LIMIT :limit
+LIMIT ?
 
 -- name: lease
 UPDATE {jobs} SET state = 'active', attempts = attempts + 1, worker = :worker,
