@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ...job import Job, JobState, loads
+from ...job import Job, JobState, decode_payload, loads
 from ..base import state_for_waiting
 
 
@@ -20,17 +20,17 @@ def job_from_row(row: Sequence[Any], now: float) -> Job:
     (job_id, task, payload, queue, priority, state, attempts, max_attempts, timeout, key,
      run_at, created_at, lease_until, worker, error, result, finished_at) = row  # fmt: skip
     try:
-        args, kwargs = loads(payload)
+        args, kwargs, meta = decode_payload(payload)
     except (ValueError, TypeError):
-        args, kwargs = (), {"_unreadable_payload": str(payload)[:200]}
+        args, kwargs, meta = (), {"_unreadable_payload": str(payload)[:200]}, {}
     return Job(
-        id=job_id, task=task, args=tuple(args), kwargs=kwargs, queue=queue,
+        id=job_id, task=task, args=args, kwargs=kwargs, queue=queue,
         priority=priority,
         state=state_for_waiting(run_at, now) if state == "queued" else JobState(state),
         attempts=attempts, max_attempts=max_attempts, timeout=timeout, key=key,
         run_at=run_at, created_at=created_at, lease_until=lease_until, worker=worker,
         error=error, result=None if result is None else loads(result),
-        finished_at=finished_at,
+        finished_at=finished_at, meta=meta,
     )  # fmt: skip
 
 
