@@ -1,10 +1,11 @@
--- deferq's queries on SQLite. Parameters are :name (sqlite3). {jobs}, {kv},
--- {migrations} are the tables; {now} is :now, the clock, which the backend binds
--- once per statement from this machine's time.time() (SQLite is embedded: every
--- process that opens the file shares that clock, and SQLite's own has milliseconds
--- only). sqlite3 binds no arrays: a list arrives as a JSON array, read with json_each.
--- Differences from postgres/queries.sql are noted where they occur. The unique key
--- column is `key` here (`unique_key` there).
+-- deferq's queries on SQLite. Parameters are :name (sqlite3), except in the hot-path
+-- statements (enqueue, claim, succeed), which bind tuples: `?` in the order noted
+-- there. {jobs}, {kv}, {migrations} are the tables; {now} is :now, the clock, which
+-- the backend binds once per statement from this machine's time.time() (SQLite is
+-- embedded: every process that opens the file shares that clock, and SQLite's own
+-- has milliseconds only). sqlite3 binds no arrays: a list arrives as a JSON array,
+-- read with json_each. Differences from postgres/queries.sql are noted where they
+-- occur. The unique key column is `key` here (`unique_key` there).
 --
 -- There is no FOR UPDATE SKIP LOCKED: SQLite has one writer at a time, and every
 -- transaction that writes starts with BEGIN IMMEDIATE (sqlite.py says why).
