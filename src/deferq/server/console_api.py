@@ -17,7 +17,6 @@ import re
 import socket
 import statistics
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,7 +37,7 @@ from .console_schema import BACKOFF_KINDS, INTEGER, NUMBER, STATE, STRING, nulla
 from .delivery import TASK_NAME, judge
 from .errors import Invalid, not_found
 from .openapi import answer, operation, path_param, ref
-from .routes import ADMIN, READER, Handler, needs
+from .routes import ADMIN, READER, Handler, by_method, needs
 from .service import Service, store_error
 from .topics import build_backoff
 from .web import JSON, query_int, read_json, service_of
@@ -410,26 +409,8 @@ ROUTES: dict[str, dict[str, Handler]] = {
 }
 
 
-def _dispatch(path: str, handlers: dict[str, Handler]) -> Callable[[Request], Any]:
-    """As routes.by_method: the handler for the method, refusing unknown query parameters."""
-
-    async def dispatch(request: Request) -> JSON:
-        method = request.method if request.method != "HEAD" else "GET"
-        handler = handlers[method]
-        request.scope["endpoint"] = handler
-        operation_ = paths()[path][method.lower()]
-        allowed = {p["name"] for p in operation_.get("parameters", ()) if p["in"] == "query"}
-        unknown = sorted(set(request.query_params) - allowed)
-        if unknown:
-            raise Invalid(f"unknown query parameter {unknown[0]!r}"
-                          + (f": this route takes {', '.join(sorted(allowed))}" if allowed else ""))
-        return await handler(request)
-
-    return dispatch
-
-
 def routes() -> list[Route]:
-    return [Route(path, _dispatch(path, handlers), methods=list(handlers)) for path, handlers in ROUTES.items()]
+    return [Route(path, by_method(handlers, paths), methods=list(handlers)) for path, handlers in ROUTES.items()]
 
 
 def route_scopes() -> dict[tuple[str, str], str]:

@@ -312,13 +312,21 @@ ROUTES: dict[str, dict[str, Handler]] = {
 }
 
 
-def by_method(handlers: dict[str, Handler]) -> Handler:
-    """One endpoint per path, so a wrong method's 405 lists every allowed one."""
+def by_method(handlers: dict[str, Handler], described: Callable[[], dict[str, Any]] | None = None) -> Handler:
+    """One endpoint per path, so a wrong method's 405 lists every allowed one. Query
+    parameters the path's OpenAPI operations (`described()`, the API's document by
+    default) do not name are refused: the document is the one list."""
+    allowed_by_method: dict[str, frozenset[str]] = {}
 
     async def dispatch(request: Request) -> JSON:
-        handler = handlers[request.method if request.method != "HEAD" else "GET"]
+        method = request.method if request.method != "HEAD" else "GET"
+        handler = handlers[method]
         request.scope["endpoint"] = handler  # names the route in metrics and the request log
-        allowed = query_parameters(request.scope["route"].path, handler)
+        allowed = allowed_by_method.get(method)
+        if allowed is None:
+            operations = (described or _api_paths)()[request.scope["route"].path]
+            parameters = operations[method.lower()].get("parameters", ())
+            allowed = allowed_by_method[method] = frozenset(p["name"] for p in parameters if p["in"] == "query")
         unknown = sorted(set(request.query_params) - allowed)
         if unknown:
             raise Invalid(f"unknown query parameter {unknown[0]!r}"
@@ -328,12 +336,9 @@ def by_method(handlers: dict[str, Handler]) -> Handler:
     return dispatch
 
 
-@functools.cache
-def query_parameters(path: str, handler: Handler) -> frozenset[str]:
-    """The query parameters the OpenAPI document gives this operation: the one list."""
-    method = next(m for m, h in ROUTES[path].items() if h is handler)
-    operation = document()["paths"][path][method.lower()]
-    return frozenset(p["name"] for p in operation.get("parameters", ()) if p["in"] == "query")
+def _api_paths() -> dict[str, Any]:
+    paths: dict[str, Any] = document()["paths"]
+    return paths
 
 
 def api_routes() -> list[Route]:
