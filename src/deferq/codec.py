@@ -31,6 +31,13 @@ INT_RANGE = (-(2**63), 2**64 - 1)  # what orjson (and most JSON readers) keep ex
 Decoder = Callable[[tuple[Any, ...], dict[str, Any]], tuple[tuple[Any, ...], dict[str, Any]]]
 
 
+def _plain(value: Any) -> bool:
+    """A scalar JSON carries exactly (the fast answer for most arguments)."""
+    kind = type(value)
+    return (kind is str or kind is bool or value is None or (kind is int and INT_RANGE[0] <= value <= INT_RANGE[1])
+            or (kind is float and math.isfinite(value)))  # fmt: skip
+
+
 def check_exact(value: Any, where: str) -> None:
     """Raise PayloadError unless JSON carries `value` exactly (tuples as arrays)."""
     kind = type(value)
@@ -90,6 +97,14 @@ class ArgsCodec:
 
     def encode(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """Arguments as JSON values; refuses what cannot arrive exactly."""
+        if not self.typed:  # the common case: check in place, name an argument only if refused
+            for i, value in enumerate(args):
+                if not _plain(value):
+                    check_exact(value, f"argument {self._hint(i, None)[0]} of {self.task}()")
+            for name, value in kwargs.items():
+                if not _plain(value):
+                    check_exact(value, f"argument {name!r} of {self.task}()")
+            return args, kwargs
         out_args = tuple(self._encode_one(value, *self._hint(i, None)) for i, value in enumerate(args))
         out_kwargs = {name: self._encode_one(value, *self._hint(None, name)) for name, value in kwargs.items()}
         return out_args, out_kwargs

@@ -7,6 +7,7 @@ import threading
 import time
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
+from operator import attrgetter
 from typing import Any
 
 import orjson
@@ -110,8 +111,12 @@ class Job:
         return self.evolve(state=JobState(state), **changes)
 
     def evolve(self, **changes: Any) -> Job:
-        """A copy with some fields changed (dataclasses.replace, several times faster)."""
-        return Job(*[changes.get(name, getattr(self, name)) for name in JOB_FIELDS])
+        """A copy with some fields changed (dataclasses.replace, several times faster:
+        every field read in one C call, then the changed ones set by position)."""
+        values = list(_ALL_FIELDS(self))
+        for name, value in changes.items():
+            values[_FIELD_INDEX[name]] = value
+        return Job(*values)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -122,6 +127,8 @@ class Job:
 
 
 JOB_FIELDS = tuple(Job.__dataclass_fields__)
+_ALL_FIELDS = attrgetter(*JOB_FIELDS)
+_FIELD_INDEX = {name: i for i, name in enumerate(JOB_FIELDS)}
 
 
 def dumps(value: Any, what: str = "value") -> bytes:

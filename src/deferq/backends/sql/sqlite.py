@@ -121,7 +121,8 @@ class SQLiteBackend(SQLBackend):
         if step.begin and not conn.in_transaction:
             conn.execute("BEGIN IMMEDIATE")
         if not step.many:
-            cur = conn.execute(step.sql, _bind(step.sql, step.params))
+            params = step.params if type(step.params) is tuple else _bind(step.sql, step.params)
+            cur = conn.execute(step.sql, params)
             reply = Reply(cur.fetchall(), cur.rowcount)
         else:
             runs = step.params
@@ -223,6 +224,9 @@ class SQLiteBackend(SQLBackend):
             keyed = keyed or job.key is not None
             rows.append((job.id, job.task, self.payload(items[i]), job.queue, job.priority,
                          job.max_attempts, job.timeout, job.key, job.run_at, now))  # fmt: skip
+        if len(rows) == 1 and not keyed:  # one row: execute, cheaper than executemany of one
+            yield Step(self.q["enqueue"], rows[0])
+            return jobs
         reply = yield Step(self.q["enqueue"], rows, many=True, batch=not keyed)
         if not keyed:
             return jobs  # without keys none is skipped
