@@ -1,6 +1,7 @@
 """Migrations produce the reference schema (`<dialect>/schema.txt`, a normalized
 catalog dump); `deferq migrate` applies them once; a store older than the code, opened
-with ?migrate=false, says to run `deferq migrate`.
+with ?migrate=false, says to run `deferq migrate`. A SQLite file made before SQLite had
+migrations keeps working.
 
 After adding a migration, refresh the reference with DEFERQ_WRITE_SCHEMA=1 and review
 its diff. The MySQL reference is MariaDB 10.11's SHOW CREATE TABLE (MySQL 8 prints
@@ -10,16 +11,19 @@ from __future__ import annotations
 
 import os
 import re
+import sqlite3
 import uuid
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
+import deferq
 from deferq.backends import open_backend
-from deferq.backends.sql.common import TABLES
+from deferq.backends.sql.base import TABLES
 from deferq.cli import main
 from deferq.errors import SchemaOutdated
+from deferq.worker import Worker, WorkerConfig
 
 from .stores.mysql import SERVER as MYSQL_SERVER
 from .stores.postgres import BASE_URL as POSTGRES_BASE
@@ -56,6 +60,25 @@ def mysql_catalog(conn, database: str) -> str:
         for table in TABLES.values():
             cur.execute(f"SHOW CREATE TABLE `{database}`.`{table}`")
             lines.append(re.sub(r" AUTO_INCREMENT=\d+", "", cur.fetchone()[1]))
+    return "\n".join(lines) + "\n"
+
+
+def sqlite_catalog(path: Path) -> str:
+    """Tables, columns and indexes as SQLite describes them: the same for the same
+    schema however its DDL was spelled (comments, IF NOT EXISTS, line breaks)."""
+    conn = sqlite3.connect(path)
+    read = conn.execute
+    lines = []
+    for (table,) in read("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").fetchall():
+        for row in read('SELECT name, type, "notnull", dflt_value, pk FROM pragma_table_info(?)', (table,)):
+            lines.append(f"column: {table} | " + " | ".join(map(str, row)))
+        indexes = read('SELECT name, "unique", origin, partial FROM pragma_index_list(?) ORDER BY name', (table,))
+        for name, unique, origin, partial in indexes.fetchall():
+            columns = [row[0] for row in read("SELECT name FROM pragma_index_info(?) ORDER BY seqno", (name,))]
+            sql = read("SELECT sql FROM sqlite_master WHERE name = ?", (name,)).fetchone()[0]
+            where = " WHERE " + " ".join(sql.split(" WHERE ", 1)[1].split()) if partial else ""
+            lines.append(f"index: {table} | {name} | unique={unique} | {origin} | ({', '.join(columns)}){where}")
+    conn.close()
     return "\n".join(lines) + "\n"
 
 
@@ -121,3 +144,83 @@ def test_wrong_store_url_is_one_sentence(url, expect, postgres_admin, mysql_admi
     result = CliRunner().invoke(main, ["stats", "--url", url])
     assert result.exit_code == 2 and expect in result.output, result.output
     assert "Traceback" not in result.output
+
+
+def test_sqlite_migrations(tmp_path):
+    path = tmp_path / "deferq.db"
+    check_migrate_command(f"sqlite:///{path}")
+    check_reference("sqlite", sqlite_catalog(path))
+
+
+# The schema of SQLite files made before SQLite had migrations (deferq 0.1): created
+# by `sqlite.py` as one script and marked with PRAGMA user_version = 1. Copied here
+# as it was, to prove that such a file keeps working.
+SQLITE_SCHEMA_BEFORE_MIGRATIONS = """
+CREATE TABLE IF NOT EXISTS deferq_jobs (
+    seq          INTEGER PRIMARY KEY,   -- enqueue order: FIFO among equal due times
+    id           TEXT NOT NULL UNIQUE,
+    task         TEXT NOT NULL,
+    payload      BLOB NOT NULL,         -- JSON [args, kwargs]
+    queue        TEXT NOT NULL,
+    priority     INTEGER NOT NULL,
+    state        TEXT NOT NULL,         -- queued (waiting) | active | succeeded | dead | cancelled
+    attempts     INTEGER NOT NULL DEFAULT 0,
+    max_attempts INTEGER NOT NULL,
+    timeout      REAL,
+    key          TEXT,
+    run_at       REAL NOT NULL,
+    created_at   REAL NOT NULL,
+    lease_until  REAL,
+    worker       TEXT,
+    error        TEXT,
+    result       BLOB,
+    finished_at  REAL
+);
+CREATE INDEX IF NOT EXISTS deferq_jobs_waiting
+    ON deferq_jobs (queue, priority, run_at, seq) WHERE state = 'queued';
+CREATE INDEX IF NOT EXISTS deferq_jobs_leased
+    ON deferq_jobs (lease_until) WHERE state = 'active';
+CREATE UNIQUE INDEX IF NOT EXISTS deferq_jobs_live_key
+    ON deferq_jobs (key) WHERE key IS NOT NULL AND state IN ('queued', 'active');
+CREATE INDEX IF NOT EXISTS deferq_jobs_key ON deferq_jobs (key, seq) WHERE key IS NOT NULL;
+CREATE INDEX IF NOT EXISTS deferq_jobs_finished
+    ON deferq_jobs (state, finished_at) WHERE finished_at IS NOT NULL;
+CREATE TABLE IF NOT EXISTS deferq_kv (
+    namespace  TEXT NOT NULL,
+    key        TEXT NOT NULL,
+    value      BLOB NOT NULL,
+    expires_at REAL,
+    PRIMARY KEY (namespace, key)
+);
+"""
+
+
+def test_a_sqlite_file_from_before_migrations_keeps_working(tmp_path):
+    path = tmp_path / "old.db"
+    old = sqlite3.connect(path, isolation_level=None)
+    old.executescript("BEGIN IMMEDIATE;" + SQLITE_SCHEMA_BEFORE_MIGRATIONS + "PRAGMA user_version = 1; COMMIT;")
+    old.execute(  # a job waiting in the old file, written as the old code wrote it
+        "INSERT INTO deferq_jobs (id, task, payload, queue, priority, state, max_attempts, timeout, "
+        "key, run_at, created_at) VALUES ('old-1', 'double', ?, 'default', 1, 'queued', 3, NULL, "
+        "'unique-1', 1.0, 1.0)",
+        (b"[[20],{}]",),
+    )
+    old.execute("INSERT INTO deferq_kv VALUES ('topics', 't', x'01', NULL)")
+    old.close()
+
+    app = deferq.App(f"sqlite:///{path}")
+
+    @app.task()
+    def double(x):
+        return x * 2
+
+    assert app.backend.applied_versions() == [1]  # recognised and recorded, not re-created
+    assert sqlite_catalog(path) == (SQL_DIR / "sqlite" / "schema.txt").read_text()
+    assert app.backend.kv_get("topics", "t") == b"\x01"
+    assert double.options(key="unique-1").enqueue(7).id == "old-1"  # the old job holds its key
+    new = double.enqueue(21)
+    assert Worker(app, WorkerConfig(burst=True)).run() == 0
+    assert app.get("old-1").result == 40 and app.get(new.id).result == 42
+    app.close()
+    again = CliRunner().invoke(main, ["migrate", "--url", f"sqlite:///{path}"])
+    assert again.exit_code == 0 and "up to date" in again.output, again.output

@@ -372,10 +372,17 @@ def dead_purge(app: App, older_than: float) -> None:
 @main.command()
 @app_options
 def migrate(app: App) -> None:
-    """Create or upgrade the store's tables (PostgreSQL, MySQL); safe to run again."""
-    from .backends.sql.common import migrate_store
+    """Create or upgrade the store's tables (SQLite, PostgreSQL, MySQL); safe to run again.
 
-    applied = migrate_store(app.url)
+    Whatever the URL's ?migrate= says: the store opens without preparing its schema
+    (stores without one ignore that) and migrates here, to name what it applied."""
+    from .backends import open_backend
+
+    backend = open_backend(app.url, prepare_schema=False)
+    try:
+        applied = backend.migrate()
+    finally:
+        backend.close()
     click.echo(f"applied {', '.join(applied)}" if applied else "the schema is up to date")
 
 

@@ -53,7 +53,7 @@ def mysql_session_url(mysql_admin) -> str:
 
 @pytest.fixture
 def mysql_url(mysql_admin, mysql_session_url) -> str:
-    from deferq.backends.sql.common import TABLES
+    from deferq.backends.sql.base import TABLES
 
     conn, database = mysql_admin
     with conn.cursor() as cur:

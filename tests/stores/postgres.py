@@ -44,7 +44,7 @@ def postgres_session_url(postgres_admin) -> str:
 
 @pytest.fixture
 def postgres_url(postgres_admin, postgres_session_url) -> str:
-    from deferq.backends.sql.common import TABLES
+    from deferq.backends.sql.base import TABLES
 
     conn, schema = postgres_admin
     tables = ", ".join(f'"{schema}".{TABLES[t]}' for t in ("jobs", "kv"))

@@ -14,7 +14,7 @@ __all__ = ["Backend", "Enqueue", "Outcome", "QueueStats", "open_backend", "SCHEM
 # scheme -> (module, class, extra that provides its driver, driver module)
 SCHEMES: dict[str, tuple[str, str, str | None, str | None]] = {
     "memory": ("memory", "MemoryBackend", None, None),
-    "sqlite": ("sqlite", "SQLiteBackend", None, None),
+    "sqlite": ("sql.sqlite", "SQLiteBackend", None, None),
     "redis": ("redis.backend", "RedisBackend", "redis", "redis"),
     "rediss": ("redis.backend", "RedisBackend", "redis", "redis"),
     "unix": ("redis.backend", "RedisBackend", "redis", "redis"),

@@ -30,12 +30,14 @@ from urllib.parse import unquote, urlsplit
 import pymysql
 from pymysql.constants import CLIENT, SERVER_STATUS
 
-from ...errors import ConfigError, StoreUnavailable
+from ...errors import ConfigError, StoreFull, StoreUnavailable
 from ...job import Job
 from ..base import Enqueue
-from . import common
-from .common import TABLES, Plan, Reply, SQLBackend, Step, T, job_from_row, stored_view
+from .adapters import driver_connection, safe_name
+from .base import TABLES, SQLBackend
+from .plans import Plan, Reply, Step, T, drive
 from .queries import Migration
+from .rows import job_from_row, stored_view
 
 POLL_MIN, POLL_MAX = 0.005, 0.05  # seconds between looks while waiting for work
 CONNECTION_ERRORS = (pymysql.err.OperationalError, pymysql.err.InterfaceError)
@@ -43,7 +45,7 @@ UNIQUE_VIOLATION = 1062
 MAX_NAME = 255  # task and unique_key are VARCHAR(255)
 SETUP_ERRORS = {1044, 1045, 1049}  # access denied to the database, bad password, no database
 BUSY = {1205, 1213}  # lock wait timeout, deadlock: retried by the caller, on the same connection
-STATEMENT_END = re.compile(r";\s*$", re.MULTILINE)
+FULL = {1021, 1114}  # disk full, table full (its tablespace cannot grow)
 
 
 def supports_skip_locked(version: str) -> bool:
@@ -67,7 +69,7 @@ class MySQLBackend(SQLBackend):
         database = unquote(parts.path.lstrip("/"))
         if not database:
             raise ConfigError(f"the MySQL URL {self.url!r} names no database: use mysql://host/mydb")
-        self.database = common.safe_name(database, "database")
+        self.database = safe_name(database, "database")
         return {name: f"`{self.database}`.{table}" for name, table in TABLES.items()}
 
     def open(self) -> None:
@@ -161,8 +163,8 @@ class MySQLBackend(SQLBackend):
         if not (step.many or step.begin or step.commit):
             cur.execute(step.sql, step.params)
             return Reply(list(cur.fetchall()) if cur.description else [], cur.rowcount)
-        if step.sql.lstrip().upper().startswith("INSERT") and not (step.begin or step.commit):
-            cur.executemany(step.sql, step.params)  # one multi-row INSERT
+        if step.batch and not (step.begin or step.commit):
+            cur.executemany(step.sql, step.params)  # an INSERT: one multi-row INSERT
             return Reply([], cur.rowcount)
         # Several statements in one round trip (our connections allow it), read back
         # result by result, with the transaction's BEGIN / COMMIT in the same packet.
@@ -189,12 +191,12 @@ class MySQLBackend(SQLBackend):
         try:
             if connection is not None:
                 with self.caller_connection(connection).cursor() as cur:
-                    return common.drive(plan, partial(self.execute, cur))
+                    return drive(plan, partial(self.execute, cur))
             with self.connection() as conn, conn.cursor() as cur:
                 try:
                     if atomic:
                         conn.begin()
-                    result = common.drive(plan, partial(self.execute, cur))
+                    result = drive(plan, partial(self.execute, cur))
                     if atomic:
                         conn.commit()
                     return result
@@ -209,11 +211,13 @@ class MySQLBackend(SQLBackend):
         message = str(exc.args[-1] if exc.args else exc).strip().splitlines()[0]
         if code in SETUP_ERRORS:  # retrying will not help: say what to fix
             return ConfigError(f"cannot use the MySQL database {self.database!r}: {message}")
+        if code in FULL:
+            return StoreFull(f"MySQL is out of space: {message}")
         return StoreUnavailable(f"MySQL is unreachable or busy: {message}")
 
     @staticmethod
     def caller_connection(connection: Any) -> pymysql.connections.Connection:
-        conn = common.driver_connection(connection)
+        conn = driver_connection(connection)
         if not isinstance(conn, pymysql.connections.Connection):
             raise ConfigError(
                 f"connection= must be a PyMySQL connection or a SQLAlchemy Connection/Session "
@@ -249,9 +253,8 @@ class MySQLBackend(SQLBackend):
                     def apply(migration: Migration) -> None:
                         # DDL commits by itself in MySQL: each statement stands alone,
                         # and the migration is recorded after its last one.
-                        for statement in STATEMENT_END.split(migration.sql):
-                            if statement.strip() and not _only_comments(statement):
-                                cur.execute(statement)
+                        for statement in migration.statements:
+                            cur.execute(statement)
                         cur.execute(self.q["record_migration"], migration.record)
 
                     yield apply
@@ -272,11 +275,11 @@ class MySQLBackend(SQLBackend):
             run_at = job.run_at or now + items[i].delay
             views[i] = stored_view(job, run_at, now)
             rows.append({
-                "id": job.id, "task": job.task, "payload": self.payload(job), "queue": job.queue,
+                "id": job.id, "task": job.task, "payload": self.payload(items[i]).decode(), "queue": job.queue,
                 "priority": job.priority, "state": "queued", "max_attempts": job.max_attempts,
                 "timeout": job.timeout, "key": job.key, "run_at": run_at, "created_at": now,
             })  # fmt: skip
-        yield Step(self.q["enqueue"], rows, many=True)
+        yield Step(self.q["enqueue"], rows, many=True, batch=True)
         if not any(items[i].job.key for i in indexes):
             return views  # without keys nothing can have been skipped
         # Row counts cannot tell (a caller's connection may count found rows): ask.
@@ -385,7 +388,3 @@ def _check_lengths(job: Job) -> None:
     for what, value in (("task name", job.task), ("unique key", job.key)):
         if value is not None and len(value) > MAX_NAME:
             raise ConfigError(f"the {what} {value[:40]!r}... is longer than {MAX_NAME} characters")
-
-
-def _only_comments(statement: str) -> bool:
-    return all(not line.strip() or line.strip().startswith("--") for line in statement.splitlines())

@@ -24,16 +24,19 @@ from functools import partial
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit, urlunsplit
 
+import orjson
 import psycopg
 from psycopg import sql as pgsql
 from psycopg_pool import ConnectionPool
 
-from ...errors import ConfigError, StoreUnavailable
+from ...errors import ConfigError, StoreFull, StoreUnavailable
 from ...job import Job, dumps
 from ..base import Enqueue
-from . import common
-from .common import TABLES, Plan, Reply, SQLBackend, Step, T, job_from_row, stored_view
+from .adapters import driver_connection, safe_name
+from .base import TABLES, SQLBackend
+from .plans import Plan, Reply, Step, T, drive, drive_async
 from .queries import Migration
+from .rows import job_from_row, stored_view
 
 # Connection lost or refused, server shutting down or starting, or a failed-over
 # database still read-only: all pass; the caller backs off and tries again.
@@ -53,7 +56,7 @@ class PostgresBackend(SQLBackend):
 
     def table_names(self) -> dict[str, str]:
         schema = self.options.get("schema")
-        prefix = f'"{common.safe_name(schema, "schema")}".' if schema else ""
+        prefix = f'"{safe_name(schema, "schema")}".' if schema else ""
         names = {name: prefix + table for name, table in TABLES.items()}
         return {**names, "notify_fn": prefix + "deferq_notify"}
 
@@ -114,6 +117,8 @@ class PostgresBackend(SQLBackend):
             except Exception:  # noqa: BLE001 - the pool refills by itself later
                 pass
         lines = str(exc).strip().splitlines() or [type(exc).__name__]
+        if isinstance(exc, psycopg.errors.DiskFull):
+            return StoreFull(f"PostgreSQL is out of disk space: {lines[0]}")
         return StoreUnavailable(f"PostgreSQL is unavailable: {lines[0]}")
 
     @staticmethod
@@ -132,11 +137,11 @@ class PostgresBackend(SQLBackend):
         try:
             if connection is not None:
                 with self.caller_connection(connection).cursor() as cur:
-                    return common.drive(plan, partial(self.execute, cur))
+                    return drive(plan, partial(self.execute, cur))
             with self.pool(durable).connection() as conn:
                 try:
                     with conn.transaction() if atomic else nullcontext(), conn.cursor() as cur:
-                        return common.drive(plan, partial(self.execute, cur))
+                        return drive(plan, partial(self.execute, cur))
                 except psycopg.errors.ReadOnlySqlTransaction:
                     conn.close()  # connected to a server that became a replica: reconnect
                     raise
@@ -145,7 +150,7 @@ class PostgresBackend(SQLBackend):
 
     @staticmethod
     def caller_connection(connection: Any) -> psycopg.Connection:
-        conn = common.driver_connection(connection)
+        conn = driver_connection(connection)
         if isinstance(conn, psycopg.AsyncConnection):
             raise ConfigError("an asyncio connection needs enqueue_async / enqueue_many_async")
         if not isinstance(conn, psycopg.Connection):
@@ -159,14 +164,14 @@ class PostgresBackend(SQLBackend):
         """The enqueue plan on an asyncio connection: the caller's, or one per event loop."""
         if not items:
             return []
-        conn = common.driver_connection(connection) if connection is not None else None
+        conn = driver_connection(connection) if connection is not None else None
         if conn is not None and not isinstance(conn, psycopg.AsyncConnection):
             return await asyncio.to_thread(self.enqueue_many, items, connection)
         try:
             if conn is None:
                 conn = await self.loop_connection()
             async with conn.cursor() as cur:
-                return await common.drive_async(self.enqueue_plan(items), partial(self.execute_async, cur))
+                return await drive_async(self.enqueue_plan(items), partial(self.execute_async, cur))
         except CONNECTION_ERRORS as exc:
             if connection is None:
                 self._async.pop(asyncio.get_running_loop(), None)
@@ -227,17 +232,21 @@ class PostgresBackend(SQLBackend):
     # -- producing --------------------------------------------------------------------------
 
     def insert_plan(self, items: Sequence[Enqueue], indexes: Sequence[int]) -> Plan[dict[int, Job]]:
+        # The payload as the producer encoded it: text for one job, a JSON fragment
+        # spliced into the batch document as it is (not decoded and encoded again).
         rows = [
-            {"id": job.id, "task": job.task, "payload": [job.args, job.kwargs], "queue": job.queue,
+            {"id": job.id, "task": job.task, "payload": self.payload(items[i]), "queue": job.queue,
              "priority": job.priority, "max_attempts": job.max_attempts, "timeout": job.timeout,
              "unique_key": job.key, "run_at": job.run_at, "delay": items[i].delay}
             for i in indexes
             for job in (items[i].job,)
         ]  # fmt: skip
         if len(rows) == 1:
-            row = {**rows[0], "payload": self.payload(items[indexes[0]].job)}
+            row = {**rows[0], "payload": rows[0]["payload"].decode()}
             reply = yield Step(self.q["enqueue_one"], row)
         else:
+            for row in rows:
+                row["payload"] = orjson.Fragment(row["payload"])
             reply = yield Step(self.q["enqueue"], {"jobs": dumps(rows, "the arguments").decode()})
         times = {job_id: (run_at, now) for job_id, run_at, now in reply.rows}
         return {

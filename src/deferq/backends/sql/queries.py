@@ -17,6 +17,7 @@ HERE = Path(__file__).parent
 NAME_LINE = re.compile(r"^--\s*name:\s*(\w+)\s*$", re.MULTILINE)
 PLACEHOLDER = re.compile(r"\{(\w+)\}")
 MIGRATION_FILE = re.compile(r"^(\d{4})_(\w+)\.sql$")
+STATEMENT_END = re.compile(r";\s*$", re.MULTILINE)
 
 
 def render(sql: str, names: Mapping[str, str]) -> str:
@@ -52,6 +53,13 @@ class Migration:
     @property
     def label(self) -> str:
         return f"{self.version:04d}_{self.name}"
+
+    @property
+    def statements(self) -> list[str]:
+        """The statements one by one, for drivers that run one at a time (a statement
+        ends with `;` at the end of a line; comment-only pieces are dropped)."""
+        pieces = (_strip_comments(piece) for piece in STATEMENT_END.split(self.sql))
+        return [piece for piece in pieces if piece]
 
     @property
     def record(self) -> dict[str, object]:

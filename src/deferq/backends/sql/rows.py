@@ -1,22 +1,21 @@
-"""A job as a table row: the columns every SQL store (SQLite, PostgreSQL, MySQL) keeps,
-in this order, and the one decoder that reads them back."""
+"""A job as a table row: the one decoder every SQL store (SQLite, PostgreSQL, MySQL)
+reads its rows with, and the view of a job just written.
+
+Each dialect's `queries.sql` lists the columns in its `job_columns` fragment, in the
+order `job_from_row` unpacks them; job reads add the store's clock after them.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
 
-from ..job import Job, JobState, loads
-from .base import state_for_waiting
-
-COLUMNS = (
-    "id, task, payload, queue, priority, state, attempts, max_attempts, timeout, key, "
-    "run_at, created_at, lease_until, worker, error, result, finished_at"
-)
+from ...job import Job, JobState, loads
+from ..base import state_for_waiting
 
 
 def job_from_row(row: Sequence[Any], now: float) -> Job:
-    """A row of COLUMNS, read at store time `now`. An unreadable payload becomes the
+    """A row of `job_columns`, read at store time `now`. An unreadable payload becomes the
     runner's `_unreadable_payload` marker: the worker marks that job dead with the reason."""
     (job_id, task, payload, queue, priority, state, attempts, max_attempts, timeout, key,
      run_at, created_at, lease_until, worker, error, result, finished_at) = row  # fmt: skip
@@ -33,3 +32,8 @@ def job_from_row(row: Sequence[Any], now: float) -> Job:
         error=error, result=None if result is None else loads(result),
         finished_at=finished_at,
     )  # fmt: skip
+
+
+def stored_view(job: Job, run_at: float, now: float) -> Job:
+    """A job as just stored (due at `run_at`, created `now`), scheduled or queued."""
+    return job.evolve(state=state_for_waiting(run_at, now), run_at=run_at, created_at=now)

@@ -1,31 +1,28 @@
-"""What the PostgreSQL and MySQL backends share: every contract operation, once.
+"""What the SQL stores (SQLite, PostgreSQL, MySQL) share: every contract operation, once.
 
-Each operation is a *plan*: a generator that yields statements (`Step`) and receives
-their replies (`Reply`), and returns the operation's answer. A plan does no I/O, so
-one plan serves a sync driver and an async one (PostgreSQL's `enqueue_many_async`),
-on a pooled connection or on the caller's own (transactional enqueue). The SQL text
-comes from the database's `queries.sql` by name; a subclass supplies connections,
-the plans whose statements differ in shape (enqueue, claim), and migrations.
+Each operation is a plan (plans.py) over named queries: the SQL text comes from the
+database's `queries.sql` by name, so this file says what happens and the `.sql` files
+say how each database spells it. A dialect supplies connections (`run`), the plans
+whose statements differ in shape (insert, claim) and its migration lock; the
+migrations table and the schema check are the same for all three.
 """
 
 from __future__ import annotations
 
 import logging
-import re
-from collections.abc import Awaitable, Callable, Generator, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import Any, ClassVar, TypeVar
-from urllib.parse import parse_qsl, urlsplit
+from typing import Any, ClassVar
 
 from ...errors import ConfigError, SchemaOutdated
 from ...job import FINISHED_STATES, Job, JobState, dumps
-from ..base import Backend, Enqueue, Outcome, QueueStats, finished_only, state_for_waiting
-from ..rows import job_from_row  # SQLite keeps the same columns: one decoder for all three
+from ..base import Backend, Enqueue, Outcome, QueueStats, finished_only
+from .adapters import flag, url_options
+from .plans import Plan, Step, T
 from .queries import Migration, load_migrations, load_queries
+from .rows import job_from_row
 
-T = TypeVar("T")
 log = logging.getLogger("deferq.sql")
 
 #: The tables, named once. Dialects qualify them (schema / database) with `table_names`.
@@ -33,100 +30,31 @@ TABLES = {"jobs": "deferq_jobs", "kv": "deferq_kv", "migrations": "deferq_migrat
 PURGE_BATCH = 5000  # rows per purge transaction
 KEY_RETRIES = 5  # a key freed between our insert and our look-up: try the insert again
 STORED_STATE = {"succeeded": "succeeded", "retry": "queued", "dead": "dead", "release": "queued"}
-SAFE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
-
-
-
-@dataclass(frozen=True, slots=True)
-class Step:
-    """One statement of a plan. With `many`, `params` is a list: one run per entry
-    (the reply counts rows per entry, and lists their result rows in entry order).
-    `begin` / `commit` open / close a transaction around it, in the same round trip
-    (MySQL; PostgreSQL plans are single statements, atomic by themselves)."""
-
-    sql: str
-    params: Any = None
-    many: bool = False
-    begin: bool = False
-    commit: bool = False
-
-
-@dataclass(slots=True)
-class Reply:
-    rows: list[tuple[Any, ...]] = field(default_factory=list)
-    rowcount: int = 0
-    counts: list[int] = field(default_factory=list)  # per entry, for `many`
-
-
-Plan = Generator[Step, Reply, T]
-
-
-def drive(plan: Plan[T], execute: Callable[[Step], Reply]) -> T:
-    """Run a plan with a sync executor."""
-    reply: Reply | None = None
-    while True:
-        try:
-            step = plan.send(reply)  # type: ignore[arg-type]
-        except StopIteration as done:
-            return done.value
-        reply = execute(step)
-
-
-async def drive_async(plan: Plan[T], execute: Callable[[Step], Awaitable[Reply]]) -> T:
-    """Run a plan with an async executor."""
-    reply: Reply | None = None
-    while True:
-        try:
-            step = plan.send(reply)  # type: ignore[arg-type]
-        except StopIteration as done:
-            return done.value
-        reply = await execute(step)
-
-
-def url_options(url: str, given: dict[str, Any], known: Iterable[str]) -> tuple[dict[str, str], dict[str, str]]:
-    """Split the URL's `?name=value` options (overridden by keyword options) into
-    deferq's own (`known`) and the rest, which the dialect may pass to its driver."""
-    options = dict(parse_qsl(urlsplit(url).query))
-    options.update({k: str(v) for k, v in given.items() if v is not None})
-    own = {k: v for k, v in options.items() if k in known}
-    return own, {k: v for k, v in options.items() if k not in known}
-
-
-def flag(options: dict[str, str], name: str, default: bool) -> bool:
-    value = options.get(name)
-    if value is None:
-        return default
-    if value.lower() in ("1", "true", "yes", "on"):
-        return True
-    if value.lower() in ("0", "false", "no", "off"):
-        return False
-    raise ConfigError(f"option {name}={value!r} must be true or false")
-
-
-def safe_name(value: str, what: str) -> str:
-    if not SAFE_NAME.match(value):
-        raise ConfigError(f"{what} {value!r} must be letters, digits and _ (at most 63)")
-    return value
 
 
 class SQLBackend(Backend):
-    """The contract over named queries. Subclasses: PostgresBackend, MySQLBackend."""
+    """The contract over named queries. Subclasses: SQLiteBackend, PostgresBackend,
+    MySQLBackend.
+
+    Options (URL or keyword): `migrate=false` never changes the schema and refuses one
+    older than the code. `prepare_schema=False` (keyword only) opens without migrating
+    or checking: the caller migrates (`deferq migrate`).
+    """
 
     dialect: ClassVar[str]  # the folder of its .sql files
     options_known: ClassVar[tuple[str, ...]] = ("migrate", "pool_size")
 
-    def __init__(self, url: str, **options: Any) -> None:
+    def __init__(self, url: str, *, prepare_schema: bool = True, **options: Any) -> None:
         self.url = url
         self.options, self.driver_options = url_options(url, options, self.options_known)
         self.names = self.table_names()
         self.q = load_queries(self.dialect, self.names)
         self.migrations: list[Migration] = load_migrations(self.dialect, self.names)
         self.open()
-        self.migrated: list[str] = []  # what opening applied (`deferq migrate` reports it)
         try:
-            if flag(self.options, "migrate", True):
-                self.migrated = self.migrate()
-            else:
+            if prepare_schema and flag(self.options, "migrate", True):
+                self.migrate()
+            elif prepare_schema:
                 self.check_schema()
         except BaseException:
             self.close()
@@ -170,6 +98,9 @@ class SQLBackend(Backend):
     def claim_plan(
         self, queues: Sequence[str], limit: int, worker: str, lease: float, priorities: Sequence[int]
     ) -> Plan[list[Job]]:
+        raise NotImplementedError
+
+    def is_unique_violation(self, exc: BaseException) -> bool:
         raise NotImplementedError
 
     # -- schema -------------------------------------------------------------------------
@@ -217,12 +148,15 @@ class SQLBackend(Backend):
     def enqueue_plan(self, items: Sequence[Enqueue]) -> Plan[list[Job]]:
         stored = yield from self.insert_plan(items, range(len(items)))
         if len(stored) == len(items):
-            return [stored[i] for i in range(len(items))]
+            return list(stored.values())  # inserted in index order
         return (yield from self.resolve_keys(items, stored, partial(self.insert_plan, items)))
 
     @staticmethod
-    def payload(job: Job) -> str:
-        return dumps([job.args, job.kwargs], f"the arguments of {job.task}()").decode()
+    def payload(item: Enqueue) -> bytes:
+        """`[args, kwargs]` as JSON, as the producer encoded it (once); encoded here only
+        for an `Enqueue` built without it."""
+        job = item.job
+        return item.payload or dumps([job.args, job.kwargs], f"the arguments of {job.task}()")
 
     def resolve_keys(
         self, items: Sequence[Enqueue], stored: dict[int, Job], retry: Callable[[list[int]], Plan[dict[int, Job]]]
@@ -268,28 +202,37 @@ class SQLBackend(Backend):
         jobs.sort(key=lambda pair: (rank.get(pair[0].priority, 9), pair[0].run_at, pair[1]))
         return [job for job, _ in jobs]
 
-    def _fenced(self, sql: str, jobs: Sequence[Job], extra: list[dict[str, Any]]) -> list[bool]:
-        """Run a statement fenced by (id, worker, attempts) for each job, in one transaction."""
-        params = [
+    @staticmethod
+    def fence_params(jobs: Sequence[Job], extra: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Parameters of a statement fenced by (id, worker, attempts), one entry per job."""
+        return [
             {"id": job.id, "worker": job.worker, "attempts": job.attempts, **more}
             for job, more in zip(jobs, extra, strict=True)
         ]
-        return self.run(self.fenced_plan(sql, params), durable=False)
 
     def fenced_plan(self, sql: str, params: list[dict[str, Any]]) -> Plan[list[bool]]:
-        """Whether each entry applied. Here: one statement per entry (its row count)."""
+        """Whether each entry applied. Here: one statement per entry (its row count), in
+        one transaction."""
         reply = yield Step(sql, params, many=True, begin=True, commit=True)
         return [count == 1 for count in reply.counts]
 
     def heartbeat(self, jobs: Sequence[Job], lease: float) -> set[str]:
         if not jobs:
             return set()
-        applied = self._fenced(self.q["heartbeat"], jobs, [{"lease": lease}] * len(jobs))
+        params = self.fence_params(jobs, [{"lease": lease}] * len(jobs))
+        applied = self.run(self.fenced_plan(self.q["heartbeat"], params), durable=False)
         return {job.id for job, ok in zip(jobs, applied, strict=True) if not ok}
 
     def settle(self, outcomes: Sequence[Outcome]) -> list[bool]:
         if not outcomes:
             return []
+        return self.run(self.settle_plan(outcomes), durable=False)
+
+    def settle_plan(self, outcomes: Sequence[Outcome]) -> Plan[list[bool]]:
+        """The `settle` query, fenced; a dialect may have a faster path for some batches."""
+        return (yield from self.fenced_plan(self.q["settle"], self.settle_params(outcomes)))
+
+    def settle_params(self, outcomes: Sequence[Outcome]) -> list[dict[str, Any]]:
         extra = []
         for outcome in outcomes:
             if outcome.kind not in STORED_STATE:
@@ -302,7 +245,7 @@ class SQLBackend(Backend):
                 "released": int(outcome.kind == "release"), "delay": float(outcome.delay),
                 "error": outcome.error, "result": result,
             })  # fmt: skip
-        return self._fenced(self.q["settle"], [o.job for o in outcomes], extra)
+        return self.fence_params([o.job for o in outcomes], extra)
 
     def recover_expired(self) -> int:
         return self.run(self._count(self.q["recover_expired"]), durable=False)
@@ -352,9 +295,6 @@ class SQLBackend(Backend):
             if self.is_unique_violation(exc):
                 return False  # a newer unfinished job holds its key
             raise
-
-    def is_unique_violation(self, exc: BaseException) -> bool:
-        raise NotImplementedError
 
     def list_jobs(self, state: JobState, queue: str | None = None, limit: int = 100) -> list[Job]:
         state = JobState(state)
@@ -420,38 +360,3 @@ class SQLBackend(Backend):
             return {key: bytes(value) for key, value in reply.rows}
 
         return self.run(plan())
-
-
-def migrate_store(url: str) -> list[str]:
-    """`deferq migrate`: open the store migrating, whatever its URL's ?migrate= says,
-    and name the migrations applied (none for stores without a schema)."""
-    from .. import SCHEMES, open_backend
-
-    scheme = urlsplit(url).scheme.lower()
-    is_sql = scheme in SCHEMES and SCHEMES[scheme][0].startswith("sql.")
-    backend = open_backend(url, **({"migrate": True} if is_sql else {}))
-    try:
-        return list(getattr(backend, "migrated", [])) + backend.migrate()
-    finally:
-        backend.close()
-
-
-def stored_view(job: Job, run_at: float, now: float) -> Job:
-    """A job as just stored (due at `run_at`, created `now`), scheduled or queued."""
-    return replace(job, state=state_for_waiting(run_at, now), run_at=run_at, created_at=now)
-
-
-def driver_connection(connection: Any) -> Any:
-    """The driver's connection under a SQLAlchemy Session or Connection; others as given.
-
-    A Session yields the connection of its current transaction (beginning one if
-    needed), so the job is written, committed and rolled back with the Session.
-    """
-    if type(connection).__module__.startswith("sqlalchemy"):
-        if hasattr(connection, "get_bind"):  # a Session
-            connection = connection.connection()
-        elif not connection.in_transaction():
-            connection.begin()  # what its next execute() would do: commit() must see a transaction
-        proxied = getattr(connection, "connection", None)  # Connection -> pool's proxy
-        connection = getattr(proxied, "driver_connection", proxied)
-    return connection

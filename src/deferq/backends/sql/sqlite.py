@@ -1,0 +1,303 @@
+"""sqlite:///path — the embedded default: one file, safe for many processes.
+
+The operations are SQLBackend's, over the named queries of `sqlite/queries.sql`;
+what is SQLite's own is here:
+- One connection per thread, in WAL mode, so readers never block the writer. Every
+  transaction that writes starts with BEGIN IMMEDIATE (a read that later upgrades to
+  a write can deadlock into SQLITE_BUSY), with a busy timeout; a single statement
+  needs none (it takes the write lock before it reads).
+- The clock is this machine's: SQLite is embedded, so every process that opens the
+  file shares one clock. It is bound into each statement as :now.
+- Claims probe each queue x priority range of the waiting index, then lease the best
+  rows, in one transaction (`claim_plan`).
+- Idle workers watch `PRAGMA data_version` (a read of shared memory, no I/O): every
+  2 ms right after activity, stretching to every 25 ms as the quiet lasts, so a new
+  job is picked up in milliseconds without a server to push notifications.
+- `synchronous=NORMAL` by default: a process crash loses nothing; a power cut may lose
+  the last transactions. Add `?synchronous=full` to the URL to fsync every commit.
+- sqlite3's errors become deferq's at this boundary: a file that cannot be opened,
+  read or written (or stays locked past the busy timeout) raises StoreUnavailable, a
+  full disk StoreFull.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from ...errors import ConfigError, StoreFull, StoreUnavailable
+from ...job import Job, dumps
+from ..base import Enqueue, Outcome
+from .base import TABLES, SQLBackend
+from .plans import Plan, Reply, Step, T, drive
+from .queries import Migration
+from .rows import job_from_row
+
+POLL_MIN, POLL_MAX = 0.002, 0.025  # seconds between data_version polls of an idle worker
+BUSY_TIMEOUT = 30.0  # seconds a writer waits for the write lock before giving up
+# Primary result codes of a file that cannot be opened, read or written right now.
+UNAVAILABLE = {
+    sqlite3.SQLITE_PERM, sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_READONLY,
+    sqlite3.SQLITE_IOERR, sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_CANTOPEN,
+    sqlite3.SQLITE_PROTOCOL, sqlite3.SQLITE_NOTADB,
+}  # fmt: skip
+
+
+class SQLiteBackend(SQLBackend):
+    schemes = ("sqlite",)
+    dialect = "sqlite"
+    options_known = ("migrate", "synchronous")
+
+    # -- connections ------------------------------------------------------------------
+
+    def table_names(self) -> dict[str, str]:
+        return {**TABLES, "now": ":now"}
+
+    def open(self) -> None:
+        rest = self.url.split("://", 1)[1].split("?", 1)[0]
+        self.path = rest[1:] if rest.startswith("/") else rest  # sqlite:///rel, sqlite:////abs
+        if not self.path:
+            raise ConfigError(f"the SQLite URL {self.url!r} names no file: use sqlite:///deferq.db")
+        if self.driver_options:
+            name = sorted(self.driver_options)[0]
+            raise ConfigError(f"unknown option {name!r}: options are {', '.join(self.options_known)}")
+        self.synchronous = self.options.get("synchronous", "normal").upper()
+        if self.synchronous not in ("OFF", "NORMAL", "FULL"):
+            raise ConfigError(f"synchronous={self.synchronous.lower()} must be off, normal or full")
+        self._local = threading.local()
+        self._all: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+        self._poll = POLL_MIN
+
+    def connection(self) -> sqlite3.Connection:
+        """This thread's connection, opened on first use."""
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is not None:
+            return conn
+        try:
+            if self.path != ":memory:":
+                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(
+                self.path, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT
+            )
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute(f"PRAGMA synchronous={self.synchronous}")
+        except (sqlite3.Error, OSError) as exc:
+            error = self.store_error(exc) if isinstance(exc, sqlite3.Error) else None
+            if isinstance(error, StoreFull):
+                raise error from None
+            raise StoreUnavailable(f"cannot open the SQLite database {self.path!r}: {exc}") from None
+        with self._lock:
+            self._all.append(conn)
+        self._local.execute = partial(self.execute, conn)  # made once: run() is every operation's path
+        self._local.conn = conn
+        return conn
+
+    def store_error(self, exc: sqlite3.Error) -> StoreUnavailable | None:
+        """deferq's error for a store that cannot be used now; None for the others
+        (a unique key held, a bug), which pass unchanged."""
+        code = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF  # the primary result code
+        if code == sqlite3.SQLITE_FULL or "disk is full" in str(exc):
+            return StoreFull(f"SQLite {self.path!r} is out of space ({exc}): free some disk space")
+        if code in UNAVAILABLE:
+            return StoreUnavailable(f"SQLite {self.path!r}: {exc}")
+        return None
+
+    def close(self) -> None:
+        with self._lock:
+            for conn in self._all:
+                conn.close()
+            self._all.clear()
+        self._local = threading.local()
+
+    @staticmethod
+    def execute(conn: sqlite3.Connection, step: Step) -> Reply:
+        if step.begin and not conn.in_transaction:
+            conn.execute("BEGIN IMMEDIATE")
+        if not step.many:
+            cur = conn.execute(step.sql, _bind(step.sql, step.params))
+            reply = Reply(cur.fetchall(), cur.rowcount)
+        else:
+            runs = step.params
+            if ":now" in step.sql:  # one instant for all runs (the plan may have chosen it)
+                now = time.time()
+                runs = [params if "now" in params else {**params, "now": now} for params in runs]
+            if step.batch:  # one prepared statement for all: only the total count
+                reply = Reply((), conn.executemany(step.sql, runs).rowcount)
+            else:
+                rows: list[tuple[Any, ...]] = []
+                counts = []
+                for params in runs:
+                    cur = conn.execute(step.sql, params)
+                    rows += cur.fetchall()
+                    counts.append(cur.rowcount)
+                reply = Reply(rows, sum(counts), counts)
+        if step.commit:
+            conn.execute("COMMIT")
+        return reply
+
+    def run(
+        self, plan: Plan[T], *, atomic: bool = False, connection: Any = None, durable: bool = True
+    ) -> T:
+        # `durable` is ignored: commit flushing is the connection's (?synchronous=).
+        if connection is not None:
+            self.refuse_connection(connection)
+        conn = getattr(self._local, "conn", None) or self.connection()
+        outer = conn.in_transaction
+        try:
+            begin = atomic and not outer
+            if begin:
+                conn.execute("BEGIN IMMEDIATE")
+            result = drive(plan, self._local.execute)
+            if begin:
+                conn.execute("COMMIT")
+            return result
+        except sqlite3.Error as exc:
+            raise self.store_error(exc) or exc from None
+        finally:
+            if conn.in_transaction and not outer:  # a plan stopped short of its COMMIT
+                try:
+                    conn.execute("ROLLBACK")
+                except sqlite3.Error:
+                    pass  # the error that got us here says what went wrong
+
+    def now(self) -> float:
+        return time.time()
+
+    def is_unique_violation(self, exc: BaseException) -> bool:
+        return isinstance(exc, sqlite3.IntegrityError)
+
+    # -- schema -------------------------------------------------------------------------
+
+    def applied_versions(self) -> list[int]:
+        def plan() -> Plan[list[int]]:
+            if not (yield Step(self.q["migrations_table"])).rows[0][0]:
+                return []
+            return [row[0] for row in (yield Step(self.q["applied_migrations"])).rows]
+
+        return self.run(plan())
+
+    @contextmanager
+    def migration_lock(self) -> Iterator[Callable[[Migration], None]]:
+        def apply(migration: Migration) -> None:
+            def plan() -> Plan[None]:
+                for statement in migration.statements:
+                    yield Step(statement)
+                yield Step(self.q["record_migration"], migration.record)
+
+            self.run(plan())
+
+        # BEGIN IMMEDIATE is the lock: one migrator at a time, the others wait for it.
+        # DDL is transactional here: the migrations and their records commit together
+        # (`with conn` commits, or rolls back on an error).
+        conn = self.connection()
+        try:
+            with conn:
+                conn.execute("BEGIN IMMEDIATE")
+                conn.execute(self.q["create_migrations_table"])
+                yield apply
+        except sqlite3.Error as exc:
+            raise self.store_error(exc) or exc from None
+
+    # -- producing ------------------------------------------------------------------------
+
+    def enqueue_many(self, items: Sequence[Enqueue], connection: Any = None) -> list[Job]:
+        self.refuse_connection(connection)
+        if len(items) == 1 and items[0].job.key is None:
+            # The commonest call: one INSERT, a transaction by itself (no BEGIN/COMMIT),
+            # and with no key nothing to resolve.
+            return list(self.run(self.insert_plan(items, (0,))).values())
+        return self.run(self.enqueue_plan(items), atomic=True) if items else []
+
+    def insert_plan(self, items: Sequence[Enqueue], indexes: Sequence[int]) -> Plan[dict[int, Job]]:
+        now = self.now()
+        jobs, rows, keyed = {}, [], False
+        for i in indexes:  # one loop, no comprehensions: this is the single enqueue's path
+            job = jobs[i] = items[i].stored(now)
+            keyed = keyed or job.key is not None
+            rows.append((job.id, job.task, self.payload(items[i]), job.queue, job.priority,
+                         job.max_attempts, job.timeout, job.key, job.run_at, now))  # fmt: skip
+        reply = yield Step(self.q["enqueue"], rows, many=True, batch=not keyed)
+        if not keyed:
+            return jobs  # without keys none is skipped
+        return {i: job for (i, job), count in zip(jobs.items(), reply.counts, strict=True) if count == 1}
+
+    # -- consuming ------------------------------------------------------------------------
+
+    def claim_plan(
+        self, queues: Sequence[str], limit: int, worker: str, lease: float, priorities: Sequence[int]
+    ) -> Plan[list[Job]]:
+        now = self.now()
+        chosen: list[int] = []
+        yield Step("BEGIN IMMEDIATE")
+        for priority in priorities:
+            want = limit - len(chosen)
+            if want <= 0:
+                break
+            probes = [{"queue": q, "priority": priority, "limit": want, "now": now} for q in queues]
+            reply = yield Step(self.q["claim"], probes, many=True)
+            chosen += [seq for _, seq in sorted(reply.rows)[:want]]
+        if not chosen:
+            yield Step("COMMIT")
+            return []
+        params = {"worker": worker, "lease": lease, "now": now, "seqs": chosen}
+        reply = yield Step(self.q["lease"], params, commit=True)
+        order = {seq: i for i, seq in enumerate(chosen)}
+        rows = sorted(reply.rows, key=lambda row: order[row[-1]])
+        return [job_from_row(row[:17], row[17]) for row in rows]
+
+    def settle_plan(self, outcomes: Sequence[Outcome]) -> Plan[list[bool]]:
+        if any(o.kind != "succeeded" or o.result is not None for o in outcomes):
+            return (yield from super().settle_plan(outcomes))
+        # The hot path, jobs that returned nothing: one statement for the batch. If every
+        # lease held, the total row count says so; else undo it and go one by one, in
+        # the same transaction (the write lock is kept).
+        now = self.now()
+        batch = [(now, o.job.id, o.job.worker, o.job.attempts) for o in outcomes]
+        yield Step("SAVEPOINT batch", begin=True)
+        reply = yield Step(self.q["succeed"], batch, many=True, batch=True)
+        if reply.rowcount == len(outcomes):
+            yield Step("RELEASE batch", commit=True)
+            return [True] * len(outcomes)
+        yield Step("ROLLBACK TO batch")
+        yield Step("RELEASE batch")
+        reply = yield Step(self.q["settle"], self.settle_params(outcomes), many=True, commit=True)
+        return [count == 1 for count in reply.counts]
+
+    def wait_for_work(self, queues: Sequence[str], timeout: float) -> None:
+        deadline = time.time() + timeout
+        next_due, _ = self.next_due(queues)
+        if next_due is not None:
+            deadline = min(deadline, next_due)
+        version = self.data_version()
+        while (left := deadline - time.time()) > 0:
+            # poll fast right after activity, slower as the quiet lasts: idle costs
+            # well under 1% of a core, a new job waits a few ms
+            self._poll = min(self._poll * 1.5, POLL_MAX)
+            time.sleep(min(self._poll, left))
+            if self.data_version() != version:
+                self._poll = POLL_MIN
+                return
+
+    def data_version(self) -> int:
+        def plan() -> Plan[int]:
+            return int((yield Step(self.q["data_version"])).rows[0][0])
+
+        return self.run(plan())
+
+
+def _bind(sql: str, params: Any) -> Any:
+    """One statement's parameters as sqlite3 takes them: lists as JSON arrays (for
+    json_each), and the clock as :now unless the plan chose the instant."""
+    if not params:
+        return {"now": time.time()} if ":now" in sql else ()
+    bound = {k: dumps(v).decode() if isinstance(v, list) else v for k, v in params.items()}
+    if ":now" in sql and "now" not in bound:
+        bound["now"] = time.time()
+    return bound

@@ -1,0 +1,191 @@
+-- deferq's queries on SQLite. Parameters are :name (sqlite3). {jobs}, {kv},
+-- {migrations} are the tables; {now} is :now, the clock, which the backend binds
+-- once per statement from this machine's time.time() (SQLite is embedded: every
+-- process that opens the file shares that clock, and SQLite's own has milliseconds
+-- only). sqlite3 binds no arrays: a list arrives as a JSON array, read with json_each.
+-- Differences from postgres/queries.sql are noted where they occur. The unique key
+-- column is `key` here (`unique_key` there).
+--
+-- There is no FOR UPDATE SKIP LOCKED: SQLite has one writer at a time, and every
+-- transaction that writes starts with BEGIN IMMEDIATE (sqlite.py says why).
+
+-- name: job_columns
+-- Every job read returns these, in this order (rows.py decodes them).
+id, task, payload, queue, priority, state, attempts, max_attempts, timeout,
+key, run_at, created_at, lease_until, worker, error, result, finished_at
+
+-- name: data_version
+-- Changes whenever another connection commits: a read of shared memory, no I/O.
+-- Idle workers poll it instead of waiting for a notification (PostgreSQL's LISTEN).
+PRAGMA data_version
+
+-- name: enqueue
+-- One job with what a new job has; the other columns start NULL or at their default.
+-- The backend computes the due time, so a batch runs as one prepared statement. A job
+-- whose key an unfinished job holds conflicts on deferq_jobs_live_key and is skipped.
+-- Positional parameters, in the order of the column list: the commonest write binds
+-- a tuple, cheaper than looking up names.
+INSERT OR IGNORE INTO {jobs} (id, task, payload, queue, priority, max_attempts, timeout,
+                              key, run_at, created_at, state)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued')
+
+-- name: live_by_keys
+SELECT {job_columns}, {now} FROM {jobs}
+WHERE key IN (SELECT value FROM json_each(:keys)) AND state IN ('queued', 'active')
+
+-- name: claim
+-- Due jobs of ONE queue and priority, in claim order: one range of the partial index
+-- deferq_jobs_waiting, so a probe stays O(log n) however many jobs have finished
+-- (S3-2). The backend probes every queue of a priority level (merging them by due
+-- time) and goes on to the next level only when short, then leases the chosen rows
+-- with `lease`, all in one BEGIN IMMEDIATE transaction: no one else can claim them
+-- in between, which is what SKIP LOCKED buys elsewhere.
+SELECT run_at, seq FROM {jobs}
+WHERE state = 'queued' AND queue = :queue AND priority = :priority AND run_at <= {now}
+ORDER BY run_at, seq
+LIMIT :limit
+
+-- name: lease
+UPDATE {jobs} SET state = 'active', attempts = attempts + 1, worker = :worker,
+                  lease_until = {now} + :lease
+WHERE seq IN (SELECT value FROM json_each(:seqs))
+RETURNING {job_columns}, {now}, seq
+
+-- name: heartbeat
+-- One job, fenced by (worker, attempts): a lease that changed hands is not extended.
+-- The backend runs one per job, in one transaction (PostgreSQL unnests arrays).
+UPDATE {jobs} SET lease_until = {now} + :lease
+WHERE id = :id AND state = 'active' AND worker = :worker AND attempts = :attempts
+
+-- name: settle
+-- One outcome, fenced like heartbeat. :state is the new stored state; the CASEs keep
+-- the columns an outcome does not touch (memory.py's _settled, in SQL). SET reads the
+-- old row, whatever the order of assignments (as on PostgreSQL, unlike MySQL).
+UPDATE {jobs} SET
+    state = :state,
+    attempts = attempts - :released,
+    run_at = CASE WHEN :kind = 'retry' THEN {now} + :delay ELSE run_at END,
+    error = CASE WHEN :kind IN ('retry', 'dead') THEN :error ELSE error END,
+    result = CASE WHEN :kind = 'succeeded' THEN :result ELSE result END,
+    finished_at = CASE WHEN :state IN ('succeeded', 'dead') THEN {now} END,
+    worker = NULL,
+    lease_until = NULL
+WHERE id = :id AND state = 'active' AND worker = :worker AND attempts = :attempts
+
+-- name: succeed
+-- `settle` for the commonest outcome, a job that succeeded and returned nothing:
+-- nothing to decide, so a whole batch runs as one prepared statement (settle_plan).
+-- Positional parameters, a tuple per job: (now, id, worker, attempts).
+UPDATE {jobs} SET state = 'succeeded', finished_at = ?, worker = NULL, lease_until = NULL
+WHERE id = ? AND state = 'active' AND worker = ? AND attempts = ?
+
+-- name: recover_expired
+UPDATE {jobs} SET
+    state = CASE WHEN attempts >= max_attempts THEN 'dead' ELSE 'queued' END,
+    finished_at = CASE WHEN attempts >= max_attempts THEN {now} END,
+    error = 'lease expired (worker ' || worker || ' stopped heartbeating)',
+    worker = NULL,
+    lease_until = NULL
+WHERE state = 'active' AND lease_until < {now}
+
+-- name: next_due
+-- The earliest due time among waiting jobs of the queues: one index probe per queue
+-- and priority (min() over `queue IN (...)` could read every waiting row).
+SELECT min((SELECT run_at FROM {jobs}
+            WHERE state = 'queued' AND queue = q.value AND priority = p.value
+            ORDER BY run_at LIMIT 1)),
+       {now}
+FROM json_each(:queues) AS q, json_each('[0, 1, 2]') AS p
+
+-- name: get
+SELECT {job_columns}, {now} FROM {jobs} WHERE id = :id
+
+-- name: get_by_key
+SELECT {job_columns}, {now} FROM {jobs} WHERE key = :key ORDER BY seq DESC LIMIT 1
+
+-- name: cancel
+UPDATE {jobs} SET state = 'cancelled', finished_at = {now} WHERE id = :id AND state = 'queued'
+
+-- name: retry_dead
+-- Back to the end of the line: a fresh seq (seq is the rowid; one writer at a time,
+-- so max + 1 is free). Fails on deferq_jobs_live_key when a newer job holds its key
+-- (the caller answers False).
+UPDATE {jobs} SET state = 'queued', attempts = 0, run_at = {now}, finished_at = NULL,
+                  seq = (SELECT max(seq) + 1 FROM {jobs})
+WHERE id = :id AND state = 'dead'
+
+-- name: list_scheduled
+SELECT {job_columns}, {now} FROM {jobs}
+WHERE state = 'queued' AND run_at > {now} AND (:queue IS NULL OR queue = :queue)
+ORDER BY run_at DESC, seq DESC LIMIT :limit
+
+-- name: list_queued
+SELECT {job_columns}, {now} FROM {jobs}
+WHERE state = 'queued' AND run_at <= {now} AND (:queue IS NULL OR queue = :queue)
+ORDER BY run_at DESC, seq DESC LIMIT :limit
+
+-- name: list_active
+SELECT {job_columns}, {now} FROM {jobs}
+WHERE state = 'active' AND (:queue IS NULL OR queue = :queue)
+ORDER BY run_at DESC, seq DESC LIMIT :limit
+
+-- name: list_finished
+SELECT {job_columns}, {now} FROM {jobs}
+WHERE state = :state AND (:queue IS NULL OR queue = :queue)
+ORDER BY finished_at DESC, seq DESC LIMIT :limit
+
+-- name: purge
+-- In slices of :batch rows, each its own short transaction: readers never wait (WAL),
+-- but every writer would wait for one long delete.
+DELETE FROM {jobs} WHERE seq IN (
+    SELECT seq FROM {jobs}
+    WHERE state IN (SELECT value FROM json_each(:states)) AND finished_at <= {now} - :older_than
+    LIMIT :batch)
+
+-- name: stats
+SELECT queue,
+       CASE WHEN state = 'queued' AND run_at > {now} THEN 'scheduled' ELSE state END AS shown,
+       count(*),
+       max(CASE WHEN state = 'queued' AND run_at <= {now} THEN {now} - run_at END)
+FROM {jobs} GROUP BY 1, 2
+
+-- name: kv_put
+INSERT OR REPLACE INTO {kv} (namespace, key, value, expires_at)
+VALUES (:namespace, :key, :value, {now} + :ttl)
+
+-- name: kv_delete_expired
+DELETE FROM {kv} WHERE namespace = :namespace AND key = :key AND expires_at <= {now}
+
+-- name: kv_insert_new
+INSERT OR IGNORE INTO {kv} (namespace, key, value, expires_at)
+VALUES (:namespace, :key, :value, {now} + :ttl)
+
+-- name: kv_get
+SELECT value FROM {kv}
+WHERE namespace = :namespace AND key = :key AND (expires_at IS NULL OR expires_at > {now})
+
+-- name: kv_delete
+DELETE FROM {kv}
+WHERE namespace = :namespace AND key = :key AND (expires_at IS NULL OR expires_at > {now})
+
+-- name: kv_list
+SELECT key, value FROM {kv}
+WHERE namespace = :namespace AND (expires_at IS NULL OR expires_at > {now})
+
+-- name: migrations_table
+-- Whether the migrations table exists (a new file has none; PostgreSQL and MySQL
+-- learn it from the error of reading it).
+SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = '{migrations}'
+
+-- name: create_migrations_table
+CREATE TABLE IF NOT EXISTS {migrations} (
+    version    INTEGER PRIMARY KEY,
+    name       TEXT NOT NULL,
+    applied_at REAL NOT NULL
+)
+
+-- name: applied_migrations
+SELECT version FROM {migrations} ORDER BY version
+
+-- name: record_migration
+INSERT INTO {migrations} (version, name, applied_at) VALUES (:version, :name, {now})
