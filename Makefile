@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test services browser lint docs bench bench-peers clean
+.PHONY: demo test services browser lint docs bench bench-peers soak clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -47,6 +47,13 @@ $(VENV)/.docs: $(BIN)/python pyproject.toml
 
 bench: $(VENV)/.demo
 	$(BIN)/deferq bench
+
+# 100,000 jobs through 2 workers, one SIGKILLed every 2-4 s (bench/soak.py), on a fresh
+# SQLite file; SOAK_URL=redis://127.0.0.1:6379/0 (or postgresql://, mysql://) for another
+# store, SOAK_ARGS for more (--jobs, --concurrency, --lease, --seed, --json). Exit 1 when a
+# job was lost or re-runs exceed concurrency + prefetch per kill. Not part of `make test`.
+soak: $(STAMP) $(if $(SOAK_URL),services)
+	$(BIN)/python -m bench.soak $(if $(SOAK_URL),--url '$(SOAK_URL)') $(SOAK_ARGS)
 
 # deferq against celery, rq, dramatiq, huey, arq (Redis) and procrastinate (PostgreSQL):
 # docs/bench-peers.md. arq goes in with --no-deps: it caps redis-py below 6 and runs on ours.

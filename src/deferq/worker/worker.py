@@ -106,6 +106,7 @@ class Worker:
         self.exit_code = EXIT_OK
         self.processed = 0
         self.settling = False  # the settler holds outcomes: it will lease for their slots
+        self.in_settle: set[tuple[str, int]] = set()  # (job id, attempt) whose settle call is in flight
         self.to_run: queue.SimpleQueue[tuple[TaskSpec, Job] | None] = queue.SimpleQueue()
         self._runners = [
             threading.Thread(target=self._run_sync_jobs, name=f"deferq-run-{i}", daemon=True)
@@ -326,6 +327,9 @@ class Worker:
         outcomes = [outcome for outcome, _ in batch]
         cfg = self.config
         applied = None
+        attempts = {(o.job.id, o.job.attempts) for o in outcomes}
+        with self.lock:
+            self.in_settle |= attempts
         while applied is None:
             claimed = self._claim_slots()
             reply = self._store_call(
@@ -345,6 +349,7 @@ class Worker:
                     del self.running[outcome.job.id]
                     ran[outcome.job.id] = (running.ended or time.monotonic()) - running.started
             self.processed += len(outcomes)
+            self.in_settle -= attempts
         self.slot_freed.set()
         for (outcome, exc), ok in zip(batch, applied or [False] * len(batch), strict=True):
             job = outcome.job
@@ -391,8 +396,11 @@ class Worker:
         if jobs:
             lost = self._store_call(self.backend.heartbeat, jobs, self.lease)
             if lost is not None:
-                with self.lock:  # a job settled since the snapshot was not lost
-                    lost = {j.id for j in jobs if j.id in lost and self._holds(j)}
+                with self.lock:  # a job settled since the snapshot, or being settled, was not lost:
+                    # its settle says so if it was (an SQL store commits the settle before
+                    # the lease of the same call, so the heartbeat can see it first)
+                    lost = {j.id for j in jobs if j.id in lost and self._holds(j)
+                            and (j.id, j.attempts) not in self.in_settle}  # fmt: skip
                 for job_id in sorted(lost):
                     log.warning("job %s: lease lost (%s)", job_id, self._why_lost())
                 self.last_beat = time.monotonic()

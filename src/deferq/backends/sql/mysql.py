@@ -17,11 +17,12 @@
 from __future__ import annotations
 
 import os
+import random
 import re
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import partial
 from typing import Any
@@ -32,7 +33,7 @@ from pymysql.constants import CLIENT, SERVER_STATUS
 
 from ...errors import ConfigError, StoreFull, StoreUnavailable
 from ...job import Job, JobState
-from ..base import Enqueue
+from ..base import Enqueue, finished_only
 from .adapters import driver_connection, safe_name
 from .base import TABLES, SQLBackend
 from .plans import Plan, Reply, Step, T, drive
@@ -45,6 +46,9 @@ UNIQUE_VIOLATION = 1062
 MAX_NAME = 255  # task and unique_key are VARCHAR(255)
 SETUP_ERRORS = {1044, 1045, 1049}  # access denied to the database, bad password, no database
 BUSY = {1205, 1213}  # lock wait timeout, deadlock: retried by the caller, on the same connection
+# Tries of a statement that lost a deadlock (1213) or waited out innodb_lock_wait_timeout
+# (1205, already a long wait): workers contending for the same rows, not an outage.
+BUSY_TRIES = {1213: 5, 1205: 2}
 FULL = {1021, 1114}  # disk full, table full (its tablespace cannot grow)
 
 
@@ -183,6 +187,23 @@ class MySQLBackend(SQLBackend):
         counts = counts[int(step.begin) : len(counts) - int(step.commit)]
         return Reply(rows, sum(counts), counts)
 
+    def execute_busy(self, conn: pymysql.connections.Connection, cur: Any, step: Step) -> Reply:
+        """`execute`, trying a step again (a few times, after a short random pause) when
+        it lost a deadlock or a lock wait, if it starts its own transaction or runs
+        outside one: the rollback then undid nothing of the plan's earlier steps."""
+        status = getattr(conn, "server_status", 0)  # PyMySQL's; missing from its stubs
+        restartable = not status & SERVER_STATUS.SERVER_STATUS_IN_TRANS
+        tries = 0
+        while True:
+            try:
+                return self.execute(cur, step)
+            except pymysql.err.OperationalError as exc:
+                tries += 1
+                if not restartable or tries >= BUSY_TRIES.get(_code(exc) or 0, 1):
+                    raise
+                conn.rollback()  # a lock wait timeout leaves the transaction open
+                time.sleep(random.uniform(0.005, 0.01) * 2**tries)
+
     def run(
         self, plan: Plan[T], *, atomic: bool = False, connection: Any = None, durable: bool = True
     ) -> T:
@@ -196,7 +217,7 @@ class MySQLBackend(SQLBackend):
                 try:
                     if atomic:
                         conn.begin()
-                    result = drive(plan, partial(self.execute, cur))
+                    result = drive(plan, partial(self.execute_busy, conn, cur))
                     if atomic:
                         conn.commit()
                     return result
@@ -289,6 +310,18 @@ class MySQLBackend(SQLBackend):
         return {i: view for i, view in views.items() if view.id in present}
 
     # -- consuming ------------------------------------------------------------------------------
+
+    def purge(self, states: Iterable[JobState], older_than: float = 0.0) -> int:
+        """Deletes only when a plain read finds something to delete: the workers purge
+        every minute, mostly finding nothing, and a DELETE that finds nothing still
+        locks (and can deadlock with settles)."""
+        wanted = finished_only(states)
+        if not wanted:
+            return 0
+        params = {"states": [str(s) for s in wanted], "older_than": older_than}
+        if not self.run(self._count(self.q["purgeable"], params), durable=False):
+            return 0
+        return super().purge(wanted, older_than)
 
     def reserve(
         self, queues: Sequence[str], limit: int, worker: str, lease: float, priorities: Sequence[int]

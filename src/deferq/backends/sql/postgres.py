@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import threading
 import time
@@ -45,6 +46,12 @@ CONNECTION_ERRORS = (
 )
 # Refusals worth waiting out; any other FATAL at connect is a wrong URL.
 TRANSIENT = ("starting up", "shutting down", "too many", "recovery", "remaining connection")
+
+# The pool logs each broken connection it discards ("discarding broken connection: ...")
+# as a warning. deferq says what happened itself (StoreUnavailable, once per outage in a
+# worker), so those lines reach only a process whose logging is set up to show them:
+# with a handler of its own here, Python's last-resort printing to stderr never applies.
+logging.getLogger("psycopg.pool").addHandler(logging.NullHandler())
 
 
 class PostgresBackend(SQLBackend):

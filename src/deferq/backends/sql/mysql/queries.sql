@@ -57,7 +57,10 @@ WHERE seq IN %(seqs)s
 -- claim's token; a competing worker waits only for that statement, never for a
 -- SELECT ... FOR UPDATE held across round trips. `claimed` then reads them back.
 -- Over several queues the rows of one level are sorted (no index order across them).
-UPDATE {jobs} SET state = 'active', attempts = attempts + 1, worker = %(worker)s,
+-- The hint: left to itself, MariaDB may read every waiting row by (state, finished_at)
+-- and sort them, locking them all, so concurrent claims deadlock; through the waiting
+-- index it reads (and locks) the rows it takes.
+UPDATE {jobs} FORCE INDEX (deferq_jobs_waiting) SET state = 'active', attempts = attempts + 1, worker = %(worker)s,
                   lease_until = {now} + %(lease)s, claim_token = %(token)s
 WHERE state = 'queued' AND queue IN %(queues)s AND priority = %(priority)s AND run_at <= {now}
 ORDER BY run_at, seq
@@ -143,6 +146,11 @@ ORDER BY run_at DESC, seq DESC LIMIT %(limit)s
 SELECT {job_columns}, {now} FROM {jobs}
 WHERE state = %(state)s AND (%(queue)s IS NULL OR queue = %(queue)s)
 ORDER BY finished_at DESC, seq DESC LIMIT %(limit)s
+
+-- name: purgeable
+-- Whether `purge` has anything to delete: a plain read takes no lock, while the DELETE
+-- locks what its scan meets, next to the rows that settles are finishing.
+SELECT 1 FROM {jobs} WHERE state IN %(states)s AND finished_at <= {now} - %(older_than)s LIMIT 1
 
 -- name: purge
 -- In slices of %(batch)s rows, each its own short transaction.
