@@ -125,6 +125,21 @@ def test_a_job_shows_its_times_for_people_and_epochs_in_json(url):
     assert_fits(shown.output)
 
 
+def test_a_running_job_shows_its_progress(url):
+    app = deferq.App(url)
+    job = app.enqueue("convert", ["a.mov"])
+    leased = app.backend.reserve(["default"], 1, "w1", 60, (0, 1, 2))[0]
+    app.backend.record_progress([leased.evolve(progress=0.375, progress_message="3 of 8 files")])
+    app.close()
+    shown = cli("job", job.id, "--url", url)
+    assert "progress  38%: 3 of 8 files" in shown.output, shown.output
+    as_json = orjson.loads(cli("job", job.id, "--url", url, "--json").stdout)
+    assert (as_json["progress"], as_json["progress_message"]) == (0.375, "3 of 8 files")
+    asked = cli("cancel", job.id, "--url", url)
+    assert asked.exit_code == 0 and f"asked running job {job.id} to stop" in asked.output
+    assert orjson.loads(cli("job", job.id, "--url", url, "--json").stdout)["cancel_requested"] is True
+
+
 def make_dead(url: str, tasks: str, count: int = 1) -> None:
     app = importlib.import_module(tasks).app
     app.use_url(url)

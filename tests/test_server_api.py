@@ -102,6 +102,40 @@ def test_job_filters_combine(api):
     assert ids(queue="sms") == ids(state="queued") == [second["id"]]
 
 
+def test_a_job_may_expire(api):
+    later = api.post("/v1/jobs", json={"task": "send", "expires": 60}).json()
+    shown = api.get(f"/v1/jobs/{later['id']}").json()
+    assert shown["expires_at"] == pytest.approx(shown["created_at"] + 60)
+    at = api.post("/v1/jobs", json={"task": "send", "expires": "2031-01-01T00:00:00Z"}).json()
+    assert api.get(f"/v1/jobs/{at['id']}").json()["expires_at"] == 1924992000.0
+    bad = api.post("/v1/jobs", json={"task": "send", "expires": "tomorrow"})
+    assert bad.status_code == 422 and "expires" in error_of(bad)
+
+
+def test_on_conflict_replace_and_debounce(api):
+    first = api.post("/v1/jobs", json={"task": "reindex", "args": [1], "key": "r:1", "delay_ms": 60000})
+    replaced = api.post("/v1/jobs", json={"task": "reindex", "args": [2], "key": "r:1", "on_conflict": "replace"})
+    assert (first.status_code, replaced.status_code) == (201, 200)
+    assert replaced.json()["id"] == first.json()["id"] and replaced.json()["state"] == "queued"
+    assert api.get(f"/v1/jobs/{first.json()['id']}").json()["args"] == [2]
+    debounced = api.post("/v1/jobs", json={"task": "reindex", "args": [3], "key": "r:1", "on_conflict": "debounce",
+                                            "delay_ms": 60000, "max_wait_ms": 1000})  # fmt: skip
+    shown = api.get(f"/v1/jobs/{debounced.json()['id']}").json()
+    assert shown["args"] == [3] and shown["run_at"] == pytest.approx(shown["created_at"] + 1)
+    bad = api.post("/v1/jobs", json={"task": "reindex", "on_conflict": "replace"})
+    assert bad.status_code == 422 and "needs a key" in error_of(bad)
+
+
+def test_cancel_asks_a_running_job_to_stop(api, store):
+    job = api.post("/v1/jobs", json={"task": "send", "args": [1]}).json()
+    app = deferq.App(store)
+    app.backend.reserve(["default"], 1, "w1", 60, (0, 1, 2))
+    app.close()
+    asked = api.delete(f"/v1/jobs/{job['id']}")
+    assert asked.status_code == 202
+    assert asked.json() == {"id": job["id"], "state": "active", "cancel_requested": True}
+
+
 def test_batch_enqueue_and_queue_counts(api, topic):
     jobs = [{"topic": "orders", "body": i} for i in range(5)] + [{"task": "t", "queue": "q"}]
     answer = api.post("/v1/jobs/batch", json={"jobs": jobs})

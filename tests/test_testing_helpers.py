@@ -81,3 +81,16 @@ def test_time_travel_needs_memory(tmp_path):
 
 def test_deferq_app_fixture_is_a_fresh_memory_app(deferq_app):
     assert deferq_app.url == "memory://" and deferq_app.stats() == {}
+
+
+def test_eager_mode_keeps_a_tasks_progress():
+    eager = deferq.App("memory://", eager=True)
+
+    @eager.task()
+    def count(n: int) -> int:
+        for i in range(n):
+            deferq.current_job().progress((i + 1) / n, f"{i + 1} of {n}")
+        return n
+
+    job = count.enqueue(1000)
+    assert (job.state, job.result, job.progress, job.progress_message) == ("succeeded", 1000, 1.0, "1000 of 1000")

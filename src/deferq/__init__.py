@@ -11,6 +11,7 @@ from .errors import (
     PayloadError,
     Retry,
     SchemaOutdated,
+    Snooze,
     StoreFull,
     StoreUnavailable,
 )
@@ -21,6 +22,6 @@ from .task import Call, Task
 __all__ = [
     "App", "Call", "ConfigError", "DeferqError", "Job", "JobState", "JobTimeout",
     "Middleware", "MissingExtra", "PayloadError", "Priority", "Retry", "SchemaOutdated",
-    "StoreFull", "StoreUnavailable", "Task", "backoff", "current_job",
+    "Snooze", "StoreFull", "StoreUnavailable", "Task", "backoff", "current_job",
 ]  # fmt: skip
 __version__ = "0.1.0"

@@ -242,12 +242,16 @@ def show_job(app: App, job_id: str, as_json: bool) -> None:
 @app_options
 @click.argument("job_id")
 def cancel(app: App, job_id: str) -> None:
-    """Cancel a waiting job."""
-    if not app.cancel(job_id):
-        job = app.get(job_id)
+    """Cancel a waiting job, or ask a running one to stop."""
+    done = app.cancel(job_id)
+    job = app.get(job_id)
+    if not done:
         state = f"it is {job.state}" if job else "it does not exist"
         raise click.ClickException(f"job {job_id} was not cancelled: {state}")
-    click.echo(f"cancelled {job_id}")
+    if job is not None and job.state == JobState.ACTIVE:
+        click.echo(f"asked running job {job_id} to stop: it ends cancelled when its worker hears it")
+    else:
+        click.echo(f"cancelled {job_id}")
 
 
 def stats_table(stats: dict[str, dict[str, Any]]) -> Any:

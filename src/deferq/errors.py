@@ -47,5 +47,17 @@ class Retry(DeferqError):
         self.reason = reason
 
 
+class Snooze(DeferqError):
+    """Raise from a task, or from a middleware's `before_run`, to put the job back for
+    `delay` seconds without counting the attempt: the job is not failing, it has to
+    wait (a limit, a resource not ready yet). A job that snoozes forever never ends.
+    """
+
+    def __init__(self, delay: float, reason: str = "snoozed") -> None:
+        super().__init__(reason)
+        self.delay = max(0.0, float(delay))
+        self.reason = reason
+
+
 class JobTimeout(DeferqError):
     """A job ran past its timeout."""

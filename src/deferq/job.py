@@ -23,7 +23,7 @@ class JobState(StrEnum):
     ACTIVE = "active"  # leased by a worker; the lease is renewed while it runs
     SUCCEEDED = "succeeded"  # done; kept for the result retention period
     DEAD = "dead"  # attempts used up (or unrunnable); kept until retried or purged
-    CANCELLED = "cancelled"  # cancelled before it ran
+    CANCELLED = "cancelled"  # cancelled (before it ran, or stopped on request while running), or expired
 
     @property
     def finished(self) -> bool:
@@ -102,6 +102,10 @@ class Job:
     result: Any = None
     finished_at: float | None = None
     meta: dict[str, Any] = field(default_factory=dict)  # carried for middleware (e.g. trace context)
+    progress: float | None = None  # 0..1, the last that the task reported (current_job().progress)
+    progress_message: str | None = None
+    cancel_requested: bool = False  # someone asked this active job to stop (app.cancel)
+    expires_at: float | None = None  # not started by then: never run, ends cancelled ("expired")
 
     @property
     def priority_name(self) -> str:

@@ -8,8 +8,9 @@ tracing and rate limits are plug-ins of this kind; so are `app.on(...)` and a ta
 - `before_enqueue(items)` / `after_enqueue(jobs)`: in the producer, around the store
   call; each returns the (possibly changed) list it was given, in registration order.
 - `before_run(job)`: in the thread (or event loop) that runs the task, just before it.
-  Raising `deferq.Retry` puts the job back without running it; any other exception is
-  logged and ignored.
+  Raising `deferq.Retry` puts the job back without running it (the attempt counted),
+  `deferq.Snooze(delay)` puts it back for `delay` seconds with the attempt not counted
+  (how a limit says "not yet"); any other exception is logged and ignored.
 - `after_run(job, outcome, exc)`: right after the task, same thread, before settling.
 - `after_settle(job, outcome, exc)`: after the store recorded the outcome (only when it
   applied: a job whose lease was lost is not reported); `job` shows the new state.
@@ -26,7 +27,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .backends.base import Outcome, OutcomeKind
-from .errors import Retry
+from .errors import Retry, Snooze
 from .job import Job, JobState
 
 if TYPE_CHECKING:
@@ -92,7 +93,7 @@ class Chain:
         for hook in self.before_run:
             try:
                 hook(job)
-            except Retry:
+            except (Retry, Snooze):
                 raise
             except Exception:  # noqa: BLE001 - a failing hook is isolated
                 _failed(hook, job)
@@ -114,12 +115,17 @@ class Chain:
 def settled_view(outcome: Outcome) -> Job:
     """The job as `settle` left it: what after_settle hooks are shown."""
     job = outcome.job
+    if outcome.kind == OutcomeKind.CANCELLED or (job.cancel_requested and outcome.kind != OutcomeKind.SUCCEEDED):
+        return job.with_state(JobState.CANCELLED, error=outcome.error)
     if outcome.kind == OutcomeKind.SUCCEEDED:
         return job.with_state(JobState.SUCCEEDED, result=outcome.result)
     if outcome.kind == OutcomeKind.RETRY:
         return job.with_state(JobState.SCHEDULED, error=outcome.error)
     if outcome.kind == OutcomeKind.DEAD:
         return job.with_state(JobState.DEAD, error=outcome.error)
+    if outcome.kind == OutcomeKind.SNOOZE:
+        return job.with_state(JobState.SCHEDULED if outcome.delay > 0 else JobState.QUEUED,
+                              attempts=job.attempts - 1)  # fmt: skip
     return job.with_state(JobState.QUEUED)
 
 

@@ -14,7 +14,7 @@ import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, fields, replace
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 from . import backoff as backoff_module
 from .job import Priority
@@ -64,6 +64,42 @@ def epoch(value: Any, name: str = "at") -> float:
     if not 0 <= value < LATEST_DUE:
         raise ValueError(f"{name} must be between 1970 and 9999, got {value}")
     return float(value)
+
+
+class Expiry(NamedTuple):
+    """When a job expires: at an instant, or within some seconds of being stored."""
+
+    at: float | None = None
+    within: float | None = None
+
+
+def expiry(value: Any, name: str = "expires") -> Expiry:
+    """An aware datetime or an ISO 8601 time with a zone: then. Seconds or a timedelta:
+    that long after the job is stored (by the store's clock)."""
+    if isinstance(value, datetime | str):
+        return Expiry(at=epoch(value, name))
+    if isinstance(value, Expiry):
+        return value
+    return Expiry(within=seconds(value, name))
+
+
+ON_CONFLICT = ("ignore", "replace", "debounce")
+
+
+def conflict_mode(value: Any, name: str = "on_conflict") -> str:
+    if value not in ON_CONFLICT:
+        raise ValueError(f"{name} must be one of {', '.join(ON_CONFLICT)}, got {value!r:.60}")
+    return str(value)
+
+
+def conflict_rules(on_conflict: str | None, key: str | None, max_wait: float | None) -> str:
+    """The on_conflict mode of a job with these options, or ValueError."""
+    mode = on_conflict or "ignore"
+    if mode != "ignore" and key is None:
+        raise ValueError(f"on_conflict={mode!r} needs a key: options(key=..., on_conflict={mode!r})")
+    if max_wait is not None and mode != "debounce":
+        raise ValueError("max_wait is for on_conflict='debounce'")
+    return mode
 
 
 def positive(value: Any, name: str = "timeout") -> float:
@@ -167,6 +203,20 @@ class JobOptions:
     timeout: float | None = option(None, TIMEOUT)
     key: str | None = option(None, Option(unique_key, "unique key: one unfinished job per key", http="key",
                                           openapi={"type": "string", "minLength": 1, "maxLength": 200}))
+    expires: Expiry | None = option(None, Option(
+        expiry, "not started by then, never run: an aware datetime, or seconds after enqueue",
+        periodic=True, http="expires",
+        openapi={"description": "The job is never run if not started by then (it ends cancelled, "
+                 "'expired'): seconds after it is stored, or an ISO 8601 time with a zone.",
+                 "oneOf": [{"type": "number", "minimum": 0}, {"type": "string"}]}))  # fmt: skip
+    on_conflict: str | None = option(None, Option(
+        conflict_mode, "when a job with the key waits: ignore (keep it), replace (its arguments and due "
+        "time), debounce (also push its due time back by the delay)", periodic=True, http="on_conflict",
+        openapi={"type": "string", "enum": list(ON_CONFLICT)}))  # fmt: skip
+    max_wait: float | None = option(None, Option(
+        seconds, "debounce: the longest a job waits after its first enqueue", periodic=True,
+        http="max_wait_ms", http_scale=0.001,
+        openapi={"type": "integer", "minimum": 0, "maximum": int(MAX_DELAY * 1000)}))  # fmt: skip
     connection: Any = option(None, Option(anything, "your open database connection (transactional enqueue)"))
 
     @classmethod

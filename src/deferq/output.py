@@ -125,6 +125,9 @@ def job_lines(job: dict[str, Any], now: float | None = None) -> list[str]:
         rows.insert(1, ("key", job["key"]))
     if job.get("lease_until"):
         rows.append(("leased", f"until {when(job['lease_until'], now)} by {job.get('worker') or '?'}"))
+    if job.get("progress") is not None:
+        message = f": {job['progress_message']}" if job.get("progress_message") else ""
+        rows.append(("progress", f"{job['progress']:.0%}{message}"))
     if job.get("finished_at"):
         rows.append(("finished", when(job["finished_at"], now)))
     rows.append(("args", orjson.dumps(job.get("args", [])).decode()))

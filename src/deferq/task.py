@@ -10,7 +10,7 @@ from typing import Any, Generic, ParamSpec, Protocol, TypeVar
 from .backends.base import Enqueue
 from .codec import codec_for, unknown_task_codec
 from .job import Job, encode_payload, new_job_id
-from .options import JobOptions, TaskDefaults
+from .options import JobOptions, TaskDefaults, conflict_rules
 
 Hook = Callable[..., Any]
 P = ParamSpec("P")
@@ -102,6 +102,7 @@ def build_enqueue(call: Call, task: Task[..., Any] | None, now: float) -> Enqueu
     args, kwargs = codec.encode(call.args, call.kwargs)
     payload = encode_payload(call.task, args, kwargs)
     opts = call.options
+    mode = conflict_rules(opts.on_conflict, opts.key, opts.max_wait)
     known = task is not None
     defaults = task.defaults if task is not None else TaskDefaults()
     job = Job(
@@ -116,5 +117,7 @@ def build_enqueue(call: Call, task: Task[..., Any] | None, now: float) -> Enqueu
         key=opts.key,
         run_at=opts.at or 0.0,
         created_at=now,
+        expires_at=opts.expires.at if opts.expires else None,
     )
-    return Enqueue(job, opts.delay, payload)
+    within = opts.expires.within if opts.expires else None
+    return Enqueue(job, opts.delay, payload, within, mode, opts.max_wait)

@@ -17,6 +17,7 @@ retries, hooks and middleware behave as in a worker. The pytest plugin
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
@@ -25,11 +26,13 @@ from typing import Any, Protocol
 from .backends import open_backend
 from .backends.base import Backend, Enqueue, Outcome, OutcomeKind
 from .backends.memory import MemoryBackend
+from .context import JobControl
 from .errors import ConfigError
 from .job import WAITING_STATES, Job, Priority, dumps, loads
 from .middleware import Middleware
 from .registry import Registry
 from .task import Task
+from .worker.progress import ProgressWriter
 from .worker.runner import run_async, run_sync
 
 WORKER = "eager"
@@ -75,10 +78,15 @@ def run_here(app: TestedApp, job: Job, retry_at_once: bool = False) -> Outcome:
     """Run one leased job in this thread, settle it and fire the after-settle hooks."""
     registry = app.registry
     spec = registry.spec_for(job)
+    progress = ProgressWriter(app.backend.record_progress)  # as in a worker: throttled
+    control = JobControl(progress.report)
     if spec.is_async:
-        outcome, exc = asyncio.run(run_async(spec, job, registry.chain))
+        outcome, exc = asyncio.run(run_async(spec, job, registry.chain, control))
     else:
-        outcome, exc = run_sync(spec, job, registry.chain)
+        outcome, exc = run_sync(spec, job, registry.chain, control)
+    written = threading.Event()
+    progress.finish(job.id, written.set)  # its last report is stored before its outcome
+    written.wait()
     if retry_at_once and outcome.kind == OutcomeKind.RETRY:
         outcome = Outcome(job, OutcomeKind.RETRY, delay=0.0, error=outcome.error)
     if app.backend.settle([outcome]) == [True]:

@@ -214,6 +214,31 @@ def test_release_does_not_count_the_attempt(app, backend):
     assert app.get(job.id).attempts == 0
 
 
+def test_snooze_waits_without_counting_the_attempt(app, backend):
+    job = app.enqueue("noop", [0], max_attempts=1)
+    for _ in range(3):  # however often it snoozes, it never runs out of attempts
+        leased = reserve(backend)[0]
+        assert leased.attempts == 1
+        assert backend.settle([Outcome(leased, "snooze", delay=0.0)]) == [True]
+        assert app.get(job.id).attempts == 0
+    leased = reserve(backend)[0]
+    assert backend.settle([Outcome(leased, "snooze", delay=0.4)]) == [True]
+    snoozed = app.get(job.id)
+    assert snoozed.state == JobState.SCHEDULED and snoozed.attempts == 0
+    assert snoozed.run_at >= leased.lease_until - 5 + 0.4 - 0.05  # due after the delay
+    assert reserve(backend) == []
+    taken: list = []
+    assert wait_until(lambda: bool(taken.extend(reserve(backend))) or bool(taken))
+    assert taken[0].id == job.id and taken[0].attempts == 1
+    assert backend.now() >= snoozed.run_at
+
+
+def test_snooze_keeps_the_unique_key(app, backend):
+    job = app.enqueue("noop", [0], key="snoozing")
+    backend.settle([Outcome(reserve(backend)[0], "snooze", delay=30)])
+    assert app.enqueue("noop", [1], key="snoozing").id == job.id
+
+
 def test_expired_lease_returns_job(app, backend):
     job = app.enqueue("noop", [0], max_attempts=3)
     first = reserve(backend, lease=0.2, worker="crashed")[0]
@@ -249,15 +274,32 @@ def test_heartbeat_keeps_the_lease(app, backend):
     assert app.get(job.id).lease_until > backend.now()
 
 
+def test_progress_is_stored_under_the_lease(app, backend):
+    job = app.enqueue("noop", [0])
+    assert app.get(job.id).progress is None
+    leased = reserve(backend)[0]
+    assert backend.record_progress([leased.evolve(progress=0.4, progress_message="3 of 8 files")]) == set()
+    seen = app.get(job.id)
+    assert (seen.progress, seen.progress_message) == (0.4, "3 of 8 files")
+    assert backend.record_progress([leased.evolve(progress=0.5)]) == set()
+    assert (app.get(job.id).progress, app.get(job.id).progress_message) == (0.5, None)
+    backend.settle([Outcome(leased, "succeeded")])
+    assert app.get(job.id).progress == 0.5  # kept after the job ends
+    assert backend.record_progress([leased.evolve(progress=0.9)]) == {job.id}  # no lease: not stored
+    assert app.get(job.id).progress == 0.5
+    assert backend.record_progress([]) == set()
+
+
 def test_settle_batch_reports_each(app, backend):
-    enqueue(app, 3)
-    a, b, c = reserve(backend, 3)
-    backend.cancel(c.id)  # active jobs cannot be cancelled: still ours
-    results = backend.settle(
-        [Outcome(a, "succeeded"), Outcome(b, "retry", delay=10), Outcome(c, "dead", error="x")]
-    )
-    assert results == [True, True, True]
-    assert [app.get(j.id).state for j in (a, b, c)] == ["succeeded", "scheduled", "dead"]
+    enqueue(app, 4)
+    a, b, c, d = reserve(backend, 4)
+    assert backend.cancel(d.id) is True  # asked to stop: still ours to settle
+    results = backend.settle([
+        Outcome(a, "succeeded"), Outcome(b, "retry", delay=10), Outcome(c, "dead", error="x"),
+        Outcome(d, "dead", error="stopped"),
+    ])  # fmt: skip
+    assert results == [True, True, True, True]
+    assert [app.get(j.id).state for j in (a, b, c, d)] == ["succeeded", "scheduled", "dead", "cancelled"]
 
 
 # -- unique keys (invariant 7) -------------------------------------------------------
@@ -288,18 +330,140 @@ def test_unique_key_inside_one_batch(app):
     assert jobs[0].id == jobs[1].id
 
 
+def test_on_conflict_replace_updates_the_waiting_job(app, backend):
+    first = app.enqueue("noop", [1], key="reindex:42", delay=60)
+    second = app.enqueue("noop", [2], {"full": True}, key="reindex:42", on_conflict="replace")
+    assert second.id == first.id and second.args == (2,) and second.kwargs == {"full": True}
+    assert second.state == JobState.QUEUED and second.run_at <= backend.now()  # its due time too
+    stored = app.get(first.id)
+    assert (stored.args, stored.kwargs, stored.state) == ((2,), {"full": True}, JobState.QUEUED)
+    assert app.enqueue("noop", [3], key="reindex:42").args == (2,)  # ignore: kept as it is
+    leased = reserve(backend)
+    assert [(j.id, j.args) for j in leased] == [(first.id, (2,))]
+    assert app.stats()["default"]["active"] == 1
+
+
+def test_on_conflict_debounce_pushes_the_due_time_back_up_to_max_wait(app, backend):
+    first = app.enqueue("noop", [1], key="digest:7", on_conflict="debounce", delay=0.5, max_wait=1.0)
+    assert first.run_at == pytest.approx(first.created_at + 0.5)
+    time.sleep(0.2)
+    second = app.enqueue("noop", [2], key="digest:7", on_conflict="debounce", delay=0.5, max_wait=1.0)
+    assert second.id == first.id and second.args == (2,)
+    assert second.run_at > first.run_at + 0.15  # pushed back by the delay
+    third = app.enqueue("noop", [3], key="digest:7", on_conflict="debounce", delay=60, max_wait=1.0)
+    assert third.run_at == pytest.approx(first.created_at + 1.0)  # never past max_wait
+    assert app.get(first.id).run_at == pytest.approx(first.created_at + 1.0)
+    assert reserve(backend) == []
+    taken: list = []
+    assert wait_until(lambda: bool(taken.extend(reserve(backend))) or bool(taken))
+    assert (taken[0].id, taken[0].args) == (first.id, (3,))
+
+
+def test_a_running_job_is_never_replaced_the_new_one_waits_behind_it(app, backend):
+    first = app.enqueue("noop", [1], key="sync:9")
+    running = reserve(backend)[0]
+    second = app.enqueue("noop", [2], key="sync:9", on_conflict="replace")
+    assert second.id != first.id and second.state == JobState.QUEUED
+    assert app.get(first.id).args == (1,)  # the running job is untouched
+    assert reserve(backend, 5) == []  # waits behind it, not beside it
+    third = app.enqueue("noop", [3], key="sync:9", on_conflict="debounce")
+    assert third.id == second.id and app.get(second.id).args == (3,)  # the waiting one is replaced
+    assert app.enqueue("noop", [4], key="sync:9").id == second.id  # ignore: the one that will run
+    assert app.get_by_key("sync:9").id == second.id
+    assert app.stats()["default"]["queued"] == 1 and app.list_jobs("queued")[0].id == second.id
+    assert app.get(second.id).priority == Priority.NORMAL
+    backend.settle([Outcome(running, "retry", delay=0, error="again")])  # still the holder
+    again = reserve(backend, 5)
+    assert [j.id for j in again] == [first.id]
+    backend.settle([Outcome(again[0], "succeeded")])  # done: the one behind takes its place
+    after = reserve(backend, 5)
+    assert [(j.id, j.args) for j in after] == [(second.id, (3,))]
+
+
+def test_the_job_behind_a_cancelled_holder_runs(app, backend):
+    first = app.enqueue("noop", [1], key="k:cancel")
+    running = reserve(backend)[0]
+    second = app.enqueue("noop", [2], key="k:cancel", on_conflict="replace")
+    app.cancel(first.id)
+    backend.settle([Outcome(running, "retry", delay=0, error="stopped")])  # ends cancelled
+    assert app.get(first.id).state == JobState.CANCELLED
+    assert [j.id for j in reserve(backend, 5)] == [second.id]
+
+
+def test_on_conflict_within_one_batch(app):
+    task = app.task(name="noop")(lambda i: i)
+    replaced = task.options(key="b", on_conflict="replace")
+    jobs = app.enqueue_many([replaced.call(1), replaced.call(2)])
+    assert jobs[0].id == jobs[1].id and app.get(jobs[0].id).args == (2,)
+
+
+def test_on_conflict_needs_a_key(app):
+    with pytest.raises(ValueError, match="needs a key"):
+        app.enqueue("noop", [1], on_conflict="replace")
+    with pytest.raises(ValueError, match="on_conflict must be one of"):
+        app.enqueue("noop", [1], key="x", on_conflict="overwrite")
+    with pytest.raises(ValueError, match="max_wait is for"):
+        app.enqueue("noop", [1], key="x", on_conflict="replace", max_wait=5)
+
+
 # -- cancel ------------------------------------------------------------------------
 
 
-def test_cancel_waiting_jobs_only(app, backend):
+def test_cancel_waiting_jobs(app, backend):
     scheduled = app.enqueue("noop", [0], delay=60)
     queued = app.enqueue("noop", [1])
     assert app.cancel(scheduled.id) is True
     assert app.get(scheduled.id).state == JobState.CANCELLED
-    assert app.cancel(scheduled.id) is False
+    assert app.get(scheduled.id).cancel_requested is False
+    assert app.cancel(scheduled.id) is False  # finished
+    assert app.cancel(queued.id) is True
+    assert reserve(backend) == []
+
+
+def test_cancel_asks_an_active_job_to_stop(app, backend):
+    job = app.enqueue("noop", [0])
     leased = reserve(backend)[0]
-    assert leased.id == queued.id
-    assert app.cancel(queued.id) is False  # active
+    assert backend.heartbeat([leased], 5.0).cancel_requested == set()
+    assert app.cancel(job.id) is True
+    asked = app.get(job.id)
+    assert asked.state == JobState.ACTIVE and asked.cancel_requested is True
+    assert app.cancel(job.id) is True  # asking again changes nothing
+    beat = backend.heartbeat([leased], 5.0)
+    assert beat == set() and beat.cancel_requested == {job.id}  # the lease holds; the worker hears it
+    assert backend.settle([Outcome(leased, "cancelled", error="cancelled while running")]) == [True]
+    done = app.get(job.id)
+    assert done.state == JobState.CANCELLED and done.error == "cancelled while running"
+    assert done.finished_at is not None and done.lease_until is None
+    assert app.cancel(job.id) is False
+    assert app.stats()["default"]["cancelled"] == 1
+
+
+@pytest.mark.parametrize("kind", ["retry", "snooze", "release", "dead"])
+def test_a_job_asked_to_stop_never_runs_again(app, backend, kind):
+    job = app.enqueue("noop", [0], key="stop-me")
+    leased = reserve(backend)[0]
+    app.cancel(job.id)
+    assert backend.settle([Outcome(leased, kind, delay=0, error="boom")]) == [True]
+    assert app.get(job.id).state == JobState.CANCELLED
+    assert reserve(backend) == []
+    assert app.enqueue("noop", [1], key="stop-me").id != job.id  # the key is free again
+
+
+def test_a_job_asked_to_stop_may_still_succeed(app, backend):
+    job = app.enqueue("noop", [0])
+    leased = reserve(backend)[0]
+    app.cancel(job.id)
+    assert backend.settle([Outcome(leased, "succeeded", result=1)]) == [True]
+    assert (app.get(job.id).state, app.get(job.id).result) == (JobState.SUCCEEDED, 1)
+
+
+def test_an_expired_lease_of_a_job_asked_to_stop_ends_cancelled(app, backend):
+    job = app.enqueue("noop", [0])
+    reserve(backend, lease=0.2, worker="killed")
+    app.cancel(job.id)
+    assert wait_until(lambda: backend.recover_expired() == 1)
+    recovered = app.get(job.id)
+    assert recovered.state == JobState.CANCELLED and "lease expired" in recovered.error
     assert reserve(backend) == []
 
 
@@ -307,6 +471,46 @@ def test_cancelled_key_is_free_again(app):
     job = app.enqueue("noop", [0], key="once", delay=60)
     app.cancel(job.id)
     assert app.enqueue("noop", [0], key="once").id != job.id
+
+
+# -- expiry ------------------------------------------------------------------------
+
+
+def test_an_expired_job_is_never_run_and_ends_cancelled(app, backend):
+    doomed = app.enqueue("noop", [0], expires=0.2, key="once-only")
+    kept = app.enqueue("noop", [1], expires=60)
+    plain = app.enqueue("noop", [2])
+    assert doomed.expires_at == pytest.approx(doomed.created_at + 0.2)
+    assert app.get(doomed.id).expires_at == pytest.approx(doomed.created_at + 0.2)
+    assert app.get(plain.id).expires_at is None
+    time.sleep(0.3)
+    assert [j.id for j in reserve(backend, 5)] == [kept.id, plain.id]  # the expired one is not leased
+    expired = app.get(doomed.id)
+    assert expired.state == JobState.CANCELLED and expired.error == "expired" and expired.attempts == 0
+    assert expired.finished_at is not None
+    assert app.stats()["default"]["cancelled"] == 1
+    assert [j.id for j in app.list_jobs("cancelled")] == [doomed.id]
+    assert app.enqueue("noop", [3], key="once-only").id != doomed.id  # its key is free
+
+
+def test_expiry_at_a_time(app, backend):
+    from datetime import UTC, datetime, timedelta
+
+    soon = datetime.now(UTC) + timedelta(seconds=60)
+    job = app.enqueue("noop", [0], expires=soon)
+    assert app.get(job.id).expires_at == pytest.approx(soon.timestamp())
+    assert [j.id for j in reserve(backend)] == [job.id]
+    late = app.enqueue("noop", [1], expires=datetime.now(UTC) - timedelta(seconds=1))
+    assert reserve(backend) == []
+    assert app.get(late.id).state == JobState.CANCELLED
+
+
+def test_a_retry_due_after_the_expiry_is_not_run(app, backend):
+    job = app.enqueue("noop", [0], expires=0.3)
+    leased = reserve(backend)[0]  # started in time
+    backend.settle([Outcome(leased, "retry", delay=0.4, error="boom")])
+    assert wait_until(lambda: reserve(backend) == [] and app.get(job.id).state == JobState.CANCELLED)
+    assert app.get(job.id).error == "expired" and app.get(job.id).attempts == 1
 
 
 # -- stats, listing, purge -----------------------------------------------------------

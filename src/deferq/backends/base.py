@@ -32,10 +32,17 @@ from typing import Any
 from ..errors import ConfigError
 from ..job import ALL_STATES, FINISHED_STATES, Job, JobState
 
+# Waiting jobs that claims must pass over are stored with their priority level raised
+# out of the levels claims read (0-2), so they stay out of the claim index while they
+# still count, list and cancel as waiting jobs; a view shows the level (`% LEVELS`).
+LEVELS = 10
+BEHIND = 20  # + priority: waits behind the running job that holds its key (on_conflict)
+
 
 @dataclass(frozen=True, slots=True)
 class Enqueue:
-    """A job to store. Due at `job.run_at` when that is set, else `delay` after now.
+    """A job to store. Due at `job.run_at` when that is set, else `delay` after now;
+    expiring at `job.expires_at` when that is set, else `expires_in` after now (if set).
 
     `payload` is `[args, kwargs]` already encoded as JSON (the producer encodes once,
     which is also how it refuses arguments JSON cannot carry).
@@ -44,12 +51,40 @@ class Enqueue:
     job: Job
     delay: float = 0.0
     payload: bytes = b""
+    expires_in: float | None = None
+    # What to do when an unfinished job holds `job.key` (options.ON_CONFLICT): ignore
+    # (return it), replace (its arguments and due time), debounce (replace, and push its
+    # due time back to now + delay, at most `max_wait` after that job was first stored).
+    # A job with the key that is running is never changed: with replace or debounce the
+    # new job is stored to wait behind it (see BEHIND).
+    on_conflict: str = "ignore"
+    max_wait: float | None = None
+
+    def due(self, now: float) -> float:
+        """When the job is due if stored at store time `now`."""
+        return self.job.run_at or now + self.delay
+
+    def expiry(self, now: float) -> float | None:
+        """When the job expires if stored at store time `now` (None: never)."""
+        if self.job.expires_at is not None or self.expires_in is None:
+            return self.job.expires_at
+        return now + self.expires_in
+
+    def updated(self, target: Job, now: float) -> Job:
+        """`target`, the waiting job holding this one's key, as on_conflict replace or
+        debounce leaves it at store time `now`: this job's arguments, a new due time."""
+        run_at = self.due(now)
+        if self.on_conflict == "debounce" and self.max_wait is not None:
+            run_at = min(run_at, max(target.created_at + self.max_wait, now))
+        return target.evolve(args=self.job.args, kwargs=self.job.kwargs, meta=self.job.meta, run_at=run_at,
+                             state=state_for_waiting(run_at, now))  # fmt: skip
 
     def stored(self, now: float) -> Job:
         """The job as stored at store time `now`: its due time set, waiting."""
         job = self.job
-        run_at = job.run_at or now + self.delay
-        return job.evolve(run_at=run_at, created_at=now, state=state_for_waiting(run_at, now))
+        run_at = self.due(now)
+        return job.evolve(run_at=run_at, created_at=now, state=state_for_waiting(run_at, now),
+                          expires_at=self.expiry(now))  # fmt: skip
 
 
 class OutcomeKind(StrEnum):
@@ -59,6 +94,8 @@ class OutcomeKind(StrEnum):
     RETRY = "retry"  # due again after the outcome's `delay`; the attempt counted
     DEAD = "dead"  # attempts used up, or the job cannot run: kept for inspection
     RELEASE = "release"  # back to waiting, the attempt not counted (a graceful shutdown)
+    CANCELLED = "cancelled"  # stopped because someone asked (app.cancel on an active job)
+    SNOOZE = "snooze"  # due again after the outcome's `delay`, the attempt not counted (a limit)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +113,15 @@ class Outcome:
     def __post_init__(self) -> None:
         if type(self.kind) is not OutcomeKind:
             object.__setattr__(self, "kind", OutcomeKind(self.kind))
+
+
+class Heartbeat(set[str]):
+    """What `heartbeat()` returns: the ids whose lease was lost, and in
+    `cancel_requested` the ids (of leases that held) that someone asked to stop."""
+
+    def __init__(self, lost: Iterable[str] = (), cancel_requested: Iterable[str] = ()) -> None:
+        super().__init__(lost)
+        self.cancel_requested: set[str] = set(cancel_requested)
 
 
 @dataclass(slots=True)
@@ -152,19 +198,30 @@ class JobStore(ABC):
 
         Jobs are taken by priority in the preference order `priorities` (the core
         rotates it to weight priorities), then by due time, then by enqueue order.
-        Each leased job's `attempts` grows by one now (invariant 2).
+        Each leased job's `attempts` grows by one now (invariant 2). A job whose
+        `expires_at` has passed is not leased: it ends cancelled, error "expired", in
+        the same atomic step (so fewer than `limit` jobs may come back while more wait).
         """
 
     @abstractmethod
-    def heartbeat(self, jobs: Sequence[Job], lease: float) -> set[str]:
-        """Extend the leases of `jobs` to now + `lease`; return ids whose lease was lost."""
+    def heartbeat(self, jobs: Sequence[Job], lease: float) -> Heartbeat:
+        """Extend the leases of `jobs` to now + `lease`; return ids whose lease was lost,
+        and those whose cancel was requested (how a running job hears `cancel`)."""
+
+    @abstractmethod
+    def record_progress(self, jobs: Sequence[Job]) -> set[str]:
+        """Store each leased job's `progress` and `progress_message` (what the task last
+        reported), fenced like a heartbeat; return ids whose lease was lost. The worker
+        throttles the calls; the values stay on the job after it ends."""
 
     @abstractmethod
     def settle(self, outcomes: Sequence[Outcome]) -> list[bool]:
         """Record how leased jobs ended, in one round trip.
 
+        A job whose cancel was requested never waits or dies again: any outcome but
+        SUCCEEDED ends it CANCELLED (a retry it asks for would run what was cancelled).
         Returns, per outcome, whether it applied (False: the lease was lost and the
-        job belongs to someone else now, or it was cancelled meanwhile).
+        job belongs to someone else now).
         """
 
     def settle_and_reserve(
@@ -185,7 +242,8 @@ class JobStore(ABC):
     @abstractmethod
     def recover_expired(self) -> int:
         """Return jobs whose lease expired to waiting (or dead, if their attempts are
-        used up: a job that kills its worker every time must end). Returns how many."""
+        used up: a job that kills its worker every time must end; or cancelled, if
+        their cancel was requested). Returns how many."""
 
     def promote_due(self) -> int:
         """Move due scheduled jobs to their ready queues, where the store keeps them
@@ -256,7 +314,8 @@ class JobAdmin(ABC):
 
     @abstractmethod
     def cancel(self, job_id: str) -> bool:
-        """Cancel a waiting job. False when it is active, finished or unknown."""
+        """Cancel a waiting job, or ask an active one to stop (its worker hears it at its
+        next heartbeat; the job ends cancelled). False when it is finished or unknown."""
 
     @abstractmethod
     def retry_dead(self, job_id: str) -> bool:

@@ -9,12 +9,22 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import Any, TypedDict
 
 from ..job import Job, JobState, decode_payload
-from .base import Backend, Enqueue, Outcome, QueueStats, finished_only, state_for_waiting
+from .base import (
+    BEHIND,
+    LEVELS,
+    Backend,
+    Enqueue,
+    Heartbeat,
+    Outcome,
+    QueueStats,
+    finished_only,
+    state_for_waiting,
+)
 
 _WAITING = JobState.QUEUED  # stored state of every waiting job; see base.py
 
@@ -41,12 +51,20 @@ class MemoryBackend(Backend):
 
     def _view(self, job: Job, now: float) -> Job:
         if job.state == _WAITING:
-            return replace(job, state=state_for_waiting(job.run_at, now))
-        return job
+            return replace(job, state=state_for_waiting(job.run_at, now), priority=job.priority % LEVELS)
+        return replace(job, priority=job.priority % LEVELS) if job.priority >= LEVELS else job
 
     def _unfinished_with_key(self, key: str) -> Job | None:
+        """The job holding a unique key (one waiting behind it does not hold it)."""
         for job in self._jobs.values():
-            if job.key == key and not job.state.finished:
+            if job.key == key and not job.state.finished and job.priority < BEHIND:
+                return job
+        return None
+
+    def _behind(self, key: str) -> Job | None:
+        """The job waiting behind the running holder of `key`, if any."""
+        for job in self._jobs.values():
+            if job.key == key and job.state == _WAITING and job.priority >= BEHIND:
                 return job
         return None
 
@@ -57,19 +75,40 @@ class MemoryBackend(Backend):
             stored = []
             for item in items:
                 job = item.job
-                existing = self._unfinished_with_key(job.key) if job.key else None
-                if existing is not None:
-                    stored.append(self._view(existing, now))
-                    continue
-                job = item.stored(now)
-                if item.payload:  # what a worker would read back from a real store
-                    args, kwargs, meta = decode_payload(item.payload)
-                    job = job.evolve(args=args, kwargs=kwargs, meta=meta)
-                self._jobs[job.id] = job.evolve(state=_WAITING)
-                self._order[job.id] = next(self._seq)
-                stored.append(job)
+                holder = self._unfinished_with_key(job.key) if job.key else None
+                behind = self._behind(job.key) if job.key else None
+                if holder is None and behind is not None:  # its holder is gone: it holds the key
+                    self._step_up()
+                    holder, behind = self._unfinished_with_key(job.key or ""), None
+                if holder is None and behind is None:
+                    stored.append(self._insert(item, now))
+                elif item.on_conflict == "ignore":
+                    stored.append(self._view(behind or holder, now))  # type: ignore[arg-type]
+                elif (target := behind or (holder if holder and holder.state == _WAITING else None)):
+                    self._jobs[target.id] = item.updated(target, now).evolve(state=_WAITING)
+                    stored.append(self._view(self._jobs[target.id], now))
+                else:  # the holder runs: never changed; the new job waits behind it
+                    stored.append(self._insert(item, now, BEHIND))
             self._changed.notify_all()
             return stored
+
+    def _insert(self, item: Enqueue, now: float, raise_by: int = 0) -> Job:
+        job = item.stored(now)
+        if item.payload:  # what a worker would read back from a real store
+            args, kwargs, meta = decode_payload(item.payload)
+            job = job.evolve(args=args, kwargs=kwargs, meta=meta)
+        self._jobs[job.id] = job.evolve(state=_WAITING, priority=job.priority + raise_by)
+        self._order[job.id] = next(self._seq)
+        return job
+
+    def _step_up(self) -> None:
+        """A job waiting behind the holder of its key takes the key once the holder has
+        finished (or is gone): called after every change that may end a holder."""
+        for job in list(self._jobs.values()):
+            if job.state != _WAITING or job.priority < BEHIND:
+                continue
+            if self._unfinished_with_key(job.key or "") is None:
+                self._jobs[job.id] = replace(job, priority=job.priority - BEHIND)
 
     def reserve(
         self, queues: Sequence[str], limit: int, worker: str, lease: float, priorities: Sequence[int]
@@ -85,6 +124,10 @@ class MemoryBackend(Backend):
             due.sort(key=lambda j: (rank[j.priority], j.run_at, self._order[j.id]))
             taken = []
             for job in due[:limit]:
+                if job.expires_at is not None and job.expires_at <= now:  # never run: cancelled
+                    self._jobs[job.id] = replace(job, state=JobState.CANCELLED, error="expired", finished_at=now)
+                    self._step_up()
+                    continue
                 job = replace(
                     job,
                     state=JobState.ACTIVE,
@@ -107,7 +150,20 @@ class MemoryBackend(Backend):
             return current
         return None
 
-    def heartbeat(self, jobs: Sequence[Job], lease: float) -> set[str]:
+    def heartbeat(self, jobs: Sequence[Job], lease: float) -> Heartbeat:
+        with self._changed:
+            lost = self._fenced(jobs, lambda job, current: replace(current, lease_until=self.now() + lease))
+            asked = [job.id for job in jobs if job.id not in lost and self._jobs[job.id].cancel_requested]
+            return Heartbeat(lost, asked)
+
+    def record_progress(self, jobs: Sequence[Job]) -> set[str]:
+        def report(job: Job, current: Job) -> Job:
+            return replace(current, progress=job.progress, progress_message=job.progress_message)
+
+        return self._fenced(jobs, report)
+
+    def _fenced(self, jobs: Sequence[Job], change: Callable[[Job, Job], Job]) -> set[str]:
+        """Apply `change(job, stored)` to the jobs whose lease holds; ids of the others."""
         with self._changed:
             lost = set()
             for job in jobs:
@@ -115,7 +171,7 @@ class MemoryBackend(Backend):
                 if current is None:
                     lost.add(job.id)
                 else:
-                    self._jobs[job.id] = replace(current, lease_until=self.now() + lease)
+                    self._jobs[job.id] = change(job, current)
             return lost
 
     def settle(self, outcomes: Sequence[Outcome]) -> list[bool]:
@@ -129,6 +185,8 @@ class MemoryBackend(Backend):
                     continue
                 self._jobs[current.id] = _settled(current, outcome, now)
                 applied.append(True)
+            if any(outcome.job.key for outcome in outcomes):
+                self._step_up()
             self._changed.notify_all()
             return applied
 
@@ -140,6 +198,7 @@ class MemoryBackend(Backend):
                 if job.state == JobState.ACTIVE and (job.lease_until or 0) < now:
                     self._jobs[job.id] = _expired(job, now)
                     count += 1
+            self._step_up()  # also after any change that ended a holder some other way
             if count:
                 self._changed.notify_all()
             return count
@@ -169,9 +228,13 @@ class MemoryBackend(Backend):
     def cancel(self, job_id: str) -> bool:
         with self._changed:
             job = self._jobs.get(job_id)
-            if job is None or job.state != _WAITING:
+            if job is None or job.state.finished:
                 return False
-            self._jobs[job_id] = replace(job, state=JobState.CANCELLED, finished_at=self.now())
+            if job.state == JobState.ACTIVE:  # its worker hears it at the next heartbeat
+                self._jobs[job_id] = replace(job, cancel_requested=True)
+            else:
+                self._jobs[job_id] = replace(job, state=JobState.CANCELLED, finished_at=self.now())
+                self._step_up()
             return True
 
     def retry_dead(self, job_id: str) -> bool:
@@ -266,6 +329,9 @@ class _Unleased(TypedDict):
 def _settled(job: Job, outcome: Outcome, now: float) -> Job:
     """The job after an outcome: the one place the memory store applies outcomes."""
     common: _Unleased = {"worker": None, "lease_until": None}
+    if job.cancel_requested and outcome.kind != "succeeded" or outcome.kind == "cancelled":
+        error = outcome.error if outcome.kind in ("cancelled", "dead", "retry") else job.error
+        return replace(job, state=JobState.CANCELLED, error=error, finished_at=now, **common)
     if outcome.kind == "succeeded":
         return replace(
             job, state=JobState.SUCCEEDED, result=outcome.result, finished_at=now, **common
@@ -278,11 +344,17 @@ def _settled(job: Job, outcome: Outcome, now: float) -> Job:
         return replace(job, state=JobState.DEAD, error=outcome.error, finished_at=now, **common)
     if outcome.kind == "release":
         return replace(job, state=_WAITING, attempts=job.attempts - 1, **common)
+    if outcome.kind == "snooze":
+        return replace(job, state=_WAITING, attempts=job.attempts - 1, run_at=now + outcome.delay, **common)
     raise ValueError(f"unknown outcome {outcome.kind!r}")
 
 
 def _expired(job: Job, now: float) -> Job:
     error = f"lease expired (worker {job.worker} stopped heartbeating)"
+    if job.cancel_requested:
+        return replace(
+            job, state=JobState.CANCELLED, error=error, finished_at=now, worker=None, lease_until=None
+        )
     if job.attempts >= job.max_attempts:
         return replace(
             job, state=JobState.DEAD, error=error, finished_at=now, worker=None, lease_until=None

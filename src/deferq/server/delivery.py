@@ -158,7 +158,8 @@ class Deliverer:
         found = await self.topic(topic)
         if found is None:
             raise UnknownTopic(f"topic {topic!r} does not exist (deleted?)")
-        job = current_job()
+        running = current_job()
+        job = running.job if running is not None else None
         attempt = job.attempts if job else 1
         payload = orjson.dumps(body)
         timeout = _http_timeout(found, ttr, job)

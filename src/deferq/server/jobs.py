@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..backends.base import Enqueue
 from ..job import Job, Priority, encode_payload, new_job_id
-from ..options import HTTP_OPTIONS, JobOptions
+from ..options import HTTP_OPTIONS, JobOptions, conflict_rules
 from ..task import Call, build_enqueue
 from . import fields, models
 from .delivery import TASK_NAME, TIMEOUT_MARGIN
@@ -96,9 +96,16 @@ async def _topic_job(service: Service, request: Any, options: dict[str, Any]) ->
         priority=options.get("priority", Priority.NAMES[topic.priority]),
         max_attempts=options.get("max_attempts") or topic.max_attempts,
         timeout=(ttr or topic.ttr) + TIMEOUT_MARGIN, key=options.get("key"), run_at=at or 0.0,
+        expires_at=options["expires"].at if "expires" in options else None,
     )  # fmt: skip
     delay = 0.0 if at is not None else options.get("delay", topic.delay_ms / 1000)
-    return Enqueue(job, delay, encode_payload(TASK_NAME, job.args, kwargs))
+    within = options["expires"].within if "expires" in options else None
+    try:
+        mode = conflict_rules(options.get("on_conflict"), job.key, options.get("max_wait"))
+    except ValueError as exc:
+        raise Invalid(str(exc)) from None
+    payload = encode_payload(TASK_NAME, job.args, kwargs)
+    return Enqueue(job, delay, payload, within, mode, options.get("max_wait"))
 
 
 def receipt(job: Job) -> dict[str, Any]:
@@ -121,4 +128,6 @@ def view(job: Job) -> dict[str, Any]:
         "ttr": job.timeout - TIMEOUT_MARGIN if is_topic and job.timeout else job.timeout,
         "run_at": job.run_at, "created_at": job.created_at, "finished_at": job.finished_at,
         "error": job.error, "result": job.result,
+        "progress": job.progress, "progress_message": job.progress_message,
+        "cancel_requested": job.cancel_requested, "expires_at": job.expires_at,
     }  # fmt: skip

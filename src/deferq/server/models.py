@@ -248,6 +248,10 @@ class Job(Struct):
     finished_at: float | None
     error: str | None
     result: Any
+    progress: Annotated[float, Meta(ge=0, le=1)] | None = None
+    progress_message: str | None = None
+    cancel_requested: bool = False
+    expires_at: float | None = None
 
 
 class JobList(Struct):
@@ -257,6 +261,7 @@ class JobList(Struct):
 class JobStateAnswer(Struct):
     id: str
     state: State
+    cancel_requested: bool = False
 
 
 QueueStats = msgspec.defstruct("QueueStats", [*((s, int) for s in STATES), ("oldest_wait", float)],

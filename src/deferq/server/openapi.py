@@ -94,9 +94,10 @@ def _paths() -> dict[str, Any]:
         },
         "/v1/jobs/{job_id}": {
             "get": operation("A job", "reader", {"200": answer("The job", ref("Job"))}, params=job_id),
-            "delete": operation("Cancel a waiting job", "producer",
+            "delete": operation("Cancel a waiting job, or ask a running one to stop", "producer",
                                 {"200": answer("Cancelled", ref("JobStateAnswer")),
-                                 "409": answer("Not waiting", ref("Error"))}, params=job_id),
+                                 "202": answer("Running: asked to stop, it ends cancelled", ref("JobStateAnswer")),
+                                 "409": answer("Finished", ref("Error"))}, params=job_id),
         },
         "/v1/queues": {
             "get": operation("Counts by state and oldest wait, per queue", "reader",

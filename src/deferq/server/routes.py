@@ -131,7 +131,7 @@ async def jobs_in_state(request: Request, state: JobState, queue: str | None, li
 
 
 async def act_on_job(request: Request, action: str, state: str, code: str, rule: str) -> JSON:
-    """Cancel or retry one job: its new state, else why not (404 or 409)."""
+    """Act on one job (retry a dead one): its new state, else why not (404 or 409)."""
     service = service_of(request)
     job_id = _path(request, "job_id")
     if await service.store(getattr(service.backend, action), job_id):
@@ -141,8 +141,16 @@ async def act_on_job(request: Request, action: str, state: str, code: str, rule:
 
 @needs(PRODUCER)
 async def cancel_job(request: Request) -> JSON:
-    return await act_on_job(request, "cancel", "cancelled", "not_cancellable",
-                            "only waiting jobs can be cancelled")  # fmt: skip
+    """A waiting job is cancelled (200); an active one is asked to stop (202): it ends
+    cancelled once its worker hears it, at its next heartbeat."""
+    service = service_of(request)
+    job_id = _path(request, "job_id")
+    if not await service.store(service.backend.cancel, job_id):
+        raise await refusal(service, job_id, "not_cancellable", "finished jobs cannot be cancelled")
+    job = await service.store(service.backend.get, job_id)
+    if job is not None and job.state == JobState.ACTIVE:
+        return JSON({"id": job_id, "state": str(job.state), "cancel_requested": True}, 202)
+    return JSON({"id": job_id, "state": "cancelled"})
 
 
 # -- queues and dead letters -------------------------------------------------------------

@@ -28,7 +28,8 @@ if TYPE_CHECKING:
 RUN_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 1800.0)
 WAIT_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 60.0, 300.0, 1800.0, 3600.0)
 OUTCOME_LABEL = {OutcomeKind.SUCCEEDED: "succeeded", OutcomeKind.RETRY: "retried",
-                 OutcomeKind.DEAD: "dead", OutcomeKind.RELEASE: "released"}  # fmt: skip
+                 OutcomeKind.DEAD: "dead", OutcomeKind.RELEASE: "released",
+                 OutcomeKind.SNOOZE: "snoozed", OutcomeKind.CANCELLED: "cancelled"}  # fmt: skip
 
 
 def prometheus() -> Any:

@@ -13,8 +13,8 @@ from typing import Any
 import orjson
 
 from ..backends.base import Outcome, OutcomeKind
-from ..context import current_job, running_job
-from ..errors import JobTimeout, PayloadError, Retry
+from ..context import JobControl, RunningJob, current_job, running_job
+from ..errors import JobTimeout, PayloadError, Retry, Snooze
 from ..job import Job
 from ..middleware import Chain
 from ..registry import TaskSpec
@@ -26,9 +26,12 @@ class UnknownTask(LookupError):
     """A job names a task this worker does not know."""
 
 
-def run_sync(spec: TaskSpec, job: Job, chain: Chain) -> tuple[Outcome, BaseException | None]:
-    """Run a sync task here (a runner thread) and return its outcome."""
-    token = running_job.set(job)
+def run_sync(
+    spec: TaskSpec, job: Job, chain: Chain, control: JobControl | None = None
+) -> tuple[Outcome, BaseException | None]:
+    """Run a sync task here (a runner thread) and return its outcome. `control` is how
+    the worker hears the task's progress and tells it to stop."""
+    token = running_job.set(RunningJob(job, control))
     exc: BaseException | None = None
     try:
         chain.run_before_run(job)
@@ -39,13 +42,20 @@ def run_sync(spec: TaskSpec, job: Job, chain: Chain) -> tuple[Outcome, BaseExcep
         exc, outcome = error, decide_failure(spec, job, error)
     finally:
         running_job.reset(token)
+    if control is not None and control.cancelled:  # asked to stop: whatever it did, it stopped
+        outcome = stopped(job)
     chain.run_after(chain.after_run, job, outcome, exc)
     return outcome, exc
 
 
-async def run_async(spec: TaskSpec, job: Job, chain: Chain) -> tuple[Outcome, BaseException | None]:
-    """Run an async task on the worker's event loop, cancelled at its timeout."""
-    token = running_job.set(job)
+async def run_async(
+    spec: TaskSpec, job: Job, chain: Chain, control: JobControl | None = None
+) -> tuple[Outcome, BaseException | None]:
+    """Run an async task on the worker's event loop, cancelled at its timeout, or at
+    its next await once someone asks it to stop."""
+    control = control or JobControl()
+    control.task = asyncio.current_task()
+    token = running_job.set(RunningJob(job, control))
     exc: BaseException | None = None
     try:
         chain.run_before_run(job)
@@ -57,8 +67,14 @@ async def run_async(spec: TaskSpec, job: Job, chain: Chain) -> tuple[Outcome, Ba
         outcome = succeeded(job, result)
     except Exception as error:  # noqa: BLE001
         exc, outcome = error, decide_failure(spec, job, error)
+    except asyncio.CancelledError:
+        if not control.cancelled:
+            raise  # the worker is shutting down: not ours to turn into an outcome
+        outcome = stopped(job)
     finally:
         running_job.reset(token)
+    if control.cancelled:
+        outcome = stopped(job)
     chain.run_after(chain.after_run, job, outcome, exc)
     return outcome, exc
 
@@ -75,6 +91,11 @@ def _call(spec: TaskSpec, job: Job) -> Any:
     return spec.fn(*args, **kwargs)
 
 
+def stopped(job: Job) -> Outcome:
+    """The outcome of a job someone asked to stop while it ran (`app.cancel(id)`)."""
+    return Outcome(job, OutcomeKind.CANCELLED, error="cancelled while running")
+
+
 def succeeded(job: Job, result: Any) -> Outcome:
     try:
         orjson.dumps(result)
@@ -85,9 +106,12 @@ def succeeded(job: Job, result: Any) -> Outcome:
 
 def decide_failure(spec: TaskSpec, job: Job, exc: BaseException) -> Outcome:
     """Retry with the task's backoff while attempts remain (the job's max_attempts, or the
-    worker's --tries for a task that set none), else dead."""
+    worker's --tries for a task that set none), else dead. `deferq.Snooze` is no failure:
+    the job waits its delay and the attempt is not counted."""
     if isinstance(exc, UnknownTask | PayloadError):  # no retry can help: dead at once
         return Outcome(job, OutcomeKind.DEAD, error=str(exc))
+    if isinstance(exc, Snooze):  # not a failure: back later, the attempt not counted
+        return Outcome(job, OutcomeKind.SNOOZE, delay=exc.delay)
     error = describe(exc)
     if job.attempts >= (job.max_attempts if spec.max_attempts is None else spec.max_attempts):
         return Outcome(job, OutcomeKind.DEAD, error=error)

@@ -35,11 +35,13 @@ import orjson
 
 from ..backends.base import Outcome, OutcomeKind
 from ..backends.guard import StoreGuard
+from ..context import JobControl
 from ..errors import DeferqError, JobTimeout
 from ..job import Job, JobState
 from ..logs import first_line
 from ..priorities import PriorityRotation
 from ..registry import TaskSpec
+from .progress import ProgressWriter
 from .runner import decide_failure, run_async, run_sync
 
 if TYPE_CHECKING:
@@ -76,6 +78,7 @@ class Running:
     spec: TaskSpec
     started: float
     deadline: float | None
+    control: JobControl
     abandoned: bool = False  # settled as timed out while its thread still runs
     ended: float | None = None  # when the task returned (monotonic)
 
@@ -107,7 +110,7 @@ class Worker:
         self.processed = 0
         self.settling = False  # the settler holds outcomes: it will lease for their slots
         self.in_settle: set[tuple[str, int]] = set()  # (job id, attempt) whose settle call is in flight
-        self.to_run: queue.SimpleQueue[tuple[TaskSpec, Job] | None] = queue.SimpleQueue()
+        self.to_run: queue.SimpleQueue[tuple[TaskSpec, Job, JobControl] | None] = queue.SimpleQueue()
         self._runners = [
             threading.Thread(target=self._run_sync_jobs, name=f"deferq-run-{i}", daemon=True)
             for i in range(self.config.concurrency)
@@ -117,6 +120,8 @@ class Worker:
         self.guard = StoreGuard(log)
         self.max_leases = self.config.concurrency + (self.config.prefetch or 0)
         self.last_beat = time.monotonic()  # when a heartbeat last reached the store
+        # progress reports of running jobs, throttled, on a thread of their own (progress.py)
+        self.progress = ProgressWriter(lambda jobs: self._store_call(self.backend.record_progress, jobs))
 
     # -- life cycle -------------------------------------------------------------------
 
@@ -209,14 +214,16 @@ class Worker:
     def _accept(self, jobs: list[Job] | None, claimed: int) -> None:
         """Take leased jobs into the promised slots, give back the rest, and start them."""
         now = time.monotonic()
-        started = [(self.registry.spec_for(job), job) for job in jobs or ()]
+        report = self.progress.report
+        started = [(self.registry.spec_for(job), job, JobControl(report)) for job in jobs or ()]
         with self.lock:
             self.claimed -= claimed
-            for spec, job in started:
-                self.running[job.id] = Running(job, spec, now, now + spec.timeout if spec.timeout else None)
+            for spec, job, control in started:
+                deadline = now + spec.timeout if spec.timeout else None
+                self.running[job.id] = Running(job, spec, now, deadline, control)
             self.busy += len(started)
-        for spec, job in started:
-            self._start(spec, job)
+        for spec, job, control in started:
+            self._start(spec, job, control)
 
     def _done_taking(self) -> bool:
         """Called with the lock held."""
@@ -264,19 +271,20 @@ class Worker:
             free = self.config.concurrency - self.busy - self.claimed
         return free < max(1, self.config.concurrency // 2)
 
-    def _start(self, spec: TaskSpec, job: Job) -> None:
+    def _start(self, spec: TaskSpec, job: Job, control: JobControl) -> None:
         if spec.is_async:
-            future = asyncio.run_coroutine_threadsafe(run_async(spec, job, self.chain), self._event_loop())
+            coro = run_async(spec, job, self.chain, control)
+            future = asyncio.run_coroutine_threadsafe(coro, self._event_loop())
             future.add_done_callback(lambda f: self._finished(job, *_result(spec, job, f)))
         else:
-            self.to_run.put((spec, job))
+            self.to_run.put((spec, job, control))
 
     def _run_sync_jobs(self) -> None:
         """A runner thread: sync jobs one at a time (no futures: they cost on the hot path)."""
         while (item := self.to_run.get()) is not None:
-            spec, job = item
+            spec, job, control = item
             try:
-                outcome, exc = run_sync(spec, job, self.chain)
+                outcome, exc = run_sync(spec, job, self.chain, control)
             except BaseException as error:  # noqa: BLE001 - a runner bug must not lose the job
                 outcome, exc = decide_failure(spec, job, error), error
             self._finished(job, outcome, exc)
@@ -290,7 +298,9 @@ class Worker:
                 del self.running[job.id]  # already settled as timed out
             elif running is not None:
                 running.ended = time.monotonic()
-        if not abandoned:
+        if self.progress.knows(job.id):  # its last report is written first, then the outcome
+            self.progress.finish(job.id, _nothing if abandoned else lambda: self.outcomes.put((outcome, exc)))
+        elif not abandoned:
             self.outcomes.put((outcome, exc))
         self.slot_freed.set()
 
@@ -394,15 +404,20 @@ class Worker:
                 for r in self.running.values()
             ]
         if jobs:
-            lost = self._store_call(self.backend.heartbeat, jobs, self.lease)
-            if lost is not None:
+            beat = self._store_call(self.backend.heartbeat, jobs, self.lease)
+            if beat is not None:
                 with self.lock:  # a job settled since the snapshot, or being settled, was not lost:
                     # its settle says so if it was (an SQL store commits the settle before
                     # the lease of the same call, so the heartbeat can see it first)
-                    lost = {j.id for j in jobs if j.id in lost and self._holds(j)
+                    lost = {j.id for j in jobs if j.id in beat and self._holds(j)
                             and (j.id, j.attempts) not in self.in_settle}  # fmt: skip
+                    stop = [self.running[j.id] for j in jobs if j.id in beat.cancel_requested and self._holds(j)]
                 for job_id in sorted(lost):
                     log.warning("job %s: lease lost (%s)", job_id, self._why_lost())
+                for running in stop:
+                    if not running.control.cancelled:
+                        log.info("job %s %s: cancel requested, stopping it", running.job.id, running.job.task)
+                        running.control.request_cancel()
                 self.last_beat = time.monotonic()
         status = {
             "name": self.config.name, "pid": os.getpid(), "host": socket.gethostname(),
@@ -465,10 +480,19 @@ def report(outcome: Outcome, seconds: float) -> None:
         fields["error"] = first_line(outcome.error)
         job_log.info("job %s %s failed (attempt %d/%d), retry in %.1fs: %s", job.id, job.task, job.attempts,
                      job.max_attempts, outcome.delay, fields["error"], extra=fields)  # fmt: skip
+    elif outcome.kind == OutcomeKind.SNOOZE:
+        job_log.debug("job %s %s snoozed for %.1fs (attempt not counted)", job.id, job.task, outcome.delay,
+                      extra=fields)  # fmt: skip
+    elif outcome.kind == OutcomeKind.CANCELLED:
+        job_log.info("job %s %s cancelled while running", job.id, job.task, extra=fields)
     elif outcome.kind == OutcomeKind.DEAD:
         fields["error"] = first_line(outcome.error)
         job_log.warning("job %s %s is dead after %d attempt(s): %s", job.id, job.task, job.attempts,
                         fields["error"], extra=fields)  # fmt: skip
+
+
+def _nothing() -> None:
+    pass
 
 
 def _result(spec: TaskSpec, job: Job, future: Future[tuple[Outcome, BaseException | None]]

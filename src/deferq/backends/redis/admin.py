@@ -69,8 +69,9 @@ class Admin:
     @guarded
     def get_by_key(self, key: str) -> Job | None:
         queues = self._queues()
-        ids = self._read([("hget", self.keys.queue(q).unique, key) for q in queues]) if queues else []
-        jobs = self._fetch([(q, i.decode()) for q, i in zip(queues, ids, strict=True) if i])
+        spots = [(q, index) for q in queues for index in (self.keys.queue(q).unique, self.keys.queue(q).behind)]
+        ids = self._read([("hget", index, key) for _, index in spots]) if spots else []
+        jobs = self._fetch([(q, i.decode()) for (q, _), i in zip(spots, ids, strict=True) if i])
         return max(jobs, key=lambda j: (j.created_at, j.id), default=None)
 
     def _on_job(self, job_id: str, script: scripts.Script, keys: Callable[[QueueKeys], list[str]]) -> bool:
@@ -82,7 +83,15 @@ class Admin:
 
     @guarded
     def cancel(self, job_id: str) -> bool:
-        return self._on_job(job_id, scripts.CANCEL, lambda qk: [qk.job(job_id), *qk.waiting, qk.cancelled])
+        queue = self._locate(job_id)
+        if queue is None:
+            return False
+        qk = self.keys.queue(queue)
+        keys = [qk.job(job_id), *qk.waiting, qk.cancelled, qk.held]
+        done = bool(self._run(Call(scripts.CANCEL, keys, [job_id])))
+        if done:  # a job waiting behind it, if it held a key, takes its place
+            self._run(Call(scripts.STEP_UP, list(qk.step_up_keys), []))
+        return done
 
     @guarded
     def retry_dead(self, job_id: str) -> bool:
@@ -122,7 +131,8 @@ class Admin:
                 commands.append((q, ("zrange", qk.active, 0, -1, False, True)))
             else:
                 high, low = ("+inf", f"({now}") if state == JobState.SCHEDULED else (now, "-inf")
-                commands += [(q, ("zrevrangebyscore", key, high, low, 0, limit, True)) for key in qk.waiting]
+                waiting = (*qk.waiting, qk.held)
+                commands += [(q, ("zrevrangebyscore", key, high, low, 0, limit, True)) for key in waiting]
         return commands
 
     @guarded
@@ -145,7 +155,7 @@ class Admin:
         calls = []
         for q in queues:
             qk = self.keys.queue(q)
-            keys = [*qk.waiting, qk.active, qk.succeeded, qk.dead, qk.cancelled]
+            keys = [*qk.waiting, qk.active, qk.succeeded, qk.dead, qk.cancelled, qk.held]
             calls.append(Call(scripts.STATS, keys, []))
         result = {}
         names = ("scheduled", "queued", "active", "succeeded", "dead", "cancelled")

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from ...job import Job, dumps
-from ..base import Backend, Enqueue, Outcome
+from ..base import Backend, Enqueue, Heartbeat, Outcome
 from . import scripts
 from .admin import BATCH, Admin
 from .codec import enqueue_args, job_from_hash, pairs
@@ -149,7 +149,7 @@ class RedisBackend(Admin, Backend):
 
     @staticmethod
     def _reserve_keys(qk: QueueKeys) -> list[str]:
-        return [*qk.waiting, qk.active, qk.wake, qk.job_prefix]
+        return [*qk.waiting, qk.active, qk.wake, qk.job_prefix, qk.cancelled]
 
     def _reserve_call(
         self, group: list[str], want: int, worker: str, lease: float, priorities: Sequence[int]
@@ -200,6 +200,7 @@ class RedisBackend(Admin, Backend):
         settle_call = self._settle_calls(outcomes)[1][0]  # one slot group on one server
         reserve_call = self._reserve_call(group, limit, worker, lease, priorities)
         flags, reply = self._lane.run_many([settle_call, reserve_call])
+        self._step_up_after(outcomes, flags)
         return [bool(ok) for ok in flags], self._leased(group, worker, reply)
 
     @guarded
@@ -222,24 +223,46 @@ class RedisBackend(Admin, Backend):
         return list(groups.values())
 
     @guarded
-    def heartbeat(self, jobs: Sequence[Job], lease: float) -> set[str]:
+    def heartbeat(self, jobs: Sequence[Job], lease: float) -> Heartbeat:
+        def keys(job: Job, qk: QueueKeys) -> tuple[Any, ...]:
+            return (qk.job(job.id), qk.active)
+
+        return self._fenced(scripts.HEARTBEAT, jobs, keys, lambda job: (), [repr(lease)])
+
+    @guarded
+    def record_progress(self, jobs: Sequence[Job]) -> set[str]:
+        def args(job: Job) -> tuple[Any, ...]:
+            return ("" if job.progress is None else repr(job.progress), job.progress_message or "")
+
+        return self._fenced(scripts.PROGRESS, jobs, lambda job, qk: (qk.job(job.id),), args, [])
+
+    def _fenced(
+        self, script: scripts.Script, jobs: Sequence[Job], keys_of: Callable[[Job, QueueKeys], tuple[Any, ...]],
+        args_of: Callable[[Job], tuple[Any, ...]], head: list[Any],
+    ) -> Heartbeat:  # fmt: skip
+        """A script that acts on leased jobs under their fence (id, worker, attempts),
+        one call per slot group; returns the ids whose lease was lost (flag 0), and those
+        whose cancel was requested (flag 2)."""
         if not jobs:
-            return set()
+            return Heartbeat()
         groups = self._per_slot(jobs, lambda job: job.queue)
         calls = []
         for positions in groups:
             keys: list[str] = []
-            args: list[Any] = [repr(lease)]
+            args: list[Any] = list(head)
             for i in positions:
                 job = jobs[i]
-                qk = self.keys.queue(job.queue)
-                keys += (qk.job(job.id), qk.active)
-                args += (job.id, job.worker or "", job.attempts)
-            calls.append(Call(scripts.HEARTBEAT, keys, args))
-        lost: set[str] = set()
+                keys += keys_of(job, self.keys.queue(job.queue))
+                args += (job.id, job.worker or "", job.attempts, *args_of(job))
+            calls.append(Call(script, keys, args))
+        answer = Heartbeat()
         for positions, flags in zip(groups, self._run_all(calls), strict=True):
-            lost.update(jobs[i].id for i, ok in zip(positions, flags, strict=True) if not ok)
-        return lost
+            for i, flag in zip(positions, flags, strict=True):
+                if flag == 0:
+                    answer.add(jobs[i].id)
+                elif flag == 2:
+                    answer.cancel_requested.add(jobs[i].id)
+        return answer
 
     def _settle_calls(self, outcomes: Sequence[Outcome]) -> tuple[list[list[int]], list[Call]]:
         """One SETTLE call per slot group, and which outcomes each carries."""
@@ -255,12 +278,12 @@ class RedisBackend(Admin, Backend):
                 outcome = outcomes[i]
                 job = outcome.job
                 qk = self.keys.queue(job.queue)
-                if outcome.kind in ("retry", "release"):
+                if outcome.kind in ("retry", "release", "snooze"):
                     target = qk.waiting[job.priority]
                 else:
                     target = qk.finished(outcome.kind)
                 result = "" if outcome.result is None else dumps(outcome.result, "the task's result")
-                keys += (qk.job(job.id), qk.active, target, qk.wake)
+                keys += (qk.job(job.id), qk.active, target, qk.wake, qk.cancelled, qk.behind)
                 args += (
                     outcome.kind, job.id, job.worker or "", job.attempts, repr(outcome.delay),
                     outcome.error or "", result,
@@ -273,11 +296,27 @@ class RedisBackend(Admin, Backend):
         if not outcomes:
             return []
         groups, calls = self._settle_calls(outcomes)
-        applied = [False] * len(outcomes)
-        for positions, flags in zip(groups, self._run_all(calls), strict=True):
-            for i, ok in zip(positions, flags, strict=True):
-                applied[i] = bool(ok)
-        return applied
+        flags: list[int] = [0] * len(outcomes)
+        for positions, replies in zip(groups, self._run_all(calls), strict=True):
+            for i, flag in zip(positions, replies, strict=True):
+                flags[i] = flag
+        self._step_up_after(outcomes, flags)
+        return [bool(flag) for flag in flags]
+
+    def _step_up_after(self, outcomes: Sequence[Outcome], flags: Sequence[int]) -> None:
+        """Jobs that finished while another waits behind them for their key (flag 2 of
+        settle.lua): that one takes its place (step_up.lua). A round trip of its own,
+        after the settle (a pipeline may run a call again out of order: NoScriptError)."""
+        keys: dict[str, set[str]] = {}
+        for outcome, flag in zip(outcomes, flags, strict=True):
+            if flag == 2 and outcome.job.key:
+                keys.setdefault(outcome.job.queue, set()).add(outcome.job.key)
+        if keys:
+            self._run_all([self._step_up_call(queue, sorted(names)) for queue, names in keys.items()])
+
+    def _step_up_call(self, queue: str, keys: Sequence[str] = ()) -> Call:
+        """step_up.lua for some keys of a queue, or for all (the sweep)."""
+        return Call(scripts.STEP_UP, list(self.keys.queue(queue).step_up_keys), list(keys))
 
     def _repeat(self, make: Callable[[str], Call], queues: Sequence[str]) -> int:
         """Run a BATCH-bounded script per queue until each reports less than a full batch."""
@@ -291,12 +330,19 @@ class RedisBackend(Admin, Backend):
 
     @guarded
     def recover_expired(self) -> int:
+        """Also the sweep for jobs waiting behind a holder that ended some other way
+        (expired at a claim, say): they step up here at the latest."""
+
         def call(queue: str) -> Call:
             qk = self.keys.queue(queue)
-            keys = [*qk.waiting, qk.active, qk.dead, qk.wake, qk.job_prefix]
+            keys = [*qk.waiting, qk.active, qk.dead, qk.wake, qk.job_prefix, qk.cancelled]
             return Call(scripts.RECOVER, keys, [BATCH])
 
-        return self._repeat(call, self._queues())
+        queues = self._queues()
+        count = self._repeat(call, queues)
+        if queues:
+            self._run_all([self._step_up_call(queue) for queue in queues])
+        return count
 
     @guarded
     def promote_due(self) -> int:

@@ -17,6 +17,9 @@ Layout of one queue (P = prefix, Q = queue):
   {P:q:Q}:active       zset  leased jobs, score = lease deadline
   {P:q:Q}:succeeded    zset  finished jobs, score = finished_at (also dead, cancelled)
   {P:q:Q}:unique       hash  unique key -> id of the newest job with that key
+  {P:q:Q}:behind       hash  unique key -> id of the job waiting behind its running holder
+  {P:q:Q}:held         zset  waiting jobs that claims must pass over (behind a running
+                             holder of their key), score = due time
   {P:q:Q}:wake         list  at most one token: "something changed, look again"
   {P:q:Q}:job:<id>     hash  the job record (fields in codec.py)
   P:queues             set   names of every queue ever used
@@ -46,11 +49,18 @@ class QueueKeys:
     unique: str
     wake: str
     job_prefix: str
+    behind: str
+    held: str
 
     @property
     def enqueue_keys(self) -> tuple[str, ...]:
-        """KEYS[1..6] of enqueue.lua."""
-        return (*self.waiting, self.unique, self.wake, self.job_prefix)
+        """KEYS[1..8] of enqueue.lua."""
+        return (*self.waiting, self.unique, self.wake, self.job_prefix, self.behind, self.held)
+
+    @property
+    def step_up_keys(self) -> tuple[str, ...]:
+        """KEYS of step_up.lua."""
+        return (*self.waiting, self.unique, self.wake, self.job_prefix, self.behind, self.held)
 
     def job(self, job_id: str) -> str:
         return self.job_prefix + job_id
@@ -84,6 +94,8 @@ class KeySpace:
                 unique=f"{tag}:unique",
                 wake=f"{tag}:wake",
                 job_prefix=f"{tag}:job:",
+                behind=f"{tag}:behind",
+                held=f"{tag}:held",
             )
         return keys
 

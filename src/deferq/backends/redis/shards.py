@@ -35,7 +35,7 @@ from urllib.parse import urlsplit
 
 from ...errors import ConfigError, StoreFull, StoreUnavailable
 from ...job import _CROCKFORD, _PAIRS, FINISHED_STATES, Job, JobState
-from ..base import Backend, Enqueue, JobList, Outcome, QueueStats, Stats
+from ..base import Backend, Enqueue, Heartbeat, JobList, Outcome, QueueStats, Stats
 from .backend import RedisBackend
 from .connection import LOST, Waiter
 
@@ -280,13 +280,25 @@ class ShardedRedisBackend(Backend):
             shard = next((s for s, job in found if job is not None), 0)  # unknown: fails its fence
         return shard
 
-    def heartbeat(self, jobs: Sequence[Job], lease: float) -> set[str]:
+    def heartbeat(self, jobs: Sequence[Job], lease: float) -> Heartbeat:
+        answer = Heartbeat()
+        for shard, group in self._group(jobs, lambda job: job.id).items():
+            try:
+                beat = self.shards[shard].heartbeat(group, lease)
+            except StoreUnavailable as exc:
+                self._failed(shard, exc)  # its leases run on; nothing is lost if they expire
+                continue
+            answer |= beat
+            answer.cancel_requested |= beat.cancel_requested
+        return answer
+
+    def record_progress(self, jobs: Sequence[Job]) -> set[str]:
         lost: set[str] = set()
         for shard, group in self._group(jobs, lambda job: job.id).items():
             try:
-                lost |= self.shards[shard].heartbeat(group, lease)
+                lost |= self.shards[shard].record_progress(group)
             except StoreUnavailable as exc:
-                self._failed(shard, exc)  # its leases run on; nothing is lost if they expire
+                self._failed(shard, exc)  # progress is informative: this report is dropped
         return lost
 
     def settle(self, outcomes: Sequence[Outcome]) -> list[bool]:

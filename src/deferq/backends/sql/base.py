@@ -12,16 +12,17 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import replace
 from functools import partial
 from typing import Any, ClassVar
 
 from ...errors import ConfigError, SchemaOutdated
 from ...job import FINISHED_STATES, Job, JobState, dumps
-from ..base import Backend, Enqueue, Outcome, QueueStats, finished_only
+from ..base import BEHIND, Backend, Enqueue, Heartbeat, Outcome, QueueStats, finished_only
 from .adapters import flag, url_options
-from .plans import Plan, Step, T
+from .plans import Plan, Reply, Step, T
 from .queries import Migration, load_migrations, load_queries
-from .rows import job_from_row
+from .rows import WIDTH, job_of
 
 log = logging.getLogger("deferq.sql")
 
@@ -29,7 +30,11 @@ log = logging.getLogger("deferq.sql")
 TABLES = {"jobs": "deferq_jobs", "kv": "deferq_kv", "migrations": "deferq_migrations"}
 PURGE_BATCH = 5000  # rows per purge transaction
 KEY_RETRIES = 5  # a key freed between our insert and our look-up: try the insert again
-STORED_STATE = {"succeeded": "succeeded", "retry": "queued", "dead": "dead", "release": "queued"}
+STORED_STATE = {
+    "succeeded": "succeeded", "retry": "queued", "dead": "dead", "release": "queued", "snooze": "queued",
+    "cancelled": "cancelled",
+}  # fmt: skip
+UNCOUNTED = ("release", "snooze")  # outcomes that give the attempt back
 
 
 class SQLBackend(Backend):
@@ -161,30 +166,95 @@ class SQLBackend(Backend):
     def resolve_keys(
         self, items: Sequence[Enqueue], stored: dict[int, Job], retry: Callable[[list[int]], Plan[dict[int, Job]]]
     ) -> Plan[list[Job]]:
-        """Jobs not stored because their key is held: answer with the holder (invariant 7).
+        """Jobs not stored because their key is held (invariant 7): the holder answers
+        for them (on_conflict ignore), or takes their arguments and due time (replace,
+        debounce); when the holder runs, the new job is stored to wait behind it.
 
-        `stored` maps item index -> stored job. A key freed between the insert and this
-        look-up is inserted again by `retry` (indexes of the items to try).
+        `stored` maps item index -> stored job. Items are resolved in order, so a batch
+        naming one key twice replaces what it just stored. A key freed meanwhile is
+        inserted again by `retry` (indexes of the items to try); every write is guarded,
+        so a holder that changed state between the look-up and the write is looked up
+        again rather than overwritten.
         """
         for _ in range(KEY_RETRIES):
             missing = [i for i in range(len(items)) if i not in stored]
             if not missing:
                 break
-            keys = sorted({key for i in missing if (key := items[i].job.key)})
-            reply = yield Step(self.q["live_by_keys"], {"keys": list(keys)})
-            holders = {row[9]: job_from_row(row[:17], row[17]) for row in reply.rows}
-            again = []
-            for i in missing:
-                holder = holders.get(items[i].job.key)
-                if holder is not None:
-                    stored[i] = holder
-                else:
+            found = yield from self.holders_plan(sorted({key for i in missing if (key := items[i].job.key)}))
+            again, to_queue = [], []
+            for i in missing:  # in order: a batch naming one key twice replaces what it just stored
+                answer = yield from self.resolve_plan(items[i], *found)
+                if answer == "again":
                     again.append(i)
+                elif answer == "behind":
+                    to_queue.append(i)
+                else:
+                    stored[i] = answer  # type: ignore[assignment]
+            if to_queue:
+                stored.update((yield from self.queue_behind_plan(items, to_queue)))
             if again:
                 stored.update((yield from retry(again)))
         if len(stored) < len(items):
             raise ConfigError("could not store jobs whose unique keys keep changing hands")
         return [stored[i] for i in range(len(items))]
+
+    def holders_plan(self, keys: list[str]) -> Plan[tuple[dict[str | None, Job], dict[str | None, Job], float]]:
+        """({key: its holder}, {key: the job waiting behind its running holder}, the clock).
+        A job waiting behind a holder that is gone steps up here and holds the key."""
+        reply = yield Step(self.q["holders"], {"keys": keys})
+        holders: dict[str | None, Job] = {}
+        behind: dict[str | None, Job] = {}
+        for row in reply.rows:
+            (behind if row[-1] >= BEHIND else holders)[row[9]] = job_of(row)
+        orphans = sorted(key for key in behind if key is not None and key not in holders)
+        if orphans:
+            yield Step(self.q["step_up"], {"keys": orphans})
+            holders.update((key, behind.pop(key)) for key in orphans)
+        return holders, behind, float(reply.rows[0][WIDTH]) if reply.rows else 0.0
+
+    def resolve_plan(
+        self, item: Enqueue, holders: dict[str | None, Job], behind: dict[str | None, Job], now: float
+    ) -> Plan[Job | str]:
+        """The job that answers for `item`, whose key is held; or "again" (the key is free
+        now: insert it) or "behind" (the holder runs: store it to wait behind)."""
+        key = item.job.key
+        holder, successor = holders.get(key), behind.get(key)
+        if holder is None and successor is None:
+            return "again"
+        if item.on_conflict == "ignore":
+            return successor or holder  # type: ignore[return-value]
+        target = successor or (holder if holder and holder.state != JobState.ACTIVE else None)
+        if target is None:
+            return "behind"  # the running holder is never changed
+        updated = yield from self.replace_plan(item, target, now)
+        if updated is None:
+            return "again"
+        (behind if target is successor else holders)[key] = updated  # a later item of the batch sees it
+        return updated
+
+    def replace_plan(self, item: Enqueue, target: Job, now: float) -> Plan[Job | None]:
+        """`target` (waiting) with `item`'s arguments and new due time; None if it stopped
+        waiting meanwhile."""
+        updated = item.updated(target, now)
+        params = {"id": target.id, "payload": self.payload_param(item), "run_at": updated.run_at}
+        reply = yield Step(self.q["replace"], params)
+        return updated if reply.rowcount == 1 else None
+
+    def queue_behind_plan(self, items: Sequence[Enqueue], indexes: list[int]) -> Plan[dict[int, Job]]:
+        """Store items to wait behind the running holder of their key (priority raised by
+        BEHIND, out of the claims' reach, until `step_up`). The holder may have ended in the
+        meantime: step up at once."""
+        raised = list(items)
+        for i in indexes:
+            raised[i] = replace(items[i], job=items[i].job.evolve(priority=items[i].job.priority + BEHIND))
+        placed = yield from self.insert_plan(raised, indexes)
+        if placed:
+            yield Step(self.q["step_up"], {"keys": sorted({items[i].job.key for i in placed})})
+        return {i: job.evolve(priority=items[i].job.priority) for i, job in placed.items()}
+
+    def payload_param(self, item: Enqueue) -> Any:
+        """The payload as the dialect binds it into its `replace` query."""
+        return self.payload(item).decode()
 
     # -- consuming ------------------------------------------------------------------------
 
@@ -210,23 +280,59 @@ class SQLBackend(Backend):
             for job, more in zip(jobs, extra, strict=True)
         ]
 
+    def fenced_step(self, sql: str, params: list[dict[str, Any]]) -> Step:
+        """A fenced statement over a batch. Here: one run per entry, in one transaction."""
+        return Step(sql, params, many=True, begin=True, commit=True)
+
     def fenced_plan(self, sql: str, params: list[dict[str, Any]]) -> Plan[list[bool]]:
-        """Whether each entry applied. Here: one statement per entry (its row count), in
-        one transaction."""
-        reply = yield Step(sql, params, many=True, begin=True, commit=True)
+        """Whether each entry applied."""
+        reply = yield self.fenced_step(sql, params)
+        return self.applied(reply, params)
+
+    def applied(self, reply: Reply, params: list[dict[str, Any]]) -> list[bool]:
+        """Which entries of a fenced step applied. Here: each run's row count."""
         return [count == 1 for count in reply.counts]
 
-    def heartbeat(self, jobs: Sequence[Job], lease: float) -> set[str]:
+    def heartbeat(self, jobs: Sequence[Job], lease: float) -> Heartbeat:
+        if not jobs:
+            return Heartbeat()
+        params = self.fence_params(jobs, [{"lease": lease}] * len(jobs))
+        held = self.run(self.heartbeat_plan(params), durable=False)
+        return Heartbeat([j.id for j in jobs if j.id not in held], [i for i, asked in held.items() if asked])
+
+    def heartbeat_plan(self, params: list[dict[str, Any]]) -> Plan[dict[str, bool]]:
+        """{id: whether its cancel was requested} of the leases that held: the heartbeat
+        statement returns (id, cancel_requested_at) of each."""
+        reply = yield self.fenced_step(self.q["heartbeat"], params)
+        return {row[0]: row[1] is not None for row in reply.rows}
+
+    def record_progress(self, jobs: Sequence[Job]) -> set[str]:
+        reports = [{"progress": job.progress, "message": job.progress_message} for job in jobs]
+        return self.lost_leases(self.q["progress"], jobs, reports)
+
+    def lost_leases(self, sql: str, jobs: Sequence[Job], extra: Iterable[dict[str, Any]]) -> set[str]:
+        """Run a fenced statement per job (heartbeat, progress); ids whose fence failed."""
         if not jobs:
             return set()
-        params = self.fence_params(jobs, [{"lease": lease}] * len(jobs))
-        applied = self.run(self.fenced_plan(self.q["heartbeat"], params), durable=False)
+        applied = self.run(self.fenced_plan(sql, self.fence_params(jobs, extra)), durable=False)
         return {job.id for job, ok in zip(jobs, applied, strict=True) if not ok}
 
     def settle(self, outcomes: Sequence[Outcome]) -> list[bool]:
         if not outcomes:
             return []
+        keys = sorted({o.job.key for o in outcomes if o.job.key})
+        if keys:  # a job waiting behind one of these may step up: in the same transaction
+            return self.run(self.settle_keyed_plan(outcomes, keys), atomic=True, durable=False)
         return self.run(self.settle_plan(outcomes), durable=False)
+
+    def settle_keyed_plan(self, outcomes: Sequence[Outcome], keys: list[str]) -> Plan[list[bool]]:
+        """Settle, then jobs waiting behind a holder that just finished take its place
+        (`step_up`), inside the caller's transaction (`run(atomic=True)`): an enqueue
+        racing for the key meets the holder or its successor, never a gap."""
+        params = self.settle_params(outcomes)
+        reply = yield self.fenced_step(self.q["settle"], params)._replace(begin=False, commit=False)
+        yield Step(self.q["step_up"], {"keys": keys})
+        return self.applied(reply, params)
 
     def settle_plan(self, outcomes: Sequence[Outcome]) -> Plan[list[bool]]:
         """The `settle` query, fenced; a dialect may have a faster path for some batches."""
@@ -242,13 +348,26 @@ class SQLBackend(Backend):
                 result = dumps(outcome.result, "the task's result").decode()
             extra.append({
                 "kind": outcome.kind, "state": STORED_STATE[outcome.kind],
-                "released": int(outcome.kind == "release"), "delay": float(outcome.delay),
+                "released": int(outcome.kind in UNCOUNTED), "delay": float(outcome.delay),
                 "error": outcome.error, "result": result,
             })  # fmt: skip
         return self.fence_params([o.job for o in outcomes], extra)
 
     def recover_expired(self) -> int:
-        return self.run(self._count(self.q["recover_expired"]), durable=False)
+        """Also the sweep for jobs waiting behind a holder that ended some other way
+        (expired at a claim, cancelled): they step up here at the latest."""
+        count = self.run(self._count(self.q["recover_expired"]), durable=False)
+        self.sweep()
+        return count
+
+    def sweep(self) -> None:
+        """Every job waiting behind a finished holder steps up (`step_up_all`). An enqueue
+        that takes the key at the same moment wins: the sweep leaves it for next time."""
+        try:
+            self.run(self._count(self.q["step_up_all"]), durable=False)
+        except Exception as exc:
+            if not self.is_unique_violation(exc):
+                raise
 
     def next_due(self, queues: Sequence[str]) -> tuple[float | None, float]:
         """(earliest due time of a waiting job of `queues` or None, the clock now)."""
@@ -263,7 +382,7 @@ class SQLBackend(Backend):
 
     def _jobs(self, sql: str, params: dict[str, Any]) -> Plan[list[Job]]:
         reply = yield Step(sql, params)
-        return [job_from_row(row[:17], row[17]) for row in reply.rows]
+        return [job_of(row) for row in reply.rows]
 
     @staticmethod
     def _count(sql: str, params: dict[str, Any] | None = None) -> Plan[int]:
@@ -286,7 +405,10 @@ class SQLBackend(Backend):
         return found[0] if found else None
 
     def cancel(self, job_id: str) -> bool:
-        return self.run(self._count(self.q["cancel"], {"id": job_id})) == 1
+        cancelled = self.run(self._count(self.q["cancel"], {"id": job_id})) == 1
+        if cancelled:
+            self.sweep()  # a job waiting behind it, if it held a key, takes its place
+        return cancelled
 
     def retry_dead(self, job_id: str) -> bool:
         try:

@@ -38,7 +38,7 @@ from .adapters import driver_connection, safe_name
 from .base import TABLES, SQLBackend
 from .plans import Plan, Reply, Step, T, drive
 from .queries import Migration
-from .rows import job_from_row, stored_view
+from .rows import WIDTH, job_of, stored_view
 
 POLL_MIN, POLL_MAX = 0.005, 0.05  # seconds between looks while waiting for work
 CONNECTION_ERRORS = (pymysql.err.OperationalError, pymysql.err.InterfaceError)
@@ -295,11 +295,12 @@ class MySQLBackend(SQLBackend):
             job = items[i].job
             _check_lengths(job)
             run_at = job.run_at or now + items[i].delay
-            views[i] = stored_view(job, run_at, now)
+            views[i] = stored_view(items[i], run_at, now)
             rows.append({
                 "id": job.id, "task": job.task, "payload": self.payload(items[i]).decode(), "queue": job.queue,
                 "priority": job.priority, "state": "queued", "max_attempts": job.max_attempts,
                 "timeout": job.timeout, "key": job.key, "run_at": run_at, "created_at": now,
+                "expires_at": views[i].expires_at,
             })  # fmt: skip
         yield Step(self.q["enqueue"], rows, many=True, batch=True)
         if not any(items[i].job.key for i in indexes):
@@ -351,13 +352,21 @@ class MySQLBackend(SQLBackend):
             for queue in queues
         ]
         reply = yield Step(self.q["claim"], ranges, many=True, begin=True)
-        found = [(job_from_row(row[:17], row[17]), row[18]) for row in reply.rows]
+        found = [(job_of(row), row[WIDTH + 1]) for row in reply.rows]
         chosen = self.claim_order(list(found), priorities)[:limit]
         if not chosen:
             yield Step("COMMIT")
             return []
         seq_of = {job.id: seq for job, seq in found}
-        lease_until = reply.rows[0][17] + lease
+        now = reply.rows[0][WIDTH]
+        expired = {job.id for job in chosen if job.expires_at is not None and job.expires_at <= now}
+        if expired:  # never run: cancelled instead, in the same transaction
+            chosen = [job for job in chosen if job.id not in expired]
+            yield Step(self.q["expire"], {"now": now, "seqs": tuple(seq_of[job_id] for job_id in expired)},
+                       commit=not chosen)  # fmt: skip
+            if not chosen:
+                return []
+        lease_until = now + lease
         yield Step(self.q["lease"], {
             "worker": worker, "lease_until": lease_until,
             "seqs": tuple(seq_of[job.id] for job in chosen),
@@ -384,8 +393,18 @@ class MySQLBackend(SQLBackend):
         if not taken:
             return []
         reply = yield Step(self.q["claimed"], {"token": token})
-        pairs = [(job_from_row(row[:17], row[17]), row[18]) for row in reply.rows]
+        pairs = [(job_of(row), row[WIDTH + 1]) for row in reply.rows]
         return self.claim_order(pairs, priorities)
+
+    def heartbeat_plan(self, params: list[dict[str, Any]]) -> Plan[dict[str, bool]]:
+        """No RETURNING: the row counts say which leases held, then one look-up which of
+        those someone asked to stop."""
+        reply = yield self.fenced_step(self.q["heartbeat"], params)
+        held = [entry["id"] for entry, count in zip(params, reply.counts, strict=True) if count == 1]
+        if not held:
+            return {}
+        asked = {row[0] for row in (yield Step(self.q["cancels_requested"], {"ids": tuple(held)})).rows}
+        return {job_id: job_id in asked for job_id in held}
 
     def _next_due_plan(self, queues: Sequence[str]) -> Plan[tuple[float | None, float]]:
         """One row per queue, all queues in one round trip."""

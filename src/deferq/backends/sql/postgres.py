@@ -31,13 +31,13 @@ from psycopg import sql as pgsql
 from psycopg_pool import ConnectionPool
 
 from ...errors import ConfigError, StoreFull, StoreUnavailable
-from ...job import Job, dumps
+from ...job import Job, JobState, dumps
 from ..base import Enqueue
 from .adapters import driver_connection, safe_name
 from .base import TABLES, SQLBackend
 from .plans import Plan, Reply, Step, T, drive, drive_async
 from .queries import Migration
-from .rows import job_from_row, stored_view
+from .rows import WIDTH, job_of, stored_view
 
 # Connection lost or refused, server shutting down or starting, or a failed-over
 # database still read-only: all pass; the caller backs off and tries again.
@@ -65,7 +65,7 @@ class PostgresBackend(SQLBackend):
         schema = self.options.get("schema")
         prefix = f'"{safe_name(schema, "schema")}".' if schema else ""
         names = {name: prefix + table for name, table in TABLES.items()}
-        return {**names, "notify_fn": prefix + "deferq_notify"}
+        return {**names, "notify_fn": prefix + "deferq_notify", "schema_prefix": prefix}
 
     def open(self) -> None:
         parts = urlsplit(self.url)
@@ -246,6 +246,7 @@ class PostgresBackend(SQLBackend):
             {"id": job.id, "task": job.task, "queue": job.queue, "priority": job.priority,
              "max_attempts": job.max_attempts, "timeout": job.timeout, "unique_key": job.key,
              "run_at": job.run_at, "delay": items[i].delay,
+             "expires_at": job.expires_at, "expires_in": items[i].expires_in,
              "payload": self.payload(items[i]).decode() if one else orjson.Fragment(self.payload(items[i]))}
             for i in indexes
             for job in (items[i].job,)
@@ -256,7 +257,7 @@ class PostgresBackend(SQLBackend):
             reply = yield Step(self.q["enqueue"], {"jobs": dumps(rows, "the arguments").decode()})
         times = {job_id: (run_at, now) for job_id, run_at, now in reply.rows}
         return {
-            i: stored_view(items[i].job, *times[items[i].job.id])
+            i: stored_view(items[i], *times[items[i].job.id])
             for i in indexes
             if items[i].job.id in times
         }
@@ -271,13 +272,15 @@ class PostgresBackend(SQLBackend):
             "lease": lease, "priorities": list(priorities),
         }  # fmt: skip
         reply = yield Step(self.q["claim" if len(queues) == 1 else "claim_queues"], params)
-        pairs = [(job_from_row(row[:17], row[17]), row[18]) for row in reply.rows]
-        return self.claim_order(pairs, priorities)
+        pairs = [(job, row[WIDTH + 1]) for row in reply.rows if (job := job_of(row)).state == JobState.ACTIVE]
+        return self.claim_order(pairs, priorities)  # without the expired, cancelled instead
 
-    def fenced_plan(self, sql: str, params: list[dict[str, Any]]) -> Plan[list[bool]]:
-        """One statement over arrays (one element per job); RETURNING names those applied."""
-        columns = {name: [entry[name] for entry in params] for name in params[0]}
-        reply = yield Step(sql, columns)
+    def fenced_step(self, sql: str, params: list[dict[str, Any]]) -> Step:
+        """One statement over arrays (one element per job)."""
+        return Step(sql, {name: [entry[name] for entry in params] for name in params[0]})
+
+    def applied(self, reply: Reply, params: list[dict[str, Any]]) -> list[bool]:
+        """RETURNING names the entries that applied."""
         applied = {row[0] for row in reply.rows}
         return [entry["id"] in applied for entry in params]
 

@@ -11,29 +11,39 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...job import Job, JobState, decode_payload, loads
-from ..base import state_for_waiting
+from ..base import LEVELS, Enqueue, state_for_waiting
+
+WIDTH = 21  # columns of `job_columns`; a job read puts the store's clock right after them
+
+
+def job_of(row: Sequence[Any]) -> Job:
+    """A job read: `job_columns`, then the store's clock (then anything else)."""
+    return job_from_row(row[:WIDTH], row[WIDTH])
 
 
 def job_from_row(row: Sequence[Any], now: float) -> Job:
     """A row of `job_columns`, read at store time `now`. An unreadable payload becomes the
     runner's `_unreadable_payload` marker: the worker marks that job dead with the reason."""
     (job_id, task, payload, queue, priority, state, attempts, max_attempts, timeout, key,
-     run_at, created_at, lease_until, worker, error, result, finished_at) = row  # fmt: skip
+     run_at, created_at, lease_until, worker, error, result, finished_at,
+     progress, progress_message, cancel_requested_at, expires_at) = row  # fmt: skip
     try:
         args, kwargs, meta = decode_payload(payload)
     except (ValueError, TypeError):
         args, kwargs, meta = (), {"_unreadable_payload": str(payload)[:200]}, {}
     return Job(
         id=job_id, task=task, args=args, kwargs=kwargs, queue=queue,
-        priority=priority,
+        priority=priority % LEVELS,  # a job held back is stored raised (base.BEHIND)
         state=state_for_waiting(run_at, now) if state == "queued" else JobState(state),
         attempts=attempts, max_attempts=max_attempts, timeout=timeout, key=key,
         run_at=run_at, created_at=created_at, lease_until=lease_until, worker=worker,
         error=error, result=None if result is None else loads(result),
-        finished_at=finished_at, meta=meta,
+        finished_at=finished_at, meta=meta, progress=progress, progress_message=progress_message,
+        cancel_requested=cancel_requested_at is not None, expires_at=expires_at,
     )  # fmt: skip
 
 
-def stored_view(job: Job, run_at: float, now: float) -> Job:
+def stored_view(item: Enqueue, run_at: float, now: float) -> Job:
     """A job as just stored (due at `run_at`, created `now`), scheduled or queued."""
-    return job.evolve(state=state_for_waiting(run_at, now), run_at=run_at, created_at=now)
+    return item.job.evolve(state=state_for_waiting(run_at, now), run_at=run_at, created_at=now,
+                           expires_at=item.expiry(now))  # fmt: skip

@@ -32,12 +32,12 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import ConfigError, StoreFull, StoreUnavailable
-from ...job import Job, dumps
+from ...job import Job, JobState, dumps
 from ..base import Enqueue, Outcome
 from .base import TABLES, SQLBackend
 from .plans import Plan, Reply, Step, T, drive
 from .queries import Migration
-from .rows import job_from_row
+from .rows import job_of
 
 POLL_MIN, POLL_MAX = 0.002, 0.025  # seconds between data_version polls of an idle worker
 BUSY_TIMEOUT = 30.0  # seconds a writer waits for the write lock before giving up
@@ -223,7 +223,7 @@ class SQLiteBackend(SQLBackend):
             job = jobs[i] = items[i].stored(now)
             keyed = keyed or job.key is not None
             rows.append((job.id, job.task, self.payload(items[i]), job.queue, job.priority,
-                         job.max_attempts, job.timeout, job.key, job.run_at, now))  # fmt: skip
+                         job.max_attempts, job.timeout, job.key, job.run_at, now, job.expires_at))  # fmt: skip
         if len(rows) == 1 and not keyed:  # one row: execute, cheaper than executemany of one
             yield Step(self.q["enqueue"], rows[0])
             return jobs
@@ -255,7 +255,7 @@ class SQLiteBackend(SQLBackend):
         reply = yield Step(self.q["lease"], params, commit=True)
         order = {seq: i for i, seq in enumerate(chosen)}
         rows = sorted(reply.rows, key=lambda row: order[row[-1]])
-        return [job_from_row(row[:17], row[17]) for row in rows]
+        return [job for row in rows if (job := job_of(row)).state == JobState.ACTIVE]  # not the expired
 
     def settle_plan(self, outcomes: Sequence[Outcome]) -> Plan[list[bool]]:
         if any(o.kind != "succeeded" or o.result is not None for o in outcomes):

@@ -58,12 +58,25 @@ local function wake(key)
   end
 end
 
--- The fence of a lease (base.py): still active, same worker, same attempt.
+-- The fence of a lease (base.py): still active, same worker, same attempt. Also,
+-- read in the same call: whether someone asked the job to stop (cancel.lua), and its
+-- unique key (false when it has none).
 local function owned(job_key, worker, attempts)
-  local f = redis.call('HMGET', job_key, 'state', 'worker', 'attempts')
-  return f[1] == 'active' and f[2] == worker and tonumber(f[3]) == tonumber(attempts)
+  local f = redis.call('HMGET', job_key, 'state', 'worker', 'attempts', 'cancel_requested_at', 'key')
+  return f[1] == 'active' and f[2] == worker and tonumber(f[3]) == tonumber(attempts), f[4] ~= false, f[5]
 end
 
 local function unfinished(state)
   return state == 'queued' or state == 'active'
+end
+
+-- The job waiting behind the holder of `key` (enqueue.lua) takes the key and becomes
+-- claimable. For scripts whose KEYS start as enqueue.lua's: waiting zsets 1..3,
+-- unique hash 4, job-key prefix 6, behind hash 7, held zset 8.
+local function step_up_one(key, next_id)
+  local f = redis.call('HMGET', KEYS[6] .. next_id, 'priority', 'run_at')
+  redis.call('HDEL', KEYS[7], key)
+  redis.call('HSET', KEYS[4], key, next_id)
+  redis.call('ZREM', KEYS[8], next_id)
+  redis.call('ZADD', KEYS[level(f[1]) + 1], f[2], next_id)
 end

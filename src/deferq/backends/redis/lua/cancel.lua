@@ -1,13 +1,21 @@
--- cancel: cancel a waiting job (active and finished jobs are left alone).
+-- cancel: cancel a waiting job, or ask an active one to stop (finished jobs are left
+-- alone). An active job's worker hears it at its next heartbeat; whatever outcome
+-- it then settles but success ends it cancelled (settle.lua).
 --
 -- KEYS[1]     job hash
 -- KEYS[2..4]  waiting zsets of priority 0, 1, 2 of its queue
 -- KEYS[5]     cancelled zset of its queue
+-- KEYS[6]     zset of waiting jobs held back from claims
 -- ARGV[1]     job id
--- Returns 1 when cancelled, 0 otherwise.
+-- Returns 1 when cancelled or asked to stop, 0 otherwise.
 local now, nows = clock()
-if redis.call('HGET', KEYS[1], 'state') ~= 'queued' then return 0 end
-for k = 2, 4 do redis.call('ZREM', KEYS[k], ARGV[1]) end
+local state = redis.call('HGET', KEYS[1], 'state')
+if state == 'active' then
+  redis.call('HSETNX', KEYS[1], 'cancel_requested_at', nows)
+  return 1
+end
+if state ~= 'queued' then return 0 end
+for _, k in ipairs({2, 3, 4, 6}) do redis.call('ZREM', KEYS[k], ARGV[1]) end
 redis.call('HSET', KEYS[1], 'state', 'cancelled', 'finished_at', nows)
 redis.call('ZADD', KEYS[5], nows, ARGV[1])
 return 1

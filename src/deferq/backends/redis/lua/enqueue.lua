@@ -5,49 +5,96 @@
 -- KEYS[5]     wake list                              ({P:q:Q}:wake)
 -- KEYS[6]     job-key prefix ({P:q:Q}:job:); a key held by an unfinished job is
 --             checked at KEYS[6] .. <id of that job>
--- KEYS[6+i]   job hash of item i                     ({P:q:Q}:job:<id>)
--- ARGV, 9 per item: id, task, payload (JSON [args, kwargs]), priority (0|1|2),
+-- KEYS[7]     key -> job waiting behind its running holder ({P:q:Q}:behind)
+-- KEYS[8]     zset of waiting jobs held back from claims ({P:q:Q}:held)
+-- KEYS[8+i]   job hash of item i                     ({P:q:Q}:job:<id>)
+-- ARGV, 12 per item: id, task, payload (JSON [args, kwargs]), priority (0|1|2),
 --             max_attempts, timeout ('' = none), unique key ('' = none),
---             run_at (epoch seconds, 0 = now + delay), delay (seconds)
+--             run_at (epoch seconds, 0 = now + delay), delay (seconds),
+--             expiry ('' = none, '@' .. epoch seconds, or '+' .. seconds from now),
+--             on_conflict (ignore | replace | debounce), max_wait ('' = none)
 -- The due time is run_at, else now + delay, computed from `now` as returned, so
 -- the caller derives exactly the stored value without reading it back.
+-- A key held by an unfinished job: `ignore` answers with the job that will run next
+-- (the one waiting behind a running holder, else the holder); `replace` and
+-- `debounce` give that job, if it waits, the item's payload and due time (debounce:
+-- at most max_wait after it was stored); a running holder is never changed: the item
+-- is stored to wait behind it, held back from claims until step_up.lua.
 -- Returns {now as text, one entry per item}: 0 when the item was stored, or
--- {id, HGETALL...} of the unfinished job that holds its unique key.
+-- {id, HGETALL...} of the job that answers for it.
 local now, nows = clock()
 now = tonumber(nows)
 local out = {nows}
 local adds = {}
 local stored = false
-for i = 0, #ARGV / 9 - 1 do
-  local b = i * 9
-  local id, key = ARGV[b + 1], ARGV[b + 7]
-  local holder = nil
+local function state_of(id)
+  if not id then return nil end
+  return redis.call('HGET', KEYS[6] .. id, 'state')
+end
+for i = 0, #ARGV / 12 - 1 do
+  local b = i * 12
+  local id, key, mode = ARGV[b + 1], ARGV[b + 7], ARGV[b + 11]
+  local holder, behind = nil, nil
   if key ~= '' then
-    local other = redis.call('HGET', KEYS[4], key)
-    if other and unfinished(redis.call('HGET', KEYS[6] .. other, 'state')) then
-      holder = other
+    holder = redis.call('HGET', KEYS[4], key)
+    if not unfinished(state_of(holder)) then holder = nil end
+    behind = redis.call('HGET', KEYS[7], key)
+    if state_of(behind) ~= 'queued' then behind = nil end
+    if behind and not holder then -- its holder is gone: it holds the key now
+      step_up_one(key, behind)
+      holder, behind = behind, nil
+      stored = true
     end
   end
-  if holder then
-    out[i + 2] = {holder, redis.call('HGETALL', KEYS[6] .. holder)}
-  else
-    local run_s = nows
-    local run_at, delay = tonumber(ARGV[b + 8]), tonumber(ARGV[b + 9])
-    if run_at ~= 0 then
-      run_s = fmt(run_at)
-    elseif delay ~= 0 then
-      run_s = fmt(now + delay)
+  local run_s = nows
+  local run_at, delay = tonumber(ARGV[b + 8]), tonumber(ARGV[b + 9])
+  if run_at ~= 0 then
+    run_s = fmt(run_at)
+  elseif delay ~= 0 then
+    run_s = fmt(now + delay)
+  end
+  local target = behind
+  if not target and holder and state_of(holder) == 'queued' then target = holder end
+  if (holder or behind) and (mode == 'ignore' or target) then
+    local answer = behind or holder
+    if mode ~= 'ignore' then -- replace / debounce: the waiting job takes payload and due time
+      answer = target
+      local job = KEYS[6] .. target
+      if mode == 'debounce' and ARGV[b + 12] ~= '' then
+        local latest = num(redis.call('HGET', job, 'created_at'), now) + tonumber(ARGV[b + 12])
+        run_s = fmt(math.min(tonumber(run_s), math.max(latest, now)))
+      end
+      redis.call('HSET', job, 'payload', ARGV[b + 3], 'run_at', run_s)
+      if target == behind then
+        redis.call('ZADD', KEYS[8], run_s, target)
+      else
+        redis.call('ZADD', KEYS[level(redis.call('HGET', job, 'priority')) + 1], run_s, target)
+      end
+      stored = true
     end
-    local job = KEYS[7 + i]
+    out[i + 2] = {answer, redis.call('HGETALL', KEYS[6] .. answer)}
+  else
+    local job = KEYS[9 + i]
     redis.call('HSET', job, 'task', ARGV[b + 2], 'payload', ARGV[b + 3],
       'priority', ARGV[b + 4], 'state', 'queued', 'max_attempts', ARGV[b + 5],
       'timeout', ARGV[b + 6], 'run_at', run_s, 'created_at', nows)
+    local expiry = ARGV[b + 10]
+    if expiry ~= '' then
+      local at = tonumber(string.sub(expiry, 2))
+      if string.sub(expiry, 1, 1) == '+' then at = now + at end
+      redis.call('HSET', job, 'expires_at', fmt(at))
+    end
     if key ~= '' then
       redis.call('HSET', job, 'key', key)
-      redis.call('HSET', KEYS[4], key, id)
     end
-    collect(adds, KEYS[level(ARGV[b + 4]) + 1], run_s, id)
-    stored = true
+    if holder then -- the holder runs: this one waits behind it
+      redis.call('HSET', KEYS[7], key, id)
+      redis.call('ZADD', KEYS[8], run_s, id)
+    else
+      if key ~= '' then redis.call('HSET', KEYS[4], key, id) end
+      collect(adds, KEYS[level(ARGV[b + 4]) + 1], run_s, id)
+      stored = true
+    end
     out[i + 2] = 0
   end
 end

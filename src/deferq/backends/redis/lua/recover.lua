@@ -1,11 +1,13 @@
 -- recover: return jobs of one queue whose lease expired to waiting, or to dead when
--- their attempts are used up (a job that kills its worker every time must end).
+-- their attempts are used up (a job that kills its worker every time must end), or
+-- to cancelled when someone asked them to stop.
 --
 -- KEYS[1..3]  waiting zsets of priority 0, 1, 2
 -- KEYS[4]     active zset (score = lease deadline)
 -- KEYS[5]     dead zset
 -- KEYS[6]     wake list
 -- KEYS[7]     job-key prefix (expired jobs' hashes are prefix .. id, same slot)
+-- KEYS[8]     cancelled zset
 -- ARGV[1]     at most this many jobs per call (the caller repeats while it is reached)
 -- A recovered job keeps its due time, so it runs before jobs that became due later.
 -- Returns the number of jobs recovered.
@@ -15,11 +17,15 @@ local requeued = false
 for _, id in ipairs(ids) do
   redis.call('ZREM', KEYS[4], id)
   local job = KEYS[7] .. id
-  local f = redis.call('HMGET', job, 'state', 'attempts', 'max_attempts', 'priority', 'worker', 'run_at')
+  local f = redis.call('HMGET', job, 'state', 'attempts', 'max_attempts', 'priority', 'worker', 'run_at',
+    'cancel_requested_at')
   if f[1] == 'active' then
     local err = 'lease expired (worker ' .. (f[5] or '?') .. ' stopped heartbeating)'
     redis.call('HDEL', job, 'worker', 'lease_until')
-    if num(f[2], 0) >= num(f[3], 1) then
+    if f[7] then
+      redis.call('HSET', job, 'state', 'cancelled', 'error', err, 'finished_at', nows)
+      redis.call('ZADD', KEYS[8], nows, id)
+    elseif num(f[2], 0) >= num(f[3], 1) then
       redis.call('HSET', job, 'state', 'dead', 'error', err, 'finished_at', nows)
       redis.call('ZADD', KEYS[5], nows, id)
     else

@@ -1,7 +1,8 @@
 -- reserve: lease up to `limit` due jobs of one or more queues to a worker.
 --
--- KEYS, 6 per queue: waiting zsets of priority 0, 1, 2; active zset; wake list;
---             job-key prefix (leased jobs' hashes are prefix .. id, same slot)
+-- KEYS, 7 per queue: waiting zsets of priority 0, 1, 2; active zset; wake list;
+--             job-key prefix (leased jobs' hashes are prefix .. id, same slot);
+--             cancelled zset
 -- ARGV[1]     limit
 -- ARGV[2]     worker name
 -- ARGV[3]     lease seconds
@@ -10,7 +11,9 @@
 -- ARGV[5..]   priority levels in preference order (the caller's weighted rotation)
 -- Jobs are taken by priority preference, then due time, then enqueue order (ids of
 -- equal due time sort by enqueue order). Each taken job's attempts grows by one.
--- A job id whose hash is missing (deleted by hand) is dropped from the queue.
+-- A job id whose hash is missing (deleted by hand) is dropped from the queue. A job
+-- whose expiry has passed is not leased: it is cancelled ("expired"), its attempt not
+-- counted, and left out of the answer (so fewer than `limit` may come back).
 -- When the batch is full and due jobs remain, the wake token is passed on so that
 -- another idle worker takes them.
 -- Returns {now as text, lease deadline as text, then per job: queue number
@@ -21,7 +24,7 @@ local now, nows = clock()
 local limit = tonumber(ARGV[1])
 local worker = ARGV[2]
 local lease_until = fmt(now + tonumber(ARGV[3]))
-local nq = #KEYS / 6
+local nq = #KEYS / 7
 local taken = {}
 
 for pi = 5, #ARGV do
@@ -30,7 +33,7 @@ for pi = 5, #ARGV do
   if want <= 0 then break end
   local found = {}
   for q = 1, nq do
-    local ids = redis.call('ZRANGEBYSCORE', KEYS[(q - 1) * 6 + p + 1], '-inf', now,
+    local ids = redis.call('ZRANGEBYSCORE', KEYS[(q - 1) * 7 + p + 1], '-inf', now,
       'WITHSCORES', 'LIMIT', 0, want)
     for j = 1, #ids, 2 do
       found[#found + 1] = {tonumber(ids[j + 1]), ids[j], q, ids[j + 1]}
@@ -58,18 +61,23 @@ if ARGV[4] == 'peek' then
 end
 
 local out = {nows, lease_until}
-local removed, leased = {}, {}
+local removed, leased, placed = {}, {}, {}
 for _, item in ipairs(taken) do
   local id, q, p = item[1], item[2], item[3]
-  local b = (q - 1) * 6
+  local b = (q - 1) * 7
   collect(removed, KEYS[b + p + 1], id)
   local job = KEYS[b + 6] .. id
   local fields = redis.call('HGETALL', job)
-  if #fields > 0 then
-    local attempts = 0
-    for j = 1, #fields, 2 do
-      if fields[j] == 'attempts' then attempts = num(fields[j + 1], 0) break end
-    end
+  local attempts, expires = 0, nil
+  for j = 1, #fields, 2 do
+    local name = fields[j]
+    if name == 'attempts' then attempts = num(fields[j + 1], 0)
+    elseif name == 'expires_at' then expires = tonumber(fields[j + 1]) end
+  end
+  if expires and expires <= now then -- never run: cancelled instead
+    redis.call('HSET', job, 'state', 'cancelled', 'error', 'expired', 'finished_at', nows)
+    collect(placed, KEYS[b + 7], nows, id)
+  elseif #fields > 0 then
     attempts = attempts + 1
     redis.call('HSET', job, 'state', 'active', 'attempts', attempts, 'worker', worker,
       'lease_until', lease_until)
@@ -82,10 +90,11 @@ for _, item in ipairs(taken) do
 end
 flush('ZREM', removed)
 flush('ZADD', leased)
+flush('ZADD', placed)
 
 if #taken >= limit then
   for q = 1, nq do
-    local b = (q - 1) * 6
+    local b = (q - 1) * 7
     for p = 1, 3 do
       if #redis.call('ZRANGEBYSCORE', KEYS[b + p], '-inf', now, 'LIMIT', 0, 1) > 0 then
         wake(KEYS[b + 5])

@@ -1,24 +1,38 @@
--- settle: record how leased jobs ended (succeeded | retry | dead | release).
+-- settle: record how leased jobs ended (succeeded | retry | dead | release | snooze |
+-- cancelled).
 --
--- KEYS, 4 per outcome: job hash; active zset of its queue; target zset (the
---             waiting zset of the job's priority for retry and release, else the
---             succeeded or dead zset); wake list of its queue
+-- KEYS, 6 per outcome: job hash; active zset of its queue; target zset (the
+--             waiting zset of the job's priority for retry, release and snooze, else the
+--             succeeded, dead or cancelled zset); wake list of its queue; cancelled zset
+--             of its queue; its queue's hash of jobs waiting behind a key's holder
 -- ARGV, 7 per outcome: kind, id, worker, attempts (the lease fence),
---             delay seconds (retry), error (dead and retry), result JSON ('' = none)
--- An outcome applies only while the lease fence holds.
--- Returns one flag per outcome: 1 = applied, 0 = the lease was lost.
+--             delay seconds (retry, snooze), error (dead and retry), result JSON ('' = none)
+-- An outcome applies only while the lease fence holds. A job whose cancel was
+-- requested ends cancelled unless it succeeded (base.py).
+-- Returns one flag per outcome: 1 = applied, 2 = applied, and the job finished while
+-- a job waits behind it for its key (the caller runs step_up.lua next), 0 = the
+-- lease was lost.
 local now, nows = clock()
 local out = {}
 local released, placed = {}, {}
 local woken = {}
-for i = 0, #KEYS / 4 - 1 do
-  local job, active, target, wake_key = KEYS[i * 4 + 1], KEYS[i * 4 + 2], KEYS[i * 4 + 3], KEYS[i * 4 + 4]
+for i = 0, #KEYS / 6 - 1 do
+  local k = i * 6
+  local job, active, target, wake_key = KEYS[k + 1], KEYS[k + 2], KEYS[k + 3], KEYS[k + 4]
   local b = i * 7
   local kind, id, worker, attempts = ARGV[b + 1], ARGV[b + 2], ARGV[b + 3], ARGV[b + 4]
-  if owned(job, worker, attempts) then
+  local held, asked, key = owned(job, worker, attempts)
+  if held then
+    out[i + 1] = 1
     collect(released, active, id)
     -- worker and lease_until are blanked rather than deleted: one command, not two
-    if kind == 'succeeded' then
+    if kind == 'cancelled' or (asked and kind ~= 'succeeded') then
+      if kind == 'cancelled' or kind == 'dead' or kind == 'retry' then
+        redis.call('HSET', job, 'error', ARGV[b + 6])
+      end
+      redis.call('HSET', job, 'state', 'cancelled', 'finished_at', nows, 'worker', '', 'lease_until', '')
+      collect(placed, KEYS[k + 5], nows, id)
+    elseif kind == 'succeeded' then
       local result = ARGV[b + 7]
       if result == '' then
         redis.call('HSET', job, 'state', 'succeeded', 'finished_at', nows, 'worker', '',
@@ -38,13 +52,21 @@ for i = 0, #KEYS / 4 - 1 do
         'worker', '', 'lease_until', '')
       collect(placed, target, run_at, id)
       woken[wake_key] = true
+    elseif kind == 'snooze' then -- due again after the delay, the attempt not counted
+      local run_at = fmt(now + tonumber(ARGV[b + 5]))
+      redis.call('HSET', job, 'state', 'queued', 'run_at', run_at, 'attempts', tonumber(attempts) - 1,
+        'worker', '', 'lease_until', '')
+      collect(placed, target, run_at, id)
+      woken[wake_key] = true
     else -- release: back to waiting, the attempt not counted
       redis.call('HSET', job, 'state', 'queued', 'attempts', tonumber(attempts) - 1,
         'worker', '', 'lease_until', '')
       collect(placed, target, fmt(num(redis.call('HGET', job, 'run_at'), now)), id)
       woken[wake_key] = true
     end
-    out[i + 1] = 1
+    if key and redis.call('HGET', job, 'state') ~= 'queued' and redis.call('HEXISTS', KEYS[k + 6], key) == 1 then
+      out[i + 1] = 2
+    end
   else
     out[i + 1] = 0
   end

@@ -3,11 +3,12 @@
 -- KEYS[1..3]  waiting zsets of priority 0, 1, 2
 -- KEYS[4]     active zset
 -- KEYS[5..7]  succeeded, dead, cancelled zsets
+-- KEYS[8]     zset of waiting jobs held back from claims (counted as waiting)
 -- ARGV        none
 -- Returns {scheduled, queued, active, succeeded, dead, cancelled, oldest wait as text}.
 local now, nows = clock()
 local scheduled, queued, oldest = 0, 0, 0
-for k = 1, 3 do
+for _, k in ipairs({1, 2, 3, 8}) do
   local due = redis.call('ZCOUNT', KEYS[k], '-inf', nows)
   queued = queued + due
   scheduled = scheduled + redis.call('ZCARD', KEYS[k]) - due

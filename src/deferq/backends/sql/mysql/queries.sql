@@ -12,7 +12,8 @@
 
 -- name: job_columns
 id, task, payload, queue, priority, state, attempts, max_attempts, timeout,
-unique_key, run_at, created_at, lease_until, worker, error, result, finished_at
+unique_key, run_at, created_at, lease_until, worker, error, result, finished_at,
+progress, progress_message, cancel_requested_at, expires_at
 
 -- name: clock
 SELECT {now}
@@ -23,16 +24,40 @@ SELECT {now}
 -- clock read just before). A held unique key is a duplicate on deferq_jobs_live_key:
 -- the no-op update skips the row. There is no RETURNING: stored_ids tells.
 INSERT INTO {jobs} (id, task, payload, queue, priority, state, max_attempts, timeout,
-                    unique_key, run_at, created_at)
+                    unique_key, run_at, created_at, expires_at)
 VALUES (%(id)s, %(task)s, %(payload)s, %(queue)s, %(priority)s, %(state)s, %(max_attempts)s,
-        %(timeout)s, %(key)s, %(run_at)s, %(created_at)s)
+        %(timeout)s, %(key)s, %(run_at)s, %(created_at)s, %(expires_at)s)
 ON DUPLICATE KEY UPDATE seq = seq
 
 -- name: stored_ids
 SELECT id FROM {jobs} WHERE id IN %(ids)s
 
--- name: live_by_keys
-SELECT {job_columns}, {now} FROM {jobs} WHERE live_key IN %(keys)s
+-- name: holders
+-- The unfinished jobs with these keys: each key's holder, and a job waiting behind a
+-- running holder (on_conflict replace / debounce), told apart by the raw priority
+-- (the last column: raised by 20 for the one waiting behind, see base.BEHIND).
+SELECT {job_columns}, {now}, priority FROM {jobs}
+WHERE unique_key IN %(keys)s AND state IN ('queued', 'active')
+
+-- name: replace
+-- on_conflict replace / debounce: a waiting job takes the new arguments and due time.
+-- Guarded: a job claimed meanwhile is left alone (the backend looks again).
+UPDATE {jobs} SET payload = %(payload)s, run_at = %(run_at)s WHERE id = %(id)s AND state = 'queued'
+
+-- name: step_up
+-- Jobs waiting behind the holder of their key take its place once it is gone: their
+-- priority comes back down to a level claims read. While the key has a holder (one
+-- retrying, say) they keep waiting. MySQL refuses a subquery on the table it updates,
+-- so the holder is looked for with a join (live_key and behind_key: the migrations).
+UPDATE {jobs} AS s LEFT JOIN {jobs} AS h ON h.live_key = s.behind_key
+SET s.priority = s.priority - 20
+WHERE s.behind_key IN %(keys)s AND h.seq IS NULL
+
+-- name: step_up_all
+-- The same for every key (the sweep, base.py): one range of deferq_jobs_behind.
+UPDATE {jobs} AS s LEFT JOIN {jobs} AS h ON h.live_key = s.behind_key
+SET s.priority = s.priority - 20
+WHERE s.behind_key IS NOT NULL AND h.seq IS NULL
 
 -- name: claim
 -- Due jobs of one queue and priority, oldest first, locked for the claim. SKIP LOCKED
@@ -51,6 +76,11 @@ UPDATE {jobs} SET state = 'active', attempts = attempts + 1, worker = %(worker)s
                   lease_until = %(lease_until)s
 WHERE seq IN %(seqs)s
 
+-- name: expire
+-- Chosen rows whose expiry has passed: cancelled instead of leased (never run).
+UPDATE {jobs} SET state = 'cancelled', error = 'expired', finished_at = %(now)s
+WHERE seq IN %(seqs)s
+
 -- name: claim_update
 -- Without SKIP LOCKED (older servers, or ?claim=update): the seed's "update first,
 -- then select what I own" (S3-1). One statement marks up to %(limit)s rows with this
@@ -60,8 +90,17 @@ WHERE seq IN %(seqs)s
 -- The hint: left to itself, MariaDB may read every waiting row by (state, finished_at)
 -- and sort them, locking them all, so concurrent claims deadlock; through the waiting
 -- index it reads (and locks) the rows it takes.
-UPDATE {jobs} FORCE INDEX (deferq_jobs_waiting) SET state = 'active', attempts = attempts + 1, worker = %(worker)s,
-                  lease_until = {now} + %(lease)s, claim_token = %(token)s
+-- Rows whose expiry has passed are cancelled instead ("expired", the attempt not
+-- counted), and `claimed` (which reads active rows only) leaves them out. `state` is
+-- assigned first: the CASEs after it read only expires_at.
+UPDATE {jobs} FORCE INDEX (deferq_jobs_waiting) SET
+    state = CASE WHEN expires_at <= {now} THEN 'cancelled' ELSE 'active' END,
+    attempts = CASE WHEN expires_at <= {now} THEN attempts ELSE attempts + 1 END,
+    worker = CASE WHEN expires_at <= {now} THEN NULL ELSE %(worker)s END,
+    lease_until = CASE WHEN expires_at <= {now} THEN NULL ELSE {now} + %(lease)s END,
+    error = CASE WHEN expires_at <= {now} THEN 'expired' ELSE error END,
+    finished_at = CASE WHEN expires_at <= {now} THEN {now} END,
+    claim_token = %(token)s
 WHERE state = 'queued' AND queue IN %(queues)s AND priority = %(priority)s AND run_at <= {now}
 ORDER BY run_at, seq
 LIMIT %(limit)s
@@ -77,26 +116,39 @@ SELECT {job_columns}, {now}, seq FROM {jobs} WHERE state = 'active' AND claim_to
 UPDATE {jobs} FORCE INDEX (deferq_jobs_id) SET lease_until = {now} + %(lease)s
 WHERE id = %(id)s AND state = 'active' AND worker = %(worker)s AND attempts = %(attempts)s
 
+-- name: cancels_requested
+-- Which of the leases a heartbeat just renewed someone asked to stop (no RETURNING).
+SELECT id FROM {jobs} WHERE id IN %(ids)s AND state = 'active' AND cancel_requested_at IS NOT NULL
+
+-- name: progress
+-- What a running task last reported, fenced like heartbeat (one per job).
+UPDATE {jobs} FORCE INDEX (deferq_jobs_id) SET progress = %(progress)s, progress_message = %(message)s
+WHERE id = %(id)s AND state = 'active' AND worker = %(worker)s AND attempts = %(attempts)s
+
 -- name: settle
 -- One outcome, fenced like heartbeat. MySQL assigns left to right and later
 -- assignments see earlier ones, so the columns read (attempts) come before the
--- columns cleared (worker, lease_until). Same index hint as heartbeat.
+-- columns cleared (worker, lease_until). Same index hint as heartbeat. A job whose
+-- cancel was requested ends cancelled unless it succeeded (base.py).
 UPDATE {jobs} FORCE INDEX (deferq_jobs_id) SET
-    state = %(state)s,
+    state = CASE WHEN cancel_requested_at IS NOT NULL AND %(state)s <> 'succeeded' THEN 'cancelled'
+                 ELSE %(state)s END,
     attempts = attempts - %(released)s,
-    run_at = CASE WHEN %(kind)s = 'retry' THEN {now} + %(delay)s ELSE run_at END,
-    error = CASE WHEN %(kind)s IN ('retry', 'dead') THEN %(error)s ELSE error END,
+    run_at = CASE WHEN %(kind)s IN ('retry', 'snooze') THEN {now} + %(delay)s ELSE run_at END,
+    error = CASE WHEN %(kind)s IN ('retry', 'dead', 'cancelled') THEN %(error)s ELSE error END,
     result = CASE WHEN %(kind)s = 'succeeded' THEN %(result)s ELSE result END,
-    finished_at = CASE WHEN %(state)s IN ('succeeded', 'dead') THEN {now} END,
+    finished_at = CASE WHEN %(state)s <> 'queued' OR cancel_requested_at IS NOT NULL THEN {now} END,
     worker = NULL,
     lease_until = NULL
 WHERE id = %(id)s AND state = 'active' AND worker = %(worker)s AND attempts = %(attempts)s
 
 -- name: recover_expired
+-- Back to waiting; dead when its attempts are used up; cancelled when that was asked.
 -- `error` reads `worker` before it is cleared (left-to-right assignment).
 UPDATE {jobs} SET
-    finished_at = CASE WHEN attempts >= max_attempts THEN {now} END,
-    state = CASE WHEN attempts >= max_attempts THEN 'dead' ELSE 'queued' END,
+    finished_at = CASE WHEN cancel_requested_at IS NOT NULL OR attempts >= max_attempts THEN {now} END,
+    state = CASE WHEN cancel_requested_at IS NOT NULL THEN 'cancelled'
+                 WHEN attempts >= max_attempts THEN 'dead' ELSE 'queued' END,
     error = CONCAT('lease expired (worker ', worker, ' stopped heartbeating)'),
     worker = NULL,
     lease_until = NULL
@@ -117,7 +169,14 @@ SELECT {job_columns}, {now} FROM {jobs} WHERE id = %(id)s
 SELECT {job_columns}, {now} FROM {jobs} WHERE unique_key = %(key)s ORDER BY seq DESC LIMIT 1
 
 -- name: cancel
-UPDATE {jobs} SET state = 'cancelled', finished_at = {now} WHERE id = %(id)s AND state = 'queued'
+-- A waiting job is cancelled; an active one is asked to stop: its worker hears it at
+-- its next heartbeat, and its outcome is stored as cancelled. `state` is assigned
+-- last: the assignments before it read the old state (left-to-right assignment).
+UPDATE {jobs} SET
+    finished_at = CASE WHEN state = 'queued' THEN {now} ELSE finished_at END,
+    cancel_requested_at = CASE WHEN state = 'active' THEN coalesce(cancel_requested_at, {now}) END,
+    state = CASE WHEN state = 'queued' THEN 'cancelled' ELSE state END
+WHERE id = %(id)s AND state IN ('queued', 'active')
 
 -- name: retry_dead
 -- Unlike PostgreSQL, the job keeps its seq: moving an AUTO_INCREMENT key by hand can

@@ -11,7 +11,8 @@ date_part('epoch', now())
 -- Every job read returns these, in this order (common.py decodes them). Reading jsonb
 -- as text costs the same as its normal output and leaves decoding to orjson.
 id, task, payload::text, queue, priority, state, attempts, max_attempts, timeout,
-unique_key, run_at, created_at, lease_until, worker, error, result::text, finished_at
+unique_key, run_at, created_at, lease_until, worker, error, result::text, finished_at,
+progress, progress_message, cancel_requested_at, expires_at
 
 -- name: clock
 SELECT {now}
@@ -20,34 +21,73 @@ SELECT {now}
 -- A whole batch in one statement: one JSON document in (a list of jobs, built by
 -- orjson in one call), one row per job, inserted in list order. A job whose key is
 -- held by an unfinished job conflicts on the partial unique index and is skipped
--- (MySQL emulates that index with a generated column). RETURNING says which went in.
+-- (MySQL emulates that index with a generated column); so is one stored to wait
+-- behind a running holder when another already waits there (deferq_jobs_behind).
+-- RETURNING says which went in.
 INSERT INTO {jobs} (id, task, payload, queue, priority, state, max_attempts, timeout,
-                    unique_key, run_at, created_at)
+                    unique_key, run_at, created_at, expires_at)
 SELECT i.id, i.task, i.payload, i.queue, i.priority, 'queued', i.max_attempts, i.timeout,
-       i.unique_key, CASE WHEN i.run_at > 0 THEN i.run_at ELSE {now} + i.delay END, {now}
+       i.unique_key, CASE WHEN i.run_at > 0 THEN i.run_at ELSE {now} + i.delay END, {now},
+       coalesce(i.expires_at, {now} + i.expires_in)
 FROM ROWS FROM (jsonb_to_recordset(%(jobs)s::jsonb) AS (
          id text, task text, payload jsonb, queue text, priority smallint, max_attempts int,
-         timeout float8, unique_key text, run_at float8, delay float8))
+         timeout float8, unique_key text, run_at float8, delay float8, expires_at float8,
+         expires_in float8))
      WITH ORDINALITY AS i(id, task, payload, queue, priority, max_attempts, timeout, unique_key,
-                          run_at, delay, n)
+                          run_at, delay, expires_at, expires_in, n)
 ORDER BY i.n
-ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND state IN ('queued', 'active') DO NOTHING
+ON CONFLICT DO NOTHING
 RETURNING id, run_at, created_at
 
 -- name: enqueue_one
 -- The same for one job, the commonest call: plain values plan and bind faster than
 -- a document to unpack (a third less time per single enqueue, measured).
 INSERT INTO {jobs} (id, task, payload, queue, priority, state, max_attempts, timeout,
-                    unique_key, run_at, created_at)
+                    unique_key, run_at, created_at, expires_at)
 VALUES (%(id)s, %(task)s, %(payload)s::jsonb, %(queue)s, %(priority)s, 'queued',
         %(max_attempts)s, %(timeout)s, %(unique_key)s,
-        CASE WHEN %(run_at)s > 0 THEN %(run_at)s ELSE {now} + %(delay)s END, {now})
-ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND state IN ('queued', 'active') DO NOTHING
+        CASE WHEN %(run_at)s > 0 THEN %(run_at)s ELSE {now} + %(delay)s END, {now},
+        coalesce(%(expires_at)s::float8, {now} + %(expires_in)s::float8))
+ON CONFLICT DO NOTHING
 RETURNING id, run_at, created_at
 
--- name: live_by_keys
-SELECT {job_columns}, {now} FROM {jobs}
+-- name: holders
+-- The unfinished jobs with these keys: each key's holder, and a job waiting behind a
+-- running holder (on_conflict replace / debounce), told apart by the raw priority
+-- (the last column: raised by 20 for the one waiting behind, see base.BEHIND).
+SELECT {job_columns}, {now}, priority FROM {jobs}
 WHERE unique_key = ANY(%(keys)s::text[]) AND state IN ('queued', 'active')
+
+-- name: replace
+-- on_conflict replace / debounce: a waiting job takes the new arguments and due time.
+-- Guarded: a job claimed meanwhile is left alone (the backend looks again).
+UPDATE {jobs} SET payload = %(payload)s::jsonb, run_at = %(run_at)s WHERE id = %(id)s AND state = 'queued'
+
+-- name: step_up
+-- Jobs waiting behind the holder of their key take its place once it is gone: their
+-- priority comes back down to a level claims read. While the key has a holder (one
+-- retrying, say) they keep waiting.
+UPDATE {jobs} AS s SET priority = s.priority - 20
+WHERE s.unique_key = ANY(%(keys)s::text[]) AND s.state = 'queued' AND s.priority >= 20
+  AND NOT EXISTS (SELECT 1 FROM {jobs} AS h WHERE h.unique_key = s.unique_key
+                  AND h.state IN ('queued', 'active') AND h.priority < 20)
+
+-- name: step_up_all
+-- The same for every key (the sweep, base.py): one range of deferq_jobs_behind.
+UPDATE {jobs} AS s SET priority = s.priority - 20
+WHERE s.unique_key IS NOT NULL AND s.state = 'queued' AND s.priority >= 20
+  AND NOT EXISTS (SELECT 1 FROM {jobs} AS h WHERE h.unique_key = s.unique_key
+                  AND h.state IN ('queued', 'active') AND h.priority < 20)
+
+-- name: lease_or_expire
+-- What a claim sets: the lease, except on rows whose expiry has passed, which are
+-- cancelled instead ("expired", the attempt not counted); the backend leaves them out.
+state = CASE WHEN expires_at <= {now} THEN 'cancelled' ELSE 'active' END,
+attempts = CASE WHEN expires_at <= {now} THEN attempts ELSE attempts + 1 END,
+worker = CASE WHEN expires_at <= {now} THEN NULL ELSE %(worker)s END,
+lease_until = CASE WHEN expires_at <= {now} THEN NULL ELSE {now} + %(lease)s END,
+error = CASE WHEN expires_at <= {now} THEN 'expired' ELSE error END,
+finished_at = CASE WHEN expires_at <= {now} THEN {now} END
 
 -- name: claim
 -- Lease up to %(limit)s due jobs of ONE queue. Priorities are tried in the caller's
@@ -56,8 +96,7 @@ WHERE unique_key = ANY(%(keys)s::text[]) AND state IN ('queued', 'active')
 -- deferq_jobs_waiting, read in claim order; SKIP LOCKED passes over rows another
 -- worker is claiming right now instead of waiting for it. The rows are then updated
 -- by ctid (their address, stable while locked): no second index look-up.
-UPDATE {jobs} SET state = 'active', attempts = attempts + 1, worker = %(worker)s,
-                  lease_until = {now} + %(lease)s
+UPDATE {jobs} SET {lease_or_expire}
 WHERE ctid = ANY(ARRAY(
     SELECT c.ctid
     FROM unnest(%(priorities)s::smallint[]) AS p(priority)
@@ -76,8 +115,7 @@ RETURNING {job_columns}, {now}, seq
 -- are merged by due time. A level may lock up to %(limit)s rows per queue and lease
 -- only %(limit)s of them; the others are free again at commit, a moment later.
 -- (`queue = ANY(array)` on the index would need a sort of every due row instead.)
-UPDATE {jobs} SET state = 'active', attempts = attempts + 1, worker = %(worker)s,
-                  lease_until = {now} + %(lease)s
+UPDATE {jobs} SET {lease_or_expire}
 WHERE ctid = ANY(ARRAY(
     SELECT m.ctid
     FROM unnest(%(priorities)s::smallint[]) AS p(priority)
@@ -101,23 +139,35 @@ RETURNING {job_columns}, {now}, seq
 -- name: heartbeat
 -- A batch in one statement (arrays in, one element per job), fenced by (worker,
 -- attempts): a lease that changed hands is not extended. RETURNING names the ones
--- that applied. MySQL runs one fenced UPDATE per job instead.
+-- that applied, and whether someone asked the job to stop. MySQL runs one fenced
+-- UPDATE per job instead.
 UPDATE {jobs} AS j SET lease_until = {now} + f.lease
 FROM unnest(%(id)s::text[], %(worker)s::text[], %(attempts)s::int[], %(lease)s::float8[])
      AS f(id, worker, attempts, lease)
+WHERE j.id = f.id AND j.state = 'active' AND j.worker = f.worker AND j.attempts = f.attempts
+RETURNING j.id, j.cancel_requested_at
+
+-- name: progress
+-- What running tasks last reported, a batch in one statement, fenced like heartbeat.
+UPDATE {jobs} AS j SET progress = f.progress, progress_message = f.message
+FROM unnest(%(id)s::text[], %(worker)s::text[], %(attempts)s::int[], %(progress)s::float8[],
+            %(message)s::text[])
+     AS f(id, worker, attempts, progress, message)
 WHERE j.id = f.id AND j.state = 'active' AND j.worker = f.worker AND j.attempts = f.attempts
 RETURNING j.id
 
 -- name: settle
 -- A batch of outcomes, fenced like heartbeat. o.state is the new stored state; the
--- CASEs keep the columns an outcome does not touch (memory.py's _settled, in SQL).
+-- CASEs keep the columns an outcome does not touch (memory.py's _settled, in SQL). A
+-- job whose cancel was requested ends cancelled unless it succeeded (base.py).
 UPDATE {jobs} AS j SET
-    state = o.state,
+    state = CASE WHEN j.cancel_requested_at IS NOT NULL AND o.state <> 'succeeded' THEN 'cancelled'
+                 ELSE o.state END,
     attempts = j.attempts - o.released,
-    run_at = CASE WHEN o.kind = 'retry' THEN {now} + o.delay ELSE j.run_at END,
-    error = CASE WHEN o.kind IN ('retry', 'dead') THEN o.error ELSE j.error END,
+    run_at = CASE WHEN o.kind IN ('retry', 'snooze') THEN {now} + o.delay ELSE j.run_at END,
+    error = CASE WHEN o.kind IN ('retry', 'dead', 'cancelled') THEN o.error ELSE j.error END,
     result = CASE WHEN o.kind = 'succeeded' THEN o.result::jsonb ELSE j.result END,
-    finished_at = CASE WHEN o.state IN ('succeeded', 'dead') THEN {now} END,
+    finished_at = CASE WHEN o.state <> 'queued' OR j.cancel_requested_at IS NOT NULL THEN {now} END,
     worker = NULL,
     lease_until = NULL
 FROM unnest(%(id)s::text[], %(worker)s::text[], %(attempts)s::int[], %(kind)s::text[],
@@ -128,9 +178,11 @@ WHERE j.id = o.id AND j.state = 'active' AND j.worker = o.worker AND j.attempts 
 RETURNING j.id
 
 -- name: recover_expired
+-- Back to waiting; dead when its attempts are used up; cancelled when that was asked.
 UPDATE {jobs} SET
-    state = CASE WHEN attempts >= max_attempts THEN 'dead' ELSE 'queued' END,
-    finished_at = CASE WHEN attempts >= max_attempts THEN {now} END,
+    state = CASE WHEN cancel_requested_at IS NOT NULL THEN 'cancelled'
+                 WHEN attempts >= max_attempts THEN 'dead' ELSE 'queued' END,
+    finished_at = CASE WHEN cancel_requested_at IS NOT NULL OR attempts >= max_attempts THEN {now} END,
     error = 'lease expired (worker ' || worker || ' stopped heartbeating)',
     worker = NULL,
     lease_until = NULL
@@ -155,7 +207,13 @@ SELECT {job_columns}, {now} FROM {jobs} WHERE id = %(id)s
 SELECT {job_columns}, {now} FROM {jobs} WHERE unique_key = %(key)s ORDER BY seq DESC LIMIT 1
 
 -- name: cancel
-UPDATE {jobs} SET state = 'cancelled', finished_at = {now} WHERE id = %(id)s AND state = 'queued'
+-- A waiting job is cancelled; an active one is asked to stop: its worker hears it at
+-- its next heartbeat, and its outcome is stored as cancelled.
+UPDATE {jobs} SET
+    finished_at = CASE WHEN state = 'queued' THEN {now} ELSE finished_at END,
+    cancel_requested_at = CASE WHEN state = 'active' THEN coalesce(cancel_requested_at, {now}) END,
+    state = CASE WHEN state = 'queued' THEN 'cancelled' ELSE state END
+WHERE id = %(id)s AND state IN ('queued', 'active')
 
 -- name: retry_dead
 -- Back to the end of the line: a fresh seq. Fails on deferq_jobs_live_key when a newer

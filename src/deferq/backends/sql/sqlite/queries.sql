@@ -13,7 +13,8 @@
 -- name: job_columns
 -- Every job read returns these, in this order (rows.py decodes them).
 id, task, payload, queue, priority, state, attempts, max_attempts, timeout,
-key, run_at, created_at, lease_until, worker, error, result, finished_at
+key, run_at, created_at, lease_until, worker, error, result, finished_at,
+progress, progress_message, cancel_requested_at, expires_at
 
 -- name: data_version
 -- Changes whenever another connection commits: a read of shared memory, no I/O.
@@ -27,12 +28,36 @@ PRAGMA data_version
 -- Positional parameters, in the order of the column list: the commonest write binds
 -- a tuple, cheaper than looking up names.
 INSERT OR IGNORE INTO {jobs} (id, task, payload, queue, priority, max_attempts, timeout,
-                              key, run_at, created_at, state)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued')
+                              key, run_at, created_at, expires_at, state)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued')
 
--- name: live_by_keys
-SELECT {job_columns}, {now} FROM {jobs}
+-- name: holders
+-- The unfinished jobs with these keys: each key's holder, and a job waiting behind a
+-- running holder (on_conflict replace / debounce), told apart by the raw priority
+-- (the last column: raised by 20 for the one waiting behind, see base.BEHIND).
+SELECT {job_columns}, {now}, priority FROM {jobs}
 WHERE key IN (SELECT value FROM json_each(:keys)) AND state IN ('queued', 'active')
+
+-- name: replace
+-- on_conflict replace / debounce: a waiting job takes the new arguments and due time.
+-- Guarded: a job claimed meanwhile is left alone (the backend looks again).
+UPDATE {jobs} SET payload = :payload, run_at = :run_at WHERE id = :id AND state = 'queued'
+
+-- name: step_up
+-- Jobs waiting behind the holder of their key take its place once it is gone: their
+-- priority comes back down to a level claims read. While the key has a holder (one
+-- retrying, say) they keep waiting.
+UPDATE {jobs} SET priority = priority - 20
+WHERE key IN (SELECT value FROM json_each(:keys)) AND state = 'queued' AND priority >= 20
+  AND NOT EXISTS (SELECT 1 FROM {jobs} AS h WHERE h.key = {jobs}.key
+                  AND h.state IN ('queued', 'active') AND h.priority < 20)
+
+-- name: step_up_all
+-- The same for every key (the sweep, base.py): one range of deferq_jobs_behind.
+UPDATE {jobs} SET priority = priority - 20
+WHERE key IS NOT NULL AND state = 'queued' AND priority >= 20
+  AND NOT EXISTS (SELECT 1 FROM {jobs} AS h WHERE h.key = {jobs}.key
+                  AND h.state IN ('queued', 'active') AND h.priority < 20)
 
 -- name: claim
 -- Due jobs of ONE queue and priority, in claim order: one range of the partial index
@@ -48,28 +73,44 @@ ORDER BY run_at, seq
 LIMIT ?
 
 -- name: lease
-UPDATE {jobs} SET state = 'active', attempts = attempts + 1, worker = :worker,
-                  lease_until = {now} + :lease
+-- The chosen rows leased, except those whose expiry has passed: cancelled instead
+-- ("expired"), their attempt not counted; the backend leaves them out of its answer.
+UPDATE {jobs} SET
+    state = CASE WHEN expires_at <= {now} THEN 'cancelled' ELSE 'active' END,
+    attempts = CASE WHEN expires_at <= {now} THEN attempts ELSE attempts + 1 END,
+    worker = CASE WHEN expires_at <= {now} THEN NULL ELSE :worker END,
+    lease_until = CASE WHEN expires_at <= {now} THEN NULL ELSE {now} + :lease END,
+    error = CASE WHEN expires_at <= {now} THEN 'expired' ELSE error END,
+    finished_at = CASE WHEN expires_at <= {now} THEN {now} END
 WHERE seq IN (SELECT value FROM json_each(:seqs))
 RETURNING {job_columns}, {now}, seq
 
 -- name: heartbeat
 -- One job, fenced by (worker, attempts): a lease that changed hands is not extended.
--- The backend runs one per job, in one transaction (PostgreSQL unnests arrays).
+-- The backend runs one per job, in one transaction (PostgreSQL unnests arrays). The
+-- rows returned are the leases that held, and whether someone asked the job to stop.
 UPDATE {jobs} SET lease_until = {now} + :lease
+WHERE id = :id AND state = 'active' AND worker = :worker AND attempts = :attempts
+RETURNING id, cancel_requested_at
+
+-- name: progress
+-- What a running task last reported, fenced like heartbeat (one per job, one transaction).
+UPDATE {jobs} SET progress = :progress, progress_message = :message
 WHERE id = :id AND state = 'active' AND worker = :worker AND attempts = :attempts
 
 -- name: settle
 -- One outcome, fenced like heartbeat. :state is the new stored state; the CASEs keep
 -- the columns an outcome does not touch (memory.py's _settled, in SQL). SET reads the
--- old row, whatever the order of assignments (as on PostgreSQL, unlike MySQL).
+-- old row, whatever the order of assignments (as on PostgreSQL, unlike MySQL). A job
+-- whose cancel was requested ends cancelled unless it succeeded (base.py).
 UPDATE {jobs} SET
-    state = :state,
+    state = CASE WHEN cancel_requested_at IS NOT NULL AND :state <> 'succeeded' THEN 'cancelled'
+                 ELSE :state END,
     attempts = attempts - :released,
-    run_at = CASE WHEN :kind = 'retry' THEN {now} + :delay ELSE run_at END,
-    error = CASE WHEN :kind IN ('retry', 'dead') THEN :error ELSE error END,
+    run_at = CASE WHEN :kind IN ('retry', 'snooze') THEN {now} + :delay ELSE run_at END,
+    error = CASE WHEN :kind IN ('retry', 'dead', 'cancelled') THEN :error ELSE error END,
     result = CASE WHEN :kind = 'succeeded' THEN :result ELSE result END,
-    finished_at = CASE WHEN :state IN ('succeeded', 'dead') THEN {now} END,
+    finished_at = CASE WHEN :state <> 'queued' OR cancel_requested_at IS NOT NULL THEN {now} END,
     worker = NULL,
     lease_until = NULL
 WHERE id = :id AND state = 'active' AND worker = :worker AND attempts = :attempts
@@ -82,9 +123,11 @@ UPDATE {jobs} SET state = 'succeeded', finished_at = ?, worker = NULL, lease_unt
 WHERE id = ? AND state = 'active' AND worker = ? AND attempts = ?
 
 -- name: recover_expired
+-- Back to waiting; dead when its attempts are used up; cancelled when that was asked.
 UPDATE {jobs} SET
-    state = CASE WHEN attempts >= max_attempts THEN 'dead' ELSE 'queued' END,
-    finished_at = CASE WHEN attempts >= max_attempts THEN {now} END,
+    state = CASE WHEN cancel_requested_at IS NOT NULL THEN 'cancelled'
+                 WHEN attempts >= max_attempts THEN 'dead' ELSE 'queued' END,
+    finished_at = CASE WHEN cancel_requested_at IS NOT NULL OR attempts >= max_attempts THEN {now} END,
     error = 'lease expired (worker ' || worker || ' stopped heartbeating)',
     worker = NULL,
     lease_until = NULL
@@ -106,7 +149,13 @@ SELECT {job_columns}, {now} FROM {jobs} WHERE id = :id
 SELECT {job_columns}, {now} FROM {jobs} WHERE key = :key ORDER BY seq DESC LIMIT 1
 
 -- name: cancel
-UPDATE {jobs} SET state = 'cancelled', finished_at = {now} WHERE id = :id AND state = 'queued'
+-- A waiting job is cancelled; an active one is asked to stop: its worker hears it at
+-- its next heartbeat, and its outcome is stored as cancelled.
+UPDATE {jobs} SET
+    finished_at = CASE WHEN state = 'queued' THEN {now} ELSE finished_at END,
+    cancel_requested_at = CASE WHEN state = 'active' THEN coalesce(cancel_requested_at, {now}) END,
+    state = CASE WHEN state = 'queued' THEN 'cancelled' ELSE state END
+WHERE id = :id AND state IN ('queued', 'active')
 
 -- name: retry_dead
 -- Back to the end of the line: a fresh seq (seq is the rowid; one writer at a time,
