@@ -31,6 +31,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..job import ALL_STATES, FINISHED_STATES, Job, JobState
+from .history import HistoryStore
 
 # Waiting jobs that claims must pass over are stored with their priority level raised
 # out of the levels claims read (0-2), so they stay out of the claim index while they
@@ -358,8 +359,9 @@ class Records(ABC):
         """All live records of a namespace."""
 
 
-class Backend(JobStore, JobAdmin, Records):
-    """A whole store: the hot path, admin and records. Every store deferq ships is one."""
+class Backend(JobStore, JobAdmin, Records, HistoryStore):
+    """A whole store: the hot path, admin, records and the per-minute history. Every store
+    deferq ships is one."""
 
 
 def finished_only(states: Iterable[JobState | str]) -> list[JobState]:

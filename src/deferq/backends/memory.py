@@ -25,11 +25,12 @@ from .base import (
     finished_only,
     state_for_waiting,
 )
+from .history import MemoryHistory
 
 _WAITING = JobState.QUEUED  # stored state of every waiting job; see base.py
 
 
-class MemoryBackend(Backend):
+class MemoryBackend(MemoryHistory, Backend):
     schemes = ("memory",)
 
     def __init__(self, url: str = "memory://", **_: Any) -> None:
@@ -84,7 +85,7 @@ class MemoryBackend(Backend):
                     stored.append(self._insert(item, now))
                 elif item.on_conflict == "ignore":
                     stored.append(self._view(behind or holder, now))  # type: ignore[arg-type]
-                elif (target := behind or (holder if holder and holder.state == _WAITING else None)):
+                elif target := behind or (holder if holder and holder.state == _WAITING else None):
                     self._jobs[target.id] = item.updated(target, now).evolve(state=_WAITING)
                     stored.append(self._view(self._jobs[target.id], now))
                 else:  # the holder runs: never changed; the new job waits behind it
@@ -244,9 +245,7 @@ class MemoryBackend(Backend):
                 return False
             if job.key and self._unfinished_with_key(job.key):
                 return False
-            self._jobs[job_id] = replace(
-                job, state=_WAITING, attempts=0, run_at=self.now(), finished_at=None
-            )
+            self._jobs[job_id] = replace(job, state=_WAITING, attempts=0, run_at=self.now(), finished_at=None)
             self._order[job_id] = next(self._seq)
             self._changed.notify_all()
             return True
@@ -263,11 +262,7 @@ class MemoryBackend(Backend):
         states = set(finished_only(states))
         with self._changed:
             limit = self.now() - older_than
-            doomed = [
-                j.id
-                for j in self._jobs.values()
-                if j.state in states and (j.finished_at or 0) <= limit
-            ]
+            doomed = [j.id for j in self._jobs.values() if j.state in states and (j.finished_at or 0) <= limit]
             for job_id in doomed:
                 del self._jobs[job_id]
                 del self._order[job_id]
@@ -333,13 +328,9 @@ def _settled(job: Job, outcome: Outcome, now: float) -> Job:
         error = outcome.error if outcome.kind in ("cancelled", "dead", "retry") else job.error
         return replace(job, state=JobState.CANCELLED, error=error, finished_at=now, **common)
     if outcome.kind == "succeeded":
-        return replace(
-            job, state=JobState.SUCCEEDED, result=outcome.result, finished_at=now, **common
-        )
+        return replace(job, state=JobState.SUCCEEDED, result=outcome.result, finished_at=now, **common)
     if outcome.kind == "retry":
-        return replace(
-            job, state=_WAITING, run_at=now + outcome.delay, error=outcome.error, **common
-        )
+        return replace(job, state=_WAITING, run_at=now + outcome.delay, error=outcome.error, **common)
     if outcome.kind == "dead":
         return replace(job, state=JobState.DEAD, error=outcome.error, finished_at=now, **common)
     if outcome.kind == "release":
@@ -352,11 +343,7 @@ def _settled(job: Job, outcome: Outcome, now: float) -> Job:
 def _expired(job: Job, now: float) -> Job:
     error = f"lease expired (worker {job.worker} stopped heartbeating)"
     if job.cancel_requested:
-        return replace(
-            job, state=JobState.CANCELLED, error=error, finished_at=now, worker=None, lease_until=None
-        )
+        return replace(job, state=JobState.CANCELLED, error=error, finished_at=now, worker=None, lease_until=None)
     if job.attempts >= job.max_attempts:
-        return replace(
-            job, state=JobState.DEAD, error=error, finished_at=now, worker=None, lease_until=None
-        )
+        return replace(job, state=JobState.DEAD, error=error, finished_at=now, worker=None, lease_until=None)
     return replace(job, state=_WAITING, error=error, worker=None, lease_until=None)

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias
 import msgspec
 from msgspec import UNSET, Meta, Struct, UnsetType
 
+from ..history import MAX_MINUTES as MAX_HISTORY_MINUTES
 from ..job import JobState
 from ..options import HTTP_OPTIONS, PATTERN_WORDS, Option
 from .auth import SCOPES
@@ -194,6 +195,17 @@ class JobsQuery(Struct, forbid_unknown_fields=True):
     limit: Limit = 100
 
 
+class HistoryQuery(Struct, forbid_unknown_fields=True):
+    """A window of the per-minute history (deferq.history), of a queue, a task, or both."""
+
+    queue: Annotated[str, Meta(description="Only this queue (every queue if left out).")] | UnsetType = UNSET
+    task: Annotated[str, Meta(description="Only this task (every task if left out).")] | UnsetType = UNSET
+    minutes: Annotated[int, Meta(ge=1, le=MAX_HISTORY_MINUTES, description="How far back, the current minute "
+                                 "included.")] = 60  # fmt: skip
+    step: Annotated[int, Meta(ge=1, le=1440, description="Minutes per point (by default, enough for at "
+                              "most 360 points): counts add up, percentiles merge.")] | UnsetType = UNSET
+
+
 class DeadQuery(Struct, forbid_unknown_fields=True):
     queue: str | UnsetType = UNSET
     limit: Limit = 100
@@ -329,8 +341,55 @@ class Status(Struct):
     status: str
 
 
+Percentiles = list[Annotated[float, Meta(description="seconds")] | None]
+
+
+class HistorySeries(Struct):
+    """One list per series, a value per point; percentiles are null where nothing ran."""
+
+    t: Annotated[list[int], Meta(description="Each point's first minute, epoch seconds.")]
+    enqueued: list[int]
+    succeeded: list[int]
+    retried: list[int]
+    failed: Annotated[list[int], Meta(description="Attempts that raised (retried or dead).")]
+    dead: list[int]
+    cancelled: list[int]
+    expired: list[int]
+    wait_p50: Percentiles
+    wait_p90: Percentiles
+    wait_p99: Percentiles
+    run_p50: Percentiles
+    run_p90: Percentiles
+    run_p99: Percentiles
+
+
+class HistoryTotals(Struct):
+    enqueued: int
+    succeeded: int
+    retried: int
+    failed: int
+    dead: int
+    cancelled: int
+    expired: int
+    wait_p50: float | None
+    wait_p90: float | None
+    wait_p99: float | None
+    run_p50: float | None
+    run_p90: float | None
+    run_p99: float | None
+
+
+class History(Struct):
+    queue: str | None
+    task: str | None
+    minutes: int
+    step: int
+    series: HistorySeries
+    totals: HistoryTotals
+
+
 MODELS: tuple[Any, ...] = (
     TopicJob, TaskJob, BatchRequest, TopicRequest, TokenRequest, AlertSettings, Error, Receipt,
     Receipts, Job, JobList, JobStateAnswer, QueueList, Topic, TopicList, Token, TokenList,
-    Deleted, Purged, Retried, Alerts, SavedAlerts, Status,
+    Deleted, Purged, Retried, Alerts, SavedAlerts, Status, History,
 )  # fmt: skip

@@ -150,6 +150,8 @@ async def cancel_job(request: Request) -> JSON:
     job = await service.store(service.backend.get, job_id)
     if job is not None and job.state == JobState.ACTIVE:
         return JSON({"id": job_id, "state": str(job.state), "cancel_requested": True}, 202)
+    if job is not None:  # a running one is counted when its worker settles it
+        service.app.history.count(job.queue, job.task, "cancelled")
     return JSON({"id": job_id, "state": "cancelled"})
 
 

@@ -36,6 +36,7 @@ from urllib.parse import urlsplit
 from ...errors import ConfigError, StoreFull, StoreUnavailable
 from ...job import _CROCKFORD, _PAIRS, FINISHED_STATES, Job, JobState
 from ..base import Backend, Enqueue, Heartbeat, JobList, Outcome, QueueStats, Stats
+from ..history import Row
 from .backend import RedisBackend
 from .connection import LOST, Waiter
 
@@ -413,6 +414,19 @@ class ShardedRedisBackend(Backend):
         for found in self._complete(lambda b: b.kv_list(namespace)):
             merged.update(found)
         return merged
+
+    # -- history: on the server the name "history" hashes to -------------------------------
+
+    def history_add(self, rows: Sequence[Row], keep_minutes: int) -> None:
+        self._kv_shard("history", "").history_add(rows, keep_minutes)
+
+    def history_read(
+        self, first: int, end: int, queue: str | None = None, task: str | None = None
+    ) -> list[tuple[int, str, int]]:
+        return self._kv_shard("history", "").history_read(first, end, queue, task)
+
+    def history_prune(self, before: int) -> int:
+        return 0  # the keys expire
 
     # -- life cycle ---------------------------------------------------------------------------
 

@@ -20,6 +20,7 @@ from ...errors import ConfigError, SchemaOutdated
 from ...job import FINISHED_STATES, Job, JobState, dumps
 from ..base import BEHIND, Backend, Enqueue, Heartbeat, Outcome, QueueStats, finished_only
 from .adapters import flag, url_options
+from .history import SQLHistory
 from .plans import Plan, Reply, Step, T
 from .queries import Migration, load_migrations, load_queries
 from .rows import WIDTH, job_of
@@ -27,7 +28,7 @@ from .rows import WIDTH, job_of
 log = logging.getLogger("deferq.sql")
 
 #: The tables, named once. Dialects qualify them (schema / database) with `table_names`.
-TABLES = {"jobs": "deferq_jobs", "kv": "deferq_kv", "migrations": "deferq_migrations"}
+TABLES = {"jobs": "deferq_jobs", "kv": "deferq_kv", "migrations": "deferq_migrations", "history": "deferq_history"}
 PURGE_BATCH = 5000  # rows per purge transaction
 KEY_RETRIES = 5  # a key freed between our insert and our look-up: try the insert again
 STORED_STATE = {
@@ -37,7 +38,7 @@ STORED_STATE = {
 UNCOUNTED = ("release", "snooze")  # outcomes that give the attempt back
 
 
-class SQLBackend(Backend):
+class SQLBackend(SQLHistory, Backend):
     """The contract over named queries. Subclasses: SQLiteBackend, PostgresBackend,
     MySQLBackend.
 
@@ -74,9 +75,7 @@ class SQLBackend(Backend):
     def open(self) -> None:
         """Create the connection pool (lazily connecting is fine)."""
 
-    def run(
-        self, plan: Plan[T], *, atomic: bool = False, connection: Any = None, durable: bool = True
-    ) -> T:
+    def run(self, plan: Plan[T], *, atomic: bool = False, connection: Any = None, durable: bool = True) -> T:
         """Run a plan on a pooled connection (one transaction if `atomic`), or on the
         caller's `connection`, inside its transaction, never committing it.
 

@@ -109,6 +109,7 @@ class MySQLBackend(SQLBackend):
     def detect_claim(self) -> None:
         """claim=auto: SKIP LOCKED if the server has it (asked once, outside any plan)."""
         if self._claim == "auto":
+
             def plan() -> Plan[str]:
                 reply = yield Step("SELECT VERSION()")
                 return str(reply.rows[0][0])
@@ -204,9 +205,7 @@ class MySQLBackend(SQLBackend):
                 conn.rollback()  # a lock wait timeout leaves the transaction open
                 time.sleep(random.uniform(0.005, 0.01) * 2**tries)
 
-    def run(
-        self, plan: Plan[T], *, atomic: bool = False, connection: Any = None, durable: bool = True
-    ) -> T:
+    def run(self, plan: Plan[T], *, atomic: bool = False, connection: Any = None, durable: bool = True) -> T:
         # `durable` is ignored: MySQL sets commit flushing per server
         # (innodb_flush_log_at_trx_commit), not per session.
         try:
@@ -347,9 +346,7 @@ class MySQLBackend(SQLBackend):
         order; the best `limit` rows are leased. The others were locked for a moment
         only (until this transaction ends, a round trip later)."""
         ranges = [
-            {"queue": queue, "priority": priority, "limit": limit}
-            for priority in priorities
-            for queue in queues
+            {"queue": queue, "priority": priority, "limit": limit} for priority in priorities for queue in queues
         ]
         reply = yield Step(self.q["claim"], ranges, many=True, begin=True)
         found = [(job_of(row), row[WIDTH + 1]) for row in reply.rows]

@@ -33,6 +33,7 @@ from psycopg_pool import ConnectionPool
 from ...errors import ConfigError, StoreFull, StoreUnavailable
 from ...job import Job, JobState, dumps
 from ..base import Enqueue
+from ..history import Row
 from .adapters import driver_connection, safe_name
 from .base import TABLES, SQLBackend
 from .plans import Plan, Reply, Step, T, drive, drive_async
@@ -42,7 +43,9 @@ from .rows import WIDTH, job_of, stored_view
 # Connection lost or refused, server shutting down or starting, or a failed-over
 # database still read-only: all pass; the caller backs off and tries again.
 CONNECTION_ERRORS = (
-    psycopg.OperationalError, psycopg.InterfaceError, psycopg.errors.ReadOnlySqlTransaction,
+    psycopg.OperationalError,
+    psycopg.InterfaceError,
+    psycopg.errors.ReadOnlySqlTransaction,
 )
 # Refusals worth waiting out; any other FATAL at connect is a wrong URL.
 TRANSIENT = ("starting up", "shutting down", "too many", "recovery", "remaining connection")
@@ -138,9 +141,7 @@ class PostgresBackend(SQLBackend):
         await cur.execute(step.sql, step.params)
         return Reply(await cur.fetchall() if cur.description else [], cur.rowcount)
 
-    def run(
-        self, plan: Plan[T], *, atomic: bool = False, connection: Any = None, durable: bool = True
-    ) -> T:
+    def run(self, plan: Plan[T], *, atomic: bool = False, connection: Any = None, durable: bool = True) -> T:
         try:
             if connection is not None:
                 with self.caller_connection(connection).cursor() as cur:
@@ -238,6 +239,11 @@ class PostgresBackend(SQLBackend):
 
     # -- producing --------------------------------------------------------------------------
 
+    def history_step(self, rows: Sequence[Row]) -> Step:
+        columns = list(zip(*rows, strict=True))
+        names = ("minutes", "queues", "tasks", "fields", "amounts")
+        return Step(self.q["history_add"], dict(zip(names, map(list, columns), strict=True)))
+
     def insert_plan(self, items: Sequence[Enqueue], indexes: Sequence[int]) -> Plan[dict[int, Job]]:
         # The payload as the producer encoded it: text for one job, a JSON fragment
         # spliced into the batch document as it is (not decoded and encoded again).
@@ -256,11 +262,7 @@ class PostgresBackend(SQLBackend):
         else:
             reply = yield Step(self.q["enqueue"], {"jobs": dumps(rows, "the arguments").decode()})
         times = {job_id: (run_at, now) for job_id, run_at, now in reply.rows}
-        return {
-            i: stored_view(items[i], *times[items[i].job.id])
-            for i in indexes
-            if items[i].job.id in times
-        }
+        return {i: stored_view(items[i], *times[items[i].job.id]) for i in indexes if items[i].job.id in times}
 
     # -- consuming ----------------------------------------------------------------------------
 
@@ -329,7 +331,6 @@ class PostgresBackend(SQLBackend):
                 self._listener.close()
             finally:
                 self._listener = None
-
 
 
 def _commit_without_flush(conn: psycopg.Connection) -> None:

@@ -34,6 +34,7 @@ from typing import Any
 from ...errors import ConfigError, StoreFull, StoreUnavailable
 from ...job import Job, JobState, dumps
 from ..base import Enqueue, Outcome
+from ..history import Row
 from .base import TABLES, SQLBackend
 from .plans import Plan, Reply, Step, T, drive
 from .queries import Migration
@@ -83,9 +84,7 @@ class SQLiteBackend(SQLBackend):
         try:
             if self.path != ":memory:":
                 Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(
-                self.path, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT
-            )
+            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT)
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute(f"PRAGMA synchronous={self.synchronous}")
         except (sqlite3.Error, OSError) as exc:
@@ -143,9 +142,11 @@ class SQLiteBackend(SQLBackend):
             conn.execute("COMMIT")
         return reply
 
-    def run(
-        self, plan: Plan[T], *, atomic: bool = False, connection: Any = None, durable: bool = True
-    ) -> T:
+    def history_step(self, rows: Sequence[Row]) -> Step:
+        """One prepared statement in one transaction (not one commit per row)."""
+        return super().history_step(rows)._replace(begin=True, commit=True)
+
+    def run(self, plan: Plan[T], *, atomic: bool = False, connection: Any = None, durable: bool = True) -> T:
         # `durable` is ignored: commit flushing is the connection's (?synchronous=).
         if connection is not None:
             self.refuse_connection(connection)

@@ -261,3 +261,19 @@ SELECT version FROM {migrations} ORDER BY version
 
 -- name: record_migration
 INSERT INTO {migrations} (version, name, applied_at) VALUES (%(version)s, %(name)s, {now})
+
+-- name: history_add
+-- The per-minute history (deferq/history.py): add to counters; a batch is one
+-- multi-row INSERT (PyMySQL's executemany). VALUES() works on MySQL and MariaDB alike.
+INSERT INTO {history} (minute, queue, task, field, amount)
+VALUES (%(minute)s, %(queue)s, %(task)s, %(field)s, %(amount)s)
+ON DUPLICATE KEY UPDATE amount = amount + VALUES(amount)
+
+-- name: history_read
+SELECT minute, field, SUM(amount) FROM {history}
+WHERE minute >= %(first)s AND minute < %(end)s
+  AND (%(queue)s IS NULL OR queue = %(queue)s) AND (%(task)s IS NULL OR task = %(task)s)
+GROUP BY minute, field
+
+-- name: history_prune
+DELETE FROM {history} WHERE minute < %(before)s

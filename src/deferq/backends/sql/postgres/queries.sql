@@ -294,3 +294,21 @@ SELECT version FROM {migrations} ORDER BY version
 
 -- name: record_migration
 INSERT INTO {migrations} (version, name, applied_at) VALUES (%(version)s, %(name)s, {now})
+
+-- name: history_add
+-- The per-minute history (deferq/history.py): add to counters, a batch as arrays in
+-- one statement. The rows of a batch are distinct (the writer sums them first), as
+-- ON CONFLICT DO UPDATE needs.
+INSERT INTO {history} AS h (minute, queue, task, field, amount)
+SELECT * FROM unnest(%(minutes)s::bigint[], %(queues)s::text[], %(tasks)s::text[],
+                     %(fields)s::text[], %(amounts)s::bigint[])
+ON CONFLICT (minute, queue, task, field) DO UPDATE SET amount = h.amount + EXCLUDED.amount
+
+-- name: history_read
+SELECT minute, field, SUM(amount) FROM {history}
+WHERE minute >= %(first)s AND minute < %(end)s
+  AND (%(queue)s::text IS NULL OR queue = %(queue)s) AND (%(task)s::text IS NULL OR task = %(task)s)
+GROUP BY minute, field
+
+-- name: history_prune
+DELETE FROM {history} WHERE minute < %(before)s

@@ -240,3 +240,19 @@ SELECT version FROM {migrations} ORDER BY version
 
 -- name: record_migration
 INSERT INTO {migrations} (version, name, applied_at) VALUES (:version, :name, {now})
+
+-- name: history_add
+-- The per-minute history (deferq/history.py): add to a counter. A batch of rows runs
+-- as one prepared statement in one transaction.
+INSERT INTO {history} (minute, queue, task, field, amount)
+VALUES (:minute, :queue, :task, :field, :amount)
+ON CONFLICT (minute, queue, task, field) DO UPDATE SET amount = amount + excluded.amount
+
+-- name: history_read
+SELECT minute, field, SUM(amount) FROM {history}
+WHERE minute >= :first AND minute < :end
+  AND (:queue IS NULL OR queue = :queue) AND (:task IS NULL OR task = :task)
+GROUP BY minute, field
+
+-- name: history_prune
+DELETE FROM {history} WHERE minute < :before
