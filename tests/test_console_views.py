@@ -142,6 +142,32 @@ def test_counts_and_states_on_the_overview_and_the_job_pages(served):
     page.context.close()
 
 
+def test_charts_draw_the_history_kept_in_the_store(served):
+    """The overview and a queue's page chart GET /v1/stats/history (the seeded day, and
+    what the world's producer counted): every server shows the same, after any restart."""
+    world, base, browser = served
+    headers = {"authorization": f"Bearer {world.reader}"}
+
+    def enqueued(**params: Any) -> str:
+        answer = httpx.get(f"{base}/v1/stats/history", params=params, headers=headers).json()
+        return f"{answer['totals']['enqueued']:,} enqueued"
+
+    page = signed_in(browser, base, world.reader)
+    page.goto(base + "/dashboard/")
+    expect(page.locator(".history h2")).to_contain_text("last hour")
+    expect(page.locator("[data-testid=history-totals]")).to_contain_text(enqueued(minutes=60, step=1))
+    expect(page.locator(".history .uplot")).to_have_count(2)  # throughput, and wait / run times
+    page.select_option(".history select", "day")
+    expect(page.locator("[data-testid=history-totals]")).to_contain_text(enqueued(minutes=1440, step=10))
+    page.goto(base + "/dashboard/queues/payments")  # the chosen range is kept for the tab
+    expect(page.locator(".history h2")).to_have_text("payments, last day (per 10 minutes)")
+    expect(page.locator("[data-testid=history-totals]")).to_contain_text(
+        enqueued(minutes=1440, step=10, queue="payments"))
+    expect(page.locator(".history .uplot")).to_have_count(2)
+    no_errors(page)
+    page.context.close()
+
+
 # -- navigation and live updates ------------------------------------------------------------------
 
 
