@@ -26,6 +26,7 @@ from .base import (
     state_for_waiting,
 )
 from .history import MemoryHistory
+from .search import JobPage, JobQuery, scan_page
 
 _WAITING = JobState.QUEUED  # stored state of every waiting job; see base.py
 
@@ -257,6 +258,25 @@ class MemoryBackend(MemoryHistory, Backend):
             found = [j for j in views if j.state == state and queue in (None, j.queue)]
             found.sort(key=lambda j: (j.finished_at or j.run_at, self._order[j.id]), reverse=True)
             return found[:limit]
+
+    def find_jobs(self, query: JobQuery) -> JobPage:
+        """Newest enqueued first; the position is the enqueue order (every job is looked
+        at: a text search here is a scan, and always complete)."""
+
+        def pages(position: int | None, size: int) -> list[tuple[Job, int]]:
+            with self._changed:
+                now = self.now()
+                order = self._order
+                chosen = sorted(
+                    (order[i], job)
+                    for i, job in self._jobs.items()
+                    if (position is None or order[i] < position) and query.queue in (None, job.queue)
+                )
+                views = [(self._view(job, now), seq) for seq, job in reversed(chosen)]
+            wanted = [(job, seq) for job, seq in views if query.state in (None, job.state)]
+            return wanted[:size]
+
+        return scan_page(replace(query, window=len(self._jobs) + 1), pages)
 
     def purge(self, states: Iterable[JobState], older_than: float = 0.0) -> int:
         states = set(finished_only(states))

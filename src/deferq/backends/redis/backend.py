@@ -27,6 +27,7 @@ from .connection import Target, Waiter, WakeGroup, async_client, guarded, parse_
 from .history import RedisHistory
 from .keys import KeySpace, QueueKeys
 from .scripts import Call
+from .search import RedisSearch
 
 T = TypeVar("T")
 
@@ -40,7 +41,7 @@ class _EnqueuePlan:
     new_queues: list[str]
 
 
-class RedisBackend(Admin, RedisHistory, Backend):
+class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
     schemes = ("redis", "rediss", "unix", "redis+cluster")
 
     def __init__(self, url: str = "redis://localhost:6379/0", prefix: str | None = None, **_: Any):

@@ -37,6 +37,7 @@ from ...errors import ConfigError, StoreFull, StoreUnavailable
 from ...job import _CROCKFORD, _PAIRS, FINISHED_STATES, Job, JobState
 from ..base import Backend, Enqueue, Heartbeat, JobList, Outcome, QueueStats, Stats
 from ..history import Row
+from ..search import JobPage, JobQuery, scan_page
 from .backend import RedisBackend
 from .connection import LOST, Waiter
 
@@ -373,6 +374,25 @@ class ShardedRedisBackend(Backend):
         else:
             jobs.sort(key=lambda j: (j.run_at, j.id), reverse=True)
         return JobList(jobs[:limit], self._missing(answers))
+
+    def find_jobs(self, query: JobQuery) -> JobPage:
+        """Every server's pages merged in their common order (state, then score and id,
+        highest first); the position holds each server's own."""
+        pagers = [shard.job_pages(query) for shard in self.shards]
+
+        def pages(position: dict[str, Any] | None, size: int) -> list[tuple[Job, dict[str, Any]]]:
+            position = dict(position or {})
+            merged = []
+            for i, pager in enumerate(pagers):
+                merged += [(job, after, str(i)) for job, after in pager(position.get(str(i)), size)]
+            merged.sort(key=lambda entry: (-entry[1][0], entry[1][1], entry[1][2]), reverse=True)
+            taken = []
+            for job, after, shard in merged[:size]:
+                position = {**position, shard: after}
+                taken.append((job, position))
+            return taken
+
+        return scan_page(query, pages)
 
     def purge(self, states: Iterable[JobState], older_than: float = 0.0) -> int:
         states = list(states)

@@ -24,6 +24,7 @@ from .history import SQLHistory
 from .plans import Plan, Reply, Step, T
 from .queries import Migration, load_migrations, load_queries
 from .rows import WIDTH, job_of
+from .search import SQLSearch
 
 log = logging.getLogger("deferq.sql")
 
@@ -38,7 +39,7 @@ STORED_STATE = {
 UNCOUNTED = ("release", "snooze")  # outcomes that give the attempt back
 
 
-class SQLBackend(SQLHistory, Backend):
+class SQLBackend(SQLHistory, SQLSearch, Backend):
     """The contract over named queries. Subclasses: SQLiteBackend, PostgresBackend,
     MySQLBackend.
 

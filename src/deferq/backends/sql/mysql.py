@@ -34,6 +34,7 @@ from pymysql.constants import CLIENT, SERVER_STATUS
 from ...errors import ConfigError, StoreFull, StoreUnavailable
 from ...job import Job, JobState
 from ..base import Enqueue, finished_only
+from ..search import JobQuery, like_pattern
 from .adapters import driver_connection, safe_name
 from .base import TABLES, SQLBackend
 from .plans import Plan, Reply, Step, T, drive
@@ -67,6 +68,18 @@ class MySQLBackend(SQLBackend):
     options_known = ("migrate", "pool_size", "claim", "connect_timeout")
 
     # -- connections ------------------------------------------------------------------
+
+    def text_condition(
+        self, query: JobQuery, position: dict[str, Any]
+    ) -> Plan[tuple[str, dict[str, Any], str, dict[str, Any]]]:
+        """No text index: the newest `window` jobs by seq, fixed by the first page (the
+        cursor carries where it starts), scanned without case."""
+        reply = yield Step(self.q["seq_range"])
+        low, high = reply.rows[0]
+        floor = int(position["floor"]) if "floor" in position else int(high or 0) - query.window
+        scanned = max(0, int(high or 0) - max(floor, int(low or 1) - 1))
+        carry = {"floor": floor, "scanned": scanned, "complete": low is None or int(low) > floor}
+        return self.q["find_text"], {"floor": floor, "pattern": like_pattern(query.text.lower())}, "scan", carry
 
     def table_names(self) -> dict[str, str]:
         parts = urlsplit(self.url)

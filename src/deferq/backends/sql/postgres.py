@@ -34,6 +34,7 @@ from ...errors import ConfigError, StoreFull, StoreUnavailable
 from ...job import Job, JobState, dumps
 from ..base import Enqueue
 from ..history import Row
+from ..search import JobQuery, like_pattern
 from .adapters import driver_connection, safe_name
 from .base import TABLES, SQLBackend
 from .plans import Plan, Reply, Step, T, drive, drive_async
@@ -58,6 +59,7 @@ logging.getLogger("psycopg.pool").addHandler(logging.NullHandler())
 
 
 class PostgresBackend(SQLBackend):
+    _trigrams: bool | None = None  # whether migration 0007 made the trigram index (else words)
     schemes = ("postgresql", "postgres")
     dialect = "postgres"
     options_known = ("migrate", "pool_size", "schema")
@@ -238,6 +240,17 @@ class PostgresBackend(SQLBackend):
             raise self.unavailable(exc) from None
 
     # -- producing --------------------------------------------------------------------------
+
+    def text_condition(
+        self, query: JobQuery, position: dict[str, Any]
+    ) -> Plan[tuple[str, dict[str, Any], str, dict[str, Any]]]:
+        """The trigram index (any substring), or without pg_trgm the word index."""
+        if self._trigrams is None:
+            reply = yield Step(self.q["text_index"])
+            self._trigrams = bool(reply.rows[0][0])
+        if self._trigrams:
+            return self.q["find_text"], {"pattern": like_pattern(query.text)}, "index", {}
+        return self.q["find_words"], {"text": query.text}, "words", {}
 
     def history_step(self, rows: Sequence[Row]) -> Step:
         columns = list(zip(*rows, strict=True))

@@ -35,6 +35,7 @@ from ...errors import ConfigError, StoreFull, StoreUnavailable
 from ...job import Job, JobState, dumps
 from ..base import Enqueue, Outcome
 from ..history import Row
+from ..search import JobQuery
 from .base import TABLES, SQLBackend
 from .plans import Plan, Reply, Step, T, drive
 from .queries import Migration
@@ -58,7 +59,7 @@ class SQLiteBackend(SQLBackend):
     # -- connections ------------------------------------------------------------------
 
     def table_names(self) -> dict[str, str]:
-        return {**TABLES, "now": ":now"}
+        return {**TABLES, "jobs_fts": "deferq_jobs_fts", "now": ":now"}
 
     def open(self) -> None:
         rest = self.url.split("://", 1)[1].split("?", 1)[0]
@@ -141,6 +142,13 @@ class SQLiteBackend(SQLBackend):
         if step.commit:
             conn.execute("COMMIT")
         return reply
+
+    def text_condition(
+        self, query: JobQuery, position: dict[str, Any]
+    ) -> Plan[tuple[str, dict[str, Any], str, dict[str, Any]]]:
+        """The FTS5 trigram index: the text as one FTS5 string."""
+        return self.q["find_text"], {"text": '"' + query.text.replace('"', '""') + '"'}, "index", {}
+        yield  # a plan that runs nothing
 
     def history_step(self, rows: Sequence[Row]) -> Step:
         """One prepared statement in one transaction (not one commit per row)."""

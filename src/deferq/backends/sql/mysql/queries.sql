@@ -277,3 +277,36 @@ GROUP BY minute, field
 
 -- name: history_prune
 DELETE FROM {history} WHERE minute < %(before)s
+
+-- name: find_jobs
+-- Listing and searching (backends/search.py, sql/search.py): this, then the find_*
+-- conditions that apply joined by AND, then find_order. seq last: the keyset cursor.
+SELECT {job_columns}, {now}, seq FROM {jobs} WHERE
+
+-- name: find_state
+state = %(state)s
+
+-- name: find_scheduled
+run_at > {now}
+
+-- name: find_due
+run_at <= {now}
+
+-- name: find_queue
+queue = %(queue)s
+
+-- name: find_task
+task = %(task)s
+
+-- name: find_after
+seq < %(after)s
+
+-- name: find_order
+ORDER BY seq DESC LIMIT %(limit)s
+
+-- name: find_text
+-- No text index: the newest :window jobs (by seq) are looked at, without case.
+seq > %(floor)s AND (LOWER(payload) LIKE %(pattern)s OR LOWER(error) LIKE %(pattern)s)
+
+-- name: seq_range
+SELECT MIN(seq), MAX(seq) FROM {jobs}

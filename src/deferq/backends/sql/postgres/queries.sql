@@ -312,3 +312,41 @@ GROUP BY minute, field
 
 -- name: history_prune
 DELETE FROM {history} WHERE minute < %(before)s
+
+-- name: find_jobs
+-- Listing and searching (backends/search.py, sql/search.py): this, then the find_*
+-- conditions that apply joined by AND, then find_order. seq last: the keyset cursor.
+SELECT {job_columns}, {now}, seq FROM {jobs} WHERE
+
+-- name: find_state
+state = %(state)s
+
+-- name: find_scheduled
+run_at > {now}
+
+-- name: find_due
+run_at <= {now}
+
+-- name: find_queue
+queue = %(queue)s
+
+-- name: find_task
+task = %(task)s
+
+-- name: find_after
+seq < %(after)s
+
+-- name: find_order
+ORDER BY seq DESC LIMIT %(limit)s
+
+-- name: find_text
+-- The pg_trgm index (migration 0007): the same expression, ILIKE '%text%'.
+(payload::text || ' ' || coalesce(error, '')) ILIKE %(pattern)s
+
+-- name: find_words
+-- Without pg_trgm: the full-text index of whole words (migration 0007).
+to_tsvector('simple', payload::text || ' ' || coalesce(error, '')) @@ plainto_tsquery('simple', %(text)s)
+
+-- name: text_index
+-- Which text index migration 0007 made.
+SELECT to_regclass('{schema_prefix}deferq_jobs_text_trgm') IS NOT NULL

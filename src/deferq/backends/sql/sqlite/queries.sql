@@ -256,3 +256,33 @@ GROUP BY minute, field
 
 -- name: history_prune
 DELETE FROM {history} WHERE minute < :before
+
+-- name: find_jobs
+-- Listing and searching (backends/search.py, sql/search.py): this, then the find_*
+-- conditions that apply joined by AND, then find_order. seq last: the keyset cursor.
+SELECT {job_columns}, {now}, seq FROM {jobs} WHERE
+
+-- name: find_state
+state = :state
+
+-- name: find_scheduled
+run_at > {now}
+
+-- name: find_due
+run_at <= {now}
+
+-- name: find_queue
+queue = :queue
+
+-- name: find_task
+task = :task
+
+-- name: find_after
+seq < :after
+
+-- name: find_order
+ORDER BY seq DESC LIMIT :limit
+
+-- name: find_text
+-- The FTS5 trigram index (migration 0007); :text is an FTS5 string ("...").
+seq IN (SELECT rowid FROM {jobs_fts} WHERE {jobs_fts} MATCH :text)
