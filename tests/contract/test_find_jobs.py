@@ -51,8 +51,8 @@ def test_filters_by_state_and_task(app, backend):
     assert len(by_state[JobState.QUEUED]) == 1 and by_state[JobState.ACTIVE] == []
     tasks = [j.task for j in backend.find_jobs(JobQuery(queue=queue, task="find.a")).jobs]
     assert tasks == ["find.a", "find.a"]
-    assert [j.id for j in backend.find_jobs(JobQuery(queue=queue, task="find.a", state=JobState.SCHEDULED)).jobs] == [
-        later.id]
+    scheduled = backend.find_jobs(JobQuery(queue=queue, task="find.a", state=JobState.SCHEDULED))
+    assert [j.id for j in scheduled.jobs] == [later.id]
 
 
 def test_text_in_arguments_and_errors(app, backend):
