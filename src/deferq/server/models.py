@@ -187,11 +187,19 @@ class AlertSettings(Struct, forbid_unknown_fields=True):
 
 
 class JobsQuery(Struct, forbid_unknown_fields=True):
-    """Filters that combine: the job with a key, jobs in a state, of a queue."""
+    """Filters that combine: the job with a key; else jobs in a state, of a queue, of a
+    task, matching `q`, a page at a time (newest first; `cursor` for the next page)."""
 
     key: Annotated[str, Meta(description="The job with this unique key.")] | UnsetType = UNSET
     state: Annotated[State, Meta(description="Jobs in this state (every state if left out).")] | UnsetType = UNSET
     queue: Annotated[str, Meta(description="Only jobs of this queue.")] | UnsetType = UNSET
+    task: Annotated[str, Meta(description="Only jobs of this task (its exact name).")] | UnsetType = UNSET
+    q: Annotated[str, Meta(max_length=200, description="A job id or unique key (found exactly, however old), "
+                           "and text (3 characters or more) in the arguments or error.")] | UnsetType = UNSET
+    cursor: Annotated[str, Meta(max_length=2000, description="The `cursor` of the previous page: the next "
+                                "page.")] | UnsetType = UNSET  # fmt: skip
+    window: Annotated[int, Meta(ge=1, le=100_000, description="Where the store has no index for the task "
+                                "or text (MySQL, Redis): how many of the newest jobs to look at.")] = 10_000
     limit: Limit = 100
 
 
@@ -266,8 +274,23 @@ class Job(Struct):
     expires_at: float | None = None
 
 
+class JobSearch(Struct):
+    """How `q` was looked for: exact id and key matches first, then text."""
+
+    exact: Annotated[int, Meta(description="Jobs found by id or key (first page only).")]
+    text: Annotated[Literal["index", "words", "scan"] | None, Meta(description=(
+        "index: any substring, through the store's text index; words: whole words (PostgreSQL "
+        "without pg_trgm); scan: the newest `window` jobs were looked at; null: no text search "
+        "(fewer than 3 characters)."))]  # fmt: skip
+    scanned: Annotated[int | None, Meta(description="Jobs looked at, by a scan.")] = None
+    complete: Annotated[bool, Meta(description="False: a scan stopped at its window; older jobs were "
+                                   "not searched.")] = True  # fmt: skip
+
+
 class JobList(Struct):
     jobs: list[Job]
+    cursor: Annotated[str | None, Meta(description="The next page's (null: this was the last).")] = None
+    search: JobSearch | None = None
 
 
 class JobStateAnswer(Struct):

@@ -13,7 +13,7 @@ from starlette.routing import Route
 
 from ..backends.base import missing_from
 from ..job import JobState
-from . import auth, fields, models, settings
+from . import auth, fields, job_search, models, settings
 from . import jobs as jobs_module
 from . import topics as topics_module
 from .errors import ApiError, Invalid, not_found
@@ -106,8 +106,8 @@ async def get_job(request: Request) -> JSON:
 
 @needs(READER)
 async def list_jobs(request: Request) -> JSON:
-    """The filters combine: the job with `key`, if it is in `state` and of `queue`; else
-    the jobs in `state` (every state, in turn, when left out) of `queue`, up to `limit`."""
+    """The filters combine: the job with `key`, if it is in `state` and of `queue`; else a
+    page of the jobs in `state`, of `queue` and `task`, matching `q` (job_search.py)."""
     service = service_of(request)
     query = fields.parse_query(models.JobsQuery, dict(request.query_params))
     queue = None if query.queue is UNSET else query.queue
@@ -116,12 +116,7 @@ async def list_jobs(request: Request) -> JSON:
         found = [job] if job is not None else []
         found = [j for j in found if query.state in (UNSET, str(j.state)) and queue in (None, j.queue)]
         return JSON({"jobs": [jobs_module.view(job) for job in found]})
-    states = list(JobState) if query.state is UNSET else [JobState(query.state)]
-    jobs: list[Any] = []
-    for state in states:
-        if len(jobs) < query.limit:
-            jobs += await service.store(service.backend.list_jobs, state, queue, query.limit - len(jobs))
-    return JSON({"jobs": [jobs_module.view(job) for job in jobs]})
+    return JSON(await job_search.page(service, query))
 
 
 async def jobs_in_state(request: Request, state: JobState, queue: str | None, limit: int) -> JSON:
