@@ -38,6 +38,17 @@ def test_pages_walk_every_job_once(app, backend):
     assert backend.find_jobs(JobQuery(queue=fresh_queue())).jobs == []
 
 
+def test_jobs_stored_at_one_instant_are_each_listed_once(app, backend):
+    """A batch lands at one instant: equal due times across priorities (Redis: sorted sets
+    of their own), each job listed once however the pages fall."""
+    queue = fresh_queue()
+    task = app.task(name="find.tie", queue=queue)(lambda n: None)
+    jobs = app.enqueue_many([task.options(priority=("high", "normal", "low")[n % 3]).call(n) for n in range(17)])
+    pages, _ = walk(backend, queue=queue, limit=4)
+    seen = [job.id for page in pages for job in page]
+    assert sorted(seen) == sorted(job.id for job in jobs) and len(seen) == len(set(seen))
+
+
 def test_filters_by_state_and_task(app, backend):
     queue = fresh_queue()
     app.enqueue("find.a", [1], queue=queue)

@@ -60,6 +60,7 @@ logging.getLogger("psycopg.pool").addHandler(logging.NullHandler())
 
 class PostgresBackend(SQLBackend):
     _trigrams: bool | None = None  # whether migration 0007 made the trigram index (else words)
+    seq_ordered = False  # seq has no index of its own: a list of every state is merged per state
     schemes = ("postgresql", "postgres")
     dialect = "postgres"
     options_known = ("migrate", "pool_size", "schema")

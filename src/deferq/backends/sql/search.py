@@ -27,6 +27,9 @@ TextCondition = Plan[tuple[str, dict[str, Any], str, dict[str, Any]]]
 class SQLSearch(SearchStore):
     q: dict[str, str]
     run: Any  # SQLBackend.run
+    # Whether the whole table reads newest first cheaply (seq is SQLite's rowid and
+    # MySQL's primary key); else a list over every state is merged from one per state.
+    seq_ordered: bool = True
 
     def text_condition(
         self, query: JobQuery, position: dict[str, Any]
@@ -67,7 +70,7 @@ class SQLSearch(SearchStore):
         if query.state is not None:
             states: list[str | None] = [STORED[str(query.state)]]
         else:
-            states = list(STORED_STATES) if query.queue or query.task else [None]
+            states = list(STORED_STATES) if query.queue or query.task or not self.seq_ordered else [None]
         found: list[tuple[int, Any]] = []
         for state in states:
             where = conditions + ([self.q["find_state"]] if state else [])

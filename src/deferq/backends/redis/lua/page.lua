@@ -3,19 +3,25 @@
 --
 -- KEYS[1]     the sorted set (a queue's waiting, active or finished jobs)
 -- ARGV[1]     highest score wanted ('+inf', or a score)
--- ARGV[2]     lowest score wanted ('-inf', or '(' score)
+-- ARGV[2]     lowest score wanted ('-inf', or '(' score): the caller drops what is below
 -- ARGV[3]     the cursor's score ('' on the first page)
 -- ARGV[4]     the cursor's job id
 -- ARGV[5]     how many
--- Returns member, score, member, score, ...: after the cursor's job by rank when this set
--- holds it (ties in score keep their order), else those scored below the cursor.
+-- Returns member, score, member, score, ...: those after the cursor (score, id) in the
+-- order of the set (score, then id, both descending). A set that does not hold the
+-- cursor's job gets it for a moment, to learn where it would stand: ties in score (a
+-- batch enqueued at one instant) are common, and each must be listed once. Nobody sees
+-- the member: a script runs alone.
 local key, limit = KEYS[1], tonumber(ARGV[5])
-local high = ARGV[1]
 if ARGV[3] ~= '' then
-  local rank = redis.call('ZREVRANK', key, ARGV[4])
-  if rank then
-    return redis.call('ZREVRANGE', key, rank + 1, rank + limit, 'WITHSCORES')
+  local first = redis.call('ZREVRANK', key, ARGV[4])
+  if first then
+    first = first + 1
+  else
+    redis.call('ZADD', key, ARGV[3], ARGV[4])
+    first = redis.call('ZREVRANK', key, ARGV[4])  -- where the next one stands once it is gone
+    redis.call('ZREM', key, ARGV[4])
   end
-  if high == '+inf' or tonumber(ARGV[3]) < tonumber(high) then high = '(' .. ARGV[3] end
+  return redis.call('ZREVRANGE', key, first, first + limit - 1, 'WITHSCORES')
 end
-return redis.call('ZREVRANGEBYSCORE', key, high, ARGV[2], 'WITHSCORES', 'LIMIT', 0, limit)
+return redis.call('ZREVRANGEBYSCORE', key, ARGV[1], ARGV[2], 'WITHSCORES', 'LIMIT', 0, limit)
