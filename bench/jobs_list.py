@@ -56,8 +56,8 @@ DROP_0007 = {
     "postgres": ["DROP INDEX {s}.deferq_jobs_state", "DROP INDEX {s}.deferq_jobs_queue_state",
                  "DROP INDEX {s}.deferq_jobs_task_state", "DROP INDEX IF EXISTS {s}.deferq_jobs_text_trgm",
                  "DROP INDEX IF EXISTS {s}.deferq_jobs_text_words"],
-    "mysql": ["DROP INDEX deferq_jobs_state ON {s}.deferq_jobs", "DROP INDEX deferq_jobs_queue_state ON {s}.deferq_jobs",
-              "DROP INDEX deferq_jobs_task_state ON {s}.deferq_jobs"],
+    "mysql": [f"DROP INDEX {name} ON {{s}}.deferq_jobs"
+              for name in ("deferq_jobs_state", "deferq_jobs_queue_state", "deferq_jobs_task_state")],
 }  # fmt: skip
 
 
