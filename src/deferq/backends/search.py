@@ -10,9 +10,9 @@ enqueue order (a page is one range of an index on (state), (queue, state) or (ta
 state)); Redis by each state's time (due, lease or finish time: its sorted sets), a
 state at a time. A cursor is opaque: only the store that made it reads it.
 
-Text is matched as a case-insensitive substring of the arguments (JSON) and the error
-where the store has a text index (SQLite FTS5 trigram, PostgreSQL pg_trgm; PostgreSQL
-without pg_trgm: whole words, tsvector). Elsewhere (MySQL, Redis, and a task filter on
+Text is matched as a case-insensitive substring of the arguments (JSON), the error and
+the unique key where the store has a text index (SQLite FTS5 trigram, PostgreSQL
+pg_trgm; PostgreSQL without pg_trgm: whole words, tsvector). Elsewhere (MySQL, Redis, and a task filter on
 Redis) the newest `window` jobs are looked at, and the page says so (`scanned`,
 `complete`), so a caller never takes a partial answer for a whole one.
 """
@@ -76,9 +76,9 @@ def decode_cursor(cursor: str | None) -> Any:
 
 def text_matches(job: Job, needle: str) -> bool:
     """The scanning stores' text match: a substring, without case, of the arguments as
-    JSON or the error."""
+    JSON, the error or the key."""
     needle = needle.lower()
-    if job.error and needle in job.error.lower():
+    if any(needle in text.lower() for text in (job.error, job.key) if text):
         return True
     return needle in orjson.dumps([job.args, job.kwargs]).decode().lower()
 

@@ -306,7 +306,8 @@ ORDER BY seq DESC LIMIT %(limit)s
 
 -- name: find_text
 -- No text index: the newest :window jobs (by seq) are looked at, without case.
-seq > %(floor)s AND (LOWER(payload) LIKE %(pattern)s OR LOWER(error) LIKE %(pattern)s)
+seq > %(floor)s AND (LOWER(payload) LIKE %(pattern)s OR LOWER(error) LIKE %(pattern)s
+                     OR LOWER(unique_key) LIKE %(pattern)s)
 
 -- name: seq_range
 SELECT MIN(seq), MAX(seq) FROM {jobs}

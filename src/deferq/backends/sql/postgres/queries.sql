@@ -341,11 +341,12 @@ ORDER BY seq DESC LIMIT %(limit)s
 
 -- name: find_text
 -- The pg_trgm index (migration 0007): the same expression, ILIKE '%text%'.
-(payload::text || ' ' || coalesce(error, '')) ILIKE %(pattern)s
+(payload::text || ' ' || coalesce(error, '') || ' ' || coalesce(unique_key, '')) ILIKE %(pattern)s
 
 -- name: find_words
 -- Without pg_trgm: the full-text index of whole words (migration 0007).
-to_tsvector('simple', payload::text || ' ' || coalesce(error, '')) @@ plainto_tsquery('simple', %(text)s)
+to_tsvector('simple', payload::text || ' ' || coalesce(error, '') || ' ' || coalesce(unique_key, ''))
+    @@ plainto_tsquery('simple', %(text)s)
 
 -- name: text_index
 -- Which text index migration 0007 made.
