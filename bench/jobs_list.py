@@ -300,6 +300,7 @@ def prepare(url: str) -> str:
 
 
 def drop(app: deferq.App) -> None:
+    app.history.close()  # what the bench enqueued, counted, written before its store goes
     backend = app.backend
     kind = type(backend).__name__
     if kind == "PostgresBackend":
@@ -317,7 +318,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--stores", default="sqlite,postgres,redis")
     parser.add_argument("--jobs", type=int, default=1_000_000)
-    parser.add_argument("--enqueue-cost", action="store_true")
+    parser.add_argument("--enqueue-cost", action="store_true", help="SQL stores: with and without migration 0007")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         for kind in args.stores.split(","):

@@ -286,3 +286,20 @@ ORDER BY seq DESC LIMIT :limit
 -- name: find_text
 -- The FTS5 trigram index (migration 0007); :text is an FTS5 string ("...").
 seq IN (SELECT rowid FROM {jobs_fts} WHERE {jobs_fts} MATCH :text)
+
+-- name: text_unindex
+-- Indexing a batch of changed rows (sqlite.py index_text), in one write transaction, so
+-- the three statements see the same batch: out with their old text, in with the new
+-- (a deleted job has none), off the pending list.
+DELETE FROM {jobs_fts} WHERE rowid IN (SELECT seq FROM {jobs_fts_pending} ORDER BY seq LIMIT :batch)
+
+-- name: text_index
+INSERT INTO {jobs_fts} (rowid, text)
+SELECT seq, CAST(payload AS TEXT) || ' ' || coalesce(error, '') || ' ' || coalesce(key, '') FROM {jobs}
+WHERE seq IN (SELECT seq FROM {jobs_fts_pending} ORDER BY seq LIMIT :batch)
+
+-- name: text_indexed
+DELETE FROM {jobs_fts_pending} WHERE seq IN (SELECT seq FROM {jobs_fts_pending} ORDER BY seq LIMIT :batch)
+
+-- name: text_pending
+SELECT EXISTS (SELECT 1 FROM {jobs_fts_pending})
