@@ -428,3 +428,31 @@ def test_bulk_actions_on_dead_letters_ask_first(served):
     no_errors(page)
     page.context.close()
     app.close()
+
+
+def test_the_jobs_list_pages_by_cursor_and_searches_text(served):
+    """Keyset pages (the cursor in the URL: reload and back keep the page), and a text
+    search that says it went through the store's index. Last: it adds jobs to the world."""
+    world, base, browser = served
+    app = deferq.App(world.url)
+    made = app.enqueue_many([deferq.task.Call("shop.tasks.export", (f"batch-{n:03d}",), {},
+                                              deferq.options.JobOptions(queue="bulk")) for n in range(60)])  # fmt: skip
+    app.close()
+    page = signed_in(browser, base, world.reader)
+    page.goto(base + "/dashboard/jobs?queue=bulk")
+    rows = page.locator(".jobs tbody tr")
+    expect(rows).to_have_count(50)
+    expect(rows.first).to_have_attribute("data-key", made[-1].id)  # newest first
+    page.click("text=Older →")
+    expect(rows).to_have_count(10)
+    assert "cursor=" in page.url
+    page.reload()
+    expect(rows).to_have_count(10)
+    expect(rows.last).to_have_attribute("data-key", made[0].id)
+    page.go_back()
+    expect(rows).to_have_count(50)
+    page.goto(base + "/dashboard/jobs?q=batch-042")
+    expect(rows).to_have_count(1)
+    expect(page.locator("[data-testid=jobs-summary]")).to_contain_text("through the store's index")
+    no_errors(page)
+    page.context.close()
