@@ -435,8 +435,8 @@ def test_the_jobs_list_pages_by_cursor_and_searches_text(served):
     search that says it went through the store's index. Last: it adds jobs to the world."""
     world, base, browser = served
     app = deferq.App(world.url)
-    made = app.enqueue_many([deferq.task.Call("shop.tasks.export", (f"batch-{n:03d}",), {},
-                                              deferq.options.JobOptions(queue="bulk")) for n in range(60)])  # fmt: skip
+    options = deferq.options.JobOptions(queue="bulk")
+    made = app.enqueue_many([deferq.task.Call("shop.tasks.export", (f"batch-{n:03d}",), {}, options) for n in range(60)])
     app.close()
     page = signed_in(browser, base, world.reader)
     page.goto(base + "/dashboard/jobs?queue=bulk")
