@@ -162,7 +162,8 @@ def test_charts_draw_the_history_kept_in_the_store(served):
     page.goto(base + "/dashboard/queues/payments")  # the chosen range is kept for the tab
     expect(page.locator(".history h2")).to_have_text("payments, last day (per 10 minutes)")
     expect(page.locator("[data-testid=history-totals]")).to_contain_text(
-        enqueued(minutes=1440, step=10, queue="payments"))
+        enqueued(minutes=1440, step=10, queue="payments")
+    )
     expect(page.locator(".history .uplot")).to_have_count(2)
     no_errors(page)
     page.context.close()
@@ -323,8 +324,9 @@ def test_no_token_asks_for_one_and_a_wrong_one_is_refused(served):
 
 def test_text_from_jobs_stays_text_and_html_cannot_be_injected(served):
     world, base, browser = served
-    job = deferq.App(world.url).enqueue('<img src=x onerror="window.pwned=1">',
-                                        ["<script>window.pwned=2</script>"], queue="xss", key="<b>bold</b>")
+    job = deferq.App(world.url).enqueue(
+        '<img src=x onerror="window.pwned=1">', ["<script>window.pwned=2</script>"], queue="xss", key="<b>bold</b>"
+    )
     page = signed_in(browser, base, world.admin)
     page.goto(f"{base}/dashboard/jobs/{job.id}")
     expect(page.locator(".job-name")).to_have_text('<img src=x onerror="window.pwned=1">')
@@ -436,7 +438,9 @@ def test_the_jobs_list_pages_by_cursor_and_searches_text(served):
     world, base, browser = served
     app = deferq.App(world.url)
     options = deferq.options.JobOptions(queue="bulk")
-    made = app.enqueue_many([deferq.task.Call("shop.tasks.export", (f"batch-{n:03d}",), {}, options) for n in range(60)])
+    made = app.enqueue_many(
+        [deferq.task.Call("shop.tasks.export", (f"batch-{n:03d}",), {}, options) for n in range(60)]
+    )
     app.close()
     page = signed_in(browser, base, world.reader)
     page.goto(base + "/dashboard/jobs?queue=bulk")
