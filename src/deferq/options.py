@@ -208,7 +208,8 @@ class JobOptions:
         periodic=True, http="expires",
         openapi={"description": "The job is never run if not started by then (it ends cancelled, "
                  "'expired'): seconds after it is stored, or an ISO 8601 time with a zone.",
-                 "oneOf": [{"type": "number", "minimum": 0}, {"type": "string"}]}))  # fmt: skip
+                 "oneOf": [{"type": "number", "minimum": 0, "maximum": MAX_DELAY},
+                           {"type": "string", "pattern": DUE_TIME}]}))  # fmt: skip
     on_conflict: str | None = option(None, Option(
         conflict_mode, "when a job with the key waits: ignore (keep it), replace (its arguments and due "
         "time), debounce (also push its due time back by the delay)", periodic=True, http="on_conflict",
