@@ -6,7 +6,7 @@ calls: `find_jobs`, `get`, `get_by_key`)? And what do the list's indexes cost an
     python bench/jobs_list.py --enqueue-cost --stores sqlite,postgres,mysql
 
 Each store is a fresh one of its own (a temporary SQLite file, PostgreSQL schema
-deferq_bench_list, MySQL database deferq_bench_list, Redis database 12 under the prefix
+deferq_bench_list, MySQL database deferq_bench_list, Redis database 14 under the prefix
 benchlist), filled fast: SQL by bulk insert (COPY on PostgreSQL, executemany elsewhere),
 Redis through `enqueue_many` and then leased and settled into their states in batches.
 The jobs: 10 queues, 20 tasks, 60% succeeded, 10% dead (with an error), 5% cancelled,
@@ -44,7 +44,7 @@ URLS = {
     "sqlite": "sqlite:///{tmp}/bench-list.db",
     "postgres": "postgresql://postgres@127.0.0.1:5432/test?schema=deferq_bench_list",
     "mysql": "mysql://root@127.0.0.1:3306/deferq_bench_list",
-    "redis": "redis://127.0.0.1:6379/12?prefix=benchlist",
+    "redis": "redis://127.0.0.1:6379/14?prefix=benchlist",
 }
 COLUMNS = ("id", "task", "payload", "queue", "priority", "state", "attempts", "max_attempts", "run_at",
            "created_at", "finished_at", "error", "{key}")  # fmt: skip
@@ -298,7 +298,7 @@ def prepare(url: str) -> str:
 
         client = redis.Redis.from_url(url.split("?")[0])
         if client.dbsize():
-            raise SystemExit(f"{url}: Redis database 12 is not empty; the bench needs it for itself")
+            raise SystemExit(f"{url}: Redis database 14 is not empty; the bench needs it for itself")
     return url
 
 

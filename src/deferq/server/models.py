@@ -33,6 +33,8 @@ FORMATS = {
                     "callbacks may go\"): by default no loopback, private, link-local or metadata address.",
     "retry-condition": "A condition such as {res.code}!=200, at most 2000 characters (docs/http.md, "
                        "\"The retry-condition language\").",
+    "page-cursor": "The `cursor` of a page of GET /v1/jobs, as the server gave it (opaque: only the "
+                   "store that made it reads it).",
 }  # fmt: skip
 
 TOPIC_NAME = Annotated[str, matching(NAME_PATTERN.pattern, "1-100 letters, digits and _.:-")]
@@ -206,8 +208,8 @@ class JobsQuery(Struct, forbid_unknown_fields=True):
     task: Annotated[str, Meta(description="Only jobs of this task (its exact name).")] | UnsetType = UNSET
     q: Annotated[str, Meta(max_length=200, description="A job id or unique key (found exactly, however old), "
                            "and text (3 characters or more) in the arguments or error.")] | UnsetType = UNSET
-    cursor: Annotated[str, Meta(max_length=2000, description="The `cursor` of the previous page: the next "
-                                "page.")] | UnsetType = UNSET  # fmt: skip
+    cursor: Annotated[str, Meta(max_length=2000, extra_json_schema={"format": "page-cursor"},
+                                description="The `cursor` of the previous page: the next page.")] | UnsetType = UNSET
     window: Annotated[int, Meta(ge=1, le=100_000, description="Where the store has no index for the task "
                                 "or text (MySQL, Redis): how many of the newest jobs to look at.")] = 10_000
     limit: Limit = 100
