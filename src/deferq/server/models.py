@@ -207,9 +207,9 @@ class JobsQuery(Struct, forbid_unknown_fields=True):
     queue: Annotated[str, Meta(description="Only jobs of this queue.")] | UnsetType = UNSET
     task: Annotated[str, Meta(description="Only jobs of this task (its exact name).")] | UnsetType = UNSET
     q: Annotated[str, Meta(max_length=200, description="A job id or unique key (found exactly, however old), "
-                           "and text (3 characters or more) in the arguments or error.")] | UnsetType = UNSET
+                           "and text (3 characters or more) in the arguments, error or key.")] | UnsetType = UNSET
     cursor: Annotated[str, Meta(max_length=2000, extra_json_schema={"format": "page-cursor"},
-                                description="The `cursor` of the previous page: the next page.")] | UnsetType = UNSET
+                                description="The previous page's `cursor`: the next page.")] | UnsetType = UNSET
     window: Annotated[int, Meta(ge=1, le=100_000, description="Where the store has no index for the task "
                                 "or text (MySQL, Redis): how many of the newest jobs to look at.")] = 10_000
     limit: Limit = 100
