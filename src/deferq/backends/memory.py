@@ -263,7 +263,7 @@ class MemoryBackend(MemoryHistory, Backend):
         """Newest enqueued first; the position is the enqueue order (every job is looked
         at: a text search here is a scan, and always complete)."""
 
-        def pages(position: int | None, size: int) -> list[tuple[Job, int]]:
+        def pages(position: int | None, size: int) -> list[tuple[Job | None, int]]:
             with self._changed:
                 now = self.now()
                 order = self._order
@@ -273,7 +273,9 @@ class MemoryBackend(MemoryHistory, Backend):
                     if (position is None or order[i] < position) and query.queue in (None, job.queue)
                 )
                 views = [(self._view(job, now), seq) for seq, job in reversed(chosen)]
-            wanted = [(job, seq) for job, seq in views if query.state in (None, job.state)]
+            wanted: list[tuple[Job | None, int]] = [
+                (job, seq) for job, seq in views if query.state in (None, job.state)
+            ]
             return wanted[:size]
 
         return scan_page(replace(query, window=len(self._jobs) + 1), pages)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import base64
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -83,19 +83,29 @@ def text_matches(job: Job, needle: str) -> bool:
     return needle in orjson.dumps([job.args, job.kwargs]).decode().lower()
 
 
+def raw_matches(query: JobQuery, task: bytes | None, texts: Iterable[bytes | None]) -> bool:
+    """`text_matches` and the task filter on a job's stored fields, not decoded: a scan
+    reads these first and decodes only the jobs that pass."""
+    if query.task is not None and (task or b"").decode() != query.task:
+        return False
+    needle = query.text.lower()
+    return not needle or any(needle in raw.decode(errors="replace").lower() for raw in texts if raw)
+
+
 def like_pattern(text: str) -> str:
     """`text` as a LIKE pattern matching it anywhere (its % _ and \\ taken literally)."""
     return "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
 
 
-Pager = Callable[[Any, int], list[tuple[Job, Any]]]
+Pager = Callable[[Any, int], list[tuple[Job | None, Any]]]
 
 
 def scan_page(query: JobQuery, pages: Pager) -> JobPage:
     """A page made by filtering, with what the store cannot select by (the task, the
     text), the jobs `pages(position, size)` gives: up to `size` jobs after `position`
-    (None: from the newest), each with the position right after it. Stops at
-    `query.limit` matches, or after `query.window` jobs (the page says so)."""
+    (None: from the newest), each with the position right after it; None for a job the
+    pager already found not to match (read in part: cheaper). Stops at `query.limit`
+    matches, or after `query.window` jobs (the page says so)."""
     filtering = query.task is not None or bool(query.text)
     size = min(query.window, 500) if filtering else query.limit
     position = decode_cursor(query.cursor)
@@ -107,8 +117,10 @@ def scan_page(query: JobQuery, pages: Pager) -> JobPage:
         for job, after in batch:
             scanned += 1
             position = after
-            if (query.task is None or job.task == query.task) and (
-                not query.text or text_matches(job, query.text)
+            if (
+                job is not None
+                and query.task in (None, job.task)
+                and (not query.text or text_matches(job, query.text))
             ):
                 found.append(job)
             if len(found) == query.limit or scanned >= query.window:

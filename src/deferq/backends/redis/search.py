@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ...job import ALL_STATES, FINISHED_STATES, Job, JobState
-from ..search import JobPage, JobQuery, SearchStore, scan_page
+from ..search import JobPage, JobQuery, SearchStore, raw_matches, scan_page
 from . import scripts
 from .connection import guarded
 from .keys import KeySpace
@@ -28,24 +28,25 @@ class RedisSearch(SearchStore):
     _run_all: Callable[[list[Call]], list[Any]]
     _queues: Callable[[], list[str]]
     _fetch: Callable[[Sequence[tuple[str, str]]], list[Job]]
+    _read: Callable[[Sequence[tuple[Any, ...]]], list[Any]]
     now: Callable[[], float]
 
     @guarded
     def find_jobs(self, query: JobQuery) -> JobPage:
         return scan_page(query, self.job_pages(query))
 
-    def job_pages(self, query: JobQuery) -> Callable[[Position | None, int], list[tuple[Job, Position]]]:
+    def job_pages(self, query: JobQuery) -> Callable[[Position | None, int], list[tuple[Job | None, Position]]]:
         """The pager `scan_page` filters: the jobs of `query`'s state and queue, in order."""
         queues = [query.queue] if query.queue is not None else self._queues()
         states = [query.state] if query.state is not None else list(ALL_STATES)
         now = repr(self.now())
 
-        def pages(position: Position | None, size: int) -> list[tuple[Job, Position]]:
-            taken: list[tuple[Job, Position]] = []
+        def pages(position: Position | None, size: int) -> list[tuple[Job | None, Position]]:
+            taken: list[tuple[Job | None, Position]] = []
             first = 0 if position is None else int(position[0])
             for index in range(first, len(states)):
                 cursor = position if position is not None and index == first else None
-                taken += self._state_page(states[index], index, queues, cursor, size - len(taken), now)
+                taken += self._state_page(states[index], index, queues, cursor, size - len(taken), now, query)
                 if len(taken) >= size:
                     break
             return taken
@@ -63,8 +64,15 @@ class RedisSearch(SearchStore):
         return [(key, high, low) for key in (*qk.waiting, qk.held)]
 
     def _state_page(
-        self, state: JobState, index: int, queues: list[str], cursor: Position | None, size: int, now: str
-    ) -> list[tuple[Job, Position]]:
+        self,
+        state: JobState,
+        index: int,
+        queues: list[str],
+        cursor: Position | None,
+        size: int,
+        now: str,
+        query: JobQuery,
+    ) -> list[tuple[Job | None, Position]]:
         after = ["", ""] if cursor is None else [repr(float(cursor[1])), str(cursor[2])]
         sets = [(queue, *s) for queue in queues for s in self._sets(state, queue, now)]
         if not sets or size <= 0:
@@ -82,6 +90,15 @@ class RedisSearch(SearchStore):
                     found.append((value, member.decode(), queue))
         found.sort(reverse=True)
         found = found[:size]
-        jobs = {job.id: job for job in self._fetch([(queue, job_id) for _, job_id, queue in found])}
-        return [(jobs[job_id], [index, score, job_id]) for score, job_id, _ in found
-                if job_id in jobs and jobs[job_id].state == state]  # fmt: skip
+        refs = [(queue, job_id) for _, job_id, queue in found]
+        if query.task is not None or query.text:  # read the fields that decide first: most jobs fail
+            reads = [("hmget", self.keys.queue(q).job(i), "task", "payload", "error", "key") for q, i in refs]
+            passing = [raw_matches(query, task, rest) for task, *rest in self._read(reads)]
+            refs = [ref for ref, ok in zip(refs, passing, strict=True) if ok]
+        jobs = {job.id: job for job in self._fetch(refs)}
+        return [(self._in_state(jobs.get(job_id), state), [index, score, job_id]) for score, job_id, _ in found]
+
+    @staticmethod
+    def _in_state(job: Job | None, state: JobState) -> Job | None:
+        """The job if it is (still) in `state`: it may have moved since its set was read."""
+        return job if job is not None and job.state == state else None

@@ -380,7 +380,7 @@ class ShardedRedisBackend(Backend):
         highest first); the position holds each server's own."""
         pagers = [shard.job_pages(query) for shard in self.shards]
 
-        def pages(position: dict[str, Any] | None, size: int) -> list[tuple[Job, dict[str, Any]]]:
+        def pages(position: dict[str, Any] | None, size: int) -> list[tuple[Job | None, dict[str, Any]]]:
             position = dict(position or {})
             merged = []
             for i, pager in enumerate(pagers):
