@@ -92,7 +92,8 @@ class RedisSearch(SearchStore):
         found = found[:size]
         refs = [(queue, job_id) for _, job_id, queue in found]
         if query.task is not None or query.text:  # read the fields that decide first: most jobs fail
-            reads = [("hmget", self.keys.queue(q).job(i), "task", "payload", "error", "key") for q, i in refs]
+            fields = ("task", "payload", "error", "key") if query.text else ("task",)
+            reads = [("hmget", self.keys.queue(q).job(i), *fields) for q, i in refs]
             passing = [raw_matches(query, task, rest) for task, *rest in self._read(reads)]
             refs = [ref for ref, ok in zip(refs, passing, strict=True) if ok]
         jobs = {job.id: job for job in self._fetch(refs)}
