@@ -84,9 +84,10 @@ def text_matches(job: Job, needle: str) -> bool:
 
 
 def raw_matches(query: JobQuery, task: bytes | None, texts: Iterable[bytes | None]) -> bool:
-    """`text_matches` and the task filter on a job's stored fields, not decoded: a scan
-    reads these first and decodes only the jobs that pass."""
-    if query.task is not None and (task or b"").decode() != query.task:
+    """`text_matches` and the task filter (unless `task` is None: decided elsewhere) on a
+    job's stored fields, not decoded: a scan reads these first and decodes only the jobs
+    that pass."""
+    if query.task is not None and task is not None and task.decode() != query.task:
         return False
     needle = query.text.lower()
     return not needle or any(needle in raw.decode(errors="replace").lower() for raw in texts if raw)

@@ -77,27 +77,28 @@ class RedisSearch(SearchStore):
         sets = [(queue, *s) for queue in queues for s in self._sets(state, queue, now)]
         if not sets or size <= 0:
             return []
-        replies = self._run_all(
-            [Call(scripts.PAGE, [key], [high, low, *after, size]) for _, key, high, low in sets]
-        )
-        found: list[tuple[float, str, str]] = []
-        for (queue, _, high, low), reply in zip(sets, replies, strict=True):
+        by_task = query.task is not None
+        prefix = (lambda q: self.keys.queue(q).job_prefix) if by_task else (lambda q: "")
+        calls = [Call(scripts.PAGE, [key], [high, low, *after, size, prefix(q)]) for q, key, high, low in sets]
+        stride = 3 if by_task else 2
+        found: list[tuple[float, str, str, bool]] = []  # (score, id, queue, whether its task matches)
+        for (queue, _, high, low), reply in zip(sets, self._run_all(calls), strict=True):
             top = float("inf") if high == "+inf" else float(high)
             bottom = float(low[1:]) if low.startswith("(") else float("-inf")
-            for member, score in zip(reply[::2], reply[1::2], strict=True):
-                value = float(score)
+            for at in range(0, len(reply), stride):
+                value = float(reply[at + 1])
                 if bottom < value <= top:  # after a cursor by rank, the set's lower part may be reached
-                    found.append((value, member.decode(), queue))
+                    ok = not by_task or reply[at + 2].decode() == query.task
+                    found.append((value, reply[at].decode(), queue, ok))
         found.sort(reverse=True)
         found = found[:size]
-        refs = [(queue, job_id) for _, job_id, queue in found]
-        if query.task is not None or query.text:  # read the fields that decide first: most jobs fail
-            fields = ("task", "payload", "error", "key") if query.text else ("task",)
-            reads = [("hmget", self.keys.queue(q).job(i), *fields) for q, i in refs]
-            passing = [raw_matches(query, task, rest) for task, *rest in self._read(reads)]
+        refs = [(queue, job_id) for _, job_id, queue, ok in found if ok]
+        if query.text:  # read the fields that decide first: most jobs fail
+            reads = [("hmget", self.keys.queue(q).job(i), "payload", "error", "key") for q, i in refs]
+            passing = [raw_matches(query, None, texts) for texts in self._read(reads)]
             refs = [ref for ref, ok in zip(refs, passing, strict=True) if ok]
         jobs = {job.id: job for job in self._fetch(refs)}
-        return [(self._in_state(jobs.get(job_id), state), [index, score, job_id]) for score, job_id, _ in found]
+        return [(self._in_state(jobs.get(job_id), state), [index, score, job_id]) for score, job_id, _, _ in found]
 
     @staticmethod
     def _in_state(job: Job | None, state: JobState) -> Job | None:
