@@ -78,8 +78,8 @@ class RedisSearch(SearchStore):
         if not sets or size <= 0:
             return []
         by_task = query.task is not None
-        prefix = (lambda q: self.keys.queue(q).job_prefix) if by_task else (lambda q: "")
-        calls = [Call(scripts.PAGE, [key], [high, low, *after, size, prefix(q)]) for q, key, high, low in sets]
+        prefixes = {q: self.keys.queue(q).job_prefix if by_task else "" for q in queues}
+        calls = [Call(scripts.PAGE, [key], [high, low, *after, size, prefixes[q]]) for q, key, high, low in sets]
         stride = 3 if by_task else 2
         found: list[tuple[float, str, str, bool]] = []  # (score, id, queue, whether its task matches)
         for (queue, _, high, low), reply in zip(sets, self._run_all(calls), strict=True):
