@@ -15,7 +15,7 @@ const FIELDS = ["state", "queue", "task", "q"];
 export function mount(root, ctx) {
   let params = ctx.query;
   const head = pageHead("Jobs");
-  const form = filterForm(ctx, FIELDS);
+  const form = filterForm(ctx, FIELDS, {task: "task (its name)", q: "id, key or text"});
   const summary = h("p", {class: "muted count-line", "data-testid": "jobs-summary"});
   const jobs = jobTable();
   const nothing = h("div");
