@@ -125,12 +125,21 @@ TaskJob: type[Struct] = msgspec.defstruct(
 # Rules between fields, in the words of the schema (openapi.py adds them to each model);
 # jobs.parse_job checks the same rules.
 ONE_DUE_TIME = {"not": {"required": ["delay_ms", "at"]}}  # delay_ms or at, not both
+# max_wait_ms (not null) is for on_conflict debounce; replace and debounce need a key
+_SET = {"not": {"type": "null"}}
+CONFLICT_RULES = [
+    {"if": {"required": ["max_wait_ms"], "properties": {"max_wait_ms": _SET}},
+     "then": {"required": ["on_conflict"], "properties": {"on_conflict": {"const": "debounce"}}}},
+    {"if": {"required": ["on_conflict"], "properties": {"on_conflict": {"enum": ["replace", "debounce"]}}},
+     "then": {"required": ["key"], "properties": {"key": _SET}}},
+]  # fmt: skip
+JOB_RULES = {**ONE_DUE_TIME, "allOf": CONFLICT_RULES}
 JOB_REQUEST = {"description": "A topic job (with topic) or a task job (with task): exactly one.",
                "oneOf": [{"$ref": f"#/components/schemas/{kind}"} for kind in ("TopicJob", "TaskJob")]}
 # What msgspec cannot write itself, merged into its schemas by openapi.py: each job of a
 # batch is a JobRequest (the model takes it as an object, and jobs.parse_job reads it).
 SCHEMA_RULES: dict[str, dict[str, Any]] = {
-    "TopicJob": ONE_DUE_TIME, "TaskJob": ONE_DUE_TIME,
+    "TopicJob": JOB_RULES, "TaskJob": JOB_RULES,
     "BatchRequest": {"properties": {"jobs": {"items": {"$ref": "#/components/schemas/JobRequest"}}}},
 }  # fmt: skip
 
@@ -252,6 +261,10 @@ class Job(Struct):
     progress_message: str | None = None
     cancel_requested: bool = False
     expires_at: float | None = None
+    updated_at: Annotated[float, Meta(description="When it last changed: state, lease, remark.")] | None = None
+    remark: Annotated[str, Meta(description="Free text kept with the job for people.")] | None = None
+    worker: Annotated[str, Meta(description="The worker holding its lease, while it runs.")] | None = None
+    last_worker: Annotated[str, Meta(description="The worker that last ran it (kept after).")] | None = None
 
 
 class JobList(Struct):
