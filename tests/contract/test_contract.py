@@ -722,3 +722,16 @@ def test_every_state_change_moves_updated_at(app, backend):
     times.append(app.get(job.id).updated_at)
     assert times == sorted(times) and None not in times
     assert app.get(job.id).last_worker == WORKER
+
+
+def test_delete_removes_a_finished_job_only(app, backend):
+    job = app.enqueue("noop", [0], key="k1", max_attempts=1)
+    assert app.backend.delete(job.id) is False  # waiting: never deleted
+    leased = reserve(backend)[0]
+    assert backend.delete(job.id) is False  # running
+    backend.settle([Outcome(leased, "dead", error="boom")])
+    assert backend.delete(job.id) is True
+    assert app.get(job.id) is None and backend.delete(job.id) is False
+    assert app.stats().get("default", {}).get("dead", 0) == 0
+    again = app.enqueue("noop", [1], key="k1")  # its key is free
+    assert again.id != job.id and app.get_by_key("k1").id == again.id

@@ -349,6 +349,11 @@ class JobAdmin(ABC):
         """Per queue: counts by state and the oldest due job's wait."""
 
     @abstractmethod
+    def delete(self, job_id: str) -> bool:
+        """Delete a finished job (succeeded, dead, cancelled) for good. False if it is
+        unfinished or unknown."""
+
+    @abstractmethod
     def set_remark(self, job_id: str, remark: str | None) -> bool:
         """Set (None: clear) a job's free-text remark, in any state. False if unknown."""
 

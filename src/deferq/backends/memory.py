@@ -292,6 +292,14 @@ class MemoryBackend(Backend):
                     stats.oldest_wait = max(stats.oldest_wait, now - job.run_at)
             return result
 
+    def delete(self, job_id: str) -> bool:
+        with self._changed:
+            job = self._jobs.get(job_id)
+            if job is None or not job.state.finished:
+                return False
+            del self._jobs[job_id], self._order[job_id]
+            return True
+
     def set_remark(self, job_id: str, remark: str | None) -> bool:
         with self._changed:
             job = self._jobs.get(job_id)

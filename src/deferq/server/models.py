@@ -20,7 +20,7 @@ import msgspec
 from msgspec import UNSET, Meta, Struct, UnsetType
 
 from ..job import JobState
-from ..options import HTTP_OPTIONS, PATTERN_WORDS, Option
+from ..options import HTTP_OPTIONS, MAX_REMARK, PATTERN_WORDS, Option
 from .auth import SCOPES
 from .config import ServerConfig
 from .fields import matching
@@ -43,6 +43,7 @@ else:
     State = Literal[STATES]
     Scope = Literal[SCOPES]
 Limit = Annotated[int, Meta(ge=1, le=1000)]
+MAX_IDS = 1000  # jobs one batch request may name
 
 
 # -- job options: from deferq.options, the one schema -----------------------------------------
@@ -212,6 +213,18 @@ class QueueQuery(Struct, forbid_unknown_fields=True):
     queue: str | UnsetType = UNSET
 
 
+class RemarkRequest(Struct, forbid_unknown_fields=True):
+    """A job's new remark (null clears it)."""
+
+    remark: Annotated[str, Meta(max_length=MAX_REMARK)] | None
+
+
+class IdsRequest(Struct, forbid_unknown_fields=True):
+    """Jobs named by id (those a console filter matched)."""
+
+    ids: Annotated[list[Annotated[str, Meta(min_length=1, max_length=100)]], Meta(min_length=1, max_length=MAX_IDS)]
+
+
 class PurgeQuery(Struct, forbid_unknown_fields=True):
     older_than: Annotated[int, Meta(ge=0, le=10 * 365 * 86400, description="Seconds since they died.")] = 0
 
@@ -277,12 +290,28 @@ class JobStateAnswer(Struct):
     cancel_requested: bool = False
 
 
-QueueStats = msgspec.defstruct("QueueStats", [*((s, int) for s in STATES), ("oldest_wait", float)],
-                               module=__name__)  # fmt: skip
+QueueStats = msgspec.defstruct("QueueStats", [*((s, int) for s in STATES), ("oldest_wait", float),
+                                             ("paused", bool)], module=__name__)  # fmt: skip
 
 
 class QueueList(Struct):
     queues: dict[str, QueueStats]  # type: ignore[valid-type]
+
+
+class QueuePaused(Struct):
+    queue: str
+    paused: Annotated[bool, Meta(description="Whether the queue is paused now.")]
+    changed: Annotated[bool, Meta(description="False when it already was so.")]
+
+
+class Remark(Struct):
+    id: str
+    remark: str | None
+
+
+class DeletedBatch(Struct):
+    deleted: int
+    not_deleted: Annotated[list[str], Meta(description="Ids that were not dead letters (any more).")]
 
 
 class Topic(Struct):
@@ -345,5 +374,6 @@ class Status(Struct):
 MODELS: tuple[Any, ...] = (
     TopicJob, TaskJob, BatchRequest, TopicRequest, TokenRequest, AlertSettings, Error, Receipt,
     Receipts, Job, JobList, JobStateAnswer, QueueList, Topic, TopicList, Token, TokenList,
-    Deleted, Purged, Retried, Alerts, SavedAlerts, Status,
+    Deleted, Purged, Retried, Alerts, SavedAlerts, Status, QueuePaused, Remark, RemarkRequest, IdsRequest,
+    DeletedBatch,
 )  # fmt: skip

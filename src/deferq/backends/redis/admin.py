@@ -171,6 +171,13 @@ class Admin:
         return result
 
     @guarded
+    def delete(self, job_id: str) -> bool:
+        def keys(qk: QueueKeys) -> list[str]:
+            return [qk.job(job_id), qk.succeeded, qk.dead, qk.cancelled, qk.unique]
+
+        return self._on_job(job_id, scripts.DELETE, keys)
+
+    @guarded
     def set_remark(self, job_id: str, remark: str | None) -> bool:
         return self._on_job(job_id, scripts.REMARK, lambda qk: [qk.job(job_id)], [remark or ""])
 

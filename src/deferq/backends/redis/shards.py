@@ -363,6 +363,9 @@ class ShardedRedisBackend(Backend):
     def retry_dead(self, job_id: str) -> bool:
         return self._by_id(job_id, lambda b: b.retry_dead(job_id), bool)
 
+    def delete(self, job_id: str) -> bool:
+        return self._by_id(job_id, lambda b: b.delete(job_id), bool)
+
     def set_remark(self, job_id: str, remark: str | None) -> bool:
         return self._by_id(job_id, lambda b: b.set_remark(job_id, remark), bool)
 

@@ -436,6 +436,9 @@ class SQLBackend(Backend):
             if deleted < PURGE_BATCH:
                 return total
 
+    def delete(self, job_id: str) -> bool:
+        return self.run(self._count(self.q["delete"], {"id": job_id})) == 1
+
     def set_remark(self, job_id: str, remark: str | None) -> bool:
         return self.run(self._count(self.q["set_remark"], {"id": job_id, "remark": remark})) == 1
 

@@ -239,6 +239,9 @@ SELECT queue,
        MAX(CASE WHEN state = 'queued' AND run_at <= {now} THEN {now} - run_at END)
 FROM {jobs} GROUP BY queue, shown
 
+-- name: delete
+DELETE FROM {jobs} WHERE id = %(id)s AND state IN ('succeeded', 'dead', 'cancelled')
+
 -- name: set_remark
 UPDATE {jobs} FORCE INDEX (deferq_jobs_id) SET remark = %(remark)s, updated_at = {now} WHERE id = %(id)s
 

@@ -271,6 +271,9 @@ SELECT queue,
        max(CASE WHEN state = 'queued' AND run_at <= {now} THEN {now} - run_at END)
 FROM {jobs} GROUP BY 1, 2
 
+-- name: delete
+DELETE FROM {jobs} WHERE id = %(id)s AND state IN ('succeeded', 'dead', 'cancelled')
+
 -- name: set_remark
 UPDATE {jobs} SET remark = %(remark)s, updated_at = {now} WHERE id = %(id)s
 
