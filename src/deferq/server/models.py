@@ -44,6 +44,7 @@ else:
     Scope = Literal[SCOPES]
 Limit = Annotated[int, Meta(ge=1, le=1000)]
 MAX_IDS = 1000  # jobs one batch request may name
+JobId = Annotated[str, Meta(min_length=1, max_length=100)]
 
 
 # -- job options: from deferq.options, the one schema -----------------------------------------
@@ -222,7 +223,7 @@ class RemarkRequest(Struct, forbid_unknown_fields=True):
 class IdsRequest(Struct, forbid_unknown_fields=True):
     """Jobs named by id (those a console filter matched)."""
 
-    ids: Annotated[list[Annotated[str, Meta(min_length=1, max_length=100)]], Meta(min_length=1, max_length=MAX_IDS)]
+    ids: Annotated[list[JobId], Meta(min_length=1, max_length=MAX_IDS)]
 
 
 class PurgeQuery(Struct, forbid_unknown_fields=True):

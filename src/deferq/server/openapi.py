@@ -15,8 +15,8 @@ from typing import Any
 
 import msgspec
 
-from . import models
 from ..options import QUEUE_NAME
+from . import models
 from .fields import ecma_pattern
 from .topics import NAME_PATTERN
 
