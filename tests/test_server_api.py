@@ -14,6 +14,7 @@ from deferq.backends.base import Outcome
 from deferq.server import ServerConfig, create_app
 from deferq.server import auth as auth_module
 from deferq.server.routes import route_scopes
+from tests.alert_receivers import free_port
 from tests.server_helpers import TestClient, running_server
 
 
@@ -634,3 +635,23 @@ def test_serve_refuses_bad_options_in_one_sentence(options, says):
     result = CliRunner().invoke(main, ["serve", *options])
     assert result.exit_code == 2 and says in result.output
     assert "Traceback" not in result.output
+
+
+def test_store_parts_name_each_shard_and_the_one_that_is_down(redis_shards_url):
+    down = f"127.0.0.1:{free_port()}/0"
+    with client_for(redis_shards_url) as api:
+        parts = api.get("/v1/store/parts").json()["parts"]
+        assert len(parts) == 2 and all(p["up"] and p["version"] and p["memory_bytes"] > 0 for p in parts)
+    broken = redis_shards_url.replace("redis+shards://", f"redis+shards://{down},", 1)
+    with client_for(broken) as api:
+        answer = api.get("/v1/store/parts")
+        assert answer.status_code == 200
+        first, *rest = answer.json()["parts"]
+        assert first["name"] == down and first["up"] is False and first["error"]
+        assert [p["up"] for p in rest] == [True, True]
+
+
+def test_store_parts_of_a_sqlite_store(api):
+    (part,) = api.get("/v1/store/parts").json()["parts"]
+    assert part["name"] == "store" and part["up"] and part["version"].startswith("SQLite ")
+    assert part["size_bytes"] > 0 and part["memory_bytes"] is None

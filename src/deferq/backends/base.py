@@ -301,6 +301,16 @@ class JobStore(ABC):
     def close(self) -> None:
         """Release connections and files."""
 
+    def parts(self) -> list[tuple[str, JobStore]]:
+        """The parts of the store that fail alone, by name (Redis shards, as host:port/db);
+        a store that is one part answers [("store", itself)]."""
+        return [("store", self)]
+
+    def describe(self) -> dict[str, Any]:
+        """What the store says of itself, for its health page: any of `version`,
+        `memory_bytes` (Redis) and `size_bytes` (a SQLite file); {} when it says nothing."""
+        return {}
+
     # -- derived conveniences --------------------------------------------------
 
     def refuse_connection(self, connection: Any) -> None:

@@ -315,6 +315,20 @@ class DeletedBatch(Struct):
     not_deleted: Annotated[list[str], Meta(description="Ids that were not dead letters (any more).")]
 
 
+class StorePart(Struct):
+    name: Annotated[str, Meta(description='A Redis shard as host:port/db, or "store" for a store in one part.')]
+    up: bool
+    latency_ms: Annotated[float, Meta(description="Median of 3 pings.")] | None
+    version: str | None
+    memory_bytes: Annotated[int, Meta(description="Memory in use (Redis).")] | None
+    size_bytes: Annotated[int, Meta(description="Size on disk (a SQLite file).")] | None
+    error: str | None
+
+
+class StoreParts(Struct):
+    parts: list[StorePart]
+
+
 class Topic(Struct):
     name: str
     url: str
@@ -376,5 +390,5 @@ MODELS: tuple[Any, ...] = (
     TopicJob, TaskJob, BatchRequest, TopicRequest, TokenRequest, AlertSettings, Error, Receipt,
     Receipts, Job, JobList, JobStateAnswer, QueueList, Topic, TopicList, Token, TokenList,
     Deleted, Purged, Retried, Alerts, SavedAlerts, Status, QueuePaused, Remark, RemarkRequest, IdsRequest,
-    DeletedBatch,
+    DeletedBatch, StorePart, StoreParts,
 )  # fmt: skip

@@ -163,6 +163,10 @@ def _paths() -> dict[str, Any]:
             "put": operation("Set where dead-callback alerts go", "admin",
                              {"200": answer("Saved", ref("SavedAlerts"))}, ref("AlertSettings")),
         },
+        "/v1/store/parts": {
+            "get": operation("Each part of the store (every Redis shard): up or down, ping, version, memory",
+                             "reader", {"200": answer("The parts", ref("StoreParts"))}, errors=()),
+        },
         "/healthz": {"get": operation("The process is alive", None, {
             "200": answer("Alive", ref("Status"))}, errors=())},
         "/readyz": {"get": operation("The store answers", None, {

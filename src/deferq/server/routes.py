@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import functools
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
@@ -19,6 +20,7 @@ from . import jobs as jobs_module
 from . import topics as topics_module
 from .errors import ApiError, Invalid, not_found
 from .openapi import document
+from .store_parts import store_parts
 from .web import JSON, authorize, read_json, service_of
 
 if TYPE_CHECKING:
@@ -337,6 +339,13 @@ async def put_alerts(request: Request) -> JSON:
     return JSON({"alerts": data})
 
 
+@needs(READER)
+async def list_store_parts(request: Request) -> JSON:
+    """Each part of the store (every Redis shard) up or down: 200 even when one is down."""
+    service = service_of(request)
+    return JSON(await asyncio.to_thread(store_parts, service.backend))
+
+
 # -- health ----------------------------------------------------------------------------
 
 
@@ -369,6 +378,7 @@ ROUTES: dict[str, dict[str, Handler]] = {
     "/v1/tokens": {"GET": list_tokens, "POST": create_token},
     "/v1/tokens/{token_id}": {"DELETE": delete_token},
     "/v1/settings/alerts": {"GET": get_alerts, "PUT": put_alerts},
+    "/v1/store/parts": {"GET": list_store_parts},
     "/healthz": {"GET": healthz},
     "/readyz": {"GET": readyz},
 }

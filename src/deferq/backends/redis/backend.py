@@ -410,6 +410,13 @@ class RedisBackend(Admin, Backend):
     def ping(self) -> None:
         self.client.ping()
 
+    @guarded
+    def describe(self) -> dict[str, Any]:
+        info = self.client.info()
+        if "redis_version" not in info:  # a cluster answers per node: the first one speaks
+            info = next(iter(info.values()), {})
+        return {"version": info.get("redis_version"), "memory_bytes": info.get("used_memory")}
+
     def close(self) -> None:
         self._waiter.reset()
         if self._lane is not None:

@@ -35,7 +35,7 @@ from urllib.parse import urlsplit
 
 from ...errors import ConfigError, StoreFull, StoreUnavailable
 from ...job import _CROCKFORD, _PAIRS, FINISHED_STATES, Job, JobState
-from ..base import Backend, Enqueue, Heartbeat, JobList, Outcome, QueueStats, Stats
+from ..base import Backend, Enqueue, Heartbeat, JobList, JobStore, Outcome, QueueStats, Stats
 from .backend import RedisBackend
 from .connection import LOST, Waiter
 
@@ -456,6 +456,9 @@ class ShardedRedisBackend(Backend):
         if not answers:
             raise errors[0]
         return self._missing(answers)
+
+    def parts(self) -> list[tuple[str, JobStore]]:
+        return [(self.name(i), shard) for i, shard in enumerate(self.shards)]
 
     def close(self) -> None:
         self._waiter.reset()

@@ -22,6 +22,7 @@ what is SQLite's own is here:
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 import time
@@ -170,6 +171,12 @@ class SQLiteBackend(SQLBackend):
 
     def now(self) -> float:
         return time.time()
+
+    def describe(self) -> dict[str, Any]:
+        size = None
+        if self.path != ":memory:":
+            size = sum(os.path.getsize(p) for p in (self.path, self.path + "-wal") if os.path.exists(p))
+        return {"version": f"SQLite {sqlite3.sqlite_version}", "size_bytes": size}
 
     def is_unique_violation(self, exc: BaseException) -> bool:
         return isinstance(exc, sqlite3.IntegrityError)
