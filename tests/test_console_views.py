@@ -7,6 +7,7 @@ banner; text that stays text; the dark theme."""
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -483,10 +484,25 @@ def test_a_remark_is_set_from_the_job_page_and_kept(served, worker):
     page.wait_for_timeout(2500)  # a refresh passes: what is being typed stays
     expect(page.locator("textarea[name=remark]")).to_have_value("customer asked for a copy <b>twice</b>")
     page.click("#save-remark")
-    expect(page.locator("#job-remark")).to_have_text("customer asked for a copy <b>twice</b>")
+    expect(page.locator(".toast").last).to_have_text("Remark saved.")
     page.reload()
     expect(page.locator("textarea[name=remark]")).to_have_value("customer asked for a copy <b>twice</b>")
     assert worker.get(job_id).remark == "customer asked for a copy <b>twice</b>"
     assert page.locator("main b").count() == 0
     no_errors(page)
     page.context.close()
+
+
+def test_the_stores_page_shows_each_shard_and_the_one_that_is_down(served, redis_shards_url):
+    _, _, browser = served
+    down = f"127.0.0.1:{free_port()}/0"
+    url = redis_shards_url.replace("redis+shards://", f"redis+shards://{down},", 1)
+    with running_server(url, "--no-auth") as base:
+        page = signed_in(browser, base, "")
+        page.goto(base + "/dashboard/stores")
+        expect(page.locator(f'#store-parts tr[data-key="{down}"]')).to_contain_text("down")
+        expect(page.locator('#store-parts td[data-health="up"]')).to_have_count(2)
+        expect(page.locator("#store-parts tbody")).to_contain_text(re.compile(r"[0-9] [KMG]iB"))  # each live shard's memory
+        expect(page.locator(".card[data-health]")).to_contain_text("up")  # the others keep working
+        expect(page.locator("dd.error-text")).to_contain_text(f"part(s) {down} cannot be reached")
+        page.context.close()

@@ -144,7 +144,7 @@ export function mount(root, ctx) {
 // The job's free-text remark: shown to all, edited by admins (PUT /v1/jobs/{id}/remark).
 // A refresh never overwrites what is being typed.
 function remarkPanel(ctx, id, message, refresh) {
-  const text = h("p", {class: "remark", id: "job-remark"});
+  const text = h("p", {class: "remark", id: "job-remark", hidden: ctx.can("admin")}); // admins see the box
   const box = h("textarea", {name: "remark", rows: 3, maxlength: 1000, "aria-label": "remark",
     placeholder: "A note for people: why it was retried, who asked, a ticket number…"});
   const save = h("button", {type: "button", class: "small primary", id: "save-remark", text: "Save remark"});
