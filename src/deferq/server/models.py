@@ -127,15 +127,16 @@ TaskJob: type[Struct] = msgspec.defstruct(
 # Rules between fields, in the words of the schema (openapi.py adds them to each model);
 # jobs.parse_job checks the same rules.
 ONE_DUE_TIME = {"not": {"required": ["delay_ms", "at"]}}  # delay_ms or at, not both
-# max_wait_ms (not null) is for on_conflict debounce; replace and debounce need a key
-_SET = {"not": {"type": "null"}}
-CONFLICT_RULES = [
-    {"if": {"required": ["max_wait_ms"], "properties": {"max_wait_ms": _SET}},
-     "then": {"required": ["on_conflict"], "properties": {"on_conflict": {"const": "debounce"}}}},
-    {"if": {"required": ["on_conflict"], "properties": {"on_conflict": {"enum": ["replace", "debounce"]}}},
-     "then": {"required": ["key"], "properties": {"key": _SET}}},
-]  # fmt: skip
-JOB_RULES = {**ONE_DUE_TIME, "allOf": CONFLICT_RULES}
+_GIVEN = {"not": {"type": "null"}}  # null is the same as leaving a field out
+KEYED_CONFLICTS = {  # replace and debounce need a key; max_wait_ms is for debounce (options.conflict_mode)
+    "allOf": [
+        {"if": {"required": ["on_conflict"], "properties": {"on_conflict": {"enum": ["replace", "debounce"]}}},
+         "then": {"required": ["key"], "properties": {"key": {"type": "string"}}}},
+        {"if": {"required": ["max_wait_ms"], "properties": {"max_wait_ms": _GIVEN}},
+         "then": {"required": ["on_conflict"], "properties": {"on_conflict": {"const": "debounce"}}}},
+    ],
+}  # fmt: skip
+JOB_RULES = {**ONE_DUE_TIME, **KEYED_CONFLICTS}
 JOB_REQUEST = {"description": "A topic job (with topic) or a task job (with task): exactly one.",
                "oneOf": [{"$ref": f"#/components/schemas/{kind}"} for kind in ("TopicJob", "TaskJob")]}
 # What msgspec cannot write itself, merged into its schemas by openapi.py: each job of a
