@@ -59,6 +59,7 @@ EXAMPLES = {
     "job": f"deferq job {EXAMPLE_ID}",
     "cancel": f"deferq cancel {EXAMPLE_ID}",
     "stats": "deferq stats --url redis://127.0.0.1:6379/0 --watch",
+    "remark": "deferq remark 06H0G30DX5YKGH6BGCZVYCJVWC 'refunded by support, ticket 4711'",
     "queue": "deferq queue pause email",
     "queue list": "deferq queue list --json",
     "queue pause": "deferq queue pause email",
@@ -202,6 +203,7 @@ def serve_worker_metrics(app: App, port: int, host: str) -> None:
 @click.option("--key", default=None, help="Unique key: no duplicate while one is unfinished.")
 @click.option("--max-attempts", type=int, default=None)
 @click.option("--timeout", type=float, default=None)
+@click.option("--remark", default=None, help="Free text kept with the job for people.")
 @click.option("--json", "as_json", is_flag=True, help="Print the job as JSON.")
 def enqueue(app: App, task: str, args_json: str, kwargs_json: str, as_json: bool, **options: Any) -> None:
     """Enqueue TASK by name and print the job. With --app, TASK must be one of the app's
@@ -319,6 +321,17 @@ def read_stats(app: App) -> dict[str, dict[str, Any]]:
 @main.group()
 def queue() -> None:
     """Queues: list them, pause and resume them."""
+
+
+@main.command()
+@app_options
+@click.argument("job_id")
+@click.argument("text", required=False)
+def remark(app: App, job_id: str, text: str | None) -> None:
+    """Set a job's remark (free text for people); without TEXT, clear it."""
+    if not app.set_remark(job_id, text or None):
+        raise click.ClickException(f"no job {job_id}")
+    click.echo(f"remark of {job_id} {'set' if text else 'cleared'}")
 
 
 @queue.command("list")
