@@ -181,7 +181,9 @@ def test_pause_and_resume_a_queue_over_the_api(api, store):
     assert bad.status_code == 422 and "queue name" in error_of(bad)
 
 
-def test_remark_last_worker_and_updated_at_over_the_api(api, store):
+def test_remark_last_worker_and_updated_at_over_the_api(api, store, topic):
+    sent = api.post("/v1/jobs", json={"topic": "orders", "body": {}, "remark": "a callback"}).json()
+    assert api.get(f"/v1/jobs/{sent['id']}").json()["remark"] == "a callback"
     receipt = api.post("/v1/jobs", json={"task": "t", "remark": "from the shop"}).json()
     job = api.get(f"/v1/jobs/{receipt['id']}").json()
     assert job["remark"] == "from the shop" and job["updated_at"] == job["created_at"]
