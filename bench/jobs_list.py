@@ -14,7 +14,7 @@ The jobs: 10 queues, 20 tasks, 60% succeeded, 10% dead (with an error), 5% cance
 figures are p50 and p99 in milliseconds. The store is dropped at the end.
 
 --enqueue-cost times single enqueues (app.enqueue) and batches of 100 (enqueue_many) on
-two fresh stores, one with the list's indexes (migration 0007) and one without them,
+two fresh stores, one with the list's indexes (migration 0009) and one without them,
 alternating rounds so that machine noise hits both alike.
 """
 
@@ -48,8 +48,8 @@ URLS = {
 }
 COLUMNS = ("id", "task", "payload", "queue", "priority", "state", "attempts", "max_attempts", "run_at",
            "created_at", "finished_at", "error", "{key}")  # fmt: skip
-# Without migration 0007's objects: what an enqueue cost before them.
-DROP_0007 = {
+# Without migration 0009's objects: what an enqueue cost before them.
+DROP_0009 = {
     "sqlite": ["DROP TRIGGER deferq_jobs_fts_insert", "DROP TRIGGER deferq_jobs_fts_delete",
                "DROP TRIGGER deferq_jobs_fts_update", "DROP TABLE deferq_jobs_fts", "DROP INDEX deferq_jobs_state",
                "DROP INDEX deferq_jobs_queue_state", "DROP INDEX deferq_jobs_task_state"],
@@ -242,9 +242,9 @@ def enqueue_rounds(app: deferq.App, rounds: int = 400) -> tuple[float, float]:
     return statistics.median(single), statistics.median(batch)
 
 
-def drop_0007(backend: Any, kind: str) -> None:
+def drop_0009(backend: Any, kind: str) -> None:
     schema = {"postgres": f'"{backend.options.get("schema")}"', "mysql": f"`{getattr(backend, 'database', '')}`"}
-    for statement in DROP_0007[kind]:
+    for statement in DROP_0009[kind]:
         sql = statement.format(s=schema.get(kind, ""))
         if kind == "sqlite":
             backend.connection().execute(sql)
@@ -260,8 +260,8 @@ def enqueue_cost(kind: str, tmp: str) -> None:
     url = URLS[kind].format(tmp=tmp)
     with_url = url.replace("bench-list", "bench-with").replace("deferq_bench_list", "deferq_bench_with")
     without_url = url.replace("bench-list", "bench-without").replace("deferq_bench_list", "deferq_bench_without")
-    apps = {"with 0007": deferq.App(prepare(with_url)), "without 0007": deferq.App(prepare(without_url))}
-    drop_0007(apps["without 0007"].backend, kind)
+    apps = {"with 0009": deferq.App(prepare(with_url)), "without 0009": deferq.App(prepare(without_url))}
+    drop_0009(apps["without 0009"].backend, kind)
     figures: dict[str, list[tuple[float, float]]] = {name: [] for name in apps}
     for _ in range(3):
         for name, app in apps.items():
@@ -321,7 +321,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--stores", default="sqlite,postgres,redis")
     parser.add_argument("--jobs", type=int, default=1_000_000)
-    parser.add_argument("--enqueue-cost", action="store_true", help="SQL stores: with and without migration 0007")
+    parser.add_argument("--enqueue-cost", action="store_true", help="SQL stores: with and without migration 0009")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         for kind in args.stores.split(","):

@@ -59,7 +59,7 @@ logging.getLogger("psycopg.pool").addHandler(logging.NullHandler())
 
 
 class PostgresBackend(SQLBackend):
-    _trigrams: bool | None = None  # whether migration 0007 made the trigram index (else words)
+    _trigrams: bool | None = None  # whether migration 0009 made the trigram index (else words)
     seq_ordered = False  # seq has no index of its own: a list of every state is merged per state
     schemes = ("postgresql", "postgres")
     dialect = "postgres"
@@ -266,7 +266,7 @@ class PostgresBackend(SQLBackend):
             {"id": job.id, "task": job.task, "queue": job.queue, "priority": job.priority,
              "max_attempts": job.max_attempts, "timeout": job.timeout, "unique_key": job.key,
              "run_at": job.run_at, "delay": items[i].delay,
-             "expires_at": job.expires_at, "expires_in": items[i].expires_in,
+             "expires_at": job.expires_at, "expires_in": items[i].expires_in, "remark": job.remark,
              "payload": self.payload(items[i]).decode() if one else orjson.Fragment(self.payload(items[i]))}
             for i in indexes
             for job in (items[i].job,)

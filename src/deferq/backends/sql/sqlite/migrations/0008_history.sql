@@ -1,4 +1,4 @@
--- deferq on SQLite, schema version 6: the per-minute history (deferq/history.py). One
+-- deferq on SQLite, schema version 8: the per-minute history (deferq/history.py). One
 -- counter per (minute, queue, task, field), only ever added to; the key leads with the
 -- minute, so a window is one range and a prune deletes from the front.
 CREATE TABLE IF NOT EXISTS {history} (

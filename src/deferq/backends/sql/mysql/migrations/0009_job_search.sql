@@ -1,4 +1,4 @@
--- deferq on MySQL, schema version 7: listing jobs at scale (backends/search.py). A
+-- deferq on MySQL, schema version 9: listing jobs at scale (backends/search.py). A
 -- page of a filtered list is one range of one of these, newest (highest seq) first.
 -- MySQL has no substring index: a text search scans a window of the newest jobs.
 CREATE INDEX deferq_jobs_state ON {jobs} (state, seq);

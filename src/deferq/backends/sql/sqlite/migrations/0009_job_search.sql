@@ -1,4 +1,4 @@
--- deferq on SQLite, schema version 7: listing and searching jobs at scale
+-- deferq on SQLite, schema version 9: listing and searching jobs at scale
 -- (backends/search.py). A page of a filtered list is one range of an index, newest
 -- first (an index ends with the rowid, seq, so (state) orders by seq within a state).
 CREATE INDEX IF NOT EXISTS deferq_jobs_state ON {jobs} (state);

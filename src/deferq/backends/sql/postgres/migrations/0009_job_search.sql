@@ -1,4 +1,4 @@
--- deferq on PostgreSQL, schema version 7: listing and searching jobs at scale
+-- deferq on PostgreSQL, schema version 9: listing and searching jobs at scale
 -- (backends/search.py). A page of a filtered list is one range of one of these,
 -- newest (highest seq) first.
 CREATE INDEX deferq_jobs_state ON {jobs} (state, seq);
