@@ -542,13 +542,13 @@ def test_the_jobs_list_pages_by_cursor_and_searches_text(served):
     search that says it went through the store's index. Last: it adds jobs to the world."""
     world, base, browser = served
     app = deferq.App(world.url)
-    options = deferq.options.JobOptions(queue="bulk")
+    options = deferq.options.JobOptions(queue="paged")
     made = app.enqueue_many(
         [deferq.task.Call("shop.tasks.export", (f"batch-{n:03d}",), {}, options) for n in range(60)]
     )
     app.close()
     page = signed_in(browser, base, world.reader)
-    page.goto(base + "/dashboard/jobs?queue=bulk")
+    page.goto(base + "/dashboard/jobs?queue=paged")
     rows = page.locator(".jobs tbody tr")
     expect(rows).to_have_count(50)
     expect(rows.first).to_have_attribute("data-key", made[-1].id)  # newest first
