@@ -14,6 +14,7 @@ from .backends.base import Enqueue, QueueStats, queue_table
 from .errors import ConfigError
 from .history import HistoryRecorder
 from .job import Job, JobState
+from .limits import RateLimits
 from .middleware import Middleware
 from .options import JobOptions, TaskDefaults, queue_name, remark_text
 from .registry import EVENTS, Registry
@@ -71,6 +72,7 @@ class App:
         self.periodic_jobs: list[Any] = []  # filled by app.periodic (supervisor)
         self._backend_options = backend_options
         self._backend: Backend | None = None
+        self._rate_limits = False  # RateLimits middleware added (by the first task with a rate)
         self._history: HistoryRecorder | None = None
         self._lock = threading.Lock()
         if self.eager:
@@ -156,7 +158,13 @@ class App:
         def register(func: Callable[P, R]) -> Task[P, R]:
             task = Task(self, func, name or func.__name__, task_defaults, on_success, on_failure,
                         explicit=frozenset(defaults))  # fmt: skip
-            self.registry.add_task(task)
+            try:
+                self.registry.add_task(task)
+            except ValueError as exc:
+                raise ConfigError(str(exc)) from None
+            if self.registry.limits and not self._rate_limits:  # the first limited task
+                self._rate_limits = True
+                self.registry.add_middleware(RateLimits(self.registry.limits, lambda: self.backend))
             return task
 
         return register(fn) if fn is not None else register

@@ -408,6 +408,14 @@ class Records(ABC):
     def kv_list(self, namespace: str) -> dict[str, bytes]:
         """All live records of a namespace."""
 
+    @abstractmethod
+    def rate_take(self, key: str, interval: float) -> tuple[float, float]:
+        """One turn of the rate limit `key`, whose turns are `interval` seconds apart
+        (GCRA: one "theoretical arrival time" per key). Atomically: the turn is the later
+        of the key's next free time and now, and the next free time moves `interval` past
+        it. Returns (the turn, now), both by the store's clock: a turn in the future is
+        reserved for the caller (limits.py)."""
+
 
 class Backend(JobStore, JobAdmin, Records, HistoryStore, SearchStore):
     """A whole store: the hot path, admin (with `find_jobs`), records and the per-minute

@@ -40,6 +40,7 @@ class MemoryBackend(MemoryHistory, Backend):
         self._seq = itertools.count()
         self._kv: dict[tuple[str, str], tuple[bytes, float | None]] = {}
         self._paused: dict[str, float] = {}  # queue -> when it was paused
+        self._rates: dict[str, float] = {}  # rate limit key -> its next free time
         self._changed = threading.Condition()
         self.clock_offset = 0.0  # seconds added to the wall clock: see advance()
 
@@ -361,6 +362,13 @@ class MemoryBackend(MemoryHistory, Backend):
             expires = self.now() + ttl if ttl else None
             self._kv[(namespace, key)] = (value, expires)
             return True
+
+    def rate_take(self, key: str, interval: float) -> tuple[float, float]:
+        with self._changed:
+            now = self.now()
+            turn = max(self._rates.get(key, now), now)
+            self._rates[key] = turn + interval
+            return turn, now
 
     def kv_get(self, namespace: str, key: str) -> bytes | None:
         with self._changed:

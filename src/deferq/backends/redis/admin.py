@@ -213,6 +213,11 @@ class Admin:
         return bool(self._run(Call(scripts.KV_PUT, keys, [key, value, ttl_ms, int(only_new)])))
 
     @guarded
+    def rate_take(self, key: str, interval: float) -> tuple[float, float]:
+        turn, now = self._run(Call(scripts.RATE_TAKE, [self.keys.rate(key)], [repr(float(interval))]))
+        return float(turn), float(now)
+
+    @guarded
     def kv_get(self, namespace: str, key: str) -> bytes | None:
         value: bytes | None = self.client.get(self.keys.kv_record(namespace, key))
         return value

@@ -26,6 +26,7 @@ Layout of one queue (P = prefix, Q = queue):
   P:queues             set   names of every queue ever used
   {P:kv:NS}:index      set   record names of kv namespace NS
   {P:kv:NS}:r:<name>   string one kv record (with its TTL)
+  {P:rate:<key>}       string a rate limit's next free time (expires once it has passed)
   {P:history}:m:<minute>          set   "queue\ntask" names counted in that minute
   {P:history}:c:<minute>:<q>\n<t>  hash  that minute's counters of queue q, task t
 """
@@ -104,6 +105,9 @@ class KeySpace:
                 paused=f"{tag}:paused",
             )
         return keys
+
+    def rate(self, key: str) -> str:
+        return f"{{{self.prefix}:rate:{key}}}"
 
     def kv_tag(self, namespace: str) -> str:
         return f"{{{self.prefix}:kv:{namespace}}}"

@@ -448,6 +448,9 @@ class ShardedRedisBackend(Backend):
     def kv_get(self, namespace: str, key: str) -> bytes | None:
         return self._kv_shard(namespace, key).kv_get(namespace, key)
 
+    def rate_take(self, key: str, interval: float) -> tuple[float, float]:
+        return self._kv_shard("rate", key).rate_take(key, interval)
+
     def kv_delete(self, namespace: str, key: str) -> bool:
         return self._kv_shard(namespace, key).kv_delete(namespace, key)
 

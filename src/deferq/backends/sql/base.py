@@ -35,6 +35,7 @@ TABLES = {
 }  # fmt: skip
 PURGE_BATCH = 5000  # rows per purge transaction
 KEY_RETRIES = 5  # a key freed between our insert and our look-up: try the insert again
+RATE_NAMESPACE = "rate"  # kv records of the rate limits: each one's next free time (rate_take)
 STORED_STATE = {
     "succeeded": "succeeded", "retry": "queued", "dead": "dead", "release": "queued", "snooze": "queued",
     "cancelled": "cancelled",
@@ -485,6 +486,21 @@ class SQLBackend(SQLHistory, SQLSearch, Backend):
             yield Step(self.q["kv_delete_expired"], params)
             reply = yield Step(self.q["kv_insert_new"], params)
             return reply.rowcount == 1
+
+        return self.run(plan(), atomic=True)
+
+    def rate_take(self, key: str, interval: float) -> tuple[float, float]:
+        """The limit's next free time is a kv record ("rate" namespace), read under a row
+        lock (SQLite: the write transaction) and moved on in the same transaction."""
+        params = {"namespace": RATE_NAMESPACE, "key": key, "value": b"0", "ttl": None}
+
+        def plan() -> Plan[tuple[float, float]]:
+            yield Step(self.q["kv_insert_new"], params)  # the row to lock, the first time
+            reply = yield Step(self.q["rate_lock"], params)
+            free, now = float(bytes(reply.rows[0][0])), float(reply.rows[0][1])
+            turn = max(free, now)
+            yield Step(self.q["kv_put"], {**params, "value": repr(turn + interval).encode()})
+            return turn, now
 
         return self.run(plan(), atomic=True)
 
