@@ -117,3 +117,16 @@ def test_turns_never_put_more_than_count_in_any_window(count, period, gaps):
         turns.append(turn)
     assert all(b - a >= interval - 1e-9 for a, b in zip(turns, turns[1:]))
     assert most_in_any_window(turns, period) <= count
+
+
+def test_the_rate_bench_keeps_its_limit_with_idle_workers():
+    """`python -m bench.rate_limit`, short: 4 worker processes share "10/s"."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, "-m", "bench.rate_limit", "--rate", "10/s", "--seconds", "4"],
+                          capture_output=True, text=True, timeout=120, cwd=root)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "busiest sliding window of 1 s" in done.stdout
