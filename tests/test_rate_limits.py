@@ -130,3 +130,103 @@ def test_the_rate_bench_keeps_its_limit_with_idle_workers():
                           capture_output=True, text=True, timeout=120, cwd=root)  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     assert "busiest sliding window of 1 s" in done.stdout
+
+
+# -- concurrency limits ---------------------------------------------------------------------------
+
+
+def overlaps(spans: list[tuple[float, float]]) -> int:
+    """The most spans open at one moment."""
+    edges = sorted([(start, 1) for start, _ in spans] + [(end, -1) for _, end in spans])
+    most = open_now = 0
+    for _, step in edges:
+        open_now += step
+        most = max(most, open_now)
+    return most
+
+
+@stores
+def test_one_run_per_key_at_a_time_and_keys_run_side_by_side(app):
+    spans: dict[str, list[tuple[float, float]]] = {"a": [], "b": []}
+    lock = threading.Lock()
+
+    @app.task(concurrency=1, concurrency_key="customer:{customer}")
+    def sync(customer: str) -> None:
+        start = time.time()
+        time.sleep(0.15)
+        with lock:
+            spans[customer].append((start, time.time()))
+
+    jobs = [sync.enqueue(c) for c in "aabbaabb"]
+    worker, thread = start_worker(app, concurrency=8)
+    try:
+        done = [wait_for_state(app, job.id, JobState.SUCCEEDED, timeout=30) for job in jobs]
+    finally:
+        stop_worker(worker, thread)
+    assert overlaps(spans["a"]) == overlaps(spans["b"]) == 1
+    assert overlaps(spans["a"] + spans["b"]) == 2  # the keys do not wait for each other
+    assert {job.attempts for job in done} == {1}  # waiting for a slot is no attempt
+
+
+def test_a_killed_run_frees_its_slot_at_lease_expiry_and_never_two_run_at_once(tmp_path):
+    """Three worker processes (lease 2 s) share customer "a" (concurrency 1); one of them
+    is SIGKILLed while it runs a job, twice. Every job still finishes; no two runs of
+    "a" were ever open at once (a killed run is open until its kill)."""
+    import os
+    import signal
+
+    from tests.test_crash import start_fault_worker
+
+    url, record, log = f"sqlite:///{tmp_path}/limits.db", tmp_path / "runs.log", tmp_path / "workers.log"
+    app = deferq.App(url)
+    task = app.task(name="one_at_a_time", concurrency=1, concurrency_key="customer:{customer}", max_attempts=50)(
+        lambda customer, seconds: None)
+    jobs = [task.enqueue("a", 0.3) for _ in range(10)]
+    workers = [start_fault_worker(url, record, log) for _ in range(3)]
+    killed: dict[int, float] = {}
+    try:
+        for _ in range(2):
+            started = wait_until(lambda: _running(record, killed), timeout=30, what="a run in progress")
+            victim = next(w for w in workers if w.pid == started)
+            victim.send_signal(signal.SIGKILL)
+            killed[victim.pid] = time.time()
+            victim.wait(10)
+            workers[workers.index(victim)] = start_fault_worker(url, record, log)
+        for job in jobs:
+            wait_for_state(app, job.id, JobState.SUCCEEDED, timeout=60)
+    finally:
+        for worker in workers:
+            worker.send_signal(signal.SIGTERM)
+        for worker in workers:
+            worker.wait(30)
+    spans = _spans(record, killed)
+    assert overlaps(spans) == 1, spans
+    assert len(killed) == 2 and os.path.exists(record)
+    app.close()
+
+
+def _lines(record) -> list[tuple[str, int, str, float]]:
+    if not record.exists():
+        return []
+    return [(kind, int(pid), job_id, float(t)) for kind, pid, job_id, t in map(str.split, record.read_text().splitlines())]
+
+
+def _running(record, killed: dict[int, float]) -> int | None:
+    """The pid of a process running a job now (started, not ended, not killed)."""
+    ended = {(pid, job_id) for kind, pid, job_id, _ in _lines(record) if kind == "end"}
+    for kind, pid, job_id, _ in reversed(_lines(record)):
+        if kind == "start" and (pid, job_id) not in ended and pid not in killed:
+            return pid
+    return None
+
+
+def _spans(record, killed: dict[int, float]) -> list[tuple[float, float]]:
+    starts: dict[tuple[int, str], float] = {}
+    spans = []
+    for kind, pid, job_id, t in _lines(record):
+        if kind == "start":
+            starts[(pid, job_id)] = t
+        else:
+            spans.append((starts.pop((pid, job_id)), t))
+    spans += [(t, killed[pid]) for (pid, _), t in starts.items()]  # killed mid-run
+    return spans

@@ -14,7 +14,7 @@ from .backends.base import Enqueue, QueueStats, queue_table
 from .errors import ConfigError
 from .history import HistoryRecorder
 from .job import Job, JobState
-from .limits import RateLimits
+from .limits import Limits
 from .middleware import Middleware
 from .options import JobOptions, TaskDefaults, queue_name, remark_text
 from .registry import EVENTS, Registry
@@ -72,7 +72,7 @@ class App:
         self.periodic_jobs: list[Any] = []  # filled by app.periodic (supervisor)
         self._backend_options = backend_options
         self._backend: Backend | None = None
-        self._rate_limits = False  # RateLimits middleware added (by the first task with a rate)
+        self._limits = False  # Limits middleware added (by the first task with a limit)
         self._history: HistoryRecorder | None = None
         self._lock = threading.Lock()
         if self.eager:
@@ -162,9 +162,9 @@ class App:
                 self.registry.add_task(task)
             except ValueError as exc:
                 raise ConfigError(str(exc)) from None
-            if self.registry.limits and not self._rate_limits:  # the first limited task
-                self._rate_limits = True
-                self.registry.add_middleware(RateLimits(self.registry.limits, lambda: self.backend))
+            if self.registry.limits and not self._limits:  # the first task with a limit
+                self._limits = True
+                self.registry.add_middleware(Limits(self.registry.limits, lambda: self.backend))
             return task
 
         return register(fn) if fn is not None else register

@@ -27,11 +27,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .errors import Snooze
+from .job import Job, JobState
 from .middleware import Middleware
 
 if TYPE_CHECKING:
-    from .backends.base import Backend, Enqueue
-    from .job import Job
+    from .backends.base import Backend, Enqueue, Outcome
 
 log = logging.getLogger("deferq.limits")
 
@@ -40,6 +40,7 @@ UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 RATE = re.compile(r"^\s*([0-9]+)\s*/\s*([0-9]*(?:\.[0-9]+)?)\s*(s|m|h|d)\s*$")
 EARLY = 0.002  # a turn this close counts as now (clock rounding between store calls)
 STORE_DOWN_SNOOZE = 1.0  # seconds a job waits when the store cannot give it a turn
+CONCURRENCY_WAIT = 1.0  # seconds a job waits before asking again for a slot of its key
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,12 @@ def rate_option(value: Any, name: str = "rate") -> Rate:
     return value if isinstance(value, Rate) else Rate.parse(value, name)
 
 
+def slots(value: Any, name: str = "concurrency") -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 10_000:
+        raise ValueError(f"{name} must be a whole number from 1 to 10000, got {value!r:.60}")
+    return value
+
+
 def key_template(value: Any, name: str = "rate_key") -> str:
     """A limit key: text with {argument} fields named after the task's parameters."""
     if not isinstance(value, str) or not 1 <= len(value) <= 200:
@@ -85,46 +92,54 @@ def fields_of(template: str) -> list[str]:
 
 @dataclass(frozen=True)
 class Limited:
-    """A task's limit: its rate and how to name the key of one call."""
+    """A task's limits, and how to name their keys from one call."""
 
     task: str
-    rate: Rate
-    template: str | None
     signature: inspect.Signature
+    rate: Rate | None = None
+    rate_key: str | None = None
+    concurrency: int | None = None
+    concurrency_key: str | None = None
 
-    def key(self, args: Any, kwargs: dict[str, Any]) -> str:
-        """The limit key of one call; ValueError (one sentence) if the call lacks a field."""
-        if self.template is None:
+    def key(self, template: str | None, args: Any, kwargs: dict[str, Any]) -> str:
+        """A limit's key for one call (the task's name without a template); ValueError
+        (one sentence) when the call cannot fill the template."""
+        if template is None:
             return self.task
         try:
             bound = self.signature.bind(*args, **kwargs)
         except TypeError as exc:
-            raise ValueError(f"rate_key of {self.task}: the call does not fit the task ({exc})") from None
+            raise ValueError(f"the limit key {template!r} of {self.task}: the call does not fit the task ({exc})"
+                             ) from None  # fmt: skip
         bound.apply_defaults()
-        missing = [f for f in fields_of(self.template) if f not in bound.arguments]
-        if missing:
-            raise ValueError(f"rate_key {self.template!r} of {self.task} names {missing[0]!r}, "
-                             f"which is not an argument of the task")  # fmt: skip
-        return self.template.format_map({name: _text(value) for name, value in bound.arguments.items()})
+        return template.format_map({name: _text(value) for name, value in bound.arguments.items()})
+
+    def check(self, args: Any, kwargs: dict[str, Any]) -> None:
+        for template in (self.rate_key, self.concurrency_key):
+            if template is not None:
+                self.key(template, args, kwargs)
 
 
 def _text(value: Any) -> str:
     return value if isinstance(value, str) else repr(value)
 
 
-def limited(task: str, fn: Callable[..., Any], rate: Rate, template: str | None) -> Limited:
+def limited(task: str, fn: Callable[..., Any], **limits: Any) -> Limited:
     """Checked when the task is declared: every {field} must be one of its parameters."""
     signature = inspect.signature(fn)
-    if template is not None:
-        unknown = [f for f in fields_of(template) if f not in signature.parameters]
+    for name in ("rate_key", "concurrency_key"):
+        template = limits.get(name)
+        unknown = [f for f in fields_of(template) if f not in signature.parameters] if template else []
         if unknown:
-            raise ValueError(f"rate_key {template!r} names {unknown[0]!r}, which is not a parameter of {task}")
-    return Limited(task, rate, template, signature)
+            raise ValueError(f"{name} {template!r} names {unknown[0]!r}, which is not a parameter of {task}")
+    return Limited(task, signature, **limits)
 
 
-class RateLimits(Middleware):
-    """Added to an App's middleware by its first task with a rate (App.task), so apps
-    and tasks without limits pay nothing. `limits` is the registry's, by task name."""
+class Limits(Middleware):
+    """Added to an App's middleware by its first task with a limit (App.task), so apps
+    and tasks without limits pay nothing. `limits` is the registry's, by task name.
+    A concurrency slot is taken before a rate's turn (a turn is never spent on a job
+    that cannot run), and given back after the run, whatever its outcome."""
 
     def __init__(self, limits: dict[str, Limited], backend: Callable[[], Backend]) -> None:
         self.limits = limits
@@ -133,8 +148,8 @@ class RateLimits(Middleware):
     def before_enqueue(self, items: list[Enqueue]) -> list[Enqueue]:
         for item in items:  # a key that cannot be named is refused now, not at run time
             limit = self.limits.get(item.job.task)
-            if limit is not None and limit.template is not None:
-                limit.key(item.job.args, item.job.kwargs)
+            if limit is not None:
+                limit.check(item.job.args, item.job.kwargs)
         return items
 
     def before_run(self, job: Job) -> None:
@@ -142,32 +157,71 @@ class RateLimits(Middleware):
         if limit is None:
             return
         try:
-            key = limit.key(job.args, job.kwargs)
+            limit.check(job.args, job.kwargs)
         except ValueError:
             return  # the call does not fit the task: running it says so
+        backend = self.backend()
         try:
-            wait = self._turn(self.backend(), limit.rate, key, job.id)
+            if limit.concurrency is not None:
+                key = limit.key(limit.concurrency_key, job.args, job.kwargs)
+                if not take_slot(backend, key, limit.concurrency, job):
+                    raise Snooze(CONCURRENCY_WAIT, f"all {limit.concurrency} slot(s) of {key} are taken")
+            if limit.rate is not None:
+                key = limit.key(limit.rate_key, job.args, job.kwargs)
+                wait = take_turn(backend, limit.rate, key, job.id)
+                if wait > 0:
+                    raise Snooze(wait, f"rate {limit.rate.text} of {key}: its turn is in {wait:.3g}s")
+        except Snooze:
+            raise
         except Exception as exc:  # noqa: BLE001 - no turn, no run: try again shortly
-            log.warning("job %s (%s): no turn from the store (%s); trying again in %gs",
+            log.warning("job %s (%s): its limits could not be checked (%s); trying again in %gs",
                         job.id, job.task, exc, STORE_DOWN_SNOOZE)  # fmt: skip
-            raise Snooze(STORE_DOWN_SNOOZE, "rate limit: store unreachable") from None
-        if wait > 0:
-            raise Snooze(wait, f"rate {limit.rate.text} of {key}: its turn is in {wait:.3g}s")
+            raise Snooze(STORE_DOWN_SNOOZE, "limits: store unreachable") from None
 
-    @staticmethod
-    def _turn(backend: Backend, rate: Rate, key: str, job_id: str) -> float:
-        """Seconds until this job's turn (0: run now). A job that holds a reservation runs
-        on it; otherwise it takes the next turn, reserved for it if in the future."""
-        name = f"{key}|{job_id}"
-        held = backend.kv_get(GRANTS, name)
-        if held is not None:
-            wait = float(held) - backend.now()
-            if wait > EARLY:
-                return wait  # back too early (e.g. released by a stopping worker)
-            backend.kv_delete(GRANTS, name)
-            return 0.0
-        turn, now = backend.rate_take(key, rate.interval)
-        if turn - now <= EARLY:
-            return 0.0
-        backend.kv_put(GRANTS, name, repr(turn).encode(), ttl=turn - now + rate.period)
-        return turn - now
+    def after_run(self, job: Job, outcome: Outcome, exc: BaseException | None) -> None:
+        limit = self.limits.get(job.task)
+        if limit is None or limit.concurrency is None:
+            return
+        try:
+            key = limit.key(limit.concurrency_key, job.args, job.kwargs)
+        except ValueError:
+            return
+        self.backend().slot_release(key, holder_of(job))  # (a slot never taken: nothing to give back)
+
+
+def take_turn(backend: Backend, rate: Rate, key: str, job_id: str) -> float:
+    """Seconds until this job's turn (0: run now). A job that holds a reservation runs
+    on it; otherwise it takes the next turn, reserved for it if in the future."""
+    name = f"{key}|{job_id}"
+    held = backend.kv_get(GRANTS, name)
+    if held is not None:
+        wait = float(held) - backend.now()
+        if wait > EARLY:
+            return wait  # back too early (e.g. released by a stopping worker)
+        backend.kv_delete(GRANTS, name)
+        return 0.0
+    turn, now = backend.rate_take(key, rate.interval)
+    if turn - now <= EARLY:
+        return 0.0
+    backend.kv_put(GRANTS, name, repr(turn).encode(), ttl=turn - now + rate.period)
+    return turn - now
+
+
+def holder_of(job: Job) -> str:
+    return f"{job.id}:{job.attempts}"
+
+
+def take_slot(backend: Backend, key: str, limit: int, job: Job) -> bool:
+    """A slot of the concurrency limit `key` for this run of `job`. Holders whose run
+    is over (the job is no longer active with that attempt: finished, or its worker died
+    and its lease expired) are dropped first: a run that is over never runs again, so
+    dropping it cannot free a slot still in use, and no slot outlives its lease."""
+    holder = holder_of(job)
+    gone = [h for h in backend.slot_holders(key) if h != holder and not _runs(backend, h)]
+    return backend.slot_take(key, limit, holder, gone)
+
+
+def _runs(backend: Backend, holder: str) -> bool:
+    job_id, _, attempt = holder.rpartition(":")
+    job = backend.get(job_id)
+    return job is not None and job.state == JobState.ACTIVE and str(job.attempts) == attempt

@@ -63,8 +63,12 @@ class Registry:
             raise ValueError(f"a task named {task.name!r} is already registered")
         self.tasks[task.name] = task
         self._specs.pop(task.name, None)  # made on first use: see _spec
-        if task.defaults.rate is not None:
-            self.limits[task.name] = limited(task.name, task.fn, task.defaults.rate, task.defaults.rate_key)
+        d = task.defaults
+        if d.rate is not None or d.concurrency is not None:
+            self.limits[task.name] = limited(
+                task.name, task.fn, rate=d.rate, rate_key=d.rate_key,
+                concurrency=d.concurrency, concurrency_key=d.concurrency_key,
+            )  # fmt: skip
         if task.on_success or task.on_failure:
             self._use_event_hooks()
 

@@ -218,6 +218,18 @@ class Admin:
         return float(turn), float(now)
 
     @guarded
+    def slot_holders(self, scope: str) -> list[str]:
+        return sorted(m.decode() for m in self.client.smembers(self.keys.slots(scope)))
+
+    @guarded
+    def slot_take(self, scope: str, limit: int, holder: str, drop: Sequence[str] = ()) -> bool:
+        return bool(self._run(Call(scripts.SLOT_TAKE, [self.keys.slots(scope)], [limit, holder, *drop])))
+
+    @guarded
+    def slot_release(self, scope: str, holder: str) -> None:
+        self.client.srem(self.keys.slots(scope), holder)
+
+    @guarded
     def kv_get(self, namespace: str, key: str) -> bytes | None:
         value: bytes | None = self.client.get(self.keys.kv_record(namespace, key))
         return value

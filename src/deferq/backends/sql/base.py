@@ -16,6 +16,8 @@ from dataclasses import replace
 from functools import partial
 from typing import Any, ClassVar
 
+import orjson
+
 from ...errors import ConfigError, SchemaOutdated
 from ...job import FINISHED_STATES, Job, JobState, dumps
 from ..base import BEHIND, Backend, Enqueue, Heartbeat, Outcome, QueueStats, finished_only
@@ -36,6 +38,7 @@ TABLES = {
 PURGE_BATCH = 5000  # rows per purge transaction
 KEY_RETRIES = 5  # a key freed between our insert and our look-up: try the insert again
 RATE_NAMESPACE = "rate"  # kv records of the rate limits: each one's next free time (rate_take)
+SLOTS_NAMESPACE = "slots"  # kv records of the concurrency limits: each one's holders (slot_take)
 STORED_STATE = {
     "succeeded": "succeeded", "retry": "queued", "dead": "dead", "release": "queued", "snooze": "queued",
     "cancelled": "cancelled",
@@ -496,13 +499,41 @@ class SQLBackend(SQLHistory, SQLSearch, Backend):
 
         def plan() -> Plan[tuple[float, float]]:
             yield Step(self.q["kv_insert_new"], params)  # the row to lock, the first time
-            reply = yield Step(self.q["rate_lock"], params)
+            reply = yield Step(self.q["kv_lock"], params)
             free, now = float(bytes(reply.rows[0][0])), float(reply.rows[0][1])
             turn = max(free, now)
             yield Step(self.q["kv_put"], {**params, "value": repr(turn + interval).encode()})
             return turn, now
 
         return self.run(plan(), atomic=True)
+
+    def slot_holders(self, scope: str) -> list[str]:
+        value = self.kv_get(SLOTS_NAMESPACE, scope)
+        return sorted(orjson.loads(value)) if value else []
+
+    def slot_take(self, scope: str, limit: int, holder: str, drop: Sequence[str] = ()) -> bool:
+        def change(holders: set[str]) -> bool:
+            holders.difference_update(drop)
+            if holder not in holders and len(holders) >= limit:
+                return False
+            holders.add(holder)
+            return True
+
+        return self.run(self._slots_plan(scope, change), atomic=True)
+
+    def slot_release(self, scope: str, holder: str) -> None:
+        self.run(self._slots_plan(scope, lambda holders: holders.discard(holder)), atomic=True)
+
+    def _slots_plan(self, scope: str, change: Callable[[set[str]], T]) -> Plan[T]:
+        """The holders of a concurrency limit (a kv record, "slots" namespace), changed
+        under the record's row lock (SQLite: the write transaction)."""
+        params = {"namespace": SLOTS_NAMESPACE, "key": scope, "value": b"[]", "ttl": None}
+        yield Step(self.q["kv_insert_new"], params)  # the row to lock, the first time
+        reply = yield Step(self.q["kv_lock"], params)
+        holders = set(orjson.loads(bytes(reply.rows[0][0])))
+        answer = change(holders)
+        yield Step(self.q["kv_put"], {**params, "value": orjson.dumps(sorted(holders))})
+        return answer
 
     def kv_get(self, namespace: str, key: str) -> bytes | None:
         def plan() -> Plan[bytes | None]:

@@ -303,8 +303,8 @@ INSERT INTO {kv} (namespace, key, value, expires_at)
 VALUES (%(namespace)s, %(key)s, %(value)s, {now} + %(ttl)s::float8)
 ON CONFLICT (namespace, key) DO NOTHING
 
--- name: rate_lock
--- A rate limit's next free time, locked until the transaction moves it on (rate_take).
+-- name: kv_lock
+-- A kv record locked until the transaction ends (rate_take, slot_take): read, then written.
 SELECT value, {now} FROM {kv} WHERE namespace = %(namespace)s AND key = %(key)s FOR UPDATE
 
 -- name: kv_get
