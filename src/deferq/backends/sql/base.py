@@ -493,47 +493,57 @@ class SQLBackend(SQLHistory, SQLSearch, Backend):
         return self.run(plan(), atomic=True)
 
     def rate_take(self, key: str, interval: float) -> tuple[float, float]:
-        """The limit's next free time is a kv record ("rate" namespace), read under a row
-        lock (SQLite: the write transaction) and moved on in the same transaction."""
-        params = {"namespace": RATE_NAMESPACE, "key": key, "value": b"0", "ttl": None}
+        """The limit's next free time is a kv record ("rate" namespace), moved on under
+        its row lock."""
 
-        def plan() -> Plan[tuple[float, float]]:
-            yield Step(self.q["kv_insert_new"], params)  # the row to lock, the first time
-            reply = yield Step(self.q["kv_lock"], params)
-            free, now = float(bytes(reply.rows[0][0])), float(reply.rows[0][1])
-            turn = max(free, now)
-            yield Step(self.q["kv_put"], {**params, "value": repr(turn + interval).encode()})
-            return turn, now
+        def take(value: bytes, now: float) -> tuple[bytes, tuple[float, float]]:
+            turn = max(float(value), now)
+            return repr(turn + interval).encode(), (turn, now)
 
-        return self.run(plan(), atomic=True)
+        return self._change_record(RATE_NAMESPACE, key, b"0", take)
 
     def slot_holders(self, scope: str) -> list[str]:
         value = self.kv_get(SLOTS_NAMESPACE, scope)
         return sorted(orjson.loads(value)) if value else []
 
     def slot_take(self, scope: str, limit: int, holder: str, drop: Sequence[str] = ()) -> bool:
-        def change(holders: set[str]) -> bool:
-            holders.difference_update(drop)
-            if holder not in holders and len(holders) >= limit:
-                return False
-            holders.add(holder)
-            return True
+        def take(value: bytes, _now: float) -> tuple[bytes, bool]:
+            holders = set(orjson.loads(value)) - set(drop)
+            taken = holder in holders or len(holders) < limit
+            if taken:
+                holders.add(holder)
+            return orjson.dumps(sorted(holders)), taken
 
-        return self.run(self._slots_plan(scope, change), atomic=True)
+        return self._change_record(SLOTS_NAMESPACE, scope, b"[]", take)
 
     def slot_release(self, scope: str, holder: str) -> None:
-        self.run(self._slots_plan(scope, lambda holders: holders.discard(holder)), atomic=True)
+        def release(value: bytes, _now: float) -> tuple[bytes, None]:
+            return orjson.dumps(sorted(set(orjson.loads(value)) - {holder})), None
 
-    def _slots_plan(self, scope: str, change: Callable[[set[str]], T]) -> Plan[T]:
-        """The holders of a concurrency limit (a kv record, "slots" namespace), changed
-        under the record's row lock (SQLite: the write transaction)."""
-        params = {"namespace": SLOTS_NAMESPACE, "key": scope, "value": b"[]", "ttl": None}
-        yield Step(self.q["kv_insert_new"], params)  # the row to lock, the first time
-        reply = yield Step(self.q["kv_lock"], params)
-        holders = set(orjson.loads(bytes(reply.rows[0][0])))
-        answer = change(holders)
-        yield Step(self.q["kv_put"], {**params, "value": orjson.dumps(sorted(holders))})
-        return answer
+        self._change_record(SLOTS_NAMESPACE, scope, b"[]", release)
+
+    def _change_record(self, namespace: str, key: str, initial: bytes,
+                       change: Callable[[bytes, float], tuple[bytes, T]]) -> T:  # fmt: skip
+        """A kv record read under its row lock (SQLite: the write transaction), changed
+        and written back in one transaction: `change(value, now)` -> (new value, answer).
+        A missing record is first inserted in a transaction of its own, so that no
+        transaction upgrades a lock it took by inserting (a deadlock on MySQL)."""
+        params = {"namespace": namespace, "key": key, "value": initial, "ttl": None}
+
+        def plan() -> Plan[tuple[T] | None]:
+            reply = yield Step(self.q["kv_lock"], params)
+            if not reply.rows:
+                return None
+            value, answer = change(bytes(reply.rows[0][0]), float(reply.rows[0][1]))
+            yield Step(self.q["kv_put"], {**params, "value": value})
+            return (answer,)
+
+        done = self.run(plan(), atomic=True)
+        if done is None:
+            self.run(self._count(self.q["kv_insert_new"], params))
+            done = self.run(plan(), atomic=True)
+        assert done is not None  # inserted just now, and records are never deleted here
+        return done[0]
 
     def kv_get(self, namespace: str, key: str) -> bytes | None:
         def plan() -> Plan[bytes | None]:
