@@ -109,7 +109,8 @@ def main(argv: list[str] | None = None) -> int:
           + f" ({sum(cpu) / len(cpu) / args.seconds * 100:.1f}% of a core each)")
     over = [n for n in per_period.values() if n > rate.count]
     if over:
-        print(f"rate_limit: FAILED: a period held {max(over)} runs, over the limit of {rate.count}", file=sys.stderr)
+        print(f"rate_limit: FAILED: a period held {max(over)} runs, over the limit of {rate.count}",
+              file=sys.stderr)
     return 1 if over else 0
 
 
