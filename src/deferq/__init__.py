@@ -6,6 +6,7 @@ from .context import current_job
 from .errors import (
     ConfigError,
     DeferqError,
+    JobFailed,
     JobTimeout,
     MissingExtra,
     PayloadError,
@@ -20,7 +21,7 @@ from .middleware import Middleware
 from .task import Call, Task
 
 __all__ = [
-    "App", "Call", "ConfigError", "DeferqError", "Job", "JobState", "JobTimeout",
+    "App", "Call", "ConfigError", "DeferqError", "Job", "JobFailed", "JobState", "JobTimeout",
     "Middleware", "MissingExtra", "PayloadError", "Priority", "Retry", "SchemaOutdated",
     "Snooze", "StoreFull", "StoreUnavailable", "Task", "backoff", "current_job",
 ]  # fmt: skip

@@ -9,6 +9,7 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, ParamSpec, TypeVar, overload
 
+from . import results
 from .backends import Backend, open_backend
 from .backends.base import Enqueue, QueueStats
 from .errors import ConfigError
@@ -62,6 +63,7 @@ class App:
         self._backend_options = backend_options
         self._backend: Backend | None = None
         self._lock = threading.Lock()
+        results.register_owner(self)
         if self.eager:
             from .testing import EagerRunner
 
@@ -132,6 +134,7 @@ class App:
             task = Task(self, func, name or func.__name__, task_defaults, on_success, on_failure,
                         explicit=frozenset(defaults))  # fmt: skip
             self.registry.add_task(task)
+            results.register_owner(self, task.name)
             return task
 
         return register(fn) if fn is not None else register
@@ -218,6 +221,13 @@ class App:
 
     def cancel(self, job_id: str) -> bool:
         return self.backend.cancel(job_id)
+
+    def wait(self, job_id: str, timeout: float | None = None) -> Any:
+        """The result of a job once it has finished (see `Job.wait`)."""
+        return results.wait(self, job_id, timeout)
+
+    async def wait_async(self, job_id: str, timeout: float | None = None) -> Any:
+        return await results.wait_async(self, job_id, timeout)
 
     def retry_dead(self, job_id: str) -> bool:
         return self.backend.retry_dead(job_id)

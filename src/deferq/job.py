@@ -122,6 +122,19 @@ class Job:
             values[_FIELD_INDEX[name]] = value
         return Job(*values)
 
+    def wait(self, timeout: float | None = None) -> Any:
+        """This job's result once it has finished, decoded to its task's return annotation;
+        `deferq.JobFailed` if it went dead or was cancelled, TimeoutError past `timeout`."""
+        from . import results
+
+        return results.wait(results.owner_of(self), self.id, timeout)
+
+    async def wait_async(self, timeout: float | None = None) -> Any:
+        """`wait` for asyncio code."""
+        from . import results
+
+        return await results.wait_async(results.owner_of(self), self.id, timeout)
+
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["args"] = list(self.args)

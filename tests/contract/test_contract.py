@@ -627,3 +627,41 @@ def test_reserve_takes_only_the_levels_named(app, backend):
     app.enqueue("noop", [0], priority="low")
     high = app.enqueue("noop", [1], priority="high")
     assert [j.id for j in reserve(backend, 5, order=(0,))] == [high.id]
+
+
+# -- waiting for results (issue 14) -------------------------------------------------
+
+
+def _settle_later(backend, job, kind, delay=0.15, **fields):
+    timer = threading.Timer(delay, lambda: backend.settle([Outcome(job, kind, **fields)]))
+    timer.start()
+    return timer
+
+
+def test_wait_returns_the_result_when_the_store_says_it_finished(app, backend):
+    job = enqueue(app)[0]
+    timer = _settle_later(backend, reserve(backend)[0], "succeeded", result={"n": [1, 2]})
+    started = time.monotonic()
+    assert app.wait(job.id, timeout=10) == {"n": [1, 2]}
+    assert time.monotonic() - started < 2  # woken, not found by a slow poll
+    timer.join()
+    assert app.wait(job.id, timeout=0) == {"n": [1, 2]}  # finished: answered at once
+
+
+def test_wait_raises_job_failed_with_the_last_error(app, backend):
+    job = enqueue(app)[0]
+    timer = _settle_later(backend, reserve(backend)[0], "dead", error="Traceback...\nValueError: boom")
+    with pytest.raises(deferq.JobFailed, match="dead: ValueError: boom") as caught:
+        app.wait(job.id, timeout=10)
+    assert caught.value.state == "dead" and "boom" in caught.value.error
+    timer.join()
+
+
+def test_wait_times_out_on_an_unfinished_job(app):
+    job = enqueue(app)[0]
+    started = time.monotonic()
+    with pytest.raises(TimeoutError, match="still queued"):
+        app.wait(job.id, timeout=0.3)
+    assert 0.25 < time.monotonic() - started < 3
+    with pytest.raises(LookupError):
+        app.wait("01NOSUCHJOB0000000000000000", timeout=0.1)

@@ -213,6 +213,10 @@ class MemoryBackend(Backend):
             if next_due > now:
                 self._changed.wait(min(timeout, next_due - now))
 
+    def changes(self, job_id: str, timeout: float) -> bool:
+        with self._changed:
+            return self._changed.wait(timeout)
+
     def get(self, job_id: str) -> Job | None:
         with self._changed:
             job = self._jobs.get(job_id)

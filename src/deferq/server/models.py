@@ -194,6 +194,12 @@ class JobsQuery(Struct, forbid_unknown_fields=True):
     limit: Limit = 100
 
 
+class JobQuery(Struct, forbid_unknown_fields=True):
+    wait: Annotated[int, Meta(ge=0, le=60, description=(
+        "Seconds to wait for the job to finish before answering (woken by the store); "
+        "the job is shown as it stands when they pass."))] = 0
+
+
 class DeadQuery(Struct, forbid_unknown_fields=True):
     queue: str | UnsetType = UNSET
     limit: Limit = 100

@@ -98,7 +98,11 @@ async def create_jobs(request: Request) -> JSON:
 @needs(READER)
 async def get_job(request: Request) -> JSON:
     service = service_of(request)
-    job = await service.store(service.backend.get, _path(request, "job_id"))
+    wait = fields.parse_query(models.JobQuery, dict(request.query_params)).wait
+    if wait:
+        job = await service.store(service.backend.wait_finished, _path(request, "job_id"), float(wait))
+    else:
+        job = await service.store(service.backend.get, _path(request, "job_id"))
     if job is None:
         raise not_found(f"job {_path(request, 'job_id')}")
     return JSON(jobs_module.view(job))

@@ -80,6 +80,7 @@ class PostgresBackend(SQLBackend):
         self._pools: dict[bool, ConnectionPool] = {}
         self._listener: psycopg.Connection | None = None
         self._channel: str | None = None
+        self._done_listeners = threading.local()  # job.wait(): one LISTEN connection per thread
         self._async: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, psycopg.AsyncConnection] = (
             weakref.WeakKeyDictionary()
         )
@@ -322,6 +323,25 @@ class PostgresBackend(SQLBackend):
             conn.execute(pgsql.SQL("LISTEN {}").format(pgsql.Identifier(self._channel)))
             self._listener = conn
         return self._listener
+
+    def changes(self, job_id: str, timeout: float) -> bool:
+        """A job finished somewhere (NOTIFY "deferq_done:<schema>", migration 0006) within
+        `timeout`. Each waiting thread listens on a connection of its own, kept for its
+        next wait, so a job that finishes between two looks is not missed."""
+        local = self._done_listeners.__dict__
+        conn: psycopg.Connection | None = local.get("conn")
+        try:
+            if conn is None or conn.closed or local.get("pid") != os.getpid():
+                conn = psycopg.connect(self.conninfo, autocommit=True)
+                schema = conn.execute("SELECT current_schema()").fetchone()
+                name = self.options.get("schema") or (schema[0] if schema else "public")
+                conn.execute(pgsql.SQL("LISTEN {}").format(pgsql.Identifier(f"deferq_done:{name[:45]}")))
+                local.update(conn=conn, pid=os.getpid())
+                return True  # listening from now on: the caller looks again at once
+            return any(True for _ in conn.notifies(timeout=timeout, stop_after=1))
+        except CONNECTION_ERRORS as exc:
+            local.pop("conn", None)
+            raise self.unavailable(exc) from None
 
     def drop_listener(self) -> None:
         if self._listener is not None:

@@ -290,6 +290,17 @@ class SQLiteBackend(SQLBackend):
                 self._poll = POLL_MIN
                 return
 
+    def changes(self, job_id: str, timeout: float) -> bool:
+        """Another connection committed (the data version moved) within `timeout`."""
+        deadline = time.time() + timeout
+        version, poll = self.data_version(), POLL_MIN
+        while (left := deadline - time.time()) > 0:
+            time.sleep(min(poll, left))
+            poll = min(poll * 1.5, POLL_MAX)
+            if self.data_version() != version:
+                return True
+        return False
+
     def data_version(self) -> int:
         """Changes whenever another connection commits. Read straight from the connection,
         not through a plan: an idle worker asks every few ms, and the time each look
