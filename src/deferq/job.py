@@ -18,6 +18,7 @@ from .errors import PayloadError
 class JobState(StrEnum):
     """Where a job is in its life cycle (see DESIGN.md)."""
 
+    BLOCKED = "blocked"  # waiting for the jobs it runs after (options(after=...)) to settle
     SCHEDULED = "scheduled"  # waiting for its due time (first run or a retry)
     QUEUED = "queued"  # due, waiting for a worker
     ACTIVE = "active"  # leased by a worker; the lease is renewed while it runs
@@ -31,7 +32,7 @@ class JobState(StrEnum):
 
 
 WAITING_STATES = frozenset({JobState.SCHEDULED, JobState.QUEUED})
-UNFINISHED_STATES = WAITING_STATES | {JobState.ACTIVE}
+UNFINISHED_STATES = WAITING_STATES | {JobState.ACTIVE, JobState.BLOCKED}
 FINISHED_STATES = frozenset({JobState.SUCCEEDED, JobState.DEAD, JobState.CANCELLED})
 ALL_STATES = tuple(JobState)
 

@@ -120,4 +120,8 @@ def build_enqueue(call: Call, task: Task[..., Any] | None, now: float) -> Enqueu
         expires_at=opts.expires.at if opts.expires else None,
     )
     within = opts.expires.within if opts.expires else None
+    if opts.after:
+        if opts.key is not None:
+            raise ValueError("a job that runs after others cannot have a unique key")
+        return Enqueue(job, opts.delay, payload, within, mode, opts.max_wait, opts.after, opts.after_any_outcome)
     return Enqueue(job, opts.delay, payload, within, mode, opts.max_wait)

@@ -61,6 +61,11 @@ class Enqueue:
     # new job is stored to wait behind it (see BEHIND).
     on_conflict: str = "ignore"
     max_wait: float | None = None
+    # Ids of the jobs this one runs after (options.after): stored BLOCKED while any is
+    # unfinished; cancelled, naming it, when one ends dead or cancelled, unless
+    # `after_any` (then it runs once all have finished, whatever their outcome).
+    after: tuple[str, ...] = ()
+    after_any: bool = False
 
     def due(self, now: float) -> float:
         """When the job is due if stored at store time `now`."""

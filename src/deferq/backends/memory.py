@@ -14,6 +14,7 @@ from dataclasses import replace
 from typing import Any, TypedDict
 
 from ..job import Job, JobState, decode_payload
+from . import deps
 from .base import (
     BEHIND,
     LEVELS,
@@ -38,6 +39,8 @@ class MemoryBackend(Backend):
         self._seq = itertools.count()
         self._kv: dict[tuple[str, str], tuple[bytes, float | None]] = {}
         self._changed = threading.Condition()
+        self._children: dict[str, dict[str, bool]] = {}  # parent id -> {child id: after_any}
+        self._blockers: dict[str, set[str]] = {}  # blocked child id -> ids of unfinished parents
         self.clock_offset = 0.0  # seconds added to the wall clock: see advance()
 
     def now(self) -> float:
@@ -73,7 +76,7 @@ class MemoryBackend(Backend):
         with self._changed:
             now = self.now()
             stored = []
-            for item in items:
+            for i, item in enumerate(items):
                 job = item.job
                 holder = self._unfinished_with_key(job.key) if job.key else None
                 behind = self._behind(job.key) if job.key else None
@@ -89,8 +92,62 @@ class MemoryBackend(Backend):
                     stored.append(self._view(self._jobs[target.id], now))
                 else:  # the holder runs: never changed; the new job waits behind it
                     stored.append(self._insert(item, now, BEHIND))
+            linked = [(item, stored[i]) for i, item in enumerate(items) if item.after]
+            if linked:
+                stored = self._link(linked, stored)
             self._changed.notify_all()
             return stored
+
+    def _link(self, linked: list[tuple[Enqueue, Job]], stored: list[Job]) -> list[Job]:
+        """Block each job until its parents settle (deps.py), or cancel it now when one
+        already failed; all or nothing: an unknown parent undoes the whole call."""
+        for item, job in linked:
+            for parent in item.after:
+                if parent not in self._jobs:
+                    for gone in stored:
+                        self._jobs.pop(gone.id, None)
+                    raise deps.unknown_parent(job.id, parent)
+        views = {job.id: job for job in stored}
+        for item, job in linked:
+            verdicts = {p: deps.verdict(self._jobs[p].state, item.after_any) for p in item.after}
+            failed = next((p for p, v in verdicts.items() if v == deps.CANCEL), None)
+            waiting = {p for p, v in verdicts.items() if v == deps.WAIT}
+            if failed is not None:
+                error = deps.reason(failed, self._jobs[failed].state)
+                self._jobs[job.id] = self._jobs[job.id].evolve(state=JobState.CANCELLED, error=error,
+                                                               finished_at=self.now())  # fmt: skip
+            elif waiting:
+                self._jobs[job.id] = self._jobs[job.id].evolve(state=JobState.BLOCKED)
+                self._blockers[job.id] = waiting
+                for parent in waiting:
+                    self._children.setdefault(parent, {})[job.id] = item.after_any
+            views[job.id] = self._view(self._jobs[job.id], self.now())
+        return [views[job.id] for job in stored]
+
+    def _release(self, ids: Iterable[str]) -> None:
+        """The children of the finished jobs among `ids`: each edge taken away once
+        (deps.py); a cancelled child passes the cancel on to its own children."""
+        todo = list(ids)
+        while todo:
+            parent = todo.pop()
+            found = self._jobs.get(parent)
+            state = found.state if found else None
+            if deps.verdict(state, True) == deps.WAIT:
+                continue
+            for child, after_any in self._children.pop(parent, {}).items():
+                blockers = self._blockers.get(child, set())
+                blockers.discard(parent)
+                job = self._jobs.get(child)
+                if job is None or job.state != JobState.BLOCKED:
+                    continue
+                if deps.verdict(state, after_any) == deps.CANCEL:
+                    self._jobs[child] = job.evolve(state=JobState.CANCELLED, error=deps.reason(parent, state),
+                                                   finished_at=self.now())  # fmt: skip
+                    self._blockers.pop(child, None)
+                    todo.append(child)
+                elif not blockers:
+                    self._blockers.pop(child, None)
+                    self._jobs[child] = job.evolve(state=_WAITING, run_at=max(job.run_at, self.now()))
 
     def _insert(self, item: Enqueue, now: float, raise_by: int = 0) -> Job:
         job = item.stored(now)
@@ -127,6 +184,7 @@ class MemoryBackend(Backend):
                 if job.expires_at is not None and job.expires_at <= now:  # never run: cancelled
                     self._jobs[job.id] = replace(job, state=JobState.CANCELLED, error="expired", finished_at=now)
                     self._step_up()
+                    self._release([job.id])
                     continue
                 job = replace(
                     job,
@@ -185,6 +243,8 @@ class MemoryBackend(Backend):
                     continue
                 self._jobs[current.id] = _settled(current, outcome, now)
                 applied.append(True)
+                if self._children:
+                    self._release([current.id])
             if any(outcome.job.key for outcome in outcomes):
                 self._step_up()
             self._changed.notify_all()
@@ -197,6 +257,7 @@ class MemoryBackend(Backend):
             for job in list(self._jobs.values()):
                 if job.state == JobState.ACTIVE and (job.lease_until or 0) < now:
                     self._jobs[job.id] = _expired(job, now)
+                    self._release([job.id])
                     count += 1
             self._step_up()  # also after any change that ended a holder some other way
             if count:
@@ -239,6 +300,7 @@ class MemoryBackend(Backend):
             else:
                 self._jobs[job_id] = replace(job, state=JobState.CANCELLED, finished_at=self.now())
                 self._step_up()
+                self._release([job_id])
             return True
 
     def retry_dead(self, job_id: str) -> bool:

@@ -131,11 +131,17 @@ class PostgresBackend(SQLBackend):
 
     @staticmethod
     def execute(cur: psycopg.Cursor, step: Step) -> Reply:
+        if step.many:  # rows of edges (link_plan): one pipelined executemany
+            cur.executemany(step.sql, step.params)
+            return Reply((), cur.rowcount)
         cur.execute(step.sql, step.params)
         return Reply(cur.fetchall() if cur.description else [], cur.rowcount)
 
     @staticmethod
     async def execute_async(cur: psycopg.AsyncCursor, step: Step) -> Reply:
+        if step.many:
+            await cur.executemany(step.sql, step.params)
+            return Reply((), cur.rowcount)
         await cur.execute(step.sql, step.params)
         return Reply(await cur.fetchall() if cur.description else [], cur.rowcount)
 
@@ -178,7 +184,8 @@ class PostgresBackend(SQLBackend):
         try:
             if conn is None:
                 conn = await self.loop_connection()
-            async with conn.cursor() as cur:
+            linked = connection is None and any(item.after for item in items)  # all or nothing
+            async with conn.transaction() if linked else nullcontext(), conn.cursor() as cur:  # type: ignore[attr-defined]
                 return await drive_async(self.enqueue_plan(items), partial(self.execute_async, cur))
         except CONNECTION_ERRORS as exc:
             if connection is None:

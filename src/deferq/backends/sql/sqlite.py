@@ -210,7 +210,7 @@ class SQLiteBackend(SQLBackend):
 
     def enqueue_many(self, items: Sequence[Enqueue], connection: Any = None) -> list[Job]:
         self.refuse_connection(connection)
-        if len(items) == 1 and items[0].job.key is None:
+        if len(items) == 1 and items[0].job.key is None and not items[0].after:
             # The commonest call: one INSERT, a transaction by itself (no BEGIN/COMMIT),
             # and with no key nothing to resolve.
             return list(self.run(self.insert_plan(items, (0,))).values())
