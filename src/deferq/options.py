@@ -141,10 +141,10 @@ def backoff_fn(value: Any, name: str = "backoff") -> Callable[[int], float]:
 def parents(value: Any, name: str = "after") -> tuple[str, ...]:
     """Jobs or job ids (a list, or one) as a tuple of ids."""
     items = value if isinstance(value, list | tuple | set | frozenset) else [value]
-    ids = tuple(str(getattr(item, "id", item)) for item in items)
-    if not all(isinstance(getattr(item, "id", item), str) and 1 <= len(i) <= 64 for item, i in zip(items, ids)):
+    ids: list[Any] = [getattr(item, "id", item) for item in items]
+    if not all(isinstance(i, str) and 1 <= len(i) <= 64 for i in ids):
         raise ValueError(f"{name} takes jobs or job ids, got {value!r:.60}")
-    return ids
+    return tuple(ids)
 
 
 def flag(value: Any, name: str = "") -> bool:

@@ -76,7 +76,7 @@ class MemoryBackend(Backend):
         with self._changed:
             now = self.now()
             stored = []
-            for i, item in enumerate(items):
+            for item in items:
                 job = item.job
                 holder = self._unfinished_with_key(job.key) if job.key else None
                 behind = self._behind(job.key) if job.key else None

@@ -219,7 +219,8 @@ class SQLBackend(Backend):
                 if (yield Step(self.q["unlink"], {"parent": parent, "child": child})).rowcount != 1:
                     continue  # another transaction took this edge
                 if deps.verdict(state, bool(after_any)) == deps.CANCEL:
-                    reply = yield Step(self.q["cancel_blocked"], {"id": child, "error": deps.reason(parent, state)})
+                    error = deps.reason(parent, state)
+                    reply = yield Step(self.q["cancel_blocked"], {"id": child, "error": error})
                     cancelled += [child] * reply.rowcount
                     moved += reply.rowcount
                 elif not (yield Step(self.q["blockers_left"], {"child": child})).rows:

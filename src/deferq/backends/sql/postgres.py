@@ -185,7 +185,7 @@ class PostgresBackend(SQLBackend):
             if conn is None:
                 conn = await self.loop_connection()
             linked = connection is None and any(item.after for item in items)  # all or nothing
-            async with conn.transaction() if linked else nullcontext(), conn.cursor() as cur:  # type: ignore[attr-defined]
+            async with conn.transaction() if linked else nullcontext(), conn.cursor() as cur:
                 return await drive_async(self.enqueue_plan(items), partial(self.execute_async, cur))
         except CONNECTION_ERRORS as exc:
             if connection is None:
