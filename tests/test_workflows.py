@@ -78,3 +78,35 @@ def test_cancel_a_workflow(app, tasks):
     assert handle.state == JobState.BLOCKED  # its last step waits for the first
     assert handle.cancel() >= 1
     assert all(app.get(i).state == JobState.CANCELLED for i in handle.ids)
+
+
+def test_a_batch_runs_each_callback_once_with_its_counts(app, tasks, worker):
+    add, _, _, explode = tasks
+    seen = []
+
+    @app.task
+    def report(batch: dict) -> None:
+        seen.append(("complete", batch))
+
+    @app.task
+    def celebrate(batch: dict) -> None:
+        seen.append(("success", batch))
+
+    with app.batch(on_complete=report.call(), on_success=celebrate.call()) as b:
+        for i in range(8):
+            add.enqueue(i, i)
+        b.enqueue(explode.call(1))
+    info = app.get_batch(b.id)
+    assert info is not None and info.total == 9
+    done = app.get(info.callbacks["on_complete"])
+    assert deferq.App.wait(app, done.id, timeout=20) is None
+    assert seen == [("complete", {"id": b.id, "total": 9, "succeeded": 8, "dead": 1, "cancelled": 0})]
+    skipped = app.get(info.callbacks["on_success"])
+    assert skipped.state == JobState.CANCELLED
+    final = app.get_batch(b.id)
+    assert (final.pending, final.succeeded, final.dead, final.state) == (0, 8, 1, "complete")
+
+    with app.batch(on_success=celebrate.call()) as ok:
+        add.enqueue(1, 1)
+    app.wait(app.get_batch(ok.id).callbacks["on_success"], timeout=20)
+    assert seen[-1] == ("success", {"id": ok.id, "total": 1, "succeeded": 1, "dead": 0, "cancelled": 0})

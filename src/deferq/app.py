@@ -9,6 +9,7 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, ParamSpec, TypeVar, overload
 
+from . import batch as batches
 from . import results
 from .backends import Backend, open_backend
 from .backends.base import Enqueue, QueueStats
@@ -199,6 +200,8 @@ class App:
             return []
         chain = self.registry.chain
         jobs = self.backend.enqueue_many(chain.run_before_enqueue(items), connection)
+        if (joining := batches.current.get()) is not None:
+            joining.joined(jobs)
         return chain.run_after_enqueue(jobs)
 
     async def enqueue_many_async(self, calls: Iterable[Call]) -> list[Job]:
@@ -209,6 +212,8 @@ class App:
             return await asyncio.to_thread(self._enqueue_items, items, connection)
         chain = self.registry.chain
         jobs = await self.backend.enqueue_many_async(chain.run_before_enqueue(items), connection)
+        if (joining := batches.current.get()) is not None:
+            joining.joined(jobs)
         return chain.run_after_enqueue(jobs)
 
     # -- inspecting and managing -------------------------------------------------
@@ -221,6 +226,14 @@ class App:
 
     def cancel(self, job_id: str) -> bool:
         return self.backend.cancel(job_id)
+
+    def batch(self, on_complete: Call | None = None, on_success: Call | None = None) -> batches.Batch:
+        """A batch: ``with app.batch(on_complete=report.call()) as b: ...`` (see batch.py)."""
+        return batches.Batch(self, on_complete, on_success)
+
+    def get_batch(self, batch_id: str) -> batches.BatchInfo | None:
+        """A closed batch's counts (total, pending, succeeded, dead, state), or None."""
+        return batches.info(self.backend, batch_id)
 
     def wait(self, job_id: str, timeout: float | None = None) -> Any:
         """The result of a job once it has finished (see `Job.wait`)."""

@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from .backends.base import Enqueue, JobAdmin
+from .batch import BATCH_OF, summary
 from .errors import ConfigError, JobFailed
 from .job import FINISHED_STATES, Job, JobState, encode_payload
 from .task import Call, build_enqueue
@@ -177,7 +178,10 @@ def _app_of(steps: Sequence[Call | Group]) -> App:
 
 def with_inputs(store: JobAdmin, job: Job) -> Job:
     """`job` with its parents' results in front of its arguments (RESULTS_OF), read from
-    the store as the worker takes it. A parent gone (purged) gives None."""
+    the store as the worker takes it (a parent gone, purged, gives None); a batch
+    callback's summary as its keyword `batch`."""
+    if BATCH_OF in job.meta:  # a batch's callback: its summary as the keyword `batch`
+        job = job.evolve(kwargs={**job.kwargs, "batch": summary(store, job.meta[BATCH_OF])})
     ids = job.meta.get(RESULTS_OF)
     if not ids:
         return job

@@ -194,6 +194,14 @@ class SQLBackend(Backend):
             yield Step(self.q["block"], blocked, many=True, batch=True)
         return out
 
+    def count_states(self, ids: list[str]) -> dict[str, int]:
+        """How many of the jobs `ids` are in each state (a batch's summary)."""
+
+        def plan() -> Plan[dict[str, int]]:
+            return {str(state): int(n) for state, n in (yield Step(self.q["count_states"], {"ids": ids})).rows}
+
+        return self.run(plan()) if ids else {}
+
     def release(self, ids: Sequence[str] | None) -> int:
         """Settle the edges of the finished jobs among `ids` (None: of every finished
         job, the sweep), in one transaction. A plain read first: most settles have none."""

@@ -306,3 +306,7 @@ SELECT 1 FROM {deps} WHERE child = %(child)s LIMIT 1 FOR UPDATE
 
 -- name: unblock
 UPDATE {jobs} SET state = 'queued', run_at = GREATEST(run_at, {now}) WHERE id = %(id)s AND state = 'blocked'
+
+-- name: count_states
+-- A batch's members by state (batch.py): one query for all of them.
+SELECT state, count(*) FROM {jobs} WHERE id IN %(ids)s GROUP BY state

@@ -285,3 +285,7 @@ SELECT 1 FROM {deps} WHERE child = :child LIMIT 1
 
 -- name: unblock
 UPDATE {jobs} SET state = 'queued', run_at = max(run_at, {now}) WHERE id = :id AND state = 'blocked'
+
+-- name: count_states
+-- A batch's members by state (batch.py): one query for all of them.
+SELECT state, count(*) FROM {jobs} WHERE id IN (SELECT value FROM json_each(:ids)) GROUP BY state
