@@ -6,5 +6,5 @@ CREATE TABLE IF NOT EXISTS {deps} (
     child     TEXT NOT NULL,
     after_any INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (parent, child)
-) WITHOUT ROWID;
+);
 CREATE INDEX IF NOT EXISTS deferq_deps_child ON {deps} (child);
