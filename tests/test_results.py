@@ -56,3 +56,26 @@ def test_http_wait_answers_when_the_job_finishes(tmp_path):
         assert shown["state"] == "succeeded" and shown["result"] == 7
         assert time.monotonic() - started < 3
         assert api.get(f"/v1/jobs/{job_id}?wait=99").status_code == 422
+
+
+def test_dependencies_and_batches_over_http_and_the_cli(tmp_path):
+    from click.testing import CliRunner
+
+    from deferq.cli import main
+
+    url = f"sqlite:///{tmp_path}/deferq.db"
+    app = deferq.App(url)
+    parent = app.enqueue("work", [1])
+    child = app.enqueue("work", [2], after=[parent])
+    with app.batch(on_complete=deferq.Call("report", (), {})) as b:
+        app.enqueue("work", [3])
+    with client_for(url) as api:
+        shown = api.get(f"/v1/jobs/{child.id}").json()
+        assert shown["state"] == "blocked" and shown["after"] == [parent.id]
+        assert api.get(f"/v1/jobs/{parent.id}").json()["waiting"] == [child.id]
+        batch = api.get(f"/v1/batches/{b.id}").json()
+        assert (batch["total"], batch["pending"], batch["state"]) == (1, 1, "running")
+        assert api.get("/v1/batches/nope").status_code == 404
+    out = CliRunner().invoke(main, ["job", parent.id, "--url", url]).output
+    assert f"waited on by: {child.id}" in out
+    assert f"runs after:   {parent.id}" in CliRunner().invoke(main, ["job", child.id, "--url", url]).output

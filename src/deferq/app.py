@@ -18,7 +18,7 @@ from .job import Job, JobState
 from .middleware import Middleware
 from .options import JobOptions, TaskDefaults
 from .registry import EVENTS, Registry
-from .task import Call, Hook, Task, build_enqueue
+from .task import AFTER, Call, Hook, Task, build_enqueue
 
 log = logging.getLogger("deferq")
 P = ParamSpec("P")
@@ -234,6 +234,11 @@ class App:
     def get_batch(self, batch_id: str) -> batches.BatchInfo | None:
         """A closed batch's counts (total, pending, succeeded, dead, state), or None."""
         return batches.info(self.backend, batch_id)
+
+    def dependencies(self, job: Job) -> dict[str, list[str]]:
+        """{"after": the jobs it runs after (as enqueued), "waiting": the jobs still
+        waiting for it}."""
+        return {"after": list(job.meta.get(AFTER, ())), "waiting": self.backend.dependents(job.id)}
 
     def wait(self, job_id: str, timeout: float | None = None) -> Any:
         """The result of a job once it has finished (see `Job.wait`)."""

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from .backends.base import Enqueue, JobAdmin, Records
 from .errors import ConfigError
 from .job import Job, JobState, dumps, encode_payload, loads, new_job_id
-from .task import Call, build_enqueue
+from .task import Call, build_enqueue, linked
 
 if TYPE_CHECKING:
     from .app import App
@@ -97,13 +97,10 @@ class Batch:
 
     def _callback(self, call: Call, any_outcome: bool) -> Enqueue:
         item = build_enqueue(call, self.app.registry.tasks.get(call.task), 0.0)
-        job = item.job
-        meta = {**job.meta, BATCH_OF: self.id}
-        job = job.evolve(meta=meta)
-        payload = encode_payload(job.task, job.args, job.kwargs, meta)
         if not self.members:  # nothing to wait for: complete (and successful) at once
-            return replace(item, job=job, payload=payload)
-        return replace(item, job=job, payload=payload, after=tuple(self.members), after_any=any_outcome)
+            job = item.job.evolve(meta={**item.job.meta, BATCH_OF: self.id})
+            return replace(item, job=job, payload=encode_payload(job.task, job.args, job.kwargs, job.meta))
+        return linked(item, self.members, any_outcome, **{BATCH_OF: self.id})
 
 
 def record_of(store: Records, batch_id: str) -> dict[str, Any] | None:

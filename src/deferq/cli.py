@@ -235,7 +235,14 @@ def show_job(app: App, job_id: str, as_json: bool) -> None:
     job = app.get_by_key(job_id[4:]) if job_id.startswith("key:") else app.get(job_id)
     if job is None:
         raise click.ClickException(f"no job {job_id}")
+    links = app.dependencies(job)
+    if as_json:
+        print_json({**job.to_dict(), **links})
+        return
     print_job(job, as_json)
+    for label, ids in (("runs after", links["after"]), ("waited on by", links["waiting"])):
+        if ids:
+            click.echo(f"{label + ':':<13} {', '.join(ids)}")
 
 
 @main.command()

@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .backends.base import Enqueue, JobAdmin
 from .batch import BATCH_OF, summary
 from .errors import ConfigError, JobFailed
-from .job import FINISHED_STATES, Job, JobState, encode_payload
-from .task import Call, build_enqueue
+from .job import FINISHED_STATES, Job, JobState
+from .task import Call, build_enqueue, linked
 
 if TYPE_CHECKING:
     from .app import App
@@ -158,14 +158,9 @@ def _stored_form(app: App, call: Call, after: Sequence[str], results_as: bool | 
     item = build_enqueue(call, app.registry.tasks.get(call.task), 0.0)
     if not after:
         return item
-    if item.job.key is not None:
-        raise ConfigError("a step of a workflow cannot have a unique key")
-    job = item.job
-    if results_as is not None:
-        meta = {**job.meta, RESULTS_OF: list(after), RESULTS_AS: "list" if results_as else "one"}
-        job = job.evolve(meta=meta)
-        item = replace(item, job=job, payload=encode_payload(job.task, job.args, job.kwargs, meta))
-    return replace(item, after=(*item.after, *after), after_any=item.after_any)
+    if results_as is None:
+        return linked(item, after, False)
+    return linked(item, after, False, **{RESULTS_OF: list(after), RESULTS_AS: "list" if results_as else "one"})
 
 
 def _app_of(steps: Sequence[Call | Group]) -> App:

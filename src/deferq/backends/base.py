@@ -355,6 +355,11 @@ class JobAdmin(ABC):
             if not self.changes(job_id, min(pause, left)):
                 pause = min(pause * 2, WAIT_POLL[1])
 
+    def dependents(self, job_id: str) -> list[str]:
+        """Ids of the jobs still waiting for this one (their edge not yet settled); stores
+        without dependencies have none."""
+        return []
+
     def changes(self, job_id: str, timeout: float) -> bool:
         """Block up to `timeout` seconds until the store may have finished `job_id`; True
         when woken by the store (it says something changed), False after the timeout."""

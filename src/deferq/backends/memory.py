@@ -274,6 +274,10 @@ class MemoryBackend(Backend):
             if next_due > now:
                 self._changed.wait(min(timeout, next_due - now))
 
+    def dependents(self, job_id: str) -> list[str]:
+        with self._changed:
+            return list(self._children.get(job_id, ()))
+
     def changes(self, job_id: str, timeout: float) -> bool:
         with self._changed:
             return self._changed.wait(timeout)

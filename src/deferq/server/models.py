@@ -258,6 +258,19 @@ class Job(Struct):
     progress_message: str | None = None
     cancel_requested: bool = False
     expires_at: float | None = None
+    after: list[str] | None = None  # GET /v1/jobs/{id}: the jobs it runs after
+    waiting: list[str] | None = None  # GET /v1/jobs/{id}: the jobs still waiting for it
+
+
+class Batch(Struct):
+    id: str
+    total: int
+    pending: int
+    succeeded: int
+    dead: int
+    cancelled: int
+    state: Literal["running", "complete"]
+    callbacks: dict[str, str]
 
 
 class JobList(Struct):
@@ -337,6 +350,6 @@ class Status(Struct):
 
 MODELS: tuple[Any, ...] = (
     TopicJob, TaskJob, BatchRequest, TopicRequest, TokenRequest, AlertSettings, Error, Receipt,
-    Receipts, Job, JobList, JobStateAnswer, QueueList, Topic, TopicList, Token, TokenList,
+    Receipts, Job, JobList, Batch, JobStateAnswer, QueueList, Topic, TopicList, Token, TokenList,
     Deleted, Purged, Retried, Alerts, SavedAlerts, Status,
 )  # fmt: skip

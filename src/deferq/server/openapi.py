@@ -100,6 +100,10 @@ def _paths() -> dict[str, Any]:
                                  "202": answer("Running: asked to stop, it ends cancelled", ref("JobStateAnswer")),
                                  "409": answer("Finished", ref("Error"))}, params=job_id),
         },
+        "/v1/batches/{batch_id}": {
+            "get": operation("A batch's counts and callbacks", "reader",
+                             {"200": answer("The batch", ref("Batch"))}, params=[path_param("batch_id")]),
+        },
         "/v1/queues": {
             "get": operation("Counts by state and oldest wait, per queue", "reader",
                              {"200": answer("Queues", ref("QueueList"))}),

@@ -11,8 +11,10 @@ from msgspec import UNSET
 from starlette.requests import Request
 from starlette.routing import Route
 
+from .. import batch as batches
 from ..backends.base import missing_from
 from ..job import JobState
+from ..task import AFTER
 from . import auth, fields, models, settings
 from . import jobs as jobs_module
 from . import topics as topics_module
@@ -105,7 +107,17 @@ async def get_job(request: Request) -> JSON:
         job = await service.store(service.backend.get, _path(request, "job_id"))
     if job is None:
         raise not_found(f"job {_path(request, 'job_id')}")
-    return JSON(jobs_module.view(job))
+    waiting = await service.store(service.backend.dependents, job.id)
+    return JSON({**jobs_module.view(job), "after": list(job.meta.get(AFTER, ())), "waiting": waiting})
+
+
+@needs(READER)
+async def get_batch(request: Request) -> JSON:
+    service = service_of(request)
+    found = await service.store(batches.info, service.backend, _path(request, "batch_id"))
+    if found is None:
+        raise not_found(f"batch {_path(request, 'batch_id')}")
+    return JSON(found.to_dict())
 
 
 @needs(READER)
@@ -310,6 +322,7 @@ ROUTES: dict[str, dict[str, Handler]] = {
     "/v1/jobs": {"POST": create_job, "GET": list_jobs},
     "/v1/jobs/batch": {"POST": create_jobs},
     "/v1/jobs/{job_id}": {"GET": get_job, "DELETE": cancel_job},
+    "/v1/batches/{batch_id}": {"GET": get_batch},
     "/v1/queues": {"GET": list_queues},
     "/v1/dead": {"GET": list_dead, "DELETE": purge_dead},
     "/v1/dead/retry": {"POST": retry_all_dead},

@@ -194,6 +194,12 @@ class SQLBackend(Backend):
             yield Step(self.q["block"], blocked, many=True, batch=True)
         return out
 
+    def dependents(self, job_id: str) -> list[str]:
+        def plan() -> Plan[list[str]]:
+            return [row[0] for row in (yield Step(self.q["dependents"], {"id": job_id})).rows]
+
+        return self.run(plan())
+
     def count_states(self, ids: list[str]) -> dict[str, int]:
         """How many of the jobs `ids` are in each state (a batch's summary)."""
 

@@ -310,3 +310,7 @@ UPDATE {jobs} SET state = 'queued', run_at = GREATEST(run_at, {now}) WHERE id = 
 -- name: count_states
 -- A batch's members by state (batch.py): one query for all of them.
 SELECT state, count(*) FROM {jobs} WHERE id IN %(ids)s GROUP BY state
+
+-- name: dependents
+-- The jobs still waiting for this one (`deferq job`, GET /v1/jobs/{id}).
+SELECT child FROM {deps} WHERE parent = %(id)s ORDER BY child LIMIT 100

@@ -289,3 +289,7 @@ UPDATE {jobs} SET state = 'queued', run_at = max(run_at, {now}) WHERE id = :id A
 -- name: count_states
 -- A batch's members by state (batch.py): one query for all of them.
 SELECT state, count(*) FROM {jobs} WHERE id IN (SELECT value FROM json_each(:ids)) GROUP BY state
+
+-- name: dependents
+-- The jobs still waiting for this one (`deferq job`, GET /v1/jobs/{id}).
+SELECT child FROM {deps} WHERE parent = :id ORDER BY child LIMIT 100
