@@ -38,6 +38,15 @@ STORED_STATE = {
 UNCOUNTED = ("release", "snooze")  # outcomes that give the attempt back
 
 
+class Settled(list[bool]):
+    """Whether each outcome applied, and `linked`: the ids of the settled jobs that
+    others wait for (a dialect whose settle statement tells, sparing a look-up)."""
+
+    def __init__(self, applied: Iterable[bool], linked: list[str]) -> None:
+        super().__init__(applied)
+        self.linked = linked
+
+
 class SQLBackend(Backend):
     """The contract over named queries. Subclasses: SQLiteBackend, PostgresBackend,
     MySQLBackend.
@@ -412,7 +421,11 @@ class SQLBackend(Backend):
             applied = self.run(self.settle_keyed_plan(outcomes, keys), atomic=True, durable=False)
         else:
             applied = self.run(self.settle_plan(outcomes), durable=False)
-        self.release([o.job.id for o, ok in zip(outcomes, applied, strict=True) if ok and o.kind not in UNCOUNTED])
+        linked = getattr(applied, "linked", None)  # a settle that said which jobs others wait for
+        if linked is None:
+            self.release([o.job.id for o, ok in zip(outcomes, applied, strict=True) if ok and o.kind not in UNCOUNTED])
+        elif linked:
+            self.release(linked)
         return applied
 
     def settle_keyed_plan(self, outcomes: Sequence[Outcome], keys: list[str]) -> Plan[list[bool]]:

@@ -32,9 +32,9 @@ from psycopg_pool import ConnectionPool
 
 from ...errors import ConfigError, StoreFull, StoreUnavailable
 from ...job import Job, JobState, dumps
-from ..base import Enqueue
+from ..base import Enqueue, Outcome
 from .adapters import driver_connection, safe_name
-from .base import TABLES, SQLBackend
+from .base import TABLES, Settled, SQLBackend
 from .plans import Plan, Reply, Step, T, drive, drive_async
 from .queries import Migration
 from .rows import WIDTH, job_of, stored_view
@@ -286,6 +286,13 @@ class PostgresBackend(SQLBackend):
     def fenced_step(self, sql: str, params: list[dict[str, Any]]) -> Step:
         """One statement over arrays (one element per job)."""
         return Step(sql, {name: [entry[name] for entry in params] for name in params[0]})
+
+    def settle_plan(self, outcomes: Sequence[Outcome]) -> Plan[list[bool]]:
+        """The settle statement also says which settled jobs others wait for (deps)."""
+        params = self.settle_params(outcomes)
+        reply = yield self.fenced_step(self.q["settle"], params)
+        linked = [row[0] for row in reply.rows if row[1]]
+        return Settled(self.applied(reply, params), linked)
 
     def applied(self, reply: Reply, params: list[dict[str, Any]]) -> list[bool]:
         """RETURNING names the entries that applied."""
