@@ -423,7 +423,8 @@ class SQLBackend(Backend):
             applied = self.run(self.settle_plan(outcomes), durable=False)
         linked = getattr(applied, "linked", None)  # a settle that said which jobs others wait for
         if linked is None:
-            self.release([o.job.id for o, ok in zip(outcomes, applied, strict=True) if ok and o.kind not in UNCOUNTED])
+            settled = zip(outcomes, applied, strict=True)
+            self.release([o.job.id for o, ok in settled if ok and o.kind not in UNCOUNTED])
         elif linked:
             self.release(linked)
         return applied
