@@ -29,8 +29,8 @@ from .output import clip, job_lines, last_error_line, print_json, say, when, wid
 from .supervisor.cli import no_create_option, run_command, status_command
 from .values import format_duration
 
-STATE_COLUMNS = ("scheduled", "queued", "active", "succeeded", "dead", "cancelled")
-STATE_HEADERS = ("sched", "queued", "active", "done", "dead", "cancel")  # fit 80 columns
+STATE_COLUMNS = ("blocked", "scheduled", "queued", "active", "succeeded", "dead", "cancelled")
+STATE_HEADERS = ("block", "sched", "queued", "active", "done", "dead", "cancel")  # fit 80 columns
 APP_META = "deferq.app"  # the --app a command was given (ctx.meta), or None
 
 # What each environment variable is, for the help of the commands that read it.
@@ -267,7 +267,8 @@ def stats_table(stats: dict[str, dict[str, Any]]) -> Any:
     from rich.table import Table
 
     table = Table(title="deferq queues", box=box.SIMPLE_HEAD, caption_justify="left",
-                  caption="sched: scheduled, due later. done: succeeded. wait: of the oldest due job.")
+                  caption="block: blocked, waiting for the jobs it runs after. sched: scheduled, due later. "
+                          "done: succeeded. wait: of the oldest due job.")
     table.add_column("queue", overflow="fold")
     for header in STATE_HEADERS:
         table.add_column(header, justify="right", no_wrap=True)
