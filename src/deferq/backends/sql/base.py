@@ -238,9 +238,12 @@ class SQLBackend(Backend):
         while True:
             cancelled = []
             for parent, child, after_any, state in (yield Step(sql, params)).rows:
-                yield Step(self.q["lock_job"], {"id": child})
                 if (yield Step(self.q["unlink"], {"parent": parent, "child": child})).rowcount != 1:
                     continue  # another transaction took this edge
+                # Then the child's lock, held to the commit (as briefly as can be: a chord's
+                # callback is every member's child): of two parents settling at once, the
+                # second to get it sees the first's edge gone, and releases the child.
+                yield Step(self.q["lock_job"], {"id": child})
                 if deps.verdict(state, bool(after_any)) == deps.CANCEL:
                     error = deps.reason(parent, state)
                     reply = yield Step(self.q["cancel_blocked"], {"id": child, "error": error})
