@@ -132,6 +132,15 @@ def unique_key(value: Any, name: str = "key") -> str:
     return value
 
 
+MAX_REMARK = 1000
+
+
+def remark_text(value: Any, name: str = "remark") -> str:
+    if not isinstance(value, str) or len(value) > MAX_REMARK:
+        raise ValueError(f"{name} must be text of at most {MAX_REMARK} characters, got {value!r:.60}")
+    return value
+
+
 def backoff_fn(value: Any, name: str = "backoff") -> Callable[[int], float]:
     if not callable(value):
         raise ValueError(f"{name} must be a callable (attempt) -> seconds, e.g. backoff.fixed(5)")
@@ -223,15 +232,19 @@ class JobOptions:
         periodic=True, http="expires",
         openapi={"description": "The job is never run if not started by then (it ends cancelled, "
                  "'expired'): seconds after it is stored, or an ISO 8601 time with a zone.",
-                 "oneOf": [{"type": "number", "minimum": 0}, {"type": "string"}]}))  # fmt: skip
+                 "oneOf": [{"type": "number", "minimum": 0, "maximum": MAX_DELAY},
+                           {"type": "string", "pattern": DUE_TIME}]}))  # fmt: skip
     on_conflict: str | None = option(None, Option(
         conflict_mode, "when a job with the key waits: ignore (keep it), replace (its arguments and due "
-        "time), debounce (also push its due time back by the delay)", periodic=True, http="on_conflict",
+        "time), debounce (also push its due time back by the delay)", http="on_conflict",
         openapi={"type": "string", "enum": list(ON_CONFLICT)}))  # fmt: skip
     max_wait: float | None = option(None, Option(
-        seconds, "debounce: the longest a job waits after its first enqueue", periodic=True,
+        seconds, "debounce: the longest a job waits after its first enqueue",
         http="max_wait_ms", http_scale=0.001,
         openapi={"type": "integer", "minimum": 0, "maximum": int(MAX_DELAY * 1000)}))  # fmt: skip
+    remark: str | None = option(None, Option(
+        remark_text, "free text kept with the job for people (shown by `deferq job` and the console)",
+        periodic=True, http="remark", openapi={"type": "string", "maxLength": MAX_REMARK}))  # fmt: skip
     connection: Any = option(None, Option(anything, "your open database connection (transactional enqueue)"))
     after: tuple[str, ...] = option((), Option(
         parents, "jobs (or their ids) this one runs after: it waits, blocked, until they all succeed"))

@@ -118,6 +118,7 @@ def build_enqueue(call: Call, task: Task[..., Any] | None, now: float) -> Enqueu
         run_at=opts.at or 0.0,
         created_at=now,
         expires_at=opts.expires.at if opts.expires else None,
+        remark=opts.remark,
     )
     within = opts.expires.within if opts.expires else None
     item = Enqueue(job, opts.delay, payload, within, mode, opts.max_wait)

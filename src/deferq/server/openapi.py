@@ -15,7 +15,8 @@ from typing import Any
 
 import msgspec
 
-from . import models
+from ..options import QUEUE_NAME
+from . import console_models, models
 from .fields import ecma_pattern
 from .topics import NAME_PATTERN
 
@@ -76,6 +77,7 @@ def query(model: type[msgspec.Struct]) -> list[dict[str, Any]]:
 
 def _paths() -> dict[str, Any]:
     job_id = [path_param("job_id")]
+    queue = [path_param("queue", ecma_pattern(QUEUE_NAME))]
     name = [path_param("name", NAME_PATTERN.pattern)]
     jobs = answer("Jobs", ref("JobList"))
     refused = ("404", "422", "429", "503")  # 404: a topic that does not exist
@@ -104,9 +106,21 @@ def _paths() -> dict[str, Any]:
             "get": operation("A batch's counts and callbacks", "reader",
                              {"200": answer("The batch", ref("Batch"))}, params=[path_param("batch_id")]),
         },
+        "/v1/jobs/{job_id}/remark": {
+            "put": operation("Set a job's remark (free text; null clears it)", "admin",
+                             {"200": answer("Set", ref("Remark"))}, ref("RemarkRequest"), params=job_id),
+        },
         "/v1/queues": {
-            "get": operation("Counts by state and oldest wait, per queue", "reader",
+            "get": operation("Counts by state, oldest wait and paused or not, per queue", "reader",
                              {"200": answer("Queues", ref("QueueList"))}),
+        },
+        "/v1/queues/{queue}/pause": {
+            "post": operation("Pause a queue: workers take none of its jobs until it is resumed", "admin",
+                              {"200": answer("Paused", ref("QueuePaused"))}, params=queue, errors=("422", "503")),
+        },
+        "/v1/queues/{queue}/resume": {
+            "post": operation("Resume a paused queue", "admin",
+                              {"200": answer("Resumed", ref("QueuePaused"))}, params=queue, errors=("422", "503")),
         },
         "/v1/dead": {
             "get": operation("Dead letters, newest first", "admin", {"200": jobs},
@@ -117,6 +131,10 @@ def _paths() -> dict[str, Any]:
         "/v1/dead/retry": {
             "post": operation("Retry every dead letter (of a queue)", "admin",
                               {"200": answer("Retried", ref("Retried"))}, params=query(models.QueueQuery)),
+        },
+        "/v1/dead/delete-batch": {
+            "post": operation("Delete the dead letters named, for good", "admin",
+                              {"200": answer("Deleted", ref("DeletedBatch"))}, ref("IdsRequest"), errors=("503",)),
         },
         "/v1/dead/{job_id}/retry": {
             "post": operation("Retry one dead letter", "admin",
@@ -150,6 +168,10 @@ def _paths() -> dict[str, Any]:
             "put": operation("Set where dead-callback alerts go", "admin",
                              {"200": answer("Saved", ref("SavedAlerts"))}, ref("AlertSettings")),
         },
+        "/v1/store/parts": {
+            "get": operation("Each part of the store (every Redis shard): up or down, ping, version, memory",
+                             "reader", {"200": answer("The parts", ref("StoreParts"))}, errors=()),
+        },
         "/healthz": {"get": operation("The process is alive", None, {
             "200": answer("Alive", ref("Status"))}, errors=())},
         "/readyz": {"get": operation("The store answers", None, {
@@ -160,7 +182,7 @@ def _paths() -> dict[str, Any]:
 def schemas() -> dict[str, Any]:
     """The components: every model's schema, with the rules between fields that a model
     states in words of JSON Schema (models.SCHEMA_RULES), and the job request's two kinds."""
-    _, components = msgspec.json.schema_components(models.MODELS, ref_template=REF)
+    _, components = msgspec.json.schema_components((*models.MODELS, *console_models.MODELS), ref_template=REF)
     for name, extra in models.SCHEMA_RULES.items():
         components[name] = _merged(components[name], extra)
     # Each field also stands at the top, with the schema it has in its kind (the same for

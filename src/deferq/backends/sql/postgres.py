@@ -254,7 +254,7 @@ class PostgresBackend(SQLBackend):
             {"id": job.id, "task": job.task, "queue": job.queue, "priority": job.priority,
              "max_attempts": job.max_attempts, "timeout": job.timeout, "unique_key": job.key,
              "run_at": job.run_at, "delay": items[i].delay,
-             "expires_at": job.expires_at, "expires_in": items[i].expires_in,
+             "expires_at": job.expires_at, "expires_in": items[i].expires_in, "remark": job.remark,
              "payload": self.payload(items[i]).decode() if one else orjson.Fragment(self.payload(items[i]))}
             for i in indexes
             for job in (items[i].job,)
@@ -339,7 +339,7 @@ class PostgresBackend(SQLBackend):
         return self._listener
 
     def changes(self, job_id: str, timeout: float) -> bool:
-        """A job finished somewhere (NOTIFY "deferq_done:<schema>", migration 0006) within
+        """A job finished somewhere (NOTIFY "deferq_done:<schema>", migration 0008) within
         `timeout`. Each waiting thread listens on a connection of its own, kept for its
         next wait, so a job that finishes between two looks is not missed."""
         local = self._done_listeners.__dict__
