@@ -228,7 +228,7 @@ def test_stats_fit_80_columns_with_big_numbers_and_long_names(url):
     assert_fits(shown.stdout)
     assert "…" not in shown.stdout  # nothing cut: headers are short, long names wrap
     header = next(line for line in shown.stdout.splitlines() if line.split()[:1] == ["queue"])
-    assert header.split() == ["queue", "block", "sched", "queued", "active", "done", "dead", "cancel", "wait"]
+    assert header.split() == ["queue", "sched", "queued", "active", "done", "dead", "cancel", "wait"]
     assert "12345" in shown.stdout and "q" * 10 in shown.stdout
 
 

@@ -76,6 +76,8 @@ def test_dependencies_and_batches_over_http_and_the_cli(tmp_path):
         batch = api.get(f"/v1/batches/{b.id}").json()
         assert (batch["total"], batch["pending"], batch["state"]) == (1, 1, "running")
         assert api.get("/v1/batches/nope").status_code == 404
+    header = CliRunner().invoke(main, ["stats", "--url", url]).output
+    assert "block" in header and "blocked, waiting for the jobs it runs after" in header
     out = CliRunner().invoke(main, ["job", parent.id, "--url", url]).output
     assert f"waited on by: {child.id}" in out
     assert f"runs after:   {parent.id}" in CliRunner().invoke(main, ["job", child.id, "--url", url]).output

@@ -272,17 +272,20 @@ def stats_table(stats: dict[str, dict[str, Any]]) -> Any:
     from rich import box
     from rich.table import Table
 
+    # blocked jobs (options(after=...)) get a column only when there are some: 80 columns
+    shown = [(c, h) for c, h in zip(STATE_COLUMNS, STATE_HEADERS, strict=True)
+             if c != "blocked" or any(counts.get(c) for counts in stats.values())]  # fmt: skip
+    blocked = " block: blocked, waiting for the jobs it runs after." if len(shown) == len(STATE_COLUMNS) else ""
     table = Table(title="deferq queues", box=box.SIMPLE_HEAD, caption_justify="left",
-                  caption="block: blocked, waiting for the jobs it runs after. sched: scheduled, due later. "
-                          "done: succeeded. wait: of the oldest due job.")
+                  caption="sched: scheduled, due later. done: succeeded. wait: of the oldest due job." + blocked)
     table.add_column("queue", overflow="fold")
-    for header in STATE_HEADERS:
+    for _, header in shown:
         table.add_column(header, justify="right", no_wrap=True)
     table.add_column("wait", justify="right", no_wrap=True)
     for queue, counts in stats.items():
         wait = float(counts.get("oldest_wait", 0))
         name = f"{queue} (paused)" if counts.get("paused") else queue
-        table.add_row(name, *(str(counts.get(s, 0)) for s in STATE_COLUMNS),
+        table.add_row(name, *(str(counts.get(s, 0)) for s, _ in shown),
                       f"{wait:.1f}s" if wait < 60 else format_duration(wait))  # fmt: skip
     return table
 
