@@ -2,7 +2,7 @@
 
 Seeds the world of tests/console_world.py on a fresh SQLite store, starts `deferq serve`,
 then keeps a real worker busy for a while (a producer enqueues faster than it works), so
-the overview's chart has the last minutes of real samples; then every view at 1280 px,
+the charts show the last minutes of real history after the seeded day (console_world); then every view at 1280 px,
 light and dark, and two views at 390 px. Look at each picture before committing them.
 """
 
@@ -58,7 +58,7 @@ def busy_worker(url: str, seconds: float) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="docs/console", help="where the PNG files go")
-    parser.add_argument("--busy", type=float, default=90.0, help="seconds of real activity for the charts")
+    parser.add_argument("--busy", type=float, default=45.0, help="seconds of real activity for the charts")
     parser.add_argument("--only", nargs="*", help="make only these views (e.g. queue job), at each width")
     parser.add_argument("--phone", nargs="*", default=list(PHONE), help="the views also made at 390 px")
     args = parser.parse_args()
@@ -74,8 +74,8 @@ def main() -> None:
     }  # fmt: skip
     with running_server(url, "--app", "tests.console_world:app") as base, chromium() as browser:
         page = signed_in(browser, base, world.admin)
-        page.goto(base + "/dashboard/")  # this tab samples the counts while the worker works
-        busy_worker(url, args.busy)
+        page.goto(base + "/dashboard/")
+        busy_worker(url, args.busy)  # its counts reach the store's history within seconds
         paused = deferq.App(url)
         paused.pause("reports")  # the queue page shows a paused queue (its running job finishes)
         paused.close()

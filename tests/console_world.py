@@ -5,6 +5,7 @@ plus a headless Debian Chromium driven by Playwright."""
 
 from __future__ import annotations
 
+import math
 import os
 import socket
 import time
@@ -82,6 +83,34 @@ def publish_heartbeats(backend: Any, running: str) -> None:
     backend.kv_put("masters", "m-console", orjson.dumps(master), 600)
 
 
+# A day of per-minute history (deferq.history), the same every run: (queue, task, per
+# minute enqueued at the day's peak, share that fails, typical wait bucket, run bucket).
+HISTORY = [("email", "shop.tasks.send_welcome", 40, 0.02, 12, 19),
+           ("payments", "shop.tasks.charge_card", 12, 0.15, 16, 21)]  # fmt: skip
+HISTORY_MINUTES = 1440
+
+
+def seed_history(backend: Any) -> dict[str, int]:
+    """Counts for each of the last HISTORY_MINUTES minutes (none for the current one):
+    a daily wave with a burst of failures an hour ago. Returns the totals per queue."""
+    last = int(backend.now() // 60) - 1
+    rows, totals = [], {}
+    for queue, task, peak, failing, wait, run in HISTORY:
+        for age in range(HISTORY_MINUTES):
+            minute = last - age
+            wave = 0.55 + 0.45 * math.sin(minute / 180)
+            n = max(1, round(peak * wave))
+            failed = round(n * (failing * 4 if 50 <= age <= 65 else failing))
+            cell = {"enqueued": n, "succeeded": n - failed, "retried": failed, "failed": failed,
+                    "dead": failed // 3, f"w{wait + (age % 3)}": n - 1, f"w{wait + 6}": 1,
+                    f"r{run}": n - failed, f"r{run + 4}": failed}  # fmt: skip
+            rows += [(minute, queue, task, field, amount) for field, amount in cell.items() if amount]
+            if age < 60:
+                totals[queue] = totals.get(queue, 0) + n
+    backend.history_add(rows, HISTORY_MINUTES)
+    return totals
+
+
 def seed(url: str) -> World:
     """Jobs in every state (each state's queue chosen so the views have something to
     show), a worker and a master that publish heartbeats, a topic and tokens."""
@@ -106,6 +135,7 @@ def seed(url: str) -> World:
     ids["cancelled"] = world_app.enqueue("shop.tasks.send_welcome", ["gone@example.com"], queue="email").id
     assert backend.cancel(ids["cancelled"])
     publish_heartbeats(backend, ids["active"])
+    seed_history(backend)
     now = time.time()
     backend.kv_put("periodic", f"refresh-rates:{(now // 900) * 900:.0f}", b"1", ttl=600)
     topic = topics.Topic(name="order-paid", url="https://shop.example/hooks/paid", max_attempts=5,

@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import deferq
+from deferq.backends.search import decode_cursor, encode_cursor
 from deferq.server import ServerConfig, create_app
 from deferq.server import auth as auth_module
 from deferq.server.condition import Condition
@@ -31,7 +32,7 @@ WEB = create_app(ServerConfig(error_log="off"), APP)
 APP.backend.kv_put("topics", "orders", b'{"name": "orders", "url": "http://127.0.0.1:9/", '
                    b'"signing_secret": "whsec_0123456789abcdef"}')
 
-# The two formats the document names for what no JSON Schema keyword states (models.FORMATS):
+# The formats the document names for what no JSON Schema keyword states (models.FORMATS):
 # values of them are what the server accepts, and schemathesis draws them from these.
 NAME = st.from_regex(r"[a-z][a-z0-9-]{0,20}", fullmatch=True)
 schemathesis.openapi.format("callback-url", st.builds(
@@ -47,6 +48,14 @@ CONDITION = st.recursive(COMPARISON, lambda inner: st.one_of(
     st.builds("{} && {}".format, inner, inner), st.builds("{} || {}".format, inner, inner),
     st.builds("!({})".format, inner)), max_leaves=6)
 schemathesis.openapi.format("retry-condition", CONDITION)
+# A page cursor as the SQLite store makes one (backends/sql/search.py).
+schemathesis.openapi.format("page-cursor", st.integers(1, 10**9).map(lambda seq: encode_cursor({"after": seq})))
+
+
+def sqlite_cursor(value: str) -> None:
+    """A cursor the SQLite store reads (its position: {"after": seq})."""
+    if not isinstance(decode_cursor(value), dict):
+        raise ValueError("not a SQL store's cursor")
 
 
 def _holds(check: Callable[[str], object]) -> Callable[[str], bool]:
@@ -65,7 +74,8 @@ def _holds(check: Callable[[str], object]) -> Callable[[str], bool]:
 # the document allows. schemathesis has no public hook for a custom format's validator:
 # this wraps the one function its validators get their formats from, and fails loudly if
 # a new schemathesis no longer has it.
-FORMAT_CHECKS = {"callback-url": _holds(check_url), "retry-condition": _holds(Condition)}
+FORMAT_CHECKS = {"callback-url": _holds(check_url), "retry-condition": _holds(Condition),
+                 "page-cursor": _holds(sqlite_cursor)}  # fmt: skip
 _formats = schemathesis.core.jsonschema.supplemental_formats
 schemathesis.core.jsonschema.supplemental_formats = lambda cls: {**(_formats(cls) or {}), **FORMAT_CHECKS}
 

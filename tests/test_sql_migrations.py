@@ -75,7 +75,8 @@ def sqlite_catalog(path: Path) -> str:
         indexes = read('SELECT name, "unique", origin, partial FROM pragma_index_list(?) ORDER BY name', (table,))
         for name, unique, origin, partial in indexes.fetchall():
             columns = [row[0] for row in read("SELECT name FROM pragma_index_info(?) ORDER BY seqno", (name,))]
-            sql = read("SELECT sql FROM sqlite_master WHERE name = ?", (name,)).fetchone()[0]
+            found = read("SELECT sql FROM sqlite_master WHERE name = ?", (name,)).fetchone()
+            sql = found[0] if found else ""  # a WITHOUT ROWID table's key has no entry
             where = " WHERE " + " ".join(sql.split(" WHERE ", 1)[1].split()) if partial else ""
             lines.append(f"index: {table} | {name} | unique={unique} | {origin} | ({', '.join(columns)}){where}")
     conn.close()

@@ -14,6 +14,7 @@ from . import results
 from .backends import Backend, open_backend
 from .backends.base import Enqueue, QueueStats, queue_table
 from .errors import ConfigError
+from .history import HistoryRecorder
 from .job import Job, JobState
 from .middleware import Middleware
 from .options import JobOptions, TaskDefaults, queue_name, remark_text
@@ -72,6 +73,7 @@ class App:
         self.periodic_jobs: list[Any] = []  # filled by app.periodic (supervisor)
         self._backend_options = backend_options
         self._backend: Backend | None = None
+        self._history: HistoryRecorder | None = None
         self._lock = threading.Lock()
         results.register_owner(self)
         if self.eager:
@@ -90,7 +92,21 @@ class App:
                     self._backend = open_backend(self.url, **self._backend_options)
         return self._backend
 
+    @property
+    def history(self) -> HistoryRecorder:
+        """This process's per-minute counts, written to the store every few seconds
+        (deferq.history): what it enqueues here, what its workers settle."""
+        if self._history is None:
+            backend = self.backend
+            with self._lock:
+                if self._history is None:
+                    self._history = HistoryRecorder(backend)
+        return self._history
+
     def close(self) -> None:
+        if self._history is not None:
+            self._history.close()
+            self._history = None
         if self._backend is not None:
             self._backend.close()
             self._backend = None
@@ -208,7 +224,9 @@ class App:
         if not items:
             return []
         chain = self.registry.chain
-        jobs = self.backend.enqueue_many(chain.run_before_enqueue(items), connection)
+        items = chain.run_before_enqueue(items)
+        jobs = self.backend.enqueue_many(items, connection)
+        self.history.enqueued(items, jobs)
         if (joining := batches.current.get()) is not None:
             joining.joined(jobs)
         return chain.run_after_enqueue(jobs)
@@ -220,7 +238,9 @@ class App:
         if self.eager:  # runs the jobs: not on the caller's event loop
             return await asyncio.to_thread(self._enqueue_items, items, connection)
         chain = self.registry.chain
-        jobs = await self.backend.enqueue_many_async(chain.run_before_enqueue(items), connection)
+        items = chain.run_before_enqueue(items)
+        jobs = await self.backend.enqueue_many_async(items, connection)
+        self.history.enqueued(items, jobs)
         if (joining := batches.current.get()) is not None:
             joining.joined(jobs)
         return chain.run_after_enqueue(jobs)

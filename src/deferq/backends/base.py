@@ -32,6 +32,8 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..job import ALL_STATES, FINISHED_STATES, Job, JobState
+from .history import HistoryStore
+from .search import SearchStore
 
 # Waiting jobs that claims must pass over are stored with their priority level raised
 # out of the levels claims read (0-2), so they stay out of the claim index while they
@@ -439,8 +441,9 @@ class Records(ABC):
         """All live records of a namespace."""
 
 
-class Backend(JobStore, JobAdmin, Records):
-    """A whole store: the hot path, admin and records. Every store deferq ships is one."""
+class Backend(JobStore, JobAdmin, Records, HistoryStore, SearchStore):
+    """A whole store: the hot path, admin (with `find_jobs`), records and the per-minute
+    history. Every store deferq ships is one."""
 
 
 def finished_only(states: Iterable[JobState | str]) -> list[JobState]:

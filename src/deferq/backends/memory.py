@@ -26,11 +26,13 @@ from .base import (
     finished_only,
     state_for_waiting,
 )
+from .history import MemoryHistory
+from .search import JobPage, JobQuery, scan_page
 
 _WAITING = JobState.QUEUED  # stored state of every waiting job; see base.py
 
 
-class MemoryBackend(Backend):
+class MemoryBackend(MemoryHistory, Backend):
     schemes = ("memory",)
 
     def __init__(self, url: str = "memory://", **_: Any) -> None:
@@ -88,7 +90,7 @@ class MemoryBackend(Backend):
                     stored.append(self._insert(item, now))
                 elif item.on_conflict == "ignore":
                     stored.append(self._view(behind or holder, now))  # type: ignore[arg-type]
-                elif (target := behind or (holder if holder and holder.state == _WAITING else None)):
+                elif target := behind or (holder if holder and holder.state == _WAITING else None):
                     self._jobs[target.id] = item.updated(target, now).evolve(state=_WAITING)
                     stored.append(self._view(self._jobs[target.id], now))
                 else:  # the holder runs: never changed; the new job waits behind it
@@ -337,15 +339,32 @@ class MemoryBackend(Backend):
             found.sort(key=lambda j: (j.finished_at or j.run_at, self._order[j.id]), reverse=True)
             return found[:limit]
 
+    def find_jobs(self, query: JobQuery) -> JobPage:
+        """Newest enqueued first; the position is the enqueue order (every job is looked
+        at: a text search here is a scan, and always complete)."""
+
+        def pages(position: int | None, size: int) -> list[tuple[Job | None, int]]:
+            with self._changed:
+                now = self.now()
+                order = self._order
+                chosen = sorted(
+                    (order[i], job)
+                    for i, job in self._jobs.items()
+                    if (position is None or order[i] < position) and query.queue in (None, job.queue)
+                )
+                views = [(self._view(job, now), seq) for seq, job in reversed(chosen)]
+            wanted: list[tuple[Job | None, int]] = [
+                (job, seq) for job, seq in views if query.state in (None, job.state)
+            ]
+            return wanted[:size]
+
+        return scan_page(replace(query, window=len(self._jobs) + 1), pages)
+
     def purge(self, states: Iterable[JobState], older_than: float = 0.0) -> int:
         states = set(finished_only(states))
         with self._changed:
             limit = self.now() - older_than
-            doomed = [
-                j.id
-                for j in self._jobs.values()
-                if j.state in states and (j.finished_at or 0) <= limit
-            ]
+            doomed = [j.id for j in self._jobs.values() if j.state in states and (j.finished_at or 0) <= limit]
             for job_id in doomed:
                 del self._jobs[job_id]
                 del self._order[job_id]
@@ -445,13 +464,9 @@ def _settled(job: Job, outcome: Outcome, now: float) -> Job:
         error = outcome.error if outcome.kind in ("cancelled", "dead", "retry") else job.error
         return replace(job, state=JobState.CANCELLED, error=error, finished_at=now, **common)
     if outcome.kind == "succeeded":
-        return replace(
-            job, state=JobState.SUCCEEDED, result=outcome.result, finished_at=now, **common
-        )
+        return replace(job, state=JobState.SUCCEEDED, result=outcome.result, finished_at=now, **common)
     if outcome.kind == "retry":
-        return replace(
-            job, state=_WAITING, run_at=now + outcome.delay, error=outcome.error, **common
-        )
+        return replace(job, state=_WAITING, run_at=now + outcome.delay, error=outcome.error, **common)
     if outcome.kind == "dead":
         return replace(job, state=JobState.DEAD, error=outcome.error, finished_at=now, **common)
     if outcome.kind == "release":

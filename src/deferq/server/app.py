@@ -19,7 +19,7 @@ from starlette.routing import Route
 from starlette.types import Message, Receive, Scope, Send
 
 from ..app import App
-from . import logfiles
+from . import history_api, logfiles
 from .config import ServerConfig
 from .console_api import paths as console_api_paths
 from .console_api import routes as console_api_routes
@@ -58,7 +58,7 @@ async def internal_error(request: Request, exc: Exception) -> Response:
 def full_document() -> dict[str, Any]:
     """The API's document with the console's routes (kept apart: console_api imports openapi)."""
     base = document()
-    return {**base, "paths": {**base["paths"], **console_api_paths()}}
+    return {**base, "paths": {**base["paths"], **console_api_paths(), **history_api.paths()}}
 
 
 async def openapi(request: Request) -> Response:
@@ -184,8 +184,9 @@ def create_app(config: ServerConfig | None = None, app: App | None = None) -> Fr
     logfiles.route(logfiles.REQUEST_LOG, config.request_log)
     logfiles.route(logfiles.ERROR_LOG, config.error_log)
     service = Service(config, app)
-    routes = [*api_routes(), *console_api_routes(), Route("/openapi.json", openapi, methods=["GET"]),
-              Route("/metrics", metrics, methods=["GET"]), *dashboard_routes()]  # fmt: skip
+    routes = [*api_routes(), *console_api_routes(), *history_api.routes(),
+              Route("/openapi.json", openapi, methods=["GET"]), Route("/metrics", metrics, methods=["GET"]),
+              *dashboard_routes()]  # fmt: skip
 
     @asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:

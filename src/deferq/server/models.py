@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias
 import msgspec
 from msgspec import UNSET, Meta, Struct, UnsetType
 
+from ..history import MAX_MINUTES as MAX_HISTORY_MINUTES
 from ..job import JobState
 from ..options import HTTP_OPTIONS, MAX_REMARK, PATTERN_WORDS, Option
 from .auth import SCOPES
@@ -32,6 +33,8 @@ FORMATS = {
                     "callbacks may go\"): by default no loopback, private, link-local or metadata address.",
     "retry-condition": "A condition such as {res.code}!=200, at most 2000 characters (docs/http.md, "
                        "\"The retry-condition language\").",
+    "page-cursor": "The `cursor` of a page of GET /v1/jobs, as the server gave it (opaque: only the "
+                   "store that made it reads it).",
 }  # fmt: skip
 
 TOPIC_NAME = Annotated[str, matching(NAME_PATTERN.pattern, "1-100 letters, digits and _.:-")]
@@ -198,11 +201,19 @@ class AlertSettings(Struct, forbid_unknown_fields=True):
 
 
 class JobsQuery(Struct, forbid_unknown_fields=True):
-    """Filters that combine: the job with a key, jobs in a state, of a queue."""
+    """Filters that combine: the job with a key; else jobs in a state, of a queue, of a
+    task, matching `q`, a page at a time (newest first; `cursor` for the next page)."""
 
     key: Annotated[str, Meta(description="The job with this unique key.")] | UnsetType = UNSET
     state: Annotated[State, Meta(description="Jobs in this state (every state if left out).")] | UnsetType = UNSET
     queue: Annotated[str, Meta(description="Only jobs of this queue.")] | UnsetType = UNSET
+    task: Annotated[str, Meta(description="Only jobs of this task (its exact name).")] | UnsetType = UNSET
+    q: Annotated[str, Meta(max_length=200, description="A job id or unique key (found exactly, however old), "
+                           "and text (3 characters or more) in the arguments, error or key.")] | UnsetType = UNSET
+    cursor: Annotated[str, Meta(max_length=2000, extra_json_schema={"format": "page-cursor"},
+                                description="The previous page's `cursor`: the next page.")] | UnsetType = UNSET
+    window: Annotated[int, Meta(ge=1, le=100_000, description="Where the store has no index for the task "
+                                "or text (MySQL, Redis): how many of the newest jobs to look at.")] = 10_000
     limit: Limit = 100
 
 
@@ -210,6 +221,16 @@ class JobQuery(Struct, forbid_unknown_fields=True):
     wait: Annotated[int, Meta(ge=0, le=60, description=(
         "Seconds to wait for the job to finish before answering (woken by the store); "
         "the job is shown as it stands when they pass."))] = 0
+
+class HistoryQuery(Struct, forbid_unknown_fields=True):
+    """A window of the per-minute history (deferq.history), of a queue, a task, or both."""
+
+    queue: Annotated[str, Meta(description="Only this queue (every queue if left out).")] | UnsetType = UNSET
+    task: Annotated[str, Meta(description="Only this task (every task if left out).")] | UnsetType = UNSET
+    minutes: Annotated[int, Meta(ge=1, le=MAX_HISTORY_MINUTES, description="How far back, the current minute "
+                                 "included.")] = 60  # fmt: skip
+    step: Annotated[int, Meta(ge=1, le=1440, description="Minutes per point (by default, enough for at "
+                              "most 360 points): counts add up, percentiles merge.")] | UnsetType = UNSET
 
 
 class DeadQuery(Struct, forbid_unknown_fields=True):
@@ -302,8 +323,23 @@ class Batch(Struct):
     last_worker: Annotated[str, Meta(description="The worker that last ran it (kept after).")] | None = None
 
 
+class JobSearch(Struct):
+    """How `q` was looked for: exact id and key matches first, then text."""
+
+    exact: Annotated[int, Meta(description="Jobs found by id or key (first page only).")]
+    text: Annotated[Literal["index", "words", "scan"] | None, Meta(description=(
+        "index: any substring, through the store's text index; words: whole words (PostgreSQL "
+        "without pg_trgm); scan: the newest `window` jobs were looked at; null: no text search "
+        "(fewer than 3 characters)."))]  # fmt: skip
+    scanned: Annotated[int | None, Meta(description="Jobs looked at, by a scan.")] = None
+    complete: Annotated[bool, Meta(description="False: a scan stopped at its window; older jobs were "
+                                   "not searched.")] = True  # fmt: skip
+
+
 class JobList(Struct):
     jobs: list[Job]
+    cursor: Annotated[str | None, Meta(description="The next page's (null: this was the last).")] = None
+    search: JobSearch | None = None
 
 
 class JobStateAnswer(Struct):
@@ -407,9 +443,56 @@ class Status(Struct):
     status: str
 
 
+Percentiles = list[Annotated[float, Meta(description="seconds")] | None]
+
+
+class HistorySeries(Struct):
+    """One list per series, a value per point; percentiles are null where nothing ran."""
+
+    t: Annotated[list[int], Meta(description="Each point's first minute, epoch seconds.")]
+    enqueued: list[int]
+    succeeded: list[int]
+    retried: list[int]
+    failed: Annotated[list[int], Meta(description="Attempts that raised (retried or dead).")]
+    dead: list[int]
+    cancelled: list[int]
+    expired: list[int]
+    wait_p50: Percentiles
+    wait_p90: Percentiles
+    wait_p99: Percentiles
+    run_p50: Percentiles
+    run_p90: Percentiles
+    run_p99: Percentiles
+
+
+class HistoryTotals(Struct):
+    enqueued: int
+    succeeded: int
+    retried: int
+    failed: int
+    dead: int
+    cancelled: int
+    expired: int
+    wait_p50: float | None
+    wait_p90: float | None
+    wait_p99: float | None
+    run_p50: float | None
+    run_p90: float | None
+    run_p99: float | None
+
+
+class History(Struct):
+    queue: str | None
+    task: str | None
+    minutes: int
+    step: int
+    series: HistorySeries
+    totals: HistoryTotals
+
+
 MODELS: tuple[Any, ...] = (
     TopicJob, TaskJob, BatchRequest, TopicRequest, TokenRequest, AlertSettings, Error, Receipt,
     Receipts, Job, JobList, Batch, JobStateAnswer, QueueList, Topic, TopicList, Token, TokenList,
     Deleted, Purged, Retried, Alerts, SavedAlerts, Status, QueuePaused, Remark, RemarkRequest, IdsRequest,
-    DeletedBatch, StorePart, StoreParts,
+    DeletedBatch, StorePart, StoreParts, History,
 )  # fmt: skip

@@ -17,7 +17,7 @@ from ..backends.base import Backend, missing_from, queue_table
 from ..job import JobState
 from ..options import queue_name
 from ..task import AFTER
-from . import auth, fields, models, settings
+from . import auth, fields, job_search, models, settings
 from . import jobs as jobs_module
 from . import topics as topics_module
 from .errors import ApiError, Invalid, not_found
@@ -125,8 +125,8 @@ async def get_batch(request: Request) -> JSON:
 
 @needs(READER)
 async def list_jobs(request: Request) -> JSON:
-    """The filters combine: the job with `key`, if it is in `state` and of `queue`; else
-    the jobs in `state` (every state, in turn, when left out) of `queue`, up to `limit`."""
+    """The filters combine: the job with `key`, if it is in `state` and of `queue`; else a
+    page of the jobs in `state`, of `queue` and `task`, matching `q` (job_search.py)."""
     service = service_of(request)
     query = fields.parse_query(models.JobsQuery, dict(request.query_params))
     queue = None if query.queue is UNSET else query.queue
@@ -135,12 +135,7 @@ async def list_jobs(request: Request) -> JSON:
         found = [job] if job is not None else []
         found = [j for j in found if query.state in (UNSET, str(j.state)) and queue in (None, j.queue)]
         return JSON({"jobs": [jobs_module.view(job) for job in found]})
-    states = list(JobState) if query.state is UNSET else [JobState(query.state)]
-    jobs: list[Any] = []
-    for state in states:
-        if len(jobs) < query.limit:
-            jobs += await service.store(service.backend.list_jobs, state, queue, query.limit - len(jobs))
-    return JSON({"jobs": [jobs_module.view(job) for job in jobs]})
+    return JSON(await job_search.page(service, query))
 
 
 async def jobs_in_state(request: Request, state: JobState, queue: str | None, limit: int) -> JSON:
@@ -169,6 +164,8 @@ async def cancel_job(request: Request) -> JSON:
     job = await service.store(service.backend.get, job_id)
     if job is not None and job.state == JobState.ACTIVE:
         return JSON({"id": job_id, "state": str(job.state), "cancel_requested": True}, 202)
+    if job is not None:  # a running one is counted when its worker settles it
+        service.app.history.count(job.queue, job.task, "cancelled")
     return JSON({"id": job_id, "state": "cancelled"})
 
 

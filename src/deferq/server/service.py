@@ -174,6 +174,7 @@ class Service:
         jobs = await self.batcher.enqueue(items)
         for item in items:
             self.metrics.count_enqueued(item.job.queue)
+        self.app.history.enqueued(items, jobs)
         return jobs
 
     async def _enqueue_items(self, items: Sequence[Enqueue]) -> list[Job]:

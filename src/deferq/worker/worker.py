@@ -87,6 +87,7 @@ class Running:
 class Worker:
     def __init__(self, app: App, config: WorkerConfig | None = None) -> None:
         self.backend = app.backend
+        self.history = app.history  # per-minute counts and latencies, written every few seconds
         self.registry = app.registry  # the tasks: resolved once per job into a TaskSpec
         self.lease, self.result_ttl = app.lease, app.result_ttl
         self.chain = app.registry.chain
@@ -184,6 +185,7 @@ class Worker:
         self.outcomes.put(None)
         for thread in self._threads:
             thread.join(timeout=5)
+        self._store_call(self.history.flush)  # this worker's last seconds of counts
         self._store_call(self.backend.kv_delete, "workers", self.config.name)
         for _ in self._runners:
             self.to_run.put(None)
@@ -369,7 +371,9 @@ class Worker:
                 log.warning("job %s (%s) finished after losing its lease (%s); outcome dropped",
                             job.id, job.task, self._why_lost())  # fmt: skip
                 continue
-            report(outcome, ran.get(job.id, 0.0))
+            seconds = ran.get(job.id, 0.0)
+            report(outcome, seconds)
+            self.history.settled(outcome, seconds, self.lease)
             self.chain.run_after_settle(outcome, exc)
 
     # -- keeper: heartbeats, timeouts, maintenance --------------------------------------

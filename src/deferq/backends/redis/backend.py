@@ -25,8 +25,10 @@ from . import scripts
 from .admin import BATCH, Admin
 from .codec import enqueue_args, job_from_hash, pairs
 from .connection import Target, Waiter, WakeGroup, async_client, guarded, parse_url, reported, sync_client
+from .history import RedisHistory
 from .keys import KeySpace, QueueKeys
 from .scripts import Call
+from .search import RedisSearch
 
 T = TypeVar("T")
 # Dependencies need the parent's settle to reach its children atomically; on Redis a
@@ -47,7 +49,7 @@ class _EnqueuePlan:
     new_queues: list[str]
 
 
-class RedisBackend(Admin, Backend):
+class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
     schemes = ("redis", "rediss", "unix", "redis+cluster")
 
     def __init__(self, url: str = "redis://localhost:6379/0", prefix: str | None = None, **_: Any):

@@ -195,8 +195,7 @@ def _auth_failed(target: Target, exc: BaseException) -> str:
     else:
         why = f"the server refused the URL's user and password ({_reason(exc)})"
     return (
-        f"Redis at {target.where}: authentication failed: {why}; "
-        "give them as redis://user:password@host:port/db"
+        f"Redis at {target.where}: authentication failed: {why}; give them as redis://user:password@host:port/db"
     )
 
 

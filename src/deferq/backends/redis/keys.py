@@ -26,6 +26,8 @@ Layout of one queue (P = prefix, Q = queue):
   P:queues             set   names of every queue ever used
   {P:kv:NS}:index      set   record names of kv namespace NS
   {P:kv:NS}:r:<name>   string one kv record (with its TTL)
+  {P:history}:m:<minute>          set   "queue\ntask" names counted in that minute
+  {P:history}:c:<minute>:<q>\n<t>  hash  that minute's counters of queue q, task t
 """
 
 from __future__ import annotations
@@ -79,6 +81,7 @@ class KeySpace:
             raise ConfigError(f"Redis key prefix {prefix!r} must be non-empty, without braces or spaces")
         self.prefix = prefix
         self.queues = f"{prefix}:queues"
+        self.history_prefix = f"{{{prefix}:history}}:"
         self._queues: dict[str, QueueKeys] = {}
 
     def queue(self, name: str) -> QueueKeys:

@@ -36,6 +36,8 @@ from urllib.parse import urlsplit
 from ...errors import ConfigError, StoreFull, StoreUnavailable
 from ...job import _CROCKFORD, _PAIRS, FINISHED_STATES, Job, JobState
 from ..base import Backend, Enqueue, Heartbeat, JobList, JobStore, Outcome, QueueStats, Stats
+from ..history import Row
+from ..search import JobPage, JobQuery, scan_page
 from .backend import RedisBackend
 from .connection import LOST, Waiter
 
@@ -395,6 +397,25 @@ class ShardedRedisBackend(Backend):
             jobs.sort(key=lambda j: (j.run_at, j.id), reverse=True)
         return JobList(jobs[:limit], self._missing(answers))
 
+    def find_jobs(self, query: JobQuery) -> JobPage:
+        """Every server's pages merged in their common order (state, then score and id,
+        highest first); the position holds each server's own."""
+        pagers = [shard.job_pages(query) for shard in self.shards]
+
+        def pages(position: dict[str, Any] | None, size: int) -> list[tuple[Job | None, dict[str, Any]]]:
+            position = dict(position or {})
+            merged = []
+            for i, pager in enumerate(pagers):
+                merged += [(job, after, str(i)) for job, after in pager(position.get(str(i)), size)]
+            merged.sort(key=lambda entry: (-entry[1][0], entry[1][1], entry[1][2]), reverse=True)
+            taken = []
+            for job, after, shard in merged[:size]:
+                position = {**position, shard: after}
+                taken.append((job, position))
+            return taken
+
+        return scan_page(query, pages)
+
     def purge(self, states: Iterable[JobState], older_than: float = 0.0) -> int:
         states = list(states)
         return sum(n for _, n in self._each(lambda b: b.purge(states, older_than)))
@@ -435,6 +456,19 @@ class ShardedRedisBackend(Backend):
         for found in self._complete(lambda b: b.kv_list(namespace)):
             merged.update(found)
         return merged
+
+    # -- history: on the server the name "history" hashes to -------------------------------
+
+    def history_add(self, rows: Sequence[Row], keep_minutes: int) -> None:
+        self._kv_shard("history", "").history_add(rows, keep_minutes)
+
+    def history_read(
+        self, first: int, end: int, queue: str | None = None, task: str | None = None
+    ) -> list[tuple[int, str, int]]:
+        return self._kv_shard("history", "").history_read(first, end, queue, task)
+
+    def history_prune(self, before: int) -> int:
+        return 0  # the keys expire
 
     # -- life cycle ---------------------------------------------------------------------------
 

@@ -21,16 +21,18 @@ from ...job import FINISHED_STATES, Job, JobState, dumps
 from .. import deps
 from ..base import BEHIND, Backend, Enqueue, Heartbeat, Outcome, QueueStats, finished_only
 from .adapters import flag, url_options
+from .history import SQLHistory
 from .plans import Plan, Reply, Step, T
 from .queries import Migration, load_migrations, load_queries
 from .rows import WIDTH, job_of
+from .search import SQLSearch
 
 log = logging.getLogger("deferq.sql")
 
 #: The tables, named once. Dialects qualify them (schema / database) with `table_names`.
 TABLES = {
     "jobs": "deferq_jobs", "kv": "deferq_kv", "migrations": "deferq_migrations", "paused": "deferq_paused",
-    "deps": "deferq_deps",
+    "deps": "deferq_deps", "history": "deferq_history",
 }  # fmt: skip
 PURGE_BATCH = 5000  # rows per purge transaction
 KEY_RETRIES = 5  # a key freed between our insert and our look-up: try the insert again
@@ -50,7 +52,7 @@ class Settled(list[bool]):
         self.linked = linked
 
 
-class SQLBackend(Backend):
+class SQLBackend(SQLHistory, SQLSearch, Backend):
     """The contract over named queries. Subclasses: SQLiteBackend, PostgresBackend,
     MySQLBackend.
 
@@ -87,9 +89,7 @@ class SQLBackend(Backend):
     def open(self) -> None:
         """Create the connection pool (lazily connecting is fine)."""
 
-    def run(
-        self, plan: Plan[T], *, atomic: bool = False, connection: Any = None, durable: bool = True
-    ) -> T:
+    def run(self, plan: Plan[T], *, atomic: bool = False, connection: Any = None, durable: bool = True) -> T:
         """Run a plan on a pooled connection (one transaction if `atomic`), or on the
         caller's `connection`, inside its transaction, never committing it.
 

@@ -34,6 +34,7 @@ from pymysql.constants import CLIENT, SERVER_STATUS
 from ...errors import ConfigError, StoreFull, StoreUnavailable
 from ...job import Job, JobState
 from ..base import Enqueue, finished_only
+from ..search import JobQuery, like_pattern
 from .adapters import driver_connection, safe_name
 from .base import TABLES, SQLBackend
 from .plans import Plan, Reply, Step, T, drive
@@ -67,6 +68,18 @@ class MySQLBackend(SQLBackend):
     options_known = ("migrate", "pool_size", "claim", "connect_timeout")
 
     # -- connections ------------------------------------------------------------------
+
+    def text_condition(
+        self, query: JobQuery, position: dict[str, Any]
+    ) -> Plan[tuple[str, dict[str, Any], str, dict[str, Any]]]:
+        """No text index: the newest `window` jobs by seq, fixed by the first page (the
+        cursor carries where it starts), scanned without case."""
+        reply = yield Step(self.q["seq_range"])
+        low, high = reply.rows[0]
+        floor = int(position["floor"]) if "floor" in position else int(high or 0) - query.window
+        scanned = max(0, int(high or 0) - max(floor, int(low or 1) - 1))
+        carry = {"floor": floor, "scanned": scanned, "complete": low is None or int(low) > floor}
+        return self.q["find_text"], {"floor": floor, "pattern": like_pattern(query.text.lower())}, "scan", carry
 
     def table_names(self) -> dict[str, str]:
         parts = urlsplit(self.url)
@@ -109,6 +122,7 @@ class MySQLBackend(SQLBackend):
     def detect_claim(self) -> None:
         """claim=auto: SKIP LOCKED if the server has it (asked once, outside any plan)."""
         if self._claim == "auto":
+
             def plan() -> Plan[str]:
                 reply = yield Step("SELECT VERSION()")
                 return str(reply.rows[0][0])
@@ -204,9 +218,7 @@ class MySQLBackend(SQLBackend):
                 conn.rollback()  # a lock wait timeout leaves the transaction open
                 time.sleep(random.uniform(0.005, 0.01) * 2**tries)
 
-    def run(
-        self, plan: Plan[T], *, atomic: bool = False, connection: Any = None, durable: bool = True
-    ) -> T:
+    def run(self, plan: Plan[T], *, atomic: bool = False, connection: Any = None, durable: bool = True) -> T:
         # `durable` is ignored: MySQL sets commit flushing per server
         # (innodb_flush_log_at_trx_commit), not per session.
         try:
@@ -347,9 +359,7 @@ class MySQLBackend(SQLBackend):
         order; the best `limit` rows are leased. The others were locked for a moment
         only (until this transaction ends, a round trip later)."""
         ranges = [
-            {"queue": queue, "priority": priority, "limit": limit}
-            for priority in priorities
-            for queue in queues
+            {"queue": queue, "priority": priority, "limit": limit} for priority in priorities for queue in queues
         ]
         reply = yield Step(self.q["claim"], ranges, many=True, begin=True)
         found = [(job_of(row), row[WIDTH + 1]) for row in reply.rows]

@@ -33,6 +33,8 @@ from psycopg_pool import ConnectionPool
 from ...errors import ConfigError, StoreFull, StoreUnavailable
 from ...job import Job, JobState, dumps
 from ..base import Enqueue, Outcome
+from ..history import Row
+from ..search import JobQuery, like_pattern
 from .adapters import driver_connection, safe_name
 from .base import TABLES, Settled, SQLBackend
 from .plans import Plan, Reply, Step, T, drive, drive_async
@@ -42,7 +44,9 @@ from .rows import WIDTH, job_of, stored_view
 # Connection lost or refused, server shutting down or starting, or a failed-over
 # database still read-only: all pass; the caller backs off and tries again.
 CONNECTION_ERRORS = (
-    psycopg.OperationalError, psycopg.InterfaceError, psycopg.errors.ReadOnlySqlTransaction,
+    psycopg.OperationalError,
+    psycopg.InterfaceError,
+    psycopg.errors.ReadOnlySqlTransaction,
 )
 # Refusals worth waiting out; any other FATAL at connect is a wrong URL.
 TRANSIENT = ("starting up", "shutting down", "too many", "recovery", "remaining connection")
@@ -55,6 +59,8 @@ logging.getLogger("psycopg.pool").addHandler(logging.NullHandler())
 
 
 class PostgresBackend(SQLBackend):
+    _trigrams: bool | None = None  # whether migration 0009 made the trigram index (else words)
+    seq_ordered = False  # seq has no index of its own: a list of every state is merged per state
     schemes = ("postgresql", "postgres")
     dialect = "postgres"
     options_known = ("migrate", "pool_size", "schema")
@@ -145,9 +151,7 @@ class PostgresBackend(SQLBackend):
         await cur.execute(step.sql, step.params)
         return Reply(await cur.fetchall() if cur.description else [], cur.rowcount)
 
-    def run(
-        self, plan: Plan[T], *, atomic: bool = False, connection: Any = None, durable: bool = True
-    ) -> T:
+    def run(self, plan: Plan[T], *, atomic: bool = False, connection: Any = None, durable: bool = True) -> T:
         try:
             if connection is not None:
                 with self.caller_connection(connection).cursor() as cur:
@@ -246,6 +250,22 @@ class PostgresBackend(SQLBackend):
 
     # -- producing --------------------------------------------------------------------------
 
+    def text_condition(
+        self, query: JobQuery, position: dict[str, Any]
+    ) -> Plan[tuple[str, dict[str, Any], str, dict[str, Any]]]:
+        """The trigram index (any substring), or without pg_trgm the word index."""
+        if self._trigrams is None:
+            reply = yield Step(self.q["text_index"])
+            self._trigrams = bool(reply.rows[0][0])
+        if self._trigrams:
+            return self.q["find_text"], {"pattern": like_pattern(query.text)}, "index", {}
+        return self.q["find_words"], {"text": query.text}, "words", {}
+
+    def history_step(self, rows: Sequence[Row]) -> Step:
+        columns = list(zip(*rows, strict=True))
+        names = ("minutes", "queues", "tasks", "fields", "amounts")
+        return Step(self.q["history_add"], dict(zip(names, map(list, columns), strict=True)))
+
     def insert_plan(self, items: Sequence[Enqueue], indexes: Sequence[int]) -> Plan[dict[int, Job]]:
         # The payload as the producer encoded it: text for one job, a JSON fragment
         # spliced into the batch document as it is (not decoded and encoded again).
@@ -264,11 +284,7 @@ class PostgresBackend(SQLBackend):
         else:
             reply = yield Step(self.q["enqueue"], {"jobs": dumps(rows, "the arguments").decode()})
         times = {job_id: (run_at, now) for job_id, run_at, now in reply.rows}
-        return {
-            i: stored_view(items[i], *times[items[i].job.id])
-            for i in indexes
-            if items[i].job.id in times
-        }
+        return {i: stored_view(items[i], *times[items[i].job.id]) for i in indexes if items[i].job.id in times}
 
     # -- consuming ----------------------------------------------------------------------------
 
@@ -339,7 +355,7 @@ class PostgresBackend(SQLBackend):
         return self._listener
 
     def changes(self, job_id: str, timeout: float) -> bool:
-        """A job finished somewhere (NOTIFY "deferq_done:<schema>", migration 0008) within
+        """A job finished somewhere (NOTIFY "deferq_done:<schema>", migration 0010) within
         `timeout`. Each waiting thread listens on a connection of its own, kept for its
         next wait, so a job that finishes between two looks is not missed."""
         local = self._done_listeners.__dict__
@@ -363,7 +379,6 @@ class PostgresBackend(SQLBackend):
                 self._listener.close()
             finally:
                 self._listener = None
-
 
 
 def _commit_without_flush(conn: psycopg.Connection) -> None:

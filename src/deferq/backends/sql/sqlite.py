@@ -35,10 +35,13 @@ from typing import Any
 from ...errors import ConfigError, StoreFull, StoreUnavailable
 from ...job import Job, JobState, dumps
 from ..base import Enqueue, Outcome
+from ..history import Row
+from ..search import JobQuery
 from .base import TABLES, SQLBackend
 from .plans import Plan, Reply, Step, T, drive
 from .queries import Migration
 from .rows import job_of
+from .search import TextCondition
 
 POLL_MIN, POLL_MAX = 0.002, 0.025  # seconds between data_version polls of an idle worker
 BUSY_TIMEOUT = 30.0  # seconds a writer waits for the write lock before giving up
@@ -50,6 +53,11 @@ UNAVAILABLE = {
 }  # fmt: skip
 
 
+TEXT_BATCH = 2000  # rows indexed per write transaction (sqlite.py text index)
+MAINTENANCE_INDEXES = 5  # batches a worker's maintenance indexes, at most
+SEARCH_INDEXES = 10  # batches a text search indexes first, at most
+
+
 class SQLiteBackend(SQLBackend):
     schemes = ("sqlite",)
     dialect = "sqlite"
@@ -58,7 +66,12 @@ class SQLiteBackend(SQLBackend):
     # -- connections ------------------------------------------------------------------
 
     def table_names(self) -> dict[str, str]:
-        return {**TABLES, "now": ":now"}
+        return {
+            **TABLES,
+            "jobs_fts": "deferq_jobs_fts",
+            "jobs_fts_pending": "deferq_jobs_fts_pending",
+            "now": ":now",
+        }
 
     def open(self) -> None:
         rest = self.url.split("://", 1)[1].split("?", 1)[0]
@@ -84,9 +97,7 @@ class SQLiteBackend(SQLBackend):
         try:
             if self.path != ":memory:":
                 Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(
-                self.path, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT
-            )
+            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT)
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute(f"PRAGMA synchronous={self.synchronous}")
         except (sqlite3.Error, OSError) as exc:
@@ -144,9 +155,38 @@ class SQLiteBackend(SQLBackend):
             conn.execute("COMMIT")
         return reply
 
-    def run(
-        self, plan: Plan[T], *, atomic: bool = False, connection: Any = None, durable: bool = True
-    ) -> T:
+    def text_condition(self, query: JobQuery, position: dict[str, Any]) -> TextCondition:
+        """The FTS5 trigram index (the text as one FTS5 string), brought up to date first;
+        if rows changed faster than a search may index them, the page says it is not
+        complete (the newest changes are not searched yet)."""
+        done = yield from self.index_text_plan(SEARCH_INDEXES)
+        carry = {"complete": done}
+        return self.q["find_text"], {"text": '"' + query.text.replace('"', '""') + '"'}, "index", carry
+
+    def index_text_plan(self, batches: int) -> Plan[bool]:
+        """Index up to `batches` batches of changed rows; whether none are left."""
+        for _ in range(batches):
+            params = {"batch": TEXT_BATCH}
+            yield Step(self.q["text_unindex"], params, begin=True)
+            yield Step(self.q["text_index"], params)
+            reply = yield Step(self.q["text_indexed"], params, commit=True)
+            if reply.rowcount < TEXT_BATCH:
+                return True
+        reply = yield Step(self.q["text_pending"])
+        return not reply.rows[0][0]
+
+    def recover_expired(self) -> int:
+        """Also the text index's upkeep: each worker indexes what changed since (a few
+        batches a time, off the hot path)."""
+        count = super().recover_expired()
+        self.run(self.index_text_plan(MAINTENANCE_INDEXES), durable=False)
+        return count
+
+    def history_step(self, rows: Sequence[Row]) -> Step:
+        """One prepared statement in one transaction (not one commit per row)."""
+        return super().history_step(rows)._replace(begin=True, commit=True)
+
+    def run(self, plan: Plan[T], *, atomic: bool = False, connection: Any = None, durable: bool = True) -> T:
         # `durable` is ignored: commit flushing is the connection's (?synchronous=).
         if connection is not None:
             self.refuse_connection(connection)

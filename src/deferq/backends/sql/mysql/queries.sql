@@ -346,3 +346,53 @@ SELECT state, count(*) FROM {jobs} WHERE id IN %(ids)s GROUP BY state
 -- name: dependents
 -- The jobs still waiting for this one (`deferq job`, GET /v1/jobs/{id}).
 SELECT child FROM {deps} WHERE parent = %(id)s ORDER BY child LIMIT 100
+
+-- name: history_add
+-- The per-minute history (deferq/history.py): add to counters; a batch is one
+-- multi-row INSERT (PyMySQL's executemany). VALUES() works on MySQL and MariaDB alike.
+INSERT INTO {history} (minute, queue, task, field, amount)
+VALUES (%(minute)s, %(queue)s, %(task)s, %(field)s, %(amount)s)
+ON DUPLICATE KEY UPDATE amount = amount + VALUES(amount)
+
+-- name: history_read
+SELECT minute, field, SUM(amount) FROM {history}
+WHERE minute >= %(first)s AND minute < %(end)s
+  AND (%(queue)s IS NULL OR queue = %(queue)s) AND (%(task)s IS NULL OR task = %(task)s)
+GROUP BY minute, field
+
+-- name: history_prune
+DELETE FROM {history} WHERE minute < %(before)s
+
+-- name: find_jobs
+-- Listing and searching (backends/search.py, sql/search.py): this, then the find_*
+-- conditions that apply joined by AND, then find_order. seq last: the keyset cursor.
+SELECT {job_columns}, {now}, seq FROM {jobs} WHERE
+
+-- name: find_state
+state = %(state)s
+
+-- name: find_scheduled
+run_at > {now}
+
+-- name: find_due
+run_at <= {now}
+
+-- name: find_queue
+queue = %(queue)s
+
+-- name: find_task
+task = %(task)s
+
+-- name: find_after
+seq < %(after)s
+
+-- name: find_order
+ORDER BY seq DESC LIMIT %(limit)s
+
+-- name: find_text
+-- No text index: the newest :window jobs (by seq) are looked at, without case.
+seq > %(floor)s AND (LOWER(payload) LIKE %(pattern)s OR LOWER(error) LIKE %(pattern)s
+                     OR LOWER(unique_key) LIKE %(pattern)s)
+
+-- name: seq_range
+SELECT MIN(seq), MAX(seq) FROM {jobs}

@@ -380,3 +380,60 @@ SELECT state, count(*) FROM {jobs} WHERE id = ANY(%(ids)s::text[]) GROUP BY stat
 -- name: dependents
 -- The jobs still waiting for this one (`deferq job`, GET /v1/jobs/{id}).
 SELECT child FROM {deps} WHERE parent = %(id)s ORDER BY child LIMIT 100
+
+-- name: history_add
+-- The per-minute history (deferq/history.py): add to counters, a batch as arrays in
+-- one statement. The rows of a batch are distinct (the writer sums them first), as
+-- ON CONFLICT DO UPDATE needs.
+INSERT INTO {history} AS h (minute, queue, task, field, amount)
+SELECT * FROM unnest(%(minutes)s::bigint[], %(queues)s::text[], %(tasks)s::text[],
+                     %(fields)s::text[], %(amounts)s::bigint[])
+ON CONFLICT (minute, queue, task, field) DO UPDATE SET amount = h.amount + EXCLUDED.amount
+
+-- name: history_read
+SELECT minute, field, SUM(amount) FROM {history}
+WHERE minute >= %(first)s AND minute < %(end)s
+  AND (%(queue)s::text IS NULL OR queue = %(queue)s) AND (%(task)s::text IS NULL OR task = %(task)s)
+GROUP BY minute, field
+
+-- name: history_prune
+DELETE FROM {history} WHERE minute < %(before)s
+
+-- name: find_jobs
+-- Listing and searching (backends/search.py, sql/search.py): this, then the find_*
+-- conditions that apply joined by AND, then find_order. seq last: the keyset cursor.
+SELECT {job_columns}, {now}, seq FROM {jobs} WHERE
+
+-- name: find_state
+state = %(state)s
+
+-- name: find_scheduled
+run_at > {now}
+
+-- name: find_due
+run_at <= {now}
+
+-- name: find_queue
+queue = %(queue)s
+
+-- name: find_task
+task = %(task)s
+
+-- name: find_after
+seq < %(after)s
+
+-- name: find_order
+ORDER BY seq DESC LIMIT %(limit)s
+
+-- name: find_text
+-- The pg_trgm index (migration 0009): the same expression, ILIKE '%text%'.
+(payload::text || ' ' || coalesce(error, '') || ' ' || coalesce(unique_key, '')) ILIKE %(pattern)s
+
+-- name: find_words
+-- Without pg_trgm: the full-text index of whole words (migration 0009).
+to_tsvector('simple', payload::text || ' ' || coalesce(error, '') || ' ' || coalesce(unique_key, ''))
+    @@ plainto_tsquery('simple', %(text)s)
+
+-- name: text_index
+-- Which text index migration 0009 made.
+SELECT to_regclass('{schema_prefix}deferq_jobs_text_trgm') IS NOT NULL

@@ -317,3 +317,66 @@ SELECT state, count(*) FROM {jobs} WHERE id IN (SELECT value FROM json_each(:ids
 -- name: dependents
 -- The jobs still waiting for this one (`deferq job`, GET /v1/jobs/{id}).
 SELECT child FROM {deps} WHERE parent = :id ORDER BY child LIMIT 100
+
+-- name: history_add
+-- The per-minute history (deferq/history.py): add to a counter. A batch of rows runs
+-- as one prepared statement in one transaction.
+INSERT INTO {history} (minute, queue, task, field, amount)
+VALUES (:minute, :queue, :task, :field, :amount)
+ON CONFLICT (minute, queue, task, field) DO UPDATE SET amount = amount + excluded.amount
+
+-- name: history_read
+SELECT minute, field, SUM(amount) FROM {history}
+WHERE minute >= :first AND minute < :end
+  AND (:queue IS NULL OR queue = :queue) AND (:task IS NULL OR task = :task)
+GROUP BY minute, field
+
+-- name: history_prune
+DELETE FROM {history} WHERE minute < :before
+
+-- name: find_jobs
+-- Listing and searching (backends/search.py, sql/search.py): this, then the find_*
+-- conditions that apply joined by AND, then find_order. seq last: the keyset cursor.
+SELECT {job_columns}, {now}, seq FROM {jobs} WHERE
+
+-- name: find_state
+state = :state
+
+-- name: find_scheduled
+run_at > {now}
+
+-- name: find_due
+run_at <= {now}
+
+-- name: find_queue
+queue = :queue
+
+-- name: find_task
+task = :task
+
+-- name: find_after
+seq < :after
+
+-- name: find_order
+ORDER BY seq DESC LIMIT :limit
+
+-- name: find_text
+-- The FTS5 trigram index (migration 0009); :text is an FTS5 string ("...").
+seq IN (SELECT rowid FROM {jobs_fts} WHERE {jobs_fts} MATCH :text)
+
+-- name: text_unindex
+-- Indexing a batch of changed rows (sqlite.py index_text), in one write transaction, so
+-- the three statements see the same batch: out with their old text, in with the new
+-- (a deleted job has none), off the pending list.
+DELETE FROM {jobs_fts} WHERE rowid IN (SELECT seq FROM {jobs_fts_pending} ORDER BY seq LIMIT :batch)
+
+-- name: text_index
+INSERT INTO {jobs_fts} (rowid, text)
+SELECT seq, CAST(payload AS TEXT) || ' ' || coalesce(error, '') || ' ' || coalesce(key, '') FROM {jobs}
+WHERE seq IN (SELECT seq FROM {jobs_fts_pending} ORDER BY seq LIMIT :batch)
+
+-- name: text_indexed
+DELETE FROM {jobs_fts_pending} WHERE seq IN (SELECT seq FROM {jobs_fts_pending} ORDER BY seq LIMIT :batch)
+
+-- name: text_pending
+SELECT EXISTS (SELECT 1 FROM {jobs_fts_pending})

@@ -7,8 +7,9 @@ import {STATES, count} from "../format.js";
 import {queueSelect, stateSelect} from "./common.js";
 import {jobTable} from "./jobtable.js";
 
-// fields: which of state, queue, task, q the form shows.
-export function filterForm(ctx, fields) {
+// fields: which of state, queue, task, q the form shows; hints: placeholders of task and q.
+export function filterForm(ctx, fields, hints) {
+  const hint = {task: "task or topic contains…", q: "id or key", ...hints};
   const values = () => Object.fromEntries(fields.map((f) => [f, ctx.query.get(f) || ""]));
   const start = values();
   const queue = queueSelect("queue", start.queue);
@@ -16,9 +17,9 @@ export function filterForm(ctx, fields) {
     state: fields.includes("state") ? stateSelect("state", start.state) : null,
     queue: fields.includes("queue") ? queue.el : null,
     task: fields.includes("task") ? h("input", {name: "task", type: "search", value: start.task,
-      placeholder: "task or topic contains…", list: "known-tasks", "aria-label": "task", autocomplete: "off"}) : null,
+      placeholder: hint.task, list: "known-tasks", "aria-label": "task", autocomplete: "off"}) : null,
     q: fields.includes("q") ? h("input", {name: "q", type: "search", value: start.q,
-      placeholder: "id or key", "aria-label": "id or key", autocomplete: "off", spellcheck: "false"}) : null,
+      placeholder: hint.q, "aria-label": hint.q, autocomplete: "off", spellcheck: "false"}) : null,
   };
   const tasks = h("datalist", {id: "known-tasks"});
   const clear = h("a", {href: location.pathname, class: "button-like", text: "Clear"});

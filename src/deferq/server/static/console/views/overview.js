@@ -1,9 +1,8 @@
-// /dashboard/: every queue's counts, the store, the workers, and a chart of the last hour.
+// /dashboard/: every queue's counts, the store, the workers, and charts of the store's history.
 
-import {lineChart} from "../chart.js";
-import {empty, h, link, note, reconcile, row, section, setText, table} from "../dom.js";
+import {empty, h, link, reconcile, row, section, setText, table} from "../dom.js";
 import {STATES, count, duration} from "../format.js";
-import * as history from "../history.js";
+import {historyPanel} from "../history.js";
 import {card, pageHead, stateCards} from "./common.js";
 import {ms} from "./stores.js";
 
@@ -20,18 +19,7 @@ export function mount(root, ctx) {
   store.el.append(storeLink);
   workers.el.append(workersLink);
 
-  const measure = h("select", {"aria-label": "what the chart shows"},
-    STATES.map((state) => h("option", {value: state, text: `${state} jobs`})));
-  measure.value = sessionStorage.getItem("deferq-chart") || "queued";
-  const chartPanel = section(null);
-  chartPanel.append(h("div", {class: "panel-head"}, h("h2", {text: "Per queue, last hour"}), measure));
-  const chart = lineChart(chartPanel, {empty: "Collecting samples: the chart fills in as this page polls (every 2 s)."});
-  chartPanel.append(note("Sampled by this browser tab while the console is open (kept for the tab's session). ",
-    "A per-minute history kept in the store is a later feature."));
-  measure.addEventListener("change", () => {
-    sessionStorage.setItem("deferq-chart", measure.value);
-    drawChart();
-  });
+  const charts = historyPanel(ctx, null);
 
   const columns = [["queue"], ...STATES.map((s) => [s, `num ${["succeeded", "cancelled"].includes(s) ? "opt" : ""}`]),
     ["oldest wait", "num"]];
@@ -39,16 +27,12 @@ export function mount(root, ctx) {
   const nothing = empty("No queues yet.",
     "A queue appears when its first job is enqueued: POST /v1/jobs, or task.enqueue() in Python.");
   nothing.hidden = true;
-  root.append(head.el, h("div", {class: "overview-top"}, totals.el, health), chartPanel,
+  root.append(head.el, h("div", {class: "overview-top"}, totals.el, health), charts.el,
     section("Queues", queues.el, nothing));
 
-  function drawChart() {
-    const {labels, data} = history.byQueue(measure.value);
-    chart.update(labels, data);
-  }
-
   async function refresh() {
-    const [q, s, w] = await Promise.allSettled([ctx.api("/v1/queues"), ctx.api("/v1/store"), ctx.api("/v1/workers")]);
+    const [q, s, w] = await Promise.allSettled([ctx.api("/v1/queues"), ctx.api("/v1/store"), ctx.api("/v1/workers"),
+      charts.refresh()]);
     if (!ctx.alive()) return;
     if (q.status === "fulfilled") showQueues(q.value.queues);
     if (s.status === "fulfilled") showStore(s.value);
@@ -57,7 +41,6 @@ export function mount(root, ctx) {
   }
 
   function showQueues(data) {
-    history.record(data);
     const sums = Object.fromEntries(STATES.map((state) => [state, 0]));
     for (const counts of Object.values(data)) for (const state of STATES) sums[state] += counts[state] || 0;
     totals.update(sums);
@@ -80,7 +63,6 @@ export function mount(root, ctx) {
         });
         setText(cells[STATES.length + 1], counts.oldest_wait ? duration(counts.oldest_wait) : "—");
       });
-    drawChart();
   }
 
   function showStore(report) {
@@ -100,5 +82,5 @@ export function mount(root, ctx) {
       "start one: deferq worker");
   }
 
-  return {refresh, unmount: () => chart.destroy()};
+  return {refresh, unmount: () => charts.destroy()};
 }

@@ -1,16 +1,14 @@
-// /dashboard/queues/{queue}?state=: one queue's counts, its last hour, its workers, its jobs;
-// pause and resume it (admin).
+// /dashboard/queues/{queue}?state=: one queue's counts, its history (last hour or day), its
+// workers, its jobs; pause and resume it (admin).
 
 import {query} from "../api.js";
-import {lineChart, stateColor} from "../chart.js";
-import {code, empty, h, link, note, section, setText} from "../dom.js";
+import {code, empty, h, link, note, setText} from "../dom.js";
 import {compact, count} from "../format.js";
-import * as history from "../history.js";
+import {historyPanel} from "../history.js";
 import {card, messageLine, pageHead, stateCards} from "./common.js";
 import {jobTable} from "./jobtable.js";
 
 const LIMIT = 25;
-const CHARTED = ["scheduled", "queued", "active", "dead"];
 
 export function mount(root, ctx) {
   const name = ctx.params[0];
@@ -25,10 +23,7 @@ export function mount(root, ctx) {
   const cards = stateCards((s) => `${base}?state=${s}`);
   const oldest = card("oldest wait");
   const workers = card("workers on it");
-  const chartPanel = section(`${name}, last hour`);
-  const chart = lineChart(chartPanel, {colorOf: stateColor,
-    empty: "Collecting samples: the chart fills in as this page polls (every 2 s)."});
-  chartPanel.append(note("Sampled by this browser tab; a history kept in the store is a later feature."));
+  const charts = historyPanel(ctx, name);
   const listTitle = h("h2");
   const more = h("p", {class: "muted count-line"});
   const jobs = jobTable();
@@ -37,7 +32,7 @@ export function mount(root, ctx) {
     link("See every queue", "/dashboard/"));
   missing.hidden = true;
   root.append(head.el, message.el, missing, h("div", {class: "overview-top"}, cards.el, h("div", {class: "cards side"}, oldest.el,
-    workers.el)), chartPanel, h("section", {class: "panel"}, listTitle, more, jobs.el, nothing),
+    workers.el)), charts.el, h("section", {class: "panel"}, listTitle, more, jobs.el, nothing),
   note("A paused queue takes new jobs, but no worker starts one of them until it is resumed; jobs already ",
     "running finish. The pause is kept in the store, so it holds across restarts. The API: ",
     code(`POST /v1/queues/${name}/pause`), ", ", code(`POST /v1/queues/${name}/resume`), "."));
@@ -75,17 +70,14 @@ export function mount(root, ctx) {
   }
 
   async function refresh() {
-    const [q, w] = await Promise.allSettled([ctx.api("/v1/queues"), ctx.api("/v1/workers")]);
+    const [q, w] = await Promise.allSettled([ctx.api("/v1/queues"), ctx.api("/v1/workers"), charts.refresh()]);
     if (!ctx.alive()) return;
     if (q.status === "fulfilled") {
-      history.record(q.value.queues);
       counts = q.value.queues[name] || null;
       missing.hidden = counts !== null;
       if (!toggle.disabled) showPaused(Boolean(counts && counts.paused));
       cards.update(counts || {});
       setText(oldest.number, counts && counts.oldest_wait ? compact(counts.oldest_wait) : "—");
-      const {labels, data} = history.byState(name, CHARTED);
-      chart.update(labels, data);
     }
     if (w.status === "fulfilled") {
       const mine = w.value.workers.filter((worker) => worker.queues.includes(name));
@@ -116,6 +108,6 @@ export function mount(root, ctx) {
       select(params.get("state") || "");
       refresh();
     },
-    unmount: () => chart.destroy(),
+    unmount: () => charts.destroy(),
   };
 }

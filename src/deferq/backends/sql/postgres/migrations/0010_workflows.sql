@@ -1,4 +1,4 @@
--- deferq on PostgreSQL, schema version 8: waiting for results. A job that finishes
+-- deferq on PostgreSQL, schema version 10: waiting for results. A job that finishes
 -- (succeeded, dead, cancelled) notifies "deferq_done:<schema>", where `job.wait()`
 -- listens; the payload is empty, so PostgreSQL folds a batch of settles into one
 -- notification at commit. The WHEN is checked without calling the function: claims,

@@ -1,4 +1,4 @@
--- deferq on SQLite, schema version 8: dependencies (options(after=...), chains, chords).
+-- deferq on SQLite, schema version 10: dependencies (options(after=...), chains, chords).
 -- One row per edge still to settle: the child waits, stored 'blocked', while it has
 -- any; a parent's edges are taken away, each exactly once, when it finishes.
 CREATE TABLE IF NOT EXISTS {deps} (

@@ -1,0 +1,39 @@
+-- page: the next members of one sorted set of jobs, highest score first, for a keyset
+-- page (backends/redis/search.py).
+--
+-- KEYS[1]     the sorted set (a queue's waiting, active or finished jobs)
+-- ARGV[1]     highest score wanted ('+inf', or a score)
+-- ARGV[2]     lowest score wanted ('-inf', or '(' score): the caller drops what is below
+-- ARGV[3]     the cursor's score ('' on the first page)
+-- ARGV[4]     the cursor's job id
+-- ARGV[5]     how many
+-- ARGV[6]     '' or the queue's job key prefix: then each member's task follows its score
+--             (a task filter decides here, without a round trip per job)
+-- Returns member, score, [task,] member, score, ...: those after the cursor (score, id) in the
+-- order of the set (score, then id, both descending). A set that does not hold the
+-- cursor's job gets it for a moment, to learn where it would stand: ties in score (a
+-- batch enqueued at one instant) are common, and each must be listed once. Nobody sees
+-- the member: a script runs alone.
+local key, limit = KEYS[1], tonumber(ARGV[5])
+local function with_tasks(items)
+  if ARGV[6] == '' then return items end
+  local out = {}
+  for i = 1, #items, 2 do
+    out[#out + 1] = items[i]
+    out[#out + 1] = items[i + 1]
+    out[#out + 1] = redis.call('HGET', ARGV[6] .. items[i], 'task') or ''
+  end
+  return out
+end
+if ARGV[3] ~= '' then
+  local first = redis.call('ZREVRANK', key, ARGV[4])
+  if first then
+    first = first + 1
+  else
+    redis.call('ZADD', key, ARGV[3], ARGV[4])
+    first = redis.call('ZREVRANK', key, ARGV[4])  -- where the next one stands once it is gone
+    redis.call('ZREM', key, ARGV[4])
+  end
+  return with_tasks(redis.call('ZREVRANGE', key, first, first + limit - 1, 'WITHSCORES'))
+end
+return with_tasks(redis.call('ZREVRANGEBYSCORE', key, ARGV[1], ARGV[2], 'WITHSCORES', 'LIMIT', 0, limit))

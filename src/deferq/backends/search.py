@@ -1,0 +1,131 @@
+"""Listing and searching jobs at scale: the store's part of GET /v1/jobs.
+
+`find_jobs(JobQuery)` answers one page of jobs that match a filter (state, queue, task)
+and, optionally, a text to find in their arguments and error, with a keyset cursor to
+the next page: a page costs the same on the first page and the thousandth, however many
+jobs the store holds.
+
+Each store lists in the order its indexes give cheaply, newest first: SQL stores by
+enqueue order (a page is one range of an index on (state), (queue, state) or (task,
+state)); Redis by each state's time (due, lease or finish time: its sorted sets), a
+state at a time. A cursor is opaque: only the store that made it reads it.
+
+Text is matched as a case-insensitive substring of the arguments (JSON), the error and
+the unique key where the store has a text index (SQLite FTS5 trigram, PostgreSQL
+pg_trgm; PostgreSQL without pg_trgm: whole words, tsvector). Elsewhere (MySQL, Redis, and a task filter on
+Redis) the newest `window` jobs are looked at, and the page says so (`scanned`,
+`complete`), so a caller never takes a partial answer for a whole one.
+"""
+
+from __future__ import annotations
+
+import base64
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from ..job import Job, JobState
+
+WINDOW = 10_000  # jobs a scan looks at, at most, unless told otherwise
+MIN_TEXT = 3  # characters: a trigram index needs three
+
+
+@dataclass(frozen=True, slots=True)
+class JobQuery:
+    state: JobState | None = None
+    queue: str | None = None
+    task: str | None = None
+    text: str = ""
+    cursor: str | None = None
+    limit: int = 50
+    window: int = WINDOW
+
+
+@dataclass(slots=True)
+class JobPage:
+    jobs: list[Job]
+    cursor: str | None = None  # the next page's; None: this was the last
+    text_search: str | None = None  # how text was matched: "index" | "words" | "scan" (None: no text)
+    scanned: int | None = None  # jobs looked at, when a window was scanned
+    complete: bool = True  # False: a scan stopped at its window; older jobs were not looked at
+    missing: list[str] = field(default_factory=list)  # parts of the store that did not answer
+
+
+class SearchStore(ABC):
+    @abstractmethod
+    def find_jobs(self, query: JobQuery) -> JobPage:
+        """One page of the jobs matching `query`, newest first (module doc)."""
+
+
+def encode_cursor(value: Any) -> str:
+    return base64.urlsafe_b64encode(orjson.dumps(value)).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str | None) -> Any:
+    """A cursor's value; None for none. A cursor this store did not make raises ValueError."""
+    if not cursor:
+        return None
+    try:
+        return orjson.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+    except (ValueError, TypeError):
+        raise ValueError("cursor is not one this store gave: start again without it") from None
+
+
+def text_matches(job: Job, needle: str) -> bool:
+    """The scanning stores' text match: a substring, without case, of the arguments as
+    JSON, the error or the key."""
+    needle = needle.lower()
+    if any(needle in text.lower() for text in (job.error, job.key) if text):
+        return True
+    return needle in orjson.dumps([job.args, job.kwargs]).decode().lower()
+
+
+def raw_matches(query: JobQuery, task: bytes | None, texts: Iterable[bytes | None]) -> bool:
+    """`text_matches` and the task filter (unless `task` is None: decided elsewhere) on a
+    job's stored fields, not decoded: a scan reads these first and decodes only the jobs
+    that pass."""
+    if query.task is not None and task is not None and task.decode() != query.task:
+        return False
+    needle = query.text.lower()
+    return not needle or any(needle in raw.decode(errors="replace").lower() for raw in texts if raw)
+
+
+def like_pattern(text: str) -> str:
+    """`text` as a LIKE pattern matching it anywhere (its % _ and \\ taken literally)."""
+    return "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+
+Pager = Callable[[Any, int], list[tuple[Job | None, Any]]]
+
+
+def scan_page(query: JobQuery, pages: Pager) -> JobPage:
+    """A page made by filtering, with what the store cannot select by (the task, the
+    text), the jobs `pages(position, size)` gives: up to `size` jobs after `position`
+    (None: from the newest), each with the position right after it; None for a job the
+    pager already found not to match (read in part: cheaper). Stops at `query.limit`
+    matches, or after `query.window` jobs (the page says so)."""
+    filtering = query.task is not None or bool(query.text)
+    size = min(query.window, 500) if filtering else query.limit
+    position = decode_cursor(query.cursor)
+    found: list[Job] = []
+    scanned = 0
+    how = "scan" if query.text else None
+    while True:
+        batch = pages(position, size)
+        for job, after in batch:
+            scanned += 1
+            position = after
+            if (
+                job is not None
+                and query.task in (None, job.task)
+                and (not query.text or text_matches(job, query.text))
+            ):
+                found.append(job)
+            if len(found) == query.limit or scanned >= query.window:
+                complete = len(found) == query.limit or not filtering
+                return JobPage(found, encode_cursor(after), how, scanned if filtering else None, complete)
+        if len(batch) < size:
+            return JobPage(found, None, how, scanned if filtering else None, True)

@@ -1,0 +1,65 @@
+"""The store's part of the per-minute history (backends/history.py), on every store:
+counters only add up, from any number of writers; a window reads one range; old
+minutes are pruned (or expire)."""
+
+from __future__ import annotations
+
+import random
+import threading
+
+from deferq.history import retention_minutes
+
+KEEP = retention_minutes()
+
+
+def fresh_minute(backend) -> int:
+    """A minute of the past no other test of the session wrote to (stores are shared)."""
+    return int(backend.now() // 60) - random.randrange(1000, 2000) * 50
+
+
+def test_counters_add_up_and_filter_by_queue_and_task(backend):
+    base = fresh_minute(backend)
+    backend.history_add([(base, "q1", "a", "enqueued", 2), (base, "q1", "a", "w3", 1),
+                         (base, "q2", "b", "enqueued", 5), (base + 1, "q1", "b", "dead", 1)], KEEP)  # fmt: skip
+    backend.history_add([(base, "q1", "a", "enqueued", 3)], KEEP)
+    assert sorted(backend.history_read(base, base + 2)) == [
+        (base, "enqueued", 10), (base, "w3", 1), (base + 1, "dead", 1)]  # fmt: skip
+    assert sorted(backend.history_read(base, base + 2, "q1")) == [
+        (base, "enqueued", 5), (base, "w3", 1), (base + 1, "dead", 1)]  # fmt: skip
+    assert sorted(backend.history_read(base, base + 2, None, "b")) == [
+        (base, "enqueued", 5),
+        (base + 1, "dead", 1),
+    ]
+    assert backend.history_read(base, base + 2, "q1", "b") == [(base + 1, "dead", 1)]
+    assert backend.history_read(base + 1, base + 1) == []  # the end is not included
+    assert backend.history_read(base, base + 2, "nowhere") == []
+    backend.history_add([], KEEP)
+
+
+def test_many_writers_never_lose_a_count(backend):
+    base = fresh_minute(backend)
+    errors = []
+
+    def write():
+        try:
+            for _ in range(20):
+                backend.history_add([(base, "q", "t", "r5", 2), (base, "q", "t", "succeeded", 1)], KEEP)
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=write) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert not errors
+    assert sorted(backend.history_read(base, base + 1)) == [(base, "r5", 160), (base, "succeeded", 80)]
+
+
+def test_prune_drops_old_minutes_only(backend):
+    base = fresh_minute(backend)
+    backend.history_add([(base - 5, "q", "t", "enqueued", 1), (base, "q", "t", "enqueued", 1)], KEEP)
+    pruned = backend.history_prune(base)
+    assert backend.history_read(base, base + 1) == [(base, "enqueued", 1)]
+    if pruned:  # Redis lets the keys expire instead
+        assert backend.history_read(base - 5, base - 4) == []
