@@ -26,7 +26,7 @@ from .job import Job, JobState, dumps, encode_payload, loads, new_job_id
 from .task import Call, build_enqueue, linked
 
 if TYPE_CHECKING:
-    from .app import App
+    from .results import App
 
 NAMESPACE = "deferq.batches"  # kv records: batch id -> {"members": [...], "callbacks": {...}}
 BATCH_OF = "deferq.batch"  # meta of a callback: the id of its batch

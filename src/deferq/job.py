@@ -129,15 +129,11 @@ class Job:
     def wait(self, timeout: float | None = None) -> Any:
         """This job's result once it has finished, decoded to its task's return annotation;
         `deferq.JobFailed` if it went dead or was cancelled, TimeoutError past `timeout`."""
-        from . import results
-
-        return results.wait(results.owner_of(self), self.id, timeout)
+        return WAITERS[0](self, timeout)
 
     async def wait_async(self, timeout: float | None = None) -> Any:
         """`wait` for asyncio code."""
-        from . import results
-
-        return await results.wait_async(results.owner_of(self), self.id, timeout)
+        return await WAITERS[1](self, timeout)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -148,6 +144,8 @@ class Job:
 
 
 JOB_FIELDS = tuple(Job.__dataclass_fields__)
+# (wait, wait_async) of Job: set by deferq.results, which reaches the store through the App
+WAITERS: list[Any] = []
 _ALL_FIELDS = attrgetter(*JOB_FIELDS)
 _FIELD_INDEX = {name: i for i, name in enumerate(JOB_FIELDS)}
 

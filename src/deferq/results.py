@@ -11,15 +11,38 @@ import asyncio
 import functools
 import typing
 import weakref
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol
 
+from . import job as job_module
+from .backends.base import Backend, Enqueue
 from .codec import NATIVE
 from .errors import ConfigError, JobFailed, PayloadError
 from .job import Job, JobState
+from .registry import Registry
+from .task import Call
 
-if TYPE_CHECKING:
-    from .app import App
+
+class App(Protocol):
+    """What waiting, workflows and batches need of a deferq.App (never imported here:
+    the App imports this module)."""
+
+    @property
+    def backend(self) -> Backend: ...
+
+    @property
+    def tasks(self) -> dict[str, Any]: ...
+
+    @property
+    def registry(self) -> Registry: ...
+
+    def get(self, job_id: str) -> Job | None: ...
+
+    def cancel(self, job_id: str) -> bool: ...
+
+    def enqueue_many(self, calls: Iterable[Call]) -> list[Job]: ...
+
+    def _enqueue_items(self, items: list[Enqueue], connection: Any) -> list[Job]: ...
 
 # Which App registered each task name, so `job.wait()` finds its store without the
 # job carrying a reference (jobs are plain immutable values); the last App made answers
@@ -98,3 +121,15 @@ def _return_decoder(fn: Callable[..., Any]) -> Callable[[Any], Any] | None:
 
 
 inspect_empty = object()
+
+
+def _wait_job(job: Job, timeout: float | None) -> Any:
+    return wait(owner_of(job), job.id, timeout)
+
+
+async def _wait_job_async(job: Job, timeout: float | None) -> Any:
+    return await wait_async(owner_of(job), job.id, timeout)
+
+
+# Job.wait() / wait_async() reach the store through these (job.py is below everything).
+job_module.WAITERS[:] = [_wait_job, _wait_job_async]

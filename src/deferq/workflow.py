@@ -25,7 +25,7 @@ from .job import FINISHED_STATES, Job, JobState
 from .task import Call, build_enqueue, linked
 
 if TYPE_CHECKING:
-    from .app import App
+    from .results import App
 
 RESULTS_OF = "deferq.results_of"  # meta: ids whose results come first in the arguments
 RESULTS_AS = "deferq.results_as"  # meta: "one" (a job's result) or "list" (a group's, in order)
