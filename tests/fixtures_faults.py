@@ -38,3 +38,21 @@ def stamp(seconds: float) -> int:
         os.close(fd)
     time.sleep(seconds)  # monotonic: after a SIGSTOP longer than this, it returns at once
     return os.getpid()
+
+
+@app.task(concurrency=1, concurrency_key="customer:{customer}", max_attempts=50)
+def one_at_a_time(customer: str, seconds: float) -> None:
+    """Concurrency 1 per customer: records "start|end <pid> <job id> <time>"."""
+    job = current_job()
+    assert job is not None
+
+    def note(what: str) -> None:
+        fd = os.open(os.environ["DEFERQ_TEST_RECORD"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, f"{what} {os.getpid()} {job.id} {time.time():.6f}\n".encode())
+        finally:
+            os.close(fd)
+
+    note("start")
+    time.sleep(seconds)
+    note("end")

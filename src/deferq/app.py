@@ -16,6 +16,7 @@ from .backends.base import Enqueue, QueueStats, queue_table
 from .errors import ConfigError
 from .history import HistoryRecorder
 from .job import Job, JobState
+from .limits import Limits
 from .middleware import Middleware
 from .options import JobOptions, TaskDefaults, queue_name, remark_text
 from .registry import EVENTS, Registry
@@ -73,6 +74,7 @@ class App:
         self.periodic_jobs: list[Any] = []  # filled by app.periodic (supervisor)
         self._backend_options = backend_options
         self._backend: Backend | None = None
+        self._limits = False  # Limits middleware added (by the first task with a limit)
         self._history: HistoryRecorder | None = None
         self._lock = threading.Lock()
         results.register_owner(self)
@@ -159,8 +161,14 @@ class App:
         def register(func: Callable[P, R]) -> Task[P, R]:
             task = Task(self, func, name or func.__name__, task_defaults, on_success, on_failure,
                         explicit=frozenset(defaults))  # fmt: skip
-            self.registry.add_task(task)
+            try:
+                self.registry.add_task(task)
+            except ValueError as exc:
+                raise ConfigError(str(exc)) from None
             results.register_owner(self, task.name)
+            if self.registry.limits and not self._limits:  # the first task with a limit
+                self._limits = True
+                self.registry.add_middleware(Limits(self.registry.limits, lambda: self.backend))
             return task
 
         return register(fn) if fn is not None else register

@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 
 from . import backoff as backoff_module
 from .job import Priority
+from .limits import Rate, key_template, rate_option, slots
 
 LATEST_DUE = 253402300799.0  # 9999-12-31T23:59:59Z: later due times are refused
 MAX_DELAY = 10 * 365 * 86400.0  # ten years
@@ -206,10 +207,23 @@ class TaskDefaults:
     max_attempts: int = option(3, MAX_ATTEMPTS)
     timeout: float | None = option(300.0, TIMEOUT)
     backoff: Callable[[int], float] = option(backoff_module.DEFAULT, Option(backoff_fn, "seconds before retry n"))
+    rate: Rate | None = option(None, Option(rate_option, 'runs per period across all workers, e.g. "100/m"'))
+    rate_key: str | None = option(None, Option(key_template, "one rate per key, named from the call's "
+                                               'arguments, e.g. "customer:{customer_id}"'))  # fmt: skip
+    concurrency: int | None = option(None, Option(slots, "jobs of the task (or of one key) running at once, "
+                                                  "across all workers"))  # fmt: skip
+    concurrency_key: str | None = option(None, Option(
+        key_template, "one concurrency limit per key, named from the call's arguments, "
+        'e.g. "customer:{customer_id}"'))
 
     @classmethod
     def parse(cls, **options: Any) -> TaskDefaults:
-        return cls(**_checked(cls, options, "task option"))
+        checked = cls(**_checked(cls, options, "task option"))
+        if checked.rate_key is not None and checked.rate is None:
+            raise ValueError("rate_key needs a rate: @app.task(rate=\"10/s\", rate_key=...)")
+        if checked.concurrency_key is not None and checked.concurrency is None:
+            raise ValueError("concurrency_key needs a concurrency: @app.task(concurrency=1, concurrency_key=...)")
+        return checked
 
 
 @dataclass(frozen=True)

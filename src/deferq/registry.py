@@ -20,6 +20,7 @@ from . import backoff as backoff_module
 from .backends.base import Outcome, OutcomeKind
 from .codec import Decoder, codec_for
 from .job import Job
+from .limits import Limited, limited
 from .middleware import Chain, Middleware
 from .options import TaskDefaults
 from .task import Hook, Task
@@ -51,6 +52,7 @@ class Registry:
         self.hooks: dict[str, list[Hook]] = {event: [] for event in EVENTS}
         self.chain = Chain()
         self._specs: dict[str, TaskSpec] = {}
+        self.limits: dict[str, Limited] = {}  # task name -> its rate limit (limits.py)
         self._event_hooks = False
         self._worker_attempts: int | None = None
         self._worker_backoff: Callable[[int], float] | None = None
@@ -61,6 +63,12 @@ class Registry:
             raise ValueError(f"a task named {task.name!r} is already registered")
         self.tasks[task.name] = task
         self._specs.pop(task.name, None)  # made on first use: see _spec
+        d = task.defaults
+        if d.rate is not None or d.concurrency is not None:
+            self.limits[task.name] = limited(
+                task.name, task.fn, rate=d.rate, rate_key=d.rate_key,
+                concurrency=d.concurrency, concurrency_key=d.concurrency_key,
+            )  # fmt: skip
         if task.on_success or task.on_failure:
             self._use_event_hooks()
 

@@ -843,3 +843,71 @@ def test_delete_removes_a_finished_job_only(app, backend):
     assert app.stats().get("default", {}).get("dead", 0) == 0
     again = app.enqueue("noop", [1], key="k1")  # its key is free
     assert again.id != job.id and app.get_by_key("k1").id == again.id
+
+
+# -- rate limits: the store hands out turns (limits.py) ---------------------------------------
+
+
+def test_rate_turns_are_an_interval_apart_and_never_before_now(backend):
+    turns = [backend.rate_take("sms", 0.5) for _ in range(4)]
+    first, now = turns[0]
+    assert first == pytest.approx(now, abs=0.01)  # a free limit: the turn is now
+    assert [round(t - first, 3) for t, _ in turns] == [0.0, 0.5, 1.0, 1.5]
+    assert all(t >= at for t, at in turns)
+    other, at = backend.rate_take("customer:7", 0.5)  # each key on its own
+    assert other == pytest.approx(at, abs=0.01)
+
+
+def test_rate_turns_from_many_threads_never_share_a_turn(backend):
+    got: list[float] = []
+    lock = threading.Lock()
+
+    def take() -> None:
+        for _ in range(10):
+            turn, _ = backend.rate_take("shared", 0.01)
+            with lock:
+                got.append(turn)
+
+    threads = [threading.Thread(target=take) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    got.sort()
+    assert len(got) == 40
+    assert min(b - a for a, b in zip(got, got[1:])) >= 0.01 - 1e-6  # atomic: never the same turn twice
+
+
+# -- concurrency limits: slots held by runs (limits.py) -------------------------------------------
+
+
+def test_slots_are_taken_up_to_the_limit_dropped_and_released(backend):
+    assert backend.slot_holders("sync:1") == []
+    assert backend.slot_take("sync:1", 2, "a:1") and backend.slot_take("sync:1", 2, "b:1")
+    assert backend.slot_take("sync:1", 2, "a:1")  # a holder asking again keeps its slot
+    assert not backend.slot_take("sync:1", 2, "c:1")
+    assert backend.slot_holders("sync:1") == ["a:1", "b:1"]
+    assert backend.slot_take("sync:1", 2, "c:1", drop=["a:1"])  # a run that is over drops out
+    backend.slot_release("sync:1", "b:1")
+    backend.slot_release("sync:1", "never-held:1")
+    assert backend.slot_holders("sync:1") == ["c:1"]
+    assert backend.slot_take("other", 1, "a:1")  # each key on its own
+
+
+def test_slots_from_many_threads_never_exceed_the_limit(backend):
+    won: list[str] = []
+    lock = threading.Lock()
+
+    def take(n: int) -> None:
+        for i in range(5):
+            holder = f"t{n}-{i}:1"
+            if backend.slot_take("shared", 3, holder):
+                with lock:
+                    won.append(holder)
+
+    threads = [threading.Thread(target=take, args=(n,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert len(won) == 3 and sorted(backend.slot_holders("shared")) == sorted(won)

@@ -440,6 +440,27 @@ class Records(ABC):
     def kv_list(self, namespace: str) -> dict[str, bytes]:
         """All live records of a namespace."""
 
+    @abstractmethod
+    def rate_take(self, key: str, interval: float) -> tuple[float, float]:
+        """One turn of the rate limit `key`, whose turns are `interval` seconds apart
+        (GCRA: one "theoretical arrival time" per key). Atomically: the turn is the later
+        of the key's next free time and now, and the next free time moves `interval` past
+        it. Returns (the turn, now), both by the store's clock: a turn in the future is
+        reserved for the caller (limits.py)."""
+
+    @abstractmethod
+    def slot_holders(self, scope: str) -> list[str]:
+        """Who holds the slots of a concurrency limit (limits.py): "<job id>:<attempt>"."""
+
+    @abstractmethod
+    def slot_take(self, scope: str, limit: int, holder: str, drop: Sequence[str] = ()) -> bool:
+        """Atomically: drop the holders in `drop` (their jobs no longer run), then let
+        `holder` take a slot if fewer than `limit` hold one. Says whether it holds one."""
+
+    @abstractmethod
+    def slot_release(self, scope: str, holder: str) -> None:
+        """`holder` gives its slot back (its job ended)."""
+
 
 class Backend(JobStore, JobAdmin, Records, HistoryStore, SearchStore):
     """A whole store: the hot path, admin (with `find_jobs`), records and the per-minute

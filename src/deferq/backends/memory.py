@@ -41,6 +41,8 @@ class MemoryBackend(MemoryHistory, Backend):
         self._seq = itertools.count()
         self._kv: dict[tuple[str, str], tuple[bytes, float | None]] = {}
         self._paused: dict[str, float] = {}  # queue -> when it was paused
+        self._rates: dict[str, float] = {}  # rate limit key -> its next free time
+        self._slots: dict[str, set[str]] = {}  # concurrency limit scope -> its holders
         self._changed = threading.Condition()
         self._children: dict[str, dict[str, bool]] = {}  # parent id -> {child id: after_any}
         self._blockers: dict[str, set[str]] = {}  # blocked child id -> ids of unfinished parents
@@ -432,6 +434,30 @@ class MemoryBackend(MemoryHistory, Backend):
             expires = self.now() + ttl if ttl else None
             self._kv[(namespace, key)] = (value, expires)
             return True
+
+    def rate_take(self, key: str, interval: float) -> tuple[float, float]:
+        with self._changed:
+            now = self.now()
+            turn = max(self._rates.get(key, now), now)
+            self._rates[key] = turn + interval
+            return turn, now
+
+    def slot_holders(self, scope: str) -> list[str]:
+        with self._changed:
+            return sorted(self._slots.get(scope, ()))
+
+    def slot_take(self, scope: str, limit: int, holder: str, drop: Sequence[str] = ()) -> bool:
+        with self._changed:
+            holders = self._slots.setdefault(scope, set())
+            holders.difference_update(drop)
+            if holder not in holders and len(holders) >= limit:
+                return False
+            holders.add(holder)
+            return True
+
+    def slot_release(self, scope: str, holder: str) -> None:
+        with self._changed:
+            self._slots.get(scope, set()).discard(holder)
 
     def kv_get(self, namespace: str, key: str) -> bytes | None:
         with self._changed:

@@ -129,8 +129,8 @@ async def search_jobs(request: Request) -> JSON:
     service = service_of(request)
     asked = fields.parse_query(cm.SearchQuery, dict(request.query_params))
     search = Search(
-        states=(JobState(asked.state),) if asked.state else ALL_STATES,
-        queue=asked.queue or None,
+        states=(JobState(asked.state),) if isinstance(asked.state, str) else ALL_STATES,
+        queue=asked.queue or None if isinstance(asked.queue, str) else None,
         task=asked.task.strip().lower(),
         q=asked.q.strip(),
         window=asked.window,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from msgspec import Meta, Struct
+from msgspec import UNSET, Meta, Struct, UnsetType
 
 from .models import Job, Limit, Scope, State
 from .topics import Backoff
@@ -27,8 +27,8 @@ Attempts = Annotated[int, Meta(ge=1, le=1000)]
 class SearchQuery(Struct, forbid_unknown_fields=True):
     """Jobs by state, queue, task and id/key text, over the newest `window` of each state."""
 
-    state: State | None = None
-    queue: str | None = None
+    state: State | UnsetType = UNSET
+    queue: str | UnsetType = UNSET
     task: str = ""
     q: str = ""
     limit: Limit = 100

@@ -18,6 +18,7 @@ cannot be killed, so the process asks to be replaced), 1 on an unexpected error.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import queue
@@ -338,7 +339,7 @@ class Worker:
 
     def _settle(self, batch: list[tuple[Outcome, BaseException | None]]) -> None:
         """Settle a batch and, in the same round trip, lease jobs for the free slots."""
-        outcomes = [outcome for outcome, _ in batch]
+        outcomes = self._counted_from_the_end([outcome for outcome, _ in batch])
         cfg = self.config
         applied = None
         attempts = {(o.job.id, o.job.attempts) for o in outcomes}
@@ -375,6 +376,18 @@ class Worker:
             report(outcome, seconds)
             self.history.settled(outcome, seconds, self.lease)
             self.chain.run_after_settle(outcome, exc)
+
+    def _counted_from_the_end(self, outcomes: list[Outcome]) -> list[Outcome]:
+        """A snooze waits from when the job ended, not from when its settle reaches the
+        store: a job given a rate limit's turn comes back at that turn, however long it
+        waited in the settle batch."""
+        if not any(o.kind == OutcomeKind.SNOOZE for o in outcomes):
+            return outcomes
+        now = time.monotonic()
+        with self.lock:
+            ended = {o.job.id: r.ended for o in outcomes if (r := self.running.get(o.job.id)) is not None}
+        return [dataclasses.replace(o, delay=max(0.0, o.delay - (now - (ended.get(o.job.id) or now))))
+                if o.kind == OutcomeKind.SNOOZE else o for o in outcomes]  # fmt: skip
 
     # -- keeper: heartbeats, timeouts, maintenance --------------------------------------
 

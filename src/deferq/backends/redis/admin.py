@@ -213,6 +213,23 @@ class Admin:
         return bool(self._run(Call(scripts.KV_PUT, keys, [key, value, ttl_ms, int(only_new)])))
 
     @guarded
+    def rate_take(self, key: str, interval: float) -> tuple[float, float]:
+        turn, now = self._run(Call(scripts.RATE_TAKE, [self.keys.rate(key)], [repr(float(interval))]))
+        return float(turn), float(now)
+
+    @guarded
+    def slot_holders(self, scope: str) -> list[str]:
+        return sorted(m.decode() for m in self.client.smembers(self.keys.slots(scope)))
+
+    @guarded
+    def slot_take(self, scope: str, limit: int, holder: str, drop: Sequence[str] = ()) -> bool:
+        return bool(self._run(Call(scripts.SLOT_TAKE, [self.keys.slots(scope)], [limit, holder, *drop])))
+
+    @guarded
+    def slot_release(self, scope: str, holder: str) -> None:
+        self.client.srem(self.keys.slots(scope), holder)
+
+    @guarded
     def kv_get(self, namespace: str, key: str) -> bytes | None:
         value: bytes | None = self.client.get(self.keys.kv_record(namespace, key))
         return value

@@ -26,6 +26,8 @@ Layout of one queue (P = prefix, Q = queue):
   P:queues             set   names of every queue ever used
   {P:kv:NS}:index      set   record names of kv namespace NS
   {P:kv:NS}:r:<name>   string one kv record (with its TTL)
+  {P:rate:<key>}       string a rate limit's next free time (expires once it has passed)
+  {P:slots:<scope>}    set   holders ("<job id>:<attempt>") of a concurrency limit's slots
   {P:history}:m:<minute>          set   "queue\ntask" names counted in that minute
   {P:history}:c:<minute>:<q>\n<t>  hash  that minute's counters of queue q, task t
 """
@@ -104,6 +106,12 @@ class KeySpace:
                 paused=f"{tag}:paused",
             )
         return keys
+
+    def rate(self, key: str) -> str:
+        return f"{{{self.prefix}:rate:{key}}}"
+
+    def slots(self, scope: str) -> str:
+        return f"{{{self.prefix}:slots:{scope}}}"
 
     def kv_tag(self, namespace: str) -> str:
         return f"{{{self.prefix}:kv:{namespace}}}"

@@ -448,6 +448,18 @@ class ShardedRedisBackend(Backend):
     def kv_get(self, namespace: str, key: str) -> bytes | None:
         return self._kv_shard(namespace, key).kv_get(namespace, key)
 
+    def rate_take(self, key: str, interval: float) -> tuple[float, float]:
+        return self._kv_shard("rate", key).rate_take(key, interval)
+
+    def slot_holders(self, scope: str) -> list[str]:
+        return self._kv_shard("slots", scope).slot_holders(scope)
+
+    def slot_take(self, scope: str, limit: int, holder: str, drop: Sequence[str] = ()) -> bool:
+        return self._kv_shard("slots", scope).slot_take(scope, limit, holder, drop)
+
+    def slot_release(self, scope: str, holder: str) -> None:
+        self._kv_shard("slots", scope).slot_release(scope, holder)
+
     def kv_delete(self, namespace: str, key: str) -> bool:
         return self._kv_shard(namespace, key).kv_delete(namespace, key)
 

@@ -16,6 +16,8 @@ from dataclasses import replace
 from functools import partial
 from typing import Any, ClassVar
 
+import orjson
+
 from ...errors import ConfigError, SchemaOutdated
 from ...job import FINISHED_STATES, Job, JobState, dumps
 from .. import deps
@@ -36,6 +38,8 @@ TABLES = {
 }  # fmt: skip
 PURGE_BATCH = 5000  # rows per purge transaction
 KEY_RETRIES = 5  # a key freed between our insert and our look-up: try the insert again
+RATE_NAMESPACE = "rate"  # kv records of the rate limits: each one's next free time (rate_take)
+SLOTS_NAMESPACE = "slots"  # kv records of the concurrency limits: each one's holders (slot_take)
 STORED_STATE = {
     "succeeded": "succeeded", "retry": "queued", "dead": "dead", "release": "queued", "snooze": "queued",
     "cancelled": "cancelled",
@@ -596,6 +600,59 @@ class SQLBackend(SQLHistory, SQLSearch, Backend):
             return reply.rowcount == 1
 
         return self.run(plan(), atomic=True)
+
+    def rate_take(self, key: str, interval: float) -> tuple[float, float]:
+        """The limit's next free time is a kv record ("rate" namespace), moved on under
+        its row lock."""
+
+        def take(value: bytes, now: float) -> tuple[bytes, tuple[float, float]]:
+            turn = max(float(value), now)
+            return repr(turn + interval).encode(), (turn, now)
+
+        return self._change_record(RATE_NAMESPACE, key, b"0", take)
+
+    def slot_holders(self, scope: str) -> list[str]:
+        value = self.kv_get(SLOTS_NAMESPACE, scope)
+        return sorted(orjson.loads(value)) if value else []
+
+    def slot_take(self, scope: str, limit: int, holder: str, drop: Sequence[str] = ()) -> bool:
+        def take(value: bytes, _now: float) -> tuple[bytes, bool]:
+            holders = set(orjson.loads(value)) - set(drop)
+            taken = holder in holders or len(holders) < limit
+            if taken:
+                holders.add(holder)
+            return orjson.dumps(sorted(holders)), taken
+
+        return self._change_record(SLOTS_NAMESPACE, scope, b"[]", take)
+
+    def slot_release(self, scope: str, holder: str) -> None:
+        def release(value: bytes, _now: float) -> tuple[bytes, None]:
+            return orjson.dumps(sorted(set(orjson.loads(value)) - {holder})), None
+
+        self._change_record(SLOTS_NAMESPACE, scope, b"[]", release)
+
+    def _change_record(self, namespace: str, key: str, initial: bytes,
+                       change: Callable[[bytes, float], tuple[bytes, T]]) -> T:  # fmt: skip
+        """A kv record read under its row lock (SQLite: the write transaction), changed
+        and written back in one transaction: `change(value, now)` -> (new value, answer).
+        A missing record is first inserted in a transaction of its own, so that no
+        transaction upgrades a lock it took by inserting (a deadlock on MySQL)."""
+        params = {"namespace": namespace, "key": key, "value": initial, "ttl": None}
+
+        def plan() -> Plan[tuple[T] | None]:
+            reply = yield Step(self.q["kv_lock"], params)
+            if not reply.rows:
+                return None
+            value, answer = change(bytes(reply.rows[0][0]), float(reply.rows[0][1]))
+            yield Step(self.q["kv_put"], {**params, "value": value})
+            return (answer,)
+
+        done = self.run(plan(), atomic=True)
+        if done is None:
+            self.run(self._count(self.q["kv_insert_new"], params))
+            done = self.run(plan(), atomic=True)
+        assert done is not None  # inserted just now, and records are never deleted here
+        return done[0]
 
     def kv_get(self, namespace: str, key: str) -> bytes | None:
         def plan() -> Plan[bytes | None]:

@@ -269,6 +269,10 @@ DELETE FROM {kv} WHERE namespace = %(namespace)s AND `key` = %(key)s AND expires
 INSERT IGNORE INTO {kv} (namespace, `key`, value, expires_at)
 VALUES (%(namespace)s, %(key)s, %(value)s, {now} + %(ttl)s)
 
+-- name: kv_lock
+-- A kv record locked until the transaction ends (rate_take, slot_take): read, then written.
+SELECT value, {now} FROM {kv} WHERE namespace = %(namespace)s AND `key` = %(key)s FOR UPDATE
+
 -- name: kv_get
 SELECT value FROM {kv}
 WHERE namespace = %(namespace)s AND `key` = %(key)s AND (expires_at IS NULL OR expires_at > {now})

@@ -303,6 +303,10 @@ INSERT INTO {kv} (namespace, key, value, expires_at)
 VALUES (%(namespace)s, %(key)s, %(value)s, {now} + %(ttl)s::float8)
 ON CONFLICT (namespace, key) DO NOTHING
 
+-- name: kv_lock
+-- A kv record locked until the transaction ends (rate_take, slot_take): read, then written.
+SELECT value, {now} FROM {kv} WHERE namespace = %(namespace)s AND key = %(key)s FOR UPDATE
+
 -- name: kv_get
 SELECT value FROM {kv}
 WHERE namespace = %(namespace)s AND key = %(key)s AND (expires_at IS NULL OR expires_at > {now})

@@ -235,6 +235,10 @@ DELETE FROM {kv} WHERE namespace = :namespace AND key = :key AND expires_at <= {
 INSERT OR IGNORE INTO {kv} (namespace, key, value, expires_at)
 VALUES (:namespace, :key, :value, {now} + :ttl)
 
+-- name: kv_lock
+-- A kv record the write transaction (BEGIN IMMEDIATE) holds (rate_take, slot_take).
+SELECT value, {now} FROM {kv} WHERE namespace = :namespace AND key = :key
+
 -- name: kv_get
 SELECT value FROM {kv}
 WHERE namespace = :namespace AND key = :key AND (expires_at IS NULL OR expires_at > {now})

@@ -1,0 +1,227 @@
+"""Rate limits: ``@app.task(rate="100/m")``, per key with ``rate_key="customer:{customer_id}"``.
+
+Enforced in the store, so across every worker and host: each limit key has a "next free
+time" (GCRA, the generic cell rate algorithm: one number per key, no counters to reset
+and no window edges). A job that is leased asks the store for a turn (`rate_take`): a
+turn now runs it; a turn in the future is *reserved* for that job (a kv record named by
+the limit key and the job id) and the job is snoozed until then, its attempt not
+counted. When it comes back it runs on its reservation without asking again. So a
+backlog is spread over the future in leasing order, each waiting job is leased about
+twice, and no worker polls or spins while jobs wait for their turns.
+
+Turns are `period / count` apart ("100/m": one every 0.6 s), so any window of one period
+holds at most `count` turns; a job runs at its turn, or later if every worker is busy.
+Why GCRA and not a fixed window: a fixed window lets `count` jobs run at the end of one
+minute and `count` more at the start of the next (2x in a few seconds), which is what a
+provider's quota usually forbids.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import re
+import string
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .errors import Snooze
+from .job import Job, JobState
+from .middleware import Middleware
+
+if TYPE_CHECKING:
+    from .backends.base import Backend, Enqueue, Outcome
+
+log = logging.getLogger("deferq.limits")
+
+GRANTS = "rate-turn"  # kv namespace: "<limit key>|<job id>" -> the turn reserved for that job
+UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+RATE = re.compile(r"^\s*([0-9]+)\s*/\s*([0-9]*(?:\.[0-9]+)?)\s*(s|m|h|d)\s*$")
+EARLY = 0.002  # a turn this close counts as now (clock rounding between store calls)
+STORE_DOWN_SNOOZE = 1.0  # seconds a job waits when the store cannot give it a turn
+CONCURRENCY_WAIT = 1.0  # seconds a job waits before asking again for a slot of its key
+
+
+@dataclass(frozen=True)
+class Rate:
+    """`count` runs per `period` seconds, as "100/m", "10/s", "5/30s", "1000/h", "1/d"."""
+
+    count: int
+    period: float
+    text: str
+
+    @property
+    def interval(self) -> float:
+        return self.period / self.count
+
+    @classmethod
+    def parse(cls, text: Any, name: str = "rate") -> Rate:
+        match = RATE.match(text) if isinstance(text, str) else None
+        if match is None:
+            raise ValueError(f'{name} must look like "100/m" (runs per s, m, h or d), got {text!r:.60}')
+        count, times, unit = int(match[1]), float(match[2] or 1), UNITS[match[3]]
+        if count < 1 or times <= 0:
+            raise ValueError(f"{name} needs at least one run per a period longer than 0, got {text!r:.60}")
+        return cls(count, times * unit, text.strip())
+
+
+def rate_option(value: Any, name: str = "rate") -> Rate:
+    return value if isinstance(value, Rate) else Rate.parse(value, name)
+
+
+def slots(value: Any, name: str = "concurrency") -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 10_000:
+        raise ValueError(f"{name} must be a whole number from 1 to 10000, got {value!r:.60}")
+    return value
+
+
+def key_template(value: Any, name: str = "rate_key") -> str:
+    """A limit key: text with {argument} fields named after the task's parameters."""
+    if not isinstance(value, str) or not 1 <= len(value) <= 200:
+        raise ValueError(f"{name} must be text of 1-200 characters, got {value!r:.60}")
+    for _, field, spec, conversion in string.Formatter().parse(value):
+        if field is not None and (not field.isidentifier() or spec or conversion):
+            raise ValueError(f"{name} fields must be plain argument names like {{customer_id}}, got {{{field}}}")
+    return value
+
+
+def fields_of(template: str) -> list[str]:
+    return [field for _, field, _, _ in string.Formatter().parse(template) if field]
+
+
+@dataclass(frozen=True)
+class Limited:
+    """A task's limits, and how to name their keys from one call."""
+
+    task: str
+    signature: inspect.Signature
+    rate: Rate | None = None
+    rate_key: str | None = None
+    concurrency: int | None = None
+    concurrency_key: str | None = None
+
+    def key(self, template: str | None, args: Any, kwargs: dict[str, Any]) -> str:
+        """A limit's key for one call (the task's name without a template); ValueError
+        (one sentence) when the call cannot fill the template."""
+        if template is None:
+            return self.task
+        try:
+            bound = self.signature.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise ValueError(f"the limit key {template!r} of {self.task}: the call does not fit the task ({exc})"
+                             ) from None  # fmt: skip
+        bound.apply_defaults()
+        return template.format_map({name: _text(value) for name, value in bound.arguments.items()})
+
+    def check(self, args: Any, kwargs: dict[str, Any]) -> None:
+        for template in (self.rate_key, self.concurrency_key):
+            if template is not None:
+                self.key(template, args, kwargs)
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else repr(value)
+
+
+def limited(task: str, fn: Callable[..., Any], **limits: Any) -> Limited:
+    """Checked when the task is declared: every {field} must be one of its parameters."""
+    signature = inspect.signature(fn)
+    for name in ("rate_key", "concurrency_key"):
+        template = limits.get(name)
+        unknown = [f for f in fields_of(template) if f not in signature.parameters] if template else []
+        if unknown:
+            raise ValueError(f"{name} {template!r} names {unknown[0]!r}, which is not a parameter of {task}")
+    return Limited(task, signature, **limits)
+
+
+class Limits(Middleware):
+    """Added to an App's middleware by its first task with a limit (App.task), so apps
+    and tasks without limits pay nothing. `limits` is the registry's, by task name.
+    A concurrency slot is taken before a rate's turn (a turn is never spent on a job
+    that cannot run), and given back after the run, whatever its outcome."""
+
+    def __init__(self, limits: dict[str, Limited], backend: Callable[[], Backend]) -> None:
+        self.limits = limits
+        self.backend = backend
+
+    def before_enqueue(self, items: list[Enqueue]) -> list[Enqueue]:
+        for item in items:  # a key that cannot be named is refused now, not at run time
+            limit = self.limits.get(item.job.task)
+            if limit is not None:
+                limit.check(item.job.args, item.job.kwargs)
+        return items
+
+    def before_run(self, job: Job) -> None:
+        limit = self.limits.get(job.task)
+        if limit is None:
+            return
+        try:
+            limit.check(job.args, job.kwargs)
+        except ValueError:
+            return  # the call does not fit the task: running it says so
+        backend = self.backend()
+        try:
+            if limit.concurrency is not None:
+                key = limit.key(limit.concurrency_key, job.args, job.kwargs)
+                if not take_slot(backend, key, limit.concurrency, job):
+                    raise Snooze(CONCURRENCY_WAIT, f"all {limit.concurrency} slot(s) of {key} are taken")
+            if limit.rate is not None:
+                key = limit.key(limit.rate_key, job.args, job.kwargs)
+                wait = take_turn(backend, limit.rate, key, job.id)
+                if wait > 0:
+                    raise Snooze(wait, f"rate {limit.rate.text} of {key}: its turn is in {wait:.3g}s")
+        except Snooze:
+            raise
+        except Exception as exc:  # noqa: BLE001 - no turn, no run: try again shortly
+            log.warning("job %s (%s): its limits could not be checked (%s); trying again in %gs",
+                        job.id, job.task, exc, STORE_DOWN_SNOOZE)  # fmt: skip
+            raise Snooze(STORE_DOWN_SNOOZE, "limits: store unreachable") from None
+
+    def after_run(self, job: Job, outcome: Outcome, exc: BaseException | None) -> None:
+        limit = self.limits.get(job.task)
+        if limit is None or limit.concurrency is None:
+            return
+        try:
+            key = limit.key(limit.concurrency_key, job.args, job.kwargs)
+        except ValueError:
+            return
+        self.backend().slot_release(key, holder_of(job))  # (a slot never taken: nothing to give back)
+
+
+def take_turn(backend: Backend, rate: Rate, key: str, job_id: str) -> float:
+    """Seconds until this job's turn (0: run now). A job that holds a reservation runs
+    on it; otherwise it takes the next turn, reserved for it if in the future."""
+    name = f"{key}|{job_id}"
+    held = backend.kv_get(GRANTS, name)
+    if held is not None:
+        wait = float(held) - backend.now()
+        if wait > EARLY:
+            return wait  # back too early (e.g. released by a stopping worker)
+        backend.kv_delete(GRANTS, name)
+        return 0.0
+    turn, now = backend.rate_take(key, rate.interval)
+    if turn - now <= EARLY:
+        return 0.0
+    backend.kv_put(GRANTS, name, repr(turn).encode(), ttl=turn - now + rate.period)
+    return turn - now
+
+
+def holder_of(job: Job) -> str:
+    return f"{job.id}:{job.attempts}"
+
+
+def take_slot(backend: Backend, key: str, limit: int, job: Job) -> bool:
+    """A slot of the concurrency limit `key` for this run of `job`. Holders whose run
+    is over (the job is no longer active with that attempt: finished, or its worker died
+    and its lease expired) are dropped first: a run that is over never runs again, so
+    dropping it cannot free a slot still in use, and no slot outlives its lease."""
+    holder = holder_of(job)
+    gone = [h for h in backend.slot_holders(key) if h != holder and not _runs(backend, h)]
+    return backend.slot_take(key, limit, holder, gone)
+
+
+def _runs(backend: Backend, holder: str) -> bool:
+    job_id, _, attempt = holder.rpartition(":")
+    job = backend.get(job_id)
+    return job is not None and job.state == JobState.ACTIVE and str(job.attempts) == attempt
