@@ -50,3 +50,15 @@ async def async_record(i: int) -> int:
     await asyncio.sleep(0)
     _record(f"done {i}")
     return i
+
+
+@app.task()
+def chord_done(values: list[int]) -> int:
+    """A chord's callback (tests/test_workflow_crash.py): how many results, their sum."""
+    _record(f"chord {len(values)} {sum(v or 0 for v in values)}")
+    return len(values)
+
+
+@app.task()
+def batch_done(batch: dict) -> None:  # type: ignore[type-arg]
+    _record(f"batch {batch['total']} {batch['succeeded']} {batch['dead']}")

@@ -6,6 +6,7 @@ from .context import current_job
 from .errors import (
     ConfigError,
     DeferqError,
+    JobFailed,
     JobTimeout,
     MissingExtra,
     PayloadError,
@@ -18,10 +19,11 @@ from .errors import (
 from .job import Job, JobState, Priority
 from .middleware import Middleware
 from .task import Call, Task
+from .workflow import chain, chord, group
 
 __all__ = [
-    "App", "Call", "ConfigError", "DeferqError", "Job", "JobState", "JobTimeout",
+    "App", "Call", "ConfigError", "DeferqError", "Job", "JobFailed", "JobState", "JobTimeout",
     "Middleware", "MissingExtra", "PayloadError", "Priority", "Retry", "SchemaOutdated",
-    "Snooze", "StoreFull", "StoreUnavailable", "Task", "backoff", "current_job",
+    "Snooze", "StoreFull", "StoreUnavailable", "Task", "backoff", "chain", "chord", "current_job", "group",
 ]  # fmt: skip
 __version__ = "0.1.0"

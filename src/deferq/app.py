@@ -9,6 +9,8 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, ParamSpec, TypeVar, overload
 
+from . import batch as batches
+from . import results
 from .backends import Backend, open_backend
 from .backends.base import Enqueue, QueueStats, queue_table
 from .errors import ConfigError
@@ -18,7 +20,7 @@ from .limits import Limits
 from .middleware import Middleware
 from .options import JobOptions, TaskDefaults, queue_name, remark_text
 from .registry import EVENTS, Registry
-from .task import Call, Hook, Task, build_enqueue
+from .task import AFTER, Call, Hook, Task, build_enqueue
 
 log = logging.getLogger("deferq")
 P = ParamSpec("P")
@@ -75,6 +77,7 @@ class App:
         self._limits = False  # Limits middleware added (by the first task with a limit)
         self._history: HistoryRecorder | None = None
         self._lock = threading.Lock()
+        results.register_owner(self)
         if self.eager:
             from .testing import EagerRunner
 
@@ -162,6 +165,7 @@ class App:
                 self.registry.add_task(task)
             except ValueError as exc:
                 raise ConfigError(str(exc)) from None
+            results.register_owner(self, task.name)
             if self.registry.limits and not self._limits:  # the first task with a limit
                 self._limits = True
                 self.registry.add_middleware(Limits(self.registry.limits, lambda: self.backend))
@@ -231,6 +235,8 @@ class App:
         items = chain.run_before_enqueue(items)
         jobs = self.backend.enqueue_many(items, connection)
         self.history.enqueued(items, jobs)
+        if (joining := batches.current.get()) is not None:
+            joining.joined(jobs)
         return chain.run_after_enqueue(jobs)
 
     async def enqueue_many_async(self, calls: Iterable[Call]) -> list[Job]:
@@ -243,6 +249,8 @@ class App:
         items = chain.run_before_enqueue(items)
         jobs = await self.backend.enqueue_many_async(items, connection)
         self.history.enqueued(items, jobs)
+        if (joining := batches.current.get()) is not None:
+            joining.joined(jobs)
         return chain.run_after_enqueue(jobs)
 
     # -- inspecting and managing -------------------------------------------------
@@ -255,6 +263,26 @@ class App:
 
     def cancel(self, job_id: str) -> bool:
         return self.backend.cancel(job_id)
+
+    def batch(self, on_complete: Call | None = None, on_success: Call | None = None) -> batches.Batch:
+        """A batch: ``with app.batch(on_complete=report.call()) as b: ...`` (see batch.py)."""
+        return batches.Batch(self, on_complete, on_success)
+
+    def get_batch(self, batch_id: str) -> batches.BatchInfo | None:
+        """A closed batch's counts (total, pending, succeeded, dead, state), or None."""
+        return batches.info(self.backend, batch_id)
+
+    def dependencies(self, job: Job) -> dict[str, list[str]]:
+        """{"after": the jobs it runs after (as enqueued), "waiting": the jobs still
+        waiting for it}."""
+        return {"after": list(job.meta.get(AFTER, ())), "waiting": self.backend.dependents(job.id)}
+
+    def wait(self, job_id: str, timeout: float | None = None) -> Any:
+        """The result of a job once it has finished (see `Job.wait`)."""
+        return results.wait(self, job_id, timeout)
+
+    async def wait_async(self, job_id: str, timeout: float | None = None) -> Any:
+        return await results.wait_async(self, job_id, timeout)
 
     def retry_dead(self, job_id: str) -> bool:
         return self.backend.retry_dead(job_id)

@@ -29,8 +29,8 @@ from .output import clip, job_lines, last_error_line, print_json, say, when, wid
 from .supervisor.cli import no_create_option, run_command, status_command
 from .values import format_duration
 
-STATE_COLUMNS = ("scheduled", "queued", "active", "succeeded", "dead", "cancelled")
-STATE_HEADERS = ("sched", "queued", "active", "done", "dead", "cancel")  # fit 80 columns
+STATE_COLUMNS = ("blocked", "scheduled", "queued", "active", "succeeded", "dead", "cancelled")
+STATE_HEADERS = ("block", "sched", "queued", "active", "done", "dead", "cancel")  # fit 80 columns
 APP_META = "deferq.app"  # the --app a command was given (ctx.meta), or None
 
 # What each environment variable is, for the help of the commands that read it.
@@ -241,7 +241,14 @@ def show_job(app: App, job_id: str, as_json: bool) -> None:
     job = app.get_by_key(job_id[4:]) if job_id.startswith("key:") else app.get(job_id)
     if job is None:
         raise click.ClickException(f"no job {job_id}")
+    links = app.dependencies(job)
+    if as_json:
+        print_json({**job.to_dict(), **links})
+        return
     print_job(job, as_json)
+    for label, ids in (("runs after", links["after"]), ("waited on by", links["waiting"])):
+        if ids:
+            click.echo(f"{label + ':':<13} {', '.join(ids)}")
 
 
 @main.command()
@@ -265,16 +272,20 @@ def stats_table(stats: dict[str, dict[str, Any]]) -> Any:
     from rich import box
     from rich.table import Table
 
+    # blocked jobs (options(after=...)) get a column only when there are some: 80 columns
+    shown = [(c, h) for c, h in zip(STATE_COLUMNS, STATE_HEADERS, strict=True)
+             if c != "blocked" or any(counts.get(c) for counts in stats.values())]  # fmt: skip
+    blocked = " block: blocked, waiting for the jobs it runs after." if len(shown) == len(STATE_COLUMNS) else ""
     table = Table(title="deferq queues", box=box.SIMPLE_HEAD, caption_justify="left",
-                  caption="sched: scheduled, due later. done: succeeded. wait: of the oldest due job.")
+                  caption="sched: scheduled, due later. done: succeeded. wait: of the oldest due job." + blocked)
     table.add_column("queue", overflow="fold")
-    for header in STATE_HEADERS:
+    for _, header in shown:
         table.add_column(header, justify="right", no_wrap=True)
     table.add_column("wait", justify="right", no_wrap=True)
     for queue, counts in stats.items():
         wait = float(counts.get("oldest_wait", 0))
         name = f"{queue} (paused)" if counts.get("paused") else queue
-        table.add_row(name, *(str(counts.get(s, 0)) for s in STATE_COLUMNS),
+        table.add_row(name, *(str(counts.get(s, 0)) for s, _ in shown),
                       f"{wait:.1f}s" if wait < 60 else format_duration(wait))  # fmt: skip
     return table
 

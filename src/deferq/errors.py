@@ -61,3 +61,15 @@ class Snooze(DeferqError):
 
 class JobTimeout(DeferqError):
     """A job ran past its timeout."""
+
+
+class JobFailed(DeferqError):
+    """`job.wait()` on a job that went dead or was cancelled: `job` is the job as stored,
+    and `error` its last error."""
+
+    def __init__(self, job: object, state: str, error: str | None) -> None:
+        last = (error or "").strip().splitlines()[-1:] or ["no error recorded"]
+        super().__init__(f"job {getattr(job, 'id', '?')} ended {state}: {last[0]}")
+        self.job = job
+        self.state = state
+        self.error = error

@@ -18,6 +18,7 @@ from .errors import PayloadError
 class JobState(StrEnum):
     """Where a job is in its life cycle (see DESIGN.md)."""
 
+    BLOCKED = "blocked"  # waiting for the jobs it runs after (options(after=...)) to settle
     SCHEDULED = "scheduled"  # waiting for its due time (first run or a retry)
     QUEUED = "queued"  # due, waiting for a worker
     ACTIVE = "active"  # leased by a worker; the lease is renewed while it runs
@@ -31,7 +32,7 @@ class JobState(StrEnum):
 
 
 WAITING_STATES = frozenset({JobState.SCHEDULED, JobState.QUEUED})
-UNFINISHED_STATES = WAITING_STATES | {JobState.ACTIVE}
+UNFINISHED_STATES = WAITING_STATES | {JobState.ACTIVE, JobState.BLOCKED}
 FINISHED_STATES = frozenset({JobState.SUCCEEDED, JobState.DEAD, JobState.CANCELLED})
 ALL_STATES = tuple(JobState)
 
@@ -125,6 +126,15 @@ class Job:
             values[_FIELD_INDEX[name]] = value
         return Job(*values)
 
+    def wait(self, timeout: float | None = None) -> Any:
+        """This job's result once it has finished, decoded to its task's return annotation;
+        `deferq.JobFailed` if it went dead or was cancelled, TimeoutError past `timeout`."""
+        return WAITERS[0](self, timeout)
+
+    async def wait_async(self, timeout: float | None = None) -> Any:
+        """`wait` for asyncio code."""
+        return await WAITERS[1](self, timeout)
+
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["args"] = list(self.args)
@@ -134,6 +144,8 @@ class Job:
 
 
 JOB_FIELDS = tuple(Job.__dataclass_fields__)
+# (wait, wait_async) of Job: set by deferq.results, which reaches the store through the App
+WAITERS: list[Any] = []
 _ALL_FIELDS = attrgetter(*JOB_FIELDS)
 _FIELD_INDEX = {name: i for i, name in enumerate(JOB_FIELDS)}
 

@@ -148,6 +148,21 @@ def backoff_fn(value: Any, name: str = "backoff") -> Callable[[int], float]:
     return value  # type: ignore[no-any-return]  # callable() narrows to Callable[..., object]
 
 
+def parents(value: Any, name: str = "after") -> tuple[str, ...]:
+    """Jobs or job ids (a list, or one) as a tuple of ids."""
+    items = value if isinstance(value, list | tuple | set | frozenset) else [value]
+    ids: list[Any] = [getattr(item, "id", item) for item in items]
+    if not all(isinstance(i, str) and 1 <= len(i) <= 64 for i in ids):
+        raise ValueError(f"{name} takes jobs or job ids, got {value!r:.60}")
+    return tuple(ids)
+
+
+def flag(value: Any, name: str = "") -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be True or False, got {value!r:.60}")
+    return value
+
+
 def anything(value: Any, name: str = "") -> Any:
     return value
 
@@ -245,6 +260,10 @@ class JobOptions:
         remark_text, "free text kept with the job for people (shown by `deferq job` and the console)",
         periodic=True, http="remark", openapi={"type": "string", "maxLength": MAX_REMARK}))  # fmt: skip
     connection: Any = option(None, Option(anything, "your open database connection (transactional enqueue)"))
+    after: tuple[str, ...] = option((), Option(
+        parents, "jobs (or their ids) this one runs after: it waits, blocked, until they all succeed"))
+    after_any_outcome: bool = option(False, Option(
+        flag, "with after: run once they have all finished, even if one went dead or was cancelled"))
 
     @classmethod
     def parse(cls, **options: Any) -> JobOptions:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any, Generic, ParamSpec, Protocol, TypeVar
 
 from .backends.base import Enqueue
@@ -121,4 +121,22 @@ def build_enqueue(call: Call, task: Task[..., Any] | None, now: float) -> Enqueu
         remark=opts.remark,
     )
     within = opts.expires.within if opts.expires else None
-    return Enqueue(job, opts.delay, payload, within, mode, opts.max_wait)
+    item = Enqueue(job, opts.delay, payload, within, mode, opts.max_wait)
+    return linked(item, opts.after, opts.after_any_outcome) if opts.after else item
+
+
+AFTER = "deferq.after"  # meta: the ids a job runs after, for `deferq job` and the API
+SHOWN_PARENTS = 100  # a batch callback after 100,000 members records the first ones
+
+
+def linked(item: Enqueue, after: Sequence[str], after_any: bool, **meta: Any) -> Enqueue:
+    """`item` to run after the jobs `after` (backends/deps.py), its meta naming them
+    (and carrying `meta`)."""
+    job = item.job
+    if job.key is not None:
+        raise ValueError("a job that runs after others cannot have a unique key")
+    parents = (*item.after, *after)
+    meta = {**job.meta, **meta, AFTER: list(parents[:SHOWN_PARENTS])}
+    job = job.evolve(meta=meta)
+    payload = encode_payload(job.task, job.args, job.kwargs, meta)
+    return replace(item, job=job, payload=payload, after=parents, after_any=after_any or item.after_any)

@@ -629,6 +629,114 @@ def test_reserve_takes_only_the_levels_named(app, backend):
     assert [j.id for j in reserve(backend, 5, order=(0,))] == [high.id]
 
 
+# -- waiting for results (issue 14) -------------------------------------------------
+
+
+def _settle_later(backend, job, kind, delay=0.15, **fields):
+    timer = threading.Timer(delay, lambda: backend.settle([Outcome(job, kind, **fields)]))
+    timer.start()
+    return timer
+
+
+def test_wait_returns_the_result_when_the_store_says_it_finished(app, backend):
+    job = enqueue(app)[0]
+    timer = _settle_later(backend, reserve(backend)[0], "succeeded", result={"n": [1, 2]})
+    started = time.monotonic()
+    assert app.wait(job.id, timeout=10) == {"n": [1, 2]}
+    assert time.monotonic() - started < 2  # woken, not found by a slow poll
+    timer.join()
+    assert app.wait(job.id, timeout=0) == {"n": [1, 2]}  # finished: answered at once
+
+
+def test_wait_raises_job_failed_with_the_last_error(app, backend):
+    job = enqueue(app)[0]
+    timer = _settle_later(backend, reserve(backend)[0], "dead", error="Traceback...\nValueError: boom")
+    with pytest.raises(deferq.JobFailed, match="dead: ValueError: boom") as caught:
+        app.wait(job.id, timeout=10)
+    assert caught.value.state == "dead" and "boom" in caught.value.error
+    timer.join()
+
+
+def test_wait_times_out_on_an_unfinished_job(app):
+    job = enqueue(app)[0]
+    started = time.monotonic()
+    with pytest.raises(TimeoutError, match="still queued"):
+        app.wait(job.id, timeout=0.3)
+    assert 0.25 < time.monotonic() - started < 3
+    with pytest.raises(LookupError):
+        app.wait("01NOSUCHJOB0000000000000000", timeout=0.1)
+
+
+# -- dependencies (issue 14) --------------------------------------------------------
+
+
+def _settle_only(backend, kind, **fields):
+    [leased] = reserve(backend)
+    assert backend.settle([Outcome(leased, kind, **fields)]) == [True]
+    return leased
+
+
+def test_a_job_after_another_is_blocked_until_it_succeeds(app, backend):
+    needs_workflows(backend)
+    parent = enqueue(app)[0]
+    child = app.enqueue("noop", [9], after=[parent])
+    assert child.state == JobState.BLOCKED and app.get(child.id).state == JobState.BLOCKED
+    assert app.stats()["default"]["blocked"] == 1
+    assert [j.id for j in app.list_jobs("blocked")] == [child.id]
+    _settle_only(backend, "succeeded")
+    assert app.get(child.id).state == JobState.QUEUED
+    assert [j.id for j in reserve(backend, 5)] == [child.id]
+
+
+def test_a_failed_parent_cancels_its_children_naming_it(app, backend):
+    needs_workflows(backend)
+    first, second = enqueue(app, 2)
+    child = app.enqueue("noop", [1], after=[first, second.id])
+    grandchild = app.enqueue("noop", [2], after=child)
+    tolerant = app.enqueue("noop", [3], after=[second], after_any_outcome=True)
+    assert backend.cancel(second.id)
+    cancelled = app.get(child.id)
+    assert cancelled.state == JobState.CANCELLED and second.id in cancelled.error
+    assert app.get(grandchild.id).state == JobState.CANCELLED and child.id in app.get(grandchild.id).error
+    assert app.get(tolerant.id).state == JobState.QUEUED
+    late = app.enqueue("noop", [4], after=[second])  # its parent had already failed
+    assert late.state == JobState.CANCELLED and second.id in late.error
+
+
+def test_a_dead_parent_and_a_finished_one(app, backend):
+    needs_workflows(backend)
+    parent = enqueue(app)[0]
+    _settle_only(backend, "dead", error="boom")
+    assert app.enqueue("noop", [1], after=[parent]).state == JobState.CANCELLED
+    assert app.enqueue("noop", [2], after=[parent], after_any_outcome=True).state == JobState.QUEUED
+
+
+def test_an_unknown_parent_stores_nothing(app, backend):
+    needs_workflows(backend)
+    task = app.task(name="noop")(lambda i: i)
+    with pytest.raises(deferq.ConfigError, match="not in the store"):
+        app.enqueue_many([task.call(1), task.options(after=["01NOSUCHJOB0000000000000000"]).call(2)])
+    assert app.stats().get("default", {}).get("queued", 0) == 0
+
+
+def _refuses_workflows(backend) -> bool:
+    return "Redis" in type(backend).__name__
+
+
+def needs_workflows(backend) -> None:
+    """Dependencies are refused on Redis (one sentence: test_workflows_refused_on_redis)."""
+    if _refuses_workflows(backend):
+        pytest.skip("workflows are not supported on Redis yet")
+
+
+def test_workflows_refused_on_redis(app, backend):
+    parent = enqueue(app)[0]
+    if not _refuses_workflows(backend):
+        assert app.enqueue("noop", [1], after=[parent]).state == JobState.BLOCKED
+        return
+    with pytest.raises(deferq.ConfigError, match="not supported on Redis yet"):
+        app.enqueue("noop", [1], after=[parent])
+
 # -- pausing a queue (issue 12) ---------------------------------------------------------
 
 

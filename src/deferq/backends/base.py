@@ -23,6 +23,7 @@ Conventions for every backend:
 from __future__ import annotations
 
 import asyncio
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -38,6 +39,7 @@ from .search import SearchStore
 # out of the levels claims read (0-2), so they stay out of the claim index while they
 # still count, list and cancel as waiting jobs; a view shows the level (`% LEVELS`).
 LEVELS = 10
+WAIT_POLL = (0.005, 0.2)  # seconds: the first and the longest pause of wait_finished's poll
 BEHIND = 20  # + priority: waits behind the running job that holds its key (on_conflict)
 
 
@@ -61,6 +63,11 @@ class Enqueue:
     # new job is stored to wait behind it (see BEHIND).
     on_conflict: str = "ignore"
     max_wait: float | None = None
+    # Ids of the jobs this one runs after (options.after): stored BLOCKED while any is
+    # unfinished; cancelled, naming it, when one ends dead or cancelled, unless
+    # `after_any` (then it runs once all have finished, whatever their outcome).
+    after: tuple[str, ...] = ()
+    after_any: bool = False
 
     def due(self, now: float) -> float:
         """When the job is due if stored at store time `now`."""
@@ -359,6 +366,31 @@ class JobAdmin(ABC):
     @abstractmethod
     def stats(self) -> dict[str, QueueStats]:
         """Per queue: counts by state and the oldest due job's wait."""
+
+    def wait_finished(self, job_id: str, timeout: float) -> Job | None:
+        """The job once it has finished, or as it stands after `timeout` seconds; None if
+        there is no such job. Stores override `changes()` to be woken by the store; this
+        default looks again after a pause that grows (a short back-off poll)."""
+        deadline = time.monotonic() + max(0.0, timeout)
+        pause = WAIT_POLL[0]
+        while True:
+            job = self.get(job_id)
+            left = deadline - time.monotonic()
+            if job is None or job.state.finished or left <= 0:
+                return job
+            if not self.changes(job_id, min(pause, left)):
+                pause = min(pause * 2, WAIT_POLL[1])
+
+    def dependents(self, job_id: str) -> list[str]:
+        """Ids of the jobs still waiting for this one (their edge not yet settled); stores
+        without dependencies have none."""
+        return []
+
+    def changes(self, job_id: str, timeout: float) -> bool:
+        """Block up to `timeout` seconds until the store may have finished `job_id`; True
+        when woken by the store (it says something changed), False after the timeout."""
+        time.sleep(timeout)
+        return False
 
     @abstractmethod
     def delete(self, job_id: str) -> bool:

@@ -14,6 +14,7 @@ from dataclasses import replace
 from typing import Any, TypedDict
 
 from ..job import Job, JobState, decode_payload
+from . import deps
 from .base import (
     BEHIND,
     LEVELS,
@@ -43,6 +44,8 @@ class MemoryBackend(MemoryHistory, Backend):
         self._rates: dict[str, float] = {}  # rate limit key -> its next free time
         self._slots: dict[str, set[str]] = {}  # concurrency limit scope -> its holders
         self._changed = threading.Condition()
+        self._children: dict[str, dict[str, bool]] = {}  # parent id -> {child id: after_any}
+        self._blockers: dict[str, set[str]] = {}  # blocked child id -> ids of unfinished parents
         self.clock_offset = 0.0  # seconds added to the wall clock: see advance()
 
     def now(self) -> float:
@@ -94,8 +97,63 @@ class MemoryBackend(MemoryHistory, Backend):
                     stored.append(self._view(self._jobs[target.id], now))
                 else:  # the holder runs: never changed; the new job waits behind it
                     stored.append(self._insert(item, now, BEHIND))
+            linked = [(item, stored[i]) for i, item in enumerate(items) if item.after]
+            if linked:
+                stored = self._link(linked, stored)
             self._changed.notify_all()
             return stored
+
+    def _link(self, linked: list[tuple[Enqueue, Job]], stored: list[Job]) -> list[Job]:
+        """Block each job until its parents settle (deps.py), or cancel it now when one
+        already failed; all or nothing: an unknown parent undoes the whole call."""
+        for item, job in linked:
+            for parent in item.after:
+                if parent not in self._jobs:
+                    for gone in stored:
+                        self._jobs.pop(gone.id, None)
+                    raise deps.unknown_parent(job.id, parent)
+        views = {job.id: job for job in stored}
+        for item, job in linked:
+            verdicts = {p: deps.verdict(self._jobs[p].state, item.after_any) for p in item.after}
+            failed = next((p for p, v in verdicts.items() if v == deps.CANCEL), None)
+            waiting = {p for p, v in verdicts.items() if v == deps.WAIT}
+            if failed is not None:
+                error, now = deps.reason(failed, self._jobs[failed].state), self.now()
+                self._jobs[job.id] = self._jobs[job.id].evolve(state=JobState.CANCELLED, error=error,
+                                                               finished_at=now, updated_at=now)  # fmt: skip
+            elif waiting:
+                self._jobs[job.id] = self._jobs[job.id].evolve(state=JobState.BLOCKED, updated_at=self.now())
+                self._blockers[job.id] = waiting
+                for parent in waiting:
+                    self._children.setdefault(parent, {})[job.id] = item.after_any
+            views[job.id] = self._view(self._jobs[job.id], self.now())
+        return [views[job.id] for job in stored]
+
+    def _release(self, ids: Iterable[str]) -> None:
+        """The children of the finished jobs among `ids`: each edge taken away once
+        (deps.py); a cancelled child passes the cancel on to its own children."""
+        todo = list(ids)
+        while todo:
+            parent = todo.pop()
+            found = self._jobs.get(parent)
+            state = found.state if found else None
+            if deps.verdict(state, True) == deps.WAIT:
+                continue
+            for child, after_any in self._children.pop(parent, {}).items():
+                blockers = self._blockers.get(child, set())
+                blockers.discard(parent)
+                job = self._jobs.get(child)
+                if job is None or job.state != JobState.BLOCKED:
+                    continue
+                if deps.verdict(state, after_any) == deps.CANCEL:
+                    self._jobs[child] = job.evolve(state=JobState.CANCELLED, error=deps.reason(parent, state),
+                                                   finished_at=self.now(), updated_at=self.now())  # fmt: skip
+                    self._blockers.pop(child, None)
+                    todo.append(child)
+                elif not blockers:
+                    self._blockers.pop(child, None)
+                    now = self.now()
+                    self._jobs[child] = job.evolve(state=_WAITING, run_at=max(job.run_at, now), updated_at=now)
 
     def _insert(self, item: Enqueue, now: float, raise_by: int = 0) -> Job:
         job = item.stored(now)
@@ -134,6 +192,7 @@ class MemoryBackend(MemoryHistory, Backend):
                     self._jobs[job.id] = replace(job, state=JobState.CANCELLED, error="expired", finished_at=now,
                                                  updated_at=now)
                     self._step_up()
+                    self._release([job.id])
                     continue
                 job = replace(
                     job,
@@ -194,6 +253,8 @@ class MemoryBackend(MemoryHistory, Backend):
                     continue
                 self._jobs[current.id] = _settled(current, outcome, now)
                 applied.append(True)
+                if self._children:
+                    self._release([current.id])
             if any(outcome.job.key for outcome in outcomes):
                 self._step_up()
             self._changed.notify_all()
@@ -206,6 +267,7 @@ class MemoryBackend(MemoryHistory, Backend):
             for job in list(self._jobs.values()):
                 if job.state == JobState.ACTIVE and (job.lease_until or 0) < now:
                     self._jobs[job.id] = _expired(job, now)
+                    self._release([job.id])
                     count += 1
             self._step_up()  # also after any change that ended a holder some other way
             if count:
@@ -222,6 +284,14 @@ class MemoryBackend(MemoryHistory, Backend):
             )
             if next_due > now:
                 self._changed.wait(min(timeout, next_due - now))
+
+    def dependents(self, job_id: str) -> list[str]:
+        with self._changed:
+            return list(self._children.get(job_id, ()))
+
+    def changes(self, job_id: str, timeout: float) -> bool:
+        with self._changed:
+            return self._changed.wait(timeout)
 
     def get(self, job_id: str) -> Job | None:
         with self._changed:
@@ -246,6 +316,7 @@ class MemoryBackend(MemoryHistory, Backend):
                 self._jobs[job_id] = replace(job, state=JobState.CANCELLED, finished_at=self.now(),
                                              updated_at=self.now())
                 self._step_up()
+                self._release([job_id])
             return True
 
     def retry_dead(self, job_id: str) -> bool:

@@ -217,6 +217,11 @@ class JobsQuery(Struct, forbid_unknown_fields=True):
     limit: Limit = 100
 
 
+class JobQuery(Struct, forbid_unknown_fields=True):
+    wait: Annotated[int, Meta(ge=0, le=60, description=(
+        "Seconds to wait for the job to finish before answering (woken by the store); "
+        "the job is shown as it stands when they pass."))] = 0
+
 class HistoryQuery(Struct, forbid_unknown_fields=True):
     """A window of the per-minute history (deferq.history), of a queue, a task, or both."""
 
@@ -298,6 +303,20 @@ class Job(Struct):
     progress_message: str | None = None
     cancel_requested: bool = False
     expires_at: float | None = None
+    after: list[str] | None = None  # GET /v1/jobs/{id}: the jobs it runs after
+    waiting: list[str] | None = None  # GET /v1/jobs/{id}: the jobs still waiting for it
+
+
+class Batch(Struct):
+    id: str
+    total: int
+    pending: int
+    succeeded: int
+    dead: int
+    cancelled: int
+    state: Literal["running", "complete"]
+    callbacks: dict[str, str]
+
     updated_at: Annotated[float, Meta(description="When it last changed: state, lease, remark.")] | None = None
     remark: Annotated[str, Meta(description="Free text kept with the job for people.")] | None = None
     worker: Annotated[str, Meta(description="The worker holding its lease, while it runs.")] | None = None
@@ -473,7 +492,7 @@ class History(Struct):
 
 MODELS: tuple[Any, ...] = (
     TopicJob, TaskJob, BatchRequest, TopicRequest, TokenRequest, AlertSettings, Error, Receipt,
-    Receipts, Job, JobList, JobStateAnswer, QueueList, Topic, TopicList, Token, TokenList,
+    Receipts, Job, JobList, Batch, JobStateAnswer, QueueList, Topic, TopicList, Token, TokenList,
     Deleted, Purged, Retried, Alerts, SavedAlerts, Status, QueuePaused, Remark, RemarkRequest, IdsRequest,
     DeletedBatch, StorePart, StoreParts, History,
 )  # fmt: skip

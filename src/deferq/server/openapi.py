@@ -95,11 +95,16 @@ def _paths() -> dict[str, Any]:
                               {"201": answer("Stored", ref("Receipts"))}, ref("BatchRequest"), errors=refused),
         },
         "/v1/jobs/{job_id}": {
-            "get": operation("A job", "reader", {"200": answer("The job", ref("Job"))}, params=job_id),
+            "get": operation("A job; with ?wait=N, once it has finished (or after N seconds)", "reader",
+                             {"200": answer("The job", ref("Job"))}, params=job_id + query(models.JobQuery)),
             "delete": operation("Cancel a waiting job, or ask a running one to stop", "producer",
                                 {"200": answer("Cancelled", ref("JobStateAnswer")),
                                  "202": answer("Running: asked to stop, it ends cancelled", ref("JobStateAnswer")),
                                  "409": answer("Finished", ref("Error"))}, params=job_id),
+        },
+        "/v1/batches/{batch_id}": {
+            "get": operation("A batch's counts and callbacks", "reader",
+                             {"200": answer("The batch", ref("Batch"))}, params=[path_param("batch_id")]),
         },
         "/v1/jobs/{job_id}/remark": {
             "put": operation("Set a job's remark (free text; null clears it)", "admin",

@@ -12,9 +12,11 @@ from msgspec import UNSET
 from starlette.requests import Request
 from starlette.routing import Route
 
+from .. import batch as batches
 from ..backends.base import Backend, missing_from, queue_table
 from ..job import JobState
 from ..options import queue_name
+from ..task import AFTER
 from . import auth, fields, job_search, models, settings
 from . import jobs as jobs_module
 from . import topics as topics_module
@@ -101,10 +103,24 @@ async def create_jobs(request: Request) -> JSON:
 @needs(READER)
 async def get_job(request: Request) -> JSON:
     service = service_of(request)
-    job = await service.store(service.backend.get, _path(request, "job_id"))
+    wait = fields.parse_query(models.JobQuery, dict(request.query_params)).wait
+    if wait:
+        job = await service.store(service.backend.wait_finished, _path(request, "job_id"), float(wait))
+    else:
+        job = await service.store(service.backend.get, _path(request, "job_id"))
     if job is None:
         raise not_found(f"job {_path(request, 'job_id')}")
-    return JSON(jobs_module.view(job))
+    waiting = await service.store(service.backend.dependents, job.id)
+    return JSON({**jobs_module.view(job), "after": list(job.meta.get(AFTER, ())), "waiting": waiting})
+
+
+@needs(READER)
+async def get_batch(request: Request) -> JSON:
+    service = service_of(request)
+    found = await service.store(batches.info, service.backend, _path(request, "batch_id"))
+    if found is None:
+        raise not_found(f"batch {_path(request, 'batch_id')}")
+    return JSON(found.to_dict())
 
 
 @needs(READER)
@@ -362,6 +378,7 @@ ROUTES: dict[str, dict[str, Handler]] = {
     "/v1/jobs": {"POST": create_job, "GET": list_jobs},
     "/v1/jobs/batch": {"POST": create_jobs},
     "/v1/jobs/{job_id}": {"GET": get_job, "DELETE": cancel_job},
+    "/v1/batches/{batch_id}": {"GET": get_batch},
     "/v1/jobs/{job_id}/remark": {"PUT": set_remark},
     "/v1/queues": {"GET": list_queues},
     "/v1/queues/{queue}/pause": {"POST": pause_queue},

@@ -42,6 +42,7 @@ from ..job import Job, JobState
 from ..logs import first_line
 from ..priorities import PriorityRotation
 from ..registry import TaskSpec
+from ..workflow import with_inputs
 from .progress import ProgressWriter
 from .runner import decide_failure, run_async, run_sync
 
@@ -218,7 +219,8 @@ class Worker:
         """Take leased jobs into the promised slots, give back the rest, and start them."""
         now = time.monotonic()
         report = self.progress.report
-        started = [(self.registry.spec_for(job), job, JobControl(report)) for job in jobs or ()]
+        jobs = [with_inputs(self.backend, job) if job.meta else job for job in jobs or ()]
+        started = [(self.registry.spec_for(job), job, JobControl(report)) for job in jobs]
         with self.lock:
             self.claimed -= claimed
             for spec, job, control in started:

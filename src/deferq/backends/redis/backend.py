@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from ...errors import ConfigError
 from ...job import Job, dumps
 from ..base import Backend, Enqueue, Heartbeat, Outcome
 from . import scripts
@@ -30,9 +31,16 @@ from .scripts import Call
 from .search import RedisSearch
 
 T = TypeVar("T")
+# Dependencies need the parent's settle to reach its children atomically; on Redis a
+# queue's keys share one Cluster slot, and a workflow's jobs may span queues and shards.
+NO_WORKFLOWS = (
+    "jobs that run after others (after=, chains, chords, batches) are not supported on Redis yet: "
+    "use SQLite, PostgreSQL or MySQL for workflows"
+)
 
 
 @dataclass(frozen=True, slots=True)
+
 class _EnqueuePlan:
     """enqueue_many as script calls: one per queue, with the items' positions."""
 
@@ -97,6 +105,8 @@ class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
             keys = [*qk.enqueue_keys]
             args: list[Any] = []
             for i in positions:
+                if items[i].after:
+                    raise ConfigError(NO_WORKFLOWS)
                 keys.append(qk.job_prefix + items[i].job.id)
                 args += enqueue_args(items[i])
             calls.append(Call(scripts.ENQUEUE, keys, args))

@@ -20,6 +20,7 @@ import orjson
 
 from ...errors import ConfigError, SchemaOutdated
 from ...job import FINISHED_STATES, Job, JobState, dumps
+from .. import deps
 from ..base import BEHIND, Backend, Enqueue, Heartbeat, Outcome, QueueStats, finished_only
 from .adapters import flag, url_options
 from .history import SQLHistory
@@ -33,7 +34,7 @@ log = logging.getLogger("deferq.sql")
 #: The tables, named once. Dialects qualify them (schema / database) with `table_names`.
 TABLES = {
     "jobs": "deferq_jobs", "kv": "deferq_kv", "migrations": "deferq_migrations", "paused": "deferq_paused",
-    "history": "deferq_history",
+    "deps": "deferq_deps", "history": "deferq_history",
 }  # fmt: skip
 PURGE_BATCH = 5000  # rows per purge transaction
 KEY_RETRIES = 5  # a key freed between our insert and our look-up: try the insert again
@@ -44,6 +45,15 @@ STORED_STATE = {
     "cancelled": "cancelled",
 }  # fmt: skip
 UNCOUNTED = ("release", "snooze")  # outcomes that give the attempt back
+
+
+class Settled(list[bool]):
+    """Whether each outcome applied, and `linked`: the ids of the settled jobs that
+    others wait for (a dialect whose settle statement tells, sparing a look-up)."""
+
+    def __init__(self, applied: Iterable[bool], linked: list[str]) -> None:
+        super().__init__(applied)
+        self.linked = linked
 
 
 class SQLBackend(SQLHistory, SQLSearch, Backend):
@@ -155,13 +165,102 @@ class SQLBackend(SQLHistory, SQLSearch, Backend):
     def enqueue_many(self, items: Sequence[Enqueue], connection: Any = None) -> list[Job]:
         if not items:
             return []
-        return self.run(self.enqueue_plan(items), connection=connection)
+        linked = any(item.after for item in items)  # the jobs and their edges: all or nothing
+        return self.run(self.enqueue_plan(items), atomic=linked, connection=connection)
 
     def enqueue_plan(self, items: Sequence[Enqueue]) -> Plan[list[Job]]:
         stored = yield from self.insert_plan(items, range(len(items)))
         if len(stored) == len(items):
-            return list(stored.values())  # inserted in index order
-        return (yield from self.resolve_keys(items, stored, partial(self.insert_plan, items)))
+            jobs = list(stored.values())  # inserted in index order
+        else:
+            jobs = yield from self.resolve_keys(items, stored, partial(self.insert_plan, items))
+        if any(item.after for item in items):
+            jobs = yield from self.link_plan(items, jobs)
+        return jobs
+
+    # -- dependencies (deps.py) -----------------------------------------------------------
+
+    def link_plan(self, items: Sequence[Enqueue], jobs: list[Job]) -> Plan[list[Job]]:
+        """Block each new job that runs after others until they settle, or cancel it now
+        when one already failed. An unknown parent raises: the caller's transaction
+        (enqueue_many runs this one atomic) then stores nothing."""
+        parents = sorted({parent for item in items for parent in item.after})
+        states = dict((yield Step(self.q["parent_states"], {"ids": parents})).rows)
+        edges, blocked, out = [], [], list(jobs)
+        for i, item in enumerate(items):
+            if not item.after:
+                continue
+            job = jobs[i]
+            verdicts = {}
+            for parent in item.after:
+                if parent not in states:
+                    raise deps.unknown_parent(job.id, parent)
+                verdicts[parent] = deps.verdict(states[parent], item.after_any)
+            failed = next((p for p, v in verdicts.items() if v == deps.CANCEL), None)
+            if failed is not None:
+                error = deps.reason(failed, states[failed])
+                yield Step(self.q["cancel_blocked"], {"id": job.id, "error": error})
+                out[i] = job.evolve(state=JobState.CANCELLED, error=error)
+            elif waiting := [p for p, v in verdicts.items() if v == deps.WAIT]:
+                edges += [{"parent": p, "child": job.id, "after_any": item.after_any} for p in waiting]
+                blocked.append({"id": job.id})
+                out[i] = job.evolve(state=JobState.BLOCKED)
+        if edges:
+            yield Step(self.q["link"], edges, many=True, batch=True)
+            yield Step(self.q["block"], blocked, many=True, batch=True)
+        return out
+
+    def dependents(self, job_id: str) -> list[str]:
+        def plan() -> Plan[list[str]]:
+            return [row[0] for row in (yield Step(self.q["dependents"], {"id": job_id})).rows]
+
+        return self.run(plan())
+
+    def count_states(self, ids: list[str]) -> dict[str, int]:
+        """How many of the jobs `ids` are in each state (a batch's summary)."""
+
+        def plan() -> Plan[dict[str, int]]:
+            return {str(state): int(n) for state, n in (yield Step(self.q["count_states"], {"ids": ids})).rows}
+
+        return self.run(plan()) if ids else {}
+
+    def release(self, ids: Sequence[str] | None) -> int:
+        """Settle the edges of the finished jobs among `ids` (None: of every finished
+        job, the sweep), in one transaction. A plain read first: most settles have none."""
+        sql, params = (self.q["finished_edges"], {"ids": list(ids)}) if ids is not None else (
+            self.q["finished_edges_all"], {})  # fmt: skip
+
+        def probe() -> Plan[bool]:
+            return bool((yield Step(sql, params)).rows)
+
+        if (ids is not None and not ids) or not self.run(probe(), durable=False):
+            return 0
+        return self.run(self.release_plan(sql, params), atomic=True, durable=False)
+
+    def release_plan(self, sql: str, params: dict[str, Any]) -> Plan[int]:
+        """Each edge of a finished parent taken away once (`unlink` deletes it, under the
+        child's lock): the child runs when its last edge goes, or is cancelled, and its
+        own children hear of that in the same transaction. Returns how many moved."""
+        moved = 0
+        while True:
+            cancelled = []
+            for parent, child, after_any, state in (yield Step(sql, params)).rows:
+                if (yield Step(self.q["unlink"], {"parent": parent, "child": child})).rowcount != 1:
+                    continue  # another transaction took this edge
+                # Then the child's lock, held to the commit (as briefly as can be: a chord's
+                # callback is every member's child): of two parents settling at once, the
+                # second to get it sees the first's edge gone, and releases the child.
+                yield Step(self.q["lock_job"], {"id": child})
+                if deps.verdict(state, bool(after_any)) == deps.CANCEL:
+                    error = deps.reason(parent, state)
+                    reply = yield Step(self.q["cancel_blocked"], {"id": child, "error": error})
+                    cancelled += [child] * reply.rowcount
+                    moved += reply.rowcount
+                elif not (yield Step(self.q["blockers_left"], {"child": child})).rows:
+                    moved += (yield Step(self.q["unblock"], {"id": child})).rowcount
+            if not cancelled:
+                return moved
+            sql, params = self.q["finished_edges"], {"ids": cancelled}
 
     @staticmethod
     def payload(item: Enqueue) -> bytes:
@@ -329,8 +428,16 @@ class SQLBackend(SQLHistory, SQLSearch, Backend):
             return []
         keys = sorted({o.job.key for o in outcomes if o.job.key})
         if keys:  # a job waiting behind one of these may step up: in the same transaction
-            return self.run(self.settle_keyed_plan(outcomes, keys), atomic=True, durable=False)
-        return self.run(self.settle_plan(outcomes), durable=False)
+            applied = self.run(self.settle_keyed_plan(outcomes, keys), atomic=True, durable=False)
+        else:
+            applied = self.run(self.settle_plan(outcomes), durable=False)
+        linked = getattr(applied, "linked", None)  # a settle that said which jobs others wait for
+        if linked is None:
+            settled = zip(outcomes, applied, strict=True)
+            self.release([o.job.id for o, ok in settled if ok and o.kind not in UNCOUNTED])
+        elif linked:
+            self.release(linked)
+        return applied
 
     def settle_keyed_plan(self, outcomes: Sequence[Outcome], keys: list[str]) -> Plan[list[bool]]:
         """Settle, then jobs waiting behind a holder that just finished take its place
@@ -365,6 +472,7 @@ class SQLBackend(SQLHistory, SQLSearch, Backend):
         (expired at a claim, cancelled): they step up here at the latest."""
         count = self.run(self._count(self.q["recover_expired"]), durable=False)
         self.sweep()
+        self.release(None)
         return count
 
     def sweep(self) -> None:
@@ -415,6 +523,7 @@ class SQLBackend(SQLHistory, SQLSearch, Backend):
         cancelled = self.run(self._count(self.q["cancel"], {"id": job_id})) == 1
         if cancelled:
             self.sweep()  # a job waiting behind it, if it held a key, takes its place
+            self.release([job_id])
         return cancelled
 
     def retry_dead(self, job_id: str) -> bool:
@@ -427,7 +536,7 @@ class SQLBackend(SQLHistory, SQLSearch, Backend):
 
     def list_jobs(self, state: JobState, queue: str | None = None, limit: int = 100) -> list[Job]:
         state = JobState(state)
-        name = "list_finished" if state in FINISHED_STATES else f"list_{state}"
+        name = "list_finished" if state in FINISHED_STATES or state == JobState.BLOCKED else f"list_{state}"
         params = {"state": str(state), "queue": queue, "limit": int(limit)}
         return self.run(self._jobs(self.q[name], params))
 

@@ -32,11 +32,11 @@ from psycopg_pool import ConnectionPool
 
 from ...errors import ConfigError, StoreFull, StoreUnavailable
 from ...job import Job, JobState, dumps
-from ..base import Enqueue
+from ..base import Enqueue, Outcome
 from ..history import Row
 from ..search import JobQuery, like_pattern
 from .adapters import driver_connection, safe_name
-from .base import TABLES, SQLBackend
+from .base import TABLES, Settled, SQLBackend
 from .plans import Plan, Reply, Step, T, drive, drive_async
 from .queries import Migration
 from .rows import WIDTH, job_of, stored_view
@@ -86,6 +86,7 @@ class PostgresBackend(SQLBackend):
         self._pools: dict[bool, ConnectionPool] = {}
         self._listener: psycopg.Connection | None = None
         self._channel: str | None = None
+        self._done_listeners = threading.local()  # job.wait(): one LISTEN connection per thread
         self._async: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, psycopg.AsyncConnection] = (
             weakref.WeakKeyDictionary()
         )
@@ -136,11 +137,17 @@ class PostgresBackend(SQLBackend):
 
     @staticmethod
     def execute(cur: psycopg.Cursor, step: Step) -> Reply:
+        if step.many:  # rows of edges (link_plan): one pipelined executemany
+            cur.executemany(step.sql, step.params)
+            return Reply((), cur.rowcount)
         cur.execute(step.sql, step.params)
         return Reply(cur.fetchall() if cur.description else [], cur.rowcount)
 
     @staticmethod
     async def execute_async(cur: psycopg.AsyncCursor, step: Step) -> Reply:
+        if step.many:
+            await cur.executemany(step.sql, step.params)
+            return Reply((), cur.rowcount)
         await cur.execute(step.sql, step.params)
         return Reply(await cur.fetchall() if cur.description else [], cur.rowcount)
 
@@ -181,7 +188,8 @@ class PostgresBackend(SQLBackend):
         try:
             if conn is None:
                 conn = await self.loop_connection()
-            async with conn.cursor() as cur:
+            linked = connection is None and any(item.after for item in items)  # all or nothing
+            async with conn.transaction() if linked else nullcontext(), conn.cursor() as cur:
                 return await drive_async(self.enqueue_plan(items), partial(self.execute_async, cur))
         except CONNECTION_ERRORS as exc:
             if connection is None:
@@ -295,6 +303,13 @@ class PostgresBackend(SQLBackend):
         """One statement over arrays (one element per job)."""
         return Step(sql, {name: [entry[name] for entry in params] for name in params[0]})
 
+    def settle_plan(self, outcomes: Sequence[Outcome]) -> Plan[list[bool]]:
+        """The settle statement also says which settled jobs others wait for (deps)."""
+        params = self.settle_params(outcomes)
+        reply = yield self.fenced_step(self.q["settle"], params)
+        linked = [row[0] for row in reply.rows if row[1]]
+        return Settled(self.applied(reply, params), linked)
+
     def applied(self, reply: Reply, params: list[dict[str, Any]]) -> list[bool]:
         """RETURNING names the entries that applied."""
         applied = {row[0] for row in reply.rows}
@@ -338,6 +353,25 @@ class PostgresBackend(SQLBackend):
             conn.execute(pgsql.SQL("LISTEN {}").format(pgsql.Identifier(self._channel)))
             self._listener = conn
         return self._listener
+
+    def changes(self, job_id: str, timeout: float) -> bool:
+        """A job finished somewhere (NOTIFY "deferq_done:<schema>", migration 0010) within
+        `timeout`. Each waiting thread listens on a connection of its own, kept for its
+        next wait, so a job that finishes between two looks is not missed."""
+        local = self._done_listeners.__dict__
+        conn: psycopg.Connection | None = local.get("conn")
+        try:
+            if conn is None or conn.closed or local.get("pid") != os.getpid():
+                conn = psycopg.connect(self.conninfo, autocommit=True)
+                schema = conn.execute("SELECT current_schema()").fetchone()
+                name = self.options.get("schema") or (schema[0] if schema else "public")
+                conn.execute(pgsql.SQL("LISTEN {}").format(pgsql.Identifier(f"deferq_done:{name[:45]}")))
+                local.update(conn=conn, pid=os.getpid())
+                return True  # listening from now on: the caller looks again at once
+            return any(True for _ in conn.notifies(timeout=timeout, stop_after=1))
+        except CONNECTION_ERRORS as exc:
+            local.pop("conn", None)
+            raise self.unavailable(exc) from None
 
     def drop_listener(self) -> None:
         if self._listener is not None:

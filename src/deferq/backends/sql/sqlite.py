@@ -257,7 +257,7 @@ class SQLiteBackend(SQLBackend):
 
     def enqueue_many(self, items: Sequence[Enqueue], connection: Any = None) -> list[Job]:
         self.refuse_connection(connection)
-        if len(items) == 1 and items[0].job.key is None:
+        if len(items) == 1 and items[0].job.key is None and not items[0].after:
             # The commonest call: one INSERT, a transaction by itself (no BEGIN/COMMIT),
             # and with no key nothing to resolve.
             return list(self.run(self.insert_plan(items, (0,))).values())
@@ -336,6 +336,17 @@ class SQLiteBackend(SQLBackend):
             if self.data_version() != version:
                 self._poll = POLL_MIN
                 return
+
+    def changes(self, job_id: str, timeout: float) -> bool:
+        """Another connection committed (the data version moved) within `timeout`."""
+        deadline = time.time() + timeout
+        version, poll = self.data_version(), POLL_MIN
+        while (left := deadline - time.time()) > 0:
+            time.sleep(min(poll, left))
+            poll = min(poll * 1.5, POLL_MAX)
+            if self.data_version() != version:
+                return True
+        return False
 
     def data_version(self) -> int:
         """Changes whenever another connection commits. Read straight from the connection,

@@ -186,7 +186,7 @@ FROM unnest(%(id)s::text[], %(worker)s::text[], %(attempts)s::int[], %(kind)s::t
             %(result)s::text[])
      AS o(id, worker, attempts, kind, state, released, delay, error, result)
 WHERE j.id = o.id AND j.state = 'active' AND j.worker = o.worker AND j.attempts = o.attempts
-RETURNING j.id
+RETURNING j.id, EXISTS (SELECT 1 FROM {deps} AS d WHERE d.parent = j.id)  -- jobs wait for it: release
 
 -- name: recover_expired
 -- Back to waiting; dead when its attempts are used up; cancelled when that was asked.
@@ -223,11 +223,11 @@ SELECT {job_columns}, {now} FROM {jobs} WHERE unique_key = %(key)s ORDER BY seq 
 -- A waiting job is cancelled; an active one is asked to stop: its worker hears it at
 -- its next heartbeat, and its outcome is stored as cancelled.
 UPDATE {jobs} SET
-    finished_at = CASE WHEN state = 'queued' THEN {now} ELSE finished_at END,
+    finished_at = CASE WHEN state IN ('queued', 'blocked') THEN {now} ELSE finished_at END,
     cancel_requested_at = CASE WHEN state = 'active' THEN coalesce(cancel_requested_at, {now}) END,
-    state = CASE WHEN state = 'queued' THEN 'cancelled' ELSE state END,
+    state = CASE WHEN state IN ('queued', 'blocked') THEN 'cancelled' ELSE state END,
     updated_at = {now}
-WHERE id = %(id)s AND state IN ('queued', 'active')
+WHERE id = %(id)s AND state IN ('queued', 'active', 'blocked')
 
 -- name: retry_dead
 -- Back to the end of the line: a fresh seq. Fails on deferq_jobs_live_key when a newer
@@ -331,6 +331,59 @@ SELECT version FROM {migrations} ORDER BY version
 
 -- name: record_migration
 INSERT INTO {migrations} (version, name, applied_at) VALUES (%(version)s, %(name)s, {now})
+
+-- -- dependencies (options(after=...)): backends/deps.py says the rules ------------
+
+-- name: parent_states
+-- The parents named by jobs being enqueued, locked (FOR UPDATE): a parent that settles
+-- meanwhile waits for this transaction, then finds the edges it adds.
+SELECT id, state FROM {jobs} WHERE id = ANY(%(ids)s::text[]) FOR UPDATE
+
+-- name: link
+INSERT INTO {deps} (parent, child, after_any) VALUES (%(parent)s, %(child)s, %(after_any)s)
+
+-- name: block
+UPDATE {jobs} SET state = 'blocked', updated_at = {now} WHERE id = %(id)s AND state = 'queued'
+
+-- name: cancel_blocked
+-- A child whose parent went dead or was cancelled (or a new job whose parent had).
+UPDATE {jobs} SET state = 'cancelled', updated_at = {now}, error = %(error)s, finished_at = {now}
+WHERE id = %(id)s AND state IN ('queued', 'blocked')
+
+-- name: finished_edges
+-- The edges of these jobs that have finished (a parent purged counts as cancelled).
+SELECT d.parent, d.child, d.after_any, p.state FROM {deps} AS d LEFT JOIN {jobs} AS p ON p.id = d.parent
+WHERE d.parent = ANY(%(ids)s::text[]) AND (p.state IS NULL OR p.state IN ('succeeded', 'dead', 'cancelled'))
+
+-- name: finished_edges_all
+-- The sweep (recover_expired): edges of any finished parent, e.g. one whose lease
+-- expired, or one cancelled at its claim because it had expired.
+SELECT d.parent, d.child, d.after_any, p.state FROM {deps} AS d LEFT JOIN {jobs} AS p ON p.id = d.parent
+WHERE p.state IS NULL OR p.state IN ('succeeded', 'dead', 'cancelled')
+LIMIT 1000
+
+-- name: lock_job
+-- The child, locked (FOR UPDATE): two parents settling at once take turns over it.
+SELECT state FROM {jobs} WHERE id = %(id)s FOR UPDATE
+
+-- name: unlink
+-- Exactly once: only the transaction that deletes the edge acts on it.
+DELETE FROM {deps} WHERE parent = %(parent)s AND child = %(child)s
+
+-- name: blockers_left
+-- Whether the child still waits for a parent: one index probe, however many it has.
+SELECT 1 FROM {deps} WHERE child = %(child)s LIMIT 1
+
+-- name: unblock
+UPDATE {jobs} SET state = 'queued', updated_at = {now}, run_at = GREATEST(run_at, {now}) WHERE id = %(id)s AND state = 'blocked'
+
+-- name: count_states
+-- A batch's members by state (batch.py): one query for all of them.
+SELECT state, count(*) FROM {jobs} WHERE id = ANY(%(ids)s::text[]) GROUP BY state
+
+-- name: dependents
+-- The jobs still waiting for this one (`deferq job`, GET /v1/jobs/{id}).
+SELECT child FROM {deps} WHERE parent = %(id)s ORDER BY child LIMIT 100
 
 -- name: history_add
 -- The per-minute history (deferq/history.py): add to counters, a batch as arrays in

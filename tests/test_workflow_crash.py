@@ -1,0 +1,67 @@
+"""Workflows under crashes (issue 14): SIGKILL worker processes at random moments of a
+1,000-member chord and a 1,000-member batch; each callback runs exactly once, with the
+right counts. Every store that takes workflows (Redis refuses them)."""
+
+from __future__ import annotations
+
+import random
+import signal
+from pathlib import Path
+
+import pytest
+
+import deferq
+from tests.fixtures import record
+from tests.test_crash import start_worker, wait_for
+
+pytestmark = pytest.mark.slow
+MEMBERS = 1000
+
+
+def lines(path: Path) -> list[str]:
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def run_workflow_crash(url: str, tmp_path: Path) -> None:
+    log = tmp_path / "record.log"
+    app = deferq.App(url)
+    app.task(name="record")(record.fn)  # the producer knows the tasks by name, as the workers do
+    handle = deferq.chord([deferq.Call("record", (i, 0.002), {}) for i in range(MEMBERS)],
+                          deferq.Call("chord_done", (), {})).enqueue(app)  # fmt: skip
+    with app.batch(on_complete=deferq.Call("batch_done", (), {})) as batch:
+        app.enqueue_many([deferq.Call("record", (i, 0.002), {}) for i in range(MEMBERS)])
+    workers = [start_worker(url, log), start_worker(url, log)]
+    try:
+        for index in range(4):  # four kills, spread over the run, each at a random point
+            target = random.randint(MEMBERS * index // 2, MEMBERS * (index + 1) // 2)
+            wait_for(lambda t=target: sum(line.startswith("done") for line in lines(log)) >= t, 90, f"{target}")
+            victim = index % 2
+            workers[victim].send_signal(signal.SIGKILL)
+            workers[victim].wait(timeout=10)
+            workers[victim] = start_worker(url, log)
+        callbacks = ("chord ", "batch ")
+        wait_for(lambda: all(any(ln.startswith(c) for ln in lines(log)) for c in callbacks), 120, "the callbacks")
+        wait_for(lambda: all(app.get(i).state.finished for i in handle.ids[-1:]), 30, "the chord to settle")
+    finally:
+        for worker in workers:
+            worker.kill()
+            worker.wait(timeout=10)
+    found = lines(log)
+    assert [ln for ln in found if ln.startswith("chord ")] == [f"chord {MEMBERS} {MEMBERS * (MEMBERS - 1) // 2}"]
+    assert [ln for ln in found if ln.startswith("batch ")] == [f"batch {MEMBERS} {MEMBERS} 0"]
+    info = app.get_batch(batch.id)
+    assert info is not None and (info.pending, info.succeeded, info.state) == (0, MEMBERS, "complete")
+    assert handle.wait(timeout=5) == MEMBERS
+    app.close()
+
+
+def test_workflows_survive_sigkilled_workers_sqlite(tmp_path):
+    run_workflow_crash(f"sqlite:///{tmp_path}/crash.db", tmp_path)
+
+
+def test_workflows_survive_sigkilled_workers_postgres(postgres_url, tmp_path):
+    run_workflow_crash(postgres_url, tmp_path)
+
+
+def test_workflows_survive_sigkilled_workers_mysql(mysql_url, tmp_path):
+    run_workflow_crash(mysql_url, tmp_path)
