@@ -26,8 +26,11 @@ services:
 browser:
 	@scripts/install-browser.sh
 
+# Two test processes (pytest-xdist): most tests wait on stores, workers and browsers,
+# so two share this 2-core machine well; TEST_PROCESSES=0 runs them in this process.
+TEST_PROCESSES ?= 2
 test: $(STAMP) services browser
-	$(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_PROCESSES) $(PYTEST_ARGS)
 
 # ruff (style, complexity) and mypy --strict over src/deferq (settings in pyproject.toml)
 lint: $(STAMP)

@@ -121,16 +121,22 @@ def test_turns_never_put_more_than_count_in_any_window(count, period, gaps):
 
 
 def test_the_rate_bench_keeps_its_limit_with_idle_workers():
-    """`python -m bench.rate_limit`, short: 4 worker processes share "10/s"."""
+    """`python -m bench.rate_limit`, short: 4 worker processes share "4/s". Counted by
+    start time, a window may catch one run more (a run starts a few ms after its turn,
+    more on a loaded machine); the workers, waiting for turns, stay near idle."""
+    import re
     import subprocess
     import sys
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[1]
-    done = subprocess.run([sys.executable, "-m", "bench.rate_limit", "--rate", "10/s", "--seconds", "4"],
+    done = subprocess.run([sys.executable, "-m", "bench.rate_limit", "--rate", "4/s", "--seconds", "5"],
                           capture_output=True, text=True, timeout=120, cwd=root)  # fmt: skip
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "busiest sliding window of 1 s" in done.stdout
+    assert done.returncode in (0, 1), done.stdout + done.stderr
+    busiest = re.search(r"busiest sliding window of 1 s: (\d+) runs", done.stdout)
+    assert busiest and int(busiest[1]) <= 4 + 1, done.stdout
+    shares = [float(x) for x in re.findall(r"\(([0-9.]+)% of a core each\)", done.stdout)]
+    assert shares and shares[0] < 30, done.stdout  # start-up included: ~0.3 s of CPU each
 
 
 # -- concurrency limits ---------------------------------------------------------------------------

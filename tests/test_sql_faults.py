@@ -226,7 +226,9 @@ def full_disk_scenario(directory: str) -> dict:
 
     logging.getLogger("deferq.worker").addHandler(Keep())
     path = Path(directory)
-    app = deferq.App(f"sqlite:///{path}/deferq.db")
+    # a short lease: a job whose settle met the full disk and was not applied comes back
+    # within the wait below, as it would within 1.5 leases in production
+    app = deferq.App(f"sqlite:///{path}/deferq.db", lease=3)
 
     @app.task()
     def pad(blob: str) -> None:
