@@ -31,7 +31,8 @@ class App:
 
     Without a URL, ``DEFERQ_URL`` is used, else ``sqlite:///deferq.db``.
     ``eager=True`` (or ``memory://?eager=1``) runs each task at enqueue, in the
-    caller's thread: for users' unit tests.
+    caller's thread: for users' unit tests. ``durable=False`` makes every enqueue's
+    commit skip waiting for the disk on PostgreSQL (per job: ``options(durable=...)``).
     """
 
     def __init__(
@@ -42,6 +43,7 @@ class App:
         lease: float = 30.0,
         result_ttl: float = 3600.0,
         priority_weights: Sequence[int] = DEFAULT_WEIGHTS,
+        durable: bool = True,
         **backend_options: Any,
     ) -> None:
         self.url = url or os.environ.get("DEFERQ_URL") or DEFAULT_URL
@@ -55,6 +57,9 @@ class App:
         if len(priority_weights) != 3 or any(w < 1 for w in priority_weights):
             raise ConfigError("priority_weights needs three positive numbers (high, normal, low)")
         self.priority_weights = tuple(int(w) for w in priority_weights)
+        # False: enqueues that do not say otherwise commit without waiting for the disk
+        # (options.durable: PostgreSQL's synchronous_commit=off; nothing on other stores)
+        self.durable = bool(durable)
         self.registry = Registry()
         self.tasks: dict[str, Task[..., Any]] = self.registry.tasks  # the same dict: name -> Task
         self.hooks: dict[str, list[Hook]] = self.registry.hooks
@@ -180,7 +185,7 @@ class App:
             if not isinstance(call, Call):
                 raise TypeError(f"enqueue_many takes task.call(...) values, got {call!r:.60}")
             task = self.registry.tasks.get(call.task)
-            items.append(build_enqueue(call, task, 0.0))
+            items.append(build_enqueue(call, task, 0.0, self.durable))
             if not any(c is call.options.connection for c in connections):
                 connections.append(call.options.connection)
         if len(connections) > 1:

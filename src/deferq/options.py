@@ -138,6 +138,12 @@ def backoff_fn(value: Any, name: str = "backoff") -> Callable[[int], float]:
     return value  # type: ignore[no-any-return]  # callable() narrows to Callable[..., object]
 
 
+def flag(value: Any, name: str = "durable") -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be true or false, got {value!r:.60}")
+    return value
+
+
 def anything(value: Any, name: str = "") -> Any:
     return value
 
@@ -217,6 +223,10 @@ class JobOptions:
         seconds, "debounce: the longest a job waits after its first enqueue", periodic=True,
         http="max_wait_ms", http_scale=0.001,
         openapi={"type": "integer", "minimum": 0, "maximum": int(MAX_DELAY * 1000)}))  # fmt: skip
+    durable: bool | None = option(None, Option(
+        flag, "false: the enqueue's commit does not wait for the disk (PostgreSQL: synchronous_commit=off); "
+        "may lose the last moments of jobs if the database server crashes", http="durable",
+        openapi={"type": "boolean"}))  # fmt: skip
     connection: Any = option(None, Option(anything, "your open database connection (transactional enqueue)"))
 
     @classmethod

@@ -91,12 +91,13 @@ class Task(Generic[P, R]):
         return (await self.app.enqueue_many_async([self.call(*args, **kwargs)]))[0]
 
 
-def build_enqueue(call: Call, task: Task[..., Any] | None, now: float) -> Enqueue:
+def build_enqueue(call: Call, task: Task[..., Any] | None, now: float, durable: bool = True) -> Enqueue:
     """The stored form of a call: task defaults overridden by the call's options, its
     arguments encoded exactly (codec.py) or refused.
 
     `task` is None when the producer does not know the task (enqueue by name): then
-    the timeout is left to the worker's task definition.
+    the timeout is left to the worker's task definition. `durable` is the App's
+    default for calls that do not say (options.durable).
     """
     codec = codec_for(task.fn, task.name) if task is not None else unknown_task_codec(call.task)
     args, kwargs = codec.encode(call.args, call.kwargs)
@@ -120,4 +121,5 @@ def build_enqueue(call: Call, task: Task[..., Any] | None, now: float) -> Enqueu
         expires_at=opts.expires.at if opts.expires else None,
     )
     within = opts.expires.within if opts.expires else None
-    return Enqueue(job, opts.delay, payload, within, mode, opts.max_wait)
+    durable = durable if opts.durable is None else opts.durable
+    return Enqueue(job, opts.delay, payload, within, mode, opts.max_wait, durable)

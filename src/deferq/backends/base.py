@@ -59,6 +59,9 @@ class Enqueue:
     # new job is stored to wait behind it (see BEHIND).
     on_conflict: str = "ignore"
     max_wait: float | None = None
+    # False: the store may commit this job without waiting for its disk (options.durable;
+    # PostgreSQL: synchronous_commit=off). A batch is durable if any of its jobs is.
+    durable: bool = True
 
     def due(self, now: float) -> float:
         """When the job is due if stored at store time `now`."""
