@@ -627,3 +627,14 @@ def test_reserve_takes_only_the_levels_named(app, backend):
     app.enqueue("noop", [0], priority="low")
     high = app.enqueue("noop", [1], priority="high")
     assert [j.id for j in reserve(backend, 5, order=(0,))] == [high.id]
+
+
+def test_enqueue_not_durable_is_stored_and_claimable(app, backend):
+    """options.durable=False changes when the store flushes, never what it stores."""
+    task = app.task(name="noop")(lambda i: i)
+    one = task.options(durable=False).enqueue(1)
+    mixed = app.enqueue_many([task.options(durable=False).call(2), task.call(3)])
+    assert app.get(one.id).args == (1,) and [j.args for j in mixed] == [(2,), (3,)]
+    assert {j.id for j in reserve(backend, 10)} == {one.id, *(j.id for j in mixed)}
+    with pytest.raises(ValueError, match="durable must be true or false"):
+        task.options(durable="no")
