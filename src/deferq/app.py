@@ -24,6 +24,7 @@ R = TypeVar("R")
 
 DEFAULT_URL = "sqlite:///deferq.db"
 DEFAULT_WEIGHTS = (5, 3, 2)  # high : normal : low (S2-10)
+_NO_CALL = object()  # _prepare's connection before the first call
 
 
 class App:
@@ -180,17 +181,17 @@ class App:
     def _prepare(self, calls: Iterable[Call]) -> tuple[list[Enqueue], Any]:
         """Validate calls into stored form, and find the caller's connection, if any."""
         items: list[Enqueue] = []
-        connections: list[Any] = []
+        tasks, durable = self.registry.tasks, self.durable
+        connection: Any = _NO_CALL
         for call in calls:
             if not isinstance(call, Call):
                 raise TypeError(f"enqueue_many takes task.call(...) values, got {call!r:.60}")
-            task = self.registry.tasks.get(call.task)
-            items.append(build_enqueue(call, task, 0.0, self.durable))
-            if not any(c is call.options.connection for c in connections):
-                connections.append(call.options.connection)
-        if len(connections) > 1:
-            raise ValueError("all jobs of one enqueue_many must use the same connection")
-        return items, (connections[0] if connections else None)
+            items.append(build_enqueue(call, tasks.get(call.task), 0.0, durable))
+            if call.options.connection is not connection:
+                if connection is not _NO_CALL:
+                    raise ValueError("all jobs of one enqueue_many must use the same connection")
+                connection = call.options.connection
+        return items, (None if connection is _NO_CALL else connection)
 
     def enqueue_many(self, calls: Iterable[Call]) -> list[Job]:
         """Store many jobs in one round trip."""

@@ -83,6 +83,11 @@ class RedisBackend(Admin, Backend):
 
     def _enqueue_plan(self, items: Sequence[Enqueue]) -> _EnqueuePlan:
         queue = items[0].job.queue
+        if len(items) == 1:  # task.enqueue(): the commonest call, straight through
+            qk = self.keys.queue(queue)
+            keys = [*qk.enqueue_keys, qk.job_prefix + items[0].job.id]
+            call = Call(scripts.ENQUEUE, keys, [*enqueue_args(items[0])])
+            return _EnqueuePlan([call], [[0]], [] if queue in self._registered else [queue])
         if all(item.job.queue == queue for item in items):  # the usual case, kept lean
             by_queue = {queue: list(range(len(items)))}
         else:
