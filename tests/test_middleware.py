@@ -176,7 +176,9 @@ def test_every_option_list_derives_from_the_schema():
     assert set(JOB_FIELDS) == {"topic", "task", "body", "args", "kwargs"} | http
     request = document()["components"]["schemas"]["JobRequest"]["properties"]
     assert http <= set(request)
-    assert set(options.PERIODIC_OPTIONS) <= {f.name for f in fields(options.TaskDefaults)}
+    # a periodic job's key is its tick's claim (one enqueue per tick), so no key rules
+    assert {"key", "on_conflict", "max_wait"}.isdisjoint(options.PERIODIC_OPTIONS)
+    assert set(options.PERIODIC_OPTIONS) <= {f.name for f in fields(options.JobOptions)}
     with pytest.raises(deferq.ConfigError, match="unknown task option 'colour'"):
         deferq.App("memory://").task(colour="red")
     with pytest.raises(ValueError, match="unknown option 'colour'"):

@@ -214,13 +214,14 @@ class JobOptions:
         periodic=True, http="expires",
         openapi={"description": "The job is never run if not started by then (it ends cancelled, "
                  "'expired'): seconds after it is stored, or an ISO 8601 time with a zone.",
-                 "oneOf": [{"type": "number", "minimum": 0}, {"type": "string"}]}))  # fmt: skip
+                 "oneOf": [{"type": "number", "minimum": 0, "maximum": MAX_DELAY},
+                           {"type": "string", "pattern": DUE_TIME}]}))  # fmt: skip
     on_conflict: str | None = option(None, Option(
         conflict_mode, "when a job with the key waits: ignore (keep it), replace (its arguments and due "
-        "time), debounce (also push its due time back by the delay)", periodic=True, http="on_conflict",
+        "time), debounce (also push its due time back by the delay)", http="on_conflict",
         openapi={"type": "string", "enum": list(ON_CONFLICT)}))  # fmt: skip
     max_wait: float | None = option(None, Option(
-        seconds, "debounce: the longest a job waits after its first enqueue", periodic=True,
+        seconds, "debounce: the longest a job waits after its first enqueue",
         http="max_wait_ms", http_scale=0.001,
         openapi={"type": "integer", "minimum": 0, "maximum": int(MAX_DELAY * 1000)}))  # fmt: skip
     durable: bool | None = option(None, Option(

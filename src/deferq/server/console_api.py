@@ -29,28 +29,23 @@ from ..backends.base import Backend
 from ..backoff import exponential
 from ..job import ALL_STATES, Job, JobState
 from ..supervisor.status import _decoded, worker_view
-from . import console_schema, fields, settings
+from . import console_models as cm
+from . import fields, settings
 from . import jobs as jobs_module
-from .auth import SCOPES
 from .condition import Condition, ConditionError
-from .console_schema import BACKOFF_KINDS, INTEGER, NUMBER, STATE, STRING, nullable, obj, query, request_obj
 from .delivery import TASK_NAME, judge
 from .errors import Invalid, not_found
-from .openapi import answer, operation, path_param, ref
+from .openapi import answer, operation, path_param, query, ref
 from .routes import ADMIN, READER, Handler, by_method, needs
 from .service import Service, store_error
-from .topics import build_backoff
-from .web import JSON, query_int, read_json, service_of
+from .topics import schedule_of
+from .web import JSON, read_json, service_of
 
-SEARCH_WINDOW = 1000  # jobs per state a search looks at unless told otherwise
-MAX_WINDOW = 10_000
-MAX_IDS = 1000  # dead letters one retry-batch request may name
 PINGS = 3  # store round trips timed by GET /v1/store
 TEST_ALERT_KIND = "test"
 TEST_ALERT_SECONDS = 15.0  # how long POST /v1/settings/alerts/test waits for delivery
 PERIODIC_NAMESPACE, PERIODIC_KEY = "periodic", "periodic:{claim}"  # supervisor/periodic.py
 PASSWORD = re.compile(r"(//[^/@:]*:)[^/@]*@")
-BOOLEAN = {"type": "boolean"}
 alert_log = logging.getLogger("deferq.alerts")
 
 
@@ -132,22 +127,18 @@ async def search_jobs(request: Request) -> JSON:
     state (the stores list jobs by state and queue only: a later store feature will
     search them all, with keyset pagination)."""
     service = service_of(request)
-    params = request.query_params
-    state = params.get("state")
-    if state is not None and state not in [str(s) for s in JobState]:
-        raise Invalid(f"state must be one of {', '.join(map(str, JobState))}")
+    asked = fields.parse_query(cm.SearchQuery, dict(request.query_params))
     search = Search(
-        states=(JobState(state),) if state else ALL_STATES,
-        queue=params.get("queue") or None,
-        task=params.get("task", "").strip().lower(),
-        q=params.get("q", "").strip(),
-        window=query_int(request, "window", SEARCH_WINDOW, 1, MAX_WINDOW),
+        states=(JobState(asked.state),) if asked.state else ALL_STATES,
+        queue=asked.queue or None,
+        task=asked.task.strip().lower(),
+        q=asked.q.strip(),
+        window=asked.window,
     )
-    limit = query_int(request, "limit", 100, 1, 1000)
     result = await service.store(search.run, service.backend)
     found: list[Job] = result["found"]
     return JSON({
-        "jobs": [jobs_module.view(job) for job in found[:limit]], "matched": len(found),
+        "jobs": [jobs_module.view(job) for job in found[:asked.limit]], "matched": len(found),
         "scanned": result["scanned"], "window": search.window, "complete": result["complete"],
         "tasks": result["tasks"],
     })  # fmt: skip
@@ -183,12 +174,8 @@ async def retry_dead_batch(request: Request) -> JSON:
     """Retry the dead letters named (those the console's filter matched); ids that are
     not dead (any more) are listed back."""
     service = service_of(request)
-    data = fields.json_object(await read_json(request), "the request")
-    console_schema.only_known(data, ("ids",), "the request")
-    ids = data.get("ids")
-    if not isinstance(ids, list) or not 1 <= len(ids) <= MAX_IDS or not all(isinstance(i, str) for i in ids):
-        raise Invalid(f'send {{"ids": [job id, ...]}} with 1 to {MAX_IDS} ids')
-    return JSON(await service.store(_retry_each, service.backend, list(dict.fromkeys(ids))))
+    asked = fields.parse(cm.RetryBatchRequest, await read_json(request), "the request")
+    return JSON(await service.store(_retry_each, service.backend, list(dict.fromkeys(asked.ids))))
 
 
 # -- workers, schedules, the store ---------------------------------------------------------
@@ -302,20 +289,15 @@ async def store_health(request: Request) -> JSON:
 async def evaluate_condition(request: Request) -> JSON:
     """Would a delivery that got this answer be retried? The worker's own judgement
     (delivery.judge): a status that is not 2xx, an empty answer, or a true condition."""
-    data = fields.json_object(await read_json(request), "the request")
-    console_schema.only_known(data, ("condition", "answer", "status"), "the request")
-    text = console_schema.string(data, "condition", max_length=2000)
-    sample = data.get("answer")
-    if not isinstance(sample, str):
-        raise Invalid("answer must be a string: the callback's answer body as sent")
-    status = console_schema.integer(data, "status", 200, 100, 599)
+    trial = fields.parse(cm.ConditionTrial, await read_json(request), "the request")
+    status = 200 if trial.status is None else trial.status
     try:
-        condition = Condition(text) if text else None
+        condition = Condition(trial.condition) if trial.condition else None
     except ConditionError as exc:
         raise Invalid(f"condition: {exc}") from None
     if not 200 <= status < 300:
         return JSON({"retry": True, "reason": f"status {status} is not 2xx"})
-    reason = judge(sample.encode(), condition)
+    reason = judge(trial.answer.encode(), condition)
     return JSON({"retry": reason is not None, "reason": reason})
 
 
@@ -323,14 +305,9 @@ async def evaluate_condition(request: Request) -> JSON:
 async def preview_backoff(request: Request) -> JSON:
     """The waits before each retry of a topic's backoff: with jitter, between
     `wait_min` and `wait`; `after` sums the longest waits (the first attempt at 0)."""
-    data = fields.json_object(await read_json(request), "the request")
-    console_schema.only_known(data, ("backoff", "attempts"), "the request")
-    spec = data.get("backoff")
-    if not isinstance(spec, dict) or not isinstance(spec.get("kind"), str):  # build_backoff needs a str kind
-        raise Invalid(f"backoff must be an object with a kind ({', '.join(BACKOFF_KINDS)}), "
-                      'e.g. {"kind": "fixed", "seconds": 5}')
-    schedule = build_backoff(spec)
-    attempts = console_schema.integer(data, "attempts", 10, 1, 1000)
+    trial = fields.parse(cm.BackoffTrial, await read_json(request), "the request")
+    schedule = schedule_of(trial.backoff)
+    attempts = 10 if trial.attempts is None else trial.attempts
     retries, after = [], 0.0
     for done in range(1, attempts):
         if isinstance(schedule, exponential):
@@ -421,76 +398,42 @@ def route_scopes() -> dict[tuple[str, str], str]:
 
 @functools.cache
 def paths() -> dict[str, Any]:
-    """This module's part of /openapi.json (openapi.py adds it to its own)."""
-    names = {"type": "array", "items": STRING}
-    worker = obj({"worker": STRING, "pid": INTEGER, "host": STRING, "queues": names,
-                  "concurrency": nullable(INTEGER), "processed": nullable(INTEGER),
-                  "heartbeat_age": NUMBER, "seen": nullable(NUMBER), "master": nullable(STRING),
-                  "jobs": {"type": "array", "items": obj({"id": STRING, "task": STRING,
-                                                          "running_for": NUMBER})}})  # fmt: skip
-    schedule = obj({"name": STRING, "cron": nullable(STRING), "task": nullable(STRING),
-                    "args": nullable({"type": "array"}), "kwargs": nullable({"type": "object"}),
-                    "options": nullable({"type": "object"}), "next": {"type": "array", "items": NUMBER},
-                    "last_tick": nullable(NUMBER),
-                    "last_job": nullable(obj({"id": STRING, "state": STATE}))}, ("name", "next"))  # fmt: skip
-    backoff = {"anyOf": [ref(f"{kind.title()}Backoff") for kind in BACKOFF_KINDS]}  # the topics' own schemas
+    """This module's part of /openapi.json (openapi.py adds it to its own); the schemas
+    are console_models' (openapi.schemas)."""
+
+    def ok(description: str, model: type) -> dict[str, Any]:
+        return {"200": answer(description, ref(model.__name__))}
+
+    def body(model: type) -> dict[str, Any]:
+        return ref(model.__name__)
+
     return {
-        "/v1/whoami": {"get": operation("The scope of the caller's token", "reader", {"200": answer(
-            "Who", obj({"auth": BOOLEAN, "scope": {"type": "string", "enum": list(SCOPES)}},
-                       ("auth", "scope")))}, errors=("503",))},
+        "/v1/whoami": {"get": operation("The scope of the caller's token", "reader",
+                                        ok("Who", cm.WhoAmI), errors=("503",))},
         "/v1/search": {"get": operation(
             "Jobs by state, queue, task and id/key text, over the newest jobs of each state", "reader",
-            {"200": answer("Matches, newest first", obj({
-                "jobs": {"type": "array", "items": ref("Job")}, "matched": INTEGER, "scanned": INTEGER,
-                "window": INTEGER, "complete": BOOLEAN, "tasks": names},
-                ("jobs", "matched", "scanned", "window", "complete")))},
-            params=[query("state", STATE), query("queue", STRING), query("task", STRING), query("q", STRING),
-                    query("limit", {**INTEGER, "minimum": 1, "maximum": 1000}),
-                    query("window", {**INTEGER, "minimum": 1, "maximum": MAX_WINDOW})],
-            errors=("422", "503"))},
+            ok("Matches, newest first", cm.SearchAnswer), params=query(cm.SearchQuery), errors=("422", "503"))},
         "/v1/jobs/{job_id}/lease": {"get": operation(
-            "Who holds a running job, until when", "reader", {"200": answer("The lease", obj({
-                "id": STRING, "state": STATE, "worker": nullable(STRING), "lease_until": nullable(NUMBER),
-                "now": NUMBER}, ("id", "state", "now")))}, params=[path_param("job_id")])},
+            "Who holds a running job, until when", "reader", ok("The lease", cm.Lease),
+            params=[path_param("job_id")])},
         "/v1/dead/retry-batch": {"post": operation(
-            "Retry the dead letters named", "admin",
-            {"200": answer("Retried", obj({"retried": INTEGER, "not_retried": names}))},
-            request_obj({"ids": {"type": "array", "items": STRING, "minItems": 1, "maxItems": MAX_IDS}},
-                        ("ids",)), errors=("503",))},
+            "Retry the dead letters named", "admin", ok("Retried", cm.RetriedBatch),
+            body(cm.RetryBatchRequest), errors=("503",))},
         "/v1/workers": {"get": operation(
-            "Workers and masters, from their heartbeats", "reader", {"200": answer("Workers", obj({
-                "time": NUMBER, "workers": {"type": "array", "items": worker},
-                "masters": {"type": "array", "items": {"type": "object"}}},
-                ("time", "workers", "masters")))}, errors=("503",))},
+            "Workers and masters, from their heartbeats", "reader", ok("Workers", cm.Workers), errors=("503",))},
         "/v1/periodic": {"get": operation(
-            "Periodic schedules: next ticks and the last one enqueued", "reader", {"200": answer(
-                "Schedules", obj({"now": NUMBER, "schedules": {"type": "array", "items": schedule}},
-                                 ("now", "schedules")))}, errors=("503",))},
+            "Periodic schedules: next ticks and the last one enqueued", "reader",
+            ok("Schedules", cm.PeriodicSchedules), errors=("503",))},
         "/v1/store": {"get": operation(
-            "The store: kind, URL without password, up or down, ping latency", "reader", {"200": answer(
-                "The store", obj({"kind": STRING, "url": STRING, "backend": nullable(STRING), "up": BOOLEAN,
-                                  "latency_ms": nullable(NUMBER), "pings_ms": {"type": "array", "items": NUMBER},
-                                  "clock_skew_ms": nullable(NUMBER), "error": nullable(STRING)},
-                                 ("kind", "up")))}, errors=())},
+            "The store: kind, URL without password, up or down, ping latency", "reader",
+            ok("The store", cm.StoreHealth), errors=())},
         "/v1/conditions/evaluate": {"post": operation(
             "Would this answer be retried? A retry condition tried on a sample answer", "reader",
-            {"200": answer("The verdict", obj({"retry": BOOLEAN, "reason": nullable(STRING)},
-                                              ("retry", "reason")))},
-            request_obj({"condition": {**STRING, "maxLength": 2000, "format": "retry-condition"}, "answer": STRING,
-                         "status": {**INTEGER, "minimum": 100, "maximum": 599}}, ("answer",)),
-            errors=())},
+            ok("The verdict", cm.Verdict), body(cm.ConditionTrial), errors=())},
         "/v1/backoff/preview": {"post": operation(
-            "The waits before each retry of a backoff", "reader",
-            {"200": answer("Waits", obj({"retries": {"type": "array", "items": obj({
-                "attempt": INTEGER, "wait": NUMBER, "wait_min": NUMBER, "after": NUMBER})}}, ("retries",)))},
-            request_obj({"backoff": backoff, "attempts": {**INTEGER, "minimum": 1, "maximum": 1000}},
-                        ("backoff",)), errors=())},
+            "The waits before each retry of a backoff", "reader", ok("Waits", cm.BackoffPreview),
+            body(cm.BackoffTrial), errors=())},
         "/v1/settings/alerts/test": {"post": operation(
-            "Send a test alert through the saved alert settings", "admin",
-            {"200": answer("What arrived", obj({"sent": BOOLEAN, "message": STRING,
-                                                "targets": {"type": "array", "items": obj({
-                                                    "target": STRING, "delivered": BOOLEAN,
-                                                    "error": nullable(STRING)})}},
-                                               ("sent", "targets", "message")))},
+            "Send a test alert through the saved alert settings", "admin", ok("What arrived", cm.TestAlert),
             errors=("422", "503"))},
     }  # fmt: skip

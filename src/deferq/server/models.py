@@ -125,12 +125,22 @@ TaskJob: type[Struct] = msgspec.defstruct(
 # Rules between fields, in the words of the schema (openapi.py adds them to each model);
 # jobs.parse_job checks the same rules.
 ONE_DUE_TIME = {"not": {"required": ["delay_ms", "at"]}}  # delay_ms or at, not both
+_GIVEN = {"not": {"type": "null"}}  # null is the same as leaving a field out
+KEYED_CONFLICTS = {  # replace and debounce need a key; max_wait_ms is for debounce (options.conflict_mode)
+    "allOf": [
+        {"if": {"required": ["on_conflict"], "properties": {"on_conflict": {"enum": ["replace", "debounce"]}}},
+         "then": {"required": ["key"], "properties": {"key": {"type": "string"}}}},
+        {"if": {"required": ["max_wait_ms"], "properties": {"max_wait_ms": _GIVEN}},
+         "then": {"required": ["on_conflict"], "properties": {"on_conflict": {"const": "debounce"}}}},
+    ],
+}  # fmt: skip
+JOB_RULES = {**ONE_DUE_TIME, **KEYED_CONFLICTS}
 JOB_REQUEST = {"description": "A topic job (with topic) or a task job (with task): exactly one.",
                "oneOf": [{"$ref": f"#/components/schemas/{kind}"} for kind in ("TopicJob", "TaskJob")]}
 # What msgspec cannot write itself, merged into its schemas by openapi.py: each job of a
 # batch is a JobRequest (the model takes it as an object, and jobs.parse_job reads it).
 SCHEMA_RULES: dict[str, dict[str, Any]] = {
-    "TopicJob": ONE_DUE_TIME, "TaskJob": ONE_DUE_TIME,
+    "TopicJob": JOB_RULES, "TaskJob": JOB_RULES,
     "BatchRequest": {"properties": {"jobs": {"items": {"$ref": "#/components/schemas/JobRequest"}}}},
 }  # fmt: skip
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import msgspec
 
-from . import models
+from . import console_models, models
 from .fields import ecma_pattern
 from .topics import NAME_PATTERN
 
@@ -155,7 +155,7 @@ def _paths() -> dict[str, Any]:
 def schemas() -> dict[str, Any]:
     """The components: every model's schema, with the rules between fields that a model
     states in words of JSON Schema (models.SCHEMA_RULES), and the job request's two kinds."""
-    _, components = msgspec.json.schema_components(models.MODELS, ref_template=REF)
+    _, components = msgspec.json.schema_components((*models.MODELS, *console_models.MODELS), ref_template=REF)
     for name, extra in models.SCHEMA_RULES.items():
         components[name] = _merged(components[name], extra)
     # Each field also stands at the top, with the schema it has in its kind (the same for

@@ -247,6 +247,11 @@ def build_backoff(spec: Any) -> backoff_module.Backoff:
         checked: Backoff = msgspec.convert(spec, Backoff)
     except msgspec.ValidationError as exc:
         raise Invalid(f"backoff: {exc}") from None
+    return schedule_of(checked)
+
+
+def schedule_of(checked: Backoff) -> backoff_module.Backoff:
+    """The retry schedule a checked backoff model describes."""
     if isinstance(checked, ScheduleBackoff):
         return Schedule(tuple(checked.seconds))
     given = {f: getattr(checked, f) for f in checked.__struct_fields__}
