@@ -30,7 +30,7 @@ from enum import StrEnum
 from typing import Any
 
 from ..errors import ConfigError
-from ..job import ALL_STATES, FINISHED_STATES, Job, JobState
+from ..job import ALL_STATES, FINISHED_STATES, Job, JobState, slot_init
 
 # Waiting jobs that claims must pass over are stored with their priority level raised
 # out of the levels claims read (0-2), so they stay out of the claim index while they
@@ -93,6 +93,9 @@ class Enqueue:
             timeout=job.timeout, key=job.key, run_at=run_at, created_at=now, meta=job.meta,
             expires_at=self.expiry(now),
         )  # fmt: skip
+
+
+slot_init(Enqueue)  # one per job enqueued
 
 
 class OutcomeKind(StrEnum):
