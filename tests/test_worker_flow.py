@@ -4,6 +4,7 @@ cancelling a running job, expiry, and the limits a task sets."""
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from datetime import datetime, timedelta
 
@@ -188,11 +189,13 @@ def test_debounce_runs_once_with_the_last_arguments(app):
 
 def test_a_replacement_waits_for_the_running_job_with_its_key(app):
     spans = []
+    release = threading.Event()  # the first run holds the key until the second is enqueued
 
     @app.task()
     def sync(account: int, label: str) -> None:
         start = time.monotonic()
-        time.sleep(0.4)
+        if label == "first":
+            release.wait(10)
         spans.append((label, start, time.monotonic()))
 
     replacing = sync.options(key="sync:1", on_conflict="replace")
@@ -202,6 +205,7 @@ def test_a_replacement_waits_for_the_running_job_with_its_key(app):
         wait_for_state(app, first.id, JobState.ACTIVE)
         second = replacing.enqueue(1, "second")
         assert second.id != first.id
+        release.set()
         wait_for_state(app, second.id, JobState.SUCCEEDED)
     finally:
         stop_worker(worker, thread)
