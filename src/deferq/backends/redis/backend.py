@@ -107,6 +107,8 @@ class RedisBackend(Admin, Backend):
         return _EnqueuePlan(calls, list(by_queue.values()), new)
 
     def _enqueue_results(self, items: Sequence[Enqueue], plan: _EnqueuePlan, replies: list[Any]) -> list[Job]:
+        if len(items) == 1 and replies[0][1] == 0:  # one job, stored
+            return [items[0].stored(float(replies[0][0]))]
         stored: list[Job | None] = [None] * len(items)
         for positions, reply in zip(plan.positions, replies, strict=True):
             now = float(reply[0])
