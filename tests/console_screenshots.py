@@ -59,13 +59,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="docs/console", help="where the PNG files go")
     parser.add_argument("--busy", type=float, default=90.0, help="seconds of real activity for the charts")
+    parser.add_argument("--only", nargs="*", help="make only these views (e.g. queue job), at each width")
+    parser.add_argument("--phone", nargs="*", default=list(PHONE), help="the views also made at 390 px")
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     url = f"sqlite:///{tempfile.mkdtemp(prefix='deferq-screens-')}/deferq.db"
     world = seed(url)
     views = {
-        "overview": "/dashboard/", "queue": "/dashboard/queues/email", "jobs": "/dashboard/jobs",
+        "overview": "/dashboard/", "queue": "/dashboard/queues/reports", "jobs": "/dashboard/jobs",
         "job": f"/dashboard/jobs/{world.ids['dead']}", "dead": "/dashboard/dead", "workers": "/dashboard/workers",
         "periodic": "/dashboard/periodic", "topics": "/dashboard/topics", "topic": "/dashboard/topics/order-paid",
         "alerts": "/dashboard/alerts", "stores": "/dashboard/stores", "tokens": "/dashboard/tokens",
@@ -74,6 +76,9 @@ def main() -> None:
         page = signed_in(browser, base, world.admin)
         page.goto(base + "/dashboard/")  # this tab samples the counts while the worker works
         busy_worker(url, args.busy)
+        paused = deferq.App(url)
+        paused.pause("reports")  # the queue page shows a paused queue (its running job finishes)
+        paused.close()
         page.goto(base + "/dashboard/stores")
         page.wait_for_timeout(30_000)  # the latency chart: samples of this tab
         for scheme in ("light", "dark"):
@@ -81,9 +86,9 @@ def main() -> None:
             publish_heartbeats(app.backend, world.ids["active"])  # as a live worker would, every few seconds
             app.close()
             page.emulate_media(color_scheme=scheme)
-            for width, names in ((1280, list(views)), (390, PHONE)):
+            for width, names in ((1280, list(views)), (390, args.phone)):
                 page.set_viewport_size({"width": width, "height": 900 if width > 400 else 844})
-                for name in names:
+                for name in [n for n in names if not args.only or n in args.only]:
                     page.goto(base + views[name])
                     page.wait_for_timeout(2500)  # the first answers, and one poll
                     path = out / f"{name}-{width}-{scheme}.png"

@@ -90,7 +90,8 @@ def seed(url: str) -> World:
     ids: dict[str, str] = {}
     # Leased jobs first, each alone in its queue when it is reserved.
     world_app.enqueue("shop.tasks.charge_card", [1042], {"amount": 59.9, "currency": "EUR"}, queue="payments",
-                      max_attempts=3, key="charge:1042")  # fmt: skip
+                      max_attempts=3, key="charge:1042",
+                      remark="order 1042: the customer asked for a retry tonight")  # fmt: skip
     ids["dead"] = _settle(backend, "payments", "dead", WORKER, error=TRACEBACK)
     world_app.enqueue("shop.tasks.send_receipt", [1041], queue="email")
     ids["succeeded"] = _settle(backend, "email", "succeeded", WORKER, result={"message_id": "<r-1041@shop>"})

@@ -125,6 +125,29 @@ def test_a_job_shows_its_times_for_people_and_epochs_in_json(url):
     assert_fits(shown.output)
 
 
+def test_queues_are_listed_paused_and_resumed_and_a_job_keeps_its_remark(url):
+    app = deferq.App(url)
+    job = app.enqueue("later", [1], queue="email")
+    assert cli("queue", "pause", "email", "--url", url).output == "paused queue email\n"
+    assert cli("queue", "pause", "email", "--url", url).output == "queue email was already paused\n"
+    assert app.paused().keys() == {"email"}
+    listed = cli("queue", "list", "--url", url)
+    assert "email (paused)" in listed.output
+    assert_fits(listed.output)
+    assert orjson.loads(cli("queue", "list", "--url", url, "--json").stdout)["email"]["paused"] is True
+    assert cli("queue", "resume", "email", "--url", url).output == "resumed queue email\n"
+    assert app.paused() == {}
+    bad = cli("queue", "pause", "two words", "--url", url)
+    assert bad.exit_code == 2 and "queue name" in bad.output
+    assert cli("remark", job.id, "refunded, ticket 4711", "--url", url).exit_code == 0
+    shown = cli("job", job.id, "--url", url).output
+    assert "remark    refunded, ticket 4711" in shown and "updated" in shown
+    assert cli("remark", "NOPE", "x", "--url", url).exit_code == 1
+    made = orjson.loads(cli("enqueue", "later", "--remark", "from the CLI", "--url", url, "--json").stdout)
+    assert made["remark"] == "from the CLI"
+    app.close()
+
+
 def test_a_running_job_shows_its_progress(url):
     app = deferq.App(url)
     job = app.enqueue("convert", ["a.mov"])

@@ -7,6 +7,7 @@ banner; text that stays text; the dark theme."""
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -99,6 +100,7 @@ def views(world: World) -> list[tuple[str, str, str]]:
         ("/dashboard/topics/new", "#try-verdict", "Delivered"),
         ("/dashboard/alerts", "#alerts-form", "Send e-mail"),
         ("/dashboard/stores", ".card", "up"),
+        ("/dashboard/stores", '#store-parts tr[data-key="store"]', "SQLite"),
         ("/dashboard/tokens", "#tokens tbody tr:nth-child(3)", ""),
     ]
 
@@ -255,11 +257,15 @@ def test_a_reader_sees_everything_and_can_act_on_nothing(served):
     page = signed_in(browser, base, world.reader)
     page.goto(base + "/dashboard/dead")
     expect(page.locator(f'.jobs tr[data-key="{world.ids["dead"]}"]')).to_be_visible()
-    assert page.locator("#retry-matching, #delete-dead, .jobs button").count() == 0
+    assert page.locator("#retry-matching, #delete-matching, #delete-dead, .jobs button").count() == 0
     expect(page.locator("#who")).to_have_text("reader")
     page.goto(f"{base}/dashboard/jobs/{world.ids['dead']}")
     expect(page.locator("#job-error")).to_be_visible()
     assert not page.locator("button:has-text('Retry')").is_visible()
+    assert page.locator("#save-remark, textarea[name=remark]").count() == 0
+    page.goto(base + "/dashboard/queues/email")
+    expect(page.locator(".jobs tbody tr").first).to_be_visible()
+    assert not page.locator("#pause-queue").is_visible()
     page.goto(f"{base}/dashboard/jobs/{world.ids['queued']}")
     expect(page.locator(".page-head .badge")).to_have_text("queued")
     assert not page.locator("button:has-text('Cancel')").is_visible()
@@ -274,6 +280,9 @@ def test_a_reader_sees_everything_and_can_act_on_nothing(served):
     with httpx.Client(base_url=base, headers=reader, trust_env=False, timeout=10) as api:
         assert api.post(f"/v1/dead/{world.ids['dead']}/retry").status_code == 403
         assert api.delete(f"/v1/jobs/{world.ids['queued']}").status_code == 403
+        assert api.post("/v1/queues/email/pause").status_code == 403
+        assert api.put(f"/v1/jobs/{world.ids['dead']}/remark", json={"remark": "x"}).status_code == 403
+        assert api.post("/v1/dead/delete-batch", json={"ids": [world.ids["dead"]]}).status_code == 403
         assert api.put("/v1/topics/x", json={"url": "http://127.0.0.1:9/"}).status_code == 403
         assert api.get(f"/v1/jobs/{world.ids['dead']}").json()["state"] == "dead"
 
@@ -391,14 +400,110 @@ def test_bulk_actions_on_dead_letters_ask_first(served):
     expect(page.locator(".toast")).to_contain_text("2 dead letter(s) queued again.")
     expect(page.locator(".empty")).to_contain_text("No dead letter matches this filter.")
     assert {j.task for j in app.list_jobs("queued", "bulk")} == {"bulk.alpha"}
+    app.enqueue("bulk.gamma", queue="bulk", priority="high")  # leased before the alphas now queued
+    (job,) = app.backend.reserve(["bulk"], 1, "bulk-test", 60.0, (0, 1, 2))
+    app.backend.settle([Outcome(job, "dead", error="ValueError: no")])
+    page.goto(base + "/dashboard/dead?queue=bulk&task=beta")
+    remove = page.locator("#delete-matching")
+    expect(remove).to_have_text("Delete all that match (2)")
+    remove.click()
+    expect(page.locator("dialog")).to_contain_text("This deletes the 2 dead letter(s) that match for good")
+    sure = page.locator("dialog button", has_text="Delete them")
+    expect(sure).to_be_disabled()
+    page.fill("dialog input", "delete")
+    sure.click()
+    expect(page.locator(".toast")).to_contain_text("2 dead letter(s) deleted.")
+    expect(page.locator(".empty")).to_contain_text("No dead letter matches this filter.")
+    assert [j.task for j in app.list_jobs("dead", "bulk")] == ["bulk.gamma"]  # outside the filter: kept
     page.click("#delete-dead")
     delete = page.locator("dialog button", has_text="Delete")
     expect(delete).to_be_disabled()
     page.fill("dialog input", "delete")
     expect(delete).to_be_enabled()
     delete.click()
-    expect(page.locator(".toast", has_text="deleted")).to_be_visible()
+    expect(page.locator(".toast").last).to_contain_text("deleted")
     assert app.list_jobs("dead", "bulk") == []
     no_errors(page)
     page.context.close()
     app.close()
+
+
+def test_pausing_a_queue_stops_a_running_worker_until_it_is_resumed(served):
+    world, base, browser = served
+    app = deferq.App(world.url, lease=5)
+    ran: list[int] = []
+
+    @app.task(name="console.tally", queue="tally")
+    def tally(n: int) -> int:
+        ran.append(n)
+        return n
+
+    running = Worker(app, WorkerConfig(queues=("tally",), concurrency=1, idle_wait=0.2))
+    thread = threading.Thread(target=running.run, daemon=True)
+    thread.start()
+    page = signed_in(browser, base, world.admin)
+    try:
+        tally.enqueue(0)
+        wait_until(lambda: ran == [0], 10, "the worker runs the queue's jobs")
+        page.goto(base + "/dashboard/queues/tally")
+        expect(page.locator(".state-succeeded .number")).to_have_text("1")
+        expect(page.locator("#queue-paused")).to_be_hidden()
+        page.click("#pause-queue")
+        page.locator("dialog button", has_text="Pause it").click()
+        expect(page.locator("#queue-paused")).to_be_visible()
+        expect(page.locator("#pause-queue")).to_have_text("Resume")
+        assert app.paused().keys() == {"tally"}
+        for n in (1, 2, 3):
+            tally.enqueue(n)
+        expect(page.locator(".state-queued .number")).to_have_text("3")  # live, no reload
+        page.wait_for_timeout(1500)  # the worker polls every 0.2 s: it had every chance to take them
+        assert ran == [0] and thread.is_alive()
+        expect(page.locator(".state-queued .number")).to_have_text("3")
+        page.reload()
+        expect(page.locator("#queue-paused")).to_be_visible()  # kept in the store
+        page.click("#pause-queue")  # resume: no question asked
+        expect(page.locator("#queue-paused")).to_be_hidden()
+        expect(page.locator(".state-succeeded .number")).to_have_text("4", timeout=15_000)
+        assert sorted(ran) == [0, 1, 2, 3]
+        no_errors(page)
+    finally:
+        page.context.close()
+        running.stop()
+        thread.join(timeout=10)
+        app.close()
+
+
+def test_a_remark_is_set_from_the_job_page_and_kept(served, worker):
+    world, base, browser = served
+    job_id = world.ids["succeeded"]
+    page = signed_in(browser, base, world.admin)
+    page.goto(f"{base}/dashboard/jobs/{job_id}")
+    expect(page.locator(".job-side")).to_contain_text("last run by")
+    expect(page.locator(".job-side")).to_contain_text(":4242:console-test")  # kept after it ended
+    page.fill("textarea[name=remark]", "customer asked for a copy <b>twice</b>")
+    page.wait_for_timeout(2500)  # a refresh passes: what is being typed stays
+    expect(page.locator("textarea[name=remark]")).to_have_value("customer asked for a copy <b>twice</b>")
+    page.click("#save-remark")
+    expect(page.locator(".toast").last).to_have_text("Remark saved.")
+    page.reload()
+    expect(page.locator("textarea[name=remark]")).to_have_value("customer asked for a copy <b>twice</b>")
+    assert worker.get(job_id).remark == "customer asked for a copy <b>twice</b>"
+    assert page.locator("main b").count() == 0
+    no_errors(page)
+    page.context.close()
+
+
+def test_the_stores_page_shows_each_shard_and_the_one_that_is_down(served, redis_shards_url):
+    _, _, browser = served
+    down = f"127.0.0.1:{free_port()}/0"
+    url = redis_shards_url.replace("redis+shards://", f"redis+shards://{down},", 1)
+    with running_server(url, "--no-auth") as base:
+        page = signed_in(browser, base, "")
+        page.goto(base + "/dashboard/stores")
+        expect(page.locator(f'#store-parts tr[data-key="{down}"]')).to_contain_text("down")
+        expect(page.locator('#store-parts td[data-health="up"]')).to_have_count(2)
+        memory = re.compile(r"[0-9] [KMG]iB")  # each live shard's memory
+        expect(page.locator("#store-parts tbody")).to_contain_text(memory)
+        expect(page.locator(".card[data-health]")).to_contain_text("up")  # the others keep working
+        expect(page.locator("dd.error-text")).to_contain_text(f"part(s) {down} cannot be reached")
+        page.context.close()

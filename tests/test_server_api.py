@@ -14,6 +14,7 @@ from deferq.backends.base import Outcome
 from deferq.server import ServerConfig, create_app
 from deferq.server import auth as auth_module
 from deferq.server.routes import route_scopes
+from tests.alert_receivers import free_port
 from tests.server_helpers import TestClient, running_server
 
 
@@ -161,6 +162,56 @@ def test_dead_letters_list_retry_and_purge(api, store):
     app.backend.settle([Outcome(job, "dead", error="again") for job in leased])
     assert api.delete("/v1/dead").json() == {"purged": 3}
     assert api.get("/v1/dead").json() == {"jobs": []}
+    app.close()
+
+
+def test_pause_and_resume_a_queue_over_the_api(api, store):
+    assert api.post("/v1/queues/q/pause").json() == {"queue": "q", "paused": True, "changed": True}
+    assert api.post("/v1/queues/q/pause").json()["changed"] is False
+    api.post("/v1/jobs", json={"task": "t", "queue": "q"})
+    queues = api.get("/v1/queues").json()["queues"]
+    assert queues["q"]["paused"] is True and queues["q"]["queued"] == 1
+    app = deferq.App(store)
+    assert app.backend.reserve(["q"], 5, "w", 30, [0, 1, 2]) == []
+    assert api.post("/v1/queues/q/resume").json() == {"queue": "q", "paused": False, "changed": True}
+    assert api.get("/v1/queues").json()["queues"]["q"]["paused"] is False
+    assert len(app.backend.reserve(["q"], 5, "w", 30, [0, 1, 2])) == 1
+    app.close()
+    bad = api.post("/v1/queues/two%20words/pause")
+    assert bad.status_code == 422 and "queue name" in error_of(bad)
+
+
+def test_remark_last_worker_and_updated_at_over_the_api(api, store, topic):
+    sent = api.post("/v1/jobs", json={"topic": "orders", "body": {}, "remark": "a callback"}).json()
+    assert api.get(f"/v1/jobs/{sent['id']}").json()["remark"] == "a callback"
+    receipt = api.post("/v1/jobs", json={"task": "t", "remark": "from the shop"}).json()
+    job = api.get(f"/v1/jobs/{receipt['id']}").json()
+    assert job["remark"] == "from the shop" and job["updated_at"] == job["created_at"]
+    assert job["worker"] is None and job["last_worker"] is None
+    app = deferq.App(store)
+    [leased] = app.backend.reserve(["default"], 1, "w-1", 30, [0, 1, 2])
+    app.backend.settle([Outcome(leased, "succeeded")])
+    app.close()
+    job = api.get(f"/v1/jobs/{receipt['id']}").json()
+    assert job["last_worker"] == "w-1" and job["worker"] is None and job["updated_at"] >= job["finished_at"]
+    put = api.put(f"/v1/jobs/{receipt['id']}/remark", json={"remark": "refunded"})
+    assert put.json() == {"id": receipt["id"], "remark": "refunded"}
+    assert api.get(f"/v1/jobs/{receipt['id']}").json()["remark"] == "refunded"
+    assert api.put(f"/v1/jobs/{receipt['id']}/remark", json={"remark": None}).json()["remark"] is None
+    assert api.put("/v1/jobs/NOPE/remark", json={"remark": "x"}).status_code == 404
+    assert api.put(f"/v1/jobs/{receipt['id']}/remark", json={"remark": "x" * 1001}).status_code == 422
+
+
+def test_delete_dead_letters_by_id(api, store):
+    app = deferq.App(store)
+    stored = [app.enqueue("boom", queue="q") for _ in range(3)]
+    leased = app.backend.reserve(["q"], 2, "w", 30, [0, 1, 2])
+    app.backend.settle([Outcome(job, "dead", error="no luck") for job in leased])
+    ids = [job.id for job in stored]
+    answer = api.post("/v1/dead/delete-batch", json={"ids": [*ids, "NOPE"]}).json()
+    assert answer == {"deleted": 2, "not_deleted": [ids[2], "NOPE"]}  # the third one still waits
+    assert app.get(ids[0]) is None and app.get(ids[2]) is not None
+    assert api.post("/v1/dead/delete-batch", json={"ids": []}).status_code == 422
     app.close()
 
 
@@ -586,3 +637,23 @@ def test_serve_refuses_bad_options_in_one_sentence(options, says):
     result = CliRunner().invoke(main, ["serve", *options])
     assert result.exit_code == 2 and says in result.output
     assert "Traceback" not in result.output
+
+
+def test_store_parts_name_each_shard_and_the_one_that_is_down(redis_shards_url):
+    down = f"127.0.0.1:{free_port()}/0"
+    with client_for(redis_shards_url) as api:
+        parts = api.get("/v1/store/parts").json()["parts"]
+        assert len(parts) == 2 and all(p["up"] and p["version"] and p["memory_bytes"] > 0 for p in parts)
+    broken = redis_shards_url.replace("redis+shards://", f"redis+shards://{down},", 1)
+    with client_for(broken) as api:
+        answer = api.get("/v1/store/parts")
+        assert answer.status_code == 200
+        first, *rest = answer.json()["parts"]
+        assert first["name"] == down and first["up"] is False and first["error"]
+        assert [p["up"] for p in rest] == [True, True]
+
+
+def test_store_parts_of_a_sqlite_store(api):
+    (part,) = api.get("/v1/store/parts").json()["parts"]
+    assert part["name"] == "store" and part["up"] and part["version"].startswith("SQLite ")
+    assert part["size_bytes"] > 0 and part["memory_bytes"] is None

@@ -183,3 +183,25 @@ def test_api_with_one_shard_killed_answers_and_names_it(two_servers) -> None:
                 assert answer.status_code == 503, (path, answer.text)
     finally:
         app.close()
+
+
+def test_a_pause_reaches_every_server_and_says_when_one_missed_it(two_servers) -> None:
+    url = shards_url(two_servers)
+    app = deferq.App(url)
+    try:
+        two_servers[1].kill()
+        with pytest.raises(StoreUnavailable, match="cannot be reached"):
+            app.pause("mail")  # paused where it could be: pausing again once it is back is safe
+        assert app.paused().keys() == {"mail"}  # from the server that answers
+        assert app.backend.shards[0].paused().keys() == {"mail"}
+        two_servers[1].start()
+        app.backend._down_until = [0.0, 0.0]  # don't wait out RETRY_DOWN
+        assert app.pause("mail") is True  # the server that missed it is paused now
+        assert all(shard.paused().keys() == {"mail"} for shard in app.backend.shards)
+        for n in range(4):
+            app.enqueue("t", [n], queue="mail")
+        assert app.backend.reserve(["mail"], 10, "w", 30.0, ORDER) == []
+        assert app.resume("mail") is True
+        assert len(app.backend.reserve(["mail"], 10, "w", 30.0, ORDER)) == 4
+    finally:
+        app.close()

@@ -98,3 +98,38 @@ def test_queue_alerts_are_sent_once_across_masters(tmp_path, webhook_inbox):  # 
         for alerter in alerters:
             alerter.close()
         app.close()
+
+
+def test_the_monitor_uses_thresholds_saved_from_the_console(tmp_path, webhook_inbox):  # noqa: F811
+    """/dashboard/alerts saves through PUT /v1/settings/alerts into the store; a running
+    master picks the saved thresholds up at its next check, over its file's [alerts]."""
+    from deferq.server import ServerConfig, create_app
+    from tests.server_helpers import TestClient
+
+    hooks, webhook = webhook_inbox
+    url = f"sqlite:///{tmp_path}/alerts.db"
+    table = f"""
+check_every = "0.2s"
+[pools.other]
+queues = ["other"]
+processes = {{ min = 0, max = 1 }}
+[alerts]
+webhook = "{webhook}"
+backlog = {{ default = 1000 }}
+"""
+    store = deferq.App(url)
+    master = Master(tmp_path, url, table)
+    try:
+        master.start()
+        master.wait_log("started on")
+        store.enqueue_many([deferq.Call("nap", (0,), {}) for _ in range(4)])
+        with TestClient(create_app(ServerConfig(auth=False, error_log="off"), deferq.App(url))) as api:
+            saved = api.put("/v1/settings/alerts", json={"backlog": {"default": 3}, "min_interval": "1m"})
+            assert saved.status_code == 200, saved.text
+        hook = hooks.wait_for(lambda h: h["kind"] == "backlog:default", timeout=20)
+        assert hook["details"] == {"queue": "default", "waiting": 4, "limit": 3}  # the saved limit, not 1000
+        assert master.stop() == 0
+        assert "Traceback" not in master.log(), master.log()
+    finally:
+        master.kill()
+        store.close()

@@ -23,13 +23,14 @@ import smtplib
 import socket
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from email.message import EmailMessage
 from typing import Any
 from urllib.parse import urlsplit
 
 import orjson
 
+from .backends.base import Records
 from .errors import ConfigError, MissingExtra
 from .values import host_port, no_unknown_keys, parse_duration
 
@@ -126,6 +127,28 @@ class AlertConfig:
         if not isinstance(dead_letters, bool):
             raise ConfigError("alerts.dead_letters must be true or false")
         return cls(email, webhook, min_interval, dict(backlog), oldest, dead_letters)
+
+    def overridden_by(self, saved: Any) -> AlertConfig:
+        """This config with each key that `saved` (an [alerts]-shaped dict, e.g. the
+        settings saved from the console) sets taken from it; None changes nothing."""
+        if saved is None:
+            return self
+        theirs = AlertConfig.from_dict(saved)
+        return replace(self, **{key: getattr(theirs, key) for key in saved})
+
+
+# The alert settings saved in the store (PUT /v1/settings/alerts, the console's alerts
+# page): one record, read by the HTTP service and by every supervisor's monitor.
+SETTINGS_NAMESPACE, ALERTS_KEY = "settings", "alerts"
+
+
+def saved_alerts(store: Records) -> dict[str, Any] | None:
+    """The alert settings saved in the store, or None."""
+    raw = store.kv_get(SETTINGS_NAMESPACE, ALERTS_KEY)
+    if raw is None:
+        return None
+    saved: dict[str, Any] = orjson.loads(raw)
+    return saved
 
 
 @dataclass

@@ -10,21 +10,30 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, ParamSpec, TypeVar, overload
 
 from .backends import Backend, open_backend
-from .backends.base import Enqueue, QueueStats
+from .backends.base import Enqueue, QueueStats, queue_table
 from .errors import ConfigError
 from .job import Job, JobState
 from .middleware import Middleware
-from .options import JobOptions, TaskDefaults
+from .options import JobOptions, TaskDefaults, queue_name, remark_text
 from .registry import EVENTS, Registry
 from .task import Call, Hook, Task, build_enqueue
 
 log = logging.getLogger("deferq")
 P = ParamSpec("P")
 R = TypeVar("R")
+T = TypeVar("T")
 
 DEFAULT_URL = "sqlite:///deferq.db"
 DEFAULT_WEIGHTS = (5, 3, 2)  # high : normal : low (S2-10)
 _NO_CALL = object()  # _prepare's connection before the first call
+
+
+def _checked(check: Callable[[Any], T], value: Any) -> T:
+    """A value checked by one of deferq.options' checks; its refusal as a ConfigError."""
+    try:
+        return check(value)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 class App:
@@ -228,9 +237,28 @@ class App:
     def retry_dead(self, job_id: str) -> bool:
         return self.backend.retry_dead(job_id)
 
+    def set_remark(self, job_id: str, remark: str | None) -> bool:
+        """Set (None: clear) a job's free-text remark; False if there is no such job."""
+        return self.backend.set_remark(job_id, None if remark is None else _checked(remark_text, remark))
+
+    def pause(self, queue: str) -> bool:
+        """Stop workers taking jobs of `queue` until `resume`: enqueues still go in, jobs
+        already running finish, and the pause is kept in the store (it outlives restarts).
+        False if it was paused already."""
+        return self.backend.pause(_checked(queue_name, queue))
+
+    def resume(self, queue: str) -> bool:
+        """Let workers take jobs of a paused queue again; False if it was not paused."""
+        return self.backend.resume(_checked(queue_name, queue))
+
+    def paused(self) -> dict[str, float]:
+        """The paused queues, each with when it was paused (epoch seconds)."""
+        return self.backend.paused()
+
     def stats(self) -> dict[str, dict[str, Any]]:
-        """Per queue: counts by state and the oldest due job's wait in seconds."""
-        return {queue: s.to_dict() for queue, s in sorted(self.backend.stats().items())}
+        """Per queue: counts by state, the oldest due job's wait in seconds, and whether
+        it is paused (a paused queue without jobs is listed too)."""
+        return {queue: s.to_dict() for queue, s in sorted(queue_table(self.backend).items())}
 
     def queue_stats(self) -> dict[str, QueueStats]:
         return self.backend.stats()

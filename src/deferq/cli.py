@@ -20,7 +20,7 @@ import click
 import orjson
 
 from .app import App
-from .backends.base import missing_from
+from .backends.base import missing_from, queue_table
 from .errors import ConfigError, DeferqError
 from .job import Job, JobState
 from .loading import load_app, missing_extra, open_store, require
@@ -59,6 +59,11 @@ EXAMPLES = {
     "job": f"deferq job {EXAMPLE_ID}",
     "cancel": f"deferq cancel {EXAMPLE_ID}",
     "stats": "deferq stats --url redis://127.0.0.1:6379/0 --watch",
+    "remark": "deferq remark 06H0G30DX5YKGH6BGCZVYCJVWC 'refunded by support, ticket 4711'",
+    "queue": "deferq queue pause email",
+    "queue list": "deferq queue list --json",
+    "queue pause": "deferq queue pause email",
+    "queue resume": "deferq queue resume email",
     "dead": "deferq dead list --queue email",
     "dead list": "deferq dead list --queue email --limit 10",
     "dead retry": "deferq dead retry --all",
@@ -198,6 +203,7 @@ def serve_worker_metrics(app: App, port: int, host: str) -> None:
 @click.option("--key", default=None, help="Unique key: no duplicate while one is unfinished.")
 @click.option("--max-attempts", type=int, default=None)
 @click.option("--timeout", type=float, default=None)
+@click.option("--remark", default=None, help="Free text kept with the job for people.")
 @click.option("--json", "as_json", is_flag=True, help="Print the job as JSON.")
 def enqueue(app: App, task: str, args_json: str, kwargs_json: str, as_json: bool, **options: Any) -> None:
     """Enqueue TASK by name and print the job. With --app, TASK must be one of the app's
@@ -267,7 +273,8 @@ def stats_table(stats: dict[str, dict[str, Any]]) -> Any:
     table.add_column("wait", justify="right", no_wrap=True)
     for queue, counts in stats.items():
         wait = float(counts.get("oldest_wait", 0))
-        table.add_row(queue, *(str(counts.get(s, 0)) for s in STATE_COLUMNS),
+        name = f"{queue} (paused)" if counts.get("paused") else queue
+        table.add_row(name, *(str(counts.get(s, 0)) for s in STATE_COLUMNS),
                       f"{wait:.1f}s" if wait < 60 else format_duration(wait))  # fmt: skip
     return table
 
@@ -303,12 +310,61 @@ def stats(app: App, as_json: bool, watch: bool) -> None:
 
 def read_stats(app: App) -> dict[str, dict[str, Any]]:
     """Per-queue counts; a store part that did not answer (a Redis shard) is named on stderr."""
-    raw = app.queue_stats()
+    raw = queue_table(app.backend)
     missing = missing_from(raw)
     if missing:
         click.echo(f"warning: Redis shard(s) {', '.join(missing)} did not answer; "
                    "the counts leave out the jobs stored there", err=True)  # fmt: skip
     return {queue: s.to_dict() for queue, s in sorted(raw.items())}
+
+
+@main.group()
+def queue() -> None:
+    """Queues: list them, pause and resume them."""
+
+
+@main.command()
+@app_options
+@click.argument("job_id")
+@click.argument("text", required=False)
+def remark(app: App, job_id: str, text: str | None) -> None:
+    """Set a job's remark (free text for people); without TEXT, clear it."""
+    if not app.set_remark(job_id, text or None):
+        raise click.ClickException(f"no job {job_id}")
+    click.echo(f"remark of {job_id} {'set' if text else 'cleared'}")
+
+
+@queue.command("list")
+@app_options
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def queue_list(app: App, as_json: bool) -> None:
+    """Every queue: jobs by state, the oldest wait, and whether it is paused."""
+    table = read_stats(app)
+    if as_json:
+        print_json(table)
+    elif table:
+        console().print(stats_table(table))
+    else:
+        click.echo("no queues yet: a queue exists once a job was enqueued to it (or it was paused)")
+
+
+@queue.command("pause")
+@app_options
+@click.argument("name")
+def queue_pause(app: App, name: str) -> None:
+    """Stop workers taking jobs of a queue (enqueues still go in; running jobs finish).
+    Kept in the store: it stays paused until `deferq queue resume`."""
+    changed = app.pause(name)
+    click.echo(f"paused queue {name}" if changed else f"queue {name} was already paused")
+
+
+@queue.command("resume")
+@app_options
+@click.argument("name")
+def queue_resume(app: App, name: str) -> None:
+    """Let workers take jobs of a paused queue again."""
+    changed = app.resume(name)
+    click.echo(f"resumed queue {name}" if changed else f"queue {name} was not paused")
 
 
 @main.group()

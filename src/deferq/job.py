@@ -106,6 +106,9 @@ class Job:
     progress_message: str | None = None
     cancel_requested: bool = False  # someone asked this active job to stop (app.cancel)
     expires_at: float | None = None  # not started by then: never run, ends cancelled ("expired")
+    updated_at: float | None = None  # when the job last changed (state, lease, remark)
+    remark: str | None = None  # free text for people (the MySQL seed's remark, S1-3)
+    last_worker: str | None = None  # the worker that last leased it; kept after it ends
 
     @property
     def priority_name(self) -> str:

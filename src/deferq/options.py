@@ -132,6 +132,15 @@ def unique_key(value: Any, name: str = "key") -> str:
     return value
 
 
+MAX_REMARK = 1000
+
+
+def remark_text(value: Any, name: str = "remark") -> str:
+    if not isinstance(value, str) or len(value) > MAX_REMARK:
+        raise ValueError(f"{name} must be text of at most {MAX_REMARK} characters, got {value!r:.60}")
+    return value
+
+
 def backoff_fn(value: Any, name: str = "backoff") -> Callable[[int], float]:
     if not callable(value):
         raise ValueError(f"{name} must be a callable (attempt) -> seconds, e.g. backoff.fixed(5)")
@@ -224,6 +233,9 @@ class JobOptions:
         seconds, "debounce: the longest a job waits after its first enqueue",
         http="max_wait_ms", http_scale=0.001,
         openapi={"type": "integer", "minimum": 0, "maximum": int(MAX_DELAY * 1000)}))  # fmt: skip
+    remark: str | None = option(None, Option(
+        remark_text, "free text kept with the job for people (shown by `deferq job` and the console)",
+        periodic=True, http="remark", openapi={"type": "string", "maxLength": MAX_REMARK}))  # fmt: skip
     durable: bool | None = option(None, Option(
         flag, "false: the enqueue's commit does not wait for the disk (PostgreSQL: synchronous_commit=off); "
         "may lose the last moments of jobs if the database server crashes", http="durable",

@@ -130,6 +130,12 @@ def job_lines(job: dict[str, Any], now: float | None = None) -> list[str]:
         rows.append(("progress", f"{job['progress']:.0%}{message}"))
     if job.get("finished_at"):
         rows.append(("finished", when(job["finished_at"], now)))
+    if job.get("updated_at"):
+        rows.append(("updated", when(job["updated_at"], now)))
+    if job.get("last_worker"):
+        rows.append(("ran on", job["last_worker"]))
+    if job.get("remark"):
+        rows.append(("remark", job["remark"]))
     rows.append(("args", orjson.dumps(job.get("args", [])).decode()))
     if job.get("kwargs"):
         rows.append(("kwargs", orjson.dumps(job["kwargs"]).decode()))

@@ -110,6 +110,7 @@ class _Rules:
     mode: str
     max_wait: float | None
     durable: bool | None
+    remark: str | None
 
     @classmethod
     def of(cls, opts: JobOptions, task: Task[..., Any] | None, name: str) -> _Rules:
@@ -123,6 +124,7 @@ class _Rules:
             opts.at or 0.0, opts.expires.at if opts.expires else None, opts.delay,
             opts.expires.within if opts.expires else None,
             conflict_rules(opts.on_conflict, opts.key, opts.max_wait), opts.max_wait, opts.durable,
+            opts.remark,
         )  # fmt: skip
 
 
@@ -145,7 +147,7 @@ def build_enqueue(call: Call, task: Task[..., Any] | None, now: float, durable: 
     job = Job(
         id=new_job_id(), task=call.task, args=args, kwargs=kwargs, queue=rules.queue, priority=rules.priority,
         max_attempts=rules.max_attempts, timeout=rules.timeout, key=rules.key, run_at=rules.run_at,
-        created_at=now, meta={}, expires_at=rules.expires_at,
+        created_at=now, meta={}, expires_at=rules.expires_at, remark=rules.remark,
     )  # fmt: skip
     payload = encode_payload(call.task, args, kwargs)
     return Enqueue(job, rules.delay, payload, rules.within, rules.mode, rules.max_wait,

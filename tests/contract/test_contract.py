@@ -638,3 +638,111 @@ def test_enqueue_not_durable_is_stored_and_claimable(app, backend):
     assert {j.id for j in reserve(backend, 10)} == {one.id, *(j.id for j in mixed)}
     with pytest.raises(ValueError, match="durable must be true or false"):
         task.options(durable="no")
+
+
+# -- pausing a queue (issue 12) ---------------------------------------------------------
+
+
+def test_paused_queue_takes_enqueues_but_leases_nothing(app, backend):
+    assert app.pause("default") is True
+    assert app.pause("default") is False  # already paused
+    waiting = enqueue(app, 3)
+    other = app.enqueue("noop", [9], queue="other")
+    assert [j.id for j in reserve(backend, 10, queues=("default", "other"))] == [other.id]
+    assert reserve(backend, 10) == []
+    assert set(app.paused()) == {"default"}
+    assert app.stats()["default"]["paused"] is True and app.stats()["default"]["queued"] == 3
+    backend.wait_for_work(["default"], 0.3)  # may return at once for the enqueues' wake-up
+    start = time.monotonic()
+    backend.wait_for_work(["default"], 0.3)  # nothing is due in a paused queue: no busy loop
+    assert time.monotonic() - start >= 0.25
+    assert app.resume("default") is True
+    assert app.resume("default") is False
+    assert app.paused() == {}
+    assert [j.id for j in reserve(backend, 10)] == [j.id for j in waiting]
+
+
+def test_a_pause_is_kept_in_the_store(app, backend, store_url):
+    if store_url.startswith("memory"):
+        pytest.skip("memory:// lives in one App")
+    app.pause("reports")
+    assert "reports" in app.stats() and app.stats()["reports"]["paused"] is True  # listed before any job
+    job = app.enqueue("noop", [0], queue="reports")
+    other = deferq.App(store_url, lease=5)  # a restarted process: a new App on the same store
+    try:
+        assert set(other.paused()) == {"reports"}
+        assert reserve(other.backend, queues=("reports",)) == []
+        assert other.resume("reports") is True
+    finally:
+        other.close()
+    assert [j.id for j in reserve(backend, queues=("reports",))] == [job.id]
+
+
+def test_resume_wakes_a_waiting_worker(app, backend):
+    app.pause("default")
+    app.enqueue("noop", [0])
+    timer = threading.Timer(0.2, lambda: app.resume("default"))
+    start = time.monotonic()
+    timer.start()
+    try:
+        backend.wait_for_work(["default"], 4.0)
+    finally:
+        timer.join()
+    assert time.monotonic() - start < 3.0
+    assert len(reserve(backend)) == 1
+
+
+def test_a_bad_queue_name_is_refused_by_pause(app):
+    with pytest.raises(deferq.ConfigError, match="queue name"):
+        app.pause("two words")
+
+
+# -- the job record: updated_at, remark, last_worker (S1-3) ------------------------------
+
+
+def test_job_record_keeps_remark_update_time_and_last_worker(app, backend):
+    task = app.task(name="noop")(lambda i: i)
+    job = task.options(remark="asked by support, ticket 42").enqueue(0)
+    stored = app.get(job.id)
+    assert stored.remark == "asked by support, ticket 42" and stored.last_worker is None
+    assert stored.updated_at == pytest.approx(stored.created_at, abs=0.01)
+    leased = reserve(backend)[0]
+    running = app.get(job.id)
+    assert running.last_worker == WORKER == running.worker and leased.last_worker == WORKER
+    assert running.updated_at >= stored.updated_at
+    assert backend.settle([Outcome(leased, "succeeded")]) == [True]
+    done = app.get(job.id)
+    assert done.worker is None and done.last_worker == WORKER  # kept after it ends
+    assert done.updated_at == pytest.approx(done.finished_at, abs=0.01)
+    assert app.set_remark(job.id, "refunded") is True
+    assert app.get(job.id).remark == "refunded" and app.get(job.id).updated_at >= done.updated_at
+    assert app.set_remark(job.id, None) is True and app.get(job.id).remark is None
+    assert app.set_remark("01NOSUCHJOB0000000000000000", "x") is False
+
+
+def test_every_state_change_moves_updated_at(app, backend):
+    job = app.enqueue("noop", [0], max_attempts=1)
+    times = [app.get(job.id).updated_at]
+    leased = reserve(backend)[0]
+    times.append(app.get(job.id).updated_at)
+    backend.settle([Outcome(leased, "dead", error="boom")])
+    times.append(app.get(job.id).updated_at)
+    assert app.retry_dead(job.id)
+    times.append(app.get(job.id).updated_at)
+    assert app.cancel(job.id)
+    times.append(app.get(job.id).updated_at)
+    assert times == sorted(times) and None not in times
+    assert app.get(job.id).last_worker == WORKER
+
+
+def test_delete_removes_a_finished_job_only(app, backend):
+    job = app.enqueue("noop", [0], key="k1", max_attempts=1)
+    assert app.backend.delete(job.id) is False  # waiting: never deleted
+    leased = reserve(backend)[0]
+    assert backend.delete(job.id) is False  # running
+    backend.settle([Outcome(leased, "dead", error="boom")])
+    assert backend.delete(job.id) is True
+    assert app.get(job.id) is None and backend.delete(job.id) is False
+    assert app.stats().get("default", {}).get("dead", 0) == 0
+    again = app.enqueue("noop", [1], key="k1")  # its key is free
+    assert again.id != job.id and app.get_by_key("k1").id == again.id

@@ -80,7 +80,7 @@ class Enqueue:
         if self.on_conflict == "debounce" and self.max_wait is not None:
             run_at = min(run_at, max(target.created_at + self.max_wait, now))
         return target.evolve(args=self.job.args, kwargs=self.job.kwargs, meta=self.job.meta, run_at=run_at,
-                             state=state_for_waiting(run_at, now))  # fmt: skip
+                             state=state_for_waiting(run_at, now), updated_at=now)  # fmt: skip
 
     def stored(self, now: float) -> Job:
         """The job as stored at store time `now`: its due time set, waiting."""
@@ -91,7 +91,7 @@ class Enqueue:
             id=job.id, task=job.task, args=job.args, kwargs=job.kwargs, queue=job.queue, priority=job.priority,
             state=JobState.SCHEDULED if run_at > now else JobState.QUEUED, max_attempts=job.max_attempts,
             timeout=job.timeout, key=job.key, run_at=run_at, created_at=now, meta=job.meta,
-            expires_at=self.expiry(now),
+            expires_at=self.expiry(now), updated_at=now, remark=job.remark,
         )  # fmt: skip
 
 
@@ -141,9 +141,10 @@ class QueueStats:
 
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(map(str, ALL_STATES), 0))
     oldest_wait: float = 0.0  # seconds the oldest due, queued job has waited
+    paused: bool = False  # set by queue_table(); stats() leaves it False
 
     def to_dict(self) -> dict[str, Any]:
-        return {**self.counts, "oldest_wait": round(self.oldest_wait, 3)}
+        return {**self.counts, "oldest_wait": round(self.oldest_wait, 3), "paused": self.paused}
 
 
 class Stats(dict[str, QueueStats]):
@@ -163,6 +164,17 @@ class JobList(list[Job]):
     def __init__(self, jobs: Iterable[Job] = (), missing: Iterable[str] = ()) -> None:
         super().__init__(jobs)
         self.missing: list[str] = list(missing)
+
+
+def queue_table(store: JobAdmin) -> Stats:
+    """`stats()` with each queue marked paused or not, paused queues without jobs
+    included: what `deferq queue list`, GET /v1/queues and the console show."""
+    stats = store.stats()
+    paused = store.paused()
+    table = Stats(stats, missing=missing_from(stats))
+    for queue in paused:
+        table.setdefault(queue, QueueStats()).paused = True
+    return table
 
 
 def missing_from(answer: object) -> list[str]:
@@ -206,6 +218,7 @@ class JobStore(ABC):
         priorities: Sequence[int],
     ) -> list[Job]:
         """Lease up to `limit` due jobs of `queues` to `worker` for `lease` seconds.
+        Jobs of a paused queue (`pause`) are never leased.
 
         Jobs are taken by priority in the preference order `priorities` (the core
         rotates it to weight priorities), then by due time, then by enqueue order.
@@ -264,6 +277,7 @@ class JobStore(ABC):
     @abstractmethod
     def wait_for_work(self, queues: Sequence[str], timeout: float) -> None:
         """Block until a job of `queues` may be due, or `timeout` seconds pass.
+        A paused queue's jobs are not due (its resume may wake the wait).
 
         Must not return much later than the next scheduled job's due time, and must
         not burn CPU while it waits.
@@ -297,6 +311,16 @@ class JobStore(ABC):
 
     def close(self) -> None:
         """Release connections and files."""
+
+    def parts(self) -> list[tuple[str, JobStore]]:
+        """The parts of the store that fail alone, by name (Redis shards, as host:port/db);
+        a store that is one part answers [("store", itself)]."""
+        return [("store", self)]
+
+    def describe(self) -> dict[str, Any]:
+        """What the store says of itself, for its health page: any of `version`,
+        `memory_bytes` (Redis) and `size_bytes` (a SQLite file); {} when it says nothing."""
+        return {}
 
     # -- derived conveniences --------------------------------------------------
 
@@ -344,6 +368,31 @@ class JobAdmin(ABC):
     @abstractmethod
     def stats(self) -> dict[str, QueueStats]:
         """Per queue: counts by state and the oldest due job's wait."""
+
+    @abstractmethod
+    def delete(self, job_id: str) -> bool:
+        """Delete a finished job (succeeded, dead, cancelled) for good. False if it is
+        unfinished or unknown."""
+
+    @abstractmethod
+    def set_remark(self, job_id: str, remark: str | None) -> bool:
+        """Set (None: clear) a job's free-text remark, in any state. False if unknown."""
+
+    # -- pausing queues: kept in the store, so a pause outlives every process ----------
+
+    @abstractmethod
+    def pause(self, queue: str) -> bool:
+        """Stop workers leasing jobs of `queue` (enqueues still go in; jobs already
+        leased run on). False if it was paused already."""
+
+    @abstractmethod
+    def resume(self, queue: str) -> bool:
+        """Let workers lease jobs of `queue` again, waking idle ones. False if it was
+        not paused."""
+
+    @abstractmethod
+    def paused(self) -> dict[str, float]:
+        """The paused queues, each with when it was paused (store clock)."""
 
 
 class Records(ABC):

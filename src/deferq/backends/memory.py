@@ -37,6 +37,7 @@ class MemoryBackend(Backend):
         self._order: dict[str, int] = {}  # enqueue order, for FIFO among equal due times
         self._seq = itertools.count()
         self._kv: dict[tuple[str, str], tuple[bytes, float | None]] = {}
+        self._paused: dict[str, float] = {}  # queue -> when it was paused
         self._changed = threading.Condition()
         self.clock_offset = 0.0  # seconds added to the wall clock: see advance()
 
@@ -120,12 +121,14 @@ class MemoryBackend(Backend):
                 j
                 for j in self._jobs.values()
                 if j.state == _WAITING and j.queue in queues and j.run_at <= now and j.priority in rank
+                and j.queue not in self._paused
             ]
             due.sort(key=lambda j: (rank[j.priority], j.run_at, self._order[j.id]))
             taken = []
             for job in due[:limit]:
                 if job.expires_at is not None and job.expires_at <= now:  # never run: cancelled
-                    self._jobs[job.id] = replace(job, state=JobState.CANCELLED, error="expired", finished_at=now)
+                    self._jobs[job.id] = replace(job, state=JobState.CANCELLED, error="expired", finished_at=now,
+                                                 updated_at=now)
                     self._step_up()
                     continue
                 job = replace(
@@ -134,6 +137,8 @@ class MemoryBackend(Backend):
                     attempts=job.attempts + 1,
                     worker=worker,
                     lease_until=now + lease,
+                    last_worker=worker,
+                    updated_at=now,
                 )
                 self._jobs[job.id] = job
                 taken.append(job)
@@ -207,7 +212,8 @@ class MemoryBackend(Backend):
         with self._changed:
             now = self.now()
             next_due = min(
-                (j.run_at for j in self._jobs.values() if j.state == _WAITING and j.queue in queues),
+                (j.run_at for j in self._jobs.values()
+                 if j.state == _WAITING and j.queue in queues and j.queue not in self._paused),
                 default=now + timeout,
             )
             if next_due > now:
@@ -231,9 +237,10 @@ class MemoryBackend(Backend):
             if job is None or job.state.finished:
                 return False
             if job.state == JobState.ACTIVE:  # its worker hears it at the next heartbeat
-                self._jobs[job_id] = replace(job, cancel_requested=True)
+                self._jobs[job_id] = replace(job, cancel_requested=True, updated_at=self.now())
             else:
-                self._jobs[job_id] = replace(job, state=JobState.CANCELLED, finished_at=self.now())
+                self._jobs[job_id] = replace(job, state=JobState.CANCELLED, finished_at=self.now(),
+                                             updated_at=self.now())
                 self._step_up()
             return True
 
@@ -245,7 +252,7 @@ class MemoryBackend(Backend):
             if job.key and self._unfinished_with_key(job.key):
                 return False
             self._jobs[job_id] = replace(
-                job, state=_WAITING, attempts=0, run_at=self.now(), finished_at=None
+                job, state=_WAITING, attempts=0, run_at=self.now(), finished_at=None, updated_at=self.now()
             )
             self._order[job_id] = next(self._seq)
             self._changed.notify_all()
@@ -285,6 +292,39 @@ class MemoryBackend(Backend):
                     stats.oldest_wait = max(stats.oldest_wait, now - job.run_at)
             return result
 
+    def delete(self, job_id: str) -> bool:
+        with self._changed:
+            job = self._jobs.get(job_id)
+            if job is None or not job.state.finished:
+                return False
+            del self._jobs[job_id], self._order[job_id]
+            return True
+
+    def set_remark(self, job_id: str, remark: str | None) -> bool:
+        with self._changed:
+            job = self._jobs.get(job_id)
+            if job is None:
+                return False
+            self._jobs[job_id] = replace(job, remark=remark, updated_at=self.now())
+            return True
+
+    def pause(self, queue: str) -> bool:
+        with self._changed:
+            if queue in self._paused:
+                return False
+            self._paused[queue] = self.now()
+            return True
+
+    def resume(self, queue: str) -> bool:
+        with self._changed:
+            found = self._paused.pop(queue, None) is not None
+            self._changed.notify_all()
+            return found
+
+    def paused(self) -> dict[str, float]:
+        with self._changed:
+            return dict(self._paused)
+
     # -- kv ----------------------------------------------------------------------
 
     def _live(self, namespace: str, key: str) -> bytes | None:
@@ -320,15 +360,16 @@ class MemoryBackend(Backend):
 
 
 class _Unleased(TypedDict):
-    """The fields every outcome clears: the job is no longer held by a worker."""
+    """The fields every outcome clears (the job is no longer held by a worker), and when."""
 
     worker: None
     lease_until: None
+    updated_at: float
 
 
 def _settled(job: Job, outcome: Outcome, now: float) -> Job:
     """The job after an outcome: the one place the memory store applies outcomes."""
-    common: _Unleased = {"worker": None, "lease_until": None}
+    common: _Unleased = {"worker": None, "lease_until": None, "updated_at": now}
     if job.cancel_requested and outcome.kind != "succeeded" or outcome.kind == "cancelled":
         error = outcome.error if outcome.kind in ("cancelled", "dead", "retry") else job.error
         return replace(job, state=JobState.CANCELLED, error=error, finished_at=now, **common)
@@ -351,12 +392,9 @@ def _settled(job: Job, outcome: Outcome, now: float) -> Job:
 
 def _expired(job: Job, now: float) -> Job:
     error = f"lease expired (worker {job.worker} stopped heartbeating)"
+    common: _Unleased = {"worker": None, "lease_until": None, "updated_at": now}
     if job.cancel_requested:
-        return replace(
-            job, state=JobState.CANCELLED, error=error, finished_at=now, worker=None, lease_until=None
-        )
+        return replace(job, state=JobState.CANCELLED, error=error, finished_at=now, **common)
     if job.attempts >= job.max_attempts:
-        return replace(
-            job, state=JobState.DEAD, error=error, finished_at=now, worker=None, lease_until=None
-        )
-    return replace(job, state=_WAITING, error=error, worker=None, lease_until=None)
+        return replace(job, state=JobState.DEAD, error=error, finished_at=now, **common)
+    return replace(job, state=_WAITING, error=error, **common)

@@ -257,11 +257,13 @@ def _store_health(service: Service) -> dict[str, Any]:
     try:
         backend = service.backend
         report["backend"] = type(backend).__name__
-        pings = []
+        pings, missing = [], []
         for _ in range(PINGS):
             started = time.perf_counter()
-            backend.ping()
+            missing = backend.check()  # up while any part answers (Redis shards): GET /v1/store/parts has each
             pings.append((time.perf_counter() - started) * 1000)
+        if missing:
+            report["error"] = f"part(s) {', '.join(missing)} cannot be reached; the others answer"
         before = time.time()
         store_now = backend.now()
         report["clock_skew_ms"] = round((store_now - (before + time.time()) / 2) * 1000, 1)

@@ -96,7 +96,7 @@ async def _topic_job(service: Service, request: Any, options: dict[str, Any]) ->
         priority=options.get("priority", Priority.NAMES[topic.priority]),
         max_attempts=options.get("max_attempts") or topic.max_attempts,
         timeout=(ttr or topic.ttr) + TIMEOUT_MARGIN, key=options.get("key"), run_at=at or 0.0,
-        expires_at=options["expires"].at if "expires" in options else None,
+        expires_at=options["expires"].at if "expires" in options else None, remark=options.get("remark"),
     )  # fmt: skip
     delay = 0.0 if at is not None else options.get("delay", topic.delay_ms / 1000)
     within = options["expires"].within if "expires" in options else None
@@ -130,4 +130,5 @@ def view(job: Job) -> dict[str, Any]:
         "error": job.error, "result": job.result,
         "progress": job.progress, "progress_message": job.progress_message,
         "cancel_requested": job.cancel_requested, "expires_at": job.expires_at,
+        "updated_at": job.updated_at, "remark": job.remark, "worker": job.worker, "last_worker": job.last_worker,
     }  # fmt: skip

@@ -20,7 +20,7 @@ import msgspec
 from msgspec import UNSET, Meta, Struct, UnsetType
 
 from ..job import JobState
-from ..options import HTTP_OPTIONS, PATTERN_WORDS, Option
+from ..options import HTTP_OPTIONS, MAX_REMARK, PATTERN_WORDS, Option
 from .auth import SCOPES
 from .config import ServerConfig
 from .fields import matching
@@ -43,6 +43,8 @@ else:
     State = Literal[STATES]
     Scope = Literal[SCOPES]
 Limit = Annotated[int, Meta(ge=1, le=1000)]
+MAX_IDS = 1000  # jobs one batch request may name
+JobId = Annotated[str, Meta(min_length=1, max_length=100)]
 
 
 # -- job options: from deferq.options, the one schema -----------------------------------------
@@ -213,6 +215,18 @@ class QueueQuery(Struct, forbid_unknown_fields=True):
     queue: str | UnsetType = UNSET
 
 
+class RemarkRequest(Struct, forbid_unknown_fields=True):
+    """A job's new remark (null clears it)."""
+
+    remark: Annotated[str, Meta(max_length=MAX_REMARK)] | None
+
+
+class IdsRequest(Struct, forbid_unknown_fields=True):
+    """Jobs named by id (those a console filter matched)."""
+
+    ids: Annotated[list[JobId], Meta(min_length=1, max_length=MAX_IDS)]
+
+
 class PurgeQuery(Struct, forbid_unknown_fields=True):
     older_than: Annotated[int, Meta(ge=0, le=10 * 365 * 86400, description="Seconds since they died.")] = 0
 
@@ -262,6 +276,10 @@ class Job(Struct):
     progress_message: str | None = None
     cancel_requested: bool = False
     expires_at: float | None = None
+    updated_at: Annotated[float, Meta(description="When it last changed: state, lease, remark.")] | None = None
+    remark: Annotated[str, Meta(description="Free text kept with the job for people.")] | None = None
+    worker: Annotated[str, Meta(description="The worker holding its lease, while it runs.")] | None = None
+    last_worker: Annotated[str, Meta(description="The worker that last ran it (kept after).")] | None = None
 
 
 class JobList(Struct):
@@ -274,12 +292,42 @@ class JobStateAnswer(Struct):
     cancel_requested: bool = False
 
 
-QueueStats = msgspec.defstruct("QueueStats", [*((s, int) for s in STATES), ("oldest_wait", float)],
-                               module=__name__)  # fmt: skip
+QueueStats = msgspec.defstruct("QueueStats", [*((s, int) for s in STATES), ("oldest_wait", float),
+                                             ("paused", bool)], module=__name__)  # fmt: skip
 
 
 class QueueList(Struct):
     queues: dict[str, QueueStats]  # type: ignore[valid-type]
+
+
+class QueuePaused(Struct):
+    queue: str
+    paused: Annotated[bool, Meta(description="Whether the queue is paused now.")]
+    changed: Annotated[bool, Meta(description="False when it already was so.")]
+
+
+class Remark(Struct):
+    id: str
+    remark: str | None
+
+
+class DeletedBatch(Struct):
+    deleted: int
+    not_deleted: Annotated[list[str], Meta(description="Ids that were not dead letters (any more).")]
+
+
+class StorePart(Struct):
+    name: Annotated[str, Meta(description='A Redis shard as host:port/db, or "store" for a store in one part.')]
+    up: bool
+    latency_ms: Annotated[float, Meta(description="Median of 3 pings.")] | None
+    version: str | None
+    memory_bytes: Annotated[int, Meta(description="Memory in use (Redis).")] | None
+    size_bytes: Annotated[int, Meta(description="Size on disk (a SQLite file).")] | None
+    error: str | None
+
+
+class StoreParts(Struct):
+    parts: list[StorePart]
 
 
 class Topic(Struct):
@@ -342,5 +390,6 @@ class Status(Struct):
 MODELS: tuple[Any, ...] = (
     TopicJob, TaskJob, BatchRequest, TopicRequest, TokenRequest, AlertSettings, Error, Receipt,
     Receipts, Job, JobList, JobStateAnswer, QueueList, Topic, TopicList, Token, TokenList,
-    Deleted, Purged, Retried, Alerts, SavedAlerts, Status,
+    Deleted, Purged, Retried, Alerts, SavedAlerts, Status, QueuePaused, Remark, RemarkRequest, IdsRequest,
+    DeletedBatch, StorePart, StoreParts,
 )  # fmt: skip

@@ -15,6 +15,7 @@ from typing import Any
 
 import msgspec
 
+from ..options import QUEUE_NAME
 from . import console_models, models
 from .fields import ecma_pattern
 from .topics import NAME_PATTERN
@@ -76,6 +77,7 @@ def query(model: type[msgspec.Struct]) -> list[dict[str, Any]]:
 
 def _paths() -> dict[str, Any]:
     job_id = [path_param("job_id")]
+    queue = [path_param("queue", ecma_pattern(QUEUE_NAME))]
     name = [path_param("name", NAME_PATTERN.pattern)]
     jobs = answer("Jobs", ref("JobList"))
     refused = ("404", "422", "429", "503")  # 404: a topic that does not exist
@@ -99,9 +101,21 @@ def _paths() -> dict[str, Any]:
                                  "202": answer("Running: asked to stop, it ends cancelled", ref("JobStateAnswer")),
                                  "409": answer("Finished", ref("Error"))}, params=job_id),
         },
+        "/v1/jobs/{job_id}/remark": {
+            "put": operation("Set a job's remark (free text; null clears it)", "admin",
+                             {"200": answer("Set", ref("Remark"))}, ref("RemarkRequest"), params=job_id),
+        },
         "/v1/queues": {
-            "get": operation("Counts by state and oldest wait, per queue", "reader",
+            "get": operation("Counts by state, oldest wait and paused or not, per queue", "reader",
                              {"200": answer("Queues", ref("QueueList"))}),
+        },
+        "/v1/queues/{queue}/pause": {
+            "post": operation("Pause a queue: workers take none of its jobs until it is resumed", "admin",
+                              {"200": answer("Paused", ref("QueuePaused"))}, params=queue, errors=("422", "503")),
+        },
+        "/v1/queues/{queue}/resume": {
+            "post": operation("Resume a paused queue", "admin",
+                              {"200": answer("Resumed", ref("QueuePaused"))}, params=queue, errors=("422", "503")),
         },
         "/v1/dead": {
             "get": operation("Dead letters, newest first", "admin", {"200": jobs},
@@ -112,6 +126,10 @@ def _paths() -> dict[str, Any]:
         "/v1/dead/retry": {
             "post": operation("Retry every dead letter (of a queue)", "admin",
                               {"200": answer("Retried", ref("Retried"))}, params=query(models.QueueQuery)),
+        },
+        "/v1/dead/delete-batch": {
+            "post": operation("Delete the dead letters named, for good", "admin",
+                              {"200": answer("Deleted", ref("DeletedBatch"))}, ref("IdsRequest"), errors=("503",)),
         },
         "/v1/dead/{job_id}/retry": {
             "post": operation("Retry one dead letter", "admin",
@@ -144,6 +162,10 @@ def _paths() -> dict[str, Any]:
                              {"200": answer("Alert settings", ref("Alerts"))}),
             "put": operation("Set where dead-callback alerts go", "admin",
                              {"200": answer("Saved", ref("SavedAlerts"))}, ref("AlertSettings")),
+        },
+        "/v1/store/parts": {
+            "get": operation("Each part of the store (every Redis shard): up or down, ping, version, memory",
+                             "reader", {"200": answer("The parts", ref("StoreParts"))}, errors=()),
         },
         "/healthz": {"get": operation("The process is alive", None, {
             "200": answer("Alive", ref("Status"))}, errors=())},

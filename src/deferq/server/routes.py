@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import functools
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
@@ -11,13 +12,15 @@ from msgspec import UNSET
 from starlette.requests import Request
 from starlette.routing import Route
 
-from ..backends.base import missing_from
+from ..backends.base import Backend, missing_from, queue_table
 from ..job import JobState
+from ..options import queue_name
 from . import auth, fields, models, settings
 from . import jobs as jobs_module
 from . import topics as topics_module
 from .errors import ApiError, Invalid, not_found
 from .openapi import document
+from .store_parts import store_parts
 from .web import JSON, authorize, read_json, service_of
 
 if TYPE_CHECKING:
@@ -159,10 +162,59 @@ async def cancel_job(request: Request) -> JSON:
 @needs(READER)
 async def list_queues(request: Request) -> JSON:
     service = service_of(request)
-    stats = await service.store(service.backend.stats)
+    stats = await service.store(queue_table, service.backend)
     # missing: parts of the store (Redis shards) that did not answer; their jobs are not counted
     return JSON({"queues": {name: s.to_dict() for name, s in sorted(stats.items())},
                  "missing": missing_from(stats)})  # fmt: skip
+
+
+async def set_paused(request: Request, paused: bool) -> JSON:
+    service = service_of(request)
+    try:
+        queue = queue_name(_path(request, "queue"))
+    except ValueError as exc:
+        raise Invalid(str(exc)) from None
+    changed = await service.store(service.backend.pause if paused else service.backend.resume, queue)
+    return JSON({"queue": queue, "paused": paused, "changed": changed})
+
+
+@needs(ADMIN)
+async def pause_queue(request: Request) -> JSON:
+    """Workers stop taking the queue's jobs (enqueues go on; running jobs finish)."""
+    return await set_paused(request, True)
+
+
+@needs(ADMIN)
+async def resume_queue(request: Request) -> JSON:
+    return await set_paused(request, False)
+
+
+@needs(ADMIN)
+async def set_remark(request: Request) -> JSON:
+    service = service_of(request)
+    job_id = _path(request, "job_id")
+    remark = fields.parse(models.RemarkRequest, await read_json(request), "the remark").remark
+    if not await service.store(service.backend.set_remark, job_id, remark):
+        raise not_found(f"job {job_id}")
+    return JSON({"id": job_id, "remark": remark})
+
+
+def _delete_dead(backend: Backend, ids: list[str]) -> dict[str, Any]:
+    """Delete the dead letters among `ids` (a job retried meanwhile is kept)."""
+    not_deleted = []
+    for job_id in ids:
+        job = backend.get(job_id)
+        if job is None or job.state != JobState.DEAD or not backend.delete(job_id):
+            not_deleted.append(job_id)
+    return {"deleted": len(ids) - len(not_deleted), "not_deleted": not_deleted}
+
+
+@needs(ADMIN)
+async def delete_dead_batch(request: Request) -> JSON:
+    """Delete the dead letters named (those a console filter matched) for good."""
+    service = service_of(request)
+    ids = fields.parse(models.IdsRequest, await read_json(request), "the request").ids
+    return JSON(await service.store(_delete_dead, service.backend, list(dict.fromkeys(ids))))
 
 
 @needs(ADMIN)
@@ -287,6 +339,13 @@ async def put_alerts(request: Request) -> JSON:
     return JSON({"alerts": data})
 
 
+@needs(READER)
+async def list_store_parts(request: Request) -> JSON:
+    """Each part of the store (every Redis shard) up or down: 200 even when one is down."""
+    service = service_of(request)
+    return JSON(await asyncio.to_thread(store_parts, service.backend))
+
+
 # -- health ----------------------------------------------------------------------------
 
 
@@ -306,15 +365,20 @@ ROUTES: dict[str, dict[str, Handler]] = {
     "/v1/jobs": {"POST": create_job, "GET": list_jobs},
     "/v1/jobs/batch": {"POST": create_jobs},
     "/v1/jobs/{job_id}": {"GET": get_job, "DELETE": cancel_job},
+    "/v1/jobs/{job_id}/remark": {"PUT": set_remark},
     "/v1/queues": {"GET": list_queues},
+    "/v1/queues/{queue}/pause": {"POST": pause_queue},
+    "/v1/queues/{queue}/resume": {"POST": resume_queue},
     "/v1/dead": {"GET": list_dead, "DELETE": purge_dead},
     "/v1/dead/retry": {"POST": retry_all_dead},
+    "/v1/dead/delete-batch": {"POST": delete_dead_batch},
     "/v1/dead/{job_id}/retry": {"POST": retry_dead},
     "/v1/topics": {"GET": list_topics},
     "/v1/topics/{name}": {"GET": get_topic, "PUT": put_topic, "DELETE": delete_topic},
     "/v1/tokens": {"GET": list_tokens, "POST": create_token},
     "/v1/tokens/{token_id}": {"DELETE": delete_token},
     "/v1/settings/alerts": {"GET": get_alerts, "PUT": put_alerts},
+    "/v1/store/parts": {"GET": list_store_parts},
     "/healthz": {"GET": healthz},
     "/readyz": {"GET": readyz},
 }

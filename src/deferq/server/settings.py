@@ -16,13 +16,11 @@ from typing import Any
 
 import orjson
 
-from ..alerts import AlertConfig, Alerter
+from ..alerts import ALERTS_KEY, SETTINGS_NAMESPACE, AlertConfig, Alerter, saved_alerts
 from ..backends import Backend
 from ..errors import ConfigError
 from .errors import Invalid
 
-NAMESPACE = "settings"
-ALERTS_KEY = "alerts"
 ALERTS_ENV = "DEFERQ_ALERTS"
 REFRESH_SECONDS = 10.0
 
@@ -37,9 +35,8 @@ def check_alerts(data: Any) -> AlertConfig:
 def load_alerts(backend: Backend) -> dict[str, Any] | None:
     """The alert settings as stored (checked by save_alerts) or as DEFERQ_ALERTS holds
     them (not checked here: AlertConfig.from_dict does, and refuses what is no table)."""
-    raw = backend.kv_get(NAMESPACE, ALERTS_KEY)
-    if raw is not None:
-        stored: dict[str, Any] = orjson.loads(raw)
+    stored = saved_alerts(backend)
+    if stored is not None:
         return stored
     env = os.environ.get(ALERTS_ENV)
     if env:
@@ -53,7 +50,7 @@ def load_alerts(backend: Backend) -> dict[str, Any] | None:
 
 def save_alerts(backend: Backend, data: dict[str, Any]) -> None:
     check_alerts(data)
-    backend.kv_put(NAMESPACE, ALERTS_KEY, orjson.dumps(data))
+    backend.kv_put(SETTINGS_NAMESPACE, ALERTS_KEY, orjson.dumps(data))
 
 
 class AlerterSource:

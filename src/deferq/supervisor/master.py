@@ -33,7 +33,7 @@ from typing import Any
 import orjson
 from setproctitle import setproctitle
 
-from ..alerts import Alerter
+from ..alerts import AlertConfig, Alerter, saved_alerts
 from ..app import App
 from ..backends.base import QueueStats
 from ..errors import ConfigError
@@ -213,6 +213,7 @@ class Master:
         if store_now is not None:
             self.clock_offset = store_now - time.time()
         self._watch_children(now)
+        self._use_saved_alert_settings()
         _, stats = self.health.call(self.app.backend.stats)
         if stats is not None:
             self._autoscale(stats, now)
@@ -220,6 +221,25 @@ class Master:
         self.maintenance.run(now)
         self._publish()
         self._watch_config_file()
+
+    def _use_saved_alert_settings(self) -> None:
+        """Targets and thresholds saved in the store (the console's alerts page, PUT
+        /v1/settings/alerts) win over the config file's [alerts], key by key: looked up
+        at every check, so a change there reaches the monitor within `check_every`."""
+        ok, saved = self.health.call(saved_alerts, self.app.backend)
+        if not ok:
+            return  # the store is down: keep what was in use
+        try:
+            wanted = self.config.alerts.overridden_by(saved)
+        except (ConfigError, ValueError) as exc:
+            log.error("the alert settings saved in the store are not used: %s", exc)
+            wanted = self.config.alerts
+        if wanted != self.alerter.config:
+            self._use_alerts(wanted)
+
+    def _use_alerts(self, config: AlertConfig) -> None:
+        self.alerter.close(timeout=1.0)
+        self.alerter = Alerter(config, source=f"deferq master {self.id}")
 
     def _shutdown(self) -> None:
         children = [c for p in self.pools.values() for c in p.children]
@@ -466,8 +486,7 @@ class Master:
             pool.config, pool.generation = pool_config, self.generation
             pool.scale = ScaleState(pool_config.scale.clamp(pool.scale.target))
         if new.alerts != self.config.alerts:
-            self.alerter.close(timeout=1.0)
-            self.alerter = Alerter(new.alerts, source=f"deferq master {self.id}")
+            self._use_alerts(new.alerts)
         self.periodic = PeriodicScheduler(self.app, self._periodic_jobs(new), self.store_now())
         self.child_spec["grace"] = new.grace
         self.config = new

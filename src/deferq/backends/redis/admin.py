@@ -74,12 +74,14 @@ class Admin:
         jobs = self._fetch([(q, i.decode()) for (q, _), i in zip(spots, ids, strict=True) if i])
         return max(jobs, key=lambda j: (j.created_at, j.id), default=None)
 
-    def _on_job(self, job_id: str, script: scripts.Script, keys: Callable[[QueueKeys], list[str]]) -> bool:
-        """Run a script on one job, found in whichever queue holds it."""
+    def _on_job(
+        self, job_id: str, script: scripts.Script, keys: Callable[[QueueKeys], list[str]], args: Sequence[Any] = ()
+    ) -> bool:
+        """Run a script on one job, found in whichever queue holds it (ARGV: `args`, else its id)."""
         queue = self._locate(job_id)
         if queue is None:
             return False
-        return bool(self._run(Call(script, keys(self.keys.queue(queue)), [job_id])))
+        return bool(self._run(Call(script, keys(self.keys.queue(queue)), list(args) or [job_id])))
 
     @guarded
     def cancel(self, job_id: str) -> bool:
@@ -167,6 +169,38 @@ class Admin:
                 stats.oldest_wait = float(reply[6])
                 result[queue] = stats
         return result
+
+    @guarded
+    def delete(self, job_id: str) -> bool:
+        def keys(qk: QueueKeys) -> list[str]:
+            return [qk.job(job_id), qk.succeeded, qk.dead, qk.cancelled, qk.unique]
+
+        return self._on_job(job_id, scripts.DELETE, keys)
+
+    @guarded
+    def set_remark(self, job_id: str, remark: str | None) -> bool:
+        return self._on_job(job_id, scripts.REMARK, lambda qk: [qk.job(job_id)], [remark or ""])
+
+    # -- pausing queues ------------------------------------------------------------------
+
+    def _pause_call(self, queue: str, action: str) -> bool:
+        qk = self.keys.queue(queue)
+        return bool(self._run(Call(scripts.PAUSE, [qk.paused, qk.wake], [action])))
+
+    @guarded
+    def pause(self, queue: str) -> bool:
+        self.client.sadd(self.keys.queues, queue)  # listed (and shown paused) before its first job
+        return self._pause_call(queue, "pause")
+
+    @guarded
+    def resume(self, queue: str) -> bool:
+        return self._pause_call(queue, "resume")
+
+    @guarded
+    def paused(self) -> dict[str, float]:
+        queues = self._queues()
+        flags = self._read([("get", self.keys.queue(q).paused) for q in queues]) if queues else []
+        return {q: float(flag) for q, flag in zip(queues, flags, strict=True) if flag is not None}
 
     # -- kv ----------------------------------------------------------------------------
 

@@ -156,7 +156,7 @@ class RedisBackend(Admin, Backend):
 
     @staticmethod
     def _reserve_keys(qk: QueueKeys) -> list[str]:
-        return [*qk.waiting, qk.active, qk.wake, qk.job_prefix, qk.cancelled]
+        return [*qk.waiting, qk.active, qk.wake, qk.job_prefix, qk.cancelled, qk.paused]
 
     def _reserve_call(
         self, group: list[str], want: int, worker: str, lease: float, priorities: Sequence[int]
@@ -167,7 +167,8 @@ class RedisBackend(Admin, Backend):
     @staticmethod
     def _leased(group: list[str], worker: str, reply: list[Any]) -> list[Job]:
         now, lease_until = float(reply[0]), reply[1]
-        leased = {b"state": b"active", b"worker": worker.encode(), b"lease_until": lease_until}
+        leased = {b"state": b"active", b"worker": worker.encode(), b"lease_until": lease_until,
+                  b"last_worker": worker.encode(), b"updated_at": reply[0]}
         jobs = []
         for i in range(2, len(reply), 4):
             fields = pairs(reply[i + 3])
@@ -363,11 +364,15 @@ class RedisBackend(Admin, Backend):
     def next_due(self, queues: Sequence[str]) -> float | None:
         """Seconds until the earliest waiting job of `queues` is due (<= 0: now), or None."""
         calls = [
-            Call(scripts.NEXT_DUE, [k for q in group for k in self.keys.queue(q).waiting], [])
+            Call(scripts.NEXT_DUE, [k for q in group for k in self._next_due_keys(self.keys.queue(q))], [])
             for group in self._by_slot(queues)
         ]
         due = [float(reply) for reply in self._run_all(calls) if reply]
         return min(due, default=None)
+
+    @staticmethod
+    def _next_due_keys(qk: QueueKeys) -> tuple[str, ...]:
+        return (*qk.waiting, qk.paused)
 
     def wake_groups(self, queues: Sequence[str]) -> list[WakeGroup]:
         """The wake lists of `queues`, grouped so that one BLPOP watches each group."""
@@ -411,6 +416,13 @@ class RedisBackend(Admin, Backend):
     @guarded
     def ping(self) -> None:
         self.client.ping()
+
+    @guarded
+    def describe(self) -> dict[str, Any]:
+        info = self.client.info()
+        if "redis_version" not in info:  # a cluster answers per node: the first one speaks
+            info = next(iter(info.values()), {})
+        return {"version": info.get("redis_version"), "memory_bytes": info.get("used_memory")}
 
     def close(self) -> None:
         self._waiter.reset()

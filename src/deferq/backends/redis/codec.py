@@ -2,7 +2,8 @@
 
 A job hash holds: task, payload (JSON [args, kwargs]), priority, state, attempts,
 max_attempts, timeout, key, run_at, created_at, lease_until, worker, error, result,
-finished_at, progress, progress_message, cancel_requested_at, expires_at. Hashes can be edited by
+finished_at, progress, progress_message, cancel_requested_at, expires_at, updated_at, remark,
+last_worker. Hashes can be edited by
 hand; reading one never raises. A hash that cannot be read becomes a job whose kwargs
 hold "_unreadable_payload" (the runner's convention, see worker/runner.py), so a
 worker marks it dead with the reason.
@@ -15,11 +16,11 @@ from typing import Any
 from ...job import Job, JobState, decode_payload, dumps, loads
 from ..base import Enqueue, state_for_waiting
 
-ENQUEUE_STRIDE = 12  # ARGV values per job in enqueue.lua
+ENQUEUE_STRIDE = 13  # ARGV values per job in enqueue.lua
 
 
 def enqueue_args(item: Enqueue) -> tuple[Any, ...]:
-    """The 12 ARGV values of one job for enqueue.lua."""
+    """The 13 ARGV values of one job for enqueue.lua."""
     job = item.job
     timeout = job.timeout
     expiry = job.expires_at if job.expires_at is not None else item.expires_in
@@ -28,7 +29,7 @@ def enqueue_args(item: Enqueue) -> tuple[Any, ...]:
         job.priority, job.max_attempts, "" if timeout is None else repr(timeout),
         job.key or "", repr(job.run_at), repr(item.delay),
         "" if expiry is None else ("@" if job.expires_at is not None else "+") + repr(expiry),
-        item.on_conflict, "" if item.max_wait is None else repr(item.max_wait),
+        item.on_conflict, "" if item.max_wait is None else repr(item.max_wait), job.remark or "",
     )  # fmt: skip
 
 
@@ -78,6 +79,8 @@ def _read_well_formed(job_id: str, queue: str, f: dict[bytes, bytes], now: float
         result=loads(result) if result else None, finished_at=_number(get(b"finished_at")), meta=meta,
         progress=_number(get(b"progress")), progress_message=_text(get(b"progress_message")),
         cancel_requested=bool(get(b"cancel_requested_at")), expires_at=_number(get(b"expires_at")),
+        updated_at=_number(get(b"updated_at")), remark=_text(get(b"remark")),
+        last_worker=_text(get(b"last_worker")),
     )  # fmt: skip
 
 
@@ -104,7 +107,8 @@ def _read_carefully(job_id: str, queue: str, fields: dict[bytes, bytes], now: fl
         finished_at=reader.number("finished_at", None), meta=meta,
         progress=reader.number("progress", None), progress_message=reader.text("progress_message"),
         cancel_requested=bool(reader.text("cancel_requested_at")),
-        expires_at=reader.number("expires_at", None),
+        expires_at=reader.number("expires_at", None), updated_at=reader.number("updated_at", None),
+        remark=reader.text("remark"), last_worker=reader.text("last_worker"),
     )  # fmt: skip
     if reader.problems and "_unreadable_payload" not in job.kwargs:
         unreadable = "unreadable job hash: " + ", ".join(reader.problems)

@@ -21,6 +21,7 @@ Layout of one queue (P = prefix, Q = queue):
   {P:q:Q}:held         zset  waiting jobs that claims must pass over (behind a running
                              holder of their key), score = due time
   {P:q:Q}:wake         list  at most one token: "something changed, look again"
+  {P:q:Q}:paused       string present while the queue is paused: when it was paused
   {P:q:Q}:job:<id>     hash  the job record (fields in codec.py)
   P:queues             set   names of every queue ever used
   {P:kv:NS}:index      set   record names of kv namespace NS
@@ -51,6 +52,7 @@ class QueueKeys:
     job_prefix: str
     behind: str
     held: str
+    paused: str
 
     @property
     def enqueue_keys(self) -> tuple[str, ...]:
@@ -96,6 +98,7 @@ class KeySpace:
                 job_prefix=f"{tag}:job:",
                 behind=f"{tag}:behind",
                 held=f"{tag}:held",
+                paused=f"{tag}:paused",
             )
         return keys
 

@@ -35,7 +35,7 @@ from urllib.parse import urlsplit
 
 from ...errors import ConfigError, StoreFull, StoreUnavailable
 from ...job import _CROCKFORD, _PAIRS, FINISHED_STATES, Job, JobState
-from ..base import Backend, Enqueue, Heartbeat, JobList, Outcome, QueueStats, Stats
+from ..base import Backend, Enqueue, Heartbeat, JobList, JobStore, Outcome, QueueStats, Stats
 from .backend import RedisBackend
 from .connection import LOST, Waiter
 
@@ -363,6 +363,28 @@ class ShardedRedisBackend(Backend):
     def retry_dead(self, job_id: str) -> bool:
         return self._by_id(job_id, lambda b: b.retry_dead(job_id), bool)
 
+    def delete(self, job_id: str) -> bool:
+        return self._by_id(job_id, lambda b: b.delete(job_id), bool)
+
+    def set_remark(self, job_id: str, remark: str | None) -> bool:
+        return self._by_id(job_id, lambda b: b.set_remark(job_id, remark), bool)
+
+    def pause(self, queue: str) -> bool:
+        """On every server (each leases its own jobs); raises, after pausing those that
+        answer, when one does not: pausing again is safe."""
+        return any(self._complete(lambda b: b.pause(queue)))
+
+    def resume(self, queue: str) -> bool:
+        return any(self._complete(lambda b: b.resume(queue)))
+
+    def paused(self) -> dict[str, float]:
+        """Paused on any server that answers (each is paused on every one, see pause)."""
+        found: dict[str, float] = {}
+        for _, per_shard in self._each(lambda b: b.paused()):
+            for queue, since in per_shard.items():
+                found[queue] = min(since, found.get(queue, since))
+        return found
+
     def list_jobs(self, state: JobState, queue: str | None = None, limit: int = 100) -> JobList:
         """From the servers that answer; `missing` names the others."""
         answers = self._each(lambda b: b.list_jobs(state, queue, limit))
@@ -434,6 +456,9 @@ class ShardedRedisBackend(Backend):
         if not answers:
             raise errors[0]
         return self._missing(answers)
+
+    def parts(self) -> list[tuple[str, JobStore]]:
+        return [(self.name(i), shard) for i, shard in enumerate(self.shards)]
 
     def close(self) -> None:
         self._waiter.reset()

@@ -27,7 +27,7 @@ from .rows import WIDTH, job_of
 log = logging.getLogger("deferq.sql")
 
 #: The tables, named once. Dialects qualify them (schema / database) with `table_names`.
-TABLES = {"jobs": "deferq_jobs", "kv": "deferq_kv", "migrations": "deferq_migrations"}
+TABLES = {"jobs": "deferq_jobs", "kv": "deferq_kv", "migrations": "deferq_migrations", "paused": "deferq_paused"}
 PURGE_BATCH = 5000  # rows per purge transaction
 KEY_RETRIES = 5  # a key freed between our insert and our look-up: try the insert again
 STORED_STATE = {
@@ -437,6 +437,25 @@ class SQLBackend(Backend):
             total += deleted
             if deleted < PURGE_BATCH:
                 return total
+
+    def delete(self, job_id: str) -> bool:
+        return self.run(self._count(self.q["delete"], {"id": job_id})) == 1
+
+    def set_remark(self, job_id: str, remark: str | None) -> bool:
+        return self.run(self._count(self.q["set_remark"], {"id": job_id, "remark": remark})) == 1
+
+    def pause(self, queue: str) -> bool:
+        return self.run(self._count(self.q["pause"], {"queue": queue})) == 1
+
+    def resume(self, queue: str) -> bool:
+        return self.run(self._count(self.q["resume"], {"queue": queue})) >= 1
+
+    def paused(self) -> dict[str, float]:
+        def plan() -> Plan[dict[str, float]]:
+            reply = yield Step(self.q["paused"])
+            return {queue: float(since) for queue, since in reply.rows}
+
+        return self.run(plan())
 
     def stats(self) -> dict[str, QueueStats]:
         def plan() -> Plan[Sequence[tuple[Any, ...]]]:

@@ -300,7 +300,7 @@ class MySQLBackend(SQLBackend):
                 "id": job.id, "task": job.task, "payload": self.payload(items[i]).decode(), "queue": job.queue,
                 "priority": job.priority, "state": "queued", "max_attempts": job.max_attempts,
                 "timeout": job.timeout, "key": job.key, "run_at": run_at, "created_at": now,
-                "expires_at": views[i].expires_at,
+                "expires_at": views[i].expires_at, "remark": job.remark,
             })  # fmt: skip
         yield Step(self.q["enqueue"], rows, many=True, batch=True)
         if not any(items[i].job.key for i in indexes):
@@ -368,11 +368,12 @@ class MySQLBackend(SQLBackend):
                 return []
         lease_until = now + lease
         yield Step(self.q["lease"], {
-            "worker": worker, "lease_until": lease_until,
+            "worker": worker, "lease_until": lease_until, "now": now,
             "seqs": tuple(seq_of[job.id] for job in chosen),
         }, commit=True)  # fmt: skip
         return [
-            job.with_state(JobState.ACTIVE, attempts=job.attempts + 1, worker=worker, lease_until=lease_until)
+            job.with_state(JobState.ACTIVE, attempts=job.attempts + 1, worker=worker, lease_until=lease_until,
+                           last_worker=worker, updated_at=now)
             for job in chosen
         ]
 

@@ -251,7 +251,7 @@ class PostgresBackend(SQLBackend):
             {"id": job.id, "task": job.task, "queue": job.queue, "priority": job.priority,
              "max_attempts": job.max_attempts, "timeout": job.timeout, "unique_key": job.key,
              "run_at": job.run_at, "delay": items[i].delay,
-             "expires_at": job.expires_at, "expires_in": items[i].expires_in,
+             "expires_at": job.expires_at, "expires_in": items[i].expires_in, "remark": job.remark,
              "payload": self.payload(items[i]).decode() if one else orjson.Fragment(self.payload(items[i]))}
             for i in indexes
             for job in (items[i].job,)

@@ -13,7 +13,7 @@ from typing import Any
 from ...job import Job, JobState, decode_payload, loads
 from ..base import LEVELS, Enqueue, state_for_waiting
 
-WIDTH = 21  # columns of `job_columns`; a job read puts the store's clock right after them
+WIDTH = 24  # columns of `job_columns`; a job read puts the store's clock right after them
 
 
 def job_of(row: Sequence[Any]) -> Job:
@@ -26,7 +26,8 @@ def job_from_row(row: Sequence[Any], now: float) -> Job:
     runner's `_unreadable_payload` marker: the worker marks that job dead with the reason."""
     (job_id, task, payload, queue, priority, state, attempts, max_attempts, timeout, key,
      run_at, created_at, lease_until, worker, error, result, finished_at,
-     progress, progress_message, cancel_requested_at, expires_at) = row  # fmt: skip
+     progress, progress_message, cancel_requested_at, expires_at,
+     updated_at, remark, last_worker) = row  # fmt: skip
     try:
         args, kwargs, meta = decode_payload(payload)
     except (ValueError, TypeError):
@@ -40,6 +41,7 @@ def job_from_row(row: Sequence[Any], now: float) -> Job:
         error=error, result=None if result is None else loads(result),
         finished_at=finished_at, meta=meta, progress=progress, progress_message=progress_message,
         cancel_requested=cancel_requested_at is not None, expires_at=expires_at,
+        updated_at=updated_at, remark=remark, last_worker=last_worker,
     )  # fmt: skip
 
 

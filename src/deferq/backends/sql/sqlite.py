@@ -22,6 +22,7 @@ what is SQLite's own is here:
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 import time
@@ -171,6 +172,12 @@ class SQLiteBackend(SQLBackend):
     def now(self) -> float:
         return time.time()
 
+    def describe(self) -> dict[str, Any]:
+        size = None
+        if self.path != ":memory:":
+            size = sum(os.path.getsize(p) for p in (self.path, self.path + "-wal") if os.path.exists(p))
+        return {"version": f"SQLite {sqlite3.sqlite_version}", "size_bytes": size}
+
     def is_unique_violation(self, exc: BaseException) -> bool:
         return isinstance(exc, sqlite3.IntegrityError)
 
@@ -222,8 +229,8 @@ class SQLiteBackend(SQLBackend):
         for i in indexes:  # one loop, no comprehensions: this is the single enqueue's path
             job = jobs[i] = items[i].stored(now)
             keyed = keyed or job.key is not None
-            rows.append((job.id, job.task, self.payload(items[i]), job.queue, job.priority,
-                         job.max_attempts, job.timeout, job.key, job.run_at, now, job.expires_at))  # fmt: skip
+            rows.append((job.id, job.task, self.payload(items[i]), job.queue, job.priority, job.max_attempts,
+                         job.timeout, job.key, job.run_at, now, job.expires_at, job.remark))  # fmt: skip
         if len(rows) == 1 and not keyed:  # one row: execute, cheaper than executemany of one
             yield Step(self.q["enqueue"], rows[0])
             return jobs

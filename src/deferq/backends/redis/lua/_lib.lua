@@ -66,6 +66,11 @@ local function owned(job_key, worker, attempts)
   return f[1] == 'active' and f[2] == worker and tonumber(f[3]) == tonumber(attempts), f[4] ~= false, f[5]
 end
 
+-- Whether a queue is paused (pause.lua): its jobs are never leased while it is.
+local function is_paused(key)
+  return redis.call('EXISTS', key) == 1
+end
+
 local function unfinished(state)
   return state == 'queued' or state == 'active'
 end

@@ -11,11 +11,13 @@
 local now, nows = clock()
 local state = redis.call('HGET', KEYS[1], 'state')
 if state == 'active' then
-  redis.call('HSETNX', KEYS[1], 'cancel_requested_at', nows)
+  if redis.call('HSETNX', KEYS[1], 'cancel_requested_at', nows) == 1 then
+    redis.call('HSET', KEYS[1], 'updated_at', nows)
+  end
   return 1
 end
 if state ~= 'queued' then return 0 end
 for _, k in ipairs({2, 3, 4, 6}) do redis.call('ZREM', KEYS[k], ARGV[1]) end
-redis.call('HSET', KEYS[1], 'state', 'cancelled', 'finished_at', nows)
+redis.call('HSET', KEYS[1], 'state', 'cancelled', 'finished_at', nows, 'updated_at', nows)
 redis.call('ZADD', KEYS[5], nows, ARGV[1])
 return 1

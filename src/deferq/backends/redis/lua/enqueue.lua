@@ -8,11 +8,12 @@
 -- KEYS[7]     key -> job waiting behind its running holder ({P:q:Q}:behind)
 -- KEYS[8]     zset of waiting jobs held back from claims ({P:q:Q}:held)
 -- KEYS[8+i]   job hash of item i                     ({P:q:Q}:job:<id>)
--- ARGV, 12 per item: id, task, payload (JSON [args, kwargs]), priority (0|1|2),
+-- ARGV, 13 per item: id, task, payload (JSON [args, kwargs]), priority (0|1|2),
 --             max_attempts, timeout ('' = none), unique key ('' = none),
 --             run_at (epoch seconds, 0 = now + delay), delay (seconds),
 --             expiry ('' = none, '@' .. epoch seconds, or '+' .. seconds from now),
---             on_conflict (ignore | replace | debounce), max_wait ('' = none)
+--             on_conflict (ignore | replace | debounce), max_wait ('' = none),
+--             remark ('' = none)
 -- The due time is run_at, else now + delay, computed from `now` as returned, so
 -- the caller derives exactly the stored value without reading it back.
 -- A key held by an unfinished job: `ignore` answers with the job that will run next
@@ -31,8 +32,8 @@ local function state_of(id)
   if not id then return nil end
   return redis.call('HGET', KEYS[6] .. id, 'state')
 end
-for i = 0, #ARGV / 12 - 1 do
-  local b = i * 12
+for i = 0, #ARGV / 13 - 1 do
+  local b = i * 13
   local id, key, mode = ARGV[b + 1], ARGV[b + 7], ARGV[b + 11]
   local holder, behind = nil, nil
   if key ~= '' then
@@ -64,7 +65,7 @@ for i = 0, #ARGV / 12 - 1 do
         local latest = num(redis.call('HGET', job, 'created_at'), now) + tonumber(ARGV[b + 12])
         run_s = fmt(math.min(tonumber(run_s), math.max(latest, now)))
       end
-      redis.call('HSET', job, 'payload', ARGV[b + 3], 'run_at', run_s)
+      redis.call('HSET', job, 'payload', ARGV[b + 3], 'run_at', run_s, 'updated_at', nows)
       if target == behind then
         redis.call('ZADD', KEYS[8], run_s, target)
       else
@@ -77,7 +78,10 @@ for i = 0, #ARGV / 12 - 1 do
     local job = KEYS[9 + i]
     redis.call('HSET', job, 'task', ARGV[b + 2], 'payload', ARGV[b + 3],
       'priority', ARGV[b + 4], 'state', 'queued', 'max_attempts', ARGV[b + 5],
-      'timeout', ARGV[b + 6], 'run_at', run_s, 'created_at', nows)
+      'timeout', ARGV[b + 6], 'run_at', run_s, 'created_at', nows, 'updated_at', nows)
+    if ARGV[b + 13] ~= '' then
+      redis.call('HSET', job, 'remark', ARGV[b + 13])
+    end
     local expiry = ARGV[b + 10]
     if expiry ~= '' then
       local at = tonumber(string.sub(expiry, 2))

@@ -1,15 +1,20 @@
 -- next_due: how long until the earliest waiting job of some queues is due.
 --
--- KEYS        waiting zsets (any number, all in one slot)
+-- KEYS, 4 per queue (all in one slot): waiting zsets of priority 0, 1, 2; paused flag
+--             (a paused queue has nothing due)
 -- ARGV        none
 -- Returns seconds as text (0 or less: a job is due now), or '' when nothing waits.
 local now = clock()
 local earliest = nil
-for _, key in ipairs(KEYS) do
-  local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
-  if #first > 0 then
-    local due = tonumber(first[2])
-    if earliest == nil or due < earliest then earliest = due end
+for q = 4, #KEYS, 4 do
+  if not is_paused(KEYS[q]) then
+    for k = q - 3, q - 1 do
+      local first = redis.call('ZRANGE', KEYS[k], 0, 0, 'WITHSCORES')
+      if #first > 0 then
+        local due = tonumber(first[2])
+        if earliest == nil or due < earliest then earliest = due end
+      end
+    end
   end
 end
 if earliest == nil then return '' end

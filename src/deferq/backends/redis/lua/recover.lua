@@ -22,6 +22,7 @@ for _, id in ipairs(ids) do
   if f[1] == 'active' then
     local err = 'lease expired (worker ' .. (f[5] or '?') .. ' stopped heartbeating)'
     redis.call('HDEL', job, 'worker', 'lease_until')
+    redis.call('HSET', job, 'updated_at', nows)
     if f[7] then
       redis.call('HSET', job, 'state', 'cancelled', 'error', err, 'finished_at', nows)
       redis.call('ZADD', KEYS[8], nows, id)

@@ -1,8 +1,8 @@
 -- reserve: lease up to `limit` due jobs of one or more queues to a worker.
 --
--- KEYS, 7 per queue: waiting zsets of priority 0, 1, 2; active zset; wake list;
+-- KEYS, 8 per queue: waiting zsets of priority 0, 1, 2; active zset; wake list;
 --             job-key prefix (leased jobs' hashes are prefix .. id, same slot);
---             cancelled zset
+--             cancelled zset; paused flag (a paused queue is passed over)
 -- ARGV[1]     limit
 -- ARGV[2]     worker name
 -- ARGV[3]     lease seconds
@@ -24,16 +24,20 @@ local now, nows = clock()
 local limit = tonumber(ARGV[1])
 local worker = ARGV[2]
 local lease_until = fmt(now + tonumber(ARGV[3]))
-local nq = #KEYS / 7
+local nq = #KEYS / 8
 local taken = {}
+local open = {}
+for q = 1, nq do
+  if not is_paused(KEYS[q * 8]) then open[#open + 1] = q end
+end
 
 for pi = 5, #ARGV do
   local p = tonumber(ARGV[pi])
   local want = limit - #taken
   if want <= 0 then break end
   local found = {}
-  for q = 1, nq do
-    local ids = redis.call('ZRANGEBYSCORE', KEYS[(q - 1) * 7 + p + 1], '-inf', now,
+  for _, q in ipairs(open) do
+    local ids = redis.call('ZRANGEBYSCORE', KEYS[(q - 1) * 8 + p + 1], '-inf', now,
       'WITHSCORES', 'LIMIT', 0, want)
     for j = 1, #ids, 2 do
       found[#found + 1] = {tonumber(ids[j + 1]), ids[j], q, ids[j + 1]}
@@ -64,7 +68,7 @@ local out = {nows, lease_until}
 local removed, leased, placed = {}, {}, {}
 for _, item in ipairs(taken) do
   local id, q, p = item[1], item[2], item[3]
-  local b = (q - 1) * 7
+  local b = (q - 1) * 8
   collect(removed, KEYS[b + p + 1], id)
   local job = KEYS[b + 6] .. id
   local fields = redis.call('HGETALL', job)
@@ -75,12 +79,12 @@ for _, item in ipairs(taken) do
     elseif name == 'expires_at' then expires = tonumber(fields[j + 1]) end
   end
   if expires and expires <= now then -- never run: cancelled instead
-    redis.call('HSET', job, 'state', 'cancelled', 'error', 'expired', 'finished_at', nows)
+    redis.call('HSET', job, 'state', 'cancelled', 'error', 'expired', 'finished_at', nows, 'updated_at', nows)
     collect(placed, KEYS[b + 7], nows, id)
   elseif #fields > 0 then
     attempts = attempts + 1
     redis.call('HSET', job, 'state', 'active', 'attempts', attempts, 'worker', worker,
-      'lease_until', lease_until)
+      'lease_until', lease_until, 'last_worker', worker, 'updated_at', nows)
     collect(leased, KEYS[b + 4], lease_until, id)
     out[#out + 1] = q
     out[#out + 1] = id
@@ -93,8 +97,8 @@ flush('ZADD', leased)
 flush('ZADD', placed)
 
 if #taken >= limit then
-  for q = 1, nq do
-    local b = (q - 1) * 7
+  for _, q in ipairs(open) do
+    local b = (q - 1) * 8
     for p = 1, 3 do
       if #redis.call('ZRANGEBYSCORE', KEYS[b + p], '-inf', now, 'LIMIT', 0, 1) > 0 then
         wake(KEYS[b + 5])

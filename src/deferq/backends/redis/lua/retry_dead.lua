@@ -23,7 +23,7 @@ if key then
 end
 redis.call('ZREM', KEYS[2], id)
 redis.call('HDEL', KEYS[1], 'finished_at')
-redis.call('HSET', KEYS[1], 'state', 'queued', 'attempts', '0', 'run_at', nows)
+redis.call('HSET', KEYS[1], 'state', 'queued', 'attempts', '0', 'run_at', nows, 'updated_at', nows)
 redis.call('ZADD', KEYS[level(f[3]) + 3], nows, id)
 wake(KEYS[7])
 return 1

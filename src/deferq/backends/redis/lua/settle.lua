@@ -30,37 +30,38 @@ for i = 0, #KEYS / 6 - 1 do
       if kind == 'cancelled' or kind == 'dead' or kind == 'retry' then
         redis.call('HSET', job, 'error', ARGV[b + 6])
       end
-      redis.call('HSET', job, 'state', 'cancelled', 'finished_at', nows, 'worker', '', 'lease_until', '')
+      redis.call('HSET', job, 'state', 'cancelled', 'finished_at', nows, 'worker', '', 'lease_until', '',
+        'updated_at', nows)
       collect(placed, KEYS[k + 5], nows, id)
     elseif kind == 'succeeded' then
       local result = ARGV[b + 7]
       if result == '' then
         redis.call('HSET', job, 'state', 'succeeded', 'finished_at', nows, 'worker', '',
-          'lease_until', '')
+          'lease_until', '', 'updated_at', nows)
       else
         redis.call('HSET', job, 'state', 'succeeded', 'finished_at', nows, 'worker', '',
-          'lease_until', '', 'result', result)
+          'lease_until', '', 'updated_at', nows, 'result', result)
       end
       collect(placed, target, nows, id)
     elseif kind == 'dead' then
       redis.call('HSET', job, 'state', 'dead', 'finished_at', nows, 'error', ARGV[b + 6],
-        'worker', '', 'lease_until', '')
+        'worker', '', 'lease_until', '', 'updated_at', nows)
       collect(placed, target, nows, id)
     elseif kind == 'retry' then
       local run_at = fmt(now + tonumber(ARGV[b + 5]))
       redis.call('HSET', job, 'state', 'queued', 'run_at', run_at, 'error', ARGV[b + 6],
-        'worker', '', 'lease_until', '')
+        'worker', '', 'lease_until', '', 'updated_at', nows)
       collect(placed, target, run_at, id)
       woken[wake_key] = true
     elseif kind == 'snooze' then -- due again after the delay, the attempt not counted
       local run_at = fmt(now + tonumber(ARGV[b + 5]))
       redis.call('HSET', job, 'state', 'queued', 'run_at', run_at, 'attempts', tonumber(attempts) - 1,
-        'worker', '', 'lease_until', '')
+        'worker', '', 'lease_until', '', 'updated_at', nows)
       collect(placed, target, run_at, id)
       woken[wake_key] = true
     else -- release: back to waiting, the attempt not counted
       redis.call('HSET', job, 'state', 'queued', 'attempts', tonumber(attempts) - 1,
-        'worker', '', 'lease_until', '')
+        'worker', '', 'lease_until', '', 'updated_at', nows)
       collect(placed, target, fmt(num(redis.call('HGET', job, 'run_at'), now)), id)
       woken[wake_key] = true
     end

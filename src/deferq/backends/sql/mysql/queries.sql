@@ -13,7 +13,7 @@
 -- name: job_columns
 id, task, payload, queue, priority, state, attempts, max_attempts, timeout,
 unique_key, run_at, created_at, lease_until, worker, error, result, finished_at,
-progress, progress_message, cancel_requested_at, expires_at
+progress, progress_message, cancel_requested_at, expires_at, updated_at, remark, last_worker
 
 -- name: clock
 SELECT {now}
@@ -24,9 +24,9 @@ SELECT {now}
 -- clock read just before). A held unique key is a duplicate on deferq_jobs_live_key:
 -- the no-op update skips the row. There is no RETURNING: stored_ids tells.
 INSERT INTO {jobs} (id, task, payload, queue, priority, state, max_attempts, timeout,
-                    unique_key, run_at, created_at, expires_at)
+                    unique_key, run_at, created_at, expires_at, remark, updated_at)
 VALUES (%(id)s, %(task)s, %(payload)s, %(queue)s, %(priority)s, %(state)s, %(max_attempts)s,
-        %(timeout)s, %(key)s, %(run_at)s, %(created_at)s, %(expires_at)s)
+        %(timeout)s, %(key)s, %(run_at)s, %(created_at)s, %(expires_at)s, %(remark)s, %(created_at)s)
 ON DUPLICATE KEY UPDATE seq = seq
 
 -- name: stored_ids
@@ -42,7 +42,8 @@ WHERE unique_key IN %(keys)s AND state IN ('queued', 'active')
 -- name: replace
 -- on_conflict replace / debounce: a waiting job takes the new arguments and due time.
 -- Guarded: a job claimed meanwhile is left alone (the backend looks again).
-UPDATE {jobs} SET payload = %(payload)s, run_at = %(run_at)s WHERE id = %(id)s AND state = 'queued'
+UPDATE {jobs} SET payload = %(payload)s, run_at = %(run_at)s, updated_at = {now}
+WHERE id = %(id)s AND state = 'queued'
 
 -- name: step_up
 -- Jobs waiting behind the holder of their key take its place once it is gone: their
@@ -64,21 +65,26 @@ WHERE s.behind_key IS NOT NULL AND h.seq IS NULL
 -- needs MySQL 8 / MariaDB 10.6. One range of deferq_jobs_waiting in index order; the
 -- backend asks level by level in the caller's preference order (PostgreSQL does
 -- that inside one statement with a lateral join, which MariaDB lacks) and then
--- leases the rows with `lease` below, in the same transaction.
+-- leases the rows with `lease` below, in the same transaction. A paused queue gives
+-- nothing ({unpaused} names the queue, not the row: one look-up per statement).
 SELECT {job_columns}, {now}, seq FROM {jobs}
 WHERE state = 'queued' AND queue = %(queue)s AND priority = %(priority)s AND run_at <= {now}
+  AND {unpaused}
 ORDER BY run_at, seq
 LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED
 
+-- name: unpaused
+NOT EXISTS (SELECT 1 FROM {paused} WHERE queue = %(queue)s)
+
 -- name: lease
 UPDATE {jobs} SET state = 'active', attempts = attempts + 1, worker = %(worker)s,
-                  lease_until = %(lease_until)s
+                  lease_until = %(lease_until)s, last_worker = %(worker)s, updated_at = %(now)s
 WHERE seq IN %(seqs)s
 
 -- name: expire
 -- Chosen rows whose expiry has passed: cancelled instead of leased (never run).
-UPDATE {jobs} SET state = 'cancelled', error = 'expired', finished_at = %(now)s
+UPDATE {jobs} SET state = 'cancelled', error = 'expired', finished_at = %(now)s, updated_at = %(now)s
 WHERE seq IN %(seqs)s
 
 -- name: claim_update
@@ -100,8 +106,11 @@ UPDATE {jobs} FORCE INDEX (deferq_jobs_waiting) SET
     lease_until = CASE WHEN expires_at <= {now} THEN NULL ELSE {now} + %(lease)s END,
     error = CASE WHEN expires_at <= {now} THEN 'expired' ELSE error END,
     finished_at = CASE WHEN expires_at <= {now} THEN {now} END,
+    last_worker = CASE WHEN expires_at <= {now} THEN last_worker ELSE %(worker)s END,
+    updated_at = {now},
     claim_token = %(token)s
 WHERE state = 'queued' AND queue IN %(queues)s AND priority = %(priority)s AND run_at <= {now}
+  AND queue NOT IN (SELECT queue FROM {paused})
 ORDER BY run_at, seq
 LIMIT %(limit)s
 
@@ -139,7 +148,8 @@ UPDATE {jobs} FORCE INDEX (deferq_jobs_id) SET
     result = CASE WHEN %(kind)s = 'succeeded' THEN %(result)s ELSE result END,
     finished_at = CASE WHEN %(state)s <> 'queued' OR cancel_requested_at IS NOT NULL THEN {now} END,
     worker = NULL,
-    lease_until = NULL
+    lease_until = NULL,
+    updated_at = {now}
 WHERE id = %(id)s AND state = 'active' AND worker = %(worker)s AND attempts = %(attempts)s
 
 -- name: recover_expired
@@ -151,15 +161,20 @@ UPDATE {jobs} SET
                  WHEN attempts >= max_attempts THEN 'dead' ELSE 'queued' END,
     error = CONCAT('lease expired (worker ', worker, ' stopped heartbeating)'),
     worker = NULL,
-    lease_until = NULL
+    lease_until = NULL,
+    updated_at = {now}
 WHERE state = 'active' AND lease_until < {now}
 
 -- name: next_due
 -- The earliest due time of one queue: one index probe per priority (MIN over the
--- prefix of deferq_jobs_waiting). The backend sends one per queue, in one packet.
-SELECT (SELECT MIN(run_at) FROM {jobs} WHERE state = 'queued' AND queue = %(queue)s AND priority = 0),
-       (SELECT MIN(run_at) FROM {jobs} WHERE state = 'queued' AND queue = %(queue)s AND priority = 1),
-       (SELECT MIN(run_at) FROM {jobs} WHERE state = 'queued' AND queue = %(queue)s AND priority = 2),
+-- prefix of deferq_jobs_waiting); none while it is paused. The backend sends one per
+-- queue, in one packet.
+SELECT (SELECT MIN(run_at) FROM {jobs} WHERE state = 'queued' AND queue = %(queue)s AND priority = 0
+                                      AND {unpaused}),
+       (SELECT MIN(run_at) FROM {jobs} WHERE state = 'queued' AND queue = %(queue)s AND priority = 1
+                                      AND {unpaused}),
+       (SELECT MIN(run_at) FROM {jobs} WHERE state = 'queued' AND queue = %(queue)s AND priority = 2
+                                      AND {unpaused}),
        {now}
 
 -- name: get
@@ -175,6 +190,7 @@ SELECT {job_columns}, {now} FROM {jobs} WHERE unique_key = %(key)s ORDER BY seq 
 UPDATE {jobs} SET
     finished_at = CASE WHEN state = 'queued' THEN {now} ELSE finished_at END,
     cancel_requested_at = CASE WHEN state = 'active' THEN coalesce(cancel_requested_at, {now}) END,
+    updated_at = {now},
     state = CASE WHEN state = 'queued' THEN 'cancelled' ELSE state END
 WHERE id = %(id)s AND state IN ('queued', 'active')
 
@@ -183,7 +199,7 @@ WHERE id = %(id)s AND state IN ('queued', 'active')
 -- leave the counter behind it on MariaDB. Its new due time (now) already puts it
 -- after every job due earlier; seq only breaks exact ties. Fails on
 -- deferq_jobs_live_key when a newer job holds its key (the caller answers False).
-UPDATE {jobs} SET state = 'queued', attempts = 0, run_at = {now}, finished_at = NULL
+UPDATE {jobs} SET state = 'queued', attempts = 0, run_at = {now}, finished_at = NULL, updated_at = {now}
 WHERE id = %(id)s AND state = 'dead'
 
 -- name: list_scheduled
@@ -222,6 +238,22 @@ SELECT queue,
        COUNT(*),
        MAX(CASE WHEN state = 'queued' AND run_at <= {now} THEN {now} - run_at END)
 FROM {jobs} GROUP BY queue, shown
+
+-- name: delete
+DELETE FROM {jobs} WHERE id = %(id)s AND state IN ('succeeded', 'dead', 'cancelled')
+
+-- name: set_remark
+UPDATE {jobs} FORCE INDEX (deferq_jobs_id) SET remark = %(remark)s, updated_at = {now} WHERE id = %(id)s
+
+-- name: pause
+INSERT IGNORE INTO {paused} (queue, paused_at) VALUES (%(queue)s, {now})
+
+-- name: resume
+-- Idle workers poll the next due time: they see it at their next look.
+DELETE FROM {paused} WHERE queue = %(queue)s
+
+-- name: paused
+SELECT queue, paused_at FROM {paused}
 
 -- name: kv_put
 -- `key` is a reserved word in MySQL. VALUES() works on MySQL and MariaDB alike.

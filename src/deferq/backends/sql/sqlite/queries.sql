@@ -14,7 +14,7 @@
 -- Every job read returns these, in this order (rows.py decodes them).
 id, task, payload, queue, priority, state, attempts, max_attempts, timeout,
 key, run_at, created_at, lease_until, worker, error, result, finished_at,
-progress, progress_message, cancel_requested_at, expires_at
+progress, progress_message, cancel_requested_at, expires_at, updated_at, remark, last_worker
 
 -- name: data_version
 -- Changes whenever another connection commits: a read of shared memory, no I/O.
@@ -28,8 +28,8 @@ PRAGMA data_version
 -- Positional parameters, in the order of the column list: the commonest write binds
 -- a tuple, cheaper than looking up names.
 INSERT OR IGNORE INTO {jobs} (id, task, payload, queue, priority, max_attempts, timeout,
-                              key, run_at, created_at, expires_at, state)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued')
+                              key, run_at, created_at, expires_at, remark, updated_at, state)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?10, 'queued')
 
 -- name: holders
 -- The unfinished jobs with these keys: each key's holder, and a job waiting behind a
@@ -41,7 +41,7 @@ WHERE key IN (SELECT value FROM json_each(:keys)) AND state IN ('queued', 'activ
 -- name: replace
 -- on_conflict replace / debounce: a waiting job takes the new arguments and due time.
 -- Guarded: a job claimed meanwhile is left alone (the backend looks again).
-UPDATE {jobs} SET payload = :payload, run_at = :run_at WHERE id = :id AND state = 'queued'
+UPDATE {jobs} SET payload = :payload, run_at = :run_at, updated_at = {now} WHERE id = :id AND state = 'queued'
 
 -- name: step_up
 -- Jobs waiting behind the holder of their key take its place once it is gone: their
@@ -66,11 +66,13 @@ WHERE key IS NOT NULL AND state = 'queued' AND priority >= 20
 -- time) and goes on to the next level only when short, then leases the chosen rows
 -- with `lease`, all in one BEGIN IMMEDIATE transaction: no one else can claim them
 -- in between, which is what SKIP LOCKED buys elsewhere. Positional parameters, a
--- tuple per probe: (queue, priority, now, limit).
+-- tuple per probe: (queue, priority, now, limit). A paused queue gives nothing: the
+-- test names the queue, not the row, so it is made once per probe.
 SELECT run_at, seq FROM {jobs}
-WHERE state = 'queued' AND queue = ? AND priority = ? AND run_at <= ?
+WHERE state = 'queued' AND queue = ?1 AND priority = ?2 AND run_at <= ?3
+  AND NOT EXISTS (SELECT 1 FROM {paused} WHERE queue = ?1)
 ORDER BY run_at, seq
-LIMIT ?
+LIMIT ?4
 
 -- name: lease
 -- The chosen rows leased, except those whose expiry has passed: cancelled instead
@@ -81,7 +83,9 @@ UPDATE {jobs} SET
     worker = CASE WHEN expires_at <= {now} THEN NULL ELSE :worker END,
     lease_until = CASE WHEN expires_at <= {now} THEN NULL ELSE {now} + :lease END,
     error = CASE WHEN expires_at <= {now} THEN 'expired' ELSE error END,
-    finished_at = CASE WHEN expires_at <= {now} THEN {now} END
+    finished_at = CASE WHEN expires_at <= {now} THEN {now} END,
+    last_worker = CASE WHEN expires_at <= {now} THEN last_worker ELSE :worker END,
+    updated_at = {now}
 WHERE seq IN (SELECT value FROM json_each(:seqs))
 RETURNING {job_columns}, {now}, seq
 
@@ -112,15 +116,16 @@ UPDATE {jobs} SET
     result = CASE WHEN :kind = 'succeeded' THEN :result ELSE result END,
     finished_at = CASE WHEN :state <> 'queued' OR cancel_requested_at IS NOT NULL THEN {now} END,
     worker = NULL,
-    lease_until = NULL
+    lease_until = NULL,
+    updated_at = {now}
 WHERE id = :id AND state = 'active' AND worker = :worker AND attempts = :attempts
 
 -- name: succeed
 -- `settle` for the commonest outcome, a job that succeeded and returned nothing:
 -- nothing to decide, so a whole batch runs as one prepared statement (settle_plan).
 -- Positional parameters, a tuple per job: (now, id, worker, attempts).
-UPDATE {jobs} SET state = 'succeeded', finished_at = ?, worker = NULL, lease_until = NULL
-WHERE id = ? AND state = 'active' AND worker = ? AND attempts = ?
+UPDATE {jobs} SET state = 'succeeded', finished_at = ?1, worker = NULL, lease_until = NULL, updated_at = ?1
+WHERE id = ?2 AND state = 'active' AND worker = ?3 AND attempts = ?4
 
 -- name: recover_expired
 -- Back to waiting; dead when its attempts are used up; cancelled when that was asked.
@@ -130,7 +135,8 @@ UPDATE {jobs} SET
     finished_at = CASE WHEN cancel_requested_at IS NOT NULL OR attempts >= max_attempts THEN {now} END,
     error = 'lease expired (worker ' || worker || ' stopped heartbeating)',
     worker = NULL,
-    lease_until = NULL
+    lease_until = NULL,
+    updated_at = {now}
 WHERE state = 'active' AND lease_until < {now}
 
 -- name: next_due
@@ -141,6 +147,7 @@ SELECT min((SELECT run_at FROM {jobs}
             ORDER BY run_at LIMIT 1)),
        {now}
 FROM json_each(:queues) AS q, json_each('[0, 1, 2]') AS p
+WHERE q.value NOT IN (SELECT queue FROM {paused})
 
 -- name: get
 SELECT {job_columns}, {now} FROM {jobs} WHERE id = :id
@@ -154,14 +161,15 @@ SELECT {job_columns}, {now} FROM {jobs} WHERE key = :key ORDER BY seq DESC LIMIT
 UPDATE {jobs} SET
     finished_at = CASE WHEN state = 'queued' THEN {now} ELSE finished_at END,
     cancel_requested_at = CASE WHEN state = 'active' THEN coalesce(cancel_requested_at, {now}) END,
-    state = CASE WHEN state = 'queued' THEN 'cancelled' ELSE state END
+    state = CASE WHEN state = 'queued' THEN 'cancelled' ELSE state END,
+    updated_at = {now}
 WHERE id = :id AND state IN ('queued', 'active')
 
 -- name: retry_dead
 -- Back to the end of the line: a fresh seq (seq is the rowid; one writer at a time,
 -- so max + 1 is free). Fails on deferq_jobs_live_key when a newer job holds its key
 -- (the caller answers False).
-UPDATE {jobs} SET state = 'queued', attempts = 0, run_at = {now}, finished_at = NULL,
+UPDATE {jobs} SET state = 'queued', attempts = 0, run_at = {now}, finished_at = NULL, updated_at = {now},
                   seq = (SELECT max(seq) + 1 FROM {jobs})
 WHERE id = :id AND state = 'dead'
 
@@ -199,6 +207,22 @@ SELECT queue,
        count(*),
        max(CASE WHEN state = 'queued' AND run_at <= {now} THEN {now} - run_at END)
 FROM {jobs} GROUP BY 1, 2
+
+-- name: delete
+DELETE FROM {jobs} WHERE id = :id AND state IN ('succeeded', 'dead', 'cancelled')
+
+-- name: set_remark
+UPDATE {jobs} SET remark = :remark, updated_at = {now} WHERE id = :id
+
+-- name: pause
+INSERT OR IGNORE INTO {paused} (queue, paused_at) VALUES (:queue, {now})
+
+-- name: resume
+-- Idle workers see the commit (data_version) and look again.
+DELETE FROM {paused} WHERE queue = :queue
+
+-- name: paused
+SELECT queue, paused_at FROM {paused}
 
 -- name: kv_put
 INSERT OR REPLACE INTO {kv} (namespace, key, value, expires_at)

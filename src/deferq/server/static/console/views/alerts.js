@@ -49,9 +49,9 @@ export function mount(root, ctx) {
     h("div", {class: "actions"}, save, test), results);
   root.append(h("div", {class: "narrow"}, head.el, changed, message.el, form),
     note("Who reads these settings: the workers that deliver callbacks, for dead deliveries (re-read every ",
-      "10 s). The supervisor (", code("deferq run"), ") alerts on a store that is down, on backlogs, long waits ",
-      "and crashes from its own config file's [alerts] table, which takes the same keys: having it read the ",
-      "thresholds saved here is a later change. ", code("GET/PUT /v1/settings/alerts"), ", ",
+      "10 s), and every supervisor (", code("deferq run"), "), which alerts on a store that is down, backlogs, ",
+      "long waits, dead letters and crashes: what is saved here wins over its config file's [alerts] table, key ",
+      "by key, from its next check on. ", code("GET/PUT /v1/settings/alerts"), ", ",
       code("POST /v1/settings/alerts/test"), "."));
   let loaded;
   let dirty = false;

@@ -1,6 +1,6 @@
 // /dashboard/jobs/{id}: everything about one job, and what may be done with it.
 
-import {badge, copyButton, empty, h, link, note, section, setBadge, setChildren, setJSON, setText} from "../dom.js";
+import {badge, copyButton, empty, h, link, section, setBadge, setChildren, setJSON, setText} from "../dom.js";
 import {ago, duration, local} from "../format.js";
 import {jobName, messageLine} from "./common.js";
 
@@ -33,10 +33,13 @@ export function mount(root, ctx) {
   const f = {
     queue: field("queue"), priority: field("priority"), attempts: field("attempts"), ttr: field("time limit"),
     key: field("key"), created: field("created"), due: field("due"), finished: field("finished"),
-    worker: field("lease holder"), lease: field("lease until"),
+    updated: field("last change"), worker: field("lease holder"), lease: field("lease until"),
+    lastWorker: field("last run by"),
   };
-  const details = h("dl", {class: "facts"}, f.queue.el, f.priority.el, f.attempts.el, f.ttr.el, f.key.el);
-  const times = h("dl", {class: "facts"}, f.created.el, f.due.el, f.finished.el);
+  const details = h("dl", {class: "facts"}, f.queue.el, f.priority.el, f.attempts.el, f.ttr.el, f.key.el,
+    f.lastWorker.el);
+  const times = h("dl", {class: "facts"}, f.created.el, f.due.el, f.finished.el, f.updated.el);
+  const remark = remarkPanel(ctx, id, message, () => refresh());
   const lease = h("dl", {class: "facts"}, f.worker.el, f.lease.el);
   const leasePanel = section("Lease", lease);
   leasePanel.hidden = true;
@@ -55,7 +58,7 @@ export function mount(root, ctx) {
   const body = h("div", {class: "job-grid"},
     h("div", {class: "job-main"}, h("section", {class: "panel"}, argsTitle, argsLabel, args, kwargsLabel, kwargs),
       errorPanel, resultPanel),
-    h("div", {class: "job-side"}, section("Details", details), section("Times", times), leasePanel));
+    h("div", {class: "job-side"}, remark.el, section("Details", details), section("Times", times), leasePanel));
   root.append(head, message.el, gone, body);
   let job = null;
 
@@ -124,6 +127,9 @@ export function mount(root, ctx) {
     setTime(f.created.value, data.created_at);
     setTime(f.due.value, data.run_at);
     setTime(f.finished.value, data.finished_at);
+    setTime(f.updated.value, data.updated_at);
+    setText(f.lastWorker.value, data.last_worker || "—");
+    remark.show(data.remark);
     errorPanel.hidden = !data.error;
     setText(error, data.error || "");
     resultPanel.hidden = data.result === null || data.result === undefined;
@@ -132,7 +138,41 @@ export function mount(root, ctx) {
     cancel.hidden = !(WAITING.includes(data.state) && ctx.can("producer"));
   }
 
-  root.append(note("Not kept by the stores yet (later): a remark, the time of the last change, and the last " +
-    "worker of a finished job."));
   return {refresh};
+}
+
+// The job's free-text remark: shown to all, edited by admins (PUT /v1/jobs/{id}/remark).
+// A refresh never overwrites what is being typed.
+function remarkPanel(ctx, id, message, refresh) {
+  const text = h("p", {class: "remark", id: "job-remark", hidden: ctx.can("admin")}); // admins see the box
+  const box = h("textarea", {name: "remark", rows: 3, maxlength: 1000, "aria-label": "remark",
+    placeholder: "A note for people: why it was retried, who asked, a ticket number…"});
+  const save = h("button", {type: "button", class: "small primary", id: "save-remark", text: "Save remark"});
+  const form = h("div", {class: "remark-form"}, box, h("div", {class: "actions"}, save));
+  const el = section("Remark", text, ctx.can("admin") ? form : null);
+  let shown = null;
+  box.addEventListener("input", () => { box.dataset.dirty = "1"; });
+  save.addEventListener("click", async () => {
+    save.disabled = true;
+    message.clear();
+    try {
+      await ctx.api(`/v1/jobs/${encodeURIComponent(id)}/remark`,
+        {method: "PUT", body: {remark: box.value.trim() || null}});
+      delete box.dataset.dirty;
+      ctx.toast("Remark saved.", "ok");
+    } catch (error) {
+      message.show(`Could not save the remark: ${error.message}`);
+    }
+    save.disabled = false;
+    refresh();
+  });
+  return {
+    el,
+    show(remark) {
+      setText(text, remark || "No remark.");
+      text.classList.toggle("muted", !remark);
+      if (remark !== shown && !box.dataset.dirty && document.activeElement !== box) box.value = remark || "";
+      shown = remark;
+    },
+  };
 }

@@ -68,6 +68,9 @@ export function mount(root, ctx) {
         const counts = data[name];
         const cells = tr.children;
         if (!cells[0].firstChild) cells[0].append(link(`/dashboard/queues/${encodeURIComponent(name)}`, name));
+        const mark = cells[0].querySelector(".paused");
+        if (counts.paused && !mark) cells[0].append(h("span", {class: "badge paused", text: "paused"}));
+        else if (!counts.paused && mark) mark.remove();
         STATES.forEach((state, i) => {
           const cell = cells[i + 1];
           if (!cell.firstChild) cell.append(link(`/dashboard/jobs?queue=${encodeURIComponent(name)}&state=${state}`, ""));

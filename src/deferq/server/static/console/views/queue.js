@@ -1,11 +1,12 @@
-// /dashboard/queues/{queue}?state=: one queue's counts, its last hour, its workers, its jobs.
+// /dashboard/queues/{queue}?state=: one queue's counts, its last hour, its workers, its jobs;
+// pause and resume it (admin).
 
 import {query} from "../api.js";
 import {lineChart, stateColor} from "../chart.js";
-import {empty, h, link, note, section, setText} from "../dom.js";
+import {code, empty, h, link, note, section, setText} from "../dom.js";
 import {compact, count} from "../format.js";
 import * as history from "../history.js";
-import {card, pageHead, stateCards} from "./common.js";
+import {card, messageLine, pageHead, stateCards} from "./common.js";
 import {jobTable} from "./jobtable.js";
 
 const LIMIT = 25;
@@ -15,7 +16,12 @@ export function mount(root, ctx) {
   const name = ctx.params[0];
   const base = `/dashboard/queues/${encodeURIComponent(name)}`;
   let state = ctx.query.get("state") || "";
-  const head = pageHead(`Queue ${name}`);
+  const toggle = h("button", {type: "button", id: "pause-queue", hidden: true});
+  const pausedBadge = h("span", {class: "badge paused", id: "queue-paused", text: "paused", hidden: true});
+  const head = pageHead(`Queue ${name}`, toggle);
+  head.heading.after(pausedBadge);
+  const message = messageLine();
+  let paused = null;
   const cards = stateCards((s) => `${base}?state=${s}`);
   const oldest = card("oldest wait");
   const workers = card("workers on it");
@@ -30,10 +36,38 @@ export function mount(root, ctx) {
   const missing = empty(`No queue named ${name}.`, "A queue exists once a job was enqueued to it. ",
     link("See every queue", "/dashboard/"));
   missing.hidden = true;
-  root.append(head.el, missing, h("div", {class: "overview-top"}, cards.el, h("div", {class: "cards side"}, oldest.el,
+  root.append(head.el, message.el, missing, h("div", {class: "overview-top"}, cards.el, h("div", {class: "cards side"}, oldest.el,
     workers.el)), chartPanel, h("section", {class: "panel"}, listTitle, more, jobs.el, nothing),
-  note("Pausing a queue needs a store capability that no store has yet: a later feature."));
+  note("A paused queue takes new jobs, but no worker starts one of them until it is resumed; jobs already ",
+    "running finish. The pause is kept in the store, so it holds across restarts. The API: ",
+    code(`POST /v1/queues/${name}/pause`), ", ", code(`POST /v1/queues/${name}/resume`), "."));
   let counts = null;
+
+  function showPaused(now) {
+    paused = now;
+    pausedBadge.hidden = !now;
+    toggle.hidden = !ctx.can("admin");
+    toggle.className = now ? "primary" : "";
+    setText(toggle, now ? "Resume" : "Pause");
+  }
+
+  toggle.addEventListener("click", async () => {
+    const action = paused ? "resume" : "pause";
+    if (!paused && !(await ctx.confirm({title: `Pause queue ${name}?`, action: "Pause it",
+      body: ["Workers stop taking its jobs until you resume it; new jobs still wait in it, and jobs already " +
+        "running finish."]}))) return;
+    toggle.disabled = true;
+    message.clear();
+    try {
+      const done = await ctx.api(`/v1/queues/${encodeURIComponent(name)}/${action}`, {method: "POST"});
+      showPaused(done.paused);
+      ctx.toast(done.paused ? `Queue ${name} is paused.` : `Queue ${name} runs again.`, "ok");
+    } catch (error) {
+      message.show(`Could not ${action} ${name}: ${error.message}`);
+    }
+    toggle.disabled = false;
+    refresh();
+  });
 
   function select(next) {
     state = next;
@@ -47,6 +81,7 @@ export function mount(root, ctx) {
       history.record(q.value.queues);
       counts = q.value.queues[name] || null;
       missing.hidden = counts !== null;
+      if (!toggle.disabled) showPaused(Boolean(counts && counts.paused));
       cards.update(counts || {});
       setText(oldest.number, counts && counts.oldest_wait ? compact(counts.oldest_wait) : "—");
       const {labels, data} = history.byState(name, CHARTED);

@@ -1,7 +1,8 @@
-// /dashboard/stores: the store this server uses: up or down, how fast it answers.
+// /dashboard/stores: the store this server uses: up or down, how fast it answers, and each
+// of its parts (every Redis shard of a sharded URL) with its version and memory or size.
 
 import {lineChart} from "../chart.js";
-import {code, h, note, section, setText} from "../dom.js";
+import {code, h, note, reconcile, row, section, setText, table} from "../dom.js";
 import {local} from "../format.js";
 import {card, pageHead} from "./common.js";
 
@@ -10,6 +11,18 @@ const KEY = "deferq-latency";
 
 export function ms(value) {
   return value < 0.01 ? "<0.01 ms" : `${value < 10 ? value.toFixed(2) : Math.round(value)} ms`;
+}
+
+export function bytes(value) {
+  if (value === null || value === undefined) return "—";
+  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let n = value;
+  let unit = 0;
+  while (n >= 1024 && unit < units.length - 1) {
+    n /= 1024;
+    unit += 1;
+  }
+  return `${n < 10 && unit ? n.toFixed(1) : Math.round(n)} ${units[unit]}`;
 }
 
 export function mount(root, ctx) {
@@ -27,13 +40,32 @@ export function mount(root, ctx) {
     h("dt", {text: "last error"}), error, h("dt", {text: "checked"}), checked);
   const chartPanel = section("Ping latency (ms), sampled by this tab");
   const chart = lineChart(chartPanel, {height: 160, least: 1, empty: "Collecting samples…"});
+  const columns = [["part"], ["state"], ["ping", "num"], ["version"], ["memory / size", "num"], ["error"]];
+  const parts = table(columns, {id: "store-parts"});
   root.append(head.el, h("div", {class: "cards"}, state.el, latency.el, skew.el), section("The store", facts),
-    chartPanel,
-    note("One store per server: the one its --url names (", code("GET /v1/store"), "). A Redis shard set or ",
-      "cluster is one URL here: the health of each shard, and several stores per server, are later features. ",
+    section("Parts", parts.el), chartPanel,
+    note("One store per server: the one its --url names (", code("GET /v1/store"), "). Its parts (",
+      code("GET /v1/store/parts"), ") are the servers of a redis+shards:// URL, each up or down on its own: ",
+      "while one is down, jobs stored on the others run on. A Redis Cluster is one part (it fails over itself). ",
       "The clock difference is the store's clock (which every due time uses) minus this server's."));
 
+  function showParts(list) {
+    reconcile(parts.body, list, (part) => part.name, () => row(columns.length, columns.map((c) => c[1])),
+      (tr, part) => {
+        const cells = tr.children;
+        setText(cells[0], part.name);
+        setText(cells[1], part.up ? "up" : "down");
+        cells[1].dataset.health = part.up ? "up" : "down";
+        setText(cells[2], part.latency_ms === null ? "—" : ms(part.latency_ms));
+        setText(cells[3], part.version || "—");
+        setText(cells[4], bytes(part.memory_bytes ?? part.size_bytes));
+        setText(cells[5], part.error || "");
+        tr.dataset.key = part.name;
+      });
+  }
+
   async function refresh() {
+    ctx.api("/v1/store/parts").then((answer) => ctx.alive() && showParts(answer.parts), () => {});
     const report = await ctx.api("/v1/store");
     if (!ctx.alive()) return;
     setText(state.number, report.up ? "up" : "down");
