@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test services browser lint docs bench bench-peers soak clean
+.PHONY: demo test services browser lint docs bench bench-peers bench-speed soak clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -65,6 +65,13 @@ bench-peers: $(STAMP) services
 	$(BIN)/pip install -q --no-deps 'arq>=0.28'
 	$(BIN)/python -m bench.peers.run $(BENCH_ARGS)
 	$(BIN)/python -m bench.peers.run --postgres $(BENCH_ARGS)
+
+# issue 16's figures, each as a ratio to its raw reference in the same run, medians of 3
+# (bench/speed.py): Redis enqueue/batch/workers/B/pickup/delay/memory, SQLite
+# enqueue_many vs a bare executemany, PostgreSQL durable=False vs durable.
+# SPEED_ARGS for more (--runs, --scale, --only enqueue,batch,...).
+bench-speed: $(STAMP) services
+	$(BIN)/python -m bench.speed $(SPEED_ARGS)
 
 clean:
 	rm -rf $(VENV) build site *.egg-info

@@ -74,3 +74,22 @@ def test_raw_and_deferq_rows_on_redis(tmp_path):
     assert len(rows) == 2 and not any("failed" in row for row in rows), rows
     assert rows[0].split("|")[3].strip() == "1.00x"  # A vs raw, for raw itself
     assert leftover_workers() == []
+
+
+@pytest.mark.slow
+def test_speed_figures_print_ratios_to_their_raw_references():
+    """bench/speed.py (make bench-speed): a small run of the quick figures, one table."""
+    try:
+        redis.Redis.from_url(TEST_REDIS).ping()
+    except redis.ConnectionError as exc:
+        need_service(f"Redis at {shared_where()} (DEFERQ_TEST_REDIS)", str(exc))
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.speed", "--runs", "1", "--scale", "0.02",
+         "--only", "enqueue,batch,memory,sqlite"],
+        cwd=ROOT, env={**os.environ, "BENCH_REDIS_URL": TEST_REDIS, "BENCH_SPEED_REDIS_URL": TEST_REDIS},
+        capture_output=True, text=True, timeout=100,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    rows = [line for line in done.stdout.splitlines() if line.startswith("| ") and "x |" in line]
+    assert len(rows) == 4, done.stdout
+    assert all(float(row.split("|")[4].strip().rstrip("x")) > 0 for row in rows)

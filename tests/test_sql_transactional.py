@@ -135,3 +135,36 @@ def test_a_foreign_connection_is_refused(pg_app, my_app):
     send_my = my_app.task(name="send")(lambda n: n)
     with pytest.raises(ConfigError, match="PyMySQL connection"):
         send_my.options(connection="not a connection").enqueue(1)
+
+
+def test_postgres_enqueue_not_durable_skips_the_flush(postgres_url):
+    """options.durable=False / App(durable=False): the enqueue commits on a session with
+    synchronous_commit=off; a durable job in the batch makes it wait for the disk."""
+    app = deferq.App(postgres_url, lease=5, durable=False)
+    try:
+        send = app.task(name="send")(lambda n: n)
+        app.backend.migrate()
+        app.backend.close()
+        job = send.enqueue(1)
+        assert set(app.backend._pools) == {False}  # the enqueue's connection came from the fast pool
+        assert app.get(job.id).args == (1,)
+        with app.backend.pool(False).connection() as conn:
+            assert conn.execute("SHOW synchronous_commit").fetchone()[0] == "off"
+        app.enqueue_many([send.call(2), send.options(durable=True).call(3)])
+        assert True in app.backend._pools  # one durable job: the batch waits for the disk
+    finally:
+        app.close()
+
+
+def test_postgres_async_enqueue_not_durable_is_local_to_its_transaction(pg_app):
+    send = pg_app.task(name="send")(lambda n: n)
+
+    async def scenario():
+        job = await send.options(durable=False).enqueue_async(1)
+        conn = await pg_app.backend.loop_connection()
+        setting = (await (await conn.execute("SHOW synchronous_commit")).fetchone())[0]
+        return job, setting
+
+    job, setting = asyncio.run(scenario())
+    assert pg_app.get(job.id).args == (1,)
+    assert setting == "on", "SET LOCAL must not outlive the enqueue's transaction"

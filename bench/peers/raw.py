@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -54,5 +55,31 @@ def work() -> None:
             BODIES[task](*args)
 
 
+def work_batched(batch: int, total: int) -> None:
+    """RPOP up to `batch` messages per round trip (BRPOP when none is left) and run them;
+    the first and the last of `total` completions note their time, as `probe.incr`
+    does, so start-up is not measured (bench/speed.py's reference for a worker)."""
+    r = redis.Redis.from_url(probe.REDIS_URL)
+    while True:
+        popped = r.rpop(QUEUE, batch)
+        if not popped:
+            one = r.brpop([QUEUE], timeout=1)
+            popped = [one[1]] if one else []
+        first = 0.0
+        for message in popped:
+            task, args = json.loads(message)
+            BODIES[task](*args)
+            first = first or time.time()
+        if popped:
+            done = r.incrby(probe.COUNT, len(popped))
+            if done == len(popped):
+                r.rpush(probe.FIRST, first)
+            if done >= total > done - len(popped):
+                r.rpush(probe.LAST, time.time())
+
+
 if __name__ == "__main__":
-    work()
+    if len(sys.argv) == 3:  # python -m bench.peers.raw BATCH TOTAL
+        work_batched(int(sys.argv[1]), int(sys.argv[2]))
+    else:
+        work()

@@ -29,6 +29,7 @@ T = TypeVar("T")
 
 DEFAULT_URL = "sqlite:///deferq.db"
 DEFAULT_WEIGHTS = (5, 3, 2)  # high : normal : low (S2-10)
+_NO_CALL = object()  # _prepare's connection before the first call
 
 
 def _checked(check: Callable[[Any], T], value: Any) -> T:
@@ -44,7 +45,8 @@ class App:
 
     Without a URL, ``DEFERQ_URL`` is used, else ``sqlite:///deferq.db``.
     ``eager=True`` (or ``memory://?eager=1``) runs each task at enqueue, in the
-    caller's thread: for users' unit tests.
+    caller's thread: for users' unit tests. ``durable=False`` makes every enqueue's
+    commit skip waiting for the disk on PostgreSQL (per job: ``options(durable=...)``).
     """
 
     def __init__(
@@ -55,6 +57,7 @@ class App:
         lease: float = 30.0,
         result_ttl: float = 3600.0,
         priority_weights: Sequence[int] = DEFAULT_WEIGHTS,
+        durable: bool = True,
         **backend_options: Any,
     ) -> None:
         self.url = url or os.environ.get("DEFERQ_URL") or DEFAULT_URL
@@ -68,6 +71,9 @@ class App:
         if len(priority_weights) != 3 or any(w < 1 for w in priority_weights):
             raise ConfigError("priority_weights needs three positive numbers (high, normal, low)")
         self.priority_weights = tuple(int(w) for w in priority_weights)
+        # False: enqueues that do not say otherwise commit without waiting for the disk
+        # (options.durable: PostgreSQL's synchronous_commit=off; nothing on other stores)
+        self.durable = bool(durable)
         self.registry = Registry()
         self.tasks: dict[str, Task[..., Any]] = self.registry.tasks  # the same dict: name -> Task
         self.hooks: dict[str, list[Hook]] = self.registry.hooks
@@ -212,17 +218,17 @@ class App:
     def _prepare(self, calls: Iterable[Call]) -> tuple[list[Enqueue], Any]:
         """Validate calls into stored form, and find the caller's connection, if any."""
         items: list[Enqueue] = []
-        connections: list[Any] = []
+        tasks, durable = self.registry.tasks, self.durable
+        connection: Any = _NO_CALL
         for call in calls:
             if not isinstance(call, Call):
                 raise TypeError(f"enqueue_many takes task.call(...) values, got {call!r:.60}")
-            task = self.registry.tasks.get(call.task)
-            items.append(build_enqueue(call, task, 0.0))
-            if not any(c is call.options.connection for c in connections):
-                connections.append(call.options.connection)
-        if len(connections) > 1:
-            raise ValueError("all jobs of one enqueue_many must use the same connection")
-        return items, (connections[0] if connections else None)
+            items.append(build_enqueue(call, tasks.get(call.task), 0.0, durable))
+            if call.options.connection is not connection:
+                if connection is not _NO_CALL:
+                    raise ValueError("all jobs of one enqueue_many must use the same connection")
+                connection = call.options.connection
+        return items, (None if connection is _NO_CALL else connection)
 
     def enqueue_many(self, calls: Iterable[Call]) -> list[Job]:
         """Store many jobs in one round trip."""

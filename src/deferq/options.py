@@ -157,9 +157,9 @@ def parents(value: Any, name: str = "after") -> tuple[str, ...]:
     return tuple(ids)
 
 
-def flag(value: Any, name: str = "") -> bool:
+def flag(value: Any, name: str = "durable") -> bool:
     if not isinstance(value, bool):
-        raise ValueError(f"{name} must be True or False, got {value!r:.60}")
+        raise ValueError(f"{name} must be true or false, got {value!r:.60}")
     return value
 
 
@@ -259,6 +259,10 @@ class JobOptions:
     remark: str | None = option(None, Option(
         remark_text, "free text kept with the job for people (shown by `deferq job` and the console)",
         periodic=True, http="remark", openapi={"type": "string", "maxLength": MAX_REMARK}))  # fmt: skip
+    durable: bool | None = option(None, Option(
+        flag, "false: the enqueue's commit does not wait for the disk (PostgreSQL: synchronous_commit=off); "
+        "may lose the last moments of jobs if the database server crashes", http="durable",
+        openapi={"type": "boolean"}))  # fmt: skip
     connection: Any = option(None, Option(anything, "your open database connection (transactional enqueue)"))
     after: tuple[str, ...] = option((), Option(
         parents, "jobs (or their ids) this one runs after: it waits, blocked, until they all succeed"))

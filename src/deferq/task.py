@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Generic, ParamSpec, Protocol, TypeVar
 
 from .backends.base import Enqueue
-from .codec import codec_for, unknown_task_codec
+from .codec import ArgsCodec, codec_for, unknown_task_codec
 from .job import Job, encode_payload, new_job_id
 from .options import JobOptions, TaskDefaults, conflict_rules
 
@@ -64,6 +64,7 @@ class Task(Generic[P, R]):
         self.on_success = on_success
         self.on_failure = on_failure
         self._options = options or JobOptions()
+        self._rules: _Rules | None = None  # build_enqueue's resolution of _options, made once
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
 
@@ -91,37 +92,66 @@ class Task(Generic[P, R]):
         return (await self.app.enqueue_many_async([self.call(*args, **kwargs)]))[0]
 
 
-def build_enqueue(call: Call, task: Task[..., Any] | None, now: float) -> Enqueue:
+@dataclass(frozen=True, slots=True)
+class _Rules:
+    """What a call's options and its task's defaults make of every job they enqueue:
+    resolved once per (task, options), not once per job."""
+
+    codec: ArgsCodec
+    queue: str
+    priority: int
+    max_attempts: int
+    timeout: float | None
+    key: str | None
+    run_at: float
+    expires_at: float | None
+    delay: float
+    within: float | None
+    mode: str
+    max_wait: float | None
+    durable: bool | None
+    remark: str | None
+
+    @classmethod
+    def of(cls, opts: JobOptions, task: Task[..., Any] | None, name: str) -> _Rules:
+        codec = codec_for(task.fn, task.name) if task is not None else unknown_task_codec(name)
+        known = task is not None
+        defaults = task.defaults if task is not None else TaskDefaults()
+        return cls(
+            codec, opts.queue or defaults.queue, defaults.priority if opts.priority is None else opts.priority,
+            opts.max_attempts or defaults.max_attempts,
+            opts.timeout if opts.timeout is not None or not known else defaults.timeout, opts.key,
+            opts.at or 0.0, opts.expires.at if opts.expires else None, opts.delay,
+            opts.expires.within if opts.expires else None,
+            conflict_rules(opts.on_conflict, opts.key, opts.max_wait), opts.max_wait, opts.durable,
+            opts.remark,
+        )  # fmt: skip
+
+
+def build_enqueue(call: Call, task: Task[..., Any] | None, now: float, durable: bool = True) -> Enqueue:
     """The stored form of a call: task defaults overridden by the call's options, its
     arguments encoded exactly (codec.py) or refused.
 
     `task` is None when the producer does not know the task (enqueue by name): then
-    the timeout is left to the worker's task definition.
+    the timeout is left to the worker's task definition. `durable` is the App's
+    default for calls that do not say (options.durable).
     """
-    codec = codec_for(task.fn, task.name) if task is not None else unknown_task_codec(call.task)
-    args, kwargs = codec.encode(call.args, call.kwargs)
-    payload = encode_payload(call.task, args, kwargs)
     opts = call.options
-    mode = conflict_rules(opts.on_conflict, opts.key, opts.max_wait)
-    known = task is not None
-    defaults = task.defaults if task is not None else TaskDefaults()
+    if task is not None and opts is task._options:  # the usual call: the task's own options
+        rules = task._rules
+        if rules is None:
+            rules = task._rules = _Rules.of(opts, task, call.task)
+    else:
+        rules = _Rules.of(opts, task, call.task)
+    args, kwargs = rules.codec.encode(call.args, call.kwargs)
     job = Job(
-        id=new_job_id(),
-        task=call.task,
-        args=args,
-        kwargs=kwargs,
-        queue=opts.queue or defaults.queue,
-        priority=defaults.priority if opts.priority is None else opts.priority,
-        max_attempts=opts.max_attempts or defaults.max_attempts,
-        timeout=opts.timeout if opts.timeout is not None or not known else defaults.timeout,
-        key=opts.key,
-        run_at=opts.at or 0.0,
-        created_at=now,
-        expires_at=opts.expires.at if opts.expires else None,
-        remark=opts.remark,
-    )
-    within = opts.expires.within if opts.expires else None
-    item = Enqueue(job, opts.delay, payload, within, mode, opts.max_wait)
+        id=new_job_id(), task=call.task, args=args, kwargs=kwargs, queue=rules.queue, priority=rules.priority,
+        max_attempts=rules.max_attempts, timeout=rules.timeout, key=rules.key, run_at=rules.run_at,
+        created_at=now, meta={}, expires_at=rules.expires_at, remark=rules.remark,
+    )  # fmt: skip
+    payload = encode_payload(call.task, args, kwargs)
+    item = Enqueue(job, rules.delay, payload, rules.within, rules.mode, rules.max_wait,
+                   durable if rules.durable is None else rules.durable)  # fmt: skip
     return linked(item, opts.after, opts.after_any_outcome) if opts.after else item
 
 

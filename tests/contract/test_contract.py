@@ -737,6 +737,19 @@ def test_workflows_refused_on_redis(app, backend):
     with pytest.raises(deferq.ConfigError, match="not supported on Redis yet"):
         app.enqueue("noop", [1], after=[parent])
 
+
+
+def test_enqueue_not_durable_is_stored_and_claimable(app, backend):
+    """options.durable=False changes when the store flushes, never what it stores."""
+    task = app.task(name="noop")(lambda i: i)
+    one = task.options(durable=False).enqueue(1)
+    mixed = app.enqueue_many([task.options(durable=False).call(2), task.call(3)])
+    assert app.get(one.id).args == (1,) and [j.args for j in mixed] == [(2,), (3,)]
+    assert {j.id for j in reserve(backend, 10)} == {one.id, *(j.id for j in mixed)}
+    with pytest.raises(ValueError, match="durable must be true or false"):
+        task.options(durable="no")
+
+
 # -- pausing a queue (issue 12) ---------------------------------------------------------
 
 

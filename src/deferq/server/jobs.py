@@ -105,7 +105,7 @@ async def _topic_job(service: Service, request: Any, options: dict[str, Any]) ->
     except ValueError as exc:
         raise Invalid(str(exc)) from None
     payload = encode_payload(TASK_NAME, job.args, kwargs)
-    return Enqueue(job, delay, payload, within, mode, options.get("max_wait"))
+    return Enqueue(job, delay, payload, within, mode, options.get("max_wait"), options.get("durable", True))
 
 
 def receipt(job: Job) -> dict[str, Any]:

@@ -93,6 +93,13 @@ class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
 
     def _enqueue_plan(self, items: Sequence[Enqueue]) -> _EnqueuePlan:
         queue = items[0].job.queue
+        if len(items) == 1:  # task.enqueue(): the commonest call, straight through
+            if items[0].after:
+                raise ConfigError(NO_WORKFLOWS)
+            qk = self.keys.queue(queue)
+            keys = [*qk.enqueue_keys, qk.job_prefix + items[0].job.id]
+            call = Call(scripts.ENQUEUE, keys, [*enqueue_args(items[0])])
+            return _EnqueuePlan([call], [[0]], [] if queue in self._registered else [queue])
         if all(item.job.queue == queue for item in items):  # the usual case, kept lean
             by_queue = {queue: list(range(len(items)))}
         else:
@@ -114,6 +121,8 @@ class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
         return _EnqueuePlan(calls, list(by_queue.values()), new)
 
     def _enqueue_results(self, items: Sequence[Enqueue], plan: _EnqueuePlan, replies: list[Any]) -> list[Job]:
+        if len(items) == 1 and replies[0][1] == 0:  # one job, stored
+            return [items[0].stored(float(replies[0][0]))]
         stored: list[Job | None] = [None] * len(items)
         for positions, reply in zip(plan.positions, replies, strict=True):
             now = float(reply[0])

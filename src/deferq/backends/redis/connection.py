@@ -140,13 +140,20 @@ def reported(target: Target, doing: str = "") -> Iterator[None]:
     """Turn redis-py's errors into deferq's, each one sentence naming the server."""
     try:
         yield
-    except redis.RedisError as exc:
-        failure = store_error(exc, target, doing)
+    except (redis.RedisError, OSError) as exc:
+        failure = translated(exc, target, doing)
         if failure is None:
             raise
         raise failure from None
-    except OSError as exc:
-        raise _unreachable(exc, target, doing) from None
+
+
+def translated(exc: BaseException, target: Target, doing: str = "") -> BaseException | None:
+    """deferq's error for what redis-py or the socket raised, or None to let it go up."""
+    if isinstance(exc, redis.RedisError):
+        return store_error(exc, target, doing)
+    if isinstance(exc, OSError):
+        return _unreachable(exc, target, doing)
+    return None
 
 
 def store_error(exc: BaseException, target: Target, doing: str = "") -> DeferqError | None:
@@ -228,10 +235,17 @@ def _database_count(target: Target) -> int | None:
 def guarded(method: F) -> F:
     """A backend method whose redis-py errors become deferq's, naming the server."""
 
+    doing = method.__name__
+
     @functools.wraps(method)
     def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
-        with reported(self.target, method.__name__):
+        try:  # as `reported` does, without a context manager per call (every enqueue, every claim)
             return method(self, *args, **kwargs)
+        except (redis.RedisError, OSError) as exc:
+            failure = translated(exc, self.target, doing)
+            if failure is None:
+                raise
+            raise failure from None
 
     return wrapper  # type: ignore[return-value]
 

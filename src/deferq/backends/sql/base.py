@@ -100,7 +100,8 @@ class SQLBackend(SQLHistory, SQLSearch, Backend):
         `durable=False` marks the worker's own bookkeeping (claims, heartbeats, settles,
         recoveries, purges): a database crash may forget its last moments, which
         at-least-once absorbs (the job runs again after its lease), so a dialect may
-        commit it without waiting for the disk. Enqueues are always durable."""
+        commit it without waiting for the disk. Enqueues are durable unless every job
+        of the batch says `durable=False` (options.durable)."""
         raise NotImplementedError
 
     def applied_versions(self) -> list[int]:
@@ -166,7 +167,8 @@ class SQLBackend(SQLHistory, SQLSearch, Backend):
         if not items:
             return []
         linked = any(item.after for item in items)  # the jobs and their edges: all or nothing
-        return self.run(self.enqueue_plan(items), atomic=linked, connection=connection)
+        durable = any(item.durable for item in items)
+        return self.run(self.enqueue_plan(items), atomic=linked, connection=connection, durable=durable)
 
     def enqueue_plan(self, items: Sequence[Enqueue]) -> Plan[list[Job]]:
         stored = yield from self.insert_plan(items, range(len(items)))

@@ -186,10 +186,15 @@ class PostgresBackend(SQLBackend):
         if conn is not None and not isinstance(conn, psycopg.AsyncConnection):
             return await asyncio.to_thread(self.enqueue_many, items, connection)
         try:
+            # options.durable=False: this transaction's commit does not wait for the disk
+            # (never the caller's transaction: its commit is the caller's)
+            fast = conn is None and not any(item.durable for item in items)
             if conn is None:
                 conn = await self.loop_connection()
             linked = connection is None and any(item.after for item in items)  # all or nothing
-            async with conn.transaction() if linked else nullcontext(), conn.cursor() as cur:
+            async with conn.transaction() if linked or fast else nullcontext(), conn.cursor() as cur:
+                if fast:
+                    await cur.execute("SET LOCAL synchronous_commit = off")
                 return await drive_async(self.enqueue_plan(items), partial(self.execute_async, cur))
         except CONNECTION_ERRORS as exc:
             if connection is None:

@@ -1,0 +1,319 @@
+"""`make bench-speed`: issue 16's figures, each beside its raw reference measured in the
+same run, medians of 3 runs (each ratio is the median of the runs' own ratios).
+
+    .venv/bin/python -m bench.speed                  # every figure, 3 runs
+    .venv/bin/python -m bench.speed --runs 1 --only enqueue,batch,memory
+
+Figures (Redis on 127.0.0.1:6379 db 12, its probe db 13; SQLite in a temporary folder;
+PostgreSQL database bench_peers_speed, created and dropped here):
+- enqueue:  `task.enqueue()` one call per job vs a redis-py LPUSH loop of the same payload
+- batch:    `app.enqueue_many()` of 1,000 calls vs a pipeline of 1,000 LPUSHes
+- process:  2 `deferq worker` processes draining no-op jobs vs 2 raw processes that pop
+            16 at a time ((N-1) / (last - first completion): start-up is not counted)
+- b:        PEERS.md workload B (one INCR per job) vs the raw BRPOP+INCR loop; in the
+            same worker session pickup (D, p50/p99) and delay lateness (C, 500 jobs)
+- memory:   Redis bytes per queued job (MEMORY USAGE of every key, and the INFO
+            used_memory delta) vs one LPUSHed payload
+- sqlite:   `app.enqueue_many()` of 1,000 vs a bare executemany into the same table
+- postgres: single enqueue with `options(durable=False)` vs the durable default
+The jobs of `deferq bench` and bench/peers are reused, so every figure is the one those
+commands measure; only the raw references and the ratios are new here.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("BENCH_REDIS_URL", "redis://127.0.0.1:6379/13")  # the probe's db, before it loads
+
+import argparse  # noqa: E402
+import sqlite3  # noqa: E402
+import statistics  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from collections.abc import Callable  # noqa: E402
+from typing import Any  # noqa: E402
+
+import orjson  # noqa: E402
+import redis  # noqa: E402
+
+from deferq import bench  # noqa: E402
+from deferq.job import new_job_id  # noqa: E402
+
+from .peers import probe, raw, workloads  # noqa: E402
+from .peers.deferq import Peer as DeferqPeer  # noqa: E402
+from .peers.stores import recreate_database  # noqa: E402
+from .peers.workers import Workers  # noqa: E402
+
+REDIS_URL = os.environ.get("BENCH_SPEED_REDIS_URL", "redis://127.0.0.1:6379/12")
+PG_URL = os.environ.get("BENCH_SPEED_PG_URL", "postgresql://postgres@127.0.0.1:5432/bench_peers_speed")
+FIGURES = ("enqueue", "batch", "process", "b", "memory", "sqlite", "postgres")
+ARG = bench.ARG
+Measure = Callable[[int], dict[str, float]]
+
+
+def flush() -> None:
+    for url in (REDIS_URL, probe.REDIS_URL):
+        redis.Redis.from_url(url).flushdb()
+
+
+def use(url: str) -> None:
+    bench.app.close()
+    bench.app.url = url
+
+
+def message(i: int) -> bytes:
+    """The raw references' job: the same arguments, in the form bench.peers.raw runs."""
+    return orjson.dumps(["noop", [i, ARG]])
+
+
+def lpush_loop(r: redis.Redis, jobs: int) -> float:
+    """The raw single enqueue: one LPUSH of the job's JSON payload per call."""
+    started = time.perf_counter()
+    for i in range(jobs):
+        r.lpush(raw.QUEUE, message(i))
+    return bench.rate(jobs, time.perf_counter() - started)
+
+
+def lpush_pipelined(r: redis.Redis, jobs: int, size: int = 1000) -> float:
+    started = time.perf_counter()
+    for first in range(0, jobs, size):
+        pipe = r.pipeline(transaction=False)
+        for i in range(first, min(first + size, jobs)):
+            pipe.lpush(raw.QUEUE, message(i))
+        pipe.execute()
+    return bench.rate(jobs, time.perf_counter() - started)
+
+
+def interleaved(ours: Callable[[int], float], reference: Callable[[int], float], jobs: int,
+                chunk: int) -> dict[str, float]:  # fmt: skip
+    """Both rates, measured in alternating chunks of `chunk` jobs: a burst of load on
+    this shared machine then hits both sides alike (each callable returns a rate)."""
+    ours(min(chunk, 200))  # connect, load scripts, warm up: untimed
+    reference(min(chunk, 200))
+    spent = {"deferq": 0.0, "raw": 0.0}
+    for _ in range(max(1, jobs // chunk)):
+        spent["deferq"] += chunk / ours(chunk)
+        spent["raw"] += chunk / reference(chunk)
+    done = max(1, jobs // chunk) * chunk
+    return {side: bench.rate(done, seconds) for side, seconds in spent.items()}
+
+
+def m_enqueue(jobs: int) -> dict[str, float]:
+    flush()
+    use(REDIS_URL)
+    r = redis.Redis.from_url(REDIS_URL)
+    return interleaved(lambda n: bench.measure_enqueue(bench.app, n, lambda _: None),
+                       lambda n: lpush_loop(r, n), jobs, 500)  # fmt: skip
+
+
+def m_batch(jobs: int) -> dict[str, float]:
+    flush()
+    use(REDIS_URL)
+    r = redis.Redis.from_url(REDIS_URL)
+    return interleaved(lambda n: bench.measure_batch(bench.app, n, lambda _: None, size=1000),
+                       lambda n: lpush_pipelined(r, n), jobs, 2000)  # fmt: skip
+
+
+def m_process(jobs: int) -> dict[str, float]:
+    flush()
+    use(REDIS_URL)
+    deferq_rate, _ = bench.measure_process(bench.app, REDIS_URL, jobs, 2, 16, lambda n: None)
+    flush()
+    r = workloads.driver()
+    lpush_pipelined(redis.Redis.from_url(probe.REDIS_URL), jobs)
+    command = [sys.executable, "-m", "bench.peers.raw", "16", str(jobs)]
+    with Workers("speed-raw", [command, command], {}) as workers:
+        raw_rate = workloads.processing_rate(r, jobs, workers)
+    return {"deferq": deferq_rate, "raw": raw_rate}
+
+
+def m_b(jobs: int) -> dict[str, float]:
+    """B, then D and C in the same worker session (as bench/peers does)."""
+    out: dict[str, float] = {}
+    r = workloads.driver()
+    for name, peer in (("raw", raw.Peer()), ("deferq", DeferqPeer(REDIS_URL))):
+        flush()
+        peer.open()
+        try:
+            workloads.prefill(peer, jobs)
+            with Workers(f"speed-{name}", peer.worker_commands(), peer.env) as workers:
+                out[name] = workloads.processing_rate(r, jobs, workers)
+                if name == "deferq":
+                    out["late_p50"], out["late_p99"] = workloads.delay_lateness(peer, r, workers)
+                out[f"pickup_p50_{name}"], out[f"pickup_p99_{name}"] = workloads.pickup_latency(
+                    peer, r, workers, 200
+                )
+        finally:
+            peer.close()
+    return out
+
+
+def used_memory(r: redis.Redis) -> int:
+    used: int = r.info("memory")["used_memory"]
+    return used
+
+
+def key_bytes(r: redis.Redis) -> int:
+    """MEMORY USAGE of every key of the database (exact for each key's own structures)."""
+    return sum(r.memory_usage(key, samples=0) or 0 for key in r.scan_iter(count=1000))
+
+
+def m_memory(jobs: int) -> dict[str, float]:
+    flush()
+    use(REDIS_URL)
+    r = redis.Redis.from_url(REDIS_URL)
+    task = bench.app.tasks["bench_noop"]
+    bench.app.enqueue_many([task.call(0, ARG)])  # the queue's own keys exist before
+    before_keys, before = key_bytes(r), used_memory(r)
+    for first in range(0, jobs, 1000):
+        bench.app.enqueue_many([task.call(i, ARG) for i in range(first, min(first + 1000, jobs))])
+    out = {"deferq": (key_bytes(r) - before_keys) / jobs, "deferq_info": (used_memory(r) - before) / jobs}
+    ready = bench.app.backend.keys.queue("bench").waiting[1]  # type: ignore[attr-defined]
+    out["deferq_ready"] = (r.memory_usage(ready, samples=0) or 0) / jobs
+    out["deferq_hash"] = out["deferq"] - out["deferq_ready"]
+    flush()
+    before = used_memory(r)
+    lpush_pipelined(r, jobs)
+    out["raw"] = key_bytes(r) / jobs
+    out["raw_info"] = (used_memory(r) - before) / jobs
+    flush()
+    return out
+
+
+def m_sqlite(jobs: int) -> dict[str, float]:
+    """Both write the same table of the same file, in alternating chunks."""
+    with tempfile.TemporaryDirectory(prefix="deferq-speed-") as folder:
+        use(f"sqlite:///{folder}/deferq.db")
+        bench.app.backend.migrate()
+        conn = sqlite3.connect(f"{folder}/deferq.db", isolation_level=None)
+        conn.execute("PRAGMA synchronous=NORMAL")  # as deferq's connections (WAL is the file's)
+        insert = ("INSERT INTO deferq_jobs (id, task, payload, queue, priority, max_attempts, timeout,"
+                  " key, run_at, created_at, expires_at, state)"
+                  " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued')")  # fmt: skip
+
+        def executemany(count: int) -> float:
+            started = time.perf_counter()
+            for first in range(0, count, 1000):
+                now = time.time()
+                rows = [(new_job_id(), "bench_noop", message(i), "bench", 1, 1, None, None,
+                         now, now, None) for i in range(first, min(first + 1000, count))]  # fmt: skip
+                conn.execute("BEGIN IMMEDIATE")
+                conn.executemany(insert, rows)
+                conn.execute("COMMIT")
+            return bench.rate(count, time.perf_counter() - started)
+
+        try:
+            return interleaved(lambda n: bench.measure_batch(bench.app, n, lambda _: None, size=1000),
+                               executemany, jobs, 2000)  # fmt: skip
+        finally:
+            conn.close()
+            bench.app.close()
+
+
+def m_postgres(jobs: int) -> dict[str, float]:
+    recreate_database(PG_URL)
+    try:
+        use(PG_URL)
+        task = bench.app.tasks["bench_noop"]
+        fast = task.options(durable=False)
+
+        def loop(t: Any, count: int) -> float:
+            started = time.perf_counter()
+            for i in range(count):
+                t.enqueue(i, ARG)
+            return bench.rate(count, time.perf_counter() - started)
+
+        return interleaved(lambda n: loop(fast, n), lambda n: loop(task, n), max(200, jobs // 5), 200)
+    finally:
+        bench.app.close()
+        recreate_database(PG_URL, create=False)
+
+
+MEASURES: dict[str, tuple[Measure, int]] = {  # the figure, and its job count at --scale 1
+    "enqueue": (m_enqueue, 5_000),
+    "batch": (m_batch, 20_000),
+    "process": (m_process, 20_000),
+    "b": (m_b, 10_000),
+    "memory": (m_memory, 10_000),
+    "sqlite": (m_sqlite, 20_000),
+    "postgres": (m_postgres, 10_000),
+}
+
+# figure: (label, deferq's unit, reference, target ratio or None)
+ROWS = {
+    "enqueue": ("Redis task.enqueue(), one call per job", "jobs/s", "LPUSH loop, same payload", ">= 0.95"),
+    "batch": ("Redis app.enqueue_many(), 1,000 per call", "jobs/s", "pipeline of 1,000 LPUSHes", ">= 1.2"),
+    "process": ("Redis, 2 workers, no-op jobs", "jobs/s", "2 processes popping 16 at a time", ">= 0.2"),
+    "b": ("Redis workload B (one INCR per job)", "jobs/s", "BRPOP+INCR loop, 2 processes", ">= 1.0"),
+    "memory": ("Redis bytes per queued job (MEMORY USAGE)", "bytes", "one LPUSHed payload", "<= 300 bytes"),
+    "sqlite": ("SQLite app.enqueue_many(), 1,000 per call", "jobs/s", "bare executemany, same table", ">= 0.8"),
+    "postgres": ("PostgreSQL task.enqueue() durable=False", "jobs/s", "the same, durable (default)", ">= 3"),
+}
+
+
+def median_run(runs: list[dict[str, float]]) -> dict[str, float]:
+    keys = runs[0].keys()
+    out = {key: statistics.median(run[key] for run in runs) for key in keys}
+    if "raw" in keys:
+        out["ratio"] = statistics.median(run["deferq"] / run["raw"] for run in runs)
+    return out
+
+
+def met(figure: str, m: dict[str, float]) -> str:
+    if figure == "memory":
+        return "met" if m["deferq"] <= 300 else "not met"
+    limit = float(ROWS[figure][3].split()[-1])
+    return "met" if m["ratio"] >= limit else "not met"
+
+
+def render(results: dict[str, dict[str, float]], runs: int) -> str:
+    lines = [f"bench/speed.py, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, medians of {runs}",
+             "", "| figure | deferq | reference | ratio | target | |", "|---|---:|---|---:|---|---|"]  # fmt: skip
+    for figure, m in results.items():
+        label, unit, reference, target = ROWS[figure]
+        lines.append(f"| {label} | {m['deferq']:,.0f} {unit} | {reference}: {m['raw']:,.0f} | "
+                     f"{m['ratio']:.2f}x | {target} | {met(figure, m)} |")  # fmt: skip
+        if figure == "memory":
+            lines.append(f"| (INFO used_memory delta per job) | {m['deferq_info']:,.0f} bytes | "
+                         f"{m['raw_info']:,.0f} | | | |")  # fmt: skip
+            lines.append(f"| (of which: job hash and key / ready-set entry) | {m['deferq_hash']:,.0f} / "
+                         f"{m['deferq_ready']:,.0f} bytes | | | | |")  # fmt: skip
+        if figure == "b":
+            pickup = "met" if m["pickup_p50_deferq"] <= 0.6 and m["pickup_p99_deferq"] <= 1.5 else "not met"
+            late = "met" if m["late_p99"] <= 5 else "not met"
+            lines.append(f"| pickup latency p50/p99 (idle workers) | {m['pickup_p50_deferq']:.2f}/"
+                         f"{m['pickup_p99_deferq']:.2f} ms | BRPOP: {m['pickup_p50_raw']:.2f}/"
+                         f"{m['pickup_p99_raw']:.2f} ms | | <= 0.6/1.5 ms | {pickup} |")  # fmt: skip
+            lines.append(f"| delay lateness p50/p99, 500 jobs due at once | {m['late_p50']:.2f}/"
+                         f"{m['late_p99']:.2f} ms | – | | p99 <= 5 ms | {late} |")  # fmt: skip
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.speed", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    parser.add_argument("--runs", type=int, default=3, help="runs; figures are medians (default 3)")
+    parser.add_argument("--scale", type=float, default=1.0, help="job counts times this (default 1)")
+    parser.add_argument("--only", default="", help=f"comma-separated figures of {', '.join(FIGURES)}")
+    args = parser.parse_args(argv)
+    wanted = [f.strip() for f in args.only.split(",") if f.strip()] or list(FIGURES)
+    if unknown := [f for f in wanted if f not in FIGURES]:
+        parser.error(f"unknown figure {unknown[0]!r}: choose from {', '.join(FIGURES)}")
+    runs: dict[str, list[dict[str, float]]] = {f: [] for f in wanted}
+    try:
+        for number in range(args.runs):
+            for figure in wanted:
+                print(f"run {number + 1}/{args.runs}: {figure} ...", file=sys.stderr, flush=True)
+                measure, jobs = MEASURES[figure]
+                runs[figure].append(measure(max(100, int(jobs * args.scale))))
+    finally:
+        flush()
+        bench.app.close()
+    print(render({f: median_run(r) for f, r in runs.items()}, args.runs))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
