@@ -266,7 +266,7 @@ def full_disk_scenario(directory: str) -> dict:
     runner.join(30)
     states = [app.get(job_id).state for job_id in acknowledged]
     app.close()
-    others = {job_id: str(state) for job_id, state in zip(acknowledged, states, strict=True) if state != "succeeded"}
+    others = {i: str(state) for i, state in zip(acknowledged, states, strict=True) if state != "succeeded"}
     return {"full_error": full_error, "acknowledged": len(acknowledged), "not_succeeded": others,
             "succeeded": states.count("succeeded"), "exit": worker.exit_code, "log": lines}  # fmt: skip
 
