@@ -66,6 +66,25 @@ def test_filters_by_state_and_task(app, backend):
     assert [j.id for j in scheduled.jobs] == [later.id]
 
 
+@pytest.mark.parametrize("window", [5, 10_000])
+def test_a_task_filter_walks_every_match_once(app, backend, window):
+    """However small the window, following the cursors lists each of the task's jobs once,
+    over states, priorities and due times (Redis decides the task inside page.lua)."""
+    queue = fresh_queue()
+    mine = []
+    for i in range(30):
+        job = app.enqueue("find.mine" if i % 3 == 0 else "find.other", [i], queue=queue,
+                          priority=("high", "normal", "low")[i % 2], delay=3600 if i % 4 == 0 else 0)
+        if job.task == "find.mine":
+            mine.append(job.id)
+    for job in backend.reserve([queue], 6, "w", 30, (0, 1, 2)):
+        backend.settle([Outcome(job, "succeeded")])
+    pages, last = walk(backend, queue=queue, task="find.mine", limit=3, window=window)
+    seen = [job.id for page in pages for job in page]
+    assert sorted(seen) == sorted(mine) and len(seen) == len(set(seen))
+    assert all(len(page) <= 3 for page in pages) and last.cursor is None
+
+
 def test_text_in_arguments_and_errors(app, backend):
     queue = fresh_queue()
     wanted = app.enqueue("find.text", ["hello Zebra42 world"], queue=queue)
