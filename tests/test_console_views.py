@@ -92,6 +92,8 @@ def views(world: World) -> list[tuple[str, str, str]]:
         (f"/dashboard/jobs/{ids['scheduled']}", ".badge.state-scheduled", "scheduled"),
         (f"/dashboard/jobs/{ids['succeeded']}", "#job-result", "r-1041@shop"),
         (f"/dashboard/jobs/{ids['cancelled']}", ".badge.state-cancelled", "cancelled"),
+        (f"/dashboard/jobs/{ids['chain_middle']}", "#job-children li", "shop.tasks.mail_pdf"),
+        (f"/dashboard/jobs/{ids['batch_member']}", "#job-batch", "This job is a member."),
         ("/dashboard/dead", f'.jobs tr[data-key="{ids["dead"]}"]', "insufficient_funds"),
         ("/dashboard/workers", "#workers tbody tr", "render_invoice"),
         ("/dashboard/periodic", '#periodic tr[data-key="refresh-rates"]', "*/15 * * * *"),
@@ -125,8 +127,9 @@ def test_counts_and_states_on_the_overview_and_the_job_pages(served):
     page = signed_in(browser, base, world.admin)
     page.goto(base + "/dashboard/")
     cells = page.locator('#queues tr[data-key="email"] td')
-    expect(cells.nth(2)).to_have_text("3")  # queued
-    assert [cells.nth(i).inner_text() for i in range(1, 7)] == ["1", "3", "0", "1", "0", "1"]
+    expect(cells.nth(3)).to_have_text("3")  # queued
+    assert [cells.nth(i).inner_text() for i in range(1, 8)] == ["0", "1", "3", "0", "1", "0", "1"]
+    expect(page.locator('#queues tr[data-key="orders"] td').nth(1)).to_have_text("1")  # a chain's blocked step
     expect(page.locator('#queues tr[data-key="payments"] td.alarm')).to_have_text("1")  # a dead letter
     expect(page.locator(".card[data-health]")).to_contain_text("up")
     expect(page.locator(".card", has_text="workers online")).to_contain_text("1/8 busy")
@@ -141,6 +144,48 @@ def test_counts_and_states_on_the_overview_and_the_job_pages(served):
     page.goto(f"{base}/dashboard/jobs/06H000000000000000000000XX")
     expect(page.locator(".empty")).to_contain_text("No job 06H000000000000000000000XX")
     no_errors(page, 404)  # the browser logs the answer of GET /v1/jobs/{id}
+    page.context.close()
+
+
+def test_the_job_page_shows_its_workflow(served):
+    """A chain's middle step: the step it runs after and the one after it, with states
+    and links; a batch member: its batch's counts and callback; a job alone: no panel."""
+    world, base, browser = served
+    ids = world.ids
+    page = signed_in(browser, base, world.reader, width=390)
+    page.goto(f"{base}/dashboard/jobs/{ids['chain_middle']}")
+    parents, children = page.locator("#job-parents li"), page.locator("#job-children li")
+    expect(parents).to_have_count(1)
+    expect(parents.first).to_contain_text("succeeded")
+    expect(parents.first).to_contain_text("shop.tasks.fetch_order")
+    expect(children).to_have_count(1)
+    expect(children.first).to_contain_text("blocked")
+    expect(children.first).to_contain_text("shop.tasks.mail_pdf")
+    fits(page)
+    children.first.locator("a").click()
+    expect(page).to_have_url(f"{base}/dashboard/jobs/{ids['chain_last']}")
+    expect(page.locator(".badge.state-blocked").first).to_have_text("blocked")
+    expect(parents.first).to_contain_text("queued")  # the middle step, waiting for a worker
+    expect(page.locator("#job-children")).to_be_hidden()
+    page.go_back()
+    expect(page.locator("#job-parents li").first).to_contain_text("shop.tasks.fetch_order")
+    page.goto(f"{base}/dashboard/jobs/{ids['batch_member']}")
+    batch = page.locator("#job-batch")
+    expect(batch).to_contain_text(ids["batch"][:10])
+    expect(batch.locator(".badge")).to_have_text("running")
+    expect(batch.locator(".batch-counts strong").first).to_have_text("3")  # total
+    expect(batch).to_contain_text("This job is a member.")
+    expect(children.first).to_contain_text("shop.tasks.import_report")
+    batch.locator("a").click()
+    expect(page).to_have_url(f"{base}/dashboard/jobs/{ids['batch_callback']}")
+    expect(page.locator("#job-batch")).to_contain_text("This job is its on_complete callback.")
+    expect(page.locator("#job-parents li")).to_have_count(3)
+    expect(page.locator("#job-parents li", has_text="dead")).to_have_count(1)
+    page.goto(f"{base}/dashboard/jobs/{ids['queued']}")
+    expect(page.locator(".badge.state-queued").first).to_be_visible()
+    expect(page.locator("section", has_text="Workflow")).to_be_hidden()
+    no_errors(page)
+    fits(page)
     page.context.close()
 
 

@@ -23,6 +23,7 @@ from .keys import KeySpace
 from .scripts import Call
 
 Position = list[Any]  # [state index, score, job id]
+FIRST_LOOK = 1000  # jobs task_page looks at in its first round (then 4 times more each round)
 
 
 class RedisSearch(SearchStore):
@@ -56,8 +57,10 @@ class RedisSearch(SearchStore):
             sets = [(queue, *s) for queue in queues for s in self._sets(states[index], queue, now)]
             stopped: dict[int, list[Any] | None] = dict.fromkeys(range(len(sets)), start)
             pending: list[tuple[float, str, str]] = []  # (score, id, queue) below the boundary so far
+            budget = FIRST_LOOK  # jobs to look at in a round, growing: a common task is found at once
             while stopped and len(found) < query.limit and scanned < query.window:
-                k = max(query.limit, -(-(query.window - scanned) // len(stopped)))
+                k = -(-min(budget, query.window - scanned) // len(stopped))
+                budget *= 4
                 looked, boundary = self._task_round(sets, stopped, k, query.task or "", pending)
                 scanned += looked
                 pending.sort(reverse=True)
