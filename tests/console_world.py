@@ -120,7 +120,8 @@ def seed_workflows(world_app: deferq.App) -> dict[str, str]:
     def task(name: str, queue: str) -> Any:
         return world_app.task(name=name, queue=queue)(lambda *args, **kwargs: None)
 
-    fetch, render, mail = (task(f"shop.tasks.{name}", "orders") for name in ("fetch_order", "render_pdf", "mail_pdf"))
+    steps_of = ("fetch_order", "render_pdf", "mail_pdf")
+    fetch, render, mail = (task(f"shop.tasks.{name}", "orders") for name in steps_of)
     steps = chain(fetch.call(1050), render.call(), mail.call()).enqueue(world_app).ids
     backend = world_app.backend
     assert _settle(backend, "orders", "succeeded", WORKER, result={"order": 1050}) == steps[0]
