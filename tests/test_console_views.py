@@ -461,7 +461,7 @@ def test_bulk_actions_on_dead_letters_ask_first(served):
         (job,) = app.backend.reserve(["bulk"], 1, "bulk-test", 60.0, (0, 1, 2))
         app.backend.settle([Outcome(job, "dead", error="ValueError: no")])
     page = signed_in(browser, base, world.admin)
-    page.goto(base + "/dashboard/dead?queue=bulk&task=alpha")
+    page.goto(base + "/dashboard/dead?queue=bulk&task=bulk.alpha")
     retry = page.locator("#retry-matching")
     expect(retry).to_have_text("Retry all that match (2)")
     retry.click()
@@ -476,7 +476,7 @@ def test_bulk_actions_on_dead_letters_ask_first(served):
     app.enqueue("bulk.gamma", queue="bulk", priority="high")  # leased before the alphas now queued
     (job,) = app.backend.reserve(["bulk"], 1, "bulk-test", 60.0, (0, 1, 2))
     app.backend.settle([Outcome(job, "dead", error="ValueError: no")])
-    page.goto(base + "/dashboard/dead?queue=bulk&task=beta")
+    page.goto(base + "/dashboard/dead?queue=bulk&task=bulk.beta")
     remove = page.locator("#delete-matching")
     expect(remove).to_have_text("Delete all that match (2)")
     remove.click()
@@ -495,6 +495,40 @@ def test_bulk_actions_on_dead_letters_ask_first(served):
     expect(delete).to_be_enabled()
     delete.click()  # the earlier "2 ... deleted" toast may still show: wait on the store
     wait_until(lambda: app.list_jobs("dead", "bulk") == [], what="the purge by age")
+    no_errors(page)
+    page.context.close()
+    app.close()
+
+
+def test_dead_letters_page_by_cursor_and_act_on_every_page(served):
+    """1,005 dead letters: pages of 50 by cursor; retry all that match goes through every
+    page of the filter (the console posts 1,000 ids at a time), not just the first."""
+    world, base, browser = served
+    app = deferq.App(world.url)
+    options = deferq.options.JobOptions(queue="deadpaged", max_attempts=1)
+    app.enqueue_many([deferq.task.Call("bulk.many", (n,), {}, options) for n in range(1005)])
+    app.enqueue("bulk.other", queue="deadpaged", max_attempts=1)
+    while leased := app.backend.reserve(["deadpaged"], 500, "bulk-test", 60.0, (0, 1, 2)):
+        app.backend.settle([Outcome(job, "dead", error="ValueError: no") for job in leased])
+    page = signed_in(browser, base, world.admin)
+    page.goto(base + "/dashboard/dead?queue=deadpaged")
+    rows = page.locator(".jobs tbody tr")
+    expect(rows).to_have_count(50)
+    expect(page.locator("[data-testid=jobs-summary]")).to_contain_text("1,006 dead letter(s); 50 on this page")
+    page.click("text=Older →")
+    expect(page.locator("text=← Newest")).to_be_visible()
+    assert "cursor=" in page.url
+    expect(rows).to_have_count(50)
+    page.goto(base + "/dashboard/dead?queue=deadpaged&task=bulk.many")
+    expect(page.locator("[data-testid=jobs-summary]")).to_contain_text("50 dead letter(s) match (more on older")
+    retry = page.locator("#retry-matching")
+    expect(retry).to_have_text("Retry all that match")
+    retry.click()
+    expect(page.locator("dialog")).to_contain_text("every dead letter that matches this filter, on every page")
+    page.locator("dialog button", has_text="Retry them").click()
+    expect(page.locator(".toast")).to_contain_text("1,005 dead letter(s) queued again.")
+    expect(page.locator(".empty")).to_contain_text("No dead letter matches this filter.")
+    assert [j.task for j in app.list_jobs("dead", "deadpaged")] == ["bulk.other"]
     no_errors(page)
     page.context.close()
     app.close()
