@@ -59,9 +59,10 @@ class RedisSearch(SearchStore):
             pending: list[tuple[float, str, str]] = []  # (score, id, queue) below the boundary so far
             budget = FIRST_LOOK  # jobs to look at in a round, growing: a common task is found at once
             while stopped and len(found) < query.limit and scanned < query.window:
-                k = -(-min(budget, query.window - scanned) // len(stopped))
+                ahead = self._ahead(stopped, pending, query.limit - len(found))
+                k = -(-min(budget, query.window - scanned) // len(ahead))
                 budget *= 4
-                looked, boundary = self._task_round(sets, stopped, k, query.task or "", pending)
+                looked, boundary = self._task_round(sets, stopped, ahead, k, query.task or "", pending)
                 scanned += looked
                 pending.sort(reverse=True)
                 ready = [m for m in pending if boundary is None or m[:2] >= boundary]
@@ -84,27 +85,42 @@ class RedisSearch(SearchStore):
         return [(job, [index, score, job_id]) for score, job_id, _ in ready
                 if (job := self._in_state(jobs.get(job_id), state)) is not None]  # fmt: skip
 
+    @staticmethod
+    def _ahead(
+        stopped: dict[int, list[Any] | None], pending: list[tuple[float, str, str]], need: int
+    ) -> list[int]:
+        """The open sets worth reading on: a match becomes ready once every open set has
+        stopped below it, so only the sets stopped above the `need`-th match found so far
+        (`pending`, highest first), else above the lowest set; any not read yet."""
+        places = {i: (float(at[0]), str(at[1])) for i, at in stopped.items() if at is not None}
+        if len(places) < len(stopped):
+            return list(stopped)
+        target = pending[need - 1][:2] if len(pending) >= need else min(places.values())
+        return [i for i, place in places.items() if place > target] or list(stopped)
+
     def _task_round(
         self,
         sets: list[tuple[str, str, str, str]],
         stopped: dict[int, list[Any] | None],
+        ahead: list[int],
         k: int,
         task: str,
         pending: list[tuple[float, str, str]],
     ) -> tuple[int, tuple[float, str] | None]:
-        """One round of `task_page` over the sets still open (`stopped`: where each
-        stopped, None: at its top), `k` members each: the task's jobs go to `pending`,
-        `stopped` moves on (a set with no more in range leaves it). (How many were looked
-        at, the boundary: None when every set is through.)"""
+        """One round of `task_page`: the open sets `ahead` read on from where each
+        stopped (`stopped`, None: at its top), `k` members each; the task's jobs go to
+        `pending`, `stopped` moves on (a set with no more in range leaves it). (How many
+        were looked at, the boundary: the highest place an open set stopped at, None
+        when every set is through.)"""
         calls = []
-        for i, where in stopped.items():
+        for i in ahead:
+            where = stopped[i]
             queue, key, high, low = sets[i]
             after = ["", ""] if where is None else [repr(float(where[0])), str(where[1])]
             prefix = self.keys.queue(queue).job_prefix
             calls.append(Call(scripts.PAGE, [key], [high, low, *after, k, prefix, task]))
         looked = 0
-        floors: list[tuple[float, str]] = []
-        for i, reply in zip(list(stopped), self._run_all(calls), strict=True):
+        for i, reply in zip(ahead, self._run_all(calls), strict=True):
             queue, _, high, low = sets[i]
             top = float("inf") if high == "+inf" else float(high)
             bottom = float(low[1:]) if low.startswith("(") else float("-inf")
@@ -117,7 +133,7 @@ class RedisSearch(SearchStore):
                 del stopped[i]
             else:
                 stopped[i] = [last, reply[1].decode()]
-                floors.append((last, reply[1].decode()))
+        floors = [(float(at[0]), str(at[1])) for at in stopped.values() if at is not None]
         return looked, max(floors) if floors else None
 
     def job_pages(self, query: JobQuery) -> Callable[[Position | None, int], list[tuple[Job | None, Position]]]:
