@@ -68,7 +68,9 @@ def main() -> None:
     world = seed(url)
     views = {
         "overview": "/dashboard/", "queue": "/dashboard/queues/reports", "jobs": "/dashboard/jobs",
-        "job": f"/dashboard/jobs/{world.ids['dead']}", "dead": "/dashboard/dead", "workers": "/dashboard/workers",
+        "job": f"/dashboard/jobs/{world.ids['dead']}", "workflow": f"/dashboard/jobs/{world.ids['chain_middle']}",
+        "batch": f"/dashboard/jobs/{world.ids['batch_member']}", "dead": "/dashboard/dead",
+        "workers": "/dashboard/workers",
         "periodic": "/dashboard/periodic", "topics": "/dashboard/topics", "topic": "/dashboard/topics/order-paid",
         "alerts": "/dashboard/alerts", "stores": "/dashboard/stores", "tokens": "/dashboard/tokens",
     }  # fmt: skip
