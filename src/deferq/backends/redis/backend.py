@@ -345,6 +345,20 @@ class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
         """step_up.lua for some keys of a queue, or for all (the sweep)."""
         return Call(scripts.STEP_UP, list(self.keys.queue(queue).step_up_keys), list(keys))
 
+    def _repeat(
+        self, make: Callable[[str], Call], queues: Sequence[str], count: Callable[[str, Any], int] | None = None
+    ) -> int:
+        """Run a BATCH-bounded script per queue until each reports less than a full batch
+        (`count(queue, reply)` reads how many a reply did; default: the reply is the count)."""
+        total = 0
+        pending = list(queues)
+        while pending:
+            replies = self._run_all([make(q) for q in pending])
+            counts = [count(q, r) if count else int(r) for q, r in zip(pending, replies, strict=True)]
+            total += sum(counts)
+            pending = [q for q, n in zip(pending, counts, strict=True) if n >= BATCH]
+        return total
+
     @guarded
     def recover_expired(self) -> int:
         """Also the sweep for jobs waiting behind a holder that ended some other way
@@ -355,16 +369,14 @@ class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
             keys = [*qk.waiting, qk.active, qk.dead, qk.wake, qk.job_prefix, qk.cancelled]
             return Call(scripts.RECOVER, keys, [BATCH])
 
+        def counted(queue: str, reply: list[Any]) -> int:  # {how many, {state, task, ...}}: history
+            n, ended = reply
+            self.count_ended(cell for i in range(0, len(ended), 2)
+                             for cell in recovered(queue, ended[i + 1].decode(), ended[i].decode()))  # fmt: skip
+            return int(n)
+
         queues = self._queues()
-        count = 0
-        pending = list(queues)
-        while pending:  # each queue again until it recovers less than a batch
-            replies = self._run_all([call(q) for q in pending])
-            count += sum(int(n) for n, _ in replies)
-            self.count_ended(cell for q, (_, ended) in zip(pending, replies, strict=True)
-                             for i in range(0, len(ended), 2)
-                             for cell in recovered(q, ended[i + 1].decode(), ended[i].decode()))  # fmt: skip
-            pending = [q for q, (n, _) in zip(pending, replies, strict=True) if int(n) >= BATCH]
+        count = self._repeat(call, queues, counted)
         if queues:
             self._run_all([self._step_up_call(queue) for queue in queues])
         return count
