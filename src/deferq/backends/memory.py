@@ -178,43 +178,36 @@ class MemoryBackend(MemoryHistory, Backend):
     ) -> list[Job]:
         expired: list[Job] = []
         with self._changed:
-            taken = self._reserve(queues, limit, worker, lease, priorities, expired)
+            now = self.now()
+            rank = {p: i for i, p in enumerate(priorities)}  # levels not named are not taken
+            due = [
+                j
+                for j in self._jobs.values()
+                if j.state == _WAITING and j.queue in queues and j.run_at <= now and j.priority in rank
+                and j.queue not in self._paused
+            ]
+            due.sort(key=lambda j: (rank[j.priority], j.run_at, self._order[j.id]))
+            taken = []
+            for job in due[:limit]:
+                if job.expires_at is not None and job.expires_at <= now:  # never run: cancelled
+                    self._jobs[job.id] = replace(job, state=JobState.CANCELLED, error="expired", finished_at=now,
+                                                 updated_at=now)
+                    expired.append(job)
+                    self._step_up()
+                    self._release([job.id])
+                    continue
+                job = replace(
+                    job,
+                    state=JobState.ACTIVE,
+                    attempts=job.attempts + 1,
+                    worker=worker,
+                    lease_until=now + lease,
+                    last_worker=worker,
+                    updated_at=now,
+                )
+                self._jobs[job.id] = job
+                taken.append(job)
         self.count_ended((job.queue, job.task, "expired") for job in expired)
-        return taken
-
-    def _reserve(
-        self, queues: Sequence[str], limit: int, worker: str, lease: float, priorities: Sequence[int],
-        expired: list[Job],
-    ) -> list[Job]:
-        now = self.now()
-        rank = {p: i for i, p in enumerate(priorities)}  # levels not named are not taken
-        due = [
-            j
-            for j in self._jobs.values()
-            if j.state == _WAITING and j.queue in queues and j.run_at <= now and j.priority in rank
-            and j.queue not in self._paused
-        ]
-        due.sort(key=lambda j: (rank[j.priority], j.run_at, self._order[j.id]))
-        taken = []
-        for job in due[:limit]:
-            if job.expires_at is not None and job.expires_at <= now:  # never run: cancelled
-                self._jobs[job.id] = replace(job, state=JobState.CANCELLED, error="expired", finished_at=now,
-                                             updated_at=now)
-                expired.append(job)
-                self._step_up()
-                self._release([job.id])
-                continue
-            job = replace(
-                job,
-                state=JobState.ACTIVE,
-                attempts=job.attempts + 1,
-                worker=worker,
-                lease_until=now + lease,
-                last_worker=worker,
-                updated_at=now,
-            )
-            self._jobs[job.id] = job
-            taken.append(job)
         return taken
 
     def _owned(self, job: Job) -> Job | None:
