@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 from ...errors import ConfigError
 from ...job import Job, dumps
 from ..base import Backend, Enqueue, Heartbeat, Outcome
+from ..history import recovered
 from . import scripts
 from .admin import BATCH, Admin
 from .codec import enqueue_args, job_from_hash, pairs
@@ -178,17 +179,21 @@ class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
         keys = [k for q in group for k in self._reserve_keys(self.keys.queue(q))]
         return Call(scripts.RESERVE, keys, [want, worker, repr(lease), "take", *priorities])
 
-    @staticmethod
-    def _leased(group: list[str], worker: str, reply: list[Any]) -> list[Job]:
+    def _leased(self, group: list[str], worker: str, reply: list[Any]) -> list[Job]:
         now, lease_until = float(reply[0]), reply[1]
         leased = {b"state": b"active", b"worker": worker.encode(), b"lease_until": lease_until,
                   b"last_worker": worker.encode(), b"updated_at": reply[0]}
         jobs = []
+        expired = []
         for i in range(2, len(reply), 4):
             fields = pairs(reply[i + 3])
+            if reply[i] < 0:  # expired: cancelled instead of leased (reserve.lua)
+                expired.append((group[-reply[i] - 1], fields.get(b"task", b"").decode(), "expired"))
+                continue
             fields.update(leased)
             fields[b"attempts"] = reply[i + 2]
             jobs.append(job_from_hash(reply[i + 1].decode(), group[reply[i] - 1], fields, now))
+        self.count_ended(expired)
         return jobs
 
     @guarded
@@ -340,12 +345,16 @@ class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
         """step_up.lua for some keys of a queue, or for all (the sweep)."""
         return Call(scripts.STEP_UP, list(self.keys.queue(queue).step_up_keys), list(keys))
 
-    def _repeat(self, make: Callable[[str], Call], queues: Sequence[str]) -> int:
-        """Run a BATCH-bounded script per queue until each reports less than a full batch."""
+    def _repeat(
+        self, make: Callable[[str], Call], queues: Sequence[str], count: Callable[[str, Any], int] | None = None
+    ) -> int:
+        """Run a BATCH-bounded script per queue until each reports less than a full batch
+        (`count(queue, reply)` reads how many a reply did; default: the reply is the count)."""
         total = 0
         pending = list(queues)
         while pending:
-            counts = self._run_all([make(q) for q in pending])
+            replies = self._run_all([make(q) for q in pending])
+            counts = [count(q, r) if count else int(r) for q, r in zip(pending, replies, strict=True)]
             total += sum(counts)
             pending = [q for q, n in zip(pending, counts, strict=True) if n >= BATCH]
         return total
@@ -360,8 +369,14 @@ class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
             keys = [*qk.waiting, qk.active, qk.dead, qk.wake, qk.job_prefix, qk.cancelled]
             return Call(scripts.RECOVER, keys, [BATCH])
 
+        def counted(queue: str, reply: list[Any]) -> int:  # {how many, {state, task, ...}}: history
+            n, ended = reply
+            self.count_ended(cell for i in range(0, len(ended), 2)
+                             for cell in recovered(queue, ended[i + 1].decode(), ended[i].decode()))  # fmt: skip
+            return int(n)
+
         queues = self._queues()
-        count = self._repeat(call, queues)
+        count = self._repeat(call, queues, counted)
         if queues:
             self._run_all([self._step_up_call(queue) for queue in queues])
         return count

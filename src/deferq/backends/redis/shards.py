@@ -104,6 +104,8 @@ class ShardedRedisBackend(Backend):
 
     def __init__(self, url: str, **options: Any) -> None:
         self.shards = [RedisBackend(u, **options) for u in shard_urls(url)]
+        for shard in self.shards:  # what a shard ends by itself is counted where all history is
+            shard.history_sink = self.history_add
         self._down_until = [0.0] * len(self.shards)
         self._full_until = [0.0] * len(self.shards)  # out of memory: no new jobs for a while
         self._turn = itertools.count()

@@ -10,10 +10,12 @@
 -- KEYS[8]     cancelled zset
 -- ARGV[1]     at most this many jobs per call (the caller repeats while it is reached)
 -- A recovered job keeps its due time, so it runs before jobs that became due later.
--- Returns the number of jobs recovered.
+-- Returns {the number of jobs recovered, {new state, task, new state, task, ...}}
+-- (the caller counts them in the history).
 local now, nows = clock()
 local ids = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', '(' .. nows, 'LIMIT', 0, tonumber(ARGV[1]))
 local requeued = false
+local ended = {} -- for the history
 for _, id in ipairs(ids) do
   redis.call('ZREM', KEYS[4], id)
   local job = KEYS[7] .. id
@@ -34,7 +36,9 @@ for _, id in ipairs(ids) do
       redis.call('ZADD', KEYS[level(f[4]) + 1], fmt(num(f[6], now)), id)
       requeued = true
     end
+    ended[#ended + 1] = redis.call('HGET', job, 'state') -- for the history: what it became,
+    ended[#ended + 1] = redis.call('HGET', job, 'task') or '' -- and its task
   end
 end
 if requeued then wake(KEYS[6]) end
-return #ids
+return {#ids, ended}

@@ -18,7 +18,8 @@
 -- another idle worker takes them.
 -- Returns {now as text, lease deadline as text, then per job: queue number
 -- (1-based), id, attempts, HGETALL of the job as it was before this lease (the
--- caller applies state, attempts, worker and lease deadline itself)};
+-- caller applies state, attempts, worker and lease deadline itself); an expired job
+-- the same way, its queue number negative (the caller counts it in the history)};
 -- when peeking, {now as text, then per job: priority, due time as text, id}.
 local now, nows = clock()
 local limit = tonumber(ARGV[1])
@@ -81,6 +82,10 @@ for _, item in ipairs(taken) do
   if expires and expires <= now then -- never run: cancelled instead
     redis.call('HSET', job, 'state', 'cancelled', 'error', 'expired', 'finished_at', nows, 'updated_at', nows)
     collect(placed, KEYS[b + 7], nows, id)
+    out[#out + 1] = -q -- the history counts it: a negative queue number marks an expired job
+    out[#out + 1] = id
+    out[#out + 1] = 0
+    out[#out + 1] = fields
   elseif #fields > 0 then
     attempts = attempts + 1
     redis.call('HSET', job, 'state', 'active', 'attempts', attempts, 'worker', worker,
