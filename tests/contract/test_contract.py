@@ -719,24 +719,8 @@ def test_an_unknown_parent_stores_nothing(app, backend):
     assert app.stats().get("default", {}).get("queued", 0) == 0
 
 
-def _refuses_workflows(backend) -> bool:
-    return "Redis" in type(backend).__name__
-
-
 def needs_workflows(backend) -> None:
-    """Dependencies are refused on Redis (one sentence: test_workflows_refused_on_redis)."""
-    if _refuses_workflows(backend):
-        pytest.skip("workflows are not supported on Redis yet")
-
-
-def test_workflows_refused_on_redis(app, backend):
-    parent = enqueue(app)[0]
-    if not _refuses_workflows(backend):
-        assert app.enqueue("noop", [1], after=[parent]).state == JobState.BLOCKED
-        return
-    with pytest.raises(deferq.ConfigError, match="not supported on Redis yet"):
-        app.enqueue("noop", [1], after=[parent])
-
+    """Every store takes workflows (kept as a hook for a store that might not)."""
 
 
 def test_enqueue_not_durable_is_stored_and_claimable(app, backend):

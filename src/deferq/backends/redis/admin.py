@@ -12,7 +12,7 @@ from typing import Any
 
 from ...job import FINISHED_STATES, Job, JobState
 from ..base import QueueStats, finished_only
-from . import scripts
+from . import flows, scripts
 from .codec import job_from_hash, pairs
 from .connection import guarded
 from .keys import KeySpace, QueueKeys
@@ -29,6 +29,7 @@ class Admin:
     _queues: Callable[[], list[str]]
     _repeat: Callable[[Callable[[str], Call], Sequence[str]], int]
     now: Callable[[], float]
+    homes: flows.Homes
 
     # -- inspecting and managing ------------------------------------------------------
 
@@ -89,11 +90,13 @@ class Admin:
         if queue is None:
             return False
         qk = self.keys.queue(queue)
-        keys = [qk.job(job_id), *qk.waiting, qk.cancelled, qk.held]
-        done = bool(self._run(Call(scripts.CANCEL, keys, [job_id])))
+        keys = [qk.job(job_id), *qk.waiting, qk.cancelled, qk.held, qk.blocked, qk.parents(job_id)]
+        done = self._run(Call(scripts.CANCEL, keys, [job_id]))
         if done:  # a job waiting behind it, if it held a key, takes its place
             self._run(Call(scripts.STEP_UP, list(qk.step_up_keys), []))
-        return done
+        if done == 2:  # jobs run after it: they hear of it now
+            flows.release([(self, queue, job_id)], self.homes)  # type: ignore[list-item]
+        return bool(done)
 
     @guarded
     def retry_dead(self, job_id: str) -> bool:
@@ -127,8 +130,9 @@ class Admin:
         commands: list[tuple[str, tuple[Any, ...]]] = []
         for q in queues:
             qk = self.keys.queue(q)
-            if state in FINISHED_STATES:
-                commands.append((q, ("zrevrange", qk.finished(state), 0, limit - 1, True)))
+            if state in FINISHED_STATES or state == JobState.BLOCKED:
+                chosen = qk.blocked if state == JobState.BLOCKED else qk.finished(state)
+                commands.append((q, ("zrevrange", chosen, 0, limit - 1, True)))
             elif state == JobState.ACTIVE:
                 commands.append((q, ("zrange", qk.active, 0, -1, False, True)))
             else:
@@ -157,12 +161,13 @@ class Admin:
         calls = []
         for q in queues:
             qk = self.keys.queue(q)
-            keys = [*qk.waiting, qk.active, qk.succeeded, qk.dead, qk.cancelled, qk.held]
+            keys = [*qk.waiting, qk.active, qk.succeeded, qk.dead, qk.cancelled, qk.held, qk.blocked]
             calls.append(Call(scripts.STATS, keys, []))
         result = {}
         names = ("scheduled", "queued", "active", "succeeded", "dead", "cancelled")
         for queue, reply in zip(queues, self._run_all(calls) if calls else [], strict=True):
             counts = dict(zip(names, map(int, reply[:6]), strict=True))
+            counts["blocked"] = int(reply[7])
             if any(counts.values()):
                 stats = QueueStats()
                 stats.counts.update(counts)

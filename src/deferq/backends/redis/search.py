@@ -60,6 +60,8 @@ class RedisSearch(SearchStore):
             return [(qk.finished(state), "+inf", "-inf")]
         if state == JobState.ACTIVE:
             return [(qk.active, "+inf", "-inf")]
+        if state == JobState.BLOCKED:
+            return [(qk.blocked, "+inf", "-inf")]
         high, low = ("+inf", f"({now}") if state == JobState.SCHEDULED else (now, "-inf")
         return [(key, high, low) for key in (*qk.waiting, qk.held)]
 

@@ -38,6 +38,7 @@ from ...job import _CROCKFORD, _PAIRS, FINISHED_STATES, Job, JobState
 from ..base import Backend, Enqueue, Heartbeat, JobList, JobStore, Outcome, QueueStats, Stats
 from ..history import Row
 from ..search import JobPage, JobQuery, scan_page
+from . import flows
 from .backend import RedisBackend
 from .connection import LOST, Waiter
 
@@ -111,6 +112,13 @@ class ShardedRedisBackend(Backend):
         self._settled: dict[tuple[str, int, str], bool] = {}  # applied before a partial failure
         self._lock = threading.Lock()
         self._waiter = Waiter()
+        for shard in self.shards:  # a workflow's jobs may sit on several servers (flows.py)
+            shard.homes = self._homes
+
+    def _homes(self, job_id: str) -> Sequence[RedisBackend]:
+        """The servers that may hold a job: the one its id is marked for, else each."""
+        home = self._home(job_id)
+        return (self.shards[home],) if home is not None else [self.shards[s] for s in self._live()]
 
     # -- choosing servers -------------------------------------------------------------
 
@@ -199,9 +207,13 @@ class ShardedRedisBackend(Backend):
     def enqueue_many(self, items: Sequence[Enqueue], connection: Any = None) -> list[Job]:
         self.refuse_connection(connection)
         groups: dict[int | None, list[int]] = {}
+        linked = False
         for i, item in enumerate(items):
             shard = self._key_shard(item.job.key) if item.job.key else None
             groups.setdefault(shard, []).append(i)
+            linked = linked or bool(item.after)
+        if linked:
+            return self._enqueue_linked(items, groups)
         stored: list[Job | None] = [None] * len(items)
         for shard, positions in groups.items():
             batch = [items[i] for i in positions]
@@ -218,6 +230,40 @@ class ShardedRedisBackend(Backend):
         except StoreUnavailable as exc:
             self._failed(shard, exc)
             raise
+
+    def _enqueue_linked(self, items: Sequence[Enqueue], groups: dict[int | None, list[int]]) -> list[Job]:
+        """Jobs some of which run after others: each marked for its server first (jobs
+        without a key all on the next healthy one), so that a job naming another of the
+        same call names it as stored; then stored and linked across servers (flows.py)."""
+        unkeyed = self._live(next(self._turn))
+        if not unkeyed:
+            raise self._all_down()
+        place = {shard if shard is not None else unkeyed[0]: positions for shard, positions in groups.items()}
+        renamed = {items[i].job.id: mark_id(items[i].job.id, shard) for shard, ps in place.items() for i in ps}
+        parts = []
+        for shard, positions in place.items():
+            marked = [replace(items[i], job=items[i].job.evolve(id=renamed[items[i].job.id]),
+                              after=tuple(renamed.get(p, p) for p in items[i].after)) for i in positions]  # fmt: skip
+            parts.append((self.shards[shard], marked))
+        try:
+            stored_parts = flows.enqueue_linked(parts, self._homes)
+        except StoreUnavailable as exc:
+            for shard in place:
+                if not self._live_now(shard):
+                    self._failed(shard, exc)
+            raise
+        stored: list[Job | None] = [None] * len(items)
+        for positions, jobs in zip(place.values(), stored_parts, strict=True):
+            for i, job in zip(positions, jobs, strict=True):
+                stored[i] = job
+        return stored  # type: ignore[return-value]
+
+    def _live_now(self, shard: int) -> bool:
+        try:
+            self.shards[shard].ping()
+        except StoreUnavailable:
+            return False
+        return True
 
     def is_new(self, item: Enqueue, job: Job) -> bool:
         shard = shard_of_id(job.id)
@@ -355,6 +401,23 @@ class ShardedRedisBackend(Backend):
 
     def get(self, job_id: str) -> Job | None:
         return self._by_id(job_id, lambda b: b.get(job_id), lambda job: job is not None)
+
+    def dependents(self, job_id: str) -> list[str]:
+        return self._by_id(job_id, lambda b: b.dependents(job_id), bool)
+
+    def count_states(self, ids: list[str]) -> dict[str, int]:
+        return flows.count_states(ids, self._homes) if ids else {}
+
+    wakes_waiters = True
+
+    def changes(self, job_id: str, timeout: float) -> bool:
+        """Woken by the job's server (RedisBackend.changes); an id that names no server
+        is looked at again after a short pause."""
+        homes = self._homes(job_id)
+        if len(homes) == 1:
+            return homes[0].changes(job_id, timeout)
+        time.sleep(min(timeout, 0.2))
+        return False
 
     def get_by_key(self, key: str) -> Job | None:
         return self.shards[self._key_shard(key)].get_by_key(key)

@@ -59,11 +59,31 @@ local function wake(key)
 end
 
 -- The fence of a lease (base.py): still active, same worker, same attempt. Also,
--- read in the same call: whether someone asked the job to stop (cancel.lua), and its
--- unique key (false when it has none).
+-- read in the same call: whether someone asked the job to stop (cancel.lua), its
+-- unique key (false when it has none), whether jobs run after it (link.lua) and
+-- whether someone waits for it (watch.lua): what on_finish needs.
 local function owned(job_key, worker, attempts)
-  local f = redis.call('HMGET', job_key, 'state', 'worker', 'attempts', 'cancel_requested_at', 'key')
-  return f[1] == 'active' and f[2] == worker and tonumber(f[3]) == tonumber(attempts), f[4] ~= false, f[5]
+  local f = redis.call('HMGET', job_key, 'state', 'worker', 'attempts', 'cancel_requested_at', 'key',
+    'children', 'waited')
+  return f[1] == 'active' and f[2] == worker and tonumber(f[3]) == tonumber(attempts), f[4] ~= false, f[5],
+    f[6], f[7]
+end
+
+-- A job just finished, in the same script: when jobs run after it (its `children`
+-- field), it is marked in its queue's `released` zset; when someone waits for it
+-- (`waited`), a token in its done list wakes them. Costs nothing for a job that has
+-- neither. The mark's score is when the sweep (recover) may take it: 5 seconds on
+-- (`later`) when the caller releases the children itself right after the script, so
+-- the sweep only takes over from a caller that died first; else now.
+local function on_finish(job_key, id, children, waited, now, later)
+  if not children and not waited then return end
+  local tag = string.sub(job_key, 1, #job_key - #id - 5)
+  if children then redis.call('ZADD', tag .. ':released', later and now + 5 or now, id) end
+  if waited then
+    local done = tag .. ':done:' .. id
+    redis.call('RPUSH', done, '1')
+    redis.call('EXPIRE', done, 60)
+  end
 end
 
 -- Whether a queue is paused (pause.lua): its jobs are never leased while it is.
@@ -72,7 +92,7 @@ local function is_paused(key)
 end
 
 local function unfinished(state)
-  return state == 'queued' or state == 'active'
+  return state == 'queued' or state == 'active' or state == 'blocked'
 end
 
 -- The job waiting behind the holder of `key` (enqueue.lua) takes the key and becomes

@@ -13,7 +13,8 @@
 -- equal due time sort by enqueue order). Each taken job's attempts grows by one.
 -- A job id whose hash is missing (deleted by hand) is dropped from the queue. A job
 -- whose expiry has passed is not leased: it is cancelled ("expired"), its attempt not
--- counted, and left out of the answer (so fewer than `limit` may come back).
+-- counted, and left out of the answer (so fewer than `limit` may come back); jobs that
+-- run after it hear of it at the next sweep (on_finish).
 -- When the batch is full and due jobs remain, the wake token is passed on so that
 -- another idle worker takes them.
 -- Returns {now as text, lease deadline as text, then per job: queue number
@@ -72,15 +73,18 @@ for _, item in ipairs(taken) do
   collect(removed, KEYS[b + p + 1], id)
   local job = KEYS[b + 6] .. id
   local fields = redis.call('HGETALL', job)
-  local attempts, expires = 0, nil
+  local attempts, expires, children, waited = 0, nil, false, false
   for j = 1, #fields, 2 do
     local name = fields[j]
     if name == 'attempts' then attempts = num(fields[j + 1], 0)
-    elseif name == 'expires_at' then expires = tonumber(fields[j + 1]) end
+    elseif name == 'expires_at' then expires = tonumber(fields[j + 1])
+    elseif name == 'children' then children = true
+    elseif name == 'waited' then waited = true end
   end
   if expires and expires <= now then -- never run: cancelled instead
     redis.call('HSET', job, 'state', 'cancelled', 'error', 'expired', 'finished_at', nows, 'updated_at', nows)
     collect(placed, KEYS[b + 7], nows, id)
+    on_finish(job, id, children, waited, now, false) -- its children: at the next sweep
   elseif #fields > 0 then
     attempts = attempts + 1
     redis.call('HSET', job, 'state', 'active', 'attempts', attempts, 'worker', worker,

@@ -1,0 +1,238 @@
+"""Dependencies on Redis (backends/deps.py states the rules): jobs stored blocked, linked
+to the jobs they run after, released when those finish.
+
+A job and the jobs it runs after may sit in different slots (Cluster) or on different
+servers (shards), so no script sees both ends of an edge. Each end is kept in its own
+job's slot, and every step is one script in one slot (keys.py has the layout):
+
+- the child, stored BLOCKED by enqueue.lua, holds the set of its unfinished parents;
+- each parent holds the set of its children (link.lua), and a `children` field that the
+  scripts finishing it read in the same HMGET as the lease fence: a parent with
+  children is marked in its queue's `released` zset atomically with its finish;
+- the backend that finished it then releases each child in the child's slot
+  (release.lua: SREM from the child's parents set, so each edge is taken away exactly
+  once whoever gets there first), then unmarks the parent (released.lua);
+- a backend that dies in between leaves the mark: the sweep (recover_expired) takes
+  marks older than a few seconds and does the same.
+
+`homes(job_id)` names the backends that may hold a job: the backend itself, or on
+shards the server its id is marked for (every server for an id that is not marked).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ...job import FINISHED_STATES, Job, JobState
+from .. import deps
+from ..base import Enqueue
+from . import scripts
+from .scripts import Call
+
+if TYPE_CHECKING:
+    from .backend import RedisBackend
+
+Homes = Callable[[str], Sequence["RedisBackend"]]
+Ref = tuple["RedisBackend", str, str]  # (backend, queue, job id)
+_FINISHED = {str(state) for state in FINISHED_STATES}
+
+
+def child_member(queue: str, job_id: str) -> str:
+    """How a parent's children set names a child (queue names have no spaces)."""
+    return f"{queue} {job_id}"
+
+
+def link_section(position: int, item: Enqueue) -> list[Any]:
+    """The ARGV that enqueue.lua reads after the items for an item that runs after
+    others: its number in the call (1-based), all/any, the parent ids."""
+    parents = list(dict.fromkeys(item.after))
+    return [position, "any" if item.after_any else "all", len(parents), *parents]
+
+
+def locate(ids: Iterable[str], homes: Homes) -> dict[str, tuple[RedisBackend, str]]:
+    """(backend, queue) of each job id found; ids not found are left out."""
+    by_backend: dict[int, tuple[RedisBackend, list[str]]] = {}
+    for job_id in dict.fromkeys(ids):
+        for backend in homes(job_id):
+            by_backend.setdefault(id(backend), (backend, []))[1].append(job_id)
+    found: dict[str, tuple[RedisBackend, str]] = {}
+    for backend, group in by_backend.values():
+        for job_id, queue in backend.queues_of(group).items():
+            found.setdefault(job_id, (backend, queue))
+    return found
+
+
+def enqueue_linked(parts: list[tuple[RedisBackend, Sequence[Enqueue]]], homes: Homes) -> list[list[Job]]:
+    """Store jobs some of which run after others (in this call or already stored), each
+    part on its backend; the jobs of each part as stored, in order.
+
+    An unknown parent raises before anything is stored. The children are stored
+    blocked, then linked; a parent found finished is released at once. On one server
+    (one part, parents there too) the stores and links go in one MULTI/EXEC: all or
+    nothing. Across slots or servers they go one script after another: a producer that
+    dies between them may leave blocked jobs that no finish reaches (README, Redis)."""
+    here: dict[str, tuple[RedisBackend, str]] = {}
+    for backend, items in parts:
+        for item in items:
+            here[item.job.id] = (backend, item.job.queue)
+    outside = [p for _, items in parts for item in items for p in item.after if p not in here]
+    found = locate(outside, homes) if outside else {}
+    for _, items in parts:
+        for item in items:
+            for parent in item.after:
+                if parent not in here and parent not in found:
+                    raise deps.unknown_parent(item.job.id, parent)
+    where = {**found, **here}
+    links: dict[tuple[int, str], tuple[RedisBackend, list[Any]]] = {}  # (backend, parent queue) -> ARGV
+    for _, items in parts:
+        for item in items:
+            for parent in dict.fromkeys(item.after):
+                backend, queue = where[parent]
+                entry = links.setdefault((id(backend), queue), (backend, []))
+                entry[1].extend((parent, child_member(item.job.queue, item.job.id)))
+    plans = [(backend, items, backend.enqueue_plan(items)) for backend, items in parts]
+    for backend, _, plan in plans:
+        backend.register_queues(plan.new_queues)
+    link_calls = [(backend, Call(scripts.LINK, [backend.keys.queue(q).job_prefix], args))
+                  for (_, q), (backend, args) in links.items()]  # fmt: skip
+    single = parts[0][0]
+    if len(parts) == 1 and single.transactions and all(b is single for b, _ in link_calls):
+        replies = single.run_transaction([*plans[0][2].calls, *(call for _, call in link_calls)])
+        stored_replies = [replies[: len(plans[0][2].calls)]]
+        link_replies = replies[len(plans[0][2].calls) :]
+    else:
+        stored_replies = [backend.run_calls(plan.calls) for backend, _, plan in plans]
+        link_replies = [backend.run_calls([call])[0] for backend, call in link_calls]
+    stored = [
+        backend.enqueue_results(items, plan, replies)
+        for (backend, items, plan), replies in zip(plans, stored_replies, strict=True)
+    ]
+    finished: list[Ref] = []
+    gone: list[tuple[str, str]] = []  # (child id, parent id): the parent purged since it was found
+    for ((_, queue), (backend, args)), states in zip(links.items(), link_replies, strict=True):
+        for i, state in enumerate(states):
+            parent, member = args[2 * i], args[2 * i + 1]
+            if state == b"":
+                gone.append((member.split(" ", 1)[1], parent))
+            elif state.decode() in _FINISHED:
+                finished.append((backend, queue, parent))
+    return _as_stored(parts, stored, finished, gone, homes)
+
+
+def _as_stored(
+    parts: list[tuple[RedisBackend, Sequence[Enqueue]]], stored: list[list[Job]], finished: list[Ref],
+    gone: list[tuple[str, str]], homes: Homes,
+) -> list[list[Job]]:  # fmt: skip
+    """The jobs as the caller sees them: new linked ones blocked, unless a parent had
+    finished already (then released now, and read back as they ended up)."""
+    moved = release(finished, homes) if finished else 0
+    for backend, items in parts:
+        queue_of = {item.job.id: item.job.queue for item in items}
+        edges = [(c, p) for c, p in gone if c in queue_of]
+        for child, parent in edges:
+            moved += release_edges(backend, queue_of[child], [(child, parent, None)], homes)
+    out = []
+    for (backend, items), jobs in zip(parts, stored, strict=True):
+        jobs = [job.evolve(state=JobState.BLOCKED) if item.after and job.id == item.job.id else job
+                for item, job in zip(items, jobs, strict=True)]  # fmt: skip
+        if moved:
+            refs = [(job.queue, job.id) for job in jobs if job.state == JobState.BLOCKED]
+            fresh = {job.id: job for job in backend.fetch(refs)}
+            jobs = [fresh.get(job.id, job) for job in jobs]
+        out.append(jobs)
+    return out
+
+
+def release(refs: Sequence[Ref], homes: Homes) -> int:
+    """The children of the finished parents `refs` hear of their outcome; a child that
+    is cancelled passes it on to its own children. Returns how many children moved."""
+    moved = 0
+    todo = list(refs)
+    while todo:
+        edges: dict[tuple[int, str], tuple[RedisBackend, str, list[Any]]] = {}
+        heard: list[tuple[RedisBackend, Call]] = []
+        for backend, group in _by_backend(todo):
+            reads = []
+            for queue, parent in group:
+                qk = backend.keys.queue(queue)
+                reads += [("hget", qk.job(parent), "state"), ("smembers", qk.children(parent))]
+            replies = backend.read(reads)
+            for i, (queue, parent) in enumerate(group):
+                raw, members = replies[2 * i], replies[2 * i + 1]
+                state = raw.decode() if raw else None
+                qk = backend.keys.queue(queue)
+                if deps.verdict(state, True) == deps.WAIT:  # back to waiting (retry_dead): later
+                    heard.append((backend, Call(scripts.RELEASED, [qk.children(parent), qk.released], [parent])))
+                    continue
+                verdicts = [deps.verdict(state, False), deps.verdict(state, True), deps.reason(parent, state)]
+                for member in members:
+                    child_queue, child = member.decode().split(" ", 1)
+                    for home in homes(child):
+                        entry = edges.setdefault((id(home), child_queue), (home, child_queue, []))
+                        entry[2].extend((child, parent, *verdicts))
+                names = [m.decode() for m in members]
+                heard.append((backend, Call(scripts.RELEASED, [qk.children(parent), qk.released], [parent, *names])))
+        todo = []
+        for home, child_queue, args in edges.values():
+            count, cascade = _release_call(home, child_queue, args)
+            moved += count
+            todo += [(home, child_queue, child) for child in cascade]
+        for backend, call in heard:
+            backend.run_calls([call])
+    return moved
+
+
+def release_edges(backend: RedisBackend, queue: str, edges: list[tuple[str, str, str | None]], homes: Homes) -> int:
+    """Edges (child id, parent id, parent's state) of children in `queue` on `backend`
+    taken away at once (a parent purged before its link: state None)."""
+    args: list[Any] = []
+    for child, parent, state in edges:
+        args += [child, parent, deps.verdict(state, False), deps.verdict(state, True), deps.reason(parent, state)]
+    count, cascade = _release_call(backend, queue, args)
+    return count + (release([(backend, queue, child) for child in cascade], homes) if cascade else 0)
+
+
+def _release_call(backend: RedisBackend, queue: str, args: list[Any]) -> tuple[int, list[str]]:
+    qk = backend.keys.queue(queue)
+    keys = [*qk.step_up_keys, qk.blocked, qk.cancelled]
+    reply = backend.run_calls([Call(scripts.RELEASE, keys, args)])[0]
+    return int(reply[0]), [child.decode() for child in reply[1:]]
+
+
+def _by_backend(refs: Iterable[Ref]) -> list[tuple[RedisBackend, list[tuple[str, str]]]]:
+    groups: dict[int, tuple[RedisBackend, list[tuple[str, str]]]] = {}
+    for backend, queue, job_id in refs:
+        groups.setdefault(id(backend), (backend, []))[1].append((queue, job_id))
+    return list(groups.values())
+
+
+def due_marks(backend: RedisBackend, queues: Sequence[str], limit: int) -> list[Ref]:
+    """Finished parents whose children a crashed backend may not have released (the
+    `released` marks due by now), at most `limit` per queue."""
+    now = repr(backend.now())
+    replies = backend.read([("zrangebyscore", backend.keys.queue(q).released, "-inf", now, 0, limit)
+                            for q in queues])  # fmt: skip
+    return [(backend, q, job_id.decode()) for q, ids in zip(queues, replies, strict=True) for job_id in ids]
+
+
+def dependents(backend: RedisBackend, queue: str, job_id: str) -> list[str]:
+    """Ids of the children that have not heard of `job_id` yet."""
+    members = backend.read([("smembers", backend.keys.queue(queue).children(job_id))])[0]
+    return sorted(m.decode().split(" ", 1)[1] for m in members)
+
+
+def count_states(ids: Sequence[str], homes: Homes) -> dict[str, int]:
+    """How many of the jobs `ids` are in each state (unknown ones are left out)."""
+    by_backend: dict[int, tuple[RedisBackend, list[str]]] = {}
+    for job_id in dict.fromkeys(ids):
+        for backend in homes(job_id):
+            by_backend.setdefault(id(backend), (backend, []))[1].append(job_id)
+    states: dict[str, str] = {}
+    for backend, group in by_backend.values():
+        for job_id, state in backend.states_of(group).items():
+            states.setdefault(job_id, state)
+    counts: dict[str, int] = {}
+    for state in states.values():
+        counts[state] = counts.get(state, 0) + 1
+    return counts
