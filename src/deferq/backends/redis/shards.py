@@ -116,9 +116,10 @@ class ShardedRedisBackend(Backend):
             shard.homes = self._homes
 
     def _homes(self, job_id: str) -> Sequence[RedisBackend]:
-        """The servers that may hold a job: the one its id is marked for, else each."""
+        """The servers that may hold a job: the one its id is marked for, else every one
+        (a server that is down then fails the call, rather than be passed over)."""
         home = self._home(job_id)
-        return (self.shards[home],) if home is not None else [self.shards[s] for s in self._live()]
+        return (self.shards[home],) if home is not None else self.shards
 
     # -- choosing servers -------------------------------------------------------------
 
@@ -232,19 +233,16 @@ class ShardedRedisBackend(Backend):
             raise
 
     def _enqueue_linked(self, items: Sequence[Enqueue], groups: dict[int | None, list[int]]) -> list[Job]:
-        """Jobs some of which run after others: each marked for its server first (jobs
-        without a key all on the next healthy one), so that a job naming another of the
-        same call names it as stored; then stored and linked across servers (flows.py)."""
+        """Jobs some of which run after others (jobs without a key all on the next
+        healthy server), stored and linked across servers (flows.py). Their ids stay as
+        given, unmarked: a workflow names its jobs before they are stored (in each
+        other's `after`, in meta for results, in a batch's record), so a look-up of one
+        asks every server."""
         unkeyed = self._live(next(self._turn))
         if not unkeyed:
             raise self._all_down()
         place = {shard if shard is not None else unkeyed[0]: positions for shard, positions in groups.items()}
-        renamed = {items[i].job.id: mark_id(items[i].job.id, shard) for shard, ps in place.items() for i in ps}
-        parts = []
-        for shard, positions in place.items():
-            marked = [replace(items[i], job=items[i].job.evolve(id=renamed[items[i].job.id]),
-                              after=tuple(renamed.get(p, p) for p in items[i].after)) for i in positions]  # fmt: skip
-            parts.append((self.shards[shard], marked))
+        parts = [(self.shards[shard], [items[i] for i in positions]) for shard, positions in place.items()]
         try:
             stored_parts = flows.enqueue_linked(parts, self._homes)
         except StoreUnavailable as exc:
