@@ -6,9 +6,10 @@ servers (shards), so no script sees both ends of an edge. Each end is kept in it
 job's slot, and every step is one script in one slot (keys.py has the layout):
 
 - the child, stored BLOCKED by enqueue.lua, holds the set of its unfinished parents;
-- each parent holds the set of its children (link.lua), and a `children` field that the
-  scripts finishing it read in the same HMGET as the lease fence: a parent with
-  children is marked in its queue's `released` zset atomically with its finish;
+- each parent holds the set of its children (link.lua), and a `c` in its `notify`
+  field, which the scripts finishing it read in the same HMGET as the lease fence: a
+  parent with children is marked in its queue's `released` zset atomically with its
+  finish;
 - the backend that finished it then releases each child in the child's slot
   (release.lua: SREM from the child's parents set, so each edge is taken away exactly
   once whoever gets there first), then unmarks the parent (released.lua);

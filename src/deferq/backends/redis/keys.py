@@ -32,7 +32,7 @@ Layout of one queue (P = prefix, Q = queue):
                              heard yet, score = when the sweep may take it (the settling
                              backend releases them at once; the sweep after a crash)
   {P:q:Q}:done:<id>    list  one token pushed when <id> finishes, only if someone waits
-                             for it (field `waited` of its hash); expires after a minute
+                             for it (a `w` in the `notify` field of its hash); expires after a minute
   P:queues             set   names of every queue ever used
   {P:kv:NS}:index      set   record names of kv namespace NS
   {P:kv:NS}:r:<name>   string one kv record (with its TTL)

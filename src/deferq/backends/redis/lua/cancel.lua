@@ -12,7 +12,7 @@
 -- Returns 1 when cancelled or asked to stop, 2 when cancelled and jobs run after it
 -- (the caller releases them: flows.py), 0 otherwise.
 local now, nows = clock()
-local f = redis.call('HMGET', KEYS[1], 'state', 'children', 'waited')
+local f = redis.call('HMGET', KEYS[1], 'state', 'notify')
 local state = f[1]
 if state == 'active' then
   if redis.call('HSETNX', KEYS[1], 'cancel_requested_at', nows) == 1 then
@@ -30,6 +30,6 @@ else
 end
 redis.call('HSET', KEYS[1], 'state', 'cancelled', 'finished_at', nows, 'updated_at', nows)
 redis.call('ZADD', KEYS[5], nows, ARGV[1])
-on_finish(KEYS[1], ARGV[1], f[2], f[3], now, true)
-if f[2] then return 2 end
+on_finish(KEYS[1], ARGV[1], f[2], now, true)
+if notifies(f[2], 'c') then return 2 end
 return 1

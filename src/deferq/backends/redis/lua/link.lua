@@ -16,7 +16,7 @@ for i = 1, #ARGV, 2 do
   local state = redis.call('HGET', job, 'state')
   if state then
     redis.call('SADD', tag .. 'children:' .. parent, ARGV[i + 1])
-    redis.call('HSET', job, 'children', '1')
+    add_notify(job, 'c')
     if not unfinished(state) then redis.call('ZADD', tag .. 'released', now + 5, parent) end
     out[#out + 1] = state
   else

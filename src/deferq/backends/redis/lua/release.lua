@@ -24,7 +24,7 @@ for i = 1, #ARGV, 5 do
   local job = KEYS[6] .. child
   local parents = tag .. 'parents:' .. child
   if redis.call('SREM', parents, ARGV[i + 1]) == 1 then
-    local f = redis.call('HMGET', job, 'state', 'after_any', 'priority', 'run_at', 'key', 'children', 'waited')
+    local f = redis.call('HMGET', job, 'state', 'after_any', 'priority', 'run_at', 'key', 'notify')
     if f[1] == 'blocked' then
       local verdict = f[2] == '1' and ARGV[i + 3] or ARGV[i + 2]
       if verdict == 'cancel' then
@@ -33,8 +33,8 @@ for i = 1, #ARGV, 5 do
         redis.call('ZADD', KEYS[10], nows, child)
         redis.call('DEL', parents)
         if f[5] and redis.call('HGET', KEYS[7], f[5]) == child then redis.call('HDEL', KEYS[7], f[5]) end
-        on_finish(job, child, f[6], f[7], now, true)
-        if f[6] then out[#out + 1] = child end
+        on_finish(job, child, f[6], now, true)
+        if notifies(f[6], 'c') then out[#out + 1] = child end
         out[1] = out[1] + 1
       elseif redis.call('SCARD', parents) == 0 then
         local run_s = fmt(math.max(num(f[4], now), now))

@@ -73,18 +73,16 @@ for _, item in ipairs(taken) do
   collect(removed, KEYS[b + p + 1], id)
   local job = KEYS[b + 6] .. id
   local fields = redis.call('HGETALL', job)
-  local attempts, expires, children, waited = 0, nil, false, false
+  local attempts, expires = 0, nil
   for j = 1, #fields, 2 do
     local name = fields[j]
     if name == 'attempts' then attempts = num(fields[j + 1], 0)
-    elseif name == 'expires_at' then expires = tonumber(fields[j + 1])
-    elseif name == 'children' then children = true
-    elseif name == 'waited' then waited = true end
+    elseif name == 'expires_at' then expires = tonumber(fields[j + 1]) end
   end
   if expires and expires <= now then -- never run: cancelled instead
     redis.call('HSET', job, 'state', 'cancelled', 'error', 'expired', 'finished_at', nows, 'updated_at', nows)
     collect(placed, KEYS[b + 7], nows, id)
-    on_finish(job, id, children, waited, now, false) -- its children: at the next sweep
+    on_finish(job, id, redis.call('HGET', job, 'notify'), now, false) -- its children: at the next sweep
   elseif #fields > 0 then
     attempts = attempts + 1
     redis.call('HSET', job, 'state', 'active', 'attempts', attempts, 'worker', worker,

@@ -24,7 +24,7 @@ for i = 0, #KEYS / 6 - 1 do
   local job, active, target, wake_key = KEYS[k + 1], KEYS[k + 2], KEYS[k + 3], KEYS[k + 4]
   local b = i * 7
   local kind, id, worker, attempts = ARGV[b + 1], ARGV[b + 2], ARGV[b + 3], ARGV[b + 4]
-  local held, asked, key, children, waited = owned(job, worker, attempts)
+  local held, asked, key, notify = owned(job, worker, attempts)
   if held then
     local finished = true
     collect(released, active, id)
@@ -73,9 +73,11 @@ for i = 0, #KEYS / 6 - 1 do
     end
     local flag = 1
     if finished then
-      on_finish(job, id, children, waited, now, true)
       if key and redis.call('HEXISTS', KEYS[k + 6], key) == 1 then flag = 2 end
-      if children then flag = flag + 2 end
+      if notify then -- most jobs have none: no call
+        on_finish(job, id, notify, now, true)
+        if notifies(notify, 'c') then flag = flag + 2 end
+      end
     end
     out[i + 1] = flag
   else

@@ -1,5 +1,5 @@
--- watch: someone is about to wait for a job to finish (RedisBackend.changes): its hash
--- gets the field `waited`, so the script that finishes it pushes a token to its done
+-- watch: someone is about to wait for a job to finish (RedisBackend.changes): its
+-- `notify` field gets a `w`, so the script that finishes it pushes a token to its done
 -- list (on_finish).
 --
 -- KEYS[1]     job hash
@@ -8,6 +8,6 @@
 -- Returns 1 when the job has finished (or is gone): no need to wait; else 0.
 local state = redis.call('HGET', KEYS[1], 'state')
 if not unfinished(state) then return 1 end
-redis.call('HSET', KEYS[1], 'waited', '1')
+add_notify(KEYS[1], 'w')
 redis.call('DEL', KEYS[2])
 return 0
