@@ -95,7 +95,7 @@ class Admin:
         if done:  # a job waiting behind it, if it held a key, takes its place
             self._run(Call(scripts.STEP_UP, list(qk.step_up_keys), []))
         if done == 2:  # jobs run after it: they hear of it now
-            flows.release([(self, queue, job_id)], self.homes)  # type: ignore[list-item]
+            flows.release_or_leave([(self, queue, job_id)], self.homes)  # type: ignore[list-item]
         return bool(done)
 
     @guarded

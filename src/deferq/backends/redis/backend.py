@@ -30,6 +30,7 @@ from .scripts import Call
 from .search import RedisSearch
 
 T = TypeVar("T")
+SWEEP_BATCHES = 10  # at most this many BATCHes of marks per sweep (the next sweep goes on)
 WAIT_SLICE = 5.0  # seconds one blocking wait for a job's finish may last (below socket_timeout)
 
 
@@ -367,7 +368,7 @@ class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
         if keys:
             self._run_all([self._step_up_call(queue, sorted(names)) for queue, names in keys.items()])
         if parents:
-            flows.release(parents, self.homes)
+            flows.release_or_leave(parents, self.homes)
 
     def _step_up_call(self, queue: str, keys: Sequence[str] = ()) -> Call:
         """step_up.lua for some keys of a queue, or for all (the sweep)."""
@@ -405,8 +406,9 @@ class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
         their release (a backend that died between the two, an expiry or a recovery
         here) hear of them now (flows.py). Returns how many children moved."""
         moved = 0
-        while marks := flows.due_marks(self, queues, BATCH):
-            moved += flows.release(marks, self.homes)
+        for _ in range(SWEEP_BATCHES):
+            marks = flows.due_marks(self, queues, BATCH)
+            moved += flows.release_or_leave(marks, self.homes) if marks else 0
             if len(marks) < BATCH:
                 break
         return moved
