@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 import deferq
-from dataclasses import replace
-
 from deferq.backends.base import Enqueue, Outcome
 from deferq.errors import ConfigError, StoreUnavailable
 from deferq.job import Job, JobState

@@ -430,11 +430,12 @@ class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
         """The stored state of each job id found here."""
         queues = self._queues()
         pairs_ = [(job_id, q) for job_id in ids for q in queues]
-        found = self._read([("hget", self.keys.queue(q).job(job_id), "state") for job_id, q in pairs_]) if pairs_ else []
+        reads = [("hget", self.keys.queue(q).job(job_id), "state") for job_id, q in pairs_]
+        found = self._read(reads) if reads else []
         states: dict[str, str] = {}
         for (job_id, _), state in zip(pairs_, found, strict=True):
             if state is not None:
-                states.setdefault(job_id, "queued" if state == b"queued" else state.decode())
+                states.setdefault(job_id, state.decode())
         return states
 
     def read(self, commands: Sequence[tuple[Any, ...]]) -> list[Any]:

@@ -67,7 +67,11 @@ def locate(ids: Iterable[str], homes: Homes) -> dict[str, tuple[RedisBackend, st
     return found
 
 
-def enqueue_linked(parts: list[tuple[RedisBackend, Sequence[Enqueue]]], homes: Homes) -> list[list[Job]]:
+Parts = Sequence[tuple["RedisBackend", Sequence[Enqueue]]]
+Links = dict[tuple[int, str], tuple["RedisBackend", list[Any]]]  # (backend, parent queue) -> link.lua ARGV
+
+
+def enqueue_linked(parts: Parts, homes: Homes) -> list[list[Job]]:
     """Store jobs some of which run after others (in this call or already stored), each
     part on its backend; the jobs of each part as stored, in order.
 
@@ -76,25 +80,7 @@ def enqueue_linked(parts: list[tuple[RedisBackend, Sequence[Enqueue]]], homes: H
     (one part, parents there too) the stores and links go in one MULTI/EXEC: all or
     nothing. Across slots or servers they go one script after another: a producer that
     dies between them may leave blocked jobs that no finish reaches (README, Redis)."""
-    here: dict[str, tuple[RedisBackend, str]] = {}
-    for backend, items in parts:
-        for item in items:
-            here[item.job.id] = (backend, item.job.queue)
-    outside = [p for _, items in parts for item in items for p in item.after if p not in here]
-    found = locate(outside, homes) if outside else {}
-    for _, items in parts:
-        for item in items:
-            for parent in item.after:
-                if parent not in here and parent not in found:
-                    raise deps.unknown_parent(item.job.id, parent)
-    where = {**found, **here}
-    links: dict[tuple[int, str], tuple[RedisBackend, list[Any]]] = {}  # (backend, parent queue) -> ARGV
-    for _, items in parts:
-        for item in items:
-            for parent in dict.fromkeys(item.after):
-                backend, queue = where[parent]
-                entry = links.setdefault((id(backend), queue), (backend, []))
-                entry[1].extend((parent, child_member(item.job.queue, item.job.id)))
+    links = _links(parts, _parents(parts, homes))
     plans = [(backend, items, backend.enqueue_plan(items)) for backend, items in parts]
     for backend, _, plan in plans:
         backend.register_queues(plan.new_queues)
@@ -102,9 +88,9 @@ def enqueue_linked(parts: list[tuple[RedisBackend, Sequence[Enqueue]]], homes: H
                   for (_, q), (backend, args) in links.items()]  # fmt: skip
     single = parts[0][0]
     if len(parts) == 1 and single.transactions and all(b is single for b, _ in link_calls):
-        replies = single.run_transaction([*plans[0][2].calls, *(call for _, call in link_calls)])
-        stored_replies = [replies[: len(plans[0][2].calls)]]
-        link_replies = replies[len(plans[0][2].calls) :]
+        calls = plans[0][2].calls
+        replies = single.run_transaction([*calls, *(call for _, call in link_calls)])
+        stored_replies, link_replies = [replies[: len(calls)]], replies[len(calls) :]
     else:
         stored_replies = [backend.run_calls(plan.calls) for backend, _, plan in plans]
         link_replies = [backend.run_calls([call])[0] for backend, call in link_calls]
@@ -121,13 +107,36 @@ def enqueue_linked(parts: list[tuple[RedisBackend, Sequence[Enqueue]]], homes: H
                 gone.append((member.split(" ", 1)[1], parent))
             elif state.decode() in _FINISHED:
                 finished.append((backend, queue, parent))
-    return _as_stored(parts, stored, finished, gone, homes)
+    return _as_stored(parts, stored, list(dict.fromkeys(finished)), gone, homes)
+
+
+def _parents(parts: Parts, homes: Homes) -> dict[str, tuple[RedisBackend, str]]:
+    """(backend, queue) of every parent the items name: in the call, or found in the
+    store (an unknown one raises)."""
+    here = {item.job.id: (backend, item.job.queue) for backend, items in parts for item in items}
+    outside = [p for _, items in parts for item in items for p in item.after if p not in here]
+    found = locate(outside, homes) if outside else {}
+    for item in (item for _, items in parts for item in items):
+        unknown = next((p for p in item.after if p not in here and p not in found), None)
+        if unknown is not None:
+            raise deps.unknown_parent(item.job.id, unknown)
+    return {**found, **here}
+
+
+def _links(parts: Parts, where: dict[str, tuple[RedisBackend, str]]) -> Links:
+    """link.lua's ARGV per (backend, parent queue): (parent, child) pairs."""
+    links: Links = {}
+    for item in (item for _, items in parts for item in items):
+        for parent in dict.fromkeys(item.after):
+            backend, queue = where[parent]
+            entry = links.setdefault((id(backend), queue), (backend, []))
+            entry[1].extend((parent, child_member(item.job.queue, item.job.id)))
+    return links
 
 
 def _as_stored(
-    parts: list[tuple[RedisBackend, Sequence[Enqueue]]], stored: list[list[Job]], finished: list[Ref],
-    gone: list[tuple[str, str]], homes: Homes,
-) -> list[list[Job]]:  # fmt: skip
+    parts: Parts, stored: list[list[Job]], finished: list[Ref], gone: list[tuple[str, str]], homes: Homes
+) -> list[list[Job]]:
     """The jobs as the caller sees them: new linked ones blocked, unless a parent had
     finished already (then released now, and read back as they ended up)."""
     moved = release(finished, homes) if finished else 0
@@ -187,18 +196,24 @@ def release(refs: Sequence[Ref], homes: Homes) -> int:
                         entry = edges.setdefault((id(home), child_queue), (home, child_queue, []))
                         entry[2].extend((child, parent, *verdicts))
                 names = [m.decode() for m in members]
-                heard.append((backend, Call(scripts.RELEASED, [qk.children(parent), qk.released], [parent, *names])))
+                done = Call(scripts.RELEASED, [qk.children(parent), qk.released], [parent, *names])
+                heard.append((backend, done))
         todo = []
         for home, child_queue, args in edges.values():
             count, cascade = _release_call(home, child_queue, args)
             moved += count
             todo += [(home, child_queue, child) for child in cascade]
+        by_backend: dict[int, tuple[RedisBackend, list[Call]]] = {}
         for backend, call in heard:
-            backend.run_calls([call])
+            by_backend.setdefault(id(backend), (backend, []))[1].append(call)
+        for backend, calls in by_backend.values():
+            backend.run_calls(calls)  # one round trip per server
     return moved
 
 
-def release_edges(backend: RedisBackend, queue: str, edges: list[tuple[str, str, str | None]], homes: Homes) -> int:
+def release_edges(
+    backend: RedisBackend, queue: str, edges: list[tuple[str, str, str | None]], homes: Homes
+) -> int:
     """Edges (child id, parent id, parent's state) of children in `queue` on `backend`
     taken away at once (a parent purged before its link: state None)."""
     args: list[Any] = []

@@ -241,7 +241,9 @@ class ShardedRedisBackend(Backend):
         unkeyed = self._live(next(self._turn))
         if not unkeyed:
             raise self._all_down()
-        place = {shard if shard is not None else unkeyed[0]: positions for shard, positions in groups.items()}
+        place: dict[int, list[int]] = {}
+        for shard, positions in groups.items():
+            place.setdefault(shard if shard is not None else unkeyed[0], []).extend(positions)
         parts = [(self.shards[shard], [items[i] for i in positions]) for shard, positions in place.items()]
         try:
             stored_parts = flows.enqueue_linked(parts, self._homes)
