@@ -24,21 +24,38 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ...errors import StoreUnavailable
 from ...job import FINISHED_STATES, Job, JobState
 from .. import deps
 from ..base import Enqueue
 from . import scripts
+from .keys import KeySpace
 from .scripts import Call
 
-if TYPE_CHECKING:
-    from .backend import RedisBackend
+
+class Store(Protocol):
+    """What this module needs of a Redis backend (backend.py), one server's worth."""
+
+    keys: KeySpace
+    transactions: bool  # whether one MULTI/EXEC may span its queues (not on a Cluster)
+
+    def enqueue_plan(self, items: Sequence[Enqueue]) -> Any: ...
+    def register_queues(self, queues: list[str]) -> None: ...
+    def enqueue_results(self, items: Sequence[Enqueue], plan: Any, replies: list[Any]) -> list[Job]: ...
+    def run_calls(self, calls: list[Call]) -> list[Any]: ...
+    def run_transaction(self, calls: list[Call]) -> list[Any]: ...
+    def read(self, commands: Sequence[tuple[Any, ...]]) -> list[Any]: ...
+    def fetch(self, refs: Sequence[tuple[str, str]]) -> list[Job]: ...
+    def queues_of(self, ids: Sequence[str]) -> dict[str, str]: ...
+    def states_of(self, ids: Sequence[str]) -> dict[str, str]: ...
+    def now(self) -> float: ...
+
 
 log = logging.getLogger("deferq.redis")
-Homes = Callable[[str], Sequence["RedisBackend"]]
-Ref = tuple["RedisBackend", str, str]  # (backend, queue, job id)
+Homes = Callable[[str], Sequence[Store]]
+Ref = tuple[Store, str, str]  # (backend, queue, job id)
 _FINISHED = {str(state) for state in FINISHED_STATES}
 
 
@@ -54,21 +71,21 @@ def link_section(position: int, item: Enqueue) -> list[Any]:
     return [position, "any" if item.after_any else "all", len(parents), *parents]
 
 
-def locate(ids: Iterable[str], homes: Homes) -> dict[str, tuple[RedisBackend, str]]:
+def locate(ids: Iterable[str], homes: Homes) -> dict[str, tuple[Store, str]]:
     """(backend, queue) of each job id found; ids not found are left out."""
-    by_backend: dict[int, tuple[RedisBackend, list[str]]] = {}
+    by_backend: dict[int, tuple[Store, list[str]]] = {}
     for job_id in dict.fromkeys(ids):
         for backend in homes(job_id):
             by_backend.setdefault(id(backend), (backend, []))[1].append(job_id)
-    found: dict[str, tuple[RedisBackend, str]] = {}
+    found: dict[str, tuple[Store, str]] = {}
     for backend, group in by_backend.values():
         for job_id, queue in backend.queues_of(group).items():
             found.setdefault(job_id, (backend, queue))
     return found
 
 
-Parts = Sequence[tuple["RedisBackend", Sequence[Enqueue]]]
-Links = dict[tuple[int, str], tuple["RedisBackend", list[Any]]]  # (backend, parent queue) -> link.lua ARGV
+Parts = Sequence[tuple[Store, Sequence[Enqueue]]]
+Links = dict[tuple[int, str], tuple[Store, list[Any]]]  # (backend, parent queue) -> link.lua ARGV
 
 
 def enqueue_linked(parts: Parts, homes: Homes) -> list[list[Job]]:
@@ -110,7 +127,7 @@ def enqueue_linked(parts: Parts, homes: Homes) -> list[list[Job]]:
     return _as_stored(parts, stored, list(dict.fromkeys(finished)), gone, homes)
 
 
-def _parents(parts: Parts, homes: Homes) -> dict[str, tuple[RedisBackend, str]]:
+def _parents(parts: Parts, homes: Homes) -> dict[str, tuple[Store, str]]:
     """(backend, queue) of every parent the items name: in the call, or found in the
     store (an unknown one raises)."""
     here = {item.job.id: (backend, item.job.queue) for backend, items in parts for item in items}
@@ -123,7 +140,7 @@ def _parents(parts: Parts, homes: Homes) -> dict[str, tuple[RedisBackend, str]]:
     return {**found, **here}
 
 
-def _links(parts: Parts, where: dict[str, tuple[RedisBackend, str]]) -> Links:
+def _links(parts: Parts, where: dict[str, tuple[Store, str]]) -> Links:
     """link.lua's ARGV per (backend, parent queue): (parent, child) pairs."""
     links: Links = {}
     for item in (item for _, items in parts for item in items):
@@ -174,8 +191,8 @@ def release(refs: Sequence[Ref], homes: Homes) -> int:
     moved = 0
     todo = list(refs)
     while todo:
-        edges: dict[tuple[int, str], tuple[RedisBackend, str, list[Any]]] = {}
-        heard: list[tuple[RedisBackend, Call]] = []
+        edges: dict[tuple[int, str], tuple[Store, str, list[Any]]] = {}
+        heard: list[tuple[Store, Call]] = []
         for backend, group in _by_backend(todo):
             reads = []
             for queue, parent in group:
@@ -203,7 +220,7 @@ def release(refs: Sequence[Ref], homes: Homes) -> int:
             count, cascade = _release_call(home, child_queue, args)
             moved += count
             todo += [(home, child_queue, child) for child in cascade]
-        by_backend: dict[int, tuple[RedisBackend, list[Call]]] = {}
+        by_backend: dict[int, tuple[Store, list[Call]]] = {}
         for backend, call in heard:
             by_backend.setdefault(id(backend), (backend, []))[1].append(call)
         for backend, calls in by_backend.values():
@@ -212,7 +229,7 @@ def release(refs: Sequence[Ref], homes: Homes) -> int:
 
 
 def release_edges(
-    backend: RedisBackend, queue: str, edges: list[tuple[str, str, str | None]], homes: Homes
+    backend: Store, queue: str, edges: list[tuple[str, str, str | None]], homes: Homes
 ) -> int:
     """Edges (child id, parent id, parent's state) of children in `queue` on `backend`
     taken away at once (a parent purged before its link: state None)."""
@@ -223,21 +240,21 @@ def release_edges(
     return count + (release([(backend, queue, child) for child in cascade], homes) if cascade else 0)
 
 
-def _release_call(backend: RedisBackend, queue: str, args: list[Any]) -> tuple[int, list[str]]:
+def _release_call(backend: Store, queue: str, args: list[Any]) -> tuple[int, list[str]]:
     qk = backend.keys.queue(queue)
     keys = [*qk.step_up_keys, qk.blocked, qk.cancelled]
     reply = backend.run_calls([Call(scripts.RELEASE, keys, args)])[0]
     return int(reply[0]), [child.decode() for child in reply[1:]]
 
 
-def _by_backend(refs: Iterable[Ref]) -> list[tuple[RedisBackend, list[tuple[str, str]]]]:
-    groups: dict[int, tuple[RedisBackend, list[tuple[str, str]]]] = {}
+def _by_backend(refs: Iterable[Ref]) -> list[tuple[Store, list[tuple[str, str]]]]:
+    groups: dict[int, tuple[Store, list[tuple[str, str]]]] = {}
     for backend, queue, job_id in refs:
         groups.setdefault(id(backend), (backend, []))[1].append((queue, job_id))
     return list(groups.values())
 
 
-def due_marks(backend: RedisBackend, queues: Sequence[str], limit: int) -> list[Ref]:
+def due_marks(backend: Store, queues: Sequence[str], limit: int) -> list[Ref]:
     """Finished parents whose children a crashed backend may not have released (the
     `released` marks due by now), at most `limit` per queue."""
     now = repr(backend.now())
@@ -246,7 +263,7 @@ def due_marks(backend: RedisBackend, queues: Sequence[str], limit: int) -> list[
     return [(backend, q, job_id.decode()) for q, ids in zip(queues, replies, strict=True) for job_id in ids]
 
 
-def dependents(backend: RedisBackend, queue: str, job_id: str) -> list[str]:
+def dependents(backend: Store, queue: str, job_id: str) -> list[str]:
     """Ids of the children that have not heard of `job_id` yet."""
     members = backend.read([("smembers", backend.keys.queue(queue).children(job_id))])[0]
     return sorted(m.decode().split(" ", 1)[1] for m in members)
@@ -254,7 +271,7 @@ def dependents(backend: RedisBackend, queue: str, job_id: str) -> list[str]:
 
 def count_states(ids: Sequence[str], homes: Homes) -> dict[str, int]:
     """How many of the jobs `ids` are in each state (unknown ones are left out)."""
-    by_backend: dict[int, tuple[RedisBackend, list[str]]] = {}
+    by_backend: dict[int, tuple[Store, list[str]]] = {}
     for job_id in dict.fromkeys(ids):
         for backend in homes(job_id):
             by_backend.setdefault(id(backend), (backend, []))[1].append(job_id)
