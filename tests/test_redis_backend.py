@@ -205,3 +205,22 @@ def test_a_child_on_a_server_that_is_down_hears_of_its_parent_later(two_servers:
     backend.shards[1].recover_expired()
     assert app.get(child.id).state == JobState.QUEUED
     app.close()
+
+
+def test_a_parent_whose_children_have_not_heard_is_neither_purged_nor_lost(redis_app) -> None:  # type: ignore[no-untyped-def]
+    """A parent gone from the store counts as cancelled: purging or deleting a successful
+    parent before its children heard would cancel them. Purge keeps it; delete releases
+    them first."""
+    app, backend = redis_app, redis_app.backend
+    first, second = app.enqueue("t", [1]), app.enqueue("t", [2])
+    child = app.enqueue("t", [3], after=[first, second])
+    for _ in range(2):  # both settle scripts run, their workers "die" before releasing
+        _, calls = backend._settle_calls([Outcome(_lease(backend), "succeeded")])
+        assert backend._run(calls[0]) == [3]
+    assert backend.purge([JobState.SUCCEEDED]) == 0
+    assert backend.delete(first.id) is True  # its child heard first
+    assert app.get(child.id).state == JobState.BLOCKED  # still waiting for `second`
+    backend.client.zadd(backend.keys.queue("default").released, {second.id: 0})
+    backend.recover_expired()
+    assert app.get(child.id).state == JobState.QUEUED
+    assert backend.purge([JobState.SUCCEEDED]) == 1  # `second`, now that its child heard

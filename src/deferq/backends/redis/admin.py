@@ -177,10 +177,17 @@ class Admin:
 
     @guarded
     def delete(self, job_id: str) -> bool:
-        def keys(qk: QueueKeys) -> list[str]:
-            return [qk.job(job_id), qk.succeeded, qk.dead, qk.cancelled, qk.unique]
-
-        return self._on_job(job_id, scripts.DELETE, keys)
+        queue = self._locate(job_id)
+        if queue is None:
+            return False
+        qk = self.keys.queue(queue)
+        call = Call(scripts.DELETE, [qk.job(job_id), qk.succeeded, qk.dead, qk.cancelled, qk.unique, qk.released],
+                    [job_id])  # fmt: skip
+        done = self._run(call)
+        if done == 2:  # its children first: a job gone from the store would cancel them
+            flows.release([(self, queue, job_id)], self.homes)  # type: ignore[list-item]
+            done = self._run(call)
+        return bool(done == 1)
 
     @guarded
     def set_remark(self, job_id: str, remark: str | None) -> bool:

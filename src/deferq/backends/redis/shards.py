@@ -411,13 +411,13 @@ class ShardedRedisBackend(Backend):
     wakes_waiters = True
 
     def changes(self, job_id: str, timeout: float) -> bool:
-        """Woken by the job's server (RedisBackend.changes); an id that names no server
-        is looked at again after a short pause."""
+        """Woken by the job's server (RedisBackend.changes); for an id that names no
+        server (a workflow's), the server that holds it, found first."""
         homes = self._homes(job_id)
-        if len(homes) == 1:
-            return homes[0].changes(job_id, timeout)
-        time.sleep(min(timeout, 0.2))
-        return False
+        holder = next((home for home in homes if len(homes) == 1 or home.queues_of([job_id])), None)
+        if holder is None:
+            return True  # gone: the caller's look says so
+        return holder.changes(job_id, timeout)
 
     def get_by_key(self, key: str) -> Job | None:
         return self.shards[self._key_shard(key)].get_by_key(key)
