@@ -17,13 +17,24 @@ import weakref
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
+from urllib.parse import parse_qsl, urlsplit
 
 from ...job import Job, dumps
 from ..base import Backend, Enqueue, Heartbeat, Outcome
 from . import flows, scripts
 from .admin import BATCH, Admin
 from .codec import enqueue_args, job_from_hash, pairs
-from .connection import Target, Waiter, WakeGroup, async_client, guarded, parse_url, reported, sync_client
+from .connection import (
+    CLIENT_DEFAULTS,
+    Target,
+    Waiter,
+    WakeGroup,
+    async_client,
+    guarded,
+    parse_url,
+    reported,
+    sync_client,
+)
 from .history import RedisHistory
 from .keys import KeySpace, QueueKeys
 from .scripts import Call
@@ -62,6 +73,9 @@ class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
         # The backends that may hold a job id (flows.py): this one; shards.py says more.
         self.homes: flows.Homes = lambda _job_id: (self,)
         self.transactions = not self.cluster  # MULTI/EXEC may span queues: one server
+        # a blocking wait must end well before a reply is overdue (socket_timeout)
+        reply_within = dict(parse_qsl(urlsplit(self.target.url).query)).get("socket_timeout")
+        self._wait_slice = min(WAIT_SLICE, float(reply_within or CLIENT_DEFAULTS["socket_timeout"]) / 2)
 
     # -- running scripts ------------------------------------------------------------
 
@@ -131,8 +145,10 @@ class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
                     links += flows.link_section(number, items[i])
                 keys.append(qk.job_prefix + items[i].job.id)
                 args += enqueue_args(items[i])
-            linked = linked or bool(links)
-            calls.append(Call(scripts.ENQUEUE, keys, args + links))
+            if links:  # after every item's ARGV (enqueue.lua)
+                args += links
+                linked = True
+            calls.append(Call(scripts.ENQUEUE, keys, args))
         new = [q for q in by_queue if q not in self._registered]
         return _EnqueuePlan(calls, list(by_queue.values()), new, linked)
 
@@ -460,15 +476,16 @@ class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
     def changes(self, job_id: str, timeout: float) -> bool:
         """Blocks until the job finishes (a token its finishing script pushes, only for
         a job someone waits for: watch.lua, on_finish), at most `timeout` seconds (and
-        WAIT_SLICE). The token stays in the list (BLMOVE onto itself), so every waiter
-        of the job wakes; the list expires a minute after the finish."""
+        half the reply timeout, WAIT_SLICE at most). The token stays in the list (BLMOVE
+        onto itself), so every waiter of the job wakes; the list expires a minute after
+        the finish."""
         queue = self._locate(job_id)
         if queue is None:
             return True  # gone: the caller's look says so
         qk = self.keys.queue(queue)
         if self._run(Call(scripts.WATCH, [qk.job(job_id), qk.done(job_id)], [])):
             return True
-        slice_ = max(0.01, min(timeout, WAIT_SLICE))
+        slice_ = max(0.01, min(timeout, self._wait_slice))
         return self.client.blmove(qk.done(job_id), qk.done(job_id), slice_, "RIGHT", "LEFT") is not None
 
     @guarded
