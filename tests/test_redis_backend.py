@@ -224,3 +224,31 @@ def test_a_parent_whose_children_have_not_heard_is_neither_purged_nor_lost(redis
     backend.recover_expired()
     assert app.get(child.id).state == JobState.QUEUED
     assert backend.purge([JobState.SUCCEEDED]) == 1  # `second`, now that its child heard
+
+
+def test_children_a_producer_stored_but_never_linked_are_linked_by_the_sweep(redis_app) -> None:  # type: ignore[no-untyped-def]
+    """On a Cluster or shards the stores and links of one call are separate scripts: a
+    producer that dies in between leaves its children in `linking`, and the sweep links
+    them (a parent finished meanwhile releases its child; one never stored cancels it)."""
+    app, backend = redis_app, redis_app.backend
+    running, done = app.enqueue("t", [1]), app.enqueue("t", [2])
+    leased = _lease(backend)
+    assert backend.settle([Outcome(_lease(backend), "succeeded")]) == [True]  # `done` has finished
+    items = [replace(job(n, queue="other"), after=(parent,)) for n, parent in
+             ((3, running.id), (4, done.id), (5, "01NEVERSTORED0000000000000"))]  # fmt: skip
+    plan = backend.enqueue_plan(items)
+    backend.register_queues(plan.new_queues)
+    backend.run_calls(plan.calls)  # stored, blocked; the producer dies here
+    waits, released, orphan = (item.job.id for item in items)
+    qk = backend.keys.queue("other")
+    assert {m.decode() for m in backend.client.zrange(qk.linking, 0, -1)} == {waits, released, orphan}
+    backend.recover_expired()
+    assert app.get(released).state == JobState.BLOCKED  # within the producer's grace: left alone
+    backend.client.zadd(qk.linking, {waits: 0, released: 0, orphan: 0})
+    backend.recover_expired()
+    assert backend.client.zcard(qk.linking) == 0
+    assert app.get(released).state == JobState.QUEUED
+    assert app.get(orphan).state == JobState.CANCELLED and "purged" in app.get(orphan).error
+    assert app.get(waits).state == JobState.BLOCKED and backend.dependents(running.id) == [waits]
+    assert backend.settle([Outcome(leased, "succeeded")]) == [True]
+    assert app.get(waits).state == JobState.QUEUED

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlsplit
 
+from ...errors import StoreUnavailable
 from ...job import Job, dumps
 from ..base import Backend, Enqueue, Heartbeat, Outcome
 from . import flows, scripts
@@ -418,10 +419,15 @@ class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
         return count
 
     def release_due(self, queues: Sequence[str]) -> int:
-        """The sweep's part in dependencies: children of jobs that finished without
-        their release (a backend that died between the two, an expiry or a recovery
-        here) hear of them now (flows.py). Returns how many children moved."""
+        """The sweep's part in dependencies: jobs a producer stored but died before
+        linking are linked; children of jobs that finished without their release (a
+        backend that died between the two, an expiry or a recovery here) hear of them
+        now (flows.py). Returns how many children moved."""
         moved = 0
+        try:
+            moved += flows.relink_due(self, queues, self.homes, BATCH)
+        except StoreUnavailable as exc:  # a parent's server: the next sweep tries again
+            flows.log.warning("linking jobs a producer left half stored waits for the next sweep: %s", exc)
         for _ in range(SWEEP_BATCHES):
             marks = flows.due_marks(self, queues, BATCH)
             moved += flows.release_or_leave(marks, self.homes) if marks else 0

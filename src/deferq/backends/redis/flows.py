@@ -93,38 +93,120 @@ def enqueue_linked(parts: Parts, homes: Homes) -> list[list[Job]]:
     part on its backend; the jobs of each part as stored, in order.
 
     An unknown parent raises before anything is stored. The children are stored
-    blocked, then linked; a parent found finished is released at once. On one server
-    (one part, parents there too) the stores and links go in one MULTI/EXEC: all or
-    nothing. Across slots or servers they go one script after another: a producer that
-    dies between them may leave blocked jobs that no finish reaches (README, Redis)."""
+    blocked (and in their queue's `linking` set), then linked, then taken out of
+    `linking`; a parent found finished is released at once. On one server (one part,
+    parents there too) the stores and links go in one MULTI/EXEC: all or nothing.
+    Across slots or servers they go one script after another; a producer that dies
+    between them leaves children in `linking`, which the sweep links (`relink_due`)."""
     links = _links(parts, _parents(parts, homes))
     plans = [(backend, items, backend.enqueue_plan(items)) for backend, items in parts]
     for backend, _, plan in plans:
         backend.register_queues(plan.new_queues)
-    link_calls = [(backend, Call(scripts.LINK, [backend.keys.queue(q).job_prefix], args))
-                  for (_, q), (backend, args) in links.items()]  # fmt: skip
+    link_calls = _link_calls(links)
+    done_calls = [(backend, _linked_call(backend, items)) for backend, items in parts
+                  if any(item.after for item in items)]  # fmt: skip
     single = parts[0][0]
     if len(parts) == 1 and single.transactions and all(b is single for b, _ in link_calls):
         calls = plans[0][2].calls
-        replies = single.run_transaction([*calls, *(call for _, call in link_calls)])
-        stored_replies, link_replies = [replies[: len(calls)]], replies[len(calls) :]
+        replies = single.run_transaction([*calls, *(c for _, c in link_calls), *(c for _, c in done_calls)])
+        stored_replies, link_replies = [replies[: len(calls)]], replies[len(calls) : len(calls) + len(link_calls)]
     else:
         stored_replies = [backend.run_calls(plan.calls) for backend, _, plan in plans]
         link_replies = [backend.run_calls([call])[0] for backend, call in link_calls]
+        for backend, call in done_calls:
+            backend.run_calls([call])
     stored = [
         backend.enqueue_results(items, plan, replies)
         for (backend, items, plan), replies in zip(plans, stored_replies, strict=True)
     ]
+    moved = _after_links(links, link_replies, homes)
+    out = []
+    for (backend, items), jobs in zip(parts, stored, strict=True):
+        jobs = [job.evolve(state=JobState.BLOCKED) if item.after and job.id == item.job.id else job
+                for item, job in zip(items, jobs, strict=True)]  # fmt: skip
+        if moved:  # a parent had finished already: read back how its children ended up
+            refs = [(job.queue, job.id) for job in jobs if job.state == JobState.BLOCKED]
+            fresh = {job.id: job for job in backend.fetch(refs)}
+            jobs = [fresh.get(job.id, job) for job in jobs]
+        out.append(jobs)
+    return out
+
+
+def _link_calls(links: Links) -> list[tuple[Store, Call]]:
+    return [(backend, Call(scripts.LINK, [backend.keys.queue(q).job_prefix], args))
+            for (_, q), (backend, args) in links.items()]  # fmt: skip
+
+
+def _linked_call(backend: Store, items: Sequence[Enqueue]) -> Call:
+    """linked.lua for the items of one part that run after others: their links are made."""
+    keys, args = [], []
+    for queue in dict.fromkeys(item.job.queue for item in items if item.after):
+        keys.append(backend.keys.queue(queue).linking)
+        ids = [item.job.id for item in items if item.after and item.job.queue == queue]
+        args += [len(ids), *ids]
+    return Call(scripts.LINKED, keys, args)
+
+
+def _after_links(links: Links, replies: list[Any], homes: Homes) -> int:
+    """What link.lua answered: parents that had finished are released now (their mark
+    is made); a parent gone since it was found cancels its child as a purged one.
+    Returns how many children moved."""
     finished: list[Ref] = []
-    gone: list[tuple[str, str]] = []  # (child id, parent id): the parent purged since it was found
-    for ((_, queue), (backend, args)), states in zip(links.items(), link_replies, strict=True):
+    gone: dict[tuple[int, str], tuple[Store, str, list[tuple[str, str, str | None]]]] = {}
+    for ((_, queue), (backend, args)), states in zip(links.items(), replies, strict=True):
         for i, state in enumerate(states):
             parent, member = args[2 * i], args[2 * i + 1]
             if state == b"":
-                gone.append((member.split(" ", 1)[1], parent))
+                child_queue, child = member.split(" ", 1)
+                for home in homes(child):
+                    entry = gone.setdefault((id(home), child_queue), (home, child_queue, []))
+                    entry[2].append((child, parent, None))
             elif state.decode() in _FINISHED:
                 finished.append((backend, queue, parent))
-    return _as_stored(parts, stored, list(dict.fromkeys(finished)), gone, homes)
+    moved = release(list(dict.fromkeys(finished)), homes) if finished else 0
+    for home, child_queue, edges in gone.values():
+        moved += release_edges(home, child_queue, edges, homes)
+    return moved
+
+
+def relink_due(backend: Store, queues: Sequence[str], homes: Homes, limit: int) -> int:
+    """The sweep's part for producers that died mid-enqueue (Cluster, shards): children
+    left in `linking` past its grace are linked again (link.lua adds what is missing;
+    an edge made already is made once), a parent not found counts as purged. Returns
+    how many children moved."""
+    now = repr(backend.now())
+    found = backend.read([("zrangebyscore", backend.keys.queue(q).linking, "-inf", now, 0, limit) for q in queues])
+    children = [(q, job_id.decode()) for q, ids in zip(queues, found, strict=True) for job_id in ids]
+    if not children:
+        return 0
+    reads = []
+    for queue, child in children:
+        qk = backend.keys.queue(queue)
+        reads += [("hget", qk.job(child), "state"), ("smembers", qk.parents(child))]
+    replies = backend.read(reads)
+    blocked = [(q, c, [p.decode() for p in replies[2 * i + 1]])
+               for i, (q, c) in enumerate(children) if replies[2 * i] == b"blocked"]  # fmt: skip
+    where = locate([p for _, _, parents in blocked for p in parents], homes)
+    links: Links = {}
+    gone: dict[str, list[tuple[str, str, str | None]]] = {}
+    for queue, child, parents in blocked:
+        for parent in parents:
+            if parent in where:
+                home, parent_queue = where[parent]
+                entry = links.setdefault((id(home), parent_queue), (home, []))
+                entry[1].extend((parent, child_member(queue, child)))
+            else:
+                gone.setdefault(queue, []).append((child, parent, None))
+    moved = _after_links(links, [home.run_calls([call])[0] for home, call in _link_calls(links)], homes)
+    for queue, edges in gone.items():
+        moved += release_edges(backend, queue, edges, homes)
+    by_queue: dict[str, list[str]] = {}
+    for queue, child in children:
+        by_queue.setdefault(queue, []).append(child)
+    keys = [backend.keys.queue(q).linking for q in by_queue]
+    args = [x for ids in by_queue.values() for x in (len(ids), *ids)]
+    backend.run_calls([Call(scripts.LINKED, keys, args)])
+    return moved
 
 
 def _parents(parts: Parts, homes: Homes) -> dict[str, tuple[Store, str]]:
@@ -149,29 +231,6 @@ def _links(parts: Parts, where: dict[str, tuple[Store, str]]) -> Links:
             entry = links.setdefault((id(backend), queue), (backend, []))
             entry[1].extend((parent, child_member(item.job.queue, item.job.id)))
     return links
-
-
-def _as_stored(
-    parts: Parts, stored: list[list[Job]], finished: list[Ref], gone: list[tuple[str, str]], homes: Homes
-) -> list[list[Job]]:
-    """The jobs as the caller sees them: new linked ones blocked, unless a parent had
-    finished already (then released now, and read back as they ended up)."""
-    moved = release(finished, homes) if finished else 0
-    for backend, items in parts:
-        queue_of = {item.job.id: item.job.queue for item in items}
-        edges = [(c, p) for c, p in gone if c in queue_of]
-        for child, parent in edges:
-            moved += release_edges(backend, queue_of[child], [(child, parent, None)], homes)
-    out = []
-    for (backend, items), jobs in zip(parts, stored, strict=True):
-        jobs = [job.evolve(state=JobState.BLOCKED) if item.after and job.id == item.job.id else job
-                for item, job in zip(items, jobs, strict=True)]  # fmt: skip
-        if moved:
-            refs = [(job.queue, job.id) for job in jobs if job.state == JobState.BLOCKED]
-            fresh = {job.id: job for job in backend.fetch(refs)}
-            jobs = [fresh.get(job.id, job) for job in jobs]
-        out.append(jobs)
-    return out
 
 
 def release_or_leave(refs: Sequence[Ref], homes: Homes) -> int:

@@ -31,6 +31,8 @@ Layout of one queue (P = prefix, Q = queue):
   {P:q:Q}:released     zset  finished jobs of this queue whose children have not all
                              heard yet, score = when the sweep may take it (the settling
                              backend releases them at once; the sweep after a crash)
+  {P:q:Q}:linking      zset  blocked jobs whose links may not all be made yet, score = when
+                             the sweep may link them (a producer that died mid-enqueue)
   {P:q:Q}:done:<id>    list  one token pushed when <id> finishes, only if someone waits
                              for it (a `w` in the `notify` field of its hash); expires after a minute
   P:queues             set   names of every queue ever used
@@ -69,6 +71,7 @@ class QueueKeys:
     paused: str
     blocked: str
     released: str
+    linking: str
 
     @property
     def enqueue_keys(self) -> tuple[str, ...]:
@@ -127,6 +130,7 @@ class KeySpace:
                 paused=f"{tag}:paused",
                 blocked=f"{tag}:blocked",
                 released=f"{tag}:released",
+                linking=f"{tag}:linking",
             )
         return keys
 

@@ -17,7 +17,8 @@
 -- then, only for items that run after other jobs (options.after): item number (1-based),
 --             'all' or 'any' (after_any), how many parent ids, the parent ids.
 --             Such an item is stored BLOCKED: in the queue's blocked zset, with its
---             parents in {P:q:Q}:parents:<id> (the caller links them next: flows.py).
+--             parents in {P:q:Q}:parents:<id>, and in the queue's linking zset (due for
+--             the sweep 10 s on) until the caller has linked it (flows.py).
 -- The due time is run_at, else now + delay, computed from `now` as returned, so
 -- the caller derives exactly the stored value without reading it back.
 -- A key held by an unfinished job: `ignore` answers with the job that will run next
@@ -110,6 +111,7 @@ for i = 0, items - 1 do
     if link then -- blocked until its parents finish (release.lua)
       redis.call('HSET', job, 'state', 'blocked', 'after_any', ARGV[link] == 'any' and '1' or '0')
       redis.call('ZADD', tag .. 'blocked', nows, id)
+      redis.call('ZADD', tag .. 'linking', now + 10, id) -- until linked.lua: else the sweep links it
       local n = tonumber(ARGV[link + 1])
       local parents = tag .. 'parents:' .. id
       redis.call('DEL', parents)
