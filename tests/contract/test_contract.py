@@ -711,6 +711,15 @@ def test_a_dead_parent_and_a_finished_one(app, backend):
     assert app.enqueue("noop", [2], after=[parent], after_any_outcome=True).state == JobState.QUEUED
 
 
+def test_get_many_answers_in_order_with_none_for_the_unknown(app, backend):
+    """What a chord's callback reads its members' results with (workflow.with_inputs)."""
+    first = app.enqueue("noop", [1])
+    second = app.enqueue("noop", [2], queue="other")
+    found = backend.get_many([second.id, "01NOSUCHJOB0000000000000000", first.id])
+    assert [j.id if j else None for j in found] == [second.id, None, first.id]
+    assert found[0].queue == "other" and backend.get_many([]) == []
+
+
 def test_an_unknown_parent_stores_nothing(app, backend):
     needs_workflows(backend)
     task = app.task(name="noop")(lambda i: i)

@@ -352,6 +352,11 @@ class JobAdmin(ABC):
     def get(self, job_id: str) -> Job | None:
         """The job with this id, in any state, or None."""
 
+    def get_many(self, ids: Sequence[str]) -> list[Job | None]:
+        """`get` of each id, in order (a chord's callback reads its members' results).
+        Stores that can look many up at once override this."""
+        return [self.get(job_id) for job_id in ids]
+
     @abstractmethod
     def get_by_key(self, key: str) -> Job | None:
         """The newest job with this unique key, in any state, or None."""

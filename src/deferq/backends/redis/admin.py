@@ -30,6 +30,7 @@ class Admin:
     _repeat: Callable[[Callable[[str], Call], Sequence[str]], int]
     now: Callable[[], float]
     homes: flows.Homes
+    queues_of: Callable[[Sequence[str]], dict[str, str]]
 
     # -- inspecting and managing ------------------------------------------------------
 
@@ -66,6 +67,14 @@ class Admin:
         queue = self._locate(job_id)
         found = self._fetch([(queue, job_id)]) if queue else []
         return found[0] if found else None
+
+    @guarded
+    def get_many(self, ids: Sequence[str]) -> list[Job | None]:
+        """Two round trips however many: where each id is (every queue asked at once),
+        then the hashes."""
+        where = self.queues_of(ids)
+        found = {job.id: job for job in self._fetch([(where[i], i) for i in ids if i in where])}
+        return [found.get(job_id) for job_id in ids]
 
     @guarded
     def get_by_key(self, key: str) -> Job | None:

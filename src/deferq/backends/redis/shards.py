@@ -419,6 +419,20 @@ class ShardedRedisBackend(Backend):
             return True  # gone: the caller's look says so
         return holder.changes(job_id, timeout)
 
+    def get_many(self, ids: Sequence[str]) -> list[Job | None]:
+        """Each server asked once for the ids that may be on it."""
+        found: dict[str, Job] = {}
+        groups: dict[int, list[str]] = {}
+        for job_id in dict.fromkeys(ids):
+            home = self._home(job_id)
+            for shard in [home] if home is not None else range(len(self.shards)):
+                groups.setdefault(shard, []).append(job_id)
+        for shard, group in groups.items():
+            for job in self.shards[shard].get_many(group):
+                if job is not None:
+                    found.setdefault(job.id, job)
+        return [found.get(job_id) for job_id in ids]
+
     def get_by_key(self, key: str) -> Job | None:
         return self.shards[self._key_shard(key)].get_by_key(key)
 
