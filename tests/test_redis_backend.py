@@ -252,3 +252,17 @@ def test_children_a_producer_stored_but_never_linked_are_linked_by_the_sweep(red
     assert app.get(waits).state == JobState.BLOCKED and backend.dependents(running.id) == [waits]
     assert backend.settle([Outcome(leased, "succeeded")]) == [True]
     assert app.get(waits).state == JobState.QUEUED
+
+
+def test_a_linked_enqueue_run_again_changes_nothing(redis_app) -> None:  # type: ignore[no-untyped-def]
+    """A script whose reply was lost is run again (redis-py's one retry): a child that
+    has moved on since is not put back to blocked with all its parents."""
+    app, backend = redis_app, redis_app.backend
+    parent = app.enqueue("t", [1])
+    item = replace(job(2), after=(parent.id,))
+    assert backend.enqueue_many([item])[0].state == JobState.BLOCKED
+    assert backend.settle([Outcome(_lease(backend), "succeeded")]) == [True]
+    assert app.get(item.job.id).state == JobState.QUEUED
+    backend.run_calls(backend.enqueue_plan([item]).calls)
+    assert app.get(item.job.id).state == JobState.QUEUED
+    assert not backend.client.exists(backend.keys.queue("default").parents(item.job.id))

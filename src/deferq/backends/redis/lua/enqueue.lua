@@ -90,6 +90,8 @@ for i = 0, items - 1 do
       stored = true
     end
     out[i + 2] = {answer, redis.call('HGETALL', KEYS[6] .. answer)}
+  elseif links and links[i + 1] and redis.call('EXISTS', KEYS[9 + i]) == 1 then
+    out[i + 2] = 0 -- stored by this very call, run again (a lost reply): its edges may have moved on
   else
     local job = KEYS[9 + i]
     redis.call('HSET', job, 'task', ARGV[b + 2], 'payload', ARGV[b + 3],
