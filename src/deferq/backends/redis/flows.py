@@ -14,7 +14,10 @@ job's slot, and every step is one script in one slot (keys.py has the layout):
   (release.lua: SREM from the child's parents set, so each edge is taken away exactly
   once whoever gets there first), then unmarks the parent (released.lua);
 - a backend that dies in between leaves the mark: the sweep (recover_expired) takes
-  marks older than a few seconds and does the same.
+  marks older than a few seconds and does the same;
+- a producer that dies between storing children and linking them (Cluster, shards: no
+  transaction spans the slots) leaves them in their queue's `linking` set, and the
+  sweep links them (`relink_due`).
 
 `homes(job_id)` names the backends that may hold a job: the backend itself, or on
 shards the server its id is marked for (every server for an id that is not marked).
