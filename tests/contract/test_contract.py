@@ -703,6 +703,20 @@ def test_a_failed_parent_cancels_its_children_naming_it(app, backend):
     assert late.state == JobState.CANCELLED and second.id in late.error
 
 
+def test_one_call_links_jobs_across_queues(app, backend):
+    """Parents and children of one call in different queues (on a Cluster, slots)."""
+    task = app.task(name="noop")(lambda i: i)
+    first, second = task.options(queue="a").call(1), task.options(queue="b").call(2)
+    first_id, second_id = (j.id for j in app.enqueue_many([first, second]))
+    jobs = app.enqueue_many([task.options(queue="c", after=[first_id, second_id]).call(3),
+                             task.options(queue="a", after=[second_id]).call(4)])  # fmt: skip
+    assert [j.state for j in jobs] == [JobState.BLOCKED, JobState.BLOCKED]
+    for queue in ("b", "a"):
+        [leased] = reserve(backend, queues=(queue,))
+        assert backend.settle([Outcome(leased, "succeeded")]) == [True]
+    assert [app.get(j.id).state for j in jobs] == [JobState.QUEUED, JobState.QUEUED]
+
+
 def test_a_dead_parent_and_a_finished_one(app, backend):
     needs_workflows(backend)
     parent = enqueue(app)[0]

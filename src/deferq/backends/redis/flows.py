@@ -106,8 +106,8 @@ def enqueue_linked(parts: Parts, homes: Homes) -> list[list[Job]]:
     for backend, _, plan in plans:
         backend.register_queues(plan.new_queues)
     link_calls = _link_calls(links)
-    done_calls = [(backend, _linked_call(backend, items)) for backend, items in parts
-                  if any(item.after for item in items)]  # fmt: skip
+    children = [(backend, [(it.job.queue, it.job.id) for it in items if it.after]) for backend, items in parts]
+    done_calls = [(backend, call) for backend, refs in children for call in _linked_calls(backend, refs)]
     single = parts[0][0]
     if len(parts) == 1 and single.transactions and all(b is single for b, _ in link_calls):
         calls = plans[0][2].calls
@@ -140,14 +140,13 @@ def _link_calls(links: Links) -> list[tuple[Store, Call]]:
             for (_, q), (backend, args) in links.items()]  # fmt: skip
 
 
-def _linked_call(backend: Store, items: Sequence[Enqueue]) -> Call:
-    """linked.lua for the items of one part that run after others: their links are made."""
-    keys, args = [], []
-    for queue in dict.fromkeys(item.job.queue for item in items if item.after):
-        keys.append(backend.keys.queue(queue).linking)
-        ids = [item.job.id for item in items if item.after and item.job.queue == queue]
-        args += [len(ids), *ids]
-    return Call(scripts.LINKED, keys, args)
+def _linked_calls(backend: Store, children: Iterable[tuple[str, str]]) -> list[Call]:
+    """linked.lua for children (queue, id) on one backend, one call per queue (per
+    slot): their links are made."""
+    by_queue: dict[str, list[str]] = {}
+    for queue, child in children:
+        by_queue.setdefault(queue, []).append(child)
+    return [Call(scripts.LINKED, [backend.keys.queue(q).linking], [len(ids), *ids]) for q, ids in by_queue.items()]
 
 
 def _after_links(links: Links, replies: list[Any], homes: Homes) -> int:
@@ -203,12 +202,7 @@ def relink_due(backend: Store, queues: Sequence[str], homes: Homes, limit: int) 
     moved = _after_links(links, [home.run_calls([call])[0] for home, call in _link_calls(links)], homes)
     for queue, edges in gone.items():
         moved += release_edges(backend, queue, edges, homes)
-    by_queue: dict[str, list[str]] = {}
-    for queue, child in children:
-        by_queue.setdefault(queue, []).append(child)
-    keys = [backend.keys.queue(q).linking for q in by_queue]
-    args = [x for ids in by_queue.values() for x in (len(ids), *ids)]
-    backend.run_calls([Call(scripts.LINKED, keys, args)])
+    backend.run_calls(_linked_calls(backend, children))
     return moved
 
 
