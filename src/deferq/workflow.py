@@ -183,7 +183,7 @@ def with_inputs(store: JobAdmin, job: Job) -> Job:
     ids = job.meta.get(RESULTS_OF)
     if not ids:
         return job
-    found = [store.get(i) for i in ids]
+    found = store.get_many(ids)
     values = [p.result if p is not None and p.state in FINISHED_STATES else None for p in found]
     first = values if job.meta.get(RESULTS_AS) == "list" else values[0]
     return job.evolve(args=(first, *job.args))

@@ -157,12 +157,12 @@ class RedisSearch(SearchStore):
     def _sets(self, state: JobState, queue: str, now: str) -> list[tuple[str, str, str]]:
         """(sorted set, highest score, lowest score) holding a queue's jobs in `state`."""
         qk = self.keys.queue(queue)
-        if state == JobState.BLOCKED:  # none here: Redis refuses dependencies (backend.py)
-            return []
         if state in FINISHED_STATES:
             return [(qk.finished(state), "+inf", "-inf")]
         if state == JobState.ACTIVE:
             return [(qk.active, "+inf", "-inf")]
+        if state == JobState.BLOCKED:
+            return [(qk.blocked, "+inf", "-inf")]
         high, low = ("+inf", f"({now}") if state == JobState.SCHEDULED else (now, "-inf")
         return [(key, high, low) for key in (*qk.waiting, qk.held)]
 
