@@ -31,12 +31,12 @@ from psycopg import sql as pgsql
 from psycopg_pool import ConnectionPool
 
 from ...errors import ConfigError, StoreFull, StoreUnavailable
-from ...job import Job, JobState, dumps
+from ...job import FINISHED_STATES, Job, JobState, dumps
 from ..base import Enqueue, Outcome
 from ..history import Row
 from ..search import JobQuery, like_pattern
 from .adapters import driver_connection, safe_name
-from .base import TABLES, Settled, SQLBackend
+from .base import TABLES, Settled, SQLBackend, parent_verdicts
 from .plans import Plan, Reply, Step, T, drive, drive_async
 from .queries import Migration
 from .rows import WIDTH, job_of, stored_view
@@ -48,6 +48,7 @@ CONNECTION_ERRORS = (
     psycopg.InterfaceError,
     psycopg.errors.ReadOnlySqlTransaction,
 )
+FINISHED = {str(state) for state in FINISHED_STATES}
 # Refusals worth waiting out; any other FATAL at connect is a wrong URL.
 TRANSIENT = ("starting up", "shutting down", "too many", "recovery", "remaining connection")
 
@@ -309,11 +310,22 @@ class PostgresBackend(SQLBackend):
         return Step(sql, {name: [entry[name] for entry in params] for name in params[0]})
 
     def settle_plan(self, outcomes: Sequence[Outcome]) -> Plan[list[bool]]:
-        """The settle statement also says which settled jobs others wait for (deps)."""
+        """The settle statement also says which settled jobs others wait for (deps),
+        and their states: the release needs no look-up."""
         params = self.settle_params(outcomes)
         reply = yield self.fenced_step(self.q["settle"], params)
-        linked = [row[0] for row in reply.rows if row[1]]
+        linked = {job_id: state for job_id, state, waited_for in reply.rows if waited_for and state in FINISHED}
         return Settled(self.applied(reply, params), linked)
+
+    def release_plan(self, parents: dict[str, str | None]) -> Plan[int]:
+        """One statement (`release`) per level: no lock is held across a round trip.
+        A child cancelled here passes it on to its own children in the next."""
+        taken = 0
+        while parents:
+            rows = (yield Step(self.q["release"], parent_verdicts(parents))).rows
+            taken += sum(row[1] for row in rows)
+            parents = {child: str(JobState.CANCELLED) for child, _, told_to_cancel in rows if told_to_cancel}
+        return taken
 
     def applied(self, reply: Reply, params: list[dict[str, Any]]) -> list[bool]:
         """RETURNING names the entries that applied."""

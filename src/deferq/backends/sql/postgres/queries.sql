@@ -186,7 +186,7 @@ FROM unnest(%(id)s::text[], %(worker)s::text[], %(attempts)s::int[], %(kind)s::t
             %(result)s::text[])
      AS o(id, worker, attempts, kind, state, released, delay, error, result)
 WHERE j.id = o.id AND j.state = 'active' AND j.worker = o.worker AND j.attempts = o.attempts
-RETURNING j.id, EXISTS (SELECT 1 FROM {deps} AS d WHERE d.parent = j.id)  -- jobs wait for it: release
+RETURNING j.id, j.state, EXISTS (SELECT 1 FROM {deps} AS d WHERE d.parent = j.id)  -- jobs wait for it: release
 
 -- name: recover_expired
 -- Back to waiting; dead when its attempts are used up; cancelled when that was asked.
@@ -343,39 +343,64 @@ SELECT id, state FROM {jobs} WHERE id = ANY(%(ids)s::text[]) FOR UPDATE
 INSERT INTO {deps} (parent, child, after_any) VALUES (%(parent)s, %(child)s, %(after_any)s)
 
 -- name: block
-UPDATE {jobs} SET state = 'blocked', updated_at = {now} WHERE id = %(id)s AND state = 'queued'
+-- A new job that waits for %(blockers)s parents (one edge each).
+UPDATE {jobs} SET state = 'blocked', blockers = blockers + %(blockers)s, updated_at = {now}
+WHERE id = %(id)s AND state = 'queued'
 
 -- name: cancel_blocked
 -- A child whose parent went dead or was cancelled (or a new job whose parent had).
 UPDATE {jobs} SET state = 'cancelled', updated_at = {now}, error = %(error)s, finished_at = {now}
 WHERE id = %(id)s AND state IN ('queued', 'blocked')
 
--- name: finished_edges
--- The edges of these jobs that have finished (a parent purged counts as cancelled).
-SELECT d.parent, d.child, d.after_any, p.state FROM {deps} AS d LEFT JOIN {jobs} AS p ON p.id = d.parent
+-- name: finished_parents
+-- Which of these jobs others wait for, now that they have finished (a parent purged
+-- counts as cancelled), with their states.
+SELECT DISTINCT d.parent, p.state FROM {deps} AS d LEFT JOIN {jobs} AS p ON p.id = d.parent
 WHERE d.parent = ANY(%(ids)s::text[]) AND (p.state IS NULL OR p.state IN ('succeeded', 'dead', 'cancelled'))
 
--- name: finished_edges_all
--- The sweep (recover_expired): edges of any finished parent, e.g. one whose lease
--- expired, or one cancelled at its claim because it had expired.
-SELECT d.parent, d.child, d.after_any, p.state FROM {deps} AS d LEFT JOIN {jobs} AS p ON p.id = d.parent
+-- name: finished_parents_all
+-- The sweep (recover_expired): any finished job others still wait for, e.g. one
+-- whose lease expired, or one cancelled at its claim because it had expired.
+SELECT DISTINCT d.parent, p.state FROM {deps} AS d LEFT JOIN {jobs} AS p ON p.id = d.parent
 WHERE p.state IS NULL OR p.state IN ('succeeded', 'dead', 'cancelled')
 LIMIT 1000
 
--- name: lock_job
--- The child, locked (FOR UPDATE): two parents settling at once take turns over it.
-SELECT state FROM {jobs} WHERE id = %(id)s FOR UPDATE
-
--- name: unlink
--- Exactly once: only the transaction that deletes the edge acts on it.
-DELETE FROM {deps} WHERE parent = %(parent)s AND child = %(child)s
-
--- name: blockers_left
--- Whether the child still waits for a parent: one index probe, however many it has.
-SELECT 1 FROM {deps} WHERE child = %(child)s LIMIT 1
-
--- name: unblock
-UPDATE {jobs} SET state = 'queued', updated_at = {now}, run_at = GREATEST(run_at, {now}) WHERE id = %(id)s AND state = 'blocked'
+-- name: release
+-- A whole release in one statement, so one implicit transaction: the edges of these
+-- finished parents taken away (exactly once: a concurrent release of the same parent
+-- finds them gone), and each child's count of blockers lowered by its edges that
+-- went, in an UPDATE that also decides: queued at zero, cancelled at once when a
+-- parent failed (a child no longer blocked only counts). Each parent comes with what
+-- it does to a child with and without after_any and the error naming it (deps.py
+-- decides, base.parent_verdicts). A child's row is locked from this UPDATE to the
+-- commit at the statement's end, never across a round trip; children are locked in
+-- id order (`locked`), so two releases sharing children cannot deadlock. RETURNING:
+-- each child, its edges taken, whether it was told to cancel.
+WITH verdicts AS (
+    SELECT * FROM unnest(%(parent)s::text[], %(cancels)s::boolean[], %(cancels_any)s::boolean[],
+                         %(reason)s::text[]) AS v(parent, cancels, cancels_any, reason)
+), taken AS (
+    DELETE FROM {deps} AS d USING verdicts AS v WHERE d.parent = v.parent
+    RETURNING d.child, CASE WHEN (CASE WHEN d.after_any THEN v.cancels_any ELSE v.cancels END)
+                            THEN v.reason END AS error
+), children AS (
+    SELECT child, count(*) AS taken, min(error) AS error FROM taken GROUP BY child
+), locked AS (
+    SELECT id FROM {jobs} WHERE id IN (SELECT child FROM children) ORDER BY id FOR UPDATE
+)
+UPDATE {jobs} AS c SET
+    state = CASE WHEN c.state <> 'blocked' THEN c.state WHEN t.error IS NOT NULL THEN 'cancelled'
+                 WHEN c.blockers <= t.taken THEN 'queued' ELSE 'blocked' END,
+    error = CASE WHEN c.state = 'blocked' AND t.error IS NOT NULL THEN t.error ELSE c.error END,
+    finished_at = CASE WHEN c.state = 'blocked' AND t.error IS NOT NULL THEN {now} ELSE c.finished_at END,
+    run_at = CASE WHEN c.state = 'blocked' AND t.error IS NULL AND c.blockers <= t.taken
+                  THEN GREATEST(c.run_at, {now}) ELSE c.run_at END,
+    updated_at = CASE WHEN c.state = 'blocked' AND (t.error IS NOT NULL OR c.blockers <= t.taken) THEN {now}
+                      ELSE c.updated_at END,
+    blockers = c.blockers - t.taken
+FROM children AS t, locked AS l
+WHERE c.id = t.child AND l.id = t.child
+RETURNING c.id, t.taken, t.error IS NOT NULL
 
 -- name: count_states
 -- A batch's members by state (batch.py): one query for all of them.
