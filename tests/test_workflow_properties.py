@@ -55,8 +55,8 @@ def run_graph(url, roots, children, order, chunk):
             break
         leased.sort(key=lambda j: rank.get(j.id, -1))
         for start in range(0, len(leased), chunk):  # one settle for a few: one release for their edges
-            backend.settle([Outcome(job, outcome_of.get(job.id, "succeeded"), error="x")
-                            for job in leased[start : start + chunk]])
+            some = leased[start : start + chunk]
+            backend.settle([Outcome(job, outcome_of.get(job.id, "succeeded"), error="x") for job in some])
     states = [app.get(j.id).state for j in jobs]
     app.close()
     return states
