@@ -686,14 +686,15 @@ def deps_changes(edges: Iterable[Sequence[Any]]) -> list[dict[str, Any]]:
     return [changes[child] for child in sorted(changes)]
 
 
-def parent_verdicts(parents: dict[str, str | None]) -> dict[str, list[Any]]:
-    """What each finished parent ({id: state}) does to a child, by the rules of
-    deps.py, as arrays for a release done in one statement (PostgreSQL): whether it
-    cancels a child without / with after_any, and the error that would name it."""
-    ids = sorted(parents)
+def parent_verdicts(parents: Iterable[tuple[str, str | None]], prefix: str = "") -> dict[str, list[Any]]:
+    """What each finished parent (id, state) does to a child, by the rules of deps.py,
+    as arrays for a release done in one statement (PostgreSQL): whether it cancels a
+    child without / with after_any, and the error that would name it."""
+    pairs = sorted(parents, key=lambda pair: (pair[0], pair[1] or ""))
     return {
-        "parent": ids,
-        "cancels": [deps.verdict(parents[p], False) == deps.CANCEL for p in ids],
-        "cancels_any": [deps.verdict(parents[p], True) == deps.CANCEL for p in ids],
-        "reason": [deps.reason(p, parents[p]) for p in ids],
+        prefix + "parent": [parent for parent, _ in pairs],
+        prefix + "state": [state for _, state in pairs],
+        prefix + "cancels": [deps.verdict(state, False) == deps.CANCEL for _, state in pairs],
+        prefix + "cancels_any": [deps.verdict(state, True) == deps.CANCEL for _, state in pairs],
+        prefix + "reason": [deps.reason(parent, state) for parent, state in pairs],
     }

@@ -61,6 +61,7 @@ logging.getLogger("psycopg.pool").addHandler(logging.NullHandler())
 
 class PostgresBackend(SQLBackend):
     _trigrams: bool | None = None  # whether migration 0009 made the trigram index (else words)
+    fold_release = True  # settle and release in one statement (else: two, the release after)
     seq_ordered = False  # seq has no index of its own: a list of every state is merged per state
     schemes = ("postgresql", "postgres")
     dialect = "postgres"
@@ -310,19 +311,31 @@ class PostgresBackend(SQLBackend):
         return Step(sql, {name: [entry[name] for entry in params] for name in params[0]})
 
     def settle_plan(self, outcomes: Sequence[Outcome]) -> Plan[list[bool]]:
-        """The settle statement also says which settled jobs others wait for (deps),
-        and their states: the release needs no look-up."""
+        """Settle and release in one statement (`settle_release`): the verdicts of each
+        outcome's finished states go along (a job whose cancel was requested ends
+        cancelled instead of dead or queued). A child cancelled there passes it on
+        to its own children in a `release` of their own."""
         params = self.settle_params(outcomes)
-        reply = yield self.fenced_step(self.q["settle"], params)
-        linked = {job_id: state for job_id, state, waited_for in reply.rows if waited_for and state in FINISHED}
-        return Settled(self.applied(reply, params), linked)
+        if not self.fold_release:
+            reply = yield self.fenced_step(self.q["settle"], params)
+            linked = {job_id: state for job_id, state, waited_for in reply.rows if waited_for and state in FINISHED}
+            return Settled(self.applied(reply, params), linked)
+        ends = {(entry["id"], state) for entry in params
+                for state in (entry["state"], str(JobState.CANCELLED)) if state in FINISHED}  # fmt: skip
+        step = self.fenced_step(self.q["settle_release"], params)
+        reply = yield step._replace(params={**step.params, **parent_verdicts(ends, "v_")})
+        settled = [row for row in reply.rows if not row[2]]
+        cancelled = {row[0]: str(JobState.CANCELLED) for row in reply.rows if row[2]}
+        if cancelled:
+            yield from self.release_plan(cancelled)
+        return Settled(self.applied(Reply(settled), params), {})
 
     def release_plan(self, parents: dict[str, str | None]) -> Plan[int]:
         """One statement (`release`) per level: no lock is held across a round trip.
         A child cancelled here passes it on to its own children in the next."""
         taken = 0
         while parents:
-            rows = (yield Step(self.q["release"], parent_verdicts(parents))).rows
+            rows = (yield Step(self.q["release"], parent_verdicts(parents.items()))).rows
             taken += sum(row[1] for row in rows)
             parents = {child: str(JobState.CANCELLED) for child, _, told_to_cancel in rows if told_to_cancel}
         return taken

@@ -167,6 +167,11 @@ WHERE j.id = f.id AND j.state = 'active' AND j.worker = f.worker AND j.attempts 
 RETURNING j.id
 
 -- name: settle
+-- A batch of outcomes (`settle_update`), saying which settled jobs others wait for.
+{settle_update}
+RETURNING j.id, j.state, EXISTS (SELECT 1 FROM {deps} AS d WHERE d.parent = j.id)  -- jobs wait for it: release
+
+-- name: settle_update
 -- A batch of outcomes, fenced like heartbeat. o.state is the new stored state; the
 -- CASEs keep the columns an outcome does not touch (memory.py's _settled, in SQL). A
 -- job whose cancel was requested ends cancelled unless it succeeded (base.py).
@@ -186,7 +191,6 @@ FROM unnest(%(id)s::text[], %(worker)s::text[], %(attempts)s::int[], %(kind)s::t
             %(result)s::text[])
      AS o(id, worker, attempts, kind, state, released, delay, error, result)
 WHERE j.id = o.id AND j.state = 'active' AND j.worker = o.worker AND j.attempts = o.attempts
-RETURNING j.id, j.state, EXISTS (SELECT 1 FROM {deps} AS d WHERE d.parent = j.id)  -- jobs wait for it: release
 
 -- name: recover_expired
 -- Back to waiting; dead when its attempts are used up; cancelled when that was asked.
@@ -368,16 +372,10 @@ LIMIT 1000
 -- name: release
 -- A whole release in one statement, so one implicit transaction: the edges of these
 -- finished parents taken away (exactly once: a concurrent release of the same parent
--- finds them gone), and each child's count of blockers lowered by its edges that
--- went, in an UPDATE that also decides: queued at zero, cancelled at once when a
--- parent failed (a child no longer blocked only counts). Each parent comes with what
--- it does to a child with and without after_any and the error naming it (deps.py
--- decides, base.parent_verdicts). A child's row is locked from this UPDATE to the
--- commit at the statement's end, never across a round trip; children are locked in
--- id order (`locked`), so two releases sharing children cannot deadlock. `= ANY(ARRAY(
--- ...))` makes each child one probe of the id index, whatever the table's statistics
--- say (a seq scan would make a settle's cost grow with the table). RETURNING: each
--- child, its edges taken, whether it was told to cancel.
+-- finds them gone), then each child updated (`release_children`). Each parent comes
+-- with what it does to a child with and without after_any and the error that names
+-- it (deps.py decides: base.parent_verdicts). RETURNING: each child, its edges
+-- taken, whether it was told to cancel.
 WITH verdicts AS (
     SELECT * FROM unnest(%(parent)s::text[], %(cancels)s::boolean[], %(cancels_any)s::boolean[],
                          %(reason)s::text[]) AS v(parent, cancels, cancels_any, reason)
@@ -385,7 +383,18 @@ WITH verdicts AS (
     DELETE FROM {deps} AS d USING verdicts AS v WHERE d.parent = v.parent
     RETURNING d.child, CASE WHEN (CASE WHEN d.after_any THEN v.cancels_any ELSE v.cancels END)
                             THEN v.reason END AS error
-), children AS (
+), {release_children}
+
+-- name: release_children
+-- The end of a release: the edges `taken` (child, error or NULL) counted per child,
+-- and each child's blockers lowered by its count in an UPDATE that also decides:
+-- queued at zero, cancelled at once when a parent failed (a child no longer blocked
+-- only counts). A child's row is locked from this UPDATE to the statement's commit,
+-- never across a round trip; children are locked in id order (`locked`), so two
+-- releases sharing children cannot deadlock. `= ANY(ARRAY(...))` makes each child
+-- one probe of the id index (a seq scan would make a settle's cost grow with the
+-- table).
+children AS (
     SELECT child, count(*) AS taken, min(error) AS error FROM taken GROUP BY child
 ), locked AS (
     SELECT id FROM {jobs} WHERE id = ANY(ARRAY(SELECT child FROM children)) ORDER BY id FOR UPDATE
@@ -403,6 +412,30 @@ UPDATE {jobs} AS c SET
 FROM children AS t
 WHERE c.id = ANY(ARRAY(SELECT id FROM locked)) AND t.child = c.id
 RETURNING c.id, t.taken, t.error IS NOT NULL
+
+-- name: settle_release
+-- `settle` and the release of the settled jobs' edges in one statement (one round
+-- trip, one commit): the verdicts come per (job, state it may end in), since a job
+-- whose cancel was requested ends cancelled instead. RETURNING: each settled job, then
+-- each child told to cancel (its own children hear of it in a `release`).
+WITH settled AS (
+    {settle_update}
+    RETURNING j.id, j.state
+), verdicts AS (
+    SELECT * FROM unnest(%(v_parent)s::text[], %(v_state)s::text[], %(v_cancels)s::boolean[],
+                         %(v_cancels_any)s::boolean[], %(v_reason)s::text[])
+        AS v(parent, state, cancels, cancels_any, reason)
+), taken AS (
+    DELETE FROM {deps} AS d USING settled AS s, verdicts AS v
+    WHERE d.parent = s.id AND v.parent = s.id AND v.state = s.state
+    RETURNING d.child, CASE WHEN (CASE WHEN d.after_any THEN v.cancels_any ELSE v.cancels END)
+                            THEN v.reason END AS error
+), released AS (
+    WITH {release_children}
+)
+SELECT id, state, false FROM settled
+UNION ALL
+SELECT id, 'blocked', true FROM released AS r(id, taken, cancels) WHERE cancels
 
 -- name: count_states
 -- A batch's members by state (batch.py): one query for all of them.
