@@ -86,8 +86,9 @@ def settle_times(url: str, members: int) -> list[str]:
     try:
         started = time.perf_counter()
         with app.batch(on_complete=deferq.Call("report", (), {}, JobOptions(queue="callbacks"))) as b:
-            for first in range(0, members, 10_000):
-                app.enqueue_many([deferq.Call("member", (i,), {}) for i in range(first, min(members, first + 10_000))])
+            for first in range(0, members, 10_000):  # in slices: one transaction each
+                numbers = range(first, min(members, first + 10_000))
+                app.enqueue_many([deferq.Call("member", (i,), {}) for i in numbers])
         stored = time.perf_counter() - started
         times = []
         while leased := backend.reserve(["default"], 500, "bench", 600, (0, 1, 2)):

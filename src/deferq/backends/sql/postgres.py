@@ -313,22 +313,26 @@ class PostgresBackend(SQLBackend):
     def settle_plan(self, outcomes: Sequence[Outcome]) -> Plan[list[bool]]:
         """Settle and release in one statement (`settle_release`): the verdicts of each
         outcome's finished states go along (a job whose cancel was requested ends
-        cancelled instead of dead or queued). A child cancelled there passes it on
-        to its own children in a `release` of their own."""
+        cancelled instead of dead or queued). Then, in a `release` of their own: the
+        children cancelled there (for their own children), and the edges of a job
+        linked while the statement waited for its row (too new for its snapshot).
+        The batch goes in id order: rows are locked as an enqueue's `parent_states`
+        locks them, so the two never deadlock."""
         params = self.settle_params(outcomes)
+        in_order = sorted(params, key=lambda entry: entry["id"])
         if not self.fold_release:
-            reply = yield self.fenced_step(self.q["settle"], params)
-            linked = {job_id: state for job_id, state, waited_for in reply.rows if waited_for and state in FINISHED}
+            reply = yield self.fenced_step(self.q["settle"], in_order)
+            linked = {job: state for job, state, waited_for in reply.rows if waited_for and state in FINISHED}
             return Settled(self.applied(reply, params), linked)
         ends = {(entry["id"], state) for entry in params
                 for state in (entry["state"], str(JobState.CANCELLED)) if state in FINISHED}  # fmt: skip
-        step = self.fenced_step(self.q["settle_release"], params)
+        step = self.fenced_step(self.q["settle_release"], in_order)
         reply = yield step._replace(params={**step.params, **parent_verdicts(ends, "v_")})
-        settled = [row for row in reply.rows if not row[2]]
-        cancelled = {row[0]: str(JobState.CANCELLED) for row in reply.rows if row[2]}
-        if cancelled:
-            yield from self.release_plan(cancelled)
-        return Settled(self.applied(Reply(settled), params), {})
+        later = {row[0]: row[1] for row in reply.rows if row[2] and row[1] in FINISHED}
+        later.update((row[0], str(JobState.CANCELLED)) for row in reply.rows if row[3])
+        if later:
+            yield from self.release_plan(later)
+        return Settled(self.applied(Reply([row for row in reply.rows if not row[3]]), params), {})
 
     def release_plan(self, parents: dict[str, str | None]) -> Plan[int]:
         """One statement (`release`) per level: no lock is held across a round trip.

@@ -169,7 +169,7 @@ RETURNING j.id
 -- name: settle
 -- A batch of outcomes (`settle_update`), saying which settled jobs others wait for.
 {settle_update}
-RETURNING j.id, j.state, EXISTS (SELECT 1 FROM {deps} AS d WHERE d.parent = j.id)  -- jobs wait for it: release
+RETURNING j.id, j.state, j.waited_for
 
 -- name: settle_update
 -- A batch of outcomes, fenced like heartbeat. o.state is the new stored state; the
@@ -339,9 +339,11 @@ INSERT INTO {migrations} (version, name, applied_at) VALUES (%(version)s, %(name
 -- -- dependencies (options(after=...)): backends/deps.py says the rules ------------
 
 -- name: parent_states
--- The parents named by jobs being enqueued, locked (FOR UPDATE): a parent that settles
--- meanwhile waits for this transaction, then finds the edges it adds.
-SELECT id, state FROM {jobs} WHERE id = ANY(%(ids)s::text[]) FOR UPDATE
+-- The parents named by jobs being enqueued, marked `waited_for` (migration 0011): a
+-- parent that settles meanwhile waits for this transaction, then sees the mark in the
+-- row it updates, and releases the new edges. One that settled first is seen here as
+-- it ended. Rows are locked in id order (the index's), as a settle locks them.
+UPDATE {jobs} SET waited_for = true WHERE id = ANY(%(ids)s::text[]) RETURNING id, state
 
 -- name: link
 INSERT INTO {deps} (parent, child, after_any) VALUES (%(parent)s, %(child)s, %(after_any)s)
@@ -416,11 +418,13 @@ RETURNING c.id, t.taken, t.error IS NOT NULL
 -- name: settle_release
 -- `settle` and the release of the settled jobs' edges in one statement (one round
 -- trip, one commit): the verdicts come per (job, state it may end in), since a job
--- whose cancel was requested ends cancelled instead. RETURNING: each settled job, then
--- each child told to cancel (its own children hear of it in a `release`).
+-- whose cancel was requested ends cancelled instead. Returns each settled job with
+-- its state and whether it is waited for but no edge of it was seen (an enqueue
+-- linked it while this statement waited for its row: a `release` follows), then each
+-- child told to cancel (its own children hear of it in a `release`).
 WITH settled AS (
     {settle_update}
-    RETURNING j.id, j.state
+    RETURNING j.id, j.state, j.waited_for
 ), verdicts AS (
     SELECT * FROM unnest(%(v_parent)s::text[], %(v_state)s::text[], %(v_cancels)s::boolean[],
                          %(v_cancels_any)s::boolean[], %(v_reason)s::text[])
@@ -428,14 +432,15 @@ WITH settled AS (
 ), taken AS (
     DELETE FROM {deps} AS d USING settled AS s, verdicts AS v
     WHERE d.parent = s.id AND v.parent = s.id AND v.state = s.state
-    RETURNING d.child, CASE WHEN (CASE WHEN d.after_any THEN v.cancels_any ELSE v.cancels END)
-                            THEN v.reason END AS error
+    RETURNING d.parent, d.child, CASE WHEN (CASE WHEN d.after_any THEN v.cancels_any ELSE v.cancels END)
+                                      THEN v.reason END AS error
 ), released AS (
     WITH {release_children}
 )
-SELECT id, state, false FROM settled
+SELECT s.id, s.state, s.waited_for AND NOT EXISTS (SELECT 1 FROM taken WHERE taken.parent = s.id), false
+FROM settled AS s
 UNION ALL
-SELECT id, 'blocked', true FROM released AS r(id, taken, cancels) WHERE cancels
+SELECT id, 'blocked', false, true FROM released AS r(id, taken, cancels) WHERE cancels
 
 -- name: count_states
 -- A batch's members by state (batch.py): one query for all of them.
