@@ -13,6 +13,8 @@ import os
 import re
 import sqlite3
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -110,27 +112,41 @@ def check_migrate_command(url: str) -> None:
     open_backend(url + ("&" if "?" in url else "?") + "migrate=false").close()
 
 
-def test_postgres_migrations(postgres_admin):
-    conn, _ = postgres_admin
-    schema = f"deferq_migrate_{uuid.uuid4().hex[:8]}"
+@contextmanager
+def fresh_postgres_schema(conn, prefix: str) -> Iterator[str]:
+    """A schema of its own (not yet created), dropped afterwards."""
+    schema = f"{prefix}_{uuid.uuid4().hex[:8]}"
     try:
-        check_migrate_command(f"{POSTGRES_BASE}?schema={schema}")
-        check_reference("postgres", postgres_catalog(conn, schema))
+        yield schema
     finally:
         conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
-def test_mysql_migrations(mysql_admin):
-    conn, _ = mysql_admin
-    database = f"deferq_migrate_{uuid.uuid4().hex[:8]}"
+@contextmanager
+def fresh_mysql_database(conn, prefix: str) -> Iterator[str]:
+    """An empty database of its own, dropped afterwards."""
+    database = f"{prefix}_{uuid.uuid4().hex[:8]}"
     with conn.cursor() as cur:
         cur.execute(f"CREATE DATABASE `{database}`")
     try:
-        check_migrate_command(f"{MYSQL_SERVER}/{database}")
-        check_reference("mysql", mysql_catalog(conn, database))
+        yield database
     finally:
         with conn.cursor() as cur:
             cur.execute(f"DROP DATABASE IF EXISTS `{database}`")
+
+
+def test_postgres_migrations(postgres_admin):
+    conn, _ = postgres_admin
+    with fresh_postgres_schema(conn, "deferq_migrate") as schema:
+        check_migrate_command(f"{POSTGRES_BASE}?schema={schema}")
+        check_reference("postgres", postgres_catalog(conn, schema))
+
+
+def test_mysql_migrations(mysql_admin):
+    conn, _ = mysql_admin
+    with fresh_mysql_database(conn, "deferq_migrate") as database:
+        check_migrate_command(f"{MYSQL_SERVER}/{database}")
+        check_reference("mysql", mysql_catalog(conn, database))
 
 
 def test_outdated_schema_message_on_the_command_line(postgres_admin):
@@ -266,21 +282,10 @@ def test_jobs_blocked_before_blocker_counts_sqlite(tmp_path):
 
 
 def test_jobs_blocked_before_blocker_counts_postgres(postgres_admin):
-    conn, _ = postgres_admin
-    schema = f"deferq_blocked_{uuid.uuid4().hex[:8]}"
-    try:
+    with fresh_postgres_schema(postgres_admin[0], "deferq_blocked") as schema:
         check_blocked_before_blocker_counts(f"{POSTGRES_BASE}?schema={schema}")
-    finally:
-        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
 def test_jobs_blocked_before_blocker_counts_mysql(mysql_admin):
-    conn, _ = mysql_admin
-    database = f"deferq_blocked_{uuid.uuid4().hex[:8]}"
-    with conn.cursor() as cur:
-        cur.execute(f"CREATE DATABASE `{database}`")
-    try:
+    with fresh_mysql_database(mysql_admin[0], "deferq_blocked") as database:
         check_blocked_before_blocker_counts(f"{MYSQL_SERVER}/{database}")
-    finally:
-        with conn.cursor() as cur:
-            cur.execute(f"DROP DATABASE IF EXISTS `{database}`")
