@@ -343,7 +343,7 @@ INSERT INTO {migrations} (version, name, applied_at) VALUES (%(version)s, %(name
 -- The parents named by jobs being enqueued, marked `waited_for` (migration 0011): a
 -- parent that settles meanwhile waits for this transaction, then sees the mark in the
 -- row it updates, and releases the new edges. One that settled first is seen here as
--- it ended. Rows are locked in id order (the index's), as a settle locks them.
+-- it ended.
 UPDATE {jobs} SET waited_for = true WHERE id = ANY(%(ids)s::text[]) RETURNING id, state
 
 -- name: link
