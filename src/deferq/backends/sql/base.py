@@ -241,7 +241,7 @@ class SQLBackend(SQLHistory, SQLSearch, Backend):
         parents = self.run(probe(), durable=False)
         return self.run(self.release_plan(parents), durable=False) if parents else 0
 
-    def release_plan(self, parents: dict[str, str | None]) -> Plan[int]:
+    def release_plan(self, parents: dict[str, str | None], own_transaction: bool = True) -> Plan[int]:
         """The edges of these finished parents ({id: state}), each taken away once
         (`take_edges` deletes them, returning (parent, child, after_any, parent state)),
         then each child's count of blockers lowered by its edges that went, in one
@@ -249,14 +249,16 @@ class SQLBackend(SQLHistory, SQLSearch, Backend):
         when a parent failed. The child's row is locked only by that last statement,
         sent with the COMMIT: members of one chord never wait for each other across a
         round trip. A child cancelled here passes it on to its own children, in a
-        transaction of its own (the sweep catches a crash in between)."""
+        transaction of its own (the sweep catches a crash in between); all in the
+        caller's transaction when not `own_transaction`."""
         taken = 0
         while parents:
-            edges = (yield Step(self.q["take_edges"], {"ids": sorted(parents)}, begin=True)).rows
+            take = Step(self.q["take_edges"], {"ids": sorted(parents)}, begin=own_transaction)
+            edges = (yield take).rows
             changes = deps_changes(edges)
             if changes:
-                yield Step(self.q["release_child"], changes, many=True, commit=True)
-            else:
+                yield Step(self.q["release_child"], changes, many=True, commit=own_transaction)
+            elif own_transaction:
                 yield Step("COMMIT")
             taken += len(edges)
             parents = dict.fromkeys((c["child"] for c in changes if c["error"] is not None), "cancelled")

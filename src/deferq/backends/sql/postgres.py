@@ -345,9 +345,10 @@ class PostgresBackend(SQLBackend):
             yield from self.release_plan(later)
         return self.applied(Reply([row for row in reply.rows if not row[3]]), params)
 
-    def release_plan(self, parents: dict[str, str | None]) -> Plan[int]:
-        """One statement (`release`) per level: no lock is held across a round trip.
-        A child cancelled here passes it on to its own children in the next."""
+    def release_plan(self, parents: dict[str, str | None], own_transaction: bool = True) -> Plan[int]:
+        """One statement (`release`) per level, a transaction by itself unless the
+        caller's: no lock is held across a round trip. A child cancelled here passes
+        it on to its own children in the next."""
         taken = 0
         while parents:
             rows = (yield Step(self.q["release"], parent_verdicts(parents.items()))).rows
