@@ -208,9 +208,14 @@ class SQLBackend(SQLHistory, SQLSearch, Backend):
                 blocked.append({"id": job.id, "blockers": len(waiting)})
                 out[i] = job.evolve(state=JobState.BLOCKED)
         if edges:
-            yield Step(self.q["link"], edges, many=True, batch=True)
-            yield Step(self.q["block"], blocked, many=True, batch=True)
+            yield self.rows_step(self.q["link"], edges)
+            yield self.rows_step(self.q["block"], blocked)
         return out
+
+    def rows_step(self, sql: str, rows: list[dict[str, Any]]) -> Step:
+        """A statement run once per row (edges of a batch's callback: one per member),
+        only the total count wanted."""
+        return Step(sql, rows, many=True, batch=True)
 
     def dependents(self, job_id: str) -> list[str]:
         def plan() -> Plan[list[str]]:

@@ -347,12 +347,15 @@ INSERT INTO {migrations} (version, name, applied_at) VALUES (%(version)s, %(name
 UPDATE {jobs} SET waited_for = true WHERE id = ANY(%(ids)s::text[]) RETURNING id, state
 
 -- name: link
-INSERT INTO {deps} (parent, child, after_any) VALUES (%(parent)s, %(child)s, %(after_any)s)
+-- The edges as arrays, one element each (rows_step).
+INSERT INTO {deps} (parent, child, after_any)
+SELECT * FROM unnest(%(parent)s::text[], %(child)s::text[], %(after_any)s::boolean[])
 
 -- name: block
--- A new job that waits for %(blockers)s parents (one edge each).
-UPDATE {jobs} SET state = 'blocked', blockers = blockers + %(blockers)s, updated_at = {now}
-WHERE id = %(id)s AND state = 'queued'
+-- New jobs that wait for parents, as arrays: each its count of blockers (one per edge).
+UPDATE {jobs} AS j SET state = 'blocked', blockers = j.blockers + b.blockers, updated_at = {now}
+FROM unnest(%(id)s::text[], %(blockers)s::int[]) AS b(id, blockers)
+WHERE j.id = b.id AND j.state = 'queued'
 
 -- name: cancel_blocked
 -- A child whose parent went dead or was cancelled (or a new job whose parent had).
