@@ -120,6 +120,36 @@ def test_turns_never_put_more_than_count_in_any_window(count, period, gaps):
     assert most_in_any_window(turns, period) <= count
 
 
+@settings(max_examples=100, deadline=None)
+@given(count=st.integers(1, 20), lateness=st.lists(st.floats(0, 3), min_size=2, max_size=40))
+def test_a_run_starts_within_half_a_turn_of_its_turn(count, lateness):
+    """Jobs take turns in a row, then each comes back `lateness` turns after its own
+    (busy workers, a polling store): one that is more than half a turn late takes a new
+    turn, so whatever the lateness no window of one period holds more than count + 1
+    starts, and every job runs."""
+    from deferq.backends.memory import MemoryBackend
+    from deferq.limits import take_turn
+
+    store = MemoryBackend()
+    clock = [1000.0]
+    store.now = lambda: clock[0]  # type: ignore[method-assign]
+    rate = Rate.parse(f"{count}/s")
+    due = {f"j{i}": clock[0] + take_turn(store, rate, "k", f"j{i}") for i in range(len(lateness))}
+    late = dict(zip(due, lateness, strict=True))
+    starts = []
+    while due:  # the earliest return first, as the store hands snoozed jobs back
+        job = min(due, key=lambda j: due[j] + late[j] * rate.interval)
+        clock[0] = max(clock[0], due[job] + late.pop(job, 0.0) * rate.interval)
+        wait = take_turn(store, rate, "k", job)
+        if wait <= 0:
+            starts.append(clock[0])
+            del due[job]
+        else:  # a new turn, and back on time for it
+            due[job], late[job] = clock[0] + wait, 0.0
+    assert len(starts) == len(lateness)
+    assert most_in_any_window(starts, 1.0) <= count + 1
+
+
 def test_the_rate_bench_keeps_its_limit_with_idle_workers():
     """`python -m bench.rate_limit`, short: 4 worker processes share "4/s". Counted by
     start time, a window may catch one run more (a run starts a few ms after its turn,

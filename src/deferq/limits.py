@@ -11,6 +11,9 @@ twice, and no worker polls or spins while jobs wait for their turns.
 
 Turns are `period / count` apart ("100/m": one every 0.6 s), so any window of one period
 holds at most `count` turns; a job runs at its turn, or later if every worker is busy.
+A job that comes back more than half a turn after its reservation takes a new turn
+rather than run next to the following turn's job: so every run starts within half a turn
+of its own turn, and any window of one period holds at most `count + 1` starts.
 Why GCRA and not a fixed window: a fixed window lets `count` jobs run at the end of one
 minute and `count` more at the start of the next (2x in a few seconds), which is what a
 provider's quota usually forbids.
@@ -199,7 +202,10 @@ def take_turn(backend: Backend, rate: Rate, key: str, job_id: str) -> float:
         if wait > EARLY:
             return wait  # back too early (e.g. released by a stopping worker)
         backend.kv_delete(GRANTS, name)
-        return 0.0
+        if -wait <= rate.interval / 2:
+            return 0.0
+        # back more than half a turn late (busy workers, a polling store): running now
+        # would start close to the next turn's run, so it takes a new turn instead
     turn, now = backend.rate_take(key, rate.interval)
     if turn - now <= EARLY:
         return 0.0
