@@ -50,6 +50,12 @@ local function level(value)
   return 1
 end
 
+-- A job's due time from its run_at and created_at fields: a new hash leaves run_at out
+-- when the job was due at once (codec.py), so its due time is then its created_at.
+local function due_at(run_at, created_at)
+  return run_at or created_at
+end
+
 -- Leave one token in a queue's wake list, so a worker blocked on it looks again.
 -- One token is enough: a worker that takes a full batch passes the token on.
 local function wake(key)
@@ -108,9 +114,9 @@ end
 -- claimable. For scripts whose KEYS start as enqueue.lua's: waiting zsets 1..3,
 -- unique hash 4, job-key prefix 6, behind hash 7, held zset 8.
 local function step_up_one(key, next_id)
-  local f = redis.call('HMGET', KEYS[6] .. next_id, 'priority', 'run_at')
+  local f = redis.call('HMGET', KEYS[6] .. next_id, 'priority', 'run_at', 'created_at')
   redis.call('HDEL', KEYS[7], key)
   redis.call('HSET', KEYS[4], key, next_id)
   redis.call('ZREM', KEYS[8], next_id)
-  redis.call('ZADD', KEYS[level(f[1]) + 1], f[2], next_id)
+  redis.call('ZADD', KEYS[level(f[1]) + 1], due_at(f[2], f[3]), next_id)
 end

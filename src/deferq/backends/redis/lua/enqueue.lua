@@ -9,11 +9,12 @@
 -- KEYS[8]     zset of waiting jobs held back from claims ({P:q:Q}:held)
 -- KEYS[8+i]   job hash of item i                     ({P:q:Q}:job:<id>)
 -- ARGV, 13 per item: id, task, payload (JSON [args, kwargs]), priority (0|1|2),
---             max_attempts, timeout ('' = none), unique key ('' = none),
+--             max_attempts, timeout ('none' = none), unique key ('' = none),
 --             run_at (epoch seconds, 0 = now + delay), delay (seconds),
 --             expiry ('' = none, '@' .. epoch seconds, or '+' .. seconds from now),
 --             on_conflict (ignore | replace | debounce), max_wait ('' = none),
---             remark ('' = none)
+--             remark ('' = none); priority, max_attempts and timeout are '' when they
+--             are the defaults the readers know (codec.LEFT_OUT): left out of the hash.
 -- then, only for items that run after other jobs (options.after): item number (1-based),
 --             'all' or 'any' (after_any), how many parent ids, the parent ids.
 --             Such an item is stored BLOCKED: in the queue's blocked zset, with its
@@ -48,6 +49,7 @@ if #ARGV > items * 13 then
   end
 end
 local tag = string.sub(KEYS[6], 1, -5)
+local LEFT_OUT = {[4] = 'priority', [5] = 'max_attempts', [6] = 'timeout'} -- ARGV '' = the default
 for i = 0, items - 1 do
   local b = i * 13
   local id, key, mode = ARGV[b + 1], ARGV[b + 7], ARGV[b + 11]
@@ -94,9 +96,18 @@ for i = 0, items - 1 do
     out[i + 2] = 0 -- stored by this very call, run again (a lost reply): its edges may have moved on
   else
     local job = KEYS[9 + i]
-    redis.call('HSET', job, 'task', ARGV[b + 2], 'payload', ARGV[b + 3],
-      'priority', ARGV[b + 4], 'state', 'queued', 'max_attempts', ARGV[b + 5],
-      'timeout', ARGV[b + 6], 'run_at', run_s, 'created_at', nows, 'updated_at', nows)
+    -- only what the readers cannot tell without it (codec.py): run_at when not created_at,
+    -- no updated_at until the job changes, priority and the rest when not the defaults
+    local fields = {'task', ARGV[b + 2], 'payload', ARGV[b + 3], 'state', 'queued', 'created_at', nows}
+    if run_s ~= nows then fields[#fields + 1] = 'run_at'; fields[#fields + 1] = run_s end
+    for f = 4, 6 do
+      local value = ARGV[b + f]
+      if value ~= '' then
+        fields[#fields + 1] = LEFT_OUT[f]
+        fields[#fields + 1] = value == 'none' and '' or value
+      end
+    end
+    redis.call('HSET', job, unpack(fields))
     if ARGV[b + 13] ~= '' then
       redis.call('HSET', job, 'remark', ARGV[b + 13])
     end
