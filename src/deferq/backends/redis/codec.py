@@ -1,16 +1,18 @@
 """Jobs to script arguments, and job hashes back to `Job` values.
 
 A job hash holds: task, payload (JSON [args, kwargs]), priority, state, attempts,
-max_attempts, timeout, key, run_at, created_at, lease_until, worker, error, result,
+max_attempts, timeout, key, run_at, created_us (or created_at), lease_until, worker, error, result,
 finished_at, progress, progress_message, cancel_requested_at, expires_at, updated_at, remark,
 last_worker; for workflows after_any and notify (docs/redis.md, "Workflows"), which this
 reading leaves alone.
 
-A new job's hash leaves out what its reader can tell without it (docs/redis.md, "The
-job hash"): priority when normal, max_attempts and timeout when they are the task
-defaults' (`LEFT_OUT`; a timeout of none is stored as ""), run_at when the job was due
-at once (it is created_at), and updated_at (created_at until the job first changes).
-Hashes written before that hold every field and read the same. Hashes can be edited by
+A new job's hash holds its creation time as created_us (integer microseconds: the store
+keeps an integer in 9 bytes, the 17-digit text in 19) and leaves out what its readers
+can tell without it (docs/redis.md, "The job hash"): priority when normal, max_attempts
+and timeout when they are the task defaults' (`LEFT_OUT`; a timeout of none is stored
+as ""), run_at when the job was due at once (it is the creation time), and updated_at
+(the creation time until the job first changes). Hashes written before that hold
+created_at as text and every field, and read the same. Hashes can be edited by
 hand; reading one never raises. A hash that cannot be read becomes a job whose kwargs
 hold "_unreadable_payload" (the runner's convention, see worker/runner.py), so a
 worker marks it dead with the reason.
@@ -77,11 +79,18 @@ def _text(value: bytes | None) -> str | None:
     return value.decode() if value else None
 
 
+def _created_at(f: dict[bytes, bytes]) -> float:
+    """created_at in seconds: a new hash holds created_us (integer microseconds, which the
+    store keeps in half the bytes of the text); one written before holds created_at."""
+    text = f.get(b"created_at")
+    return float(text) if text is not None else int(f[b"created_us"]) / 1_000_000
+
+
 def _read_well_formed(job_id: str, queue: str, f: dict[bytes, bytes], now: float) -> Job:
     """The hot path (every leased job): strict, raises on anything unexpected."""
     get = f.get
     args, kwargs, meta = decode_payload(f[b"payload"])
-    created_at = float(f[b"created_at"])
+    created_at = _created_at(f)
     run_at = float(get(b"run_at") or created_at)
     state = f[b"state"]
     priority = int(get(b"priority") or LEFT_OUT[b"priority"])
@@ -108,7 +117,7 @@ def _read_well_formed(job_id: str, queue: str, f: dict[bytes, bytes], now: float
 def _read_carefully(job_id: str, queue: str, fields: dict[bytes, bytes], now: float) -> Job:
     reader = _Reader(fields)
     state_text = reader.text("state") or "queued"
-    created_at = reader.number("created_at", 0.0)
+    created_at = reader.number("created_at", reader.number("created_us", 0) / 1_000_000)
     run_at = reader.number("run_at", created_at)
     try:
         state = state_for_waiting(run_at, now) if state_text == "queued" else JobState(state_text)

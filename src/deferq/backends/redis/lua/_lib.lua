@@ -8,11 +8,14 @@ local function fmt(seconds)
   return string.format('%.17g', seconds)
 end
 
--- The store's clock (invariant 4): epoch seconds, and the same instant as text.
+-- The store's clock (invariant 4): epoch seconds, the same instant as text, and as
+-- integer microseconds (text). `now` is the double nearest the instant, as Python's
+-- int(micros) / 1e6 is, so that the three read back as the same number.
 local function clock()
   local t = redis.call('TIME')
-  local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
-  return now, fmt(now)
+  local micros = t[1] .. string.format('%06d', tonumber(t[2]))
+  local now = tonumber(micros) / 1000000
+  return now, fmt(now), micros
 end
 
 -- One command over many arguments (ZADD pairs, ZREM members), in chunks that
@@ -50,10 +53,17 @@ local function level(value)
   return 1
 end
 
--- A job's due time from its run_at and created_at fields: a new hash leaves run_at out
--- when the job was due at once (codec.py), so its due time is then its created_at.
-local function due_at(run_at, created_at)
-  return run_at or created_at
+-- A job's creation time as text (false when its hash is gone) from its created_at and
+-- created_us fields: a new hash holds created_us, integer microseconds (codec.py).
+local function created(created_at, created_us)
+  if created_at or not created_us then return created_at end
+  return fmt(tonumber(created_us) / 1000000)
+end
+
+-- A job's due time as text from its run_at, created_at and created_us fields: a new hash
+-- leaves run_at out when the job was due at once (codec.py), at its creation.
+local function due_at(run_at, created_at, created_us)
+  return run_at or created(created_at, created_us)
 end
 
 -- Leave one token in a queue's wake list, so a worker blocked on it looks again.
@@ -114,9 +124,9 @@ end
 -- claimable. For scripts whose KEYS start as enqueue.lua's: waiting zsets 1..3,
 -- unique hash 4, job-key prefix 6, behind hash 7, held zset 8.
 local function step_up_one(key, next_id)
-  local f = redis.call('HMGET', KEYS[6] .. next_id, 'priority', 'run_at', 'created_at')
+  local f = redis.call('HMGET', KEYS[6] .. next_id, 'priority', 'run_at', 'created_at', 'created_us')
   redis.call('HDEL', KEYS[7], key)
   redis.call('HSET', KEYS[4], key, next_id)
   redis.call('ZREM', KEYS[8], next_id)
-  redis.call('ZADD', KEYS[level(f[1]) + 1], due_at(f[2], f[3]), next_id)
+  redis.call('ZADD', KEYS[level(f[1]) + 1], due_at(f[2], f[3], f[4]), next_id)
 end

@@ -29,7 +29,7 @@
 -- is stored to wait behind it, held back from claims until step_up.lua.
 -- Returns {now as text, one entry per item}: 0 when the item was stored, or
 -- {id, HGETALL...} of the job that answers for it.
-local now, nows = clock()
+local now, nows, micros = clock()
 now = tonumber(nows)
 local out = {nows}
 local adds = {}
@@ -80,7 +80,8 @@ for i = 0, items - 1 do
       answer = target
       local job = KEYS[6] .. target
       if mode == 'debounce' and ARGV[b + 12] ~= '' then
-        local latest = num(redis.call('HGET', job, 'created_at'), now) + tonumber(ARGV[b + 12])
+        local f = redis.call('HMGET', job, 'created_at', 'created_us')
+        local latest = num(created(f[1], f[2]), now) + tonumber(ARGV[b + 12])
         run_s = fmt(math.min(tonumber(run_s), math.max(latest, now)))
       end
       redis.call('HSET', job, 'payload', ARGV[b + 3], 'run_at', run_s, 'updated_at', nows)
@@ -96,9 +97,10 @@ for i = 0, items - 1 do
     out[i + 2] = 0 -- stored by this very call, run again (a lost reply): its edges may have moved on
   else
     local job = KEYS[9 + i]
-    -- only what the readers cannot tell without it (codec.py): run_at when not created_at,
-    -- no updated_at until the job changes, priority and the rest when not the defaults
-    local fields = {'task', ARGV[b + 2], 'payload', ARGV[b + 3], 'state', 'queued', 'created_at', nows}
+    -- only what the readers cannot tell without it (codec.py): the creation time as integer
+    -- microseconds, run_at when not then, no updated_at until the job changes, priority
+    -- and the rest when not the defaults
+    local fields = {'task', ARGV[b + 2], 'payload', ARGV[b + 3], 'state', 'queued', 'created_us', micros}
     if run_s ~= nows then fields[#fields + 1] = 'run_at'; fields[#fields + 1] = run_s end
     for f = 4, 6 do
       local value = ARGV[b + f]

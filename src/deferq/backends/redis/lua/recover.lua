@@ -23,7 +23,7 @@ for _, id in ipairs(ids) do
   redis.call('ZREM', KEYS[4], id)
   local job = KEYS[7] .. id
   local f = redis.call('HMGET', job, 'state', 'attempts', 'max_attempts', 'priority', 'worker', 'run_at',
-    'cancel_requested_at', 'notify', 'created_at')
+    'cancel_requested_at', 'notify', 'created_at', 'created_us')
   if f[1] == 'active' then
     local err = 'lease expired (worker ' .. (f[5] or '?') .. ' stopped heartbeating)'
     redis.call('HDEL', job, 'worker', 'lease_until')
@@ -38,7 +38,7 @@ for _, id in ipairs(ids) do
       on_finish(job, id, f[8], now, false)
     else
       redis.call('HSET', job, 'state', 'queued', 'error', err)
-      redis.call('ZADD', KEYS[level(f[4]) + 1], fmt(num(due_at(f[6], f[9]), now)), id)
+      redis.call('ZADD', KEYS[level(f[4]) + 1], fmt(num(due_at(f[6], f[9], f[10]), now)), id)
       requeued = true
     end
     ended[#ended + 1] = redis.call('HGET', job, 'state') -- for the history: what it became,
