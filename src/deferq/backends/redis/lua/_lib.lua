@@ -8,13 +8,13 @@ local function fmt(seconds)
   return string.format('%.17g', seconds)
 end
 
--- The store's clock (invariant 4): epoch seconds, the same instant as text, and as
--- integer microseconds (text). `now` is the double nearest the instant, as Python's
--- int(micros) / 1e6 is, so that the three read back as the same number.
+-- The store's clock (invariant 4): epoch seconds, the same instant as text, and in
+-- integer microseconds (exact in a double). `now` is rounded once, from the integer,
+-- as Python's micros / 1e6 is: both readings of a created_us give the same number.
 local function clock()
   local t = redis.call('TIME')
-  local micros = t[1] .. string.format('%06d', tonumber(t[2]))
-  local now = tonumber(micros) / 1000000
+  local micros = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  local now = micros / 1000000
   return now, fmt(now), micros
 end
 

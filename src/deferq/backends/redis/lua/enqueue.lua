@@ -30,6 +30,7 @@
 -- Returns {now as text, one entry per item}: 0 when the item was stored, or
 -- {id, HGETALL...} of the job that answers for it.
 local now, nows, micros = clock()
+local micros_s = string.format('%.0f', micros)
 now = tonumber(nows)
 local out = {nows}
 local adds = {}
@@ -100,7 +101,7 @@ for i = 0, items - 1 do
     -- only what the readers cannot tell without it (codec.py): the creation time as integer
     -- microseconds, run_at when not then, no updated_at until the job changes, priority
     -- and the rest when not the defaults
-    local fields = {'task', ARGV[b + 2], 'payload', ARGV[b + 3], 'state', 'queued', 'created_us', micros}
+    local fields = {'task', ARGV[b + 2], 'payload', ARGV[b + 3], 'state', 'queued', 'created_us', micros_s}
     if run_s ~= nows then fields[#fields + 1] = 'run_at'; fields[#fields + 1] = run_s end
     for f = 4, 6 do
       local value = ARGV[b + f]
