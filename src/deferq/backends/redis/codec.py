@@ -9,7 +9,7 @@ reading leaves alone.
 A new job's hash holds its creation time as created_us (integer microseconds: the store
 keeps an integer in 9 bytes, the 17-digit text in 19) and leaves out what its readers
 can tell without it (docs/redis.md, "The job hash"): priority when normal, max_attempts
-and timeout when they are the task defaults' (`LEFT_OUT`; a timeout of none is stored
+and timeout when they are the task defaults' (PRIORITY, MAX_ATTEMPTS, TIMEOUT; a timeout of none is stored
 as ""), run_at when the job was due at once (it is the creation time), and updated_at
 (the creation time until the job first changes). Hashes written before that hold
 created_at as text and every field, and read the same. Hashes can be edited by
@@ -27,16 +27,15 @@ from ...options import TaskDefaults
 from ..base import Enqueue, state_for_waiting
 
 ENQUEUE_STRIDE = 13  # ARGV values per job in enqueue.lua
-_DEFAULTS = TaskDefaults()
 # Values a new hash leaves out, read back when the field is absent: the task defaults,
-# so that most jobs store none of them (a store's hashes are half its memory).
-LEFT_OUT = {b"priority": int(_DEFAULTS.priority), b"max_attempts": _DEFAULTS.max_attempts,
-            b"timeout": _DEFAULTS.timeout}  # fmt: skip
+# so that most jobs store none of them (the hashes are most of a store's memory).
+_DEFAULTS = TaskDefaults()
+PRIORITY, MAX_ATTEMPTS, TIMEOUT = int(_DEFAULTS.priority), _DEFAULTS.max_attempts, _DEFAULTS.timeout
 
 
-def _or_left_out(value: Any, field: bytes) -> str:
+def _or_left_out(value: object, default: object) -> str:
     """An enqueue.lua ARGV value: "" when the hash leaves the field out."""
-    return "" if value == LEFT_OUT[field] else str(value)
+    return "" if value == default else str(value)
 
 
 def enqueue_args(item: Enqueue) -> tuple[Any, ...]:
@@ -46,8 +45,8 @@ def enqueue_args(item: Enqueue) -> tuple[Any, ...]:
     expiry = job.expires_at if job.expires_at is not None else item.expires_in
     return (
         job.id, job.task, item.payload or dumps([job.args, job.kwargs], f"arguments of {job.task}()"),
-        _or_left_out(int(job.priority), b"priority"), _or_left_out(job.max_attempts, b"max_attempts"),
-        "none" if timeout is None else _or_left_out(float(timeout), b"timeout"),
+        _or_left_out(int(job.priority), PRIORITY), _or_left_out(job.max_attempts, MAX_ATTEMPTS),
+        "none" if timeout is None else _or_left_out(float(timeout), TIMEOUT),
         job.key or "", repr(job.run_at), repr(item.delay),
         "" if expiry is None else ("@" if job.expires_at is not None else "+") + repr(expiry),
         item.on_conflict, "" if item.max_wait is None else repr(item.max_wait), job.remark or "",
@@ -93,7 +92,7 @@ def _read_well_formed(job_id: str, queue: str, f: dict[bytes, bytes], now: float
     created_at = _created_at(f)
     run_at = float(get(b"run_at") or created_at)
     state = f[b"state"]
-    priority = int(get(b"priority") or LEFT_OUT[b"priority"])
+    priority = int(get(b"priority") or PRIORITY)
     timeout = get(b"timeout")
     if priority not in (0, 1, 2):
         raise ValueError("priority out of range")
@@ -102,8 +101,8 @@ def _read_well_formed(job_id: str, queue: str, f: dict[bytes, bytes], now: float
         id=job_id, task=f[b"task"].decode(), args=args, kwargs=kwargs, queue=queue,
         priority=priority,
         state=state_for_waiting(run_at, now) if state == b"queued" else _STATES[state],
-        attempts=int(get(b"attempts") or 0), max_attempts=int(get(b"max_attempts") or LEFT_OUT[b"max_attempts"]),
-        timeout=LEFT_OUT[b"timeout"] if timeout is None else _number(timeout), key=_text(get(b"key")),
+        attempts=int(get(b"attempts") or 0), max_attempts=int(get(b"max_attempts") or MAX_ATTEMPTS),
+        timeout=TIMEOUT if timeout is None else _number(timeout), key=_text(get(b"key")),
         run_at=run_at, created_at=created_at, lease_until=_number(get(b"lease_until")),
         worker=_text(get(b"worker")), error=_text(get(b"error")),
         result=loads(result) if result else None, finished_at=_number(get(b"finished_at")), meta=meta,
@@ -128,10 +127,10 @@ def _read_carefully(job_id: str, queue: str, fields: dict[bytes, bytes], now: fl
     result = reader.text("result")
     job = Job(
         id=job_id, task=reader.text("task") or "", args=args, kwargs=kwargs, queue=queue,
-        priority=min(max(int(reader.number("priority", LEFT_OUT[b"priority"])), 0), 2), state=state,
+        priority=min(max(int(reader.number("priority", PRIORITY)), 0), 2), state=state,
         attempts=int(reader.number("attempts", 0)),
-        max_attempts=int(reader.number("max_attempts", LEFT_OUT[b"max_attempts"])),
-        timeout=reader.number("timeout", None if b"timeout" in fields else LEFT_OUT[b"timeout"]),
+        max_attempts=int(reader.number("max_attempts", MAX_ATTEMPTS)),
+        timeout=reader.number("timeout", None if b"timeout" in fields else TIMEOUT),
         key=reader.text("key"), run_at=run_at, created_at=created_at,
         lease_until=reader.number("lease_until", None), worker=reader.text("worker"),
         error=reader.text("error"), result=reader.json(result, "result"),

@@ -14,7 +14,7 @@
 --             expiry ('' = none, '@' .. epoch seconds, or '+' .. seconds from now),
 --             on_conflict (ignore | replace | debounce), max_wait ('' = none),
 --             remark ('' = none); priority, max_attempts and timeout are '' when they
---             are the defaults the readers know (codec.LEFT_OUT): left out of the hash.
+--             are the defaults the readers know (codec.py): left out of the hash.
 -- then, only for items that run after other jobs (options.after): item number (1-based),
 --             'all' or 'any' (after_any), how many parent ids, the parent ids.
 --             Such an item is stored BLOCKED: in the queue's blocked zset, with its

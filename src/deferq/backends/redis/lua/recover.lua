@@ -9,7 +9,7 @@
 -- KEYS[7]     job-key prefix (expired jobs' hashes are prefix .. id, same slot)
 -- KEYS[8]     cancelled zset
 -- ARGV[1]     at most this many jobs per call (the caller repeats while it is reached)
--- ARGV[2]     max_attempts of a hash that leaves it out (codec.LEFT_OUT)
+-- ARGV[2]     max_attempts of a hash that leaves it out (codec.py)
 -- A recovered job keeps its due time, so it runs before jobs that became due later.
 -- A job that ends here is marked for its children's release, due at once: the sweep
 -- that runs this script releases them next (on_finish).
