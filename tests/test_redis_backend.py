@@ -324,7 +324,7 @@ def test_a_new_hash_leaves_out_what_its_readers_can_tell(redis_app) -> None:  # 
     backend = redis_app.backend
     qk = backend.keys.queue("default")
     plain = redis_app.task(name="t")(_identity).enqueue(1)  # the task defaults
-    assert set(backend.client.hgetall(qk.job(plain.id))) == {b"task", b"payload", b"state", b"created_us"}
+    assert set(backend.client.hgetall(qk.job(plain.id))) == {b"task", b"payload", b"state", b"ct"}
     assert backend.get(plain.id) == plain
     assert backend.get(plain.id).updated_at == plain.created_at
     other = redis_app.enqueue("u", [2], priority=0, max_attempts=1, delay=30)  # not a task: no timeout

@@ -1,13 +1,13 @@
 """Jobs to script arguments, and job hashes back to `Job` values.
 
 A job hash holds: task, payload (JSON [args, kwargs]), priority, state, attempts,
-max_attempts, timeout, key, run_at, created_us (or created_at), lease_until, worker, error, result,
+max_attempts, timeout, key, run_at, ct (or created_at), lease_until, worker, error, result,
 finished_at, progress, progress_message, cancel_requested_at, expires_at, updated_at, remark,
 last_worker; for workflows after_any and notify (docs/redis.md, "Workflows"), which this
 reading leaves alone.
 
-A new job's hash holds its creation time as created_us (integer microseconds: the store
-keeps an integer in 9 bytes, the 17-digit text in 19) and leaves out what its readers
+A new job's hash holds its creation time as ct (integer microseconds: the store keeps
+the integer in 9 bytes, the 17-digit text in 19, and the short name saves 8 more) and leaves out what its readers
 can tell without it (docs/redis.md, "The job hash"): priority when normal, max_attempts
 and timeout when they are the task defaults' (PRIORITY, MAX_ATTEMPTS, TIMEOUT; a timeout of none is stored
 as ""), run_at when the job was due at once (it is the creation time), and updated_at
@@ -79,10 +79,10 @@ def _text(value: bytes | None) -> str | None:
 
 
 def _created_at(f: dict[bytes, bytes]) -> float:
-    """created_at in seconds: a new hash holds created_us (integer microseconds, which the
-    store keeps in half the bytes of the text); one written before holds created_at."""
+    """created_at in seconds: a new hash holds ct (integer microseconds, which the store
+    keeps in half the bytes of the text); one written before holds created_at."""
     text = f.get(b"created_at")
-    return float(text) if text is not None else int(f[b"created_us"]) / 1_000_000
+    return float(text) if text is not None else int(f[b"ct"]) / 1_000_000
 
 
 def _read_well_formed(job_id: str, queue: str, f: dict[bytes, bytes], now: float) -> Job:
@@ -116,7 +116,7 @@ def _read_well_formed(job_id: str, queue: str, f: dict[bytes, bytes], now: float
 def _read_carefully(job_id: str, queue: str, fields: dict[bytes, bytes], now: float) -> Job:
     reader = _Reader(fields)
     state_text = reader.text("state") or "queued"
-    created_at = reader.number("created_at", reader.number("created_us", 0) / 1_000_000)
+    created_at = reader.number("created_at", reader.number("ct", 0) / 1_000_000)
     run_at = reader.number("run_at", created_at)
     try:
         state = state_for_waiting(run_at, now) if state_text == "queued" else JobState(state_text)

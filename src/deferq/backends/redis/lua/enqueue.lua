@@ -81,7 +81,7 @@ for i = 0, items - 1 do
       answer = target
       local job = KEYS[6] .. target
       if mode == 'debounce' and ARGV[b + 12] ~= '' then
-        local f = redis.call('HMGET', job, 'created_at', 'created_us')
+        local f = redis.call('HMGET', job, 'created_at', 'ct')
         local latest = num(created(f[1], f[2]), now) + tonumber(ARGV[b + 12])
         run_s = fmt(math.min(tonumber(run_s), math.max(latest, now)))
       end
@@ -101,7 +101,7 @@ for i = 0, items - 1 do
     -- only what the readers cannot tell without it (codec.py): the creation time as integer
     -- microseconds, run_at when not then, no updated_at until the job changes, priority
     -- and the rest when not the defaults
-    local fields = {'task', ARGV[b + 2], 'payload', ARGV[b + 3], 'state', 'queued', 'created_us', micros_s}
+    local fields = {'task', ARGV[b + 2], 'payload', ARGV[b + 3], 'state', 'queued', 'ct', micros_s}
     if run_s ~= nows then fields[#fields + 1] = 'run_at'; fields[#fields + 1] = run_s end
     for f = 4, 6 do
       local value = ARGV[b + f]

@@ -23,7 +23,7 @@ for _, id in ipairs(ids) do
   redis.call('ZREM', KEYS[4], id)
   local job = KEYS[7] .. id
   local f = redis.call('HMGET', job, 'state', 'attempts', 'max_attempts', 'priority', 'worker', 'run_at',
-    'cancel_requested_at', 'notify', 'created_at', 'created_us')
+    'cancel_requested_at', 'notify', 'created_at', 'ct')
   if f[1] == 'active' then
     local err = 'lease expired (worker ' .. (f[5] or '?') .. ' stopped heartbeating)'
     redis.call('HDEL', job, 'worker', 'lease_until')
