@@ -266,3 +266,76 @@ def test_a_linked_enqueue_run_again_changes_nothing(redis_app) -> None:  # type:
     backend.run_calls(backend.enqueue_plan([item]).calls)
     assert app.get(item.job.id).state == JobState.QUEUED
     assert not backend.client.exists(backend.keys.queue("default").parents(item.job.id))
+
+
+# -- the job hash's layout (codec.py, docs/redis.md "The job hash") --------------------
+
+
+def _previous_layout_job(backend, priority: int, max_attempts: int, timeout: str) -> str:  # type: ignore[no-untyped-def]
+    """A queued job as the previous release's enqueue.lua stored it: every field, the
+    times as 17-digit text, updated_at and run_at equal to created_at."""
+    from deferq.job import new_job_id
+
+    qk, job_id = backend.keys.queue("default"), new_job_id()
+    seconds, micros = backend.client.time()
+    created = "%.17g" % (seconds + micros / 1_000_000)
+    backend.client.hset(qk.job(job_id), mapping={
+        "task": "t", "payload": "[[7],{}]", "priority": str(priority), "state": "queued",
+        "max_attempts": str(max_attempts), "timeout": timeout, "run_at": created,
+        "created_at": created, "updated_at": created})  # fmt: skip
+    backend.client.zadd(qk.waiting[priority], {job_id: created})
+    backend.client.sadd(backend.keys.queues, "default")
+    return job_id
+
+
+def test_a_job_stored_by_the_previous_layout_is_read_run_and_settled(redis_app) -> None:  # type: ignore[no-untyped-def]
+    backend = redis_app.backend
+    qk = backend.keys.queue("default")
+    high = _previous_layout_job(backend, 0, 1, "")
+    normal = _previous_layout_job(backend, 1, 3, "300.0")
+    low = _previous_layout_job(backend, 2, 5, "12.5")
+    read = {job_id: backend.get(job_id) for job_id in (high, normal, low)}
+    for job_id, priority, max_attempts, timeout in ((high, 0, 1, None), (normal, 1, 3, 300.0), (low, 2, 5, 12.5)):
+        job_ = read[job_id]
+        created = float(backend.client.hget(qk.job(job_id), "created_at"))
+        assert (job_.state, job_.task, job_.args, job_.priority) == (JobState.QUEUED, "t", (7,), priority)
+        assert (job_.max_attempts, job_.timeout) == (max_attempts, timeout)
+        assert job_.run_at == job_.created_at == job_.updated_at == created
+    leased = backend.reserve(["default"], 3, "w", 30, (0, 1, 2))
+    assert [j.id for j in leased] == [high, normal, low]
+    assert [(j.priority, j.max_attempts, j.timeout) for j in leased] == [(0, 1, None), (1, 3, 300.0), (2, 5, 12.5)]
+    assert backend.settle([Outcome(leased[0], "succeeded", result=7), Outcome(leased[1], "release"),
+                           Outcome(leased[2], "retry", delay=60, error="boom")]) == [True] * 3  # fmt: skip
+    assert (backend.get(high).state, backend.get(high).result) == (JobState.SUCCEEDED, 7)
+    assert backend.client.zscore(qk.waiting[1], normal) == read[normal].run_at  # its due time kept
+    assert backend.get(normal).state == JobState.QUEUED
+    assert (backend.get(low).state, backend.get(low).error) == (JobState.SCHEDULED, "boom")
+    [again] = backend.reserve(["default"], 1, "w", 30, (0, 1, 2))  # normal, its lease then lost:
+    backend.client.zadd(qk.active, {again.id: 0})
+    backend.recover_expired()
+    assert backend.get(normal).state == JobState.QUEUED  # attempt 1 of its stored 3
+
+
+def _identity(n: int) -> int:
+    return n
+
+
+def test_a_new_hash_leaves_out_what_its_readers_can_tell(redis_app) -> None:  # type: ignore[no-untyped-def]
+    backend = redis_app.backend
+    qk = backend.keys.queue("default")
+    plain = redis_app.task(name="t")(_identity).enqueue(1)  # the task defaults
+    assert set(backend.client.hgetall(qk.job(plain.id))) == {b"task", b"payload", b"state", b"ct"}
+    assert backend.get(plain.id) == plain
+    assert backend.get(plain.id).updated_at == plain.created_at
+    other = redis_app.enqueue("u", [2], priority=0, max_attempts=1, delay=30)  # not a task: no timeout
+    stored = backend.client.hgetall(qk.job(other.id))
+    assert (stored[b"priority"], stored[b"max_attempts"], stored[b"timeout"]) == (b"0", b"1", b"")
+    assert backend.get(other.id) == other
+    # a lease lost on its last attempt ends the job: recover.lua knows the left-out default
+    for attempt in range(1, plain.max_attempts + 1):
+        [leased] = backend.reserve(["default"], 1, "w", 30, (1,))
+        assert (leased.id, leased.attempts) == (plain.id, attempt)
+        backend.client.zadd(qk.active, {plain.id: 0})
+        backend.recover_expired()
+        assert backend.client.zscore(qk.waiting[1], plain.id) in (None, plain.run_at)  # its due time kept
+    assert backend.get(plain.id).state == JobState.DEAD

@@ -25,7 +25,7 @@ from ..base import Backend, Enqueue, Heartbeat, Outcome
 from ..history import recovered
 from . import flows, scripts
 from .admin import BATCH, Admin
-from .codec import enqueue_args, job_from_hash, pairs
+from .codec import MAX_ATTEMPTS, enqueue_args, job_from_hash, pairs
 from .connection import (
     CLIENT_DEFAULTS,
     Target,
@@ -418,7 +418,7 @@ class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
         def call(queue: str) -> Call:
             qk = self.keys.queue(queue)
             keys = [*qk.waiting, qk.active, qk.dead, qk.wake, qk.job_prefix, qk.cancelled]
-            return Call(scripts.RECOVER, keys, [BATCH])
+            return Call(scripts.RECOVER, keys, [BATCH, MAX_ATTEMPTS])
 
         def counted(queue: str, reply: list[Any]) -> int:  # {how many, {state, task, ...}}: history
             n, ended = reply

@@ -22,8 +22,9 @@ Layout of one queue (P = prefix, Q = queue):
                              holder of their key), score = due time
   {P:q:Q}:wake         list  at most one token: "something changed, look again"
   {P:q:Q}:paused       string present while the queue is paused: when it was paused
-  {P:q:Q}:job:<id>     hash  the job record (fields in codec.py)
-  {P:q:Q}:blocked      zset  jobs waiting for the jobs they run after, score = created_at
+  {P:q:Q}:job:<id>     hash  the job record (fields in codec.py; a new one leaves out what
+                             its readers can tell, and older records read the same)
+  {P:q:Q}:blocked      zset  jobs waiting for the jobs they run after, score = creation time
   {P:q:Q}:parents:<id> set   ids of the unfinished jobs the blocked job <id> runs after:
                              each one taken away once (SREM), by the parent's release
   {P:q:Q}:children:<id> set  "<child queue> <child id>" of the jobs that run after <id>

@@ -8,11 +8,14 @@ local function fmt(seconds)
   return string.format('%.17g', seconds)
 end
 
--- The store's clock (invariant 4): epoch seconds, and the same instant as text.
+-- The store's clock (invariant 4): epoch seconds, the same instant as text, and in
+-- integer microseconds (exact in a double). `now` is rounded once, from the integer,
+-- as Python's micros / 1e6 is: both readings of a job's `ct` give the same number.
 local function clock()
   local t = redis.call('TIME')
-  local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
-  return now, fmt(now)
+  local micros = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  local now = micros / 1000000
+  return now, fmt(now), micros
 end
 
 -- One command over many arguments (ZADD pairs, ZREM members), in chunks that
@@ -48,6 +51,19 @@ local function level(value)
   local p = tonumber(value)
   if p == 0 or p == 2 then return p end
   return 1
+end
+
+-- A job's creation time as text (false when its hash is gone) from its created_at and
+-- ct fields: a new hash holds ct, integer microseconds (codec.py).
+local function created(created_at, created_us)
+  if created_at or not created_us then return created_at end
+  return fmt(tonumber(created_us) / 1000000)
+end
+
+-- A job's due time as text from its run_at, created_at and ct fields: a new hash
+-- leaves run_at out when the job was due at once (codec.py), at its creation.
+local function due_at(run_at, created_at, created_us)
+  return run_at or created(created_at, created_us)
 end
 
 -- Leave one token in a queue's wake list, so a worker blocked on it looks again.
@@ -108,9 +124,9 @@ end
 -- claimable. For scripts whose KEYS start as enqueue.lua's: waiting zsets 1..3,
 -- unique hash 4, job-key prefix 6, behind hash 7, held zset 8.
 local function step_up_one(key, next_id)
-  local f = redis.call('HMGET', KEYS[6] .. next_id, 'priority', 'run_at')
+  local f = redis.call('HMGET', KEYS[6] .. next_id, 'priority', 'run_at', 'created_at', 'ct')
   redis.call('HDEL', KEYS[7], key)
   redis.call('HSET', KEYS[4], key, next_id)
   redis.call('ZREM', KEYS[8], next_id)
-  redis.call('ZADD', KEYS[level(f[1]) + 1], f[2], next_id)
+  redis.call('ZADD', KEYS[level(f[1]) + 1], due_at(f[2], f[3], f[4]), next_id)
 end

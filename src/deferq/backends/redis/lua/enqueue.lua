@@ -9,11 +9,12 @@
 -- KEYS[8]     zset of waiting jobs held back from claims ({P:q:Q}:held)
 -- KEYS[8+i]   job hash of item i                     ({P:q:Q}:job:<id>)
 -- ARGV, 13 per item: id, task, payload (JSON [args, kwargs]), priority (0|1|2),
---             max_attempts, timeout ('' = none), unique key ('' = none),
+--             max_attempts, timeout ('none' = none), unique key ('' = none),
 --             run_at (epoch seconds, 0 = now + delay), delay (seconds),
 --             expiry ('' = none, '@' .. epoch seconds, or '+' .. seconds from now),
 --             on_conflict (ignore | replace | debounce), max_wait ('' = none),
---             remark ('' = none)
+--             remark ('' = none); priority, max_attempts and timeout are '' when they
+--             are the defaults the readers know (codec.py): left out of the hash.
 -- then, only for items that run after other jobs (options.after): item number (1-based),
 --             'all' or 'any' (after_any), how many parent ids, the parent ids.
 --             Such an item is stored BLOCKED: in the queue's blocked zset, with its
@@ -28,7 +29,8 @@
 -- is stored to wait behind it, held back from claims until step_up.lua.
 -- Returns {now as text, one entry per item}: 0 when the item was stored, or
 -- {id, HGETALL...} of the job that answers for it.
-local now, nows = clock()
+local now, nows, micros = clock()
+local micros_s = string.format('%.0f', micros)
 now = tonumber(nows)
 local out = {nows}
 local adds = {}
@@ -48,6 +50,7 @@ if #ARGV > items * 13 then
   end
 end
 local tag = string.sub(KEYS[6], 1, -5)
+local LEFT_OUT = {[4] = 'priority', [5] = 'max_attempts', [6] = 'timeout'} -- ARGV '' = the default
 for i = 0, items - 1 do
   local b = i * 13
   local id, key, mode = ARGV[b + 1], ARGV[b + 7], ARGV[b + 11]
@@ -78,7 +81,8 @@ for i = 0, items - 1 do
       answer = target
       local job = KEYS[6] .. target
       if mode == 'debounce' and ARGV[b + 12] ~= '' then
-        local latest = num(redis.call('HGET', job, 'created_at'), now) + tonumber(ARGV[b + 12])
+        local f = redis.call('HMGET', job, 'created_at', 'ct')
+        local latest = num(created(f[1], f[2]), now) + tonumber(ARGV[b + 12])
         run_s = fmt(math.min(tonumber(run_s), math.max(latest, now)))
       end
       redis.call('HSET', job, 'payload', ARGV[b + 3], 'run_at', run_s, 'updated_at', nows)
@@ -94,9 +98,19 @@ for i = 0, items - 1 do
     out[i + 2] = 0 -- stored by this very call, run again (a lost reply): its edges may have moved on
   else
     local job = KEYS[9 + i]
-    redis.call('HSET', job, 'task', ARGV[b + 2], 'payload', ARGV[b + 3],
-      'priority', ARGV[b + 4], 'state', 'queued', 'max_attempts', ARGV[b + 5],
-      'timeout', ARGV[b + 6], 'run_at', run_s, 'created_at', nows, 'updated_at', nows)
+    -- only what the readers cannot tell without it (codec.py): the creation time as integer
+    -- microseconds, run_at when not then, no updated_at until the job changes, priority
+    -- and the rest when not the defaults
+    local fields = {'task', ARGV[b + 2], 'payload', ARGV[b + 3], 'state', 'queued', 'ct', micros_s}
+    if run_s ~= nows then fields[#fields + 1] = 'run_at'; fields[#fields + 1] = run_s end
+    for f = 4, 6 do
+      local value = ARGV[b + f]
+      if value ~= '' then
+        fields[#fields + 1] = LEFT_OUT[f]
+        fields[#fields + 1] = value == 'none' and '' or value
+      end
+    end
+    redis.call('HSET', job, unpack(fields))
     if ARGV[b + 13] ~= '' then
       redis.call('HSET', job, 'remark', ARGV[b + 13])
     end

@@ -9,6 +9,7 @@
 -- KEYS[7]     job-key prefix (expired jobs' hashes are prefix .. id, same slot)
 -- KEYS[8]     cancelled zset
 -- ARGV[1]     at most this many jobs per call (the caller repeats while it is reached)
+-- ARGV[2]     max_attempts of a hash that leaves it out (codec.py)
 -- A recovered job keeps its due time, so it runs before jobs that became due later.
 -- A job that ends here is marked for its children's release, due at once: the sweep
 -- that runs this script releases them next (on_finish).
@@ -22,7 +23,7 @@ for _, id in ipairs(ids) do
   redis.call('ZREM', KEYS[4], id)
   local job = KEYS[7] .. id
   local f = redis.call('HMGET', job, 'state', 'attempts', 'max_attempts', 'priority', 'worker', 'run_at',
-    'cancel_requested_at', 'notify')
+    'cancel_requested_at', 'notify', 'created_at', 'ct')
   if f[1] == 'active' then
     local err = 'lease expired (worker ' .. (f[5] or '?') .. ' stopped heartbeating)'
     redis.call('HDEL', job, 'worker', 'lease_until')
@@ -31,13 +32,13 @@ for _, id in ipairs(ids) do
       redis.call('HSET', job, 'state', 'cancelled', 'error', err, 'finished_at', nows)
       redis.call('ZADD', KEYS[8], nows, id)
       on_finish(job, id, f[8], now, false)
-    elseif num(f[2], 0) >= num(f[3], 1) then
+    elseif num(f[2], 0) >= num(f[3], tonumber(ARGV[2])) then
       redis.call('HSET', job, 'state', 'dead', 'error', err, 'finished_at', nows)
       redis.call('ZADD', KEYS[5], nows, id)
       on_finish(job, id, f[8], now, false)
     else
       redis.call('HSET', job, 'state', 'queued', 'error', err)
-      redis.call('ZADD', KEYS[level(f[4]) + 1], fmt(num(f[6], now)), id)
+      redis.call('ZADD', KEYS[level(f[4]) + 1], fmt(num(due_at(f[6], f[9], f[10]), now)), id)
       requeued = true
     end
     ended[#ended + 1] = redis.call('HGET', job, 'state') -- for the history: what it became,

@@ -67,7 +67,8 @@ for i = 0, #KEYS / 6 - 1 do
     else -- release: back to waiting, the attempt not counted
       redis.call('HSET', job, 'state', 'queued', 'attempts', tonumber(attempts) - 1,
         'worker', '', 'lease_until', '', 'updated_at', nows)
-      collect(placed, target, fmt(num(redis.call('HGET', job, 'run_at'), now)), id)
+      local f = redis.call('HMGET', job, 'run_at', 'created_at', 'ct')
+      collect(placed, target, fmt(num(due_at(f[1], f[2], f[3]), now)), id)
       woken[wake_key] = true
       finished = false
     end
