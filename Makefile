@@ -58,7 +58,7 @@ bench: $(VENV)/.demo
 soak: $(STAMP) $(if $(SOAK_URL),services)
 	$(BIN)/python -m bench.soak $(if $(SOAK_URL),--url '$(SOAK_URL)') $(SOAK_ARGS)
 
-# deferq against celery, rq, dramatiq, huey, arq (Redis) and procrastinate (PostgreSQL):
+# deferq against celery, rq, dramatiq, huey, arq, saq, taskiq (Redis) and procrastinate (PostgreSQL):
 # docs/bench-peers.md. arq goes in with --no-deps: it caps redis-py below 6 and runs on ours.
 bench-peers: $(STAMP) services
 	$(BIN)/pip install -q -e '.[peers]'
