@@ -20,9 +20,9 @@ from contextlib import contextmanager
 
 from deferq import bench
 
-from .capacity import children_cpu, enqueue_spread, marginal, own_cpu, phase, process_spread
 from .http import tree_cpu
 from .redis_servers import free_port, stop
+from .spread import children_cpu, enqueue_spread, marginal, own_cpu, phase, process_spread
 
 START_TIMEOUT = 30.0
 

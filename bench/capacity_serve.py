@@ -11,8 +11,8 @@ import json
 import subprocess
 import sys
 
-from .capacity import ROOT
 from .redis_servers import Topology, started
+from .spread import ROOT
 
 CLIENTS = 64
 

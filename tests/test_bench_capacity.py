@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import redis
-from bench import capacity
+from bench import spread
 from bench.redis_servers import Topology, started
 from redis.cluster import RedisCluster
 
@@ -35,7 +35,7 @@ def test_topologies_are_parsed_or_refused_in_one_sentence():
 
 def test_medians_are_taken_per_measure():
     runs = [{"a": {"rate": 1.0, "cpu": 9.0}}, {"a": {"rate": 3.0, "cpu": 7.0}}, {"a": {"rate": 2.0, "cpu": 8.0}}]
-    assert capacity.medians(runs) == {"a": {"rate": 2.0, "cpu": 8.0}}
+    assert spread.medians(runs) == {"a": {"rate": 2.0, "cpu": 8.0}}
 
 
 @pytest.mark.slow
@@ -45,7 +45,7 @@ def test_a_three_master_cluster_holds_two_queues_each_and_stops():
     with started(Topology("cluster", 3)) as ports:
         cluster = RedisCluster(host="127.0.0.1", port=ports[0])
         try:
-            owners = [cluster.get_node_from_key(f"{{deferq:q:{queue}}}:wait:1").port for queue in capacity.QUEUES]
+            owners = [cluster.get_node_from_key(f"{{deferq:q:{queue}}}:wait:1").port for queue in spread.QUEUES]
         finally:
             cluster.close()
     assert sorted(owners.count(port) for port in ports) == [2, 2, 2], owners
