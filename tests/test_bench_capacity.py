@@ -3,6 +3,7 @@ queues over a Cluster's masters, stop; a small run prints a row per topology."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -75,3 +76,35 @@ def test_bad_arguments_get_one_sentence():
     done = subprocess.run([sys.executable, "-m", "bench.capacity", "--topologies", "ring:2"],
                           cwd=ROOT, capture_output=True, text=True, timeout=60)  # fmt: skip
     assert done.returncode == 2 and "is not a topology" in done.stderr and "Traceback" not in done.stderr
+
+
+def own_servers_left() -> list[int]:
+    """Processes still running from a temporary folder of bench/capacity (its servers)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if b"deferq-capacity-" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                found.append(int(pid))
+        except OSError:
+            pass
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(150)
+def test_postgres_and_serve_figures_on_servers_of_its_own(tmp_path):
+    need_redis_server()
+    if shutil.which("initdb") is None or shutil.which("postgres") is None:
+        need_service("PostgreSQL server programs", "initdb and postgres are not on PATH")
+    output = tmp_path / "capacity.md"
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.capacity", "--only", "postgres,serve", "--jobs", "4000", "--runs", "1",
+         "--serve-processes", "1", "--seconds", "1", "--output", str(output)],
+        cwd=ROOT, capture_output=True, text=True, timeout=140,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    text = output.read_text()
+    assert "| 2 workers, no-op jobs |" in text and "durable=False" in text, text
+    serve = [line for line in text.splitlines() if line.startswith("| 1 |")]
+    assert len(serve) == 1 and float(serve[0].split("|")[2].replace(",", "")) > 0, text  # requests/s
+    assert own_servers_left() == []
