@@ -7,7 +7,8 @@ calls: `find_jobs`, `get`, `get_by_key`)? And what do the list's indexes cost an
 
 Each store is a fresh one of its own (a temporary SQLite file, PostgreSQL schema
 deferq_bench_list, MySQL database deferq_bench_list, Redis database 14 under the prefix
-benchlist), filled fast: SQL by bulk insert (COPY on PostgreSQL, executemany elsewhere),
+benchlist; `--url redis=redis://127.0.0.1:6379/11?prefix=benchlist` picks another one),
+filled fast: SQL by bulk insert (COPY on PostgreSQL, executemany elsewhere),
 Redis through `enqueue_many` and then leased and settled into their states in batches.
 The jobs: 10 queues, 20 tasks, 60% succeeded, 10% dead (with an error), 5% cancelled,
 20% queued, 5% scheduled; every tenth has a key. Each query runs ROUNDS times; the
@@ -298,7 +299,7 @@ def prepare(url: str) -> str:
 
         client = redis.Redis.from_url(url.split("?")[0])
         if client.dbsize():
-            raise SystemExit(f"{url}: Redis database 14 is not empty; the bench needs it for itself")
+            raise SystemExit(f"{url}: this Redis database is not empty; the bench needs it for itself")
     return url
 
 
@@ -322,7 +323,14 @@ def main() -> None:
     parser.add_argument("--stores", default="sqlite,postgres,redis")
     parser.add_argument("--jobs", type=int, default=1_000_000)
     parser.add_argument("--enqueue-cost", action="store_true", help="SQL stores: with and without migration 0009")
+    parser.add_argument("--url", action="append", default=[], metavar="STORE=URL",
+                        help="a store of your own, e.g. redis=redis://127.0.0.1:6379/11?prefix=benchlist")
     args = parser.parse_args()
+    for given in args.url:
+        kind, _, url = given.partition("=")
+        if kind not in URLS or not url:
+            raise SystemExit(f"--url takes STORE=URL with STORE one of {', '.join(URLS)}")
+        URLS[kind] = url
     with tempfile.TemporaryDirectory() as tmp:
         for kind in args.stores.split(","):
             if args.enqueue_cost:

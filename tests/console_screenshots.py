@@ -3,7 +3,7 @@
 Seeds the world of tests/console_world.py on a fresh SQLite store, starts `deferq serve`,
 then keeps a real worker busy for a while (a producer enqueues faster than it works), so
 the charts show the last minutes of real history after the seeded day (console_world); then every view at 1280 px,
-light and dark, and two views at 390 px. Look at each picture before committing them.
+light and dark, and three views at 390 px. Look at each picture before committing them.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from deferq.worker import Worker, WorkerConfig
 from tests.console_world import chromium, publish_heartbeats, seed, signed_in
 from tests.server_helpers import running_server
 
-PHONE = ("overview", "job")
+PHONE = ("overview", "job", "workflow")
 MAX_HEIGHT = 1500  # px: a long list is cut there
 
 
@@ -68,7 +68,9 @@ def main() -> None:
     world = seed(url)
     views = {
         "overview": "/dashboard/", "queue": "/dashboard/queues/reports", "jobs": "/dashboard/jobs",
-        "job": f"/dashboard/jobs/{world.ids['dead']}", "dead": "/dashboard/dead", "workers": "/dashboard/workers",
+        "job": f"/dashboard/jobs/{world.ids['dead']}", "workflow": f"/dashboard/jobs/{world.ids['chain_middle']}",
+        "batch": f"/dashboard/jobs/{world.ids['batch_member']}", "dead": "/dashboard/dead",
+        "workers": "/dashboard/workers",
         "periodic": "/dashboard/periodic", "topics": "/dashboard/topics", "topic": "/dashboard/topics/order-paid",
         "alerts": "/dashboard/alerts", "stores": "/dashboard/stores", "tokens": "/dashboard/tokens",
     }  # fmt: skip

@@ -111,6 +111,30 @@ def seed_history(backend: Any) -> dict[str, int]:
     return totals
 
 
+def seed_workflows(world_app: deferq.App) -> dict[str, str]:
+    """A chain of three whose first step succeeded (the second queued, the third blocked),
+    and a batch of three (one succeeded, one dead, one queued) with an on_complete
+    callback, in queues of their own."""
+    from deferq.workflow import chain
+
+    def task(name: str, queue: str) -> Any:
+        return world_app.task(name=name, queue=queue)(lambda *args, **kwargs: None)
+
+    steps_of = ("fetch_order", "render_pdf", "mail_pdf")
+    fetch, render, mail = (task(f"shop.tasks.{name}", "orders") for name in steps_of)
+    steps = chain(fetch.call(1050), render.call(), mail.call()).enqueue(world_app).ids
+    backend = world_app.backend
+    assert _settle(backend, "orders", "succeeded", WORKER, result={"order": 1050}) == steps[0]
+    item = task("shop.tasks.import_row", "imports")
+    with world_app.batch(on_complete=task("shop.tasks.import_report", "imports").call()) as batch:
+        members = [batch.enqueue(item.call(row)).id for row in range(3)]
+    _settle(backend, "imports", "succeeded", WORKER)
+    _settle(backend, "imports", "dead", WORKER, error="ValueError: row 2 has no price")
+    callback = world_app.get_batch(batch.id).callbacks["on_complete"]
+    return {"chain_first": steps[0], "chain_middle": steps[1], "chain_last": steps[2], "batch": batch.id,
+            "batch_member": members[0], "batch_callback": callback}
+
+
 def seed(url: str) -> World:
     """Jobs in every state (each state's queue chosen so the views have something to
     show), a worker and a master that publish heartbeats, a topic and tokens."""
@@ -134,6 +158,7 @@ def seed(url: str) -> World:
     ids["scheduled"] = world_app.enqueue("shop.tasks.remind_expiry", [77], queue="email", delay=3 * 86400).id
     ids["cancelled"] = world_app.enqueue("shop.tasks.send_welcome", ["gone@example.com"], queue="email").id
     assert backend.cancel(ids["cancelled"])
+    ids.update(seed_workflows(world_app))
     publish_heartbeats(backend, ids["active"])
     seed_history(backend)
     now = time.time()

@@ -62,7 +62,8 @@ def test_a_reader_reads_jobs_and_queues_and_changes_nothing(world):
     client, made = world
     reader = as_(made.reader)
     assert client.get(f"/v1/jobs/{made.ids['queued']}", headers=reader).status_code == 200
-    assert client.get("/v1/jobs?state=dead", headers=reader).json()["jobs"][0]["id"] == made.ids["dead"]
+    dead = client.get("/v1/jobs?state=dead&queue=payments", headers=reader).json()["jobs"]
+    assert [job["id"] for job in dead] == [made.ids["dead"]]
     assert "email" in client.get("/v1/queues", headers=reader).json()["queues"]
     refused = [
         client.post("/v1/jobs", json={"task": "x"}, headers=reader),
@@ -108,11 +109,11 @@ def search(client, made, **params):
 def test_search_filters_by_state_queue_task_and_id_or_key(world):
     client, made = world
     everything = search(client, made)
-    assert everything["matched"] == 8 and everything["complete"] and everything["scanned"] == 8
+    assert everything["matched"] == 15 and everything["complete"] and everything["scanned"] == 15  # 7 of workflows
     ids = [job["id"] for job in everything["jobs"]]
     assert ids == sorted(ids, reverse=True)  # newest first across states
     assert "shop.tasks.charge_card" in everything["tasks"]
-    assert [j["id"] for j in search(client, made, state="dead")["jobs"]] == [made.ids["dead"]]
+    assert [j["id"] for j in search(client, made, state="dead", queue="payments")["jobs"]] == [made.ids["dead"]]
     assert search(client, made, queue="email")["matched"] == 6
     welcome = search(client, made, task="WELCOME", state="queued")
     assert welcome["matched"] == 3 and {j["task"] for j in welcome["jobs"]} == {"shop.tasks.send_welcome"}
@@ -120,7 +121,7 @@ def test_search_filters_by_state_queue_task_and_id_or_key(world):
     assert [j["id"] for j in search(client, made, q=made.ids["active"].lower())["jobs"]] == [made.ids["active"]]
     assert search(client, made, q="charge:1042", state="queued")["matched"] == 0  # the key's job is dead
     limited = search(client, made, limit=2)
-    assert len(limited["jobs"]) == 2 and limited["matched"] == 8
+    assert len(limited["jobs"]) == 2 and limited["matched"] == 15
 
 
 def test_search_looks_at_a_window_but_finds_an_exact_id_or_key_however_old(world):
@@ -359,3 +360,27 @@ def test_the_openapi_document_has_the_console_routes(world):
         operation = paths[path][method.lower()]
         assert operation["description"] == f"Needs a token with the {route_scopes()[(method, path)]} scope."
     assert orjson.dumps(document())  # still one JSON document
+
+
+def test_a_job_shows_its_workflow(world):
+    """GET /v1/jobs/{id}: parents and children with their states (a finished step still
+    names the step after it), and the batch a job is a member or callback of."""
+    client, made = world
+    ids = made.ids
+
+    def job(name):
+        return client.get(f"/v1/jobs/{ids[name]}", headers=as_(made.reader)).json()
+
+    first, middle, alone = job("chain_first"), job("chain_middle"), job("queued")
+    link = {"id": ids["chain_first"], "state": "succeeded", "task": "shop.tasks.fetch_order", "queue": "orders"}
+    assert middle["after"] == [ids["chain_first"]] and middle["parents"] == [link]
+    assert middle["waiting"] == [ids["chain_last"]] and middle["children"][0]["state"] == "blocked"
+    assert first["waiting"] == [] and [c["id"] for c in first["children"]] == [ids["chain_middle"]]
+    assert alone["parents"] == alone["children"] == [] and alone["batch"] is None
+    member, callback = job("batch_member"), job("batch_callback")
+    assert member["batch"] == {"id": ids["batch"], "role": "member", "total": 3, "pending": 1, "succeeded": 1,
+                               "dead": 1, "cancelled": 0, "state": "running",
+                               "callbacks": {"on_complete": ids["batch_callback"]}}  # fmt: skip
+    assert [c["id"] for c in member["children"]] == [ids["batch_callback"]]
+    assert callback["batch"]["role"] == "on_complete" and len(callback["parents"]) == 3
+    assert sorted(p["state"] for p in callback["parents"]) == ["dead", "queued", "succeeded"]

@@ -92,6 +92,8 @@ def views(world: World) -> list[tuple[str, str, str]]:
         (f"/dashboard/jobs/{ids['scheduled']}", ".badge.state-scheduled", "scheduled"),
         (f"/dashboard/jobs/{ids['succeeded']}", "#job-result", "r-1041@shop"),
         (f"/dashboard/jobs/{ids['cancelled']}", ".badge.state-cancelled", "cancelled"),
+        (f"/dashboard/jobs/{ids['chain_middle']}", "#job-children li", "shop.tasks.mail_pdf"),
+        (f"/dashboard/jobs/{ids['batch_member']}", "#job-batch", "This job is a member."),
         ("/dashboard/dead", f'.jobs tr[data-key="{ids["dead"]}"]', "insufficient_funds"),
         ("/dashboard/workers", "#workers tbody tr", "render_invoice"),
         ("/dashboard/periodic", '#periodic tr[data-key="refresh-rates"]', "*/15 * * * *"),
@@ -125,8 +127,9 @@ def test_counts_and_states_on_the_overview_and_the_job_pages(served):
     page = signed_in(browser, base, world.admin)
     page.goto(base + "/dashboard/")
     cells = page.locator('#queues tr[data-key="email"] td')
-    expect(cells.nth(2)).to_have_text("3")  # queued
-    assert [cells.nth(i).inner_text() for i in range(1, 7)] == ["1", "3", "0", "1", "0", "1"]
+    expect(cells.nth(3)).to_have_text("3")  # queued
+    assert [cells.nth(i).inner_text() for i in range(1, 8)] == ["0", "1", "3", "0", "1", "0", "1"]
+    expect(page.locator('#queues tr[data-key="orders"] td').nth(1)).to_have_text("1")  # a chain's blocked step
     expect(page.locator('#queues tr[data-key="payments"] td.alarm')).to_have_text("1")  # a dead letter
     expect(page.locator(".card[data-health]")).to_contain_text("up")
     expect(page.locator(".card", has_text="workers online")).to_contain_text("1/8 busy")
@@ -141,6 +144,48 @@ def test_counts_and_states_on_the_overview_and_the_job_pages(served):
     page.goto(f"{base}/dashboard/jobs/06H000000000000000000000XX")
     expect(page.locator(".empty")).to_contain_text("No job 06H000000000000000000000XX")
     no_errors(page, 404)  # the browser logs the answer of GET /v1/jobs/{id}
+    page.context.close()
+
+
+def test_the_job_page_shows_its_workflow(served):
+    """A chain's middle step: the step it runs after and the one after it, with states
+    and links; a batch member: its batch's counts and callback; a job alone: no panel."""
+    world, base, browser = served
+    ids = world.ids
+    page = signed_in(browser, base, world.reader, width=390)
+    page.goto(f"{base}/dashboard/jobs/{ids['chain_middle']}")
+    parents, children = page.locator("#job-parents li"), page.locator("#job-children li")
+    expect(parents).to_have_count(1)
+    expect(parents.first).to_contain_text("succeeded")
+    expect(parents.first).to_contain_text("shop.tasks.fetch_order")
+    expect(children).to_have_count(1)
+    expect(children.first).to_contain_text("blocked")
+    expect(children.first).to_contain_text("shop.tasks.mail_pdf")
+    fits(page)
+    children.first.locator("a").click()
+    expect(page).to_have_url(f"{base}/dashboard/jobs/{ids['chain_last']}")
+    expect(page.locator(".badge.state-blocked").first).to_have_text("blocked")
+    expect(parents.first).to_contain_text("queued")  # the middle step, waiting for a worker
+    expect(page.locator("#job-children")).to_be_hidden()
+    page.go_back()
+    expect(page.locator("#job-parents li").first).to_contain_text("shop.tasks.fetch_order")
+    page.goto(f"{base}/dashboard/jobs/{ids['batch_member']}")
+    batch = page.locator("#job-batch")
+    expect(batch).to_contain_text(ids["batch"][:10])
+    expect(batch.locator(".badge")).to_have_text("running")
+    expect(batch.locator(".batch-counts strong").first).to_have_text("3")  # total
+    expect(batch).to_contain_text("This job is a member.")
+    expect(children.first).to_contain_text("shop.tasks.import_report")
+    batch.locator("a").click()
+    expect(page).to_have_url(f"{base}/dashboard/jobs/{ids['batch_callback']}")
+    expect(page.locator("#job-batch")).to_contain_text("This job is its on_complete callback.")
+    expect(page.locator("#job-parents li")).to_have_count(3)
+    expect(page.locator("#job-parents li", has_text="dead")).to_have_count(1)
+    page.goto(f"{base}/dashboard/jobs/{ids['queued']}")
+    expect(page.locator(".badge.state-queued").first).to_be_visible()
+    expect(page.locator("section", has_text="Workflow")).to_be_hidden()
+    no_errors(page)
+    fits(page)
     page.context.close()
 
 
@@ -192,7 +237,7 @@ def test_links_the_back_button_and_reload_keep_the_view(served):
     page.goto(base + "/dashboard/jobs")
     page.select_option('select[name="state"]', "queued")
     expect(page).to_have_url(base + "/dashboard/jobs?state=queued")
-    expect(page.locator(".jobs tbody tr")).to_have_count(3)
+    expect(page.locator(".jobs tbody tr")).to_have_count(5)  # 3 welcomes, a chain's step, a batch member
     page.fill('input[name="task"]', "welcome")
     expect(page).to_have_url(base + "/dashboard/jobs?state=queued&task=welcome")
     page.go_back()
@@ -416,7 +461,7 @@ def test_bulk_actions_on_dead_letters_ask_first(served):
         (job,) = app.backend.reserve(["bulk"], 1, "bulk-test", 60.0, (0, 1, 2))
         app.backend.settle([Outcome(job, "dead", error="ValueError: no")])
     page = signed_in(browser, base, world.admin)
-    page.goto(base + "/dashboard/dead?queue=bulk&task=alpha")
+    page.goto(base + "/dashboard/dead?queue=bulk&task=bulk.alpha")
     retry = page.locator("#retry-matching")
     expect(retry).to_have_text("Retry all that match (2)")
     retry.click()
@@ -431,7 +476,7 @@ def test_bulk_actions_on_dead_letters_ask_first(served):
     app.enqueue("bulk.gamma", queue="bulk", priority="high")  # leased before the alphas now queued
     (job,) = app.backend.reserve(["bulk"], 1, "bulk-test", 60.0, (0, 1, 2))
     app.backend.settle([Outcome(job, "dead", error="ValueError: no")])
-    page.goto(base + "/dashboard/dead?queue=bulk&task=beta")
+    page.goto(base + "/dashboard/dead?queue=bulk&task=bulk.beta")
     remove = page.locator("#delete-matching")
     expect(remove).to_have_text("Delete all that match (2)")
     remove.click()
@@ -450,6 +495,40 @@ def test_bulk_actions_on_dead_letters_ask_first(served):
     expect(delete).to_be_enabled()
     delete.click()  # the earlier "2 ... deleted" toast may still show: wait on the store
     wait_until(lambda: app.list_jobs("dead", "bulk") == [], what="the purge by age")
+    no_errors(page)
+    page.context.close()
+    app.close()
+
+
+def test_dead_letters_page_by_cursor_and_act_on_every_page(served):
+    """1,005 dead letters: pages of 50 by cursor; retry all that match goes through every
+    page of the filter (the console posts 1,000 ids at a time), not just the first."""
+    world, base, browser = served
+    app = deferq.App(world.url)
+    options = deferq.options.JobOptions(queue="deadpaged", max_attempts=1)
+    app.enqueue_many([deferq.task.Call("bulk.many", (n,), {}, options) for n in range(1005)])
+    app.enqueue("bulk.other", queue="deadpaged", max_attempts=1)
+    while leased := app.backend.reserve(["deadpaged"], 500, "bulk-test", 60.0, (0, 1, 2)):
+        app.backend.settle([Outcome(job, "dead", error="ValueError: no") for job in leased])
+    page = signed_in(browser, base, world.admin)
+    page.goto(base + "/dashboard/dead?queue=deadpaged")
+    rows = page.locator(".jobs tbody tr")
+    expect(rows).to_have_count(50)
+    expect(page.locator("[data-testid=jobs-summary]")).to_contain_text("1,006 dead letter(s); 50 on this page")
+    page.click("text=Older →")
+    expect(page.locator("text=← Newest")).to_be_visible()
+    assert "cursor=" in page.url
+    expect(rows).to_have_count(50)
+    page.goto(base + "/dashboard/dead?queue=deadpaged&task=bulk.many")
+    expect(page.locator("[data-testid=jobs-summary]")).to_contain_text("50 dead letter(s) match (more on older")
+    retry = page.locator("#retry-matching")
+    expect(retry).to_have_text("Retry all that match")
+    retry.click()
+    expect(page.locator("dialog")).to_contain_text("every dead letter that matches this filter, on every page")
+    page.locator("dialog button", has_text="Retry them").click()
+    expect(page.locator(".toast")).to_contain_text("1,005 dead letter(s) queued again.")
+    expect(page.locator(".empty")).to_contain_text("No dead letter matches this filter.")
+    assert [j.task for j in app.list_jobs("dead", "deadpaged")] == ["bulk.other"]
     no_errors(page)
     page.context.close()
     app.close()

@@ -1,16 +1,19 @@
 """Redis-specific behaviour beyond the shared suite: shards with one server down,
-URL forms and bad URLs, blocking waits across servers."""
+URL forms and bad URLs, blocking waits across servers, workflows (flows.py): a release
+left by a killed worker, a child on a server that is down, what plain jobs pay, and
+waits woken by the finish."""
 
 from __future__ import annotations
 
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 import deferq
-from deferq.backends.base import Enqueue
+from deferq.backends.base import Enqueue, Outcome
 from deferq.errors import ConfigError, StoreUnavailable
 from deferq.job import Job, JobState
 from tests.stores.redis import RedisServer, unique_prefix
@@ -110,3 +113,156 @@ def test_wait_wakes_on_either_shard(two_servers: list[RedisServer]) -> None:
         timer.join()
         backend.reserve(["default"], 10, "w", 30, (1, 0, 2))
     app.close()
+
+
+# -- workflows (flows.py) -------------------------------------------------------------
+
+
+@pytest.fixture
+def redis_app(redis_url: str):  # type: ignore[no-untyped-def]
+    app = deferq.App(redis_url)
+    yield app
+    app.close()
+
+
+def _lease(backend, queue: str = "default"):  # type: ignore[no-untyped-def]
+    [leased] = backend.reserve([queue], 1, "w", 30, (0, 1, 2))
+    return leased
+
+
+def test_a_release_left_by_a_killed_worker_is_done_by_the_sweep(redis_app) -> None:  # type: ignore[no-untyped-def]
+    """The settle script ran and the worker died before releasing: the parent stays
+    marked, and the sweep releases its child once the mark is due (five seconds after
+    the settle, moved to now here). Each edge goes once, however often it is replayed."""
+    app, backend = redis_app, redis_app.backend
+    parent = app.enqueue("t", [1])
+    child = app.enqueue("t", [2], after=[parent], queue="other")
+    _, calls = backend._settle_calls([Outcome(_lease(backend), "succeeded")])
+    assert backend._run(calls[0]) == [3]  # applied, and jobs run after it: the worker would release them
+    qk = backend.keys.queue("default")
+    backend.recover_expired()
+    assert app.get(child.id).state == JobState.BLOCKED  # not due: the settling worker may be at it
+    backend.client.zadd(qk.released, {parent.id: 0})
+    backend.recover_expired()
+    assert app.get(child.id).state == JobState.QUEUED
+    assert backend.client.zcard(qk.released) == 0 and not backend.client.exists(qk.children(parent.id))
+    leased = _lease(backend, "other")
+    backend.client.sadd(qk.children(parent.id), f"other {child.id}")  # replayed: as if never unmarked
+    backend.client.zadd(qk.released, {parent.id: 0})
+    backend.recover_expired()
+    again = app.get(child.id)
+    assert (again.state, again.attempts) == (JobState.ACTIVE, leased.attempts)  # moved once only
+    assert backend.client.zcard(qk.released) == 0
+
+
+def test_plain_jobs_carry_nothing_for_workflows_or_waiters(redis_app) -> None:  # type: ignore[no-untyped-def]
+    app, backend = redis_app, redis_app.backend
+    job_ = app.enqueue("t", [1])
+    qk = backend.keys.queue("default")
+    _, calls = backend._settle_calls([Outcome(_lease(backend), "succeeded")])
+    assert backend._run(calls[0]) == [1]
+    assert backend.client.hget(qk.job(job_.id), "notify") is None
+    assert not backend.client.exists(qk.done(job_.id), qk.released, qk.children(job_.id))
+
+
+def test_a_waiter_is_woken_by_the_finish_and_not_by_an_old_token(redis_app) -> None:  # type: ignore[no-untyped-def]
+    app, backend = redis_app, redis_app.backend
+    job_ = app.enqueue("t", [1], max_attempts=1)
+    leased = _lease(backend)
+    timer = threading.Timer(0.2, lambda: backend.settle([Outcome(leased, "dead", error="boom")]))
+    timer.start()
+    started = time.monotonic()
+    assert backend.changes(job_.id, 4) is True  # blocked until the finish, not 4 s
+    assert time.monotonic() - started < 2
+    timer.join()
+    qk = backend.keys.queue("default")
+    assert 0 < backend.client.ttl(qk.done(job_.id)) <= 60
+    assert backend.changes(job_.id, 4) is True  # finished: answered at once
+    assert app.retry_dead(job_.id)
+    started = time.monotonic()
+    assert backend.changes(job_.id, 0.3) is False  # the token of the earlier finish is gone
+    assert time.monotonic() - started >= 0.25
+
+
+def test_a_child_on_a_server_that_is_down_hears_of_its_parent_later(two_servers: list[RedisServer]) -> None:
+    """Parent on one shard, child on the other: the parent's settle applies while the
+    child's server is down, and the sweep releases the child once it is back."""
+    a, b = two_servers
+    url = f"redis+shards://127.0.0.1:{a.port}/0,127.0.0.1:{b.port}/0?prefix={unique_prefix()}"
+    app = deferq.App(url)
+    backend = app.backend
+    parent = backend.enqueue_many([_keyed_for(backend, 1)])[0]
+    child = backend.enqueue_many([replace(_keyed_for(backend, 0), after=(parent.id,))])[0]
+    assert child.state == JobState.BLOCKED and backend.shards[0].get(child.id) is not None
+    leased = backend.reserve(["default"], 10, "w", 30, (1, 0, 2))
+    assert [j.id for j in leased] == [parent.id]
+    a.stop()
+    assert backend.settle([Outcome(leased[0], "succeeded")]) == [True]  # applied; the release waits
+    a.start()
+    assert backend.shards[0].get(child.id).state == JobState.BLOCKED
+    marks = backend.shards[1].keys.queue("default").released
+    backend.shards[1].client.zadd(marks, {parent.id: 0})  # due for the sweep
+    backend.shards[1].recover_expired()
+    assert app.get(child.id).state == JobState.QUEUED
+    app.close()
+
+
+def test_a_parent_whose_children_have_not_heard_is_neither_purged_nor_lost(redis_app) -> None:  # type: ignore[no-untyped-def]
+    """A parent gone from the store counts as cancelled: purging or deleting a successful
+    parent before its children heard would cancel them. Purge keeps it; delete releases
+    them first."""
+    app, backend = redis_app, redis_app.backend
+    first, second = app.enqueue("t", [1]), app.enqueue("t", [2])
+    child = app.enqueue("t", [3], after=[first, second])
+    for _ in range(2):  # both settle scripts run, their workers "die" before releasing
+        _, calls = backend._settle_calls([Outcome(_lease(backend), "succeeded")])
+        assert backend._run(calls[0]) == [3]
+    assert backend.purge([JobState.SUCCEEDED]) == 0
+    assert backend.delete(first.id) is True  # its child heard first
+    assert app.get(child.id).state == JobState.BLOCKED  # still waiting for `second`
+    backend.client.zadd(backend.keys.queue("default").released, {second.id: 0})
+    backend.recover_expired()
+    assert app.get(child.id).state == JobState.QUEUED
+    assert backend.purge([JobState.SUCCEEDED]) == 1  # `second`, now that its child heard
+
+
+def test_children_a_producer_stored_but_never_linked_are_linked_by_the_sweep(redis_app) -> None:  # type: ignore[no-untyped-def]
+    """On a Cluster or shards the stores and links of one call are separate scripts: a
+    producer that dies in between leaves its children in `linking`, and the sweep links
+    them (a parent finished meanwhile releases its child; one never stored cancels it)."""
+    app, backend = redis_app, redis_app.backend
+    running, done = app.enqueue("t", [1]), app.enqueue("t", [2])
+    leased = _lease(backend)
+    assert backend.settle([Outcome(_lease(backend), "succeeded")]) == [True]  # `done` has finished
+    items = [replace(job(n, queue="other"), after=(parent,)) for n, parent in
+             ((3, running.id), (4, done.id), (5, "01NEVERSTORED0000000000000"))]  # fmt: skip
+    plan = backend.enqueue_plan(items)
+    backend.register_queues(plan.new_queues)
+    backend.run_calls(plan.calls)  # stored, blocked; the producer dies here
+    waits, released, orphan = (item.job.id for item in items)
+    qk = backend.keys.queue("other")
+    assert {m.decode() for m in backend.client.zrange(qk.linking, 0, -1)} == {waits, released, orphan}
+    backend.recover_expired()
+    assert app.get(released).state == JobState.BLOCKED  # within the producer's grace: left alone
+    backend.client.zadd(qk.linking, {waits: 0, released: 0, orphan: 0})
+    backend.recover_expired()
+    assert backend.client.zcard(qk.linking) == 0
+    assert app.get(released).state == JobState.QUEUED
+    assert app.get(orphan).state == JobState.CANCELLED and "purged" in app.get(orphan).error
+    assert app.get(waits).state == JobState.BLOCKED and backend.dependents(running.id) == [waits]
+    assert backend.settle([Outcome(leased, "succeeded")]) == [True]
+    assert app.get(waits).state == JobState.QUEUED
+
+
+def test_a_linked_enqueue_run_again_changes_nothing(redis_app) -> None:  # type: ignore[no-untyped-def]
+    """A script whose reply was lost is run again (redis-py's one retry): a child that
+    has moved on since is not put back to blocked with all its parents."""
+    app, backend = redis_app, redis_app.backend
+    parent = app.enqueue("t", [1])
+    item = replace(job(2), after=(parent.id,))
+    assert backend.enqueue_many([item])[0].state == JobState.BLOCKED
+    assert backend.settle([Outcome(_lease(backend), "succeeded")]) == [True]
+    assert app.get(item.job.id).state == JobState.QUEUED
+    backend.run_calls(backend.enqueue_plan([item]).calls)
+    assert app.get(item.job.id).state == JobState.QUEUED
+    assert not backend.client.exists(backend.keys.queue("default").parents(item.job.id))

@@ -44,8 +44,15 @@ def test_a_result_comes_back_as_the_return_annotation():
         failed.wait(timeout=1)
 
 
-def test_http_wait_answers_when_the_job_finishes(tmp_path):
-    url = f"sqlite:///{tmp_path}/deferq.db"
+@pytest.fixture(params=["sqlite", "redis"])
+def url(request, tmp_path):
+    """A SQLite file, and Redis (whose waits are woken by a token the finish pushes)."""
+    if request.param == "redis":
+        return request.getfixturevalue("redis_url")
+    return f"sqlite:///{tmp_path}/deferq.db"
+
+
+def test_http_wait_answers_when_the_job_finishes(url):
     with client_for(url) as api:
         job_id = api.post("/v1/jobs", json={"task": "work", "args": [1]}).json()["id"]
         backend = deferq.App(url).backend
@@ -58,12 +65,11 @@ def test_http_wait_answers_when_the_job_finishes(tmp_path):
         assert api.get(f"/v1/jobs/{job_id}?wait=99").status_code == 422
 
 
-def test_dependencies_and_batches_over_http_and_the_cli(tmp_path):
+def test_dependencies_and_batches_over_http_and_the_cli(url):
     from click.testing import CliRunner
 
     from deferq.cli import main
 
-    url = f"sqlite:///{tmp_path}/deferq.db"
     app = deferq.App(url)
     parent = app.enqueue("work", [1])
     child = app.enqueue("work", [2], after=[parent])

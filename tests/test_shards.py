@@ -5,6 +5,7 @@ did not answer; new jobs go to the servers left (issue 11, item 12)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -205,3 +206,32 @@ def test_a_pause_reaches_every_server_and_says_when_one_missed_it(two_servers) -
         assert len(app.backend.reserve(["mail"], 10, "w", 30.0, ORDER)) == 4
     finally:
         app.close()
+
+
+# -- workflows across servers (backends/redis/flows.py) ------------------------------------
+
+
+def test_a_workflow_keeps_its_ids_and_links_across_servers(two_servers) -> None:
+    """Jobs of a call with `after` keep their ids (a workflow names them before they are
+    stored), a keyed one still goes to its key's server, and the links cross servers:
+    the chain runs in order, and cancelling its first job cancels the rest."""
+    app = deferq.App(shards_url(two_servers))
+    backend = app.backend
+    first, second, third = (item(n) for n in (1, 2, 3))
+    second = replace(second, job=second.job.evolve(key=keyed_for(backend, 1)), after=(first.job.id,))
+    third = replace(third, after=(second.job.id,))
+    stored = backend.enqueue_many([first, second, third])
+    assert [j.id for j in stored] == [first.job.id, second.job.id, third.job.id]
+    assert [j.state for j in stored] == [JobState.QUEUED, JobState.BLOCKED, JobState.BLOCKED]
+    assert backend.shards[1].get(second.job.id) is not None  # its key's server
+    assert backend.dependents(first.job.id) == [second.job.id]
+    for expected in stored:
+        [leased] = backend.reserve(["default"], 10, "w", 30, ORDER)
+        assert leased.id == expected.id
+        assert backend.settle([Outcome(leased, OutcomeKind.SUCCEEDED)]) == [True]
+    assert backend.count_states([j.id for j in stored]) == {"succeeded": 3}
+    again = backend.enqueue_many([item(4)])
+    chain = backend.enqueue_many([replace(item(6), after=(again[0].id,))])
+    assert backend.cancel(again[0].id)
+    assert backend.get(chain[0].id).state == JobState.CANCELLED and again[0].id in backend.get(chain[0].id).error
+    app.close()

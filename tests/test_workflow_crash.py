@@ -1,6 +1,6 @@
 """Workflows under crashes (issue 14): SIGKILL worker processes at random moments of a
 1,000-member chord and a 1,000-member batch; each callback runs exactly once, with the
-right counts. Every store that takes workflows (Redis refuses them)."""
+right counts. On every store (Redis: one server, a Cluster and shards)."""
 
 from __future__ import annotations
 
@@ -65,3 +65,15 @@ def test_workflows_survive_sigkilled_workers_postgres(postgres_url, tmp_path):
 
 def test_workflows_survive_sigkilled_workers_mysql(mysql_url, tmp_path):
     run_workflow_crash(mysql_url, tmp_path)
+
+
+def test_workflows_survive_sigkilled_workers_redis(redis_url, tmp_path):
+    run_workflow_crash(redis_url, tmp_path)
+
+
+def test_workflows_survive_sigkilled_workers_redis_cluster(redis_cluster_url, tmp_path):
+    run_workflow_crash(redis_cluster_url, tmp_path)
+
+
+def test_workflows_survive_sigkilled_workers_redis_shards(redis_shards_url, tmp_path):
+    run_workflow_crash(redis_shards_url, tmp_path)

@@ -1,6 +1,8 @@
-"""Property tests of dependencies and batch counts (issue 14), on the memory store and
-SQLite: random graphs of jobs, random outcomes settled in random order; every child
-ends as the rules of backends/deps.py say, and a batch's counts add up."""
+"""Property tests of dependencies and batch counts (issue 14), on the memory store,
+SQLite and Redis (one server; a Cluster and shards, where a graph's jobs sit in several
+queues, slots and servers): random graphs of jobs, random outcomes settled in random
+order; every child ends as the rules of backends/deps.py say, and a batch's counts add
+up."""
 
 from __future__ import annotations
 
@@ -11,6 +13,8 @@ import deferq
 from deferq.backends.base import Outcome
 from deferq.job import JobState
 from deferq.options import JobOptions
+from tests.conftest import need_service
+from tests.stores.redis import delete_prefix, shared_answers, shared_url, unique_prefix
 
 OUTCOMES = st.sampled_from(["succeeded", "dead", "cancelled"])
 
@@ -40,16 +44,19 @@ def expected(roots, children):
     return states
 
 
-def run_graph(url, roots, children, order):
+def run_graph(url, roots, children, order, queues=("default",)):
+    """Job i goes to queues[i % len(queues)]: several queues put a graph's edges across
+    Redis slots (Cluster) and servers (shards)."""
     app = deferq.App(url)
     backend = app.backend
-    jobs = [app.enqueue("t", [i]) for i in range(len(roots))]
+    jobs = [app.enqueue("t", [i], queue=queues[i % len(queues)]) for i in range(len(roots))]
     for parents, any_outcome in children:
-        jobs.append(app.enqueue("t", [len(jobs)], after=[jobs[p] for p in parents], after_any_outcome=any_outcome))
+        jobs.append(app.enqueue("t", [len(jobs)], after=[jobs[p] for p in parents], after_any_outcome=any_outcome,
+                                queue=queues[len(jobs) % len(queues)]))  # fmt: skip
     outcome_of = {jobs[i].id: roots[i] for i in range(len(roots))}
     rank = {jobs[i].id: order.index(i) for i in range(len(roots))}
     while True:  # settle the roots in the drawn order; released children succeed
-        leased = backend.reserve(["default"], 100, "w", 60, (0, 1, 2))
+        leased = backend.reserve(list(queues), 100, "w", 60, (0, 1, 2))
         if not leased:
             break
         leased.sort(key=lambda j: rank.get(j.id, -1))
@@ -73,6 +80,30 @@ def test_every_child_ends_as_the_rules_say_sqlite(graph, tmp_path_factory):
     roots, children, order = graph
     url = f"sqlite:///{tmp_path_factory.mktemp('g')}/g.db"
     assert run_graph(url, roots, children, order) == expected(roots, children)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(graph=graphs())
+def test_every_child_ends_as_the_rules_say_redis(graph):
+    if not shared_answers():
+        need_service("Redis", "nothing answers at DEFERQ_TEST_REDIS")
+    roots, children, order = graph
+    prefix = unique_prefix()
+    try:
+        found = run_graph(shared_url(prefix=prefix), roots, children, order, ("default", "a", "b"))
+    finally:
+        delete_prefix(prefix)
+    assert found == expected(roots, children)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(graph=graphs())
+def test_every_child_ends_as_the_rules_say_redis_cluster_and_shards(graph, redis_cluster_url, redis_shards_url):
+    roots, children, order = graph
+    for url in (redis_cluster_url, redis_shards_url):
+        # a fresh prefix per example: the fixtures' URL is the same for every example
+        url = url.replace("prefix=", f"prefix={unique_prefix()}")
+        assert run_graph(url, roots, children, order, ("default", "a", "b")) == expected(roots, children)
 
 
 @settings(max_examples=40, deadline=None)

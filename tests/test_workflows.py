@@ -1,5 +1,5 @@
-"""Chains, groups and chords (issue 14) with a real worker, on every store that takes
-workflows (Redis refuses them: tests/contract test_workflows_refused_on_redis)."""
+"""Chains, groups and chords (issue 14) with a real worker, on every store (Redis: one
+server, a Cluster and shards)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,9 @@ import deferq
 from deferq.job import JobState
 from deferq.worker import Worker, WorkerConfig
 
-pytestmark = pytest.mark.parametrize("store_url", ["memory", "sqlite", "postgres", "mysql"], indirect=True)
+pytestmark = pytest.mark.parametrize(
+    "store_url", ["memory", "sqlite", "postgres", "mysql", "redis", "redis_cluster", "redis_shards"], indirect=True
+)
 
 
 @pytest.fixture

@@ -239,9 +239,11 @@ class App:
             return []
         chain = self.registry.chain
         items = chain.run_before_enqueue(items)
+        if (joining := batches.current.get()) is not None:
+            items = joining.tagged(items)
         jobs = self.backend.enqueue_many(items, connection)
         self.history.enqueued(items, jobs)
-        if (joining := batches.current.get()) is not None:
+        if joining is not None:
             joining.joined(jobs)
         return chain.run_after_enqueue(jobs)
 
@@ -253,9 +255,11 @@ class App:
             return await asyncio.to_thread(self._enqueue_items, items, connection)
         chain = self.registry.chain
         items = chain.run_before_enqueue(items)
+        if (joining := batches.current.get()) is not None:
+            items = joining.tagged(items)
         jobs = await self.backend.enqueue_many_async(items, connection)
         self.history.enqueued(items, jobs)
-        if (joining := batches.current.get()) is not None:
+        if joining is not None:
             joining.joined(jobs)
         return chain.run_after_enqueue(jobs)
 

@@ -16,20 +16,21 @@ the callback (`summary`).
 from __future__ import annotations
 
 import contextvars
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from .backends.base import Enqueue, JobAdmin, Records
 from .errors import ConfigError
-from .job import Job, JobState, dumps, encode_payload, loads, new_job_id
-from .task import Call, build_enqueue, linked
+from .job import Job, JobState, dumps, loads, new_job_id
+from .task import Call, build_enqueue, linked, with_meta
 
 if TYPE_CHECKING:
     from .results import App
 
 NAMESPACE = "deferq.batches"  # kv records: batch id -> {"members": [...], "callbacks": {...}}
 BATCH_OF = "deferq.batch"  # meta of a callback: the id of its batch
+MEMBER_OF = "deferq.member_of"  # meta of a member: the id of its batch (the job page shows it)
 current: contextvars.ContextVar[Batch | None] = contextvars.ContextVar("deferq_batch", default=None)
 
 
@@ -65,6 +66,12 @@ class Batch:
         """Store one member (as any enqueue inside the `with` block does)."""
         return self.app.enqueue_many([call])[0]
 
+    def tagged(self, items: list[Enqueue]) -> list[Enqueue]:
+        """Members about to be stored, naming their batch."""
+        if self.closed:
+            raise ConfigError(f"batch {self.id} is closed: enqueue its members inside the with block")
+        return [with_meta(item, **{MEMBER_OF: self.id}) for item in items]
+
     def joined(self, jobs: list[Job]) -> None:
         if self.closed:
             raise ConfigError(f"batch {self.id} is closed: enqueue its members inside the with block")
@@ -98,8 +105,7 @@ class Batch:
     def _callback(self, call: Call, any_outcome: bool) -> Enqueue:
         item = build_enqueue(call, self.app.registry.tasks.get(call.task), 0.0)
         if not self.members:  # nothing to wait for: complete (and successful) at once
-            job = item.job.evolve(meta={**item.job.meta, BATCH_OF: self.id})
-            return replace(item, job=job, payload=encode_payload(job.task, job.args, job.kwargs, job.meta))
+            return with_meta(item, **{BATCH_OF: self.id})
         return linked(item, self.members, any_outcome, **{BATCH_OF: self.id})
 
 

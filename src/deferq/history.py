@@ -10,7 +10,8 @@ percentile of the merge is as good as one of a single process (within one bucket
 Nothing is written per job. A process adds to a `HistoryBuffer` in memory (a lock and a
 dict update) and a `HistoryRecorder` thread writes what was added with one store call
 (`history_add`) every `DEFERQ_HISTORY_SECONDS` (5 s): workers count what they settle,
-producers (App.enqueue, POST /v1/jobs) what they enqueue. A store keeps a counter per
+producers (App.enqueue, POST /v1/jobs) what they enqueue; a store what it ends by
+itself (an expired job, an expired lease: backends/history.py). A store keeps a counter per
 (minute, queue, task, field) and adds to it, so writers never read-modify-write and
 never conflict. Rows older than the retention (`DEFERQ_HISTORY_DAYS`, 7) are deleted by
 the recorders (`history_prune`), or expire (Redis).
@@ -31,6 +32,9 @@ import weakref
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .backends.history import MAX_MINUTES as MAX_MINUTES  # GET /v1/stats/history's longest window
+from .backends.history import minute_of, retention_minutes
+
 if TYPE_CHECKING:
     from .backends.base import Backend, Enqueue, Outcome
     from .job import Job
@@ -47,20 +51,10 @@ FIRST = 0.001
 GROWTH = math.sqrt(2)
 BUCKETS = 60
 SECONDS = float(os.environ.get("DEFERQ_HISTORY_SECONDS", 5.0))
-RETENTION_DAYS = float(os.environ.get("DEFERQ_HISTORY_DAYS", 7.0))
-MAX_MINUTES = 7 * 1440  # the longest window GET /v1/stats/history serves
 PRUNE_EVERY = 600.0  # seconds between one recorder's prunes
 MAX_PENDING = 50_000  # (minute, queue, task) cells held while the store is down, at most
 
 Row = tuple[int, str, str, str, int]  # (minute, queue, task, field, amount)
-
-
-def minute_of(epoch: float) -> int:
-    return int(epoch // 60)
-
-
-def retention_minutes() -> int:
-    return max(MAX_MINUTES, int(RETENTION_DAYS * 1440))
 
 
 # -- the histogram ---------------------------------------------------------------------------

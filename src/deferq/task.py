@@ -159,6 +159,19 @@ AFTER = "deferq.after"  # meta: the ids a job runs after, for `deferq job` and t
 SHOWN_PARENTS = 100  # a batch callback after 100,000 members records the first ones
 
 
+# meta: the ids of the jobs enqueued with this one to run after it (a chain's next step, a
+# chord's callback). The store forgets an edge once it settles, so this is how the job page
+# still shows a finished job's children; a job added later with after= is not in it.
+CHILDREN = "deferq.children"
+SHOWN_CHILDREN = 100
+
+
+def with_meta(item: Enqueue, **meta: Any) -> Enqueue:
+    """`item` with more meta (its payload, which carries the meta, made anew)."""
+    job = item.job.evolve(meta={**item.job.meta, **meta})
+    return replace(item, job=job, payload=encode_payload(job.task, job.args, job.kwargs, job.meta))
+
+
 def linked(item: Enqueue, after: Sequence[str], after_any: bool, **meta: Any) -> Enqueue:
     """`item` to run after the jobs `after` (backends/deps.py), its meta naming them
     (and carrying `meta`)."""

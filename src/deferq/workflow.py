@@ -22,7 +22,7 @@ from .backends.base import Enqueue, JobAdmin
 from .batch import BATCH_OF, summary
 from .errors import ConfigError, JobFailed
 from .job import FINISHED_STATES, Job, JobState
-from .task import Call, build_enqueue, linked
+from .task import CHILDREN, SHOWN_CHILDREN, Call, build_enqueue, linked, with_meta
 
 if TYPE_CHECKING:
     from .results import App
@@ -61,11 +61,14 @@ class Chain:
         as_list = False
         for step in self.steps:
             calls = step.calls if isinstance(step, Group) else (step,)
-            last = []
+            before, last = last, []
             for call in calls:
                 item = _stored_form(app, call, previous, as_list if self.pass_result else None)
                 last.append(len(items))
                 items.append(item)
+            children = [items[i].job.id for i in last][:SHOWN_CHILDREN]
+            for i in before:  # each job of the step before names this step's (the job page)
+                items[i] = with_meta(items[i], **{CHILDREN: children})
             previous, as_list = [items[i].job.id for i in last], isinstance(step, Group)
         return items, last, as_list
 
@@ -180,7 +183,7 @@ def with_inputs(store: JobAdmin, job: Job) -> Job:
     ids = job.meta.get(RESULTS_OF)
     if not ids:
         return job
-    found = [store.get(i) for i in ids]
+    found = store.get_many(ids)
     values = [p.result if p is not None and p.state in FINISHED_STATES else None for p in found]
     first = values if job.meta.get(RESULTS_AS) == "list" else values[0]
     return job.evolve(args=(first, *job.args))

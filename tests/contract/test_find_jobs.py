@@ -8,6 +8,7 @@ import uuid
 
 import pytest
 
+import deferq
 from deferq.backends.base import Outcome
 from deferq.backends.search import JobQuery
 from deferq.job import JobState
@@ -64,6 +65,31 @@ def test_filters_by_state_and_task(app, backend):
     assert tasks == ["find.a", "find.a"]
     scheduled = backend.find_jobs(JobQuery(queue=queue, task="find.a", state=JobState.SCHEDULED))
     assert [j.id for j in scheduled.jobs] == [later.id]
+
+
+@pytest.mark.parametrize("window", [5, 10_000])
+def test_a_task_filter_walks_every_match_once(app, backend, window, monkeypatch):
+    """However small the window, following the cursors lists each of the task's jobs once,
+    over states, priorities, due times and ties (Redis decides the task inside page.lua,
+    here in rounds of a few jobs: its merge of the sets is what is tested)."""
+    monkeypatch.setattr("deferq.backends.redis.search.FIRST_LOOK", 2)
+    queue = fresh_queue()
+    mine = []
+    for i in range(30):
+        job = app.enqueue("find.mine" if i % 3 == 0 else "find.other", [i], queue=queue,
+                          priority=("high", "normal", "low")[i % 2], delay=3600 if i % 4 == 0 else 0)
+        if job.task == "find.mine":
+            mine.append(job.id)
+    options = [deferq.options.JobOptions.parse(queue=queue, priority=level) for level in ("high", "low")]
+    tied = app.enqueue_many([deferq.task.Call("find.mine" if n % 2 else "find.other", (n,), {}, options[n % 3 % 2])
+                             for n in range(20)])  # fmt: skip
+    mine += [job.id for job in tied if job.task == "find.mine"]
+    for job in backend.reserve([queue], 6, "w", 30, (0, 1, 2)):
+        backend.settle([Outcome(job, "succeeded")])
+    pages, last = walk(backend, queue=queue, task="find.mine", limit=3, window=window)
+    seen = [job.id for page in pages for job in page]
+    assert sorted(seen) == sorted(mine) and len(seen) == len(set(seen))
+    assert all(len(page) <= 3 for page in pages) and last.cursor is None
 
 
 def test_text_in_arguments_and_errors(app, backend):

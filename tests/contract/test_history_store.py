@@ -6,8 +6,13 @@ from __future__ import annotations
 
 import random
 import threading
+import time
+import uuid
+from collections import Counter
+from datetime import UTC, datetime, timedelta
 
 from deferq.history import retention_minutes
+from deferq.job import JobState
 
 KEEP = retention_minutes()
 
@@ -63,3 +68,26 @@ def test_prune_drops_old_minutes_only(backend):
     assert backend.history_read(base, base + 1) == [(base, "enqueued", 1)]
     if pruned:  # Redis lets the keys expire instead
         assert backend.history_read(base - 5, base - 4) == []
+
+
+def test_the_store_counts_the_jobs_it_ends_by_itself(app, backend):
+    """No worker settles a job that expired before it ran, nor one whose lease expired:
+    the store counts them (backends/history.py), per queue and task, at once."""
+    queue = f"hist-{uuid.uuid4().hex[:8]}"
+    app.enqueue("hist.late", [0], queue=queue, expires=datetime.now(UTC) - timedelta(seconds=1))
+    assert backend.reserve([queue], 5, "w", 30, (0, 1, 2)) == []  # expired: cancelled, not leased
+    last_try = app.enqueue("hist.crash", [1], queue=queue, max_attempts=1)
+    again = app.enqueue("hist.crash", [2], queue=queue, max_attempts=2)
+    assert len(backend.reserve([queue], 5, "crashed", 0.1, (0, 1, 2))) == 2
+    deadline = time.monotonic() + 10
+    while (app.get(last_try.id).state, app.get(again.id).state) != (JobState.DEAD, JobState.QUEUED):
+        assert time.monotonic() < deadline, "the expired leases were not recovered"
+        backend.recover_expired()
+        time.sleep(0.02)
+    minute = int(time.time() // 60)
+    counts = Counter()
+    for _, field, amount in backend.history_read(minute - 2, minute + 2, queue):
+        counts[field] += amount
+    assert counts == {"expired": 1, "dead": 1, "retried": 1, "failed": 2}
+    by_task = Counter(field for _, field, _ in backend.history_read(minute - 2, minute + 2, queue, "hist.late"))
+    assert by_task == {"expired": 1}

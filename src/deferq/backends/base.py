@@ -352,6 +352,11 @@ class JobAdmin(ABC):
     def get(self, job_id: str) -> Job | None:
         """The job with this id, in any state, or None."""
 
+    def get_many(self, ids: Sequence[str]) -> list[Job | None]:
+        """`get` of each id, in order (a chord's callback reads its members' results).
+        Stores that can look many up at once override this."""
+        return [self.get(job_id) for job_id in ids]
+
     @abstractmethod
     def get_by_key(self, key: str) -> Job | None:
         """The newest job with this unique key, in any state, or None."""
@@ -389,13 +394,17 @@ class JobAdmin(ABC):
             left = deadline - time.monotonic()
             if job is None or job.state.finished or left <= 0:
                 return job
-            if not self.changes(job_id, min(pause, left)):
+            if not self.changes(job_id, left if self.wakes_waiters else min(pause, left)):
                 pause = min(pause * 2, WAIT_POLL[1])
 
     def dependents(self, job_id: str) -> list[str]:
         """Ids of the jobs still waiting for this one (their edge not yet settled); stores
         without dependencies have none."""
         return []
+
+    #: True when `changes` returns as soon as the job itself finishes (Redis): then
+    #: wait_finished gives it the whole time left instead of short polling slices.
+    wakes_waiters = False
 
     def changes(self, job_id: str, timeout: float) -> bool:
         """Block up to `timeout` seconds until the store may have finished `job_id`; True

@@ -4,15 +4,44 @@ A store keeps one counter per (minute, queue, task, field) and only ever adds to
 many writers never conflict and never read before they write. Every store implements
 `HistoryStore`; `MemoryHistory` is the memory store's (and the reference behaviour the
 contract suite holds the others to).
+
+Most counts come from the processes (deferq/history.py): a worker counts what it
+settles. What a store ends by itself, outside any settle, the store counts (`count_ended`):
+a job whose expiry passed before it ran ("expired", at a lease), and a lease that expired
+(`recover_expired`: "dead" or "retried", each also "failed", or "cancelled").
 """
 
 from __future__ import annotations
 
+import logging
+import os
 import threading
+import time
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 Row = tuple[int, str, str, str, int]  # (minute, queue, task, field, amount)
+Ended = tuple[str, str, str]  # (queue, task, what the job became: a field of COUNTS)
+
+log = logging.getLogger("deferq.history")
+RETENTION_DAYS = float(os.environ.get("DEFERQ_HISTORY_DAYS", 7.0))
+MAX_MINUTES = 7 * 1440  # the longest window GET /v1/stats/history serves
+# What a lease that expired makes of a job, in history fields (a retry or a death also
+# counts as a failed attempt, as when a worker settles them).
+RECOVERED = {"dead": ("dead", "failed"), "queued": ("retried", "failed"), "cancelled": ("cancelled",)}
+
+
+def minute_of(epoch: float) -> int:
+    return int(epoch // 60)
+
+
+def retention_minutes() -> int:
+    return max(MAX_MINUTES, int(RETENTION_DAYS * 1440))
+
+
+def recovered(queue: str, task: str, state: str) -> list[Ended]:
+    """The counts of a job whose lease expired and that is now in `state`."""
+    return [(queue, task, field) for field in RECOVERED.get(state, ())]
 
 
 class HistoryStore(ABC):
@@ -31,6 +60,24 @@ class HistoryStore(ABC):
     @abstractmethod
     def history_prune(self, before: int) -> int:
         """Delete the counters of minutes before `before`; how many (0 where they expire)."""
+
+    # Where `count_ended` writes: the store itself, or (a shard of several) their whole's.
+    history_sink: Callable[[Sequence[Row], int], None] | None = None
+
+    def count_ended(self, ended: Iterable[Ended]) -> None:
+        """Count, in this minute, jobs the store just ended by itself (module doc). Never
+        raises: a count that cannot be written is lost, said in the log."""
+        minute = minute_of(time.time())
+        cells: dict[tuple[str, str, str], int] = {}
+        for cell in ended:
+            cells[cell] = cells.get(cell, 0) + 1
+        if not cells:
+            return
+        rows = [(minute, queue, task, field, n) for (queue, task, field), n in sorted(cells.items())]
+        try:
+            (self.history_sink or self.history_add)(rows, retention_minutes())
+        except Exception as exc:  # noqa: BLE001 - history must never stop a lease or a recovery
+            log.warning("%d jobs the store ended were not counted in the history: %s", len(rows), exc)
 
 
 class MemoryHistory(HistoryStore):

@@ -26,7 +26,7 @@ from .base import (
     finished_only,
     state_for_waiting,
 )
-from .history import MemoryHistory
+from .history import Ended, MemoryHistory, recovered
 from .search import JobPage, JobQuery, scan_page
 
 _WAITING = JobState.QUEUED  # stored state of every waiting job; see base.py
@@ -176,6 +176,7 @@ class MemoryBackend(MemoryHistory, Backend):
     def reserve(
         self, queues: Sequence[str], limit: int, worker: str, lease: float, priorities: Sequence[int]
     ) -> list[Job]:
+        expired: list[Job] = []
         with self._changed:
             now = self.now()
             rank = {p: i for i, p in enumerate(priorities)}  # levels not named are not taken
@@ -191,6 +192,7 @@ class MemoryBackend(MemoryHistory, Backend):
                 if job.expires_at is not None and job.expires_at <= now:  # never run: cancelled
                     self._jobs[job.id] = replace(job, state=JobState.CANCELLED, error="expired", finished_at=now,
                                                  updated_at=now)
+                    expired.append(job)
                     self._step_up()
                     self._release([job.id])
                     continue
@@ -205,7 +207,8 @@ class MemoryBackend(MemoryHistory, Backend):
                 )
                 self._jobs[job.id] = job
                 taken.append(job)
-            return taken
+        self.count_ended((job.queue, job.task, "expired") for job in expired)
+        return taken
 
     def _owned(self, job: Job) -> Job | None:
         current = self._jobs.get(job.id)
@@ -261,18 +264,21 @@ class MemoryBackend(MemoryHistory, Backend):
             return applied
 
     def recover_expired(self) -> int:
+        ended: list[Ended] = []
         with self._changed:
             now = self.now()
             count = 0
             for job in list(self._jobs.values()):
                 if job.state == JobState.ACTIVE and (job.lease_until or 0) < now:
-                    self._jobs[job.id] = _expired(job, now)
+                    self._jobs[job.id] = recovered_job = _expired(job, now)
+                    ended += recovered(job.queue, job.task, str(recovered_job.state))
                     self._release([job.id])
                     count += 1
             self._step_up()  # also after any change that ended a holder some other way
             if count:
                 self._changed.notify_all()
-            return count
+        self.count_ended(ended)
+        return count
 
     def wait_for_work(self, queues: Sequence[str], timeout: float) -> None:
         with self._changed:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .. import batch as batches
 from ..backends.base import Enqueue
+from ..batch import BATCH_OF, MEMBER_OF
 from ..job import Job, Priority, encode_payload, new_job_id
 from ..options import HTTP_OPTIONS, JobOptions, conflict_rules
-from ..task import Call, build_enqueue
+from ..task import AFTER, CHILDREN, Call, build_enqueue
 from . import fields, models
 from .delivery import TASK_NAME, TIMEOUT_MARGIN
 from .errors import ApiError, Invalid
@@ -111,6 +113,46 @@ async def _topic_job(service: Service, request: Any, options: dict[str, Any]) ->
 def receipt(job: Job) -> dict[str, Any]:
     """What POST /v1/jobs answers: enough to find the job again."""
     return {"id": job.id, "state": str(job.state), "run_at": job.run_at}
+
+
+SHOWN_LINKS = 50  # parents and children a job page lists, at most
+
+
+def workflow(store: Any, job: Job) -> dict[str, Any]:
+    """A job's place in a workflow, for GET /v1/jobs/{id}: `after` and `waiting` (ids),
+    `parents` and `children` with their states, and its `batch`. Reads the store (one
+    look-up per job listed): call it in a store thread."""
+    after = list(job.meta.get(AFTER, ()))
+    waiting = store.dependents(job.id)
+    batch = _batch_of(store, job)
+    children = [*job.meta.get(CHILDREN, ()), *waiting]
+    if batch is not None and batch["role"] == "member":
+        children += batch["callbacks"].values()
+    return {"after": after, "waiting": waiting, "parents": _links(store, after),
+            "children": _links(store, list(dict.fromkeys(children))), "batch": batch}  # fmt: skip
+
+
+def _links(store: Any, ids: list[str]) -> list[dict[str, Any]]:
+    links = []
+    for job_id in ids[:SHOWN_LINKS]:
+        other = store.get(job_id)
+        links.append({"id": job_id, "state": str(other.state) if other else None,
+                      "task": (other.args[0] if other.task == TASK_NAME and other.args else other.task)
+                      if other else None, "queue": other.queue if other else None})  # fmt: skip
+    return links
+
+
+def _batch_of(store: Any, job: Job) -> dict[str, Any] | None:
+    """The batch `job` is a member (batch.MEMBER_OF) or a callback (batch.BATCH_OF) of."""
+    batch_id = job.meta.get(MEMBER_OF) or job.meta.get(BATCH_OF)
+    if batch_id is None:
+        return None
+    found = batches.info(store, batch_id)
+    counts = found.to_dict() if found else dict.fromkeys(("total", "pending", "succeeded", "dead", "cancelled"))
+    callbacks = found.callbacks if found else {}
+    role = next((name for name, callback in callbacks.items() if callback == job.id), "member")
+    return {**counts, "id": batch_id, "role": role, "state": found.state if found else "open",
+            "callbacks": callbacks}  # fmt: skip
 
 
 def view(job: Job) -> dict[str, Any]:

@@ -303,8 +303,28 @@ class Job(Struct):
     progress_message: str | None = None
     cancel_requested: bool = False
     expires_at: float | None = None
-    after: list[str] | None = None  # GET /v1/jobs/{id}: the jobs it runs after
-    waiting: list[str] | None = None  # GET /v1/jobs/{id}: the jobs still waiting for it
+    updated_at: Annotated[float, Meta(description="When it last changed: state, lease, remark.")] | None = None
+    remark: Annotated[str, Meta(description="Free text kept with the job for people.")] | None = None
+    worker: Annotated[str, Meta(description="The worker holding its lease, while it runs.")] | None = None
+    last_worker: Annotated[str, Meta(description="The worker that last ran it (kept after).")] | None = None
+    # GET /v1/jobs/{id} only: the job's place in a workflow (jobs.workflow)
+    after: Annotated[list[str], Meta(description="The ids of the jobs it runs after.")] | None = None
+    waiting: Annotated[list[str], Meta(description="The ids of the jobs still waiting for it.")] | None = None
+    parents: Annotated[list[JobLink], Meta(description=(
+        "The jobs it runs after, with their states (the first 50)."))] | None = None  # fmt: skip
+    children: Annotated[list[JobLink], Meta(description=(
+        "The jobs that run after it (the first 50): those enqueued with it (a chain's next step, "
+        "a chord's callback, a batch's callbacks) and those still waiting for it."))] | None = None  # fmt: skip
+    batch: Annotated[JobBatch, Meta(description="The batch it is a member or a callback of.")] | None = None
+
+
+class JobLink(Struct):
+    """Another job of a workflow, as the job page lists it."""
+
+    id: str
+    state: Annotated[State, Meta(description="Its state.")] | None  # null: no longer in the store (purged)
+    task: str | None
+    queue: str | None
 
 
 class Batch(Struct):
@@ -317,10 +337,20 @@ class Batch(Struct):
     state: Literal["running", "complete"]
     callbacks: dict[str, str]
 
-    updated_at: Annotated[float, Meta(description="When it last changed: state, lease, remark.")] | None = None
-    remark: Annotated[str, Meta(description="Free text kept with the job for people.")] | None = None
-    worker: Annotated[str, Meta(description="The worker holding its lease, while it runs.")] | None = None
-    last_worker: Annotated[str, Meta(description="The worker that last ran it (kept after).")] | None = None
+
+class JobBatch(Struct):
+    """A job's batch: its role in it and the batch's counts (null until the batch's
+    `with` block has ended: then its members are all known)."""
+
+    id: str
+    role: Literal["member", "on_complete", "on_success"]
+    total: int | None
+    pending: int | None
+    succeeded: int | None
+    dead: int | None
+    cancelled: int | None
+    state: Literal["open", "running", "complete"]
+    callbacks: dict[str, str]
 
 
 class JobSearch(Struct):

@@ -16,7 +16,6 @@ from .. import batch as batches
 from ..backends.base import Backend, missing_from, queue_table
 from ..job import JobState
 from ..options import queue_name
-from ..task import AFTER
 from . import auth, fields, job_search, models, settings
 from . import jobs as jobs_module
 from . import topics as topics_module
@@ -110,8 +109,8 @@ async def get_job(request: Request) -> JSON:
         job = await service.store(service.backend.get, _path(request, "job_id"))
     if job is None:
         raise not_found(f"job {_path(request, 'job_id')}")
-    waiting = await service.store(service.backend.dependents, job.id)
-    return JSON({**jobs_module.view(job), "after": list(job.meta.get(AFTER, ())), "waiting": waiting})
+    links = await service.store(jobs_module.workflow, service.backend, job)
+    return JSON({**jobs_module.view(job), **links})
 
 
 @needs(READER)

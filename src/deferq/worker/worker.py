@@ -250,6 +250,8 @@ class Worker:
                 self.slot_freed.wait(cfg.idle_wait)
                 self.slot_freed.clear()
                 continue
+            with self.lock:  # nothing in flight as the store is asked: its answer is final
+                idle = not self.running and self.claimed == claimed
             jobs = self._store_call(
                 self.backend.reserve, cfg.queues, claimed, cfg.name, self.lease,
                 self.rotation.next_order(),
@@ -259,8 +261,6 @@ class Worker:
                 continue
             if jobs:
                 continue
-            with self.lock:
-                idle = not self.running and not self.claimed
             if cfg.burst and idle:
                 return
             self._store_call(self.backend.wait_for_work, cfg.queues, cfg.idle_wait)

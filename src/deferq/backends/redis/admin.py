@@ -12,7 +12,7 @@ from typing import Any
 
 from ...job import FINISHED_STATES, Job, JobState
 from ..base import QueueStats, finished_only
-from . import scripts
+from . import flows, scripts
 from .codec import job_from_hash, pairs
 from .connection import guarded
 from .keys import KeySpace, QueueKeys
@@ -29,6 +29,8 @@ class Admin:
     _queues: Callable[[], list[str]]
     _repeat: Callable[[Callable[[str], Call], Sequence[str]], int]
     now: Callable[[], float]
+    homes: flows.Homes
+    queues_of: Callable[[Sequence[str]], dict[str, str]]
 
     # -- inspecting and managing ------------------------------------------------------
 
@@ -67,6 +69,14 @@ class Admin:
         return found[0] if found else None
 
     @guarded
+    def get_many(self, ids: Sequence[str]) -> list[Job | None]:
+        """Two round trips however many: where each id is (every queue asked at once),
+        then the hashes."""
+        where = self.queues_of(ids)
+        found = {job.id: job for job in self._fetch([(where[i], i) for i in ids if i in where])}
+        return [found.get(job_id) for job_id in ids]
+
+    @guarded
     def get_by_key(self, key: str) -> Job | None:
         queues = self._queues()
         spots = [(q, index) for q in queues for index in (self.keys.queue(q).unique, self.keys.queue(q).behind)]
@@ -89,11 +99,13 @@ class Admin:
         if queue is None:
             return False
         qk = self.keys.queue(queue)
-        keys = [qk.job(job_id), *qk.waiting, qk.cancelled, qk.held]
-        done = bool(self._run(Call(scripts.CANCEL, keys, [job_id])))
+        keys = [qk.job(job_id), *qk.waiting, qk.cancelled, qk.held, qk.blocked, qk.parents(job_id)]
+        done = self._run(Call(scripts.CANCEL, keys, [job_id]))
         if done:  # a job waiting behind it, if it held a key, takes its place
             self._run(Call(scripts.STEP_UP, list(qk.step_up_keys), []))
-        return done
+        if done == 2:  # jobs run after it: they hear of it now
+            flows.release_or_leave([(self, queue, job_id)], self.homes)  # type: ignore[list-item]
+        return bool(done)
 
     @guarded
     def retry_dead(self, job_id: str) -> bool:
@@ -127,8 +139,9 @@ class Admin:
         commands: list[tuple[str, tuple[Any, ...]]] = []
         for q in queues:
             qk = self.keys.queue(q)
-            if state in FINISHED_STATES:
-                commands.append((q, ("zrevrange", qk.finished(state), 0, limit - 1, True)))
+            if state in FINISHED_STATES or state == JobState.BLOCKED:
+                chosen = qk.blocked if state == JobState.BLOCKED else qk.finished(state)
+                commands.append((q, ("zrevrange", chosen, 0, limit - 1, True)))
             elif state == JobState.ACTIVE:
                 commands.append((q, ("zrange", qk.active, 0, -1, False, True)))
             else:
@@ -157,12 +170,13 @@ class Admin:
         calls = []
         for q in queues:
             qk = self.keys.queue(q)
-            keys = [*qk.waiting, qk.active, qk.succeeded, qk.dead, qk.cancelled, qk.held]
+            keys = [*qk.waiting, qk.active, qk.succeeded, qk.dead, qk.cancelled, qk.held, qk.blocked]
             calls.append(Call(scripts.STATS, keys, []))
         result = {}
         names = ("scheduled", "queued", "active", "succeeded", "dead", "cancelled")
         for queue, reply in zip(queues, self._run_all(calls) if calls else [], strict=True):
             counts = dict(zip(names, map(int, reply[:6]), strict=True))
+            counts["blocked"] = int(reply[7])
             if any(counts.values()):
                 stats = QueueStats()
                 stats.counts.update(counts)
@@ -172,10 +186,17 @@ class Admin:
 
     @guarded
     def delete(self, job_id: str) -> bool:
-        def keys(qk: QueueKeys) -> list[str]:
-            return [qk.job(job_id), qk.succeeded, qk.dead, qk.cancelled, qk.unique]
-
-        return self._on_job(job_id, scripts.DELETE, keys)
+        queue = self._locate(job_id)
+        if queue is None:
+            return False
+        qk = self.keys.queue(queue)
+        call = Call(scripts.DELETE, [qk.job(job_id), qk.succeeded, qk.dead, qk.cancelled, qk.unique, qk.released],
+                    [job_id])  # fmt: skip
+        done = self._run(call)
+        if done == 2:  # its children first: a job gone from the store would cancel them
+            flows.release([(self, queue, job_id)], self.homes)  # type: ignore[list-item]
+            done = self._run(call)
+        return bool(done == 1)
 
     @guarded
     def set_remark(self, job_id: str, remark: str | None) -> bool:

@@ -17,40 +17,50 @@ import weakref
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
+from urllib.parse import parse_qsl, urlsplit
 
-from ...errors import ConfigError
+from ...errors import StoreUnavailable
 from ...job import Job, dumps
 from ..base import Backend, Enqueue, Heartbeat, Outcome
-from . import scripts
+from ..history import recovered
+from . import flows, scripts
 from .admin import BATCH, Admin
 from .codec import enqueue_args, job_from_hash, pairs
-from .connection import Target, Waiter, WakeGroup, async_client, guarded, parse_url, reported, sync_client
+from .connection import (
+    CLIENT_DEFAULTS,
+    Target,
+    Waiter,
+    WakeGroup,
+    async_client,
+    guarded,
+    parse_url,
+    reported,
+    sync_client,
+)
 from .history import RedisHistory
 from .keys import KeySpace, QueueKeys
 from .scripts import Call
 from .search import RedisSearch
 
 T = TypeVar("T")
-# Dependencies need the parent's settle to reach its children atomically; on Redis a
-# queue's keys share one Cluster slot, and a workflow's jobs may span queues and shards.
-NO_WORKFLOWS = (
-    "jobs that run after others (after=, chains, chords, batches) are not supported on Redis yet: "
-    "use SQLite, PostgreSQL or MySQL for workflows"
-)
+SWEEP_BATCHES = 10  # at most this many BATCHes of marks per sweep (the next sweep goes on)
+WAIT_SLICE = 5.0  # seconds one blocking wait for a job's finish may last (below socket_timeout)
 
 
 @dataclass(frozen=True, slots=True)
-
 class _EnqueuePlan:
-    """enqueue_many as script calls: one per queue, with the items' positions."""
+    """enqueue_many as script calls: one per queue, with the items' positions; `linked`
+    when some item runs after other jobs (flows.py stores those)."""
 
     calls: list[Call]
     positions: list[list[int]]
     new_queues: list[str]
+    linked: bool = False
 
 
 class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
     schemes = ("redis", "rediss", "unix", "redis+cluster")
+    wakes_waiters = True  # changes() blocks until the job's finish pushes a token
 
     def __init__(self, url: str = "redis://localhost:6379/0", prefix: str | None = None, **_: Any):
         self.target: Target = parse_url(url)
@@ -62,6 +72,12 @@ class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
         self._registered: set[str] = set()
         self._waiter = Waiter()
         self._wait_lock = threading.Lock()
+        # The backends that may hold a job id (flows.py): this one; shards.py says more.
+        self.homes: flows.Homes = lambda _job_id: (self,)
+        self.transactions = not self.cluster  # MULTI/EXEC may span queues: one server
+        # a blocking wait must end well before a reply is overdue (socket_timeout)
+        reply_within = dict(parse_qsl(urlsplit(self.target.url).query)).get("socket_timeout")
+        self._wait_slice = min(WAIT_SLICE, float(reply_within or CLIENT_DEFAULTS["socket_timeout"]) / 2)
 
     # -- running scripts ------------------------------------------------------------
 
@@ -75,6 +91,21 @@ class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
         if len(calls) == 1 or self.cluster:
             return [self._run(call) for call in calls]
         return scripts.run_pipelined(self.client, calls)
+
+    def run_calls(self, calls: list[Call]) -> list[Any]:
+        """Script calls for any slots (flows.py), as `_run_all`, reported as store errors."""
+        with reported(self.target, "workflow"):
+            return self._run_all(calls)
+
+    def run_transaction(self, calls: list[Call]) -> list[Any]:
+        """Script calls in one MULTI/EXEC (one server): all run, or none. By source
+        (EVAL), so that a server that does not know a script yet cannot skip one."""
+        with reported(self.target, "workflow"):
+            pipe = self.client.pipeline(transaction=True)
+            for call in calls:
+                pipe.execute_command(*call.eval())
+            replies: list[Any] = pipe.execute()
+            return replies
 
     def _by_slot(self, queues: Iterable[str]) -> list[list[str]]:
         """Queues that one script call may serve together."""
@@ -91,11 +122,9 @@ class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
 
     # -- producing --------------------------------------------------------------------
 
-    def _enqueue_plan(self, items: Sequence[Enqueue]) -> _EnqueuePlan:
+    def enqueue_plan(self, items: Sequence[Enqueue]) -> _EnqueuePlan:
         queue = items[0].job.queue
-        if len(items) == 1:  # task.enqueue(): the commonest call, straight through
-            if items[0].after:
-                raise ConfigError(NO_WORKFLOWS)
+        if len(items) == 1 and not items[0].after:  # task.enqueue(): the commonest call, straight through
             qk = self.keys.queue(queue)
             keys = [*qk.enqueue_keys, qk.job_prefix + items[0].job.id]
             call = Call(scripts.ENQUEUE, keys, [*enqueue_args(items[0])])
@@ -107,20 +136,31 @@ class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
             for i, item in enumerate(items):
                 by_queue.setdefault(item.job.queue, []).append(i)
         calls = []
+        linked = False
         for queue, positions in by_queue.items():
             qk = self.keys.queue(queue)
             keys = [*qk.enqueue_keys]
             args: list[Any] = []
-            for i in positions:
+            links: list[Any] = []
+            for number, i in enumerate(positions, 1):
                 if items[i].after:
-                    raise ConfigError(NO_WORKFLOWS)
+                    links += flows.link_section(number, items[i])
                 keys.append(qk.job_prefix + items[i].job.id)
                 args += enqueue_args(items[i])
+            if links:  # after every item's ARGV (enqueue.lua)
+                args += links
+                linked = True
             calls.append(Call(scripts.ENQUEUE, keys, args))
         new = [q for q in by_queue if q not in self._registered]
-        return _EnqueuePlan(calls, list(by_queue.values()), new)
+        return _EnqueuePlan(calls, list(by_queue.values()), new, linked)
 
-    def _enqueue_results(self, items: Sequence[Enqueue], plan: _EnqueuePlan, replies: list[Any]) -> list[Job]:
+    def register_queues(self, queues: list[str]) -> None:
+        """Name new queues in the registry (before their first job goes in)."""
+        if queues:
+            self.client.sadd(self.keys.queues, *queues)
+            self._registered.update(queues)
+
+    def enqueue_results(self, items: Sequence[Enqueue], plan: _EnqueuePlan, replies: list[Any]) -> list[Job]:
         if len(items) == 1 and replies[0][1] == 0:  # one job, stored
             return [items[0].stored(float(replies[0][0]))]
         stored: list[Job | None] = [None] * len(items)
@@ -139,24 +179,27 @@ class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
         self.refuse_connection(connection)
         if not items:
             return []
-        plan = self._enqueue_plan(items)
+        plan = self.enqueue_plan(items)
+        if plan.linked:
+            return flows.enqueue_linked([(self, items)], self.homes)[0]
         if plan.new_queues:
-            self.client.sadd(self.keys.queues, *plan.new_queues)
-            self._registered.update(plan.new_queues)
-        return self._enqueue_results(items, plan, self._run_all(plan.calls))
+            self.register_queues(plan.new_queues)
+        return self.enqueue_results(items, plan, self._run_all(plan.calls))
 
     async def enqueue_many_async(self, items: Sequence[Enqueue], connection: Any = None) -> list[Job]:
         self.refuse_connection(connection)
         if not items:
             return []
         client = self._async_client()
-        plan = self._enqueue_plan(items)
+        plan = self.enqueue_plan(items)
+        if plan.linked:
+            return await asyncio.to_thread(self.enqueue_many, items)
         with reported(self.target, "enqueue"):
             if plan.new_queues:
                 await client.sadd(self.keys.queues, *plan.new_queues)
                 self._registered.update(plan.new_queues)
             replies = [await scripts.arun(client, call) for call in plan.calls]
-        return self._enqueue_results(items, plan, replies)
+        return self.enqueue_results(items, plan, replies)
 
     def _async_client(self) -> Any:
         """redis.asyncio clients belong to one event loop: one client per loop."""
@@ -178,17 +221,21 @@ class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
         keys = [k for q in group for k in self._reserve_keys(self.keys.queue(q))]
         return Call(scripts.RESERVE, keys, [want, worker, repr(lease), "take", *priorities])
 
-    @staticmethod
-    def _leased(group: list[str], worker: str, reply: list[Any]) -> list[Job]:
+    def _leased(self, group: list[str], worker: str, reply: list[Any]) -> list[Job]:
         now, lease_until = float(reply[0]), reply[1]
         leased = {b"state": b"active", b"worker": worker.encode(), b"lease_until": lease_until,
                   b"last_worker": worker.encode(), b"updated_at": reply[0]}
         jobs = []
+        expired = []
         for i in range(2, len(reply), 4):
             fields = pairs(reply[i + 3])
+            if reply[i] < 0:  # expired: cancelled instead of leased (reserve.lua)
+                expired.append((group[-reply[i] - 1], fields.get(b"task", b"").decode(), "expired"))
+                continue
             fields.update(leased)
             fields[b"attempts"] = reply[i + 2]
             jobs.append(job_from_hash(reply[i + 1].decode(), group[reply[i] - 1], fields, now))
+        self.count_ended(expired)
         return jobs
 
     @guarded
@@ -222,7 +269,7 @@ class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
         settle_call = self._settle_calls(outcomes)[1][0]  # one slot group on one server
         reserve_call = self._reserve_call(group, limit, worker, lease, priorities)
         flags, reply = self._lane.run_many([settle_call, reserve_call])
-        self._step_up_after(outcomes, flags)
+        self._after_settle(outcomes, flags)
         return [bool(ok) for ok in flags], self._leased(group, worker, reply)
 
     @guarded
@@ -322,30 +369,43 @@ class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
         for positions, replies in zip(groups, self._run_all(calls), strict=True):
             for i, flag in zip(positions, replies, strict=True):
                 flags[i] = flag
-        self._step_up_after(outcomes, flags)
+        self._after_settle(outcomes, flags)
         return [bool(flag) for flag in flags]
 
-    def _step_up_after(self, outcomes: Sequence[Outcome], flags: Sequence[int]) -> None:
-        """Jobs that finished while another waits behind them for their key (flag 2 of
-        settle.lua): that one takes its place (step_up.lua). A round trip of its own,
-        after the settle (a pipeline may run a call again out of order: NoScriptError)."""
+    def _after_settle(self, outcomes: Sequence[Outcome], flags: Sequence[int]) -> None:
+        """What settle.lua's flags ask for (none, for most settles): jobs that finished
+        while another waits behind them for their key (flags 2, 4): that one takes its
+        place (step_up.lua); jobs that finished with jobs running after them (flags 3,
+        4): those are released (flows.py). Round trips of their own, after the settle (a
+        pipeline may run a call again out of order: NoScriptError)."""
+        if all(flag <= 1 for flag in flags):
+            return
         keys: dict[str, set[str]] = {}
+        parents: list[flows.Ref] = []
         for outcome, flag in zip(outcomes, flags, strict=True):
-            if flag == 2 and outcome.job.key:
+            if flag in (2, 4) and outcome.job.key:
                 keys.setdefault(outcome.job.queue, set()).add(outcome.job.key)
+            if flag >= 3:
+                parents.append((self, outcome.job.queue, outcome.job.id))
         if keys:
             self._run_all([self._step_up_call(queue, sorted(names)) for queue, names in keys.items()])
+        if parents:
+            flows.release_or_leave(parents, self.homes)
 
     def _step_up_call(self, queue: str, keys: Sequence[str] = ()) -> Call:
         """step_up.lua for some keys of a queue, or for all (the sweep)."""
         return Call(scripts.STEP_UP, list(self.keys.queue(queue).step_up_keys), list(keys))
 
-    def _repeat(self, make: Callable[[str], Call], queues: Sequence[str]) -> int:
-        """Run a BATCH-bounded script per queue until each reports less than a full batch."""
+    def _repeat(
+        self, make: Callable[[str], Call], queues: Sequence[str], count: Callable[[str, Any], int] | None = None
+    ) -> int:
+        """Run a BATCH-bounded script per queue until each reports less than a full batch
+        (`count(queue, reply)` reads how many a reply did; default: the reply is the count)."""
         total = 0
         pending = list(queues)
         while pending:
-            counts = self._run_all([make(q) for q in pending])
+            replies = self._run_all([make(q) for q in pending])
+            counts = [count(q, r) if count else int(r) for q, r in zip(pending, replies, strict=True)]
             total += sum(counts)
             pending = [q for q, n in zip(pending, counts, strict=True) if n >= BATCH]
         return total
@@ -360,11 +420,94 @@ class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
             keys = [*qk.waiting, qk.active, qk.dead, qk.wake, qk.job_prefix, qk.cancelled]
             return Call(scripts.RECOVER, keys, [BATCH])
 
+        def counted(queue: str, reply: list[Any]) -> int:  # {how many, {state, task, ...}}: history
+            n, ended = reply
+            self.count_ended(cell for i in range(0, len(ended), 2)
+                             for cell in recovered(queue, ended[i + 1].decode(), ended[i].decode()))  # fmt: skip
+            return int(n)
+
         queues = self._queues()
-        count = self._repeat(call, queues)
+        count = self._repeat(call, queues, counted)
         if queues:
             self._run_all([self._step_up_call(queue) for queue in queues])
+            self.release_due(queues)
         return count
+
+    def release_due(self, queues: Sequence[str]) -> int:
+        """The sweep's part in dependencies: jobs a producer stored but died before
+        linking are linked; children of jobs that finished without their release (a
+        backend that died between the two, an expiry or a recovery here) hear of them
+        now (flows.py). Returns how many children moved."""
+        moved = 0
+        try:
+            moved += flows.relink_due(self, queues, self.homes, BATCH)
+        except StoreUnavailable as exc:  # a parent's server: the next sweep tries again
+            flows.log.warning("linking jobs a producer left half stored waits for the next sweep: %s", exc)
+        for _ in range(SWEEP_BATCHES):
+            marks = flows.due_marks(self, queues, BATCH)
+            moved += flows.release_or_leave(marks, self.homes) if marks else 0
+            if len(marks) < BATCH:
+                break
+        return moved
+
+    # -- dependencies and waiting (flows.py) ------------------------------------------------
+
+    def queues_of(self, ids: Sequence[str]) -> dict[str, str]:
+        """The queue of each job id found here (ids carry no queue: each queue is asked)."""
+        queues = self._queues()
+        pairs_ = [(job_id, q) for job_id in ids for q in queues]
+        found = self._read([("exists", self.keys.queue(q).job(job_id)) for job_id, q in pairs_]) if pairs_ else []
+        located: dict[str, str] = {}
+        for (job_id, queue), hit in zip(pairs_, found, strict=True):
+            if hit:
+                located.setdefault(job_id, queue)
+        return located
+
+    def states_of(self, ids: Sequence[str]) -> dict[str, str]:
+        """The stored state of each job id found here."""
+        queues = self._queues()
+        pairs_ = [(job_id, q) for job_id in ids for q in queues]
+        reads = [("hget", self.keys.queue(q).job(job_id), "state") for job_id, q in pairs_]
+        found = self._read(reads) if reads else []
+        states: dict[str, str] = {}
+        for (job_id, _), state in zip(pairs_, found, strict=True):
+            if state is not None:
+                states.setdefault(job_id, state.decode())
+        return states
+
+    def read(self, commands: Sequence[tuple[Any, ...]]) -> list[Any]:
+        with reported(self.target, "read"):
+            return self._read(commands)
+
+    def fetch(self, refs: Sequence[tuple[str, str]]) -> list[Job]:
+        with reported(self.target, "read"):
+            return self._fetch(refs)
+
+    @guarded
+    def dependents(self, job_id: str) -> list[str]:
+        queue = self._locate(job_id)
+        return flows.dependents(self, queue, job_id) if queue else []
+
+    @guarded
+    def count_states(self, ids: list[str]) -> dict[str, int]:
+        """How many of the jobs `ids` are in each state (a batch's summary)."""
+        return flows.count_states(ids, self.homes) if ids else {}
+
+    @guarded
+    def changes(self, job_id: str, timeout: float) -> bool:
+        """Blocks until the job finishes (a token its finishing script pushes, only for
+        a job someone waits for: watch.lua, on_finish), at most `timeout` seconds (and
+        half the reply timeout, WAIT_SLICE at most). The token stays in the list (BLMOVE
+        onto itself), so every waiter of the job wakes; the list expires a minute after
+        the finish."""
+        queue = self._locate(job_id)
+        if queue is None:
+            return True  # gone: the caller's look says so
+        qk = self.keys.queue(queue)
+        if self._run(Call(scripts.WATCH, [qk.job(job_id), qk.done(job_id)], [])):
+            return True
+        slice_ = max(0.01, min(timeout, self._wait_slice))
+        return self.client.blmove(qk.done(job_id), qk.done(job_id), slice_, "RIGHT", "LEFT") is not None
 
     @guarded
     def promote_due(self) -> int:

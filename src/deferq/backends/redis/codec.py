@@ -3,7 +3,8 @@
 A job hash holds: task, payload (JSON [args, kwargs]), priority, state, attempts,
 max_attempts, timeout, key, run_at, created_at, lease_until, worker, error, result,
 finished_at, progress, progress_message, cancel_requested_at, expires_at, updated_at, remark,
-last_worker. Hashes can be edited by
+last_worker; for workflows after_any and notify (docs/redis.md, "Workflows"), which this
+reading leaves alone. Hashes can be edited by
 hand; reading one never raises. A hash that cannot be read becomes a job whose kwargs
 hold "_unreadable_payload" (the runner's convention, see worker/runner.py), so a
 worker marks it dead with the reason.

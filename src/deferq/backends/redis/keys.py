@@ -23,6 +23,18 @@ Layout of one queue (P = prefix, Q = queue):
   {P:q:Q}:wake         list  at most one token: "something changed, look again"
   {P:q:Q}:paused       string present while the queue is paused: when it was paused
   {P:q:Q}:job:<id>     hash  the job record (fields in codec.py)
+  {P:q:Q}:blocked      zset  jobs waiting for the jobs they run after, score = created_at
+  {P:q:Q}:parents:<id> set   ids of the unfinished jobs the blocked job <id> runs after:
+                             each one taken away once (SREM), by the parent's release
+  {P:q:Q}:children:<id> set  "<child queue> <child id>" of the jobs that run after <id>
+                             (an edge), removed once its child has heard the outcome
+  {P:q:Q}:released     zset  finished jobs of this queue whose children have not all
+                             heard yet, score = when the sweep may take it (the settling
+                             backend releases them at once; the sweep after a crash)
+  {P:q:Q}:linking      zset  blocked jobs whose links may not all be made yet, score = when
+                             the sweep may link them (a producer that died mid-enqueue)
+  {P:q:Q}:done:<id>    list  one token pushed when <id> finishes, only if someone waits
+                             for it (a `w` in the `notify` field of its hash); expires after a minute
   P:queues             set   names of every queue ever used
   {P:kv:NS}:index      set   record names of kv namespace NS
   {P:kv:NS}:r:<name>   string one kv record (with its TTL)
@@ -57,6 +69,9 @@ class QueueKeys:
     behind: str
     held: str
     paused: str
+    blocked: str
+    released: str
+    linking: str
 
     @property
     def enqueue_keys(self) -> tuple[str, ...]:
@@ -70,6 +85,15 @@ class QueueKeys:
 
     def job(self, job_id: str) -> str:
         return self.job_prefix + job_id
+
+    def parents(self, job_id: str) -> str:
+        return f"{self.tag}:parents:{job_id}"
+
+    def children(self, job_id: str) -> str:
+        return f"{self.tag}:children:{job_id}"
+
+    def done(self, job_id: str) -> str:
+        return f"{self.tag}:done:{job_id}"
 
     def finished(self, state: str) -> str:
         return {"succeeded": self.succeeded, "dead": self.dead, "cancelled": self.cancelled}[state]
@@ -104,6 +128,9 @@ class KeySpace:
                 behind=f"{tag}:behind",
                 held=f"{tag}:held",
                 paused=f"{tag}:paused",
+                blocked=f"{tag}:blocked",
+                released=f"{tag}:released",
+                linking=f"{tag}:linking",
             )
         return keys
 

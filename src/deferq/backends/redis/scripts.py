@@ -73,6 +73,7 @@ KV_PUT, KV_LIST, KV_DELETE = map(_load, ("kv_put", "kv_list", "kv_delete"))
 PROGRESS, STEP_UP, PAUSE, REMARK, DELETE = map(_load, ("progress", "step_up", "pause", "remark", "delete"))
 RATE_TAKE, SLOT_TAKE = map(_load, ("rate_take", "slot_take"))
 HISTORY_ADD, HISTORY_READ, PAGE = map(_load, ("history_add", "history_read", "page"))
+LINK, LINKED, RELEASE, RELEASED, WATCH = map(_load, ("link", "linked", "release", "released", "watch"))
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,7 +5,9 @@ active by lease deadline, finished by finish time. A page walks them a state at 
 (in JobState order), highest score first, merged over the queues (and priorities); the
 cursor is (state, score, id) of the last job shown, and each set resumes right after
 that job when it holds it (page.lua). Redis has no index by task nor of text: those
-filters scan the newest `window` jobs and say so.
+filters scan the newest `window` jobs and say so. A task filter without text is decided
+inside page.lua, which sends back only the matching ids (`task_page`): a scan of 10,000
+jobs is one or two pipelined rounds of scripts, not 10,000 replies.
 """
 
 from __future__ import annotations
@@ -14,13 +16,14 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ...job import ALL_STATES, FINISHED_STATES, Job, JobState
-from ..search import JobPage, JobQuery, SearchStore, raw_matches, scan_page
+from ..search import JobPage, JobQuery, SearchStore, decode_cursor, encode_cursor, raw_matches, scan_page
 from . import scripts
 from .connection import guarded
 from .keys import KeySpace
 from .scripts import Call
 
 Position = list[Any]  # [state index, score, job id]
+FIRST_LOOK = 1000  # jobs task_page looks at in its first round (then 4 times more each round)
 
 
 class RedisSearch(SearchStore):
@@ -33,7 +36,105 @@ class RedisSearch(SearchStore):
 
     @guarded
     def find_jobs(self, query: JobQuery) -> JobPage:
+        if query.task is not None and not query.text:
+            return self.task_page(query)
         return scan_page(query, self.job_pages(query))
+
+    def task_page(self, query: JobQuery) -> JobPage:
+        """A task filter without text: each sorted set is read by page.lua, which looks at
+        up to `k` members after where it last stopped and sends back only the task's. Every
+        set has been looked at down to the highest of the sets' stopping points (the
+        boundary), so the matches above it are the newest, in order; those below wait for
+        the next round. Stops at `limit` matches or after `window` jobs were looked at."""
+        queues = [query.queue] if query.queue is not None else self._queues()
+        states = [query.state] if query.state is not None else list(ALL_STATES)
+        now = repr(self.now())
+        position = decode_cursor(query.cursor)
+        found: list[tuple[Job, Position]] = []
+        scanned = 0
+        for index in range(0 if position is None else int(position[0]), len(states)):
+            start = position[1:] or None if position is not None and int(position[0]) == index else None
+            sets = [(queue, *s) for queue in queues for s in self._sets(states[index], queue, now)]
+            stopped: dict[int, list[Any] | None] = dict.fromkeys(range(len(sets)), start)
+            pending: list[tuple[float, str, str]] = []  # (score, id, queue) below the boundary so far
+            budget = FIRST_LOOK  # jobs to look at in a round, growing: a common task is found at once
+            while stopped and len(found) < query.limit and scanned < query.window:
+                ahead = self._ahead(stopped, pending, query.limit - len(found))
+                k = -(-min(budget, query.window - scanned) // len(ahead))
+                budget *= 4
+                looked, boundary = self._task_round(sets, stopped, ahead, k, query.task or "", pending)
+                scanned += looked
+                pending.sort(reverse=True)
+                ready = [m for m in pending if boundary is None or m[:2] >= boundary]
+                pending = pending[len(ready) :]
+                found += self._still_in(states[index], index, ready)[: query.limit - len(found)]
+                if len(found) >= query.limit:
+                    return JobPage([job for job, _ in found], encode_cursor(found[-1][1]), None, scanned)
+                if scanned >= query.window and boundary is not None:  # looked at down to the boundary
+                    cursor = [index, *boundary]
+                    return JobPage([job for job, _ in found], encode_cursor(cursor), None, scanned, False)
+            if scanned >= query.window and index + 1 < len(states):  # the next state is not looked at
+                return JobPage([job for job, _ in found], encode_cursor([index + 1]), None, scanned, False)
+        return JobPage([job for job, _ in found], None, None, scanned, True)
+
+    def _still_in(
+        self, state: JobState, index: int, ready: list[tuple[float, str, str]]
+    ) -> list[tuple[Job, Position]]:
+        """The jobs of `ready` (score, id, queue) read, those still in `state`, in order."""
+        jobs = {job.id: job for job in self._fetch([(queue, job_id) for _, job_id, queue in ready])}
+        return [(job, [index, score, job_id]) for score, job_id, _ in ready
+                if (job := self._in_state(jobs.get(job_id), state)) is not None]  # fmt: skip
+
+    @staticmethod
+    def _ahead(
+        stopped: dict[int, list[Any] | None], pending: list[tuple[float, str, str]], need: int
+    ) -> list[int]:
+        """The open sets worth reading on: a match becomes ready once every open set has
+        stopped below it, so only the sets stopped above the `need`-th match found so far
+        (`pending`, highest first), else above the lowest set; any not read yet."""
+        places = {i: (float(at[0]), str(at[1])) for i, at in stopped.items() if at is not None}
+        if len(places) < len(stopped):
+            return list(stopped)
+        target = pending[need - 1][:2] if len(pending) >= need else min(places.values())
+        return [i for i, place in places.items() if place > target] or list(stopped)
+
+    def _task_round(
+        self,
+        sets: list[tuple[str, str, str, str]],
+        stopped: dict[int, list[Any] | None],
+        ahead: list[int],
+        k: int,
+        task: str,
+        pending: list[tuple[float, str, str]],
+    ) -> tuple[int, tuple[float, str] | None]:
+        """One round of `task_page`: the open sets `ahead` read on from where each
+        stopped (`stopped`, None: at its top), `k` members each; the task's jobs go to
+        `pending`, `stopped` moves on (a set with no more in range leaves it). (How many
+        were looked at, the boundary: the highest place an open set stopped at, None
+        when every set is through.)"""
+        calls = []
+        for i in ahead:
+            where = stopped[i]
+            queue, key, high, low = sets[i]
+            after = ["", ""] if where is None else [repr(float(where[0])), str(where[1])]
+            prefix = self.keys.queue(queue).job_prefix
+            calls.append(Call(scripts.PAGE, [key], [high, low, *after, k, prefix, task]))
+        looked = 0
+        for i, reply in zip(ahead, self._run_all(calls), strict=True):
+            queue, _, high, low = sets[i]
+            top = float("inf") if high == "+inf" else float(high)
+            bottom = float(low[1:]) if low.startswith("(") else float("-inf")
+            looked += int(reply[0])
+            for at in range(3, len(reply), 2):
+                if bottom < (score := float(reply[at + 1])) <= top:
+                    pending.append((score, reply[at].decode(), queue))
+            last = float(reply[2]) if reply[1] else bottom
+            if int(reply[0]) < k or last <= bottom:  # nothing more of this set in the state
+                del stopped[i]
+            else:
+                stopped[i] = [last, reply[1].decode()]
+        floors = [(float(at[0]), str(at[1])) for at in stopped.values() if at is not None]
+        return looked, max(floors) if floors else None
 
     def job_pages(self, query: JobQuery) -> Callable[[Position | None, int], list[tuple[Job | None, Position]]]:
         """The pager `scan_page` filters: the jobs of `query`'s state and queue, in order."""
@@ -60,6 +161,8 @@ class RedisSearch(SearchStore):
             return [(qk.finished(state), "+inf", "-inf")]
         if state == JobState.ACTIVE:
             return [(qk.active, "+inf", "-inf")]
+        if state == JobState.BLOCKED:
+            return [(qk.blocked, "+inf", "-inf")]
         high, low = ("+inf", f"({now}") if state == JobState.SCHEDULED else (now, "-inf")
         return [(key, high, low) for key in (*qk.waiting, qk.held)]
 

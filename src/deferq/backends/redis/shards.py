@@ -38,6 +38,7 @@ from ...job import _CROCKFORD, _PAIRS, FINISHED_STATES, Job, JobState
 from ..base import Backend, Enqueue, Heartbeat, JobList, JobStore, Outcome, QueueStats, Stats
 from ..history import Row
 from ..search import JobPage, JobQuery, scan_page
+from . import flows
 from .backend import RedisBackend
 from .connection import LOST, Waiter
 
@@ -104,6 +105,8 @@ class ShardedRedisBackend(Backend):
 
     def __init__(self, url: str, **options: Any) -> None:
         self.shards = [RedisBackend(u, **options) for u in shard_urls(url)]
+        for shard in self.shards:  # what a shard ends by itself is counted where all history is
+            shard.history_sink = self.history_add
         self._down_until = [0.0] * len(self.shards)
         self._full_until = [0.0] * len(self.shards)  # out of memory: no new jobs for a while
         self._turn = itertools.count()
@@ -111,6 +114,14 @@ class ShardedRedisBackend(Backend):
         self._settled: dict[tuple[str, int, str], bool] = {}  # applied before a partial failure
         self._lock = threading.Lock()
         self._waiter = Waiter()
+        for shard in self.shards:  # a workflow's jobs may sit on several servers (flows.py)
+            shard.homes = self._homes
+
+    def _homes(self, job_id: str) -> Sequence[RedisBackend]:
+        """The servers that may hold a job: the one its id is marked for, else every one
+        (a server that is down then fails the call, rather than be passed over)."""
+        home = self._home(job_id)
+        return (self.shards[home],) if home is not None else self.shards
 
     # -- choosing servers -------------------------------------------------------------
 
@@ -199,9 +210,13 @@ class ShardedRedisBackend(Backend):
     def enqueue_many(self, items: Sequence[Enqueue], connection: Any = None) -> list[Job]:
         self.refuse_connection(connection)
         groups: dict[int | None, list[int]] = {}
+        linked = False
         for i, item in enumerate(items):
             shard = self._key_shard(item.job.key) if item.job.key else None
             groups.setdefault(shard, []).append(i)
+            linked = linked or bool(item.after)
+        if linked:
+            return self._enqueue_linked(items, groups)
         stored: list[Job | None] = [None] * len(items)
         for shard, positions in groups.items():
             batch = [items[i] for i in positions]
@@ -218,6 +233,39 @@ class ShardedRedisBackend(Backend):
         except StoreUnavailable as exc:
             self._failed(shard, exc)
             raise
+
+    def _enqueue_linked(self, items: Sequence[Enqueue], groups: dict[int | None, list[int]]) -> list[Job]:
+        """Jobs some of which run after others (jobs without a key all on the next
+        healthy server), stored and linked across servers (flows.py). Their ids stay as
+        given, unmarked: a workflow names its jobs before they are stored (in each
+        other's `after`, in meta for results, in a batch's record), so a look-up of one
+        asks every server."""
+        unkeyed = self._live(next(self._turn))
+        if not unkeyed:
+            raise self._all_down()
+        place: dict[int, list[int]] = {}
+        for shard, positions in groups.items():
+            place.setdefault(shard if shard is not None else unkeyed[0], []).extend(positions)
+        parts = [(self.shards[shard], [items[i] for i in positions]) for shard, positions in place.items()]
+        try:
+            stored_parts = flows.enqueue_linked(parts, self._homes)
+        except StoreUnavailable as exc:
+            for shard in place:
+                if not self._live_now(shard):
+                    self._failed(shard, exc)
+            raise
+        stored: list[Job | None] = [None] * len(items)
+        for positions, jobs in zip(place.values(), stored_parts, strict=True):
+            for i, job in zip(positions, jobs, strict=True):
+                stored[i] = job
+        return stored  # type: ignore[return-value]
+
+    def _live_now(self, shard: int) -> bool:
+        try:
+            self.shards[shard].ping()
+        except StoreUnavailable:
+            return False
+        return True
 
     def is_new(self, item: Enqueue, job: Job) -> bool:
         shard = shard_of_id(job.id)
@@ -355,6 +403,37 @@ class ShardedRedisBackend(Backend):
 
     def get(self, job_id: str) -> Job | None:
         return self._by_id(job_id, lambda b: b.get(job_id), lambda job: job is not None)
+
+    def dependents(self, job_id: str) -> list[str]:
+        return self._by_id(job_id, lambda b: b.dependents(job_id), bool)
+
+    def count_states(self, ids: list[str]) -> dict[str, int]:
+        return flows.count_states(ids, self._homes) if ids else {}
+
+    wakes_waiters = True
+
+    def changes(self, job_id: str, timeout: float) -> bool:
+        """Woken by the job's server (RedisBackend.changes); for an id that names no
+        server (a workflow's), the server that holds it, found first."""
+        homes = self._homes(job_id)
+        holder = next((home for home in homes if len(homes) == 1 or home.queues_of([job_id])), None)
+        if holder is None:
+            return True  # gone: the caller's look says so
+        return holder.changes(job_id, timeout)
+
+    def get_many(self, ids: Sequence[str]) -> list[Job | None]:
+        """Each server asked once for the ids that may be on it."""
+        found: dict[str, Job] = {}
+        groups: dict[int, list[str]] = {}
+        for job_id in dict.fromkeys(ids):
+            home = self._home(job_id)
+            for shard in [home] if home is not None else range(len(self.shards)):
+                groups.setdefault(shard, []).append(job_id)
+        for shard, group in groups.items():
+            for job in self.shards[shard].get_many(group):
+                if job is not None:
+                    found.setdefault(job.id, job)
+        return [found.get(job_id) for job_id in ids]
 
     def get_by_key(self, key: str) -> Job | None:
         return self.shards[self._key_shard(key)].get_by_key(key)

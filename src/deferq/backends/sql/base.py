@@ -22,6 +22,7 @@ from ...errors import ConfigError, SchemaOutdated
 from ...job import FINISHED_STATES, Job, JobState, dumps
 from .. import deps
 from ..base import BEHIND, Backend, Enqueue, Heartbeat, Outcome, QueueStats, finished_only
+from ..history import recovered
 from .adapters import flag, url_options
 from .history import SQLHistory
 from .plans import Plan, Reply, Step, T
@@ -121,6 +122,8 @@ class SQLBackend(SQLHistory, SQLSearch, Backend):
     def claim_plan(
         self, queues: Sequence[str], limit: int, worker: str, lease: float, priorities: Sequence[int]
     ) -> Plan[list[Job]]:
+        """Lease up to `limit` jobs, in claim order; those whose expiry had passed come back
+        cancelled (not leased), for `reserve` to count and leave out."""
         raise NotImplementedError
 
     def is_unique_violation(self, exc: BaseException) -> bool:
@@ -371,7 +374,11 @@ class SQLBackend(SQLHistory, SQLSearch, Backend):
     ) -> list[Job]:
         if limit <= 0 or not queues:
             return []
-        return self.run(self.claim_plan(queues, limit, worker, lease, priorities), durable=False)
+        claimed = self.run(self.claim_plan(queues, limit, worker, lease, priorities), durable=False)
+        leased = [job for job in claimed if job.state == JobState.ACTIVE]
+        if len(leased) < len(claimed):  # the others had expired: cancelled instead (claim_plan)
+            self.count_ended((job.queue, job.task, "expired") for job in claimed if job.state != JobState.ACTIVE)
+        return leased
 
     @staticmethod
     def claim_order(jobs: list[tuple[Job, int]], priorities: Sequence[int]) -> list[Job]:
@@ -472,10 +479,17 @@ class SQLBackend(SQLHistory, SQLSearch, Backend):
     def recover_expired(self) -> int:
         """Also the sweep for jobs waiting behind a holder that ended some other way
         (expired at a claim, cancelled): they step up here at the latest."""
-        count = self.run(self._count(self.q["recover_expired"]), durable=False)
+        ended = self.run(self.recover_plan(), durable=False)
+        self.count_ended(cell for queue, task, state in ended for cell in recovered(queue, task, state))
+        count = len(ended)
         self.sweep()
         self.release(None)
         return count
+
+    def recover_plan(self) -> Plan[list[tuple[str, str, str]]]:
+        """Expired leases recovered: (queue, task, new state) of each (RETURNING)."""
+        reply = yield Step(self.q["recover_expired"])
+        return [(str(queue), str(task), str(state)) for queue, task, state in reply.rows]
 
     def sweep(self) -> None:
         """Every job waiting behind a finished holder steps up (`step_up_all`). An enqueue

@@ -369,13 +369,15 @@ class MySQLBackend(SQLBackend):
             return []
         seq_of = {job.id: seq for job, seq in found}
         now = reply.rows[0][WIDTH]
-        expired = {job.id for job in chosen if job.expires_at is not None and job.expires_at <= now}
-        if expired:  # never run: cancelled instead, in the same transaction
-            chosen = [job for job in chosen if job.id not in expired]
-            yield Step(self.q["expire"], {"now": now, "seqs": tuple(seq_of[job_id] for job_id in expired)},
+        expired = [job for job in chosen if job.expires_at is not None and job.expires_at <= now]
+        if expired:  # never run: cancelled instead, in the same transaction (reserve counts them)
+            chosen = [job for job in chosen if job not in expired]
+            yield Step(self.q["expire"], {"now": now, "seqs": tuple(seq_of[job.id] for job in expired)},
                        commit=not chosen)  # fmt: skip
+            expired = [job.with_state(JobState.CANCELLED, error="expired", finished_at=now, updated_at=now)
+                       for job in expired]  # fmt: skip
             if not chosen:
-                return []
+                return expired
         lease_until = now + lease
         yield Step(self.q["lease"], {
             "worker": worker, "lease_until": lease_until, "now": now,
@@ -385,7 +387,7 @@ class MySQLBackend(SQLBackend):
             job.with_state(JobState.ACTIVE, attempts=job.attempts + 1, worker=worker, lease_until=lease_until,
                            last_worker=worker, updated_at=now)
             for job in chosen
-        ]
+        ] + expired
 
     def claim_update_plan(
         self, queues: Sequence[str], limit: int, worker: str, lease: float, priorities: Sequence[int]
@@ -406,6 +408,16 @@ class MySQLBackend(SQLBackend):
         reply = yield Step(self.q["claimed"], {"token": token})
         pairs = [(job_of(row), row[WIDTH + 1]) for row in reply.rows]
         return self.claim_order(pairs, priorities)
+
+    def recover_plan(self) -> Plan[list[tuple[str, str, str]]]:
+        """No RETURNING on an UPDATE: the expired leases are read and locked first, then
+        taken back, in one transaction."""
+        reply = yield Step(self.q["expired_leases"], begin=True)
+        if not reply.rows:
+            yield Step("COMMIT")
+            return []
+        yield Step(self.q["recover_expired"], {"seqs": tuple(row[0] for row in reply.rows)}, commit=True)
+        return [(str(queue), str(task), str(state)) for _, queue, task, state in reply.rows]
 
     def heartbeat_plan(self, params: list[dict[str, Any]]) -> Plan[dict[str, bool]]:
         """No RETURNING: the row counts say which leases held, then one look-up which of

@@ -31,7 +31,7 @@ from psycopg import sql as pgsql
 from psycopg_pool import ConnectionPool
 
 from ...errors import ConfigError, StoreFull, StoreUnavailable
-from ...job import Job, JobState, dumps
+from ...job import Job, dumps
 from ..base import Enqueue, Outcome
 from ..history import Row
 from ..search import JobQuery, like_pattern
@@ -301,8 +301,8 @@ class PostgresBackend(SQLBackend):
             "lease": lease, "priorities": list(priorities),
         }  # fmt: skip
         reply = yield Step(self.q["claim" if len(queues) == 1 else "claim_queues"], params)
-        pairs = [(job, row[WIDTH + 1]) for row in reply.rows if (job := job_of(row)).state == JobState.ACTIVE]
-        return self.claim_order(pairs, priorities)  # without the expired, cancelled instead
+        pairs = [(job_of(row), row[WIDTH + 1]) for row in reply.rows]
+        return self.claim_order(pairs, priorities)  # the expired too, cancelled: reserve counts them
 
     def fenced_step(self, sql: str, params: list[dict[str, Any]]) -> Step:
         """One statement over arrays (one element per job)."""

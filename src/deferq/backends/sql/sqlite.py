@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import ConfigError, StoreFull, StoreUnavailable
-from ...job import Job, JobState, dumps
+from ...job import Job, dumps
 from ..base import Enqueue, Outcome
 from ..history import Row
 from ..search import JobQuery
@@ -302,7 +302,7 @@ class SQLiteBackend(SQLBackend):
         reply = yield Step(self.q["lease"], params, commit=True)
         order = {seq: i for i, seq in enumerate(chosen)}
         rows = sorted(reply.rows, key=lambda row: order[row[-1]])
-        return [job for row in rows if (job := job_of(row)).state == JobState.ACTIVE]  # not the expired
+        return [job_of(row) for row in rows]  # the expired too, cancelled: reserve counts them
 
     def settle_plan(self, outcomes: Sequence[Outcome]) -> Plan[list[bool]]:
         if any(o.kind != "succeeded" or o.result is not None for o in outcomes):

@@ -59,11 +59,40 @@ local function wake(key)
 end
 
 -- The fence of a lease (base.py): still active, same worker, same attempt. Also,
--- read in the same call: whether someone asked the job to stop (cancel.lua), and its
--- unique key (false when it has none).
+-- read in the same call: whether someone asked the job to stop (cancel.lua), its
+-- unique key (false when it has none) and its `notify` field (on_finish).
 local function owned(job_key, worker, attempts)
-  local f = redis.call('HMGET', job_key, 'state', 'worker', 'attempts', 'cancel_requested_at', 'key')
-  return f[1] == 'active' and f[2] == worker and tonumber(f[3]) == tonumber(attempts), f[4] ~= false, f[5]
+  local f = redis.call('HMGET', job_key, 'state', 'worker', 'attempts', 'cancel_requested_at', 'key', 'notify')
+  return f[1] == 'active' and f[2] == worker and tonumber(f[3]) == tonumber(attempts), f[4] ~= false, f[5], f[6]
+end
+
+-- Whether a job's `notify` field (false when absent) holds `letter`: c = jobs run after
+-- it (link.lua), w = someone waits for it to finish (watch.lua).
+local function notifies(notify, letter)
+  return notify and string.find(notify, letter, 1, true) ~= nil
+end
+
+-- Add `letter` to a job's `notify` field (one field for both, so that the scripts
+-- finishing a job read one field more, not two).
+local function add_notify(job_key, letter)
+  local notify = redis.call('HGET', job_key, 'notify') or ''
+  if not string.find(notify, letter, 1, true) then redis.call('HSET', job_key, 'notify', notify .. letter) end
+end
+
+-- A job just finished, in the same script (`notify`: its field): when jobs run after
+-- it, it is marked in its queue's `released` zset; when someone waits for it, a token
+-- in its done list wakes them. Costs nothing for a job that has neither. The mark's score is when the sweep (recover) may take it: 5 seconds on
+-- (`later`) when the caller releases the children itself right after the script, so
+-- the sweep only takes over from a caller that died first; else now.
+local function on_finish(job_key, id, notify, now, later)
+  if not notify then return end
+  local tag = string.sub(job_key, 1, #job_key - #id - 5)
+  if notifies(notify, 'c') then redis.call('ZADD', tag .. ':released', later and now + 5 or now, id) end
+  if notifies(notify, 'w') then
+    local done = tag .. ':done:' .. id
+    redis.call('RPUSH', done, '1')
+    redis.call('EXPIRE', done, 60)
+  end
 end
 
 -- Whether a queue is paused (pause.lua): its jobs are never leased while it is.
@@ -72,7 +101,7 @@ local function is_paused(key)
 end
 
 local function unfinished(state)
-  return state == 'queued' or state == 'active'
+  return state == 'queued' or state == 'active' or state == 'blocked'
 end
 
 -- The job waiting behind the holder of `key` (enqueue.lua) takes the key and becomes

@@ -14,6 +14,11 @@
 --             expiry ('' = none, '@' .. epoch seconds, or '+' .. seconds from now),
 --             on_conflict (ignore | replace | debounce), max_wait ('' = none),
 --             remark ('' = none)
+-- then, only for items that run after other jobs (options.after): item number (1-based),
+--             'all' or 'any' (after_any), how many parent ids, the parent ids.
+--             Such an item is stored BLOCKED: in the queue's blocked zset, with its
+--             parents in {P:q:Q}:parents:<id>, and in the queue's linking zset (due for
+--             the sweep 10 s on) until the caller has linked it (flows.py).
 -- The due time is run_at, else now + delay, computed from `now` as returned, so
 -- the caller derives exactly the stored value without reading it back.
 -- A key held by an unfinished job: `ignore` answers with the job that will run next
@@ -32,7 +37,18 @@ local function state_of(id)
   if not id then return nil end
   return redis.call('HGET', KEYS[6] .. id, 'state')
 end
-for i = 0, #ARGV / 13 - 1 do
+local items = #KEYS - 8
+local links = nil -- item number -> ARGV position of its 'all' | 'any'
+if #ARGV > items * 13 then
+  links = {}
+  local at = items * 13 + 1
+  while at < #ARGV do
+    links[tonumber(ARGV[at])] = at + 1
+    at = at + 3 + tonumber(ARGV[at + 2])
+  end
+end
+local tag = string.sub(KEYS[6], 1, -5)
+for i = 0, items - 1 do
   local b = i * 13
   local id, key, mode = ARGV[b + 1], ARGV[b + 7], ARGV[b + 11]
   local holder, behind = nil, nil
@@ -74,6 +90,8 @@ for i = 0, #ARGV / 13 - 1 do
       stored = true
     end
     out[i + 2] = {answer, redis.call('HGETALL', KEYS[6] .. answer)}
+  elseif links and links[i + 1] and redis.call('EXISTS', KEYS[9 + i]) == 1 then
+    out[i + 2] = 0 -- stored by this very call, run again (a lost reply): its edges may have moved on
   else
     local job = KEYS[9 + i]
     redis.call('HSET', job, 'task', ARGV[b + 2], 'payload', ARGV[b + 3],
@@ -91,9 +109,23 @@ for i = 0, #ARGV / 13 - 1 do
     if key ~= '' then
       redis.call('HSET', job, 'key', key)
     end
-    if holder then -- the holder runs: this one waits behind it
+    local link = links and links[i + 1]
+    if link then -- blocked until its parents finish (release.lua)
+      redis.call('HSET', job, 'state', 'blocked', 'after_any', ARGV[link] == 'any' and '1' or '0')
+      redis.call('ZADD', tag .. 'blocked', nows, id)
+      redis.call('ZADD', tag .. 'linking', now + 10, id) -- until linked.lua: else the sweep links it
+      local n = tonumber(ARGV[link + 1])
+      local parents = tag .. 'parents:' .. id
+      redis.call('DEL', parents)
+      for j = link + 2, link + 1 + n, 1000 do
+        redis.call('SADD', parents, unpack(ARGV, j, math.min(j + 999, link + 1 + n)))
+      end
+    end
+    if holder then -- the holder runs: this one waits behind it (blocked: release.lua places it)
       redis.call('HSET', KEYS[7], key, id)
-      redis.call('ZADD', KEYS[8], run_s, id)
+      if not link then redis.call('ZADD', KEYS[8], run_s, id) end
+    elseif link then
+      if key ~= '' then redis.call('HSET', KEYS[4], key, id) end
     else
       if key ~= '' then redis.call('HSET', KEYS[4], key, id) end
       collect(adds, KEYS[level(ARGV[b + 4]) + 1], run_s, id)

@@ -9,14 +9,28 @@
 -- ARGV[5]     how many
 -- ARGV[6]     '' or the queue's job key prefix: then each member's task follows its score
 --             (a task filter decides here, without a round trip per job)
+-- ARGV[7]     (with ARGV[6]) a task name: then only its jobs come back, after how many
+--             members were looked at and the last of them (where the look stopped):
+--             {looked at, last member, its score, member, score, ...}
 -- Returns member, score, [task,] member, score, ...: those after the cursor (score, id) in the
 -- order of the set (score, then id, both descending). A set that does not hold the
 -- cursor's job gets it for a moment, to learn where it would stand: ties in score (a
 -- batch enqueued at one instant) are common, and each must be listed once. Nobody sees
 -- the member: a script runs alone.
 local key, limit = KEYS[1], tonumber(ARGV[5])
+local function of_task(items)
+  local out = {#items / 2, items[#items - 1] or '', items[#items] or ''}
+  for i = 1, #items, 2 do
+    if redis.call('HGET', ARGV[6] .. items[i], 'task') == ARGV[7] then
+      out[#out + 1] = items[i]
+      out[#out + 1] = items[i + 1]
+    end
+  end
+  return out
+end
 local function with_tasks(items)
   if ARGV[6] == '' then return items end
+  if (ARGV[7] or '') ~= '' then return of_task(items) end
   local out = {}
   for i = 1, #items, 2 do
     out[#out + 1] = items[i]

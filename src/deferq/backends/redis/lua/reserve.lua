@@ -13,12 +13,14 @@
 -- equal due time sort by enqueue order). Each taken job's attempts grows by one.
 -- A job id whose hash is missing (deleted by hand) is dropped from the queue. A job
 -- whose expiry has passed is not leased: it is cancelled ("expired"), its attempt not
--- counted, and left out of the answer (so fewer than `limit` may come back).
+-- counted, and left out of the answer (so fewer than `limit` may come back); jobs that
+-- run after it hear of it at the next sweep (on_finish).
 -- When the batch is full and due jobs remain, the wake token is passed on so that
 -- another idle worker takes them.
 -- Returns {now as text, lease deadline as text, then per job: queue number
 -- (1-based), id, attempts, HGETALL of the job as it was before this lease (the
--- caller applies state, attempts, worker and lease deadline itself)};
+-- caller applies state, attempts, worker and lease deadline itself); an expired job
+-- the same way, its queue number negative (the caller counts it in the history)};
 -- when peeking, {now as text, then per job: priority, due time as text, id}.
 local now, nows = clock()
 local limit = tonumber(ARGV[1])
@@ -81,6 +83,11 @@ for _, item in ipairs(taken) do
   if expires and expires <= now then -- never run: cancelled instead
     redis.call('HSET', job, 'state', 'cancelled', 'error', 'expired', 'finished_at', nows, 'updated_at', nows)
     collect(placed, KEYS[b + 7], nows, id)
+    on_finish(job, id, redis.call('HGET', job, 'notify'), now, false) -- its children: at the next sweep
+    out[#out + 1] = -q -- the history counts it: a negative queue number marks an expired job
+    out[#out + 1] = id
+    out[#out + 1] = 0
+    out[#out + 1] = fields
   elseif #fields > 0 then
     attempts = attempts + 1
     redis.call('HSET', job, 'state', 'active', 'attempts', attempts, 'worker', worker,

@@ -9,9 +9,12 @@
 --             delay seconds (retry, snooze), error (dead and retry), result JSON ('' = none)
 -- An outcome applies only while the lease fence holds. A job whose cancel was
 -- requested ends cancelled unless it succeeded (base.py).
--- Returns one flag per outcome: 1 = applied, 2 = applied, and the job finished while
--- a job waits behind it for its key (the caller runs step_up.lua next), 0 = the
--- lease was lost.
+-- A job that finishes is marked for its children's release and wakes its waiters
+-- (on_finish).
+-- Returns one flag per outcome: 0 = the lease was lost, else 1 = applied, plus 1 when
+-- the job finished while a job waits behind it for its key (the caller runs
+-- step_up.lua next), plus 2 when it finished and jobs run after it (the caller
+-- releases them: flows.py).
 local now, nows = clock()
 local out = {}
 local released, placed = {}, {}
@@ -21,9 +24,9 @@ for i = 0, #KEYS / 6 - 1 do
   local job, active, target, wake_key = KEYS[k + 1], KEYS[k + 2], KEYS[k + 3], KEYS[k + 4]
   local b = i * 7
   local kind, id, worker, attempts = ARGV[b + 1], ARGV[b + 2], ARGV[b + 3], ARGV[b + 4]
-  local held, asked, key = owned(job, worker, attempts)
+  local held, asked, key, notify = owned(job, worker, attempts)
   if held then
-    out[i + 1] = 1
+    local finished = true
     collect(released, active, id)
     -- worker and lease_until are blanked rather than deleted: one command, not two
     if kind == 'cancelled' or (asked and kind ~= 'succeeded') then
@@ -53,21 +56,30 @@ for i = 0, #KEYS / 6 - 1 do
         'worker', '', 'lease_until', '', 'updated_at', nows)
       collect(placed, target, run_at, id)
       woken[wake_key] = true
+      finished = false
     elseif kind == 'snooze' then -- due again after the delay, the attempt not counted
       local run_at = fmt(now + tonumber(ARGV[b + 5]))
       redis.call('HSET', job, 'state', 'queued', 'run_at', run_at, 'attempts', tonumber(attempts) - 1,
         'worker', '', 'lease_until', '', 'updated_at', nows)
       collect(placed, target, run_at, id)
       woken[wake_key] = true
+      finished = false
     else -- release: back to waiting, the attempt not counted
       redis.call('HSET', job, 'state', 'queued', 'attempts', tonumber(attempts) - 1,
         'worker', '', 'lease_until', '', 'updated_at', nows)
       collect(placed, target, fmt(num(redis.call('HGET', job, 'run_at'), now)), id)
       woken[wake_key] = true
+      finished = false
     end
-    if key and redis.call('HGET', job, 'state') ~= 'queued' and redis.call('HEXISTS', KEYS[k + 6], key) == 1 then
-      out[i + 1] = 2
+    local flag = 1
+    if finished then
+      if key and redis.call('HEXISTS', KEYS[k + 6], key) == 1 then flag = 2 end
+      if notify then -- most jobs have none: no call
+        on_finish(job, id, notify, now, true)
+        if notifies(notify, 'c') then flag = flag + 2 end
+      end
     end
+    out[i + 1] = flag
   else
     out[i + 1] = 0
   end

@@ -4,8 +4,10 @@
 -- KEYS[4]     active zset
 -- KEYS[5..7]  succeeded, dead, cancelled zsets
 -- KEYS[8]     zset of waiting jobs held back from claims (counted as waiting)
+-- KEYS[9]     blocked zset
 -- ARGV        none
--- Returns {scheduled, queued, active, succeeded, dead, cancelled, oldest wait as text}.
+-- Returns {scheduled, queued, active, succeeded, dead, cancelled, oldest wait as text,
+-- blocked}.
 local now, nows = clock()
 local scheduled, queued, oldest = 0, 0, 0
 for _, k in ipairs({1, 2, 3, 8}) do
@@ -18,4 +20,4 @@ for _, k in ipairs({1, 2, 3, 8}) do
   end
 end
 return {scheduled, queued, redis.call('ZCARD', KEYS[4]), redis.call('ZCARD', KEYS[5]),
-  redis.call('ZCARD', KEYS[6]), redis.call('ZCARD', KEYS[7]), fmt(oldest)}
+  redis.call('ZCARD', KEYS[6]), redis.call('ZCARD', KEYS[7]), fmt(oldest), redis.call('ZCARD', KEYS[9])}

@@ -21,7 +21,9 @@ for _, key in ipairs(keys) do
   local next_id = redis.call('HGET', KEYS[7], key)
   if next_id then
     local holder = redis.call('HGET', KEYS[4], key)
-    if redis.call('HGET', KEYS[6] .. next_id, 'state') ~= 'queued' then -- cancelled or gone: forget it
+    local state = redis.call('HGET', KEYS[6] .. next_id, 'state')
+    if state == 'blocked' then -- it waits for its parents first (release.lua)
+    elseif state ~= 'queued' then -- cancelled or gone: forget it
       redis.call('HDEL', KEYS[7], key)
       redis.call('ZREM', KEYS[8], next_id)
     elseif not (holder and unfinished(redis.call('HGET', KEYS[6] .. holder, 'state'))) then

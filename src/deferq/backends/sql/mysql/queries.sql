@@ -97,7 +97,7 @@ WHERE seq IN %(seqs)s
 -- and sort them, locking them all, so concurrent claims deadlock; through the waiting
 -- index it reads (and locks) the rows it takes.
 -- Rows whose expiry has passed are cancelled instead ("expired", the attempt not
--- counted), and `claimed` (which reads active rows only) leaves them out. `state` is
+-- counted), and `claimed` reads them back too, for the history. `state` is
 -- assigned first: the CASEs after it read only expires_at.
 UPDATE {jobs} FORCE INDEX (deferq_jobs_waiting) SET
     state = CASE WHEN expires_at <= {now} THEN 'cancelled' ELSE 'active' END,
@@ -115,7 +115,8 @@ ORDER BY run_at, seq
 LIMIT %(limit)s
 
 -- name: claimed
-SELECT {job_columns}, {now}, seq FROM {jobs} WHERE state = 'active' AND claim_token = %(token)s
+-- What the claim leased, and what it cancelled because it had expired (reserve counts those).
+SELECT {job_columns}, {now}, seq FROM {jobs} WHERE state IN ('active', 'cancelled') AND claim_token = %(token)s
 
 -- name: heartbeat
 -- One job (MySQL has no arrays to unnest; the batch is one transaction). Our
@@ -152,9 +153,17 @@ UPDATE {jobs} FORCE INDEX (deferq_jobs_id) SET
     updated_at = {now}
 WHERE id = %(id)s AND state = 'active' AND worker = %(worker)s AND attempts = %(attempts)s
 
+-- name: expired_leases
+-- The leases recover_expired takes back, locked until it has (no RETURNING on an UPDATE
+-- here): what each will become, for the history.
+SELECT seq, queue, task, CASE WHEN cancel_requested_at IS NOT NULL THEN 'cancelled'
+                              WHEN attempts >= max_attempts THEN 'dead' ELSE 'queued' END
+FROM {jobs} WHERE state = 'active' AND lease_until < {now} FOR UPDATE
+
 -- name: recover_expired
 -- Back to waiting; dead when its attempts are used up; cancelled when that was asked.
--- `error` reads `worker` before it is cleared (left-to-right assignment).
+-- `error` reads `worker` before it is cleared (left-to-right assignment). The rows
+-- expired_leases locked, in the same transaction.
 UPDATE {jobs} SET
     finished_at = CASE WHEN cancel_requested_at IS NOT NULL OR attempts >= max_attempts THEN {now} END,
     state = CASE WHEN cancel_requested_at IS NOT NULL THEN 'cancelled'
@@ -163,7 +172,7 @@ UPDATE {jobs} SET
     worker = NULL,
     lease_until = NULL,
     updated_at = {now}
-WHERE state = 'active' AND lease_until < {now}
+WHERE seq IN %(seqs)s AND state = 'active' AND lease_until < {now}
 
 -- name: next_due
 -- The earliest due time of one queue: one index probe per priority (MIN over the

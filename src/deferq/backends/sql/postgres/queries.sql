@@ -190,6 +190,7 @@ RETURNING j.id, EXISTS (SELECT 1 FROM {deps} AS d WHERE d.parent = j.id)  -- job
 
 -- name: recover_expired
 -- Back to waiting; dead when its attempts are used up; cancelled when that was asked.
+-- RETURNING: what each became, for the history (backends/history.py).
 UPDATE {jobs} SET
     state = CASE WHEN cancel_requested_at IS NOT NULL THEN 'cancelled'
                  WHEN attempts >= max_attempts THEN 'dead' ELSE 'queued' END,
@@ -199,6 +200,7 @@ UPDATE {jobs} SET
     lease_until = NULL,
     updated_at = {now}
 WHERE state = 'active' AND lease_until < {now}
+RETURNING queue, task, state
 
 -- name: next_due
 -- The earliest due time among waiting jobs of the queues: one index probe per queue

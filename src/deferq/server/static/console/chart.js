@@ -33,7 +33,7 @@ export function lineChart(container, options) {
       series: [{}, ...labels.map((label, i) => ({
         label, stroke: colorOf(label, i), width: 2, points: {show: false}, spanGaps: true,
       }))],
-      axes: [axis, {...axis, size: 48}],
+      axes: [{...axis, space: 70}, {...axis, size: 48}],  // x: time labels apart on a phone
       legend: {live: true},
       cursor: {drag: {x: false, y: false}},
     }, data, box);

@@ -82,4 +82,4 @@ export function shortId(id) {
   return id && id.length > 12 ? `${id.slice(0, 10)}…` : id;
 }
 
-export const STATES = ["scheduled", "queued", "active", "succeeded", "dead", "cancelled"];
+export const STATES = ["blocked", "scheduled", "queued", "active", "succeeded", "dead", "cancelled"];

@@ -17,7 +17,7 @@ export function pageHead(title, ...tools) {
 // Six cards, one per state, each a link (hrefOf(state)) showing a count.
 export function stateCards(hrefOf, states) {
   const numbers = {};
-  const el = h("div", {class: "cards"}, (states || STATES).map((state) => {
+  const el = h("div", {class: "cards states"}, (states || STATES).map((state) => {
     numbers[state] = h("span", {class: "number", text: "–"});
     return h("a", {class: `card state-card state-${state}`, href: hrefOf(state), dataset: {state}},
       h("span", {class: "label", text: state}), numbers[state]);

@@ -2,8 +2,8 @@
 // reload, back button); typing updates it after a pause, without rebuilding the form.
 
 import {query} from "../api.js";
-import {debounce, empty, h} from "../dom.js";
-import {STATES, count} from "../format.js";
+import {debounce, empty, h, link} from "../dom.js";
+import {count} from "../format.js";
 import {queueSelect, stateSelect} from "./common.js";
 import {jobTable} from "./jobtable.js";
 
@@ -60,69 +60,78 @@ export function filterForm(ctx, fields, hints) {
   };
 }
 
-// A filtered job list (GET /v1/search): the form, a line saying what was searched, the
-// rows and an empty state. `fixed`: parameters the page always sends (state=dead).
-export function searchList(ctx, {fields, fixed, what, extra, emptyFiltered, emptyAll}) {
+// A filtered job list a page at a time (GET /v1/jobs: keyset pages, newest first, the same
+// cost on page 1 and page 10,000; the cursor in the URL, so a reload or the back button
+// keeps the page): the form, a line saying what was searched (`describe(data, later)`), the
+// rows, an empty state and the pager. `fixed`: parameters the page always sends (state=dead).
+export function pagedList(ctx, {fields, fixed, limit, hints, extra, describe, emptyFiltered, emptyAll}) {
   let params = ctx.query;
-  const form = filterForm(ctx, fields);
-  const summary = h("p", {class: "muted count-line"});
+  const form = filterForm(ctx, fields, hints);
+  const summary = h("p", {class: "muted count-line", "data-testid": "jobs-summary"});
   const jobs = jobTable({extra});
   const nothing = h("div");
-  const list = h("div", {}, summary, jobs.el, nothing);
+  const newest = h("a", {class: "button-like", text: "← Newest"});
+  const older = h("a", {class: "button-like", rel: "next", text: "Older →"});
+  const pager = h("nav", {class: "pager", "aria-label": "pages"}, newest, older);
+  const filter = (p) => ({...fixed, ...Object.fromEntries(fields.map((f) => [f, p.get(f)]))});
+  const page = (cursor, size) => ctx.api(`/v1/jobs${query({...filter(params), cursor, limit: size})}`);
   return {
     form: form.el,
-    list,
+    list: h("div", {}, summary, jobs.el, nothing, pager),
     params: () => params,
-    // Without task or id/key text the store's counts say how many match, so only the
-    // newest `limit` jobs of each state are read; with text, a window of each state is.
-    search: (limit) => {
-      const text = params.get("task") || params.get("q");
-      return ctx.api(`/v1/search${query({...fixed, ...Object.fromEntries(fields.map((f) => [f, params.get(f)])),
-        limit, window: text ? null : limit})}`);
+    filtered: () => fields.some((name) => params.get(name)),
+    // Every job the filter matches, `size` at a time, following the cursors to the end.
+    async* matches(size) {
+      let cursor = null;
+      for (let round = 0; round < 100_000; round++) {
+        const data = await page(cursor, size);
+        if (data.jobs.length) yield data.jobs;
+        if (!data.cursor) return;
+        cursor = data.cursor;
+      }
     },
-    // The list for the filter in the URL: {queues, data}, or null when the filter changed meanwhile.
-    async refresh(limit) {
+    // The page in the URL: {queues, data}, or null when the filter changed meanwhile.
+    async refresh() {
       const wanted = params.toString();
-      const [queues, data] = await Promise.all([ctx.api("/v1/queues"), this.search(limit)]);
+      const [queues, data] = await Promise.all([ctx.api("/v1/queues"), page(params.get("cursor"), limit)]);
       if (!ctx.alive() || wanted !== params.toString()) return null;
       form.queues(Object.keys(queues.queues));
-      form.tasks(data.tasks || []);
+      form.tasks([...new Set(data.jobs.map((job) => job.task).filter(Boolean))]);
       jobs.update(data.jobs);
-      const text = params.get("task") || params.get("q");
-      summary.textContent = text ? searchSummary(data, data.jobs.length, what) :
-        countSummary(queues.queues, {...fixed, queue: params.get("queue"), state: fixed && fixed.state ||
-          params.get("state")}, data.jobs.length, what);
-      const filtered = fields.some((name) => params.get(name));
-      nothing.replaceChildren(data.jobs.length ? "" : filtered ? empty(...emptyFiltered) : empty(...emptyAll));
+      const later = Boolean(params.get("cursor"));
+      summary.textContent = describe(data, later, queues.queues);
+      nothing.replaceChildren(data.jobs.length ? "" : this.filtered() ? empty(...emptyFiltered) :
+        later ? empty("No older jobs.", link(location.pathname, "Back to the newest")) : empty(...emptyAll));
+      const base = new URLSearchParams(query(Object.fromEntries(fields.map((f) => [f, params.get(f)]))));
+      newest.hidden = !later;
+      newest.href = `${location.pathname}${base.toString() ? `?${base}` : ""}`;
+      older.hidden = !data.cursor;
+      if (data.cursor) {
+        base.set("cursor", data.cursor);
+        older.href = `${location.pathname}?${base}`;
+      }
       return {queues: queues.queues, data};
     },
     update(next) {
       params = next;
       form.sync(next);
+      window.scrollTo(0, 0);
     },
   };
 }
 
-// How many jobs the filter (state, queue) holds, from the store's counts.
-function countSummary(queues, {state, queue}, shown, what) {
-  let total = 0;
-  for (const [name, counts] of Object.entries(queues)) {
-    if (queue && name !== queue) continue;
-    for (const s of state ? [state] : STATES) total += counts[s] || 0;
-  }
-  const noun = what || "job(s)";
-  return total > shown ? `${count(total)} ${noun}; the newest ${shown} are shown (paging further back is a ` +
-    "later store feature; a task or id/key filter looks at the newest 1,000 of each state)." :
-    `${count(total)} ${noun}.`;
-}
-
-// What GET /v1/search looked at, in words: the page must not pretend to search everything.
-export function searchSummary(data, shown, what) {
-  const parts = [`${count(data.matched)} ${what || "job(s)"} match`];
-  if (data.matched > shown) parts.push(` (the first ${shown} shown)`);
-  parts.push(data.complete ?
-    `; every job in these states was looked at (${count(data.scanned)}).` :
-    `, among the newest ${count(data.window)} jobs of each state (${count(data.scanned)} looked at). ` +
-      "Older jobs are not searched, except an exact id or key, which is always found.");
-  return parts.join("");
+// How `q` was searched (GET /v1/jobs's `search`), in words: never pretend to have searched
+// everything. Null when there was no `q`.
+export function searchWords(search) {
+  if (!search) return null;
+  const parts = [];
+  if (search.exact) parts.push(`${search.exact} found by id or key`);
+  if (search.text === "index") parts.push("text searched through the store's index (every job)");
+  else if (search.text === "words") parts.push("text searched as whole words through the store's index (every job)");
+  else if (search.text === "scan") {
+    parts.push(search.complete ? `text looked for in every job (${count(search.scanned)})` :
+      `text looked for among the newest ${count(search.scanned)} jobs only: this store has no text index, ` +
+      "older jobs were not searched");
+  } else parts.push("too short for a text search (3 characters or more): id and key only");
+  return parts.join("; ");
 }

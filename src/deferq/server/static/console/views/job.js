@@ -1,7 +1,7 @@
 // /dashboard/jobs/{id}: everything about one job, and what may be done with it.
 
-import {badge, copyButton, empty, h, link, section, setBadge, setChildren, setJSON, setText} from "../dom.js";
-import {ago, duration, local} from "../format.js";
+import {badge, copyButton, empty, h, link, reconcile, section, setBadge, setChildren, setJSON, setText} from "../dom.js";
+import {ago, count, duration, local, shortId} from "../format.js";
 import {jobName, messageLine} from "./common.js";
 
 const WAITING = ["scheduled", "queued"];
@@ -55,9 +55,10 @@ export function mount(root, ctx) {
   const result = h("pre", {class: "json", id: "job-result"});
   resultPanel.append(result);
   const gone = h("div", {hidden: true});
+  const flow = workflowPanel();
   const body = h("div", {class: "job-grid"},
     h("div", {class: "job-main"}, h("section", {class: "panel"}, argsTitle, argsLabel, args, kwargsLabel, kwargs),
-      errorPanel, resultPanel),
+      flow.el, errorPanel, resultPanel),
     h("div", {class: "job-side"}, remark.el, section("Details", details), section("Times", times), leasePanel));
   root.append(head, message.el, gone, body);
   let job = null;
@@ -130,6 +131,7 @@ export function mount(root, ctx) {
     setTime(f.updated.value, data.updated_at);
     setText(f.lastWorker.value, data.last_worker || "—");
     remark.show(data.remark);
+    flow.show(data);
     errorPanel.hidden = !data.error;
     setText(error, data.error || "");
     resultPanel.hidden = data.result === null || data.result === undefined;
@@ -139,6 +141,59 @@ export function mount(root, ctx) {
   }
 
   return {refresh};
+}
+
+// Where the job stands in a workflow (GET /v1/jobs/{id}: parents, children, batch): the
+// jobs it runs after, those that run after it, each with its state and a link; its batch's
+// counts. Hidden for a job on its own.
+function workflowPanel() {
+  const parents = h("ul", {class: "links", id: "job-parents"});
+  const children = h("ul", {class: "links", id: "job-children"});
+  const parentsTitle = h("h3", {text: "Runs after"});
+  const childrenTitle = h("h3", {text: "Then"});
+  const batch = h("div", {class: "batch", id: "job-batch"});
+  const el = section("Workflow", parentsTitle, parents, childrenTitle, children, batch);
+  el.hidden = true;
+
+  function list(ul, title, links, total, what) {
+    ul.hidden = title.hidden = !links.length;
+    reconcile(ul, links, (l) => l.id, (l) => h("li", {}, badge(l.state || "purged"),
+      h("a", {href: `/dashboard/jobs/${encodeURIComponent(l.id)}`}), h("span", {class: "muted mono"})),
+    (li, l) => {
+      setBadge(li.children[0], l.state || "purged");
+      setText(li.children[1], l.task || "(purged)");
+      setText(li.children[2], shortId(l.id));
+    });
+    setText(title, total > links.length ? `${what} (the first ${links.length} of ${count(total)})` : what);
+  }
+
+  function showBatch(b) {
+    batch.hidden = !b;
+    if (!b) return;
+    const role = {member: "a member", on_complete: "its on_complete callback", on_success: "its on_success callback"};
+    const counts = b.total === null ? [h("p", {class: "muted", text: "Its with block is still open: members " +
+      "are still being added."})] : [h("p", {class: "batch-counts"},
+      ["total", "succeeded", "dead", "cancelled", "pending"].map((name) =>
+        h("span", {class: name === "total" ? null : `state-${name}`}, h("strong", {text: count(b[name])}), ` ${name}`)))];
+    const callbacks = Object.entries(b.callbacks || {}).map(([name, id]) => h("li", {},
+      h("span", {class: "muted", text: `${name}: `}), link(`/dashboard/jobs/${encodeURIComponent(id)}`, shortId(id))));
+    setChildren(batch, JSON.stringify(b), () => [
+      h("h3", {}, "Batch ", h("span", {class: "mono", text: shortId(b.id)}), " ", badge(b.state)),
+      h("p", {class: "muted", text: `This job is ${role[b.role]}.`}),
+      ...counts, callbacks.length ? h("ul", {class: "links"}, callbacks) : null]);
+  }
+
+  return {
+    el,
+    show(data) {
+      const p = data.parents || [];
+      const c = data.children || [];
+      el.hidden = !p.length && !c.length && !data.batch;
+      list(parents, parentsTitle, p, (data.after || []).length, "Runs after");
+      list(children, childrenTitle, c, c.length, "Then");
+      showBatch(data.batch);
+    },
+  };
 }
 
 // The job's free-text remark: shown to all, edited by admins (PUT /v1/jobs/{id}/remark).

@@ -21,7 +21,7 @@ export function mount(root, ctx) {
 
   const charts = historyPanel(ctx, null);
 
-  const columns = [["queue"], ...STATES.map((s) => [s, `num ${["succeeded", "cancelled"].includes(s) ? "opt" : ""}`]),
+  const columns = [["queue"], ...STATES.map((s) => [s, `num ${["blocked", "succeeded", "cancelled"].includes(s) ? "opt" : ""}`]),
     ["oldest wait", "num"]];
   const queues = table(columns, {id: "queues"});
   const nothing = empty("No queues yet.",
