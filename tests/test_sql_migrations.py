@@ -13,6 +13,8 @@ import os
 import re
 import sqlite3
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -20,9 +22,13 @@ from click.testing import CliRunner
 
 import deferq
 from deferq.backends import open_backend
+from deferq.backends.base import Outcome
 from deferq.backends.sql.base import TABLES
+from deferq.backends.sql.plans import Plan, Step
 from deferq.cli import main
 from deferq.errors import SchemaOutdated
+from deferq.job import JobState
+from deferq.task import build_enqueue
 from deferq.worker import Worker, WorkerConfig
 
 from .stores.mysql import SERVER as MYSQL_SERVER
@@ -106,27 +112,41 @@ def check_migrate_command(url: str) -> None:
     open_backend(url + ("&" if "?" in url else "?") + "migrate=false").close()
 
 
-def test_postgres_migrations(postgres_admin):
-    conn, _ = postgres_admin
-    schema = f"deferq_migrate_{uuid.uuid4().hex[:8]}"
+@contextmanager
+def fresh_postgres_schema(conn, prefix: str) -> Iterator[str]:
+    """A schema of its own (not yet created), dropped afterwards."""
+    schema = f"{prefix}_{uuid.uuid4().hex[:8]}"
     try:
-        check_migrate_command(f"{POSTGRES_BASE}?schema={schema}")
-        check_reference("postgres", postgres_catalog(conn, schema))
+        yield schema
     finally:
         conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
-def test_mysql_migrations(mysql_admin):
-    conn, _ = mysql_admin
-    database = f"deferq_migrate_{uuid.uuid4().hex[:8]}"
+@contextmanager
+def fresh_mysql_database(conn, prefix: str) -> Iterator[str]:
+    """An empty database of its own, dropped afterwards."""
+    database = f"{prefix}_{uuid.uuid4().hex[:8]}"
     with conn.cursor() as cur:
         cur.execute(f"CREATE DATABASE `{database}`")
     try:
-        check_migrate_command(f"{MYSQL_SERVER}/{database}")
-        check_reference("mysql", mysql_catalog(conn, database))
+        yield database
     finally:
         with conn.cursor() as cur:
             cur.execute(f"DROP DATABASE IF EXISTS `{database}`")
+
+
+def test_postgres_migrations(postgres_admin):
+    conn, _ = postgres_admin
+    with fresh_postgres_schema(conn, "deferq_migrate") as schema:
+        check_migrate_command(f"{POSTGRES_BASE}?schema={schema}")
+        check_reference("postgres", postgres_catalog(conn, schema))
+
+
+def test_mysql_migrations(mysql_admin):
+    conn, _ = mysql_admin
+    with fresh_mysql_database(conn, "deferq_migrate") as database:
+        check_migrate_command(f"{MYSQL_SERVER}/{database}")
+        check_reference("mysql", mysql_catalog(conn, database))
 
 
 def test_outdated_schema_message_on_the_command_line(postgres_admin):
@@ -226,3 +246,46 @@ def test_a_sqlite_file_from_before_migrations_keeps_working(tmp_path):
     app.close()
     again = CliRunner().invoke(main, ["migrate", "--url", f"sqlite:///{path}"])
     assert again.exit_code == 0 and "up to date" in again.output, again.output
+
+
+def check_blocked_before_blocker_counts(url: str) -> None:
+    """A job blocked by schema version 10 (edges, no count) is counted by migration
+    0011: it stays blocked until its last parent settles, then runs."""
+    old = open_backend(url, prepare_schema=False)
+    old.migrations = [m for m in old.migrations if m.version <= 10]
+    old.migrate()
+    calls = [deferq.Call("t", (i,), {}) for i in range(3)]
+    first, second, child = old.enqueue_many([build_enqueue(call, None, 0.0) for call in calls])
+    jobs, deps = old.names["jobs"], old.names["deps"]
+
+    def block_as_version_10_did() -> Plan[None]:
+        yield Step(f"UPDATE {jobs} SET state = 'blocked' WHERE id = '{child.id}'")
+        for parent in (first, second):
+            yield Step(f"INSERT INTO {deps} (parent, child) VALUES ('{parent.id}', '{child.id}')")
+
+    old.run(block_as_version_10_did(), atomic=True)
+    old.close()
+    new = open_backend(url)
+    try:
+        leased = new.reserve(["default"], 10, "w", 60, (0, 1, 2))
+        assert sorted(job.id for job in leased) == sorted([first.id, second.id])
+        new.settle([Outcome(leased[0], "succeeded")])
+        assert new.get(child.id).state == JobState.BLOCKED
+        new.settle([Outcome(leased[1], "succeeded")])
+        assert new.get(child.id).state == JobState.QUEUED
+    finally:
+        new.close()
+
+
+def test_jobs_blocked_before_blocker_counts_sqlite(tmp_path):
+    check_blocked_before_blocker_counts(f"sqlite:///{tmp_path}/blocked.db")
+
+
+def test_jobs_blocked_before_blocker_counts_postgres(postgres_admin):
+    with fresh_postgres_schema(postgres_admin[0], "deferq_blocked") as schema:
+        check_blocked_before_blocker_counts(f"{POSTGRES_BASE}?schema={schema}")
+
+
+def test_jobs_blocked_before_blocker_counts_mysql(mysql_admin):
+    with fresh_mysql_database(mysql_admin[0], "deferq_blocked") as database:
+        check_blocked_before_blocker_counts(f"{MYSQL_SERVER}/{database}")

@@ -49,10 +49,10 @@ UNCOUNTED = ("release", "snooze")  # outcomes that give the attempt back
 
 
 class Settled(list[bool]):
-    """Whether each outcome applied, and `linked`: the ids of the settled jobs that
+    """Whether each outcome applied, and `linked`: {id: state} of the settled jobs that
     others wait for (a dialect whose settle statement tells, sparing a look-up)."""
 
-    def __init__(self, applied: Iterable[bool], linked: list[str]) -> None:
+    def __init__(self, applied: Iterable[bool], linked: dict[str, str | None]) -> None:
         super().__init__(applied)
         self.linked = linked
 
@@ -208,12 +208,17 @@ class SQLBackend(SQLHistory, SQLSearch, Backend):
                 out[i] = job.evolve(state=JobState.CANCELLED, error=error)
             elif waiting := [p for p, v in verdicts.items() if v == deps.WAIT]:
                 edges += [{"parent": p, "child": job.id, "after_any": item.after_any} for p in waiting]
-                blocked.append({"id": job.id})
+                blocked.append({"id": job.id, "blockers": len(waiting)})
                 out[i] = job.evolve(state=JobState.BLOCKED)
         if edges:
-            yield Step(self.q["link"], edges, many=True, batch=True)
-            yield Step(self.q["block"], blocked, many=True, batch=True)
+            yield self.rows_step(self.q["link"], edges)
+            yield self.rows_step(self.q["block"], blocked)
         return out
+
+    def rows_step(self, sql: str, rows: list[dict[str, Any]]) -> Step:
+        """A statement run once per row (edges of a batch's callback: one per member),
+        only the total count wanted."""
+        return Step(sql, rows, many=True, batch=True)
 
     def dependents(self, job_id: str) -> list[str]:
         def plan() -> Plan[list[str]]:
@@ -230,42 +235,42 @@ class SQLBackend(SQLHistory, SQLSearch, Backend):
         return self.run(plan()) if ids else {}
 
     def release(self, ids: Sequence[str] | None) -> int:
-        """Settle the edges of the finished jobs among `ids` (None: of every finished
-        job, the sweep), in one transaction. A plain read first: most settles have none."""
-        sql, params = (self.q["finished_edges"], {"ids": list(ids)}) if ids is not None else (
-            self.q["finished_edges_all"], {})  # fmt: skip
-
-        def probe() -> Plan[bool]:
-            return bool((yield Step(sql, params)).rows)
-
-        if (ids is not None and not ids) or not self.run(probe(), durable=False):
+        """Take away the edges of the finished jobs among `ids` (None: of any finished
+        job, the sweep), releasing or cancelling their children. A plain read first:
+        most settles have none. Returns how many edges went."""
+        if ids is not None and not ids:
             return 0
-        return self.run(self.release_plan(sql, params), atomic=True, durable=False)
+        sql, params = (self.q["finished_parents"], {"ids": list(ids)}) if ids is not None else (
+            self.q["finished_parents_all"], {})  # fmt: skip
 
-    def release_plan(self, sql: str, params: dict[str, Any]) -> Plan[int]:
-        """Each edge of a finished parent taken away once (`unlink` deletes it, under the
-        child's lock): the child runs when its last edge goes, or is cancelled, and its
-        own children hear of that in the same transaction. Returns how many moved."""
-        moved = 0
-        while True:
-            cancelled = []
-            for parent, child, after_any, state in (yield Step(sql, params)).rows:
-                if (yield Step(self.q["unlink"], {"parent": parent, "child": child})).rowcount != 1:
-                    continue  # another transaction took this edge
-                # Then the child's lock, held to the commit (as briefly as can be: a chord's
-                # callback is every member's child): of two parents settling at once, the
-                # second to get it sees the first's edge gone, and releases the child.
-                yield Step(self.q["lock_job"], {"id": child})
-                if deps.verdict(state, bool(after_any)) == deps.CANCEL:
-                    error = deps.reason(parent, state)
-                    reply = yield Step(self.q["cancel_blocked"], {"id": child, "error": error})
-                    cancelled += [child] * reply.rowcount
-                    moved += reply.rowcount
-                elif not (yield Step(self.q["blockers_left"], {"child": child})).rows:
-                    moved += (yield Step(self.q["unblock"], {"id": child})).rowcount
-            if not cancelled:
-                return moved
-            sql, params = self.q["finished_edges"], {"ids": cancelled}
+        def probe() -> Plan[dict[str, str | None]]:
+            return {parent: state for parent, state in (yield Step(sql, params)).rows}
+
+        parents = self.run(probe(), durable=False)
+        return self.run(self.release_plan(parents), durable=False) if parents else 0
+
+    def release_plan(self, parents: dict[str, str | None], own_transaction: bool = True) -> Plan[int]:
+        """The edges of these finished parents ({id: state}), each taken away once
+        (`take_edges` deletes them, returning (parent, child, after_any, parent state)),
+        then each child's count of blockers lowered by its edges that went, in one
+        UPDATE that also decides (`release_child`): queued at zero, cancelled at once
+        when a parent failed. The child's row is locked only by that last statement,
+        sent with the COMMIT: members of one chord never wait for each other across a
+        round trip. A child cancelled here passes it on to its own children, in a
+        transaction of its own (the sweep catches a crash in between); all in the
+        caller's transaction when not `own_transaction`."""
+        taken = 0
+        while parents:
+            take = Step(self.q["take_edges"], {"ids": sorted(parents)}, begin=own_transaction)
+            edges = (yield take).rows
+            changes = deps_changes(edges)
+            if changes:
+                yield Step(self.q["release_child"], changes, many=True, commit=own_transaction)
+            elif own_transaction:
+                yield Step("COMMIT")
+            taken += len(edges)
+            parents = dict.fromkeys((c["child"] for c in changes if c["error"] is not None), "cancelled")
+        return taken
 
     @staticmethod
     def payload(item: Enqueue) -> bytes:
@@ -445,7 +450,7 @@ class SQLBackend(SQLHistory, SQLSearch, Backend):
             settled = zip(outcomes, applied, strict=True)
             self.release([o.job.id for o, ok in settled if ok and o.kind not in UNCOUNTED])
         elif linked:
-            self.release(linked)
+            self.run(self.release_plan(linked), durable=False)
         return applied
 
     def settle_keyed_plan(self, outcomes: Sequence[Outcome], keys: list[str]) -> Plan[list[bool]]:
@@ -686,3 +691,31 @@ class SQLBackend(SQLHistory, SQLSearch, Backend):
             return {key: bytes(value) for key, value in reply.rows}
 
         return self.run(plan())
+
+
+def deps_changes(edges: Iterable[Sequence[Any]]) -> list[dict[str, Any]]:
+    """What the edges taken away (parent, child, after_any, parent state) do to each
+    child, by the rules of deps.py: `taken` edges fewer to wait for, and the `error`
+    that cancels it (naming a parent that failed), or None. In child order: two
+    releases lock shared children in the same order."""
+    changes: dict[str, dict[str, Any]] = {}
+    for parent, child, after_any, state in edges:
+        change = changes.setdefault(child, {"child": child, "taken": 0, "error": None})
+        change["taken"] += 1
+        if change["error"] is None and deps.verdict(state, bool(after_any)) == deps.CANCEL:
+            change["error"] = deps.reason(parent, state)
+    return [changes[child] for child in sorted(changes)]
+
+
+def parent_verdicts(parents: Iterable[tuple[str, str | None]], prefix: str = "") -> dict[str, list[Any]]:
+    """What each finished parent (id, state) does to a child, by the rules of deps.py,
+    as arrays for a release done in one statement (PostgreSQL): whether it cancels a
+    child without / with after_any, and the error that would name it."""
+    pairs = sorted(parents, key=lambda pair: (pair[0], pair[1] or ""))
+    return {
+        prefix + "parent": [parent for parent, _ in pairs],
+        prefix + "state": [state for _, state in pairs],
+        prefix + "cancels": [deps.verdict(state, False) == deps.CANCEL for _, state in pairs],
+        prefix + "cancels_any": [deps.verdict(state, True) == deps.CANCEL for _, state in pairs],
+        prefix + "reason": [deps.reason(parent, state) for parent, state in pairs],
+    }

@@ -31,12 +31,12 @@ from psycopg import sql as pgsql
 from psycopg_pool import ConnectionPool
 
 from ...errors import ConfigError, StoreFull, StoreUnavailable
-from ...job import Job, dumps
+from ...job import FINISHED_STATES, Job, JobState, dumps
 from ..base import Enqueue, Outcome
 from ..history import Row
 from ..search import JobQuery, like_pattern
 from .adapters import driver_connection, safe_name
-from .base import TABLES, Settled, SQLBackend
+from .base import TABLES, Settled, SQLBackend, parent_verdicts
 from .plans import Plan, Reply, Step, T, drive, drive_async
 from .queries import Migration
 from .rows import WIDTH, job_of, stored_view
@@ -48,6 +48,7 @@ CONNECTION_ERRORS = (
     psycopg.InterfaceError,
     psycopg.errors.ReadOnlySqlTransaction,
 )
+FINISHED = {str(state) for state in FINISHED_STATES}
 # Refusals worth waiting out; any other FATAL at connect is a wrong URL.
 TRANSIENT = ("starting up", "shutting down", "too many", "recovery", "remaining connection")
 
@@ -87,6 +88,8 @@ class PostgresBackend(SQLBackend):
         self._listener: psycopg.Connection | None = None
         self._channel: str | None = None
         self._done_listeners = threading.local()  # job.wait(): one LISTEN connection per thread
+        # Claimed jobs that others wait for (the claim says so): their settle releases too.
+        self._waited_for: set[str] = set()
         self._async: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, psycopg.AsyncConnection] = (
             weakref.WeakKeyDictionary()
         )
@@ -302,18 +305,63 @@ class PostgresBackend(SQLBackend):
         }  # fmt: skip
         reply = yield Step(self.q["claim" if len(queues) == 1 else "claim_queues"], params)
         pairs = [(job_of(row), row[WIDTH + 1]) for row in reply.rows]
+        # jobs others wait on settle with their release (an expired one is never settled)
+        self._waited_for.update(job.id for (job, _), row in zip(pairs, reply.rows, strict=True)
+                                if row[WIDTH + 2] and job.state == JobState.ACTIVE)  # fmt: skip
         return self.claim_order(pairs, priorities)  # the expired too, cancelled: reserve counts them
 
     def fenced_step(self, sql: str, params: list[dict[str, Any]]) -> Step:
         """One statement over arrays (one element per job)."""
         return Step(sql, {name: [entry[name] for entry in params] for name in params[0]})
 
+    def rows_step(self, sql: str, rows: list[dict[str, Any]]) -> Step:
+        """One statement over arrays (`link`, `block` take unnest): a batch of
+        100,000 members links its callback in one round trip, not 100,000."""
+        return self.fenced_step(sql, rows)
+
     def settle_plan(self, outcomes: Sequence[Outcome]) -> Plan[list[bool]]:
-        """The settle statement also says which settled jobs others wait for (deps)."""
+        """A batch with a job that others waited for when it was claimed settles and
+        releases in one statement (`settle_release`); any other batch in the plain
+        `settle`, which costs a plain job less (0.5 ms less per batch of 8, measured)
+        and says which settled jobs were linked since (`waited_for`): their `release`
+        follows. The batch goes in id order, the order in which an enqueue's
+        `parent_states` scans the parents' index: a deadlock of the two is unlikely."""
         params = self.settle_params(outcomes)
-        reply = yield self.fenced_step(self.q["settle"], params)
-        linked = [row[0] for row in reply.rows if row[1]]
-        return Settled(self.applied(reply, params), linked)
+        in_order = sorted(params, key=lambda entry: entry["id"])
+        ids = [entry["id"] for entry in params]
+        if not self._waited_for.intersection(ids):
+            reply = yield self.fenced_step(self.q["settle"], in_order)
+            linked = {job: state for job, state, waited_for in reply.rows if waited_for and state in FINISHED}
+            return Settled(self.applied(reply, params), linked)
+        self._waited_for.difference_update(ids)
+        return Settled((yield from self.settle_release_plan(params)), {})
+
+    def settle_release_plan(self, params: list[dict[str, Any]]) -> Plan[list[bool]]:
+        """Settle and release in one statement: the verdicts of each outcome's finished
+        states go along (a job whose cancel was requested ends cancelled instead of
+        dead or queued). Then, in a `release` of their own: the children cancelled
+        there (for their own children), and the edges of a job linked while the
+        statement waited for its row (too new for its snapshot)."""
+        ends = {(entry["id"], state) for entry in params
+                for state in (entry["state"], str(JobState.CANCELLED)) if state in FINISHED}  # fmt: skip
+        step = self.fenced_step(self.q["settle_release"], sorted(params, key=lambda entry: entry["id"]))
+        reply = yield step._replace(params={**step.params, **parent_verdicts(ends, "v_")})
+        later = {row[0]: row[1] for row in reply.rows if row[2] and row[1] in FINISHED}
+        later.update((row[0], str(JobState.CANCELLED)) for row in reply.rows if row[3])
+        if later:
+            yield from self.release_plan(later)
+        return self.applied(Reply([row for row in reply.rows if not row[3]]), params)
+
+    def release_plan(self, parents: dict[str, str | None], own_transaction: bool = True) -> Plan[int]:
+        """One statement (`release`) per level, a transaction by itself unless the
+        caller's: no lock is held across a round trip. A child cancelled here passes
+        it on to its own children in the next."""
+        taken = 0
+        while parents:
+            rows = (yield Step(self.q["release"], parent_verdicts(parents.items()))).rows
+            taken += sum(row[1] for row in rows)
+            parents = {child: str(JobState.CANCELLED) for child, _, told_to_cancel in rows if told_to_cancel}
+        return taken
 
     def applied(self, reply: Reply, params: list[dict[str, Any]]) -> list[bool]:
         """RETURNING names the entries that applied."""

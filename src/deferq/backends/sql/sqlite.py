@@ -37,7 +37,7 @@ from ...job import Job, dumps
 from ..base import Enqueue, Outcome
 from ..history import Row
 from ..search import JobQuery
-from .base import TABLES, SQLBackend
+from .base import TABLES, UNCOUNTED, Settled, SQLBackend
 from .plans import Plan, Reply, Step, T, drive
 from .queries import Migration
 from .rows import job_of
@@ -305,21 +305,32 @@ class SQLiteBackend(SQLBackend):
         return [job_of(row) for row in rows]  # the expired too, cancelled: reserve counts them
 
     def settle_plan(self, outcomes: Sequence[Outcome]) -> Plan[list[bool]]:
-        if any(o.kind != "succeeded" or o.result is not None for o in outcomes):
-            return (yield from super().settle_plan(outcomes))
-        # The hot path, jobs that returned nothing: one statement for the batch. If every
-        # lease held, the total row count says so; else undo it and go one by one, in
-        # the same transaction (the write lock is kept).
-        now = self.now()
-        batch = [(now, o.job.id, o.job.worker, o.job.attempts) for o in outcomes]
-        yield Step("SAVEPOINT batch", begin=True)
-        reply = yield Step(self.q["succeed"], batch, many=True, batch=True)
-        if reply.rowcount == len(outcomes):
-            yield Step("RELEASE batch", commit=True)
-            return [True] * len(outcomes)
-        yield Step("ROLLBACK TO batch")
-        yield Step("RELEASE batch")
-        reply = yield Step(self.q["settle"], self.settle_params(outcomes), many=True, commit=True)
+        """The outcomes, then the release of the settled jobs' edges (most have none:
+        one probe of the deps index each), in one write transaction: no second
+        transaction, no look-up first, and no gap for a crash."""
+        applied = yield from self.settled_plan(outcomes)
+        finished = [o.job.id for o, ok in zip(outcomes, applied, strict=True) if ok and o.kind not in UNCOUNTED]
+        if finished:
+            yield from self.release_plan(dict.fromkeys(finished), own_transaction=False)
+        yield Step("COMMIT")
+        return Settled(applied, {})  # released
+
+    def settled_plan(self, outcomes: Sequence[Outcome]) -> Plan[list[bool]]:
+        """The outcomes applied, in a write transaction left open."""
+        if all(o.kind == "succeeded" and o.result is None for o in outcomes):
+            # The hot path, jobs that returned nothing: one statement for the batch. If
+            # every lease held, the total row count says so; else undo it and go one by
+            # one (the write lock is kept).
+            now = self.now()
+            batch = [(now, o.job.id, o.job.worker, o.job.attempts) for o in outcomes]
+            yield Step("SAVEPOINT batch", begin=True)
+            reply = yield Step(self.q["succeed"], batch, many=True, batch=True)
+            if reply.rowcount == len(outcomes):
+                yield Step("RELEASE batch")
+                return [True] * len(outcomes)
+            yield Step("ROLLBACK TO batch")
+            yield Step("RELEASE batch")
+        reply = yield Step(self.q["settle"], self.settle_params(outcomes), many=True, begin=True)
         return [count == 1 for count in reply.counts]
 
     def wait_for_work(self, queues: Sequence[str], timeout: float) -> None:

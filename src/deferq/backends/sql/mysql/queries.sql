@@ -318,39 +318,58 @@ SELECT id, state FROM {jobs} WHERE id IN %(ids)s FOR UPDATE
 INSERT INTO {deps} (parent, child, after_any) VALUES (%(parent)s, %(child)s, %(after_any)s)
 
 -- name: block
-UPDATE {jobs} SET state = 'blocked', updated_at = {now} WHERE id = %(id)s AND state = 'queued'
+-- A new job that waits for %(blockers)s parents (one edge each).
+UPDATE {jobs} SET state = 'blocked', blockers = blockers + %(blockers)s, updated_at = {now}
+WHERE id = %(id)s AND state = 'queued'
 
 -- name: cancel_blocked
 -- A child whose parent went dead or was cancelled (or a new job whose parent had).
 UPDATE {jobs} SET state = 'cancelled', updated_at = {now}, error = %(error)s, finished_at = {now}
 WHERE id = %(id)s AND state IN ('queued', 'blocked')
 
--- name: finished_edges
--- The edges of these jobs that have finished (a parent purged counts as cancelled).
-SELECT d.parent, d.child, d.after_any, p.state FROM {deps} AS d LEFT JOIN {jobs} AS p ON p.id = d.parent
+-- name: finished_parents
+-- Which of these jobs others wait for, now that they have finished (a parent purged
+-- counts as cancelled), with their states.
+SELECT DISTINCT d.parent, p.state FROM {deps} AS d LEFT JOIN {jobs} AS p ON p.id = d.parent
 WHERE d.parent IN %(ids)s AND (p.state IS NULL OR p.state IN ('succeeded', 'dead', 'cancelled'))
 
--- name: finished_edges_all
--- The sweep (recover_expired): edges of any finished parent, e.g. one whose lease
--- expired, or one cancelled at its claim because it had expired.
-SELECT d.parent, d.child, d.after_any, p.state FROM {deps} AS d LEFT JOIN {jobs} AS p ON p.id = d.parent
+-- name: finished_parents_all
+-- The sweep (recover_expired): any finished job others still wait for, e.g. one
+-- whose lease expired, or one cancelled at its claim because it had expired.
+SELECT DISTINCT d.parent, p.state FROM {deps} AS d LEFT JOIN {jobs} AS p ON p.id = d.parent
 WHERE p.state IS NULL OR p.state IN ('succeeded', 'dead', 'cancelled')
 LIMIT 1000
 
--- name: lock_job
--- The child, locked (FOR UPDATE): two parents settling at once take turns over it.
-SELECT state FROM {jobs} WHERE id = %(id)s FOR UPDATE
+-- name: take_edges
+-- The edges of the finished parents among %(ids)s, taken away (exactly once: only
+-- the transaction that deletes an edge acts on it), with each parent's state. Two
+-- statements, sent with the BEGIN in one packet: the edges read under their locks
+-- (MySQL has no DELETE ... RETURNING; MariaDB's would spare nothing), then deleted.
+-- Only the parents' own rows are locked here, never a child's.
+SELECT d.parent, d.child, d.after_any, p.state FROM {deps} AS d LEFT JOIN {jobs} AS p ON p.id = d.parent
+WHERE d.parent IN %(ids)s AND (p.state IS NULL OR p.state IN ('succeeded', 'dead', 'cancelled'))
+FOR UPDATE;
+DELETE d FROM {deps} AS d LEFT JOIN {jobs} AS p ON p.id = d.parent
+WHERE d.parent IN %(ids)s AND (p.state IS NULL OR p.state IN ('succeeded', 'dead', 'cancelled'))
 
--- name: unlink
--- Exactly once: only the transaction that deletes the edge acts on it.
-DELETE FROM {deps} WHERE parent = %(parent)s AND child = %(child)s
-
--- name: blockers_left
--- Whether the child still waits for a parent: one index probe, however many it has.
-SELECT 1 FROM {deps} WHERE child = %(child)s LIMIT 1 FOR UPDATE
-
--- name: unblock
-UPDATE {jobs} SET state = 'queued', updated_at = {now}, run_at = GREATEST(run_at, {now}) WHERE id = %(id)s AND state = 'blocked'
+-- name: release_child
+-- A child %(taken)s edges fewer: queued when none are left, cancelled with %(error)s
+-- (a parent failed), else still blocked; a child no longer blocked (cancelled by
+-- another parent, or by hand) only counts. No RETURNING needed: the UPDATE decides
+-- by itself, and the children of one release go in one packet with the COMMIT, so
+-- a child's row lock lasts no round trip. MySQL assigns left to right (later
+-- assignments see earlier ones): each column is read only before it is assigned.
+UPDATE {jobs} FORCE INDEX (deferq_jobs_id) SET
+    error = CASE WHEN state = 'blocked' AND %(error)s IS NOT NULL THEN %(error)s ELSE error END,
+    finished_at = CASE WHEN state = 'blocked' AND %(error)s IS NOT NULL THEN {now} ELSE finished_at END,
+    run_at = CASE WHEN state = 'blocked' AND %(error)s IS NULL AND blockers <= %(taken)s
+                  THEN GREATEST(run_at, {now}) ELSE run_at END,
+    updated_at = CASE WHEN state = 'blocked' AND (%(error)s IS NOT NULL OR blockers <= %(taken)s) THEN {now}
+                      ELSE updated_at END,
+    state = CASE WHEN state <> 'blocked' THEN state WHEN %(error)s IS NOT NULL THEN 'cancelled'
+                 WHEN blockers <= %(taken)s THEN 'queued' ELSE 'blocked' END,
+    blockers = blockers - %(taken)s
+WHERE id = %(child)s
 
 -- name: count_states
 -- A batch's members by state (batch.py): one query for all of them.

@@ -103,7 +103,8 @@ NOT EXISTS (SELECT 1 FROM {paused} WHERE queue = %(queue)s)
 -- when the previous one ran short). Each level is one range of the partial index
 -- deferq_jobs_waiting, read in claim order; SKIP LOCKED passes over rows another
 -- worker is claiming right now instead of waiting for it. The rows are then updated
--- by ctid (their address, stable while locked): no second index look-up.
+-- by ctid (their address, stable while locked): no second index look-up. The last
+-- column says whether jobs wait for it (its settle then releases them too).
 UPDATE {jobs} SET {lease_or_expire}
 WHERE ctid = ANY(ARRAY(
     SELECT c.ctid
@@ -117,7 +118,7 @@ WHERE ctid = ANY(ARRAY(
         FOR UPDATE SKIP LOCKED
     ) AS c
     LIMIT %(limit)s))
-RETURNING {job_columns}, {now}, seq
+RETURNING {job_columns}, {now}, seq, waited_for
 
 -- name: claim_queues
 -- The same over several queues: each queue's range is read in order and the ranges
@@ -144,7 +145,7 @@ WHERE ctid = ANY(ARRAY(
         LIMIT %(limit)s
     ) AS m
     LIMIT %(limit)s))
-RETURNING {job_columns}, {now}, seq
+RETURNING {job_columns}, {now}, seq, waited_for
 
 -- name: heartbeat
 -- A batch in one statement (arrays in, one element per job), fenced by (worker,
@@ -167,6 +168,11 @@ WHERE j.id = f.id AND j.state = 'active' AND j.worker = f.worker AND j.attempts 
 RETURNING j.id
 
 -- name: settle
+-- A batch of outcomes (`settle_update`), saying which settled jobs others wait for.
+{settle_update}
+RETURNING j.id, j.state, j.waited_for
+
+-- name: settle_update
 -- A batch of outcomes, fenced like heartbeat. o.state is the new stored state; the
 -- CASEs keep the columns an outcome does not touch (memory.py's _settled, in SQL). A
 -- job whose cancel was requested ends cancelled unless it succeeded (base.py).
@@ -186,7 +192,6 @@ FROM unnest(%(id)s::text[], %(worker)s::text[], %(attempts)s::int[], %(kind)s::t
             %(result)s::text[])
      AS o(id, worker, attempts, kind, state, released, delay, error, result)
 WHERE j.id = o.id AND j.state = 'active' AND j.worker = o.worker AND j.attempts = o.attempts
-RETURNING j.id, EXISTS (SELECT 1 FROM {deps} AS d WHERE d.parent = j.id)  -- jobs wait for it: release
 
 -- name: recover_expired
 -- Back to waiting; dead when its attempts are used up; cancelled when that was asked.
@@ -337,47 +342,111 @@ INSERT INTO {migrations} (version, name, applied_at) VALUES (%(version)s, %(name
 -- -- dependencies (options(after=...)): backends/deps.py says the rules ------------
 
 -- name: parent_states
--- The parents named by jobs being enqueued, locked (FOR UPDATE): a parent that settles
--- meanwhile waits for this transaction, then finds the edges it adds.
-SELECT id, state FROM {jobs} WHERE id = ANY(%(ids)s::text[]) FOR UPDATE
+-- The parents named by jobs being enqueued, marked `waited_for` (migration 0011): a
+-- parent that settles meanwhile waits for this transaction, then sees the mark in the
+-- row it updates, and releases the new edges. One that settled first is seen here as
+-- it ended.
+UPDATE {jobs} SET waited_for = true WHERE id = ANY(%(ids)s::text[]) RETURNING id, state
 
 -- name: link
-INSERT INTO {deps} (parent, child, after_any) VALUES (%(parent)s, %(child)s, %(after_any)s)
+-- The edges as arrays, one element each (rows_step).
+INSERT INTO {deps} (parent, child, after_any)
+SELECT * FROM unnest(%(parent)s::text[], %(child)s::text[], %(after_any)s::boolean[])
 
 -- name: block
-UPDATE {jobs} SET state = 'blocked', updated_at = {now} WHERE id = %(id)s AND state = 'queued'
+-- New jobs that wait for parents, as arrays: each its count of blockers (one per edge).
+UPDATE {jobs} AS j SET state = 'blocked', blockers = j.blockers + b.blockers, updated_at = {now}
+FROM unnest(%(id)s::text[], %(blockers)s::int[]) AS b(id, blockers)
+WHERE j.id = b.id AND j.state = 'queued'
 
 -- name: cancel_blocked
 -- A child whose parent went dead or was cancelled (or a new job whose parent had).
 UPDATE {jobs} SET state = 'cancelled', updated_at = {now}, error = %(error)s, finished_at = {now}
 WHERE id = %(id)s AND state IN ('queued', 'blocked')
 
--- name: finished_edges
--- The edges of these jobs that have finished (a parent purged counts as cancelled).
-SELECT d.parent, d.child, d.after_any, p.state FROM {deps} AS d LEFT JOIN {jobs} AS p ON p.id = d.parent
+-- name: finished_parents
+-- Which of these jobs others wait for, now that they have finished (a parent purged
+-- counts as cancelled), with their states.
+SELECT DISTINCT d.parent, p.state FROM {deps} AS d LEFT JOIN {jobs} AS p ON p.id = d.parent
 WHERE d.parent = ANY(%(ids)s::text[]) AND (p.state IS NULL OR p.state IN ('succeeded', 'dead', 'cancelled'))
 
--- name: finished_edges_all
--- The sweep (recover_expired): edges of any finished parent, e.g. one whose lease
--- expired, or one cancelled at its claim because it had expired.
-SELECT d.parent, d.child, d.after_any, p.state FROM {deps} AS d LEFT JOIN {jobs} AS p ON p.id = d.parent
+-- name: finished_parents_all
+-- The sweep (recover_expired): any finished job others still wait for, e.g. one
+-- whose lease expired, or one cancelled at its claim because it had expired.
+SELECT DISTINCT d.parent, p.state FROM {deps} AS d LEFT JOIN {jobs} AS p ON p.id = d.parent
 WHERE p.state IS NULL OR p.state IN ('succeeded', 'dead', 'cancelled')
 LIMIT 1000
 
--- name: lock_job
--- The child, locked (FOR UPDATE): two parents settling at once take turns over it.
-SELECT state FROM {jobs} WHERE id = %(id)s FOR UPDATE
+-- name: release
+-- A whole release in one statement, so one implicit transaction: the edges of these
+-- finished parents taken away (exactly once: a concurrent release of the same parent
+-- finds them gone), then each child updated (`release_children`). Each parent comes
+-- with what it does to a child with and without after_any and the error that names
+-- it (deps.py decides: base.parent_verdicts). RETURNING: each child, its edges
+-- taken, whether it was told to cancel.
+WITH verdicts AS (
+    SELECT * FROM unnest(%(parent)s::text[], %(cancels)s::boolean[], %(cancels_any)s::boolean[],
+                         %(reason)s::text[]) AS v(parent, cancels, cancels_any, reason)
+), taken AS (
+    DELETE FROM {deps} AS d USING verdicts AS v WHERE d.parent = v.parent
+    RETURNING d.child, CASE WHEN (CASE WHEN d.after_any THEN v.cancels_any ELSE v.cancels END)
+                            THEN v.reason END AS error
+), {release_children}
 
--- name: unlink
--- Exactly once: only the transaction that deletes the edge acts on it.
-DELETE FROM {deps} WHERE parent = %(parent)s AND child = %(child)s
+-- name: release_children
+-- The end of a release: the edges `taken` (child, error or NULL) counted per child,
+-- and each child's blockers lowered by its count in an UPDATE that also decides:
+-- queued at zero, cancelled at once when a parent failed (a child no longer blocked
+-- only counts). A child's row is locked from this UPDATE to the statement's commit,
+-- never across a round trip; children are locked in id order (`locked`), so two
+-- releases sharing children cannot deadlock. `= ANY(ARRAY(...))` makes each child
+-- one probe of the id index (a seq scan would make a settle's cost grow with the
+-- table).
+children AS (
+    SELECT child, count(*) AS taken, min(error) AS error FROM taken GROUP BY child
+), locked AS (
+    SELECT id FROM {jobs} WHERE id = ANY(ARRAY(SELECT child FROM children)) ORDER BY id FOR UPDATE
+)
+UPDATE {jobs} AS c SET
+    state = CASE WHEN c.state <> 'blocked' THEN c.state WHEN t.error IS NOT NULL THEN 'cancelled'
+                 WHEN c.blockers <= t.taken THEN 'queued' ELSE 'blocked' END,
+    error = CASE WHEN c.state = 'blocked' AND t.error IS NOT NULL THEN t.error ELSE c.error END,
+    finished_at = CASE WHEN c.state = 'blocked' AND t.error IS NOT NULL THEN {now} ELSE c.finished_at END,
+    run_at = CASE WHEN c.state = 'blocked' AND t.error IS NULL AND c.blockers <= t.taken
+                  THEN GREATEST(c.run_at, {now}) ELSE c.run_at END,
+    updated_at = CASE WHEN c.state = 'blocked' AND (t.error IS NOT NULL OR c.blockers <= t.taken) THEN {now}
+                      ELSE c.updated_at END,
+    blockers = c.blockers - t.taken
+FROM children AS t
+WHERE c.id = ANY(ARRAY(SELECT id FROM locked)) AND t.child = c.id
+RETURNING c.id, t.taken, t.error IS NOT NULL
 
--- name: blockers_left
--- Whether the child still waits for a parent: one index probe, however many it has.
-SELECT 1 FROM {deps} WHERE child = %(child)s LIMIT 1
-
--- name: unblock
-UPDATE {jobs} SET state = 'queued', updated_at = {now}, run_at = GREATEST(run_at, {now}) WHERE id = %(id)s AND state = 'blocked'
+-- name: settle_release
+-- `settle` and the release of the settled jobs' edges in one statement (one round
+-- trip, one commit): the verdicts come per (job, state it may end in), since a job
+-- whose cancel was requested ends cancelled instead. Returns each settled job with
+-- its state and whether it is waited for but no edge of it was seen (an enqueue
+-- linked it while this statement waited for its row: a `release` follows), then each
+-- child told to cancel (its own children hear of it in a `release`).
+WITH settled AS (
+    {settle_update}
+    RETURNING j.id, j.state, j.waited_for
+), verdicts AS (
+    SELECT * FROM unnest(%(v_parent)s::text[], %(v_state)s::text[], %(v_cancels)s::boolean[],
+                         %(v_cancels_any)s::boolean[], %(v_reason)s::text[])
+        AS v(parent, state, cancels, cancels_any, reason)
+), taken AS (
+    DELETE FROM {deps} AS d USING settled AS s, verdicts AS v
+    WHERE d.parent = s.id AND v.parent = s.id AND v.state = s.state
+    RETURNING d.parent, d.child, CASE WHEN (CASE WHEN d.after_any THEN v.cancels_any ELSE v.cancels END)
+                                      THEN v.reason END AS error
+), released AS (
+    WITH {release_children}
+)
+SELECT s.id, s.state, s.waited_for AND NOT EXISTS (SELECT 1 FROM taken WHERE taken.parent = s.id), false
+FROM settled AS s
+UNION ALL
+SELECT id, 'blocked', false, true FROM released AS r(id, taken, cancels) WHERE cancels
 
 -- name: count_states
 -- A batch's members by state (batch.py): one query for all of them.

@@ -282,39 +282,52 @@ SELECT id, state FROM {jobs} WHERE id IN (SELECT value FROM json_each(:ids))
 INSERT INTO {deps} (parent, child, after_any) VALUES (:parent, :child, :after_any)
 
 -- name: block
-UPDATE {jobs} SET state = 'blocked', updated_at = {now} WHERE id = :id AND state = 'queued'
+-- A new job that waits for :blockers parents (one edge each).
+UPDATE {jobs} SET state = 'blocked', blockers = blockers + :blockers, updated_at = {now}
+WHERE id = :id AND state = 'queued'
 
 -- name: cancel_blocked
 -- A child whose parent went dead or was cancelled (or a new job whose parent had).
 UPDATE {jobs} SET state = 'cancelled', updated_at = {now}, error = :error, finished_at = {now}
 WHERE id = :id AND state IN ('queued', 'blocked')
 
--- name: finished_edges
--- The edges of these jobs that have finished (a parent purged counts as cancelled).
-SELECT d.parent, d.child, d.after_any, p.state FROM {deps} AS d LEFT JOIN {jobs} AS p ON p.id = d.parent
+-- name: finished_parents
+-- Which of these jobs others wait for, now that they have finished (a parent purged
+-- counts as cancelled), with their states.
+SELECT DISTINCT d.parent, p.state FROM {deps} AS d LEFT JOIN {jobs} AS p ON p.id = d.parent
 WHERE d.parent IN (SELECT value FROM json_each(:ids)) AND (p.state IS NULL OR p.state IN ('succeeded', 'dead', 'cancelled'))
 
--- name: finished_edges_all
--- The sweep (recover_expired): edges of any finished parent, e.g. one whose lease
--- expired, or one cancelled at its claim because it had expired.
-SELECT d.parent, d.child, d.after_any, p.state FROM {deps} AS d LEFT JOIN {jobs} AS p ON p.id = d.parent
+-- name: finished_parents_all
+-- The sweep (recover_expired): any finished job others still wait for, e.g. one
+-- whose lease expired, or one cancelled at its claim because it had expired.
+SELECT DISTINCT d.parent, p.state FROM {deps} AS d LEFT JOIN {jobs} AS p ON p.id = d.parent
 WHERE p.state IS NULL OR p.state IN ('succeeded', 'dead', 'cancelled')
 LIMIT 1000
 
--- name: lock_job
--- The child, locked (SQLite has one writer at a time: no lock needed): two parents settling at once take turns over it.
-SELECT state FROM {jobs} WHERE id = :id
+-- name: take_edges
+-- The edges of the finished parents among :ids, taken away (exactly once: only the
+-- transaction that deletes an edge acts on it), with each parent's state.
+DELETE FROM {deps}
+WHERE parent IN (SELECT value FROM json_each(:ids))
+  AND NOT EXISTS (SELECT 1 FROM {jobs} AS p WHERE p.id = {deps}.parent
+                  AND p.state NOT IN ('succeeded', 'dead', 'cancelled'))
+RETURNING parent, child, after_any, (SELECT p.state FROM {jobs} AS p WHERE p.id = {deps}.parent)
 
--- name: unlink
--- Exactly once: only the transaction that deletes the edge acts on it.
-DELETE FROM {deps} WHERE parent = :parent AND child = :child
-
--- name: blockers_left
--- Whether the child still waits for a parent: one index probe, however many it has.
-SELECT 1 FROM {deps} WHERE child = :child LIMIT 1
-
--- name: unblock
-UPDATE {jobs} SET state = 'queued', updated_at = {now}, run_at = max(run_at, {now}) WHERE id = :id AND state = 'blocked'
+-- name: release_child
+-- A child :taken edges fewer: queued when none are left, cancelled with :error (a
+-- parent failed), else still blocked; a child no longer blocked (cancelled by
+-- another parent, or by hand) only counts. Each assignment reads the old row.
+UPDATE {jobs} SET
+    error = CASE WHEN state = 'blocked' AND :error IS NOT NULL THEN :error ELSE error END,
+    finished_at = CASE WHEN state = 'blocked' AND :error IS NOT NULL THEN {now} ELSE finished_at END,
+    run_at = CASE WHEN state = 'blocked' AND :error IS NULL AND blockers <= :taken THEN max(run_at, {now})
+                  ELSE run_at END,
+    updated_at = CASE WHEN state = 'blocked' AND (:error IS NOT NULL OR blockers <= :taken) THEN {now}
+                      ELSE updated_at END,
+    state = CASE WHEN state <> 'blocked' THEN state WHEN :error IS NOT NULL THEN 'cancelled'
+                 WHEN blockers <= :taken THEN 'queued' ELSE 'blocked' END,
+    blockers = blockers - :taken
+WHERE id = :child
 
 -- name: count_states
 -- A batch's members by state (batch.py): one query for all of them.
