@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test services browser lint docs bench bench-peers bench-speed soak clean
+.PHONY: demo test services browser lint docs bench bench-peers bench-speed bench-capacity soak clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -58,7 +58,7 @@ bench: $(VENV)/.demo
 soak: $(STAMP) $(if $(SOAK_URL),services)
 	$(BIN)/python -m bench.soak $(if $(SOAK_URL),--url '$(SOAK_URL)') $(SOAK_ARGS)
 
-# deferq against celery, rq, dramatiq, huey, arq (Redis) and procrastinate (PostgreSQL):
+# deferq against celery, rq, dramatiq, huey, arq, saq, taskiq (Redis) and procrastinate (PostgreSQL):
 # docs/bench-peers.md. arq goes in with --no-deps: it caps redis-py below 6 and runs on ours.
 bench-peers: $(STAMP) services
 	$(BIN)/pip install -q -e '.[peers]'
@@ -72,6 +72,13 @@ bench-peers: $(STAMP) services
 # SPEED_ARGS for more (--runs, --scale, --only enqueue,batch,...).
 bench-speed: $(STAMP) services
 	$(BIN)/python -m bench.speed $(SPEED_ARGS)
+
+# how deferq scales out (bench/capacity.py, docs/capacity.md): CPU per job and throughput on
+# redis-servers of its own (1 server; Cluster of 1 and 3 masters; 1, 2, 4 shards), on a
+# PostgreSQL server of its own (initdb in a temporary folder) and through `deferq serve`
+# with 1, 2, 4 processes; medians of 3. CAPACITY_ARGS for more (--only redis, --runs 1, ...).
+bench-capacity: $(STAMP)
+	$(BIN)/python -m bench.capacity $(CAPACITY_ARGS)
 
 clean:
 	rm -rf $(VENV) build site *.egg-info

@@ -54,35 +54,53 @@ def leftover_workers() -> list[int]:
     return found
 
 
-@pytest.mark.slow
-def test_raw_and_deferq_rows_on_redis(tmp_path):
+def need_test_redis() -> None:
     try:
         redis.Redis.from_url(TEST_REDIS).ping()
     except redis.ConnectionError as exc:
         need_service(f"Redis at {shared_where()} (DEFERQ_TEST_REDIS)", str(exc))
+
+
+def run_rows(tmp_path: Path, peers: list[str], timeout: float) -> list[str]:
+    """A small run of `peers` (one run, 300 jobs, 10 pickups): their table rows (no "A vs
+    raw" column unless raw is among them)."""
     output = tmp_path / "peers.md"
     done = subprocess.run(
-        [sys.executable, "-m", "bench.peers.run", "--only", "raw,deferq", "--jobs", "300",
+        [sys.executable, "-m", "bench.peers.run", "--only", ",".join(peers), "--jobs", "300",
          "--runs", "1", "--pickups", "10", "--output", str(output)],
         cwd=ROOT, env={**os.environ, "BENCH_REDIS_URL": TEST_REDIS},
-        capture_output=True, text=True, timeout=100,
+        capture_output=True, text=True, timeout=timeout,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    rows = [
-        line for line in output.read_text().splitlines() if line.startswith("| raw") or line.startswith("| deferq")
-    ]
-    assert len(rows) == 2 and not any("failed" in row for row in rows), rows
-    assert rows[0].split("|")[3].strip() == "1.00x"  # A vs raw, for raw itself
+    rows = [line for line in output.read_text().splitlines() if line.startswith(tuple(f"| {p}" for p in peers))]
+    assert len(rows) == len(peers) and not any("failed" in row for row in rows), rows
     assert leftover_workers() == []
+    return rows
+
+
+@pytest.mark.slow
+def test_raw_and_deferq_rows_on_redis(tmp_path):
+    need_test_redis()
+    rows = run_rows(tmp_path, ["raw", "deferq"], timeout=100)
+    assert rows[0].split("|")[3].strip() == "1.00x"  # A vs raw, for raw itself
+
+
+@pytest.mark.slow
+def test_saq_and_taskiq_rows_on_redis(tmp_path):
+    """The two asyncio peers (the `peers` extra, not in `dev`: skipped where it is not
+    installed): every workload but the batch call, which neither has, runs to a number."""
+    pytest.importorskip("saq")
+    pytest.importorskip("taskiq_redis")
+    need_test_redis()
+    for row in run_rows(tmp_path, ["saq", "taskiq"], timeout=110):
+        cells = [cell.strip() for cell in row.strip("|").split("|")]
+        assert cells[2] == "–" and "/" in cells[4] and "/" in cells[5], row  # no A batch; C, D measured
 
 
 @pytest.mark.slow
 def test_speed_figures_print_ratios_to_their_raw_references():
     """bench/speed.py (make bench-speed): a small run of the quick figures, one table."""
-    try:
-        redis.Redis.from_url(TEST_REDIS).ping()
-    except redis.ConnectionError as exc:
-        need_service(f"Redis at {shared_where()} (DEFERQ_TEST_REDIS)", str(exc))
+    need_test_redis()
     done = subprocess.run(
         [sys.executable, "-m", "bench.speed", "--runs", "1", "--scale", "0.02",
          "--only", "enqueue,batch,memory,sqlite"],

@@ -40,6 +40,7 @@ class Peer:
     batch = False  # has a batch enqueue call (workload "A batch")
     batch_due = False  # its batch call takes a due time (C sends its 500 jobs in batches)
     delays = True  # can run a job at a given time (workload C)
+    due_whole_seconds = False  # its due times are whole epoch seconds (C's is rounded up)
     env: dict[str, str] = {}  # extra environment for its workers
     alt_b: tuple[str, int] | None = None  # a second B with `alt_worker_commands`: label, job cap
 

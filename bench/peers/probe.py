@@ -34,11 +34,19 @@ def client() -> redis.Redis:
     return _client
 
 
-def async_client() -> Any:
-    """A new asyncio client: for async bodies (one per worker event loop)."""
-    import redis.asyncio
+_async_client: Any = None
+_async_client_pid = 0
 
-    return redis.asyncio.Redis.from_url(REDIS_URL)
+
+def async_client() -> Any:
+    """One asyncio client per process, made on first use: for async bodies, whose worker
+    process runs one event loop (and a forked child must not reuse its parent's)."""
+    global _async_client, _async_client_pid
+    if _async_client is None or _async_client_pid != os.getpid():
+        import redis.asyncio
+
+        _async_client, _async_client_pid = redis.asyncio.Redis.from_url(REDIS_URL), os.getpid()
+    return _async_client
 
 
 def marks(count: int, total: int) -> list[str]:

@@ -18,14 +18,6 @@ from . import base, probe
 URL = os.environ.get("BENCH_PROCRASTINATE_URL", "postgresql://postgres@127.0.0.1:5432/bench_peers_procrastinate")
 
 app = App(connector=PsycopgConnector(conninfo=URL))
-_redis: Any = None
-
-
-def _client() -> Any:
-    global _redis
-    if _redis is None:
-        _redis = probe.async_client()
-    return _redis
 
 
 @app.task(name="noop")
@@ -35,12 +27,12 @@ async def noop(n: int, text: str) -> None:
 
 @app.task(name="incr")
 async def incr(total: int) -> None:
-    await probe.incr_async(_client(), total)
+    await probe.incr_async(probe.async_client(), total)
 
 
 @app.task(name="stamp")
 async def stamp(t0: float) -> None:
-    await probe.stamp_async(_client(), t0)
+    await probe.stamp_async(probe.async_client(), t0)
 
 
 TASKS = {"noop": noop, "incr": incr, "stamp": stamp}

@@ -27,7 +27,7 @@ from .report import render
 from .stores import drop, reset
 from .workers import Workers
 
-REDIS_PEERS = ("raw", "deferq", "huey", "dramatiq", "celery", "rq", "arq")
+REDIS_PEERS = ("raw", "deferq", "huey", "dramatiq", "celery", "rq", "arq", "saq", "taskiq")
 PG_PEERS = ("deferq", "procrastinate")
 PG_DEFERQ_URL = "postgresql://postgres@127.0.0.1:5432/bench_peers_deferq"
 MODULES = {"procrastinate": "procrastinate_pg"}

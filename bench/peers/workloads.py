@@ -11,6 +11,7 @@ RSS: the workers' resident memory after all of that, summed over their processes
 
 from __future__ import annotations
 
+import math
 import secrets
 import time
 from collections.abc import Callable
@@ -92,6 +93,8 @@ def delay_lateness(peer: Peer, r: redis.Redis, workers: Workers) -> tuple[float,
     """C: 500 jobs due at one moment 2 s ahead; p50/p99 of start minus due, in ms."""
     r.delete(probe.LATE)
     due = time.time() + DELAY_AHEAD
+    if peer.due_whole_seconds:
+        due = math.ceil(due)
     if peer.batch_due:  # the scheduler is measured here, not enqueue speed
         peer.batches("stamp", [(due,)] * DELAYED_JOBS, BATCH_SIZE, due)
     else:
