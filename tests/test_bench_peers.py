@@ -87,10 +87,8 @@ def test_raw_and_deferq_rows_on_redis(tmp_path):
 
 @pytest.mark.slow
 def test_saq_and_taskiq_rows_on_redis(tmp_path):
-    """The two asyncio peers (the `peers` extra, not in `dev`: skipped where it is not
-    installed): every workload but the batch call, which neither has, runs to a number."""
-    pytest.importorskip("saq")
-    pytest.importorskip("taskiq_redis")
+    """The two asyncio peers (in the `dev` extra too): every workload but the batch call,
+    which neither has, runs to a number."""
     need_test_redis()
     for row in run_rows(tmp_path, ["saq", "taskiq"], timeout=110):
         cells = [cell.strip() for cell in row.strip("|").split("|")]
