@@ -28,6 +28,7 @@ from .errors import PayloadError
 NATIVE: tuple[Any, ...] = (Any, object, str, int, float, bool, type(None), list, dict, inspect.Parameter.empty)
 INT_RANGE = (-(2**63), 2**64 - 1)  # what orjson (and most JSON readers) keep exact
 
+_ALWAYS_EXACT = frozenset({str, bool, type(None)})  # one set probe per argument, before _plain
 Decoder = Callable[[tuple[Any, ...], dict[str, Any]], tuple[tuple[Any, ...], dict[str, Any]]]
 
 
@@ -99,7 +100,7 @@ class ArgsCodec:
         """Arguments as JSON values; refuses what cannot arrive exactly."""
         if not self.typed:  # the common case: check in place, name an argument only if refused
             for i, value in enumerate(args):
-                if not _plain(value):
+                if type(value) not in _ALWAYS_EXACT and not _plain(value):
                     check_exact(value, f"argument {self._hint(i, None)[0]} of {self.task}()")
             for name, value in kwargs.items():
                 if not _plain(value):

@@ -128,13 +128,16 @@ class _Rules:
         )  # fmt: skip
 
 
-def build_enqueue(call: Call, task: Task[..., Any] | None, now: float, durable: bool = True) -> Enqueue:
+def build_enqueue(
+    call: Call, task: Task[..., Any] | None, now: float, durable: bool = True, job_id: str | None = None
+) -> Enqueue:
     """The stored form of a call: task defaults overridden by the call's options, its
     arguments encoded exactly (codec.py) or refused.
 
     `task` is None when the producer does not know the task (enqueue by name): then
     the timeout is left to the worker's task definition. `durable` is the App's
-    default for calls that do not say (options.durable).
+    default for calls that do not say (options.durable). `job_id`: one of a batch's
+    ids (job.new_job_ids), else a new one.
     """
     opts = call.options
     if task is not None and opts is task._options:  # the usual call: the task's own options
@@ -145,9 +148,9 @@ def build_enqueue(call: Call, task: Task[..., Any] | None, now: float, durable: 
         rules = _Rules.of(opts, task, call.task)
     args, kwargs = rules.codec.encode(call.args, call.kwargs)
     job = Job(
-        id=new_job_id(), task=call.task, args=args, kwargs=kwargs, queue=rules.queue, priority=rules.priority,
-        max_attempts=rules.max_attempts, timeout=rules.timeout, key=rules.key, run_at=rules.run_at,
-        created_at=now, meta={}, expires_at=rules.expires_at, remark=rules.remark,
+        id=job_id or new_job_id(), task=call.task, args=args, kwargs=kwargs, queue=rules.queue,
+        priority=rules.priority, max_attempts=rules.max_attempts, timeout=rules.timeout, key=rules.key,
+        run_at=rules.run_at, created_at=now, meta={}, expires_at=rules.expires_at, remark=rules.remark,
     )  # fmt: skip
     payload = encode_payload(call.task, args, kwargs)
     item = Enqueue(job, rules.delay, payload, rules.within, rules.mode, rules.max_wait,

@@ -95,12 +95,14 @@ class Enqueue:
         """The job as stored at store time `now`: its due time set, waiting."""
         job = self.job
         run_at = self.due(now)
-        # a new job: the fields it has are these (by name, cheaper than evolve's copy of all)
+        # a new job, by position (cheaper by half than by name): the fields it has from the
+        # item, the store's time, and every other field's default
         return Job(
-            id=job.id, task=job.task, args=job.args, kwargs=job.kwargs, queue=job.queue, priority=job.priority,
-            state=JobState.SCHEDULED if run_at > now else JobState.QUEUED, max_attempts=job.max_attempts,
-            timeout=job.timeout, key=job.key, run_at=run_at, created_at=now, meta=job.meta,
-            expires_at=self.expiry(now), updated_at=now, remark=job.remark,
+            job.id, job.task, job.args, job.kwargs, job.queue, job.priority,
+            JobState.SCHEDULED if run_at > now else JobState.QUEUED, 0, job.max_attempts, job.timeout, job.key,
+            run_at, now, None, None, None, None, None, job.meta, None, None, False,
+            job.expires_at if job.expires_at is not None or self.expires_in is None else now + self.expires_in,
+            now, job.remark, None,
         )  # fmt: skip
 
 
