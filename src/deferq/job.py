@@ -190,6 +190,21 @@ def slot_init(cls: type[Any]) -> None:
 
 slot_init(Job)
 JOB_FIELDS = tuple(Job.__dataclass_fields__)
+
+
+def fresh_job(
+    id: str, task: str, args: tuple[Any, ...], kwargs: dict[str, Any], queue: str, priority: int, state: JobState,
+    max_attempts: int, timeout: float | None, key: str | None, run_at: float, created_at: float,
+    meta: dict[str, Any], expires_at: float | None, updated_at: float | None, remark: str | None,
+) -> Job:
+    """A job never run: these fields, every other at its default. By position, a third
+    cheaper than by name: every job a producer enqueues is built this way, twice."""
+    return Job(
+        id, task, args, kwargs, queue, priority, state, 0, max_attempts, timeout, key, run_at, created_at,
+        None, None, None, None, None, meta, None, None, False, expires_at, updated_at, remark, None,
+    )  # fmt: skip
+
+
 # (wait, wait_async) of Job: set by deferq.results, which reaches the store through the App
 WAITERS: list[Any] = []
 _ALL_FIELDS = attrgetter(*JOB_FIELDS)

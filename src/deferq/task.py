@@ -9,7 +9,7 @@ from typing import Any, Generic, ParamSpec, Protocol, TypeVar
 
 from .backends.base import Enqueue
 from .codec import ArgsCodec, codec_for, unknown_task_codec
-from .job import Job, encode_payload, new_job_id
+from .job import Job, JobState, encode_payload, fresh_job, new_job_id
 from .options import JobOptions, TaskDefaults, conflict_rules
 
 Hook = Callable[..., Any]
@@ -147,10 +147,9 @@ def build_enqueue(
     else:
         rules = _Rules.of(opts, task, call.task)
     args, kwargs = rules.codec.encode(call.args, call.kwargs)
-    job = Job(
-        id=job_id or new_job_id(), task=call.task, args=args, kwargs=kwargs, queue=rules.queue,
-        priority=rules.priority, max_attempts=rules.max_attempts, timeout=rules.timeout, key=rules.key,
-        run_at=rules.run_at, created_at=now, meta={}, expires_at=rules.expires_at, remark=rules.remark,
+    job = fresh_job(
+        job_id or new_job_id(), call.task, args, kwargs, rules.queue, rules.priority, JobState.QUEUED,
+        rules.max_attempts, rules.timeout, rules.key, rules.run_at, now, {}, rules.expires_at, None, rules.remark,
     )  # fmt: skip
     payload = encode_payload(call.task, args, kwargs)
     item = Enqueue(job, rules.delay, payload, rules.within, rules.mode, rules.max_wait,
