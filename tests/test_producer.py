@@ -102,3 +102,22 @@ def test_a_stored_job_is_the_items_fields_the_store_time_and_defaults(delay, run
         expires_at=expires_at if expires_at is not None or expires_in is None else now + expires_in,
     )  # fmt: skip
     assert Enqueue(job, delay, b"[]", expires_in).stored(now) == expected
+
+
+def test_jobs_built_by_the_fast_init_are_whole_frozen_jobs_and_subclasses_still_work():
+    """job.slot_init: the instance passes through a twin class while its fields are set."""
+    import dataclasses
+
+    from deferq.job import Job
+
+    job = Job("a", "t", (1,), queue="q")
+    assert type(job) is Job and job == Job(id="a", task="t", args=(1,), queue="q")
+    assert job.kwargs == {} and job.kwargs is not Job("a", "t").kwargs  # a new default per job
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        job.queue = "other"  # type: ignore[misc]
+
+    class Tagged(Job):  # another layout (it has a __dict__): set through the descriptors
+        pass
+
+    tagged = Tagged("b", "t", priority=0)
+    assert type(tagged) is Tagged and (tagged.id, tagged.priority, tagged.meta) == ("b", 0, {})

@@ -164,24 +164,44 @@ class Job:
 
 
 def slot_init(cls: type[Any]) -> None:
-    """Give a frozen slots dataclass an `__init__` that sets each slot through its
-    descriptor: half the cost of the generated one (which calls object.__setattr__ by
-    name per field), same parameters and defaults. Every job read or stored builds one."""
+    """Give a frozen slots dataclass a faster `__init__`, same parameters and defaults.
+    Every job read or stored builds one, and an enqueue two.
+
+    The instance briefly becomes a twin class with the same slots and no frozen
+    `__setattr__`, so each field is a plain attribute store (a third of the cost of
+    setting each slot through its descriptor, a sixth of the dataclass's own
+    `object.__setattr__` by name). A subclass (its layout may differ) is set through
+    the descriptors."""
+    names = [f.name for f in fields(cls)]
+    assert cls.__bases__ == (object,) and tuple(cls.__slots__) == tuple(names), "the twin needs the same layout"
+    twin = type(f"_{cls.__name__}Twin", (), {"__slots__": tuple(names)})
     params: list[str] = []
-    body: list[str] = []
-    scope: dict[str, Any] = {"_MISSING": object()}
+    fast: list[str] = []
+    slow: list[str] = []
+    scope: dict[str, Any] = {"_MISSING": object(), "_cls": cls, "_twin": twin, "_become": object.__setattr__}
     for i, f in enumerate(fields(cls)):
         scope[f"_set{i}"] = cls.__dict__[f.name].__set__
+        value = f.name
         if f.default_factory is not MISSING:
             scope[f"_make{i}"] = f.default_factory
             params.append(f"{f.name}=_MISSING")
-            body.append(f"    _set{i}(self, _make{i}() if {f.name} is _MISSING else {f.name})")
+            value = f"_make{i}() if {f.name} is _MISSING else {f.name}"
+        elif f.default is not MISSING:
+            scope[f"_default{i}"] = f.default
+            params.append(f"{f.name}=_default{i}")
         else:
-            if f.default is not MISSING:
-                scope[f"_default{i}"] = f.default
-            params.append(f.name if f.default is MISSING else f"{f.name}=_default{i}")
-            body.append(f"    _set{i}(self, {f.name})")
-    source = f"def __init__(self, {', '.join(params)}):\n" + "\n".join(body)
+            params.append(f.name)
+        fast.append(f"        self.{f.name} = {value}")
+        slow.append(f"        _set{i}(self, {value})")
+    source = "\n".join([
+        f"def __init__(self, {', '.join(params)}):",
+        "    if type(self) is _cls:",
+        "        _become(self, '__class__', _twin)",
+        *fast,
+        "        self.__class__ = _cls",
+        "    else:",
+        *slow,
+    ])  # fmt: skip
     exec(source, scope)  # noqa: S102 - our own field names, nothing from outside
     init = scope["__init__"]
     init.__qualname__ = f"{cls.__qualname__}.__init__"
