@@ -9,7 +9,7 @@ from typing import Any, Generic, ParamSpec, Protocol, TypeVar
 
 from .backends.base import Enqueue
 from .codec import ArgsCodec, codec_for, unknown_task_codec
-from .job import Job, JobState, encode_payload, fresh_job, new_job_id
+from .job import Job, JobState, encode_payload, fresh_job, new_job_id, slot_init
 from .options import JobOptions, TaskDefaults, conflict_rules
 
 Hook = Callable[..., Any]
@@ -25,7 +25,7 @@ class Producer(Protocol):
     async def enqueue_many_async(self, calls: Iterable[Call]) -> list[Job]: ...
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Call:
     """A task call not yet stored; `app.enqueue_many([t.call(...), ...])` stores many."""
 
@@ -33,6 +33,9 @@ class Call:
     args: tuple[Any, ...]
     kwargs: dict[str, Any]
     options: JobOptions = field(default_factory=JobOptions)
+
+
+slot_init(Call)  # one per job a producer enqueues
 
 
 class Task(Generic[P, R]):
