@@ -90,6 +90,8 @@ def new_job_id() -> str:
 def new_job_ids(count: int) -> list[str]:
     """`count` ids as `new_job_id` makes them, one after another, for a batch: the first
     22 characters are written once per 2**18 ids, then 2 pairs per id."""
+    if count == 1:  # task.enqueue(): new_job_id is quicker for one
+        return [new_job_id()]
     value, ids = _reserve_ids(count), list[str]()
     while len(ids) < count:
         head = "".join([_PAIRS[(value >> shift) & 1023] for shift in range(120, 19, -10)])
