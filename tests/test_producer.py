@@ -81,3 +81,43 @@ def test_task_is_still_a_function():
         return a + b
 
     assert add(2, 3) == 5
+
+
+@pytest.mark.parametrize("delay, run_at, expires_at, expires_in", [
+    (0.0, 0.0, None, None), (5.0, 0.0, None, 30.0), (0.0, 50.0, 70.0, 30.0), (0.0, 90.0, None, None),
+])  # fmt: skip
+def test_a_stored_job_is_the_items_fields_the_store_time_and_defaults(delay, run_at, expires_at, expires_in):
+    """Enqueue.stored builds the Job by position (for speed): the same Job as by name."""
+    from deferq.backends.base import Enqueue
+    from deferq.job import Job, JobState, new_job_id
+
+    job = Job(id=new_job_id(), task="t", args=(1, "a"), kwargs={"k": [2]}, queue="q", priority=0, max_attempts=7,
+              timeout=3.5, key="u", run_at=run_at, meta={"m": 1}, expires_at=expires_at, remark="r")  # fmt: skip
+    now = 60.0
+    due = run_at or now + delay
+    expected = Job(
+        id=job.id, task="t", args=(1, "a"), kwargs={"k": [2]}, queue="q", priority=0,
+        state=JobState.SCHEDULED if due > now else JobState.QUEUED, max_attempts=7, timeout=3.5, key="u",
+        run_at=due, created_at=now, meta={"m": 1}, updated_at=now, remark="r",
+        expires_at=expires_at if expires_at is not None or expires_in is None else now + expires_in,
+    )  # fmt: skip
+    assert Enqueue(job, delay, b"[]", expires_in).stored(now) == expected
+
+
+def test_jobs_built_by_the_fast_init_are_whole_frozen_jobs_and_subclasses_still_work():
+    """job.slot_init: the instance passes through a twin class while its fields are set."""
+    import dataclasses
+
+    from deferq.job import Job
+
+    job = Job("a", "t", (1,), queue="q")
+    assert type(job) is Job and job == Job(id="a", task="t", args=(1,), queue="q")
+    assert job.kwargs == {} and job.kwargs is not Job("a", "t").kwargs  # a new default per job
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        job.queue = "other"  # type: ignore[misc]
+
+    class Tagged(Job):  # another layout (it has a __dict__): set through the descriptors
+        pass
+
+    tagged = Tagged("b", "t", priority=0)
+    assert type(tagged) is Tagged and (tagged.id, tagged.priority, tagged.meta) == ("b", 0, {})

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from collections import Counter
+from types import SimpleNamespace
+from unittest.mock import patch
 
 import pytest
 from hypothesis import given
@@ -80,3 +82,44 @@ def test_every_order_tries_every_level_once(w):
     rotation = PriorityRotation(w)
     for _ in range(sum(w)):
         assert sorted(rotation.next_order()) == [0, 1, 2]
+
+
+# -- job ids made a batch at a time (job.new_job_ids) ---------------------------------
+
+
+def _id_of(value: int) -> str:
+    """The 26 characters of a 130-bit id value, written out the plain way."""
+    return "".join("0123456789ABCDEFGHJKMNPQRSTVWXYZ"[(value >> shift) & 31] for shift in range(125, -1, -5))
+
+
+@given(st.integers(0, 2**60), st.integers(1, 3000), st.integers(1, 6000))
+def test_a_batch_of_ids_is_the_ids_one_at_a_time_would_be(high, count, offset):
+    """Same format, in order, no repeats, and the next single id follows the batch,
+    wherever the batch starts (across the points where its 22-character head changes)."""
+    from deferq import job
+
+    ms = 1_700_000_000_000  # a fixed clock: the counter, not urandom, decides
+    clock = SimpleNamespace(time_ns=lambda: ms * 1_000_000)
+    rand = (high + 1) * 2**18 - offset  # the head (first 22 characters) changes every 2**18 ids
+    with job._id_lock:
+        saved = list(job._last_id)
+        job._last_id[:] = [ms, rand - 1]
+    try:
+        with patch.object(job, "time", clock):
+            ids = job.new_job_ids(count)
+            after = job.new_job_id()
+    finally:
+        with job._id_lock:
+            job._last_id[:] = saved
+    assert ids == [_id_of((ms << 82) | ((rand + i) << 2)) for i in range(count)]
+    assert ids == sorted(ids) and len(set(ids)) == count
+    assert after == _id_of((ms << 82) | ((rand + count) << 2)) and after > ids[-1]
+
+
+def test_ids_of_batches_and_singles_keep_creation_order():
+    from deferq.job import new_job_id, new_job_ids
+
+    made = [*new_job_ids(500), new_job_id(), *new_job_ids(1), *new_job_ids(2000), new_job_id()]
+    assert made == sorted(made) and len(set(made)) == len(made)
+    assert all(len(i) == 26 and i.isalnum() and i.isupper() for i in made)
+    assert new_job_ids(0) == []

@@ -28,6 +28,7 @@ from .errors import PayloadError
 NATIVE: tuple[Any, ...] = (Any, object, str, int, float, bool, type(None), list, dict, inspect.Parameter.empty)
 INT_RANGE = (-(2**63), 2**64 - 1)  # what orjson (and most JSON readers) keep exact
 
+_ALWAYS_EXACT = frozenset({str, bool, type(None)})  # one set probe per argument, before _plain
 Decoder = Callable[[tuple[Any, ...], dict[str, Any]], tuple[tuple[Any, ...], dict[str, Any]]]
 
 
@@ -98,8 +99,11 @@ class ArgsCodec:
     def encode(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """Arguments as JSON values; refuses what cannot arrive exactly."""
         if not self.typed:  # the common case: check in place, name an argument only if refused
-            for i, value in enumerate(args):
-                if not _plain(value):
+            low, high = INT_RANGE
+            for value in args:  # no enumerate: the position is needed only to name a refusal
+                kind = type(value)
+                if kind not in _ALWAYS_EXACT and not (kind is int and low <= value <= high) and not _plain(value):
+                    i = next(i for i, arg in enumerate(args) if arg is value)
                     check_exact(value, f"argument {self._hint(i, None)[0]} of {self.task}()")
             for name, value in kwargs.items():
                 if not _plain(value):

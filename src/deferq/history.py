@@ -29,6 +29,7 @@ import os
 import threading
 import time
 import weakref
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -177,8 +178,10 @@ class HistoryRecorder:
         """Count the jobs `enqueue_many` stored anew (not those a unique key turned away)."""
         minute = minute_of(time.time())
         is_new = self.backend.is_new
-        entries = [(minute, job.queue, job.task, "enqueued", 1)
-                   for item, job in zip(items, jobs, strict=True) if is_new(item, job)]  # fmt: skip
+        # one entry per (queue, task), not per job: a batch is mostly one task
+        counted = Counter([(job.queue, job.task) for item, job in zip(items, jobs, strict=True)
+                           if is_new(item, job)])  # fmt: skip
+        entries = [(minute, queue, task, "enqueued", n) for (queue, task), n in counted.items()]
         if entries:
             self.buffer.add_many(entries)
             self._started()

@@ -9,7 +9,7 @@ from typing import Any, Generic, ParamSpec, Protocol, TypeVar
 
 from .backends.base import Enqueue
 from .codec import ArgsCodec, codec_for, unknown_task_codec
-from .job import Job, encode_payload, new_job_id
+from .job import Job, JobState, encode_payload, fresh_job, new_job_id, slot_init
 from .options import JobOptions, TaskDefaults, conflict_rules
 
 Hook = Callable[..., Any]
@@ -25,7 +25,7 @@ class Producer(Protocol):
     async def enqueue_many_async(self, calls: Iterable[Call]) -> list[Job]: ...
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Call:
     """A task call not yet stored; `app.enqueue_many([t.call(...), ...])` stores many."""
 
@@ -33,6 +33,9 @@ class Call:
     args: tuple[Any, ...]
     kwargs: dict[str, Any]
     options: JobOptions = field(default_factory=JobOptions)
+
+
+slot_init(Call)  # one per job a producer enqueues
 
 
 class Task(Generic[P, R]):
@@ -128,13 +131,16 @@ class _Rules:
         )  # fmt: skip
 
 
-def build_enqueue(call: Call, task: Task[..., Any] | None, now: float, durable: bool = True) -> Enqueue:
+def build_enqueue(
+    call: Call, task: Task[..., Any] | None, now: float, durable: bool = True, job_id: str | None = None
+) -> Enqueue:
     """The stored form of a call: task defaults overridden by the call's options, its
     arguments encoded exactly (codec.py) or refused.
 
     `task` is None when the producer does not know the task (enqueue by name): then
     the timeout is left to the worker's task definition. `durable` is the App's
-    default for calls that do not say (options.durable).
+    default for calls that do not say (options.durable). `job_id`: one of a batch's
+    ids (job.new_job_ids), else a new one.
     """
     opts = call.options
     if task is not None and opts is task._options:  # the usual call: the task's own options
@@ -144,10 +150,9 @@ def build_enqueue(call: Call, task: Task[..., Any] | None, now: float, durable: 
     else:
         rules = _Rules.of(opts, task, call.task)
     args, kwargs = rules.codec.encode(call.args, call.kwargs)
-    job = Job(
-        id=new_job_id(), task=call.task, args=args, kwargs=kwargs, queue=rules.queue, priority=rules.priority,
-        max_attempts=rules.max_attempts, timeout=rules.timeout, key=rules.key, run_at=rules.run_at,
-        created_at=now, meta={}, expires_at=rules.expires_at, remark=rules.remark,
+    job = fresh_job(
+        job_id or new_job_id(), call.task, args, kwargs, rules.queue, rules.priority, JobState.QUEUED,
+        rules.max_attempts, rules.timeout, rules.key, rules.run_at, now, {}, rules.expires_at, None, rules.remark,
     )  # fmt: skip
     payload = encode_payload(call.task, args, kwargs)
     item = Enqueue(job, rules.delay, payload, rules.within, rules.mode, rules.max_wait,

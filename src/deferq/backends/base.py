@@ -31,7 +31,7 @@ from enum import StrEnum
 from typing import Any
 
 from ..errors import ConfigError
-from ..job import ALL_STATES, FINISHED_STATES, Job, JobState, slot_init
+from ..job import ALL_STATES, FINISHED_STATES, Job, JobState, fresh_job, slot_init
 from .history import HistoryStore
 from .search import SearchStore
 
@@ -95,12 +95,12 @@ class Enqueue:
         """The job as stored at store time `now`: its due time set, waiting."""
         job = self.job
         run_at = self.due(now)
-        # a new job: the fields it has are these (by name, cheaper than evolve's copy of all)
-        return Job(
-            id=job.id, task=job.task, args=job.args, kwargs=job.kwargs, queue=job.queue, priority=job.priority,
-            state=JobState.SCHEDULED if run_at > now else JobState.QUEUED, max_attempts=job.max_attempts,
-            timeout=job.timeout, key=job.key, run_at=run_at, created_at=now, meta=job.meta,
-            expires_at=self.expiry(now), updated_at=now, remark=job.remark,
+        return fresh_job(
+            job.id, job.task, job.args, job.kwargs, job.queue, job.priority,
+            JobState.SCHEDULED if run_at > now else JobState.QUEUED, job.max_attempts, job.timeout, job.key,
+            run_at, now, job.meta,
+            job.expires_at if job.expires_at is not None or self.expires_in is None else now + self.expires_in,
+            now, job.remark,
         )  # fmt: skip
 
 

@@ -166,6 +166,10 @@ class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
         stored: list[Job | None] = [None] * len(items)
         for positions, reply in zip(plan.positions, replies, strict=True):
             now = float(reply[0])
+            if len(reply) == len(positions) + 1 and reply.count(0) == len(positions):  # all stored: no holder
+                for i in positions:
+                    stored[i] = items[i].stored(now)
+                continue
             for i, entry in zip(positions, reply[1:], strict=True):
                 if entry == 0:
                     stored[i] = items[i].stored(now)

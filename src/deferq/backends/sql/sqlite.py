@@ -265,12 +265,14 @@ class SQLiteBackend(SQLBackend):
 
     def insert_plan(self, items: Sequence[Enqueue], indexes: Sequence[int]) -> Plan[dict[int, Job]]:
         now = self.now()
-        jobs, rows, keyed = {}, [], False
+        jobs, rows, keyed, payload = {}, [], False, self.payload
         for i in indexes:  # one loop, no comprehensions: this is the single enqueue's path
-            job = jobs[i] = items[i].stored(now)
+            item = items[i]
+            job = jobs[i] = item.stored(now)
             keyed = keyed or job.key is not None
-            rows.append((job.id, job.task, self.payload(items[i]), job.queue, job.priority, job.max_attempts,
-                         job.timeout, job.key, job.run_at, now, job.expires_at, job.remark))  # fmt: skip
+            rows.append((job.id, job.task, item.payload or payload(item), job.queue, job.priority,
+                         job.max_attempts, job.timeout, job.key, job.run_at, now, job.expires_at,
+                         job.remark))  # fmt: skip
         if len(rows) == 1 and not keyed:  # one row: execute, cheaper than executemany of one
             yield Step(self.q["enqueue"], rows[0])
             return jobs
