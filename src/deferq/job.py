@@ -175,7 +175,8 @@ def slot_init(cls: type[Any]) -> None:
     `object.__setattr__` by name). A subclass (its layout may differ) is set through
     the descriptors."""
     names = [f.name for f in fields(cls)]
-    assert cls.__bases__ == (object,) and tuple(cls.__slots__) == tuple(names), "the twin needs the same layout"
+    if cls.__bases__ != (object,) or tuple(cls.__slots__) != tuple(names):
+        raise TypeError(f"slot_init needs a slots dataclass of its own fields, with no base: {cls.__name__}")
     twin = type(f"_{cls.__name__}Twin", (), {"__slots__": tuple(names)})
     params: list[str] = []
     fast: list[str] = []
