@@ -30,7 +30,6 @@ class Admin:
     _repeat: Callable[[Callable[[str], Call], Sequence[str]], int]
     now: Callable[[], float]
     homes: flows.Homes
-    queues_of: Callable[[Sequence[str]], dict[str, str]]
 
     # -- inspecting and managing ------------------------------------------------------
 
@@ -54,13 +53,32 @@ class Admin:
             if fields
         ]
 
-    def _locate(self, job_id: str) -> str | None:
-        """The queue holding a job id: ids carry no queue, so each known queue is asked."""
+    def _where(self, ids: Sequence[str], *read: str) -> dict[str, tuple[str, Any]]:
+        """(queue, reply) of each job id found here, in one round trip: ids carry no
+        queue, so each known queue is asked: EXISTS of the job's hash, or `read` of it
+        (e.g. "hget", "state"; a job whose reply is empty counts as not found)."""
         queues = self._queues()
-        if not queues:
-            return None
-        found = self._read([("exists", self.keys.queue(q).job(job_id)) for q in queues])
-        return next((q for q, n in zip(queues, found, strict=True) if n), None)
+        spots = [(job_id, q) for job_id in ids for q in queues]
+        name, *rest = read or ("exists",)
+        replies = self._read([(name, self.keys.queue(q).job(i), *rest) for i, q in spots]) if spots else []
+        found: dict[str, tuple[str, Any]] = {}
+        for (job_id, queue), reply in zip(spots, replies, strict=True):
+            if reply:
+                found.setdefault(job_id, (queue, reply))
+        return found
+
+    def _locate(self, job_id: str) -> str | None:
+        """The queue holding a job id."""
+        found = self._where([job_id]).get(job_id)
+        return found[0] if found else None
+
+    def queues_of(self, ids: Sequence[str]) -> dict[str, str]:
+        """The queue of each job id found here (flows.py)."""
+        return {job_id: queue for job_id, (queue, _) in self._where(ids).items()}
+
+    def states_of(self, ids: Sequence[str]) -> dict[str, str]:
+        """The stored state of each job id found here (flows.py)."""
+        return {job_id: state.decode() for job_id, (_, state) in self._where(ids, "hget", "state").items()}
 
     @guarded
     def get(self, job_id: str) -> Job | None:

@@ -456,29 +456,6 @@ class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
 
     # -- dependencies and waiting (flows.py) ------------------------------------------------
 
-    def queues_of(self, ids: Sequence[str]) -> dict[str, str]:
-        """The queue of each job id found here (ids carry no queue: each queue is asked)."""
-        queues = self._queues()
-        pairs_ = [(job_id, q) for job_id in ids for q in queues]
-        found = self._read([("exists", self.keys.queue(q).job(job_id)) for job_id, q in pairs_]) if pairs_ else []
-        located: dict[str, str] = {}
-        for (job_id, queue), hit in zip(pairs_, found, strict=True):
-            if hit:
-                located.setdefault(job_id, queue)
-        return located
-
-    def states_of(self, ids: Sequence[str]) -> dict[str, str]:
-        """The stored state of each job id found here."""
-        queues = self._queues()
-        pairs_ = [(job_id, q) for job_id in ids for q in queues]
-        reads = [("hget", self.keys.queue(q).job(job_id), "state") for job_id, q in pairs_]
-        found = self._read(reads) if reads else []
-        states: dict[str, str] = {}
-        for (job_id, _), state in zip(pairs_, found, strict=True):
-            if state is not None:
-                states.setdefault(job_id, state.decode())
-        return states
-
     def read(self, commands: Sequence[tuple[Any, ...]]) -> list[Any]:
         with reported(self.target, "read"):
             return self._read(commands)

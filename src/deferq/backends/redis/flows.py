@@ -74,14 +74,19 @@ def link_section(position: int, item: Enqueue) -> list[Any]:
     return [position, "any" if item.after_any else "all", len(parents), *parents]
 
 
-def locate(ids: Iterable[str], homes: Homes) -> dict[str, tuple[Store, str]]:
-    """(backend, queue) of each job id found; ids not found are left out."""
+def _ids_by_home(ids: Iterable[str], homes: Homes) -> list[tuple[Store, list[str]]]:
+    """The distinct ids, grouped by each backend that may hold them."""
     by_backend: dict[int, tuple[Store, list[str]]] = {}
     for job_id in dict.fromkeys(ids):
         for backend in homes(job_id):
             by_backend.setdefault(id(backend), (backend, []))[1].append(job_id)
+    return list(by_backend.values())
+
+
+def locate(ids: Iterable[str], homes: Homes) -> dict[str, tuple[Store, str]]:
+    """(backend, queue) of each job id found; ids not found are left out."""
     found: dict[str, tuple[Store, str]] = {}
-    for backend, group in by_backend.values():
+    for backend, group in _ids_by_home(ids, homes):
         for job_id, queue in backend.queues_of(group).items():
             found.setdefault(job_id, (backend, queue))
     return found
@@ -327,12 +332,8 @@ def dependents(backend: Store, queue: str, job_id: str) -> list[str]:
 
 def count_states(ids: Sequence[str], homes: Homes) -> dict[str, int]:
     """How many of the jobs `ids` are in each state (unknown ones are left out)."""
-    by_backend: dict[int, tuple[Store, list[str]]] = {}
-    for job_id in dict.fromkeys(ids):
-        for backend in homes(job_id):
-            by_backend.setdefault(id(backend), (backend, []))[1].append(job_id)
     states: dict[str, str] = {}
-    for backend, group in by_backend.values():
+    for backend, group in _ids_by_home(ids, homes):
         for job_id, state in backend.states_of(group).items():
             states.setdefault(job_id, state)
     counts: dict[str, int] = {}
