@@ -178,6 +178,11 @@ class HistoryRecorder:
         """Count the jobs `enqueue_many` stored anew (not those a unique key turned away)."""
         minute = minute_of(time.time())
         is_new = self.backend.is_new
+        if len(jobs) == 1:  # task.enqueue(): the commonest call
+            if is_new(items[0], job := jobs[0]):
+                self.buffer.add(minute, job.queue, job.task, "enqueued")
+                self._started()
+            return
         # one entry per (queue, task), not per job: a batch is mostly one task
         counted = Counter([(job.queue, job.task) for item, job in zip(items, jobs, strict=True)
                            if is_new(item, job)])  # fmt: skip

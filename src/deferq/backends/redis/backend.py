@@ -25,7 +25,7 @@ from ..base import Backend, Enqueue, Heartbeat, Outcome
 from ..history import recovered
 from . import flows, scripts
 from .admin import BATCH, Admin
-from .codec import MAX_ATTEMPTS, enqueue_args, job_from_hash, pairs
+from .codec import MAX_ATTEMPTS, add_args, enqueue_args, job_from_hash, pairs
 from .connection import (
     CLIENT_DEFAULTS,
     Target,
@@ -56,6 +56,7 @@ class _EnqueuePlan:
     positions: list[list[int]]
     new_queues: list[str]
     linked: bool = False
+    plain: bool = False  # one add.lua call
 
 
 class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
@@ -123,12 +124,13 @@ class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
     # -- producing --------------------------------------------------------------------
 
     def enqueue_plan(self, items: Sequence[Enqueue]) -> _EnqueuePlan:
-        queue = items[0].job.queue
-        if len(items) == 1 and not items[0].after:  # task.enqueue(): the commonest call, straight through
+        job = items[0].job
+        queue = job.queue
+        if (plain := add_args(items)) is not None:  # the commonest calls: add.lua, lean
             qk = self.keys.queue(queue)
-            keys = [*qk.enqueue_keys, qk.job_prefix + items[0].job.id]
-            call = Call(scripts.ENQUEUE, keys, [*enqueue_args(items[0])])
-            return _EnqueuePlan([call], [[0]], [] if queue in self._registered else [queue])
+            call = Call(scripts.ADD, [qk.waiting[job.priority], qk.job_prefix, qk.wake], plain)
+            new = [] if queue in self._registered else [queue]
+            return _EnqueuePlan([call], [list(range(len(items)))], new, plain=True)
         if all(item.job.queue == queue for item in items):  # the usual case, kept lean
             by_queue = {queue: list(range(len(items)))}
         else:
@@ -161,8 +163,9 @@ class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
             self._registered.update(queues)
 
     def enqueue_results(self, items: Sequence[Enqueue], plan: _EnqueuePlan, replies: list[Any]) -> list[Job]:
-        if len(items) == 1 and replies[0][1] == 0:  # one job, stored
-            return [items[0].stored(float(replies[0][0]))]
+        if plan.plain:  # add.lua: all stored, its reply is when
+            now = float(replies[0])
+            return [item.stored(now) for item in items]
         stored: list[Job | None] = [None] * len(items)
         for positions, reply in zip(plan.positions, replies, strict=True):
             now = float(reply[0])

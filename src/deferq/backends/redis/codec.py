@@ -20,6 +20,7 @@ worker marks it dead with the reason.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from ...job import Job, JobState, decode_payload, dumps, loads
@@ -38,19 +39,49 @@ def _or_left_out(value: object, default: object) -> str:
     return "" if value == default else str(value)
 
 
+def _payload(item: Enqueue) -> bytes:
+    job = item.job
+    return item.payload or dumps([job.args, job.kwargs], f"arguments of {job.task}()")
+
+
+def _stored_settings(job: Job) -> tuple[str, str, str]:
+    """priority, max_attempts, timeout as the scripts take them ('' = the default)."""
+    timeout = job.timeout
+    return (
+        _or_left_out(int(job.priority), PRIORITY), _or_left_out(job.max_attempts, MAX_ATTEMPTS),
+        "none" if timeout is None else _or_left_out(float(timeout), TIMEOUT),
+    )  # fmt: skip
+
+
 def enqueue_args(item: Enqueue) -> tuple[Any, ...]:
     """The 13 ARGV values of one job for enqueue.lua."""
     job = item.job
-    timeout = job.timeout
     expiry = job.expires_at if job.expires_at is not None else item.expires_in
     return (
-        job.id, job.task, item.payload or dumps([job.args, job.kwargs], f"arguments of {job.task}()"),
-        _or_left_out(int(job.priority), PRIORITY), _or_left_out(job.max_attempts, MAX_ATTEMPTS),
-        "none" if timeout is None else _or_left_out(float(timeout), TIMEOUT),
-        job.key or "", repr(job.run_at), repr(item.delay),
+        job.id, job.task, _payload(item), *_stored_settings(job), job.key or "", repr(job.run_at), repr(item.delay),
         "" if expiry is None else ("@" if job.expires_at is not None else "+") + repr(expiry),
         item.on_conflict, "" if item.max_wait is None else repr(item.max_wait), job.remark or "",
     )  # fmt: skip
+
+
+def add_args(items: Sequence[Enqueue]) -> list[Any] | None:
+    """The ARGV of add.lua for `items`, or None when they need enqueue.lua: when one has a
+    unique key, parents, an expiry or a remark, or they differ in queue, priority,
+    max_attempts, timeout or due time."""
+    first = items[0]
+    job = first.job
+    shared = (job.queue, job.priority, job.max_attempts, job.timeout, job.run_at, first.delay)
+    args: list[Any] = [*_stored_settings(job), repr(job.run_at), repr(first.delay)]
+    for item in items:
+        job = item.job
+        if (
+            job.key is not None or item.after or job.expires_at is not None or item.expires_in is not None
+            or job.remark is not None
+            or (job.queue, job.priority, job.max_attempts, job.timeout, job.run_at, item.delay) != shared
+        ):  # fmt: skip
+            return None
+        args += (job.id, job.task, item.payload or _payload(item))
+    return args
 
 
 def pairs(flat: list[Any]) -> dict[bytes, bytes]:

@@ -65,8 +65,8 @@ def _load(name: str) -> Script:
     return Script(name, source, hashlib.sha1(source.encode()).hexdigest())
 
 
-ENQUEUE, RESERVE, HEARTBEAT, SETTLE, RECOVER, NEXT_DUE = map(
-    _load, ("enqueue", "reserve", "heartbeat", "settle", "recover", "next_due")
+ADD, ENQUEUE, RESERVE, HEARTBEAT, SETTLE, RECOVER, NEXT_DUE = map(
+    _load, ("add", "enqueue", "reserve", "heartbeat", "settle", "recover", "next_due")
 )
 CANCEL, RETRY_DEAD, PURGE, STATS = map(_load, ("cancel", "retry_dead", "purge", "stats"))
 KV_PUT, KV_LIST, KV_DELETE = map(_load, ("kv_put", "kv_list", "kv_delete"))

@@ -60,6 +60,20 @@ local function created(created_at, created_us)
   return fmt(tonumber(created_us) / 1000000)
 end
 
+-- The fields of a new job's hash, with its task and payload left to fill in at [2] and
+-- [4] (add.lua fills them per job). Only what the readers cannot tell without it
+-- (codec.py): the creation time as integer microseconds (`ct`), run_at when not then, no
+-- updated_at until the job changes; priority, max_attempts and timeout only when not
+-- the defaults (given as ''; a timeout of 'none' is stored as '').
+local function new_hash(ct, run_s, nows, priority, max_attempts, timeout)
+  local fields = {'task', false, 'payload', false, 'state', 'queued', 'ct', ct}
+  if run_s ~= nows then fields[#fields + 1] = 'run_at'; fields[#fields + 1] = run_s end
+  if priority ~= '' then fields[#fields + 1] = 'priority'; fields[#fields + 1] = priority end
+  if max_attempts ~= '' then fields[#fields + 1] = 'max_attempts'; fields[#fields + 1] = max_attempts end
+  if timeout ~= '' then fields[#fields + 1] = 'timeout'; fields[#fields + 1] = timeout == 'none' and '' or timeout end
+  return fields
+end
+
 -- A job's due time as text from its run_at, created_at and ct fields: a new hash
 -- leaves run_at out when the job was due at once (codec.py), at its creation.
 local function due_at(run_at, created_at, created_us)

@@ -50,7 +50,6 @@ if #ARGV > items * 13 then
   end
 end
 local tag = string.sub(KEYS[6], 1, -5)
-local LEFT_OUT = {[4] = 'priority', [5] = 'max_attempts', [6] = 'timeout'} -- ARGV '' = the default
 for i = 0, items - 1 do
   local b = i * 13
   local id, key, mode = ARGV[b + 1], ARGV[b + 7], ARGV[b + 11]
@@ -98,18 +97,8 @@ for i = 0, items - 1 do
     out[i + 2] = 0 -- stored by this very call, run again (a lost reply): its edges may have moved on
   else
     local job = KEYS[9 + i]
-    -- only what the readers cannot tell without it (codec.py): the creation time as integer
-    -- microseconds, run_at when not then, no updated_at until the job changes, priority
-    -- and the rest when not the defaults
-    local fields = {'task', ARGV[b + 2], 'payload', ARGV[b + 3], 'state', 'queued', 'ct', micros_s}
-    if run_s ~= nows then fields[#fields + 1] = 'run_at'; fields[#fields + 1] = run_s end
-    for f = 4, 6 do
-      local value = ARGV[b + f]
-      if value ~= '' then
-        fields[#fields + 1] = LEFT_OUT[f]
-        fields[#fields + 1] = value == 'none' and '' or value
-      end
-    end
+    local fields = new_hash(micros_s, run_s, nows, ARGV[b + 4], ARGV[b + 5], ARGV[b + 6])
+    fields[2], fields[4] = ARGV[b + 2], ARGV[b + 3]
     redis.call('HSET', job, unpack(fields))
     if ARGV[b + 13] ~= '' then
       redis.call('HSET', job, 'remark', ARGV[b + 13])
