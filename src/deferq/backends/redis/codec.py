@@ -58,7 +58,8 @@ def enqueue_args(item: Enqueue) -> tuple[Any, ...]:
     job = item.job
     expiry = job.expires_at if job.expires_at is not None else item.expires_in
     return (
-        job.id, job.task, _payload(item), *_stored_settings(job), job.key or "", repr(job.run_at), repr(item.delay),
+        job.id, job.task, _payload(item), *_stored_settings(job),
+        job.key or "", repr(job.run_at), repr(item.delay),
         "" if expiry is None else ("@" if job.expires_at is not None else "+") + repr(expiry),
         item.on_conflict, "" if item.max_wait is None else repr(item.max_wait), job.remark or "",
     )  # fmt: skip
