@@ -14,6 +14,7 @@ import pytest
 
 import deferq
 from deferq.backends.base import Enqueue, Outcome
+from deferq.backends.redis.codec import record_fields
 from deferq.errors import ConfigError, StoreUnavailable
 from deferq.job import Job, JobState
 from tests.stores.redis import RedisServer, unique_prefix
@@ -320,17 +321,25 @@ def _identity(n: int) -> int:
     return n
 
 
-def test_a_new_hash_leaves_out_what_its_readers_can_tell(redis_app) -> None:  # type: ignore[no-untyped-def]
+def test_a_new_job_is_a_lean_record_until_touched(redis_app) -> None:  # type: ignore[no-untyped-def]
     backend = redis_app.backend
     qk = backend.keys.queue("default")
-    plain = redis_app.task(name="t")(_identity).enqueue(1)  # the task defaults
-    assert set(backend.client.hgetall(qk.job(plain.id))) == {b"task", b"payload", b"state", b"ct"}
+    task = redis_app.task(name="t")(_identity)
+    plain = task.enqueue(1)  # the task defaults
+    assert backend.client.exists(qk.job(plain.id)) == 0  # no hash of its own yet: a field of `new`
+    assert backend.client.hget(qk.new, plain.id).split(b"\n")[1:] == [b"t", b"", b"[[1],{}]"]
     assert backend.get(plain.id) == plain
     assert backend.get(plain.id).updated_at == plain.created_at
     other = redis_app.enqueue("u", [2], priority=0, max_attempts=1, delay=30)  # not a task: no timeout
-    stored = backend.client.hgetall(qk.job(other.id))
+    stored = record_fields(backend.client.hget(qk.new, other.id))
     assert (stored[b"priority"], stored[b"max_attempts"], stored[b"timeout"]) == (b"0", b"1", b"")
     assert backend.get(other.id) == other
+    assert backend.set_remark(other.id, "seen")  # touched: its hash holds the record's fields
+    assert backend.client.hget(qk.new, other.id) is None
+    assert backend.get(other.id) == replace(other, remark="seen", updated_at=backend.get(other.id).updated_at)
+    keyed = task.options(key="k").enqueue(3)  # enqueue.lua: a hash at once, as lean
+    assert set(backend.client.hgetall(qk.job(keyed.id))) == {b"task", b"payload", b"state", b"ct", b"key"}
+    assert backend.get(keyed.id) == keyed
     # a lease lost on its last attempt ends the job: recover.lua knows the left-out default
     for attempt in range(1, plain.max_attempts + 1):
         [leased] = backend.reserve(["default"], 1, "w", 30, (1,))

@@ -172,13 +172,14 @@ def test_corrupted_job_and_unknown_task_go_dead_and_the_worker_goes_on(redis_url
     try:
         broken = fine.enqueue(1)
         unknown = app.enqueue("no_such_task", [1])
-        weird = fine.enqueue(2)
+        weird = fine.options(remark="a hash at once").enqueue(2)
         gone = fine.enqueue(3)
         good = fine.enqueue(4)
         client, keys = app.backend.client, app.backend.keys.queue("default")
-        client.hset(keys.job(broken.id), "payload", "{not json")
+        record = client.hget(keys.new, broken.id)  # a new job's record (add.lua), its payload last
+        client.hset(keys.new, broken.id, record.rsplit(b"\n", 1)[0] + b"\n{not json")
         client.hset(keys.job(weird.id), mapping={"attempts": "zz", "max_attempts": "?", "timeout": "x"})
-        client.delete(keys.job(gone.id))  # its id stays in the queue: a dangling reference
+        client.hdel(keys.new, gone.id)  # its id stays in the queue: a dangling reference
         worker = Worker(app, WorkerConfig(queues=("default",), burst=True, concurrency=2))
         runner = threading.Thread(target=worker.run)
         runner.start()

@@ -13,7 +13,7 @@ from typing import Any
 from ...job import FINISHED_STATES, Job, JobState
 from ..base import QueueStats, finished_only
 from . import flows, scripts
-from .codec import job_from_hash, pairs
+from .codec import job_from_hash, pairs, record_fields
 from .connection import guarded
 from .keys import KeySpace, QueueKeys
 from .scripts import Call
@@ -41,28 +41,42 @@ class Admin:
         replies: list[Any] = pipe.execute()
         return replies
 
+    def _read_jobs(self, refs: Sequence[tuple[str, str]], read: tuple[str, ...]) -> list[tuple[Any, bytes | None]]:
+        """For each (queue, id), in one round trip: `read` of the job's hash (e.g.
+        ("hgetall",)), and its record in the queue's `new` hash (None when it has none: a
+        job add.lua stored has no hash until something touches it, keys.py)."""
+        name, *rest = read
+        commands: list[tuple[Any, ...]] = []
+        for queue, job_id in refs:
+            qk = self.keys.queue(queue)
+            commands += [(name, qk.job(job_id), *rest), ("hget", qk.new, job_id)]
+        replies = self._read(commands) if commands else []
+        return list(zip(replies[::2], replies[1::2], strict=True))
+
     def _fetch(self, refs: Sequence[tuple[str, str]]) -> list[Job]:
-        """Jobs by (queue, id); ids whose hash is gone are skipped."""
+        """Jobs by (queue, id); ids with neither a hash nor a record are skipped."""
         if not refs:
             return []
-        replies = self._read([("hgetall", self.keys.queue(q).job(i)) for q, i in refs])
+        replies = self._read_jobs(refs, ("hgetall",))
         now = self.now()
         return [
-            job_from_hash(job_id, queue, fields, now)
-            for (queue, job_id), fields in zip(refs, replies, strict=True)
-            if fields
+            job_from_hash(job_id, queue, fields or record_fields(record), now)
+            for (queue, job_id), (fields, record) in zip(refs, replies, strict=True)
+            if fields or record
         ]
 
     def _where(self, ids: Sequence[str], *read: str) -> dict[str, tuple[str, Any]]:
         """(queue, reply) of each job id found here, in one round trip: ids carry no
         queue, so each known queue is asked: EXISTS of the job's hash, or `read` of it
-        (e.g. "hget", "state"; a job whose reply is empty counts as not found)."""
+        ("hget", <field>; a job whose reply is empty counts as not found); a job with a
+        record in `new` answers from that."""
         queues = self._queues()
-        spots = [(job_id, q) for job_id in ids for q in queues]
-        name, *rest = read or ("exists",)
-        replies = self._read([(name, self.keys.queue(q).job(i), *rest) for i, q in spots]) if spots else []
+        spots = [(q, job_id) for job_id in ids for q in queues]
+        read = read or ("exists",)
         found: dict[str, tuple[str, Any]] = {}
-        for (job_id, queue), reply in zip(spots, replies, strict=True):
+        for (queue, job_id), (reply, record) in zip(spots, self._read_jobs(spots, read), strict=True):
+            if not reply and record is not None:
+                reply = 1 if read[0] == "exists" else record_fields(record).get(read[1].encode())
             if reply:
                 found.setdefault(job_id, (queue, reply))
         return found
@@ -218,7 +232,7 @@ class Admin:
 
     @guarded
     def set_remark(self, job_id: str, remark: str | None) -> bool:
-        return self._on_job(job_id, scripts.REMARK, lambda qk: [qk.job(job_id)], [remark or ""])
+        return self._on_job(job_id, scripts.REMARK, lambda qk: [qk.job(job_id)], [remark or "", job_id])
 
     # -- pausing queues ------------------------------------------------------------------
 

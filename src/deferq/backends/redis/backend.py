@@ -128,7 +128,7 @@ class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
         queue = job.queue
         if (plain := add_args(items)) is not None:  # the commonest calls: add.lua, lean
             qk = self.keys.queue(queue)
-            call = Call(scripts.ADD, [qk.waiting[job.priority], qk.job_prefix, qk.wake], plain)
+            call = Call(scripts.ADD, [qk.waiting[job.priority], qk.new, qk.wake], plain)
             new = [] if queue in self._registered else [queue]
             return _EnqueuePlan([call], [list(range(len(items)))], new, plain=True)
         if all(item.job.queue == queue for item in items):  # the usual case, kept lean
@@ -488,7 +488,7 @@ class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
         if queue is None:
             return True  # gone: the caller's look says so
         qk = self.keys.queue(queue)
-        if self._run(Call(scripts.WATCH, [qk.job(job_id), qk.done(job_id)], [])):
+        if self._run(Call(scripts.WATCH, [qk.job(job_id), qk.done(job_id)], [job_id])):
             return True
         slice_ = max(0.01, min(timeout, self._wait_slice))
         return self.client.blmove(qk.done(job_id), qk.done(job_id), slice_, "RIGHT", "LEFT") is not None

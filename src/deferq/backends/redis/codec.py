@@ -67,8 +67,9 @@ def enqueue_args(item: Enqueue) -> tuple[Any, ...]:
 
 def add_args(items: Sequence[Enqueue]) -> list[Any] | None:
     """The ARGV of add.lua for `items`, or None when they need enqueue.lua: when one has a
-    unique key, parents, an expiry or a remark, or they differ in queue, priority,
-    max_attempts, timeout or due time."""
+    unique key, parents, an expiry or a remark (or a task name with a line break, which
+    the record cannot hold), or they differ in queue, priority, max_attempts, timeout or
+    due time."""
     first = items[0]
     job = first.job
     shared = (job.queue, job.priority, job.max_attempts, job.timeout, job.run_at, first.delay)
@@ -77,12 +78,27 @@ def add_args(items: Sequence[Enqueue]) -> list[Any] | None:
         job = item.job
         if (
             job.key is not None or item.after or job.expires_at is not None or item.expires_in is not None
-            or job.remark is not None
+            or job.remark is not None or "\n" in job.task
             or (job.queue, job.priority, job.max_attempts, job.timeout, job.run_at, item.delay) != shared
         ):  # fmt: skip
             return None
         args += (job.id, job.task, item.payload or _payload(item))
     return args
+
+
+_SETTINGS = (b"run_at", b"priority", b"max_attempts", b"timeout")
+
+
+def record_fields(record: bytes) -> dict[bytes, bytes]:
+    """The fields of a job add.lua stored as a record in its queue's `new` hash (the
+    layout: _lib.lua, record_fields), as its hash would hold them."""
+    ct, task, settings, payload = record.split(b"\n", 3)
+    fields = {b"task": task, b"payload": payload, b"state": b"queued", b"ct": ct}
+    if settings:
+        for name, value in zip(_SETTINGS, settings.split(b","), strict=False):
+            if value:
+                fields[name] = b"" if value == b"none" else value
+    return fields
 
 
 def pairs(flat: list[Any]) -> dict[bytes, bytes]:

@@ -24,6 +24,9 @@ Layout of one queue (P = prefix, Q = queue):
   {P:q:Q}:paused       string present while the queue is paused: when it was paused
   {P:q:Q}:job:<id>     hash  the job record (fields in codec.py; a new one leaves out what
                              its readers can tell, and older records read the same)
+  {P:q:Q}:new          hash  job id -> record of a plain job add.lua stored that nothing
+                             has touched since (_lib.lua record_fields): it has no hash
+                             of its own until then (the claim, a cancel, a remark ... make it)
   {P:q:Q}:blocked      zset  jobs waiting for the jobs they run after, score = creation time
   {P:q:Q}:parents:<id> set   ids of the unfinished jobs the blocked job <id> runs after:
                              each one taken away once (SREM), by the parent's release
@@ -67,6 +70,7 @@ class QueueKeys:
     unique: str
     wake: str
     job_prefix: str
+    new: str
     behind: str
     held: str
     paused: str
@@ -126,6 +130,7 @@ class KeySpace:
                 unique=f"{tag}:unique",
                 wake=f"{tag}:wake",
                 job_prefix=f"{tag}:job:",
+                new=f"{tag}:new",
                 behind=f"{tag}:behind",
                 held=f"{tag}:held",
                 paused=f"{tag}:paused",

@@ -18,6 +18,7 @@ from typing import Any
 from ...job import ALL_STATES, FINISHED_STATES, Job, JobState
 from ..search import JobPage, JobQuery, SearchStore, decode_cursor, encode_cursor, raw_matches, scan_page
 from . import scripts
+from .codec import record_fields
 from .connection import guarded
 from .keys import KeySpace
 from .scripts import Call
@@ -32,6 +33,7 @@ class RedisSearch(SearchStore):
     _queues: Callable[[], list[str]]
     _fetch: Callable[[Sequence[tuple[str, str]]], list[Job]]
     _read: Callable[[Sequence[tuple[Any, ...]]], list[Any]]
+    _read_jobs: Callable[[Sequence[tuple[str, str]], tuple[str, ...]], list[tuple[Any, bytes | None]]]
     now: Callable[[], float]
 
     @guarded
@@ -197,8 +199,9 @@ class RedisSearch(SearchStore):
         found = found[:size]
         refs = [(queue, job_id) for _, job_id, queue, ok in found if ok]
         if query.text:  # read the fields that decide first: most jobs fail
-            reads = [("hmget", self.keys.queue(q).job(i), "payload", "error", "key") for q, i in refs]
-            passing = [raw_matches(query, None, texts) for texts in self._read(reads)]
+            reads = self._read_jobs(refs, ("hmget", "payload", "error", "key"))
+            texts = [[record_fields(record)[b"payload"], None, None] if record else hashed for hashed, record in reads]
+            passing = [raw_matches(query, None, fields) for fields in texts]
             refs = [ref for ref, ok in zip(refs, passing, strict=True) if ok]
         jobs = {job.id: job for job in self._fetch(refs)}
         return [(self._in_state(jobs.get(job_id), state), [index, score, job_id]) for score, job_id, _, _ in found]

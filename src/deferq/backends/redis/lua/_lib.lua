@@ -74,6 +74,46 @@ local function new_hash(ct, run_s, nows, priority, max_attempts, timeout)
   return fields
 end
 
+-- A plain job that add.lua stored has no hash until something touches it: its record
+-- is a field of its queue's `new` hash (keys.py), "<ct>\n<task>\n<settings>\n<payload>",
+-- settings being "" or "<run_at>,<priority>,<max_attempts>,<timeout>", each "" when left
+-- out of a hash (new_hash; timeout 'none' = none). Its fields, as HGETALL of the hash
+-- new_hash would have made (codec.py reads the same record).
+local function record_fields(record)
+  local a = string.find(record, '\n', 1, true)
+  local b = string.find(record, '\n', a + 1, true)
+  local c = string.find(record, '\n', b + 1, true)
+  local fields = {'task', string.sub(record, a + 1, b - 1), 'payload', string.sub(record, c + 1),
+    'state', 'queued', 'ct', string.sub(record, 1, a - 1)}
+  if c > b + 1 then
+    local names, k = {'run_at', 'priority', 'max_attempts', 'timeout'}, 1
+    for value in string.gmatch(string.sub(record, b + 1, c - 1) .. ',', '([^,]*),') do
+      if value ~= '' and names[k] then
+        fields[#fields + 1] = names[k]
+        fields[#fields + 1] = value == 'none' and '' or value
+      end
+      k = k + 1
+    end
+  end
+  return fields
+end
+
+-- The `new` hash of the queue whose job hash is `job_key` ({P:q:Q}:job:<id>).
+local function new_key(job_key, id)
+  return string.sub(job_key, 1, #job_key - #id - 4) .. 'new'
+end
+
+-- Give a job its hash from its record in `new`, if it has one there: for the scripts
+-- that change one job by its hash (cancel, remark, watch, link, delete).
+local function materialize(job_key, id)
+  local new = new_key(job_key, id)
+  local record = redis.call('HGET', new, id)
+  if record then
+    redis.call('HSET', job_key, unpack(record_fields(record)))
+    redis.call('HDEL', new, id)
+  end
+end
+
 -- A job's due time as text from its run_at, created_at and ct fields: a new hash
 -- leaves run_at out when the job was due at once (codec.py), at its creation.
 local function due_at(run_at, created_at, created_us)

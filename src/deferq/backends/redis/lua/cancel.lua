@@ -12,6 +12,7 @@
 -- Returns 1 when cancelled or asked to stop, 2 when cancelled and jobs run after it
 -- (the caller releases them: flows.py), 0 otherwise.
 local now, nows = clock()
+materialize(KEYS[1], ARGV[1])
 local f = redis.call('HMGET', KEYS[1], 'state', 'notify')
 local state = f[1]
 if state == 'active' then

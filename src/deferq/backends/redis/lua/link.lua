@@ -13,6 +13,7 @@ local out = {}
 for i = 1, #ARGV, 2 do
   local parent = ARGV[i]
   local job = KEYS[1] .. parent
+  materialize(job, parent)
   local state = redis.call('HGET', job, 'state')
   if state then
     redis.call('SADD', tag .. 'children:' .. parent, ARGV[i + 1])

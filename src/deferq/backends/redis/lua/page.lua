@@ -18,10 +18,17 @@
 -- batch enqueued at one instant) are common, and each must be listed once. Nobody sees
 -- the member: a script runs alone.
 local key, limit = KEYS[1], tonumber(ARGV[5])
+local function task_of(id) -- from its hash, else from its record in `new` (add.lua)
+  local job = ARGV[6] .. id
+  local task = redis.call('HGET', job, 'task')
+  if task then return task end
+  local record = redis.call('HGET', new_key(job, id), id)
+  return record and record_fields(record)[2]
+end
 local function of_task(items)
   local out = {#items / 2, items[#items - 1] or '', items[#items] or ''}
   for i = 1, #items, 2 do
-    if redis.call('HGET', ARGV[6] .. items[i], 'task') == ARGV[7] then
+    if task_of(items[i]) == ARGV[7] then
       out[#out + 1] = items[i]
       out[#out + 1] = items[i + 1]
     end
@@ -35,7 +42,7 @@ local function with_tasks(items)
   for i = 1, #items, 2 do
     out[#out + 1] = items[i]
     out[#out + 1] = items[i + 1]
-    out[#out + 1] = redis.call('HGET', ARGV[6] .. items[i], 'task') or ''
+    out[#out + 1] = task_of(items[i]) or ''
   end
   return out
 end

@@ -11,7 +11,8 @@
 -- ARGV[5..]   priority levels in preference order (the caller's weighted rotation)
 -- Jobs are taken by priority preference, then due time, then enqueue order (ids of
 -- equal due time sort by enqueue order). Each taken job's attempts grows by one.
--- A job id whose hash is missing (deleted by hand) is dropped from the queue. A job
+-- A job add.lua stored gets its hash from its record in `new` (record_fields). A job id
+-- with neither (deleted by hand) is dropped from the queue. A job
 -- whose expiry has passed is not leased: it is cancelled ("expired"), its attempt not
 -- counted, and left out of the answer (so fewer than `limit` may come back); jobs that
 -- run after it hear of it at the next sweep (on_finish).
@@ -67,13 +68,21 @@ if ARGV[4] == 'peek' then
 end
 
 local out = {nows, lease_until}
-local removed, leased, placed = {}, {}, {}
+local removed, leased, placed, recorded = {}, {}, {}, {}
 for _, item in ipairs(taken) do
   local id, q, p = item[1], item[2], item[3]
   local b = (q - 1) * 8
   collect(removed, KEYS[b + p + 1], id)
   local job = KEYS[b + 6] .. id
-  local fields = redis.call('HGETALL', job)
+  local new = new_key(job, id)
+  local record = redis.call('HGET', new, id)
+  local fields
+  if record then -- a job add.lua stored: its hash is made below, with its lease
+    fields = record_fields(record)
+    collect(recorded, new, id)
+  else
+    fields = redis.call('HGETALL', job)
+  end
   local attempts, expires = 0, nil
   for j = 1, #fields, 2 do
     local name = fields[j]
@@ -90,8 +99,17 @@ for _, item in ipairs(taken) do
     out[#out + 1] = fields
   elseif #fields > 0 then
     attempts = attempts + 1
-    redis.call('HSET', job, 'state', 'active', 'attempts', attempts, 'worker', worker,
-      'lease_until', lease_until, 'last_worker', worker, 'updated_at', nows)
+    local lease = {'state', 'active', 'attempts', attempts, 'worker', worker,
+      'lease_until', lease_until, 'last_worker', worker, 'updated_at', nows}
+    if record then
+      for j = 1, #fields, 2 do
+        if fields[j] ~= 'state' then
+          lease[#lease + 1] = fields[j]
+          lease[#lease + 1] = fields[j + 1]
+        end
+      end
+    end
+    redis.call('HSET', job, unpack(lease))
     collect(leased, KEYS[b + 4], lease_until, id)
     out[#out + 1] = q
     out[#out + 1] = id
@@ -100,6 +118,7 @@ for _, item in ipairs(taken) do
   end
 end
 flush('ZREM', removed)
+flush('HDEL', recorded)
 flush('ZADD', leased)
 flush('ZADD', placed)
 

@@ -5,7 +5,9 @@
 -- KEYS[1]     job hash
 -- KEYS[2]     its done list: emptied (a token left from an earlier finish, before a
 --             retry, must not wake anyone now)
+-- ARGV[1]     job id
 -- Returns 1 when the job has finished (or is gone): no need to wait; else 0.
+materialize(KEYS[1], ARGV[1])
 local state = redis.call('HGET', KEYS[1], 'state')
 if not unfinished(state) then return 1 end
 add_notify(KEYS[1], 'w')
