@@ -200,7 +200,8 @@ class RedisSearch(SearchStore):
         refs = [(queue, job_id) for _, job_id, queue, ok in found if ok]
         if query.text:  # read the fields that decide first: most jobs fail
             reads = self._read_jobs(refs, ("hmget", "payload", "error", "key"))
-            texts = [[record_fields(record)[b"payload"], None, None] if record else hashed for hashed, record in reads]
+            texts = [[record_fields(record)[b"payload"], None, None] if record else hashed
+                     for hashed, record in reads]  # a record (add.lua) has no error and no key
             passing = [raw_matches(query, None, fields) for fields in texts]
             refs = [ref for ref, ok in zip(refs, passing, strict=True) if ok]
         jobs = {job.id: job for job in self._fetch(refs)}
