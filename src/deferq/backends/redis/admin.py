@@ -60,7 +60,7 @@ class Admin:
         replies = self._read_jobs(refs, ("hgetall",))
         now = self.now()
         return [
-            job_from_hash(job_id, queue, fields or record_fields(record), now)
+            job_from_hash(job_id, queue, record_fields(record) if record else fields, now)
             for (queue, job_id), (fields, record) in zip(refs, replies, strict=True)
             if fields or record
         ]
