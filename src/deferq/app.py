@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import os
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, ParamSpec, TypeVar, overload
 
 from . import batch as batches
@@ -38,6 +40,24 @@ def _checked(check: Callable[[Any], T], value: Any) -> T:
         return check(value)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
+
+
+# A batch this big makes ~7 objects a job that all live until it returns: the cyclic
+# garbage collector would walk them several times over, for nothing (~2 µs a job, a
+# fifth of a batch's time on Redis). Collection waits until the batch is stored.
+_BIG_BATCH = 100
+
+
+@contextmanager
+def _no_cycle_collection() -> Iterator[None]:
+    if not gc.isenabled():  # the caller's own choice: left as it is
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 class App:
@@ -233,7 +253,10 @@ class App:
 
     def enqueue_many(self, calls: Iterable[Call]) -> list[Job]:
         """Store many jobs in one round trip."""
-        return self._enqueue_items(*self._prepare(calls))
+        if type(calls) is not list or len(calls) < _BIG_BATCH:
+            return self._enqueue_items(*self._prepare(calls))
+        with _no_cycle_collection():
+            return self._enqueue_items(*self._prepare(calls))
 
     def _enqueue_items(self, items: list[Enqueue], connection: Any) -> list[Job]:
         if not items:
