@@ -11,6 +11,8 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import deferq
 from deferq.backends.base import Enqueue, Outcome
@@ -348,3 +350,36 @@ def test_a_new_job_is_a_lean_record_until_touched(redis_app) -> None:  # type: i
         backend.recover_expired()
         assert backend.client.zscore(qk.waiting[1], plain.id) in (None, plain.run_at)  # its due time kept
     assert backend.get(plain.id).state == JobState.DEAD
+
+
+_task_names = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\n"), min_size=1, max_size=12)
+_json = st.recursive(st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.text(max_size=8),
+                     lambda inner: st.lists(inner, max_size=3), max_leaves=6)  # fmt: skip
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    task=_task_names, args=st.lists(_json, max_size=3), priority=st.sampled_from([0, 1, 2]),
+    max_attempts=st.integers(1, 12), timeout=st.one_of(st.none(), st.floats(0.5, 1e5)),
+    delay=st.sampled_from([0.0, 0.25, 90.0]),
+)  # fmt: skip
+def test_a_record_reads_as_the_job_stored_before_and_after_it_gets_its_hash(  # type: ignore[no-untyped-def]
+    redis_app, task, args, priority, max_attempts, timeout, delay
+) -> None:
+    """add.lua's record, read by codec.py (get) and by _lib.lua (the hash a remark makes,
+    then the claim), is the job enqueue returned, whatever its task name, arguments and
+    settings."""
+    backend = redis_app.backend
+    qk = backend.keys.queue("default")
+    job = redis_app.enqueue(task, args, priority=priority, max_attempts=max_attempts, timeout=timeout, delay=delay)
+    assert backend.client.hexists(qk.new, job.id) and not backend.client.exists(qk.job(job.id))
+    assert backend.get(job.id) == job
+    assert backend.set_remark(job.id, "touched")
+    touched = backend.get(job.id)
+    assert touched == replace(job, remark="touched", updated_at=touched.updated_at)
+    backend.client.zadd(qk.waiting[priority], {job.id: 0})  # due now, whatever its delay
+    leased = backend.reserve(["default"], 1, "w", 30, (priority,))
+    assert [(j.id, j.task, j.args, j.max_attempts, j.timeout, j.priority) for j in leased] == [
+        (job.id, task, tuple(args), max_attempts, timeout, priority)
+    ]
+    backend.client.delete(qk.job(job.id), qk.active)
