@@ -352,7 +352,8 @@ def test_a_new_job_is_a_lean_record_until_touched(redis_app) -> None:  # type: i
     assert backend.get(plain.id).state == JobState.DEAD
 
 
-_task_names = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\n"), min_size=1, max_size=12)
+_names = st.characters(blacklist_categories=("Cs",), blacklist_characters="\n")
+_task_names = st.text(_names, min_size=1, max_size=12)
 _json = st.recursive(st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.text(max_size=8),
                      lambda inner: st.lists(inner, max_size=3), max_leaves=6)  # fmt: skip
 
