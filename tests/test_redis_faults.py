@@ -175,11 +175,14 @@ def test_corrupted_job_and_unknown_task_go_dead_and_the_worker_goes_on(redis_url
         weird = fine.options(remark="a hash at once").enqueue(2)
         gone = fine.enqueue(3)
         good = fine.enqueue(4)
+        mangled = fine.enqueue(5)
         client, keys = app.backend.client, app.backend.keys.queue("default")
         record = client.hget(keys.new, broken.id)  # a new job's record (add.lua), its payload last
         client.hset(keys.new, broken.id, record.rsplit(b"\n", 1)[0] + b"\n{not json")
         client.hset(keys.job(weird.id), mapping={"attempts": "zz", "max_attempts": "?", "timeout": "x"})
         client.hdel(keys.new, gone.id)  # its id stays in the queue: a dangling reference
+        client.hset(keys.new, mangled.id, b"no lines at all")
+        assert "_unreadable_payload" in app.get(mangled.id).kwargs
         worker = Worker(app, WorkerConfig(queues=("default",), burst=True, concurrency=2))
         runner = threading.Thread(target=worker.run)
         runner.start()
@@ -192,6 +195,8 @@ def test_corrupted_job_and_unknown_task_go_dead_and_the_worker_goes_on(redis_url
         assert app.get(weird.id).state == JobState.DEAD  # unreadable fields: dead, with why
         assert "max_attempts" in app.get(weird.id).error
         assert app.get(gone.id) is None
+        assert app.get(mangled.id).state == JobState.DEAD
+        assert "no lines at all" in app.get(mangled.id).kwargs["_unreadable_payload"]  # kept, to read
         assert app.get(good.id).state == JobState.SUCCEEDED
         assert app.get(good.id).result == 4
     finally:

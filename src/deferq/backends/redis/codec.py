@@ -92,7 +92,10 @@ _SETTINGS = (b"run_at", b"priority", b"max_attempts", b"timeout")
 def record_fields(record: bytes) -> dict[bytes, bytes]:
     """The fields of a job add.lua stored as a record in its queue's `new` hash (the
     layout: _lib.lua, record_fields), as its hash would hold them."""
-    ct, task, settings, payload = record.split(b"\n", 3)
+    parts = record.split(b"\n", 3)
+    if len(parts) < 4:  # edited by hand: job_from_hash names what it cannot read
+        return {b"payload": record, b"state": b"queued"}
+    ct, task, settings, payload = parts
     fields = {b"task": task, b"payload": payload, b"state": b"queued", b"ct": ct}
     if settings:
         for name, value in zip(_SETTINGS, settings.split(b","), strict=False):

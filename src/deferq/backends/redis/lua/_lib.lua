@@ -81,8 +81,11 @@ end
 -- new_hash would have made (codec.py reads the same record).
 local function record_fields(record)
   local a = string.find(record, '\n', 1, true)
-  local b = string.find(record, '\n', a + 1, true)
-  local c = string.find(record, '\n', b + 1, true)
+  local b = a and string.find(record, '\n', a + 1, true)
+  local c = b and string.find(record, '\n', b + 1, true)
+  if not c then -- edited by hand: the reader names what it cannot read (codec.py)
+    return {'payload', record, 'state', 'queued'}
+  end
   local fields = {'task', string.sub(record, a + 1, b - 1), 'payload', string.sub(record, c + 1),
     'state', 'queued', 'ct', string.sub(record, 1, a - 1)}
   if c > b + 1 then
