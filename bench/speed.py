@@ -16,6 +16,10 @@ PostgreSQL database bench_peers_speed, created and dropped here):
             used_memory delta) vs one LPUSHed payload
 - sqlite:   `app.enqueue_many()` of 1,000 vs a bare executemany into the same table
 - postgres: single enqueue with `options(durable=False)` vs the durable default
+- limits:   this machine's ceilings: the least an enqueue script costs in Redis against an
+            LPUSH (and so the best ratio a scripted one-call enqueue can reach here), what
+            dropping the flush gives a bare PostgreSQL INSERT, and (with `process`) the
+            least time 500 starts take at the raw loop's own rate
 The jobs of `deferq bench` and bench/peers are reused, so every figure is the one those
 commands measure; only the raw references and the ratios are new here.
 """
@@ -36,6 +40,7 @@ from collections.abc import Callable  # noqa: E402
 from typing import Any  # noqa: E402
 
 import orjson  # noqa: E402
+import psycopg  # noqa: E402
 import redis  # noqa: E402
 
 from deferq import bench  # noqa: E402
@@ -48,7 +53,7 @@ from .peers.workers import Workers  # noqa: E402
 
 REDIS_URL = os.environ.get("BENCH_SPEED_REDIS_URL", "redis://127.0.0.1:6379/12")
 PG_URL = os.environ.get("BENCH_SPEED_PG_URL", "postgresql://postgres@127.0.0.1:5432/bench_peers_speed")
-FIGURES = ("enqueue", "batch", "process", "b", "memory", "sqlite", "postgres")
+FIGURES = ("enqueue", "batch", "process", "b", "memory", "sqlite", "postgres", "limits")
 ARG = bench.ARG
 Measure = Callable[[int], dict[str, float]]
 
@@ -231,6 +236,60 @@ def m_postgres(jobs: int) -> dict[str, float]:
         recreate_database(PG_URL, create=False)
 
 
+# The least a scripted enqueue must do in the store: read its clock, write the job, add
+# it to a sorted set, look at the wake list (add.lua does this and no more for one job).
+LEAST_SCRIPT = """local t = redis.call('TIME')
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+redis.call('ZADD', KEYS[2], t[1], ARGV[1])
+return redis.call('LLEN', KEYS[3])"""
+
+
+def server_micros(r: redis.Redis, command: str, send: Callable[[int], Any], calls: int) -> tuple[float, float]:
+    """(µs of server time per call from INFO commandstats, µs of wall time per call)."""
+    r.config_resetstat()
+    started = time.perf_counter()
+    for i in range(calls):
+        send(i)
+    wall = (time.perf_counter() - started) / calls * 1e6
+    return float(r.info("commandstats")[f"cmdstat_{command}"]["usec_per_call"]), wall
+
+
+def m_limits(jobs: int) -> dict[str, float]:
+    """This machine's ceilings for the figures whose targets it may not allow: a script's
+    least server time against an LPUSH's (with the round trip, the best a scripted
+    one-call enqueue can reach), and what skipping the flush gives a bare PostgreSQL
+    INSERT (the best `durable=False` can reach)."""
+    flush()
+    r = redis.Redis.from_url(REDIS_URL)
+    sha = r.script_load(LEAST_SCRIPT)
+    out: dict[str, float] = {}
+    for _ in range(3):  # alternating, the last of each kept: the first warms up
+        out["lpush_us"], out["rtt_us"] = server_micros(r, "lpush", lambda i: r.lpush("q", message(i)), jobs)
+        out["script_us"], _ = server_micros(
+            r, "evalsha", lambda i: r.evalsha(sha, 3, f"h{i % 1000}", "z", "w", str(i), message(i)), jobs
+        )
+    flush()
+    out["ratio_ceiling"] = out["rtt_us"] / (out["rtt_us"] + out["script_us"] - out["lpush_us"])
+    recreate_database(PG_URL)
+    try:
+        with psycopg.connect(PG_URL, autocommit=True) as durable, psycopg.connect(PG_URL, autocommit=True) as fast:
+            durable.execute("CREATE TABLE bare (id bigint PRIMARY KEY, payload text)")
+            fast.execute("SET synchronous_commit = off")
+            spent = {"durable": 0.0, "fast": 0.0}
+            for chunk in range(0, max(200, jobs // 5), 200):
+                for name, conn in (("durable", durable), ("fast", fast)):
+                    started = time.perf_counter()
+                    for i in range(chunk, chunk + 200):
+                        conn.execute("INSERT INTO bare VALUES (%s, %s)", (i * 2 + (name == "fast"), "x"))
+                    spent[name] += time.perf_counter() - started
+        done = max(200, jobs // 5) // 200 * 200
+        out["pg_durable"], out["pg_fast"] = done / spent["durable"], done / spent["fast"]
+        out["pg_ceiling"] = spent["durable"] / spent["fast"]
+    finally:
+        recreate_database(PG_URL, create=False)
+    return out
+
+
 MEASURES: dict[str, tuple[Measure, int]] = {  # the figure, and its job count at --scale 1
     "enqueue": (m_enqueue, 5_000),
     "batch": (m_batch, 20_000),
@@ -239,6 +298,7 @@ MEASURES: dict[str, tuple[Measure, int]] = {  # the figure, and its job count at
     "memory": (m_memory, 10_000),
     "sqlite": (m_sqlite, 20_000),
     "postgres": (m_postgres, 10_000),
+    "limits": (m_limits, 2_000),
 }
 
 # figure: (label, deferq's unit, reference, target ratio or None)
@@ -250,6 +310,7 @@ ROWS = {
     "memory": ("Redis bytes per queued job (MEMORY USAGE)", "bytes", "one LPUSHed payload", "<= 300 bytes"),
     "sqlite": ("SQLite app.enqueue_many(), 1,000 per call", "jobs/s", "bare executemany, same table", ">= 0.8"),
     "postgres": ("PostgreSQL task.enqueue() durable=False", "jobs/s", "the same, durable (default)", ">= 3"),
+    "limits": ("This machine's ceilings", "", "", ""),
 }
 
 
@@ -272,6 +333,9 @@ def render(results: dict[str, dict[str, float]], runs: int) -> str:
     lines = [f"bench/speed.py, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, medians of {runs}",
              "", "| figure | deferq | reference | ratio | target | |", "|---|---:|---|---:|---|---|"]  # fmt: skip
     for figure, m in results.items():
+        if figure == "limits":
+            lines += limit_rows(m, results.get("process"))
+            continue
         label, unit, reference, target = ROWS[figure]
         lines.append(f"| {label} | {m['deferq']:,.0f} {unit} | {reference}: {m['raw']:,.0f} | "
                      f"{m['ratio']:.2f}x | {target} | {met(figure, m)} |")  # fmt: skip
@@ -289,6 +353,19 @@ def render(results: dict[str, dict[str, float]], runs: int) -> str:
             lines.append(f"| delay lateness p50/p99, 500 jobs due at once | {m['late_p50']:.2f}/"
                          f"{m['late_p99']:.2f} ms | – | | p99 <= 5 ms | {late} |")  # fmt: skip
     return "\n".join(lines)
+
+
+def limit_rows(m: dict[str, float], process: dict[str, float] | None) -> list[str]:
+    rows = [
+        f"| ceiling: a scripted one-call enqueue (server µs: least script {m['script_us']:.1f}, LPUSH "
+        f"{m['lpush_us']:.1f}; round trip {m['rtt_us']:.0f} µs) | | | {m['ratio_ceiling']:.2f}x | | |",
+        f"| ceiling: a bare PostgreSQL INSERT without the flush ({m['pg_fast']:,.0f}/s), vs with it "
+        f"({m['pg_durable']:,.0f}/s) | | | {m['pg_ceiling']:.2f}x | | |",
+    ]
+    if process is not None:  # 500 starts take at least 500 / the raw loop's own rate
+        rows.append(f"| floor: 500 starts at the raw loop's rate ({process['raw']:,.0f}/s) | "
+                    f"{500 / process['raw'] * 1000:.1f} ms | | | | |")  # fmt: skip
+    return rows
 
 
 def main(argv: list[str] | None = None) -> int:
