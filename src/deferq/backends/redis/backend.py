@@ -25,7 +25,7 @@ from ..base import Backend, Enqueue, Heartbeat, Outcome
 from ..history import recovered
 from . import flows, scripts
 from .admin import BATCH, Admin
-from .codec import MAX_ATTEMPTS, enqueue_args, job_from_hash, pairs
+from .codec import MAX_ATTEMPTS, enqueue_args, job_from_hash, leased_job, pairs
 from .connection import (
     CLIENT_DEFAULTS,
     Target,
@@ -226,20 +226,19 @@ class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
         return Call(scripts.RESERVE, keys, [want, worker, repr(lease), "take", *priorities])
 
     def _leased(self, group: list[str], worker: str, reply: list[Any]) -> list[Job]:
-        now, lease_until = float(reply[0]), reply[1]
-        leased = {b"state": b"active", b"worker": worker.encode(), b"lease_until": lease_until,
-                  b"last_worker": worker.encode(), b"updated_at": reply[0]}
+        now_text, lease_until = reply[0], reply[1]
+        now = float(now_text)
         jobs = []
         expired = []
         for i in range(2, len(reply), 4):
-            fields = pairs(reply[i + 3])
-            if reply[i] < 0:  # expired: cancelled instead of leased (reserve.lua)
-                expired.append((group[-reply[i] - 1], fields.get(b"task", b"").decode(), "expired"))
+            q = reply[i]
+            if q < 0:  # expired: cancelled instead of leased (reserve.lua)
+                expired.append((group[-q - 1], pairs(reply[i + 3]).get(b"task", b"").decode(), "expired"))
                 continue
-            fields.update(leased)
-            fields[b"attempts"] = reply[i + 2]
-            jobs.append(job_from_hash(reply[i + 1].decode(), group[reply[i] - 1], fields, now))
-        self.count_ended(expired)
+            jobs.append(leased_job(reply[i + 1].decode(), group[q - 1], reply[i + 3], now, worker, lease_until,
+                                   reply[i + 2], now_text))  # fmt: skip
+        if expired:
+            self.count_ended(expired)
         return jobs
 
     @guarded
