@@ -366,6 +366,7 @@ class Worker:
             self.processed += len(outcomes)
             self.in_settle -= attempts
         self.slot_freed.set()
+        counted = []
         for (outcome, exc), ok in zip(batch, applied or [False] * len(batch), strict=True):
             job = outcome.job
             if not ok:
@@ -374,8 +375,9 @@ class Worker:
                 continue
             seconds = ran.get(job.id, 0.0)
             report(outcome, seconds)
-            self.history.settled(outcome, seconds, self.lease)
+            counted.append((outcome, seconds))
             self.chain.run_after_settle(outcome, exc)
+        self.history.settled(counted, self.lease)
 
     def _counted_from_the_end(self, outcomes: list[Outcome]) -> list[Outcome]:
         """A snooze waits from when the job ended, not from when its settle reaches the
@@ -490,6 +492,8 @@ class Worker:
 def report(outcome: Outcome, seconds: float) -> None:
     """One line per finished job on the `deferq.jobs` logger (silence it with
     `--log-level warning` or that logger's level); its fields are JSON fields too."""
+    if not job_log.isEnabledFor(_LEVELS.get(outcome.kind, logging.INFO)):
+        return  # `--log-level warning`, say: no fields built per job
     job = outcome.job
     fields: dict[str, Any] = {"job_id": job.id, "task": job.task, "queue": job.queue,
                               "attempt": job.attempts, "duration_ms": round(seconds * 1000, 1)}  # fmt: skip
@@ -508,6 +512,9 @@ def report(outcome: Outcome, seconds: float) -> None:
         fields["error"] = first_line(outcome.error)
         job_log.warning("job %s %s is dead after %d attempt(s): %s", job.id, job.task, job.attempts,
                         fields["error"], extra=fields)  # fmt: skip
+
+
+_LEVELS = {OutcomeKind.SNOOZE: logging.DEBUG, OutcomeKind.DEAD: logging.WARNING}  # report()'s, else INFO
 
 
 def _nothing() -> None:
