@@ -74,7 +74,7 @@ class WorkerConfig:
     prefetch: int | None = None  # leases beyond concurrency (finished, awaiting settle); None = concurrency
 
 
-@dataclass
+@dataclass(slots=True)
 class Running:
     job: Job
     spec: TaskSpec
@@ -122,6 +122,7 @@ class Worker:
         self._threads: list[threading.Thread] = []
         self.guard = StoreGuard(log)
         self.max_leases = self.config.concurrency + (self.config.prefetch or 0)
+        self._half = max(1, self.config.concurrency // 2)  # free slots the lease loop fills itself
         self.last_beat = time.monotonic()  # when a heartbeat last reached the store
         # progress reports of running jobs, throttled, on a thread of their own (progress.py)
         self.progress = ProgressWriter(lambda jobs: self._store_call(self.backend.record_progress, jobs))
@@ -274,7 +275,7 @@ class Worker:
             return False
         with self.lock:
             free = self.config.concurrency - self.busy - self.claimed
-        return free < max(1, self.config.concurrency // 2)
+        return free < self._half
 
     def _start(self, spec: TaskSpec, job: Job, control: JobControl) -> None:
         if spec.is_async:
@@ -303,11 +304,16 @@ class Worker:
                 del self.running[job.id]  # already settled as timed out
             elif running is not None:
                 running.ended = time.monotonic()
+            # the settler leases for this slot when it settles the outcome; the lease loop
+            # only takes slots from it when half or more are free (_settler_will_lease)
+            wake = self.config.concurrency - self.busy - self.claimed >= self._half or abandoned
         if self.progress.knows(job.id):  # its last report is written first, then the outcome
             self.progress.finish(job.id, _nothing if abandoned else lambda: self.outcomes.put((outcome, exc)))
+            wake = True  # the settler may not hear of it yet: the lease loop takes the slot
         elif not abandoned:
             self.outcomes.put((outcome, exc))
-        self.slot_freed.set()
+        if wake:
+            self.slot_freed.set()
 
     def _event_loop(self) -> asyncio.AbstractEventLoop:
         if self._loop is None:
