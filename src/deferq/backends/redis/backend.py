@@ -43,6 +43,10 @@ from .scripts import Call
 from .search import RedisSearch
 
 T = TypeVar("T")
+# settle.lua: where an outcome's target zset is in its queue's block of keys (_settle_keys)
+_FINISHED_AT = {"cancelled": 3, "succeeded": 5, "dead": 6}
+_WAITING_AT = 7  # + the job's priority
+_BACK = frozenset(("retry", "release", "snooze"))  # outcomes that put the job back to waiting
 SWEEP_BATCHES = 10  # at most this many BATCHes of marks per sweep (the next sweep goes on)
 WAIT_SLICE = 5.0  # seconds one blocking wait for a job's finish may last (below socket_timeout)
 
@@ -337,7 +341,8 @@ class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
         return answer
 
     def _settle_calls(self, outcomes: Sequence[Outcome]) -> tuple[list[list[int]], list[Call]]:
-        """One SETTLE call per slot group, and which outcomes each carries."""
+        """One SETTLE call per slot group, and which outcomes each carries: each queue's
+        keys once, then per outcome its target zset as a KEYS index (settle.lua)."""
         for outcome in outcomes:
             if outcome.kind not in Outcome.KINDS:
                 raise ValueError(f"unknown outcome {outcome.kind!r}")
@@ -345,23 +350,27 @@ class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
         calls = []
         for positions in groups:
             keys: list[str] = []
+            blocks: dict[str, int] = {}  # queue -> KEYS index of its block's first key
             args: list[Any] = []
             for i in positions:
                 outcome = outcomes[i]
                 job = outcome.job
-                qk = self.keys.queue(job.queue)
-                if outcome.kind in ("retry", "release", "snooze"):
-                    target = qk.waiting[job.priority]
-                else:
-                    target = qk.finished(outcome.kind)
+                first = blocks.get(job.queue)
+                if first is None:
+                    first = blocks[job.queue] = len(keys) + 1
+                    keys += self._settle_keys(self.keys.queue(job.queue))
+                kind = outcome.kind
+                target = first + (_WAITING_AT + job.priority if kind in _BACK else _FINISHED_AT[kind])
                 result = "" if outcome.result is None else dumps(outcome.result, "the task's result")
-                keys += (qk.job(job.id), qk.active, target, qk.wake, qk.cancelled, qk.behind)
-                args += (
-                    outcome.kind, job.id, job.worker or "", job.attempts, repr(outcome.delay),
-                    outcome.error or "", result,
-                )  # fmt: skip
+                args += (target, kind, job.id, job.worker or "", job.attempts, repr(outcome.delay),
+                         outcome.error or "", result)  # fmt: skip
             calls.append(Call(scripts.SETTLE, keys, args))
         return groups, calls
+
+    @staticmethod
+    def _settle_keys(qk: QueueKeys) -> tuple[str, ...]:
+        """A queue's block of KEYS in settle.lua, in its order (_FINISHED_AT, _WAITING_AT)."""
+        return (qk.job_prefix, qk.active, qk.wake, qk.cancelled, qk.behind, qk.succeeded, qk.dead, *qk.waiting)
 
     @guarded
     def settle(self, outcomes: Sequence[Outcome]) -> list[bool]:
