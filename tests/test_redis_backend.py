@@ -352,11 +352,12 @@ def test_a_leased_job_is_the_job_its_hash_holds_after_the_lease(redis_app) -> No
                              remark="note", expires=600)  # fmt: skip
     no_timeout = redis_app.enqueue("u", [3], priority=2)
     retried = task.enqueue(4)
-    [first] = backend.reserve(["default"], 1, "w0", 30, (1,))
-    assert first.id == lean.id
+    [first] = backend.reserve(["default"], 1, "w0", 30, (1,))  # a new lean hash
+    assert (first.id, first.attempts) == (lean.id, 1) and first == backend.get(first.id)
     backend.settle([Outcome(first, "release")])
     taken = backend.reserve(["default"], 4, "w0", 30, (1,))  # lean and retried
     assert {j.id for j in taken} == {lean.id, retried.id}
+    assert [backend.get(j.id) for j in taken] == taken
     backend.settle([Outcome(j, "retry", delay=0, error="boom") for j in taken])
     edited = task.enqueue(5)  # fields a person or an older release may leave in a hash
     backend.client.hset(qk.job(edited.id), mapping={

@@ -127,8 +127,15 @@ def leased_job(job_id: str, queue: str, flat: list[Any], now: float, worker: str
     it = iter(flat)
     f: dict[bytes, bytes] = dict(zip(it, it, strict=False))  # an HGETALL: always pairs
     try:
-        get = f.get
         args, kwargs, meta = decode_payload(f[b"payload"])
+        if len(f) == 4 and b"ct" in f and b"state" in f:  # a new lean hash: the rest at its defaults
+            created_at = int(f[b"ct"]) / 1_000_000
+            return Job(
+                job_id, f[b"task"].decode(), args, kwargs, queue, PRIORITY, JobState.ACTIVE, int(attempts),
+                MAX_ATTEMPTS, TIMEOUT, None, created_at, created_at, float(lease_until), worker or None, None,
+                None, None, meta, None, None, False, None, now or created_at, None, worker or None,
+            )  # fmt: skip
+        get = f.get
         text = get(b"created_at")
         created_at = float(text) if text is not None else int(f[b"ct"]) / 1_000_000
         run_at = float(get(b"run_at") or created_at)
