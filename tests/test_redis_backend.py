@@ -352,6 +352,45 @@ def test_a_new_job_is_a_lean_record_until_touched(redis_app) -> None:  # type: i
     assert backend.get(plain.id).state == JobState.DEAD
 
 
+def test_a_leased_job_is_the_job_its_hash_holds_after_the_lease(redis_app) -> None:  # type: ignore[no-untyped-def]
+    """reserve builds each leased job from the hash before the lease and what the lease
+    wrote (codec.leased_job): the same job a read of the hash gives, whatever it holds."""
+    backend = redis_app.backend
+    qk = backend.keys.queue("default")
+    task = redis_app.task(name="t")(_identity)
+    lean = task.enqueue(1)
+    full = redis_app.enqueue("u", [2], {"k": [1]}, priority=0, max_attempts=5, timeout=12.5, key="k1",
+                             remark="note", expires=600)  # fmt: skip
+    no_timeout = redis_app.enqueue("u", [3], priority=2)
+    retried = task.enqueue(4)
+    [first] = backend.reserve(["default"], 1, "w0", 30, (1,))  # a new job's record (add.lua)
+    assert (first.id, first.attempts) == (lean.id, 1) and first == backend.get(first.id)
+    backend.settle([Outcome(first, "release")])
+    taken = backend.reserve(["default"], 4, "w0", 30, (1,))  # lean and retried
+    assert {j.id for j in taken} == {lean.id, retried.id}
+    assert [backend.get(j.id) for j in taken] == taken
+    backend.settle([Outcome(j, "retry", delay=0, error="boom") for j in taken])
+    edited = task.options(remark="a hash at once").enqueue(5)  # fields a person or an older
+    # release may leave in a hash (a plain job has a record, not a hash, until claimed)
+    backend.client.hset(qk.job(edited.id), mapping={
+        "progress": "0.5", "progress_message": "half", "result": "[1]", "finished_at": "12.5",
+        "cancel_requested_at": "", "created_at": f"{edited.created_at:.17g}"})  # fmt: skip
+    backend.client.hdel(qk.job(edited.id), "ct")
+    odd = task.options(remark="a hash at once").enqueue(6)
+    backend.client.hset(qk.job(odd.id), mapping={"priority": "7", "payload": "[[6],{}]"})  # read carefully
+    leased = backend.reserve(["default"], 10, "w1", 30, (0, 1, 2))
+    assert {j.id for j in leased} == {lean.id, full.id, no_timeout.id, retried.id, edited.id, odd.id}
+    for job_ in leased:
+        assert job_ == backend.get(job_.id)
+        assert (job_.state, job_.worker, job_.last_worker) == (JobState.ACTIVE, "w1", "w1")
+    by_id = {j.id: j for j in leased}
+    assert (by_id[lean.id].attempts, by_id[lean.id].error) == (2, "boom")
+    assert (by_id[full.id].key, by_id[full.id].remark, by_id[full.id].timeout) == ("k1", "note", 12.5)
+    assert by_id[no_timeout.id].timeout is None
+    assert (by_id[edited.id].progress, by_id[edited.id].result) == (0.5, [1])
+    assert by_id[odd.id].priority == 2
+
+
 _names = st.characters(blacklist_categories=("Cs",), blacklist_characters="\n")
 _task_names = st.text(_names, min_size=1, max_size=12)
 _json = st.recursive(st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.text(max_size=8),

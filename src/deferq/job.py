@@ -173,7 +173,7 @@ def slot_init(cls: type[Any]) -> None:
     `__setattr__`, so each field is a plain attribute store (a third of the cost of
     setting each slot through its descriptor, a sixth of the dataclass's own
     `object.__setattr__` by name). A subclass (its layout may differ) is set through
-    the descriptors."""
+    the descriptors. A `__post_init__` is called last, as the dataclass's would."""
     names = [f.name for f in fields(cls)]
     if cls.__bases__ != (object,) or tuple(cls.__slots__) != tuple(names):
         raise TypeError(f"slot_init needs a slots dataclass of its own fields, with no base: {cls.__name__}")
@@ -204,6 +204,7 @@ def slot_init(cls: type[Any]) -> None:
         "        self.__class__ = _cls",
         "    else:",
         *slow,
+        *(["    self.__post_init__()"] if hasattr(cls, "__post_init__") else []),
     ])  # fmt: skip
     exec(source, scope)  # noqa: S102 - our own field names, nothing from outside
     init = scope["__init__"]

@@ -135,6 +135,9 @@ class Outcome:
             object.__setattr__(self, "kind", OutcomeKind(self.kind))
 
 
+slot_init(Outcome)  # one per job a worker runs
+
+
 class Heartbeat(set[str]):
     """What `heartbeat()` returns: the ids whose lease was lost, and in
     `cancel_requested` the ids (of leases that held) that someone asked to stop."""

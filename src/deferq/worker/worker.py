@@ -74,7 +74,7 @@ class WorkerConfig:
     prefetch: int | None = None  # leases beyond concurrency (finished, awaiting settle); None = concurrency
 
 
-@dataclass
+@dataclass(slots=True)
 class Running:
     job: Job
     spec: TaskSpec
@@ -122,6 +122,7 @@ class Worker:
         self._threads: list[threading.Thread] = []
         self.guard = StoreGuard(log)
         self.max_leases = self.config.concurrency + (self.config.prefetch or 0)
+        self._half = max(1, self.config.concurrency // 2)  # free slots the lease loop fills itself
         self.last_beat = time.monotonic()  # when a heartbeat last reached the store
         # progress reports of running jobs, throttled, on a thread of their own (progress.py)
         self.progress = ProgressWriter(lambda jobs: self._store_call(self.backend.record_progress, jobs))
@@ -274,7 +275,7 @@ class Worker:
             return False
         with self.lock:
             free = self.config.concurrency - self.busy - self.claimed
-        return free < max(1, self.config.concurrency // 2)
+        return free < self._half
 
     def _start(self, spec: TaskSpec, job: Job, control: JobControl) -> None:
         if spec.is_async:
@@ -303,11 +304,16 @@ class Worker:
                 del self.running[job.id]  # already settled as timed out
             elif running is not None:
                 running.ended = time.monotonic()
+            # the settler leases for this slot when it settles the outcome; the lease loop
+            # only takes slots from it when half or more are free (_settler_will_lease)
+            wake = self.config.concurrency - self.busy - self.claimed >= self._half or abandoned
         if self.progress.knows(job.id):  # its last report is written first, then the outcome
             self.progress.finish(job.id, _nothing if abandoned else lambda: self.outcomes.put((outcome, exc)))
+            wake = True  # the settler may not hear of it yet: the lease loop takes the slot
         elif not abandoned:
             self.outcomes.put((outcome, exc))
-        self.slot_freed.set()
+        if wake:
+            self.slot_freed.set()
 
     def _event_loop(self) -> asyncio.AbstractEventLoop:
         if self._loop is None:
@@ -366,6 +372,7 @@ class Worker:
             self.processed += len(outcomes)
             self.in_settle -= attempts
         self.slot_freed.set()
+        counted = []
         for (outcome, exc), ok in zip(batch, applied or [False] * len(batch), strict=True):
             job = outcome.job
             if not ok:
@@ -374,8 +381,9 @@ class Worker:
                 continue
             seconds = ran.get(job.id, 0.0)
             report(outcome, seconds)
-            self.history.settled(outcome, seconds, self.lease)
+            counted.append((outcome, seconds))
             self.chain.run_after_settle(outcome, exc)
+        self.history.settled(counted, self.lease)
 
     def _counted_from_the_end(self, outcomes: list[Outcome]) -> list[Outcome]:
         """A snooze waits from when the job ended, not from when its settle reaches the
@@ -490,6 +498,8 @@ class Worker:
 def report(outcome: Outcome, seconds: float) -> None:
     """One line per finished job on the `deferq.jobs` logger (silence it with
     `--log-level warning` or that logger's level); its fields are JSON fields too."""
+    if not job_log.isEnabledFor(_LEVELS.get(outcome.kind, logging.INFO)):
+        return  # `--log-level warning`, say: no fields built per job
     job = outcome.job
     fields: dict[str, Any] = {"job_id": job.id, "task": job.task, "queue": job.queue,
                               "attempt": job.attempts, "duration_ms": round(seconds * 1000, 1)}  # fmt: skip
@@ -508,6 +518,9 @@ def report(outcome: Outcome, seconds: float) -> None:
         fields["error"] = first_line(outcome.error)
         job_log.warning("job %s %s is dead after %d attempt(s): %s", job.id, job.task, job.attempts,
                         fields["error"], extra=fields)  # fmt: skip
+
+
+_LEVELS = {OutcomeKind.SNOOZE: logging.DEBUG, OutcomeKind.DEAD: logging.WARNING}  # report()'s, else INFO
 
 
 def _nothing() -> None:

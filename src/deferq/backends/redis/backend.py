@@ -25,7 +25,7 @@ from ..base import Backend, Enqueue, Heartbeat, Outcome
 from ..history import recovered
 from . import flows, scripts
 from .admin import BATCH, Admin
-from .codec import MAX_ATTEMPTS, add_args, enqueue_args, job_from_hash, pairs
+from .codec import MAX_ATTEMPTS, add_args, enqueue_args, job_from_hash, leased_job, pairs
 from .connection import (
     CLIENT_DEFAULTS,
     Target,
@@ -43,6 +43,10 @@ from .scripts import Call
 from .search import RedisSearch
 
 T = TypeVar("T")
+# settle.lua: where an outcome's target zset is in its queue's block of keys (_settle_keys)
+_FINISHED_AT = {"cancelled": 3, "succeeded": 5, "dead": 6}
+_WAITING_AT = 7  # + the job's priority
+_BACK = frozenset(("retry", "release", "snooze"))  # outcomes that put the job back to waiting
 SWEEP_BATCHES = 10  # at most this many BATCHes of marks per sweep (the next sweep goes on)
 WAIT_SLICE = 5.0  # seconds one blocking wait for a job's finish may last (below socket_timeout)
 
@@ -229,20 +233,19 @@ class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
         return Call(scripts.RESERVE, keys, [want, worker, repr(lease), "take", *priorities])
 
     def _leased(self, group: list[str], worker: str, reply: list[Any]) -> list[Job]:
-        now, lease_until = float(reply[0]), reply[1]
-        leased = {b"state": b"active", b"worker": worker.encode(), b"lease_until": lease_until,
-                  b"last_worker": worker.encode(), b"updated_at": reply[0]}
+        now_text, lease_until = reply[0], reply[1]
+        now = float(now_text)
         jobs = []
         expired = []
         for i in range(2, len(reply), 4):
-            fields = pairs(reply[i + 3])
-            if reply[i] < 0:  # expired: cancelled instead of leased (reserve.lua)
-                expired.append((group[-reply[i] - 1], fields.get(b"task", b"").decode(), "expired"))
+            q = reply[i]
+            if q < 0:  # expired: cancelled instead of leased (reserve.lua)
+                expired.append((group[-q - 1], pairs(reply[i + 3]).get(b"task", b"").decode(), "expired"))
                 continue
-            fields.update(leased)
-            fields[b"attempts"] = reply[i + 2]
-            jobs.append(job_from_hash(reply[i + 1].decode(), group[reply[i] - 1], fields, now))
-        self.count_ended(expired)
+            jobs.append(leased_job(reply[i + 1].decode(), group[q - 1], reply[i + 3], now, worker, lease_until,
+                                   reply[i + 2], now_text))  # fmt: skip
+        if expired:
+            self.count_ended(expired)
         return jobs
 
     @guarded
@@ -341,7 +344,8 @@ class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
         return answer
 
     def _settle_calls(self, outcomes: Sequence[Outcome]) -> tuple[list[list[int]], list[Call]]:
-        """One SETTLE call per slot group, and which outcomes each carries."""
+        """One SETTLE call per slot group, and which outcomes each carries: each queue's
+        keys once, then per outcome its target zset as a KEYS index (settle.lua)."""
         for outcome in outcomes:
             if outcome.kind not in Outcome.KINDS:
                 raise ValueError(f"unknown outcome {outcome.kind!r}")
@@ -349,23 +353,27 @@ class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
         calls = []
         for positions in groups:
             keys: list[str] = []
+            blocks: dict[str, int] = {}  # queue -> KEYS index of its block's first key
             args: list[Any] = []
             for i in positions:
                 outcome = outcomes[i]
                 job = outcome.job
-                qk = self.keys.queue(job.queue)
-                if outcome.kind in ("retry", "release", "snooze"):
-                    target = qk.waiting[job.priority]
-                else:
-                    target = qk.finished(outcome.kind)
+                first = blocks.get(job.queue)
+                if first is None:
+                    first = blocks[job.queue] = len(keys) + 1
+                    keys += self._settle_keys(self.keys.queue(job.queue))
+                kind = outcome.kind
+                target = first + (_WAITING_AT + job.priority if kind in _BACK else _FINISHED_AT[kind])
                 result = "" if outcome.result is None else dumps(outcome.result, "the task's result")
-                keys += (qk.job(job.id), qk.active, target, qk.wake, qk.cancelled, qk.behind)
-                args += (
-                    outcome.kind, job.id, job.worker or "", job.attempts, repr(outcome.delay),
-                    outcome.error or "", result,
-                )  # fmt: skip
+                args += (target, kind, job.id, job.worker or "", job.attempts, repr(outcome.delay),
+                         outcome.error or "", result)  # fmt: skip
             calls.append(Call(scripts.SETTLE, keys, args))
         return groups, calls
+
+    @staticmethod
+    def _settle_keys(qk: QueueKeys) -> tuple[str, ...]:
+        """A queue's block of KEYS in settle.lua, in its order (_FINISHED_AT, _WAITING_AT)."""
+        return (qk.job_prefix, qk.active, qk.wake, qk.cancelled, qk.behind, qk.succeeded, qk.dead, *qk.waiting)
 
     @guarded
     def settle(self, outcomes: Sequence[Outcome]) -> list[bool]:

@@ -164,6 +164,59 @@ def _read_well_formed(job_id: str, queue: str, f: dict[bytes, bytes], now: float
     )  # fmt: skip
 
 
+# Fields that most leased hashes lack (a job's first attempt): one set test for all
+_RARE_WHEN_LEASED = frozenset(
+    (b"error", b"result", b"finished_at", b"progress", b"progress_message", b"cancel_requested_at")
+)
+
+
+def leased_job(job_id: str, queue: str, flat: list[Any], now: float, worker: str, lease_until: bytes,
+               attempts: int, now_text: bytes) -> Job:  # fmt: skip
+    """The job reserve.lua just leased: its hash as it was before the lease (`flat`, a
+    flat HGETALL), and what the lease wrote (state, worker, lease, attempts, updated_at).
+    The same job `job_from_hash` reads from the hash after the lease, built by position."""
+    it = iter(flat)
+    f: dict[bytes, bytes] = dict(zip(it, it, strict=False))  # an HGETALL: always pairs
+    try:
+        args, kwargs, meta = decode_payload(f[b"payload"])
+        if len(f) == 4 and b"ct" in f and b"state" in f:  # a new lean hash: the rest at its defaults
+            created_at = int(f[b"ct"]) / 1_000_000
+            return Job(
+                job_id, f[b"task"].decode(), args, kwargs, queue, PRIORITY, JobState.ACTIVE, int(attempts),
+                MAX_ATTEMPTS, TIMEOUT, None, created_at, created_at, float(lease_until), worker or None, None,
+                None, None, meta, None, None, False, None, now or created_at, None, worker or None,
+            )  # fmt: skip
+        get = f.get
+        text = get(b"created_at")
+        created_at = float(text) if text is not None else int(f[b"ct"]) / 1_000_000
+        run_at = float(get(b"run_at") or created_at)
+        priority = int(get(b"priority") or PRIORITY)
+        if priority not in (0, 1, 2):
+            raise ValueError("priority out of range")
+        timeout = get(b"timeout")
+        key, expires_at, remark = get(b"key"), get(b"expires_at"), get(b"remark")
+        error = result = finished_at = progress = progress_message = None
+        cancel_requested = False
+        if not f.keys().isdisjoint(_RARE_WHEN_LEASED):
+            error, finished_at = _text(get(b"error")), _number(get(b"finished_at"))
+            result, progress = get(b"result"), _number(get(b"progress"))
+            result = loads(result) if result else None
+            progress_message, cancel_requested = _text(get(b"progress_message")), bool(get(b"cancel_requested_at"))
+        return Job(
+            job_id, f[b"task"].decode(), args, kwargs, queue, priority, JobState.ACTIVE, int(attempts),
+            int(get(b"max_attempts") or MAX_ATTEMPTS), TIMEOUT if timeout is None else _number(timeout),
+            key.decode() if key else None, run_at, created_at, float(lease_until), worker or None, error,
+            result, finished_at, meta, progress, progress_message, cancel_requested,
+            float(expires_at) if expires_at else None, now or created_at,
+            remark.decode() if remark else None, worker or None,
+        )  # fmt: skip
+    except (ValueError, TypeError, KeyError, AttributeError):
+        name = worker.encode()
+        f.update({b"state": b"active", b"worker": name, b"lease_until": lease_until, b"last_worker": name,
+                  b"updated_at": now_text, b"attempts": b"%d" % attempts})  # fmt: skip
+        return _read_carefully(job_id, queue, f, now)
+
+
 def _read_carefully(job_id: str, queue: str, fields: dict[bytes, bytes], now: float) -> Job:
     reader = _Reader(fields)
     state_text = reader.text("state") or "queued"

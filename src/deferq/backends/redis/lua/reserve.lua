@@ -34,30 +34,39 @@ for q = 1, nq do
   if not is_paused(KEYS[q * 8]) then open[#open + 1] = q end
 end
 
+local peek = ARGV[4] == 'peek'
 for pi = 5, #ARGV do
   local p = tonumber(ARGV[pi])
   local want = limit - #taken
   if want <= 0 then break end
-  local found = {}
-  for _, q in ipairs(open) do
-    local ids = redis.call('ZRANGEBYSCORE', KEYS[(q - 1) * 8 + p + 1], '-inf', now,
-      'WITHSCORES', 'LIMIT', 0, want)
-    for j = 1, #ids, 2 do
-      found[#found + 1] = {tonumber(ids[j + 1]), ids[j], q, ids[j + 1]}
+  if #open == 1 and not peek then -- one queue: its zset's order, no scores to merge by
+    local q = open[1]
+    local ids = redis.call('ZRANGEBYSCORE', KEYS[(q - 1) * 8 + p + 1], '-inf', now, 'LIMIT', 0, want)
+    for j = 1, #ids do
+      taken[#taken + 1] = {ids[j], q, p}
     end
-  end
-  if nq > 1 then
-    table.sort(found, function(a, b)
-      if a[1] ~= b[1] then return a[1] < b[1] end
-      return a[2] < b[2]
-    end)
-  end
-  for j = 1, math.min(want, #found) do
-    taken[#taken + 1] = {found[j][2], found[j][3], p, found[j][4]}
+  else
+    local found = {}
+    for _, q in ipairs(open) do
+      local ids = redis.call('ZRANGEBYSCORE', KEYS[(q - 1) * 8 + p + 1], '-inf', now,
+        'WITHSCORES', 'LIMIT', 0, want)
+      for j = 1, #ids, 2 do
+        found[#found + 1] = {tonumber(ids[j + 1]), ids[j], q, ids[j + 1]}
+      end
+    end
+    if nq > 1 then
+      table.sort(found, function(a, b)
+        if a[1] ~= b[1] then return a[1] < b[1] end
+        return a[2] < b[2]
+      end)
+    end
+    for j = 1, math.min(want, #found) do
+      taken[#taken + 1] = {found[j][2], found[j][3], p, found[j][4]}
+    end
   end
 end
 
-if ARGV[4] == 'peek' then
+if peek then
   local out = {nows}
   for _, item in ipairs(taken) do
     out[#out + 1] = item[3]

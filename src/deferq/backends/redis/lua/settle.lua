@@ -1,12 +1,15 @@
 -- settle: record how leased jobs ended (succeeded | retry | dead | release | snooze |
 -- cancelled).
 --
--- KEYS, 6 per outcome: job hash; active zset of its queue; target zset (the
---             waiting zset of the job's priority for retry, release and snooze, else the
---             succeeded, dead or cancelled zset); wake list of its queue; cancelled zset
---             of its queue; its queue's hash of jobs waiting behind a key's holder
--- ARGV, 7 per outcome: kind, id, worker, attempts (the lease fence),
---             delay seconds (retry, snooze), error (dead and retry), result JSON ('' = none)
+-- KEYS, 10 per queue: job-key prefix (a job's hash is prefix .. id, same slot); active
+--             zset; wake list; cancelled zset; hash of jobs waiting behind a key's holder;
+--             succeeded zset; dead zset; waiting zsets of priority 0, 1, 2
+-- ARGV, 8 per outcome: its target zset as a KEYS index (the waiting zset of the job's
+--             priority for retry, release and snooze, else the succeeded, dead or
+--             cancelled zset; the job's queue is that key's block of 10), kind, id,
+--             worker, attempts (the lease fence), delay seconds (retry, snooze), error
+--             (dead and retry), result JSON ('' = none)
+-- (Each queue's keys once, not each outcome's: a worker's batch is mostly one queue.)
 -- An outcome applies only while the lease fence holds. A job whose cancel was
 -- requested ends cancelled unless it succeeded (base.py).
 -- A job that finishes is marked for its children's release and wakes its waiters
@@ -19,11 +22,11 @@ local now, nows = clock()
 local out = {}
 local released, placed = {}, {}
 local woken = {}
-for i = 0, #KEYS / 6 - 1 do
-  local k = i * 6
-  local job, active, target, wake_key = KEYS[k + 1], KEYS[k + 2], KEYS[k + 3], KEYS[k + 4]
-  local b = i * 7
-  local kind, id, worker, attempts = ARGV[b + 1], ARGV[b + 2], ARGV[b + 3], ARGV[b + 4]
+for b = 0, #ARGV - 1, 8 do
+  local t = tonumber(ARGV[b + 1])
+  local k = t - (t - 1) % 10 -- the first key of the queue's block
+  local kind, id, worker, attempts = ARGV[b + 2], ARGV[b + 3], ARGV[b + 4], ARGV[b + 5]
+  local job, active, target, wake_key = KEYS[k] .. id, KEYS[k + 1], KEYS[t], KEYS[k + 2]
   local held, asked, key, notify = owned(job, worker, attempts)
   if held then
     local finished = true
@@ -31,13 +34,13 @@ for i = 0, #KEYS / 6 - 1 do
     -- worker and lease_until are blanked rather than deleted: one command, not two
     if kind == 'cancelled' or (asked and kind ~= 'succeeded') then
       if kind == 'cancelled' or kind == 'dead' or kind == 'retry' then
-        redis.call('HSET', job, 'error', ARGV[b + 6])
+        redis.call('HSET', job, 'error', ARGV[b + 7])
       end
       redis.call('HSET', job, 'state', 'cancelled', 'finished_at', nows, 'worker', '', 'lease_until', '',
         'updated_at', nows)
-      collect(placed, KEYS[k + 5], nows, id)
+      collect(placed, KEYS[k + 3], nows, id)
     elseif kind == 'succeeded' then
-      local result = ARGV[b + 7]
+      local result = ARGV[b + 8]
       if result == '' then
         redis.call('HSET', job, 'state', 'succeeded', 'finished_at', nows, 'worker', '',
           'lease_until', '', 'updated_at', nows)
@@ -47,18 +50,18 @@ for i = 0, #KEYS / 6 - 1 do
       end
       collect(placed, target, nows, id)
     elseif kind == 'dead' then
-      redis.call('HSET', job, 'state', 'dead', 'finished_at', nows, 'error', ARGV[b + 6],
+      redis.call('HSET', job, 'state', 'dead', 'finished_at', nows, 'error', ARGV[b + 7],
         'worker', '', 'lease_until', '', 'updated_at', nows)
       collect(placed, target, nows, id)
     elseif kind == 'retry' then
-      local run_at = fmt(now + tonumber(ARGV[b + 5]))
-      redis.call('HSET', job, 'state', 'queued', 'run_at', run_at, 'error', ARGV[b + 6],
+      local run_at = fmt(now + tonumber(ARGV[b + 6]))
+      redis.call('HSET', job, 'state', 'queued', 'run_at', run_at, 'error', ARGV[b + 7],
         'worker', '', 'lease_until', '', 'updated_at', nows)
       collect(placed, target, run_at, id)
       woken[wake_key] = true
       finished = false
     elseif kind == 'snooze' then -- due again after the delay, the attempt not counted
-      local run_at = fmt(now + tonumber(ARGV[b + 5]))
+      local run_at = fmt(now + tonumber(ARGV[b + 6]))
       redis.call('HSET', job, 'state', 'queued', 'run_at', run_at, 'attempts', tonumber(attempts) - 1,
         'worker', '', 'lease_until', '', 'updated_at', nows)
       collect(placed, target, run_at, id)
@@ -74,15 +77,15 @@ for i = 0, #KEYS / 6 - 1 do
     end
     local flag = 1
     if finished then
-      if key and redis.call('HEXISTS', KEYS[k + 6], key) == 1 then flag = 2 end
+      if key and redis.call('HEXISTS', KEYS[k + 4], key) == 1 then flag = 2 end
       if notify then -- most jobs have none: no call
         on_finish(job, id, notify, now, true)
         if notifies(notify, 'c') then flag = flag + 2 end
       end
     end
-    out[i + 1] = flag
+    out[#out + 1] = flag
   else
-    out[i + 1] = 0
+    out[#out + 1] = 0
   end
 end
 flush('ZREM', released)
