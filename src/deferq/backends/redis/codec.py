@@ -136,80 +136,67 @@ def _created_at(f: dict[bytes, bytes]) -> float:
     return float(text) if text is not None else int(f[b"ct"]) / 1_000_000
 
 
-def _read_well_formed(job_id: str, queue: str, f: dict[bytes, bytes], now: float) -> Job:
-    """The hot path (every leased job): strict, raises on anything unexpected."""
+# Fields most hashes lack (a job's first attempt, still to finish): one set test for all
+_RARE = frozenset((b"error", b"result", b"finished_at", b"progress", b"progress_message", b"cancel_requested_at"))
+
+
+def _read_well_formed(
+    job_id: str, queue: str, f: dict[bytes, bytes], now: float, lease: tuple[str, float, int] | None = None
+) -> Job:
+    """The hot path (every job read or leased): strict, raises on anything unexpected.
+    With `lease` (worker, lease deadline, attempts), `f` is the hash as it was before a
+    lease reserve.lua just wrote, and the job is as the lease left it."""
     get = f.get
     args, kwargs, meta = decode_payload(f[b"payload"])
     created_at = _created_at(f)
     run_at = float(get(b"run_at") or created_at)
-    state = f[b"state"]
     priority = int(get(b"priority") or PRIORITY)
-    timeout = get(b"timeout")
     if priority not in (0, 1, 2):
         raise ValueError("priority out of range")
-    result = get(b"result")
+    timeout = get(b"timeout")
+    error = result = finished_at = progress = progress_message = None
+    cancel_requested = False
+    if not f.keys().isdisjoint(_RARE):
+        error, finished_at = _text(get(b"error")), _number(get(b"finished_at"))
+        result, progress = get(b"result"), _number(get(b"progress"))
+        result = loads(result) if result else None
+        progress_message, cancel_requested = _text(get(b"progress_message")), bool(get(b"cancel_requested_at"))
+    if lease is None:
+        state = f[b"state"]
+        worker, lease_until = _text(get(b"worker")), _number(get(b"lease_until"))
+        attempts, last_worker = int(get(b"attempts") or 0), _text(get(b"last_worker"))
+        updated_at = _number(get(b"updated_at")) or created_at
+        job_state = state_for_waiting(run_at, now) if state == b"queued" else _STATES[state]
+    else:
+        worker, lease_until, attempts = lease
+        worker = last_worker = worker or None
+        updated_at, job_state = now or created_at, JobState.ACTIVE
     return Job(
-        id=job_id, task=f[b"task"].decode(), args=args, kwargs=kwargs, queue=queue,
-        priority=priority,
-        state=state_for_waiting(run_at, now) if state == b"queued" else _STATES[state],
-        attempts=int(get(b"attempts") or 0), max_attempts=int(get(b"max_attempts") or MAX_ATTEMPTS),
-        timeout=TIMEOUT if timeout is None else _number(timeout), key=_text(get(b"key")),
-        run_at=run_at, created_at=created_at, lease_until=_number(get(b"lease_until")),
-        worker=_text(get(b"worker")), error=_text(get(b"error")),
-        result=loads(result) if result else None, finished_at=_number(get(b"finished_at")), meta=meta,
-        progress=_number(get(b"progress")), progress_message=_text(get(b"progress_message")),
-        cancel_requested=bool(get(b"cancel_requested_at")), expires_at=_number(get(b"expires_at")),
-        updated_at=_number(get(b"updated_at")) or created_at, remark=_text(get(b"remark")),
-        last_worker=_text(get(b"last_worker")),
+        job_id, f[b"task"].decode(), args, kwargs, queue, priority, job_state, attempts,
+        int(get(b"max_attempts") or MAX_ATTEMPTS), TIMEOUT if timeout is None else _number(timeout),
+        _text(get(b"key")), run_at, created_at, lease_until, worker, error, result, finished_at, meta, progress,
+        progress_message, cancel_requested, _number(get(b"expires_at")), updated_at, _text(get(b"remark")),
+        last_worker,
     )  # fmt: skip
-
-
-# Fields that most leased hashes lack (a job's first attempt): one set test for all
-_RARE_WHEN_LEASED = frozenset(
-    (b"error", b"result", b"finished_at", b"progress", b"progress_message", b"cancel_requested_at")
-)
 
 
 def leased_job(job_id: str, queue: str, flat: list[Any], now: float, worker: str, lease_until: bytes,
                attempts: int, now_text: bytes) -> Job:  # fmt: skip
     """The job reserve.lua just leased: its hash as it was before the lease (`flat`, a
-    flat HGETALL), and what the lease wrote (state, worker, lease, attempts, updated_at).
-    The same job `job_from_hash` reads from the hash after the lease, built by position."""
+    flat HGETALL, or its record's fields), and what the lease wrote (state, worker,
+    lease, attempts, updated_at): the job `job_from_hash` reads from the hash after."""
     it = iter(flat)
     f: dict[bytes, bytes] = dict(zip(it, it, strict=False))  # an HGETALL: always pairs
     try:
-        args, kwargs, meta = decode_payload(f[b"payload"])
-        if len(f) == 4 and b"ct" in f and b"state" in f:  # a new lean hash: the rest at its defaults
+        if len(f) == 4 and b"ct" in f and b"state" in f:  # a new job: every other field at its default
+            args, kwargs, meta = decode_payload(f[b"payload"])
             created_at = int(f[b"ct"]) / 1_000_000
             return Job(
                 job_id, f[b"task"].decode(), args, kwargs, queue, PRIORITY, JobState.ACTIVE, int(attempts),
                 MAX_ATTEMPTS, TIMEOUT, None, created_at, created_at, float(lease_until), worker or None, None,
                 None, None, meta, None, None, False, None, now or created_at, None, worker or None,
             )  # fmt: skip
-        get = f.get
-        text = get(b"created_at")
-        created_at = float(text) if text is not None else int(f[b"ct"]) / 1_000_000
-        run_at = float(get(b"run_at") or created_at)
-        priority = int(get(b"priority") or PRIORITY)
-        if priority not in (0, 1, 2):
-            raise ValueError("priority out of range")
-        timeout = get(b"timeout")
-        key, expires_at, remark = get(b"key"), get(b"expires_at"), get(b"remark")
-        error = result = finished_at = progress = progress_message = None
-        cancel_requested = False
-        if not f.keys().isdisjoint(_RARE_WHEN_LEASED):
-            error, finished_at = _text(get(b"error")), _number(get(b"finished_at"))
-            result, progress = get(b"result"), _number(get(b"progress"))
-            result = loads(result) if result else None
-            progress_message, cancel_requested = _text(get(b"progress_message")), bool(get(b"cancel_requested_at"))
-        return Job(
-            job_id, f[b"task"].decode(), args, kwargs, queue, priority, JobState.ACTIVE, int(attempts),
-            int(get(b"max_attempts") or MAX_ATTEMPTS), TIMEOUT if timeout is None else _number(timeout),
-            key.decode() if key else None, run_at, created_at, float(lease_until), worker or None, error,
-            result, finished_at, meta, progress, progress_message, cancel_requested,
-            float(expires_at) if expires_at else None, now or created_at,
-            remark.decode() if remark else None, worker or None,
-        )  # fmt: skip
+        return _read_well_formed(job_id, queue, f, now, (worker, float(lease_until), int(attempts)))
     except (ValueError, TypeError, KeyError, AttributeError):
         name = worker.encode()
         f.update({b"state": b"active", b"worker": name, b"lease_until": lease_until, b"last_worker": name,
