@@ -121,3 +121,27 @@ def test_jobs_built_by_the_fast_init_are_whole_frozen_jobs_and_subclasses_still_
 
     tagged = Tagged("b", "t", priority=0)
     assert type(tagged) is Tagged and (tagged.id, tagged.priority, tagged.meta) == ("b", 0, {})
+
+
+def test_a_big_batch_leaves_the_garbage_collector_as_it_found_it():
+    """enqueue_many of 100+ calls holds off cyclic collection until stored (app.py):
+    on again afterwards, even when a call is refused, and left off if the program
+    turned it off itself."""
+    import gc
+
+    app = deferq.App("memory://")
+
+    @app.task()
+    def work(n: int) -> None: ...
+
+    assert len(app.enqueue_many([work.call(i) for i in range(150)])) == 150
+    assert gc.isenabled()
+    with pytest.raises(TypeError):
+        app.enqueue_many([work.call(i) for i in range(149)] + ["not a call"])  # type: ignore[list-item]
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        app.enqueue_many([work.call(i) for i in range(150)])
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
