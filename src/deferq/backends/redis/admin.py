@@ -69,13 +69,13 @@ class Admin:
         """(queue, reply) of each job id found here, in one round trip: ids carry no
         queue, so each known queue is asked: EXISTS of the job's hash, or `read` of it
         ("hget", <field>; a job whose reply is empty counts as not found); a job with a
-        record in `new` answers from that."""
+        record in `new` answers from that, as `_fetch` and reserve.lua read it first."""
         queues = self._queues()
         spots = [(q, job_id) for job_id in ids for q in queues]
         read = read or ("exists",)
         found: dict[str, tuple[str, Any]] = {}
         for (queue, job_id), (reply, record) in zip(spots, self._read_jobs(spots, read), strict=True):
-            if not reply and record is not None:
+            if record is not None:
                 reply = 1 if read[0] == "exists" else record_fields(record).get(read[1].encode())
             if reply:
                 found.setdefault(job_id, (queue, reply))

@@ -107,7 +107,7 @@ local function new_key(job_key, id)
 end
 
 -- Give a job its hash from its record in `new`, if it has one there: for the scripts
--- that change one job by its hash (cancel, remark, watch, link, delete).
+-- that change one job by its hash (cancel, remark, watch, link).
 local function materialize(job_key, id)
   local new = new_key(job_key, id)
   local record = redis.call('HGET', new, id)
