@@ -98,9 +98,7 @@ class Enqueue:
         return fresh_job(
             job.id, job.task, job.args, job.kwargs, job.queue, job.priority,
             JobState.SCHEDULED if run_at > now else JobState.QUEUED, job.max_attempts, job.timeout, job.key,
-            run_at, now, job.meta,
-            job.expires_at if job.expires_at is not None or self.expires_in is None else now + self.expires_in,
-            now, job.remark,
+            run_at, now, job.meta, self.expiry(now), now, job.remark,
         )  # fmt: skip
 
 
