@@ -118,6 +118,47 @@ def test_wait_wakes_on_either_shard(two_servers: list[RedisServer]) -> None:
     app.close()
 
 
+def _wait_and_reserve(backend, timeout: float):  # type: ignore[no-untyped-def]
+    start = time.monotonic()
+    jobs = backend.wait_and_reserve(["default"], timeout, 5, "w", 30, (1, 0, 2))
+    return jobs, time.monotonic() - start
+
+
+def test_a_wait_leases_as_it_wakes_even_when_the_server_forgot_the_script(redis_url: str) -> None:
+    """reserve.lua rides behind the BLPOP; after SCRIPT FLUSH it answers NOSCRIPT, having
+    run nothing, and the job is leased by the script sent again with its source."""
+    app = deferq.App(redis_url)
+    try:
+        _wait_and_reserve(app.backend, 0.05)  # a token left by an earlier test
+        app.backend.client.script_flush()
+        timer = threading.Timer(0.2, lambda: app.enqueue("t", [1]))
+        timer.start()
+        jobs, took = _wait_and_reserve(app.backend, 3)
+        timer.join()
+        assert [(j.args, j.state) for j in jobs] == [((1,), JobState.ACTIVE)] and took < 2.5
+    finally:
+        app.close()
+
+
+def test_a_wait_without_leave_to_unblock_ends_by_the_servers_timeout(redis_url: str) -> None:
+    """An ACL that forbids CLIENT UNBLOCK (a managed service): the wait still ends, at
+    the server's own timeout (up to ~0.1 s later), with no error."""
+    user, admin = unique_prefix(), deferq.App(redis_url).backend.client
+    admin.acl_setuser(user, enabled=True, passwords=["+pw"], keys=["*"], channels=["*"],
+                      commands=["+@all", "-client|unblock"])  # fmt: skip
+    host, db = redis_url.removeprefix("redis://").rsplit("/", 1)
+    app = deferq.App(f"redis://{user}:pw@{host}/{db.split('?')[0]}?prefix={unique_prefix()}")
+    try:
+        jobs, took = _wait_and_reserve(app.backend, 0.2)
+        assert jobs == [] and took < 1.5
+        app.enqueue("t", [2])
+        assert [j.args for j in _wait_and_reserve(app.backend, 3)[0]] == [(2,)]
+    finally:
+        app.close()
+        admin.acl_deluser(user)
+        admin.close()
+
+
 # -- workflows (flows.py) -------------------------------------------------------------
 
 

@@ -161,6 +161,44 @@ def test_wait_for_work_returns_at_next_due_time(app, backend):
     assert time.monotonic() - start < 2.0
 
 
+def wait_and_reserve(backend, timeout, limit=5):
+    """An idle worker's wait (the worker's lease loop): the jobs it leased, and the seconds it took."""
+    start = time.monotonic()
+    jobs = backend.wait_and_reserve(["default"], timeout, limit, WORKER, 5.0, ALL)
+    return jobs, time.monotonic() - start
+
+
+def test_wait_and_reserve_leases_the_job_enqueued_during_the_wait(app, backend):
+    timer = threading.Timer(0.2, lambda: app.enqueue("noop", [7]))
+    timer.start()
+    try:
+        jobs, took = wait_and_reserve(backend, 3.0)
+        if not jobs:  # a sharded store's other server woke the wait: one more
+            jobs, took2 = wait_and_reserve(backend, 3.0)
+            took += took2
+    finally:
+        timer.join()
+    assert took < 2.5
+    assert [(j.args, j.state, j.worker, j.attempts) for j in jobs] == [((7,), JobState.ACTIVE, WORKER, 1)]
+    assert reserve(backend) == []
+
+
+def test_wait_and_reserve_leases_a_job_as_it_falls_due(app, backend):
+    job = app.enqueue("noop", [0], delay=0.3)
+    jobs, took = wait_and_reserve(backend, 5.0)
+    if not jobs:  # woken early (a shard's wake token): the job is still not due
+        jobs, took2 = wait_and_reserve(backend, 5.0)
+        took += took2
+    assert [j.id for j in jobs] == [job.id] and took < 2.0
+    assert backend.now() >= jobs[0].run_at
+
+
+def test_wait_and_reserve_ends_at_its_timeout_with_nothing(app, backend):
+    wait_and_reserve(backend, 0.05)  # a wake token left by an earlier enqueue
+    jobs, took = wait_and_reserve(backend, 0.3)
+    assert jobs == [] and took < 1.5
+
+
 # -- leases, attempts, retries (invariants 1, 2) ---------------------------------------
 
 

@@ -293,6 +293,21 @@ class JobStore(ABC):
         not burn CPU while it waits.
         """
 
+    def wait_and_reserve(
+        self,
+        queues: Sequence[str],
+        timeout: float,
+        limit: int,
+        worker: str,
+        lease: float,
+        priorities: Sequence[int],
+    ) -> list[Job]:
+        """`wait_for_work(...)` then `reserve(...)`: an idle worker's wait. Stores that can
+        lease on the server the moment the wait ends override this (Redis), so a job
+        enqueued to an idle worker starts one round trip sooner."""
+        self.wait_for_work(queues, timeout)
+        return self.reserve(queues, limit, worker, lease, priorities) if limit > 0 else []
+
     @abstractmethod
     def now(self) -> float:
         """The store's clock, epoch seconds (invariant 4)."""

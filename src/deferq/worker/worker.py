@@ -241,6 +241,7 @@ class Worker:
         """Lease for free slots; when the store has nothing due, wait on it. (The settler
         also leases, in the same round trip as each settle, while jobs keep coming.)"""
         cfg = self.config
+        drained = False  # the last lease took fewer jobs than it asked for: wait before the next
         while not self.stopping.is_set():
             claimed = 0 if self._settler_will_lease() else self._claim_slots()
             if claimed <= 0:
@@ -253,18 +254,22 @@ class Worker:
                 continue
             with self.lock:  # nothing in flight as the store is asked: its answer is final
                 idle = not self.running and self.claimed == claimed
-            jobs = self._store_call(
-                self.backend.reserve, cfg.queues, claimed, cfg.name, self.lease,
-                self.rotation.next_order(),
-            )  # fmt: skip
+            order = self.rotation.next_order()
+            if drained:  # the free slots promised to what the wait brings (Redis leases as it wakes)
+                jobs = self._store_call(
+                    self.backend.wait_and_reserve, cfg.queues, cfg.idle_wait, claimed, cfg.name, self.lease, order
+                )  # fmt: skip
+            else:
+                jobs = self._store_call(self.backend.reserve, cfg.queues, claimed, cfg.name, self.lease, order)
+            if jobs and self.stopping.is_set():  # the wait ended after a stop signal: not ours to run
+                self._store_call(self.backend.settle, [Outcome(job, OutcomeKind.RELEASE) for job in jobs])
+                jobs = []
             self._accept(jobs, claimed)
             if jobs is None:  # store unreachable: _store_call logged and backed off
                 continue
-            if jobs:
-                continue
-            if cfg.burst and idle:
+            if not jobs and cfg.burst and idle:
                 return
-            self._store_call(self.backend.wait_for_work, cfg.queues, cfg.idle_wait)
+            drained = len(jobs) < claimed
 
     def _settler_will_lease(self) -> bool:
         """Finished jobs are waiting to be settled: the settler leases for their slots in

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlsplit
 
+from redis.exceptions import NoScriptError
+
 from ...errors import StoreUnavailable
 from ...job import Job, dumps
 from ..base import Backend, Enqueue, Heartbeat, Outcome
@@ -536,19 +538,57 @@ class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
             groups.append(WakeGroup((self.target.where, *keys), keys, pool.make_connection))
         return groups
 
+    def _wait_time(self, queues: Sequence[str], timeout: float) -> float:
+        """How long to wait: `timeout`, or less when a waiting job falls due sooner (0: one is due)."""
+        due_in = self.next_due(queues)
+        return timeout if due_in is None else max(0.0, min(timeout, due_in))
+
     @guarded
     def wait_for_work(self, queues: Sequence[str], timeout: float) -> None:
         with self._wait_lock:
             try:
-                due_in = self.next_due(queues)
-                if due_in is not None:
-                    if due_in <= 0:
-                        return
-                    timeout = min(timeout, due_in)
-                self._waiter.wait(self.wake_groups(queues), timeout)
+                if timeout := self._wait_time(queues, timeout):
+                    self._waiter.wait(self.wake_groups(queues), timeout)
             except BaseException:
                 self._waiter.reset()  # its blocked connections may be stale now
                 raise
+
+    @guarded
+    def wait_and_reserve(
+        self,
+        queues: Sequence[str],
+        timeout: float,
+        limit: int,
+        worker: str,
+        lease: float,
+        priorities: Sequence[int],
+    ) -> list[Job]:
+        """On one server, reserve.lua is sent right behind the BLPOP on the waiter's
+        connection: the server leases the moment a wake token arrives, and an idle
+        worker gets its job one round trip after the enqueue instead of two."""
+        groups = self._by_slot(queues)
+        if self.cluster or limit <= 0 or len(groups) != 1:
+            return super().wait_and_reserve(queues, timeout, limit, worker, lease, priorities)
+        call = self._reserve_call(groups[0], limit, worker, lease, priorities)
+        answer = None
+        with self._wait_lock:
+            try:
+                if timeout := self._wait_time(queues, timeout):
+                    group = self.wake_groups(queues)[0]
+                    answer = self._waiter.wait_then(group, timeout, call.evalsha(), self.client.client_unblock)
+                    if answer is None:  # a BLPOP of an earlier wait is still pending: wait on it
+                        self._waiter.wait([group], timeout)
+            except BaseException:
+                self._waiter.reset()
+                raise
+        if answer is None:  # a job was due already, or the plain wait ended
+            return self.reserve(queues, limit, worker, lease, priorities)
+        reply = answer[1]
+        if isinstance(reply, NoScriptError):  # the server forgot the script: it ran nothing
+            reply = self._run(call)
+        elif isinstance(reply, Exception):
+            raise reply
+        return self._leased(groups[0], worker, reply)
 
     @guarded
     def now(self) -> float:

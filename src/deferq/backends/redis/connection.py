@@ -268,6 +268,8 @@ class _Blocked:
     conn: Any
     pending: bool = False
     fresh: bool = True  # its BLPOP was sent during the current wait
+    client_id: int | None = None  # the server's id of `conn` (CLIENT ID), for CLIENT UNBLOCK
+    sock: Any = None  # the socket `client_id` belongs to (a reconnect gets another id)
 
 
 class Waiter:
@@ -319,6 +321,58 @@ class Waiter:
         except BaseException:
             self.reset()
             raise
+
+    def wait_then(
+        self, group: WakeGroup, timeout: float, command: tuple[Any, ...], unblock: Callable[[int], Any]
+    ) -> tuple[bool, Any] | None:
+        """BLPOP on one group's wake lists with `command` sent right behind it on the same
+        connection: the server runs the command the moment the wait ends, so a wake-up
+        and the command's answer come in one round trip. At the deadline the BLPOP is
+        ended by `unblock(client id)` (CLIENT UNBLOCK; the server's own timeout may be
+        ~100 ms late). Returns (woken, the command's reply or its error), or None when a
+        BLPOP of an earlier `wait` is still pending here (then wait the plain way).
+
+        If this call is interrupted after the server ran the command, its answer is
+        lost with the connection: a lease taken by it expires and the job runs again."""
+        if self._pid != os.getpid():
+            self._blocked, self._pid = {}, os.getpid()
+        blocked = self._get(group)
+        if blocked.pending:
+            return None
+        for attempt in (1, 2):
+            try:
+                return self._blpop_then(blocked, timeout, command, unblock)
+            except LOST:
+                self.reset()  # a connection from before a server restart: once more, fresh
+                if attempt == 2:
+                    raise
+                blocked = self._get(group)
+            except BaseException:
+                self.reset()
+                raise
+        raise AssertionError("unreachable")
+
+    @staticmethod
+    def _blpop_then(
+        blocked: _Blocked, timeout: float, command: tuple[Any, ...], unblock: Callable[[int], Any]
+    ) -> tuple[bool, Any]:
+        conn = blocked.conn
+        if conn._sock is None or blocked.sock is not conn._sock:
+            conn.send_command("CLIENT", "ID")
+            blocked.client_id, blocked.sock = conn.read_response(), conn._sock
+        blpop = ("BLPOP", *blocked.group.keys, round(max(timeout, 0.01), 3))
+        conn.send_packed_command(conn.pack_commands([blpop, command]), check_health=False)
+        if not conn.can_read(timeout=max(timeout, 0)) and blocked.client_id is not None:
+            try:
+                unblock(blocked.client_id)
+            except ResponseError:  # not allowed (an ACL): the server's own timeout ends it
+                pass
+        woken = conn.read_response() is not None
+        try:
+            reply = conn.read_response()
+        except ResponseError as exc:  # the command's own error (NOSCRIPT): the caller's to handle
+            reply = exc
+        return woken, reply
 
     def _get(self, group: WakeGroup) -> _Blocked:
         blocked = self._blocked.get(group.ident)
