@@ -31,10 +31,12 @@ import os
 os.environ.setdefault("BENCH_REDIS_URL", "redis://127.0.0.1:6379/13")  # the probe's db, before it loads
 
 import argparse  # noqa: E402
+import multiprocessing  # noqa: E402
 import sqlite3  # noqa: E402
 import statistics  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
+import threading  # noqa: E402
 import time  # noqa: E402
 from collections.abc import Callable  # noqa: E402
 from typing import Any  # noqa: E402
@@ -254,11 +256,42 @@ def server_micros(r: redis.Redis, command: str, send: Callable[[int], Any], call
     return float(r.info("commandstats")[f"cmdstat_{command}"]["usec_per_call"]), wall
 
 
+def pool_loop(threads: int, jobs: int) -> None:
+    """One process of a bare thread pool: each thread loops a B job's INCR plus one
+    short script call (its settle), with no queue and no bookkeeping."""
+    r = redis.Redis.from_url(REDIS_URL)
+    sha = r.script_load(LEAST_SCRIPT)
+
+    def loop() -> None:
+        for i in range(jobs // threads):
+            r.incr("pool:count")
+            r.evalsha(sha, 3, f"h{i % 1000}", "z", "w", str(i), "x")
+
+    pool = [threading.Thread(target=loop) for _ in range(threads)]
+    for thread in pool:
+        thread.start()
+    for thread in pool:
+        thread.join()
+
+
+def pool_rate(threads: int, jobs: int) -> float:
+    """Jobs/s of 2 processes of `threads` threads each running pool_loop."""
+    procs = [multiprocessing.get_context("fork").Process(target=pool_loop, args=(threads, jobs // 2))
+             for _ in range(2)]  # fmt: skip
+    started = time.perf_counter()
+    for proc in procs:
+        proc.start()
+    for proc in procs:
+        proc.join()
+    return jobs / (time.perf_counter() - started)
+
+
 def m_limits(jobs: int) -> dict[str, float]:
     """This machine's ceilings for the figures whose targets it may not allow: a script's
     least server time against an LPUSH's (with the round trip, the best a scripted
-    one-call enqueue can reach), and what skipping the flush gives a bare PostgreSQL
-    INSERT (the best `durable=False` can reach)."""
+    one-call enqueue can reach), what 8 threads a process cost a worker whose jobs each
+    make a round trip (B), and what skipping the flush gives a bare PostgreSQL INSERT
+    (the best `durable=False` can reach)."""
     flush()
     r = redis.Redis.from_url(REDIS_URL)
     sha = r.script_load(LEAST_SCRIPT)
@@ -270,6 +303,8 @@ def m_limits(jobs: int) -> dict[str, float]:
         )
     flush()
     out["ratio_ceiling"] = out["rtt_us"] / (out["rtt_us"] + out["script_us"] - out["lpush_us"])
+    out["pool_1"], out["pool_8"] = pool_rate(1, jobs * 5), pool_rate(8, jobs * 5)
+    flush()
     recreate_database(PG_URL)
     try:
         with psycopg.connect(PG_URL, autocommit=True) as durable, psycopg.connect(PG_URL, autocommit=True) as fast:
@@ -334,7 +369,7 @@ def render(results: dict[str, dict[str, float]], runs: int) -> str:
              "", "| figure | deferq | reference | ratio | target | |", "|---|---:|---|---:|---|---|"]  # fmt: skip
     for figure, m in results.items():
         if figure == "limits":
-            lines += limit_rows(m, results.get("process"))
+            lines += limit_rows(m, results.get("process"), results.get("b"))
             continue
         label, unit, reference, target = ROWS[figure]
         lines.append(f"| {label} | {m['deferq']:,.0f} {unit} | {reference}: {m['raw']:,.0f} | "
@@ -355,16 +390,22 @@ def render(results: dict[str, dict[str, float]], runs: int) -> str:
     return "\n".join(lines)
 
 
-def limit_rows(m: dict[str, float], process: dict[str, float] | None) -> list[str]:
+def limit_rows(m: dict[str, float], process: dict[str, float] | None, b: dict[str, float] | None) -> list[str]:
     rows = [
         f"| ceiling: a scripted one-call enqueue (server µs: least script {m['script_us']:.1f}, LPUSH "
         f"{m['lpush_us']:.1f}; round trip {m['rtt_us']:.0f} µs) | | | {m['ratio_ceiling']:.2f}x | | |",
         f"| ceiling: a bare PostgreSQL INSERT without the flush ({m['pg_fast']:,.0f}/s), vs with it "
         f"({m['pg_durable']:,.0f}/s) | | | {m['pg_ceiling']:.2f}x | | |",
     ]
+    rows.append(f"| ceiling: 2 processes of 8 threads, each looping INCR + one script call and nothing "
+                f"else ({m['pool_8']:,.0f}/s), vs of 1 thread ({m['pool_1']:,.0f}/s) | | | "
+                f"{m['pool_8'] / m['pool_1']:.2f}x | | |")  # fmt: skip
     if process is not None:  # 500 starts take at least 500 / the raw loop's own rate
-        rows.append(f"| floor: 500 starts at the raw loop's rate ({process['raw']:,.0f}/s) | "
+        rows.append(f"| floor: 500 no-op starts at the raw loop's rate ({process['raw']:,.0f}/s) | "
                     f"{500 / process['raw'] * 1000:.1f} ms | | | | |")  # fmt: skip
+    if b is not None:  # each stamp job makes a round trip, as B's INCR job does
+        rows.append(f"| floor: 500 stamp starts at the raw BRPOP+INCR loop's rate ({b['raw']:,.0f}/s) | "
+                    f"{500 / b['raw'] * 1000:.1f} ms | | | | |")  # fmt: skip
     return rows
 
 
