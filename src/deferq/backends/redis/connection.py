@@ -288,8 +288,7 @@ class Waiter:
 
     def wait(self, groups: Sequence[WakeGroup], timeout: float) -> bool:
         """True when woken by a token, False at the deadline."""
-        if self._pid != os.getpid():  # forked: the parent's sockets are not ours to read
-            self._blocked, self._pid = {}, os.getpid()
+        self._forget_if_forked()
         deadline = time.monotonic() + timeout
         watched = [self._get(group) for group in groups]
         for blocked in watched:
@@ -334,8 +333,7 @@ class Waiter:
 
         If this call is interrupted after the server ran the command, its answer is
         lost with the connection: a lease taken by it expires and the job runs again."""
-        if self._pid != os.getpid():
-            self._blocked, self._pid = {}, os.getpid()
+        self._forget_if_forked()
         blocked = self._get(group)
         if blocked.pending:
             return None
@@ -373,6 +371,10 @@ class Waiter:
         except ResponseError as exc:  # the command's own error (NOSCRIPT): the caller's to handle
             reply = exc
         return woken, reply
+
+    def _forget_if_forked(self) -> None:
+        if self._pid != os.getpid():  # forked: the parent's sockets are not ours to read
+            self._blocked, self._pid = {}, os.getpid()
 
     def _get(self, group: WakeGroup) -> _Blocked:
         blocked = self._blocked.get(group.ident)
