@@ -104,6 +104,37 @@ def test_sigkilled_workers_lose_nothing_redis(redis_url, tmp_path):
     run_crash_scenario(redis_url, tmp_path)
 
 
+def test_workers_killed_while_they_wait_lose_nothing_redis(redis_url, tmp_path):
+    """An idle worker's wait carries its lease script behind the BLPOP (docs/redis.md):
+    jobs trickle in one at a time to two mostly idle workers, one of which is SIGKILLed
+    and restarted after every few jobs. Every job completes (a lease whose answer died
+    with its worker expires, and the job runs again), and only a kill re-runs a job."""
+    record = tmp_path / "record.log"
+    app = deferq.App(redis_url)
+    workers = [start_worker(redis_url, record), start_worker(redis_url, record)]
+    born = [time.monotonic()] * 2
+    jobs, kills, rng = 100, 0, random.Random()
+    try:
+        for i in range(jobs):
+            app.enqueue("record", [i, 0.0])
+            time.sleep(rng.uniform(0.01, 0.06))  # the scenario: a job now and then, workers idle between
+            victim = rng.randrange(2)
+            if time.monotonic() - born[victim] > 1.0 and rng.random() < 0.2:  # up and waiting by now
+                workers[victim].kill()
+                workers[victim].wait(timeout=10)
+                workers[victim], born[victim] = start_worker(redis_url, record), time.monotonic()
+                kills += 1
+        wait_for(lambda: app.stats().get("default", {}).get("succeeded", 0) == jobs, 60, "every job to succeed")
+    finally:
+        for worker in workers:
+            worker.kill()
+            worker.wait(timeout=10)
+        app.close()
+    starts, dones = read_record(record)
+    assert set(dones) == set(range(jobs)), "a job never completed"
+    assert kills >= 2 and sum(starts.values()) - jobs <= kills * MOST_HELD
+
+
 def start_fault_worker(url: str, record: Path, log: Path) -> subprocess.Popen:
     """A worker of tests/fixtures_faults.py (lease 2 s), one slot, its log in `log`."""
     env = {**os.environ, "DEFERQ_URL": url, "DEFERQ_TEST_RECORD": str(record), "PYTHONPATH": str(ROOT),
