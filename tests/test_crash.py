@@ -55,6 +55,17 @@ def wait_for(predicate, timeout: float, what: str) -> None:
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def all_succeeded(app: deferq.App, jobs: int) -> bool:
+    return app.stats().get("default", {}).get("succeeded", 0) == jobs
+
+
+def stop_all(workers: list[subprocess.Popen], app: deferq.App) -> None:
+    for worker in workers:
+        worker.kill()
+        worker.wait(timeout=10)
+    app.close()
+
+
 def run_crash_scenario(url: str, tmp_path: Path, jobs: int = 1000) -> None:
     """SIGKILL each of two workers once at a random moment and restart it: every job
     completes, and only jobs the store had leased to a killed worker run again (a job
@@ -77,17 +88,9 @@ def run_crash_scenario(url: str, tmp_path: Path, jobs: int = 1000) -> None:
             held = app.list_jobs("active", limit=jobs)
             held_at_kills.append(sum(1 for job in held if f":{killed.pid}:" in (job.worker or "")))
             workers[index] = start_worker(url, record)
-
-        def all_succeeded() -> bool:
-            counts = app.stats().get("default", {})
-            return counts.get("succeeded", 0) == jobs
-
-        wait_for(all_succeeded, 90, "every job to succeed")
+        wait_for(lambda: all_succeeded(app, jobs), 90, "every job to succeed")
     finally:
-        for worker in workers:
-            worker.kill()
-            worker.wait(timeout=10)
-        app.close()
+        stop_all(workers, app)
     starts, dones = read_record(record)
     assert set(dones) == set(range(jobs)), "a job never completed"
     assert sum(held_at_kills) > 0, "the kills landed while the workers held nothing"
@@ -124,12 +127,9 @@ def test_workers_killed_while_they_wait_lose_nothing_redis(redis_url, tmp_path):
                 workers[victim].wait(timeout=10)
                 workers[victim], born[victim] = start_worker(redis_url, record), time.monotonic()
                 kills += 1
-        wait_for(lambda: app.stats().get("default", {}).get("succeeded", 0) == jobs, 60, "every job to succeed")
+        wait_for(lambda: all_succeeded(app, jobs), 60, "every job to succeed")
     finally:
-        for worker in workers:
-            worker.kill()
-            worker.wait(timeout=10)
-        app.close()
+        stop_all(workers, app)
     starts, dones = read_record(record)
     assert set(dones) == set(range(jobs)), "a job never completed"
     assert kills >= 2 and sum(starts.values()) - jobs <= kills * MOST_HELD
