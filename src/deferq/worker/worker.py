@@ -261,7 +261,7 @@ class Worker:
                 )  # fmt: skip
             else:
                 jobs = self._store_call(self.backend.reserve, cfg.queues, claimed, cfg.name, self.lease, order)
-            if jobs and self.stopping.is_set():  # the wait ended after a stop signal: not ours to run
+            if jobs and self.stopping.is_set():  # stopped while the store was asked: not ours to run
                 self._store_call(self.backend.settle, [Outcome(job, OutcomeKind.RELEASE) for job in jobs])
                 jobs = []
             self._accept(jobs, claimed)

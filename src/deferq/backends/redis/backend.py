@@ -566,18 +566,18 @@ class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
         """On one server, reserve.lua is sent right behind the BLPOP on the waiter's
         connection: the server leases the moment a wake token arrives, and an idle
         worker gets its job one round trip after the enqueue instead of two."""
-        groups = self._by_slot(queues)
-        if self.cluster or limit <= 0 or len(groups) != 1:
+        if self.cluster or limit <= 0:
             return super().wait_and_reserve(queues, timeout, limit, worker, lease, priorities)
-        call = self._reserve_call(groups[0], limit, worker, lease, priorities)
+        [group] = self._by_slot(queues)  # one server: one group
+        call = self._reserve_call(group, limit, worker, lease, priorities)
         answer = None
         with self._wait_lock:
             try:
                 if timeout := self._wait_time(queues, timeout):
-                    group = self.wake_groups(queues)[0]
-                    answer = self._waiter.wait_then(group, timeout, call.evalsha(), self.client.client_unblock)
+                    [wake] = self.wake_groups(queues)
+                    answer = self._waiter.wait_then(wake, timeout, call.evalsha(), self.client.client_unblock)
                     if answer is None:  # a BLPOP of an earlier wait is still pending: wait on it
-                        self._waiter.wait([group], timeout)
+                        self._waiter.wait([wake], timeout)
             except BaseException:
                 self._waiter.reset()
                 raise
@@ -588,7 +588,7 @@ class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
             reply = self._run(call)
         elif isinstance(reply, Exception):
             raise reply
-        return self._leased(groups[0], worker, reply)
+        return self._leased(group, worker, reply)
 
     @guarded
     def now(self) -> float:

@@ -82,7 +82,7 @@ def add_args(items: Sequence[Enqueue]) -> list[Any] | None:
             or (job.queue, job.priority, job.max_attempts, job.timeout, job.run_at, item.delay) != shared
         ):  # fmt: skip
             return None
-        args += (job.id, job.task, item.payload or _payload(item))
+        args += (job.id, job.task, _payload(item))
     return args
 
 
