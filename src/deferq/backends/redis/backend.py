@@ -12,6 +12,7 @@ script call per slot (one round trip in all on a single server).
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
 import weakref
 from collections.abc import Callable, Iterable, Sequence
@@ -535,7 +536,7 @@ class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
                 pool = node.redis_connection.connection_pool
             else:
                 pool = self.client.connection_pool
-            groups.append(WakeGroup((self.target.where, *keys), keys, pool.make_connection))
+            groups.append(WakeGroup((self.target.where, *keys), keys, functools.partial(scripts.unpooled, pool)))
         return groups
 
     def _wait_time(self, queues: Sequence[str], timeout: float) -> float:
