@@ -196,7 +196,7 @@ def test_a_worker_stopped_past_its_lease_loses_its_concurrency_slot_and_says_so(
         assert (pid1, attempt1, pid2, attempt2) == (first.pid, 1, second.pid, 2)
         assert fence2 > fence1 >= 1, "the second holder's fence is not larger"
         os.kill(first.pid, signal.SIGCONT)  # its task sleeps on: its heartbeat finds the slot gone
-        warning = f"job {job.id} of task fenced lost its concurrency slot account:acme (fence {fence1}) after being paused"
+        warning = f"job {job.id} of task fenced lost its concurrency slot account:acme (fence {fence1}) after"
         wait_for(lambda: warning in first_log.read_text(), 10, "the first worker's warning")
         assert "another job may be running under the same key" in first_log.read_text()
         wait_for(lambda: slot_notes(record, "holds"), 15, "the first run to end")

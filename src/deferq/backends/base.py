@@ -167,6 +167,15 @@ class Stats(dict[str, QueueStats]):
         self.missing: list[str] = list(missing)
 
 
+class QueueTable(dict[str, dict[str, Any]]):
+    """What `App.stats()` returns: per queue its counts as plain values, and in
+    `missing`, as for `Stats`, the parts of the store that did not answer."""
+
+    def __init__(self, table: dict[str, dict[str, Any]], missing: Iterable[str] = ()) -> None:
+        super().__init__(table)
+        self.missing: list[str] = list(missing)
+
+
 class JobList(list[Job]):
     """What `list_jobs()` returns: the jobs, and in `missing` the parts of the store that
     did not answer (their jobs are not in the list), as for `Stats`."""
