@@ -20,7 +20,6 @@ import click
 import orjson
 
 from .app import App
-from .backends.base import missing_from, queue_table
 from .errors import ConfigError, DeferqError
 from .job import Job, JobState
 from .loading import load_app, missing_extra, open_store, require
@@ -321,12 +320,11 @@ def stats(app: App, as_json: bool, watch: bool) -> None:
 
 def read_stats(app: App) -> dict[str, dict[str, Any]]:
     """Per-queue counts; a store part that did not answer (a Redis shard) is named on stderr."""
-    raw = queue_table(app.backend)
-    missing = missing_from(raw)
-    if missing:
-        click.echo(f"warning: Redis shard(s) {', '.join(missing)} did not answer; "
+    table = app.stats()
+    if table.missing:
+        click.echo(f"warning: Redis shard(s) {', '.join(table.missing)} did not answer; "
                    "the counts leave out the jobs stored there", err=True)  # fmt: skip
-    return {queue: s.to_dict() for queue, s in sorted(raw.items())}
+    return table
 
 
 @main.group()

@@ -70,7 +70,9 @@ ADD, ENQUEUE, RESERVE, HEARTBEAT, SETTLE, RECOVER, NEXT_DUE = map(
 CANCEL, RETRY_DEAD, PURGE, STATS = map(_load, ("cancel", "retry_dead", "purge", "stats"))
 KV_PUT, KV_LIST, KV_DELETE = map(_load, ("kv_put", "kv_list", "kv_delete"))
 PROGRESS, STEP_UP, PAUSE, REMARK, DELETE = map(_load, ("progress", "step_up", "pause", "remark", "delete"))
-RATE_TAKE, SLOT_TAKE = map(_load, ("rate_take", "slot_take"))
+RATE_TAKE, SLOT_TAKE, SLOT_HOLDERS, SLOT_RELEASE = map(
+    _load, ("rate_take", "slot_take", "slot_holders", "slot_release")
+)
 HISTORY_ADD, HISTORY_READ, PAGE = map(_load, ("history_add", "history_read", "page"))
 LINK, LINKED, RELEASE, RELEASED, WATCH = map(_load, ("link", "linked", "release", "released", "watch"))
 
