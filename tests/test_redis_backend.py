@@ -508,6 +508,7 @@ def test_a_worker_whose_jobs_report_progress_keeps_its_connections(redis_url: st
     jobs = [report.enqueue(n) for n in range(150)]
     assert Worker(app, WorkerConfig(burst=True, concurrency=2)).run() == 0
     done = [app.get(j.id) for j in jobs]
-    assert [(j.state, j.progress_message) for j in done] == [(JobState.SUCCEEDED, f"half of {n}") for n in range(150)]
+    expected = [(JobState.SUCCEEDED, f"half of {n}") for n in range(150)]
+    assert [(j.state, j.progress_message) for j in done] == expected
     assert app.backend._lane.open_connections() <= 4
     app.close()
