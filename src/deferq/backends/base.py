@@ -373,6 +373,8 @@ class JobStore(ABC):
 class JobAdmin(ABC):
     """Inspecting and managing jobs: what the CLI, the API and the console use."""
 
+    keys_per_queue = False  # unique keys are unique per queue (Redis), not store-wide
+
     @abstractmethod
     def get(self, job_id: str) -> Job | None:
         """The job with this id, in any state, or None."""

@@ -69,6 +69,7 @@ class _EnqueuePlan:
 class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
     schemes = ("redis", "rediss", "unix", "redis+cluster")
     wakes_waiters = True  # changes() blocks until the job's finish pushes a token
+    keys_per_queue = True  # the key check shares its queue's slot (docs/guarantees.md)
 
     def __init__(self, url: str = "redis://localhost:6379/0", prefix: str | None = None, **_: Any):
         self.target: Target = parse_url(url)

@@ -102,6 +102,7 @@ def shard_urls(url: str) -> list[str]:
 
 class ShardedRedisBackend(Backend):
     schemes = ("redis+shards",)
+    keys_per_queue = True  # as on each shard
 
     def __init__(self, url: str, **options: Any) -> None:
         self.shards = [RedisBackend(u, **options) for u in shard_urls(url)]
