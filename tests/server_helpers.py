@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx
 
-from deferq.server.netpolicy import POLICY_ENV
+from deferq.netpolicy import POLICY_ENV
 from tests.alert_receivers import free_port
 
 with warnings.catch_warnings():  # starlette asks for "httpx2", a package we do not need
@@ -28,7 +28,7 @@ with warnings.catch_warnings():  # starlette asks for "httpx2", a package we do 
 __all__ = ["TestClient", "Receiver", "Stream", "delivery_worker", "running_server", "wait_until",
            "LOOPBACK_POLICY", "reset_peak_rss", "rss_bytes"]  # fmt: skip
 
-# The receivers below listen on 127.0.0.1, which the default callback policy refuses:
+# The receivers below listen on 127.0.0.1, which the default network policy refuses:
 # the server tests allow loopback, in this process (servers made with create_app) and in
 # the processes started below. A test that wants another policy passes its own.
 LOOPBACK_POLICY = '{"allow_networks": ["127.0.0.0/8"]}'

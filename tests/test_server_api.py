@@ -311,13 +311,13 @@ def test_a_topic_url_the_callback_policy_refuses_is_a_422(api, url, says):
 
 
 def test_loopback_is_refused_unless_the_policy_allows_it(api, monkeypatch):
-    from deferq.server.netpolicy import POLICY_ENV
+    from deferq.netpolicy import POLICY_ENV
 
     assert api.put("/v1/topics/t1", json={"url": "http://127.0.0.1:9/"}).status_code == 201  # tests allow it
     monkeypatch.setenv(POLICY_ENV, "")  # the default policy
     answer = api.put("/v1/topics/t1", json={"url": "http://127.0.0.1:9/"})
     assert answer.status_code == 422
-    assert error_of(answer) == ("url 'http://127.0.0.1:9/' is refused by the callback policy: 127.0.0.1 "
+    assert error_of(answer) == ("url 'http://127.0.0.1:9/' is refused by the network policy: 127.0.0.1 "
                                 "is a loopback address (allow it with allow_networks in "
                                 "DEFERQ_CALLBACK_POLICY)")  # fmt: skip
     assert api.put("/v1/topics/t1", json={"url": "http://127.1:9/"}).status_code == 422
