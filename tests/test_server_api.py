@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -329,13 +330,17 @@ def test_loopback_is_refused_unless_the_policy_allows_it(api, monkeypatch):
 
 
 def test_a_topic_may_not_name_the_store_itself(redis_url):
-    """The store is Redis on 127.0.0.1:6379; the tests' policy allows loopback, but never
-    the store's own address and port."""
+    """The store is Redis on 127.0.0.1 (DEFERQ_TEST_REDIS); the tests' policy allows
+    loopback, but never the store's port at any loopback address: they all reach it."""
+    port = urlsplit(redis_url).port or 6379
     with client_for(redis_url) as api:
-        answer = api.put("/v1/topics/t1", json={"url": "http://127.0.0.1:6379/"})
-        assert answer.status_code == 422, answer.text
-        assert "127.0.0.1 is deferq's own store (port 6379)" in error_of(answer)
-        assert api.put("/v1/topics/t1", json={"url": "http://127.0.0.1:6380/"}).status_code == 201
+        for host, says in [("127.0.0.1", "127.0.0.1 is"), ("[::1]", "::1 is"), ("localhost", "localhost resolves to 127.0.0.1, which is"),
+                           ("127.0.0.2", "127.0.0.2 is"), ("[::ffff:127.0.0.1]", "reaches 127.0.0.1, which is")]:  # fmt: skip
+            url = f"http://{host}:{port}/"
+            answer = api.put("/v1/topics/t1", json={"url": url})
+            assert answer.status_code == 422, (url, answer.text)
+            assert f"{says} deferq's own store (port {port})" in error_of(answer), url
+        assert api.put("/v1/topics/t1", json={"url": f"http://127.0.0.2:{port + 1}/"}).status_code == 201
 
 
 @pytest.mark.parametrize(("body", "says"), [

@@ -436,3 +436,26 @@ def test_a_name_is_resolved_once_and_the_checked_address_is_connected_to():
                                   "metadata address (never a target)"]  # fmt: skip
     assert asked == ["rebind.test"] * 3 and len(receiver.hits) == 2
     assert receiver.hits[0].headers["host"] == f"rebind.test:{receiver.server.server_address[1]}"
+
+
+def test_a_name_that_resolves_to_another_loopback_address_of_the_store_is_refused():
+    """The store is Redis on 127.0.0.1:P; a callback host that resolves to ::1 (or
+    127.0.0.2) on port P reaches that same Redis: nothing is sent."""
+    stores = store_endpoints("redis://127.0.0.1:6390/0")
+    policy = Policy.from_dict({"allow_networks": ["loopback"]}, stores)
+    refused = []
+
+    async def deliver(answer: list[str]) -> None:
+        async def resolver(host: str, port: int, timeout: float | None) -> list[str]:
+            return answer
+
+        async with httpx.AsyncClient(transport=GuardedTransport(policy, resolver)) as client:
+            with pytest.raises(Refused) as caught:
+                await client.post("http://redis.test:6390/", content=b"{}")
+            refused.append(str(caught.value))
+
+    for answer in (["::1"], ["127.0.0.2", "::1"]):
+        asyncio.run(deliver(answer))
+    assert refused == ["redis.test resolves to ::1, which is deferq's own store (port 6390)",
+                       "redis.test resolves to 127.0.0.2, which is deferq's own store (port 6390)"]  # fmt: skip
+    assert policy.refusal(ipaddress.ip_address("::1"), 6391) is None  # another port: another service
