@@ -334,8 +334,9 @@ def test_a_topic_may_not_name_the_store_itself(redis_url):
     loopback, but never the store's port at any loopback address: they all reach it."""
     port = urlsplit(redis_url).port or 6379
     with client_for(redis_url) as api:
-        for host, says in [("127.0.0.1", "127.0.0.1 is"), ("[::1]", "::1 is"), ("localhost", "localhost resolves to 127.0.0.1, which is"),
-                           ("127.0.0.2", "127.0.0.2 is"), ("[::ffff:127.0.0.1]", "reaches 127.0.0.1, which is")]:  # fmt: skip
+        for host, says in [("127.0.0.1", "127.0.0.1 is"), ("[::1]", "::1 is"), ("127.0.0.2", "127.0.0.2 is"),
+                           ("localhost", "localhost resolves to 127.0.0.1, which is"),
+                           ("[::ffff:127.0.0.1]", "reaches 127.0.0.1, which is")]:  # fmt: skip
             url = f"http://{host}:{port}/"
             answer = api.put("/v1/topics/t1", json={"url": url})
             assert answer.status_code == 422, (url, answer.text)
