@@ -37,7 +37,7 @@ APP_META = "deferq.app"  # the --app a command was given (ctx.meta), or None
 ENV_HELP = {
     "DEFERQ_URL": "the store URL, as --url",
     "DEFERQ_APP": "your App (module:attr), as --app",
-    "DEFERQ_CALLBACK_POLICY": "where callbacks may go (docs/http.md)",
+    "DEFERQ_CALLBACK_POLICY": "where callbacks and alerts may connect (docs/http.md)",
     "DEFERQ_DELIVERY_LOG": "a file for the log of callback deliveries",
     "DEFERQ_DELIVERY_STATS_SECONDS": "seconds between delivery count updates",
     "DEFERQ_ALERTS": "the service's alert targets, as JSON",
