@@ -12,12 +12,20 @@ import asyncio
 import math
 from collections.abc import Callable
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from .job import Job
 
-if TYPE_CHECKING:
-    from .limits import HeldSlot
+
+class Slot(Protocol):
+    """What a run knows of the concurrency slot it took (limits.HeldSlot)."""
+
+    fence: int
+
+    def held(self) -> bool: ...
+
+    def report_lost(self, job: Job, when: str) -> None: ...
+
 
 MESSAGE_LIMIT = 500  # characters of a progress message that are stored
 
@@ -35,7 +43,7 @@ class JobControl:
         self.cancelled = False  # a plain flag: one thread sets it, the task's reads it
         self.report = report
         self.task: asyncio.Task[Any] | None = None  # an async job's task, to cancel it
-        self.slot: HeldSlot | None = None  # the concurrency slot this run took (limits.py)
+        self.slot: Slot | None = None  # the concurrency slot this run took (limits.py)
 
     def request_cancel(self) -> None:
         """Set the flag a sync task reads; cancel an async task at its next await."""

@@ -36,7 +36,7 @@ import orjson
 
 from ..backends.base import Outcome, OutcomeKind
 from ..backends.guard import StoreGuard
-from ..context import JobControl
+from ..context import JobControl, Slot
 from ..errors import DeferqError, JobTimeout
 from ..job import Job, JobState
 from ..logs import first_line
@@ -48,7 +48,6 @@ from .runner import decide_failure, run_async, run_sync
 
 if TYPE_CHECKING:
     from ..app import App
-    from ..limits import HeldSlot
 
 log = logging.getLogger("deferq.worker")
 job_log = logging.getLogger("deferq.jobs")
@@ -472,7 +471,7 @@ class Worker:
         running = self.running.get(job.id)
         return running is not None and running.job.attempts == job.attempts and not running.abandoned
 
-    def _check_slot(self, job: Job, slot: HeldSlot | None) -> None:
+    def _check_slot(self, job: Job, slot: Slot | None) -> None:
         """A run that lost its lease may have lost its concurrency slot too: then
         another job of the same key may be running beside it (a slot is a lease)."""
         if slot is not None and self._store_call(slot.held) is False:
