@@ -499,12 +499,16 @@ main.add_command(status_command)  # deferq status: masters, pools, children
 @click.option("--max-queue-length", type=int, default=None, help="Unfinished jobs a queue may hold (429 past it).")
 @click.option("--queue-limit", multiple=True, help="QUEUE=N: a limit for one queue (repeatable).")
 @click.option("--max-inflight", type=int, default=None, help="API requests one process answers at once.")
+@click.option("--wait-threads", type=click.IntRange(1), default=16, show_default=True,
+              help="?wait= requests blocked in the store at once per process; more poll.")
+@click.option("--waits-per-token", type=click.IntRange(1), default=8, show_default=True,
+              help="?wait= requests one token holds open at once; more get 429.")
 @click.option("--request-log", default="off", show_default=True, help="File, - (stderr) or off.")
 @click.option("--error-log", default="-", show_default=True, help="File, - (stderr) or off.")
 def serve(url: str | None, app_path: str | None, no_create: bool, host: str, port: int, workers: int,
           no_auth: bool, no_auth_beyond_loopback: bool, allowed_host: tuple[str, ...], max_body: int,
           max_queue_length: int | None, queue_limit: tuple[str, ...], max_inflight: int | None,
-          request_log: str, error_log: str) -> None:  # fmt: skip
+          wait_threads: int, waits_per_token: int, request_log: str, error_log: str) -> None:  # fmt: skip
     """The HTTP API: jobs, topics with signed callbacks, dead letters, metrics (docs/http.md)."""
     from .server.cli import ServerConfig, check_no_auth, parse_queue_limits
     from .server.cli import serve as run_server
@@ -513,6 +517,7 @@ def serve(url: str | None, app_path: str | None, no_create: bool, host: str, por
     config = ServerConfig(url=url, app_path=app_path, auth=not no_auth, allowed_hosts=allowed, max_body=max_body,
                           max_queue_length=max_queue_length,
                           queue_limits=parse_queue_limits(queue_limit), max_inflight=max_inflight,
+                          wait_threads=wait_threads, waits_per_token=waits_per_token,
                           request_log=request_log, error_log=error_log)  # fmt: skip
     run_server(config, host, port, workers, create=not no_create)
 

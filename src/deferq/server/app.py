@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import logging
 import time
@@ -67,10 +66,7 @@ async def openapi(request: Request) -> Response:
 
 
 async def metrics(request: Request) -> Response:
-    service = service_of(request)
-    service.metrics.flush()  # this process's counts, on the thread that gathers them
-    body = await asyncio.to_thread(service.metrics.render)
-    return Response(body, media_type=CONTENT_TYPE)
+    return Response(await service_of(request).metrics.scrape(), media_type=CONTENT_TYPE)
 
 
 async def _chunks(receive: Receive, first: bytes) -> AsyncIterator[bytes]:

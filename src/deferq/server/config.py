@@ -9,6 +9,7 @@ from typing import Any
 import orjson
 
 ENV = "DEFERQ_SERVER_CONFIG"  # how `deferq serve --workers N` hands settings to each process
+STORE_THREADS = min(32, (os.cpu_count() or 1) + 4)  # as many as asyncio's own default pool
 
 
 @dataclass
@@ -26,6 +27,9 @@ class ServerConfig:
     request_log: str | None = "off"  # file, "-" (stderr) or "off"
     error_log: str | None = "-"
     enqueue_flights: int = 2  # enqueue batches in flight at once per process
+    store_threads: int = STORE_THREADS  # short store calls at once per process
+    wait_threads: int = 16  # ?wait= requests blocked in the store at once; more poll instead
+    waits_per_token: int = 8  # ?wait= requests one token holds open at once; more: 429
 
     def limit_for(self, queue: str) -> int | None:
         return self.queue_limits.get(queue, self.max_queue_length)

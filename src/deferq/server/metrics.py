@@ -4,7 +4,7 @@ Counted by this server process (summed over processes with `--workers N`, throug
 prometheus-client's multiprocess directory): HTTP requests by route and status, request
 durations, and jobs enqueued through the API by queue. They lag by up to a second.
 
-Read from the store at each scrape (so the same from every server): jobs by queue and
+Read from the store when rendered (so the same from every server): jobs by queue and
 state (scheduled / queued / active are the queue depth; succeeded / dead / cancelled
 are the finished jobs still kept), the oldest due job's wait per queue, and whether the
 store answered.
@@ -13,12 +13,18 @@ Counted by the workers that deliver callbacks, published through the store withi
 seconds of each attempt (delivery_stats.py): callback attempts by topic and decision,
 and their time.
 Other tasks' attempts are not counted here: this process runs no jobs.
+
+A scrape is answered from a body rendered at most RENDER_SECONDS ago: scrapes share one
+render, made on a thread of its own, so no number of scrapers can take the threads or
+the store calls that requests need.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
@@ -26,6 +32,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.multiprocess import MultiProcessCollector
 
 from . import delivery_stats
+from .cache import Cached
 
 if TYPE_CHECKING:
     from ..backends.base import Backend
@@ -40,6 +47,7 @@ class HasStore(Protocol):
 
 MULTIPROCESS_ENV = "PROMETHEUS_MULTIPROC_DIR"
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+RENDER_SECONDS = 1.0  # how old the body a scrape gets may be
 BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 
 
@@ -110,6 +118,24 @@ class Metrics:
         self._durations: dict[str, list[float]] = {}
         self._enqueued: dict[str, int] = {}
         self._flushed = time.monotonic()
+        self._rendered: Cached[bytes] = Cached(RENDER_SECONDS, size=1)
+        self._renderer: ThreadPoolExecutor | None = None
+
+    async def scrape(self) -> bytes:
+        """The exposition text, rendered at most once per RENDER_SECONDS (concurrent
+        scrapes wait for the same render) on the one thread kept for it."""
+        return await self._rendered.get("", self._render_off_loop)
+
+    async def _render_off_loop(self) -> bytes:
+        self.flush()  # this process's counts, on the thread that gathers them
+        if self._renderer is None:
+            self._renderer = ThreadPoolExecutor(1, thread_name_prefix="deferq-metrics")
+        return await asyncio.get_running_loop().run_in_executor(self._renderer, self.render)
+
+    def close(self) -> None:
+        if self._renderer is not None:
+            self._renderer.shutdown(wait=False, cancel_futures=True)
+            self._renderer = None
 
     def observe(self, method: str, route: str, status: int, seconds: float) -> None:
         key = (method, route, status)

@@ -30,7 +30,8 @@ def ref(name: str) -> dict[str, Any]:
 ERRORS = {
     "400": "Malformed JSON", "401": "No valid API token", "403": "The token's scope is too small",
     "404": "Not found", "413": "Body over the size limit", "422": "Invalid request",
-    "429": "Queue full: retry after Retry-After seconds", "503": "Store unreachable",
+    "429": "Too many: a full queue, or a token's waits; retry after Retry-After seconds",
+    "503": "Store unreachable",
 }  # fmt: skip
 
 
@@ -96,7 +97,8 @@ def _paths() -> dict[str, Any]:
         },
         "/v1/jobs/{job_id}": {
             "get": operation("A job; with ?wait=N, once it has finished (or after N seconds)", "reader",
-                             {"200": answer("The job", ref("Job"))}, params=job_id + query(models.JobQuery)),
+                             {"200": answer("The job", ref("Job"))}, params=job_id + query(models.JobQuery),
+                             errors=("404", "422", "429", "503")),
             "delete": operation("Cancel a waiting job, or ask a running one to stop", "producer",
                                 {"200": answer("Cancelled", ref("JobStateAnswer")),
                                  "202": answer("Running: asked to stop, it ends cancelled", ref("JobStateAnswer")),

@@ -22,7 +22,7 @@ from . import topics as topics_module
 from .errors import ApiError, Invalid, not_found
 from .openapi import document
 from .store_parts import store_parts
-from .web import JSON, authorize, read_json, service_of
+from .web import JSON, authorize, read_json, service_of, wait_holder
 
 if TYPE_CHECKING:
     from .service import Service
@@ -104,7 +104,8 @@ async def get_job(request: Request) -> JSON:
     service = service_of(request)
     wait = fields.parse_query(models.JobQuery, dict(request.query_params)).wait
     if wait:
-        job = await service.store(service.backend.wait_finished, _path(request, "job_id"), float(wait))
+        holder, who = wait_holder(request)
+        job = await service.waits.wait_finished(_path(request, "job_id"), float(wait), holder, who)
     else:
         job = await service.store(service.backend.get, _path(request, "job_id"))
     if job is None:

@@ -4,10 +4,12 @@ queue limits. Nothing here is the only copy of anything: servers are stateless."
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from ..app import App
@@ -21,6 +23,7 @@ from .cache import Cached
 from .config import ServerConfig
 from .errors import ApiError
 from .metrics import Metrics
+from .waits import Waits
 
 T = TypeVar("T")
 # A store that fails now, or one this server cannot open at all: 503 either way.
@@ -144,6 +147,8 @@ class Service:
         self.batcher = EnqueueBatcher(self._enqueue_items, config.enqueue_flights)
         self.queue_lengths = QueueLengths(self)
         self.metrics = Metrics(self)
+        self.waits = Waits(self)
+        self._pool: ThreadPoolExecutor | None = None
 
     @property
     def backend(self) -> Backend:
@@ -158,14 +163,22 @@ class Service:
             raise failure from None
 
     async def store(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run a blocking store call off the event loop; a store failure becomes a 503."""
+        """Run a short blocking store call off the event loop, on this server's pool of
+        store threads (waits and metrics have their own); a store failure becomes a 503."""
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self.config.store_threads, thread_name_prefix="deferq-store")
+        call = asyncio.get_running_loop().run_in_executor(self._pool, functools.partial(fn, *args))
+        return await self.translated(call, getattr(fn, "__name__", str(fn)))
+
+    async def translated(self, call: Awaitable[T], name: str) -> T:
+        """`call`'s result; a store failure is logged and becomes a 503."""
         try:
-            return await asyncio.to_thread(fn, *args)
+            return await call
         except Exception as exc:
             failure = store_error(exc, self.config.retry_after)
             if failure is None:
                 raise
-            error_log.error("store call %s failed: %s", getattr(fn, "__name__", fn), exc,
+            error_log.error("store call %s failed: %s", name, exc,
                             extra={"error_type": type(exc).__name__})  # fmt: skip
             raise failure from None
 
@@ -198,4 +211,10 @@ class Service:
         return await self.tokens.get(token, lambda: self.store(auth.scope_of, self.backend, token))
 
     def close(self) -> None:
+        """Stop the threads (made again if the service is used after) and the App."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+        self.waits.close()
+        self.metrics.close()
         self.app.close()

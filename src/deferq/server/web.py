@@ -9,7 +9,7 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
-from .auth import allows
+from .auth import allows, token_hash
 from .errors import ApiError
 
 if TYPE_CHECKING:
@@ -80,6 +80,16 @@ async def check_token(service: Service, header: str, scope: str) -> None:
 
 async def authorize(request: Request, scope: str) -> None:
     await check_token(service_of(request), request.headers.get("authorization", ""), scope)
+
+
+def wait_holder(request: Request) -> tuple[str, str]:
+    """Whom a request's open waits count against, and how a 429 names it: its token,
+    or without auth its client address."""
+    if service_of(request).config.auth:
+        token = request.headers.get("authorization", "").partition(" ")[2].strip()
+        return "token:" + token_hash(token), "this token"
+    host = request.client.host if request.client else "unknown"
+    return "client:" + host, f"client {host}"
 
 
 def query_int(request: Request, name: str, default: int, minimum: int, maximum: int) -> int:
