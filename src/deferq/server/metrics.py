@@ -2,7 +2,8 @@
 
 Counted by this server process (summed over processes with `--workers N`, through
 prometheus-client's multiprocess directory): HTTP requests by route and status, request
-durations, and jobs enqueued through the API by queue. They lag by up to a second.
+durations, and jobs enqueued through the API by queue. They lag by up to two seconds
+(the render a scrape gets, and the other processes' flushes).
 
 Read from the store when rendered (so the same from every server): jobs by queue and
 state (scheduled / queued / active are the queue depth; succeeded / dead / cancelled
