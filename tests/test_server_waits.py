@@ -66,7 +66,7 @@ def test_open_waits_leave_enqueues_listings_and_token_checks_prompt(app: deferq.
 
     async def scenario() -> None:
         transport = httpx.ASGITransport(app=web)
-        async with httpx.AsyncClient(transport=transport, base_url="http://test", timeout=30) as client:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost", timeout=30) as client:
             answered: dict[str, float] = {}
 
             async def wait_for(job: deferq.Job, token: str) -> httpx.Response:
@@ -108,7 +108,7 @@ def test_a_token_past_its_share_of_waits_gets_a_429(sqlite_url: str) -> None:
 
     async def scenario() -> None:
         transport = httpx.ASGITransport(app=web)
-        async with httpx.AsyncClient(transport=transport, base_url="http://test", timeout=30) as client:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost", timeout=30) as client:
             waits = [asyncio.create_task(client.get(f"/v1/jobs/{job.id}?wait=15", headers=bearer(token)))
                      for job, token in zip(jobs[:3], [first, first, second], strict=True)]  # fmt: skip
             await until(lambda: sum(web.service.waits.open.values()) == 3, "3 open waits")
@@ -136,7 +136,7 @@ def test_a_wait_that_times_out_shows_the_job_as_it_stands(sqlite_url: str) -> No
 
     async def scenario() -> list[httpx.Response]:
         transport = httpx.ASGITransport(app=web)
-        async with httpx.AsyncClient(transport=transport, base_url="http://test", timeout=30) as client:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost", timeout=30) as client:
             # one waits on the wait thread, the other polls: both answer after their second
             return await asyncio.gather(*(client.get(f"/v1/jobs/{job.id}?wait=1") for job in jobs))
 
@@ -162,7 +162,7 @@ def test_metrics_scrapes_do_not_slow_enqueues(sqlite_url: str) -> None:
 
     async def scenario() -> int:
         transport = httpx.ASGITransport(app=web)
-        async with httpx.AsyncClient(transport=transport, base_url="http://test", timeout=60) as client:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost", timeout=60) as client:
             producing, scrapes = True, 0
 
             async def scrape() -> None:
