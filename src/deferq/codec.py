@@ -60,7 +60,8 @@ def check_exact(value: Any, where: str, depth: int = 1) -> None:
             raise PayloadError(f"{where} is {value}, which JSON cannot carry")
         return
     if (kind is list or kind is tuple or kind is dict) and depth > MAX_DEPTH:
-        raise PayloadError(f"{where} nests lists and dicts more than {MAX_DEPTH} levels deep (or holds "
+        argument = where.split("[", 1)[0]  # not the hundred [0]s that lead here
+        raise PayloadError(f"{argument} nests lists and dicts more than {MAX_DEPTH} levels deep (or holds "
                            f"itself): deferq takes at most {MAX_DEPTH}")  # fmt: skip
     if kind is list or kind is tuple:
         for i, item in enumerate(value):
@@ -98,10 +99,14 @@ def find_nul(value: Any) -> tuple[Path, bool] | None:
 
 
 def shown(path: Path, where: str = "") -> str:
-    """A path as the API and the errors name it: args[0].user (`where` first)."""
+    """A path as a request names it, args[0].user; after `where` (an argument of the
+    Python API), as Python does: argument 'x' of t()['user']."""
     text = where
     for step in path:
-        text += f"[{step}]" if type(step) is int else (f".{step}" if text else str(step))
+        if type(step) is int:
+            text += f"[{step}]"
+        else:
+            text += f"[{step!r:.40}]" if where else f".{step}" if text else str(step)
     return text or "the value"
 
 

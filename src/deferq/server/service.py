@@ -80,7 +80,7 @@ class EnqueueBatcher:
     async def _store(self, batch: list[tuple[list[Enqueue], asyncio.Future[list[Job]]]]) -> None:
         """Store the requests of `batch` together; if the store refuses them, split the
         batch in halves and store each alone, and so on, so that only a request the store
-        refuses by itself gets the error (log2(n) more round trips per refused request).
+        refuses by itself gets the error (about 2·log2(n) more round trips per refused request).
         A store that is down (a 503) fails the batch at once: alone, each would too."""
         items = [item for request_items, _ in batch for item in request_items]
         try:
@@ -91,6 +91,10 @@ class EnqueueBatcher:
                 await self._store(batch[:half])
                 await self._store(batch[half:])
                 return
+            if not isinstance(exc, ApiError):  # the store refused this request alone: one line, no trace
+                said = next((line for line in str(exc).splitlines() if line.strip()), type(exc).__name__)[:300]
+                error_log.error("the store refused a request's jobs: %s", said, extra={"error_type": type(exc).__name__})
+                exc = ApiError(500, "store_refused", f"the store refused the job: {said}")
             for _, future in batch:  # every waiting request gets the failure
                 if not future.done():
                     future.set_exception(exc)
