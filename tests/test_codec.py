@@ -5,10 +5,10 @@ from __future__ import annotations
 import enum
 import math
 import uuid
-from typing import Any
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from decimal import Decimal
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -102,11 +102,11 @@ def test_a_stored_value_that_no_longer_fits_its_annotation_fails_the_job_once(tm
     app.close()
 
 
+TEXT = st.characters(codec="utf-8", exclude_characters="\0")  # NUL: refused (test_nul_is_refused_on_every_store)
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(st.characters(codec="utf-8", exclude_characters="\0")),  # NUL: refused (test_nul_is_refused_on_every_store)
-    lambda inner: st.lists(inner, max_size=4)
-    | st.dictionaries(st.text(st.characters(codec="utf-8", exclude_characters="\0"), max_size=5), inner, max_size=4),
+    | st.text(TEXT),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(TEXT, max_size=5), inner, max_size=4),
     max_leaves=20,
 )  # fmt: skip
 

@@ -261,7 +261,8 @@ class JobOptions:
         openapi={"type": "integer", "minimum": 0, "maximum": int(MAX_DELAY * 1000)}))  # fmt: skip
     remark: str | None = option(None, Option(
         remark_text, "free text kept with the job for people (shown by `deferq job` and the console)",
-        periodic=True, http="remark", openapi={"type": "string", "maxLength": MAX_REMARK, "pattern": NO_NUL}))  # fmt: skip
+        periodic=True, http="remark",
+        openapi={"type": "string", "maxLength": MAX_REMARK, "pattern": NO_NUL}))  # fmt: skip
     durable: bool | None = option(None, Option(
         flag, "false: the enqueue's commit does not wait for the disk (PostgreSQL: synchronous_commit=off); "
         "may lose the last moments of jobs if the database server crashes", http="durable",

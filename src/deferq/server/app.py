@@ -26,7 +26,7 @@ from .console_api import routes as console_api_routes
 from .dashboard import routes as dashboard_routes
 from .errors import ApiError, Invalid
 from .metrics import CONTENT_TYPE
-from .openapi import document
+from .openapi import document, requests_kept_exactly
 from .routes import PRODUCER, api_routes, create_job, enqueue_job
 from .service import Service
 from .web import JSON, check_token, decode_json, read_body, service_of, too_large
@@ -60,7 +60,8 @@ async def internal_error(request: Request, exc: Exception) -> Response:
 def full_document() -> dict[str, Any]:
     """The API's document with the console's routes (kept apart: console_api imports openapi)."""
     base = document()
-    return {**base, "paths": {**base["paths"], **console_api_paths(), **history_api.paths()}}
+    paths = {**base["paths"], **console_api_paths(), **history_api.paths()}
+    return requests_kept_exactly({**base, "paths": paths})
 
 
 async def openapi(request: Request) -> Response:

@@ -32,9 +32,10 @@ def check(body: bytes, data: Any) -> None:
     if NUL_ESCAPE in body:
         found = find_nul(data)
         if found is not None:
-            path, is_key = found
-            raise Invalid(f"{shown(path)} {'is a key that holds' if is_key else 'holds'} the NUL character "
-                          "(\\u0000), which deferq does not store: remove it or encode it")  # fmt: skip
+            path, is_key = found  # a key is not echoed: it is named by where it is
+            where = (f"a key of {shown(path[:-1]) if path[:-1] else 'the request'}" if is_key else shown(path))
+            raise Invalid(f"{where} holds the NUL character (\\u0000), which deferq does not store: "
+                          "remove it or encode it")  # fmt: skip
     if _LONG_DIGITS.search(body):
         big = next((m[1] for m in _TOKEN.finditer(body) if m[1] and not INT_RANGE[0] <= int(m[1]) <= INT_RANGE[1]),
                    None)  # fmt: skip

@@ -93,7 +93,8 @@ class EnqueueBatcher:
                 return
             if not isinstance(exc, ApiError):  # the store refused this request alone: one line, no trace
                 said = next((line for line in str(exc).splitlines() if line.strip()), type(exc).__name__)[:300]
-                error_log.error("the store refused a request's jobs: %s", said, extra={"error_type": type(exc).__name__})
+                error_log.error("the store refused a request's jobs: %s", said,
+                                extra={"error_type": type(exc).__name__})  # fmt: skip
                 exc = ApiError(500, "store_refused", f"the store refused the job: {said}")
             for _, future in batch:  # every waiting request gets the failure
                 if not future.done():

@@ -16,8 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ...job import ALL_STATES, FINISHED_STATES, Job, JobState
-from ..search import (JobPage, JobQuery, SearchStore, decode_cursor, encode_cursor, is_score, raw_matches,
-                      scan_page)
+from ..search import JobPage, JobQuery, SearchStore, decode_cursor, encode_cursor, is_score, raw_matches, scan_page
 from . import scripts
 from .codec import record_fields
 from .connection import guarded
@@ -27,8 +26,9 @@ from .scripts import Call
 Position = list[Any]  # [state index, score, job id]
 def is_position(value: Any) -> bool:
     """[state index] (that state from its top) or [state index, score, job id]."""
-    return (type(value) is list and len(value) in (1, 3) and type(value[0]) is int
-            and 0 <= value[0] <= len(ALL_STATES) and (len(value) == 1 or (is_score(value[1]) and type(value[2]) is str)))  # fmt: skip
+    if type(value) is not list or len(value) not in (1, 3) or type(value[0]) is not int:
+        return False
+    return 0 <= value[0] <= len(ALL_STATES) and (len(value) == 1 or (is_score(value[1]) and type(value[2]) is str))
 
 
 FIRST_LOOK = 1000  # jobs task_page looks at in its first round (then 4 times more each round)
