@@ -57,6 +57,8 @@ def test_nul_in_a_body_is_a_422_on_every_store(api):
     for path, body, says in NUL_BODIES:
         refused(api.post(path, json=body), says)
     refused(api.put("/v1/jobs/X/remark", json={"remark": "\u0000"}), "remark holds the NUL character")
+    refused(api.put("/v1/topics/t", json={"url": "http://127.0.0.1:9/", "headers": {"X-Team": "a\u0000"}}),
+            "headers.X-Team holds the NUL character")  # fmt: skip
     # an escaped backslash before u0000 is six characters of text, not NUL
     assert api.post("/v1/jobs", json={"task": "t", "args": ["\\u0000"]}).status_code == 201
     assert api.get("/v1/jobs").json()["jobs"][0]["args"] == ["\\u0000"]
