@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test services browser lint docs bench bench-peers bench-speed bench-capacity soak clean
+.PHONY: demo test test-redis-oldest services browser lint docs bench bench-peers bench-speed bench-capacity soak clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -31,6 +31,14 @@ browser:
 TEST_PROCESSES ?= 2
 test: $(STAMP) services browser
 	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_PROCESSES) $(PYTEST_ARGS)
+	$(MAKE) --no-print-directory test-redis-oldest
+
+# The Redis tests again on the oldest redis-py that the `redis` extra allows (the newest
+# runs above): scripts/redis-oldest.sh makes a venv with that redis-py and all else from .venv.
+REDIS_TESTS := tests/test_redis_backend.py tests/test_redis_errors.py tests/test_shards.py tests/contract
+test-redis-oldest: $(STAMP) services
+	@scripts/redis-oldest.sh
+	.venv-redis-oldest/bin/python -m pytest -q -p no:cacheprovider -n $(TEST_PROCESSES) -k redis $(REDIS_TESTS)
 
 # ruff (style, complexity) and mypy --strict over src/deferq (settings in pyproject.toml)
 lint: $(STAMP)
@@ -81,4 +89,4 @@ bench-capacity: $(STAMP)
 	$(BIN)/python -m bench.capacity $(CAPACITY_ARGS)
 
 clean:
-	rm -rf $(VENV) build site *.egg-info
+	rm -rf $(VENV) .venv-redis-oldest build site *.egg-info

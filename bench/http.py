@@ -22,6 +22,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 # This file is named http.py: keep its folder off the import path, or it shadows the
 # standard library's `http` package that httpx needs.
@@ -119,13 +120,18 @@ def tree_cpu(root: int) -> float:
 
 
 def redis_cpu(url: str) -> float | None:
-    """CPU seconds the Redis server has used, when the store is Redis."""
-    if not url.startswith("redis"):
+    """CPU seconds the Redis server has used, when the store is one Redis server (a
+    Cluster's or shards' work is spread over several: not measured)."""
+    if urlsplit(url).scheme not in ("redis", "rediss", "unix"):
         return None
-    import redis
+    from deferq.backends.redis.connection import parse_url, sync_client
 
-    info = redis.Redis.from_url(url).info("cpu")
-    return info["used_cpu_user"] + info["used_cpu_sys"]
+    client = sync_client(parse_url(url))  # the URL as deferq reads it: without ?prefix=
+    try:
+        info = client.info("cpu")
+    finally:
+        client.close()
+    return float(info["used_cpu_user"] + info["used_cpu_sys"])
 
 
 def percentile(values: list[float], q: float) -> float:

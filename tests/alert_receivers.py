@@ -1,5 +1,8 @@
 """Real alert receivers for tests: an SMTP server (aiosmtpd) and a webhook HTTP server,
-both on a free loopback port, collecting what arrives."""
+both on a free loopback port, collecting what arrives.
+
+The default network policy refuses loopback targets: a test that uses these receivers
+opts into a policy that allows loopback (in this process and the processes it starts)."""
 
 from __future__ import annotations
 
@@ -13,6 +16,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+
+from deferq.netpolicy import POLICY_ENV
+
+LOOPBACK_ALLOWED = '{"allow_networks": ["loopback"]}'
 
 
 def free_port() -> int:
@@ -47,10 +54,11 @@ class Inbox:
 
 
 @pytest.fixture
-def smtp_inbox() -> Iterator[tuple[Inbox, str]]:
+def smtp_inbox(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Inbox, str]]:
     """An aiosmtpd server; yields (inbox of email.message.Message, "127.0.0.1:port")."""
     from aiosmtpd.controller import Controller
 
+    monkeypatch.setenv(POLICY_ENV, LOOPBACK_ALLOWED)
     inbox = Inbox()
 
     class Handler:
@@ -69,8 +77,9 @@ def smtp_inbox() -> Iterator[tuple[Inbox, str]]:
 
 
 @pytest.fixture
-def webhook_inbox() -> Iterator[tuple[Inbox, str]]:
+def webhook_inbox(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Inbox, str]]:
     """A tiny HTTP server; yields (inbox of decoded JSON bodies, its URL)."""
+    monkeypatch.setenv(POLICY_ENV, LOOPBACK_ALLOWED)
     inbox = Inbox()
 
     class Handler(BaseHTTPRequestHandler):
@@ -91,3 +100,41 @@ def webhook_inbox() -> Iterator[tuple[Inbox, str]]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+BANNER = b"SSH-2.0-OpenSSH_9.6 secret-banner-7f3a\r\n"
+
+
+@pytest.fixture
+def banner_listener() -> Iterator[tuple[int, list[str]]]:
+    """A loopback service that speaks first, like SSH or Redis's error line: it writes
+    BANNER to every connection and closes it. Yields (its port, the peers it accepted)."""
+    server = socket.create_server(("127.0.0.1", 0))
+    accepted: list[str] = []
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, peer = server.accept()
+            except OSError:
+                return  # closed
+            with conn:
+                accepted.append(peer[0])
+                conn.sendall(BANNER)
+                conn.settimeout(1.0)
+                try:
+                    conn.recv(65536)
+                except OSError:
+                    pass
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield server.getsockname()[1], accepted
+    finally:
+        try:
+            server.shutdown(socket.SHUT_RDWR)  # wakes the accept() above
+        except OSError:
+            pass
+        server.close()
+        thread.join(5)

@@ -56,3 +56,23 @@ def one_at_a_time(customer: str, seconds: float) -> None:
     note("start")
     time.sleep(seconds)
     note("end")
+
+
+@app.task(concurrency=1, concurrency_key="account:{account}", timeout=60)
+def fenced(account: str, seconds: float) -> int | None:
+    """Concurrency 1 per account: records "fence <pid> <job id> <attempt> <fence>" when it
+    starts and "holds <pid> <job id> <attempt> <0|1>" (holds_slot()) when it ends."""
+    job = current_job()
+    assert job is not None
+
+    def note(what: str, value: object) -> None:
+        fd = os.open(os.environ["DEFERQ_TEST_RECORD"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, f"{what} {os.getpid()} {job.id} {job.attempts} {value}\n".encode())
+        finally:
+            os.close(fd)
+
+    note("fence", job.slot_fence)
+    time.sleep(seconds)
+    note("holds", int(job.holds_slot()))
+    return job.slot_fence

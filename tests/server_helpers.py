@@ -18,17 +18,27 @@ from typing import Any
 
 import httpx
 
-from deferq.server.netpolicy import POLICY_ENV
+from deferq.netpolicy import POLICY_ENV
 from tests.alert_receivers import free_port
 
 with warnings.catch_warnings():  # starlette asks for "httpx2", a package we do not need
     warnings.simplefilter("ignore")
-    from starlette.testclient import TestClient
+    from starlette.testclient import TestClient as StarletteClient
+
+
+class TestClient(StarletteClient):
+    """Starlette's test client, addressing the server as http://localhost: a server
+    without auth answers only loopback host names (server/sameorigin.py)."""
+
+    __test__ = False  # not a test class, whatever its name
+
+    def __init__(self, app: Any, base_url: str = "http://localhost", **options: Any) -> None:
+        super().__init__(app, base_url=base_url, **options)
 
 __all__ = ["TestClient", "Receiver", "Stream", "delivery_worker", "running_server", "wait_until",
            "LOOPBACK_POLICY", "reset_peak_rss", "rss_bytes"]  # fmt: skip
 
-# The receivers below listen on 127.0.0.1, which the default callback policy refuses:
+# The receivers below listen on 127.0.0.1, which the default network policy refuses:
 # the server tests allow loopback, in this process (servers made with create_app) and in
 # the processes started below. A test that wants another policy passes its own.
 LOOPBACK_POLICY = '{"allow_networks": ["127.0.0.0/8"]}'

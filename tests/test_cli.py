@@ -74,7 +74,9 @@ def deferq_process(*args: str, cwd: Path = ROOT, hide: tuple[str, ...] = (), **k
     when an extra is not installed."""
     code = (f"import sys\nfor m in {list(hide)!r}: sys.modules[m] = None\n"
             "sys.argv[0] = 'deferq'\nfrom deferq.cli import main\nmain()")  # fmt: skip
-    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{cwd}", "COLUMNS": "80"}
+    # this tree's src first: an installed deferq (an editable install of another
+    # checkout) must not be the one tested
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT), str(cwd)]), "COLUMNS": "80"}
     env.pop("DEFERQ_URL", None)
     env.pop("DEFERQ_APP", None)
     return subprocess.Popen([sys.executable, "-c", code, *args], cwd=cwd, env=env, text=True,
@@ -283,6 +285,27 @@ def test_serve_says_where_it_listens_the_dashboard_and_auth(url, tmp_path):
     opened = run_deferq("serve", "--url", url, "--port", str(port), "--no-auth", "--host", "127.0.0.1",
                         "--workers", "0")  # fmt: skip
     assert opened.returncode == 2 and "must be at least 1" in opened.stderr
+
+
+def test_serve_without_auth_listens_on_loopback_only_unless_told(tmp_path):
+    url = f"sqlite:///{tmp_path}/deferq.db"
+    refused = run_deferq("serve", "--url", url, "--no-auth", "--host", "0.0.0.0", "--port", str(free_port()))
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    assert ("--no-auth opens every route to anyone who can connect, so it listens on loopback only "
+            "(--host 127.0.0.1, ::1 or localhost), not on 0.0.0.0: to serve without auth there anyway, "
+            "add --no-auth-beyond-loopback") in " ".join(refused.stderr.split())  # fmt: skip
+    alone = run_deferq("serve", "--url", url, "--allowed-host", "deferq.lan", "--port", str(free_port()))
+    assert alone.returncode == 2 and "only means something with --no-auth" in alone.stderr
+
+
+def test_no_auth_beyond_loopback_serves_the_address_listened_on():
+    from deferq.server.cli import check_no_auth
+
+    assert check_no_auth(True, "127.0.0.1", False, ("deferq.lan",)) == ["deferq.lan"]
+    assert check_no_auth(True, "::1", False, ()) == [] and check_no_auth(True, "localhost", False, ()) == []
+    assert check_no_auth(True, "10.0.0.5", True, ()) == ["10.0.0.5"]
+    assert check_no_auth(True, "0.0.0.0", True, ("box.lan",)) == ["box.lan"]
+    assert check_no_auth(False, "0.0.0.0", False, ()) == []
 
 
 def test_serve_names_every_interface_open_auth_and_hides_passwords():

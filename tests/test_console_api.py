@@ -10,10 +10,11 @@ import orjson
 import pytest
 
 import deferq
+from deferq.netpolicy import POLICY_ENV
 from deferq.server import ServerConfig, auth, create_app
 from deferq.server.app import full_document as document
 from deferq.server.console_api import route_scopes
-from tests.alert_receivers import free_port, webhook_inbox  # noqa: F401 - fixture
+from tests.alert_receivers import BANNER, banner_listener, free_port, webhook_inbox  # noqa: F401 - fixture
 from tests.console_world import app as periodic_app
 from tests.console_world import seed
 from tests.server_helpers import TestClient
@@ -298,15 +299,48 @@ def test_a_test_alert_reaches_the_webhook_or_says_why_not(tmp_path, webhook_inbo
     with TestClient(create_app(ServerConfig(error_log="off"), app)) as client:
         assert client.put("/v1/settings/alerts", json={"webhook": hook}, headers=admin).status_code == 200
         answer = client.post("/v1/settings/alerts/test", headers=admin).json()
-        assert answer["sent"] and answer["targets"] == [{"target": "webhook", "delivered": True, "error": None}]
+        assert answer["sent"] and answer["targets"] == [
+            {"target": "webhook", "delivered": True, "status": "delivered", "error": None}
+        ]
         alert = inbox.wait_for(lambda a: a["kind"] == "test")
         assert alert["subject"] == "test alert from the deferq console"
         closed = f"http://127.0.0.1:{free_port()}/alerts"
         client.put("/v1/settings/alerts", json={"webhook": closed}, headers=admin)
         failed = client.post("/v1/settings/alerts/test", headers=admin).json()
     assert not failed["sent"] and failed["targets"][0]["delivered"] is False
-    assert "onnect" in failed["targets"][0]["error"]  # "connection refused", as httpx words it
+    assert (
+        failed["targets"][0]["status"] == failed["targets"][0]["error"] == "connection failed: Connection refused"
+    )
     app.close()
+
+
+def test_a_test_alert_reports_a_status_never_the_other_sides_bytes(tmp_path, monkeypatch, banner_listener):  # noqa: F811
+    """An admin points the alerts at a loopback service that speaks first (SSH, Redis):
+    under the default policy nothing connects; allowed, the answer still holds only a
+    status, not the line that service wrote."""
+    port, accepted = banner_listener
+    app = deferq.App(f"sqlite:///{tmp_path}/deferq.db")
+    admin = as_(auth.create(app.backend, "admin")[0])
+    email = {"smtp": f"127.0.0.1:{port}", "from": "a@example.org", "to": ["b@example.org"]}
+    settings = {"webhook": f"http://127.0.0.1:{port}/", "email": email}
+    with TestClient(create_app(ServerConfig(error_log="off"), app)) as client:
+        assert client.put("/v1/settings/alerts", json=settings, headers=admin).status_code == 200
+        monkeypatch.setenv(POLICY_ENV, "")  # the default policy
+        refused = client.post("/v1/settings/alerts/test", headers=admin)
+        assert accepted == []
+        monkeypatch.setenv(POLICY_ENV, '{"allow_networks": ["loopback"]}')
+        failed = client.post("/v1/settings/alerts/test", headers=admin)
+    app.close()
+    statuses = {t["target"]: t["status"] for t in refused.json()["targets"]}
+    said = ("refused by the network policy: 127.0.0.1 is a loopback address (allow it with "
+            "allow_networks in DEFERQ_CALLBACK_POLICY)")  # fmt: skip
+    assert statuses == {"e-mail": said, "webhook": said}
+    statuses = {t["target"]: t["status"] for t in failed.json()["targets"]}
+    assert statuses["webhook"] == "connection failed: the other side does not answer HTTP"
+    assert statuses["e-mail"].startswith("connection failed: the other side"), statuses
+    assert len(accepted) == 2
+    for answer in (refused, failed):
+        assert BANNER.decode().strip() not in answer.text and "secret-banner" not in answer.text
 
 
 # -- the pages and files ------------------------------------------------------------------------------
@@ -332,11 +366,16 @@ def test_static_files_ship_in_the_package_with_the_chart_library_and_its_licence
     script = client.get("/dashboard/static/console/main.js")
     assert script.status_code == 200 and "javascript" in script.headers["content-type"]
     assert script.headers["x-content-type-options"] == "nosniff"
-    assert client.get("/dashboard/static/vendor/uPlot.iife.min.js").text.startswith("/*! https://github.com/leeoniya/uPlot")
+    assert client.get("/dashboard/static/vendor/uPlot.iife.min.js").text.startswith(
+        "/*! https://github.com/leeoniya/uPlot"
+    )
     assert "MIT License" in client.get("/dashboard/static/vendor/uPlot.LICENSE.txt").text
     assert client.get("/dashboard/static/console/nope.js").status_code == 404
-    for sneaky in ("/dashboard/static/../console_api.py", "/dashboard/static/%2e%2e/console_api.py",
-                   "/dashboard/static/..%2fconsole_api.py"):
+    for sneaky in (
+        "/dashboard/static/../console_api.py",
+        "/dashboard/static/%2e%2e/console_api.py",
+        "/dashboard/static/..%2fconsole_api.py",
+    ):
         assert "import" not in client.get(sneaky).text  # the page or a 404, never a file outside static/
 
 

@@ -21,6 +21,7 @@ import pytest
 import deferq
 
 ROOT = Path(__file__).resolve().parent.parent
+PYTHONPATH = os.pathsep.join((str(ROOT / "src"), str(ROOT)))  # the workers run this tree's deferq
 pytestmark = pytest.mark.slow
 
 
@@ -29,7 +30,7 @@ MOST_HELD = 2 * CONCURRENCY  # leases a worker may hold: concurrency + prefetch
 
 
 def start_worker(url: str, record: Path, concurrency: int = CONCURRENCY) -> subprocess.Popen:
-    env = {**os.environ, "DEFERQ_URL": url, "DEFERQ_TEST_RECORD": str(record), "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "DEFERQ_URL": url, "DEFERQ_TEST_RECORD": str(record), "PYTHONPATH": PYTHONPATH}
     return subprocess.Popen(
         [sys.executable, "-m", "deferq.cli", "worker", "--app", "tests.fixtures:app",
          "--url", url, "-c", str(concurrency), "--log-level", "warning"],
@@ -137,7 +138,7 @@ def test_workers_killed_while_they_wait_lose_nothing_redis(redis_url, tmp_path):
 
 def start_fault_worker(url: str, record: Path, log: Path) -> subprocess.Popen:
     """A worker of tests/fixtures_faults.py (lease 2 s), one slot, its log in `log`."""
-    env = {**os.environ, "DEFERQ_URL": url, "DEFERQ_TEST_RECORD": str(record), "PYTHONPATH": str(ROOT),
+    env = {**os.environ, "DEFERQ_URL": url, "DEFERQ_TEST_RECORD": str(record), "PYTHONPATH": PYTHONPATH,
            "DEFERQ_TEST_LEASE": "2"}  # fmt: skip
     with log.open("ab") as out:
         return subprocess.Popen(
@@ -163,6 +164,51 @@ def stop_between_writes(worker: subprocess.Popen, path: str) -> None:
         finally:
             probe.close()
     raise AssertionError("the worker always held the SQLite write lock")
+
+
+def slot_notes(record: Path, what: str) -> list[tuple[int, str, int, int]]:
+    """The fenced task's "<what> <pid> <job id> <attempt> <value>" lines."""
+    lines = record.read_text().splitlines() if record.exists() else []
+    return [(int(pid), job_id, int(n), int(value))
+            for kind, pid, job_id, n, value in map(str.split, lines) if kind == what]  # fmt: skip
+
+
+@pytest.mark.parametrize("store", ["sqlite", "redis", "postgres", "mysql"])
+def test_a_worker_stopped_past_its_lease_loses_its_concurrency_slot_and_says_so(store, request, tmp_path):
+    """concurrency=1 is a lease: SIGSTOP the slot's holder past its lease and the job
+    runs again elsewhere under the same key, with a larger fence. On SIGCONT the first
+    worker logs that its run lost its slot, and its task sees holds_slot() False."""
+    url = request.getfixturevalue(f"{store}_url")
+    record, first_log = tmp_path / "record.log", tmp_path / "first.log"
+    app = deferq.App(url)
+    job = app.enqueue("fenced", ["acme", 8.0])
+    first = start_fault_worker(url, record, first_log)
+    second = None
+    try:
+        wait_for(lambda: slot_notes(record, "fence"), 30, "the first run")
+        if store == "sqlite":
+            stop_between_writes(first, url.split("///", 1)[1])
+        else:
+            os.kill(first.pid, signal.SIGSTOP)
+        second = start_fault_worker(url, record, tmp_path / "second.log")
+        wait_for(lambda: len(slot_notes(record, "fence")) == 2, 30, "the second worker to take the job over")
+        (pid1, _, attempt1, fence1), (pid2, _, attempt2, fence2) = slot_notes(record, "fence")
+        assert (pid1, attempt1, pid2, attempt2) == (first.pid, 1, second.pid, 2)
+        assert fence2 > fence1 >= 1, "the second holder's fence is not larger"
+        os.kill(first.pid, signal.SIGCONT)  # its task sleeps on: its heartbeat finds the slot gone
+        warning = f"job {job.id} of task fenced lost its concurrency slot account:acme (fence {fence1}) after"
+        wait_for(lambda: warning in first_log.read_text(), 10, "the first worker's warning")
+        assert "another job may be running under the same key" in first_log.read_text()
+        wait_for(lambda: slot_notes(record, "holds"), 15, "the first run to end")
+        assert slot_notes(record, "holds")[0] == (first.pid, job.id, 1, 0), "the stale run still holds the slot"
+        assert first_log.read_text().count("lost its concurrency slot") == 1  # said once
+    finally:
+        for worker in (first, second):
+            if worker is not None:
+                os.kill(worker.pid, signal.SIGCONT)
+                worker.kill()
+                worker.wait(timeout=10)
+        app.close()
 
 
 @pytest.mark.parametrize("store", ["sqlite", "redis", "postgres"])

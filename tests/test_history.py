@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
+import time
 
 import pytest
 from hypothesis import given
@@ -84,6 +86,38 @@ def test_a_failed_write_keeps_the_counts():
     with pytest.raises(deferq.errors.StoreUnavailable):
         recorder.flush()
     assert recorder.buffer.drain() == [(5, "q", "t", "dead", 1)]
+
+
+def test_a_store_down_for_many_flushes_is_logged_once_and_once_back(caplog):
+    class Flaky:
+        """Refuses the first writes (a shard down), then takes them."""
+
+        def __init__(self) -> None:
+            self.refused, self.rows = 0, []
+            self.written = threading.Event()
+
+        def history_add(self, rows, keep):
+            if self.refused < 5:
+                self.refused += 1
+                raise deferq.errors.StoreUnavailable("Redis shard 127.0.0.1:1/0 cannot be reached")
+            self.rows += rows
+            self.written.set()
+
+    store = Flaky()
+    recorder = history.HistoryRecorder(store, every=0.01)  # type: ignore[arg-type]
+    recorder._pruned = float("inf")  # (no prune in this test)
+    with caplog.at_level(logging.INFO, logger="deferq.history"):
+        recorder.count("q", "t", "enqueued")
+        assert store.written.wait(10)
+        deadline = time.monotonic() + 10  # the flush thread says "again" right after the write
+        while not any("again" in r.getMessage() for r in caplog.records) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        recorder.close()
+    said = [r.getMessage() for r in caplog.records if r.name == "deferq.history"]
+    assert store.refused == 5 and store.rows == [(store.rows[0][0], "q", "t", "enqueued", 1)]
+    assert len(said) == 2, said  # not one line per failed flush
+    assert said[0].startswith("history not written (kept for the next try): Redis shard 127.0.0.1:1/0")
+    assert said[1].startswith("history written again after")
 
 
 def test_worker_and_producer_counts_reach_the_api(tmp_path):

@@ -464,3 +464,51 @@ def test_a_record_reads_as_the_job_stored_before_and_after_it_gets_its_hash(  # 
         (job.id, task, tuple(args), max_attempts, timeout, priority)
     ]
     backend.client.delete(qk.job(job.id), qk.active)
+
+
+def test_threads_that_come_and_go_never_exhaust_the_connection_pool(redis_url: str) -> None:
+    """Each store call borrows one of the lane's own connections and gives it back: 200
+    short-lived threads (the progress writer ends its thread after each write) reuse a
+    few sockets and never count against redis-py's `max_connections`."""
+    app = deferq.App(f"{redis_url}&max_connections=4")
+    app.enqueue("t", [1])
+    [stored] = app.backend.reserve(["default"], 1, "w", 60, (1, 0, 2))  # progress is for a leased job
+    errors: list[BaseException] = []
+
+    def touch() -> None:
+        try:
+            app.backend.record_progress([replace(stored, progress=0.5, progress_message="half")])
+        except BaseException as exc:  # noqa: BLE001 - the assertion below reports it
+            errors.append(exc)
+
+    for _ in range(50):
+        threads = [threading.Thread(target=touch) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(10)
+    assert errors == []
+    assert app.get(stored.id).progress_message == "half"
+    assert app.backend._lane.open_connections() <= 4  # at most as many as ran at once
+    app.close()
+
+
+def test_a_worker_whose_jobs_report_progress_keeps_its_connections(redis_url: str) -> None:
+    """Every progress report starts the writer's thread anew; 150 of them leave every
+    report stored, no error logged, and no more sockets than the worker's threads use."""
+    from deferq.worker import Worker, WorkerConfig
+
+    app = deferq.App(f"{redis_url}&max_connections=12")
+
+    @app.task
+    def report(n: int) -> int:
+        deferq.current_job().progress(0.5, f"half of {n}")
+        return n
+
+    jobs = [report.enqueue(n) for n in range(150)]
+    assert Worker(app, WorkerConfig(burst=True, concurrency=2)).run() == 0
+    done = [app.get(j.id) for j in jobs]
+    expected = [(JobState.SUCCEEDED, f"half of {n}") for n in range(150)]
+    assert [(j.state, j.progress_message) for j in done] == expected
+    assert app.backend._lane.open_connections() <= 4
+    app.close()

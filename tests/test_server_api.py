@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -38,6 +39,9 @@ def api(store):
 @pytest.fixture
 def topic(api) -> dict:
     return api.put("/v1/topics/orders", json={"url": "http://127.0.0.1:9/hook"}).json()
+
+
+JSON_TYPE = {"content-type": "application/json"}  # a server without auth takes no other body
 
 
 def error_of(response: httpx.Response) -> str:
@@ -311,13 +315,13 @@ def test_a_topic_url_the_callback_policy_refuses_is_a_422(api, url, says):
 
 
 def test_loopback_is_refused_unless_the_policy_allows_it(api, monkeypatch):
-    from deferq.server.netpolicy import POLICY_ENV
+    from deferq.netpolicy import POLICY_ENV
 
     assert api.put("/v1/topics/t1", json={"url": "http://127.0.0.1:9/"}).status_code == 201  # tests allow it
     monkeypatch.setenv(POLICY_ENV, "")  # the default policy
     answer = api.put("/v1/topics/t1", json={"url": "http://127.0.0.1:9/"})
     assert answer.status_code == 422
-    assert error_of(answer) == ("url 'http://127.0.0.1:9/' is refused by the callback policy: 127.0.0.1 "
+    assert error_of(answer) == ("url 'http://127.0.0.1:9/' is refused by the network policy: 127.0.0.1 "
                                 "is a loopback address (allow it with allow_networks in "
                                 "DEFERQ_CALLBACK_POLICY)")  # fmt: skip
     assert api.put("/v1/topics/t1", json={"url": "http://127.1:9/"}).status_code == 422
@@ -329,13 +333,18 @@ def test_loopback_is_refused_unless_the_policy_allows_it(api, monkeypatch):
 
 
 def test_a_topic_may_not_name_the_store_itself(redis_url):
-    """The store is Redis on 127.0.0.1:6379; the tests' policy allows loopback, but never
-    the store's own address and port."""
+    """The store is Redis on 127.0.0.1 (DEFERQ_TEST_REDIS); the tests' policy allows
+    loopback, but never the store's port at any loopback address: they all reach it."""
+    port = urlsplit(redis_url).port or 6379
     with client_for(redis_url) as api:
-        answer = api.put("/v1/topics/t1", json={"url": "http://127.0.0.1:6379/"})
-        assert answer.status_code == 422, answer.text
-        assert "127.0.0.1 is deferq's own store (port 6379)" in error_of(answer)
-        assert api.put("/v1/topics/t1", json={"url": "http://127.0.0.1:6380/"}).status_code == 201
+        for host, says in [("127.0.0.1", "127.0.0.1 is"), ("[::1]", "::1 is"), ("127.0.0.2", "127.0.0.2 is"),
+                           ("localhost", "localhost resolves to 127.0.0.1, which is"),
+                           ("[::ffff:127.0.0.1]", "reaches 127.0.0.1, which is")]:  # fmt: skip
+            url = f"http://{host}:{port}/"
+            answer = api.put("/v1/topics/t1", json={"url": url})
+            assert answer.status_code == 422, (url, answer.text)
+            assert f"{says} deferq's own store (port {port})" in error_of(answer), url
+        assert api.put("/v1/topics/t1", json={"url": f"http://127.0.0.2:{port + 1}/"}).status_code == 201
 
 
 @pytest.mark.parametrize(("body", "says"), [
@@ -372,16 +381,61 @@ def test_a_job_for_a_topic_that_does_not_exist_is_a_404(api, topic):
     assert api.get("/v1/queues").json()["queues"] == {}  # neither job of the batch was stored
 
 
+# -- without auth: what a web page could send -------------------------------------------
+
+
+def test_without_auth_a_cross_site_body_is_a_415_and_changes_nothing(api):
+    """What a page sends without asking first: text/plain, a form, a body of no type."""
+    job = b'{"task": "t", "queue": "q"}'
+    for headers in ({"content-type": "text/plain"}, {"content-type": "application/x-www-form-urlencoded"},
+                    {"content-type": "multipart/form-data; boundary=x"}, {}):  # fmt: skip
+        for path in ("/v1/jobs", "/v1/queues/q/pause"):
+            answer = api.post(path, content=job, headers=headers)
+            assert answer.status_code == 415, (path, headers, answer.text)
+            assert error_of(answer).startswith("this server runs without auth (--no-auth) and takes request "
+                                               "bodies only as Content-Type: application/json, not ")  # fmt: skip
+    assert api.get("/v1/queues").json()["queues"] == {}  # no job, no pause
+    typed = {"content-type": "application/json; charset=utf-8"}
+    assert api.post("/v1/jobs", content=job, headers=typed).status_code == 201
+    assert api.post("/v1/queues/q/pause").json()["paused"] is True  # no body: the Origin decides
+
+
+def test_without_auth_another_origin_is_a_403_and_a_foreign_host_a_421(store):
+    with client_for(store, allowed_hosts=["deferq.lan"]) as api:
+        for origin in ("http://evil.example", "null", "http://localhost:9999", "https://localhost"):
+            answer = api.post("/v1/queues/q/pause", headers={"origin": origin, **JSON_TYPE})
+            assert answer.status_code == 403, origin
+            assert error_of(answer) == ("this server runs without auth (--no-auth) and refuses requests from "
+                                        f"other web pages: Origin {origin!r} is not http://localhost")  # fmt: skip
+        assert api.get("/v1/queues", headers={"origin": "http://evil.example"}).status_code == 403
+        for host in ("evil.example", "evil.example:8088", "127.0.0.1.nip.io", "10.0.0.5", ""):
+            answer = api.get("/v1/queues", headers={"host": host})
+            assert answer.status_code == 421, host
+            assert error_of(answer) == (
+                "this server runs without auth (--no-auth) and answers only requests for localhost, 127.0.0.1 "
+                f"or [::1] (or a name given with --allowed-host), not for {host!r}")  # fmt: skip
+        for host in ("localhost:8088", "127.0.0.1:8088", "127.0.0.2", "[::1]:8088", "deferq.lan:8088"):
+            assert api.get("/v1/queues", headers={"host": host}).status_code == 200, host
+        own = api.post("/v1/queues/q/pause", headers={"origin": "http://localhost", **JSON_TYPE})
+        assert own.status_code == 200 and own.json()["paused"] is True  # the console's own pages
+
+
+def test_with_auth_the_token_guards_and_hosts_are_not_checked(store):
+    with client_for(store, auth=True) as api:
+        answer = api.get("/v1/queues", headers={"host": "evil.example"})
+        assert answer.status_code == 401
+
+
 # -- faults ----------------------------------------------------------------------------
 
 
 def test_malformed_json_is_a_400_naming_the_problem(api):
-    answer = api.post("/v1/jobs", content=b'{"topic": "orders",}')
+    answer = api.post("/v1/jobs", content=b'{"topic": "orders",}', headers=JSON_TYPE)
     assert answer.status_code == 400 and "not valid JSON" in error_of(answer)
     assert "line 1 column" in error_of(answer)
-    empty = api.post("/v1/jobs", content=b"")
+    empty = api.post("/v1/jobs", content=b"", headers=JSON_TYPE)
     assert empty.status_code == 400 and "empty" in error_of(empty)
-    assert api.put("/v1/topics/x", content=b"\xff\xfe").status_code == 400
+    assert api.put("/v1/topics/x", content=b"\xff\xfe", headers=JSON_TYPE).status_code == 400
 
 
 def test_a_body_over_the_limit_is_a_413(store):
@@ -396,7 +450,7 @@ def test_a_body_over_the_limit_is_a_413(store):
                 yield b"x" * 100
             yield b'"]}'
 
-        streamed = api.post("/v1/jobs", content=chunks())
+        streamed = api.post("/v1/jobs", content=chunks(), headers=JSON_TYPE)
         assert streamed.status_code == 413
         assert api.post("/v1/jobs", json={"task": "t"}).status_code == 201
 
@@ -524,7 +578,7 @@ def test_request_and_error_logs_are_json_lines_in_their_files(tmp_path):
     with running_server(f"sqlite:///{blocker}/deferq.db", *options) as base:
         client = httpx.Client(base_url=base, trust_env=False, timeout=10)
         assert client.get("/v1/queues").status_code == 503
-        assert client.post("/v1/jobs", content=b"{").status_code in (400, 503)
+        assert client.post("/v1/jobs", content=b"{", headers=JSON_TYPE).status_code in (400, 503)
     logged = [json.loads(line) for line in requests.read_text().splitlines()]
     queues = next(line for line in logged if line["path"] == "/v1/queues")
     assert (queues["method"], queues["status"], queues["route"]) == ("GET", 503, "list_queues")
@@ -567,7 +621,7 @@ def test_concurrent_requests_are_stored_together_each_with_its_own_receipt(store
 
     async def burst():
         transport = httpx.ASGITransport(app=web)
-        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
             return await asyncio.gather(*(
                 client.post("/v1/jobs", json={"topic": "orders", "body": i}) for i in range(200)))
 

@@ -15,16 +15,11 @@ import pytest
 
 import deferq
 from deferq.errors import ConfigError
+from deferq.guarded import GuardedTransport
+from deferq.netpolicy import POLICY_ENV, Policy, Refused, store_endpoints
 from deferq.server import ServerConfig, create_app
 from deferq.server.condition import Condition
 from deferq.server.delivery import Unreadable, judge, read_answer
-from deferq.server.netpolicy import (
-    POLICY_ENV,
-    CallbackRefused,
-    GuardedTransport,
-    Policy,
-    store_endpoints,
-)
 from deferq.server.signing import SIGNATURE_HEADER, TIMESTAMP_HEADER, verify
 from tests.alert_receivers import smtp_inbox  # noqa: F401 - fixture
 from tests.server_helpers import (
@@ -254,7 +249,7 @@ def test_a_name_that_resolves_to_a_denied_address_fails_the_attempt(api, store):
             job = wait_until(lambda: (j := job_state(api, job_id))["state"] == "dead" and j,
                              15, "the job is dead")  # fmt: skip
     assert not receiver.hits and job["attempts"] == 1
-    assert ("refused by the callback policy: localhost resolves to 127.0.0.1, which is in "
+    assert ("refused by the network policy: localhost resolves to 127.0.0.1, which is in "
             "deny_networks (127.0.0.0/8)") in job["error"]  # fmt: skip
 
 
@@ -267,7 +262,7 @@ def test_a_worker_with_the_default_policy_refuses_loopback(api, store):
             job = wait_until(lambda: (j := job_state(api, job_id))["state"] == "dead" and j,
                              15, "the job is dead")  # fmt: skip
     assert not receiver.hits
-    assert "refused by the callback policy: 127.0.0.1 is a loopback address" in job["error"]
+    assert "refused by the network policy: 127.0.0.1 is a loopback address" in job["error"]
 
 
 # -- reading answers: the cap, compression, and what decides --------------------------------
@@ -331,7 +326,7 @@ def test_what_decides_an_attempt(answer, condition, failure):
     assert judge(answer, Condition(condition) if condition else None) == failure
 
 
-# -- the callback policy ----------------------------------------------------------------------
+# -- the network policy -----------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(("policy", "address", "port", "refused"), [
@@ -431,13 +426,36 @@ def test_a_name_is_resolved_once_and_the_checked_address_is_connected_to():
                 try:
                     response = await client.post(f"http://rebind.test:{port}/hook", content=b"{}")
                     outcomes.append(response.status_code)
-                except CallbackRefused as exc:
+                except Refused as exc:
                     outcomes.append(str(exc))
             return outcomes
 
     with Receiver([(200, b"ok")]) as receiver:
         outcomes = asyncio.run(deliver(receiver))
     assert outcomes == [200, 200, "rebind.test resolves to 169.254.169.254, which is a cloud "
-                                  "metadata address (never a callback target)"]  # fmt: skip
+                                  "metadata address (never a target)"]  # fmt: skip
     assert asked == ["rebind.test"] * 3 and len(receiver.hits) == 2
     assert receiver.hits[0].headers["host"] == f"rebind.test:{receiver.server.server_address[1]}"
+
+
+def test_a_name_that_resolves_to_another_loopback_address_of_the_store_is_refused():
+    """The store is Redis on 127.0.0.1:P; a callback host that resolves to ::1 (or
+    127.0.0.2) on port P reaches that same Redis: nothing is sent."""
+    stores = store_endpoints("redis://127.0.0.1:6390/0")
+    policy = Policy.from_dict({"allow_networks": ["loopback"]}, stores)
+    refused = []
+
+    async def deliver(answer: list[str]) -> None:
+        async def resolver(host: str, port: int, timeout: float | None) -> list[str]:
+            return answer
+
+        async with httpx.AsyncClient(transport=GuardedTransport(policy, resolver)) as client:
+            with pytest.raises(Refused) as caught:
+                await client.post("http://redis.test:6390/", content=b"{}")
+            refused.append(str(caught.value))
+
+    for answer in (["::1"], ["127.0.0.2", "::1"]):
+        asyncio.run(deliver(answer))
+    assert refused == ["redis.test resolves to ::1, which is deferq's own store (port 6390)",
+                       "redis.test resolves to 127.0.0.2, which is deferq's own store (port 6390)"]  # fmt: skip
+    assert policy.refusal(ipaddress.ip_address("::1"), 6391) is None  # another port: another service

@@ -80,7 +80,7 @@ def test_past_max_inflight_a_request_is_answered_busy_at_once(tmp_path: Path) ->
         port = int(base.rsplit(":", 1)[1])
         slow = socket.create_connection(("127.0.0.1", port))
         try:  # a request whose body never finishes holds the one slot
-            slow.sendall(b"POST /v1/jobs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            slow.sendall(b"POST /v1/jobs HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
                          b"Content-Length: 100\r\n\r\n{\"task\": ")  # fmt: skip
             client = httpx.Client(base_url=base, trust_env=False, timeout=5)
             busy = wait_until(lambda: (r := client.get("/v1/queues")).status_code == 503 and r, 10,

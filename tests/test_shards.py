@@ -108,6 +108,7 @@ def test_one_shard_killed_jobs_on_the_other_are_found_managed_and_counted(two_se
 
         stats = backend.stats()
         assert isinstance(stats, Stats) and missing_from(stats) == [b_name]
+        assert app.stats().missing == [b_name] and app.stats()["default"]["queued"] == 3
         assert stats["default"].counts["queued"] == 3  # a's: on_a[0] (retried), on_a[2], keyed
         assert stats["default"].counts["cancelled"] == 1
         listed = app.list_jobs("queued")

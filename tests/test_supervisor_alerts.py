@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import logging
 import time
+from urllib.parse import urlsplit
 
 import pytest
 
+from deferq import netpolicy
 from deferq.alerts import AlertConfig, Alerter
 from deferq.errors import ConfigError
-from tests.alert_receivers import smtp_inbox, webhook_inbox  # noqa: F401 - fixtures
+from deferq.netpolicy import POLICY_ENV
+from tests.alert_receivers import banner_listener, free_port, smtp_inbox, webhook_inbox  # noqa: F401 - fixtures
 
 
 def make_alerter(smtp: str | None, webhook: str | None, **extra: object) -> Alerter:
@@ -172,3 +175,61 @@ def test_alert_config_reads_durations():
         {"email": 1000},
     )
     assert not config.enabled
+
+
+# -- the network policy --------------------------------------------------------------------
+
+
+def statuses(alerter: Alerter) -> dict[str, str]:
+    return {target: alerter.try_once(target, "test", "a test", {}) for target in alerter.targets()}
+
+
+def test_alerts_to_loopback_or_the_metadata_address_are_refused_by_default(monkeypatch, banner_listener):  # noqa: F811
+    port, accepted = banner_listener
+    monkeypatch.setenv(POLICY_ENV, "")  # the default policy
+    loopback = statuses(make_alerter(f"127.0.0.1:{port}", f"http://127.0.0.1:{port}/"))
+    metadata = statuses(make_alerter("169.254.169.254:25", "http://169.254.169.254/latest/meta-data/"))
+    said = "refused by the network policy: 127.0.0.1 is a loopback address (allow it with allow_networks in"
+    assert all(status.startswith(said) for status in loopback.values()), loopback
+    assert metadata == dict.fromkeys(("e-mail", "webhook"), "refused by the network policy: 169.254.169.254 "
+                                     "is a cloud metadata address (never a target)")  # fmt: skip
+    assert accepted == []  # nothing was connected to
+
+
+def test_a_failed_alert_says_why_in_deferqs_words_never_the_other_sides(monkeypatch, banner_listener):  # noqa: F811
+    """Allowed to connect, to a service that is not SMTP or HTTP: the status says so,
+    without the line that service wrote (a test alert must not read ports for an admin)."""
+    port, accepted = banner_listener
+    monkeypatch.setenv(POLICY_ENV, '{"allow_networks": ["loopback"]}')
+    said = statuses(make_alerter(f"127.0.0.1:{port}", f"http://127.0.0.1:{port}/"))
+    assert said["webhook"] == "connection failed: the other side does not answer HTTP"
+    assert said["e-mail"].startswith("connection failed: the other side")
+    assert "banner" not in str(said) and "SSH" not in str(said)
+    assert len(accepted) == 2
+    closed = statuses(make_alerter(f"127.0.0.1:{free_port()}", None))
+    assert closed == {"e-mail": "connection failed: Connection refused"}
+
+
+def test_smtp_alerts_follow_the_network_policy(monkeypatch, smtp_inbox):  # noqa: F811
+    mails, smtp = smtp_inbox
+    monkeypatch.setenv(POLICY_ENV, "")
+    assert statuses(make_alerter(smtp, None))["e-mail"].startswith(
+        "refused by the network policy: 127.0.0.1 is a loopback address"
+    )
+    monkeypatch.setenv(POLICY_ENV, '{"allow_networks": ["loopback"], "deny_ports": [25]}')
+    assert statuses(make_alerter(smtp, None)) == {"e-mail": "delivered"}
+    assert mails.wait_for(lambda m: m["Subject"] == "[deferq] a test")
+    assert statuses(make_alerter("localhost:25", None)) == {
+        "e-mail": "refused by the network policy: port 25 is in deny_ports"
+    }
+
+
+def test_alerts_are_never_sent_into_the_store(monkeypatch, redis_url):
+    """With the store on loopback, an alert target on its port is refused at every
+    loopback address, even when the policy allows loopback."""
+    monkeypatch.setenv(POLICY_ENV, '{"allow_networks": ["loopback"]}')
+    port = urlsplit(redis_url).port or 6379
+    netpolicy.note_store(redis_url)
+    for host in ("127.0.0.1", "[::1]", "localhost"):
+        said = statuses(make_alerter(f"{host}:{port}", f"http://{host}:{port}/"))
+        assert all(f"deferq's own store (port {port})" in s for s in said.values()), said

@@ -112,3 +112,21 @@ def test_a_batch_runs_each_callback_once_with_its_counts(app, tasks, worker):
         add.enqueue(1, 1)
     app.wait(app.get_batch(ok.id).callbacks["on_success"], timeout=20)
     assert seen[-1] == ("success", {"id": ok.id, "total": 1, "succeeded": 1, "dead": 0, "cancelled": 0})
+
+
+def test_a_step_whose_unique_key_is_held_refuses_the_workflow(app, tasks):
+    """Every store: a chain whose first step takes a key an unfinished job holds is
+    refused whole, naming the key and the holder; nothing of it is stored. A chain of
+    that one step is deduplicated as a plain enqueue is."""
+    add, double, *_ = tasks
+    holder = add.options(key="k1").enqueue(1, 1)
+    with pytest.raises(deferq.ConfigError, match=f"unique key 'k1', which job {holder.id}"):
+        deferq.chain(add.options(key="k1").call(2, 2), double.call()).enqueue()
+    assert sum(q["queued"] + q["blocked"] for q in app.stats().values()) == 1  # nothing stored
+    assert deferq.chain(add.options(key="k1").call(4, 4)).enqueue().id == holder.id  # alone: as enqueue
+    other = add.options(key="k1", queue="other").call(5, 5)
+    if app.backend.keys_per_queue:  # Redis: a key is unique within its queue
+        deferq.chain(other, double.call()).enqueue()
+    else:
+        with pytest.raises(deferq.ConfigError, match="unique key 'k1'"):
+            deferq.chain(other, double.call()).enqueue()

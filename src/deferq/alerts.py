@@ -10,6 +10,12 @@ most once per `min_interval` seconds per (kind, subject): the dead callbacks of 
 topics are three alerts, a store that keeps failing is one. Those held back meanwhile
 are logged as suppressed, counted, and reported with the next one of that kind and subject.
 
+Webhooks and SMTP servers are reached only where the network policy allows
+(netpolicy.py, the one that judges topic callbacks): an admin who may save alert
+settings cannot make deferq connect to loopback, the metadata service or the store.
+A failed delivery is told in deferq's own words (`failure`), never with what the
+other side sent.
+
 The supervisor (store, queue and crash alerts) and the HTTP service (dead callbacks, sent
 from the workers that deliver them) both send through this module, which is why it lives
 beside them and not inside either.
@@ -19,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import queue
+import re
 import smtplib
 import socket
 import threading
@@ -30,6 +37,7 @@ from urllib.parse import urlsplit
 
 import orjson
 
+from . import netpolicy
 from .backends.base import Records
 from .errors import ConfigError, MissingExtra
 from .values import host_port, no_unknown_keys, parse_duration
@@ -38,6 +46,7 @@ log = logging.getLogger("deferq.alerts")
 
 DELIVERY_TRIES = 3  # per target, with a short pause between tries
 DELIVERY_TIMEOUT = 10.0  # seconds for one SMTP session or one webhook request
+ERRNO = re.compile(r"^\[Errno -?\d+\] ")  # "[Errno 111] Connection refused": the reason is enough
 
 
 @dataclass(frozen=True)
@@ -169,9 +178,14 @@ class _Alert:
 class Alerter:
     """Sends alerts from one background thread; `send` returns at once."""
 
-    def __init__(self, config: AlertConfig, *, source: str | None = None) -> None:
+    def __init__(self, config: AlertConfig, *, source: str | None = None,
+                 policy: netpolicy.Policy | None = None) -> None:  # fmt: skip
         self.config = config
         self.source = source or socket.gethostname()
+        # None: this process's policy at each delivery (with the stores it noted by then)
+        self.policy = policy
+        if config.enabled:
+            netpolicy.current()  # a malformed DEFERQ_CALLBACK_POLICY is said now
         self._queue: queue.SimpleQueue[_Alert | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._last_sent: dict[tuple[str, str], float] = {}  # (kind, subject) -> monotonic time
@@ -250,21 +264,40 @@ class Alerter:
                     if self._pending == 0:
                         self._idle.set()
 
-    def _deliver(self, alert: _Alert) -> None:
-        targets = []
+    def targets(self) -> dict[str, Any]:
+        """Each target's name and the function that delivers an alert to it."""
+        targets: dict[str, Any] = {}
         if self.config.email is not None:
-            targets.append(("e-mail", self._send_email))
+            targets["e-mail"] = self._send_email
         if self.config.webhook is not None:
-            targets.append(("webhook", self._post_webhook))
-        for name, deliver in targets:
+            targets["webhook"] = self._post_webhook
+        return targets
+
+    def try_once(self, target: str, kind: str, subject: str, details: dict[str, Any]) -> str:
+        """Deliver one alert to one target now, once, on this thread (no rate limit): its
+        status, "delivered" or why not, in deferq's words (a test of the settings)."""
+        try:
+            self.targets()[target](_Alert(kind, subject, details, time.time()))
+        except Exception as exc:  # noqa: BLE001 - told, not raised
+            return failure(exc)
+        return "delivered"
+
+    def _deliver(self, alert: _Alert) -> None:
+        for name, deliver in self.targets().items():
             for attempt in range(1, DELIVERY_TRIES + 1):
                 try:
                     deliver(alert)
                     break
+                except netpolicy.Refused as exc:  # trying again changes nothing
+                    log.error("alert %s not delivered by %s: %s", alert.kind, name, failure(exc))
+                    break
                 except Exception as exc:  # noqa: BLE001 - delivery problems are only logged
                     if attempt == DELIVERY_TRIES or self._closing.wait(attempt * 0.5):
-                        log.error("alert %s not delivered by %s: %s", alert.kind, name, exc)
+                        log.error("alert %s not delivered by %s: %s", alert.kind, name, failure(exc))
                         break
+
+    def _policy(self) -> netpolicy.Policy:
+        return self.policy or netpolicy.current()
 
     def _send_email(self, alert: _Alert) -> None:
         target = self.config.email
@@ -274,7 +307,7 @@ class Alerter:
         message["From"] = target.sender
         message["To"] = ", ".join(target.recipients)
         message.set_content(_email_body(alert, self.source))
-        with smtplib.SMTP(target.host, target.port, timeout=DELIVERY_TIMEOUT) as smtp:
+        with _GuardedSMTP(self._policy(), target.host, target.port, DELIVERY_TIMEOUT) as smtp:
             if target.starttls:
                 smtp.starttls()
             if target.username:
@@ -284,11 +317,63 @@ class Alerter:
     def _post_webhook(self, alert: _Alert) -> None:
         assert self.config.webhook is not None
         body = orjson.dumps(alert.payload(self.source), default=str)
-        response = _httpx().post(
-            self.config.webhook, content=body, timeout=DELIVERY_TIMEOUT,
-            headers={"content-type": "application/json", "user-agent": "deferq-alerts"},
-        )  # fmt: skip
-        response.raise_for_status()
+        httpx = _httpx()
+        from .guarded import SyncGuardedTransport  # httpx is the alerts extra's
+
+        transport = SyncGuardedTransport(self._policy())
+        with httpx.Client(transport=transport, trust_env=False, follow_redirects=False) as client:
+            response = client.post(
+                self.config.webhook, content=body, timeout=DELIVERY_TIMEOUT,
+                headers={"content-type": "application/json", "user-agent": "deferq-alerts"},
+            )  # fmt: skip
+        if not 200 <= response.status_code < 300:
+            raise _Answered(response.status_code)
+
+
+class _Answered(Exception):
+    """A webhook receiver answered with a status that is not 2xx."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(f"answered HTTP {status}")
+
+
+class _GuardedSMTP(smtplib.SMTP):
+    """smtplib's client, connected only to an address the network policy allows."""
+
+    def __init__(self, policy: netpolicy.Policy, host: str, port: int, timeout: float) -> None:
+        self._network_policy = policy
+        super().__init__(host, port, timeout=timeout)
+
+    def _get_socket(self, host: str, port: int, timeout: float) -> socket.socket:
+        return netpolicy.connect(self._network_policy, host, port, timeout)
+
+
+def failure(exc: BaseException) -> str:
+    """Why a delivery failed, in deferq's own words: never the other side's text (an
+    SMTP reply, a line that is not HTTP), which would turn a test alert into a way to
+    read what answers on any address and port."""
+    if isinstance(exc, netpolicy.Refused):
+        return f"refused by the network policy: {exc}"
+    if isinstance(exc, _Answered):
+        return str(exc)
+    if isinstance(exc, smtplib.SMTPResponseException):
+        if exc.smtp_code < 0:
+            return "connection failed: the other side does not answer SMTP"
+        return f"the SMTP server answered {exc.smtp_code}"
+    if isinstance(exc, smtplib.SMTPServerDisconnected):
+        return "connection failed: the other side closed the connection"
+    if isinstance(exc, smtplib.SMTPException):
+        return f"SMTP failed ({type(exc).__name__})"
+    kind = type(exc).__name__  # httpx's errors by name: httpx is an optional extra
+    if isinstance(exc, TimeoutError) or kind.endswith("Timeout"):
+        return f"connection failed: no answer within {DELIVERY_TIMEOUT:g}s"
+    if kind in ("RemoteProtocolError", "LocalProtocolError", "DecodingError"):
+        return "connection failed: the other side does not answer HTTP"
+    if isinstance(exc, OSError) or kind in ("ConnectError", "ReadError", "WriteError"):
+        # this side's words (errno, resolver, TLS library), not the other side's bytes
+        text = getattr(exc, "strerror", None) or str(exc) or kind
+        return f"connection failed: {ERRNO.sub('', text)[:160]}"
+    return f"failed ({type(exc).__name__})"
 
 
 def _email_body(alert: _Alert, source: str) -> str:

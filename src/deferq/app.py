@@ -14,7 +14,7 @@ from typing import Any, ParamSpec, TypeVar, overload
 from . import batch as batches
 from . import results
 from .backends import Backend, open_backend
-from .backends.base import Enqueue, QueueStats, queue_table
+from .backends.base import Enqueue, QueueStats, QueueTable, missing_from, queue_table
 from .errors import ConfigError
 from .history import HistoryRecorder
 from .job import Job, JobState, new_job_ids
@@ -339,10 +339,13 @@ class App:
         """The paused queues, each with when it was paused (epoch seconds)."""
         return self.backend.paused()
 
-    def stats(self) -> dict[str, dict[str, Any]]:
+    def stats(self) -> QueueTable:
         """Per queue: counts by state, the oldest due job's wait in seconds, and whether
-        it is paused (a paused queue without jobs is listed too)."""
-        return {queue: s.to_dict() for queue, s in sorted(queue_table(self.backend).items())}
+        it is paused (a paused queue without jobs is listed too). Its `missing` names
+        the parts of the store that did not answer (Redis shards, as host:port/db),
+        whose jobs the counts leave out; [] when the whole store answered."""
+        raw = queue_table(self.backend)
+        return QueueTable({queue: s.to_dict() for queue, s in sorted(raw.items())}, missing_from(raw))
 
     def queue_stats(self) -> dict[str, QueueStats]:
         return self.backend.stats()

@@ -20,7 +20,6 @@ import click
 import orjson
 
 from .app import App
-from .backends.base import missing_from, queue_table
 from .errors import ConfigError, DeferqError
 from .job import Job, JobState
 from .loading import load_app, missing_extra, open_store, require
@@ -37,7 +36,7 @@ APP_META = "deferq.app"  # the --app a command was given (ctx.meta), or None
 ENV_HELP = {
     "DEFERQ_URL": "the store URL, as --url",
     "DEFERQ_APP": "your App (module:attr), as --app",
-    "DEFERQ_CALLBACK_POLICY": "where callbacks may go (docs/http.md)",
+    "DEFERQ_CALLBACK_POLICY": "where callbacks and alerts may connect (docs/http.md)",
     "DEFERQ_DELIVERY_LOG": "a file for the log of callback deliveries",
     "DEFERQ_DELIVERY_STATS_SECONDS": "seconds between delivery count updates",
     "DEFERQ_ALERTS": "the service's alert targets, as JSON",
@@ -321,12 +320,11 @@ def stats(app: App, as_json: bool, watch: bool) -> None:
 
 def read_stats(app: App) -> dict[str, dict[str, Any]]:
     """Per-queue counts; a store part that did not answer (a Redis shard) is named on stderr."""
-    raw = queue_table(app.backend)
-    missing = missing_from(raw)
-    if missing:
-        click.echo(f"warning: Redis shard(s) {', '.join(missing)} did not answer; "
+    table = app.stats()
+    if table.missing:
+        click.echo(f"warning: Redis shard(s) {', '.join(table.missing)} did not answer; "
                    "the counts leave out the jobs stored there", err=True)  # fmt: skip
-    return {queue: s.to_dict() for queue, s in sorted(raw.items())}
+    return table
 
 
 @main.group()
@@ -492,7 +490,11 @@ main.add_command(status_command)  # deferq status: masters, pools, children
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=8088, show_default=True)
 @click.option("--workers", default=1, show_default=True, help="Server processes sharing the port.")
-@click.option("--no-auth", is_flag=True, help="Open every route without a token (local development).")
+@click.option("--no-auth", is_flag=True, help="Open every route without a token (development; loopback only).")
+@click.option("--no-auth-beyond-loopback", is_flag=True,
+              help="Allow --no-auth on a --host that is not loopback (anyone who reaches it may do anything).")
+@click.option("--allowed-host", multiple=True,
+              help="With --no-auth: a Host name served besides localhost, 127.0.0.1, [::1] (repeatable).")
 @click.option("--max-body", default=1024 * 1024, show_default=True, help="Largest request body, bytes.")
 @click.option("--max-queue-length", type=int, default=None, help="Unfinished jobs a queue may hold (429 past it).")
 @click.option("--queue-limit", multiple=True, help="QUEUE=N: a limit for one queue (repeatable).")
@@ -500,13 +502,15 @@ main.add_command(status_command)  # deferq status: masters, pools, children
 @click.option("--request-log", default="off", show_default=True, help="File, - (stderr) or off.")
 @click.option("--error-log", default="-", show_default=True, help="File, - (stderr) or off.")
 def serve(url: str | None, app_path: str | None, no_create: bool, host: str, port: int, workers: int,
-          no_auth: bool, max_body: int, max_queue_length: int | None, queue_limit: tuple[str, ...],
-          max_inflight: int | None, request_log: str, error_log: str) -> None:  # fmt: skip
+          no_auth: bool, no_auth_beyond_loopback: bool, allowed_host: tuple[str, ...], max_body: int,
+          max_queue_length: int | None, queue_limit: tuple[str, ...], max_inflight: int | None,
+          request_log: str, error_log: str) -> None:  # fmt: skip
     """The HTTP API: jobs, topics with signed callbacks, dead letters, metrics (docs/http.md)."""
-    from .server.cli import ServerConfig, parse_queue_limits
+    from .server.cli import ServerConfig, check_no_auth, parse_queue_limits
     from .server.cli import serve as run_server
 
-    config = ServerConfig(url=url, app_path=app_path, auth=not no_auth, max_body=max_body,
+    allowed = check_no_auth(no_auth, host, no_auth_beyond_loopback, allowed_host)
+    config = ServerConfig(url=url, app_path=app_path, auth=not no_auth, allowed_hosts=allowed, max_body=max_body,
                           max_queue_length=max_queue_length,
                           queue_limits=parse_queue_limits(queue_limit), max_inflight=max_inflight,
                           request_log=request_log, error_log=error_log)  # fmt: skip

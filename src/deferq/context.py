@@ -2,8 +2,8 @@
 
 A context variable, so each runner thread and each asyncio task sees its own job.
 What it holds is a `RunningJob`: the Job's attributes (id, attempts, args, ...), and
-what a task may say to or hear from its worker while it runs: `progress(...)` and
-`cancel_requested`.
+what a task may say to or hear from its worker while it runs: `progress(...)`,
+`cancel_requested`, and its concurrency slot's `slot_fence` and `holds_slot()`.
 """
 
 from __future__ import annotations
@@ -12,9 +12,12 @@ import asyncio
 import math
 from collections.abc import Callable
 from contextvars import ContextVar
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .job import Job
+
+if TYPE_CHECKING:
+    from .limits import HeldSlot
 
 MESSAGE_LIMIT = 500  # characters of a progress message that are stored
 
@@ -26,12 +29,13 @@ class JobControl:
     """The worker's side of one running job: where its progress goes and whether
     someone asked it to stop (`app.cancel(id)` on an active job)."""
 
-    __slots__ = ("cancelled", "report", "task")
+    __slots__ = ("cancelled", "report", "slot", "task")
 
     def __init__(self, report: Reporter | None = None) -> None:
         self.cancelled = False  # a plain flag: one thread sets it, the task's reads it
         self.report = report
         self.task: asyncio.Task[Any] | None = None  # an async job's task, to cancel it
+        self.slot: HeldSlot | None = None  # the concurrency slot this run took (limits.py)
 
     def request_cancel(self) -> None:
         """Set the flag a sync task reads; cancel an async task at its next await."""
@@ -78,6 +82,22 @@ class RunningJob:
         An async task is cancelled at its next await; a sync task should check this
         now and then and return. Either way the job ends `cancelled`."""
         return self.control.cancelled
+
+    @property
+    def slot_fence(self) -> int | None:
+        """The fencing token of this run's concurrency slot (a task declared with
+        `concurrency=`): a number that grows each time a slot of the same key is
+        granted, so a later holder always has a larger one. Pass it to the system the
+        task writes to, which should refuse a write carrying a smaller fence than one it
+        has seen. None for a task without a concurrency limit."""
+        return None if self.control.slot is None else self.control.slot.fence
+
+    def holds_slot(self) -> bool:
+        """Asks the store whether this run still holds its concurrency slot. A slot is
+        a lease: a worker paused (or cut off from the store) past its lease loses it,
+        and another job of the same key may run. False for a task without a
+        concurrency limit; store errors are raised."""
+        return self.control.slot is not None and self.control.slot.held()
 
 
 running_job: ContextVar[RunningJob | None] = ContextVar("deferq_current_job", default=None)

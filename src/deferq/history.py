@@ -33,6 +33,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .backends.guard import StoreGuard
 from .backends.history import MAX_MINUTES as MAX_MINUTES  # GET /v1/stats/history's longest window
 from .backends.history import minute_of, retention_minutes
 
@@ -173,6 +174,9 @@ class HistoryRecorder:
         self._write_lock = threading.Lock()
         self._pruned = time.monotonic() - PRUNE_EVERY + 30  # the first prune ~30 s after start
         self._closed = False
+        # said once when writes start failing (a store or shard down) and once when they work again
+        self._guard = StoreGuard(log, down="history not written (kept for the next try): %s",
+                                 back="history written again after %.1fs", down_level=logging.WARNING)  # fmt: skip
         _RECORDERS.add(self)
 
     # -- what processes count -----------------------------------------------------------------
@@ -240,7 +244,9 @@ class HistoryRecorder:
             try:
                 self.flush()
             except Exception as exc:  # noqa: BLE001 - history must never stop anything
-                log.warning("history not written (kept for the next try): %s", exc)
+                self._guard.failed(exc)
+            else:
+                self._guard.succeeded()
 
     def flush(self) -> int:
         """Write what was counted (one store call); prune now and then. Rows written."""

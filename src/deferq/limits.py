@@ -29,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from .context import current_job
 from .errors import Snooze
 from .job import Job, JobState
 from .middleware import Middleware
@@ -147,6 +148,7 @@ class Limits(Middleware):
     def __init__(self, limits: dict[str, Limited], backend: Callable[[], Backend]) -> None:
         self.limits = limits
         self.backend = backend
+        self.held: dict[str, HeldSlot] = {}  # holder -> the slot its run took (dict ops are atomic)
 
     def before_enqueue(self, items: list[Enqueue]) -> list[Enqueue]:
         for item in items:  # a key that cannot be named is refused now, not at run time
@@ -167,8 +169,13 @@ class Limits(Middleware):
         try:
             if limit.concurrency is not None:
                 key = limit.key(limit.concurrency_key, job.args, job.kwargs)
-                if not take_slot(backend, key, limit.concurrency, job):
+                fence = take_slot(backend, key, limit.concurrency, job)
+                if not fence:
                     raise Snooze(CONCURRENCY_WAIT, f"all {limit.concurrency} slot(s) of {key} are taken")
+                slot = self.held[holder_of(job)] = HeldSlot(backend, key, holder_of(job), fence)
+                running = current_job()
+                if running is not None:  # its fence and holds_slot() for the task and its worker
+                    running.control.slot = slot
             if limit.rate is not None:
                 key = limit.key(limit.rate_key, job.args, job.kwargs)
                 wait = take_turn(backend, limit.rate, key, job.id)
@@ -189,7 +196,9 @@ class Limits(Middleware):
             key = limit.key(limit.concurrency_key, job.args, job.kwargs)
         except ValueError:
             return
-        self.backend().slot_release(key, holder_of(job))  # (a slot never taken: nothing to give back)
+        slot = self.held.pop(holder_of(job), None)
+        if not self.backend().slot_release(key, holder_of(job)) and slot is not None:
+            slot.report_lost(job, "while it ran")  # (a slot never taken: nothing to give back)
 
 
 def take_turn(backend: Backend, rate: Rate, key: str, job_id: str) -> float:
@@ -217,11 +226,36 @@ def holder_of(job: Job) -> str:
     return f"{job.id}:{job.attempts}"
 
 
-def take_slot(backend: Backend, key: str, limit: int, job: Job) -> bool:
+@dataclass
+class HeldSlot:
+    """The concurrency slot a run took, and the fence it was granted with."""
+
+    backend: Backend
+    key: str
+    holder: str
+    fence: int
+    reported: bool = False  # its loss was logged (once: by the heartbeat or at the end)
+
+    def held(self) -> bool:
+        """Still ours: a holder whose run was declared over (its lease expired) is
+        dropped by the next job of the key, and a later grant has a larger fence."""
+        return self.backend.slot_holders(self.key).get(self.holder) == self.fence
+
+    def report_lost(self, job: Job, when: str) -> None:
+        if not self.reported:
+            self.reported = True
+            log.warning("job %s of task %s lost its concurrency slot %s (fence %d) %s; another job may "
+                        "be running under the same key", job.id, job.task, self.key, self.fence, when)  # fmt: skip
+
+
+def take_slot(backend: Backend, key: str, limit: int, job: Job) -> int:
     """A slot of the concurrency limit `key` for this run of `job`. Holders whose run
     is over (the job is no longer active with that attempt: finished, or its worker died
-    and its lease expired) are dropped first: a run that is over never runs again, so
-    dropping it cannot free a slot still in use, and no slot outlives its lease."""
+    and its lease expired) are dropped first, so no slot outlives its lease. A slot is
+    a lease like any other: a worker frozen past its lease may still be running the
+    job it lost. Its worker warns when it resumes (Worker._heartbeat), and the fence
+    lets the systems the task writes to refuse the stale writer.
+    Returns the slot's fence (0: all are taken)."""
     holder = holder_of(job)
     gone = [h for h in backend.slot_holders(key) if h != holder and not _runs(backend, h)]
     return backend.slot_take(key, limit, holder, gone)

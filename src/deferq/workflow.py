@@ -75,12 +75,14 @@ class Chain:
     def enqueue(self, app: App | None = None) -> Handle:
         app = app or _app_of(self.steps)
         items, last, as_list = self.plan(app)
+        refuse_held_keys(app.backend, items)
         jobs = app._enqueue_items(items, None)
         return Handle(app, [j.id for j in jobs], [jobs[i].id for i in last], as_list)
 
     async def enqueue_async(self, app: App | None = None) -> Handle:
         app = app or _app_of(self.steps)
         items, last, as_list = self.plan(app)
+        await asyncio.to_thread(refuse_held_keys, app.backend, items)
         jobs = await app.backend.enqueue_many_async(app.registry.chain.run_before_enqueue(items))
         return Handle(app, [j.id for j in jobs], [jobs[i].id for i in last], as_list)
 
@@ -154,6 +156,28 @@ class Handle:
             if job is not None and job.state == JobState.DEAD:
                 return JobFailed(job, str(job.state), job.error)
         return None
+
+
+def refuse_held_keys(store: JobAdmin, items: Sequence[Enqueue]) -> None:
+    """A first step that later steps run after may not take a unique key an unfinished
+    job holds: enqueueing it would return that job, and the steps after it would wait on
+    a job the workflow never stored. Refused before anything is stored, on every store
+    (docs/workflows.md). A step nothing runs after is deduplicated as usual."""
+    parents = {parent for item in items for parent in item.after}
+    for item in items:
+        job = item.job
+        if job.key is None or job.id not in parents:
+            continue
+        holder = store.get_by_key(job.key)
+        if holder is None or holder.state in FINISHED_STATES:
+            continue
+        if store.keys_per_queue and holder.queue != job.queue:
+            continue  # this store's keys are unique per queue: no conflict
+        raise ConfigError(
+            f"this workflow's {job.task} step has unique key {job.key!r}, which job {holder.id} "
+            f"({holder.state}) holds: the steps after it would wait on a job the workflow does not "
+            "store; run the workflow after that job, or give the step another key"
+        )
 
 
 def _stored_form(app: App, call: Call, after: Sequence[str], results_as: bool | None) -> Enqueue:

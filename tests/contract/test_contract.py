@@ -943,16 +943,28 @@ def test_rate_turns_from_many_threads_never_share_a_turn(backend):
 
 
 def test_slots_are_taken_up_to_the_limit_dropped_and_released(backend):
-    assert backend.slot_holders("sync:1") == []
+    assert backend.slot_holders("sync:1") == {}
     assert backend.slot_take("sync:1", 2, "a:1") and backend.slot_take("sync:1", 2, "b:1")
     assert backend.slot_take("sync:1", 2, "a:1")  # a holder asking again keeps its slot
     assert not backend.slot_take("sync:1", 2, "c:1")
-    assert backend.slot_holders("sync:1") == ["a:1", "b:1"]
+    assert list(backend.slot_holders("sync:1")) == ["a:1", "b:1"]
     assert backend.slot_take("sync:1", 2, "c:1", drop=["a:1"])  # a run that is over drops out
     backend.slot_release("sync:1", "b:1")
     backend.slot_release("sync:1", "never-held:1")
-    assert backend.slot_holders("sync:1") == ["c:1"]
+    assert list(backend.slot_holders("sync:1")) == ["c:1"]
     assert backend.slot_take("other", 1, "a:1")  # each key on its own
+
+
+def test_each_slot_granted_gets_a_larger_fence(backend):
+    first = backend.slot_take("fenced", 1, "a:1")
+    assert first >= 1 and backend.slot_take("fenced", 1, "a:1") == first  # asking again: the same fence
+    assert backend.slot_take("fenced", 1, "b:1") == 0  # all taken: no fence
+    second = backend.slot_take("fenced", 1, "a:2", drop=["a:1"])  # the run of a:1 was declared over
+    assert second > first
+    assert backend.slot_holders("fenced") == {"a:2": second}  # a:1 can tell it lost its slot
+    backend.slot_release("fenced", "a:2")
+    assert backend.slot_take("fenced", 1, "b:1") > second  # released and granted again: larger still
+    assert backend.slot_take("other-fenced", 1, "a:1") >= 1  # each key counts on its own
 
 
 def test_slots_from_many_threads_never_exceed_the_limit(backend):

@@ -167,6 +167,15 @@ class Stats(dict[str, QueueStats]):
         self.missing: list[str] = list(missing)
 
 
+class QueueTable(dict[str, dict[str, Any]]):
+    """What `App.stats()` returns: per queue its counts as plain values, and in
+    `missing`, as for `Stats`, the parts of the store that did not answer."""
+
+    def __init__(self, table: dict[str, dict[str, Any]], missing: Iterable[str] = ()) -> None:
+        super().__init__(table)
+        self.missing: list[str] = list(missing)
+
+
 class JobList(list[Job]):
     """What `list_jobs()` returns: the jobs, and in `missing` the parts of the store that
     did not answer (their jobs are not in the list), as for `Stats`."""
@@ -364,6 +373,8 @@ class JobStore(ABC):
 class JobAdmin(ABC):
     """Inspecting and managing jobs: what the CLI, the API and the console use."""
 
+    keys_per_queue = False  # unique keys are unique per queue (Redis), not store-wide
+
     @abstractmethod
     def get(self, job_id: str) -> Job | None:
         """The job with this id, in any state, or None."""
@@ -485,17 +496,21 @@ class Records(ABC):
         reserved for the caller (limits.py)."""
 
     @abstractmethod
-    def slot_holders(self, scope: str) -> list[str]:
-        """Who holds the slots of a concurrency limit (limits.py): "<job id>:<attempt>"."""
+    def slot_holders(self, scope: str) -> dict[str, int]:
+        """Who holds the slots of a concurrency limit (limits.py), "<job id>:<attempt>",
+        each with the fence its slot was granted with, in holder order."""
 
     @abstractmethod
-    def slot_take(self, scope: str, limit: int, holder: str, drop: Sequence[str] = ()) -> bool:
+    def slot_take(self, scope: str, limit: int, holder: str, drop: Sequence[str] = ()) -> int:
         """Atomically: drop the holders in `drop` (their jobs no longer run), then let
-        `holder` take a slot if fewer than `limit` hold one. Says whether it holds one."""
+        `holder` take a slot if fewer than `limit` hold one. Returns the fence of the
+        holder's slot (0: all are taken): a number that grows each time a slot of
+        `scope` is granted, and stays the same for a holder asking again."""
 
     @abstractmethod
-    def slot_release(self, scope: str, holder: str) -> None:
-        """`holder` gives its slot back (its job ended)."""
+    def slot_release(self, scope: str, holder: str) -> bool:
+        """`holder` gives its slot back (its job ended). Says whether it held one (not:
+        its run was declared over while it ran, and its slot dropped)."""
 
 
 class Backend(JobStore, JobAdmin, Records, HistoryStore, SearchStore):

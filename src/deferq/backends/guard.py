@@ -31,8 +31,12 @@ class StoreGuard:
         log: logging.Logger,
         on_down: Callable[[BaseException], None] | None = None,
         on_up: Callable[[float], None] | None = None,
+        down: str = "store unreachable, retrying: %s",
+        back: str = "store is back after %.1fs",
+        down_level: int = logging.ERROR,
     ) -> None:
         self.log = log
+        self.messages = (down_level, down, back)
         self.on_down = on_down
         self.on_up = on_up
         self.down_since: float | None = None
@@ -55,7 +59,8 @@ class StoreGuard:
         if self.down_since is not None:
             return
         self.down_since = time.monotonic()
-        self.log.error("store unreachable, retrying: %s", first_line(str(exc)) or type(exc).__name__)
+        level, down, _ = self.messages
+        self.log.log(level, down, first_line(str(exc)) or type(exc).__name__)
         if self.on_down is not None:
             self.on_down(exc)
 
@@ -64,7 +69,7 @@ class StoreGuard:
             return
         down_for = time.monotonic() - self.down_since
         self.down_since = None
-        self.log.warning("store is back after %.1fs", down_for)
+        self.log.warning(self.messages[2], down_for)
         if self.on_up is not None:
             self.on_up(down_for)
 

@@ -42,7 +42,8 @@ class MemoryBackend(MemoryHistory, Backend):
         self._kv: dict[tuple[str, str], tuple[bytes, float | None]] = {}
         self._paused: dict[str, float] = {}  # queue -> when it was paused
         self._rates: dict[str, float] = {}  # rate limit key -> its next free time
-        self._slots: dict[str, set[str]] = {}  # concurrency limit scope -> its holders
+        self._slots: dict[str, dict[str, int]] = {}  # concurrency limit scope -> its holders' fences
+        self._fences: dict[str, int] = {}  # concurrency limit scope -> the last fence it granted
         self._changed = threading.Condition()
         self._children: dict[str, dict[str, bool]] = {}  # parent id -> {child id: after_any}
         self._blockers: dict[str, set[str]] = {}  # blocked child id -> ids of unfinished parents
@@ -448,22 +449,24 @@ class MemoryBackend(MemoryHistory, Backend):
             self._rates[key] = turn + interval
             return turn, now
 
-    def slot_holders(self, scope: str) -> list[str]:
+    def slot_holders(self, scope: str) -> dict[str, int]:
         with self._changed:
-            return sorted(self._slots.get(scope, ()))
+            return dict(sorted(self._slots.get(scope, {}).items()))
 
-    def slot_take(self, scope: str, limit: int, holder: str, drop: Sequence[str] = ()) -> bool:
+    def slot_take(self, scope: str, limit: int, holder: str, drop: Sequence[str] = ()) -> int:
         with self._changed:
-            holders = self._slots.setdefault(scope, set())
-            holders.difference_update(drop)
-            if holder not in holders and len(holders) >= limit:
-                return False
-            holders.add(holder)
-            return True
+            holders = self._slots.setdefault(scope, {})
+            for gone in drop:
+                holders.pop(gone, None)
+            if holder not in holders:
+                if len(holders) >= limit:
+                    return 0
+                holders[holder] = self._fences[scope] = self._fences.get(scope, 0) + 1
+            return holders[holder]
 
-    def slot_release(self, scope: str, holder: str) -> None:
+    def slot_release(self, scope: str, holder: str) -> bool:
         with self._changed:
-            self._slots.get(scope, set()).discard(holder)
+            return self._slots.get(scope, {}).pop(holder, None) is not None
 
     def kv_get(self, namespace: str, key: str) -> bytes | None:
         with self._changed:

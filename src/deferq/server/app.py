@@ -28,6 +28,7 @@ from .errors import ApiError, Invalid
 from .metrics import CONTENT_TYPE
 from .openapi import document, requests_kept_exactly
 from .routes import PRODUCER, api_routes, create_job, enqueue_job
+from .sameorigin import SameOrigin
 from .service import Service
 from .web import JSON, check_token, decode_json, read_body, service_of, too_large
 
@@ -121,6 +122,8 @@ class Front:
         retry_after = str(service.config.retry_after)
         self.busy = ApiError(503, "busy", "the server is busy: retry later",
                              {"Retry-After": retry_after})  # fmt: skip
+        # without tokens, refuse what a web page in a browser could send (sameorigin.py)
+        self.guard = None if service.config.auth else SameOrigin(service.config.allowed_hosts)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -138,6 +141,11 @@ class Front:
         limit = self.service.config.max_inflight
         counted = scope["path"].startswith("/v1/")
         try:
+            refused = self.guard and self.guard.refusal(scope, dict(scope["headers"]))
+            if refused:
+                counted = False
+                await send_json(send_and_note, refused.status, refused.body(), refused.headers)
+                return
             if counted and limit is not None and self.inflight >= limit:
                 counted = False  # S3-4: past the bound, answer at once without the store
                 await send_json(send_and_note, self.busy.status, self.busy.body(), self.busy.headers)

@@ -14,6 +14,7 @@ from ..loading import check_new_store, load_app, open_store, require
 from ..output import safe_url, say
 from .config import ENV
 from .config import ServerConfig as ServerConfig  # re-exported: cli.py imports it from here
+from .sameorigin import is_loopback
 
 
 def parse_queue_limits(values: tuple[str, ...]) -> dict[str, int]:
@@ -25,6 +26,25 @@ def parse_queue_limits(values: tuple[str, ...]) -> dict[str, int]:
                                      param_hint="--queue-limit")  # fmt: skip
         limits[queue] = int(number)
     return limits
+
+
+def check_no_auth(no_auth: bool, host: str, beyond_loopback: bool, allowed_hosts: tuple[str, ...]) -> list[str]:
+    """The Host names a server without auth answers besides loopback ones; refuses, in
+    one sentence, --no-auth on an address that is not loopback unless told so."""
+    if not no_auth:
+        if allowed_hosts:
+            raise click.BadParameter("only means something with --no-auth (tokens protect the API otherwise)",
+                                     param_hint="--allowed-host")  # fmt: skip
+        return []
+    if is_loopback(host.strip("[]")):
+        return list(allowed_hosts)
+    if not beyond_loopback:
+        raise click.UsageError(
+            f"--no-auth opens every route to anyone who can connect, so it listens on loopback only "
+            f"(--host 127.0.0.1, ::1 or localhost), not on {host}: to serve without auth there "
+            f"anyway, add --no-auth-beyond-loopback")  # fmt: skip
+    # the address listened on is a name clients may use; every interface is no name
+    return [*allowed_hosts, *([] if host in ("0.0.0.0", "::") else [host])]
 
 
 def serve(config: ServerConfig, host: str, port: int, workers: int, create: bool = True) -> None:
@@ -81,7 +101,8 @@ def announce(config: ServerConfig, host: str, port: int, workers: int, url: str)
     anywhere = " (every interface)" if host in ("0.0.0.0", "::") else ""
     processes = f"{workers} processes" if workers > 1 else "1 process"
     auth = ("auth on: the API needs a token (deferq token create --scope producer)" if config.auth
-            else "auth OFF (--no-auth): every route is open to anyone who can connect")  # fmt: skip
+            else "auth OFF (--no-auth): every route is open to anyone who can connect; requests from "
+                 "other web pages and other host names are refused")  # fmt: skip
     return [
         f"serving on http://{shown}:{port}{anywhere}, {processes}",
         f"store {safe_url(url)}",

@@ -16,6 +16,7 @@ class ServerConfig:
     url: str | None = None  # the store; None: DEFERQ_URL, else sqlite:///deferq.db
     app_path: str | None = None  # module:attr of an App, for task defaults (optional)
     auth: bool = True  # False: every route is open (local development only)
+    allowed_hosts: list[str] = field(default_factory=list)  # Host names served without auth, besides loopback
     max_body: int = 1024 * 1024  # bytes of a request body; more is a 413
     max_batch: int = 1000  # jobs in one POST /v1/jobs/batch
     max_queue_length: int | None = None  # unfinished jobs a queue may hold; more is a 429

@@ -163,7 +163,8 @@ class BackoffPreview(Struct):
 class AlertTarget(Struct):
     target: str
     delivered: bool
-    error: str | None = None
+    status: str  # "delivered", "refused by the network policy: ...", "connection failed: ..."
+    error: str | None = None  # the status when not delivered
 
 
 class TestAlert(Struct):

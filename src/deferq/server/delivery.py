@@ -7,7 +7,7 @@ A worker gets the task in one of two ways:
     deferq.server.delivery.install(my_app)                            # into your own App
 
 One attempt POSTs (or the topic's method) the job's body to the topic's URL, signed,
-with a timeout of the topic's ttr, to an address the callback policy allows
+with a timeout of the topic's ttr, to an address the network policy allows
 (netpolicy.py). An exception, a timeout, a refused address, a non-2xx status, an empty
 answer or a true retry condition fails the attempt: it is retried after the topic's
 backoff until the topic's max_attempts are used up; then the job is dead and an alert
@@ -32,9 +32,10 @@ from typing import TYPE_CHECKING, Any
 import httpx
 import orjson
 
+from .. import guarded, netpolicy
 from ..errors import Retry
 from ..worker.runner import UnknownTask, current_job
-from . import logfiles, netpolicy, signing
+from . import logfiles, signing
 from . import topics as topics_module
 from .cache import Cached
 from .condition import Condition
@@ -144,7 +145,7 @@ class Deliverer:
                 self.policy = netpolicy.Policy.from_env(stores)
             # trust_env=False: deliver straight to the receiver, never via an environment
             # proxy; the transport connects only to addresses the policy allows
-            client = httpx.AsyncClient(transport=netpolicy.GuardedTransport(self.policy),
+            client = httpx.AsyncClient(transport=guarded.GuardedTransport(self.policy),
                                        trust_env=False, follow_redirects=False)  # fmt: skip
             self._clients[loop] = client
         return client
@@ -184,8 +185,8 @@ class Deliverer:
                 await response.aclose()  # an answer not read to its end closes the connection
         except httpx.TimeoutException:
             failure = f"no answer within {timeout:g}s"
-        except netpolicy.CallbackRefused as exc:
-            failure = f"refused by the callback policy: {exc}"
+        except netpolicy.Refused as exc:
+            failure = f"refused by the network policy: {exc}"
         except Exception as exc:  # noqa: BLE001 - any failed request is a failed attempt
             failure = f"request failed: {type(exc).__name__}: {exc}"
         duration = time.monotonic() - started

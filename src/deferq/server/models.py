@@ -29,7 +29,7 @@ from .topics import NAME_PATTERN, Backoff, PriorityName, TopicRequest
 
 # Formats the document names for what no JSON Schema keyword can say; the server checks them.
 FORMATS = {
-    "callback-url": "An http(s) URL that the server's callback policy allows (docs/http.md, \"Where "
+    "callback-url": "An http(s) URL that the server's network policy allows (docs/http.md, \"Where "
                     "callbacks may go\"): by default no loopback, private, link-local or metadata address.",
     "retry-condition": "A condition such as {res.code}!=200, at most 2000 characters (docs/http.md, "
                        "\"The retry-condition language\").",

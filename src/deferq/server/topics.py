@@ -18,9 +18,10 @@ import orjson
 from msgspec import UNSET, Meta, Struct, UnsetType
 
 from .. import backoff as backoff_module
+from .. import netpolicy
 from ..backends import Backend
 from ..job import Priority
-from . import fields, netpolicy
+from . import fields
 from .condition import Condition, ConditionError
 from .errors import Invalid
 from .signing import new_secret
@@ -48,7 +49,7 @@ HeaderValue = Annotated[str, fields.matching(HEADER_VALUE, "printable ASCII")]
 # -- the request: PUT /v1/topics/{name} -------------------------------------------------------
 
 Wait = Annotated[float, Meta(ge=0, le=30 * 86400)]  # seconds
-# An http(s) URL the callback policy allows: a format of the document, checked by check_url.
+# An http(s) URL the network policy allows: a format of the document, checked by check_url.
 URL = Meta(max_length=2000, extra_json_schema={"format": "callback-url"})
 QUEUE = fields.matching(NAME_PATTERN.pattern, "letters, digits and _.:- (at most 100)")
 
@@ -143,7 +144,7 @@ class Topic:
                      policy: netpolicy.Policy | None = None) -> Topic:  # fmt: skip
         """Validate a PUT body. Without a signing_secret the previous one is kept (or one
         is made), so re-saving a topic never breaks its receivers' verification. The URL
-        is checked against `policy` (default: this process's callback policy)."""
+        is checked against `policy` (default: this process's network policy)."""
         check_name(name)
         if isinstance(data, dict) and data.get("url") is None:
             raise Invalid("a topic needs a url (the callback to deliver jobs to)")
@@ -222,7 +223,7 @@ def check_url(url: str, policy: netpolicy.Policy | None = None) -> None:
         raise Invalid(f"url {url!r:.120} names a port that is not a number from 1 to 65535")
     refused = (policy or netpolicy.current()).url_refusal(url)
     if refused is not None:
-        raise Invalid(f"url {url!r:.120} is refused by the callback policy: {refused}")
+        raise Invalid(f"url {url!r:.120} is refused by the network policy: {refused}")
 
 
 def check_headers(headers: dict[str, str]) -> dict[str, str]:

@@ -33,6 +33,7 @@ from typing import Any
 import orjson
 from setproctitle import setproctitle
 
+from .. import netpolicy
 from ..alerts import AlertConfig, Alerter, saved_alerts
 from ..app import App
 from ..backends.base import QueueStats
@@ -89,6 +90,7 @@ class Master:
         self.metrics_dir: str | None = None  # made by run() when the config has metrics_port
         if config.metrics_port is not None:
             require("prometheus_client", needed_by="metrics_port")
+        netpolicy.note_store(self.app.url)  # alerts may not be sent into the store
         self.alerter = Alerter(config.alerts, source=f"deferq master {self.id}")
         self.health = StoreHealth(lambda: self.alerter, self.app.url)
         self.monitor = Monitor(self.app.backend, self.health, lambda: self.alerter)

@@ -48,6 +48,7 @@ from .runner import decide_failure, run_async, run_sync
 
 if TYPE_CHECKING:
     from ..app import App
+    from ..limits import HeldSlot
 
 log = logging.getLogger("deferq.worker")
 job_log = logging.getLogger("deferq.jobs")
@@ -444,8 +445,12 @@ class Worker:
                     lost = {j.id for j in jobs if j.id in beat and self._holds(j)
                             and (j.id, j.attempts) not in self.in_settle}  # fmt: skip
                     stop = [self.running[j.id] for j in jobs if j.id in beat.cancel_requested and self._holds(j)]
+                    limited = [(r.job, r.control.slot) for j in sorted(lost)
+                               if (r := self.running[j]).control.slot is not None]  # fmt: skip
                 for job_id in sorted(lost):
                     log.warning("job %s: lease lost (%s)", job_id, self._why_lost())
+                for job, slot in limited:
+                    self._check_slot(job, slot)
                 for running in stop:
                     if not running.control.cancelled:
                         log.info("job %s %s: cancel requested, stopping it", running.job.id, running.job.task)
@@ -466,6 +471,12 @@ class Worker:
         """Called with the lock held: this attempt of the job is still ours to settle."""
         running = self.running.get(job.id)
         return running is not None and running.job.attempts == job.attempts and not running.abandoned
+
+    def _check_slot(self, job: Job, slot: HeldSlot | None) -> None:
+        """A run that lost its lease may have lost its concurrency slot too: then
+        another job of the same key may be running beside it (a slot is a lease)."""
+        if slot is not None and self._store_call(slot.held) is False:
+            slot.report_lost(job, f"after being paused {time.monotonic() - self.last_beat:.0f}s")
 
     def _why_lost(self) -> str:
         silent = time.monotonic() - self.last_beat

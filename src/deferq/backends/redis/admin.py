@@ -271,16 +271,18 @@ class Admin:
         return float(turn), float(now)
 
     @guarded
-    def slot_holders(self, scope: str) -> list[str]:
-        return sorted(m.decode() for m in self.client.smembers(self.keys.slots(scope)))
+    def slot_holders(self, scope: str) -> dict[str, int]:
+        flat = self._run(Call(scripts.SLOT_HOLDERS, self.keys.slot_keys(scope), []))
+        pairs = zip(flat[::2], flat[1::2], strict=True)
+        return dict(sorted((holder.decode(), int(fence)) for holder, fence in pairs))
 
     @guarded
-    def slot_take(self, scope: str, limit: int, holder: str, drop: Sequence[str] = ()) -> bool:
-        return bool(self._run(Call(scripts.SLOT_TAKE, [self.keys.slots(scope)], [limit, holder, *drop])))
+    def slot_take(self, scope: str, limit: int, holder: str, drop: Sequence[str] = ()) -> int:
+        return int(self._run(Call(scripts.SLOT_TAKE, self.keys.slot_keys(scope), [limit, holder, *drop])))
 
     @guarded
-    def slot_release(self, scope: str, holder: str) -> None:
-        self.client.srem(self.keys.slots(scope), holder)
+    def slot_release(self, scope: str, holder: str) -> bool:
+        return bool(self._run(Call(scripts.SLOT_RELEASE, self.keys.slot_keys(scope), [holder])))
 
     @guarded
     def kv_get(self, namespace: str, key: str) -> bytes | None:

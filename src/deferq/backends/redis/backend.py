@@ -12,6 +12,7 @@ script call per slot (one round trip in all on a single server).
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
 import weakref
 from collections.abc import Callable, Iterable, Sequence
@@ -68,6 +69,7 @@ class _EnqueuePlan:
 class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
     schemes = ("redis", "rediss", "unix", "redis+cluster")
     wakes_waiters = True  # changes() blocks until the job's finish pushes a token
+    keys_per_queue = True  # the key check shares its queue's slot (docs/guarantees.md)
 
     def __init__(self, url: str = "redis://localhost:6379/0", prefix: str | None = None, **_: Any):
         self.target: Target = parse_url(url)
@@ -535,7 +537,7 @@ class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
                 pool = node.redis_connection.connection_pool
             else:
                 pool = self.client.connection_pool
-            groups.append(WakeGroup((self.target.where, *keys), keys, pool.make_connection))
+            groups.append(WakeGroup((self.target.where, *keys), keys, functools.partial(scripts.unpooled, pool)))
         return groups
 
     def _wait_time(self, queues: Sequence[str], timeout: float) -> float:

@@ -146,6 +146,10 @@ class KeySpace:
     def slots(self, scope: str) -> str:
         return f"{{{self.prefix}:slots:{scope}}}"
 
+    def slot_keys(self, scope: str) -> list[str]:
+        """A concurrency limit's holders (a set) and their fences (a hash), one slot."""
+        return [self.slots(scope), f"{self.slots(scope)}:fence"]
+
     def kv_tag(self, namespace: str) -> str:
         return f"{{{self.prefix}:kv:{namespace}}}"
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import threading
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -71,7 +70,9 @@ ADD, ENQUEUE, RESERVE, HEARTBEAT, SETTLE, RECOVER, NEXT_DUE = map(
 CANCEL, RETRY_DEAD, PURGE, STATS = map(_load, ("cancel", "retry_dead", "purge", "stats"))
 KV_PUT, KV_LIST, KV_DELETE = map(_load, ("kv_put", "kv_list", "kv_delete"))
 PROGRESS, STEP_UP, PAUSE, REMARK, DELETE = map(_load, ("progress", "step_up", "pause", "remark", "delete"))
-RATE_TAKE, SLOT_TAKE = map(_load, ("rate_take", "slot_take"))
+RATE_TAKE, SLOT_TAKE, SLOT_HOLDERS, SLOT_RELEASE = map(
+    _load, ("rate_take", "slot_take", "slot_holders", "slot_release")
+)
 HISTORY_ADD, HISTORY_READ, PAGE = map(_load, ("history_add", "history_read", "page"))
 LINK, LINKED, RELEASE, RELEASED, WATCH = map(_load, ("link", "linked", "release", "released", "watch"))
 
@@ -119,35 +120,56 @@ def run_pipelined(client: Any, calls: list[Call]) -> list[Any]:
 
 
 class DirectLane:
-    """Script calls straight on a connection of this thread's own (single server).
+    """Script calls straight on connections of the lane's own (single server).
 
     redis-py's command path (a pool checkout that probes the socket, retry and
     metrics wrappers) costs more client time than a short script takes on the
     server; the enqueue hot path goes around it. Same behaviour as the client: one
     retry on a fresh connection when the old one died (e.g. Redis restarted).
+
+    A call borrows an idle connection and gives it back, so the lane holds as many
+    as calls ran at once, whichever threads made them: a thread that lives for one
+    burst of work (the progress writer's, a web server's) leaves no socket behind.
+    The connections are made apart from redis-py's pool (`unpooled`): they never
+    count against its `max_connections`.
     """
 
     def __init__(self, pool: Any) -> None:
         self.pool = pool
-        self._local = threading.local()
+        self._idle: list[Any] = []
         self._all: weakref.WeakSet[Any] = weakref.WeakSet()
         self._pid = os.getpid()
 
-    def _connection(self) -> Any:
+    def _borrow(self) -> Any:
         if self._pid != os.getpid():  # forked: never share the parent's sockets
-            self._local, self._pid = threading.local(), os.getpid()
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = self._local.conn = self.pool.make_connection()
+            self._idle, self._all, self._pid = [], weakref.WeakSet(), os.getpid()
+        try:
+            return self._idle.pop()  # atomic under the GIL, as append() is
+        except IndexError:
+            conn = unpooled(self.pool)
             self._all.add(conn)
-        return conn
+            return conn
+
+    def _give_back(self, conn: Any) -> None:
+        if self._pid == os.getpid():
+            self._idle.append(conn)
+
+    def open_connections(self) -> int:
+        """How many connections the lane holds (idle or in a call)."""
+        return len(self._all)
 
     @staticmethod
     def _packed(conn: Any, command: tuple[Any, ...]) -> Any:
         return [_pack(command)] if _pack is not None else conn.pack_command(*command)
 
     def run(self, call: Call) -> Any:
-        conn = self._connection()
+        conn = self._borrow()
+        try:
+            return self._run_on(conn, call)
+        finally:
+            self._give_back(conn)
+
+    def _run_on(self, conn: Any, call: Call) -> Any:
         for attempt in (1, 2):
             try:
                 conn.send_packed_command(self._packed(conn, call.evalsha()), check_health=False)
@@ -169,7 +191,7 @@ class DirectLane:
 
     def run_many(self, calls: list[Call]) -> list[Any]:
         """Several calls in one round trip on this thread's connection."""
-        conn = self._connection()
+        conn = self._borrow()
         try:
             conn.send_packed_command(
                 [part for call in calls for part in self._packed(conn, call.evalsha())],
@@ -184,6 +206,8 @@ class DirectLane:
         except BaseException:
             conn.disconnect()
             raise
+        finally:
+            self._give_back(conn)
         for i, reply in enumerate(replies):
             if isinstance(reply, NoScriptError):
                 replies[i] = self.run(calls[i])  # it ran nothing: run it with its source
@@ -194,3 +218,11 @@ class DirectLane:
     def close(self) -> None:
         for conn in list(self._all):
             conn.disconnect()
+
+
+def unpooled(pool: Any) -> Any:
+    """A new connection with `pool`'s settings that the pool does not count: redis-py
+    counts every connection it makes against `max_connections` (100 by default since
+    redis-py 7) until it is released to the pool, which a connection kept by its user
+    never is."""
+    return pool.connection_class(**pool.connection_kwargs)

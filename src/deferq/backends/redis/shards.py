@@ -108,6 +108,7 @@ def shard_urls(url: str) -> list[str]:
 
 class ShardedRedisBackend(Backend):
     schemes = ("redis+shards",)
+    keys_per_queue = True  # as on each shard
 
     def __init__(self, url: str, **options: Any) -> None:
         self.shards = [RedisBackend(u, **options) for u in shard_urls(url)]
@@ -536,14 +537,14 @@ class ShardedRedisBackend(Backend):
     def rate_take(self, key: str, interval: float) -> tuple[float, float]:
         return self._kv_shard("rate", key).rate_take(key, interval)
 
-    def slot_holders(self, scope: str) -> list[str]:
+    def slot_holders(self, scope: str) -> dict[str, int]:
         return self._kv_shard("slots", scope).slot_holders(scope)
 
-    def slot_take(self, scope: str, limit: int, holder: str, drop: Sequence[str] = ()) -> bool:
+    def slot_take(self, scope: str, limit: int, holder: str, drop: Sequence[str] = ()) -> int:
         return self._kv_shard("slots", scope).slot_take(scope, limit, holder, drop)
 
-    def slot_release(self, scope: str, holder: str) -> None:
-        self._kv_shard("slots", scope).slot_release(scope, holder)
+    def slot_release(self, scope: str, holder: str) -> bool:
+        return self._kv_shard("slots", scope).slot_release(scope, holder)
 
     def kv_delete(self, namespace: str, key: str) -> bool:
         return self._kv_shard(namespace, key).kv_delete(namespace, key)

@@ -632,25 +632,28 @@ class SQLBackend(SQLHistory, SQLSearch, Backend):
 
         return self._change_record(RATE_NAMESPACE, key, b"0", take)
 
-    def slot_holders(self, scope: str) -> list[str]:
-        value = self.kv_get(SLOTS_NAMESPACE, scope)
-        return sorted(orjson.loads(value)) if value else []
+    def slot_holders(self, scope: str) -> dict[str, int]:
+        return _slot_record(self.kv_get(SLOTS_NAMESPACE, scope) or b"[]")[1]
 
-    def slot_take(self, scope: str, limit: int, holder: str, drop: Sequence[str] = ()) -> bool:
-        def take(value: bytes, _now: float) -> tuple[bytes, bool]:
-            holders = set(orjson.loads(value)) - set(drop)
-            taken = holder in holders or len(holders) < limit
-            if taken:
-                holders.add(holder)
-            return orjson.dumps(sorted(holders)), taken
+    def slot_take(self, scope: str, limit: int, holder: str, drop: Sequence[str] = ()) -> int:
+        def take(value: bytes, _now: float) -> tuple[bytes, int]:
+            fence, holders = _slot_record(value)
+            for gone in drop:
+                holders.pop(gone, None)
+            if holders.get(holder) == 0 or (holder not in holders and len(holders) < limit):
+                fence += 1  # (0: a slot taken before fences existed, given one now)
+                holders[holder] = fence
+            return orjson.dumps({"fence": fence, "holders": holders}), holders.get(holder, 0)
 
         return self._change_record(SLOTS_NAMESPACE, scope, b"[]", take)
 
-    def slot_release(self, scope: str, holder: str) -> None:
-        def release(value: bytes, _now: float) -> tuple[bytes, None]:
-            return orjson.dumps(sorted(set(orjson.loads(value)) - {holder})), None
+    def slot_release(self, scope: str, holder: str) -> bool:
+        def release(value: bytes, _now: float) -> tuple[bytes, bool]:
+            fence, holders = _slot_record(value)
+            held = holders.pop(holder, None) is not None
+            return orjson.dumps({"fence": fence, "holders": holders}), held
 
-        self._change_record(SLOTS_NAMESPACE, scope, b"[]", release)
+        return self._change_record(SLOTS_NAMESPACE, scope, b"[]", release)
 
     def _change_record(self, namespace: str, key: str, initial: bytes,
                        change: Callable[[bytes, float], tuple[bytes, T]]) -> T:  # fmt: skip
@@ -719,3 +722,12 @@ def parent_verdicts(parents: Iterable[tuple[str, str | None]], prefix: str = "")
         prefix + "cancels_any": [deps.verdict(state, True) == deps.CANCEL for _, state in pairs],
         prefix + "reason": [deps.reason(parent, state) for parent, state in pairs],
     }
+
+
+def _slot_record(value: bytes) -> tuple[int, dict[str, int]]:
+    """A concurrency limit's record: the last fence granted and each holder's fence.
+    (A plain list of holders, as earlier releases wrote it, holds fence 0.)"""
+    record = orjson.loads(value)
+    if isinstance(record, list):
+        return 0, dict.fromkeys(sorted(record), 0)
+    return int(record["fence"]), dict(sorted(record["holders"].items()))

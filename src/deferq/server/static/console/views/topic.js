@@ -79,7 +79,7 @@ export function mount(root, ctx) {
   const form = h("form", {class: "topic-form", id: "topic-form", novalidate: true},
     section("Where callbacks go",
       creating ? labelled("name", i.name, "1-100 of A-Z a-z 0-9 _ . : -") : null,
-      labelled("callback URL", i.url, "http(s); the workers' callback policy decides which addresses they may call"),
+      labelled("callback URL", i.url, "http(s); the workers' network policy decides which addresses they may call"),
       h("div", {class: "row"}, labelled("method", i.method), labelled("queue", i.queue, "workers must consume it"),
         labelled("priority", i.priority)),
       h("div", {class: "row"}, labelled("delay (ms)", i.delay_ms, "default delay of its jobs"),

@@ -1,6 +1,7 @@
-"""Where callbacks may go: a policy of networks and ports, so that whoever may register a
-topic cannot make the workers call what sits behind them (SSRF): the cloud's metadata
-service, the store, an admin page on loopback.
+"""Where deferq may connect on others' behalf: one policy of networks and ports for
+topic callbacks, alert webhooks and alert e-mail (SMTP), so that whoever may register a
+topic or save alert settings cannot make deferq call what sits behind it (SSRF): the
+cloud's metadata service, the store, an admin page on loopback.
 
 The policy comes from the environment of every server and worker process:
 
@@ -14,38 +15,37 @@ An address is judged in this order; the first rule that matches decides:
 
 1. never a target, whatever the policy says: unspecified (0.0.0.0/8, ::), multicast,
    broadcast and the cloud metadata addresses (169.254.169.254, fd00:ec2::254, ...);
-2. never a target: the address and port of deferq's own store (from its URL);
+2. never a target: deferq's own store on its port, at any address its URL's host
+   resolves to, and when the store is on this host, at any loopback address too;
 3. the port: refused when in `deny_ports`, or when `allow_ports` is given and lacks it;
 4. refused when in `deny_networks`;
 5. allowed when in `allow_networks`;
 6. allowed when public (`allow_public`, true by default); loopback, private, link-local
    and the other special-purpose ranges are refused.
 
-A server checks a topic's URL when it is PUT, when the URL holds a literal address. A
-worker checks every address a callback's host name resolves to, then connects to an
-address it checked (never resolving twice), so a name that changes its answer between
-the check and the connection (DNS rebinding) still cannot reach a refused address.
+A server checks a topic's URL when it is PUT, when the URL holds a literal address (or
+`localhost`). Whatever connects (a worker's callback, an alert) checks every address the
+host name resolves to, then connects to an address it checked (never resolving twice),
+so a name that changes its answer between the check and the connection (DNS rebinding)
+still cannot reach a refused address. `connect` does that for plain sockets (SMTP);
+deferq.guarded does it for httpx.
 """
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import ipaddress
 import os
 import re
 import socket
-import ssl
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-import httpcore
-import httpx
 import orjson
 
-from ..errors import ConfigError
+from .errors import ConfigError
 
 POLICY_ENV = "DEFERQ_CALLBACK_POLICY"
 POLICY_FIELDS = ("allow_networks", "deny_networks", "allow_ports", "deny_ports", "allow_public")
@@ -89,8 +89,8 @@ STORE_PORTS = {"redis": 6379, "rediss": 6379, "redis+cluster": 6379, "redis+shar
 HINT = f"allow it with allow_networks in {POLICY_ENV}"
 
 
-class CallbackRefused(Exception):
-    """The callback's address is refused by the policy: nothing was sent."""
+class Refused(Exception):
+    """The target's address or port is refused by the policy: nothing was sent."""
 
 
 def literal_address(host: str | None) -> Address | None:
@@ -108,6 +108,33 @@ def literal_address(host: str | None) -> Address | None:
         except OSError:
             return None
     return None
+
+
+def fixed_addresses(host: str) -> list[str] | None:
+    """What `host` reaches without asking DNS: its literal address, or loopback for
+    localhost names (RFC 6761: resolvers answer those themselves); None for other names."""
+    literal = literal_address(host)
+    if literal is not None:
+        return [str(literal)]
+    if host.lower().rstrip(".") == "localhost" or host.lower().rstrip(".").endswith(".localhost"):
+        return ["127.0.0.1", "::1"]
+    return None
+
+
+@functools.lru_cache(maxsize=256)
+def this_host(address: Address) -> bool:
+    """Whether `address` is this machine's: loopback, unspecified, or one it may bind."""
+    if address.is_loopback or address.is_unspecified:
+        return True
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return this_host(address.ipv4_mapped)
+    family = socket.AF_INET6 if address.version == 6 else socket.AF_INET
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.bind((str(address), 0))  # only an address of this host can be bound
+    except OSError:
+        return False
+    return True
 
 
 def reached(address: Address) -> list[Address]:
@@ -211,8 +238,8 @@ class Policy:
     def _judge(self, address: Address, port: int) -> str | None:
         for what, networks in NEVER.items():
             if any(address in network for network in networks):
-                return f"is {what} (never a callback target)"
-        if (address, port) in self.stores:
+                return f"is {what} (never a target)"
+        if self._is_store(address, port):
             return f"is deferq's own store (port {port})"
         denied = next((n for n in self.deny_networks if address in n), None)
         if denied is not None:
@@ -229,9 +256,39 @@ class Policy:
             return "is a public address and allow_public is false"
         return None
 
+    def _is_store(self, address: Address, port: int) -> bool:
+        """Whether `address`:`port` reaches one of deferq's stores: the same address, or
+        both on this host (a store on 127.0.0.1 also answers on ::1, 127.0.0.2 and, when it
+        listens on every interface, on this host's own addresses)."""
+        on_port = [store for store, store_port in self.stores if store_port == port]
+        if address in on_port:
+            return True
+        return bool(on_port) and this_host(address) and any(this_host(store) for store in on_port)
+
+    def screen(self, host: str, port: int, candidates: Iterable[str]) -> list[str]:
+        """The candidates (the addresses `host` resolved to, or the literal address it
+        is) the policy allows, in order; Refused, naming the first reason, when none is."""
+        refused = self.port_refusal(port)
+        if refused is not None:
+            raise Refused(refused)
+        literal = literal_address(host) is not None
+        allowed, reasons = [], []
+        for candidate in candidates:
+            address = ipaddress.ip_address(candidate)
+            why = self.refusal(address, port)
+            if why is None:
+                allowed.append(candidate)
+            else:
+                reasons.append(f"{address} {why}" if literal or host == candidate
+                               else f"{host} resolves to {address}, which {why}")  # fmt: skip
+        if not allowed:
+            raise Refused(reasons[0] if reasons else f"{host} resolves to no address")
+        return allowed
+
     def url_refusal(self, url: str) -> str | None:
         """Why a topic's URL is refused before any lookup (its port, or its host when that
-        is a literal address), or None: names are checked when a worker resolves them."""
+        is a literal address or localhost), or None: other names are checked when they
+        are resolved, at each connection."""
         parts = urlsplit(url)
         try:
             port = parts.port or (443 if parts.scheme == "https" else 80)
@@ -240,11 +297,15 @@ class Policy:
         refused = self.port_refusal(port)
         if refused is not None:
             return refused
-        address = literal_address(parts.hostname)
-        if address is None:
+        host = parts.hostname or ""
+        candidates = fixed_addresses(host)
+        if candidates is None:
             return None
-        why = self.refusal(address, port)
-        return None if why is None else f"{address} {why}"
+        try:
+            self.screen(host, port, candidates)
+        except Refused as exc:
+            return str(exc)
+        return None
 
 
 @functools.lru_cache(maxsize=16)
@@ -298,87 +359,35 @@ def current() -> Policy:
     return Policy.from_env(frozenset().union(*_stores.values()))
 
 
+
+
 # -- connecting -----------------------------------------------------------------------------
 
-Resolver = Callable[[str, int, float | None], Awaitable[list[str]]]
 
-
-async def resolve(host: str, port: int, timeout: float | None) -> list[str]:
-    """The addresses of `host`, in the resolver's order, each once."""
-    loop = asyncio.get_running_loop()
+def addresses(host: str, port: int) -> list[str]:
+    """The addresses `host` reaches, in the resolver's order, each once (blocking)."""
+    fixed = literal_address(host)
+    if fixed is not None:
+        return [str(fixed)]
     try:
-        infos = await asyncio.wait_for(loop.getaddrinfo(host, port, type=socket.SOCK_STREAM), timeout)
-    except TimeoutError:
-        raise httpcore.ConnectTimeout(f"resolving {host} took more than {timeout:g}s") from None
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except socket.gaierror as exc:
-        raise httpcore.ConnectError(f"cannot resolve {host}: {exc.strerror}") from None
+        raise OSError(f"cannot resolve {host}: {exc.strerror}") from None
     return list(dict.fromkeys(str(info[4][0]) for info in infos))
 
 
-class GuardedBackend(httpcore.AsyncNetworkBackend):
-    """httpcore's network backend, but a connection goes only to an address the policy
-    allows: the host is resolved once, each address checked, and the socket connected
-    to that very address (TLS still names the host: httpcore passes it for SNI and
-    certificate checks, and the Host header is the URL's)."""
-
-    def __init__(self, policy: Policy, resolver: Resolver = resolve,
-                 inner: httpcore.AsyncNetworkBackend | None = None) -> None:  # fmt: skip
-        self.policy = policy
-        self.resolver = resolver
-        self.inner = inner or httpcore.AnyIOBackend()
-
-    async def connect_tcp(self, host: str, port: int, timeout: float | None = None,
-                          local_address: str | None = None,
-                          socket_options: Iterable[Any] | None = None) -> httpcore.AsyncNetworkStream:  # fmt: skip
-        refused = self.policy.port_refusal(port)
-        if refused is not None:
-            raise CallbackRefused(refused)
-        literal = literal_address(host)
-        candidates = [str(literal)] if literal is not None else await self.resolver(host, port, timeout)
-        allowed, reasons = [], []
-        for candidate in candidates:
-            address = ipaddress.ip_address(candidate)
-            why = self.policy.refusal(address, port)
-            if why is None:
-                allowed.append(candidate)
-            else:
-                reasons.append(f"{address} {why}" if literal is not None or host == candidate
-                               else f"{host} resolves to {address}, which {why}")  # fmt: skip
-        if not allowed:
-            raise CallbackRefused(reasons[0] if reasons else f"{host} resolves to no address")
-        failure: Exception | None = None
-        for candidate in allowed:  # the checked addresses themselves: no second lookup
-            try:
-                return await self.inner.connect_tcp(candidate, port, timeout=timeout,
-                                                    local_address=local_address,
-                                                    socket_options=socket_options)  # fmt: skip
-            except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
-                failure = exc
-        assert failure is not None
-        raise failure
-
-    async def connect_unix_socket(self, path: str, timeout: float | None = None,
-                                  socket_options: Iterable[Any] | None = None) -> Any:  # fmt: skip
-        raise CallbackRefused("a callback never goes to a unix socket")
-
-    async def sleep(self, seconds: float) -> None:
-        await self.inner.sleep(seconds)
-
-
-class GuardedTransport(httpx.AsyncHTTPTransport):
-    """httpx's transport over GuardedBackend (no environment proxies, no unix sockets)."""
-
-    def __init__(self, policy: Policy, resolver: Resolver = resolve,
-                 limits: httpx.Limits | None = None) -> None:  # fmt: skip
-        context: ssl.SSLContext = httpx.create_ssl_context(trust_env=False)
-        limits = limits or httpx.Limits(max_connections=100, max_keepalive_connections=20)
-        super().__init__(verify=context, trust_env=False, limits=limits)
-        # httpx builds its connection pool without a way to pass a network backend:
-        # replace it with the same pool over the guarded backend.
-        if not isinstance(getattr(self, "_pool", None), httpcore.AsyncConnectionPool):
-            raise RuntimeError("this httpx version keeps no _pool: callbacks cannot be guarded")
-        self._pool = httpcore.AsyncConnectionPool(
-            ssl_context=context, max_connections=limits.max_connections,
-            max_keepalive_connections=limits.max_keepalive_connections,
-            keepalive_expiry=limits.keepalive_expiry, network_backend=GuardedBackend(policy, resolver),
-        )  # fmt: skip
+def connect(policy: Policy, host: str, port: int, timeout: float | None) -> socket.socket:
+    """A TCP connection to `host`:`port` at an address the policy allows: resolved once,
+    every address checked, and the socket connected to a checked one (no second lookup,
+    so DNS rebinding gains nothing). Refused when none is allowed; OSError when none answers."""
+    refused = policy.port_refusal(port)
+    if refused is not None:
+        raise Refused(refused)
+    failure: OSError | None = None
+    for address in policy.screen(host, port, addresses(host, port)):
+        try:
+            return socket.create_connection((address, port), timeout)
+        except OSError as exc:
+            failure = exc
+    assert failure is not None
+    raise failure
