@@ -40,8 +40,8 @@ def check(body: bytes, data: Any) -> None:
         big = next((m[1] for m in _TOKEN.finditer(body) if m[1] and not INT_RANGE[0] <= int(m[1]) <= INT_RANGE[1]),
                    None)  # fmt: skip
         if big is not None:
-            where = _float_at(data, float(int(big)))
-            raise Invalid(f"{shown(where) if where is not None else 'a number'} is an integer beyond 64 bits "
+            at = _float_at(data, float(int(big)))
+            raise Invalid(f"{shown(at) if at is not None else 'a number'} is an integer beyond 64 bits "
                           f"({big.decode()[:40]}), which JSON readers cannot keep exact: send it as a string")
 
 
