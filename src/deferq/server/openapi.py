@@ -202,7 +202,8 @@ NO_NUL = {"pattern": options.NO_NUL}
 JSON_VALUE = {
     "description": "Any JSON value that deferq keeps exactly: no string or object key holding NUL "
                    "(\\u0000), no integer beyond 64 bits (send those as strings), and the request nesting "
-                   f"arrays and objects at most {MAX_DEPTH} levels deep.",
+                   f"arrays and objects at most {MAX_DEPTH} levels deep (JSON Schema counts 1e30 an integer: "
+                   "deferq keeps it, as the float it is written as).",
     "anyOf": [{"type": ["null", "boolean", "string"], **NO_NUL},
               {"type": "integer", "minimum": INT_RANGE[0], "maximum": INT_RANGE[1]},
               {"type": "number", "not": {"type": "integer"}},
