@@ -8,6 +8,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from decimal import Decimal
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -101,10 +102,11 @@ def test_a_stored_value_that_no_longer_fits_its_annotation_fails_the_job_once(tm
     app.close()
 
 
+TEXT = st.characters(codec="utf-8", exclude_characters="\0")  # NUL: refused (test_nul_is_refused_on_every_store)
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner, max_size=4),
+    | st.text(TEXT),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(TEXT, max_size=5), inner, max_size=4),
     max_leaves=20,
 )  # fmt: skip
 
@@ -126,3 +128,63 @@ def test_every_json_value_is_accepted_and_arrives_equal(value):
 def test_values_json_would_change_are_always_refused(value):
     with pytest.raises(PayloadError):
         check_exact([{"k": value}], "v")
+
+
+def _holding_itself() -> tuple[list[object], dict[str, object]]:
+    items: list[object] = []
+    items.append(items)
+    mapping: dict[str, object] = {}
+    mapping["self"] = mapping
+    return items, mapping
+
+
+def _nested(levels: int) -> list[object]:
+    value: list[object] = []
+    for _ in range(levels - 1):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize("value", [*_holding_itself(), _nested(101), _nested(1000), {"a": _nested(100)}])
+def test_a_value_nested_past_100_levels_or_holding_itself_is_a_payload_error(value):
+    app = deferq.App("memory://")
+
+    @app.task()
+    def keep(value):
+        return None
+
+    @app.task()
+    def typed(value: list[Any]) -> None:
+        return None
+
+    for task in (keep, typed):
+        with pytest.raises(PayloadError, match=r"argument 'value' of \w+\(\) nests lists and dicts more than 100 "
+                                               r"levels deep \(or holds itself\): deferq takes at most 100$"):
+            task.enqueue(value)
+    assert app.stats() == {}
+    keep.enqueue(_nested(100))  # the limit itself is kept
+
+
+@pytest.mark.parametrize("store", ["memory_url", "sqlite_url", "redis_url", "postgres_url", "mysql_url"])
+def test_nul_is_refused_on_every_store(request, store):
+    """PostgreSQL cannot store NUL (a store error, before); every store refuses it alike."""
+    app = deferq.App(request.getfixturevalue(store))
+
+    @app.task()
+    def keep(*args: Any, **kwargs: Any) -> None:
+        return None
+
+    try:
+        for args, kwargs, says in [(("a\0b",), {}, "argument 0 of keep() holds the NUL character"),
+                                   ((), {"user": {"name": "\0"}}, "argument 'user' of keep()['name'] holds"),
+                                   (([{"k\0": 1}],), {}, "argument 0 of keep()[0]['k\\x00'] is a key that holds")]:
+            with pytest.raises(PayloadError) as refused:
+                keep.enqueue(*args, **kwargs)
+            assert says in str(refused.value)
+        for option in ("key", "remark"):
+            with pytest.raises(ValueError, match=f"{option} must be .* without NUL"):
+                keep.options(**{option: "a\0"}).enqueue()
+        assert keep.enqueue("\\u0000").args == ("\\u0000",)  # text that spells it: kept
+        assert sum(counts.get("queued", 0) for counts in app.stats().values()) == 1
+    finally:
+        app.close()

@@ -11,6 +11,10 @@ its dataclass). Eager mode and deferq.testing run tasks through the same decode.
 
 One exception, for convenience: a tuple where nothing is annotated travels as a JSON
 array and arrives as a list.
+
+Two limits hold for every store alike: a value nests lists and dicts at most MAX_DEPTH
+(100) levels deep (a list that holds itself is refused by the same rule), and no string,
+nor dict key, holds the NUL character, which PostgreSQL cannot store (`find_nul`).
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ from .errors import PayloadError
 # Annotations whose values are JSON already: nothing to convert at run.
 NATIVE: tuple[Any, ...] = (Any, object, str, int, float, bool, type(None), list, dict, inspect.Parameter.empty)
 INT_RANGE = (-(2**63), 2**64 - 1)  # what orjson (and most JSON readers) keep exact
+MAX_DEPTH = 100  # levels of lists and dicts a value may nest (orjson writes at most 254)
+Path = list[str | int]  # where a value sits: keys and positions
 
 _ALWAYS_EXACT = frozenset({str, bool, type(None)})  # one set probe per argument, before _plain
 Decoder = Callable[[tuple[Any, ...], dict[str, Any]], tuple[tuple[Any, ...], dict[str, Any]]]
@@ -39,8 +45,9 @@ def _plain(value: Any) -> bool:
             or (kind is float and math.isfinite(value)))  # fmt: skip
 
 
-def check_exact(value: Any, where: str) -> None:
-    """Raise PayloadError unless JSON carries `value` exactly (tuples as arrays)."""
+def check_exact(value: Any, where: str, depth: int = 1) -> None:
+    """Raise PayloadError unless JSON carries `value` exactly (tuples as arrays), nested at
+    most MAX_DEPTH levels (`depth`: the level of `value` if it is a list or dict)."""
     kind = type(value)
     if kind is str or kind is bool or value is None:
         return
@@ -52,20 +59,55 @@ def check_exact(value: Any, where: str) -> None:
         if not math.isfinite(value):
             raise PayloadError(f"{where} is {value}, which JSON cannot carry")
         return
+    if (kind is list or kind is tuple or kind is dict) and depth > MAX_DEPTH:
+        argument = where.split("[", 1)[0]  # not the hundred [0]s that lead here
+        raise PayloadError(f"{argument} nests lists and dicts more than {MAX_DEPTH} levels deep (or holds "
+                           f"itself): deferq takes at most {MAX_DEPTH}")  # fmt: skip
     if kind is list or kind is tuple:
         for i, item in enumerate(value):
-            check_exact(item, f"{where}[{i}]")
+            check_exact(item, f"{where}[{i}]", depth + 1)
         return
     if kind is dict:
         for key, item in value.items():
             if type(key) is not str:
                 raise PayloadError(f"{where} has the key {key!r:.40}, but JSON object keys are strings")
-            check_exact(item, f"{where}[{key!r:.40}]")
+            check_exact(item, f"{where}[{key!r:.40}]", depth + 1)
         return
     raise PayloadError(
         f"{where} is {kind.__name__} {value!r:.60}, which cannot travel as JSON exactly: pass JSON values, "
         f"or annotate the parameter with its type to have it encoded and decoded back"
     )
+
+
+def find_nul(value: Any) -> tuple[Path, bool] | None:
+    """Where the first string or dict key holding NUL sits in decoded JSON `value` (its
+    path, and whether it is a key), or None. A walk with its own stack: never recursion."""
+    stack: list[tuple[Path, Any]] = [([], value)]
+    while stack:
+        path, item = stack.pop()
+        if type(item) is str:
+            if "\0" in item:
+                return path, False
+        elif type(item) is dict:
+            for key, inner in item.items():
+                if type(key) is str and "\0" in key:
+                    return [*path, key], True
+                stack.append(([*path, key], inner))
+        elif type(item) is list or type(item) is tuple:
+            stack.extend(([*path, i], inner) for i, inner in enumerate(item))
+    return None
+
+
+def shown(path: Path, where: str = "") -> str:
+    """A path as a request names it, args[0].user; after `where` (an argument of the
+    Python API), as Python does: argument 'x' of t()['user']."""
+    text = where
+    for step in path:
+        if type(step) is int:
+            text += f"[{step}]"
+        else:
+            text += f"[{step!r:.40}]" if where else f".{step}" if text else str(step)
+    return text or "the value"
 
 
 class ArgsCodec:
@@ -113,10 +155,14 @@ class ArgsCodec:
         out_kwargs = {name: self._encode_one(value, *self._hint(None, name)) for name, value in kwargs.items()}
         return out_args, out_kwargs
 
-    def _encode_one(self, value: Any, shown: str, hint: Any) -> Any:
+    def _encode_one(self, value: Any, name: str, hint: Any) -> Any:
         if hint is not None:
-            value = _msgspec().to_builtins(value)
-        check_exact(value, f"argument {shown} of {self.task}()")
+            try:
+                value = _msgspec().to_builtins(value)
+            except RecursionError:  # a value that holds itself
+                check_exact(value, f"argument {name} of {self.task}()")
+                raise
+        check_exact(value, f"argument {name} of {self.task}()")
         return value
 
     def _decode(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:

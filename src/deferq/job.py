@@ -12,6 +12,7 @@ from typing import Any
 
 import orjson
 
+from .codec import find_nul, shown
 from .errors import PayloadError
 
 
@@ -253,9 +254,13 @@ def encode_payload(
     """`[args, kwargs]` (or `[args, kwargs, meta]`) as JSON; refuses, by name, arguments
     that JSON cannot carry."""
     try:
-        return orjson.dumps((args, kwargs, meta) if meta else (args, kwargs))
+        payload = orjson.dumps((args, kwargs, meta) if meta else (args, kwargs))
     except TypeError:
         pass  # find and name the culprit
+    else:
+        if b"\\u0000" in payload:  # rare: then look for a NUL (not an escaped backslash before u0000)
+            _refuse_nul(task, args, kwargs)
+        return payload
     for i, value in enumerate(args):
         _check_json(value, f"argument {i} of {task}()")
     for name, value in kwargs.items():
@@ -273,6 +278,17 @@ def decode_payload(payload: bytes | str) -> tuple[tuple[Any, ...], dict[str, Any
     if type(args) is not list or type(kwargs) is not dict or type(meta) is not dict:
         raise ValueError("payload is not [args, kwargs] or [args, kwargs, meta]")
     return tuple(args), kwargs, meta
+
+
+def _refuse_nul(task: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """PayloadError naming the argument that holds NUL, which PostgreSQL cannot store:
+    refused on every store, so a job that runs on one runs on all."""
+    for name, value in [*enumerate(args), *kwargs.items()]:
+        found = find_nul(value)
+        if found is not None:
+            where = shown(found[0], f"argument {name!r} of {task}()")
+            raise PayloadError(f"{where} {'is a key that holds' if found[1] else 'holds'} the NUL character "
+                               "(\\u0000), which deferq does not store: remove it or encode it")  # fmt: skip
 
 
 def _check_json(value: Any, where: str) -> None:

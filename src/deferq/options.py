@@ -34,8 +34,10 @@ _TIME = r"T(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\.[0-9]{1,6})?(?:Z|[+-](
 # Years 1971-9998, so that no zone offset takes a time out of the 1970-9999 that `at` allows.
 DUE_TIME = f"^(?:{_YEAR}-{_MONTH_DAY}|{_LEAP_DAY}){_TIME}$"
 QUEUE_NAME = r"^[^{}\x00 ]+$"
+NO_NUL = r"^[^\x00]*$"  # PostgreSQL cannot store NUL: refused in text on every store
 PATTERN_WORDS = {DUE_TIME: "an ISO 8601 time with a zone, like 2030-01-01T09:00:00Z (years 1971-9998)",
-                 QUEUE_NAME: "1-100 characters without spaces or braces"}  # fmt: skip
+                 QUEUE_NAME: "1-100 characters without spaces or braces",
+                 NO_NUL: "text without the NUL character (\\u0000)"}  # fmt: skip
 
 
 def seconds(value: Any, name: str = "delay") -> float:
@@ -128,8 +130,8 @@ def priority(value: Any, name: str = "priority") -> int:
 
 
 def unique_key(value: Any, name: str = "key") -> str:
-    if not isinstance(value, str) or not 1 <= len(value) <= 200:
-        raise ValueError(f"{name} must be a string of 1-200 characters, got {value!r:.60}")
+    if not isinstance(value, str) or not 1 <= len(value) <= 200 or "\0" in value:
+        raise ValueError(f"{name} must be a string of 1-200 characters without NUL, got {value!r:.60}")
     return value
 
 
@@ -137,8 +139,8 @@ MAX_REMARK = 1000
 
 
 def remark_text(value: Any, name: str = "remark") -> str:
-    if not isinstance(value, str) or len(value) > MAX_REMARK:
-        raise ValueError(f"{name} must be text of at most {MAX_REMARK} characters, got {value!r:.60}")
+    if not isinstance(value, str) or len(value) > MAX_REMARK or "\0" in value:
+        raise ValueError(f"{name} must be text of at most {MAX_REMARK} characters without NUL, got {value!r:.60}")
     return value
 
 
@@ -240,7 +242,8 @@ class JobOptions:
     max_attempts: int | None = option(None, MAX_ATTEMPTS)
     timeout: float | None = option(None, TIMEOUT)
     key: str | None = option(None, Option(unique_key, "unique key: one unfinished job per key", http="key",
-                                          openapi={"type": "string", "minLength": 1, "maxLength": 200}))
+                                          openapi={"type": "string", "minLength": 1, "maxLength": 200,
+                                                   "pattern": NO_NUL}))
     expires: Expiry | None = option(None, Option(
         expiry, "not started by then, never run: an aware datetime, or seconds after enqueue",
         periodic=True, http="expires",
@@ -258,7 +261,8 @@ class JobOptions:
         openapi={"type": "integer", "minimum": 0, "maximum": int(MAX_DELAY * 1000)}))  # fmt: skip
     remark: str | None = option(None, Option(
         remark_text, "free text kept with the job for people (shown by `deferq job` and the console)",
-        periodic=True, http="remark", openapi={"type": "string", "maxLength": MAX_REMARK}))  # fmt: skip
+        periodic=True, http="remark",
+        openapi={"type": "string", "maxLength": MAX_REMARK, "pattern": NO_NUL}))  # fmt: skip
     durable: bool | None = option(None, Option(
         flag, "false: the enqueue's commit does not wait for the disk (PostgreSQL: synchronous_commit=off); "
         "may lose the last moments of jobs if the database server crashes", http="durable",

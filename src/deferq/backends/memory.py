@@ -27,7 +27,7 @@ from .base import (
     state_for_waiting,
 )
 from .history import Ended, MemoryHistory, recovered
-from .search import JobPage, JobQuery, scan_page
+from .search import JobPage, JobQuery, is_int, scan_page
 
 _WAITING = JobState.QUEUED  # stored state of every waiting job; see base.py
 
@@ -367,7 +367,7 @@ class MemoryBackend(MemoryHistory, Backend):
             ]
             return wanted[:size]
 
-        return scan_page(replace(query, window=len(self._jobs) + 1), pages)
+        return scan_page(replace(query, window=len(self._jobs) + 1), pages, is_int)
 
     def purge(self, states: Iterable[JobState], older_than: float = 0.0) -> int:
         states = set(finished_only(states))

@@ -20,6 +20,7 @@ Redis) the newest `window` jobs are looked at, and the page says so (`scanned`,
 from __future__ import annotations
 
 import base64
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -64,14 +65,33 @@ def encode_cursor(value: Any) -> str:
     return base64.urlsafe_b64encode(orjson.dumps(value)).decode().rstrip("=")
 
 
-def decode_cursor(cursor: str | None) -> Any:
-    """A cursor's value; None for none. A cursor this store did not make raises ValueError."""
+Valid = Callable[[Any], bool]  # whether a decoded cursor has the shape its store makes
+_REFUSED = "cursor is not one this store gave: start again without it"
+
+
+def decode_cursor(cursor: str | None, valid: Valid) -> Any:
+    """A cursor's value; None for none. A cursor this store did not make (`valid` says
+    whether its shape is one the store makes: a cursor comes back from clients, who may
+    have changed it) raises ValueError."""
     if not cursor:
         return None
     try:
-        return orjson.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+        value = orjson.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
     except (ValueError, TypeError):
-        raise ValueError("cursor is not one this store gave: start again without it") from None
+        raise ValueError(_REFUSED) from None
+    if value is None or not valid(value):
+        raise ValueError(_REFUSED)
+    return value
+
+
+def is_int(value: Any) -> bool:
+    """A whole number a store's integer column holds (not a bool)."""
+    return type(value) is int and -(2**63) <= value < 2**63
+
+
+def is_score(value: Any) -> bool:
+    """A finite number (a sorted set's score), not a bool."""
+    return type(value) in (int, float) and math.isfinite(value)
 
 
 def text_matches(job: Job, needle: str) -> bool:
@@ -101,15 +121,16 @@ def like_pattern(text: str) -> str:
 Pager = Callable[[Any, int], list[tuple[Job | None, Any]]]
 
 
-def scan_page(query: JobQuery, pages: Pager) -> JobPage:
+def scan_page(query: JobQuery, pages: Pager, valid: Valid) -> JobPage:
     """A page made by filtering, with what the store cannot select by (the task, the
     text), the jobs `pages(position, size)` gives: up to `size` jobs after `position`
     (None: from the newest), each with the position right after it; None for a job the
     pager already found not to match (read in part: cheaper). Stops at `query.limit`
-    matches, or after `query.window` jobs (the page says so)."""
+    matches, or after `query.window` jobs (the page says so). `valid`: the pager's
+    positions' shape (decode_cursor)."""
     filtering = query.task is not None or bool(query.text)
     size = min(query.window, 500) if filtering else query.limit
-    position = decode_cursor(query.cursor)
+    position = decode_cursor(query.cursor, valid)
     found: list[Job] = []
     scanned = 0
     how = "scan" if query.text else None

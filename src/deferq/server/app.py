@@ -23,9 +23,9 @@ from .config import ServerConfig
 from .console_api import paths as console_api_paths
 from .console_api import routes as console_api_routes
 from .dashboard import routes as dashboard_routes
-from .errors import ApiError
+from .errors import ApiError, Invalid
 from .metrics import CONTENT_TYPE
-from .openapi import document
+from .openapi import document, requests_kept_exactly
 from .routes import PRODUCER, api_routes, create_job, enqueue_job
 from .sameorigin import SameOrigin
 from .service import Service
@@ -34,6 +34,8 @@ from .web import JSON, check_token, decode_json, read_body, service_of, too_larg
 request_log = logging.getLogger(logfiles.REQUEST_LOG)
 error_log = logging.getLogger(logfiles.ERROR_LOG)
 INTERNAL = {"error": {"code": "internal", "message": "the server failed; see its error log"}}
+# No name, id or filter holds NUL (nothing stored does: bodies.py), and PostgreSQL refuses it.
+NUL_IN_URL = Invalid("the URL holds the NUL character (%00), which no name, id or filter of deferq holds")
 
 
 async def api_error(request: Request, exc: Exception) -> Response:
@@ -58,7 +60,8 @@ async def internal_error(request: Request, exc: Exception) -> Response:
 def full_document() -> dict[str, Any]:
     """The API's document with the console's routes (kept apart: console_api imports openapi)."""
     base = document()
-    return {**base, "paths": {**base["paths"], **console_api_paths(), **history_api.paths()}}
+    paths = {**base["paths"], **console_api_paths(), **history_api.paths()}
+    return requests_kept_exactly({**base, "paths": paths})
 
 
 async def openapi(request: Request) -> Response:
@@ -144,7 +147,9 @@ class Front:
                 await send_json(send_and_note, self.busy.status, self.busy.body(), self.busy.headers)
                 return
             self.inflight += counted
-            if scope["path"] == "/v1/jobs" and scope["method"] == "POST" and not scope["query_string"]:
+            if "\0" in scope["path"] or b"%00" in scope["query_string"]:
+                await send_json(send_and_note, NUL_IN_URL.status, NUL_IN_URL.body(), {})
+            elif scope["path"] == "/v1/jobs" and scope["method"] == "POST" and not scope["query_string"]:
                 scope["endpoint"] = create_job
                 await self.enqueue(scope, receive, send_and_note)
             else:

@@ -108,7 +108,7 @@ def _option_fields(leave_out: tuple[str, ...] = ()) -> list[tuple[str, Any, Any]
 
 # A topic job: the topic decides the queue (its callbacks' queue), so a request may not.
 TOPIC_DECIDES = ("queue",)
-TASK_NAME = matching(r"^(?!deferq\.)", "the name of your task (1-200 characters, not deferq.*)",
+TASK_NAME = matching(r"^(?!deferq\.)[^\x00]*$", "the name of your task (1-200 characters, not deferq.*)",
                      min_length=1, max_length=200, description="Run this Python task with args/kwargs.")
 TopicJob: type[Struct] = msgspec.defstruct(
     "TopicJob",
@@ -169,13 +169,13 @@ class TokenRequest(Struct, forbid_unknown_fields=True):
 _DURATION = matching(r"^(?:[0-9]+(?:\.[0-9]+)?(?:ms|s|m|h|d))+$", 'a duration like "30s", "5m" or "1h30m"')
 Duration = Annotated[float, Meta(ge=0)] | Annotated[str, _DURATION]
 _PORT = r"(?:[1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])"
-_ADDRESS = matching(r"^[^ @]+@[^ @]+$", "an e-mail address")
+_ADDRESS = matching(r"^[^ @\x00]+@[^ @\x00]+$", "an e-mail address")
 
 
 class EmailSettings(Struct, forbid_unknown_fields=True, rename={"sender": "from", "recipients": "to"}):
     """An SMTP server and who gets the alerts."""
 
-    smtp: Annotated[str, matching(f"^(?:[^:]+|.+:{_PORT})$", '"host" or "host:port"')]
+    smtp: Annotated[str, matching(f"^(?:[^:\\x00]+|[^\\x00]+:{_PORT})$", '"host" or "host:port"')]
     sender: Annotated[str, _ADDRESS]
     recipients: Annotated[str, _ADDRESS] | Annotated[list[Annotated[str, _ADDRESS]], Meta(min_length=1)]
     username: str | UnsetType = UNSET

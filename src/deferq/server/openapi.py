@@ -15,6 +15,8 @@ from typing import Any
 
 import msgspec
 
+from .. import options
+from ..codec import INT_RANGE, MAX_DEPTH
 from ..options import QUEUE_NAME
 from . import console_models, models
 from .fields import ecma_pattern
@@ -191,7 +193,74 @@ def schemas() -> dict[str, Any]:
     # both where both take it), so a reader or a client generator sees them in one place.
     fields = {**components["TopicJob"]["properties"], **components["TaskJob"]["properties"]}
     components["JobRequest"] = {"type": "object", "properties": fields, **models.JOB_REQUEST}
+    components["JsonValue"] = JSON_VALUE  # requests_kept_exactly names it
     return {name: _ecma(schema) for name, schema in sorted(components.items())}
+
+
+# A value deferq keeps exactly (bodies.py): no NUL, no integer beyond 64 bits. JSON Schema
+# cannot tell 1e30 from an integer, so whole numbers are the bounded integers; the nesting
+# limit is said in words.
+NO_NUL = {"pattern": options.NO_NUL}
+JSON_VALUE = {
+    "description": "Any JSON value that deferq keeps exactly: no string or object key holding NUL "
+                   "(\\u0000), no integer beyond 64 bits (send those as strings), and the request nesting "
+                   f"arrays and objects at most {MAX_DEPTH} levels deep (JSON Schema counts 1e30 an integer: "
+                   "deferq keeps it, as the float it is written as).",
+    "anyOf": [{"type": ["null", "boolean", "string"], **NO_NUL},
+              {"type": "integer", "minimum": INT_RANGE[0], "maximum": INT_RANGE[1]},
+              {"type": "number", "not": {"type": "integer"}},
+              {"type": "array", "items": ref("JsonValue")},
+              {"type": "object", "additionalProperties": ref("JsonValue"), "propertyNames": NO_NUL}],
+}  # fmt: skip
+
+
+def requests_kept_exactly(doc: dict[str, Any]) -> dict[str, Any]:
+    """`doc` with every request's schemas (bodies, and the components they name; query and
+    path parameters) saying what bodies.py and the NUL check of URLs refuse."""
+    schemas = doc["components"]["schemas"]
+    operations = [op for ops in doc["paths"].values() for op in ops.values()]
+    found = [op["requestBody"]["content"]["application/json"]["schema"]
+             for op in operations if "requestBody" in op]  # fmt: skip
+    names: set[str] = set()
+    while found:
+        item = found.pop()
+        if isinstance(item, dict):
+            name = item.get("$ref", "").rpartition("/")[2]
+            if name and name not in names:
+                names.add(name)
+                found.append(schemas[name])
+            found.extend(item.values())
+        elif isinstance(item, list):
+            found.extend(item)
+    names.discard("JsonValue")
+    schemas = {**schemas, **{name: kept_exactly(schemas[name]) for name in names}}
+    paths = {path: {method: {**op, "parameters": [{**p, "schema": kept_exactly(p["schema"])}
+                                                  for p in op["parameters"]]} if "parameters" in op else op
+                    for method, op in ops.items()} for path, ops in doc["paths"].items()}  # fmt: skip
+    return {**doc, "paths": paths, "components": {**doc["components"], "schemas": schemas}}
+
+
+def kept_exactly(schema: Any) -> Any:
+    """A request's schema saying what bodies.py refuses: each free string without NUL,
+    each free value (args, kwargs, body) a JsonValue."""
+    if isinstance(schema, list):
+        return [kept_exactly(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    if not schema.keys() - {"description", "default", "title"}:  # Any: a value of the caller's
+        return {**schema, **ref("JsonValue")}
+    out = {key: kept_exactly(value) if key not in ("default", "const", "enum") else value
+           for key, value in schema.items()}  # fmt: skip
+    kind = out.get("type")
+    if kind == "string" and not out.keys() & {"pattern", "format", "enum", "const"}:
+        out.update(NO_NUL)
+    elif kind == "array" and "items" not in out:
+        out["items"] = ref("JsonValue")
+    elif kind == "object" and not out.keys() & {"properties", "additionalProperties", "$ref"}:
+        out.update(additionalProperties=ref("JsonValue"), propertyNames=NO_NUL)
+    elif kind == "object" and out.get("additionalProperties", False) is not False and "propertyNames" not in out:
+        out["propertyNames"] = NO_NUL
+    return out
 
 
 def _merged(schema: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:

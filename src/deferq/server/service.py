@@ -47,7 +47,8 @@ class EnqueueBatcher:
     """Coalesces the jobs of concurrent requests into one `enqueue_many` (group commit).
 
     Requests that arrive while a batch is being stored wait for the next one, so under
-    load each store round trip carries many jobs, and when idle a job goes at once.
+    load each store round trip carries many jobs, and when idle a job goes at once. One
+    request's failure never fails the others (`_store`).
     """
 
     def __init__(self, store: Callable[[Sequence[Enqueue]], Any], flights: int = 2,
@@ -80,11 +81,25 @@ class EnqueueBatcher:
             self._running -= 1
 
     async def _store(self, batch: list[tuple[list[Enqueue], asyncio.Future[list[Job]]]]) -> None:
+        """Store the requests of `batch` together; if the store refuses them, split the
+        batch in halves and store each alone, and so on, so that only a request the store
+        refuses by itself gets the error (about 2·log2(n) more round trips per refused request).
+        A store that is down (a 503) fails the batch at once: alone, each would too."""
         items = [item for request_items, _ in batch for item in request_items]
         try:
             jobs = await self.store(items)
-        except Exception as exc:  # every waiting request gets the failure
-            for _, future in batch:
+        except Exception as exc:
+            if len(batch) > 1 and not (isinstance(exc, ApiError) and exc.status == 503):
+                half = len(batch) // 2
+                await self._store(batch[:half])
+                await self._store(batch[half:])
+                return
+            if not isinstance(exc, ApiError):  # the store refused this request alone: one line, no trace
+                said = next((line for line in str(exc).splitlines() if line.strip()), type(exc).__name__)[:300]
+                error_log.error("the store refused a request's jobs: %s", said,
+                                extra={"error_type": type(exc).__name__})  # fmt: skip
+                exc = ApiError(500, "store_refused", f"the store refused the job: {said}")
+            for _, future in batch:  # every waiting request gets the failure
                 if not future.done():
                     future.set_exception(exc)
             return

@@ -209,7 +209,10 @@ def check_name(name: str) -> None:
 
 
 def check_url(url: str, policy: netpolicy.Policy | None = None) -> None:
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:  # e.g. the [ of an IPv6 address never closed
+        raise Invalid(f"url {url!r:.120} is not a URL ({exc})") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise Invalid(f"url must be an http:// or https:// URL, got {url!r:.120}")
     try:

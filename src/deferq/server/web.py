@@ -9,6 +9,7 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
+from . import bodies
 from .auth import allows, token_hash
 from .errors import ApiError
 
@@ -46,13 +47,17 @@ async def read_body(chunks: AsyncIterator[bytes], declared: str | None, limit: i
 
 
 def decode_json(body: bytes) -> Any:
-    """JSON, or a 400 that names what is malformed."""
+    """JSON, or a 400 that names what is malformed (a 422 for what bodies.py refuses)."""
     if not body.strip():
         raise ApiError(400, "malformed_json", "the request body is empty: send a JSON object")
     try:
-        return orjson.loads(body)
+        data = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
+        if str(exc).startswith("depth limit"):  # well-formed, past orjson's 1,024 levels
+            raise bodies.too_deep() from None
         raise ApiError(400, "malformed_json", f"the request body is not valid JSON: {exc}") from None
+    bodies.check(body, data)
+    return data
 
 
 async def read_json(request: Request) -> Any:

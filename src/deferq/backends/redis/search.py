@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ...job import ALL_STATES, FINISHED_STATES, Job, JobState
-from ..search import JobPage, JobQuery, SearchStore, decode_cursor, encode_cursor, raw_matches, scan_page
+from ..search import JobPage, JobQuery, SearchStore, decode_cursor, encode_cursor, is_score, raw_matches, scan_page
 from . import scripts
 from .codec import record_fields
 from .connection import guarded
@@ -24,6 +24,13 @@ from .keys import KeySpace
 from .scripts import Call
 
 Position = list[Any]  # [state index, score, job id]
+def is_position(value: Any) -> bool:
+    """[state index] (that state from its top) or [state index, score, job id]."""
+    if type(value) is not list or len(value) not in (1, 3) or type(value[0]) is not int:
+        return False
+    return 0 <= value[0] <= len(ALL_STATES) and (len(value) == 1 or (is_score(value[1]) and type(value[2]) is str))
+
+
 FIRST_LOOK = 1000  # jobs task_page looks at in its first round (then 4 times more each round)
 
 
@@ -40,7 +47,7 @@ class RedisSearch(SearchStore):
     def find_jobs(self, query: JobQuery) -> JobPage:
         if query.task is not None and not query.text:
             return self.task_page(query)
-        return scan_page(query, self.job_pages(query))
+        return scan_page(query, self.job_pages(query), is_position)
 
     def task_page(self, query: JobQuery) -> JobPage:
         """A task filter without text: each sorted set is read by page.lua, which looks at
@@ -51,7 +58,7 @@ class RedisSearch(SearchStore):
         queues = [query.queue] if query.queue is not None else self._queues()
         states = [query.state] if query.state is not None else list(ALL_STATES)
         now = repr(self.now())
-        position = decode_cursor(query.cursor)
+        position = decode_cursor(query.cursor, is_position)
         found: list[tuple[Job, Position]] = []
         scanned = 0
         for index in range(0 if position is None else int(position[0]), len(states)):
@@ -148,7 +155,7 @@ class RedisSearch(SearchStore):
             taken: list[tuple[Job | None, Position]] = []
             first = 0 if position is None else int(position[0])
             for index in range(first, len(states)):
-                cursor = position if position is not None and index == first else None
+                cursor = position if position is not None and index == first and len(position) == 3 else None
                 taken += self._state_page(states[index], index, queues, cursor, size - len(taken), now, query)
                 if len(taken) >= size:
                     break

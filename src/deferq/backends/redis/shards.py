@@ -41,6 +41,7 @@ from ..search import JobPage, JobQuery, scan_page
 from . import flows
 from .backend import RedisBackend
 from .connection import LOST, Waiter
+from .search import is_position
 
 RETRY_DOWN = 1.0
 T = TypeVar("T")
@@ -64,6 +65,11 @@ _PAIR_VALUE = {pair: value for value, pair in enumerate(_PAIRS)}
 _LOW_BITS = {c: i & 3 for i, c in enumerate(_CROCKFORD)}  # the 2 lowest bits of an id's last character
 MARK = 0b01
 MAX_SHARDS = 256
+
+
+def _positions(value: Any) -> bool:
+    """A page's position: each server's own (search.is_position), by its index."""
+    return type(value) is dict and all(type(k) is str and k.isdigit() and is_position(v) for k, v in value.items())
 
 
 def mark_id(job_id: str, shard: int) -> str:
@@ -494,7 +500,7 @@ class ShardedRedisBackend(Backend):
                 taken.append((job, position))
             return taken
 
-        return scan_page(query, pages)
+        return scan_page(query, pages, _positions)
 
     def purge(self, states: Iterable[JobState], older_than: float = 0.0) -> int:
         states = list(states)

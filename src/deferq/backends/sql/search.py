@@ -13,15 +13,20 @@ import heapq
 from typing import Any
 
 from ...job import JobState
-from ..search import JobPage, JobQuery, SearchStore, decode_cursor, encode_cursor
+from ..search import JobPage, JobQuery, SearchStore, decode_cursor, encode_cursor, is_int
 from .plans import Plan, Step
 from .rows import WIDTH, job_of
 
-STORED = {"scheduled": "queued", "queued": "queued", "active": "active", "succeeded": "succeeded",
-          "dead": "dead", "cancelled": "cancelled"}  # fmt: skip
-STORED_STATES = ("queued", "active", "succeeded", "dead", "cancelled")
+STORED = {"scheduled": "queued", "queued": "queued", "active": "active", "blocked": "blocked",
+          "succeeded": "succeeded", "dead": "dead", "cancelled": "cancelled"}  # fmt: skip
+STORED_STATES = ("queued", "active", "blocked", "succeeded", "dead", "cancelled")
 # What `text_condition` makes: (condition, parameters, how text is matched, the cursor's carry)
 TextCondition = Plan[tuple[str, dict[str, Any], str, dict[str, Any]]]
+
+
+def is_sql_position(value: Any) -> bool:
+    """The last seq shown, and MySQL's text scan's floor (mysql.py)."""
+    return type(value) is dict and value.keys() <= {"after", "floor"} and all(map(is_int, value.values()))
 
 
 class SQLSearch(SearchStore):
@@ -44,9 +49,7 @@ class SQLSearch(SearchStore):
         return self.run(self.find_plan(query))  # type: ignore[no-any-return]
 
     def find_plan(self, query: JobQuery) -> Plan[JobPage]:
-        position: dict[str, Any] = decode_cursor(query.cursor) or {}
-        if not isinstance(position, dict):
-            raise ValueError("cursor is not one this store gave: start again without it")
+        position: dict[str, Any] = decode_cursor(query.cursor, is_sql_position) or {}
         conditions: list[str] = []
         params: dict[str, Any] = {"limit": query.limit}
         for name in ("queue", "task"):
