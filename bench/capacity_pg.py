@@ -18,7 +18,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from deferq import bench
+from deferq.cli import bench
 
 from .http import tree_cpu
 from .redis_servers import free_port, stop

@@ -6,7 +6,7 @@ job (INFO cpu, summed over the servers), the producer's or the workers' CPU per 
 
 from __future__ import annotations
 
-from deferq import bench
+from deferq.cli import bench
 
 from .redis_servers import Topology, flush, server_cpu, started
 from .spread import children_cpu, enqueue_spread, marginal, own_cpu, phase, process_spread

@@ -155,7 +155,7 @@ def main() -> None:
     # the receiver is on loopback, which callback targets may not be by default
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"),
            "DEFERQ_CALLBACK_POLICY": '{"allow_networks": ["loopback"]}'}
-    deferq = [sys.executable, "-m", "deferq.cli"]
+    deferq = [sys.executable, "-m", "deferq"]
 
     def token(scope: str) -> str:
         made = subprocess.run([*deferq, "token", "create", "--scope", scope, "--url", url],

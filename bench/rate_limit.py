@@ -46,7 +46,7 @@ def start_worker(url: str, record: Path, rate: str, log: Path) -> subprocess.Pop
     env = {**os.environ, "DEFERQ_URL": url, "DEFERQ_BENCH_RECORD": str(record), "DEFERQ_BENCH_RATE": rate,
            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}  # fmt: skip
     with log.open("ab") as out:
-        return subprocess.Popen([sys.executable, "-m", "deferq.cli", "worker", "--app", "bench.rate_limit:app",
+        return subprocess.Popen([sys.executable, "-m", "deferq", "worker", "--app", "bench.rate_limit:app",
                                  "--url", url, "--concurrency", "8", "--log-level", "warning"],
                                 cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=out)  # fmt: skip
 

@@ -79,7 +79,7 @@ class Soak:
         env.pop("DEFERQ_APP", None)
         with self.logs.open("ab") as log:
             return subprocess.Popen(
-                [sys.executable, "-m", "deferq.cli", "worker", "--app", "bench.soak:app",
+                [sys.executable, "-m", "deferq", "worker", "--app", "bench.soak:app",
                  "--url", self.url, "--concurrency", str(self.args.concurrency),
                  "--log-level", "warning"],
                 cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=log,

@@ -21,7 +21,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from deferq import App, bench
+from deferq import App
+from deferq.cli import bench
 
 from .redis_servers import spread_queues, stop
 
@@ -120,7 +121,7 @@ def spread_workers(url: str) -> Iterator[None]:
         for k in range(WORKERS):
             queues = [arg for queue in QUEUES[k::WORKERS] for arg in ("-q", queue)]
             procs.append(subprocess.Popen(
-                [sys.executable, "-m", "deferq.cli", "worker", "--app", "deferq.bench:app", "--url", url,
+                [sys.executable, "-m", "deferq", "worker", "--app", "deferq.cli.bench:app", "--url", url,
                  *queues, "-c", str(THREADS), "--log-level", "warning"],
                 env={**os.environ, "DEFERQ_URL": url}, stdout=subprocess.DEVNULL,
             ))  # fmt: skip

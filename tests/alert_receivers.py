@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from deferq.netpolicy import POLICY_ENV
+from deferq.net.policy import POLICY_ENV
 
 LOOPBACK_ALLOWED = '{"allow_networks": ["loopback"]}'
 

@@ -18,7 +18,8 @@ import orjson
 
 import deferq
 from deferq.backends.base import Outcome
-from deferq.server import auth, topics
+from deferq.server.http import auth
+from deferq.server.topics import topic as topics
 from tests.conftest import need_service
 
 CHROMIUM = "/usr/bin/chromium"
@@ -115,7 +116,7 @@ def seed_workflows(world_app: deferq.App) -> dict[str, str]:
     """A chain of three whose first step succeeded (the second queued, the third blocked),
     and a batch of three (one succeeded, one dead, one queued) with an on_complete
     callback, in queues of their own."""
-    from deferq.workflow import chain
+    from deferq.flows.chains import chain
 
     def task(name: str, queue: str) -> Any:
         return world_app.task(name=name, queue=queue)(lambda *args, **kwargs: None)

@@ -11,7 +11,7 @@ import os
 import time
 
 import deferq
-from deferq.worker.runner import current_job
+from deferq.attempt.runner import current_job
 
 app = deferq.App(os.environ.get("DEFERQ_URL", "memory://"), lease=float(os.environ.get("DEFERQ_TEST_LEASE", "2")))
 

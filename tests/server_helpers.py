@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx
 
-from deferq.netpolicy import POLICY_ENV
+from deferq.net.policy import POLICY_ENV
 from tests.alert_receivers import free_port
 
 with warnings.catch_warnings():  # starlette asks for "httpx2", a package we do not need
@@ -169,7 +169,7 @@ def _stop(process: subprocess.Popen[bytes], timeout: float = 10.0) -> None:
 @contextmanager
 def delivery_worker(url: str, env: dict[str, str] | None = None) -> Iterator[subprocess.Popen[bytes]]:
     """`deferq worker --app deferq.server.tasks:app` on the store `url`."""
-    command = [sys.executable, "-m", "deferq.cli", "worker", "--app", "deferq.server.tasks:app",
+    command = [sys.executable, "-m", "deferq", "worker", "--app", "deferq.server.tasks:app",
                "--url", url, "--concurrency", "4", "--grace", "2"]  # fmt: skip
     process = subprocess.Popen(command, env=_env(env), stdout=subprocess.DEVNULL)
     try:
@@ -196,7 +196,7 @@ def reset_peak_rss(pid: int) -> None:
 def running_server(url: str, *options: str, env: dict[str, str] | None = None) -> Iterator[str]:
     """`deferq serve` on a free loopback port; yields its base URL once it answers."""
     port = free_port()
-    command = [sys.executable, "-m", "deferq.cli", "serve", "--url", url, "--port", str(port),
+    command = [sys.executable, "-m", "deferq", "serve", "--url", url, "--port", str(port),
                *options]  # fmt: skip
     process = subprocess.Popen(command, env=_env(env))
     base = f"http://127.0.0.1:{port}"

@@ -18,6 +18,9 @@ import deferq
 from deferq.job import JobState
 
 ROOT = Path(__file__).resolve().parent.parent
+# PYTHONPATH of the processes a test starts: this tree's deferq (not another checkout's
+# that an editable install names) and its tests
+TREE_PATH = os.pathsep.join((str(ROOT / "src"), str(ROOT)))
 FIXTURES = "tests.fixtures_supervisor:app"
 
 
@@ -45,11 +48,11 @@ class Master:
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> Master:
-        env = {**os.environ, "PYTHONPATH": str(ROOT), "DEFERQ_TEST_RECORD": str(self.record)}
+        env = {**os.environ, "PYTHONPATH": TREE_PATH, "DEFERQ_TEST_RECORD": str(self.record)}
         env.pop("DEFERQ_URL", None)
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "deferq.cli", "run", "--config", str(self.config)],
+                [sys.executable, "-m", "deferq", "run", "--config", str(self.config)],
                 cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
             )  # fmt: skip
         return self

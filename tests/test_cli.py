@@ -19,9 +19,9 @@ import pytest
 from click.testing import CliRunner
 
 import deferq
-from deferq.cli import main
+from deferq.cli.main import main
+from deferq.observe.output import iso, relative, span, when
 from deferq.options import JobOptions
-from deferq.output import iso, relative, span, when
 from deferq.supervisor.status import render_status
 from deferq.worker import Worker, WorkerConfig
 from tests.supervisor_harness import ROOT, wait_until
@@ -299,7 +299,7 @@ def test_serve_without_auth_listens_on_loopback_only_unless_told(tmp_path):
 
 
 def test_no_auth_beyond_loopback_serves_the_address_listened_on():
-    from deferq.server.cli import check_no_auth
+    from deferq.cli.serve import check_no_auth
 
     assert check_no_auth(True, "127.0.0.1", False, ("deferq.lan",)) == ["deferq.lan"]
     assert check_no_auth(True, "::1", False, ()) == [] and check_no_auth(True, "localhost", False, ()) == []
@@ -309,7 +309,7 @@ def test_no_auth_beyond_loopback_serves_the_address_listened_on():
 
 
 def test_serve_names_every_interface_open_auth_and_hides_passwords():
-    from deferq.server.cli import ServerConfig, announce
+    from deferq.cli.serve import ServerConfig, announce
 
     lines = announce(ServerConfig(auth=False), "0.0.0.0", 8088, 2, "redis://:s3cret@cache:6379/0")
     assert lines[:2] == ["serving on http://0.0.0.0:8088 (every interface), 2 processes",

@@ -10,10 +10,11 @@ import orjson
 import pytest
 
 import deferq
-from deferq.netpolicy import POLICY_ENV
-from deferq.server import ServerConfig, auth, create_app
+from deferq.net.policy import POLICY_ENV
+from deferq.server import ServerConfig, create_app
 from deferq.server.app import full_document as document
-from deferq.server.console_api import route_scopes
+from deferq.server.console.api import route_scopes
+from deferq.server.http import auth
 from tests.alert_receivers import BANNER, banner_listener, free_port, webhook_inbox  # noqa: F401 - fixture
 from tests.console_world import app as periodic_app
 from tests.console_world import seed
@@ -372,9 +373,9 @@ def test_static_files_ship_in_the_package_with_the_chart_library_and_its_licence
     assert "MIT License" in client.get("/dashboard/static/vendor/uPlot.LICENSE.txt").text
     assert client.get("/dashboard/static/console/nope.js").status_code == 404
     for sneaky in (
-        "/dashboard/static/../console_api.py",
-        "/dashboard/static/%2e%2e/console_api.py",
-        "/dashboard/static/..%2fconsole_api.py",
+        "/dashboard/static/../api.py",
+        "/dashboard/static/%2e%2e/api.py",
+        "/dashboard/static/..%2fapi.py",
     ):
         assert "import" not in client.get(sneaky).text  # the page or a 404, never a file outside static/
 
@@ -383,7 +384,7 @@ def test_no_script_sets_html_from_a_string():
     """The console builds every element with createElement and sets text as text."""
     from importlib import resources
 
-    static = resources.files("deferq.server").joinpath("static/console")
+    static = resources.files("deferq.server.console").joinpath("static/console")
     sources = [p for p in static.iterdir() if p.name.endswith(".js")]
     sources += [p for p in static.joinpath("views").iterdir() if p.name.endswith(".js")]
     assert len(sources) > 10

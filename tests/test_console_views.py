@@ -18,8 +18,8 @@ from playwright.sync_api import expect
 
 import deferq
 from deferq.backends.base import Outcome
-from deferq.server import delivery
-from deferq.server.signing import SIGNATURE_HEADER
+from deferq.server.topics import delivery
+from deferq.server.topics.signing import SIGNATURE_HEADER
 from deferq.worker import Worker, WorkerConfig
 from tests.alert_receivers import free_port
 from tests.console_world import World, chromium, seed, signed_in

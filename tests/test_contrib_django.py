@@ -152,7 +152,7 @@ def test_another_store_waits_for_the_commit(tmp_path):
     `deferq` command naming the settings' App, which sets Django up by itself (as the
     workers `deferq run` starts do)."""
     database, jobs = f"sqlite:///{tmp_path / 'shop.sqlite3'}", f"sqlite:///{tmp_path / 'jobs.db'}"
-    worker = ["-m", "deferq.cli", "worker", "--app", "deferq.contrib.django:app", "--burst"]
+    worker = ["-m", "deferq", "worker", "--app", "deferq.contrib.django:app", "--burst"]
     check_project(database, jobs, transactional=False, worker=worker)
 
 

@@ -21,7 +21,6 @@ import pytest
 import deferq
 
 ROOT = Path(__file__).resolve().parent.parent
-PYTHONPATH = os.pathsep.join((str(ROOT / "src"), str(ROOT)))  # the workers run this tree's deferq
 pytestmark = pytest.mark.slow
 
 
@@ -30,9 +29,9 @@ MOST_HELD = 2 * CONCURRENCY  # leases a worker may hold: concurrency + prefetch
 
 
 def start_worker(url: str, record: Path, concurrency: int = CONCURRENCY) -> subprocess.Popen:
-    env = {**os.environ, "DEFERQ_URL": url, "DEFERQ_TEST_RECORD": str(record), "PYTHONPATH": PYTHONPATH}
+    env = {**os.environ, "DEFERQ_URL": url, "DEFERQ_TEST_RECORD": str(record), "PYTHONPATH": TREE_PATH}
     return subprocess.Popen(
-        [sys.executable, "-m", "deferq.cli", "worker", "--app", "tests.fixtures:app",
+        [sys.executable, "-m", "deferq", "worker", "--app", "tests.fixtures:app",
          "--url", url, "-c", str(concurrency), "--log-level", "warning"],
         env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )  # fmt: skip
@@ -138,11 +137,11 @@ def test_workers_killed_while_they_wait_lose_nothing_redis(redis_url, tmp_path):
 
 def start_fault_worker(url: str, record: Path, log: Path) -> subprocess.Popen:
     """A worker of tests/fixtures_faults.py (lease 2 s), one slot, its log in `log`."""
-    env = {**os.environ, "DEFERQ_URL": url, "DEFERQ_TEST_RECORD": str(record), "PYTHONPATH": PYTHONPATH,
+    env = {**os.environ, "DEFERQ_URL": url, "DEFERQ_TEST_RECORD": str(record), "PYTHONPATH": TREE_PATH,
            "DEFERQ_TEST_LEASE": "2"}  # fmt: skip
     with log.open("ab") as out:
         return subprocess.Popen(
-            [sys.executable, "-m", "deferq.cli", "worker", "--app", "tests.fixtures_faults:app",
+            [sys.executable, "-m", "deferq", "worker", "--app", "tests.fixtures_faults:app",
              "--url", url, "-c", "1", "--log-level", "info"],
             env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=out,
         )  # fmt: skip
@@ -310,7 +309,7 @@ def test_bad_url_is_one_sentence_and_exit_2(tmp_path):
         (f"sqlite:////proc/nope/{tmp_path.name}/x.db", "cannot open the SQLite database"),
     ]:
         done = subprocess.run(
-            [sys.executable, "-m", "deferq.cli", "stats", "--url", url],
+            [sys.executable, "-m", "deferq", "stats", "--url", url],
             capture_output=True, text=True, timeout=30, cwd=ROOT,
         )  # fmt: skip
         assert done.returncode == 2, done.stderr

@@ -5,7 +5,7 @@ from __future__ import annotations
 import orjson
 
 import deferq
-from deferq.server.delivery_stats import NAMESPACE, DeliveryStats, summed
+from deferq.server.topics.stats import NAMESPACE, DeliveryStats, summed
 from tests.supervisor_harness import wait_until
 
 

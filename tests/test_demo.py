@@ -15,7 +15,7 @@ pytestmark = pytest.mark.slow
 def test_demo_runs_the_tour(tmp_path):
     url = f"sqlite:///{tmp_path}/demo.db"
     done = subprocess.run(
-        [sys.executable, "-m", "deferq.cli", "demo", "--url", url],
+        [sys.executable, "-m", "deferq", "demo", "--url", url],
         capture_output=True, text=True, timeout=90,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr

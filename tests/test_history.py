@@ -13,8 +13,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import deferq
-from deferq import history
-from deferq.history import BUCKETS, Histogram, HistoryBuffer, bucket_bounds, bucket_of
+from deferq.observe import history
+from deferq.observe.history import BUCKETS, Histogram, HistoryBuffer, bucket_bounds, bucket_of
 from deferq.server import ServerConfig, create_app
 from deferq.worker import Worker, WorkerConfig
 from tests.server_helpers import TestClient

@@ -1,5 +1,7 @@
-"""The import graph of src/deferq keeps its floors: nothing below the command line
-imports it (or click), and no module reaches back up to one that imports it.
+"""The import graph of src/deferq keeps its floors: each room (a folder, or a module at
+the top of the package) stands on a floor, imports only rooms on its floor or below,
+nothing below the command line imports it (or click), and no module reaches back up to
+one that imports it.
 
 Every import counts, wherever it stands: at module level, under `if TYPE_CHECKING:`
 and inside functions. A lazy or typing-only import hides a cycle from the interpreter,
@@ -15,11 +17,31 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "deferq"
 
-# The command line: deferq/cli.py, `python -m deferq`, and the bodies of the commands
-# that deferq/cli.py registers. Only these may import click or one another.
-# command-line entry points: the only modules that may import click or deferq.cli
-CLI_LAYER = {"deferq.cli", "deferq.__main__", "deferq.server.cli", "deferq.supervisor.cli",
-             "deferq.contrib.django.management.commands.deferq"}  # fmt: skip
+# The floors, lowest first: a room may import rooms of its own floor or of floors below.
+# A room is named by its dotted name: a folder holds every module under it, unless a
+# folder inside it is a room of its own (deferq.server.api within deferq.server).
+FLOORS: list[tuple[str, set[str]]] = [
+    ("values", {"deferq.errors", "deferq.backoff", "deferq.codec", "deferq.values", "deferq.job",
+                "deferq.context", "deferq.net"}),
+    ("stores", {"deferq.backends"}),
+    ("jobs", {"deferq.middleware", "deferq.limits", "deferq.options", "deferq.task", "deferq.registry",
+              "deferq.results", "deferq.observe", "deferq.attempt", "deferq.testing"}),
+    ("features between jobs", {"deferq.flows"}),
+    ("the App", {"deferq", "deferq.app", "deferq.loading"}),
+    ("processes", {"deferq.worker", "deferq.supervisor", "deferq.server.http", "deferq.server.topics"}),
+    ("the HTTP service", {"deferq.server", "deferq.server.process", "deferq.server.api", "deferq.server.console"}),
+    ("entry points", {"deferq.cli", "deferq.contrib", "deferq.__main__"}),
+]  # fmt: skip
+TOP_MODULES, SERVER_TOP_MODULES, ROOM_MODULES = 15, 12, 12  # at most, besides __init__ and __main__
+
+# The command line: the `deferq` command, `python -m deferq` and Django's `manage.py
+# deferq`. Only these may import click or one another.
+CLI_PACKAGE = "deferq.cli"
+CLI_ENTRIES = {"deferq.__main__", "deferq.contrib.django.management.commands.deferq"}
+
+
+def in_cli_layer(module: str) -> bool:
+    return module in CLI_ENTRIES or module == CLI_PACKAGE or module.startswith(CLI_PACKAGE + ".")
 
 
 def module_names() -> dict[str, Path]:
@@ -121,9 +143,9 @@ def test_the_graph_sees_every_kind_of_import():
     assert "deferq.job" in graph["deferq.app"]  # module level, `from .job import`
     assert "deferq.backends.base" in graph["deferq.backends.memory"]  # `from .base import`
     assert "deferq.errors" in graph["deferq.supervisor.config"]  # `from ..errors import`
-    assert "deferq.server.signing" in graph["deferq.server.delivery"]  # `from . import signing`
+    assert "deferq.server.topics.signing" in graph["deferq.server.topics.delivery"]  # `from . import signing`
     assert "deferq.app" in graph["deferq.supervisor.periodic"]  # under TYPE_CHECKING
-    assert "deferq.supervisor.master" in graph["deferq.supervisor.cli"]  # inside a function
+    assert "deferq.supervisor.master" in graph["deferq.cli.run"]  # inside a function
 
 
 def test_only_the_command_line_imports_click_or_the_command_line():
@@ -131,9 +153,9 @@ def test_only_the_command_line_imports_click_or_the_command_line():
     offenders = sorted(
         f"{module} imports {target}"
         for module, targets in everything.items()
-        if module not in CLI_LAYER
+        if not in_cli_layer(module)
         for target in targets
-        if target == "click" or target.startswith("click.") or target in CLI_LAYER
+        if target == "click" or target.startswith("click.") or in_cli_layer(target)
     )
     assert not offenders, "below the command line:\n  " + "\n  ".join(offenders)
 
@@ -148,3 +170,55 @@ def test_the_import_graph_has_no_cycles():
     ]
     print("\n".join(report) or "no cycles")
     assert not found, f"{len(found)} import cycle(s):\n" + "\n".join(report)
+
+
+def room_of(module: str) -> str | None:
+    """The room a module stands in: the longest room name that is it or holds it."""
+    rooms = [room for _, members in FLOORS for room in members]
+    holding = [r for r in rooms if module == r or (r != "deferq" and module.startswith(r + "."))]
+    return max(holding, key=len, default=None)
+
+
+def floor_of(room: str) -> int:
+    return next(i for i, (_, members) in enumerate(FLOORS) if room in members)
+
+
+def test_every_module_stands_in_a_room_and_imports_only_its_floor_or_below():
+    graph, _ = import_graph()
+    homeless = sorted(m for m in graph if room_of(m) is None)
+    assert not homeless, f"modules in no room of FLOORS: {homeless}"
+
+    def floor(module: str) -> int:
+        return floor_of(room_of(module))  # type: ignore[arg-type]
+
+    upward = sorted(
+        f"{module} ({FLOORS[floor(module)][0]}) imports {target} ({FLOORS[floor(target)][0]})"
+        for module, targets in graph.items()
+        for target in targets
+        if floor(target) > floor(module)
+    )
+    assert not upward, "imports up a floor:\n  " + "\n  ".join(upward)
+
+
+def test_the_rooms_import_one_another_without_circles():
+    graph, _ = import_graph()
+    rooms: dict[str, set[str]] = {}
+    for module, targets in graph.items():
+        home = room_of(module)
+        rooms.setdefault(home, set()).update(t for t in map(room_of, targets) if t != home)  # type: ignore[arg-type]
+    assert not cycles(rooms)
+
+
+def test_the_top_of_the_package_and_of_the_server_stay_small():
+    """The top of src/deferq is the kernel (the public face, job values, options, tasks,
+    the App); every feature, tool and product has a folder. No folder's top outgrows a
+    reader's glance."""
+
+    def modules_at(folder: Path) -> list[str]:
+        return sorted(p.stem for p in folder.glob("*.py") if p.stem not in ("__init__", "__main__"))
+
+    assert len(modules_at(PACKAGE)) <= TOP_MODULES, modules_at(PACKAGE)
+    assert len(modules_at(PACKAGE / "server")) <= SERVER_TOP_MODULES, modules_at(PACKAGE / "server")
+    crowded = {str(d.relative_to(PACKAGE)): len(modules_at(d)) for d in PACKAGE.rglob("*")
+               if d.is_dir() and len(modules_at(d)) > ROOM_MODULES}  # fmt: skip
+    assert not crowded, f"folders with more than {ROOM_MODULES} modules at their top: {crowded}"

@@ -10,8 +10,8 @@ import pytest
 import deferq
 from deferq import options
 from deferq.backends.base import OutcomeKind
-from deferq.server.jobs import JOB_FIELDS
-from deferq.server.openapi import document
+from deferq.server.api.jobs import JOB_FIELDS
+from deferq.server.api.openapi import document
 from deferq.worker import Worker, WorkerConfig
 
 

@@ -9,7 +9,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from deferq.otel import Tracing
+from deferq.contrib.otel import Tracing
 from deferq.worker import Worker, WorkerConfig
 
 

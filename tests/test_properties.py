@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from deferq import backoff
-from deferq.priorities import PriorityRotation
+from deferq.worker.priorities import PriorityRotation
 
 attempts = st.integers(min_value=1, max_value=10_000)
 

@@ -87,7 +87,7 @@ def test_a_refused_password_is_a_config_error_that_never_shows_it(start_server) 
 
 
 def test_the_command_line_says_it_in_one_sentence(start_server) -> None:
-    from deferq.cli import main
+    from deferq.cli.main import main
 
     server = with_password(start_server(), "s3cret-pass")
     result = CliRunner().invoke(main, ["stats", "--url", f"redis://127.0.0.1:{server.port}/0"])

@@ -68,7 +68,7 @@ def test_http_wait_answers_when_the_job_finishes(url):
 def test_dependencies_and_batches_over_http_and_the_cli(url):
     from click.testing import CliRunner
 
-    from deferq.cli import main
+    from deferq.cli.main import main
 
     app = deferq.App(url)
     parent = app.enqueue("work", [1])

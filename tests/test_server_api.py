@@ -13,8 +13,8 @@ import pytest
 import deferq
 from deferq.backends.base import Outcome
 from deferq.server import ServerConfig, create_app
-from deferq.server import auth as auth_module
-from deferq.server.routes import route_scopes
+from deferq.server.api.routes import route_scopes
+from deferq.server.http import auth as auth_module
 from tests.alert_receivers import free_port
 from tests.server_helpers import TestClient, running_server
 
@@ -315,7 +315,7 @@ def test_a_topic_url_the_callback_policy_refuses_is_a_422(api, url, says):
 
 
 def test_loopback_is_refused_unless_the_policy_allows_it(api, monkeypatch):
-    from deferq.netpolicy import POLICY_ENV
+    from deferq.net.policy import POLICY_ENV
 
     assert api.put("/v1/topics/t1", json={"url": "http://127.0.0.1:9/"}).status_code == 201  # tests allow it
     monkeypatch.setenv(POLICY_ENV, "")  # the default policy
@@ -549,7 +549,7 @@ def test_tokens_are_made_listed_and_revoked_over_the_api(secured):
 
 
 def test_bootstrap_a_real_server_with_a_token_from_the_cli(store):
-    made = subprocess.run([sys.executable, "-m", "deferq.cli", "token", "create", "--scope", "admin",
+    made = subprocess.run([sys.executable, "-m", "deferq", "token", "create", "--scope", "admin",
                            "--url", store], capture_output=True, text=True, timeout=30)  # fmt: skip
     assert made.returncode == 0, made.stderr
     token = made.stdout.strip()
@@ -590,7 +590,7 @@ def test_request_and_error_logs_are_json_lines_in_their_files(tmp_path):
 def test_token_cli_lists_and_revokes(store):
     from click.testing import CliRunner
 
-    from deferq.cli import main
+    from deferq.cli.main import main
 
     runner = CliRunner()
     made = runner.invoke(main, ["token", "create", "--scope", "producer", "--note", "shop",
@@ -638,7 +638,7 @@ def test_concurrent_requests_are_stored_together_each_with_its_own_receipt(store
 def test_concurrent_cache_misses_share_one_lookup():
     import asyncio
 
-    from deferq.server.cache import Cached
+    from deferq.server.http.cache import Cached
 
     calls = []
 
@@ -686,7 +686,7 @@ def test_task_jobs_take_the_defaults_of_the_app_the_server_was_given(store):
 def test_serve_refuses_bad_options_in_one_sentence(options, says):
     from click.testing import CliRunner
 
-    from deferq.cli import main
+    from deferq.cli.main import main
 
     result = CliRunner().invoke(main, ["serve", *options])
     assert result.exit_code == 2 and says in result.output

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from deferq.server.condition import (
+from deferq.server.topics.condition import (
     Binary,
     Condition,
     ConditionError,

@@ -15,12 +15,12 @@ import pytest
 
 import deferq
 from deferq.errors import ConfigError
-from deferq.guarded import GuardedTransport
-from deferq.netpolicy import POLICY_ENV, Policy, Refused, store_endpoints
+from deferq.net.guarded import GuardedTransport
+from deferq.net.policy import POLICY_ENV, Policy, Refused, store_endpoints
 from deferq.server import ServerConfig, create_app
-from deferq.server.condition import Condition
-from deferq.server.delivery import Unreadable, judge, read_answer
-from deferq.server.signing import SIGNATURE_HEADER, TIMESTAMP_HEADER, verify
+from deferq.server.topics.condition import Condition
+from deferq.server.topics.delivery import Unreadable, judge, read_answer
+from deferq.server.topics.signing import SIGNATURE_HEADER, TIMESTAMP_HEADER, verify
 from tests.alert_receivers import smtp_inbox  # noqa: F401 - fixture
 from tests.server_helpers import (
     Receiver,
@@ -157,7 +157,7 @@ def test_a_deleted_topic_sends_its_jobs_dead_at_once(api, store):
 
 
 def test_signatures_refuse_tampering_other_secrets_and_replays():
-    from deferq.server.signing import sign
+    from deferq.server.topics.signing import sign
 
     body = b'{"order": 42}'
     headers = sign("whsec_0123456789abcdef", body, now=1_000_000)

@@ -18,9 +18,9 @@ import deferq
 from deferq.backends.search import decode_cursor, encode_cursor
 from deferq.backends.sql.search import is_sql_position
 from deferq.server import ServerConfig, create_app
-from deferq.server import auth as auth_module
-from deferq.server.condition import Condition
-from deferq.server.topics import check_url
+from deferq.server.http import auth as auth_module
+from deferq.server.topics.condition import Condition
+from deferq.server.topics.topic import check_url
 
 with warnings.catch_warnings():  # starlette's test client asks for "httpx2"; not needed
     warnings.simplefilter("ignore")

@@ -15,7 +15,7 @@ import deferq
 from deferq.backends.base import Outcome
 from deferq.options import JobOptions
 from deferq.server import ServerConfig, create_app
-from deferq.server import auth as auth_module
+from deferq.server.http import auth as auth_module
 from deferq.task import Call
 
 OLD_POOL = min(32, (os.cpu_count() or 1) + 4)  # asyncio's default pool, which every store call shared

@@ -32,6 +32,7 @@ import pytest
 
 import deferq
 from deferq.errors import StoreUnavailable
+from tests.supervisor_harness import TREE_PATH
 from tests.test_crash import ROOT, read_record, run_crash_scenario, start_worker, wait_for
 
 pytestmark = pytest.mark.slow
@@ -278,7 +279,7 @@ def in_a_small_tmpfs(directory: Path, code: str) -> subprocess.CompletedProcess[
         pytest.skip("no unshare: cannot mount a small tmpfs to fill")
     namespace = ["--mount"] if os.geteuid() == 0 else ["--user", "--map-root-user", "--mount"]
     mount = 'mount -t tmpfs -o size=8m deferq-full "$0" && exec "$@"'
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": TREE_PATH}
     done = subprocess.run(
         ["unshare", *namespace, "sh", "-c", mount, str(directory), sys.executable, "-c", code],
         capture_output=True, text=True, timeout=120, cwd=ROOT, env=env,

@@ -25,7 +25,7 @@ from deferq.backends import open_backend
 from deferq.backends.base import Outcome
 from deferq.backends.sql.base import TABLES
 from deferq.backends.sql.plans import Plan, Step
-from deferq.cli import main
+from deferq.cli.main import main
 from deferq.errors import SchemaOutdated
 from deferq.job import JobState
 from deferq.task import build_enqueue

@@ -8,10 +8,10 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from deferq import netpolicy
-from deferq.alerts import AlertConfig, Alerter
 from deferq.errors import ConfigError
-from deferq.netpolicy import POLICY_ENV
+from deferq.net import policy as netpolicy
+from deferq.net.policy import POLICY_ENV
+from deferq.supervisor.alerts import AlertConfig, Alerter
 from tests.alert_receivers import banner_listener, free_port, smtp_inbox, webhook_inbox  # noqa: F401 - fixtures
 
 
@@ -108,8 +108,8 @@ def test_dead_callbacks_of_three_topics_are_three_alerts(smtp_inbox, webhook_inb
     min_interval is held back, and the log says so rather than that it was sent."""
     from deferq import App
     from deferq.job import Job, JobState, new_job_id
-    from deferq.server import delivery
-    from deferq.server.settings import AlerterSource, save_alerts
+    from deferq.server.http.settings import AlerterSource, save_alerts
+    from deferq.server.topics import delivery
 
     mails, smtp = smtp_inbox
     hooks, url = webhook_inbox

@@ -10,7 +10,7 @@ import pytest
 from deferq.errors import ConfigError
 from deferq.supervisor.config import load_config, parse_config, parse_size
 from deferq.values import format_duration, parse_duration
-from tests.supervisor_harness import ROOT
+from tests.supervisor_harness import TREE_PATH
 
 GOOD = """
 url = "sqlite:///x.db"
@@ -133,9 +133,9 @@ def test_deferq_run_refuses_a_missing_file_and_a_memory_store(tmp_path):
 
 def assert_refused(args: list[str], message: str) -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "deferq.cli", "run", *args],
+        [sys.executable, "-m", "deferq", "run", *args],
         capture_output=True, text=True, cwd=ROOT, timeout=60,
-        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)},
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": TREE_PATH},
     )  # fmt: skip
     assert result.returncode == 2, result.stderr
     assert message in result.stderr
@@ -204,7 +204,7 @@ def test_a_wrong_app_name_is_one_sentence(tasks_module, attr, message):
 def test_the_command_line_reports_a_wrong_app_as_a_usage_error():
     from click.testing import CliRunner
 
-    from deferq.cli import main
+    from deferq.cli.main import main
 
     result = CliRunner().invoke(main, ["stats", "--app", "nothing_here_at_all:app", "--url", "memory://"])
     assert result.exit_code == 2 and "cannot import 'nothing_here_at_all'" in result.output, result.output

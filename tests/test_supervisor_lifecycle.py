@@ -102,7 +102,7 @@ def test_sigterm_lets_running_jobs_finish_and_loses_nothing(master, store, url):
     wait_until(lambda: job_states(store)["active"] == 4, 20, "four jobs running")
 
     def status() -> dict:
-        out = subprocess.run([sys.executable, "-m", "deferq.cli", "status", "--json", "--url", url],
+        out = subprocess.run([sys.executable, "-m", "deferq", "status", "--json", "--url", url],
                              capture_output=True, text=True, cwd=ROOT, check=True).stdout  # fmt: skip
         return json.loads(out)
 
@@ -116,7 +116,7 @@ def test_sigterm_lets_running_jobs_finish_and_loses_nothing(master, store, url):
     pool_children = shown["pools"]["main"]["children"]
     assert len(pool_children) == 2
     assert all(j["task"] == "nap" for c in pool_children for j in c["jobs"])
-    text = subprocess.run([sys.executable, "-m", "deferq.cli", "status", "--url", url],
+    text = subprocess.run([sys.executable, "-m", "deferq", "status", "--url", url],
                           capture_output=True, text=True, cwd=ROOT, check=True).stdout  # fmt: skip
     assert f"(pid {m.pid})" in text and "pool main: queues default" in text
     assert "#1 pid" in text and "nap " in text

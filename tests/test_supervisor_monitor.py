@@ -68,8 +68,8 @@ def test_backlog_and_store_down_alerts_arrive_by_mail_and_webhook(tmp_path, smtp
 
 def test_queue_alerts_are_sent_once_across_masters(tmp_path, webhook_inbox):  # noqa: F811
     """Backlog, oldest-waiting and dead-letter alerts; two monitors on one store send each once."""
-    from deferq.alerts import AlertConfig, Alerter
     from deferq.backends.base import Outcome
+    from deferq.supervisor.alerts import AlertConfig, Alerter
     from deferq.supervisor.monitor import Monitor, StoreHealth
 
     hooks, url = webhook_inbox

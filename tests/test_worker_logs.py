@@ -8,7 +8,7 @@ import logging
 import orjson
 
 import deferq
-from deferq.logs import setup_logging
+from deferq.observe.logs import setup_logging
 from deferq.worker import Worker, WorkerConfig
 
 

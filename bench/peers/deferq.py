@@ -41,7 +41,7 @@ class Peer(base.Peer):
 
     def enqueue_rate(self, count: int, batched: bool) -> float | None:
         """A and A batch measured by `deferq bench`'s own functions, on this store."""
-        from deferq import bench
+        from deferq.cli import bench
 
         bench.app.close()
         bench.app.url = self.store

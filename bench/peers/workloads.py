@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import redis
 
-from deferq.bench import percentiles  # the same p50/p99 as `deferq bench`
+from deferq.cli.bench import percentiles  # the same p50/p99 as `deferq bench`
 
 from . import probe
 from .base import Peer

@@ -1,5 +1,5 @@
 """`python -m deferq ...` is the `deferq` command."""
 
-from .cli import main
+from .cli.main import main
 
 main()

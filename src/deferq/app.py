@@ -11,15 +11,15 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, ParamSpec, TypeVar, overload
 
-from . import batch as batches
 from . import results
 from .backends import Backend, open_backend
 from .backends.base import Enqueue, QueueStats, QueueTable, missing_from, queue_table
 from .errors import ConfigError
-from .history import HistoryRecorder
+from .flows import batch as batches
 from .job import Job, JobState, new_job_ids
 from .limits import Limits
 from .middleware import Middleware
+from .observe.history import HistoryRecorder
 from .options import JobOptions, TaskDefaults, queue_name, remark_text
 from .registry import EVENTS, Registry
 from .task import AFTER, Call, Hook, Task, build_enqueue
@@ -218,7 +218,7 @@ class App:
         """Enqueue a task on a cron schedule (UTC; run by `deferq run`):
         ``@app.periodic("*/5 * * * *", args=(...), queue="reports")``. Options: name,
         args, kwargs, queue, priority, max_attempts, timeout."""
-        from .schedule import register_periodic
+        from .flows.schedule import register_periodic
 
         return register_periodic(self, cron, **schedule)
 

@@ -73,3 +73,11 @@ class JobFailed(DeferqError):
         self.job = job
         self.state = state
         self.error = error
+
+
+def first_line(text: str | None) -> str:
+    """The line of an error text that says the most: the last non-empty one."""
+    if not text:
+        return ""
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return lines[-1] if lines else ""

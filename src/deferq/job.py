@@ -38,6 +38,12 @@ FINISHED_STATES = frozenset({JobState.SUCCEEDED, JobState.DEAD, JobState.CANCELL
 ALL_STATES = tuple(JobState)
 
 
+# A task's defaults (options.TaskDefaults): here, so that a store can leave them out of
+# what it writes and fill them in when it reads (backends/redis/codec.py).
+DEFAULT_MAX_ATTEMPTS = 3
+DEFAULT_TIMEOUT = 300.0
+
+
 class Priority:
     """Priorities are stored as small integers: lower runs earlier."""
 

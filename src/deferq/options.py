@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
 from . import backoff as backoff_module
-from .job import Priority
+from .job import DEFAULT_MAX_ATTEMPTS, DEFAULT_TIMEOUT, Priority
 from .limits import Rate, key_template, rate_option, slots
 
 LATEST_DUE = 253402300799.0  # 9999-12-31T23:59:59Z: later due times are refused
@@ -206,8 +206,8 @@ class TaskDefaults:
 
     queue: str = option("default", QUEUE)
     priority: int = option(Priority.NORMAL, PRIORITY)
-    max_attempts: int = option(3, MAX_ATTEMPTS)
-    timeout: float | None = option(300.0, TIMEOUT)
+    max_attempts: int = option(DEFAULT_MAX_ATTEMPTS, MAX_ATTEMPTS)
+    timeout: float | None = option(DEFAULT_TIMEOUT, TIMEOUT)
     backoff: Callable[[int], float] = option(backoff_module.DEFAULT, Option(backoff_fn, "seconds before retry n"))
     rate: Rate | None = option(None, Option(rate_option, 'runs per period across all workers, e.g. "100/m"'))
     rate_key: str | None = option(None, Option(key_template, "one rate per key, named from the call's "

@@ -23,6 +23,8 @@ from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any, Protocol
 
+from .attempt.progress import ProgressWriter
+from .attempt.runner import run_async, run_sync
 from .backends import open_backend
 from .backends.base import Backend, Enqueue, Outcome, OutcomeKind
 from .backends.memory import MemoryBackend
@@ -32,8 +34,6 @@ from .job import WAITING_STATES, Job, Priority, dumps, loads
 from .middleware import Middleware
 from .registry import Registry
 from .task import Task
-from .worker.progress import ProgressWriter
-from .worker.runner import run_async, run_sync
 
 WORKER = "eager"
 

@@ -15,7 +15,7 @@ import pytest
 import deferq
 from deferq.backends.base import Outcome
 from deferq.job import JobState, Priority
-from deferq.priorities import PriorityRotation
+from deferq.worker.priorities import PriorityRotation
 
 ALL = (0, 1, 2)
 WORKER = "test-worker"

@@ -11,8 +11,8 @@ import uuid
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 
-from deferq.history import retention_minutes
 from deferq.job import JobState
+from deferq.observe.history import retention_minutes
 
 KEEP = retention_minutes()
 

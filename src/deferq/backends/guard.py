@@ -14,8 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from ..errors import SchemaOutdated, StoreUnavailable
-from ..logs import first_line
+from ..errors import SchemaOutdated, StoreUnavailable, first_line
 
 T = TypeVar("T")
 

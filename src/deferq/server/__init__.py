@@ -20,7 +20,7 @@ def __getattr__(name: str) -> Any:
 
         return create_app
     if name == "ServerConfig":
-        from .config import ServerConfig
+        from .http.config import ServerConfig
 
         return ServerConfig
     raise AttributeError(f"module 'deferq.server' has no attribute {name!r}")

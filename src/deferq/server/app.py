@@ -18,18 +18,20 @@ from starlette.routing import Route
 from starlette.types import Message, Receive, Scope, Send
 
 from ..app import App
-from . import history_api, logfiles
-from .config import ServerConfig
-from .console_api import paths as console_api_paths
-from .console_api import routes as console_api_routes
-from .dashboard import routes as dashboard_routes
-from .errors import ApiError, Invalid
-from .metrics import CONTENT_TYPE
-from .openapi import document, requests_kept_exactly
-from .routes import PRODUCER, api_routes, create_job, enqueue_job
-from .sameorigin import SameOrigin
-from .service import Service
-from .web import JSON, check_token, decode_json, read_body, service_of, too_large
+from .api import history as history_api
+from .api.openapi import document, requests_kept_exactly
+from .api.routes import PRODUCER, api_routes, create_job, enqueue_job
+from .console import models as console_models
+from .console.api import paths as console_api_paths
+from .console.api import routes as console_api_routes
+from .console.page import routes as dashboard_routes
+from .http import logfiles
+from .http.config import ServerConfig
+from .http.errors import ApiError, Invalid
+from .http.sameorigin import SameOrigin
+from .process.metrics import CONTENT_TYPE
+from .process.service import Service
+from .process.web import JSON, check_token, decode_json, read_body, service_of, too_large
 
 request_log = logging.getLogger(logfiles.REQUEST_LOG)
 error_log = logging.getLogger(logfiles.ERROR_LOG)
@@ -59,7 +61,7 @@ async def internal_error(request: Request, exc: Exception) -> Response:
 @functools.cache
 def full_document() -> dict[str, Any]:
     """The API's document with the console's routes (kept apart: console_api imports openapi)."""
-    base = document()
+    base = document(console_models.MODELS)
     paths = {**base["paths"], **console_api_paths(), **history_api.paths()}
     return requests_kept_exactly({**base, "paths": paths})
 

@@ -9,7 +9,7 @@ told other queues with -q (topics may name their own queue).
 from __future__ import annotations
 
 from ..app import App
-from .delivery import install
+from .topics.delivery import install
 
 app = App()
 install(app)

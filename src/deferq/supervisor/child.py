@@ -21,7 +21,7 @@ import orjson
 from setproctitle import setproctitle
 
 from ..loading import load_app
-from ..logs import setup_logging
+from ..observe.logs import setup_logging
 from ..worker.worker import EXIT_ERROR, Worker, WorkerConfig
 
 ORPHAN_CHECK_EVERY = 1.0  # seconds between checks that the master is still alive

@@ -27,11 +27,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ..alerts import AlertConfig
 from ..errors import ConfigError
+from ..flows.schedule import PeriodicJob, periodic_from_table
 from ..options import queue_name
-from ..schedule import PeriodicJob, periodic_from_table
 from ..values import no_unknown_keys, parse_duration
+from .alerts import AlertConfig
 from .autoscale import ScaleRules
 
 TOP_KEYS = ("url", "app", "grace", "check_every", "metrics_port", "metrics_host", "pools", "alerts", "periodic")

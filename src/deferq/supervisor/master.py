@@ -33,13 +33,13 @@ from typing import Any
 import orjson
 from setproctitle import setproctitle
 
-from .. import netpolicy
-from ..alerts import AlertConfig, Alerter, saved_alerts
 from ..app import App
 from ..backends.base import QueueStats
 from ..errors import ConfigError
 from ..loading import load_app, require
+from ..net import policy as netpolicy
 from ..values import format_duration
+from .alerts import AlertConfig, Alerter, saved_alerts
 from .autoscale import Load, ScaleState, decide
 from .child import METRICS_DIR_ENV
 from .children import CRASH_ALERT_AT, Child, PoolState, spawn_child

@@ -14,10 +14,10 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from ..alerts import Alerter
 from ..backends.base import Backend, QueueStats
 from ..backends.guard import StoreGuard
-from ..logs import first_line
+from ..errors import first_line
+from .alerts import Alerter
 
 log = logging.getLogger("deferq.master")
 T = TypeVar("T")

@@ -16,7 +16,7 @@ import time
 from typing import TYPE_CHECKING
 
 from ..errors import ConfigError
-from ..schedule import PeriodicJob
+from ..flows.schedule import PeriodicJob
 
 if TYPE_CHECKING:
     from ..app import App

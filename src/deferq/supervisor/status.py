@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 
 from ..backends.base import Backend
-from ..output import fit_all, relative, when
+from ..observe.output import fit_all, relative, when
 from ..values import format_duration
 
 

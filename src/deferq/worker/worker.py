@@ -34,17 +34,16 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
 
+from ..attempt.progress import ProgressWriter
+from ..attempt.runner import decide_failure, run_async, run_sync
 from ..backends.base import Outcome, OutcomeKind
 from ..backends.guard import StoreGuard
 from ..context import JobControl, Slot
-from ..errors import DeferqError, JobTimeout
+from ..errors import DeferqError, JobTimeout, first_line
+from ..flows.chains import with_inputs
 from ..job import Job, JobState
-from ..logs import first_line
-from ..priorities import PriorityRotation
 from ..registry import TaskSpec
-from ..workflow import with_inputs
-from .progress import ProgressWriter
-from .runner import decide_failure, run_async, run_sync
+from .priorities import PriorityRotation
 
 if TYPE_CHECKING:
     from ..app import App

@@ -23,15 +23,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ...job import Job, JobState, decode_payload, dumps, loads
-from ...options import TaskDefaults
+from ...job import DEFAULT_MAX_ATTEMPTS, DEFAULT_TIMEOUT, Job, JobState, Priority, decode_payload, dumps, loads
 from ..base import Enqueue, state_for_waiting
 
 ENQUEUE_STRIDE = 13  # ARGV values per job in enqueue.lua
 # Values a new hash leaves out, read back when the field is absent: the task defaults,
 # so that most jobs store none of them (the hashes are most of a store's memory).
-_DEFAULTS = TaskDefaults()
-PRIORITY, MAX_ATTEMPTS, TIMEOUT = int(_DEFAULTS.priority), _DEFAULTS.max_attempts, _DEFAULTS.timeout
+PRIORITY, MAX_ATTEMPTS, TIMEOUT = Priority.NORMAL, DEFAULT_MAX_ATTEMPTS, DEFAULT_TIMEOUT
 
 
 def _or_left_out(value: object, default: object) -> str:

@@ -1,0 +1,581 @@
+"""The `deferq` command line. Every command takes --url and --app, like uvicorn or celery.
+
+Text output is for people (times as ISO 8601 with "in 4 min" / "2 h ago", tables that fit
+the terminal, 80 columns when it is not one); `--json` is for programs (epoch seconds).
+Every command's --help ends with the environment variables it reads and an example, both
+built by `document()` from ENV_HELP, ENV_READ and EXAMPLES below.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import click
+import orjson
+
+from ..app import App
+from ..errors import ConfigError, DeferqError
+from ..job import Job, JobState
+from ..loading import load_app, missing_extra, open_store, require
+from ..observe.logs import setup_logging
+from ..observe.output import clip, job_lines, last_error_line, print_json, say, when, width
+from ..values import format_duration
+from .run import no_create_option, run_command, status_command
+
+STATE_COLUMNS = ("blocked", "scheduled", "queued", "active", "succeeded", "dead", "cancelled")
+STATE_HEADERS = ("block", "sched", "queued", "active", "done", "dead", "cancel")  # fit 80 columns
+APP_META = "deferq.app"  # the --app a command was given (ctx.meta), or None
+
+# What each environment variable is, for the help of the commands that read it.
+ENV_HELP = {
+    "DEFERQ_URL": "the store URL, as --url",
+    "DEFERQ_APP": "your App (module:attr), as --app",
+    "DEFERQ_CALLBACK_POLICY": "outbound targets allowed (docs/http.md)",
+    "DEFERQ_DELIVERY_LOG": "a file for the log of callback deliveries",
+    "DEFERQ_DELIVERY_STATS_SECONDS": "seconds between delivery count updates",
+    "DEFERQ_ALERTS": "the service's alert targets, as JSON",
+    "PROMETHEUS_MULTIPROC_DIR": "where several processes' metrics are summed",
+}
+# Variables a command reads other than as an option's envvar (those are found by themselves).
+DELIVERY_ENV = ("DEFERQ_CALLBACK_POLICY", "DEFERQ_DELIVERY_LOG", "DEFERQ_DELIVERY_STATS_SECONDS")
+ENV_READ: dict[str, tuple[str, ...]] = {
+    "worker": (*DELIVERY_ENV, "PROMETHEUS_MULTIPROC_DIR"),
+    "run": ("DEFERQ_APP", "DEFERQ_URL", *DELIVERY_ENV),
+    "status": ("DEFERQ_URL",),
+    "serve": ("DEFERQ_CALLBACK_POLICY", "DEFERQ_ALERTS", "PROMETHEUS_MULTIPROC_DIR"),
+}
+EXAMPLE_ID = "06H03YF9DC6FKSQWZ4CWQYAW9G"
+EXAMPLES = {
+    "": "deferq worker --app tasks:app --queue email",
+    "worker": "deferq worker --app tasks:app -q email -c 8 --tries 5 --delay 30",
+    "enqueue": "deferq enqueue send_reset_email --app tasks:app --args '[42]' --delay 300",
+    "job": f"deferq job {EXAMPLE_ID}",
+    "cancel": f"deferq cancel {EXAMPLE_ID}",
+    "stats": "deferq stats --url redis://127.0.0.1:6379/0 --watch",
+    "remark": "deferq remark 06H0G30DX5YKGH6BGCZVYCJVWC 'refunded by support, ticket 4711'",
+    "queue": "deferq queue pause email",
+    "queue list": "deferq queue list --json",
+    "queue pause": "deferq queue pause email",
+    "queue resume": "deferq queue resume email",
+    "dead": "deferq dead list --queue email",
+    "dead list": "deferq dead list --queue email --limit 10",
+    "dead retry": "deferq dead retry --all",
+    "dead purge": "deferq dead purge --older-than 604800",
+    "migrate": "deferq migrate --url postgresql://app@127.0.0.1/app",
+    "bench": "deferq bench --url redis://127.0.0.1:6379/0 --jobs 20000",
+    "demo": "deferq demo",
+    "run": "deferq run --config deferq.toml --app myproj.tasks:app",
+    "status": "deferq status --url redis://127.0.0.1:6379/0",
+    "serve": "deferq serve --url redis://127.0.0.1:6379/0 --port 8088 --workers 2",
+    "token": "deferq token create --scope producer --note shop",
+    "token create": "deferq token create --scope producer --note shop",
+    "token list": "deferq token list --url redis://127.0.0.1:6379/0",
+    "token revoke": "deferq token revoke 1f0c2d9e",
+}
+
+
+def app_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """--url, --app, --no-create and logging options; passes `app` to the command."""
+
+    @click.option("--url", envvar="DEFERQ_URL", help="Store URL (default sqlite:///deferq.db).")
+    @click.option("--app", "app_path", envvar="DEFERQ_APP", help="Your App, as module:attr.")
+    @no_create_option
+    @click.option("--log-level", default="info", show_default=True,
+                  type=click.Choice(["debug", "info", "warning", "error"]))  # fmt: skip
+    @click.option("--log-format", default="text", show_default=True, type=click.Choice(["text", "json"]))
+    @functools.wraps(fn)
+    def wrapper(url: str | None, app_path: str | None, no_create: bool, log_level: str, log_format: str,
+                **kw: Any) -> Any:  # fmt: skip
+        setup_logging(log_level, log_format)
+        try:
+            app = load_app(app_path, url)
+        except ConfigError as exc:
+            raise click.UsageError(str(exc)) from None
+        click.get_current_context().meta[APP_META] = app_path
+        open_store(app, not no_create, say)
+        return fn(app, **kw)
+
+    return wrapper
+
+
+class FriendlyGroup(click.Group):
+    """Turns deferq's own errors into one sentence and exit code 2, never a traceback;
+    a missing optional package into the one install hint (deferq.errors.MissingExtra)."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except DeferqError as exc:
+            click.echo(f"deferq: {exc}", err=True)
+            ctx.exit(2)
+        except ImportError as exc:
+            hint = missing_extra(exc, f"deferq {ctx.invoked_subcommand or ''}".strip())
+            if hint is None:
+                raise
+            click.echo(f"deferq: {hint}", err=True)
+            ctx.exit(2)
+        except (ConnectionError, OSError) as exc:
+            click.echo(f"deferq: the store cannot be reached: {exc}", err=True)
+            ctx.exit(2)
+
+
+@click.group(cls=FriendlyGroup)
+@click.version_option(package_name="deferq")
+def main() -> None:
+    """deferq: background jobs and delayed jobs that are never lost."""
+
+
+def print_job(job: Job, as_json: bool) -> None:
+    if as_json:
+        print_json(job.to_dict())
+    else:
+        click.echo("\n".join(job_lines(job.to_dict())))
+
+
+@main.command()
+@app_options
+@click.option("--queue", "-q", "queues", multiple=True, help="Queue to consume (repeatable).")
+@click.option("--concurrency", "-c", default=8, show_default=True, help="Jobs run at once.")
+@click.option("--burst", is_flag=True, help="Exit when no job is due.")
+@click.option("--once", is_flag=True, help="Run one job, then exit.")
+@click.option("--grace", default=25.0, show_default=True, help="Seconds to finish jobs on stop.")
+@click.option("--max-jobs", type=int, default=None, help="Exit after this many jobs.")
+@click.option("--tries", type=click.IntRange(1, 1000), default=None,
+              help="Attempts of jobs whose task sets no max_attempts.")  # fmt: skip
+@click.option("--delay", type=click.FloatRange(0, 86400), default=None,
+              help="Seconds between tries of jobs whose task sets no backoff.")  # fmt: skip
+@click.option("--poll-interval", type=click.FloatRange(0.01, 60), default=1.0, show_default=True,
+              help="Longest idle wait before asking the store again.")  # fmt: skip
+@click.option("--metrics-port", type=click.IntRange(1, 65535), default=None,
+              help="Serve Prometheus metrics of the jobs run on this port.")  # fmt: skip
+@click.option("--metrics-host", default="127.0.0.1", show_default=True, help="Address for --metrics-port.")
+def worker(app: App, queues: tuple[str, ...], concurrency: int, burst: bool, once: bool,
+           grace: float, max_jobs: int | None, tries: int | None, delay: float | None,
+           poll_interval: float, metrics_port: int | None, metrics_host: str) -> None:  # fmt: skip
+    """Run jobs from the given queues (default: every queue your tasks use)."""
+    from ..backoff import fixed
+    from ..worker import Worker, WorkerConfig
+
+    if not app.tasks:
+        raise click.UsageError("the worker needs your tasks: pass --app module:app")
+    queues = queues or tuple(sorted({t.defaults.queue for t in app.tasks.values()}))
+    if tries is not None or delay is not None:
+        app.registry.use_worker_defaults(tries, None if delay is None else fixed(delay))
+    if metrics_port is not None:
+        serve_worker_metrics(app, metrics_port, metrics_host)
+    config = WorkerConfig(queues=queues, concurrency=concurrency, burst=burst, once=once,
+                          grace=grace, max_jobs=max_jobs, idle_wait=poll_interval)  # fmt: skip
+    code = Worker(app, config).run()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)  # never wait on a hung job's thread
+
+
+def serve_worker_metrics(app: App, port: int, host: str) -> None:
+    """`deferq worker --metrics-port`: count the jobs this process runs, serve them over HTTP."""
+    require("prometheus_client", needed_by="--metrics-port")
+    from ..worker.metrics import WorkerMetrics, serve
+
+    try:
+        serve(port, host)
+    except OSError as exc:
+        raise click.BadParameter(f"cannot listen on {host}:{port}: {exc.strerror or exc}",
+                                 param_hint="--metrics-port") from None  # fmt: skip
+    app.add_middleware(WorkerMetrics())
+    logging.getLogger("deferq.worker").info("metrics of the jobs run here: http://%s:%d/metrics", host, port)
+
+
+@main.command()
+@app_options
+@click.argument("task")
+@click.option("--args", "args_json", default="[]", help="JSON list of positional arguments.")
+@click.option("--kwargs", "kwargs_json", default="{}", help="JSON object of keyword arguments.")
+@click.option("--delay", type=float, default=None, help="Seconds from now.")
+@click.option("--queue", default=None)
+@click.option("--priority", type=click.Choice(["high", "normal", "low"]), default=None)
+@click.option("--key", default=None, help="Unique key: no duplicate while one is unfinished.")
+@click.option("--max-attempts", type=int, default=None)
+@click.option("--timeout", type=float, default=None)
+@click.option("--remark", default=None, help="Free text kept with the job for people.")
+@click.option("--json", "as_json", is_flag=True, help="Print the job as JSON.")
+def enqueue(app: App, task: str, args_json: str, kwargs_json: str, as_json: bool, **options: Any) -> None:
+    """Enqueue TASK by name and print the job. With --app, TASK must be one of the app's
+    tasks (and takes its defaults); without, any name goes."""
+    named = click.get_current_context().meta.get(APP_META)
+    if named and task not in app.tasks:
+        raise click.BadParameter(unknown_task(named, task, sorted(app.tasks)), param_hint="TASK")
+    try:
+        args, kwargs = orjson.loads(args_json), orjson.loads(kwargs_json)
+    except orjson.JSONDecodeError as exc:
+        raise click.BadParameter(f"not JSON: {exc}") from None
+    if not isinstance(args, list) or not isinstance(kwargs, dict):
+        raise click.BadParameter("--args must be a JSON list and --kwargs a JSON object")
+    options = {k: v for k, v in options.items() if v is not None}
+    try:
+        job = app.enqueue(task, args, kwargs, **options)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+    print_job(job, as_json)
+
+
+def unknown_task(app_path: str, task: str, known: list[str], shown: int = 5) -> str:
+    if not known:
+        return f"the app {app_path} has no tasks, so none named {task!r}"
+    listed = ", ".join(known[:shown]) + (f" and {len(known) - shown} more" if len(known) > shown else "")
+    return f"the app {app_path} has no task {task!r}: its tasks are {listed}"
+
+
+@main.command("job")
+@app_options
+@click.argument("job_id")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (times as epoch seconds).")
+def show_job(app: App, job_id: str, as_json: bool) -> None:
+    """Show one job (by id, or by key with key:NAME)."""
+    job = app.get_by_key(job_id[4:]) if job_id.startswith("key:") else app.get(job_id)
+    if job is None:
+        raise click.ClickException(f"no job {job_id}")
+    links = app.dependencies(job)
+    if as_json:
+        print_json({**job.to_dict(), **links})
+        return
+    print_job(job, as_json)
+    for label, ids in (("runs after", links["after"]), ("waited on by", links["waiting"])):
+        if ids:
+            click.echo(f"{label + ':':<13} {', '.join(ids)}")
+
+
+@main.command()
+@app_options
+@click.argument("job_id")
+def cancel(app: App, job_id: str) -> None:
+    """Cancel a waiting job, or ask a running one to stop."""
+    done = app.cancel(job_id)
+    job = app.get(job_id)
+    if not done:
+        state = f"it is {job.state}" if job else "it does not exist"
+        raise click.ClickException(f"job {job_id} was not cancelled: {state}")
+    if job is not None and job.state == JobState.ACTIVE:
+        click.echo(f"asked running job {job_id} to stop: it ends cancelled when its worker hears it")
+    else:
+        click.echo(f"cancelled {job_id}")
+
+
+def stats_table(stats: dict[str, dict[str, Any]]) -> Any:
+    """Jobs per queue and state in 80 columns: short state names, explained below the table."""
+    from rich import box
+    from rich.table import Table
+
+    # blocked jobs (options(after=...)) get a column only when there are some: 80 columns
+    shown = [(c, h) for c, h in zip(STATE_COLUMNS, STATE_HEADERS, strict=True)
+             if c != "blocked" or any(counts.get(c) for counts in stats.values())]  # fmt: skip
+    blocked = " block: blocked, waiting for the jobs it runs after." if len(shown) == len(STATE_COLUMNS) else ""
+    table = Table(title="deferq queues", box=box.SIMPLE_HEAD, caption_justify="left",
+                  caption="sched: scheduled, due later. done: succeeded. wait: of the oldest due job." + blocked)
+    table.add_column("queue", overflow="fold")
+    for _, header in shown:
+        table.add_column(header, justify="right", no_wrap=True)
+    table.add_column("wait", justify="right", no_wrap=True)
+    for queue, counts in stats.items():
+        wait = float(counts.get("oldest_wait", 0))
+        name = f"{queue} (paused)" if counts.get("paused") else queue
+        table.add_row(name, *(str(counts.get(s, 0)) for s, _ in shown),
+                      f"{wait:.1f}s" if wait < 60 else format_duration(wait))  # fmt: skip
+    return table
+
+
+def console() -> Any:
+    from rich.console import Console
+
+    return Console(width=width())
+
+
+@main.command()
+@app_options
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--watch", is_flag=True, help="Refresh every second until Ctrl-C.")
+def stats(app: App, as_json: bool, watch: bool) -> None:
+    """Jobs per queue by state."""
+    if as_json:
+        print_json(read_stats(app))
+        return
+    from rich.live import Live
+
+    if not watch:
+        console().print(stats_table(read_stats(app)))
+        return
+    with Live(stats_table(read_stats(app)), console=console(), refresh_per_second=2) as live:
+        try:
+            while True:
+                time.sleep(1)
+                live.update(stats_table(read_stats(app)))
+        except KeyboardInterrupt:
+            pass
+
+
+def read_stats(app: App) -> dict[str, dict[str, Any]]:
+    """Per-queue counts; a store part that did not answer (a Redis shard) is named on stderr."""
+    table = app.stats()
+    if table.missing:
+        click.echo(f"warning: Redis shard(s) {', '.join(table.missing)} did not answer; "
+                   "the counts leave out the jobs stored there", err=True)  # fmt: skip
+    return table
+
+
+@main.group()
+def queue() -> None:
+    """Queues: list them, pause and resume them."""
+
+
+@main.command()
+@app_options
+@click.argument("job_id")
+@click.argument("text", required=False)
+def remark(app: App, job_id: str, text: str | None) -> None:
+    """Set a job's remark (free text for people); without TEXT, clear it."""
+    if not app.set_remark(job_id, text or None):
+        raise click.ClickException(f"no job {job_id}")
+    click.echo(f"remark of {job_id} {'set' if text else 'cleared'}")
+
+
+@queue.command("list")
+@app_options
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def queue_list(app: App, as_json: bool) -> None:
+    """Every queue: jobs by state, the oldest wait, and whether it is paused."""
+    table = read_stats(app)
+    if as_json:
+        print_json(table)
+    elif table:
+        console().print(stats_table(table))
+    else:
+        click.echo("no queues yet: a queue exists once a job was enqueued to it (or it was paused)")
+
+
+@queue.command("pause")
+@app_options
+@click.argument("name")
+def queue_pause(app: App, name: str) -> None:
+    """Stop workers taking jobs of a queue (enqueues still go in; running jobs finish).
+    Kept in the store: it stays paused until `deferq queue resume`."""
+    changed = app.pause(name)
+    click.echo(f"paused queue {name}" if changed else f"queue {name} was already paused")
+
+
+@queue.command("resume")
+@app_options
+@click.argument("name")
+def queue_resume(app: App, name: str) -> None:
+    """Let workers take jobs of a paused queue again."""
+    changed = app.resume(name)
+    click.echo(f"resumed queue {name}" if changed else f"queue {name} was not paused")
+
+
+@main.group()
+def dead() -> None:
+    """Dead letters: jobs whose attempts are used up."""
+
+
+def dead_lines(job: Job, columns: int, now: float) -> list[str]:
+    """A dead job in three lines of at most `columns`: what, when, why (`deferq job` has all)."""
+    return [
+        clip(f"{job.id}  {job.task}  (queue {job.queue}, {job.attempts} attempt(s))", columns),
+        clip(f"  died {when(job.finished_at, now)}", columns),
+        clip(f"  {last_error_line(job.error) or 'no error recorded'}", columns),
+    ]
+
+
+@dead.command("list")
+@app_options
+@click.option("--queue", default=None)
+@click.option("--limit", default=50, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (times as epoch seconds).")
+def dead_list(app: App, queue: str | None, limit: int, as_json: bool) -> None:
+    """List dead jobs, newest first, each with when it died and its last error."""
+    jobs = app.list_jobs(JobState.DEAD, queue, limit)
+    if as_json:
+        print_json([j.to_dict() for j in jobs])
+        return
+    columns, now = width(), time.time()
+    for job in jobs:
+        click.echo("\n".join(dead_lines(job, columns, now)))
+    if not jobs:
+        click.echo("no dead jobs")
+
+
+@dead.command("retry")
+@app_options
+@click.argument("job_id", required=False)
+@click.option("--all", "retry_all", is_flag=True, help="Retry every dead job.")
+def dead_retry(app: App, job_id: str | None, retry_all: bool) -> None:
+    """Put a dead job (or all) back in its queue with fresh attempts."""
+    if not job_id and not retry_all:
+        raise click.UsageError("name a job id or pass --all")
+    if retry_all:
+        count = 0
+        while batch := app.list_jobs(JobState.DEAD, limit=500):
+            retried = sum(app.retry_dead(job.id) for job in batch)
+            count += retried
+            if not retried:
+                break
+        click.echo(f"retried {count} job(s)")
+        return
+    if job_id is None or not app.retry_dead(job_id):
+        raise click.ClickException(f"job {job_id} is not dead")
+    click.echo(f"retried {job_id}")
+
+
+@dead.command("purge")
+@app_options
+@click.option("--older-than", type=float, default=0, help="Only jobs dead this many seconds.")
+def dead_purge(app: App, older_than: float) -> None:
+    """Delete dead jobs for good."""
+    click.echo(f"purged {app.purge([JobState.DEAD], older_than)} dead job(s)")
+
+
+@main.command()
+@app_options
+def migrate(app: App) -> None:
+    """Create or upgrade the store's tables (SQLite, PostgreSQL, MySQL); safe to run again.
+
+    Whatever the URL's ?migrate= says: the store opens without preparing its schema
+    (stores without one ignore that) and migrates here, to name what it applied."""
+    from ..backends import open_backend
+
+    backend = open_backend(app.url, prepare_schema=False)
+    try:
+        applied = backend.migrate()
+    finally:
+        backend.close()
+    click.echo(f"applied {', '.join(applied)}" if applied else "the schema is up to date")
+
+
+@main.command()
+@click.option("--url", default=None, help="Store to measure (default: a temporary SQLite file).")
+@click.option("--jobs", "-n", default=20000, show_default=True)
+@click.option("--processes", default=2, show_default=True, help="Worker processes.")
+@click.option("--json", "as_json", is_flag=True)
+@click.option("--only", multiple=True, help="Run only some workloads: enqueue, batch, process, pickup, delay.")
+def bench(url: str | None, jobs: int, processes: int, as_json: bool, only: tuple[str, ...]) -> None:
+    """Measure enqueue, processing, pickup latency and delay lateness on a store."""
+    from .bench import run_bench
+
+    setup_logging("warning")
+    run_bench(url, jobs, processes, as_json, set(only) or None)
+
+
+@main.command()
+@click.option("--url", default=None, help="Store (default: a fresh SQLite file in a temp dir).")
+def demo(url: str | None) -> None:
+    """A guided one-minute tour on embedded SQLite."""
+    from .demo import run_demo
+
+    setup_logging("warning")
+    sys.exit(run_demo(url))
+
+
+main.add_command(run_command)  # deferq run: the supervisor
+main.add_command(status_command)  # deferq status: masters, pools, children
+
+
+@main.command()
+@click.option("--url", envvar="DEFERQ_URL", help="Store URL (default sqlite:///deferq.db).")
+@click.option("--app", "app_path", envvar="DEFERQ_APP", help="Your App (module:attr), for task defaults.")
+@no_create_option
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=8088, show_default=True)
+@click.option("--workers", default=1, show_default=True, help="Server processes sharing the port.")
+@click.option("--no-auth", is_flag=True, help="Open every route without a token (development; loopback only).")
+@click.option("--no-auth-beyond-loopback", is_flag=True,
+              help="Allow --no-auth on a --host that is not loopback (anyone who reaches it may do anything).")
+@click.option("--allowed-host", multiple=True,
+              help="With --no-auth: a Host name served besides localhost, 127.0.0.1, [::1] (repeatable).")
+@click.option("--max-body", default=1024 * 1024, show_default=True, help="Largest request body, bytes.")
+@click.option("--max-queue-length", type=int, default=None, help="Unfinished jobs a queue may hold (429 past it).")
+@click.option("--queue-limit", multiple=True, help="QUEUE=N: a limit for one queue (repeatable).")
+@click.option("--max-inflight", type=int, default=None, help="API requests one process answers at once.")
+@click.option("--wait-threads", type=click.IntRange(1), default=16, show_default=True,
+              help="?wait= requests blocked in the store at once per process; more poll.")
+@click.option("--waits-per-token", type=click.IntRange(1), default=8, show_default=True,
+              help="?wait= requests one token holds open at once; more get 429.")
+@click.option("--request-log", default="off", show_default=True, help="File, - (stderr) or off.")
+@click.option("--error-log", default="-", show_default=True, help="File, - (stderr) or off.")
+def serve(url: str | None, app_path: str | None, no_create: bool, host: str, port: int, workers: int,
+          no_auth: bool, no_auth_beyond_loopback: bool, allowed_host: tuple[str, ...], max_body: int,
+          max_queue_length: int | None, queue_limit: tuple[str, ...], max_inflight: int | None,
+          wait_threads: int, waits_per_token: int, request_log: str, error_log: str) -> None:  # fmt: skip
+    """The HTTP API: jobs, topics with signed callbacks, dead letters, metrics (docs/http.md)."""
+    from .serve import ServerConfig, check_no_auth, parse_queue_limits
+    from .serve import serve as run_server
+
+    allowed = check_no_auth(no_auth, host, no_auth_beyond_loopback, allowed_host)
+    config = ServerConfig(url=url, app_path=app_path, auth=not no_auth, allowed_hosts=allowed, max_body=max_body,
+                          max_queue_length=max_queue_length,
+                          queue_limits=parse_queue_limits(queue_limit), max_inflight=max_inflight,
+                          wait_threads=wait_threads, waits_per_token=waits_per_token,
+                          request_log=request_log, error_log=error_log)  # fmt: skip
+    run_server(config, host, port, workers, create=not no_create)
+
+
+@main.group()
+def token() -> None:
+    """API tokens of the HTTP service."""
+
+
+@token.command("create")
+@app_options
+@click.option("--scope", type=click.Choice(["producer", "admin"]), required=True)
+@click.option("--note", default="", help="What the token is for.")
+def token_create(app: App, scope: str, note: str) -> None:
+    """Make a token and print it (once: only its hash is stored)."""
+    from .serve import create_token
+
+    create_token(app.backend, scope, note)
+
+
+@token.command("list")
+@app_options
+def token_list(app: App) -> None:
+    """Tokens by id, scope and note (the tokens themselves are not stored)."""
+    from ..server.http.auth import list_tokens
+
+    for record in list_tokens(app.backend):
+        click.echo(f"{record['id']}  {record['scope']:<8}  {record.get('note', '')}")
+
+
+@token.command("revoke")
+@app_options
+@click.argument("token_id")
+def token_revoke(app: App, token_id: str) -> None:
+    """Revoke a token by its id (servers notice within 5 seconds)."""
+    from ..server.http.auth import revoke
+
+    if not revoke(app.backend, token_id):
+        raise click.ClickException(f"no token with id {token_id}")
+    click.echo(f"revoked {token_id}")
+
+def document(command: click.Command, path: str = "") -> set[str]:
+    """Give `command` (and each command under it) an epilog listing the environment
+    variables it reads and an example; return those variables."""
+    names = {p.envvar for p in command.params if isinstance(p, click.Option) and isinstance(p.envvar, str)}
+    names.update(ENV_READ.get(path, ()))
+    if isinstance(command, click.Group):
+        for name, sub in command.commands.items():
+            names |= document(sub, f"{path} {name}".strip())
+    ordered = sorted(names, key=lambda n: (list(ENV_HELP).index(n), n))  # in ENV_HELP's order
+    pad = max((len(n) for n in ordered), default=0)
+    env = "\n".join(f"  {n:<{pad}}  {ENV_HELP[n]}" for n in ordered) or "  none"
+    heading = "Environment (read by its commands)" if isinstance(command, click.Group) else "Environment"
+    command.epilog = f"\b\n{heading}:\n{env}\n\n\b\nExample:\n  {EXAMPLES[path]}"
+    return names
+
+
+document(main)
+
+if __name__ == "__main__":
+    main()

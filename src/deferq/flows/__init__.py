@@ -1,0 +1,1 @@
+"""Features between jobs: workflows (chains, groups, chords), batches, periodic schedules."""

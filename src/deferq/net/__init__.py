@@ -1,0 +1,1 @@
+"""Outbound connections: the network policy every callback, webhook and e-mail obeys."""

@@ -1,0 +1,1 @@
+"""What deferq tells about itself: per-minute history counts and log formats."""

@@ -1,0 +1,177 @@
+"""Job requests and views: what POST /v1/jobs accepts, and how a job is shown."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ...backends.base import Enqueue
+from ...flows import batch as batches
+from ...flows.batch import BATCH_OF, MEMBER_OF
+from ...job import Job, Priority, encode_payload, new_job_id
+from ...options import HTTP_OPTIONS, JobOptions, conflict_rules
+from ...task import AFTER, CHILDREN, Call, build_enqueue
+from ..http import fields
+from ..http.errors import ApiError, Invalid
+from ..topics.delivery import TASK_NAME, TIMEOUT_MARGIN
+from . import models
+
+if TYPE_CHECKING:
+    from ..process.service import Service
+
+# The request's own fields, then every job option the HTTP API takes (deferq.options).
+JOB_FIELDS = ("topic", "task", "body", "args", "kwargs", *HTTP_OPTIONS)
+TOPIC_ONLY = ("body",)
+TASK_ONLY = ("args", "kwargs", *models.TOPIC_DECIDES)
+SCALED = frozenset(name for name, (_, spec) in HTTP_OPTIONS.items() if spec.http_scale != 1)
+
+
+async def parse_job(service: Service, data: Any, where: str = "the job") -> Enqueue:
+    """A job request as the store's Enqueue; a problem is one sentence (422), a topic
+    that does not exist a 404. The rules between fields (one of topic or task, the fields
+    of each kind, one due time) are the ones models.JOB_REQUEST and ONE_DUE_TIME state."""
+    data = fields.json_object(data, where)
+    is_topic = "topic" in data
+    if is_topic == ("task" in data):
+        raise Invalid(f"{where} needs exactly one of topic (a callback) or task (a Python task)")
+    for name in TASK_ONLY if is_topic else TOPIC_ONLY:
+        if name in data:
+            raise Invalid(f"{name} is for task jobs; a topic job sends its body" if is_topic
+                          else f"{name} is for topic jobs; a task job takes args and kwargs")  # fmt: skip
+    if "delay_ms" in data and "at" in data:
+        raise Invalid(f"{where} gives both delay_ms and at: give one")
+    request: Any = fields.parse(models.TopicJob if is_topic else models.TaskJob, data, where, _explain)
+    options = option_values(request)
+    if is_topic:
+        return await _topic_job(service, request, options)
+    known = service.app.tasks.get(request.task)
+    call = Call(request.task, tuple(request.args or ()), request.kwargs or {}, JobOptions(**options))
+    try:
+        return build_enqueue(call, known, 0.0)
+    except (TypeError, ValueError) as exc:
+        raise Invalid(str(exc)) from None
+
+
+def option_values(request: Any) -> dict[str, Any]:
+    """The job options a request sets, by their Python names, converted by their checks
+    (the model has checked each against its schema; a check refuses what no schema says)."""
+    values = {}
+    for http_name, (name, spec) in HTTP_OPTIONS.items():
+        value = getattr(request, http_name, None)
+        if value is None:
+            continue
+        try:
+            values[name] = spec.check(value * spec.http_scale if spec.http_scale != 1 else value, http_name)
+        except ValueError as exc:
+            raise Invalid(str(exc)) from None
+    return values
+
+
+def _explain(field: str, value: Any) -> str | None:
+    """A refused option in its check's words, which say more than the schema's; not for a
+    scaled option (delay_ms), whose check speaks of seconds. A refused task name: its rule."""
+    if field == "task":
+        return "task must be the name of your task (1-200 characters, not deferq.*)"
+    option = HTTP_OPTIONS.get(field)
+    if option is None or field in SCALED:
+        return None
+    try:
+        option[1].check(value, field)
+    except (ValueError, TypeError) as exc:
+        return str(exc)
+    return None
+
+
+async def _topic_job(service: Service, request: Any, options: dict[str, Any]) -> Enqueue:
+    """A delivery job: the topic's settings, overridden by the request's. Built directly
+    (not through JobOptions) because this is the hot path of the HTTP service."""
+    name = request.topic
+    topic = await service.topic(name)
+    if topic is None:
+        raise ApiError(404, "not_found",
+                       f"topic {name!r:.100} does not exist: create it with PUT /v1/topics/{{name}}")  # fmt: skip
+    kwargs: dict[str, Any] = {"body": request.body}
+    ttr = options.get("timeout")
+    if ttr is not None:
+        kwargs["ttr"] = ttr
+    at = options.get("at")
+    job = Job(
+        id=new_job_id(), task=TASK_NAME, args=(name,), kwargs=kwargs, queue=topic.queue,
+        priority=options.get("priority", Priority.NAMES[topic.priority]),
+        max_attempts=options.get("max_attempts") or topic.max_attempts,
+        timeout=(ttr or topic.ttr) + TIMEOUT_MARGIN, key=options.get("key"), run_at=at or 0.0,
+        expires_at=options["expires"].at if "expires" in options else None, remark=options.get("remark"),
+    )  # fmt: skip
+    delay = 0.0 if at is not None else options.get("delay", topic.delay_ms / 1000)
+    within = options["expires"].within if "expires" in options else None
+    try:
+        mode = conflict_rules(options.get("on_conflict"), job.key, options.get("max_wait"))
+    except ValueError as exc:
+        raise Invalid(str(exc)) from None
+    payload = encode_payload(TASK_NAME, job.args, kwargs)
+    return Enqueue(job, delay, payload, within, mode, options.get("max_wait"), options.get("durable", True))
+
+
+def receipt(job: Job) -> dict[str, Any]:
+    """What POST /v1/jobs answers: enough to find the job again."""
+    return {"id": job.id, "state": str(job.state), "run_at": job.run_at}
+
+
+SHOWN_LINKS = 50  # parents and children a job page lists, at most
+
+
+def workflow(store: Any, job: Job) -> dict[str, Any]:
+    """A job's place in a workflow, for GET /v1/jobs/{id}: `after` and `waiting` (ids),
+    `parents` and `children` with their states, and its `batch`. Reads the store (one
+    look-up per job listed): call it in a store thread."""
+    after = list(job.meta.get(AFTER, ()))
+    waiting = store.dependents(job.id)
+    batch = _batch_of(store, job)
+    children = [*job.meta.get(CHILDREN, ()), *waiting]
+    if batch is not None and batch["role"] == "member":
+        children += batch["callbacks"].values()
+    return {"after": after, "waiting": waiting, "parents": _links(store, after),
+            "children": _links(store, list(dict.fromkeys(children))), "batch": batch}  # fmt: skip
+
+
+def _links(store: Any, ids: list[str]) -> list[dict[str, Any]]:
+    links = []
+    for job_id in ids[:SHOWN_LINKS]:
+        other = store.get(job_id)
+        links.append({"id": job_id, "state": str(other.state) if other else None,
+                      "task": (other.args[0] if other.task == TASK_NAME and other.args else other.task)
+                      if other else None, "queue": other.queue if other else None})  # fmt: skip
+    return links
+
+
+def _batch_of(store: Any, job: Job) -> dict[str, Any] | None:
+    """The batch `job` is a member (batch.MEMBER_OF) or a callback (batch.BATCH_OF) of."""
+    batch_id = job.meta.get(MEMBER_OF) or job.meta.get(BATCH_OF)
+    if batch_id is None:
+        return None
+    found = batches.info(store, batch_id)
+    counts = found.to_dict() if found else dict.fromkeys(("total", "pending", "succeeded", "dead", "cancelled"))
+    callbacks = found.callbacks if found else {}
+    role = next((name for name, callback in callbacks.items() if callback == job.id), "member")
+    return {**counts, "id": batch_id, "role": role, "state": found.state if found else "open",
+            "callbacks": callbacks}  # fmt: skip
+
+
+def view(job: Job) -> dict[str, Any]:
+    """A job as the API shows it; a topic job shows its topic and body."""
+    is_topic = job.task == TASK_NAME
+    return {
+        "id": job.id, "state": str(job.state), "queue": job.queue,
+        "topic": job.args[0] if is_topic and job.args else None,
+        "body": job.kwargs.get("body") if is_topic else None,
+        "task": None if is_topic else job.task,
+        "args": None if is_topic else list(job.args),
+        "kwargs": None if is_topic else job.kwargs,
+        "priority": job.priority_name, "attempts": job.attempts,
+        "max_attempts": job.max_attempts, "key": job.key,
+        "ttr": job.timeout - TIMEOUT_MARGIN if is_topic and job.timeout else job.timeout,
+        "run_at": job.run_at, "created_at": job.created_at, "finished_at": job.finished_at,
+        "error": job.error, "result": job.result,
+        "progress": job.progress, "progress_message": job.progress_message,
+        "cancel_requested": job.cancel_requested, "expires_at": job.expires_at,
+        "updated_at": job.updated_at, "remark": job.remark, "worker": job.worker, "last_worker": job.last_worker,
+    }  # fmt: skip

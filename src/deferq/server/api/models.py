@@ -1,0 +1,528 @@
+"""The typed models of the REST API: every request body and query, and the answers.
+
+Each model is a msgspec Struct that does two jobs: `fields.parse` checks a request with
+it, and openapi.py turns it into the document's JSON Schema (msgspec.json.schema_components).
+The server and /openapi.json read the same class, so they cannot disagree; schemathesis
+holds them to it (tests/test_server_schema.py). A rule no JSON Schema can state is a
+"format" the document names and explains (a callback URL the policy allows, a retry
+condition that parses): see FORMATS.
+
+Why msgspec (and not pydantic): one small wheel with no dependencies, strict about JSON
+types as orjson is (true is no integer, 1.5 is no whole number), and the fastest of the
+two at checking a dict, which matters on POST /v1/jobs (the hot path).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias
+
+import msgspec
+from msgspec import UNSET, Meta, Struct, UnsetType
+
+from ...job import JobState
+from ...observe.history import MAX_MINUTES as MAX_HISTORY_MINUTES
+from ...options import HTTP_OPTIONS, MAX_REMARK, PATTERN_WORDS, Option
+from ..http.auth import SCOPES
+from ..http.config import ServerConfig
+from ..http.fields import matching
+from ..topics.topic import NAME_PATTERN, Backoff, PriorityName, TopicRequest
+
+# Formats the document names for what no JSON Schema keyword can say; the server checks them.
+FORMATS = {
+    "callback-url": "An http(s) URL that the server's network policy allows (docs/http.md, \"Where "
+                    "callbacks may go\"): by default no loopback, private, link-local or metadata address.",
+    "retry-condition": "A condition such as {res.code}!=200, at most 2000 characters (docs/http.md, "
+                       "\"The retry-condition language\").",
+    "page-cursor": "The `cursor` of a page of GET /v1/jobs, as the server gave it (opaque: only the "
+                   "store that made it reads it).",
+}  # fmt: skip
+
+TOPIC_NAME = Annotated[str, matching(NAME_PATTERN.pattern, "1-100 letters, digits and _.:-")]
+STATES = tuple(str(s) for s in JobState)
+if TYPE_CHECKING:  # the choices are made at run time, from the names they stand for
+    State: TypeAlias = str
+    Scope: TypeAlias = str
+else:
+    State = Literal[STATES]
+    Scope = Literal[SCOPES]
+Limit = Annotated[int, Meta(ge=1, le=1000)]
+MAX_IDS = 1000  # jobs one batch request may name
+JobId = Annotated[str, Meta(min_length=1, max_length=100)]
+
+
+# -- job options: from deferq.options, the one schema -----------------------------------------
+#
+# The request models take their option fields from options.HTTP_OPTIONS, so a new option
+# there is a new field here, its checks and its schema included, with no edit in server/.
+# Each option's `openapi` fragment is JSON Schema already; `option_type` reads it as the
+# msgspec type that enforces exactly that fragment, and that type's schema is what the
+# document shows. What a fragment cannot say stays in the option's `check`, which runs
+# after the model (jobs.option_values), converts the value and words a refusal.
+#
+_BASES: dict[str, type] = {"string": str, "integer": int, "number": float, "boolean": bool}
+_METAS = {"minimum": "ge", "maximum": "le", "exclusiveMaximum": "lt", "minLength": "min_length",
+          "maxLength": "max_length", "description": "description"}  # fmt: skip
+
+
+def option_schema(http_name: str, spec: Option) -> dict[str, Any]:
+    return {"description": spec.help, **spec.openapi}
+
+
+def option_type(schema: dict[str, Any]) -> Any:
+    """The msgspec type that enforces a JSON Schema fragment of deferq.options. A keyword
+    it does not know is an error at import: the schema must never say more than is checked."""
+    meta: dict[str, Any] = {}
+    metas: list[Meta] = []
+    choices = schema.get("oneOf") or schema.get("anyOf")
+    if choices:
+        union = tuple(option_type(choice) for choice in choices)
+        base: Any = union[0]
+        for member in union[1:]:
+            base = base | member
+    elif "enum" in schema:
+        base = Literal[tuple(schema["enum"])]
+    else:
+        base = _BASES[schema["type"]]
+    for key, value in schema.items():
+        if key in _METAS:
+            meta[_METAS[key]] = value
+        elif key == "exclusiveMinimum":  # OpenAPI 3.0's boolean form, or 3.1's number
+            meta["gt"] = schema["minimum"] if value is True else value
+            meta.pop("ge", None)
+        elif key == "pattern":
+            metas.append(matching(value, PATTERN_WORDS.get(value, f"a string matching {value}")))
+        elif key not in ("type", "enum", "oneOf", "anyOf"):
+            raise ValueError(f"option schema keyword {key!r} is not checked by the HTTP models")
+    if "gt" in meta:
+        meta.pop("ge", None)
+    if meta:
+        metas.insert(0, Meta(**meta))
+    return Annotated[(base, *metas)] if metas else base
+
+
+def _option_fields(leave_out: tuple[str, ...] = ()) -> list[tuple[str, Any, Any]]:
+    """(name, type, default) of each HTTP option; null is the same as leaving it out."""
+    return [(name, option_type(option_schema(name, spec)) | None, None)
+            for name, (_, spec) in HTTP_OPTIONS.items() if name not in leave_out]  # fmt: skip
+
+
+# A topic job: the topic decides the queue (its callbacks' queue), so a request may not.
+TOPIC_DECIDES = ("queue",)
+TASK_NAME = matching(r"^(?!deferq\.)[^\x00]*$", "the name of your task (1-200 characters, not deferq.*)",
+                     min_length=1, max_length=200, description="Run this Python task with args/kwargs.")
+TopicJob: type[Struct] = msgspec.defstruct(
+    "TopicJob",
+    [("topic", Annotated[TOPIC_NAME, Meta(description="Deliver `body` to this topic's callback URL.")]),
+     ("body", Annotated[Any, Meta(description="Any JSON value, POSTed to the topic's URL.")], None),
+     *_option_fields(TOPIC_DECIDES)],
+    namespace={"__doc__": "A job that POSTs its body to a topic's callback URL (delay_ms or at, not both)."},
+    module=__name__, kw_only=True, forbid_unknown_fields=True,
+)  # fmt: skip
+TaskJob: type[Struct] = msgspec.defstruct(
+    "TaskJob",
+    [("task", Annotated[str, TASK_NAME]),
+     ("args", list[Any] | None, None),
+     ("kwargs", dict[str, Any] | None, None),
+     *_option_fields()],
+    namespace={"__doc__": "A job that runs a Python task of your workers (delay_ms or at, not both)."},
+    module=__name__, kw_only=True, forbid_unknown_fields=True,
+)  # fmt: skip
+# Rules between fields, in the words of the schema (openapi.py adds them to each model);
+# jobs.parse_job checks the same rules.
+ONE_DUE_TIME = {"not": {"required": ["delay_ms", "at"]}}  # delay_ms or at, not both
+_GIVEN = {"not": {"type": "null"}}  # null is the same as leaving a field out
+KEYED_CONFLICTS = {  # replace and debounce need a key; max_wait_ms is for debounce (options.conflict_mode)
+    "allOf": [
+        {"if": {"required": ["on_conflict"], "properties": {"on_conflict": {"enum": ["replace", "debounce"]}}},
+         "then": {"required": ["key"], "properties": {"key": {"type": "string"}}}},
+        {"if": {"required": ["max_wait_ms"], "properties": {"max_wait_ms": _GIVEN}},
+         "then": {"required": ["on_conflict"], "properties": {"on_conflict": {"const": "debounce"}}}},
+    ],
+}  # fmt: skip
+JOB_RULES = {**ONE_DUE_TIME, **KEYED_CONFLICTS}
+JOB_REQUEST = {"description": "A topic job (with topic) or a task job (with task): exactly one.",
+               "oneOf": [{"$ref": f"#/components/schemas/{kind}"} for kind in ("TopicJob", "TaskJob")]}
+# What msgspec cannot write itself, merged into its schemas by openapi.py: each job of a
+# batch is a JobRequest (the model takes it as an object, and jobs.parse_job reads it).
+SCHEMA_RULES: dict[str, dict[str, Any]] = {
+    "TopicJob": JOB_RULES, "TaskJob": JOB_RULES,
+    "BatchRequest": {"properties": {"jobs": {"items": {"$ref": "#/components/schemas/JobRequest"}}}},
+}  # fmt: skip
+
+
+class BatchRequest(Struct, forbid_unknown_fields=True):
+    """Many jobs at once: all are stored, or none."""
+
+    jobs: Annotated[list[dict[str, Any]], Meta(min_length=1, max_length=ServerConfig.max_batch)]
+
+
+# -- tokens and settings -----------------------------------------------------------------------
+
+
+class TokenRequest(Struct, forbid_unknown_fields=True):
+    """A new API token: its scope and a note to recognise it by."""
+
+    scope: Scope
+    note: Annotated[str, Meta(max_length=200)] | None = None
+
+
+_DURATION = matching(r"^(?:[0-9]+(?:\.[0-9]+)?(?:ms|s|m|h|d))+$", 'a duration like "30s", "5m" or "1h30m"')
+Duration = Annotated[float, Meta(ge=0)] | Annotated[str, _DURATION]
+_PORT = r"(?:[1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])"
+_ADDRESS = matching(r"^[^ @\x00]+@[^ @\x00]+$", "an e-mail address")
+
+
+class EmailSettings(Struct, forbid_unknown_fields=True, rename={"sender": "from", "recipients": "to"}):
+    """An SMTP server and who gets the alerts."""
+
+    smtp: Annotated[str, matching(f"^(?:[^:\\x00]+|[^\\x00]+:{_PORT})$", '"host" or "host:port"')]
+    sender: Annotated[str, _ADDRESS]
+    recipients: Annotated[str, _ADDRESS] | Annotated[list[Annotated[str, _ADDRESS]], Meta(min_length=1)]
+    username: str | UnsetType = UNSET
+    password: str | UnsetType = UNSET
+    starttls: bool | UnsetType = UNSET
+
+
+_WEBHOOK = matching(r"^https?://[A-Za-z0-9.-]+(?::[0-9]{1,5})?(?:[/?#][!-~]*)?$", "an http(s):// URL")
+
+
+class AlertSettings(Struct, forbid_unknown_fields=True):
+    """Where alerts about dead callbacks go (the supervisor's [alerts] table)."""
+
+    email: EmailSettings | UnsetType = UNSET
+    webhook: Annotated[str, _WEBHOOK] | None | UnsetType = UNSET
+    min_interval: Duration | UnsetType = UNSET
+    backlog: dict[str, Annotated[int, Meta(ge=0, le=10**12)]] | UnsetType = UNSET
+    oldest_waiting: Duration | None | UnsetType = UNSET
+    dead_letters: bool | UnsetType = UNSET
+
+
+# -- query parameters --------------------------------------------------------------------------
+
+
+class JobsQuery(Struct, forbid_unknown_fields=True):
+    """Filters that combine: the job with a key; else jobs in a state, of a queue, of a
+    task, matching `q`, a page at a time (newest first; `cursor` for the next page)."""
+
+    key: Annotated[str, Meta(description="The job with this unique key.")] | UnsetType = UNSET
+    state: Annotated[State, Meta(description="Jobs in this state (every state if left out).")] | UnsetType = UNSET
+    queue: Annotated[str, Meta(description="Only jobs of this queue.")] | UnsetType = UNSET
+    task: Annotated[str, Meta(description="Only jobs of this task (its exact name).")] | UnsetType = UNSET
+    q: Annotated[str, Meta(max_length=200, description="A job id or unique key (found exactly, however old), "
+                           "and text (3 characters or more) in the arguments, error or key.")] | UnsetType = UNSET
+    cursor: Annotated[str, Meta(max_length=2000, extra_json_schema={"format": "page-cursor"},
+                                description="The previous page's `cursor`: the next page.")] | UnsetType = UNSET
+    window: Annotated[int, Meta(ge=1, le=100_000, description="Where the store has no index for the task "
+                                "or text (MySQL, Redis): how many of the newest jobs to look at.")] = 10_000
+    limit: Limit = 100
+
+
+class JobQuery(Struct, forbid_unknown_fields=True):
+    wait: Annotated[int, Meta(ge=0, le=60, description=(
+        "Seconds to wait for the job to finish before answering (woken by the store); "
+        "the job is shown as it stands when they pass."))] = 0
+
+class HistoryQuery(Struct, forbid_unknown_fields=True):
+    """A window of the per-minute history (deferq.history), of a queue, a task, or both."""
+
+    queue: Annotated[str, Meta(description="Only this queue (every queue if left out).")] | UnsetType = UNSET
+    task: Annotated[str, Meta(description="Only this task (every task if left out).")] | UnsetType = UNSET
+    minutes: Annotated[int, Meta(ge=1, le=MAX_HISTORY_MINUTES, description="How far back, the current minute "
+                                 "included.")] = 60  # fmt: skip
+    step: Annotated[int, Meta(ge=1, le=1440, description="Minutes per point (by default, enough for at "
+                              "most 360 points): counts add up, percentiles merge.")] | UnsetType = UNSET
+
+
+class DeadQuery(Struct, forbid_unknown_fields=True):
+    queue: str | UnsetType = UNSET
+    limit: Limit = 100
+
+
+class QueueQuery(Struct, forbid_unknown_fields=True):
+    queue: str | UnsetType = UNSET
+
+
+class RemarkRequest(Struct, forbid_unknown_fields=True):
+    """A job's new remark (null clears it)."""
+
+    remark: Annotated[str, Meta(max_length=MAX_REMARK)] | None
+
+
+class IdsRequest(Struct, forbid_unknown_fields=True):
+    """Jobs named by id (those a console filter matched)."""
+
+    ids: Annotated[list[JobId], Meta(min_length=1, max_length=MAX_IDS)]
+
+
+class PurgeQuery(Struct, forbid_unknown_fields=True):
+    older_than: Annotated[int, Meta(ge=0, le=10 * 365 * 86400, description="Seconds since they died.")] = 0
+
+
+# -- answers (the document's; the handlers build the same shapes as dicts) ---------------------
+
+
+class ErrorDetail(Struct):
+    code: str
+    message: str
+
+
+class Error(Struct):
+    error: ErrorDetail
+
+
+class Receipt(Struct):
+    id: str
+    state: State
+    run_at: float
+
+
+class Receipts(Struct):
+    jobs: list[Receipt]
+
+
+class Job(Struct):
+    id: str
+    state: State
+    queue: str
+    topic: str | None
+    body: Any
+    task: str | None
+    args: list[Any] | None
+    kwargs: dict[str, Any] | None
+    priority: PriorityName
+    attempts: int
+    max_attempts: int
+    key: str | None
+    ttr: float | None
+    run_at: float
+    created_at: float
+    finished_at: float | None
+    error: str | None
+    result: Any
+    progress: Annotated[float, Meta(ge=0, le=1)] | None = None
+    progress_message: str | None = None
+    cancel_requested: bool = False
+    expires_at: float | None = None
+    updated_at: Annotated[float, Meta(description="When it last changed: state, lease, remark.")] | None = None
+    remark: Annotated[str, Meta(description="Free text kept with the job for people.")] | None = None
+    worker: Annotated[str, Meta(description="The worker holding its lease, while it runs.")] | None = None
+    last_worker: Annotated[str, Meta(description="The worker that last ran it (kept after).")] | None = None
+    # GET /v1/jobs/{id} only: the job's place in a workflow (jobs.workflow)
+    after: Annotated[list[str], Meta(description="The ids of the jobs it runs after.")] | None = None
+    waiting: Annotated[list[str], Meta(description="The ids of the jobs still waiting for it.")] | None = None
+    parents: Annotated[list[JobLink], Meta(description=(
+        "The jobs it runs after, with their states (the first 50)."))] | None = None  # fmt: skip
+    children: Annotated[list[JobLink], Meta(description=(
+        "The jobs that run after it (the first 50): those enqueued with it (a chain's next step, "
+        "a chord's callback, a batch's callbacks) and those still waiting for it."))] | None = None  # fmt: skip
+    batch: Annotated[JobBatch, Meta(description="The batch it is a member or a callback of.")] | None = None
+
+
+class JobLink(Struct):
+    """Another job of a workflow, as the job page lists it."""
+
+    id: str
+    state: Annotated[State, Meta(description="Its state.")] | None  # null: no longer in the store (purged)
+    task: str | None
+    queue: str | None
+
+
+class Batch(Struct):
+    id: str
+    total: int
+    pending: int
+    succeeded: int
+    dead: int
+    cancelled: int
+    state: Literal["running", "complete"]
+    callbacks: dict[str, str]
+
+
+class JobBatch(Struct):
+    """A job's batch: its role in it and the batch's counts (null until the batch's
+    `with` block has ended: then its members are all known)."""
+
+    id: str
+    role: Literal["member", "on_complete", "on_success"]
+    total: int | None
+    pending: int | None
+    succeeded: int | None
+    dead: int | None
+    cancelled: int | None
+    state: Literal["open", "running", "complete"]
+    callbacks: dict[str, str]
+
+
+class JobSearch(Struct):
+    """How `q` was looked for: exact id and key matches first, then text."""
+
+    exact: Annotated[int, Meta(description="Jobs found by id or key (first page only).")]
+    text: Annotated[Literal["index", "words", "scan"] | None, Meta(description=(
+        "index: any substring, through the store's text index; words: whole words (PostgreSQL "
+        "without pg_trgm); scan: the newest `window` jobs were looked at; null: no text search "
+        "(fewer than 3 characters)."))]  # fmt: skip
+    scanned: Annotated[int | None, Meta(description="Jobs looked at, by a scan.")] = None
+    complete: Annotated[bool, Meta(description="False: a scan stopped at its window; older jobs were "
+                                   "not searched.")] = True  # fmt: skip
+
+
+class JobList(Struct):
+    jobs: list[Job]
+    cursor: Annotated[str | None, Meta(description="The next page's (null: this was the last).")] = None
+    search: JobSearch | None = None
+
+
+class JobStateAnswer(Struct):
+    id: str
+    state: State
+    cancel_requested: bool = False
+
+
+QueueStats = msgspec.defstruct("QueueStats", [*((s, int) for s in STATES), ("oldest_wait", float),
+                                             ("paused", bool)], module=__name__)  # fmt: skip
+
+
+class QueueList(Struct):
+    queues: dict[str, QueueStats]  # type: ignore[valid-type]
+
+
+class QueuePaused(Struct):
+    queue: str
+    paused: Annotated[bool, Meta(description="Whether the queue is paused now.")]
+    changed: Annotated[bool, Meta(description="False when it already was so.")]
+
+
+class Remark(Struct):
+    id: str
+    remark: str | None
+
+
+class DeletedBatch(Struct):
+    deleted: int
+    not_deleted: Annotated[list[str], Meta(description="Ids that were not dead letters (any more).")]
+
+
+class StorePart(Struct):
+    name: Annotated[str, Meta(description='A Redis shard as host:port/db, or "store" for a store in one part.')]
+    up: bool
+    latency_ms: Annotated[float, Meta(description="Median of 3 pings.")] | None
+    version: str | None
+    memory_bytes: Annotated[int, Meta(description="Memory in use (Redis).")] | None
+    size_bytes: Annotated[int, Meta(description="Size on disk (a SQLite file).")] | None
+    error: str | None
+
+
+class StoreParts(Struct):
+    parts: list[StorePart]
+
+
+class Topic(Struct):
+    name: str
+    url: str
+    method: str
+    headers: dict[str, str]
+    delay_ms: int
+    ttr: float
+    max_attempts: int
+    backoff: Backoff
+    retry_condition: str | None
+    priority: PriorityName
+    queue: str
+    signing_secret: str
+    max_answer_bytes: int
+    updated_at: float
+
+
+class TopicList(Struct):
+    topics: list[Topic]
+
+
+class Token(Struct):
+    id: str
+    scope: Scope
+    note: str
+    created_at: float
+    token: Annotated[str, Meta(description="Shown only when created.")] | UnsetType = UNSET
+
+
+class TokenList(Struct):
+    tokens: list[Token]
+
+
+class Deleted(Struct):
+    deleted: str
+
+
+class Purged(Struct):
+    purged: int
+
+
+class Retried(Struct):
+    retried: int
+
+
+class Alerts(Struct):
+    alerts: dict[str, Any] | None
+
+
+class SavedAlerts(Struct):
+    alerts: AlertSettings
+
+
+class Status(Struct):
+    status: str
+
+
+Percentiles = list[Annotated[float, Meta(description="seconds")] | None]
+
+
+class HistorySeries(Struct):
+    """One list per series, a value per point; percentiles are null where nothing ran."""
+
+    t: Annotated[list[int], Meta(description="Each point's first minute, epoch seconds.")]
+    enqueued: list[int]
+    succeeded: list[int]
+    retried: list[int]
+    failed: Annotated[list[int], Meta(description="Attempts that raised (retried or dead).")]
+    dead: list[int]
+    cancelled: list[int]
+    expired: list[int]
+    wait_p50: Percentiles
+    wait_p90: Percentiles
+    wait_p99: Percentiles
+    run_p50: Percentiles
+    run_p90: Percentiles
+    run_p99: Percentiles
+
+
+class HistoryTotals(Struct):
+    enqueued: int
+    succeeded: int
+    retried: int
+    failed: int
+    dead: int
+    cancelled: int
+    expired: int
+    wait_p50: float | None
+    wait_p90: float | None
+    wait_p99: float | None
+    run_p50: float | None
+    run_p90: float | None
+    run_p99: float | None
+
+
+class History(Struct):
+    queue: str | None
+    task: str | None
+    minutes: int
+    step: int
+    series: HistorySeries
+    totals: HistoryTotals
+
+
+MODELS: tuple[Any, ...] = (
+    TopicJob, TaskJob, BatchRequest, TopicRequest, TokenRequest, AlertSettings, Error, Receipt,
+    Receipts, Job, JobList, Batch, JobStateAnswer, QueueList, Topic, TopicList, Token, TokenList,
+    Deleted, Purged, Retried, Alerts, SavedAlerts, Status, QueuePaused, Remark, RemarkRequest, IdsRequest,
+    DeletedBatch, StorePart, StoreParts, History,
+)  # fmt: skip

@@ -1,0 +1,439 @@
+"""The REST API v1. Each handler names the scope it needs; docs/http.md describes them."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+from msgspec import UNSET
+from starlette.requests import Request
+from starlette.routing import Route
+
+from ...backends.base import Backend, missing_from, queue_table
+from ...flows import batch as batches
+from ...job import JobState
+from ...options import queue_name
+from ..http import auth, fields, settings
+from ..http.errors import ApiError, Invalid, not_found
+from ..process.web import JSON, authorize, read_json, service_of, wait_holder
+from ..topics import topic as topics_module
+from . import job_search, models
+from . import jobs as jobs_module
+from .openapi import document
+from .store_parts import store_parts
+
+if TYPE_CHECKING:
+    from ..process.service import Service
+
+Handler = Callable[[Request], Awaitable[JSON]]
+READER, PRODUCER, ADMIN = "reader", "producer", "admin"
+
+
+def needs(scope: str) -> Callable[[Handler], Handler]:
+    def wrap(handler: Handler) -> Handler:
+        @functools.wraps(handler)
+        async def guarded(request: Request) -> JSON:
+            await authorize(request, scope)
+            return await handler(request)
+
+        guarded.scope = scope  # type: ignore[attr-defined]
+        return guarded
+
+    return wrap
+
+
+def _path(request: Request, name: str) -> str:
+    value: str = request.path_params[name]
+    return value
+
+
+async def refusal(service: Service, job_id: str, code: str, rule: str) -> ApiError:
+    """Why an action on a job did not apply: 404 when there is no such job, else 409."""
+    job = await service.store(service.backend.get, job_id)
+    if job is None:
+        return not_found(f"job {job_id}")
+    return ApiError(409, code, f"job {job_id} is {job.state}: {rule}")
+
+
+# -- jobs ------------------------------------------------------------------------------
+
+
+async def enqueue_job(service: Service, data: Any) -> tuple[int, dict[str, Any]]:
+    """POST /v1/jobs after auth: 201 and a receipt (200 when its key matched a waiting
+    job). Shared by the route below and the fast lane in app.py."""
+    item = await jobs_module.parse_job(service, data)
+    await service.queue_lengths.check(item.job.queue, 1)
+    job = (await service.enqueue([item]))[0]
+    return (201 if service.backend.is_new(item, job) else 200), jobs_module.receipt(job)
+
+
+@needs(PRODUCER)
+async def create_job(request: Request) -> JSON:
+    status, receipt = await enqueue_job(service_of(request), await read_json(request))
+    return JSON(receipt, status)
+
+
+@needs(PRODUCER)
+async def create_jobs(request: Request) -> JSON:
+    service = service_of(request)
+    data = await read_json(request)
+    if not isinstance(data, dict) or not isinstance(data.get("jobs"), list):
+        raise Invalid('send {"jobs": [job, ...]}')
+    if not 1 <= len(data["jobs"]) <= service.config.max_batch:
+        raise Invalid(f"jobs must hold 1 to {service.config.max_batch} jobs")
+    batch = fields.parse(models.BatchRequest, data, "a batch")
+    items = []
+    for i, job in enumerate(batch.jobs):
+        try:
+            items.append(await jobs_module.parse_job(service, job))
+        except ApiError as exc:  # a 422, or a 404 for a topic that does not exist
+            raise ApiError(exc.status, exc.code, f"jobs[{i}]: {exc.message}") from None
+    per_queue: dict[str, int] = {}
+    for item in items:
+        per_queue[item.job.queue] = per_queue.get(item.job.queue, 0) + 1
+    for queue, count in per_queue.items():
+        await service.queue_lengths.check(queue, count)
+    stored = await service.enqueue(items)
+    return JSON({"jobs": [jobs_module.receipt(job) for job in stored]}, 201)
+
+
+@needs(READER)
+async def get_job(request: Request) -> JSON:
+    service = service_of(request)
+    wait = fields.parse_query(models.JobQuery, dict(request.query_params)).wait
+    if wait:
+        holder, who = wait_holder(request)
+        job = await service.waits.wait_finished(_path(request, "job_id"), float(wait), holder, who)
+    else:
+        job = await service.store(service.backend.get, _path(request, "job_id"))
+    if job is None:
+        raise not_found(f"job {_path(request, 'job_id')}")
+    links = await service.store(jobs_module.workflow, service.backend, job)
+    return JSON({**jobs_module.view(job), **links})
+
+
+@needs(READER)
+async def get_batch(request: Request) -> JSON:
+    service = service_of(request)
+    found = await service.store(batches.info, service.backend, _path(request, "batch_id"))
+    if found is None:
+        raise not_found(f"batch {_path(request, 'batch_id')}")
+    return JSON(found.to_dict())
+
+
+@needs(READER)
+async def list_jobs(request: Request) -> JSON:
+    """The filters combine: the job with `key`, if it is in `state` and of `queue`; else a
+    page of the jobs in `state`, of `queue` and `task`, matching `q` (job_search.py)."""
+    service = service_of(request)
+    query = fields.parse_query(models.JobsQuery, dict(request.query_params))
+    queue = None if query.queue is UNSET else query.queue
+    if query.key is not UNSET:
+        job = await service.store(service.backend.get_by_key, query.key)
+        found = [job] if job is not None else []
+        found = [j for j in found if query.state in (UNSET, str(j.state)) and queue in (None, j.queue)]
+        return JSON({"jobs": [jobs_module.view(job) for job in found]})
+    return JSON(await job_search.page(service, query))
+
+
+async def jobs_in_state(request: Request, state: JobState, queue: str | None, limit: int) -> JSON:
+    service = service_of(request)
+    found = await service.store(service.backend.list_jobs, state, queue, limit)
+    return JSON({"jobs": [jobs_module.view(job) for job in found]})
+
+
+async def act_on_job(request: Request, action: str, state: str, code: str, rule: str) -> JSON:
+    """Act on one job (retry a dead one): its new state, else why not (404 or 409)."""
+    service = service_of(request)
+    job_id = _path(request, "job_id")
+    if await service.store(getattr(service.backend, action), job_id):
+        return JSON({"id": job_id, "state": state})
+    raise await refusal(service, job_id, code, rule)
+
+
+@needs(PRODUCER)
+async def cancel_job(request: Request) -> JSON:
+    """A waiting job is cancelled (200); an active one is asked to stop (202): it ends
+    cancelled once its worker hears it, at its next heartbeat."""
+    service = service_of(request)
+    job_id = _path(request, "job_id")
+    if not await service.store(service.backend.cancel, job_id):
+        raise await refusal(service, job_id, "not_cancellable", "finished jobs cannot be cancelled")
+    job = await service.store(service.backend.get, job_id)
+    if job is not None and job.state == JobState.ACTIVE:
+        return JSON({"id": job_id, "state": str(job.state), "cancel_requested": True}, 202)
+    if job is not None:  # a running one is counted when its worker settles it
+        service.app.history.count(job.queue, job.task, "cancelled")
+    return JSON({"id": job_id, "state": "cancelled"})
+
+
+# -- queues and dead letters -------------------------------------------------------------
+
+
+@needs(READER)
+async def list_queues(request: Request) -> JSON:
+    service = service_of(request)
+    stats = await service.store(queue_table, service.backend)
+    # missing: parts of the store (Redis shards) that did not answer; their jobs are not counted
+    return JSON({"queues": {name: s.to_dict() for name, s in sorted(stats.items())},
+                 "missing": missing_from(stats)})  # fmt: skip
+
+
+async def set_paused(request: Request, paused: bool) -> JSON:
+    service = service_of(request)
+    try:
+        queue = queue_name(_path(request, "queue"))
+    except ValueError as exc:
+        raise Invalid(str(exc)) from None
+    changed = await service.store(service.backend.pause if paused else service.backend.resume, queue)
+    return JSON({"queue": queue, "paused": paused, "changed": changed})
+
+
+@needs(ADMIN)
+async def pause_queue(request: Request) -> JSON:
+    """Workers stop taking the queue's jobs (enqueues go on; running jobs finish)."""
+    return await set_paused(request, True)
+
+
+@needs(ADMIN)
+async def resume_queue(request: Request) -> JSON:
+    return await set_paused(request, False)
+
+
+@needs(ADMIN)
+async def set_remark(request: Request) -> JSON:
+    service = service_of(request)
+    job_id = _path(request, "job_id")
+    remark = fields.parse(models.RemarkRequest, await read_json(request), "the remark").remark
+    if not await service.store(service.backend.set_remark, job_id, remark):
+        raise not_found(f"job {job_id}")
+    return JSON({"id": job_id, "remark": remark})
+
+
+def _delete_dead(backend: Backend, ids: list[str]) -> dict[str, Any]:
+    """Delete the dead letters among `ids` (a job retried meanwhile is kept)."""
+    not_deleted = []
+    for job_id in ids:
+        job = backend.get(job_id)
+        if job is None or job.state != JobState.DEAD or not backend.delete(job_id):
+            not_deleted.append(job_id)
+    return {"deleted": len(ids) - len(not_deleted), "not_deleted": not_deleted}
+
+
+@needs(ADMIN)
+async def delete_dead_batch(request: Request) -> JSON:
+    """Delete the dead letters named (those a console filter matched) for good."""
+    service = service_of(request)
+    ids = fields.parse(models.IdsRequest, await read_json(request), "the request").ids
+    return JSON(await service.store(_delete_dead, service.backend, list(dict.fromkeys(ids))))
+
+
+@needs(ADMIN)
+async def list_dead(request: Request) -> JSON:
+    query = fields.parse_query(models.DeadQuery, dict(request.query_params))
+    return await jobs_in_state(request, JobState.DEAD, None if query.queue is UNSET else query.queue, query.limit)
+
+
+@needs(ADMIN)
+async def retry_dead(request: Request) -> JSON:
+    return await act_on_job(request, "retry_dead", "queued", "not_dead",
+                            "only dead jobs can be retried")  # fmt: skip
+
+
+@needs(ADMIN)
+async def retry_all_dead(request: Request) -> JSON:
+    service = service_of(request)
+    query = fields.parse_query(models.QueueQuery, dict(request.query_params))
+    queue = None if query.queue is UNSET else query.queue
+    retried = 0
+    while batch := await service.store(service.backend.list_jobs, JobState.DEAD, queue, 500):
+        done = sum([await service.store(service.backend.retry_dead, job.id) for job in batch])
+        retried += done
+        if not done:
+            break
+    return JSON({"retried": retried})
+
+
+@needs(ADMIN)
+async def purge_dead(request: Request) -> JSON:
+    service = service_of(request)
+    older_than = fields.parse_query(models.PurgeQuery, dict(request.query_params)).older_than
+    purged = await service.store(service.backend.purge, [JobState.DEAD], float(older_than))
+    return JSON({"purged": purged})
+
+
+# -- topics ------------------------------------------------------------------------------
+
+
+@needs(ADMIN)
+async def list_topics(request: Request) -> JSON:
+    service = service_of(request)
+    found = await service.store(topics_module.load_all, service.backend)
+    return JSON({"topics": [topic.to_dict() for topic in found]})
+
+
+@needs(ADMIN)
+async def get_topic(request: Request) -> JSON:
+    service = service_of(request)
+    name = _path(request, "name")
+    topic = await service.store(topics_module.load, service.backend, name)
+    if topic is None:
+        raise not_found(f"topic {name!r}")
+    return JSON(topic.to_dict())
+
+
+@needs(ADMIN)
+async def put_topic(request: Request) -> JSON:
+    service = service_of(request)
+    name = _path(request, "name")
+    topics_module.check_name(name)
+    data = await read_json(request)
+    previous = await service.store(topics_module.load, service.backend, name)
+    topic = topics_module.Topic.from_request(name, data, previous)
+    await service.store(topics_module.save, service.backend, topic)
+    service.forget_topic(name)
+    return JSON(topic.to_dict(), 200 if previous else 201)
+
+
+@needs(ADMIN)
+async def delete_topic(request: Request) -> JSON:
+    service = service_of(request)
+    name = _path(request, "name")
+    if not await service.store(topics_module.delete, service.backend, name):
+        raise not_found(f"topic {name!r}")
+    service.forget_topic(name)
+    return JSON({"deleted": name})
+
+
+# -- tokens and settings -------------------------------------------------------------------
+
+
+@needs(ADMIN)
+async def list_tokens(request: Request) -> JSON:
+    service = service_of(request)
+    return JSON({"tokens": await service.store(auth.list_tokens, service.backend)})
+
+
+@needs(ADMIN)
+async def create_token(request: Request) -> JSON:
+    service = service_of(request)
+    data = await read_json(request)
+    if not isinstance(data, dict) or data.get("scope") not in auth.SCOPES:
+        raise Invalid('send {"scope": "producer" or "admin", "note": "..."}')
+    asked = fields.parse(models.TokenRequest, data, "a token request")
+    token, record = await service.store(auth.create, service.backend, asked.scope, asked.note or "")
+    return JSON({"token": token, **record}, 201)
+
+
+@needs(ADMIN)
+async def delete_token(request: Request) -> JSON:
+    service = service_of(request)
+    token_id = _path(request, "token_id")
+    if not await service.store(auth.revoke, service.backend, token_id):
+        raise not_found(f"token {token_id}")
+    return JSON({"deleted": token_id})
+
+
+@needs(ADMIN)
+async def get_alerts(request: Request) -> JSON:
+    service = service_of(request)
+    return JSON({"alerts": await service.store(settings.load_alerts, service.backend)})
+
+
+@needs(ADMIN)
+async def put_alerts(request: Request) -> JSON:
+    service = service_of(request)
+    # as the model reads them (a whole number sent as 5.0 is 5), then as the alerter does
+    data = msgspec.to_builtins(fields.parse(models.AlertSettings, await read_json(request), "the alert settings"))
+    settings.check_alerts(data)
+    await service.store(settings.save_alerts, service.backend, data)
+    return JSON({"alerts": data})
+
+
+@needs(READER)
+async def list_store_parts(request: Request) -> JSON:
+    """Each part of the store (every Redis shard) up or down: 200 even when one is down."""
+    service = service_of(request)
+    return JSON(await asyncio.to_thread(store_parts, service.backend))
+
+
+# -- health ----------------------------------------------------------------------------
+
+
+async def healthz(request: Request) -> JSON:
+    return JSON({"status": "ok"})
+
+
+async def readyz(request: Request) -> JSON:
+    """Ready while any part of the store answers (503 when none does); `missing`, only
+    when some do not (Redis shards), names them: their jobs wait for them."""
+    service = service_of(request)
+    missing = await service.store(service.backend.check)
+    return JSON({"status": "ready", "missing": missing} if missing else {"status": "ready"})
+
+
+ROUTES: dict[str, dict[str, Handler]] = {
+    "/v1/jobs": {"POST": create_job, "GET": list_jobs},
+    "/v1/jobs/batch": {"POST": create_jobs},
+    "/v1/jobs/{job_id}": {"GET": get_job, "DELETE": cancel_job},
+    "/v1/batches/{batch_id}": {"GET": get_batch},
+    "/v1/jobs/{job_id}/remark": {"PUT": set_remark},
+    "/v1/queues": {"GET": list_queues},
+    "/v1/queues/{queue}/pause": {"POST": pause_queue},
+    "/v1/queues/{queue}/resume": {"POST": resume_queue},
+    "/v1/dead": {"GET": list_dead, "DELETE": purge_dead},
+    "/v1/dead/retry": {"POST": retry_all_dead},
+    "/v1/dead/delete-batch": {"POST": delete_dead_batch},
+    "/v1/dead/{job_id}/retry": {"POST": retry_dead},
+    "/v1/topics": {"GET": list_topics},
+    "/v1/topics/{name}": {"GET": get_topic, "PUT": put_topic, "DELETE": delete_topic},
+    "/v1/tokens": {"GET": list_tokens, "POST": create_token},
+    "/v1/tokens/{token_id}": {"DELETE": delete_token},
+    "/v1/settings/alerts": {"GET": get_alerts, "PUT": put_alerts},
+    "/v1/store/parts": {"GET": list_store_parts},
+    "/healthz": {"GET": healthz},
+    "/readyz": {"GET": readyz},
+}
+
+
+def by_method(handlers: dict[str, Handler], described: Callable[[], dict[str, Any]] | None = None) -> Handler:
+    """One endpoint per path, so a wrong method's 405 lists every allowed one. Query
+    parameters the path's OpenAPI operations (`described()`, the API's document by
+    default) do not name are refused: the document is the one list."""
+    allowed_by_method: dict[str, frozenset[str]] = {}
+
+    async def dispatch(request: Request) -> JSON:
+        method = request.method if request.method != "HEAD" else "GET"
+        handler = handlers[method]
+        request.scope["endpoint"] = handler  # names the route in metrics and the request log
+        allowed = allowed_by_method.get(method)
+        if allowed is None:
+            operations = (described or _api_paths)()[request.scope["route"].path]
+            parameters = operations[method.lower()].get("parameters", ())
+            allowed = allowed_by_method[method] = frozenset(p["name"] for p in parameters if p["in"] == "query")
+        unknown = sorted(set(request.query_params) - allowed)
+        if unknown:
+            raise Invalid(f"unknown query parameter {unknown[0]!r}"
+                          + (f": this route takes {', '.join(sorted(allowed))}" if allowed else ""))
+        return await handler(request)
+
+    return dispatch
+
+
+def _api_paths() -> dict[str, Any]:
+    paths: dict[str, Any] = document()["paths"]
+    return paths
+
+
+def api_routes() -> list[Route]:
+    return [Route(path, by_method(handlers), methods=list(handlers))
+            for path, handlers in ROUTES.items()]  # fmt: skip
+
+
+def route_scopes() -> dict[tuple[str, str], str | None]:
+    """(method, path) -> the scope it needs (None: open), for the docs and the tests."""
+    return {(method, path): getattr(handler, "scope", None)
+            for path, handlers in ROUTES.items() for method, handler in handlers.items()}  # fmt: skip

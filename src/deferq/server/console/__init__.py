@@ -1,0 +1,1 @@
+"""The operator console: its page, its routes and models, its static files."""

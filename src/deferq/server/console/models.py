@@ -1,0 +1,179 @@
+"""The typed models of the console's own routes (console_api.py), as models.py is for the
+core API: each request is checked with its model (fields.parse, fields.parse_query) and
+each model's schema is what /openapi.json shows (openapi.schemas), so the document and
+the server cannot disagree (tests/test_server_schema.py holds them to it).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from msgspec import UNSET, Meta, Struct, UnsetType
+
+from ..api.models import Job, Limit, Scope, State
+from ..topics.topic import Backoff
+
+SEARCH_WINDOW = 1000  # jobs per state a search looks at unless told otherwise
+MAX_WINDOW = 10_000
+MAX_IDS = 1000  # dead letters one retry-batch request may name
+
+Window = Annotated[int, Meta(ge=1, le=MAX_WINDOW)]
+Attempts = Annotated[int, Meta(ge=1, le=1000)]
+
+
+# -- requests ----------------------------------------------------------------------------------
+
+
+class SearchQuery(Struct, forbid_unknown_fields=True):
+    """Jobs by state, queue, task and id/key text, over the newest `window` of each state."""
+
+    state: State | UnsetType = UNSET
+    queue: str | UnsetType = UNSET
+    task: str = ""
+    q: str = ""
+    limit: Limit = 100
+    window: Window = SEARCH_WINDOW
+
+
+class RetryBatchRequest(Struct, forbid_unknown_fields=True):
+    """The dead letters to retry, by id."""
+
+    ids: Annotated[list[str], Meta(min_length=1, max_length=MAX_IDS)]
+
+
+class ConditionTrial(Struct, forbid_unknown_fields=True):
+    """A retry condition tried on a sample answer (the callback's body as sent)."""
+
+    answer: str
+    condition: Annotated[str, Meta(max_length=2000, extra_json_schema={"format": "retry-condition"})] | None = None
+    status: Annotated[int, Meta(ge=100, le=599)] | None = None
+
+
+class BackoffTrial(Struct, forbid_unknown_fields=True):
+    """A topic's backoff, and how many attempts to preview."""
+
+    backoff: Backoff
+    attempts: Attempts | None = None
+
+
+# -- answers -----------------------------------------------------------------------------------
+
+
+class WhoAmI(Struct):
+    auth: bool
+    scope: Scope
+
+
+class SearchAnswer(Struct):
+    jobs: list[Job]
+    matched: int
+    scanned: int
+    window: int
+    complete: bool
+    tasks: list[str] = []
+
+
+class Lease(Struct):
+    id: str
+    state: State
+    now: float
+    worker: str | None = None
+    lease_until: float | None = None
+
+
+class RetriedBatch(Struct):
+    retried: int
+    not_retried: list[str]
+
+
+class RunningJob(Struct):
+    id: str
+    task: str
+    running_for: float
+
+
+class Worker(Struct):
+    worker: str
+    pid: int
+    host: str
+    queues: list[str]
+    heartbeat_age: float
+    jobs: list[RunningJob]
+    concurrency: int | None = None
+    processed: int | None = None
+    seen: float | None = None
+    master: str | None = None
+
+
+class Workers(Struct):
+    time: float
+    workers: list[Worker]
+    masters: list[dict[str, Any]]
+
+
+class LastJob(Struct):
+    id: str
+    state: State
+
+
+class PeriodicSchedule(Struct):
+    name: str
+    next: list[float]
+    cron: str | None = None
+    task: str | None = None
+    args: list[Any] | None = None
+    kwargs: dict[str, Any] | None = None
+    options: dict[str, Any] | None = None
+    last_tick: float | None = None
+    last_job: LastJob | None = None
+
+
+class PeriodicSchedules(Struct):
+    now: float
+    schedules: list[PeriodicSchedule]
+
+
+class StoreHealth(Struct):
+    kind: str
+    url: str
+    up: bool
+    pings_ms: list[float]
+    backend: str | None = None
+    latency_ms: float | None = None
+    clock_skew_ms: float | None = None
+    error: str | None = None
+
+
+class Verdict(Struct):
+    retry: bool
+    reason: str | None
+
+
+class RetryWait(Struct):
+    attempt: int
+    wait: float
+    wait_min: float
+    after: float
+
+
+class BackoffPreview(Struct):
+    retries: list[RetryWait]
+
+
+class AlertTarget(Struct):
+    target: str
+    delivered: bool
+    status: str  # "delivered", "refused by the network policy: ...", "connection failed: ..."
+    error: str | None = None  # the status when not delivered
+
+
+class TestAlert(Struct):
+    sent: bool
+    targets: list[AlertTarget]
+    message: str
+
+
+MODELS: tuple[Any, ...] = (
+    RetryBatchRequest, ConditionTrial, BackoffTrial, WhoAmI, SearchAnswer, Lease, RetriedBatch,
+    Workers, PeriodicSchedules, StoreHealth, Verdict, BackoffPreview, TestAlert,
+)  # fmt: skip

@@ -1,0 +1,1 @@
+"""The HTTP plumbing every part of the service shares: bodies, errors, auth, caches, logs."""

@@ -1,0 +1,1 @@
+"""Topics and callback delivery: definitions, the retry condition, signing, delivery."""
