@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 import deferq
+from tests.supervisor_harness import ROOT, TREE_PATH
 
-ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow
 
 

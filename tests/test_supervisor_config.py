@@ -10,7 +10,7 @@ import pytest
 from deferq.errors import ConfigError
 from deferq.supervisor.config import load_config, parse_config, parse_size
 from deferq.values import format_duration, parse_duration
-from tests.supervisor_harness import TREE_PATH
+from tests.supervisor_harness import ROOT, TREE_PATH
 
 GOOD = """
 url = "sqlite:///x.db"
