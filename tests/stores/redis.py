@@ -118,7 +118,7 @@ def only_the_given_database() -> Iterator[None]:
     yield
     opened = strays[before:]
     del strays[before:]
-    assert not opened, f"connected to {opened}: use shared_url() (DEFERQ_TEST_REDIS) or a RedisServer of the test's own"
+    assert not opened, f"connected to {opened}: use shared_url() or a RedisServer of the test's own"
 
 
 def unique_prefix() -> str:
@@ -278,6 +278,6 @@ def redis_shards_url(redis_shard_ports: list[int]) -> str:
 
 
 __all__ = [
-    "RedisServer", "TEST_REDIS", "answers", "strays", "watch_connections", "delete_prefix", "free_port", "shared_answers", "shared_client",
-    "shared_url", "shared_where", "unique_prefix", "wait_until",
+    "RedisServer", "TEST_REDIS", "answers", "delete_prefix", "free_port", "shared_answers", "shared_client",
+    "shared_url", "shared_where", "strays", "unique_prefix", "wait_until", "watch_connections",
 ]
