@@ -217,38 +217,14 @@ def redis_url() -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def redis_cluster_ports(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[int]]:
+def redis_cluster_ports() -> Iterator[list[int]]:
+    """A 3-master Redis Cluster on free ports (bench/redis_servers.py: the benchmarks'
+    and the endurance run's servers start there too)."""
+    from bench.redis_servers import Topology, started
+
     _need_redis_server()
-    base = tmp_path_factory.mktemp("redis-cluster")
-    servers = []
-    try:
-        for _ in range(3):
-            port = free_port(avoid_bus=True)
-            servers.append(
-                RedisServer(base / str(port), port, "--cluster-enabled", "yes",
-                            "--cluster-config-file", "nodes.conf", "--appendonly", "no").start()
-            )  # fmt: skip
-        ports = [s.port for s in servers]
-        subprocess.run(
-            ["redis-cli", "--cluster", "create", *(f"127.0.0.1:{p}" for p in ports),
-             "--cluster-replicas", "0", "--cluster-yes"],
-            check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=60,
-        )  # fmt: skip
-        wait_until(lambda: all(_cluster_ok(p) for p in ports), 30, "the Redis Cluster is not ok")
+    with started(Topology.parse("cluster:3")) as ports:
         yield ports
-    finally:
-        for server in servers:
-            server.stop()
-
-
-def _cluster_ok(port: int) -> bool:
-    import redis
-
-    client = redis.Redis(port=port, decode_responses=True)
-    try:
-        return client.cluster("info").get("cluster_state") == "ok"
-    finally:
-        client.close()
 
 
 @pytest.fixture
