@@ -52,6 +52,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import deferq
 from bench import endurance_load as loads
 from bench import endurance_stores as stores
 from bench.endurance_report import table
@@ -143,8 +144,11 @@ class Run:
 
     @contextmanager
     def processes(self) -> Iterator[int]:
+        # the workers and the server import this deferq and this bench/ (they run in the
+        # run's folder, where a relative PYTHONPATH would find another)
+        paths = [str(ROOT), str(Path(deferq.__file__).resolve().parents[1])]
         env = {**os.environ, "DEFERQ_URL": self.store.url, "DEFERQ_ENDURANCE_RECORD": str(self.record),
-               "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}  # fmt: skip
+               "PYTHONPATH": os.pathsep.join(paths)}  # fmt: skip
         env.pop("DEFERQ_APP", None)
         port = free_port()
         command = [sys.executable, "-m", "deferq"]
