@@ -193,14 +193,13 @@ class Run:
     # -- sampling ------------------------------------------------------------------------
 
     def sample_for(self, seconds: float) -> None:
+        """A sample every interval (on a fixed beat, whatever a sample takes) and one at the end."""
         start = time.monotonic()
-        while True:
-            elapsed = time.monotonic() - start
-            self.samples.append({"t": round(elapsed), **self.sample()})
+        beats = [min(n * self.args.interval, seconds) for n in range(int(seconds // self.args.interval) + 2)]
+        for beat in sorted(set(beats)):
+            time.sleep(max(0.0, start + beat - time.monotonic()))
+            self.samples.append({"t": round(time.monotonic() - start), **self.sample()})
             self.app.purge(["succeeded"], older_than=60)
-            if elapsed >= seconds:
-                return
-            time.sleep(max(0.0, min(self.args.interval, seconds - elapsed) - (time.monotonic() - start - elapsed)))
 
     def sample(self) -> dict[str, float | None]:
         figures: dict[str, float | None] = {}

@@ -45,3 +45,24 @@ def test_three_minutes_on_every_store_stay_flat_and_lose_nothing():
         assert o["enqueued"] > 300 and o["recorded_once"] == o["enqueued"] and o["unfinished"] == 0
         assert r["errors_logged"] == 0 and r["client_errors"] == 0
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_a_figure_that_keeps_growing_fails_and_a_flat_one_passes():
+    """The bound (bench/endurance.py): the last third's largest sample against the
+    baseline's (warm-up to the first third) + a constant, or x 1.2 + a constant for memory."""
+    from bench.endurance import flat
+
+    def samples(connections: list[int], rss: list[float]) -> list[dict[str, float]]:
+        return [
+            {"t": 10 * n, "connections": c, "worker_rss_mb": r} for n, (c, r) in enumerate(zip(connections, rss))
+        ]
+
+    steady = flat(
+        samples([3, 20, 22, 21, 22, 23, 22, 24, 22, 23], [40, 60, 61, 60, 62, 61, 63, 62, 64, 63]), 10, 90
+    )
+    assert steady["connections"] == {"baseline": 22, "limit": 26, "tail": 24, "ok": True}
+    assert steady["worker_rss_mb"]["ok"]
+    leaking = flat(
+        samples([3, 20, 24, 28, 32, 36, 40, 44, 48, 52], [40, 60, 70, 80, 90, 100, 110, 120, 130, 140]), 10, 90
+    )
+    assert not leaking["connections"]["ok"] and not leaking["worker_rss_mb"]["ok"]
