@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-redis-oldest services browser lint docs bench bench-peers bench-speed bench-capacity soak clean
+.PHONY: demo test test-redis-oldest services browser lint docs bench bench-peers bench-speed bench-capacity soak endurance clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -65,6 +65,15 @@ bench: $(VENV)/.demo
 # job was lost or re-runs exceed concurrency + prefetch per kill. Not part of `make test`.
 soak: $(STAMP) $(if $(SOAK_URL),services)
 	$(BIN)/python -m bench.soak $(if $(SOAK_URL),--url '$(SOAK_URL)') $(SOAK_ARGS)
+
+# workers, a server and steady load for ENDURANCE_MINUTES (10) on SQLite, Redis, Redis Cluster,
+# PostgreSQL and MariaDB at once (bench/endurance.py, docs/testing.md): connections, fds,
+# threads, RSS and Redis memory sampled every 10 s must stay flat, every job run once, the
+# logs free of store errors; exit 1 otherwise. ENDURANCE_ARGS for more (--stores redis,
+# --json, --keep-logs). `make test` runs a 3-minute slice of it.
+ENDURANCE_MINUTES ?= 10
+endurance: $(STAMP) services
+	$(BIN)/python -m bench.endurance --minutes $(ENDURANCE_MINUTES) $(ENDURANCE_ARGS)
 
 # deferq against celery, rq, dramatiq, huey, arq, saq, taskiq (Redis) and procrastinate (PostgreSQL):
 # docs/bench-peers.md. arq goes in with --no-deps: it caps redis-py below 6 and runs on ours.

@@ -123,8 +123,8 @@ def runs(record: Path) -> list[tuple[str, str, int]]:
 
 
 def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """For a `url` fixture: a SQLite file by default; with `every_store` also db 2 of the
-    shared Redis (`DEFERQ_TEST_REDIS`) under a key prefix of its own (deleted afterwards),
+    """For a `url` fixture: a SQLite file by default; with `every_store` also the
+    shared Redis (`DEFERQ_TEST_REDIS`, its own database) under a key prefix of its own (deleted afterwards),
     and the emptied PostgreSQL and MySQL stores of tests/stores/."""
     kind = getattr(request, "param", "sqlite")
     if kind == "sqlite":
@@ -139,8 +139,8 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     if not shared_answers():
         need_service("Redis", f"nothing answers at {shared_where()} (DEFERQ_TEST_REDIS)")
     prefix = unique_prefix()
-    yield shared_url(db=2, prefix=prefix)
-    delete_prefix(prefix, db=2)
+    yield shared_url(prefix=prefix)
+    delete_prefix(prefix)
 
 
 #: run a test on every kind of store: ``@every_store`` with a `url` fixture

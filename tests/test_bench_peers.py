@@ -5,19 +5,27 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import redis
 from bench.peers import report, run, stores
 
-from tests.conftest import need_service
-from tests.stores.redis import shared_url, shared_where
+from tests.stores.redis import RedisServer, _need_redis_server
 
 ROOT = Path(__file__).resolve().parents[1]
-# db 10 of the shared Redis (DEFERQ_TEST_REDIS): the benchmark flushes its database, so not
-# the suite's own, and not the benchmark's db 9 (a real run may be going on)
-TEST_REDIS = shared_url(db=10)
+
+
+@pytest.fixture(scope="module")
+def bench_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A redis-server of the module's own: the benchmarks flush their database, so never
+    one of a server the suite was given."""
+    _need_redis_server()
+    server = RedisServer(tmp_path_factory.mktemp("bench-redis"), None, "--appendonly", "no").start()
+    try:
+        yield f"redis://127.0.0.1:{server.port}/0"
+    finally:
+        server.stop()
 
 
 def test_a_peer_that_cannot_load_fails_in_its_row_only():
@@ -41,9 +49,9 @@ def test_only_its_own_databases_are_dropped():
         stores.recreate_database("postgresql://postgres@127.0.0.1:5432/test")
 
 
-def leftover_workers() -> list[int]:
+def leftover_workers(bench_url: str) -> list[int]:
     """Processes still running with the test's benchmark environment."""
-    marker = f"BENCH_REDIS_URL={TEST_REDIS}".encode()
+    marker = f"BENCH_REDIS_URL={bench_url}".encode()
     found = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
@@ -54,55 +62,45 @@ def leftover_workers() -> list[int]:
     return found
 
 
-def need_test_redis() -> None:
-    try:
-        redis.Redis.from_url(TEST_REDIS).ping()
-    except redis.ConnectionError as exc:
-        need_service(f"Redis at {shared_where()} (DEFERQ_TEST_REDIS)", str(exc))
-
-
-def run_rows(tmp_path: Path, peers: list[str], timeout: float) -> list[str]:
+def run_rows(tmp_path: Path, bench_url: str, peers: list[str], timeout: float) -> list[str]:
     """A small run of `peers` (one run, 300 jobs, 10 pickups): their table rows (no "A vs
     raw" column unless raw is among them)."""
     output = tmp_path / "peers.md"
     done = subprocess.run(
         [sys.executable, "-m", "bench.peers.run", "--only", ",".join(peers), "--jobs", "300",
          "--runs", "1", "--pickups", "10", "--output", str(output)],
-        cwd=ROOT, env={**os.environ, "BENCH_REDIS_URL": TEST_REDIS},
+        cwd=ROOT, env={**os.environ, "BENCH_REDIS_URL": bench_url},
         capture_output=True, text=True, timeout=timeout,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     rows = [line for line in output.read_text().splitlines() if line.startswith(tuple(f"| {p}" for p in peers))]
     assert len(rows) == len(peers) and not any("failed" in row for row in rows), rows
-    assert leftover_workers() == []
+    assert leftover_workers(bench_url) == []
     return rows
 
 
 @pytest.mark.slow
-def test_raw_and_deferq_rows_on_redis(tmp_path):
-    need_test_redis()
-    rows = run_rows(tmp_path, ["raw", "deferq"], timeout=100)
+def test_raw_and_deferq_rows_on_redis(tmp_path, bench_redis):
+    rows = run_rows(tmp_path, bench_redis, ["raw", "deferq"], timeout=100)
     assert rows[0].split("|")[3].strip() == "1.00x"  # A vs raw, for raw itself
 
 
 @pytest.mark.slow
-def test_saq_and_taskiq_rows_on_redis(tmp_path):
+def test_saq_and_taskiq_rows_on_redis(tmp_path, bench_redis):
     """The two asyncio peers (in the `dev` extra too): every workload but the batch call,
     which neither has, runs to a number."""
-    need_test_redis()
-    for row in run_rows(tmp_path, ["saq", "taskiq"], timeout=110):
+    for row in run_rows(tmp_path, bench_redis, ["saq", "taskiq"], timeout=110):
         cells = [cell.strip() for cell in row.strip("|").split("|")]
         assert cells[2] == "–" and "/" in cells[4] and "/" in cells[5], row  # no A batch; C, D measured
 
 
 @pytest.mark.slow
-def test_speed_figures_print_ratios_to_their_raw_references():
+def test_speed_figures_print_ratios_to_their_raw_references(bench_redis):
     """bench/speed.py (make bench-speed): a small run of the quick figures, one table."""
-    need_test_redis()
     done = subprocess.run(
         [sys.executable, "-m", "bench.speed", "--runs", "1", "--scale", "0.02",
          "--only", "enqueue,batch,memory,sqlite"],
-        cwd=ROOT, env={**os.environ, "BENCH_REDIS_URL": TEST_REDIS, "BENCH_SPEED_REDIS_URL": TEST_REDIS},
+        cwd=ROOT, env={**os.environ, "BENCH_REDIS_URL": bench_redis, "BENCH_SPEED_REDIS_URL": bench_redis},
         capture_output=True, text=True, timeout=100,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr

@@ -2,7 +2,8 @@
 
 - `redis_url`: the shared Redis of `DEFERQ_TEST_REDIS` (default 127.0.0.1:6379, db 1),
   under a unique key prefix (other test sessions use the same server: nothing here
-  flushes it). Tests that need another database of that server ask `shared_url(db=N)`.
+  flushes it). The suite uses no other database of that server: a test that needs a
+  second database or a server to flush starts a redis-server of its own (`RedisServer`).
 - `redis_cluster_url`: a 3-master Redis Cluster this session starts on free ports.
 - `redis_shards_url`: two independent redis-servers this session starts.
 Servers started here live in a temporary directory and stop at the session's end.
@@ -26,15 +27,13 @@ import pytest
 TEST_REDIS = os.environ.get("DEFERQ_TEST_REDIS", "redis://127.0.0.1:6379/1")
 
 
-def shared_url(db: int | None = None, prefix: str | None = None) -> str:
-    """`DEFERQ_TEST_REDIS`, on database `db` instead of its own when given, and under
-    key prefix `prefix` when given."""
+def shared_url(prefix: str | None = None) -> str:
+    """`DEFERQ_TEST_REDIS`, under key prefix `prefix` when given."""
     parts = urlsplit(TEST_REDIS)
-    path = f"/{db}" if db is not None else parts.path
     query = dict(parse_qsl(parts.query))
     if prefix is not None:
         query["prefix"] = prefix
-    return urlunsplit((parts.scheme, parts.netloc, path, urlencode(query), ""))
+    return urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(query), ""))
 
 
 def shared_where() -> str:
@@ -43,11 +42,11 @@ def shared_where() -> str:
     return f"{parts.hostname}:{parts.port or 6379}{parts.path}"
 
 
-def shared_client(db: int | None = None):  # type: ignore[no-untyped-def]
-    """A redis-py client of the shared Redis (database `db`, else the setting's)."""
+def shared_client():  # type: ignore[no-untyped-def]
+    """A redis-py client of the shared Redis, on the setting's database."""
     import redis
 
-    return redis.Redis.from_url(shared_url(db), socket_timeout=5, socket_connect_timeout=2)
+    return redis.Redis.from_url(shared_url(), socket_timeout=5, socket_connect_timeout=2)
 
 
 def shared_answers() -> bool:
@@ -63,9 +62,9 @@ def shared_answers() -> bool:
         return False
 
 
-def delete_prefix(prefix: str, db: int | None = None) -> None:
+def delete_prefix(prefix: str) -> None:
     """Delete the keys under `prefix` (hash-tagged or not) in the shared Redis."""
-    client = shared_client(db)
+    client = shared_client()
     try:
         for pattern in (f"{{{prefix}:*", f"{prefix}:*"):
             batch = list(client.scan_iter(match=pattern, count=1000))
@@ -73,6 +72,53 @@ def delete_prefix(prefix: str, db: int | None = None) -> None:
                 client.delete(*batch[i : i + 500])
     finally:
         client.close()
+
+
+#: connections this process opened to the shared server on a database not the setting's
+strays: list[str] = []
+
+
+def watch_connections() -> None:
+    """Note every redis-py connection (sync or asyncio) this process opens to the shared
+    server on a database other than `DEFERQ_TEST_REDIS`'s; `only_the_given_database`
+    fails the test that opened one."""
+    try:
+        import redis.asyncio.connection
+        import redis.connection
+    except ImportError:
+        return
+    parts = urlsplit(TEST_REDIS)
+    loopback = {"127.0.0.1", "localhost", "::1"}
+    hosts = loopback if parts.hostname in loopback else {parts.hostname}
+    port, own = parts.port or 6379, int(parts.path.strip("/") or 0)
+
+    for cls in (redis.connection.AbstractConnection, redis.asyncio.connection.AbstractConnection):
+        original = cls.connect
+        if getattr(original, "watched", False):
+            continue
+
+        def connect(self, *args, _original=original, **kwargs):  # type: ignore[no-untyped-def]
+            if getattr(self, "host", None) in hosts and getattr(self, "port", None) == port and self.db != own:
+                strays.append(f"{self.host}:{self.port}/{self.db}")
+            return _original(self, *args, **kwargs)
+
+        connect.watched = True  # type: ignore[attr-defined]
+        cls.connect = connect  # type: ignore[method-assign]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    watch_connections()
+
+
+@pytest.fixture(autouse=True)
+def only_the_given_database() -> Iterator[None]:
+    """A test that connects to another database of the shared Redis fails: the suite
+    touches only what `DEFERQ_TEST_REDIS` gives it."""
+    before = len(strays)
+    yield
+    opened = strays[before:]
+    del strays[before:]
+    assert not opened, f"connected to {opened}: use shared_url() or a RedisServer of the test's own"
 
 
 def unique_prefix() -> str:
@@ -171,38 +217,14 @@ def redis_url() -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def redis_cluster_ports(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[int]]:
+def redis_cluster_ports() -> Iterator[list[int]]:
+    """A 3-master Redis Cluster on free ports (bench/redis_servers.py: the benchmarks'
+    and the endurance run's servers start there too)."""
+    from bench.redis_servers import Topology, started
+
     _need_redis_server()
-    base = tmp_path_factory.mktemp("redis-cluster")
-    servers = []
-    try:
-        for _ in range(3):
-            port = free_port(avoid_bus=True)
-            servers.append(
-                RedisServer(base / str(port), port, "--cluster-enabled", "yes",
-                            "--cluster-config-file", "nodes.conf", "--appendonly", "no").start()
-            )  # fmt: skip
-        ports = [s.port for s in servers]
-        subprocess.run(
-            ["redis-cli", "--cluster", "create", *(f"127.0.0.1:{p}" for p in ports),
-             "--cluster-replicas", "0", "--cluster-yes"],
-            check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=60,
-        )  # fmt: skip
-        wait_until(lambda: all(_cluster_ok(p) for p in ports), 30, "the Redis Cluster is not ok")
+    with started(Topology.parse("cluster:3")) as ports:
         yield ports
-    finally:
-        for server in servers:
-            server.stop()
-
-
-def _cluster_ok(port: int) -> bool:
-    import redis
-
-    client = redis.Redis(port=port, decode_responses=True)
-    try:
-        return client.cluster("info").get("cluster_state") == "ok"
-    finally:
-        client.close()
 
 
 @pytest.fixture
@@ -233,5 +255,5 @@ def redis_shards_url(redis_shard_ports: list[int]) -> str:
 
 __all__ = [
     "RedisServer", "TEST_REDIS", "answers", "delete_prefix", "free_port", "shared_answers", "shared_client",
-    "shared_url", "shared_where", "unique_prefix", "wait_until",
+    "shared_url", "shared_where", "strays", "unique_prefix", "wait_until", "watch_connections",
 ]

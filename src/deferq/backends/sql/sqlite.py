@@ -85,7 +85,7 @@ class SQLiteBackend(SQLBackend):
         if self.synchronous not in ("OFF", "NORMAL", "FULL"):
             raise ConfigError(f"synchronous={self.synchronous.lower()} must be off, normal or full")
         self._local = threading.local()
-        self._all: list[sqlite3.Connection] = []
+        self._all: dict[threading.Thread, sqlite3.Connection] = {}  # each thread's connection
         self._lock = threading.Lock()
         self._poll = POLL_MIN
 
@@ -106,7 +106,11 @@ class SQLiteBackend(SQLBackend):
                 raise error from None
             raise StoreUnavailable(f"cannot open the SQLite database {self.path!r}: {exc}") from None
         with self._lock:
-            self._all.append(conn)
+            # a thread that ended (a worker's progress writer ends when idle and starts
+            # again) leaves its connection behind: close those, or each start leaks one
+            for thread in [t for t in self._all if not t.is_alive()]:
+                self._all.pop(thread).close()
+            self._all[threading.current_thread()] = conn
         self._local.execute = partial(self.execute, conn)  # made once: run() is every operation's path
         self._local.conn = conn
         return conn
@@ -123,7 +127,7 @@ class SQLiteBackend(SQLBackend):
 
     def close(self) -> None:
         with self._lock:
-            for conn in self._all:
+            for conn in self._all.values():
                 conn.close()
             self._all.clear()
         self._local = threading.local()
