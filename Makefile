@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-redis-oldest services browser lint docs bench bench-peers bench-speed bench-capacity soak endurance clean
+.PHONY: demo test test-fast test-redis-oldest services browser lint docs bench bench-peers bench-speed bench-capacity soak endurance clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -25,6 +25,15 @@ services:
 
 browser:
 	@scripts/install-browser.sh
+
+# The edit loop: the behaviour suite on the memory and SQLite stores and the unit tests (no
+# servers, browsers or worker processes), under a minute on 2 cores. `make test` is the whole.
+FAST_TESTS := tests/contract tests/test_codec.py tests/test_properties.py tests/test_layers.py \
+	tests/test_workflow_properties.py tests/test_middleware.py tests/test_history.py tests/test_workflows.py \
+	tests/test_worker.py tests/test_testing_helpers.py tests/test_results.py
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_PROCESSES) -m "not slow" \
+		-k "memory or sqlite or not (redis or postgres or mysql or cluster or shards)" $(FAST_TESTS)
 
 # Two test processes (pytest-xdist): most tests wait on stores, workers and browsers,
 # so two share this 2-core machine well; TEST_PROCESSES=0 runs them in this process.

@@ -41,7 +41,7 @@ def heading(jobs: int) -> str:
     load = os.getloadavg()
     return (f"bench/capacity.py, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.cpu_count()} cores, "
             f"Python {platform.python_version()}, load average {load[0]:.1f} at the end (the VM is shared "
-            f"with other work); {jobs:,} jobs per figure")  # fmt: skip
+            f"with other work); {jobs:,} jobs per figure")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench.capacity", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     add = parser.add_argument
     add("--only", default=",".join(PARTS), help="parts: redis, postgres, serve (default all)")
     add("--topologies", default=capacity_redis.TOPOLOGIES, help="Redis topologies (default: all six)")

@@ -50,12 +50,12 @@ def server() -> Iterator[tuple[str, int]]:
     try:
         subprocess.run([*_as_postgres(), _binary("initdb"), "-D", data, "-A", "trust", "-U", "postgres",
                         "-E", "UTF8", "--no-sync"], check=True, stdout=subprocess.DEVNULL,
-                       stderr=subprocess.PIPE)  # fmt: skip
+                       stderr=subprocess.PIPE)
         proc = subprocess.Popen(
             [*_as_postgres(), _binary("postgres"), "-D", data, "-p", str(port), "-k", folder,
              "-c", "listen_addresses=127.0.0.1"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
+        )
         url = f"postgresql://postgres@127.0.0.1:{port}/postgres"
         _wait_ready(url, proc)
         yield url, proc.pid
@@ -101,14 +101,14 @@ def measure(jobs: int) -> dict[str, dict[str, float]]:
         out["enqueue"] = phase(jobs, lambda: enqueue_spread(app, jobs, batched=False), store, own_cpu)
         fresh()
         out["fast"] = phase(jobs, lambda: enqueue_spread(app, jobs, batched=False, durable=False),
-                            store, own_cpu)  # fmt: skip
+                            store, own_cpu)
         fresh()
         out["batch"] = phase(jobs, lambda: enqueue_spread(app, jobs, batched=True), store, own_cpu)
         runs = {}
         for size in (max(1000, jobs // 4), jobs):
             fresh()
             runs[size] = phase(size, lambda size=size: process_spread(app, app.url, size),  # type: ignore[misc]
-                               store, children_cpu)  # fmt: skip
+                               store, children_cpu)
         out["process"] = marginal(runs)
         app.close()
     return out
@@ -116,9 +116,9 @@ def measure(jobs: int) -> dict[str, dict[str, float]]:
 
 def render(m: dict[str, dict[str, float]]) -> list[str]:
     names = {"enqueue": "enqueue, one call per job (durable)", "fast": "enqueue, one call per job, durable=False",
-             "batch": "enqueue, 100 per call", "process": "2 workers, no-op jobs"}  # fmt: skip
+             "batch": "enqueue, 100 per call", "process": "2 workers, no-op jobs"}
     lines = ["| workload | jobs/s | PostgreSQL CPU µs/job | producer or worker CPU µs/job |",
-             "|---|---:|---:|---:|"]  # fmt: skip
+             "|---|---:|---:|---:|"]
     for key, label in names.items():
         one = m[key]
         lines.append(f"| {label} | {one['rate']:,.0f} | {one['server_us']:.1f} | {one['client_us']:.1f} |")

@@ -36,7 +36,7 @@ def measure(topology: Topology, jobs: int) -> dict[str, dict[str, float]]:
         for size in (max(1000, jobs // 4), jobs):
             fresh()
             runs[size] = phase(size, lambda size=size: process_spread(app, url, size),  # type: ignore[misc]
-                               store, children_cpu)  # fmt: skip
+                               store, children_cpu)
         out["process"] = marginal(runs)
         app.close()
     return out
@@ -46,10 +46,10 @@ def render(results: dict[Topology, dict[str, dict[str, float]]]) -> list[str]:
     lines = ["| topology | enqueue one call/s | enqueue 100 per call/s | 2 workers, no-op jobs/s "
              "| Redis CPU µs/job (one call / batched / processing) "
              "| producer CPU µs/job (one call / batched) | worker CPU µs/job |",
-             "|---|---:|---:|---:|---|---|---:|"]  # fmt: skip
+             "|---|---:|---:|---:|---|---|---:|"]
     for topology, m in results.items():
         e, b, p = m["enqueue"], m["batch"], m["process"]
         lines.append(f"| {topology.label} | {e['rate']:,.0f} | {b['rate']:,.0f} | {p['rate']:,.0f} "
                      f"| {e['server_us']:.1f} / {b['server_us']:.1f} / {p['server_us']:.1f} "
-                     f"| {e['client_us']:.1f} / {b['client_us']:.1f} | {p['client_us']:.1f} |")  # fmt: skip
+                     f"| {e['client_us']:.1f} / {b['client_us']:.1f} | {p['client_us']:.1f} |")
     return lines

@@ -25,7 +25,7 @@ def measure(counts: list[int], seconds: float) -> dict[int, dict[str, float]]:
                 [sys.executable, str(ROOT / "bench" / "http.py"), "--url", f"redis://127.0.0.1:{ports[0]}/0",
                  "--workers", str(count), "--clients", str(CLIENTS), "--seconds", str(seconds), "--json"],
                 cwd=ROOT, capture_output=True, text=True, timeout=seconds + 120,
-            )  # fmt: skip
+            )
         if done.returncode != 0:
             raise RuntimeError(f"bench/http.py with {count} server processes failed: {done.stderr.strip()[-300:]}")
         result = json.loads(done.stdout.strip().splitlines()[-1])
@@ -35,7 +35,7 @@ def measure(counts: list[int], seconds: float) -> dict[int, dict[str, float]]:
 
 def render(results: dict[int, dict[str, float]]) -> list[str]:
     lines = ["| server processes | requests/s | p50 / p99 ms | server CPU µs/request | Redis CPU µs/request "
-             "| load generator CPU µs/request |", "|---:|---:|---|---:|---:|---:|"]  # fmt: skip
+             "| load generator CPU µs/request |", "|---:|---:|---|---:|---:|---:|"]
     for count, r in results.items():
         cpu = " | ".join(f"{r[key]:.0f}" for key in ("server_cpu_us", "redis_cpu_us", "client_cpu_us"))
         lines.append(f"| {count} | {r['req_per_s']:,.0f} | {r['p50_ms']:.1f} / {r['p99_ms']:.1f} | {cpu} |")

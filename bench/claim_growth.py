@@ -31,7 +31,7 @@ from deferq.task import JobOptions
 BATCH = 16
 WARM_UP = 20
 COLUMNS = ("id", "task", "payload", "queue", "priority", "state", "attempts", "max_attempts",
-           "run_at", "created_at", "finished_at")  # fmt: skip
+           "run_at", "created_at", "finished_at")
 
 
 def rows(count: int, now: float):
@@ -40,7 +40,7 @@ def rows(count: int, now: float):
         finished = i % 2 == 0
         yield (new_job_id(), "growth", '[[0],{}]', "growth", 1,
                "succeeded" if finished else "queued", int(finished), 3,
-               now - 3600 + i * 1e-3, now - 3600, now - 3500 if finished else None)  # fmt: skip
+               now - 3600 + i * 1e-3, now - 3600, now - 3500 if finished else None)
 
 
 def load_postgres(backend, count: int) -> None:
@@ -81,7 +81,7 @@ def store_url(url: str, size: int) -> str:
     import pymysql
 
     admin = pymysql.connect(host=parts.hostname, port=parts.port or 3306,
-                            user=parts.username or "root", password=parts.password or "")  # fmt: skip
+                            user=parts.username or "root", password=parts.password or "")
     with admin.cursor() as cur:
         cur.execute(f"CREATE DATABASE IF NOT EXISTS `{database}`")
     admin.close()
@@ -146,7 +146,7 @@ def main() -> None:
             "rows": size, "load_s": round(loaded[size], 1),
             "claim_p50_ms": round(statistics.median(ordered) * 1000, 3),
             "claim_p99_ms": round(ordered[int(len(ordered) * 0.99)] * 1000, 3),
-        })  # fmt: skip
+        })
     print(f"claim of {BATCH} jobs, {args.rounds} rounds per table, {urlsplit(args.url).scheme}")
     print(f"{'rows':>10} {'load s':>8} {'p50 ms':>8} {'p99 ms':>8}")
     for r in results:

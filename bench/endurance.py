@@ -67,7 +67,7 @@ BOUNDS: dict[str, tuple[str, float]] = {
     "connections": ("count", 4), "worker_fds": ("count", 8), "worker_threads": ("count", 6),
     "worker_rss_mb": ("memory", 16), "server_fds": ("count", 8), "server_threads": ("count", 6),
     "server_rss_mb": ("memory", 16), "redis_mb": ("memory", 4),
-}  # fmt: skip
+}
 CALIBRATION_JOBS = 200
 
 
@@ -91,7 +91,7 @@ class Profile:
 FULL = Profile()
 LIGHT = Profile(workers=2, concurrency=6, long_every=15.0, long_seconds=(20, 40), short_every=1.0,
                 rated_every=2.0, slotted_every=3.0, pausable_every=3.0, pause_every=30.0,
-                waiter_pause=2.0, http_every=1.5)  # fmt: skip
+                waiter_pause=2.0, http_every=1.5)
 
 
 # -- one store -----------------------------------------------------------------------------
@@ -109,7 +109,7 @@ def run_store(kind: str, args: argparse.Namespace) -> dict[str, Any]:
 
 class Run:
     def __init__(self, kind: str, store: stores.Store, folder: Path, profile: Profile,
-                 args: argparse.Namespace) -> None:  # fmt: skip
+                 args: argparse.Namespace) -> None:
         self.kind, self.store, self.folder, self.profile, self.args = kind, store, folder, profile, args
         self.record = folder / "runs.txt"  # not a *.log: the logs are scanned for errors
         self.app = make_app(store.url)
@@ -148,7 +148,7 @@ class Run:
         # run's folder, where a relative PYTHONPATH would find another)
         paths = [str(ROOT), str(Path(deferq.__file__).resolve().parents[1])]
         env = {**os.environ, "DEFERQ_URL": self.store.url, "DEFERQ_ENDURANCE_RECORD": str(self.record),
-               "PYTHONPATH": os.pathsep.join(paths)}  # fmt: skip
+               "PYTHONPATH": os.pathsep.join(paths)}
         env.pop("DEFERQ_APP", None)
         port = free_port()
         command = [sys.executable, "-m", "deferq"]
@@ -156,7 +156,7 @@ class Run:
             self.spawn("server", [*command, "serve", "--no-auth", "--port", str(port), "--app", APP], env)
             for _ in range(self.profile.workers):
                 self.spawn("worker", [*command, "worker", "--app", APP, "-c", str(self.profile.concurrency),
-                                      "--log-level", "warning"], env)  # fmt: skip
+                                      "--log-level", "warning"], env)
             self.wait_for_server(port)
             yield port
         finally:
@@ -242,10 +242,10 @@ class Run:
         unfinished = sum(
             s.counts.get(state, 0) for s in self.app.backend.stats().values()
             for state in ("blocked", "scheduled", "queued", "active", "dead")
-        )  # fmt: skip
+        )
         logs = sorted(self.folder.glob("*.log"))
         log_errors = [line for log in logs for line in log.read_text(errors="replace").splitlines()
-                      if LOG_ERRORS.search(line)]  # fmt: skip
+                      if LOG_ERRORS.search(line)]
         outcomes = {
             "enqueued": len(load.enqueued),
             "recorded_once": sum(1 for job in load.enqueued if runs[job] == 1),
@@ -257,7 +257,7 @@ class Run:
         bounds = flat(self.samples, self.args.warmup, self.args.minutes * 60)
         passed = (all(b["ok"] for b in bounds.values()) and outcomes["recorded_once"] == outcomes["enqueued"]
                   and outcomes["strangers"] == outcomes["unfinished"] == 0 and not log_errors
-                  and not load.errors)  # fmt: skip
+                  and not load.errors)
         return {
             "store": self.kind, "minutes": self.args.minutes, "profile": asdict(self.profile),
             "passed": passed, "outcomes": outcomes, "bounds": bounds, "samples": self.samples,
@@ -265,7 +265,7 @@ class Run:
             "errors_logged": len(log_errors), "log_errors": log_errors[:20],
             "client_errors": len(load.errors), "client_error_lines": load.errors[:20],
             "logs": str(self.folder), "redis_bytes_per_job": round(self.per_job),
-        }  # fmt: skip
+        }
 
 
 def process_figures(pid: int) -> dict[str, float]:
@@ -274,7 +274,7 @@ def process_figures(pid: int) -> dict[str, float]:
         lines = Path(f"/proc/{pid}/status").read_text().splitlines()
         status = dict(line.split(":", 1) for line in lines if ":" in line)
         return {"fds": len(os.listdir(f"/proc/{pid}/fd")), "threads": int(status["Threads"]),
-                "rss_mb": int(status["VmRSS"].split()[0]) / 1024}  # fmt: skip
+                "rss_mb": int(status["VmRSS"].split()[0]) / 1024}
     except (OSError, KeyError):
         return {"fds": 0, "threads": 0, "rss_mb": 0.0}
 
@@ -325,9 +325,9 @@ def run_all(args: argparse.Namespace) -> list[dict[str, Any]]:
     """Each store in a child process of its own, all at once; their results."""
     base = [sys.executable, "-m", "bench.endurance", "--minutes", str(args.minutes), "--interval",
             str(args.interval), "--warmup", str(args.warmup), "--postgres", args.postgres, "--mysql", args.mysql,
-            *(["--light"] if args.light else []), *(["--keep-logs"] if args.keep_logs else [])]  # fmt: skip
+            *(["--light"] if args.light else []), *(["--keep-logs"] if args.keep_logs else [])]
     children = {kind: subprocess.Popen([*base, "--one", kind], cwd=ROOT, stdout=subprocess.PIPE, text=True)
-                for kind in args.stores}  # fmt: skip
+                for kind in args.stores}
     results = []
     for kind, child in children.items():
         out, _ = child.communicate()
@@ -342,12 +342,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.endurance", description=__doc__.split("\n\n")[0])
     parser.add_argument("--minutes", type=float, default=float(os.environ.get("ENDURANCE_MINUTES", 10)))
     parser.add_argument("--stores", type=lambda text: text.split(","), default=list(stores.STORES),
-                        help=f"comma-separated, of {','.join(stores.STORES)}")  # fmt: skip
+                        help=f"comma-separated, of {','.join(stores.STORES)}")
     parser.add_argument("--light", action="store_true", help="a lighter load (the slice make test runs)")
     parser.add_argument("--interval", type=float, default=10.0, help="seconds between samples")
     parser.add_argument("--warmup", type=float, default=60.0, help="seconds before the baseline starts")
     parser.add_argument("--postgres", default=stores.POSTGRES,
-                        help="a PostgreSQL server (a database is made there)")  # fmt: skip
+                        help="a PostgreSQL server (a database is made there)")
     parser.add_argument("--mysql", default=stores.MYSQL, help="a MySQL/MariaDB server (a database is made there)")
     parser.add_argument("--keep-logs", action="store_true", help="keep the logs of stores that passed too")
     parser.add_argument("--json", action="store_true", help="the results as JSON")

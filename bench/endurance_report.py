@@ -8,7 +8,7 @@ LABELS = {
     "connections": "store connections", "worker_fds": "worker fds (sum)", "worker_threads": "worker threads (sum)",
     "worker_rss_mb": "worker RSS MB (sum)", "server_fds": "server fds", "server_threads": "server threads",
     "server_rss_mb": "server RSS MB", "redis_mb": "Redis MB less held jobs",
-}  # fmt: skip
+}
 
 
 def table(result: dict[str, Any]) -> str:
@@ -28,7 +28,7 @@ def table(result: dict[str, Any]) -> str:
     lines += ["", f"outcomes: {o['enqueued']:,} enqueued, {o['recorded_once']:,} ran to the end once, "
               f"{o['lost']} lost, {o['twice']} twice, {o['unfinished']} left unfinished or dead; "
               f"store errors logged: {result['errors_logged']}; "
-              f"client errors: {result['client_errors']}"]  # fmt: skip
+              f"client errors: {result['client_errors']}"]
     for line in result["log_errors"][:5] + result["client_error_lines"][:5]:
         lines.append(f"    {line[:200]}")
     if not result["passed"]:

@@ -102,7 +102,7 @@ def _mysql_database(server: str) -> Iterator[Store]:
     name = own_name()
     parts = urlsplit(server)
     admin = pymysql.connect(host=parts.hostname, port=parts.port or 3306, user=parts.username or "root",
-                            password=parts.password or "", autocommit=True, connect_timeout=5)  # fmt: skip
+                            password=parts.password or "", autocommit=True, connect_timeout=5)
     try:
         with admin.cursor() as cur:
             cur.execute(f"CREATE DATABASE `{name}`")

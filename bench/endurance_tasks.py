@@ -30,7 +30,7 @@ def make_app(url: str) -> deferq.App:
     tasks' queues and limits)."""
     app = deferq.App(url, lease=10)
     for task, options in ((long, {"timeout": 120}), (short, {}), (rated, {"rate": "4/s"}),
-                          (slotted, {"concurrency": 2}), (pausable, {"queue": PAUSABLE})):  # fmt: skip
+                          (slotted, {"concurrency": 2}), (pausable, {"queue": PAUSABLE})):
         app.task(task, **options)
     return app
 

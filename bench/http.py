@@ -44,12 +44,12 @@ def free_port() -> int:
 def make_request(port: int, token: str, body: bytes, path: str = "/v1/jobs") -> bytes:
     head = (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
             f"Authorization: Bearer {token}\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(body)}\r\n\r\n")  # fmt: skip
+            f"Content-Length: {len(body)}\r\n\r\n")
     return head.encode() + body
 
 
 async def one_connection(port: int, request: bytes, until: float, warm_until: float,
-                         latencies: list[float], statuses: dict[int, int]) -> None:  # fmt: skip
+                         latencies: list[float], statuses: dict[int, int]) -> None:
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     clock = time.perf_counter
     try:
@@ -71,18 +71,18 @@ async def one_connection(port: int, request: bytes, until: float, warm_until: fl
 
 
 async def load(port: int, token: str, clients: int, seconds: float, warmup: float,
-               batch: int) -> dict:  # fmt: skip
+               batch: int) -> dict:
     job = {"topic": "bench", "body": {"user": 42, "email": "a" * 32}}
     if batch > 1:  # POST /v1/jobs/batch with `batch` jobs per request
         request = make_request(port, token, json.dumps({"jobs": [job] * batch}).encode(),
-                               "/v1/jobs/batch")  # fmt: skip
+                               "/v1/jobs/batch")
     else:
         request = make_request(port, token, json.dumps(job).encode())
     now = time.perf_counter()
     latencies: list[float] = []
     statuses: dict[int, int] = {}
     await asyncio.gather(*(one_connection(port, request, now + warmup + seconds, now + warmup,
-                                          latencies, statuses) for _ in range(clients)))  # fmt: skip
+                                          latencies, statuses) for _ in range(clients)))
     return {"latencies": latencies, "statuses": statuses}
 
 
@@ -159,13 +159,13 @@ def main() -> None:
 
     def token(scope: str) -> str:
         made = subprocess.run([*deferq, "token", "create", "--scope", scope, "--url", url],
-                              capture_output=True, text=True, env=env, check=True)  # fmt: skip
+                              capture_output=True, text=True, env=env, check=True)
         return made.stdout.strip()
 
     admin, producer = token("admin"), token("producer")
     port = free_port()
     server = subprocess.Popen([*deferq, "serve", "--url", url, "--port", str(port),
-                               "--workers", str(args.workers)], env=env)  # fmt: skip
+                               "--workers", str(args.workers)], env=env)
     base = f"http://127.0.0.1:{port}"
     try:
         with httpx.Client(base_url=base, trust_env=False, timeout=5) as client:
@@ -180,7 +180,7 @@ def main() -> None:
                     raise SystemExit("deferq serve did not start")
                 time.sleep(0.1)
             client.put("/v1/topics/bench", json={"url": "http://127.0.0.1:9/never-called"},
-                       headers={"authorization": f"Bearer {admin}"}).raise_for_status()  # fmt: skip
+                       headers={"authorization": f"Bearer {admin}"}).raise_for_status()
         per_process = max(1, args.clients // args.client_processes)
         jobs = [(port, producer, per_process, args.seconds, args.warmup, args.batch)] * args.client_processes
         with multiprocessing.get_context("spawn").Pool(args.client_processes) as pool:
@@ -207,7 +207,7 @@ def main() -> None:
         "p50_ms": round(percentile(latencies, 0.50) * 1000, 2),
         "p99_ms": round(percentile(latencies, 0.99) * 1000, 2),
         "statuses": {str(k): v for k, v in sorted(statuses.items())},
-    }  # fmt: skip
+    }
     # CPU per request, so runs on a busy machine can still be compared: the server's
     # processes, the Redis server (if any) and the load generator itself.
     measured = result["req_per_s"] * cpu_window or 1

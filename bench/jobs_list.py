@@ -48,7 +48,7 @@ URLS = {
     "redis": "redis://127.0.0.1:6379/14?prefix=benchlist",
 }
 COLUMNS = ("id", "task", "payload", "queue", "priority", "state", "attempts", "max_attempts", "run_at",
-           "created_at", "finished_at", "error", "{key}")  # fmt: skip
+           "created_at", "finished_at", "error", "{key}")
 # Without migration 0009's objects: what an enqueue cost before them.
 DROP_0009 = {
     "sqlite": ["DROP TRIGGER deferq_jobs_fts_insert", "DROP TRIGGER deferq_jobs_fts_delete",
@@ -59,20 +59,20 @@ DROP_0009 = {
                  "DROP INDEX IF EXISTS {s}.deferq_jobs_text_words"],
     "mysql": [f"DROP INDEX {name} ON {{s}}.deferq_jobs"
               for name in ("deferq_jobs_state", "deferq_jobs_queue_state", "deferq_jobs_task_state")],
-}  # fmt: skip
+}
 
 
 def plan(i: int) -> str:
     """The state job i ends in."""
     r = i % 20
     return ("succeeded" if r < 12 else "dead" if r < 14 else "cancelled" if r < 15 else
-            "queued" if r < 19 else "scheduled")  # fmt: skip
+            "queued" if r < 19 else "scheduled")
 
 
 def shape(i: int) -> tuple[str, str, list[Any], str | None]:
     """(queue, task, args, key) of job i."""
     return (f"q{(i // 3) % QUEUES}", f"shop.task{(i // 7) % TASKS}", [f"user{i}@example.com", {"order": i}],
-            f"order:{i}" if i % 10 == 0 else None)  # fmt: skip
+            f"order:{i}" if i % 10 == 0 else None)
 
 
 def rows(count: int, now: float) -> Iterator[tuple[Any, ...]]:
@@ -84,7 +84,7 @@ def rows(count: int, now: float) -> Iterator[tuple[Any, ...]]:
         error = f"GatewayError: card declined (order {i})" if state == "dead" else None
         yield (new_job_id(), task, orjson.dumps([args, {}]).decode(), queue, 1,
                "queued" if state == "scheduled" else state, int(finished), 3, run_at, run_at,
-               run_at + 1 if finished else None, error, key)  # fmt: skip
+               run_at + 1 if finished else None, error, key)
 
 
 # -- filling ----------------------------------------------------------------------------------
@@ -186,7 +186,7 @@ def deep_cursor(backend: Any, query: JobQuery, pages: int) -> str | None:
 
 def _with(query: JobQuery, cursor: str | None) -> dict[str, Any]:
     return {"state": query.state, "queue": query.queue, "task": query.task, "text": query.text,
-            "cursor": cursor, "limit": query.limit, "window": query.window}  # fmt: skip
+            "cursor": cursor, "limit": query.limit, "window": query.window}
 
 
 def measure(backend: Any, count: int) -> list[tuple[str, float, float, str]]:
@@ -215,7 +215,7 @@ def measure(backend: Any, count: int) -> list[tuple[str, float, float, str]]:
     p50, p99, found = timed(lambda: backend.get_by_key(f"order:{random.randrange(0, count, 10)}"))
     results.append(("get by key", p50, p99, "found" if found else "not found"))
     texts = {"text in args (one job)": f"user{count // 2 + 1}@example", "text in error (one job)":
-             f"(order {count - 7})", "text, no match": "giraffe"}  # fmt: skip
+             f"(order {count - 7})", "text, no match": "giraffe"}
     for name, text in texts.items():
         p50, p99, page = timed(lambda t=text: backend.find_jobs(JobQuery(text=t, limit=PAGE)), rounds=10)
         note = f"{len(page.jobs)} found, {page.text_search}"

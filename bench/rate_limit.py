@@ -44,11 +44,11 @@ def limited(i: int) -> None:
 
 def start_worker(url: str, record: Path, rate: str, log: Path) -> subprocess.Popen[bytes]:
     env = {**os.environ, "DEFERQ_URL": url, "DEFERQ_BENCH_RECORD": str(record), "DEFERQ_BENCH_RATE": rate,
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}  # fmt: skip
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     with log.open("ab") as out:
         return subprocess.Popen([sys.executable, "-m", "deferq", "worker", "--app", "bench.rate_limit:app",
                                  "--url", url, "--concurrency", "8", "--log-level", "warning"],
-                                cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=out)  # fmt: skip
+                                cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=out)
 
 
 def cpu_seconds(process: subprocess.Popen[bytes]) -> float:
@@ -97,12 +97,12 @@ def main(argv: list[str] | None = None) -> int:
     shutil.rmtree(workdir, ignore_errors=True)
     per_period = Counter(int(t // rate.period) for t in runs)
     print(f"rate {args.rate} on {args.url or 'sqlite (a new file)'}: {args.workers} workers x 8 slots, "
-          f"{args.seconds:g} s, a backlog of {backlog} jobs")  # fmt: skip
+          f"{args.seconds:g} s, a backlog of {backlog} jobs")
     for index in sorted(per_period):
         start = index * rate.period
         whole = start >= began and start + rate.period <= began + args.seconds
         print(f"  {time.strftime('%H:%M:%S', time.localtime(start))}  {per_period[index]:5d} runs"
-              f"{'' if whole else '  (part of the period)'}")  # fmt: skip
+              f"{'' if whole else '  (part of the period)'}")
     most = busiest(runs, rate.period)
     print(f"  busiest sliding window of {rate.period:g} s: {most} runs (limit {rate.count})")
     print(f"  worker CPU over {args.seconds:g} s: " + ", ".join(f"{c:.2f} s" for c in cpu)

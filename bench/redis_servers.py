@@ -103,7 +103,7 @@ def started(topology: Topology) -> Iterator[list[int]]:
                     ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
                      "--appendonly", "no", "--dir", directory, "--logfile", "", *options],
                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                ))  # fmt: skip
+                ))
                 ports.append(port)
             for port in ports:
                 _wait(redis.Redis(port=port).ping, f"redis-server on port {port} did not answer")
@@ -132,7 +132,7 @@ def _make_cluster(ports: list[int]) -> None:
             ["redis-cli", "--cluster", "create", *(f"127.0.0.1:{p}" for p in ports),
              "--cluster-replicas", "0", "--cluster-yes"],
             check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=60,
-        )  # fmt: skip
+        )
     elif len(ports) == 1:
         redis.Redis(port=ports[0]).execute_command("CLUSTER", "ADDSLOTSRANGE", 0, SLOTS - 1)
     else:

@@ -75,7 +75,7 @@ class Soak:
             **os.environ, "DEFERQ_URL": self.url, "DEFERQ_SOAK_RECORD": str(self.record),
             "DEFERQ_SOAK_LEASE": str(self.args.lease),
             "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
-        }  # fmt: skip
+        }
         env.pop("DEFERQ_APP", None)
         with self.logs.open("ab") as log:
             return subprocess.Popen(
@@ -83,7 +83,7 @@ class Soak:
                  "--url", self.url, "--concurrency", str(self.args.concurrency),
                  "--log-level", "warning"],
                 cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=log,
-            )  # fmt: skip
+            )
 
     def kill_one(self, store: deferq.App) -> None:
         index = self.rng.randrange(len(self.workers))
@@ -153,7 +153,7 @@ class Soak:
             "held_at_kills": sum(map(len, self.held)), "most_held": max(map(len, self.held), default=0),
             "bound_per_kill": 2 * args.concurrency, "bound": bound, "seconds": round(seconds, 1),
             "timed_out": done < args.jobs,
-        }  # fmt: skip
+        }
 
 
 def with_query(url: str, **options: str) -> str:
@@ -245,10 +245,10 @@ def verdict(result: dict[str, Any]) -> list[str]:
         problems.append(f"{result['lost']} job(s) did not succeed ({result['states']})")
     if result["reruns"] > result["bound"]:
         problems.append(f"{result['reruns']} re-runs for {result['kills']} kills: more than "
-                        f"{result['bound_per_kill']} per kill")  # fmt: skip
+                        f"{result['bound_per_kill']} per kill")
     if result["most_reruns_after_one_kill"] > result["bound_per_kill"]:
         problems.append(f"one kill was followed by {result['most_reruns_after_one_kill']} re-runs: "
-                        f"more than {result['bound_per_kill']}")  # fmt: skip
+                        f"more than {result['bound_per_kill']}")
     return problems
 
 

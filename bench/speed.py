@@ -94,7 +94,7 @@ def lpush_pipelined(r: redis.Redis, jobs: int, size: int = 1000) -> float:
 
 
 def interleaved(ours: Callable[[int], float], reference: Callable[[int], float], jobs: int,
-                chunk: int) -> dict[str, float]:  # fmt: skip
+                chunk: int) -> dict[str, float]:
     """Both rates, measured in alternating chunks of `chunk` jobs: a burst of load on
     this shared machine then hits both sides alike (each callable returns a rate)."""
     ours(min(chunk, 200))  # connect, load scripts, warm up: untimed
@@ -112,7 +112,7 @@ def m_enqueue(jobs: int) -> dict[str, float]:
     use(REDIS_URL)
     r = redis.Redis.from_url(REDIS_URL)
     return interleaved(lambda n: bench.measure_enqueue(bench.app, n, lambda _: None),
-                       lambda n: lpush_loop(r, n), jobs, 500)  # fmt: skip
+                       lambda n: lpush_loop(r, n), jobs, 500)
 
 
 def m_batch(jobs: int) -> dict[str, float]:
@@ -120,7 +120,7 @@ def m_batch(jobs: int) -> dict[str, float]:
     use(REDIS_URL)
     r = redis.Redis.from_url(REDIS_URL)
     return interleaved(lambda n: bench.measure_batch(bench.app, n, lambda _: None, size=1000),
-                       lambda n: lpush_pipelined(r, n), jobs, 2000)  # fmt: skip
+                       lambda n: lpush_pipelined(r, n), jobs, 2000)
 
 
 def m_process(jobs: int) -> dict[str, float]:
@@ -198,14 +198,14 @@ def m_sqlite(jobs: int) -> dict[str, float]:
         conn.execute("PRAGMA synchronous=NORMAL")  # as deferq's connections (WAL is the file's)
         insert = ("INSERT INTO deferq_jobs (id, task, payload, queue, priority, max_attempts, timeout,"
                   " key, run_at, created_at, expires_at, state)"
-                  " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued')")  # fmt: skip
+                  " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued')")
 
         def executemany(count: int) -> float:
             started = time.perf_counter()
             for first in range(0, count, 1000):
                 now = time.time()
                 rows = [(new_job_id(), "bench_noop", message(i), "bench", 1, 1, None, None,
-                         now, now, None) for i in range(first, min(first + 1000, count))]  # fmt: skip
+                         now, now, None) for i in range(first, min(first + 1000, count))]
                 conn.execute("BEGIN IMMEDIATE")
                 conn.executemany(insert, rows)
                 conn.execute("COMMIT")
@@ -213,7 +213,7 @@ def m_sqlite(jobs: int) -> dict[str, float]:
 
         try:
             return interleaved(lambda n: bench.measure_batch(bench.app, n, lambda _: None, size=1000),
-                               executemany, jobs, 2000)  # fmt: skip
+                               executemany, jobs, 2000)
         finally:
             conn.close()
             bench.app.close()
@@ -277,7 +277,7 @@ def pool_loop(threads: int, jobs: int) -> None:
 def pool_rate(threads: int, jobs: int) -> float:
     """Jobs/s of 2 processes of `threads` threads each running pool_loop."""
     procs = [multiprocessing.get_context("fork").Process(target=pool_loop, args=(threads, jobs // 2))
-             for _ in range(2)]  # fmt: skip
+             for _ in range(2)]
     started = time.perf_counter()
     for proc in procs:
         proc.start()
@@ -366,27 +366,27 @@ def met(figure: str, m: dict[str, float]) -> str:
 
 def render(results: dict[str, dict[str, float]], runs: int) -> str:
     lines = [f"bench/speed.py, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, medians of {runs}",
-             "", "| figure | deferq | reference | ratio | target | |", "|---|---:|---|---:|---|---|"]  # fmt: skip
+             "", "| figure | deferq | reference | ratio | target | |", "|---|---:|---|---:|---|---|"]
     for figure, m in results.items():
         if figure == "limits":
             lines += limit_rows(m, results.get("process"), results.get("b"))
             continue
         label, unit, reference, target = ROWS[figure]
         lines.append(f"| {label} | {m['deferq']:,.0f} {unit} | {reference}: {m['raw']:,.0f} | "
-                     f"{m['ratio']:.2f}x | {target} | {met(figure, m)} |")  # fmt: skip
+                     f"{m['ratio']:.2f}x | {target} | {met(figure, m)} |")
         if figure == "memory":
             lines.append(f"| (INFO used_memory delta per job) | {m['deferq_info']:,.0f} bytes | "
-                         f"{m['raw_info']:,.0f} | | | |")  # fmt: skip
+                         f"{m['raw_info']:,.0f} | | | |")
             lines.append(f"| (of which: job hash and key / ready-set entry) | {m['deferq_hash']:,.0f} / "
-                         f"{m['deferq_ready']:,.0f} bytes | | | | |")  # fmt: skip
+                         f"{m['deferq_ready']:,.0f} bytes | | | | |")
         if figure == "b":
             pickup = "met" if m["pickup_p50_deferq"] <= 0.6 and m["pickup_p99_deferq"] <= 1.5 else "not met"
             late = "met" if m["late_p99"] <= 5 else "not met"
             lines.append(f"| pickup latency p50/p99 (idle workers) | {m['pickup_p50_deferq']:.2f}/"
                          f"{m['pickup_p99_deferq']:.2f} ms | BRPOP: {m['pickup_p50_raw']:.2f}/"
-                         f"{m['pickup_p99_raw']:.2f} ms | | <= 0.6/1.5 ms | {pickup} |")  # fmt: skip
+                         f"{m['pickup_p99_raw']:.2f} ms | | <= 0.6/1.5 ms | {pickup} |")
             lines.append(f"| delay lateness p50/p99, 500 jobs due at once | {m['late_p50']:.2f}/"
-                         f"{m['late_p99']:.2f} ms | – | | p99 <= 5 ms | {late} |")  # fmt: skip
+                         f"{m['late_p99']:.2f} ms | – | | p99 <= 5 ms | {late} |")
     return "\n".join(lines)
 
 
@@ -399,19 +399,19 @@ def limit_rows(m: dict[str, float], process: dict[str, float] | None, b: dict[st
     ]
     rows.append(f"| ceiling: 2 processes of 8 threads, each looping INCR + one script call and nothing "
                 f"else ({m['pool_8']:,.0f}/s), vs of 1 thread ({m['pool_1']:,.0f}/s) | | | "
-                f"{m['pool_8'] / m['pool_1']:.2f}x | | |")  # fmt: skip
+                f"{m['pool_8'] / m['pool_1']:.2f}x | | |")
     if process is not None:  # 500 starts take at least 500 / the raw loop's own rate
         rows.append(f"| floor: 500 no-op starts at the raw loop's rate ({process['raw']:,.0f}/s) | "
-                    f"{500 / process['raw'] * 1000:.1f} ms | | | | |")  # fmt: skip
+                    f"{500 / process['raw'] * 1000:.1f} ms | | | | |")
     if b is not None:  # each stamp job makes a round trip, as B's INCR job does
         rows.append(f"| floor: 500 stamp starts at the raw BRPOP+INCR loop's rate ({b['raw']:,.0f}/s) | "
-                    f"{500 / b['raw'] * 1000:.1f} ms | | | | |")  # fmt: skip
+                    f"{500 / b['raw'] * 1000:.1f} ms | | | | |")
     return rows
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.speed", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=3, help="runs; figures are medians (default 3)")
     parser.add_argument("--scale", type=float, default=1.0, help="job counts times this (default 1)")
     parser.add_argument("--only", default="", help=f"comma-separated figures of {', '.join(FIGURES)}")

@@ -51,12 +51,12 @@ def own_cpu() -> float:
 
 
 def phase(jobs: int, run: Callable[[], float], store_cpu: Callable[[], float],
-          side_cpu: Callable[[], float]) -> dict[str, float]:  # fmt: skip
+          side_cpu: Callable[[], float]) -> dict[str, float]:
     """jobs/s of `run`, and the store's and the measured side's CPU per job in µs."""
     before_store, before_side = store_cpu(), side_cpu()
     rate = run()
     return {"rate": rate, "server_us": (store_cpu() - before_store) / jobs * 1e6,
-            "client_us": (side_cpu() - before_side) / jobs * 1e6}  # fmt: skip
+            "client_us": (side_cpu() - before_side) / jobs * 1e6}
 
 
 def marginal(runs: dict[int, dict[str, float]]) -> dict[str, float]:
@@ -64,7 +64,7 @@ def marginal(runs: dict[int, dict[str, float]]) -> dict[str, float]:
     what both spend once (worker start-up, imports) cancels out."""
     small, large = sorted(runs)
     costs = {key: (runs[large][key] * large - runs[small][key] * small) / (large - small)
-             for key in ("server_us", "client_us")}  # fmt: skip
+             for key in ("server_us", "client_us")}
     return {"rate": runs[large]["rate"], **costs}
 
 
@@ -124,7 +124,7 @@ def spread_workers(url: str) -> Iterator[None]:
                 [sys.executable, "-m", "deferq", "worker", "--app", "deferq.cli.bench:app", "--url", url,
                  *queues, "-c", str(THREADS), "--log-level", "warning"],
                 env={**os.environ, "DEFERQ_URL": url}, stdout=subprocess.DEVNULL,
-            ))  # fmt: skip
+            ))
         yield
     finally:
         stop(procs)

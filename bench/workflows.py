@@ -77,7 +77,7 @@ def run(url: str, members: int) -> list[str]:
 def _line(kind: str, url: str, members: int, started: float, stored: float, done: float) -> str:
     store = url.split(":", 1)[0]
     return (f"{store:<10} {kind}: {members} members stored in {stored - started:.2f}s, all done after "
-            f"{done - started:.2f}s = {members / (done - started):,.0f} members/s")  # fmt: skip
+            f"{done - started:.2f}s = {members / (done - started):,.0f} members/s")
 
 
 def settle_times(url: str, members: int) -> list[str]:
@@ -103,7 +103,7 @@ def settle_times(url: str, members: int) -> list[str]:
     store = url.split(":", 1)[0]
     return [f"{store:<10} settle, batch of {members:,} (stored in {stored:.1f}s): {label} "
             f"median {statistics.median(part) * 1000:.2f} ms, p99 {_p99(part) * 1000:.2f} ms"
-            for label, part in (("first 1,000", times[:1000]), ("last 1,000", times[-1000:]))]  # fmt: skip
+            for label, part in (("first 1,000", times[:1000]), ("last 1,000", times[-1000:]))]
 
 
 def _p99(values: list[float]) -> float:

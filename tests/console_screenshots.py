@@ -73,7 +73,7 @@ def main() -> None:
         "workers": "/dashboard/workers",
         "periodic": "/dashboard/periodic", "topics": "/dashboard/topics", "topic": "/dashboard/topics/order-paid",
         "alerts": "/dashboard/alerts", "stores": "/dashboard/stores", "tokens": "/dashboard/tokens",
-    }  # fmt: skip
+    }
     with running_server(url, "--app", "tests.console_world:app") as base, chromium() as browser:
         page = signed_in(browser, base, world.admin)
         page.goto(base + "/dashboard/")
@@ -96,7 +96,7 @@ def main() -> None:
                     path = out / f"{name}-{width}-{scheme}.png"
                     height = min(page.evaluate("document.documentElement.scrollHeight"), MAX_HEIGHT)
                     page.screenshot(path=str(path), full_page=True, clip={"x": 0, "y": 0, "width": width,
-                                                                          "height": height})  # fmt: skip
+                                                                          "height": height})
                     print(path)
         assert page.errors == [], page.errors
 

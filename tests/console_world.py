@@ -24,7 +24,7 @@ from tests.conftest import need_service
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--no-first-run", "--disable-sync"]  # fmt: skip
+        "--disable-component-update", "--no-first-run", "--disable-sync"]
 PRIORITIES = (0, 1, 2)
 TRACEBACK = """Traceback (most recent call last):
   File "/srv/shop/tasks.py", line 41, in charge_card
@@ -74,20 +74,20 @@ def publish_heartbeats(backend: Any, running: str) -> None:
               "queues": ["email", "reports", "payments"], "concurrency": 8, "processed": 1289,
               "running": [{"id": running, "task": "shop.tasks.render_invoice",
                            "started": time.monotonic() - 12.5}],
-              "seen": now, "monotonic": time.monotonic()}  # fmt: skip
+              "seen": now, "monotonic": time.monotonic()}
     backend.kv_put("workers", WORKER, orjson.dumps(status), 600)
     master = {"id": "m-console", "pid": 4240, "host": socket.gethostname(), "started": now - 7200, "seen": now,
               "url": "postgresql://deferq:s3cret@db.internal/deferq", "config": "/etc/deferq.toml",
               "store_up": True, "pools": {"default": {"queues": ["email", "reports"], "target": 2, "min": 1,
               "max": 4, "concurrency": 8, "children": [{"index": 0, "pid": 4242, "worker": WORKER,
-              "generation": 1, "started": now - 3600, "state": "running"}]}}}  # fmt: skip
+              "generation": 1, "started": now - 3600, "state": "running"}]}}}
     backend.kv_put("masters", "m-console", orjson.dumps(master), 600)
 
 
 # A day of per-minute history (deferq.history), the same every run: (queue, task, per
 # minute enqueued at the day's peak, share that fails, typical wait bucket, run bucket).
 HISTORY = [("email", "shop.tasks.send_welcome", 40, 0.02, 12, 19),
-           ("payments", "shop.tasks.charge_card", 12, 0.15, 16, 21)]  # fmt: skip
+           ("payments", "shop.tasks.charge_card", 12, 0.15, 16, 21)]
 HISTORY_MINUTES = 1440
 
 
@@ -104,7 +104,7 @@ def seed_history(backend: Any) -> dict[str, int]:
             failed = round(n * (failing * 4 if 50 <= age <= 65 else failing))
             cell = {"enqueued": n, "succeeded": n - failed, "retried": failed, "failed": failed,
                     "dead": failed // 3, f"w{wait + (age % 3)}": n - 1, f"w{wait + 6}": 1,
-                    f"r{run}": n - failed, f"r{run + 4}": failed}  # fmt: skip
+                    f"r{run}": n - failed, f"r{run + 4}": failed}
             rows += [(minute, queue, task, field, amount) for field, amount in cell.items() if amount]
             if age < 60:
                 totals[queue] = totals.get(queue, 0) + n
@@ -145,7 +145,7 @@ def seed(url: str) -> World:
     # Leased jobs first, each alone in its queue when it is reserved.
     world_app.enqueue("shop.tasks.charge_card", [1042], {"amount": 59.9, "currency": "EUR"}, queue="payments",
                       max_attempts=3, key="charge:1042",
-                      remark="order 1042: the customer asked for a retry tonight")  # fmt: skip
+                      remark="order 1042: the customer asked for a retry tonight")
     ids["dead"] = _settle(backend, "payments", "dead", WORKER, error=TRACEBACK)
     world_app.enqueue("shop.tasks.send_receipt", [1041], queue="email")
     ids["succeeded"] = _settle(backend, "email", "succeeded", WORKER, result={"message_id": "<r-1041@shop>"})
@@ -154,7 +154,7 @@ def seed(url: str) -> World:
     # Then waiting ones.
     for n in range(3):
         job = world_app.enqueue("shop.tasks.send_welcome", [f"user{n}@example.com"], {"name": f"User {n}"},
-                                queue="email", key=f"welcome:{n}")  # fmt: skip
+                                queue="email", key=f"welcome:{n}")
         ids.setdefault("queued", job.id)
     ids["scheduled"] = world_app.enqueue("shop.tasks.remind_expiry", [77], queue="email", delay=3 * 86400).id
     ids["cancelled"] = world_app.enqueue("shop.tasks.send_welcome", ["gone@example.com"], queue="email").id
@@ -167,7 +167,7 @@ def seed(url: str) -> World:
     topic = topics.Topic(name="order-paid", url="https://shop.example/hooks/paid", max_attempts=5,
                          retry_condition="{res.code}!=200 && {res.data.status}!=2",
                          headers={"X-Team": "billing"}, signing_secret="whsec_console_test_secret_0123",
-                         updated_at=now - 600)  # fmt: skip
+                         updated_at=now - 600)
     topics.save(backend, topic)
     admin, _ = auth.create(backend, "admin", "console tests")
     reader, _ = auth.create(backend, "reader", "on-call dashboard")
@@ -192,10 +192,10 @@ def chromium() -> Iterator[Any]:
 
 
 def signed_in(browser: Any, base: str, token: str, width: int = 1280, height: int = 900,
-              dark: bool = False) -> Any:  # fmt: skip
+              dark: bool = False) -> Any:
     """A page whose localStorage already holds `token`; every console error fails the test."""
     context = browser.new_context(viewport={"width": width, "height": height},
-                                  color_scheme="dark" if dark else "light")  # fmt: skip
+                                  color_scheme="dark" if dark else "light")
     context.add_init_script(f"localStorage.setItem('deferq-token', {orjson.dumps(token).decode()})")
     page = context.new_page()
     page.errors = []

@@ -36,7 +36,7 @@ class TestClient(StarletteClient):
         super().__init__(app, base_url=base_url, **options)
 
 __all__ = ["TestClient", "Receiver", "Stream", "delivery_worker", "running_server", "wait_until",
-           "LOOPBACK_POLICY", "reset_peak_rss", "rss_bytes"]  # fmt: skip
+           "LOOPBACK_POLICY", "reset_peak_rss", "rss_bytes"]
 
 # The receivers below listen on 127.0.0.1, which the default network policy refuses:
 # the server tests allow loopback, in this process (servers made with create_app) and in
@@ -115,7 +115,7 @@ class Receiver:
                 with receiver.lock:
                     receiver.hits.append(Hit(time.time(), self.command, self.path,
                                              {k.lower(): v for k, v in self.headers.items()},
-                                             body))  # fmt: skip
+                                             body))
                     status, answer = receiver.answers[min(len(receiver.hits), len(receiver.answers)) - 1]
                 self.send_response(status)
                 self.send_header("content-type", "application/json")
@@ -170,7 +170,7 @@ def _stop(process: subprocess.Popen[bytes], timeout: float = 10.0) -> None:
 def delivery_worker(url: str, env: dict[str, str] | None = None) -> Iterator[subprocess.Popen[bytes]]:
     """`deferq worker --app deferq.server.tasks:app` on the store `url`."""
     command = [sys.executable, "-m", "deferq", "worker", "--app", "deferq.server.tasks:app",
-               "--url", url, "--concurrency", "4", "--grace", "2"]  # fmt: skip
+               "--url", url, "--concurrency", "4", "--grace", "2"]
     process = subprocess.Popen(command, env=_env(env), stdout=subprocess.DEVNULL)
     try:
         yield process
@@ -197,7 +197,7 @@ def running_server(url: str, *options: str, env: dict[str, str] | None = None) -
     """`deferq serve` on a free loopback port; yields its base URL once it answers."""
     port = free_port()
     command = [sys.executable, "-m", "deferq", "serve", "--url", url, "--port", str(port),
-               *options]  # fmt: skip
+               *options]
     process = subprocess.Popen(command, env=_env(env))
     base = f"http://127.0.0.1:{port}"
 

@@ -54,7 +54,7 @@ class Master:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "deferq", "run", "--config", str(self.config)],
                 cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-            )  # fmt: skip
+            )
         return self
 
     @property
@@ -71,7 +71,7 @@ class Master:
     def children(self) -> dict[int, str]:
         """pid -> process title of this master's live children."""
         out = subprocess.run(["ps", "-o", "pid=,stat=,args=", "--ppid", str(self.pid)],
-                             capture_output=True, text=True).stdout  # fmt: skip
+                             capture_output=True, text=True).stdout
         found = {}
         for line in out.splitlines():
             pid, stat, title = line.strip().split(None, 2)

@@ -65,7 +65,7 @@ def test_a_small_run_prints_a_row_per_topology(tmp_path):
         [sys.executable, "-m", "bench.capacity", "--only", "redis", "--topologies", "cluster:1,shards:2",
          "--jobs", "4000", "--runs", "1", "--output", str(output)],
         cwd=ROOT, capture_output=True, text=True, timeout=140,
-    )  # fmt: skip
+    )
     assert done.returncode == 0, done.stderr
     rows = [line for line in output.read_text().splitlines() if line.startswith(("| Redis Cluster", "| 2 shards"))]
     assert len(rows) == 2, output.read_text()
@@ -74,7 +74,7 @@ def test_a_small_run_prints_a_row_per_topology(tmp_path):
 
 def test_bad_arguments_get_one_sentence():
     done = subprocess.run([sys.executable, "-m", "bench.capacity", "--topologies", "ring:2"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=60)  # fmt: skip
+                          cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "is not a topology" in done.stderr and "Traceback" not in done.stderr
 
 
@@ -101,7 +101,7 @@ def test_postgres_and_serve_figures_on_servers_of_its_own(tmp_path):
         [sys.executable, "-m", "bench.capacity", "--only", "postgres,serve", "--jobs", "4000", "--runs", "1",
          "--serve-processes", "1", "--seconds", "1", "--output", str(output)],
         cwd=ROOT, capture_output=True, text=True, timeout=140,
-    )  # fmt: skip
+    )
     assert done.returncode == 0, done.stderr
     text = output.read_text()
     assert "| 2 workers, no-op jobs |" in text and "durable=False" in text, text

@@ -71,7 +71,7 @@ def run_rows(tmp_path: Path, bench_url: str, peers: list[str], timeout: float) -
          "--runs", "1", "--pickups", "10", "--output", str(output)],
         cwd=ROOT, env={**os.environ, "BENCH_REDIS_URL": bench_url},
         capture_output=True, text=True, timeout=timeout,
-    )  # fmt: skip
+    )
     assert done.returncode == 0, done.stderr
     rows = [line for line in output.read_text().splitlines() if line.startswith(tuple(f"| {p}" for p in peers))]
     assert len(rows) == len(peers) and not any("failed" in row for row in rows), rows
@@ -102,7 +102,7 @@ def test_speed_figures_print_ratios_to_their_raw_references(bench_redis):
          "--only", "enqueue,batch,memory,sqlite"],
         cwd=ROOT, env={**os.environ, "BENCH_REDIS_URL": bench_redis, "BENCH_SPEED_REDIS_URL": bench_redis},
         capture_output=True, text=True, timeout=100,
-    )  # fmt: skip
+    )
     assert done.returncode == 0, done.stderr
     rows = [line for line in done.stdout.splitlines() if line.startswith("| ") and "x |" in line]
     assert len(rows) == 4, done.stdout

@@ -73,14 +73,14 @@ def deferq_process(*args: str, cwd: Path = ROOT, hide: tuple[str, ...] = (), **k
     """`deferq ARGS` in a fresh interpreter; `hide` makes those packages fail to import, as
     when an extra is not installed."""
     code = (f"import sys\nfor m in {list(hide)!r}: sys.modules[m] = None\n"
-            "sys.argv[0] = 'deferq'\nfrom deferq.cli import main\nmain()")  # fmt: skip
+            "sys.argv[0] = 'deferq'\nfrom deferq.cli import main\nmain()")
     # this tree's src first: an installed deferq (an editable install of another
     # checkout) must not be the one tested
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT), str(cwd)]), "COLUMNS": "80"}
     env.pop("DEFERQ_URL", None)
     env.pop("DEFERQ_APP", None)
     return subprocess.Popen([sys.executable, "-c", code, *args], cwd=cwd, env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kw)  # fmt: skip
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kw)
 
 
 def run_deferq(*args: str, timeout: float = 60, **kw) -> subprocess.CompletedProcess[str]:
@@ -194,7 +194,7 @@ def test_status_shows_times_and_fits_80_columns():
     child = {"index": 1, "pid": 4242, "worker": "w1", "generation": 0, "started": now - 200,
              "state": "running", "uptime": 200, "processed": 12,
              "jobs": [{"id": "06H03YF9DC6FKSQWZ4CWQYAW9G", "task": "send_a_rather_long_task_name",
-                       "running_for": 3.5}]}  # fmt: skip
+                       "running_for": 3.5}]}
     report = {
         "time": now,
         "masters": [{"id": "a-rather-long-host-name.example.internal:4242", "pid": 4242, "started": now - 7300,
@@ -203,7 +203,7 @@ def test_status_shows_times_and_fits_80_columns():
                                          "concurrency": 4, "children": [child]}}}],
         "workers": [{"worker": "host:99:abc", "pid": 99, "queues": ["default"], "processed": 3,
                      "heartbeat_age": 2.0, "jobs": []}],
-    }  # fmt: skip
+    }
     text = "\n".join(render_status(report, 80))
     assert "started 2026-11-23T08:41:48Z (2 h ago), store up" in text
     assert "#1 pid 4242 running since 2026-11-23T10:40:08Z (3 min ago), 12 done" in text
@@ -283,7 +283,7 @@ def test_serve_says_where_it_listens_the_dashboard_and_auth(url, tmp_path):
         server.send_signal(signal.SIGTERM)
         server.communicate(timeout=20)
     opened = run_deferq("serve", "--url", url, "--port", str(port), "--no-auth", "--host", "127.0.0.1",
-                        "--workers", "0")  # fmt: skip
+                        "--workers", "0")
     assert opened.returncode == 2 and "must be at least 1" in opened.stderr
 
 
@@ -293,7 +293,7 @@ def test_serve_without_auth_listens_on_loopback_only_unless_told(tmp_path):
     assert refused.returncode == 2 and "Traceback" not in refused.stderr
     assert ("--no-auth opens every route to anyone who can connect, so it listens on loopback only "
             "(--host 127.0.0.1, ::1 or localhost), not on 0.0.0.0: to serve without auth there anyway, "
-            "add --no-auth-beyond-loopback") in " ".join(refused.stderr.split())  # fmt: skip
+            "add --no-auth-beyond-loopback") in " ".join(refused.stderr.split())
     alone = run_deferq("serve", "--url", url, "--allowed-host", "deferq.lan", "--port", str(free_port()))
     assert alone.returncode == 2 and "only means something with --no-auth" in alone.stderr
 
@@ -313,7 +313,7 @@ def test_serve_names_every_interface_open_auth_and_hides_passwords():
 
     lines = announce(ServerConfig(auth=False), "0.0.0.0", 8088, 2, "redis://:s3cret@cache:6379/0")
     assert lines[:2] == ["serving on http://0.0.0.0:8088 (every interface), 2 processes",
-                         "store redis://:***@cache:6379/0"]  # fmt: skip
+                         "store redis://:***@cache:6379/0"]
     assert lines[2] == "dashboard http://127.0.0.1:8088/, metrics http://127.0.0.1:8088/metrics"
     assert lines[3].startswith("auth OFF (--no-auth): every route is open")
     assert "s3cret" not in "".join(lines)
@@ -341,7 +341,7 @@ def _get(address: str) -> int | None:
         (("prometheus_client",), ["run", "--config", "metrics.toml"],
          "metrics_port needs the 'prometheus_client' package: pip install 'deferq[server]'"),
     ],
-)  # fmt: skip
+)
 def test_a_missing_extra_is_one_install_hint(tmp_path, tasks, url, hide, args, says):
     (tmp_path / "metrics.toml").write_text(f'url = "{url}"\napp = "{tasks}:app"\nmetrics_port = 9\n[pools.a]\n')
     result = run_deferq(*[a.format(tasks=tasks) for a in args], cwd=tmp_path, hide=hide)
@@ -356,13 +356,13 @@ def test_a_missing_extra_is_one_install_hint(tmp_path, tasks, url, hide, args, s
 def test_deferq_run_reports_every_config_mistake_at_once(tmp_path):
     path = tmp_path / "deferq.toml"
     path.write_text('colour = 1\ngrace = "soon"\n[pools.a]\nconcurrency = 0\nqueues = []\n'
-                    '[periodic.p]\ncron = "every day"\ntask = "t"\n')  # fmt: skip
+                    '[periodic.p]\ncron = "every day"\ntask = "t"\n')
     result = run_deferq("run", "--config", str(path), cwd=tmp_path)
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert lines[0] == f"deferq: {path} has 5 problems:"
     assert [line.split()[0] for line in lines[1:]] == ["unknown", "grace", "pools.a.queues",
-                                                       "pools.a.concurrency", "periodic"]  # fmt: skip
+                                                       "pools.a.concurrency", "periodic"]
     assert "Traceback" not in result.stderr
 
 
@@ -442,7 +442,7 @@ def failing_job_after_a_worker(url: str, tasks: str, cwd: Path, *options: str) -
 
 def test_worker_delay_sets_the_wait_between_tries_of_tasks_without_a_backoff(url, tasks, tmp_path):
     stored = failing_job_after_a_worker(url, tasks, tmp_path, "--tries", "2", "--delay", "30",
-                                        "--poll-interval", "0.05")  # fmt: skip
+                                        "--poll-interval", "0.05")
     assert (stored.state, stored.attempts) == ("scheduled", 1)
     assert stored.run_at - time.time() == pytest.approx(30, abs=5)
     refused = run_deferq("worker", "--app", f"{tasks}:app", "--poll-interval", "0", cwd=tmp_path)
@@ -464,7 +464,7 @@ def test_worker_serves_metrics_of_the_jobs_it_ran(url, tasks, tmp_path):
     app.close()
     port = free_port()
     worker = deferq_process("worker", "--app", f"{tasks}:app", "--url", url, "--metrics-port", str(port),
-                            cwd=tmp_path)  # fmt: skip
+                            cwd=tmp_path)
     try:
         sample = 'deferq_task_runs_total{outcome="succeeded",queue="mail",task="ok"} 5.0'
         wait_until(lambda: sample in (_scrape(port) or ""), 30, "5 succeeded runs in the scrape")
@@ -478,7 +478,7 @@ def test_worker_serves_metrics_of_the_jobs_it_ran(url, tasks, tmp_path):
     try:
         taken = busy_port.getsockname()[1]
         refused = run_deferq("worker", "--app", f"{tasks}:app", "--url", url, "--metrics-port", str(taken),
-                             cwd=tmp_path)  # fmt: skip
+                             cwd=tmp_path)
     finally:
         busy_port.close()
     assert refused.returncode == 2 and f"cannot listen on 127.0.0.1:{taken}" in refused.stderr

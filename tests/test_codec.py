@@ -40,7 +40,7 @@ class Slot:
     ({1: "a"}, "the key 1"),
     ({"a": [1, {"b": {2}}]}, "['a'][1]['b'] is set"),
     (b"bytes", "bytes"),
-])  # fmt: skip
+])
 def test_what_json_cannot_carry_exactly_is_refused_with_its_path(value, says):
     app = deferq.App("memory://")
 
@@ -61,11 +61,11 @@ def test_annotated_parameters_are_encoded_and_decoded_back_exactly(tmp_path):
 
     @app.task()
     def book(when: datetime, day: date, ref: uuid.UUID, price: Decimal, colour: Colour,
-             slot: Slot, pair: tuple[int, int], tags: list[str] | None = None) -> None:  # fmt: skip
+             slot: Slot, pair: tuple[int, int], tags: list[str] | None = None) -> None:
         seen.append((when, day, ref, price, colour, slot, pair, tags))
 
     args = (datetime(2030, 1, 1, 9, 30, tzinfo=UTC), date(2030, 1, 2), uuid.UUID(int=7), Decimal("1.10"),
-            Colour.RED, Slot(datetime(2030, 1, 1, 10, 0), 3), (4, 5))  # fmt: skip
+            Colour.RED, Slot(datetime(2030, 1, 1, 10, 0), 3), (4, 5))
     book.enqueue(*args, tags=["x"])
     assert Worker(app, WorkerConfig(burst=True)).run() == 0
     assert seen == [(*args, ["x"])]
@@ -108,7 +108,7 @@ json_values = st.recursive(
     | st.text(TEXT),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(TEXT, max_size=5), inner, max_size=4),
     max_leaves=20,
-)  # fmt: skip
+)
 
 
 @given(json_values)

@@ -88,7 +88,7 @@ def test_reader_tokens_are_made_over_the_api_and_allows_orders_the_scopes(world)
     whoami = client.get("/v1/whoami", headers=as_(answer.json()["token"])).json()
     assert whoami == {"auth": True, "scope": "reader"}
     assert [auth.allows(g, n) for g in auth.SCOPES for n in auth.SCOPES] == [
-        True, False, False, True, True, False, True, True, True]  # fmt: skip
+        True, False, False, True, True, False, True, True, True]
     assert not auth.allows("nobody", "reader")
 
 
@@ -241,7 +241,7 @@ CONDITION = "{res.code}!=200 && {res.data.status}!=2 || {res.data.msg}=='failed'
     ({"answer": "  "}, True, "empty answer"),
     ({"condition": None, "answer": "ok"}, False, None),
     ({"answer": "ok", "status": 502}, True, "status 502 is not 2xx"),
-])  # fmt: skip
+])
 def test_a_condition_is_tried_on_a_sample_answer_as_a_worker_would(world, body, retry, reason):
     client, made = world
     answer = client.post("/v1/conditions/evaluate", json=body, headers=as_(made.reader)).json()
@@ -265,7 +265,7 @@ def test_a_backoff_preview_gives_each_wait_and_the_running_total(world):
 
     def preview(backoff, attempts=5):
         answer = client.post("/v1/backoff/preview", json={"backoff": backoff, "attempts": attempts},
-                             headers=as_(made.reader))  # fmt: skip
+                             headers=as_(made.reader))
         assert answer.status_code == 200, answer.text
         return answer.json()["retries"]
 
@@ -277,7 +277,7 @@ def test_a_backoff_preview_gives_each_wait_and_the_running_total(world):
     assert preview({"kind": "schedule", "seconds": [5, 10]}, 4) == [
         {"attempt": 2, "wait": 5, "wait_min": 5, "after": 5},
         {"attempt": 3, "wait": 10, "wait_min": 10, "after": 15},
-        {"attempt": 4, "wait": 10, "wait_min": 10, "after": 25}]  # fmt: skip
+        {"attempt": 4, "wait": 10, "wait_min": 10, "after": 25}]
     assert preview({"kind": "fixed", "seconds": 5}, 1) == []
     for bad in ({"backoff": {"kind": "cubic"}}, {"attempts": 3}, {"backoff": {"kind": "fixed", "secs": 1}}):
         assert client.post("/v1/backoff/preview", json=bad, headers=as_(made.reader)).status_code == 422
@@ -290,7 +290,7 @@ def test_a_test_alert_without_targets_says_so(world):
     client, made = world
     answer = client.post("/v1/settings/alerts/test", headers=as_(made.admin)).json()
     assert answer == {"sent": False, "targets": [],
-                      "message": "no alert target is set: save an e-mail or webhook target first"}  # fmt: skip
+                      "message": "no alert target is set: save an e-mail or webhook target first"}
 
 
 def test_a_test_alert_reaches_the_webhook_or_says_why_not(tmp_path, webhook_inbox):  # noqa: F811
@@ -334,7 +334,7 @@ def test_a_test_alert_reports_a_status_never_the_other_sides_bytes(tmp_path, mon
     app.close()
     statuses = {t["target"]: t["status"] for t in refused.json()["targets"]}
     said = ("refused by the network policy: 127.0.0.1 is a loopback address (allow it with "
-            "allow_networks in DEFERQ_CALLBACK_POLICY)")  # fmt: skip
+            "allow_networks in DEFERQ_CALLBACK_POLICY)")
     assert statuses == {"e-mail": said, "webhook": said}
     statuses = {t["target"]: t["status"] for t in failed.json()["targets"]}
     assert statuses["webhook"] == "connection failed: the other side does not answer HTTP"
@@ -420,7 +420,7 @@ def test_a_job_shows_its_workflow(world):
     member, callback = job("batch_member"), job("batch_callback")
     assert member["batch"] == {"id": ids["batch"], "role": "member", "total": 3, "pending": 1, "succeeded": 1,
                                "dead": 1, "cancelled": 0, "state": "running",
-                               "callbacks": {"on_complete": ids["batch_callback"]}}  # fmt: skip
+                               "callbacks": {"on_complete": ids["batch_callback"]}}
     assert [c["id"] for c in member["children"]] == [ids["batch_callback"]]
     assert callback["batch"]["role"] == "on_complete" and len(callback["parents"]) == 3
     assert sorted(p["state"] for p in callback["parents"]) == ["dead", "queued", "succeeded"]

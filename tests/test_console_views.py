@@ -264,7 +264,7 @@ def test_polling_updates_in_place_and_leaves_what_is_being_typed(served):
     expect(page.locator(".jobs tbody tr")).to_have_count(3)
     page.evaluate("() => { document.querySelector('.jobs tbody tr').dataset.mark = 'same node'; }")
     job = deferq.App(world.url).enqueue("shop.tasks.send_welcome", ["late@example.com"], queue="email",
-                                        key="welcome:late")  # fmt: skip
+                                        key="welcome:late")
     expect(page.locator(f'.jobs tr[data-key="{job.id}"]')).to_be_visible()  # the poll added it ...
     expect(page.locator('.jobs tr[data-mark="same node"]')).to_have_count(1)  # ... keeping the old rows
     assert search.input_value() == "welcome:" and page.evaluate("document.activeElement.name") == "q"

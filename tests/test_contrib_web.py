@@ -61,7 +61,7 @@ def test_fastapi_example(store, tmp_path, monkeypatch):
         run_worker(example.jobs)
         assert client.get(f"/jobs/{job_id}").json() == {
             "id": job_id, "state": "succeeded", "result": "welcome mail sent to a@example.com",
-        }  # fmt: skip
+        }
         assert client.get("/jobs/nope").status_code == 404
         assert closes == []
     assert closes == [1], "the store was not closed at shutdown"
@@ -135,7 +135,7 @@ def test_flask_example(store, tmp_path):
     run_worker(example.deferq_ext)
     assert client.get(f"/jobs/{job_id}").json == {
         "id": job_id, "state": "succeeded", "result": "welcome mail sent to b@example.com",
-    }  # fmt: skip
+    }
     assert client.get("/jobs/nope").status_code == 404
     example.deferq_ext.close()
 
@@ -177,7 +177,7 @@ def test_flask_eager_extension():
 def test_flask_teardown(close_on_teardown, tmp_path, monkeypatch):
     example = load_example("flask_app/app.py")
     flask_app = example.create_app({"DEFERQ_URL": f"sqlite:///{tmp_path / 'jobs.db'}",
-                                    "DEFERQ_CLOSE_ON_TEARDOWN": close_on_teardown})  # fmt: skip
+                                    "DEFERQ_CLOSE_ON_TEARDOWN": close_on_teardown})
     closes = count_closes(monkeypatch, example.deferq_ext)
     client = flask_app.test_client()
     first = client.post("/signup", json={"email": "f@example.com"}).json["job"]

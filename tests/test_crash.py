@@ -34,7 +34,7 @@ def start_worker(url: str, record: Path, concurrency: int = CONCURRENCY) -> subp
         [sys.executable, "-m", "deferq", "worker", "--app", "tests.fixtures:app",
          "--url", url, "-c", str(concurrency), "--log-level", "warning"],
         env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )  # fmt: skip
+    )
 
 
 def read_record(record: Path) -> tuple[Counter, Counter]:
@@ -138,13 +138,13 @@ def test_workers_killed_while_they_wait_lose_nothing_redis(redis_url, tmp_path):
 def start_fault_worker(url: str, record: Path, log: Path) -> subprocess.Popen:
     """A worker of tests/fixtures_faults.py (lease 2 s), one slot, its log in `log`."""
     env = {**os.environ, "DEFERQ_URL": url, "DEFERQ_TEST_RECORD": str(record), "PYTHONPATH": TREE_PATH,
-           "DEFERQ_TEST_LEASE": "2"}  # fmt: skip
+           "DEFERQ_TEST_LEASE": "2"}
     with log.open("ab") as out:
         return subprocess.Popen(
             [sys.executable, "-m", "deferq", "worker", "--app", "tests.fixtures_faults:app",
              "--url", url, "-c", "1", "--log-level", "info"],
             env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=out,
-        )  # fmt: skip
+        )
 
 
 def stop_between_writes(worker: subprocess.Popen, path: str) -> None:
@@ -169,7 +169,7 @@ def slot_notes(record: Path, what: str) -> list[tuple[int, str, int, int]]:
     """The fenced task's "<what> <pid> <job id> <attempt> <value>" lines."""
     lines = record.read_text().splitlines() if record.exists() else []
     return [(int(pid), job_id, int(n), int(value))
-            for kind, pid, job_id, n, value in map(str.split, lines) if kind == what]  # fmt: skip
+            for kind, pid, job_id, n, value in map(str.split, lines) if kind == what]
 
 
 @pytest.mark.parametrize("store", ["sqlite", "redis", "postgres", "mysql"])
@@ -311,6 +311,6 @@ def test_bad_url_is_one_sentence_and_exit_2(tmp_path):
         done = subprocess.run(
             [sys.executable, "-m", "deferq", "stats", "--url", url],
             capture_output=True, text=True, timeout=30, cwd=ROOT,
-        )  # fmt: skip
+        )
         assert done.returncode == 2, done.stderr
         assert expect in done.stderr and "Traceback" not in done.stderr

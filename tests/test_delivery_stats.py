@@ -23,7 +23,7 @@ def test_the_last_attempt_of_a_burst_is_published_by_the_timer(tmp_path, monkeyp
             assert not stats.due()
         assert summed(app.backend)[("orders", "succeeded")] == (1, 0.01)
         wait_until(lambda: summed(app.backend).get(("orders", "retry"), (0,))[0] == 3, 5,
-                   "the burst published by the timer")  # fmt: skip
+                   "the burst published by the timer")
         record = orjson.loads(app.backend.kv_get(NAMESPACE, stats.key))
         assert record["orders"]["retry"][0] == 3 and not stats.dirty
     finally:

@@ -17,7 +17,7 @@ def test_demo_runs_the_tour(tmp_path):
     done = subprocess.run(
         [sys.executable, "-m", "deferq", "demo", "--url", url],
         capture_output=True, text=True, timeout=90,
-    )  # fmt: skip
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "Done in" in done.stdout
     app = deferq.App(url)

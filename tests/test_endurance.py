@@ -33,7 +33,7 @@ def test_three_minutes_on_every_store_stay_flat_and_lose_nothing():
         [sys.executable, "-m", "bench.endurance", "--minutes", str(MINUTES), "--light", "--warmup", "40",
          "--postgres", POSTGRES, "--mysql", MYSQL, "--json"],
         cwd=ROOT, capture_output=True, text=True, timeout=MINUTES * 60 + 220,
-    )  # fmt: skip
+    )
     results = {r["store"]: r for r in json.loads(done.stdout)}
     assert set(results) == {"sqlite", "redis", "redis_cluster", "postgres", "mysql"}, done.stderr[-2000:]
     from bench.endurance_report import table

@@ -31,7 +31,7 @@ FLOORS: list[tuple[str, set[str]]] = [
     ("processes", {"deferq.worker", "deferq.supervisor", "deferq.server.http", "deferq.server.topics"}),
     ("the HTTP service", {"deferq.server", "deferq.server.process", "deferq.server.api", "deferq.server.console"}),
     ("entry points", {"deferq.cli", "deferq.contrib", "deferq.__main__"}),
-]  # fmt: skip
+]
 TOP_MODULES, SERVER_TOP_MODULES, ROOM_MODULES = 15, 12, 12  # at most, besides __init__ and __main__
 
 # The command line: the `deferq` command, `python -m deferq` and Django's `manage.py
@@ -220,5 +220,5 @@ def test_the_top_of_the_package_and_of_the_server_stay_small():
     assert len(modules_at(PACKAGE)) <= TOP_MODULES, modules_at(PACKAGE)
     assert len(modules_at(PACKAGE / "server")) <= SERVER_TOP_MODULES, modules_at(PACKAGE / "server")
     crowded = {str(d.relative_to(PACKAGE)): len(modules_at(d)) for d in PACKAGE.rglob("*")
-               if d.is_dir() and len(modules_at(d)) > ROOM_MODULES}  # fmt: skip
+               if d.is_dir() and len(modules_at(d)) > ROOM_MODULES}
     assert not crowded, f"folders with more than {ROOM_MODULES} modules at their top: {crowded}"

@@ -61,7 +61,7 @@ def test_hooks_run_in_order_and_after_hooks_unwind(app):
         ("outer", "before_run", True), ("inner", "before_run", True),
         ("inner", "after_run", OutcomeKind.SUCCEEDED), ("outer", "after_run", OutcomeKind.SUCCEEDED),
         ("inner", "after_settle", "succeeded"), ("outer", "after_settle", "succeeded"),
-    ]  # fmt: skip
+    ]
 
 
 class Broken(deferq.Middleware):
@@ -149,7 +149,7 @@ def test_eager_mode_runs_middleware_too():
     # as in production: the enqueue is over before the job runs
     assert [hook for _, hook, _ in seen] == [
         "before_enqueue", "after_enqueue", "before_run", "after_run", "after_settle",
-    ]  # fmt: skip
+    ]
 
 
 def test_middleware_must_subclass_middleware():

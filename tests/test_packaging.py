@@ -63,7 +63,7 @@ def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     where = tmp_path_factory.mktemp("venv") / "venv"
     run(sys.executable, "-m", "venv", "--without-pip", where, cwd=where.parent)
     run(sys.executable, "-m", "pip", "--python", where / "bin" / "python", "install", "-q",
-        f"deferq[redis] @ {wheel.as_uri()}", cwd=where.parent, timeout=180)  # fmt: skip
+        f"deferq[redis] @ {wheel.as_uri()}", cwd=where.parent, timeout=180)
     return where
 
 

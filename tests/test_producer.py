@@ -85,14 +85,14 @@ def test_task_is_still_a_function():
 
 @pytest.mark.parametrize("delay, run_at, expires_at, expires_in", [
     (0.0, 0.0, None, None), (5.0, 0.0, None, 30.0), (0.0, 50.0, 70.0, 30.0), (0.0, 90.0, None, None),
-])  # fmt: skip
+])
 def test_a_stored_job_is_the_items_fields_the_store_time_and_defaults(delay, run_at, expires_at, expires_in):
     """Enqueue.stored builds the Job by position (for speed): the same Job as by name."""
     from deferq.backends.base import Enqueue
     from deferq.job import Job, JobState, new_job_id
 
     job = Job(id=new_job_id(), task="t", args=(1, "a"), kwargs={"k": [2]}, queue="q", priority=0, max_attempts=7,
-              timeout=3.5, key="u", run_at=run_at, meta={"m": 1}, expires_at=expires_at, remark="r")  # fmt: skip
+              timeout=3.5, key="u", run_at=run_at, meta={"m": 1}, expires_at=expires_at, remark="r")
     now = 60.0
     due = run_at or now + delay
     expected = Job(
@@ -100,7 +100,7 @@ def test_a_stored_job_is_the_items_fields_the_store_time_and_defaults(delay, run
         state=JobState.SCHEDULED if due > now else JobState.QUEUED, max_attempts=7, timeout=3.5, key="u",
         run_at=due, created_at=now, meta={"m": 1}, updated_at=now, remark="r",
         expires_at=expires_at if expires_at is not None or expires_in is None else now + expires_in,
-    )  # fmt: skip
+    )
     assert Enqueue(job, delay, b"[]", expires_in).stored(now) == expected
 
 

@@ -64,7 +64,7 @@ def test_each_key_has_its_own_rate(app):
         wait_for_state(app, b1.id, JobState.SUCCEEDED)
         states = {JobState.SUCCEEDED, JobState.SCHEDULED}
         wait_until(lambda: {app.get(a1.id).state, app.get(a2.id).state} == states,
-                   what="one of a's jobs run, the other waiting for its turn")  # fmt: skip
+                   what="one of a's jobs run, the other waiting for its turn")
     finally:
         stop_worker(worker, thread)
     (waiting,) = [job for job in (app.get(a1.id), app.get(a2.id)) if job.state == JobState.SCHEDULED]
@@ -92,7 +92,7 @@ def test_a_key_that_cannot_be_named_is_refused_at_enqueue():
 
 @pytest.mark.parametrize(("text", "count", "period"), [
     ("100/m", 100, 60), ("10/s", 10, 1), ("5/30s", 5, 30), ("1000/h", 1000, 3600), (" 1 / d ", 1, 86400),
-])  # fmt: skip
+])
 def test_rates_are_read_as_runs_per_period(text, count, period):
     rate = Rate.parse(text)
     assert (rate.count, rate.period, rate.interval) == (count, period, period / count)
@@ -100,7 +100,7 @@ def test_rates_are_read_as_runs_per_period(text, count, period):
 
 @settings(max_examples=200, deadline=None)
 @given(count=st.integers(1, 50), period=st.sampled_from([1.0, 60.0]),
-       gaps=st.lists(st.floats(0, 5), min_size=1, max_size=120))  # fmt: skip
+       gaps=st.lists(st.floats(0, 5), min_size=1, max_size=120))
 def test_turns_never_put_more_than_count_in_any_window(count, period, gaps):
     """The store's arithmetic (here the memory store's, the same rule as every store's):
     asked at any moments, turns are an interval apart and never before the asking."""
@@ -161,7 +161,7 @@ def test_the_rate_bench_keeps_its_limit_with_idle_workers():
 
     root = Path(__file__).resolve().parents[1]
     done = subprocess.run([sys.executable, "-m", "bench.rate_limit", "--rate", "4/s", "--seconds", "5"],
-                          capture_output=True, text=True, timeout=120, cwd=root)  # fmt: skip
+                          capture_output=True, text=True, timeout=120, cwd=root)
     assert done.returncode in (0, 1), done.stdout + done.stderr
     busiest = re.search(r"busiest sliding window of 1 s: (\d+) runs", done.stdout)
     assert busiest and int(busiest[1]) <= 4 + 1, done.stdout

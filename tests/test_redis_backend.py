@@ -145,7 +145,7 @@ def test_a_wait_without_leave_to_unblock_ends_by_the_servers_timeout(redis_url: 
     the server's own timeout (up to ~0.1 s later), with no error."""
     user, admin = unique_prefix(), deferq.App(redis_url).backend.client
     admin.acl_setuser(user, enabled=True, passwords=["+pw"], keys=["*"], channels=["*"],
-                      commands=["+@all", "-client|unblock"])  # fmt: skip
+                      commands=["+@all", "-client|unblock"])
     host, db = redis_url.removeprefix("redis://").rsplit("/", 1)
     app = deferq.App(f"redis://{user}:pw@{host}/{db.split('?')[0]}?prefix={unique_prefix()}")
     try:
@@ -279,7 +279,7 @@ def test_children_a_producer_stored_but_never_linked_are_linked_by_the_sweep(red
     leased = _lease(backend)
     assert backend.settle([Outcome(_lease(backend), "succeeded")]) == [True]  # `done` has finished
     items = [replace(job(n, queue="other"), after=(parent,)) for n, parent in
-             ((3, running.id), (4, done.id), (5, "01NEVERSTORED0000000000000"))]  # fmt: skip
+             ((3, running.id), (4, done.id), (5, "01NEVERSTORED0000000000000"))]
     plan = backend.enqueue_plan(items)
     backend.register_queues(plan.new_queues)
     backend.run_calls(plan.calls)  # stored, blocked; the producer dies here
@@ -326,7 +326,7 @@ def _previous_layout_job(backend, priority: int, max_attempts: int, timeout: str
     backend.client.hset(qk.job(job_id), mapping={
         "task": "t", "payload": "[[7],{}]", "priority": str(priority), "state": "queued",
         "max_attempts": str(max_attempts), "timeout": timeout, "run_at": created,
-        "created_at": created, "updated_at": created})  # fmt: skip
+        "created_at": created, "updated_at": created})
     backend.client.zadd(qk.waiting[priority], {job_id: created})
     backend.client.sadd(backend.keys.queues, "default")
     return job_id
@@ -349,7 +349,7 @@ def test_a_job_stored_by_the_previous_layout_is_read_run_and_settled(redis_app) 
     assert [j.id for j in leased] == [high, normal, low]
     assert [(j.priority, j.max_attempts, j.timeout) for j in leased] == [(0, 1, None), (1, 3, 300.0), (2, 5, 12.5)]
     assert backend.settle([Outcome(leased[0], "succeeded", result=7), Outcome(leased[1], "release"),
-                           Outcome(leased[2], "retry", delay=60, error="boom")]) == [True] * 3  # fmt: skip
+                           Outcome(leased[2], "retry", delay=60, error="boom")]) == [True] * 3
     assert (backend.get(high).state, backend.get(high).result) == (JobState.SUCCEEDED, 7)
     assert backend.client.zscore(qk.waiting[1], normal) == read[normal].run_at  # its due time kept
     assert backend.get(normal).state == JobState.QUEUED
@@ -401,7 +401,7 @@ def test_a_leased_job_is_the_job_its_hash_holds_after_the_lease(redis_app) -> No
     task = redis_app.task(name="t")(_identity)
     lean = task.enqueue(1)
     full = redis_app.enqueue("u", [2], {"k": [1]}, priority=0, max_attempts=5, timeout=12.5, key="k1",
-                             remark="note", expires=600)  # fmt: skip
+                             remark="note", expires=600)
     no_timeout = redis_app.enqueue("u", [3], priority=2)
     retried = task.enqueue(4)
     [first] = backend.reserve(["default"], 1, "w0", 30, (1,))  # a new job's record (add.lua)
@@ -415,7 +415,7 @@ def test_a_leased_job_is_the_job_its_hash_holds_after_the_lease(redis_app) -> No
     # release may leave in a hash (a plain job has a record, not a hash, until claimed)
     backend.client.hset(qk.job(edited.id), mapping={
         "progress": "0.5", "progress_message": "half", "result": "[1]", "finished_at": "12.5",
-        "cancel_requested_at": "", "created_at": f"{edited.created_at:.17g}"})  # fmt: skip
+        "cancel_requested_at": "", "created_at": f"{edited.created_at:.17g}"})
     backend.client.hdel(qk.job(edited.id), "ct")
     odd = task.options(remark="a hash at once").enqueue(6)
     backend.client.hset(qk.job(odd.id), mapping={"priority": "7", "payload": "[[6],{}]"})  # read carefully
@@ -432,10 +432,11 @@ def test_a_leased_job_is_the_job_its_hash_holds_after_the_lease(redis_app) -> No
     assert by_id[odd.id].priority == 2
 
 
-_names = st.characters(blacklist_categories=("Cs",), blacklist_characters="\n")
+_names = st.characters(blacklist_categories=("Cs",), blacklist_characters="\n\x00")  # deferq stores no NUL
 _task_names = st.text(_names, min_size=1, max_size=12)
-_json = st.recursive(st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.text(max_size=8),
-                     lambda inner: st.lists(inner, max_size=3), max_leaves=6)  # fmt: skip
+_text = st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00")
+_json = st.recursive(st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.text(_text, max_size=8),
+                     lambda inner: st.lists(inner, max_size=3), max_leaves=6)
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -443,7 +444,7 @@ _json = st.recursive(st.none() | st.booleans() | st.integers(-(2**53), 2**53) | 
     task=_task_names, args=st.lists(_json, max_size=3), priority=st.sampled_from([0, 1, 2]),
     max_attempts=st.integers(1, 12), timeout=st.one_of(st.none(), st.floats(0.5, 1e5)),
     delay=st.sampled_from([0.0, 0.25, 90.0]),
-)  # fmt: skip
+)
 def test_a_record_reads_as_the_job_stored_before_and_after_it_gets_its_hash(  # type: ignore[no-untyped-def]
     redis_app, task, args, priority, max_attempts, timeout, delay
 ) -> None:

@@ -70,7 +70,7 @@ def test_a_refused_password_is_a_config_error_that_never_shows_it(start_server) 
     where = f"127.0.0.1:{server.port}"
     for url, why in [(f"redis://{where}/0", "the server wants a password and the URL gives none"),
                      (f"redis://:wrong-pass@{where}/0", "refused the URL's user and password"),
-                     (f"redis://bob:wrong-pass@{where}/0", "refused the URL's user and password")]:  # fmt: skip
+                     (f"redis://bob:wrong-pass@{where}/0", "refused the URL's user and password")]:
         app = deferq.App(f"{url}?prefix={unique_prefix()}")
         try:
             for call in (lambda: app.enqueue("t"), lambda: app.get("x"), app.backend.ping):  # noqa: B023

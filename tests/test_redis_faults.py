@@ -45,7 +45,7 @@ def start_worker(
         [DEFERQ, "worker", "--app", "tests.fixtures_redis:app", "--url", url,
          "--queue", "default", "--concurrency", "8"],
         cwd=ROOT, env=env, stdout=log.open("ab"), stderr=subprocess.STDOUT,
-    )  # fmt: skip
+    )
     started.append(process)
     return process
 
@@ -120,7 +120,7 @@ def test_redis_killed_with_aof_loses_no_returned_enqueue(workers, tmp_path: Path
         wait_until(
             lambda: states(app, returned) == {"succeeded": len(returned)}, 60,
             f"not every returned enqueue was processed: {states(app, returned)}",
-        )  # fmt: skip
+        )
         assert all(w.poll() is None for w in workers), "a worker died with Redis"
     finally:
         app.close()

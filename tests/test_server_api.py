@@ -54,7 +54,7 @@ def error_of(response: httpx.Response) -> str:
 
 def test_a_topic_job_takes_the_topic_defaults(api):
     api.put("/v1/topics/pay", json={"url": "http://127.0.0.1:9/", "delay_ms": 60000, "ttr": 7,
-                                    "max_attempts": 4, "priority": "high", "queue": "pay"})  # fmt: skip
+                                    "max_attempts": 4, "priority": "high", "queue": "pay"})
     receipt = api.post("/v1/jobs", json={"topic": "pay", "body": {"id": 1}})
     assert receipt.status_code == 201
     assert receipt.json()["state"] == "scheduled"
@@ -67,7 +67,7 @@ def test_a_topic_job_takes_the_topic_defaults(api):
 def test_request_fields_override_the_topic(api, topic):
     at = 4102444800  # 2100-01-01
     job_id = api.post("/v1/jobs", json={"topic": "orders", "body": 1, "at": at, "ttr": 3,
-                                        "max_attempts": 2, "priority": "low"}).json()["id"]  # fmt: skip
+                                        "max_attempts": 2, "priority": "low"}).json()["id"]
     job = api.get(f"/v1/jobs/{job_id}").json()
     assert (job["run_at"], job["ttr"], job["max_attempts"], job["priority"]) == (at, 3, 2, "low")
     iso = api.post("/v1/jobs", json={"topic": "orders", "at": "2100-01-01T00:00:00Z"}).json()
@@ -76,13 +76,13 @@ def test_request_fields_override_the_topic(api, topic):
 
 def test_task_jobs_keys_listing_and_cancel(api):
     first = api.post("/v1/jobs", json={"task": "send", "args": [1], "kwargs": {"a": "b"},
-                                       "key": "reset:1", "queue": "email", "delay_ms": 5000})  # fmt: skip
+                                       "key": "reset:1", "queue": "email", "delay_ms": 5000})
     again = api.post("/v1/jobs", json={"task": "send", "args": [2], "key": "reset:1"})
     assert (first.status_code, again.status_code) == (201, 200)
     assert again.json()["id"] == first.json()["id"]
     found = api.get("/v1/jobs", params={"key": "reset:1"}).json()["jobs"]
     assert [(j["task"], j["args"], j["kwargs"], j["queue"]) for j in found] == [
-        ("send", [1], {"a": "b"}, "email")]  # fmt: skip
+        ("send", [1], {"a": "b"}, "email")]
     assert api.get("/v1/jobs", params={"key": "nothing"}).json() == {"jobs": []}
     scheduled = api.get("/v1/jobs", params={"state": "scheduled"}).json()["jobs"]
     assert [j["id"] for j in scheduled] == [first.json()["id"]]
@@ -124,7 +124,7 @@ def test_on_conflict_replace_and_debounce(api):
     assert replaced.json()["id"] == first.json()["id"] and replaced.json()["state"] == "queued"
     assert api.get(f"/v1/jobs/{first.json()['id']}").json()["args"] == [2]
     debounced = api.post("/v1/jobs", json={"task": "reindex", "args": [3], "key": "r:1", "on_conflict": "debounce",
-                                            "delay_ms": 60000, "max_wait_ms": 1000})  # fmt: skip
+                                            "delay_ms": 60000, "max_wait_ms": 1000})
     shown = api.get(f"/v1/jobs/{debounced.json()['id']}").json()
     assert shown["args"] == [3] and shown["run_at"] == pytest.approx(shown["created_at"] + 1)
     bad = api.post("/v1/jobs", json={"task": "reindex", "on_conflict": "replace"})
@@ -252,7 +252,7 @@ def test_topics_crud_keeps_the_signing_secret(api):
     ({"url": "http://x/", "signing_secret": "short"}, "16 characters"),
     ({"url": "http://x/", "colour": "red"}, "unknown field 'colour'"),
     ([1, 2], "must be a JSON object, got an array"),
-])  # fmt: skip
+])
 def test_a_bad_topic_is_a_422_naming_the_problem(api, body, says):
     answer = api.put("/v1/topics/t1", json=body)
     assert answer.status_code == 422
@@ -270,7 +270,7 @@ def test_a_bad_topic_is_a_422_naming_the_problem(api, body, says):
     ({"": "billing"}, "'' is not a header name"),
     ({"Content-Length": "5"}, "Content-Length is set by deferq"),
     ({"transfer-encoding": "chunked"}, "transfer-encoding is set by deferq"),
-])  # fmt: skip
+])
 def test_topic_headers_that_no_delivery_could_send_are_a_422(api, headers, says):
     answer = api.put("/v1/topics/t1", json={"url": "http://x/", "headers": headers})
     assert answer.status_code == 422, answer.text
@@ -280,7 +280,7 @@ def test_topic_headers_that_no_delivery_could_send_are_a_422(api, headers, says)
 
 def test_printable_ascii_topic_headers_are_kept(api):
     headers = {"X-Team": "billing", "Authorization": "Bearer a.b-c_d~e+f/g=", "X-Empty": "",
-               "X-Tab": "a\tb", "x-odd!#$%&'*+.^_`|~": "{\"json\": [1, 2]}"}  # fmt: skip
+               "X-Tab": "a\tb", "x-odd!#$%&'*+.^_`|~": "{\"json\": [1, 2]}"}
     answer = api.put("/v1/topics/t1", json={"url": "http://x/", "headers": headers})
     assert answer.status_code == 201, answer.text
     assert api.get("/v1/topics/t1").json()["headers"] == headers
@@ -306,7 +306,7 @@ def test_max_answer_bytes_is_a_topic_setting(api):
     ("http://10.0.0.7/hook", "10.0.0.7 is a private address"),
     ("http://[::ffff:169.254.169.254]/", "reaches 169.254.169.254, which is a cloud metadata"),
     ("http://x:99999/", "port that is not a number"),
-])  # fmt: skip
+])
 def test_a_topic_url_the_callback_policy_refuses_is_a_422(api, url, says):
     answer = api.put("/v1/topics/t1", json={"url": url})
     assert answer.status_code == 422, answer.text
@@ -323,7 +323,7 @@ def test_loopback_is_refused_unless_the_policy_allows_it(api, monkeypatch):
     assert answer.status_code == 422
     assert error_of(answer) == ("url 'http://127.0.0.1:9/' is refused by the network policy: 127.0.0.1 "
                                 "is a loopback address (allow it with allow_networks in "
-                                "DEFERQ_CALLBACK_POLICY)")  # fmt: skip
+                                "DEFERQ_CALLBACK_POLICY)")
     assert api.put("/v1/topics/t1", json={"url": "http://127.1:9/"}).status_code == 422
     assert api.put("/v1/topics/t1", json={"url": "https://example.org/"}).status_code == 200
     monkeypatch.setenv(POLICY_ENV, '{"allow_networks": ["loopback"], "allow_ports": [443, 9]}')
@@ -339,7 +339,7 @@ def test_a_topic_may_not_name_the_store_itself(redis_url):
     with client_for(redis_url) as api:
         for host, says in [("127.0.0.1", "127.0.0.1 is"), ("[::1]", "::1 is"), ("127.0.0.2", "127.0.0.2 is"),
                            ("localhost", "localhost resolves to 127.0.0.1, which is"),
-                           ("[::ffff:127.0.0.1]", "reaches 127.0.0.1, which is")]:  # fmt: skip
+                           ("[::ffff:127.0.0.1]", "reaches 127.0.0.1, which is")]:
             url = f"http://{host}:{port}/"
             answer = api.put("/v1/topics/t1", json={"url": url})
             assert answer.status_code == 422, (url, answer.text)
@@ -364,7 +364,7 @@ def test_a_topic_may_not_name_the_store_itself(redis_url):
     ({"task": "t", "queue": "has space"}, "queue name"),
     ({"topic": "orders", "extra": 1}, "unknown field 'extra'"),
     ("text", "must be a JSON object, got a string"),
-])  # fmt: skip
+])
 def test_a_bad_job_is_a_422_naming_the_problem(api, topic, body, says):
     answer = api.post("/v1/jobs", json=body)
     assert answer.status_code == 422, answer.text
@@ -388,12 +388,12 @@ def test_without_auth_a_cross_site_body_is_a_415_and_changes_nothing(api):
     """What a page sends without asking first: text/plain, a form, a body of no type."""
     job = b'{"task": "t", "queue": "q"}'
     for headers in ({"content-type": "text/plain"}, {"content-type": "application/x-www-form-urlencoded"},
-                    {"content-type": "multipart/form-data; boundary=x"}, {}):  # fmt: skip
+                    {"content-type": "multipart/form-data; boundary=x"}, {}):
         for path in ("/v1/jobs", "/v1/queues/q/pause"):
             answer = api.post(path, content=job, headers=headers)
             assert answer.status_code == 415, (path, headers, answer.text)
             assert error_of(answer).startswith("this server runs without auth (--no-auth) and takes request "
-                                               "bodies only as Content-Type: application/json, not ")  # fmt: skip
+                                               "bodies only as Content-Type: application/json, not ")
     assert api.get("/v1/queues").json()["queues"] == {}  # no job, no pause
     typed = {"content-type": "application/json; charset=utf-8"}
     assert api.post("/v1/jobs", content=job, headers=typed).status_code == 201
@@ -406,14 +406,14 @@ def test_without_auth_another_origin_is_a_403_and_a_foreign_host_a_421(store):
             answer = api.post("/v1/queues/q/pause", headers={"origin": origin, **JSON_TYPE})
             assert answer.status_code == 403, origin
             assert error_of(answer) == ("this server runs without auth (--no-auth) and refuses requests from "
-                                        f"other web pages: Origin {origin!r} is not http://localhost")  # fmt: skip
+                                        f"other web pages: Origin {origin!r} is not http://localhost")
         assert api.get("/v1/queues", headers={"origin": "http://evil.example"}).status_code == 403
         for host in ("evil.example", "evil.example:8088", "127.0.0.1.nip.io", "10.0.0.5", ""):
             answer = api.get("/v1/queues", headers={"host": host})
             assert answer.status_code == 421, host
             assert error_of(answer) == (
                 "this server runs without auth (--no-auth) and answers only requests for localhost, 127.0.0.1 "
-                f"or [::1] (or a name given with --allowed-host), not for {host!r}")  # fmt: skip
+                f"or [::1] (or a name given with --allowed-host), not for {host!r}")
         for host in ("localhost:8088", "127.0.0.1:8088", "127.0.0.2", "[::1]:8088", "deferq.lan:8088"):
             assert api.get("/v1/queues", headers={"host": host}).status_code == 200, host
         own = api.post("/v1/queues/q/pause", headers={"origin": "http://localhost", **JSON_TYPE})
@@ -473,7 +473,7 @@ def test_an_unreachable_store_is_a_503(tmp_path):
     with client_for(f"sqlite:///{blocker}/deferq.db", auth=True) as api:
         for method, path in [("POST", "/v1/jobs"), ("GET", "/v1/queues"), ("GET", "/readyz")]:
             answer = api.request(method, path, json={"task": "t"},
-                                 headers={"authorization": "Bearer dq_x"})  # fmt: skip
+                                 headers={"authorization": "Bearer dq_x"})
             assert answer.status_code == 503, (path, answer.text)
             assert "store cannot be reached" in error_of(answer)
             assert answer.headers["retry-after"] == "1"
@@ -550,7 +550,7 @@ def test_tokens_are_made_listed_and_revoked_over_the_api(secured):
 
 def test_bootstrap_a_real_server_with_a_token_from_the_cli(store):
     made = subprocess.run([sys.executable, "-m", "deferq", "token", "create", "--scope", "admin",
-                           "--url", store], capture_output=True, text=True, timeout=30)  # fmt: skip
+                           "--url", store], capture_output=True, text=True, timeout=30)
     assert made.returncode == 0, made.stderr
     token = made.stdout.strip()
     assert token.startswith("dq_") and "shown once" in made.stderr
@@ -594,7 +594,7 @@ def test_token_cli_lists_and_revokes(store):
 
     runner = CliRunner()
     made = runner.invoke(main, ["token", "create", "--scope", "producer", "--note", "shop",
-                                "--url", store])  # fmt: skip
+                                "--url", store])
     assert made.exit_code == 0, made.output
     listed = runner.invoke(main, ["token", "list", "--url", store])
     token_id, scope, note = listed.output.split()
@@ -658,7 +658,7 @@ def test_concurrent_cache_misses_share_one_lookup():
             raise RuntimeError("store down")
 
         results = await asyncio.gather(*(cache.get("x", failing) for _ in range(3)),
-                                       return_exceptions=True)  # fmt: skip
+                                       return_exceptions=True)
         assert all(isinstance(r, RuntimeError) for r in results)
 
     asyncio.run(main())
@@ -682,7 +682,7 @@ def test_task_jobs_take_the_defaults_of_the_app_the_server_was_given(store):
 @pytest.mark.parametrize(("options", "says"), [
     (["--queue-limit", "bad"], "must look like QUEUE=NUMBER"),
     (["--workers", "0"], "must be at least 1"),
-])  # fmt: skip
+])
 def test_serve_refuses_bad_options_in_one_sentence(options, says):
     from click.testing import CliRunner
 

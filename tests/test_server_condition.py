@@ -31,7 +31,7 @@ SEED_EXAMPLE = "{res.code}!=200 && {res.data.status}!=2 || {res.data.msg}=='fail
     (None, True),  # no code at all: null != 200
     ("plain text", True),
     ([1, 2, 3], True),
-])  # fmt: skip
+])
 def test_the_seed_example(answer, retry):
     assert Condition(SEED_EXAMPLE)(answer) is retry
 
@@ -56,7 +56,7 @@ def test_the_seed_example(answer, retry):
     ("'it\\'s' == \"it's\"", None, True),
     ("-1.5e1 < -14", None, True),
     ("{res.x-y_z} == 1", {"x-y_z": 1}, True),
-])  # fmt: skip
+])
 def test_semantics(text, answer, expected):
     assert Condition(text)(answer) is expected
 
@@ -79,7 +79,7 @@ def test_semantics(text, answer, expected):
     ("#", 0, "unexpected character"),
     ("(" * 60 + "1" + ")" * 60, 50, "nested deeper"),
     ("1" * 3000, 2000, "longer than"),
-])  # fmt: skip
+])
 def test_errors_name_the_position(text, position, says):
     with pytest.raises(ConditionError) as error:
         parse(text)
@@ -91,7 +91,7 @@ def test_errors_name_the_position(text, position, says):
 
 SEGMENT = st.text("abcxyz_-019", min_size=1, max_size=4)
 SCALARS = (st.none() | st.booleans() | st.integers(-1000, 1000)
-           | st.floats(-1e6, 1e6, allow_nan=False) | st.text("ab'\"\\ 01", max_size=4))  # fmt: skip
+           | st.floats(-1e6, 1e6, allow_nan=False) | st.text("ab'\"\\ 01", max_size=4))
 JSON = st.recursive(
     SCALARS,
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(SEGMENT, inner, max_size=3),
@@ -131,7 +131,7 @@ def render(node) -> str:
             right = f"({right})"
         return f"{left} {node.op} {right}"
     sides = [render(side) if isinstance(side, Literal | Ref) else f"({render(side)})"
-             for side in (node.left, node.right)]  # fmt: skip
+             for side in (node.left, node.right)]
     return f"{sides[0]} {node.op} {sides[1]}"
 
 
@@ -191,7 +191,7 @@ def reference(node, res):
 
 def truth(value) -> bool:
     return tag(value) not in (("null",), ("bool", False), ("num", 0.0), ("str", ""), ("list", ()),
-                              ("obj", ()))  # fmt: skip
+                              ("obj", ()))
 
 
 @settings(max_examples=300, deadline=None)
@@ -237,7 +237,7 @@ ANSWER = {"t": 1, "f": 0, "s": "x", "l": [1], "e": []}
 TERMS = [("0", False), ("1", True), ("true", True), ("false", False), ("null", False),
          ("{res.t}", True), ("{res.f}", False), ("!{res.t}", False), ("!{res.f}", True),
          ("{res.s}=='x'", True), ("{res.t}!=1", False), ("{res.l}", True), ("{res.e}", False),
-         ("{res.missing}", False), ("{res.t}>0", True)]  # fmt: skip
+         ("{res.missing}", False), ("{res.t}>0", True)]
 SHORT_TERMS = TERMS[:2]  # mostly these, so that chains within 2,000 characters are long
 
 
@@ -264,7 +264,7 @@ def chains(longest: int):
     return st.integers(1, longest).flatmap(lambda n: st.tuples(
         st.lists(st.sampled_from(SHORT_TERMS * 8 + TERMS), min_size=n, max_size=n),
         st.lists(st.sampled_from(["||"] * 12 + ["&&", " || ", " && "]), min_size=n, max_size=n),
-    ))  # fmt: skip
+    ))
 
 
 CHAINS = chains(20)
@@ -293,7 +293,7 @@ def test_the_longest_flat_chains_evaluate():
                        st.booleans()),
              min_size=1, max_size=40),
     CHAINS,
-)  # fmt: skip
+)
 def test_nesting_to_the_limit_with_chains_at_every_level(levels, innermost):
     """!(( chain ) op !( ( chain ) op ( ... ) )): at each level a parenthesis, maybe
     negated, holding a parenthesized chain and the level inside; up to MAX_DEPTH."""
@@ -366,7 +366,7 @@ DEEP_REFS = st.sampled_from(["{res}", "{res.a}", "{res.b}", "{res.0}", "{res.a.0
 
 @settings(max_examples=100, deadline=None)
 @given(trees() | st.tuples(DEEP_REFS, st.sampled_from(COMPARISONS), DEEP_REFS).map(
-    lambda t: parse(" ".join(t))), st.integers(1, 1000), KINDS, SCALARS)  # fmt: skip
+    lambda t: parse(" ".join(t))), st.integers(1, 1000), KINDS, SCALARS)
 def test_any_condition_on_a_deep_answer_gives_a_bool(tree, depth, pattern, leaf):
     kinds = [pattern[i % len(pattern)] for i in range(depth)]
     answer = {"a": nest(kinds, leaf), "b": nest(kinds[::-1], leaf), "0": nest(kinds, leaf)}

@@ -60,7 +60,7 @@ def test_fails_twice_then_succeeds_at_the_backoff_times(api, store, tmp_path):
             "url": receiver.url, "retry_condition": CONDITION, "max_attempts": 5,
             "backoff": {"kind": "schedule", "seconds": [0.5, 1.0]},
             "headers": {"X-Team": "billing"},
-        }).json()  # fmt: skip
+        }).json()
         receipt = api.post("/v1/jobs", json={"topic": "orders", "body": {"order": 42}})
         assert receipt.status_code == 201
         job_id = receipt.json()["id"]
@@ -68,7 +68,7 @@ def test_fails_twice_then_succeeds_at_the_backoff_times(api, store, tmp_path):
         with delivery_worker(store, env):
             hits = receiver.wait_for_hits(3)
             job = wait_until(lambda: (j := job_state(api, job_id))["state"] == "succeeded" and j,
-                             10, "the job succeeded")  # fmt: skip
+                             10, "the job succeeded")
             metrics = wait_until(lambda: 'decision="succeeded",topic="orders"' in (
                 text := api.get("/metrics").text) and text, 10, "published delivery counts")
     assert len(receiver.hits) == 3
@@ -82,16 +82,16 @@ def test_fails_twice_then_succeeds_at_the_backoff_times(api, store, tmp_path):
         assert hit.headers["x-deferq-attempt"] == str(number)
         assert hit.headers["x-deferq-job-id"] == job_id
         assert verify(topic["signing_secret"], hit.body, hit.headers[TIMESTAMP_HEADER.lower()],
-                      hit.headers[SIGNATURE_HEADER.lower()])  # fmt: skip
+                      hit.headers[SIGNATURE_HEADER.lower()])
         assert not verify("whsec_another-secret-entirely", hit.body,
                           hit.headers[TIMESTAMP_HEADER.lower()],
-                          hit.headers[SIGNATURE_HEADER.lower()])  # fmt: skip
+                          hit.headers[SIGNATURE_HEADER.lower()])
     assert 'deferq_deliveries_total{decision="retry",topic="orders"} 2.0' in metrics
     assert 'deferq_deliveries_total{decision="succeeded",topic="orders"} 1.0' in metrics
     assert 'deferq_delivery_seconds_total{decision="retry",topic="orders"}' in metrics
     lines = [json.loads(line) for line in log_file.read_text().splitlines()]
     assert [(line["decision"], line["status"]) for line in lines] == [
-        ("retry", 200), ("retry", 200), ("succeeded", 200)]  # fmt: skip
+        ("retry", 200), ("retry", 200), ("succeeded", 200)]
     assert lines[0]["reason"] == "empty answer" and "retry condition" in lines[1]["reason"]
     assert lines[0]["url"] == receiver.url and lines[0]["duration_ms"] >= 0
 
@@ -101,15 +101,15 @@ def test_never_succeeds_ends_dead_with_an_alert(api, store, smtp_inbox):  # noqa
     saved = api.put("/v1/settings/alerts", json={
         "email": {"smtp": smtp, "from": "deferq@localhost", "to": ["ops@localhost"]},
         "min_interval": 0,
-    })  # fmt: skip
+    })
     assert saved.status_code == 200, saved.text
     with Receiver([(500, b'{"error":"down"}')]) as receiver:
         api.put("/v1/topics/sms", json={"url": receiver.url, "max_attempts": 3,
-                                        "backoff": {"kind": "fixed", "seconds": 0.2}})  # fmt: skip
+                                        "backoff": {"kind": "fixed", "seconds": 0.2}})
         job_id = api.post("/v1/jobs", json={"topic": "sms", "body": "hi"}).json()["id"]
         with delivery_worker(store):
             job = wait_until(lambda: (j := job_state(api, job_id))["state"] == "dead" and j,
-                             15, "the job is dead")  # fmt: skip
+                             15, "the job is dead")
             message = inbox.wait_for(lambda m: "gave up" in m["Subject"], timeout=15)
     assert len(receiver.hits) == 3 and job["attempts"] == 3
     assert "HTTP 500" in job["error"]
@@ -136,11 +136,11 @@ def test_a_slow_receiver_times_out_at_ttr_and_is_retried(api, store):
 
         handler.do_POST = slow_first
         api.put("/v1/topics/slow", json={"url": receiver.url, "ttr": 0.5, "max_attempts": 3,
-                                         "backoff": {"kind": "fixed", "seconds": 0.1}})  # fmt: skip
+                                         "backoff": {"kind": "fixed", "seconds": 0.1}})
         job_id = api.post("/v1/jobs", json={"topic": "slow", "body": 1}).json()["id"]
         with delivery_worker(store):
             job = wait_until(lambda: (j := job_state(api, job_id))["state"] == "succeeded" and j,
-                             15, "the job succeeded")  # fmt: skip
+                             15, "the job succeeded")
         release.set()
     assert job["attempts"] == 2
 
@@ -152,7 +152,7 @@ def test_a_deleted_topic_sends_its_jobs_dead_at_once(api, store):
         assert api.delete("/v1/topics/gone").status_code == 200
         with delivery_worker(store):
             job = wait_until(lambda: (j := job_state(api, job_id))["state"] == "dead" and j,
-                             15, "the job is dead")  # fmt: skip
+                             15, "the job is dead")
     assert not receiver.hits and "does not exist" in job["error"] and job["attempts"] == 1
 
 
@@ -184,12 +184,12 @@ def test_a_500_term_condition_on_deep_answers_is_delivered_once(api, store, tmp_
     with Receiver([(200, answer)]) as receiver:
         saved = api.put("/v1/topics/deep", json={"url": receiver.url, "retry_condition": condition,
                                                  "max_attempts": 3,
-                                                 "backoff": {"kind": "fixed", "seconds": 0.2}})  # fmt: skip
+                                                 "backoff": {"kind": "fixed", "seconds": 0.2}})
         assert saved.status_code == 201, saved.text
         job_id = api.post("/v1/jobs", json={"topic": "deep", "body": 1}).json()["id"]
         with delivery_worker(store, {"DEFERQ_DELIVERY_LOG": str(log_file)}):
             job = wait_until(lambda: (j := job_state(api, job_id))["state"] in ("succeeded", "dead")
-                             and j, 15, "the job finished")  # fmt: skip
+                             and j, 15, "the job finished")
     assert job["state"] == "succeeded" and job["attempts"] == 1, job
     assert len(receiver.hits) == 1
     lines = [json.loads(line) for line in log_file.read_text().splitlines()]
@@ -203,20 +203,20 @@ def test_large_answers_are_read_up_to_the_cap_and_the_worker_stays_small(api, st
     size = 200 * 1024 * 1024
     declared, chunked, judged = Stream(size), Stream(size, chunked=True), Stream(size, chunked=True)
     with Receiver([(200, b'{"code": 200}')]) as small, Receiver([(200, declared)]) as first, \
-            Receiver([(200, chunked)]) as second, Receiver([(200, judged)]) as third:  # fmt: skip
+            Receiver([(200, chunked)]) as second, Receiver([(200, judged)]) as third:
         topics = {"warm-up": small, "declared": first, "chunked": second}
         for name, receiver in topics.items():
             assert api.put(f"/v1/topics/{name}", json={"url": receiver.url}).status_code == 201
         assert api.put("/v1/topics/judged", json={
             "url": third.url, "retry_condition": "{res.code} != 200", "max_attempts": 1,
-        }).status_code == 201  # fmt: skip
+        }).status_code == 201
         with delivery_worker(store) as worker:
             warm_up = api.post("/v1/jobs", json={"topic": "warm-up", "body": 1}).json()["id"]
             wait_until(lambda: job_state(api, warm_up)["state"] == "succeeded", 15, "the warm-up")
             before = rss_bytes(worker.pid)
             reset_peak_rss(worker.pid)
             ids = {name: api.post("/v1/jobs", json={"topic": name, "body": 1}).json()["id"]
-                   for name in ("declared", "chunked", "judged")}  # fmt: skip
+                   for name in ("declared", "chunked", "judged")}
 
             def finished() -> dict | None:
                 found = {name: job_state(api, job_id) for name, job_id in ids.items()}
@@ -227,7 +227,7 @@ def test_large_answers_are_read_up_to_the_cap_and_the_worker_stays_small(api, st
     growth = peak - before
     print(f"worker RSS before {before / 2**20:.1f} MiB, peak after {peak / 2**20:.1f} MiB, "
           f"growth {growth / 2**20:.1f} MiB; receivers sent {declared.sent / 2**20:.1f}, "
-          f"{chunked.sent / 2**20:.1f}, {judged.sent / 2**20:.1f} MiB")  # fmt: skip
+          f"{chunked.sent / 2**20:.1f}, {judged.sent / 2**20:.1f} MiB")
     assert growth < 20 * 2**20
     assert jobs["declared"]["state"] == "succeeded" and jobs["declared"]["attempts"] == 1
     assert jobs["chunked"]["state"] == "succeeded" and jobs["chunked"]["attempts"] == 1
@@ -241,16 +241,16 @@ def test_a_name_that_resolves_to_a_denied_address_fails_the_attempt(api, store):
     with Receiver([(200, b"ok")]) as receiver:
         port = receiver.server.server_address[1]
         saved = api.put("/v1/topics/named", json={
-            "url": f"http://localhost:{port}/hook", "max_attempts": 1})  # fmt: skip
+            "url": f"http://localhost:{port}/hook", "max_attempts": 1})
         assert saved.status_code == 201, saved.text  # a name is checked when it is resolved
         job_id = api.post("/v1/jobs", json={"topic": "named", "body": 1}).json()["id"]
         policy = '{"allow_networks": ["127.0.0.0/8"], "deny_networks": ["127.0.0.0/8", "::1"]}'
         with delivery_worker(store, {POLICY_ENV: policy}):
             job = wait_until(lambda: (j := job_state(api, job_id))["state"] == "dead" and j,
-                             15, "the job is dead")  # fmt: skip
+                             15, "the job is dead")
     assert not receiver.hits and job["attempts"] == 1
     assert ("refused by the network policy: localhost resolves to 127.0.0.1, which is in "
-            "deny_networks (127.0.0.0/8)") in job["error"]  # fmt: skip
+            "deny_networks (127.0.0.0/8)") in job["error"]
 
 
 def test_a_worker_with_the_default_policy_refuses_loopback(api, store):
@@ -260,7 +260,7 @@ def test_a_worker_with_the_default_policy_refuses_loopback(api, store):
         job_id = api.post("/v1/jobs", json={"topic": "local", "body": 1}).json()["id"]
         with delivery_worker(store, {POLICY_ENV: ""}):
             job = wait_until(lambda: (j := job_state(api, job_id))["state"] == "dead" and j,
-                             15, "the job is dead")  # fmt: skip
+                             15, "the job is dead")
     assert not receiver.hits
     assert "refused by the network policy: 127.0.0.1 is a loopback address" in job["error"]
 
@@ -321,7 +321,7 @@ def test_compressed_answers_count_decompressed_and_never_inflate_past_the_cap():
     (Unreadable("answer larger than 9 bytes"), "false || 1 == 2", None),  # does not read it
     (Unreadable("answer larger than 9 bytes"), "true", "retry condition is true: true"),
     (Unreadable("answer larger than 9 bytes"), "{res.code} != 200", "answer larger than 9 bytes"),
-])  # fmt: skip
+])
 def test_what_decides_an_attempt(answer, condition, failure):
     assert judge(answer, Condition(condition) if condition else None) == failure
 
@@ -355,7 +355,7 @@ def test_what_decides_an_attempt(answer, condition, failure):
     ({"allow_networks": ["::/0"]}, "fd00:ec2::254", 80, "is a cloud metadata address"),
     ({"allow_public": False, "allow_networks": ["10.1.0.0/16"]}, "10.1.2.3", 80, None),
     ({"allow_public": False}, "93.184.215.14", 80, "is a public address and allow_public is false"),
-])  # fmt: skip
+])
 def test_the_policy_judges_addresses(policy, address, port, refused):
     why = Policy.from_dict(policy).refusal(ipaddress.ip_address(address), port)
     assert (why is None) if refused is None else (refused in why), why
@@ -385,7 +385,7 @@ def test_the_policy_judges_ports_and_the_store_before_networks():
     ('{"deny_ports": [0]}', "use ports 1-65535"),
     ('{"allow_ports": ["90-80"]}', "use ports 1-65535"),
     ('{"allow_public": "no"}', "allow_public must be true or false"),
-])  # fmt: skip
+])
 def test_a_malformed_policy_is_a_config_error(monkeypatch, raw, says):
     monkeypatch.setenv(POLICY_ENV, raw)
     with pytest.raises(ConfigError, match=re.escape(says)):
@@ -433,7 +433,7 @@ def test_a_name_is_resolved_once_and_the_checked_address_is_connected_to():
     with Receiver([(200, b"ok")]) as receiver:
         outcomes = asyncio.run(deliver(receiver))
     assert outcomes == [200, 200, "rebind.test resolves to 169.254.169.254, which is a cloud "
-                                  "metadata address (never a target)"]  # fmt: skip
+                                  "metadata address (never a target)"]
     assert asked == ["rebind.test"] * 3 and len(receiver.hits) == 2
     assert receiver.hits[0].headers["host"] == f"rebind.test:{receiver.server.server_address[1]}"
 
@@ -457,5 +457,5 @@ def test_a_name_that_resolves_to_another_loopback_address_of_the_store_is_refuse
     for answer in (["::1"], ["127.0.0.2", "::1"]):
         asyncio.run(deliver(answer))
     assert refused == ["redis.test resolves to ::1, which is deferq's own store (port 6390)",
-                       "redis.test resolves to 127.0.0.2, which is deferq's own store (port 6390)"]  # fmt: skip
+                       "redis.test resolves to 127.0.0.2, which is deferq's own store (port 6390)"]
     assert policy.refusal(ipaddress.ip_address("::1"), 6391) is None  # another port: another service

@@ -55,7 +55,7 @@ NUL_BODIES = [
     ("/v1/jobs/batch", {"jobs": [{"task": "t"}, {"task": "t", "args": ["\u0000"]}]},
      "jobs[1].args[0] holds the NUL character"),
     ("/v1/dead/delete-batch", {"ids": ["\u0000"]}, "ids[0] holds the NUL character"),
-]  # fmt: skip
+]
 
 
 def test_nul_in_a_body_is_a_422_on_every_store(api):
@@ -63,7 +63,7 @@ def test_nul_in_a_body_is_a_422_on_every_store(api):
         refused(api.post(path, json=body), says)
     refused(api.put("/v1/jobs/X/remark", json={"remark": "\u0000"}), "remark holds the NUL character")
     refused(api.put("/v1/topics/t", json={"url": "http://127.0.0.1:9/", "headers": {"X-Team": "a\u0000"}}),
-            "headers.X-Team holds the NUL character")  # fmt: skip
+            "headers.X-Team holds the NUL character")
     # an escaped backslash before u0000 is six characters of text, not NUL
     assert api.post("/v1/jobs", json={"task": "t", "args": ["\\u0000"]}).status_code == 201
     assert api.get("/v1/jobs").json()["jobs"][0]["args"] == ["\\u0000"]
@@ -71,7 +71,7 @@ def test_nul_in_a_body_is_a_422_on_every_store(api):
 
 @pytest.mark.parametrize("where", [
     "/v1/jobs?q=ab%00cd", "/v1/jobs?queue=a%00", "/v1/jobs?task=t%00", "/v1/jobs?key=k%00", "/v1/dead?queue=a%00",
-    "/v1/jobs/abc%00", "/v1/batches/b%00", "/v1/topics/t%00", "/v1/dead/retry?queue=a%00"])  # fmt: skip
+    "/v1/jobs/abc%00", "/v1/batches/b%00", "/v1/topics/t%00", "/v1/dead/retry?queue=a%00"])
 def test_nul_in_a_url_is_a_422_on_every_store(api, where):
     method = "POST" if where.startswith("/v1/dead/retry") else "GET"
     refused(api.request(method, where), "the URL holds the NUL character")
@@ -80,7 +80,7 @@ def test_nul_in_a_url_is_a_422_on_every_store(api, where):
 def test_integers_beyond_64_bits_are_refused_not_stored_as_floats(api):
     refused(api.post("/v1/jobs", json={"task": "t", "args": [1, 2**64]}), "args[1] is an integer beyond 64 bits")
     refused(post_raw(api, b'{"task": "t", "kwargs": {"n": -9223372036854775809}}'),
-            "kwargs.n is an integer beyond 64 bits (-9223372036854775809)")  # fmt: skip
+            "kwargs.n is an integer beyond 64 bits (-9223372036854775809)")
     refused(api.post("/v1/jobs", json={"topic": "orders", "body": {"id": 10**30}}), "body.id is an integer beyond")
     # the edges of the range, long digits in a string, a large float: kept as sent
     sent = [2**64 - 1, -(2**63), "123456789012345678901234567890", 1e30]
@@ -106,7 +106,7 @@ def _cursor(raw: bytes) -> str:
 
 TAMPERED = [b'{"a": 1}', b'{"after": [1]}', b'{"after": "x"}', b'{"after": true}', b'{"after": 1.5}',
             b'{"after": 99999999999999999999999}', b'[0, "x", "y"]', b'[-1, 0, "x"]', b"[99]", b'[2, 1e999, "x"]',
-            b'"text"', b"null", b"[]", b"7.5", b'{"0": [0, "x", 1]}']  # fmt: skip
+            b'"text"', b"null", b"[]", b"7.5", b'{"0": [0, "x", 1]}']
 
 
 @pytest.mark.parametrize("store", [*STORES, "memory_url", "redis_shards_url"])
@@ -164,7 +164,7 @@ def test_one_refused_request_never_fails_the_others_stored_with_it(postgres_url,
     async def poisoning(items, connection=None):
         calls.append(len(items))
         items = [replace(item, payload=b'[["\\u0000"], {}]') if item.job.kwargs.get("body") == "poison" else item
-                 for item in items]  # fmt: skip
+                 for item in items]
         return await original(items, connection)
 
     app.backend.enqueue_many_async = poisoning

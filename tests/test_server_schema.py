@@ -75,7 +75,7 @@ def _holds(check: Callable[[str], object]) -> Callable[[str], bool]:
 # this wraps the one function its validators get their formats from, and fails loudly if
 # a new schemathesis no longer has it.
 FORMAT_CHECKS = {"callback-url": _holds(check_url), "retry-condition": _holds(Condition),
-                 "page-cursor": _holds(sqlite_cursor)}  # fmt: skip
+                 "page-cursor": _holds(sqlite_cursor)}
 _formats = schemathesis.core.jsonschema.supplemental_formats
 schemathesis.core.jsonschema.supplemental_formats = lambda cls: {**(_formats(cls) or {}), **FORMAT_CHECKS}
 

@@ -110,13 +110,13 @@ def test_a_token_past_its_share_of_waits_gets_a_429(sqlite_url: str) -> None:
         transport = httpx.ASGITransport(app=web)
         async with httpx.AsyncClient(transport=transport, base_url="http://localhost", timeout=30) as client:
             waits = [asyncio.create_task(client.get(f"/v1/jobs/{job.id}?wait=15", headers=bearer(token)))
-                     for job, token in zip(jobs[:3], [first, first, second], strict=True)]  # fmt: skip
+                     for job, token in zip(jobs[:3], [first, first, second], strict=True)]
             await until(lambda: sum(web.service.waits.open.values()) == 3, "3 open waits")
             refused = await client.get(f"/v1/jobs/{jobs[3].id}?wait=15", headers=bearer(first))
             assert refused.status_code == 429 and refused.headers["retry-after"] == "1"
             assert refused.json()["error"] == {"code": "too_many_waits", "message": (
                 "this token has 2 waits open (GET /v1/jobs/{id}?wait=), the most it may hold at "
-                "once: retry when one has answered, or ask without ?wait")}  # fmt: skip
+                "once: retry when one has answered, or ask without ?wait")}
             shown = await client.get(f"/v1/jobs/{jobs[3].id}", headers=bearer(first))
             assert shown.json()["state"] == "queued"  # without ?wait the same token is answered
             finish_all(app, 4)

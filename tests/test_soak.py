@@ -20,7 +20,7 @@ def test_a_short_soak_loses_nothing_and_stays_within_the_bound():
         [sys.executable, "-m", "bench.soak", "--jobs", "4000", "--kill-min", "0.5", "--kill-max", "1",
          "--lease", "2", "--concurrency", "4", "--seed", "7", "--timeout", "120", "--json"],
         capture_output=True, text=True, timeout=180, cwd=ROOT,
-    )  # fmt: skip
+    )
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
     result = json.loads(done.stdout)
     assert result["lost"] == 0 and result["never_ran"] == 0 and not result["timed_out"], result

@@ -36,12 +36,12 @@ def test_claims_over_several_queues_follow_the_memory_store(store, seed, request
     past = 1_700_000_000.0
     # Due times collide on purpose (enqueue order must break the ties).
     calls = [(rng.choice("abc"), rng.choice((0, 1, 2)), past + rng.choice((0, 1, 2, 3)))
-             for _ in range(60)]  # fmt: skip
+             for _ in range(60)]
     # Every level in each order, as the worker's rotation passes them (with fewer, the
     # memory store still takes the levels left out, last; SQLite does not).
     orders = [(0, 1, 2), (1, 0, 2), (2, 1, 0), (1, 2, 0)]
     rounds = [(("a", "b"), rng.choice((1, 3, 5)), rng.choice(orders))
-              for _ in range(25)] + [(("c",), 50, (0, 1, 2))]  # fmt: skip
+              for _ in range(25)] + [(("c",), 50, (0, 1, 2))]
     expected = claim_order("memory://", calls, rounds)
     assert claim_order(url, calls, rounds) == expected
     assert sum(map(len, expected)) > 30  # the rounds really did take jobs

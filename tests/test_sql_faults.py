@@ -178,7 +178,7 @@ def test_postgres_pool_noise_is_not_printed_into_a_user_process(postgres_admin, 
     done = subprocess.run(
         [sys.executable, "-c", NOISE, f"{postgres_url}&application_name={name}", BASE_URL, name],
         capture_output=True, text=True, timeout=60, cwd=ROOT,
-    )  # fmt: skip
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.count("StoreUnavailable: PostgreSQL is unavailable") <= 1, done.stdout
     assert done.stdout.strip().endswith("ok"), done.stdout
@@ -269,7 +269,7 @@ def full_disk_scenario(directory: str) -> dict:
     app.close()
     others = {i: str(state) for i, state in zip(acknowledged, states, strict=True) if state != "succeeded"}
     return {"full_error": full_error, "acknowledged": len(acknowledged), "not_succeeded": others,
-            "succeeded": states.count("succeeded"), "exit": worker.exit_code, "log": lines}  # fmt: skip
+            "succeeded": states.count("succeeded"), "exit": worker.exit_code, "log": lines}
 
 
 def in_a_small_tmpfs(directory: Path, code: str) -> subprocess.CompletedProcess[str]:
@@ -283,7 +283,7 @@ def in_a_small_tmpfs(directory: Path, code: str) -> subprocess.CompletedProcess[
     done = subprocess.run(
         ["unshare", *namespace, "sh", "-c", mount, str(directory), sys.executable, "-c", code],
         capture_output=True, text=True, timeout=120, cwd=ROOT, env=env,
-    )  # fmt: skip
+    )
     if done.returncode != 0 and ("mount" in done.stderr or "unshare" in done.stderr):
         pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()[:200]}")
     return done

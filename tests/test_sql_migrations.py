@@ -52,7 +52,7 @@ def postgres_catalog(conn, schema: str) -> str:
                     "%(s)s::regnamespace AND relkind = 'r' ORDER BY relname"),
         ("function", "SELECT proname, md5(prosrc) FROM pg_proc WHERE pronamespace = "
                      "%(s)s::regnamespace ORDER BY proname"),
-    ]  # fmt: skip
+    ]
     lines = []
     for kind, sql in queries:
         for row in conn.execute(sql, {"s": schema}):
@@ -160,7 +160,7 @@ def test_outdated_schema_message_on_the_command_line(postgres_admin):
     (POSTGRES_BASE.rsplit("/", 1)[0] + "/deferq_no_such_db", 'database "deferq_no_such_db" does not exist'),
     (POSTGRES_BASE + "?options=-c%20no_such_setting%3D1", "unrecognized configuration parameter"),
     (MYSQL_SERVER + "/deferq_no_such_db", "Unknown database"),
-])  # fmt: skip
+])
 def test_wrong_store_url_is_one_sentence(url, expect, postgres_admin, mysql_admin):
     result = CliRunner().invoke(main, ["stats", "--url", url])
     assert result.exit_code == 2 and expect in result.output, result.output

@@ -35,7 +35,7 @@ def test_store_full_is_a_store_unavailable_users_can_import():
     ("sqlite:///x.db?synchronous=sometimes", "must be off, normal or full"),
     ("sqlite:///x.db?no_such_option=1", "unknown option 'no_such_option'"),
     ("sqlite:///x.db?migrate=perhaps", "must be true or false"),
-])  # fmt: skip
+])
 def test_a_malformed_sqlite_url_is_a_config_error(url, message, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     with pytest.raises(ConfigError, match=message):

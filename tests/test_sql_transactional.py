@@ -91,7 +91,7 @@ def test_pymysql(my_app, mysql_session_url):
 
     def connect():
         return pymysql.connect(host=parts.hostname, port=parts.port, user=parts.username,
-                               database=parts.path.lstrip("/"))  # fmt: skip
+                               database=parts.path.lstrip("/"))
 
     check_rollback_then_commit(my_app, connect, lambda c: c.commit(), lambda c: c.rollback())
 

@@ -25,7 +25,7 @@ def test_a_connection_to_another_database_of_the_shared_redis_is_caught():
     other = (int(parts.path.strip("/") or 0) + 1) % 16
     before = len(strays)
     client = redis.Redis(host=parts.hostname, port=parts.port or 6379, password=parts.password,
-                         username=parts.username, db=other, socket_connect_timeout=2)  # fmt: skip
+                         username=parts.username, db=other, socket_connect_timeout=2)
     try:
         client.ping()  # connects (SELECT only: nothing is written)
     finally:
@@ -41,5 +41,5 @@ def test_no_test_flushes_a_redis_database():
     pattern = re.compile(r"flush_?(db|all)", re.IGNORECASE)
     found = [f"{path.relative_to(TESTS)}:{number}"
              for path in TESTS.rglob("*.py") if path != Path(__file__).resolve()
-             for number, line in enumerate(path.read_text().splitlines(), 1) if pattern.search(line)]  # fmt: skip
+             for number, line in enumerate(path.read_text().splitlines(), 1) if pattern.search(line)]
     assert found == []

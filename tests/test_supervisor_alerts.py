@@ -115,7 +115,7 @@ def test_dead_callbacks_of_three_topics_are_three_alerts(smtp_inbox, webhook_inb
     hooks, url = webhook_inbox
     app = App("memory://")
     save_alerts(app.backend, {"email": {"smtp": smtp, "from": "deferq@localhost", "to": ["ops@localhost"]},
-                              "webhook": url})  # min_interval: the default, five minutes  # fmt: skip
+                              "webhook": url})  # min_interval: the default, five minutes
     source = AlerterSource(lambda: app.backend)
     delivery.install(app, source)
     alerts_log, said = logging.getLogger("deferq.alerts"), Said()
@@ -124,7 +124,7 @@ def test_dead_callbacks_of_three_topics_are_three_alerts(smtp_inbox, webhook_inb
         started = time.monotonic()
         for topic in ("orders", "sms", "billing", "orders"):
             job = Job(new_job_id(), delivery.TASK_NAME, (topic, {"n": 1}), state=JobState.DEAD, attempts=3,
-                      error="answered HTTP 500")  # fmt: skip
+                      error="answered HTTP 500")
             for hook in app.hooks["dead"]:
                 hook(job, None)
         assert time.monotonic() - started < 1.0
@@ -192,7 +192,7 @@ def test_alerts_to_loopback_or_the_metadata_address_are_refused_by_default(monke
     said = "refused by the network policy: 127.0.0.1 is a loopback address (allow it with allow_networks in"
     assert all(status.startswith(said) for status in loopback.values()), loopback
     assert metadata == dict.fromkeys(("e-mail", "webhook"), "refused by the network policy: 169.254.169.254 "
-                                     "is a cloud metadata address (never a target)")  # fmt: skip
+                                     "is a cloud metadata address (never a target)")
     assert accepted == []  # nothing was connected to
 
 

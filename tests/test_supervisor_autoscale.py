@@ -12,7 +12,7 @@ rules_st = st.builds(
     lambda low, extra, backlog, wait, every, down: ScaleRules(low, low + extra, backlog, wait, every, down),
     st.integers(0, 5), st.integers(0, 10), st.integers(1, 500),
     st.floats(0.5, 120), st.floats(0, 10), st.floats(0, 60),
-)  # fmt: skip
+)
 load_st = st.builds(Load, st.integers(0, 10_000), st.floats(0, 600))
 samples_st = st.lists(st.tuples(load_st, st.floats(0, 30)), max_size=60)
 

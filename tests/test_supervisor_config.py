@@ -73,7 +73,7 @@ def test_a_full_config_reads(tmp_path):
         ({"pools": {"a": {}}, "periodic": {"p": {"cron": "* * * * *", "task": "t", "priority": "top"}}},
          "periodic job 'p': unknown priority 'top'"),
     ],
-)  # fmt: skip
+)
 def test_mistakes_are_one_sentence(table, message):
     with pytest.raises(ConfigError) as caught:
         parse_config(table)
@@ -117,7 +117,7 @@ def test_sizes_and_formatting():
          'task = "missing"\n', "periodic.p.task names 'missing', a task your app lacks"),
         ("[pools.a]\n", "the supervisor needs your tasks"),
     ],
-)  # fmt: skip
+)
 def test_deferq_run_refuses_a_bad_config_with_exit_2(tmp_path, body, message):
     path = tmp_path / "deferq.toml"
     path.write_text(f'url = "sqlite:///{tmp_path}/x.db"\n{body}')
@@ -136,7 +136,7 @@ def assert_refused(args: list[str], message: str) -> None:
         [sys.executable, "-m", "deferq", "run", *args],
         capture_output=True, text=True, cwd=ROOT, timeout=60,
         env={"PATH": "/usr/bin:/bin", "PYTHONPATH": TREE_PATH},
-    )  # fmt: skip
+    )
     assert result.returncode == 2, result.stderr
     assert message in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
@@ -214,7 +214,7 @@ def test_the_command_line_reports_a_wrong_app_as_a_usage_error():
 def test_every_mistake_is_reported_at_once_one_per_line():
     table = {"colour": 1, "grace": "soon", "metrics_port": 70000,
              "pools": {"a": {"concurrency": 0, "max_child_memory": "lots"}, "b c": {}},
-             "periodic": {"p": {"cron": "every day", "task": "t"}, "q": {"cron": "* * * * *"}}}  # fmt: skip
+             "periodic": {"p": {"cron": "every day", "task": "t"}, "q": {"cron": "* * * * *"}}}
     with pytest.raises(ConfigError) as caught:
         parse_config(table, "deferq.toml")
     lines = str(caught.value).splitlines()
@@ -222,7 +222,7 @@ def test_every_mistake_is_reported_at_once_one_per_line():
     expected = ["unknown key 'colour' in the config file", "grace must be a duration",
                 "metrics_port must be a port number", "pools.a.max_child_memory must be a size",
                 "pools.a.concurrency must be a whole number", "pool name 'b c'",
-                "periodic job 'p' has an invalid cron expression", "periodic.q needs task"]  # fmt: skip
+                "periodic job 'p' has an invalid cron expression", "periodic.q needs task"]
     assert len(lines) == 1 + len(expected)
     for line, start in zip(lines[1:], expected):
         assert line.startswith(f"  {start}"), (line, start)

@@ -74,7 +74,7 @@ def test_titles_and_a_killed_child_is_replaced_nothing_lost(master, store):
     m = master()
     titles = ["deferq: worker main #1", "deferq: worker main #2"]
     children = wait_until(lambda: sorted(m.children().values()) == titles and m.children(), 20,
-                          "two children with their process titles")  # fmt: skip
+                          "two children with their process titles")
     assert m.title() == "deferq: master"
     ids = enqueue_naps(store, 12, 1.0)
     victim = next(iter(children))
@@ -83,7 +83,7 @@ def test_titles_and_a_killed_child_is_replaced_nothing_lost(master, store):
     os.kill(victim, signal.SIGKILL)
     killed_at = time.monotonic()
     wait_until(lambda: victim not in m.children() and len(m.children()) == 2, 2.0,
-               "a replacement child within 2 s", every=0.02)  # fmt: skip
+               "a replacement child within 2 s", every=0.02)
     assert time.monotonic() - killed_at < 2.0
     wait_until(lambda: job_states(store)["succeeded"] == 12, 60, "all 12 jobs to succeed")
     assert job_states(store) == Counter(succeeded=12)
@@ -103,21 +103,21 @@ def test_sigterm_lets_running_jobs_finish_and_loses_nothing(master, store, url):
 
     def status() -> dict:
         out = subprocess.run([sys.executable, "-m", "deferq", "status", "--json", "--url", url],
-                             capture_output=True, text=True, cwd=ROOT, check=True).stdout  # fmt: skip
+                             capture_output=True, text=True, cwd=ROOT, check=True).stdout
         return json.loads(out)
 
     def running_children(report: dict) -> int:
         return sum(bool(c["jobs"]) for m in report["masters"] for c in m["pools"]["main"]["children"])
 
     report = wait_until(lambda: (r := status()) and running_children(r) == 2 and r, 20,
-                        "deferq status showing both children's jobs", every=0.3)  # fmt: skip
+                        "deferq status showing both children's jobs", every=0.3)
     (shown,) = report["masters"]
     assert shown["pid"] == m.pid
     pool_children = shown["pools"]["main"]["children"]
     assert len(pool_children) == 2
     assert all(j["task"] == "nap" for c in pool_children for j in c["jobs"])
     text = subprocess.run([sys.executable, "-m", "deferq", "status", "--url", url],
-                          capture_output=True, text=True, cwd=ROOT, check=True).stdout  # fmt: skip
+                          capture_output=True, text=True, cwd=ROOT, check=True).stdout
     assert f"(pid {m.pid})" in text and "pool main: queues default" in text
     assert "#1 pid" in text and "nap " in text
     running = {j.id for j in store.list_jobs(JobState.ACTIVE)}
@@ -137,12 +137,12 @@ def test_hung_sync_job_is_killed_at_its_timeout_and_retried(master, store):
     hung = store.enqueue("hang", max_attempts=2)  # by name: the task is not imported here
     enqueue_naps(store, 16, 0.2)
     final = wait_until(lambda: (j := store.get(hung.id)).state == JobState.DEAD and j, 60,
-                       "the hung job to use up its two attempts")  # fmt: skip
+                       "the hung job to use up its two attempts")
     assert "timed out after 1s" in final.error
     assert [attempt for task, _, attempt in runs(m.record) if task == "hang-start"] == [1, 2]
     wait_until(lambda: job_states(store)["succeeded"] == 16, 60, "the other jobs to succeed")
     wait_until(lambda: m.log().count("a job overran its timeout: replacing it") == 2, 20,
-               "both overrunning children replaced")  # fmt: skip
+               "both overrunning children replaced")
     wait_until(lambda: len(m.children()) == 2, 10, "the pool back at two children")
     assert m.stop() == 0
 
@@ -153,7 +153,7 @@ def test_a_child_without_heartbeat_is_killed_and_replaced(master):
     frozen = next(iter(children))
     os.kill(frozen, signal.SIGSTOP)  # alive, but silent: no heartbeat, no work
     wait_until(lambda: frozen not in m.children() and len(m.children()) == 2, 15,
-               "the frozen child replaced")  # fmt: skip
+               "the frozen child replaced")
     assert "it is hung, killing it" in m.log()
     assert "hung, killed by the master" in m.log()
     assert m.stop() == 0
@@ -199,7 +199,7 @@ max_child_memory = "150MB"
     store.enqueue_many([deferq.Call("nap", (0,), {}, deferq.task.JobOptions(queue="jobs"))] * 7)
     store.enqueue("hog", [200], queue="mem")
     wait_until(lambda: m.log().count("exited after max_jobs_per_child jobs") >= 2, 30,
-               "two children retired after three jobs each")  # fmt: skip
+               "two children retired after three jobs each")
     wait_until(lambda: "reached max_child_lifetime: retiring it" in m.log(), 30, "a lifetime retirement")
     wait_until(lambda: "above max_child_memory: retiring it" in m.log(), 30, "a memory retirement")
     wait_until(lambda: job_states(store, "jobs")["succeeded"] == 7, 30, "the seven jobs")
@@ -217,7 +217,7 @@ def test_sighup_reloads_with_a_rolling_restart_and_a_changed_file_is_reported(ma
     m.signal(signal.SIGHUP)
     m.wait_log("rolling restart of 2 child(ren)")
     wait_until(lambda: len(m.children()) == 3 and not before & set(m.children()), 30,
-               "three new children replacing the old ones")  # fmt: skip
+               "three new children replacing the old ones")
     m.config.write_text(text.replace("processes = 2", "processes = -1"))
     m.wait_log("it is not valid and would be refused: pools.main.processes")
     m.signal(signal.SIGHUP)
@@ -229,7 +229,7 @@ def test_sighup_reloads_with_a_rolling_restart_and_a_changed_file_is_reported(ma
 def test_a_crash_loop_is_braked_and_alerted(master, store, webhook_inbox):  # noqa: F811
     hooks, receiver = webhook_inbox
     m = master(POOL.replace("processes = 2", "processes = 1").replace("concurrency = 2", "concurrency = 1")
-               + f'[alerts]\nwebhook = "{receiver}"\n')  # fmt: skip
+               + f'[alerts]\nwebhook = "{receiver}"\n')
     wait_until(lambda: len(m.children()) == 1, 20, "one child")
     store.enqueue_many([deferq.Call("crash", (), {}, deferq.task.JobOptions(max_attempts=1))] * 3)
     hook = hooks.wait_for(lambda h: h["kind"] == "crash_loop:main", timeout=60)

@@ -87,14 +87,14 @@ def test_a_dead_child_leaves_the_in_flight_gauge(running):
     master, store, port = running
     job = store.enqueue("nap", [30.0])
     wait_until(lambda: value(port, "deferq_tasks_in_flight", task="nap", queue="default") == 1, 30,
-               "the nap in flight")  # fmt: skip
+               "the nap in flight")
     runner = wait_until(lambda: next((b for b in heartbeats(store) if b.get("running")), None), 10,
-                        "a heartbeat naming the child that runs the nap")  # fmt: skip
+                        "a heartbeat naming the child that runs the nap")
     os.kill(runner["pid"], signal.SIGKILL)
     master.wait_log(f"(pid {runner['pid']}) died")
     # the job comes back after its lease and runs again in another child: one in flight,
     # not two (the killed child's gauge left the sum when the master marked it dead)
     wait_until(lambda: store.get(job.id).attempts == 2 and any(b.get("running") for b in heartbeats(store)),
-               30, "the nap running again in another child")  # fmt: skip
+               30, "the nap running again in another child")
     assert value(port, "deferq_tasks_in_flight", task="nap", queue="default") == 1
     assert master.stop() == 0

@@ -15,7 +15,7 @@ def test_mypy_checks_enqueue_against_the_task_signature():
     run = subprocess.run(
         [sys.executable, "-m", "mypy", "--strict", "--follow-imports=silent", "--no-incremental", str(SAMPLE)],
         capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+    )
     errors = {int(m[1]) for m in re.finditer(r"user_code\.py:(\d+): error", run.stdout)}
     lines = SAMPLE.read_text().splitlines()
     expected = {n for n, line in enumerate(lines, 1) if line.endswith("# error")}

@@ -32,7 +32,7 @@ def test_each_finished_job_is_one_json_line_with_fields():
     jobs = [line for line in lines if line["logger"] == "deferq.jobs"]
     assert [(e["job_id"], e["task"], e["queue"], e["attempt"]) for e in jobs] == [
         (job.id, "flaky", "default", 1), (job.id, "flaky", "default", 2),
-    ]  # fmt: skip
+    ]
     retried, succeeded = jobs
     assert retried["level"] == "info" and retried["error"] == "ValueError: not yet"
     assert "error" not in succeeded and succeeded["duration_ms"] >= 0

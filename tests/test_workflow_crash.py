@@ -27,7 +27,7 @@ def run_workflow_crash(url: str, tmp_path: Path) -> None:
     app = deferq.App(url)
     app.task(name="record")(record.fn)  # the producer knows the tasks by name, as the workers do
     handle = deferq.chord([deferq.Call("record", (i, 0.002), {}) for i in range(MEMBERS)],
-                          deferq.Call("chord_done", (), {})).enqueue(app)  # fmt: skip
+                          deferq.Call("chord_done", (), {})).enqueue(app)
     with app.batch(on_complete=deferq.Call("batch_done", (), {})) as batch:
         app.enqueue_many([deferq.Call("record", (i, 0.002), {}) for i in range(MEMBERS)])
     workers = [start_worker(url, log), start_worker(url, log)]

@@ -52,7 +52,7 @@ def run_graph(url, roots, children, order, chunk, queues=("default",)):
     jobs = [app.enqueue("t", [i], queue=queues[i % len(queues)]) for i in range(len(roots))]
     for parents, any_outcome in children:
         jobs.append(app.enqueue("t", [len(jobs)], after=[jobs[p] for p in parents], after_any_outcome=any_outcome,
-                                queue=queues[len(jobs) % len(queues)]))  # fmt: skip
+                                queue=queues[len(jobs) % len(queues)]))
     outcome_of = {jobs[i].id: roots[i] for i in range(len(roots))}
     rank = {jobs[i].id: order.index(i) for i in range(len(roots))}
     while True:  # settle the roots in the drawn order; released children succeed

@@ -15,9 +15,9 @@ from . import base, probe
 
 _url = urlsplit(probe.REDIS_URL)
 REDIS = RedisSettings(host=_url.hostname or "127.0.0.1", port=_url.port or 6379,
-                      database=int(_url.path.strip("/") or 0))  # fmt: skip
+                      database=int(_url.path.strip("/") or 0))
 LOG_CONFIG = {"version": 1, "disable_existing_loggers": False,
-              "loggers": {"arq": {"level": "WARNING"}}}  # fmt: skip
+              "loggers": {"arq": {"level": "WARNING"}}}
 
 
 async def noop(ctx: dict[str, Any], n: int, text: str) -> None:
@@ -55,5 +55,5 @@ class Peer(base.AsyncPeer):
 
     def worker_commands(self) -> list[list[str]]:
         command = [base.cli("arq"), "bench.peers.arq.WorkerSettings",
-                   "--custom-log-dict", "bench.peers.arq.LOG_CONFIG"]  # fmt: skip
+                   "--custom-log-dict", "bench.peers.arq.LOG_CONFIG"]
         return [command] * base.WORKER_PROCESSES

@@ -43,4 +43,4 @@ class Peer(base.Peer):
 
     def worker_commands(self) -> list[list[str]]:
         return [[base.cli("celery"), "-A", "bench.peers.celery", "worker",
-                 "-c", str(base.WORKER_PROCESSES), "-l", "WARNING"]]  # fmt: skip
+                 "-c", str(base.WORKER_PROCESSES), "-l", "WARNING"]]

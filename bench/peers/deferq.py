@@ -64,5 +64,5 @@ class Peer(base.Peer):
 
     def worker_commands(self) -> list[list[str]]:
         command = [base.cli("deferq"), "worker", "--app", "bench.peers.deferq:app",
-                   "--url", self.store, "--log-level", "warning"]  # fmt: skip
+                   "--url", self.store, "--log-level", "warning"]
         return [command] * base.WORKER_PROCESSES

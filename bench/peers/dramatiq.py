@@ -41,4 +41,4 @@ class Peer(base.Peer):
 
     def worker_commands(self) -> list[list[str]]:
         return [[base.cli("dramatiq"), "bench.peers.dramatiq",
-                 "--processes", str(base.WORKER_PROCESSES), "--skip-logging"]]  # fmt: skip
+                 "--processes", str(base.WORKER_PROCESSES), "--skip-logging"]]

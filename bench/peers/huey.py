@@ -35,4 +35,4 @@ class Peer(base.Peer):
 
     def worker_commands(self) -> list[list[str]]:
         return [[base.cli("huey_consumer"), "bench.peers.huey.huey", "-k", "process",
-                 "-w", str(base.WORKER_PROCESSES), "-q"]]  # fmt: skip
+                 "-w", str(base.WORKER_PROCESSES), "-q"]]

@@ -71,5 +71,5 @@ class Peer(base.Peer):
 
     def worker_commands(self) -> list[list[str]]:
         command = [base.cli("procrastinate"), "--app", "bench.peers.procrastinate_pg.app",
-                   "--log-level", "warning", "worker"]  # fmt: skip
+                   "--log-level", "warning", "worker"]
         return [command] * base.WORKER_PROCESSES

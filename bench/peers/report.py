@@ -15,7 +15,7 @@ from . import probe
 from .base import Peer
 
 COLUMNS = ("peer", "A enqueue/s", "A vs raw", "A batch/s", "B processed/s", "C late p50/p99 ms",
-           "D pickup p50/p99 ms", "worker RSS MiB (procs)")  # fmt: skip
+           "D pickup p50/p99 ms", "worker RSS MiB (procs)")
 RATIO = COLUMNS.index("A vs raw")  # shown only when the raw reference ran
 
 
@@ -85,7 +85,7 @@ def row(label: str, cells: dict[str, Any], raw_a: Any) -> list[str]:
     if cells.get("b_alt") is not None:
         b += " / " + cell(cells["b_alt"], "rate")
     return [label, cell(a, "rate"), ratio, cell(cells["a_batch"], "rate"), b,
-            cell(cells["c"], "pair"), cell(cells["d"], "pair"), cell(cells["rss"], "rss")]  # fmt: skip
+            cell(cells["c"], "pair"), cell(cells["d"], "pair"), cell(cells["rss"], "rss")]
 
 
 def table(rows: list[list[str]], with_ratio: bool) -> list[str]:
@@ -96,7 +96,7 @@ def table(rows: list[list[str]], with_ratio: bool) -> list[str]:
 
 
 def render(peers: list[Peer], cells: dict[str, dict[str, Any]], args: argparse.Namespace,
-           elapsed: float) -> str:  # fmt: skip
+           elapsed: float) -> str:
     raw_a = next((cells[p.label]["a"] for p in peers if p.name == "raw"), None)
     versions = ", ".join(f"{d} {version(d)}" for p in peers for d in p.dists)
     lines = [

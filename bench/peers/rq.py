@@ -42,7 +42,7 @@ class Peer(base.Peer):
 
     def _workers(self, *worker_class: str) -> list[list[str]]:
         command = [base.cli("rq"), "worker", "--url", probe.REDIS_URL, "--with-scheduler",
-                   "--logging_level", "WARNING", *worker_class, "default"]  # fmt: skip
+                   "--logging_level", "WARNING", *worker_class, "default"]
         return [command] * base.WORKER_PROCESSES
 
     def worker_commands(self) -> list[list[str]]:

@@ -175,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
             except Exception as exc:
                 print(f"could not clean {peer.store}: {exc}", file=sys.stderr)
     cells = {label: {m: median_cell([r.get(m) for r in results]) for m in METRICS}
-             for label, results in runs.items()}  # fmt: skip
+             for label, results in runs.items()}
     table = render(peers, cells, args, time.time() - started)
     print(table)
     store = "postgres" if args.postgres else "redis"

@@ -64,4 +64,4 @@ class Peer(base.AsyncPeer):
              "--log-level", "WARNING"],
             [taskiq, "scheduler", "bench.peers.taskiq:scheduler", "--update-interval", "1",
              "--log-level", "WARNING"],
-        ]  # fmt: skip
+        ]

@@ -64,7 +64,7 @@ class Workers:
                     self.procs.append(subprocess.Popen(
                         command, cwd=ROOT, env=self.env, stdout=out, stderr=subprocess.STDOUT,
                         stdin=subprocess.DEVNULL, start_new_session=True,
-                    ))  # fmt: skip
+                    ))
                 self.logs.append(log)
         except BaseException:
             self.stop()

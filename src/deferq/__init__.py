@@ -31,7 +31,7 @@ __all__ = [
     "App", "Call", "ConfigError", "DeferqError", "Job", "JobFailed", "JobState", "JobTimeout",
     "Middleware", "MissingExtra", "PayloadError", "Priority", "Retry", "SchemaOutdated",
     "Snooze", "StoreFull", "StoreUnavailable", "Task", "backoff", "chain", "chord", "current_job", "group",
-]  # fmt: skip
+]
 __version__ = "0.1.0"
 
 # Modules that moved to a room of their own keep the names the docs give them: `import
@@ -43,7 +43,7 @@ MOVED = {
     "deferq.demo": "deferq.cli.demo", "deferq.server.signing": "deferq.server.topics.signing",
     "deferq.server.delivery": "deferq.server.topics.delivery",
     "deferq.pytest_plugin": "deferq.contrib.pytest_plugin",  # an install from before the move
-}  # fmt: skip
+}
 
 
 class _MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):

@@ -186,7 +186,7 @@ class App:
 
         def register(func: Callable[P, R]) -> Task[P, R]:
             task = Task(self, func, name or func.__name__, task_defaults, on_success, on_failure,
-                        explicit=frozenset(defaults))  # fmt: skip
+                        explicit=frozenset(defaults))
             try:
                 self.registry.add_task(task)
             except ValueError as exc:

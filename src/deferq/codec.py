@@ -42,7 +42,7 @@ def _plain(value: Any) -> bool:
     """A scalar JSON carries exactly (the fast answer for most arguments)."""
     kind = type(value)
     return (kind is str or kind is bool or value is None or (kind is int and INT_RANGE[0] <= value <= INT_RANGE[1])
-            or (kind is float and math.isfinite(value)))  # fmt: skip
+            or (kind is float and math.isfinite(value)))
 
 
 def check_exact(value: Any, where: str, depth: int = 1) -> None:
@@ -62,7 +62,7 @@ def check_exact(value: Any, where: str, depth: int = 1) -> None:
     if (kind is list or kind is tuple or kind is dict) and depth > MAX_DEPTH:
         argument = where.split("[", 1)[0]  # not the hundred [0]s that lead here
         raise PayloadError(f"{argument} nests lists and dicts more than {MAX_DEPTH} levels deep (or holds "
-                           f"itself): deferq takes at most {MAX_DEPTH}")  # fmt: skip
+                           f"itself): deferq takes at most {MAX_DEPTH}")
     if kind is list or kind is tuple:
         for i, item in enumerate(value):
             check_exact(item, f"{where}[{i}]", depth + 1)
@@ -121,7 +121,7 @@ class ArgsCodec:
         except (TypeError, ValueError, NameError):  # builtins, unresolved forward references
             self.params, hints = [], {}
         self.typed = {p.name: hints[p.name] for p in self.params
-                      if p.name in hints and hints[p.name] not in NATIVE}  # fmt: skip
+                      if p.name in hints and hints[p.name] not in NATIVE}
         self.decoder: Decoder | None = self._decode if self.typed else None
 
     def _hint(self, position: int | None, name: str | None) -> tuple[str, Any]:
@@ -129,7 +129,7 @@ class ArgsCodec:
         if position is not None:
             for i, param in enumerate(self.params):
                 if param.kind is inspect.Parameter.VAR_POSITIONAL or (i == position and param.kind in (
-                        inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)):  # fmt: skip
+                        inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)):
                     return repr(param.name), self.typed.get(param.name)
             return str(position), None
         for param in self.params:

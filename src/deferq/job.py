@@ -212,7 +212,7 @@ def slot_init(cls: type[Any]) -> None:
         "    else:",
         *slow,
         *(["    self.__post_init__()"] if hasattr(cls, "__post_init__") else []),
-    ])  # fmt: skip
+    ])
     exec(source, scope)  # noqa: S102 - our own field names, nothing from outside
     init = scope["__init__"]
     init.__qualname__ = f"{cls.__qualname__}.__init__"
@@ -233,7 +233,7 @@ def fresh_job(
     return Job(
         id, task, args, kwargs, queue, priority, state, 0, max_attempts, timeout, key, run_at, created_at,
         None, None, None, None, None, meta, None, None, False, expires_at, updated_at, remark, None,
-    )  # fmt: skip
+    )
 
 
 # (wait, wait_async) of Job: set by deferq.results, which reaches the store through the App
@@ -294,7 +294,7 @@ def _refuse_nul(task: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Non
         if found is not None:
             where = shown(found[0], f"argument {name!r} of {task}()")
             raise PayloadError(f"{where} {'is a key that holds' if found[1] else 'holds'} the NUL character "
-                               "(\\u0000), which deferq does not store: remove it or encode it")  # fmt: skip
+                               "(\\u0000), which deferq does not store: remove it or encode it")
 
 
 def _check_json(value: Any, where: str) -> None:

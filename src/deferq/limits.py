@@ -114,7 +114,7 @@ class Limited:
             bound = self.signature.bind(*args, **kwargs)
         except TypeError as exc:
             raise ValueError(f"the limit key {template!r} of {self.task}: the call does not fit the task ({exc})"
-                             ) from None  # fmt: skip
+                             ) from None
         bound.apply_defaults()
         return template.format_map({name: _text(value) for name, value in bound.arguments.items()})
 
@@ -185,7 +185,7 @@ class Limits(Middleware):
             raise
         except Exception as exc:  # noqa: BLE001 - no turn, no run: try again shortly
             log.warning("job %s (%s): its limits could not be checked (%s); trying again in %gs",
-                        job.id, job.task, exc, STORE_DOWN_SNOOZE)  # fmt: skip
+                        job.id, job.task, exc, STORE_DOWN_SNOOZE)
             raise Snooze(STORE_DOWN_SNOOZE, "limits: store unreachable") from None
 
     def after_run(self, job: Job, outcome: Outcome, exc: BaseException | None) -> None:
@@ -245,7 +245,7 @@ class HeldSlot:
         if not self.reported:
             self.reported = True
             log.warning("job %s of task %s lost its concurrency slot %s (fence %d) %s; another job may "
-                        "be running under the same key", job.id, job.task, self.key, self.fence, when)  # fmt: skip
+                        "be running under the same key", job.id, job.task, self.key, self.fence, when)
 
 
 def take_slot(backend: Backend, key: str, limit: int, job: Job) -> int:

@@ -30,7 +30,7 @@ EXTRAS = {
     "starlette": "server", "uvicorn": "server", "httpx": "server", "prometheus_client": "server",
     "redis": "redis", "hiredis": "redis", "psycopg": "postgres", "psycopg_pool": "postgres",
     "pymysql": "mysql",
-}  # fmt: skip
+}
 
 
 def require(*modules: str, needed_by: str) -> None:
@@ -67,7 +67,7 @@ def check_new_store(url: str, create: bool) -> Path | None:
     new = new_sqlite_file(url)
     if new is not None and not create:
         raise ConfigError(f"no store at {new}: the file does not exist and --no-create forbids "
-                          f"making it (check --url or DEFERQ_URL)")  # fmt: skip
+                          f"making it (check --url or DEFERQ_URL)")
     return new
 
 

@@ -99,7 +99,7 @@ class Chain:
                 _failed(hook, job)
 
     def run_after(self, hooks: Sequence[Callable[[Job, Outcome, BaseException | None], None]], job: Job,
-                  outcome: Outcome, exc: BaseException | None) -> None:  # fmt: skip
+                  outcome: Outcome, exc: BaseException | None) -> None:
         for hook in hooks:
             try:
                 hook(job, outcome, exc)
@@ -125,7 +125,7 @@ def settled_view(outcome: Outcome) -> Job:
         return job.with_state(JobState.DEAD, error=outcome.error)
     if outcome.kind == OutcomeKind.SNOOZE:
         return job.with_state(JobState.SCHEDULED if outcome.delay > 0 else JobState.QUEUED,
-                              attempts=job.attempts - 1)  # fmt: skip
+                              attempts=job.attempts - 1)
     return job.with_state(JobState.QUEUED)
 
 

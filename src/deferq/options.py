@@ -28,7 +28,7 @@ MAX_DELAY = 10 * 365 * 86400.0  # ten years
 # one the check accepts (the API's typed models and its OpenAPI document use them).
 _YEAR = r"(?:197[1-9]|19[89][0-9]|[2-8][0-9]{3}|9[0-8][0-9]{2}|99[0-8][0-9]|999[0-8])"
 _MONTH_DAY = (r"(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])|(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)"
-              r"|02-(?:0[1-9]|1[0-9]|2[0-8]))")  # fmt: skip
+              r"|02-(?:0[1-9]|1[0-9]|2[0-8]))")
 _LEAP_DAY = r"(?:[2-9][0-9](?:0[48]|[2468][048]|[13579][26])|(?:[2468][048]|[3579][26])00)-02-29"
 _TIME = r"T(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\.[0-9]{1,6})?(?:Z|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])"
 # Years 1971-9998, so that no zone offset takes a time out of the 1970-9999 that `at` allows.
@@ -37,7 +37,7 @@ QUEUE_NAME = r"^[^{}\x00 ]+$"
 NO_NUL = r"^[^\x00]*$"  # PostgreSQL cannot store NUL: refused in text on every store
 PATTERN_WORDS = {DUE_TIME: "an ISO 8601 time with a zone, like 2030-01-01T09:00:00Z (years 1971-9998)",
                  QUEUE_NAME: "1-100 characters without spaces or braces",
-                 NO_NUL: "text without the NUL character (\\u0000)"}  # fmt: skip
+                 NO_NUL: "text without the NUL character (\\u0000)"}
 
 
 def seconds(value: Any, name: str = "delay") -> float:
@@ -186,18 +186,18 @@ def option(default: Any, spec: Option) -> Any:
 
 
 QUEUE = Option(queue_name, "the queue the job waits in", periodic=True, http="queue",
-               openapi={"type": "string", "minLength": 1, "maxLength": 100, "pattern": QUEUE_NAME})  # fmt: skip
+               openapi={"type": "string", "minLength": 1, "maxLength": 100, "pattern": QUEUE_NAME})
 PRIORITY = Option(priority, "high, normal or low (weighted 5:3:2 by default)", periodic=True,
-                  http="priority", openapi={"type": "string", "enum": list(Priority.NAMES)})  # fmt: skip
+                  http="priority", openapi={"type": "string", "enum": list(Priority.NAMES)})
 MAX_ATTEMPTS = Option(attempts, "runs before the job goes dead", periodic=True, http="max_attempts",
-                      openapi={"type": "integer", "minimum": 1, "maximum": 1000})  # fmt: skip
+                      openapi={"type": "integer", "minimum": 1, "maximum": 1000})
 TIMEOUT = Option(positive, "seconds an attempt may run (the seeds' ttr)", periodic=True, http="ttr",
-                 openapi={"type": "number", "exclusiveMinimum": True, "minimum": 0, "maximum": 86400})  # fmt: skip
+                 openapi={"type": "number", "exclusiveMinimum": True, "minimum": 0, "maximum": 86400})
 
 
 DUE_AT = {"description": "Due time: epoch seconds or ISO 8601 with a zone.",
           "oneOf": [{"type": "number", "minimum": 0, "exclusiveMaximum": LATEST_DUE},
-                    {"type": "string", "pattern": DUE_TIME}]}  # fmt: skip
+                    {"type": "string", "pattern": DUE_TIME}]}
 
 
 @dataclass(frozen=True)
@@ -211,9 +211,9 @@ class TaskDefaults:
     backoff: Callable[[int], float] = option(backoff_module.DEFAULT, Option(backoff_fn, "seconds before retry n"))
     rate: Rate | None = option(None, Option(rate_option, 'runs per period across all workers, e.g. "100/m"'))
     rate_key: str | None = option(None, Option(key_template, "one rate per key, named from the call's "
-                                               'arguments, e.g. "customer:{customer_id}"'))  # fmt: skip
+                                               'arguments, e.g. "customer:{customer_id}"'))
     concurrency: int | None = option(None, Option(slots, "jobs of the task (or of one key) running at once, "
-                                                  "across all workers"))  # fmt: skip
+                                                  "across all workers"))
     concurrency_key: str | None = option(None, Option(
         key_template, "one concurrency limit per key, named from the call's arguments, "
         'e.g. "customer:{customer_id}"'))
@@ -250,23 +250,23 @@ class JobOptions:
         openapi={"description": "The job is never run if not started by then (it ends cancelled, "
                  "'expired'): seconds after it is stored, or an ISO 8601 time with a zone.",
                  "oneOf": [{"type": "number", "minimum": 0, "maximum": MAX_DELAY},
-                           {"type": "string", "pattern": DUE_TIME}]}))  # fmt: skip
+                           {"type": "string", "pattern": DUE_TIME}]}))
     on_conflict: str | None = option(None, Option(
         conflict_mode, "when a job with the key waits: ignore (keep it), replace (its arguments and due "
         "time), debounce (also push its due time back by the delay)", http="on_conflict",
-        openapi={"type": "string", "enum": list(ON_CONFLICT)}))  # fmt: skip
+        openapi={"type": "string", "enum": list(ON_CONFLICT)}))
     max_wait: float | None = option(None, Option(
         seconds, "debounce: the longest a job waits after its first enqueue",
         http="max_wait_ms", http_scale=0.001,
-        openapi={"type": "integer", "minimum": 0, "maximum": int(MAX_DELAY * 1000)}))  # fmt: skip
+        openapi={"type": "integer", "minimum": 0, "maximum": int(MAX_DELAY * 1000)}))
     remark: str | None = option(None, Option(
         remark_text, "free text kept with the job for people (shown by `deferq job` and the console)",
         periodic=True, http="remark",
-        openapi={"type": "string", "maxLength": MAX_REMARK, "pattern": NO_NUL}))  # fmt: skip
+        openapi={"type": "string", "maxLength": MAX_REMARK, "pattern": NO_NUL}))
     durable: bool | None = option(None, Option(
         flag, "false: the enqueue's commit does not wait for the disk (PostgreSQL: synchronous_commit=off); "
         "may lose the last moments of jobs if the database server crashes", http="durable",
-        openapi={"type": "boolean"}))  # fmt: skip
+        openapi={"type": "boolean"}))
     connection: Any = option(None, Option(anything, "your open database connection (transactional enqueue)"))
     after: tuple[str, ...] = option((), Option(
         parents, "jobs (or their ids) this one runs after: it waits, blocked, until they all succeed"))

@@ -68,12 +68,12 @@ class Registry:
             self.limits[task.name] = limited(
                 task.name, task.fn, rate=d.rate, rate_key=d.rate_key,
                 concurrency=d.concurrency, concurrency_key=d.concurrency_key,
-            )  # fmt: skip
+            )
         if task.on_success or task.on_failure:
             self._use_event_hooks()
 
     def use_worker_defaults(self, max_attempts: int | None = None,
-                            backoff: Callable[[int], float] | None = None) -> None:  # fmt: skip
+                            backoff: Callable[[int], float] | None = None) -> None:
         """A worker's defaults (`deferq worker --tries N --delay S`) for the tasks whose
         `@app.task(...)` set no max_attempts or no backoff. --tries applies to the jobs
         that carry deferq's default attempts: a job given its own max_attempts keeps it."""
@@ -114,7 +114,7 @@ class Registry:
             task.name, task.fn, task.is_async, task.defaults.timeout, backoff, task.on_success, task.on_failure,
             max_attempts=None if "max_attempts" in task.explicit else self._worker_attempts,
             decode=codec_for(task.fn, task.name).decoder,
-        )  # fmt: skip
+        )
         return spec
 
     def _use_event_hooks(self) -> None:

@@ -128,7 +128,7 @@ class _Rules:
             opts.expires.within if opts.expires else None,
             conflict_rules(opts.on_conflict, opts.key, opts.max_wait), opts.max_wait, opts.durable,
             opts.remark,
-        )  # fmt: skip
+        )
 
 
 def build_enqueue(
@@ -153,10 +153,10 @@ def build_enqueue(
     job = fresh_job(
         job_id or new_job_id(), call.task, args, kwargs, rules.queue, rules.priority, JobState.QUEUED,
         rules.max_attempts, rules.timeout, rules.key, rules.run_at, now, {}, rules.expires_at, None, rules.remark,
-    )  # fmt: skip
+    )
     payload = encode_payload(call.task, args, kwargs)
     item = Enqueue(job, rules.delay, payload, rules.within, rules.mode, rules.max_wait,
-                   durable if rules.durable is None else rules.durable)  # fmt: skip
+                   durable if rules.durable is None else rules.durable)
     return linked(item, opts.after, opts.after_any_outcome) if opts.after else item
 
 

@@ -335,7 +335,7 @@ def test_settle_batch_reports_each(app, backend):
     results = backend.settle([
         Outcome(a, "succeeded"), Outcome(b, "retry", delay=10), Outcome(c, "dead", error="x"),
         Outcome(d, "dead", error="stopped"),
-    ])  # fmt: skip
+    ])
     assert results == [True, True, True, True]
     assert [app.get(j.id).state for j in (a, b, c, d)] == ["succeeded", "scheduled", "dead", "cancelled"]
 
@@ -625,7 +625,7 @@ def test_task_options_and_async_enqueue(app):
     job = send.options(priority="high", key="k1").enqueue(1)
     assert (job.queue, job.priority, job.max_attempts, job.timeout, job.key) == (
         "email", Priority.HIGH, 7, 9.0, "k1",
-    )  # fmt: skip
+    )
     import asyncio
 
     job2 = asyncio.run(send.enqueue_async(2))
@@ -747,7 +747,7 @@ def test_one_call_links_jobs_across_queues(app, backend):
     first, second = task.options(queue="a").call(1), task.options(queue="b").call(2)
     first_id, second_id = (j.id for j in app.enqueue_many([first, second]))
     jobs = app.enqueue_many([task.options(queue="c", after=[first_id, second_id]).call(3),
-                             task.options(queue="a", after=[second_id]).call(4)])  # fmt: skip
+                             task.options(queue="a", after=[second_id]).call(4)])
     assert [j.state for j in jobs] == [JobState.BLOCKED, JobState.BLOCKED]
     for queue in ("b", "a"):
         [leased] = reserve(backend, queues=(queue,))

@@ -58,7 +58,7 @@ def test_filters_by_state_and_task(app, backend):
     job = backend.reserve([queue], 1, "w", 30, (0, 1, 2))[0]
     backend.settle([Outcome(job, "dead", error="boom")])
     by_state = {state: [j.id for j in backend.find_jobs(JobQuery(state=state, queue=queue)).jobs]
-                for state in (JobState.DEAD, JobState.QUEUED, JobState.SCHEDULED, JobState.ACTIVE)}  # fmt: skip
+                for state in (JobState.DEAD, JobState.QUEUED, JobState.SCHEDULED, JobState.ACTIVE)}
     assert by_state[JobState.DEAD] == [job.id] and by_state[JobState.SCHEDULED] == [later.id]
     assert len(by_state[JobState.QUEUED]) == 1 and by_state[JobState.ACTIVE] == []
     tasks = [j.task for j in backend.find_jobs(JobQuery(queue=queue, task="find.a")).jobs]
@@ -82,7 +82,7 @@ def test_a_task_filter_walks_every_match_once(app, backend, window, monkeypatch)
             mine.append(job.id)
     options = [deferq.options.JobOptions.parse(queue=queue, priority=level) for level in ("high", "low")]
     tied = app.enqueue_many([deferq.task.Call("find.mine" if n % 2 else "find.other", (n,), {}, options[n % 3 % 2])
-                             for n in range(20)])  # fmt: skip
+                             for n in range(20)])
     mine += [job.id for job in tied if job.task == "find.mine"]
     for job in backend.reserve([queue], 6, "w", 30, (0, 1, 2)):
         backend.settle([Outcome(job, "succeeded")])

@@ -25,12 +25,12 @@ def fresh_minute(backend) -> int:
 def test_counters_add_up_and_filter_by_queue_and_task(backend):
     base = fresh_minute(backend)
     backend.history_add([(base, "q1", "a", "enqueued", 2), (base, "q1", "a", "w3", 1),
-                         (base, "q2", "b", "enqueued", 5), (base + 1, "q1", "b", "dead", 1)], KEEP)  # fmt: skip
+                         (base, "q2", "b", "enqueued", 5), (base + 1, "q1", "b", "dead", 1)], KEEP)
     backend.history_add([(base, "q1", "a", "enqueued", 3)], KEEP)
     assert sorted(backend.history_read(base, base + 2)) == [
-        (base, "enqueued", 10), (base, "w3", 1), (base + 1, "dead", 1)]  # fmt: skip
+        (base, "enqueued", 10), (base, "w3", 1), (base + 1, "dead", 1)]
     assert sorted(backend.history_read(base, base + 2, "q1")) == [
-        (base, "enqueued", 5), (base, "w3", 1), (base + 1, "dead", 1)]  # fmt: skip
+        (base, "enqueued", 5), (base, "w3", 1), (base + 1, "dead", 1)]
     assert sorted(backend.history_read(base, base + 2, None, "b")) == [
         (base, "enqueued", 5),
         (base + 1, "dead", 1),

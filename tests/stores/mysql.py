@@ -24,7 +24,7 @@ def mysql_admin_connection():
         return pymysql.connect(
             host=parts.hostname, port=parts.port or 3306, user=parts.username or "root",
             password=parts.password or "", autocommit=True, connect_timeout=3,
-        )  # fmt: skip
+        )
     except pymysql.err.OperationalError as exc:
         need_service("MySQL/MariaDB", str(exc))
 

@@ -179,7 +179,7 @@ class RedisServer:
             ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--dir",
              str(self.directory), "--save", "", *self.options],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
+        )
         wait_until(lambda: answers(self.port), 15, f"redis-server on port {self.port} did not start")
         return self
 

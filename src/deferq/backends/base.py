@@ -89,7 +89,7 @@ class Enqueue:
         if self.on_conflict == "debounce" and self.max_wait is not None:
             run_at = min(run_at, max(target.created_at + self.max_wait, now))
         return target.evolve(args=self.job.args, kwargs=self.job.kwargs, meta=self.job.meta, run_at=run_at,
-                             state=state_for_waiting(run_at, now), updated_at=now)  # fmt: skip
+                             state=state_for_waiting(run_at, now), updated_at=now)
 
     def stored(self, now: float) -> Job:
         """The job as stored at store time `now`: its due time set, waiting."""
@@ -99,7 +99,7 @@ class Enqueue:
             job.id, job.task, job.args, job.kwargs, job.queue, job.priority,
             JobState.SCHEDULED if run_at > now else JobState.QUEUED, job.max_attempts, job.timeout, job.key,
             run_at, now, job.meta, self.expiry(now), now, job.remark,
-        )  # fmt: skip
+        )
 
 
 slot_init(Enqueue)  # one per job enqueued

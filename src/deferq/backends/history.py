@@ -1,11 +1,11 @@
-"""The store's part of the per-minute history (deferq/history.py says what is counted).
+"""The store's part of the per-minute history (deferq/observe/history.py says what is counted).
 
 A store keeps one counter per (minute, queue, task, field) and only ever adds to it, so
 many writers never conflict and never read before they write. Every store implements
 `HistoryStore`; `MemoryHistory` is the memory store's (and the reference behaviour the
 contract suite holds the others to).
 
-Most counts come from the processes (deferq/history.py): a worker counts what it
+Most counts come from the processes (deferq/observe/history.py): a worker counts what it
 settles. What a store ends by itself, outside any settle, the store counts (`count_ended`):
 a job whose expiry passed before it ran ("expired", at a lease), and a lease that expired
 (`recover_expired`: "dead" or "retried", each also "failed", or "cancelled").

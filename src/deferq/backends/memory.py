@@ -121,7 +121,7 @@ class MemoryBackend(MemoryHistory, Backend):
             if failed is not None:
                 error, now = deps.reason(failed, self._jobs[failed].state), self.now()
                 self._jobs[job.id] = self._jobs[job.id].evolve(state=JobState.CANCELLED, error=error,
-                                                               finished_at=now, updated_at=now)  # fmt: skip
+                                                               finished_at=now, updated_at=now)
             elif waiting:
                 self._jobs[job.id] = self._jobs[job.id].evolve(state=JobState.BLOCKED, updated_at=self.now())
                 self._blockers[job.id] = waiting
@@ -148,7 +148,7 @@ class MemoryBackend(MemoryHistory, Backend):
                     continue
                 if deps.verdict(state, after_any) == deps.CANCEL:
                     self._jobs[child] = job.evolve(state=JobState.CANCELLED, error=deps.reason(parent, state),
-                                                   finished_at=self.now(), updated_at=self.now())  # fmt: skip
+                                                   finished_at=self.now(), updated_at=self.now())
                     self._blockers.pop(child, None)
                     todo.append(child)
                 elif not blockers:

@@ -86,7 +86,7 @@ def workers(url: str, processes: int, concurrency: int) -> Iterator[list[subproc
             [sys.executable, "-m", "deferq", "worker", "--app", "deferq.cli.bench:app",
              "--url", url, "-q", "bench", "-c", str(concurrency), "--log-level", "warning"],
             env=env, stdout=subprocess.DEVNULL,
-        )  # fmt: skip
+        )
         for _ in range(processes)
     ]
     try:
@@ -128,7 +128,7 @@ def succeeded(bound: App) -> int:
 
 
 def measure_process(bound: App, url: str, jobs: int, processes: int, concurrency: int,
-                    tick: Callable[[int], None]) -> tuple[float, float]:  # fmt: skip
+                    tick: Callable[[int], None]) -> tuple[float, float]:
     """Rate of no-op jobs by `processes` workers; and their RSS in MiB."""
     task = bound.tasks["bench_noop"]
     first_ids: list[str] = []
@@ -155,7 +155,7 @@ def measure_process(bound: App, url: str, jobs: int, processes: int, concurrency
 
 
 def measure_pickup(bound: App, url: str, samples: int, processes: int,
-                   tick: Callable[[int], None]) -> tuple[float, float]:  # fmt: skip
+                   tick: Callable[[int], None]) -> tuple[float, float]:
     task = bound.tasks["bench_stamp"]
     latencies: list[float] = []
     with workers(url, processes, 1):
@@ -177,7 +177,7 @@ def measure_pickup(bound: App, url: str, samples: int, processes: int,
 
 
 def measure_delay(bound: App, url: str, jobs: int, processes: int, concurrency: int,
-                  tick: Callable[[int], None]) -> tuple[float, float]:  # fmt: skip
+                  tick: Callable[[int], None]) -> tuple[float, float]:
     task = bound.tasks["bench_stamp"]
     with workers(url, processes, concurrency):
         task.enqueue(-1)
@@ -207,7 +207,7 @@ def clean(bound: App) -> None:
 
 
 def run_bench(url: str | None, jobs: int, processes: int, as_json: bool,
-              only: set[str] | None = None, concurrency: int = 16) -> dict[str, Any]:  # fmt: skip
+              only: set[str] | None = None, concurrency: int = 16) -> dict[str, Any]:
     from rich.console import Console
     from rich.progress import Progress
     from rich.table import Table
@@ -268,13 +268,13 @@ def describe(results: dict[str, Any]) -> list[tuple[str, str]]:
     rows = []
     for key, label in [("enqueue_per_s", "enqueue, one call per job"),
                        ("batch_per_s", "enqueue, 100 per call"),
-                       ("process_per_s", "processed no-op jobs")]:  # fmt: skip
+                       ("process_per_s", "processed no-op jobs")]:
         if key in results:
             rows.append((label, f"{results[key]:,.0f} jobs/s"))
     if "worker_rss_mib" in results:
         rows.append(("worker RSS (all processes)", f"{results['worker_rss_mib']:.0f} MiB"))
     for key, label in [("pickup_ms", "pickup latency p50 / p99"),
-                       ("delay_late_ms", "delay lateness p50 / p99")]:  # fmt: skip
+                       ("delay_late_ms", "delay lateness p50 / p99")]:
         if key in results:
             rows.append((label, f"{results[key]['p50']:.2f} / {results[key]['p99']:.2f} ms"))
     return rows

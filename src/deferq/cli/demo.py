@@ -77,7 +77,7 @@ STEPS: list[tuple[str, Callable[[], list[Job]]]] = [
     ("1 duplicate reminder with the same key: no second job",
      lambda: [remind.options(key="remind:eve", delay=4).enqueue("eve", "x"),
               remind.options(key="remind:eve", delay=4).enqueue("eve", "x")]),
-]  # fmt: skip
+]
 
 
 def _state_table() -> Table:
@@ -128,7 +128,7 @@ def run_demo(url: str | None = None, timeout: float = 55.0) -> int:
         jobs += enqueue()
         console.print(f"  enqueued {text}")
     console.print("\nStarting 2 worker processes: "
-                  "[cyan]deferq worker --app deferq.cli.demo:app -c 4[/]\n")  # fmt: skip
+                  "[cyan]deferq worker --app deferq.cli.demo:app -c 4[/]\n")
     env = {**os.environ, "DEFERQ_URL": url}
     queues = [arg for q in ("email", "sms", "webhooks", "reports", "reminders") for arg in ("-q", q)]
     workers = [_start_worker(env, url, queues) for _ in range(2)]
@@ -160,7 +160,7 @@ def _start_worker(env: dict[str, str], url: str, queues: list[str]) -> subproces
         [sys.executable, "-m", "deferq", "worker", "--app", "deferq.cli.demo:app",
          "--url", url, "-c", "4", "--log-level", "error", *queues],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+    )
 
 
 def _restart(

@@ -87,11 +87,11 @@ def app_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     @click.option("--app", "app_path", envvar="DEFERQ_APP", help="Your App, as module:attr.")
     @no_create_option
     @click.option("--log-level", default="info", show_default=True,
-                  type=click.Choice(["debug", "info", "warning", "error"]))  # fmt: skip
+                  type=click.Choice(["debug", "info", "warning", "error"]))
     @click.option("--log-format", default="text", show_default=True, type=click.Choice(["text", "json"]))
     @functools.wraps(fn)
     def wrapper(url: str | None, app_path: str | None, no_create: bool, log_level: str, log_format: str,
-                **kw: Any) -> Any:  # fmt: skip
+                **kw: Any) -> Any:
         setup_logging(log_level, log_format)
         try:
             app = load_app(app_path, url)
@@ -147,17 +147,17 @@ def print_job(job: Job, as_json: bool) -> None:
 @click.option("--grace", default=25.0, show_default=True, help="Seconds to finish jobs on stop.")
 @click.option("--max-jobs", type=int, default=None, help="Exit after this many jobs.")
 @click.option("--tries", type=click.IntRange(1, 1000), default=None,
-              help="Attempts of jobs whose task sets no max_attempts.")  # fmt: skip
+              help="Attempts of jobs whose task sets no max_attempts.")
 @click.option("--delay", type=click.FloatRange(0, 86400), default=None,
-              help="Seconds between tries of jobs whose task sets no backoff.")  # fmt: skip
+              help="Seconds between tries of jobs whose task sets no backoff.")
 @click.option("--poll-interval", type=click.FloatRange(0.01, 60), default=1.0, show_default=True,
-              help="Longest idle wait before asking the store again.")  # fmt: skip
+              help="Longest idle wait before asking the store again.")
 @click.option("--metrics-port", type=click.IntRange(1, 65535), default=None,
-              help="Serve Prometheus metrics of the jobs run on this port.")  # fmt: skip
+              help="Serve Prometheus metrics of the jobs run on this port.")
 @click.option("--metrics-host", default="127.0.0.1", show_default=True, help="Address for --metrics-port.")
 def worker(app: App, queues: tuple[str, ...], concurrency: int, burst: bool, once: bool,
            grace: float, max_jobs: int | None, tries: int | None, delay: float | None,
-           poll_interval: float, metrics_port: int | None, metrics_host: str) -> None:  # fmt: skip
+           poll_interval: float, metrics_port: int | None, metrics_host: str) -> None:
     """Run jobs from the given queues (default: every queue your tasks use)."""
     from ..backoff import fixed
     from ..worker import Worker, WorkerConfig
@@ -170,7 +170,7 @@ def worker(app: App, queues: tuple[str, ...], concurrency: int, burst: bool, onc
     if metrics_port is not None:
         serve_worker_metrics(app, metrics_port, metrics_host)
     config = WorkerConfig(queues=queues, concurrency=concurrency, burst=burst, once=once,
-                          grace=grace, max_jobs=max_jobs, idle_wait=poll_interval)  # fmt: skip
+                          grace=grace, max_jobs=max_jobs, idle_wait=poll_interval)
     code = Worker(app, config).run()
     sys.stdout.flush()
     sys.stderr.flush()
@@ -186,7 +186,7 @@ def serve_worker_metrics(app: App, port: int, host: str) -> None:
         serve(port, host)
     except OSError as exc:
         raise click.BadParameter(f"cannot listen on {host}:{port}: {exc.strerror or exc}",
-                                 param_hint="--metrics-port") from None  # fmt: skip
+                                 param_hint="--metrics-port") from None
     app.add_middleware(WorkerMetrics())
     logging.getLogger("deferq.worker").info("metrics of the jobs run here: http://%s:%d/metrics", host, port)
 
@@ -273,7 +273,7 @@ def stats_table(stats: dict[str, dict[str, Any]]) -> Any:
 
     # blocked jobs (options(after=...)) get a column only when there are some: 80 columns
     shown = [(c, h) for c, h in zip(STATE_COLUMNS, STATE_HEADERS, strict=True)
-             if c != "blocked" or any(counts.get(c) for counts in stats.values())]  # fmt: skip
+             if c != "blocked" or any(counts.get(c) for counts in stats.values())]
     blocked = " block: blocked, waiting for the jobs it runs after." if len(shown) == len(STATE_COLUMNS) else ""
     table = Table(title="deferq queues", box=box.SIMPLE_HEAD, caption_justify="left",
                   caption="sched: scheduled, due later. done: succeeded. wait: of the oldest due job." + blocked)
@@ -285,7 +285,7 @@ def stats_table(stats: dict[str, dict[str, Any]]) -> Any:
         wait = float(counts.get("oldest_wait", 0))
         name = f"{queue} (paused)" if counts.get("paused") else queue
         table.add_row(name, *(str(counts.get(s, 0)) for s, _ in shown),
-                      f"{wait:.1f}s" if wait < 60 else format_duration(wait))  # fmt: skip
+                      f"{wait:.1f}s" if wait < 60 else format_duration(wait))
     return table
 
 
@@ -323,7 +323,7 @@ def read_stats(app: App) -> dict[str, dict[str, Any]]:
     table = app.stats()
     if table.missing:
         click.echo(f"warning: Redis shard(s) {', '.join(table.missing)} did not answer; "
-                   "the counts leave out the jobs stored there", err=True)  # fmt: skip
+                   "the counts leave out the jobs stored there", err=True)
     return table
 
 
@@ -508,7 +508,7 @@ main.add_command(status_command)  # deferq status: masters, pools, children
 def serve(url: str | None, app_path: str | None, no_create: bool, host: str, port: int, workers: int,
           no_auth: bool, no_auth_beyond_loopback: bool, allowed_host: tuple[str, ...], max_body: int,
           max_queue_length: int | None, queue_limit: tuple[str, ...], max_inflight: int | None,
-          wait_threads: int, waits_per_token: int, request_log: str, error_log: str) -> None:  # fmt: skip
+          wait_threads: int, waits_per_token: int, request_log: str, error_log: str) -> None:
     """The HTTP API: jobs, topics with signed callbacks, dead letters, metrics (docs/http.md)."""
     from .serve import ServerConfig, check_no_auth, parse_queue_limits
     from .serve import serve as run_server
@@ -518,7 +518,7 @@ def serve(url: str | None, app_path: str | None, no_create: bool, host: str, por
                           max_queue_length=max_queue_length,
                           queue_limits=parse_queue_limits(queue_limit), max_inflight=max_inflight,
                           wait_threads=wait_threads, waits_per_token=waits_per_token,
-                          request_log=request_log, error_log=error_log)  # fmt: skip
+                          request_log=request_log, error_log=error_log)
     run_server(config, host, port, workers, create=not no_create)
 
 

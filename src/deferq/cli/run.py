@@ -1,4 +1,4 @@
-"""`deferq run` (the master) and `deferq status`; registered on the main group in deferq/cli.py."""
+"""`deferq run` (the master) and `deferq status`; registered on the main group in deferq/cli/main.py."""
 
 from __future__ import annotations
 
@@ -11,23 +11,23 @@ from ..observe.logs import setup_logging
 
 LOG_LEVELS = click.Choice(["debug", "info", "warning", "error"])
 
-#: `--no-create` of every command that opens a store (deferq/cli.py uses it too)
+#: `--no-create` of every command that opens a store (deferq/cli/main.py uses it too)
 no_create_option = click.option(
     "--no-create", is_flag=True,
     help="Refuse a sqlite:/// file that does not exist, instead of creating a new store.",
-)  # fmt: skip
+)
 
 
 @click.command("run")
 @click.option("--config", "config_path", default="deferq.toml", show_default=True,
-              help="The supervisor's TOML file.")  # fmt: skip
+              help="The supervisor's TOML file.")
 @click.option("--app", "app_path", default=None, help="Your App as module:attr (wins over the file).")
 @click.option("--url", default=None, help="Store URL (wins over the file).")
 @no_create_option
 @click.option("--log-level", default="info", show_default=True, type=LOG_LEVELS)
 @click.option("--log-format", default="text", show_default=True, type=click.Choice(["text", "json"]))
 def run_command(config_path: str, app_path: str | None, url: str | None, no_create: bool, log_level: str,
-                log_format: str) -> None:  # fmt: skip
+                log_format: str) -> None:
     """Run the supervisor: a master process that keeps pools of worker processes."""
     from ..loading import check_new_store, created_store
     from ..observe.output import say

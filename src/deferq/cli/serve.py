@@ -23,7 +23,7 @@ def parse_queue_limits(values: tuple[str, ...]) -> dict[str, int]:
         queue, _, number = value.partition("=")
         if not queue or not number.isdigit():
             raise click.BadParameter(f"{value!r} must look like QUEUE=NUMBER, e.g. email=10000",
-                                     param_hint="--queue-limit")  # fmt: skip
+                                     param_hint="--queue-limit")
         limits[queue] = int(number)
     return limits
 
@@ -34,7 +34,7 @@ def check_no_auth(no_auth: bool, host: str, beyond_loopback: bool, allowed_hosts
     if not no_auth:
         if allowed_hosts:
             raise click.BadParameter("only means something with --no-auth (tokens protect the API otherwise)",
-                                     param_hint="--allowed-host")  # fmt: skip
+                                     param_hint="--allowed-host")
         return []
     if is_loopback(host.strip("[]")):
         return list(allowed_hosts)
@@ -42,7 +42,7 @@ def check_no_auth(no_auth: bool, host: str, beyond_loopback: bool, allowed_hosts
         raise click.UsageError(
             f"--no-auth opens every route to anyone who can connect, so it listens on loopback only "
             f"(--host 127.0.0.1, ::1 or localhost), not on {host}: to serve without auth there "
-            f"anyway, add --no-auth-beyond-loopback")  # fmt: skip
+            f"anyway, add --no-auth-beyond-loopback")
     # the address listened on is a name clients may use; every interface is no name
     return [*allowed_hosts, *([] if host in ("0.0.0.0", "::") else [host])]
 
@@ -76,7 +76,7 @@ def serve(config: ServerConfig, host: str, port: int, workers: int, create: bool
     try:
         uvicorn.run("deferq.server.app:create_app_from_env", factory=True, host=host, port=port,
                     workers=workers, access_log=False, log_level="warning",
-                    server_header=False, date_header=False)  # fmt: skip
+                    server_header=False, date_header=False)
     finally:
         if metrics_dir:
             shutil.rmtree(metrics_dir, ignore_errors=True)
@@ -91,7 +91,7 @@ def check_address(host: str, port: int) -> None:
             probe.bind((host, port))
         except OSError as exc:
             raise click.BadParameter(f"cannot listen on {host}:{port}: {exc.strerror or exc}",
-                                     param_hint="--host/--port") from None  # fmt: skip
+                                     param_hint="--host/--port") from None
 
 
 def announce(config: ServerConfig, host: str, port: int, workers: int, url: str) -> list[str]:
@@ -102,7 +102,7 @@ def announce(config: ServerConfig, host: str, port: int, workers: int, url: str)
     processes = f"{workers} processes" if workers > 1 else "1 process"
     auth = ("auth on: the API needs a token (deferq token create --scope producer)" if config.auth
             else "auth OFF (--no-auth): every route is open to anyone who can connect; requests from "
-                 "other web pages and other host names are refused")  # fmt: skip
+                 "other web pages and other host names are refused")
     return [
         f"serving on http://{shown}:{port}{anywhere}, {processes}",
         f"store {safe_url(url)}",

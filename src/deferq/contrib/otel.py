@@ -34,7 +34,7 @@ META_KEY = "otel"  # job.meta[META_KEY]: the carrier of the producer's context
 
 def _attributes(job: Job) -> dict[str, Any]:
     return {"messaging.system": "deferq", "messaging.destination.name": job.queue,
-            "messaging.message.id": job.id, "deferq.task": job.task}  # fmt: skip
+            "messaging.message.id": job.id, "deferq.task": job.task}
 
 
 class Tracing(Middleware):
@@ -62,7 +62,7 @@ class Tracing(Middleware):
         links = [trace.Link(producer.get_span_context())] if producer.get_span_context().is_valid else []
         attributes = {**_attributes(job), "deferq.attempt": job.attempts}
         span = self.tracer.start_span(f"{job.task} process", kind=trace.SpanKind.CONSUMER,
-                                      attributes=attributes, links=links)  # fmt: skip
+                                      attributes=attributes, links=links)
         token = context.attach(trace.set_span_in_context(span))
         with self._lock:
             self._running[job.id] = (span, token)

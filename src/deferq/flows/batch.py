@@ -95,7 +95,7 @@ class Batch:
             return
         self.closed = True
         callbacks = {name: call for name, call in (("on_complete", self.on_complete),
-                                                   ("on_success", self.on_success)) if call}  # fmt: skip
+                                                   ("on_success", self.on_success)) if call}
         items = {name: self._callback(call, name == "on_complete") for name, call in callbacks.items()}
         record = {"members": self.members, "callbacks": {name: item.job.id for name, item in items.items()}}
         self.app.backend.kv_put(NAMESPACE, self.id, dumps(record))
@@ -124,7 +124,7 @@ def info(store: Any, batch_id: str) -> BatchInfo | None:
     finished = counts["succeeded"] + counts["dead"] + counts["cancelled"]
     return BatchInfo(batch_id, len(members), len(members) - finished, counts["succeeded"], counts["dead"],
                      counts["cancelled"], "complete" if finished == len(members) else "running",
-                     record.get("callbacks", {}))  # fmt: skip
+                     record.get("callbacks", {}))
 
 
 def count_states(store: JobAdmin, ids: list[str]) -> dict[str, int]:
@@ -150,4 +150,4 @@ def summary(store: Any, batch_id: str) -> dict[str, Any]:
     if found is None:
         return {"id": batch_id, "total": 0, "succeeded": 0, "dead": 0, "cancelled": 0}
     return {"id": found.id, "total": found.total, "succeeded": found.succeeded, "dead": found.dead,
-            "cancelled": found.cancelled}  # fmt: skip
+            "cancelled": found.cancelled}

@@ -77,7 +77,7 @@ def register_periodic(
     def schedule(fn: Any) -> Task[..., Any]:
         task = fn if isinstance(fn, Task) else app.task(fn)
         job = PeriodicJob(name or task.name, cron, task.name, tuple(args), dict(kwargs or {}),
-                          dict(options))  # fmt: skip
+                          dict(options))
         if any(existing.name == job.name for existing in app.periodic_jobs):
             raise ValueError(f"a periodic job named {job.name!r} is already registered")
         app.periodic_jobs.append(job)
@@ -107,5 +107,5 @@ def periodic_from_table(table: Any) -> tuple[PeriodicJob, ...]:
             raise ConfigError(f"{where}.kwargs must be a table")
         options = {key: entry[key] for key in JOB_OPTIONS if key in entry}
         jobs.append(PeriodicJob(name, entry["cron"], entry["task"], tuple(entry.get("args", [])),
-                                dict(entry.get("kwargs", {})), options))  # fmt: skip
+                                dict(entry.get("kwargs", {})), options))
     return tuple(jobs)

@@ -39,14 +39,14 @@ class GuardedBackend(httpcore.AsyncNetworkBackend):
     """The async backend: resolves with `resolver`, connects through `inner`."""
 
     def __init__(self, policy: Policy, resolver: Resolver = resolve,
-                 inner: httpcore.AsyncNetworkBackend | None = None) -> None:  # fmt: skip
+                 inner: httpcore.AsyncNetworkBackend | None = None) -> None:
         self.policy = policy
         self.resolver = resolver
         self.inner = inner or httpcore.AnyIOBackend()
 
     async def connect_tcp(self, host: str, port: int, timeout: float | None = None,
                           local_address: str | None = None,
-                          socket_options: Iterable[Any] | None = None) -> httpcore.AsyncNetworkStream:  # fmt: skip
+                          socket_options: Iterable[Any] | None = None) -> httpcore.AsyncNetworkStream:
         refused = self.policy.port_refusal(port)
         if refused is not None:  # before any lookup
             raise Refused(refused)
@@ -57,14 +57,14 @@ class GuardedBackend(httpcore.AsyncNetworkBackend):
             try:
                 return await self.inner.connect_tcp(candidate, port, timeout=timeout,
                                                     local_address=local_address,
-                                                    socket_options=socket_options)  # fmt: skip
+                                                    socket_options=socket_options)
             except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
                 failure = exc
         assert failure is not None
         raise failure
 
     async def connect_unix_socket(self, path: str, timeout: float | None = None,
-                                  socket_options: Iterable[Any] | None = None) -> Any:  # fmt: skip
+                                  socket_options: Iterable[Any] | None = None) -> Any:
         raise Refused("deferq never connects to a unix socket on others' behalf")
 
     async def sleep(self, seconds: float) -> None:
@@ -80,7 +80,7 @@ class SyncGuardedBackend(httpcore.NetworkBackend):
 
     def connect_tcp(self, host: str, port: int, timeout: float | None = None,
                     local_address: str | None = None,
-                    socket_options: Iterable[Any] | None = None) -> httpcore.NetworkStream:  # fmt: skip
+                    socket_options: Iterable[Any] | None = None) -> httpcore.NetworkStream:
         refused = self.policy.port_refusal(port)
         if refused is not None:
             raise Refused(refused)
@@ -92,14 +92,14 @@ class SyncGuardedBackend(httpcore.NetworkBackend):
         for candidate in self.policy.screen(host, port, candidates):
             try:
                 return self.inner.connect_tcp(candidate, port, timeout=timeout, local_address=local_address,
-                                              socket_options=socket_options)  # fmt: skip
+                                              socket_options=socket_options)
             except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
                 failure = exc
         assert failure is not None
         raise failure
 
     def connect_unix_socket(self, path: str, timeout: float | None = None,
-                            socket_options: Iterable[Any] | None = None) -> Any:  # fmt: skip
+                            socket_options: Iterable[Any] | None = None) -> Any:
         raise Refused("deferq never connects to a unix socket on others' behalf")
 
     def sleep(self, seconds: float) -> None:
@@ -111,7 +111,7 @@ def _pool_parts(limits: httpx.Limits | None) -> tuple[ssl.SSLContext, httpx.Limi
     limits = limits or httpx.Limits(max_connections=100, max_keepalive_connections=20)
     pool = {"ssl_context": context, "max_connections": limits.max_connections,
             "max_keepalive_connections": limits.max_keepalive_connections,
-            "keepalive_expiry": limits.keepalive_expiry}  # fmt: skip
+            "keepalive_expiry": limits.keepalive_expiry}
     return context, limits, pool
 
 
@@ -126,7 +126,7 @@ class GuardedTransport(httpx.AsyncHTTPTransport):
     """httpx's async transport over GuardedBackend (no environment proxies, no unix sockets)."""
 
     def __init__(self, policy: Policy, resolver: Resolver = resolve,
-                 limits: httpx.Limits | None = None) -> None:  # fmt: skip
+                 limits: httpx.Limits | None = None) -> None:
         context, limits, pool = _pool_parts(limits)
         super().__init__(verify=context, trust_env=False, limits=limits)
         _check_pool(self, httpcore.AsyncConnectionPool)

@@ -76,16 +76,16 @@ NEVER: dict[str, tuple[Network, ...]] = {
 GROUPS: dict[str, tuple[Network, ...]] = {
     "loopback": _networks("127.0.0.0/8", "::1/128"),
     "private": _networks("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10",
-                         "fc00::/7"),  # fmt: skip
+                         "fc00::/7"),
     "link-local": _networks("169.254.0.0/16", "fe80::/10"),
 }
 SPECIAL = _networks(  # documentation, benchmarking, reserved, deprecated site-local, ...
     "192.0.0.0/24", "192.0.2.0/24", "198.18.0.0/15", "198.51.100.0/24", "203.0.113.0/24",
     "240.0.0.0/4", "100::/64", "2001::/23", "2001:db8::/32", "fec0::/10", "::ffff:0:0/96",
-)  # fmt: skip
+)
 NAT64 = ipaddress.ip_network("64:ff9b::/96")  # reaches the IPv4 address in its low 32 bits
 STORE_PORTS = {"redis": 6379, "rediss": 6379, "redis+cluster": 6379, "redis+shards": 6379,
-               "postgresql": 5432, "postgres": 5432, "mysql": 3306, "mariadb": 3306}  # fmt: skip
+               "postgresql": 5432, "postgres": 5432, "mysql": 3306, "mariadb": 3306}
 HINT = f"allow it with allow_networks in {POLICY_ENV}"
 
 
@@ -160,7 +160,7 @@ def _network_list(data: dict[str, Any], name: str) -> tuple[Network, ...]:
             networks.append(ipaddress.ip_network(item, strict=False))
         except (TypeError, ValueError):
             raise ConfigError(f"{POLICY_ENV}: {name} holds {item!r:.60}, which is neither a network "
-                              f"(like 10.0.0.0/8 or ::1) nor one of {', '.join(GROUPS)}") from None  # fmt: skip
+                              f"(like 10.0.0.0/8 or ::1) nor one of {', '.join(GROUPS)}") from None
     return tuple(networks)
 
 
@@ -171,9 +171,9 @@ def _port_set(data: dict[str, Any], name: str) -> frozenset[int]:
         if isinstance(item, str) and re.fullmatch(r"\d+-\d+", item):
             low, high = (int(part) for part in item.split("-"))
         if not all(isinstance(p, int) and not isinstance(p, bool) and 1 <= p <= 65535
-                   for p in (low, high)) or low > high:  # fmt: skip
+                   for p in (low, high)) or low > high:
             raise ConfigError(f"{POLICY_ENV}: {name} holds {item!r:.60}: use ports 1-65535 "
-                              'or ranges like "8000-8999"')  # fmt: skip
+                              'or ranges like "8000-8999"')
         ports.update(range(low, high + 1))
     return frozenset(ports)
 
@@ -201,7 +201,7 @@ class Policy:
         unknown = sorted(set(data) - set(POLICY_FIELDS))
         if unknown:
             raise ConfigError(f"{POLICY_ENV}: unknown field {unknown[0]!r}: fields are "
-                              f"{', '.join(POLICY_FIELDS)}")  # fmt: skip
+                              f"{', '.join(POLICY_FIELDS)}")
         allow_public = data.get("allow_public", True)
         if not isinstance(allow_public, bool):
             raise ConfigError(f"{POLICY_ENV}: allow_public must be true or false")
@@ -247,7 +247,7 @@ class Policy:
         if any(address in network for network in self.allow_networks):
             return None
         group = next((name for name, networks in GROUPS.items()
-                      if any(address in network for network in networks)), None)  # fmt: skip
+                      if any(address in network for network in networks)), None)
         if group is not None:
             return f"is a {group} address ({HINT})"
         if any(address in network for network in SPECIAL):
@@ -280,7 +280,7 @@ class Policy:
                 allowed.append(candidate)
             else:
                 reasons.append(f"{address} {why}" if literal or host == candidate
-                               else f"{host} resolves to {address}, which {why}")  # fmt: skip
+                               else f"{host} resolves to {address}, which {why}")
         if not allowed:
             raise Refused(reasons[0] if reasons else f"{host} resolves to no address")
         return allowed

@@ -176,7 +176,7 @@ class HistoryRecorder:
         self._closed = False
         # said once when writes start failing (a store or shard down) and once when they work again
         self._guard = StoreGuard(log, down="history not written (kept for the next try): %s",
-                                 back="history written again after %.1fs", down_level=logging.WARNING)  # fmt: skip
+                                 back="history written again after %.1fs", down_level=logging.WARNING)
         _RECORDERS.add(self)
 
     # -- what processes count -----------------------------------------------------------------
@@ -192,7 +192,7 @@ class HistoryRecorder:
             return
         # one entry per (queue, task), not per job: a batch is mostly one task
         counted = Counter([(job.queue, job.task) for item, job in zip(items, jobs, strict=True)
-                           if is_new(item, job)])  # fmt: skip
+                           if is_new(item, job)])
         entries = [(minute, queue, task, "enqueued", n) for (queue, task), n in counted.items()]
         if entries:
             self.buffer.add_many(entries)
@@ -322,4 +322,4 @@ def read(
             series[f"{name}_p{p}"] = [h.percentile(p) for h in hists[kind]]
             totals[f"{name}_p{p}"] = whole.percentile(p)
     return {"queue": queue, "task": task, "minutes": points * step, "step": step, "series": series,
-            "totals": totals}  # fmt: skip
+            "totals": totals}

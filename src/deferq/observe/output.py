@@ -1,7 +1,7 @@
 """Printing for the commands: JSON as `deferq ... --json` shows it, and text for a person.
 
-A module of its own so that the subcommands' bodies (supervisor/cli.py, server/cli.py)
-and the status report print the same way as deferq/cli.py without importing it; it
+A module of its own so that the subcommands' bodies (cli/run.py, cli/serve.py)
+and the status report print the same way as deferq/cli/main.py without importing it; it
 needs no click.
 
 Text output follows two rules: a time is shown as ISO 8601 (UTC) with a relative form
@@ -85,7 +85,7 @@ def fit(line: str, columns: int | None = None) -> list[str]:
         return [line]
     indent = " " * (len(line) - len(line.lstrip(" ")))
     return textwrap.wrap(line.strip(), columns, initial_indent=indent, subsequent_indent=indent + "  ",
-                         break_on_hyphens=False) or [line[:columns]]  # fmt: skip
+                         break_on_hyphens=False) or [line[:columns]]
 
 
 def fit_all(lines: Iterable[str], columns: int | None = None) -> list[str]:

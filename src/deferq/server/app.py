@@ -50,7 +50,7 @@ async def http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
     return JSON({"error": {"code": code, "message": str(exc.detail)}}, exc.status_code,
-                headers=exc.headers)  # fmt: skip
+                headers=exc.headers)
 
 
 async def internal_error(request: Request, exc: Exception) -> Response:
@@ -119,7 +119,7 @@ class Front:
         self.inflight = 0  # API requests being answered by this process
         retry_after = str(service.config.retry_after)
         self.busy = ApiError(503, "busy", "the server is busy: retry later",
-                             {"Retry-After": retry_after})  # fmt: skip
+                             {"Retry-After": retry_after})
         # without tokens, refuse what a web page in a browser could send (sameorigin.py)
         self.guard = None if service.config.auth else SameOrigin(service.config.allowed_hosts)
 
@@ -186,7 +186,7 @@ class Front:
                 extra={"method": scope["method"], "path": scope["path"], "route": route,
                        "status": status, "duration_ms": round(seconds * 1000, 2),
                        "client": client[0] if client else None},
-            )  # fmt: skip
+            )
 
 
 def create_app(config: ServerConfig | None = None, app: App | None = None) -> Front:
@@ -197,7 +197,7 @@ def create_app(config: ServerConfig | None = None, app: App | None = None) -> Fr
     service = Service(config, app)
     routes = [*api_routes(), *console_api_routes(), *history_api.routes(),
               Route("/openapi.json", openapi, methods=["GET"]), Route("/metrics", metrics, methods=["GET"]),
-              *dashboard_routes()]  # fmt: skip
+              *dashboard_routes()]
 
     @asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:

@@ -90,7 +90,7 @@ class EmailTarget:
         if not isinstance(d.get("starttls", False), bool):
             raise ConfigError("alerts.email.starttls must be true or false")
         return cls(host, port, sender, tuple(recipients), d.get("username"), d.get("password"),
-                   d.get("starttls", False))  # fmt: skip
+                   d.get("starttls", False))
 
 
 @dataclass(frozen=True)
@@ -172,14 +172,14 @@ class _Alert:
         return {
             "kind": self.kind, "subject": self.subject, "details": self.details,
             "source": source, "time": self.at, "suppressed": self.suppressed,
-        }  # fmt: skip
+        }
 
 
 class Alerter:
     """Sends alerts from one background thread; `send` returns at once."""
 
     def __init__(self, config: AlertConfig, *, source: str | None = None,
-                 policy: netpolicy.Policy | None = None) -> None:  # fmt: skip
+                 policy: netpolicy.Policy | None = None) -> None:
         self.config = config
         self.source = source or socket.gethostname()
         # None: this process's policy at each delivery (with the stores it noted by then)
@@ -212,12 +212,12 @@ class Alerter:
             why_not = self._hold_back(topic, time.monotonic())
             if why_not is None:
                 alert = _Alert(kind, subject, dict(details or {}), time.time(),
-                               self._suppressed.pop(topic, 0))  # fmt: skip
+                               self._suppressed.pop(topic, 0))
                 self._pending += 1
                 self._idle.clear()
                 if self._thread is None:
                     self._thread = threading.Thread(target=self._deliver_loop, name="deferq-alerts",
-                                                    daemon=True)  # fmt: skip
+                                                    daemon=True)
                     self._thread.start()
         if alert is None:
             log.warning("alert %s suppressed (%s): %s", kind, why_not, subject)
@@ -325,7 +325,7 @@ class Alerter:
             response = client.post(
                 self.config.webhook, content=body, timeout=DELIVERY_TIMEOUT,
                 headers={"content-type": "application/json", "user-agent": "deferq-alerts"},
-            )  # fmt: skip
+            )
         if not 200 <= response.status_code < 300:
             raise _Answered(response.status_code)
 

@@ -72,7 +72,7 @@ class Child:
             "index": self.index, "pid": self.pid, "worker": self.name,
             "generation": self.generation, "started": self.started_wall,
             "state": self.state,
-        }  # fmt: skip
+        }
 
     @property
     def state(self) -> str:
@@ -123,7 +123,7 @@ def spawn_child(pool: PoolState, spec: dict[str, Any], host: str) -> Child:
         "queues": list(config.queues), "concurrency": config.concurrency,
         "max_jobs": config.max_jobs_per_child,
         "master_pid": os.getpid(),  # a child that starts after its master died must know
-    }  # fmt: skip
+    }
     process = subprocess.Popen(
         [sys.executable, "-m", "deferq.supervisor.child", orjson.dumps(child_spec).decode()],
         stdin=subprocess.DEVNULL,

@@ -39,7 +39,7 @@ POOL_KEYS = (
     "queues", "processes", "concurrency", "max_jobs_per_child", "max_child_lifetime",
     "max_child_memory", "hung_after", "scale_up_backlog", "scale_up_wait", "scale_up_every",
     "scale_down_after",
-)  # fmt: skip
+)
 _SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([kmg]?)(?:i?b)?", re.IGNORECASE)
 _SIZE_UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
 DEFAULT_METRICS_HOST = "127.0.0.1"
@@ -155,7 +155,7 @@ def parse_config(table: dict[str, Any], source: str = "the config file") -> Supe
     none: tuple[PeriodicJob, ...] = ()
     if isinstance(periodic, dict):  # each job on its own, so each mistake is reported
         periodic_jobs = tuple(job for name, entry in periodic.items()
-                              for job in problems.value(none, periodic_from_table, {name: entry}))  # fmt: skip
+                              for job in problems.value(none, periodic_from_table, {name: entry}))
     else:
         periodic_jobs = problems.value(none, periodic_from_table, periodic)
     problems.raise_any(source)

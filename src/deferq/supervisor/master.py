@@ -86,7 +86,7 @@ class Master:
         self.host = socket.gethostname()
         self.id = f"{self.host}:{os.getpid()}"
         self.child_spec = {"app": config.app, "url": self.app.url, "grace": config.grace,
-                           "log_level": log_level, "log_format": log_format}  # fmt: skip
+                           "log_level": log_level, "log_format": log_format}
         self.metrics_dir: str | None = None  # made by run() when the config has metrics_port
         if config.metrics_port is not None:
             require("prometheus_client", needed_by="metrics_port")
@@ -246,7 +246,7 @@ class Master:
     def _shutdown(self) -> None:
         children = [c for p in self.pools.values() for c in p.children]
         log.info("master stopping: %d child(ren) finish their jobs (grace %s)",
-                 len(children), format_duration(self.config.grace))  # fmt: skip
+                 len(children), format_duration(self.config.grace))
         for child in children:
             child.retire("the master is stopping")
         deadline = time.monotonic() + self.config.grace + KILL_MARGIN
@@ -264,7 +264,7 @@ class Master:
             for child in pool.children:
                 log.error("child %s #%d (pid %d) did not stop in time: killed; its jobs "
                           "return after their lease", pool.config.name, child.index,
-                          child.pid)  # fmt: skip
+                          child.pid)
                 child.signal(signal.SIGKILL)
                 child.process.wait()
                 self.health.call(self.app.backend.kv_delete, "workers", child.name)
@@ -311,14 +311,14 @@ class Master:
             crashes = pool.crashed(now)
             delay = pool.restart_at - now
             log.error("%s died (%s): %s", what, reason,
-                      f"restarting in {delay:.1f}s" if delay > 0 else "restarting now")  # fmt: skip
+                      f"restarting in {delay:.1f}s" if delay > 0 else "restarting now")
             if crashes >= CRASH_ALERT_AT:
                 self.monitor.alert(
                     f"crash_loop:{pool.config.name}",
                     f"pool {pool.config.name} keeps crashing: {crashes} crashes in a minute",
                     {"pool": pool.config.name, "crashes": crashes, "last": reason,
                      "host": self.host},
-                )  # fmt: skip
+                )
 
     def _watch_children(self, now: float) -> None:
         ok, records = self.health.call(self.app.backend.kv_list, "workers")
@@ -350,7 +350,7 @@ class Master:
         hung_after = max(config.hung_after, self.app.lease)  # a worker beats every lease/3
         if heartbeats_known and silent_for > hung_after:
             log.error("%s sent no heartbeat for %s: it is hung, killing it", what,
-                      format_duration(silent_for))  # fmt: skip
+                      format_duration(silent_for))
             child.retire_reason = "hung"
             child.signal(signal.SIGKILL)
             return
@@ -413,7 +413,7 @@ class Master:
             pool.scale, reason = decide(pool.config.scale, pool.scale, load, now)
             if reason:
                 log.info("pool %s: %d -> %d process(es) (%s)", pool.config.name, before,
-                         pool.scale.target, reason)  # fmt: skip
+                         pool.scale.target, reason)
 
     def status(self) -> dict[str, Any]:
         """What `deferq status` shows about this master (published in kv "masters")."""
@@ -431,12 +431,12 @@ class Master:
                 }
                 for name, pool in self.pools.items()
             },
-        }  # fmt: skip
+        }
 
     def _publish(self) -> None:
         ttl = max(self.config.check_every * 5, 10.0)
         self.health.call(self.app.backend.kv_put, "masters", self.id,
-                         orjson.dumps(self.status()), ttl)  # fmt: skip
+                         orjson.dumps(self.status()), ttl)
 
     def _file_stamp(self) -> tuple[int, int] | None:
         try:
@@ -477,7 +477,7 @@ class Master:
         running = (self.config.app, self.config.url, self.config.metrics_port, self.config.metrics_host)
         if (new.app, new.url, new.metrics_port, new.metrics_host) != running:
             log.error("reload refused: app, url and the metrics address cannot change while running; "
-                      "restart the master")  # fmt: skip
+                      "restart the master")
             return
         self.generation += 1
         for pool_config in new.pools:
@@ -494,4 +494,4 @@ class Master:
         self.config = new
         self.config_seen = (new.digest, self._file_stamp())
         log.info("reloaded %s: rolling restart of %d child(ren)", new.path,
-                 sum(len(p.children) for p in self.pools.values()))  # fmt: skip
+                 sum(len(p.children) for p in self.pools.values()))

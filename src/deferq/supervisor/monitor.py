@@ -75,7 +75,7 @@ class Monitor:
             waiting = stats[queue].counts["queued"] if queue in stats else 0
             if waiting > limit:
                 self.alert(f"backlog:{queue}", f"queue {queue} has {waiting} jobs waiting",
-                           {"queue": queue, "waiting": waiting, "limit": limit})  # fmt: skip
+                           {"queue": queue, "waiting": waiting, "limit": limit})
         if config.oldest_waiting is not None:
             for queue, queue_stats in stats.items():
                 if queue_stats.oldest_wait > config.oldest_waiting:
@@ -84,7 +84,7 @@ class Monitor:
                         f"a job in queue {queue} has waited {queue_stats.oldest_wait:.0f}s",
                         {"queue": queue, "oldest_wait_seconds": round(queue_stats.oldest_wait, 1),
                          "limit_seconds": config.oldest_waiting},
-                    )  # fmt: skip
+                    )
         self._check_dead(stats, config.dead_letters)
 
     def _check_dead(self, stats: dict[str, QueueStats], enabled: bool) -> None:
@@ -96,4 +96,4 @@ class Monitor:
             new = count - before.get(queue, 0)
             if new > 0:
                 self.alert(f"dead:{queue}", f"{new} new dead job(s) in queue {queue}",
-                           {"queue": queue, "new": new, "dead_total": count})  # fmt: skip
+                           {"queue": queue, "new": new, "dead_total": count})

@@ -1,7 +1,7 @@
 """Running periodic jobs: the master enqueues each tick, once however many masters run.
 
 The schedules themselves (`PeriodicJob`, from code or from the config file's
-[periodic] tables) are defined in deferq/schedule.py; this module only runs them.
+[periodic] tables) are defined in deferq/flows/schedule.py; this module only runs them.
 
 Each master computes the ticks itself. Before enqueueing tick T of schedule N it claims
 ``periodic/N:T`` in the store with ``kv_put(..., only_new=True)``: the first master wins,

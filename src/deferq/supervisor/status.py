@@ -37,12 +37,12 @@ def worker_view(status: dict[str, Any], now: float) -> dict[str, Any]:
         {"id": job["id"], "task": job["task"],
          "running_for": round(float(status["monotonic"]) - float(job["started"]) + age, 1)}
         for job in status.get("running", [])
-    ]  # fmt: skip
+    ]
     return {
         "worker": status.get("name"), "pid": status.get("pid"), "host": status.get("host"),
         "queues": status.get("queues", []), "concurrency": status.get("concurrency"),
         "processed": status.get("processed"), "heartbeat_age": round(age, 1), "jobs": jobs,
-    }  # fmt: skip
+    }
 
 
 def collect_status(backend: Backend) -> dict[str, Any]:
@@ -85,7 +85,7 @@ def render_status(report: dict[str, Any], columns: int | None = None) -> list[st
                 processed = "" if child["processed"] is None else f", {child['processed']} done"
                 idle = "" if child["jobs"] else ", idle"
                 lines.append(f"    #{child['index']} pid {child['pid']} {child['state']} since "
-                             f"{when(child.get('started'), now)}{processed}{idle}")  # fmt: skip
+                             f"{when(child.get('started'), now)}{processed}{idle}")
                 lines += _jobs_lines(child["jobs"], "      ")
     if report["workers"]:
         lines.append("workers without a master:")

@@ -29,7 +29,7 @@ RUN_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30
 WAIT_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 60.0, 300.0, 1800.0, 3600.0)
 OUTCOME_LABEL = {OutcomeKind.SUCCEEDED: "succeeded", OutcomeKind.RETRY: "retried",
                  OutcomeKind.DEAD: "dead", OutcomeKind.RELEASE: "released",
-                 OutcomeKind.SNOOZE: "snoozed", OutcomeKind.CANCELLED: "cancelled"}  # fmt: skip
+                 OutcomeKind.SNOOZE: "snoozed", OutcomeKind.CANCELLED: "cancelled"}
 
 
 def prometheus() -> Any:
@@ -48,13 +48,13 @@ class WorkerMetrics(Middleware):
         labels = ["task", "queue"]
         kwargs: dict[str, Any] = {} if registry is None else {"registry": registry}
         self.runs = client.Counter("deferq_task_runs_total", "Finished attempts by task, queue and outcome",
-                                   [*labels, "outcome"], **kwargs)  # fmt: skip
+                                   [*labels, "outcome"], **kwargs)
         self.run_seconds = client.Histogram("deferq_task_run_seconds", "Time the task function ran",
-                                            labels, buckets=RUN_BUCKETS, **kwargs)  # fmt: skip
+                                            labels, buckets=RUN_BUCKETS, **kwargs)
         self.wait_seconds = client.Histogram("deferq_task_wait_seconds", "From due time to start",
-                                             labels, buckets=WAIT_BUCKETS, **kwargs)  # fmt: skip
+                                             labels, buckets=WAIT_BUCKETS, **kwargs)
         self.in_flight = client.Gauge("deferq_tasks_in_flight", "Attempts running now", labels,
-                                      multiprocess_mode="livesum", **kwargs)  # fmt: skip
+                                      multiprocess_mode="livesum", **kwargs)
         self._started: dict[str, float] = {}
         self._lock = threading.Lock()
 

@@ -134,7 +134,7 @@ class Worker:
         log.info(
             "worker %s started: queues %s, concurrency %d",
             self.config.name, ",".join(self.config.queues), self.config.concurrency,
-        )  # fmt: skip
+        )
         for runner in self._runners:
             runner.start()
         for target in (self._settle_loop, self._keeper_loop):
@@ -257,7 +257,7 @@ class Worker:
             if drained:  # the free slots promised to what the wait brings (Redis leases as it wakes)
                 jobs = self._store_call(
                     self.backend.wait_and_reserve, cfg.queues, cfg.idle_wait, claimed, cfg.name, self.lease, order
-                )  # fmt: skip
+                )
             else:
                 jobs = self._store_call(self.backend.reserve, cfg.queues, claimed, cfg.name, self.lease, order)
             if jobs and self.stopping.is_set():  # stopped while the store was asked: not ours to run
@@ -360,7 +360,7 @@ class Worker:
             reply = self._store_call(
                 self.backend.settle_and_reserve, outcomes, cfg.queues, claimed, cfg.name,
                 self.lease, self.rotation.next_order(),
-            )  # fmt: skip
+            )
             applied, jobs = reply if reply is not None else (None, None)
             self._accept(jobs, claimed)
             if applied is None and self.stopping.is_set():
@@ -381,7 +381,7 @@ class Worker:
             job = outcome.job
             if not ok:
                 log.warning("job %s (%s) finished after losing its lease (%s); outcome dropped",
-                            job.id, job.task, self._why_lost())  # fmt: skip
+                            job.id, job.task, self._why_lost())
                 continue
             seconds = ran.get(job.id, 0.0)
             report(outcome, seconds)
@@ -399,7 +399,7 @@ class Worker:
         with self.lock:
             ended = {o.job.id: r.ended for o in outcomes if (r := self.running.get(o.job.id)) is not None}
         return [dataclasses.replace(o, delay=max(0.0, o.delay - (now - (ended.get(o.job.id) or now))))
-                if o.kind == OutcomeKind.SNOOZE else o for o in outcomes]  # fmt: skip
+                if o.kind == OutcomeKind.SNOOZE else o for o in outcomes]
 
     # -- keeper: heartbeats, timeouts, maintenance --------------------------------------
 
@@ -441,10 +441,10 @@ class Worker:
                     # its settle says so if it was (an SQL store commits the settle before
                     # the lease of the same call, so the heartbeat can see it first)
                     lost = {j.id for j in jobs if j.id in beat and self._holds(j)
-                            and (j.id, j.attempts) not in self.in_settle}  # fmt: skip
+                            and (j.id, j.attempts) not in self.in_settle}
                     stop = [self.running[j.id] for j in jobs if j.id in beat.cancel_requested and self._holds(j)]
                     limited = [(r.job, r.control.slot) for j in sorted(lost)
-                               if (r := self.running[j]).control.slot is not None]  # fmt: skip
+                               if (r := self.running[j]).control.slot is not None]
                 for job_id in sorted(lost):
                     log.warning("job %s: lease lost (%s)", job_id, self._why_lost())
                 for job, slot in limited:
@@ -459,11 +459,11 @@ class Worker:
             "queues": list(self.config.queues), "concurrency": self.config.concurrency,
             "processed": self.processed, "running": doing, "seen": time.time(),
             "monotonic": time.monotonic(),
-        }  # fmt: skip
+        }
         self._store_call(
             self.backend.kv_put, "workers", self.config.name, orjson.dumps(status),
             self.lease * 2,
-        )  # fmt: skip
+        )
 
     def _holds(self, job: Job) -> bool:
         """Called with the lock held: this attempt of the job is still ours to settle."""
@@ -494,7 +494,7 @@ class Worker:
             job, timeout = running.job, running.spec.timeout or 0
             exc = JobTimeout(f"timed out after {timeout:g}s")
             log.error("job %s %s overran its timeout of %gs: failing the attempt and "
-                      "replacing this worker", job.id, job.task, timeout)  # fmt: skip
+                      "replacing this worker", job.id, job.task, timeout)
             self.outcomes.put((decide_failure(running.spec, job, exc), exc))
             self.exit_code = EXIT_OVERRAN
             self.stop()
@@ -516,22 +516,22 @@ def report(outcome: Outcome, seconds: float) -> None:
         return  # `--log-level warning`, say: no fields built per job
     job = outcome.job
     fields: dict[str, Any] = {"job_id": job.id, "task": job.task, "queue": job.queue,
-                              "attempt": job.attempts, "duration_ms": round(seconds * 1000, 1)}  # fmt: skip
+                              "attempt": job.attempts, "duration_ms": round(seconds * 1000, 1)}
     if outcome.kind == OutcomeKind.SUCCEEDED:
         job_log.info("job %s %s succeeded in %.0f ms", job.id, job.task, seconds * 1000, extra=fields)
     elif outcome.kind == OutcomeKind.RETRY:
         fields["error"] = first_line(outcome.error)
         job_log.info("job %s %s failed (attempt %d/%d), retry in %.1fs: %s", job.id, job.task, job.attempts,
-                     job.max_attempts, outcome.delay, fields["error"], extra=fields)  # fmt: skip
+                     job.max_attempts, outcome.delay, fields["error"], extra=fields)
     elif outcome.kind == OutcomeKind.SNOOZE:
         job_log.debug("job %s %s snoozed for %.1fs (attempt not counted)", job.id, job.task, outcome.delay,
-                      extra=fields)  # fmt: skip
+                      extra=fields)
     elif outcome.kind == OutcomeKind.CANCELLED:
         job_log.info("job %s %s cancelled while running", job.id, job.task, extra=fields)
     elif outcome.kind == OutcomeKind.DEAD:
         fields["error"] = first_line(outcome.error)
         job_log.warning("job %s %s is dead after %d attempt(s): %s", job.id, job.task, job.attempts,
-                        fields["error"], extra=fields)  # fmt: skip
+                        fields["error"], extra=fields)
 
 
 _LEVELS = {OutcomeKind.SNOOZE: logging.DEBUG, OutcomeKind.DEAD: logging.WARNING}  # report()'s, else INFO
@@ -542,7 +542,7 @@ def _nothing() -> None:
 
 
 def _result(spec: TaskSpec, job: Job, future: Future[tuple[Outcome, BaseException | None]]
-            ) -> tuple[Outcome, BaseException | None]:  # fmt: skip
+            ) -> tuple[Outcome, BaseException | None]:
     try:
         return future.result()
     except BaseException as exc:  # noqa: BLE001 - cancelled at shutdown, or a runner bug

@@ -223,7 +223,7 @@ class Admin:
             return False
         qk = self.keys.queue(queue)
         call = Call(scripts.DELETE, [qk.job(job_id), qk.succeeded, qk.dead, qk.cancelled, qk.unique, qk.released],
-                    [job_id])  # fmt: skip
+                    [job_id])
         done = self._run(call)
         if done == 2:  # its children first: a job gone from the store would cancel them
             flows.release([(self, queue, job_id)], self.homes)  # type: ignore[list-item]

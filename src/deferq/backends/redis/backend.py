@@ -247,7 +247,7 @@ class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
                 expired.append((group[-q - 1], pairs(reply[i + 3]).get(b"task", b"").decode(), "expired"))
                 continue
             jobs.append(leased_job(reply[i + 1].decode(), group[q - 1], reply[i + 3], now, worker, lease_until,
-                                   reply[i + 2], now_text))  # fmt: skip
+                                   reply[i + 2], now_text))
         if expired:
             self.count_ended(expired)
         return jobs
@@ -322,7 +322,7 @@ class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
     def _fenced(
         self, script: scripts.Script, jobs: Sequence[Job], keys_of: Callable[[Job, QueueKeys], tuple[Any, ...]],
         args_of: Callable[[Job], tuple[Any, ...]], head: list[Any],
-    ) -> Heartbeat:  # fmt: skip
+    ) -> Heartbeat:
         """A script that acts on leased jobs under their fence (id, worker, attempts),
         one call per slot group; returns the ids whose lease was lost (flag 0), and those
         whose cancel was requested (flag 2)."""
@@ -370,7 +370,7 @@ class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
                 target = first + (_WAITING_AT + job.priority if kind in _BACK else _FINISHED_AT[kind])
                 result = "" if outcome.result is None else dumps(outcome.result, "the task's result")
                 args += (target, kind, job.id, job.worker or "", job.attempts, repr(outcome.delay),
-                         outcome.error or "", result)  # fmt: skip
+                         outcome.error or "", result)
             calls.append(Call(scripts.SETTLE, keys, args))
         return groups, calls
 
@@ -442,7 +442,7 @@ class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
         def counted(queue: str, reply: list[Any]) -> int:  # {how many, {state, task, ...}}: history
             n, ended = reply
             self.count_ended(cell for i in range(0, len(ended), 2)
-                             for cell in recovered(queue, ended[i + 1].decode(), ended[i].decode()))  # fmt: skip
+                             for cell in recovered(queue, ended[i + 1].decode(), ended[i].decode()))
             return int(n)
 
         queues = self._queues()

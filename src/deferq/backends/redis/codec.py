@@ -14,7 +14,7 @@ as ""), run_at when the job was due at once (it is the creation time), and updat
 (the creation time until the job first changes). Hashes written before that hold
 created_at as text and every field, and read the same. Hashes can be edited by
 hand; reading one never raises. A hash that cannot be read becomes a job whose kwargs
-hold "_unreadable_payload" (the runner's convention, see worker/runner.py), so a
+hold "_unreadable_payload" (the runner's convention, see attempt/runner.py), so a
 worker marks it dead with the reason.
 """
 
@@ -48,7 +48,7 @@ def _stored_settings(job: Job) -> tuple[str, str, str]:
     return (
         _or_left_out(int(job.priority), PRIORITY), _or_left_out(job.max_attempts, MAX_ATTEMPTS),
         "none" if timeout is None else _or_left_out(float(timeout), TIMEOUT),
-    )  # fmt: skip
+    )
 
 
 def enqueue_args(item: Enqueue) -> tuple[Any, ...]:
@@ -60,7 +60,7 @@ def enqueue_args(item: Enqueue) -> tuple[Any, ...]:
         job.key or "", repr(job.run_at), repr(item.delay),
         "" if expiry is None else ("@" if job.expires_at is not None else "+") + repr(expiry),
         item.on_conflict, "" if item.max_wait is None else repr(item.max_wait), job.remark or "",
-    )  # fmt: skip
+    )
 
 
 def add_args(items: Sequence[Enqueue]) -> list[Any] | None:
@@ -78,7 +78,7 @@ def add_args(items: Sequence[Enqueue]) -> list[Any] | None:
             job.key is not None or item.after or job.expires_at is not None or item.expires_in is not None
             or job.remark is not None or "\n" in job.task
             or (job.queue, job.priority, job.max_attempts, job.timeout, job.run_at, item.delay) != shared
-        ):  # fmt: skip
+        ):
             return None
         args += (job.id, job.task, _payload(item))
     return args
@@ -175,11 +175,11 @@ def _read_well_formed(
         _text(get(b"key")), run_at, created_at, lease_until, worker, error, result, finished_at, meta, progress,
         progress_message, cancel_requested, _number(get(b"expires_at")), updated_at, _text(get(b"remark")),
         last_worker,
-    )  # fmt: skip
+    )
 
 
 def leased_job(job_id: str, queue: str, flat: list[Any], now: float, worker: str, lease_until: bytes,
-               attempts: int, now_text: bytes) -> Job:  # fmt: skip
+               attempts: int, now_text: bytes) -> Job:
     """The job reserve.lua just leased: its hash as it was before the lease (`flat`, a
     flat HGETALL, or its record's fields), and what the lease wrote (state, worker,
     lease, attempts, updated_at): the job `job_from_hash` reads from the hash after."""
@@ -193,12 +193,12 @@ def leased_job(job_id: str, queue: str, flat: list[Any], now: float, worker: str
                 job_id, f[b"task"].decode(), args, kwargs, queue, PRIORITY, JobState.ACTIVE, int(attempts),
                 MAX_ATTEMPTS, TIMEOUT, None, created_at, created_at, float(lease_until), worker or None, None,
                 None, None, meta, None, None, False, None, now or created_at, None, worker or None,
-            )  # fmt: skip
+            )
         return _read_well_formed(job_id, queue, f, now, (worker, float(lease_until), int(attempts)))
     except (ValueError, TypeError, KeyError, AttributeError):
         name = worker.encode()
         f.update({b"state": b"active", b"worker": name, b"lease_until": lease_until, b"last_worker": name,
-                  b"updated_at": now_text, b"attempts": b"%d" % attempts})  # fmt: skip
+                  b"updated_at": now_text, b"attempts": b"%d" % attempts})
         return _read_carefully(job_id, queue, f, now)
 
 
@@ -228,7 +228,7 @@ def _read_carefully(job_id: str, queue: str, fields: dict[bytes, bytes], now: fl
         cancel_requested=bool(reader.text("cancel_requested_at")),
         expires_at=reader.number("expires_at", None), updated_at=reader.number("updated_at", created_at),
         remark=reader.text("remark"), last_worker=reader.text("last_worker"),
-    )  # fmt: skip
+    )
     if reader.problems and "_unreadable_payload" not in job.kwargs:
         unreadable = "unreadable job hash: " + ", ".join(reader.problems)
         job = job.with_state(job.state, kwargs={**job.kwargs, "_unreadable_payload": unreadable})

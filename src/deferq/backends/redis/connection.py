@@ -59,7 +59,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 LOST = (
     RedisConnectionError, RedisTimeoutError, RedisClusterException, ClusterError,
     TryAgainError, ReadOnlyError, OSError,
-)  # fmt: skip
+)
 
 
 @dataclass

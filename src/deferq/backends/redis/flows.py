@@ -131,7 +131,7 @@ def enqueue_linked(parts: Parts, homes: Homes) -> list[list[Job]]:
     out = []
     for (backend, items), jobs in zip(parts, stored, strict=True):
         jobs = [job.evolve(state=JobState.BLOCKED) if item.after and job.id == item.job.id else job
-                for item, job in zip(items, jobs, strict=True)]  # fmt: skip
+                for item, job in zip(items, jobs, strict=True)]
         if moved:  # a parent had finished already: read back how its children ended up
             refs = [(job.queue, job.id) for job in jobs if job.state == JobState.BLOCKED]
             fresh = {job.id: job for job in backend.fetch(refs)}
@@ -142,7 +142,7 @@ def enqueue_linked(parts: Parts, homes: Homes) -> list[list[Job]]:
 
 def _link_calls(links: Links) -> list[tuple[Store, Call]]:
     return [(backend, Call(scripts.LINK, [backend.keys.queue(q).job_prefix], args))
-            for (_, q), (backend, args) in links.items()]  # fmt: skip
+            for (_, q), (backend, args) in links.items()]
 
 
 def _linked_calls(backend: Store, children: Iterable[tuple[str, str]]) -> list[Call]:
@@ -192,7 +192,7 @@ def relink_due(backend: Store, queues: Sequence[str], homes: Homes, limit: int) 
         reads += [("hget", qk.job(child), "state"), ("smembers", qk.parents(child))]
     replies = backend.read(reads)
     blocked = [(q, c, [p.decode() for p in replies[2 * i + 1]])
-               for i, (q, c) in enumerate(children) if replies[2 * i] == b"blocked"]  # fmt: skip
+               for i, (q, c) in enumerate(children) if replies[2 * i] == b"blocked"]
     where = locate([p for _, _, parents in blocked for p in parents], homes)
     links: Links = {}
     gone: dict[str, list[tuple[str, str, str | None]]] = {}
@@ -320,7 +320,7 @@ def due_marks(backend: Store, queues: Sequence[str], limit: int) -> list[Ref]:
     `released` marks due by now), at most `limit` per queue."""
     now = repr(backend.now())
     replies = backend.read([("zrangebyscore", backend.keys.queue(q).released, "-inf", now, 0, limit)
-                            for q in queues])  # fmt: skip
+                            for q in queues])
     return [(backend, q, job_id.decode()) for q, ids in zip(queues, replies, strict=True) for job_id in ids]
 
 

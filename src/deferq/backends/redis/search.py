@@ -92,7 +92,7 @@ class RedisSearch(SearchStore):
         """The jobs of `ready` (score, id, queue) read, those still in `state`, in order."""
         jobs = {job.id: job for job in self._fetch([(queue, job_id) for _, job_id, queue in ready])}
         return [(job, [index, score, job_id]) for score, job_id, _ in ready
-                if (job := self._in_state(jobs.get(job_id), state)) is not None]  # fmt: skip
+                if (job := self._in_state(jobs.get(job_id), state)) is not None]
 
     @staticmethod
     def _ahead(

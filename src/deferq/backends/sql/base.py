@@ -36,7 +36,7 @@ log = logging.getLogger("deferq.sql")
 TABLES = {
     "jobs": "deferq_jobs", "kv": "deferq_kv", "migrations": "deferq_migrations", "paused": "deferq_paused",
     "deps": "deferq_deps", "history": "deferq_history",
-}  # fmt: skip
+}
 PURGE_BATCH = 5000  # rows per purge transaction
 KEY_RETRIES = 5  # a key freed between our insert and our look-up: try the insert again
 RATE_NAMESPACE = "rate"  # kv records of the rate limits: each one's next free time (rate_take)
@@ -44,7 +44,7 @@ SLOTS_NAMESPACE = "slots"  # kv records of the concurrency limits: each one's ho
 STORED_STATE = {
     "succeeded": "succeeded", "retry": "queued", "dead": "dead", "release": "queued", "snooze": "queued",
     "cancelled": "cancelled",
-}  # fmt: skip
+}
 UNCOUNTED = ("release", "snooze")  # outcomes that give the attempt back
 
 
@@ -140,7 +140,7 @@ class SQLBackend(SQLHistory, SQLSearch, Backend):
         newer = max(applied, default=0)
         if newer > self.schema_version:  # a rolling deploy: say so, keep working
             log.warning("the database has deferq schema version %d, newer than this deferq's "
-                        "%d: upgrade deferq here", newer, self.schema_version)  # fmt: skip
+                        "%d: upgrade deferq here", newer, self.schema_version)
         return [m for m in self.migrations if m.version not in applied]
 
     def migrate(self) -> list[str]:
@@ -241,7 +241,7 @@ class SQLBackend(SQLHistory, SQLSearch, Backend):
         if ids is not None and not ids:
             return 0
         sql, params = (self.q["finished_parents"], {"ids": list(ids)}) if ids is not None else (
-            self.q["finished_parents_all"], {})  # fmt: skip
+            self.q["finished_parents_all"], {})
 
         def probe() -> Plan[dict[str, str | None]]:
             return {parent: state for parent, state in (yield Step(sql, params)).rows}
@@ -478,7 +478,7 @@ class SQLBackend(SQLHistory, SQLSearch, Backend):
                 "kind": outcome.kind, "state": STORED_STATE[outcome.kind],
                 "released": int(outcome.kind in UNCOUNTED), "delay": float(outcome.delay),
                 "error": outcome.error, "result": result,
-            })  # fmt: skip
+            })
         return self.fence_params([o.job for o in outcomes], extra)
 
     def recover_expired(self) -> int:
@@ -656,7 +656,7 @@ class SQLBackend(SQLHistory, SQLSearch, Backend):
         return self._change_record(SLOTS_NAMESPACE, scope, b"[]", release)
 
     def _change_record(self, namespace: str, key: str, initial: bytes,
-                       change: Callable[[bytes, float], tuple[bytes, T]]) -> T:  # fmt: skip
+                       change: Callable[[bytes, float], tuple[bytes, T]]) -> T:
         """A kv record read under its row lock (SQLite: the write transaction), changed
         and written back in one transaction: `change(value, now)` -> (new value, answer).
         A missing record is first inserted in a transaction of its own, so that no

@@ -109,7 +109,7 @@ class MySQLBackend(SQLBackend):
             # Several statements per round trip (our own connections only).
             "client_flag": CLIENT.FOUND_ROWS | CLIENT.MULTI_STATEMENTS,
             "init_command": "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED",
-        }  # fmt: skip
+        }
         claim = self.options.get("claim", "auto")
         if claim not in ("auto", "skip_locked", "update"):
             raise ConfigError(f"claim={claim!r}: use auto, skip_locked or update")
@@ -313,7 +313,7 @@ class MySQLBackend(SQLBackend):
                 "priority": job.priority, "state": "queued", "max_attempts": job.max_attempts,
                 "timeout": job.timeout, "key": job.key, "run_at": run_at, "created_at": now,
                 "expires_at": views[i].expires_at, "remark": job.remark,
-            })  # fmt: skip
+            })
         yield Step(self.q["enqueue"], rows, many=True, batch=True)
         if not any(items[i].job.key for i in indexes):
             return views  # without keys nothing can have been skipped
@@ -373,16 +373,16 @@ class MySQLBackend(SQLBackend):
         if expired:  # never run: cancelled instead, in the same transaction (reserve counts them)
             chosen = [job for job in chosen if job not in expired]
             yield Step(self.q["expire"], {"now": now, "seqs": tuple(seq_of[job.id] for job in expired)},
-                       commit=not chosen)  # fmt: skip
+                       commit=not chosen)
             expired = [job.with_state(JobState.CANCELLED, error="expired", finished_at=now, updated_at=now)
-                       for job in expired]  # fmt: skip
+                       for job in expired]
             if not chosen:
                 return expired
         lease_until = now + lease
         yield Step(self.q["lease"], {
             "worker": worker, "lease_until": lease_until, "now": now,
             "seqs": tuple(seq_of[job.id] for job in chosen),
-        }, commit=True)  # fmt: skip
+        }, commit=True)
         return [
             job.with_state(JobState.ACTIVE, attempts=job.attempts + 1, worker=worker, lease_until=lease_until,
                            last_worker=worker, updated_at=now)
@@ -401,7 +401,7 @@ class MySQLBackend(SQLBackend):
             params = {
                 "worker": worker, "lease": lease, "token": token, "queues": tuple(queues),
                 "priority": priority, "limit": limit - taken,
-            }  # fmt: skip
+            }
             taken += (yield Step(self.q["claim_update"], params)).rowcount
         if not taken:
             return []

@@ -111,7 +111,7 @@ class PostgresBackend(SQLBackend):
                         kwargs={"autocommit": True}, timeout=10,
                         configure=None if durable else _commit_without_flush,
                         name="deferq" if durable else "deferq-worker",
-                    )  # fmt: skip
+                    )
                     self._pools[durable] = pool
         return pool
 
@@ -242,7 +242,7 @@ class PostgresBackend(SQLBackend):
                 try:
                     if schema:
                         conn.execute(pgsql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(
-                            pgsql.Identifier(schema)))  # fmt: skip
+                            pgsql.Identifier(schema)))
                     conn.execute(self.q["create_migrations_table"])
 
                     def apply(migration: Migration) -> None:
@@ -286,7 +286,7 @@ class PostgresBackend(SQLBackend):
              "payload": self.payload(items[i]).decode() if one else orjson.Fragment(self.payload(items[i]))}
             for i in indexes
             for job in (items[i].job,)
-        ]  # fmt: skip
+        ]
         if one:
             reply = yield Step(self.q["enqueue_one"], rows[0])
         else:
@@ -302,12 +302,12 @@ class PostgresBackend(SQLBackend):
         params = {
             "queue": queues[0], "queues": list(queues), "limit": limit, "worker": worker,
             "lease": lease, "priorities": list(priorities),
-        }  # fmt: skip
+        }
         reply = yield Step(self.q["claim" if len(queues) == 1 else "claim_queues"], params)
         pairs = [(job_of(row), row[WIDTH + 1]) for row in reply.rows]
         # jobs others wait on settle with their release (an expired one is never settled)
         self._waited_for.update(job.id for (job, _), row in zip(pairs, reply.rows, strict=True)
-                                if row[WIDTH + 2] and job.state == JobState.ACTIVE)  # fmt: skip
+                                if row[WIDTH + 2] and job.state == JobState.ACTIVE)
         return self.claim_order(pairs, priorities)  # the expired too, cancelled: reserve counts them
 
     def fenced_step(self, sql: str, params: list[dict[str, Any]]) -> Step:
@@ -343,7 +343,7 @@ class PostgresBackend(SQLBackend):
         there (for their own children), and the edges of a job linked while the
         statement waited for its row (too new for its snapshot)."""
         ends = {(entry["id"], state) for entry in params
-                for state in (entry["state"], str(JobState.CANCELLED)) if state in FINISHED}  # fmt: skip
+                for state in (entry["state"], str(JobState.CANCELLED)) if state in FINISHED}
         step = self.fenced_step(self.q["settle_release"], sorted(params, key=lambda entry: entry["id"]))
         reply = yield step._replace(params={**step.params, **parent_verdicts(ends, "v_")})
         later = {row[0]: row[1] for row in reply.rows if row[2] and row[1] in FINISHED}

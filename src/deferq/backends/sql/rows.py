@@ -27,7 +27,7 @@ def job_from_row(row: Sequence[Any], now: float) -> Job:
     (job_id, task, payload, queue, priority, state, attempts, max_attempts, timeout, key,
      run_at, created_at, lease_until, worker, error, result, finished_at,
      progress, progress_message, cancel_requested_at, expires_at,
-     updated_at, remark, last_worker) = row  # fmt: skip
+     updated_at, remark, last_worker) = row
     try:
         args, kwargs, meta = decode_payload(payload)
     except (ValueError, TypeError):
@@ -42,10 +42,10 @@ def job_from_row(row: Sequence[Any], now: float) -> Job:
         finished_at=finished_at, meta=meta, progress=progress, progress_message=progress_message,
         cancel_requested=cancel_requested_at is not None, expires_at=expires_at,
         updated_at=updated_at, remark=remark, last_worker=last_worker,
-    )  # fmt: skip
+    )
 
 
 def stored_view(item: Enqueue, run_at: float, now: float) -> Job:
     """A job as just stored (due at `run_at`, created `now`), scheduled or queued."""
     return item.job.evolve(state=state_for_waiting(run_at, now), run_at=run_at, created_at=now,
-                           expires_at=item.expiry(now))  # fmt: skip
+                           expires_at=item.expiry(now))

@@ -18,7 +18,7 @@ from .plans import Plan, Step
 from .rows import WIDTH, job_of
 
 STORED = {"scheduled": "queued", "queued": "queued", "active": "active", "blocked": "blocked",
-          "succeeded": "succeeded", "dead": "dead", "cancelled": "cancelled"}  # fmt: skip
+          "succeeded": "succeeded", "dead": "dead", "cancelled": "cancelled"}
 STORED_STATES = ("queued", "active", "blocked", "succeeded", "dead", "cancelled")
 # What `text_condition` makes: (condition, parameters, how text is matched, the cursor's carry)
 TextCondition = Plan[tuple[str, dict[str, Any], str, dict[str, Any]]]

@@ -50,7 +50,7 @@ UNAVAILABLE = {
     sqlite3.SQLITE_PERM, sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_READONLY,
     sqlite3.SQLITE_IOERR, sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_CANTOPEN,
     sqlite3.SQLITE_PROTOCOL, sqlite3.SQLITE_NOTADB,
-}  # fmt: skip
+}
 
 
 TEXT_BATCH = 2000  # rows indexed per write transaction (sqlite.py text index)
@@ -276,7 +276,7 @@ class SQLiteBackend(SQLBackend):
             keyed = keyed or job.key is not None
             rows.append((job.id, job.task, item.payload or payload(item), job.queue, job.priority,
                          job.max_attempts, job.timeout, job.key, job.run_at, now, job.expires_at,
-                         job.remark))  # fmt: skip
+                         job.remark))
         if len(rows) == 1 and not keyed:  # one row: execute, cheaper than executemany of one
             yield Step(self.q["enqueue"], rows[0])
             return jobs

@@ -30,4 +30,4 @@ from .transactions import enqueue_many_on_commit, enqueue_on_commit, shares_data
 
 __all__ = [
     "DjangoApp", "app", "enqueue_many_on_commit", "enqueue_on_commit", "shares_database", "use_pymysql",
-]  # fmt: skip
+]

@@ -80,7 +80,7 @@ def shared_connection(app: App, connection: Any) -> Any:
                 "enqueue_on_commit waits for each commit instead of writing in the transaction",
                 connection.alias, type(raw).__module__,
                 "psycopg 3" if connection.vendor == "postgresql" else "PyMySQL",
-            )  # fmt: skip
+            )
         return None
     app.backend  # noqa: B018 - open (and migrate) the store first, on its own connections
     return raw

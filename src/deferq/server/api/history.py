@@ -1,4 +1,4 @@
-"""GET /v1/stats/history: the per-minute history the store keeps (deferq/history.py), the
+"""GET /v1/stats/history: the per-minute history the store keeps (deferq/observe/history.py), the
 same on every server instance and across restarts; the console's charts draw it."""
 
 from __future__ import annotations
@@ -43,4 +43,4 @@ def paths() -> dict[str, Any]:
             "Per-minute counts and wait / run percentiles of a queue, a task, or all", "reader",
             {"200": answer("The history", ref("History"))}, params=query(models.HistoryQuery),
             errors=("422", "503"))},
-    }  # fmt: skip
+    }

@@ -49,7 +49,7 @@ async def page(service: Service, query: models.JobsQuery) -> dict[str, Any]:
     state = _given(query.state)
     find = JobQuery(state=None if state is None else JobState(state), queue=_given(query.queue),
                     task=_given(query.task), text=q if len(q) >= MIN_TEXT else "", cursor=_given(query.cursor),
-                    limit=query.limit, window=query.window)  # fmt: skip
+                    limit=query.limit, window=query.window)
     try:
         exact, found = await service.store(_search, service.backend, q, find)
     except ValueError as exc:  # a cursor this store did not make
@@ -57,9 +57,9 @@ async def page(service: Service, query: models.JobsQuery) -> dict[str, Any]:
     seen = {job.id for job in exact}
     jobs = exact + [job for job in (found.jobs if found else []) if job.id not in seen]
     answer: dict[str, Any] = {"jobs": [jobs_module.view(job) for job in jobs],
-                              "cursor": found.cursor if found else None}  # fmt: skip
+                              "cursor": found.cursor if found else None}
     if q:
         answer["search"] = {"exact": len(exact), "text": found.text_search if found else None,
                             "scanned": found.scanned if found else None,
-                            "complete": found.complete if found else True}  # fmt: skip
+                            "complete": found.complete if found else True}
     return answer

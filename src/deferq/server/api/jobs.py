@@ -36,7 +36,7 @@ async def parse_job(service: Service, data: Any, where: str = "the job") -> Enqu
     for name in TASK_ONLY if is_topic else TOPIC_ONLY:
         if name in data:
             raise Invalid(f"{name} is for task jobs; a topic job sends its body" if is_topic
-                          else f"{name} is for topic jobs; a task job takes args and kwargs")  # fmt: skip
+                          else f"{name} is for topic jobs; a task job takes args and kwargs")
     if "delay_ms" in data and "at" in data:
         raise Invalid(f"{where} gives both delay_ms and at: give one")
     request: Any = fields.parse(models.TopicJob if is_topic else models.TaskJob, data, where, _explain)
@@ -88,7 +88,7 @@ async def _topic_job(service: Service, request: Any, options: dict[str, Any]) ->
     topic = await service.topic(name)
     if topic is None:
         raise ApiError(404, "not_found",
-                       f"topic {name!r:.100} does not exist: create it with PUT /v1/topics/{{name}}")  # fmt: skip
+                       f"topic {name!r:.100} does not exist: create it with PUT /v1/topics/{{name}}")
     kwargs: dict[str, Any] = {"body": request.body}
     ttr = options.get("timeout")
     if ttr is not None:
@@ -100,7 +100,7 @@ async def _topic_job(service: Service, request: Any, options: dict[str, Any]) ->
         max_attempts=options.get("max_attempts") or topic.max_attempts,
         timeout=(ttr or topic.ttr) + TIMEOUT_MARGIN, key=options.get("key"), run_at=at or 0.0,
         expires_at=options["expires"].at if "expires" in options else None, remark=options.get("remark"),
-    )  # fmt: skip
+    )
     delay = 0.0 if at is not None else options.get("delay", topic.delay_ms / 1000)
     within = options["expires"].within if "expires" in options else None
     try:
@@ -130,7 +130,7 @@ def workflow(store: Any, job: Job) -> dict[str, Any]:
     if batch is not None and batch["role"] == "member":
         children += batch["callbacks"].values()
     return {"after": after, "waiting": waiting, "parents": _links(store, after),
-            "children": _links(store, list(dict.fromkeys(children))), "batch": batch}  # fmt: skip
+            "children": _links(store, list(dict.fromkeys(children))), "batch": batch}
 
 
 def _links(store: Any, ids: list[str]) -> list[dict[str, Any]]:
@@ -139,7 +139,7 @@ def _links(store: Any, ids: list[str]) -> list[dict[str, Any]]:
         other = store.get(job_id)
         links.append({"id": job_id, "state": str(other.state) if other else None,
                       "task": (other.args[0] if other.task == TASK_NAME and other.args else other.task)
-                      if other else None, "queue": other.queue if other else None})  # fmt: skip
+                      if other else None, "queue": other.queue if other else None})
     return links
 
 
@@ -153,7 +153,7 @@ def _batch_of(store: Any, job: Job) -> dict[str, Any] | None:
     callbacks = found.callbacks if found else {}
     role = next((name for name, callback in callbacks.items() if callback == job.id), "member")
     return {**counts, "id": batch_id, "role": role, "state": found.state if found else "open",
-            "callbacks": callbacks}  # fmt: skip
+            "callbacks": callbacks}
 
 
 def view(job: Job) -> dict[str, Any]:
@@ -174,4 +174,4 @@ def view(job: Job) -> dict[str, Any]:
         "progress": job.progress, "progress_message": job.progress_message,
         "cancel_requested": job.cancel_requested, "expires_at": job.expires_at,
         "updated_at": job.updated_at, "remark": job.remark, "worker": job.worker, "last_worker": job.last_worker,
-    }  # fmt: skip
+    }

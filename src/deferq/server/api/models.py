@@ -35,7 +35,7 @@ FORMATS = {
                        "\"The retry-condition language\").",
     "page-cursor": "The `cursor` of a page of GET /v1/jobs, as the server gave it (opaque: only the "
                    "store that made it reads it).",
-}  # fmt: skip
+}
 
 TOPIC_NAME = Annotated[str, matching(NAME_PATTERN.pattern, "1-100 letters, digits and _.:-")]
 STATES = tuple(str(s) for s in JobState)
@@ -61,7 +61,7 @@ JobId = Annotated[str, Meta(min_length=1, max_length=100)]
 #
 _BASES: dict[str, type] = {"string": str, "integer": int, "number": float, "boolean": bool}
 _METAS = {"minimum": "ge", "maximum": "le", "exclusiveMaximum": "lt", "minLength": "min_length",
-          "maxLength": "max_length", "description": "description"}  # fmt: skip
+          "maxLength": "max_length", "description": "description"}
 
 
 def option_schema(http_name: str, spec: Option) -> dict[str, Any]:
@@ -103,7 +103,7 @@ def option_type(schema: dict[str, Any]) -> Any:
 def _option_fields(leave_out: tuple[str, ...] = ()) -> list[tuple[str, Any, Any]]:
     """(name, type, default) of each HTTP option; null is the same as leaving it out."""
     return [(name, option_type(option_schema(name, spec)) | None, None)
-            for name, (_, spec) in HTTP_OPTIONS.items() if name not in leave_out]  # fmt: skip
+            for name, (_, spec) in HTTP_OPTIONS.items() if name not in leave_out]
 
 
 # A topic job: the topic decides the queue (its callbacks' queue), so a request may not.
@@ -117,7 +117,7 @@ TopicJob: type[Struct] = msgspec.defstruct(
      *_option_fields(TOPIC_DECIDES)],
     namespace={"__doc__": "A job that POSTs its body to a topic's callback URL (delay_ms or at, not both)."},
     module=__name__, kw_only=True, forbid_unknown_fields=True,
-)  # fmt: skip
+)
 TaskJob: type[Struct] = msgspec.defstruct(
     "TaskJob",
     [("task", Annotated[str, TASK_NAME]),
@@ -126,7 +126,7 @@ TaskJob: type[Struct] = msgspec.defstruct(
      *_option_fields()],
     namespace={"__doc__": "A job that runs a Python task of your workers (delay_ms or at, not both)."},
     module=__name__, kw_only=True, forbid_unknown_fields=True,
-)  # fmt: skip
+)
 # Rules between fields, in the words of the schema (openapi.py adds them to each model);
 # jobs.parse_job checks the same rules.
 ONE_DUE_TIME = {"not": {"required": ["delay_ms", "at"]}}  # delay_ms or at, not both
@@ -138,7 +138,7 @@ KEYED_CONFLICTS = {  # replace and debounce need a key; max_wait_ms is for debou
         {"if": {"required": ["max_wait_ms"], "properties": {"max_wait_ms": _GIVEN}},
          "then": {"required": ["on_conflict"], "properties": {"on_conflict": {"const": "debounce"}}}},
     ],
-}  # fmt: skip
+}
 JOB_RULES = {**ONE_DUE_TIME, **KEYED_CONFLICTS}
 JOB_REQUEST = {"description": "A topic job (with topic) or a task job (with task): exactly one.",
                "oneOf": [{"$ref": f"#/components/schemas/{kind}"} for kind in ("TopicJob", "TaskJob")]}
@@ -147,7 +147,7 @@ JOB_REQUEST = {"description": "A topic job (with topic) or a task job (with task
 SCHEMA_RULES: dict[str, dict[str, Any]] = {
     "TopicJob": JOB_RULES, "TaskJob": JOB_RULES,
     "BatchRequest": {"properties": {"jobs": {"items": {"$ref": "#/components/schemas/JobRequest"}}}},
-}  # fmt: skip
+}
 
 
 class BatchRequest(Struct, forbid_unknown_fields=True):
@@ -228,7 +228,7 @@ class HistoryQuery(Struct, forbid_unknown_fields=True):
     queue: Annotated[str, Meta(description="Only this queue (every queue if left out).")] | UnsetType = UNSET
     task: Annotated[str, Meta(description="Only this task (every task if left out).")] | UnsetType = UNSET
     minutes: Annotated[int, Meta(ge=1, le=MAX_HISTORY_MINUTES, description="How far back, the current minute "
-                                 "included.")] = 60  # fmt: skip
+                                 "included.")] = 60
     step: Annotated[int, Meta(ge=1, le=1440, description="Minutes per point (by default, enough for at "
                               "most 360 points): counts add up, percentiles merge.")] | UnsetType = UNSET
 
@@ -311,10 +311,10 @@ class Job(Struct):
     after: Annotated[list[str], Meta(description="The ids of the jobs it runs after.")] | None = None
     waiting: Annotated[list[str], Meta(description="The ids of the jobs still waiting for it.")] | None = None
     parents: Annotated[list[JobLink], Meta(description=(
-        "The jobs it runs after, with their states (the first 50)."))] | None = None  # fmt: skip
+        "The jobs it runs after, with their states (the first 50)."))] | None = None
     children: Annotated[list[JobLink], Meta(description=(
         "The jobs that run after it (the first 50): those enqueued with it (a chain's next step, "
-        "a chord's callback, a batch's callbacks) and those still waiting for it."))] | None = None  # fmt: skip
+        "a chord's callback, a batch's callbacks) and those still waiting for it."))] | None = None
     batch: Annotated[JobBatch, Meta(description="The batch it is a member or a callback of.")] | None = None
 
 
@@ -360,10 +360,10 @@ class JobSearch(Struct):
     text: Annotated[Literal["index", "words", "scan"] | None, Meta(description=(
         "index: any substring, through the store's text index; words: whole words (PostgreSQL "
         "without pg_trgm); scan: the newest `window` jobs were looked at; null: no text search "
-        "(fewer than 3 characters)."))]  # fmt: skip
+        "(fewer than 3 characters)."))]
     scanned: Annotated[int | None, Meta(description="Jobs looked at, by a scan.")] = None
     complete: Annotated[bool, Meta(description="False: a scan stopped at its window; older jobs were "
-                                   "not searched.")] = True  # fmt: skip
+                                   "not searched.")] = True
 
 
 class JobList(Struct):
@@ -379,7 +379,7 @@ class JobStateAnswer(Struct):
 
 
 QueueStats = msgspec.defstruct("QueueStats", [*((s, int) for s in STATES), ("oldest_wait", float),
-                                             ("paused", bool)], module=__name__)  # fmt: skip
+                                             ("paused", bool)], module=__name__)
 
 
 class QueueList(Struct):
@@ -525,4 +525,4 @@ MODELS: tuple[Any, ...] = (
     Receipts, Job, JobList, Batch, JobStateAnswer, QueueList, Topic, TopicList, Token, TokenList,
     Deleted, Purged, Retried, Alerts, SavedAlerts, Status, QueuePaused, Remark, RemarkRequest, IdsRequest,
     DeletedBatch, StorePart, StoreParts, History,
-)  # fmt: skip
+)

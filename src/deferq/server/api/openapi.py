@@ -34,7 +34,7 @@ ERRORS = {
     "404": "Not found", "413": "Body over the size limit", "422": "Invalid request",
     "429": "Too many: a full queue, or a token's waits; retry after Retry-After seconds",
     "503": "Store unreachable",
-}  # fmt: skip
+}
 
 
 def answer(description: str, schema: dict[str, Any]) -> dict[str, Any]:
@@ -43,7 +43,7 @@ def answer(description: str, schema: dict[str, Any]) -> dict[str, Any]:
 
 def operation(summary: str, scope: str | None, ok: dict[str, dict[str, Any]],
               body: dict[str, Any] | None = None, params: list[dict[str, Any]] | None = None,
-              errors: tuple[str, ...] = ("404", "422", "503")) -> dict[str, Any]:  # fmt: skip
+              errors: tuple[str, ...] = ("404", "422", "503")) -> dict[str, Any]:
     codes = list(errors)
     if scope:
         codes += ["401", "403"]
@@ -75,7 +75,7 @@ def query(model: type[msgspec.Struct]) -> list[dict[str, Any]]:
     (_,), components = msgspec.json.schema_components([model], ref_template=REF)
     properties = components[model.__name__]["properties"]
     return [{"name": name, "in": "query", "required": False, "schema": _ecma(schema)}
-            for name, schema in properties.items()]  # fmt: skip
+            for name, schema in properties.items()]
 
 
 def _paths() -> dict[str, Any]:
@@ -180,7 +180,7 @@ def _paths() -> dict[str, Any]:
             "200": answer("Alive", ref("Status"))}, errors=())},
         "/readyz": {"get": operation("The store answers", None, {
             "200": answer("Ready", ref("Status"))}, errors=("503",))},
-    }  # fmt: skip
+    }
 
 
 def schemas(more: tuple[type[msgspec.Struct], ...] = ()) -> dict[str, Any]:
@@ -212,7 +212,7 @@ JSON_VALUE = {
               {"type": "number", "not": {"type": "integer"}},
               {"type": "array", "items": ref("JsonValue")},
               {"type": "object", "additionalProperties": ref("JsonValue"), "propertyNames": NO_NUL}],
-}  # fmt: skip
+}
 
 
 def requests_kept_exactly(doc: dict[str, Any]) -> dict[str, Any]:
@@ -221,7 +221,7 @@ def requests_kept_exactly(doc: dict[str, Any]) -> dict[str, Any]:
     schemas = doc["components"]["schemas"]
     operations = [op for ops in doc["paths"].values() for op in ops.values()]
     found = [op["requestBody"]["content"]["application/json"]["schema"]
-             for op in operations if "requestBody" in op]  # fmt: skip
+             for op in operations if "requestBody" in op]
     names: set[str] = set()
     while found:
         item = found.pop()
@@ -237,7 +237,7 @@ def requests_kept_exactly(doc: dict[str, Any]) -> dict[str, Any]:
     schemas = {**schemas, **{name: kept_exactly(schemas[name]) for name in names}}
     paths = {path: {method: {**op, "parameters": [{**p, "schema": kept_exactly(p["schema"])}
                                                   for p in op["parameters"]]} if "parameters" in op else op
-                    for method, op in ops.items()} for path, ops in doc["paths"].items()}  # fmt: skip
+                    for method, op in ops.items()} for path, ops in doc["paths"].items()}
     return {**doc, "paths": paths, "components": {**doc["components"], "schemas": schemas}}
 
 
@@ -251,7 +251,7 @@ def kept_exactly(schema: Any) -> Any:
     if not schema.keys() - {"description", "default", "title"}:  # Any: a value of the caller's
         return {**schema, **ref("JsonValue")}
     out = {key: kept_exactly(value) if key not in ("default", "const", "enum") else value
-           for key, value in schema.items()}  # fmt: skip
+           for key, value in schema.items()}
     kind = out.get("type")
     if kind == "string" and not out.keys() & {"pattern", "format", "enum", "const"}:
         out.update(NO_NUL)
@@ -276,7 +276,7 @@ def _ecma(schema: Any) -> Any:
     """`schema` with each pattern in JSON Schema's words (fields.matching)."""
     if isinstance(schema, dict):
         return {k: ecma_pattern(v) if k == "pattern" and isinstance(v, str) else _ecma(v)
-                for k, v in schema.items()}  # fmt: skip
+                for k, v in schema.items()}
     if isinstance(schema, list):
         return [_ecma(item) for item in schema]
     return schema
@@ -294,4 +294,4 @@ def document(more: tuple[type[msgspec.Struct], ...] = ()) -> dict[str, Any]:
         "paths": _paths(),  # app.py adds the console's (console_api.paths)
         "components": {"schemas": schemas(more),
                        "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
-    }  # fmt: skip
+    }

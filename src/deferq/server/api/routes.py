@@ -179,7 +179,7 @@ async def list_queues(request: Request) -> JSON:
     stats = await service.store(queue_table, service.backend)
     # missing: parts of the store (Redis shards) that did not answer; their jobs are not counted
     return JSON({"queues": {name: s.to_dict() for name, s in sorted(stats.items())},
-                 "missing": missing_from(stats)})  # fmt: skip
+                 "missing": missing_from(stats)})
 
 
 async def set_paused(request: Request, paused: bool) -> JSON:
@@ -240,7 +240,7 @@ async def list_dead(request: Request) -> JSON:
 @needs(ADMIN)
 async def retry_dead(request: Request) -> JSON:
     return await act_on_job(request, "retry_dead", "queued", "not_dead",
-                            "only dead jobs can be retried")  # fmt: skip
+                            "only dead jobs can be retried")
 
 
 @needs(ADMIN)
@@ -430,10 +430,10 @@ def _api_paths() -> dict[str, Any]:
 
 def api_routes() -> list[Route]:
     return [Route(path, by_method(handlers), methods=list(handlers))
-            for path, handlers in ROUTES.items()]  # fmt: skip
+            for path, handlers in ROUTES.items()]
 
 
 def route_scopes() -> dict[tuple[str, str], str | None]:
     """(method, path) -> the scope it needs (None: open), for the docs and the tests."""
     return {(method, path): getattr(handler, "scope", None)
-            for path, handlers in ROUTES.items() for method, handler in handlers.items()}  # fmt: skip
+            for path, handlers in ROUTES.items() for method, handler in handlers.items()}

@@ -17,7 +17,7 @@ PINGS = 3
 
 def part_health(name: str, part: JobStore) -> dict[str, Any]:
     report: dict[str, Any] = {"name": name, "up": False, "latency_ms": None, "version": None,
-                              "memory_bytes": None, "size_bytes": None, "error": None}  # fmt: skip
+                              "memory_bytes": None, "size_bytes": None, "error": None}
     try:
         pings = []
         for _ in range(PINGS):

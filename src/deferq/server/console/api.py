@@ -139,7 +139,7 @@ async def search_jobs(request: Request) -> JSON:
         "jobs": [jobs_module.view(job) for job in found[:asked.limit]], "matched": len(found),
         "scanned": result["scanned"], "window": search.window, "complete": result["complete"],
         "tasks": result["tasks"],
-    })  # fmt: skip
+    })
 
 
 def _lease(backend: Backend, job_id: str) -> dict[str, Any] | None:
@@ -148,7 +148,7 @@ def _lease(backend: Backend, job_id: str) -> dict[str, Any] | None:
         return None
     active = job.state == JobState.ACTIVE
     return {"id": job.id, "state": str(job.state), "worker": job.worker if active else None,
-            "lease_until": job.lease_until if active else None, "now": backend.now()}  # fmt: skip
+            "lease_until": job.lease_until if active else None, "now": backend.now()}
 
 
 @needs(READER)
@@ -183,7 +183,7 @@ def _workers(backend: Backend) -> dict[str, Any]:
     now = time.time()
     masters = sorted(_decoded(backend.kv_list("masters")), key=lambda m: str(m.get("id", "")))
     owner = {child.get("worker"): master.get("id") for master in masters
-             for pool in master.get("pools", {}).values() for child in pool.get("children", [])}  # fmt: skip
+             for pool in master.get("pools", {}).values() for child in pool.get("children", [])}
     workers = []
     for status in sorted(_decoded(backend.kv_list("workers")), key=lambda w: str(w.get("name", ""))):
         view = worker_view(status, now)
@@ -224,10 +224,10 @@ def _periodic(service: Service) -> dict[str, Any]:
         tick = last.pop(job.name, None)
         schedules.append({"name": job.name, "cron": job.cron, "task": job.task, "args": _plain(job.args),
                           "kwargs": _plain(job.kwargs), "options": _plain(job.options),
-                          "next": upcoming, **_last_tick(backend, job.name, tick)})  # fmt: skip
+                          "next": upcoming, **_last_tick(backend, job.name, tick)})
     for name, tick in sorted(last.items()):  # ticked by a master, defined in its config file
         schedules.append({"name": name, "cron": None, "task": None, "args": None, "kwargs": None,
-                          "options": None, "next": [], **_last_tick(backend, name, tick)})  # fmt: skip
+                          "options": None, "next": [], **_last_tick(backend, name, tick)})
     return {"now": now, "schedules": schedules}
 
 
@@ -251,7 +251,7 @@ def _store_health(service: Service) -> dict[str, Any]:
     report: dict[str, Any] = {
         "kind": url.partition(":")[0], "url": redact(url), "backend": None, "up": False,
         "latency_ms": None, "pings_ms": [], "clock_skew_ms": None, "error": None,
-    }  # fmt: skip
+    }
     try:
         backend = service.backend
         report["backend"] = type(backend).__name__
@@ -331,7 +331,7 @@ async def _send_test_alert(config: AlertConfig) -> dict[str, Any]:
 
     async def status(target: str) -> str:
         attempt = asyncio.to_thread(alerter.try_once, target, TEST_ALERT_KIND,
-                                    "test alert from the deferq console", details)  # fmt: skip
+                                    "test alert from the deferq console", details)
         try:
             return await asyncio.wait_for(attempt, TEST_ALERT_SECONDS)
         except TimeoutError:
@@ -341,7 +341,7 @@ async def _send_test_alert(config: AlertConfig) -> dict[str, Any]:
     statuses = await asyncio.gather(*(status(target) for target in targets))
     results = [{"target": target, "delivered": said == "delivered", "status": said,
                 "error": None if said == "delivered" else said}
-               for target, said in zip(targets, statuses, strict=True)]  # fmt: skip
+               for target, said in zip(targets, statuses, strict=True)]
     sent = all(r["delivered"] for r in results)
     message = "delivered to every target" if sent else "not delivered to every target: see each one"
     return {"sent": sent, "targets": results, "message": message}
@@ -355,7 +355,7 @@ async def test_alert(request: Request) -> JSON:
     config = settings.check_alerts(await service.store(settings.load_alerts, service.backend))
     if not config.enabled:
         return JSON({"sent": False, "targets": [],
-                     "message": "no alert target is set: save an e-mail or webhook target first"})  # fmt: skip
+                     "message": "no alert target is set: save an e-mail or webhook target first"})
     return JSON(await _send_test_alert(config))
 
 
@@ -383,7 +383,7 @@ def routes() -> list[Route]:
 def route_scopes() -> dict[tuple[str, str], str]:
     """(method, path) -> the scope it needs, for the docs and the tests."""
     return {(method, path): handler.scope  # type: ignore[attr-defined]
-            for path, handlers in ROUTES.items() for method, handler in handlers.items()}  # fmt: skip
+            for path, handlers in ROUTES.items() for method, handler in handlers.items()}
 
 
 @functools.cache
@@ -426,4 +426,4 @@ def paths() -> dict[str, Any]:
         "/v1/settings/alerts/test": {"post": operation(
             "Send a test alert through the saved alert settings", "admin", ok("What arrived", cm.TestAlert),
             errors=("422", "503"))},
-    }  # fmt: skip
+    }

@@ -176,4 +176,4 @@ class TestAlert(Struct):
 MODELS: tuple[Any, ...] = (
     RetryBatchRequest, ConditionTrial, BackoffTrial, WhoAmI, SearchAnswer, Lease, RetriedBatch,
     Workers, PeriodicSchedules, StoreHealth, Verdict, BackoffPreview, TestAlert,
-)  # fmt: skip
+)

@@ -24,7 +24,7 @@ CSP = "; ".join([
     "default-src 'none'", "script-src 'self'", "style-src 'self'", "img-src 'self'", "connect-src 'self'",
     "base-uri 'none'", "form-action 'none'", "frame-ancestors 'none'",
     "require-trusted-types-for 'script'", "trusted-types 'none'",
-])  # fmt: skip
+])
 HEADERS = {
     "content-security-policy": CSP,
     "x-content-type-options": "nosniff",

@@ -25,7 +25,7 @@ _TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|(-?[0-9]+)(?![0-9.eE])|-?[0-9]+(?:\.[0-
 
 def too_deep() -> Invalid:
     return Invalid(f"the request nests arrays and objects more than {MAX_DEPTH} levels deep: "
-                   f"deferq takes at most {MAX_DEPTH}")  # fmt: skip
+                   f"deferq takes at most {MAX_DEPTH}")
 
 
 def check(body: bytes, data: Any) -> None:
@@ -38,10 +38,10 @@ def check(body: bytes, data: Any) -> None:
             path, is_key = found  # a key is not echoed: it is named by where it is
             where = (f"a key of {shown(path[:-1]) if path[:-1] else 'the request'}" if is_key else shown(path))
             raise Invalid(f"{where} holds the NUL character (\\u0000), which deferq does not store: "
-                          "remove it or encode it")  # fmt: skip
+                          "remove it or encode it")
     if _LONG_DIGITS in body.translate(_DIGITS_AS_ZERO):
         big = next((m[1] for m in _TOKEN.finditer(body) if m[1] and not INT_RANGE[0] <= int(m[1]) <= INT_RANGE[1]),
-                   None)  # fmt: skip
+                   None)
         if big is not None:
             at = _float_at(data, float(int(big)))
             raise Invalid(f"{shown(at) if at is not None else 'a number'} is an integer beyond 64 bits "

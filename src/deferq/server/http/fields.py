@@ -1,7 +1,7 @@
 """Reading a JSON request through its typed model, each problem one sentence naming the
 field (a 422).
 
-Every request body and query is a msgspec Struct (server/models.py, topics.py): the
+Every request body and query is a msgspec Struct (server/api/models.py, server/topics/topic.py): the
 Struct checks the request, and the same Struct gives the OpenAPI document its schema
 (openapi.py), so the two cannot disagree. msgspec reports a problem in its own words
 ("Expected `int` >= 1 - at `$.max_attempts`"); `sentence` says it in the API's
@@ -113,7 +113,7 @@ def _integers(model: type[Any]) -> frozenset[str]:
         info = inspect.type_info(model)
         assert isinstance(info, inspect.StructType)
         _INTEGERS[model] = frozenset(f.encode_name for f in info.fields
-                                     if isinstance(_plain(f.type, None), inspect.IntType))  # fmt: skip
+                                     if isinstance(_plain(f.type, None), inspect.IntType))
     return _INTEGERS[model]
 
 
@@ -122,7 +122,7 @@ def _refuse_query(message: str, model: type[Any], values: dict[str, Any]) -> NoR
     unknown = _UNKNOWN.match(message)
     if unknown:
         raise Invalid(f"unknown query parameter {unknown[1]!r}: this route takes "
-                      f"{', '.join(_field_names(model, [], values)) or 'none'}")  # fmt: skip
+                      f"{', '.join(_field_names(model, [], values)) or 'none'}")
     raise Invalid(f"query parameter {text}")
 
 
@@ -139,7 +139,7 @@ _CHOICE = re.compile(r"Invalid (?:enum )?value (.*)\Z", re.S)
 _SEGMENT = re.compile(r"\.([^.\[]+)|\[(\d+|\.\.\.)\]")
 _BOUNDS = {">=": "at least", ">": "above", "<=": "at most", "<": "below"}
 _KINDS = {"int": "a whole number", "float": "a number", "str": "a string", "bool": "true or false",
-          "object": "an object", "array": "an array", "null": "null"}  # fmt: skip
+          "object": "an object", "array": "an array", "null": "null"}
 _UNITS = {"str": "characters", "array": "items", "object": "entries"}
 
 

@@ -56,24 +56,24 @@ class SameOrigin:
         if not name or not (is_loopback(name) or name.lower() in self.allowed):
             return ApiError(421, "misdirected", (
                 f"this server runs without auth (--no-auth) and answers only requests for localhost, "
-                f"127.0.0.1 or [::1] (or a name given with --allowed-host), not for {host!r:.100}"))  # fmt: skip
+                f"127.0.0.1 or [::1] (or a name given with --allowed-host), not for {host!r:.100}"))
         origin = headers.get(b"origin")
         own = f"{scope.get('scheme', 'http')}://{host}".lower()
         if origin is not None and origin.decode("latin-1").lower() != own:
             return ApiError(403, "cross_origin", (
                 f"this server runs without auth (--no-auth) and refuses requests from other web pages: "
-                f"Origin {origin.decode('latin-1')!r:.100} is not {own}"))  # fmt: skip
+                f"Origin {origin.decode('latin-1')!r:.100} is not {own}"))
         if scope.get("method") not in SAFE_METHODS and _has_body(headers):
             media = headers.get(b"content-type", b"").decode("latin-1").split(";")[0].strip().lower()
             if media != "application/json":
                 return ApiError(415, "unsupported_media_type", (
                     "this server runs without auth (--no-auth) and takes request bodies only as "
                     f"Content-Type: application/json, not {media or 'none'}, so that no web page can send "
-                    "them as a form or plain text"))  # fmt: skip
+                    "them as a form or plain text"))
         return None
 
 
 def _has_body(headers: dict[bytes, bytes]) -> bool:
     length = headers.get(b"content-length")
     return b"transfer-encoding" in headers or b"content-type" in headers or (
-        length is not None and length.strip() not in (b"", b"0"))  # fmt: skip
+        length is not None and length.strip() not in (b"", b"0"))

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 
 
 class HasStore(Protocol):
-    """What the metrics read of a server process: its store (not server/service.py,
+    """What the metrics read of a server process: its store (not process/service.py,
     which imports this module)."""
 
     @property
@@ -61,10 +61,10 @@ class StoreCollector:
     def collect(self) -> Any:
         up = GaugeMetricFamily("deferq_store_up", "1 if the store answered this scrape")
         jobs = GaugeMetricFamily("deferq_jobs", "Jobs in the store by queue and state",
-                                 labels=["queue", "state"])  # fmt: skip
+                                 labels=["queue", "state"])
         oldest = GaugeMetricFamily("deferq_queue_oldest_wait_seconds",
                                    "How long the oldest due job of a queue has waited",
-                                   labels=["queue"])  # fmt: skip
+                                   labels=["queue"])
         try:
             stats = self.service.backend.stats()
         except Exception:  # noqa: BLE001 - a scrape reports the store down, it does not fail
@@ -83,10 +83,10 @@ class StoreCollector:
         """Callback attempts counted by the workers (delivery_stats.py says how)."""
         attempts = CounterMetricFamily(
             "deferq_deliveries", "Callback attempts by topic and decision (succeeded, retry, "
-            "dead), counted by the workers", labels=["topic", "decision"])  # fmt: skip
+            "dead), counted by the workers", labels=["topic", "decision"])
         seconds = CounterMetricFamily(
             "deferq_delivery_seconds", "Time spent on callback attempts, by topic and decision",
-            labels=["topic", "decision"])  # fmt: skip
+            labels=["topic", "decision"])
         try:
             totals = delivery_stats.summed(self.service.backend)
         except Exception:  # noqa: BLE001
@@ -108,12 +108,12 @@ class Metrics:
         self.service = service
         self.registry = CollectorRegistry(auto_describe=False)
         self.requests = Counter("deferq_http_requests", "HTTP requests by route and status",
-                                ["method", "route", "status"], registry=self.registry)  # fmt: skip
+                                ["method", "route", "status"], registry=self.registry)
         self.duration = Histogram("deferq_http_request_duration_seconds",
                                   "Time to answer a request", ["route"],
-                                  registry=self.registry, buckets=BUCKETS)  # fmt: skip
+                                  registry=self.registry, buckets=BUCKETS)
         self.enqueued = Counter("deferq_jobs_enqueued", "Jobs stored through this API",
-                                ["queue"], registry=self.registry)  # fmt: skip
+                                ["queue"], registry=self.registry)
         self.multiprocess_dir = os.environ.get(MULTIPROCESS_ENV)
         self._requests: dict[tuple[str, str, int], int] = {}
         self._durations: dict[str, list[float]] = {}

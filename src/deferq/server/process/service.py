@@ -41,7 +41,7 @@ def store_error(exc: BaseException, retry_after: int) -> ApiError | None:
     lines = [line for line in str(exc).strip().splitlines() if line.strip()]
     reason = lines[-1][:300] if lines else type(exc).__name__
     return ApiError(503, "store_unavailable", f"the store cannot be reached: {reason}",
-                    {"Retry-After": str(retry_after)})  # fmt: skip
+                    {"Retry-After": str(retry_after)})
 
 
 class EnqueueBatcher:
@@ -53,7 +53,7 @@ class EnqueueBatcher:
     """
 
     def __init__(self, store: Callable[[Sequence[Enqueue]], Any], flights: int = 2,
-                 max_items: int = 2000) -> None:  # fmt: skip
+                 max_items: int = 2000) -> None:
         self.store = store  # async (items) -> list[Job]
         self.flights = max(1, flights)
         self.max_items = max_items
@@ -98,7 +98,7 @@ class EnqueueBatcher:
             if not isinstance(exc, ApiError):  # the store refused this request alone: one line, no trace
                 said = next((line for line in str(exc).splitlines() if line.strip()), type(exc).__name__)[:300]
                 error_log.error("the store refused a request's jobs: %s", said,
-                                extra={"error_type": type(exc).__name__})  # fmt: skip
+                                extra={"error_type": type(exc).__name__})
                 exc = ApiError(500, "store_refused", f"the store refused the job: {said}")
             for _, future in batch:  # every waiting request gets the failure
                 if not future.done():
@@ -145,7 +145,7 @@ class QueueLengths:
                 f"queue {queue!r} holds {held} unfinished jobs and its limit is {limit}: "
                 "retry later",
                 {"Retry-After": str(self.service.config.retry_after)},
-            )  # fmt: skip
+            )
         self.added[queue] = self.added.get(queue, 0) + count
 
 
@@ -195,7 +195,7 @@ class Service:
             if failure is None:
                 raise
             error_log.error("store call %s failed: %s", name, exc,
-                            extra={"error_type": type(exc).__name__})  # fmt: skip
+                            extra={"error_type": type(exc).__name__})
             raise failure from None
 
     async def enqueue(self, items: list[Enqueue]) -> list[Job]:

@@ -51,7 +51,7 @@ class Waits:
             raise ApiError(429, "too_many_waits",
                            f"{who} has {count} waits open (GET /v1/jobs/{{id}}?wait=), the most it may "
                            "hold at once: retry when one has answered, or ask without ?wait",
-                           {"Retry-After": str(self.retry_after)})  # fmt: skip
+                           {"Retry-After": str(self.retry_after)})
         self.open[holder] = count + 1
         try:
             return await self._wait(job_id, time.monotonic() + timeout)

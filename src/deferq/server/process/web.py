@@ -73,14 +73,14 @@ async def check_token(service: Service, header: str, scope: str) -> None:
     token = token.strip()
     if kind.lower() != "bearer" or not token:
         raise ApiError(401, "unauthorized", "send an API token: Authorization: Bearer <token>",
-                       {"WWW-Authenticate": "Bearer"})  # fmt: skip
+                       {"WWW-Authenticate": "Bearer"})
     granted = await service.scope_of(token)
     if granted is None:
         raise ApiError(401, "unauthorized", "the API token is not valid (revoked or mistyped?)",
-                       {"WWW-Authenticate": 'Bearer error="invalid_token"'})  # fmt: skip
+                       {"WWW-Authenticate": 'Bearer error="invalid_token"'})
     if not allows(granted, scope):
         raise ApiError(403, "forbidden", f"this route needs a token with the {scope} scope; "
-                       f"this token has the {granted} scope")  # fmt: skip
+                       f"this token has the {granted} scope")
 
 
 async def authorize(request: Request, scope: str) -> None:

@@ -141,7 +141,7 @@ def _string(text: str, start: int, tokens: list[Token]) -> int:
 def _number(text: str, start: int, tokens: list[Token]) -> int:
     i = start + 1
     while i < len(text) and (text[i].isdigit() or text[i] in ".eE" or
-                             (text[i] in "+-" and text[i - 1] in "eE")):  # fmt: skip
+                             (text[i] in "+-" and text[i - 1] in "eE")):
         i += 1
     literal = text[start:i]
     try:

@@ -148,7 +148,7 @@ class Deliverer:
             # trust_env=False: deliver straight to the receiver, never via an environment
             # proxy; the transport connects only to addresses the policy allows
             client = httpx.AsyncClient(transport=guarded.GuardedTransport(self.policy),
-                                       trust_env=False, follow_redirects=False)  # fmt: skip
+                                       trust_env=False, follow_redirects=False)
             self._clients[loop] = client
         return client
 
@@ -172,13 +172,13 @@ class Deliverer:
             "x-deferq-topic": found.name, "x-deferq-attempt": str(attempt),
             "x-deferq-job-id": job.id if job else "",
             **found.headers, **signing.sign(found.signing_secret, payload),
-        }  # fmt: skip
+        }
         started = time.monotonic()
         status: int | None = None
         try:
             client = await self.client()
             request = client.build_request(found.method, found.url, content=payload,
-                                           headers=headers, timeout=timeout)  # fmt: skip
+                                           headers=headers, timeout=timeout)
             response = await client.send(request, stream=True)
             try:
                 status = response.status_code
@@ -200,7 +200,7 @@ class Deliverer:
             extra={"topic": found.name, "job": job.id if job else None, "attempt": attempt,
                    "url": found.url, "status": status, "duration_ms": round(duration * 1000, 1),
                    "decision": decision, "reason": failure, "retry_in": delay},
-        )  # fmt: skip
+        )
         await self.count(found.name, decision, duration)
         if failure is not None:
             raise Retry(delay=delay, reason=f"attempt {attempt}: {failure}")
@@ -250,7 +250,7 @@ def install(app: App, alerts: AlerterSource | None = None) -> None:
 
     app.task(deliver, name=TASK_NAME, queue=topics_module.DEFAULT_QUEUE,
              max_attempts=topics_module.DEFAULT_MAX_ATTEMPTS,
-             timeout=topics_module.DEFAULT_TTR + TIMEOUT_MARGIN)  # fmt: skip
+             timeout=topics_module.DEFAULT_TTR + TIMEOUT_MARGIN)
     source = alerts or AlerterSource(lambda: app.backend)
 
     @app.on("dead")

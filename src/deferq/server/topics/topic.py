@@ -43,7 +43,7 @@ FRAMING_HEADERS = ("content-length", "transfer-encoding")  # deferq frames each 
 # The rules of check_headers in a pattern, for the model (check_headers words a refusal).
 _FRAMING = "|".join("".join(f"[{c.upper()}{c}]" if c.isalpha() else c for c in name) for name in FRAMING_HEADERS)
 HeaderName = Annotated[str, fields.matching(f"^(?!(?:{_FRAMING})$){HEADER_NAME.pattern[1:]}",
-                                            "an HTTP header name that deferq does not set itself")]  # fmt: skip
+                                            "an HTTP header name that deferq does not set itself")]
 HeaderValue = Annotated[str, fields.matching(HEADER_VALUE, "printable ASCII")]
 
 # -- the request: PUT /v1/topics/{name} -------------------------------------------------------
@@ -141,7 +141,7 @@ class Topic:
 
     @classmethod
     def from_request(cls, name: str, data: Any, previous: Topic | None = None,
-                     policy: netpolicy.Policy | None = None) -> Topic:  # fmt: skip
+                     policy: netpolicy.Policy | None = None) -> Topic:
         """Validate a PUT body. Without a signing_secret the previous one is kept (or one
         is made), so re-saving a topic never breaks its receivers' verification. The URL
         is checked against `policy` (default: this process's network policy)."""
@@ -233,15 +233,15 @@ def check_headers(headers: dict[str, str]) -> dict[str, str]:
     for name, value in headers.items():
         if not HEADER_NAME.fullmatch(name):
             raise Invalid(f"headers: {name!r:.60} is not a header name: use letters, digits "
-                          "and !#$%&'*+-.^_`|~ only")  # fmt: skip
+                          "and !#$%&'*+-.^_`|~ only")
         if name.lower() in FRAMING_HEADERS:
             raise Invalid(f"headers: {name} is set by deferq for each delivery: leave it out")
         bad = next((c for c in value if not (c == "\t" or " " <= c <= "~")), None)
         if bad is not None:
             what = ("a line break" if bad in "\r\n" else
-                    "a control character" if ord(bad) < 128 else "a non-ASCII character")  # fmt: skip
+                    "a control character" if ord(bad) < 128 else "a non-ASCII character")
             raise Invalid(f"headers: the value of {name} holds {what} ({bad!r}); "
-                          "header values must be printable ASCII")  # fmt: skip
+                          "header values must be printable ASCII")
     return headers
 
 

@@ -1,4 +1,4 @@
--- history_add: add to the per-minute history counters (deferq/history.py).
+-- history_add: add to the per-minute history counters (deferq/observe/history.py).
 --
 -- KEYS[1]     the history key prefix ({P:history}:); every key below shares its slot
 -- ARGV[1]     seconds to keep what is written (the retention, from the last write)

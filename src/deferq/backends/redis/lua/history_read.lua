@@ -1,5 +1,5 @@
 -- history_read: the history counters of minutes [first, end), summed over the queues
--- and tasks that match (deferq/history.py).
+-- and tasks that match (deferq/observe/history.py).
 --
 -- KEYS[1]     the history key prefix ({P:history}:)
 -- ARGV[1]     first minute

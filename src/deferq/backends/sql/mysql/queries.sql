@@ -380,7 +380,7 @@ SELECT state, count(*) FROM {jobs} WHERE id IN %(ids)s GROUP BY state
 SELECT child FROM {deps} WHERE parent = %(id)s ORDER BY child LIMIT 100
 
 -- name: history_add
--- The per-minute history (deferq/history.py): add to counters; a batch is one
+-- The per-minute history (deferq/observe/history.py): add to counters; a batch is one
 -- multi-row INSERT (PyMySQL's executemany). VALUES() works on MySQL and MariaDB alike.
 INSERT INTO {history} (minute, queue, task, field, amount)
 VALUES (%(minute)s, %(queue)s, %(task)s, %(field)s, %(amount)s)

@@ -457,7 +457,7 @@ SELECT state, count(*) FROM {jobs} WHERE id = ANY(%(ids)s::text[]) GROUP BY stat
 SELECT child FROM {deps} WHERE parent = %(id)s ORDER BY child LIMIT 100
 
 -- name: history_add
--- The per-minute history (deferq/history.py): add to counters, a batch as arrays in
+-- The per-minute history (deferq/observe/history.py): add to counters, a batch as arrays in
 -- one statement. The rows of a batch are distinct (the writer sums them first), as
 -- ON CONFLICT DO UPDATE needs.
 INSERT INTO {history} AS h (minute, queue, task, field, amount)

@@ -338,7 +338,7 @@ SELECT state, count(*) FROM {jobs} WHERE id IN (SELECT value FROM json_each(:ids
 SELECT child FROM {deps} WHERE parent = :id ORDER BY child LIMIT 100
 
 -- name: history_add
--- The per-minute history (deferq/history.py): add to a counter. A batch of rows runs
+-- The per-minute history (deferq/observe/history.py): add to a counter. A batch of rows runs
 -- as one prepared statement in one transaction.
 INSERT INTO {history} (minute, queue, task, field, amount)
 VALUES (:minute, :queue, :task, :field, :amount)
