@@ -20,10 +20,13 @@ and the server's, and Redis's used_memory less the jobs it holds (held jobs x th
 one job took when the run began).
 
 It passes when:
-- each figure is flat after the warm-up: the largest sample of the last third is at most
+- each figure is flat after the warm-up: the median sample of the last third is at most
   the largest of the baseline (the samples from the warm-up's end to the end of the first
-  third) plus a small constant (`BOUNDS`: connections +4, descriptors +8, threads +6),
-  and for memory at most 1.2 x that largest + 16 MB (RSS) or + 4 MB (Redis);
+  third) plus a small constant (`BOUNDS`: connections +4, descriptors +8, threads +6), and
+  its largest at most three times that constant above (a pool may open a few more under
+  a burst of concurrent calls and close them after; a leak keeps growing); for memory the
+  largest sample of the last third is at most 1.2 x the baseline's + 16 MB (RSS) or + 4 MB
+  (Redis);
 - every job enqueued ran to its end exactly once (each run appends its job id to a
   record file) and none is left unfinished or dead;
 - the workers' and the server's logs hold no store error (`LOG_ERRORS`) and the
@@ -308,13 +311,15 @@ def flat(samples: list[dict[str, Any]], warmup: float, duration: float) -> dict[
         after = [s[name] for s in tail if s.get(name) is not None]
         if not before or not after:
             continue
-        limit = max(before) + slack if kind == "count" else max(before) * 1.2 + slack
-        found[name] = {
-            "baseline": max(before),
-            "limit": round(limit, 1),
-            "tail": max(after),
-            "ok": max(after) <= limit,
-        }
+        if kind == "count":  # the middle of the tail under the limit, a burst within 3 x the slack
+            limit = max(before) + slack
+            seen = sorted(after)[len(after) // 2]
+            ok = seen <= limit and max(after) <= max(before) + 3 * slack
+        else:
+            limit = max(before) * 1.2 + slack
+            seen = max(after)
+            ok = seen <= limit
+        found[name] = {"baseline": max(before), "limit": round(limit, 1), "tail": seen, "ok": ok}
     return found
 
 

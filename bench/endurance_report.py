@@ -15,13 +15,13 @@ def table(result: dict[str, Any]) -> str:
     if "crashed" in result:
         return f"## {result['store']}: FAILED (the run itself crashed: {result['crashed']})"
     head = f"## {result['store']}: {'passed' if result['passed'] else 'FAILED'} ({result['minutes']:g} min)"
-    lines = [head, "", "| figure | at ~1 min | at the end | bound (last third) | |", "|---|---:|---:|---:|---|"]
+    lines = [head, "", "| figure | at ~1 min | at the end | last third vs bound | |", "|---|---:|---:|---:|---|"]
     for name, label in LABELS.items():
         first, last = result["at_1min"].get(name), result["end"].get(name)
         if first is None and last is None:
             continue
         bound = result["bounds"].get(name)
-        limit = f"max {bound['tail']:g} <= {bound['limit']:g}" if bound else "–"
+        limit = f"{bound['tail']:g} <= {bound['limit']:g}" if bound else "–"
         verdict = "" if bound is None else ("ok" if bound["ok"] else "GREW")
         lines.append(f"| {label} | {first:g} | {last:g} | {limit} | {verdict} |")
     o = result["outcomes"]

@@ -116,10 +116,14 @@ def test_sigterm_lets_running_jobs_finish_and_loses_nothing(master, store, url):
     pool_children = shown["pools"]["main"]["children"]
     assert len(pool_children) == 2
     assert all(j["task"] == "nap" for c in pool_children for j in c["jobs"])
-    text = subprocess.run([sys.executable, "-m", "deferq", "status", "--url", url],
-                          capture_output=True, text=True, cwd=ROOT, check=True).stdout
-    assert f"(pid {m.pid})" in text and "pool main: queues default" in text
-    assert "#1 pid" in text and "nap " in text
+
+    def status_text() -> str:
+        return subprocess.run([sys.executable, "-m", "deferq", "status", "--url", url],
+                              capture_output=True, text=True, cwd=ROOT, check=True).stdout
+
+    # the naps run in turns of 1.5 s: the text report shows one of them running
+    text = wait_until(lambda: (t := status_text()) and "nap " in t and t, 20, "a nap in deferq status", every=0.3)
+    assert f"(pid {m.pid})" in text and "pool main: queues default" in text and "#1 pid" in text
     running = {j.id for j in store.list_jobs(JobState.ACTIVE)}
     assert m.stop(timeout=30) == 0
     states = job_states(store)

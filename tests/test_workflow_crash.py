@@ -22,6 +22,9 @@ def lines(path: Path) -> list[str]:
     return path.read_text().splitlines() if path.exists() else []
 
 
+KILLS = 4
+
+
 def run_workflow_crash(url: str, tmp_path: Path) -> None:
     log = tmp_path / "record.log"
     app = deferq.App(url)
@@ -32,7 +35,7 @@ def run_workflow_crash(url: str, tmp_path: Path) -> None:
         app.enqueue_many([deferq.Call("record", (i, 0.002), {}) for i in range(MEMBERS)])
     workers = [start_worker(url, log), start_worker(url, log)]
     try:
-        for index in range(4):  # four kills, spread over the run, each at a random point
+        for index in range(KILLS):  # spread over the run, each at a random point
             target = random.randint(MEMBERS * index // 2, MEMBERS * (index + 1) // 2)
             wait_for(lambda t=target: sum(line.startswith("done") for line in lines(log)) >= t, 90, f"{target}")
             victim = index % 2
@@ -47,8 +50,12 @@ def run_workflow_crash(url: str, tmp_path: Path) -> None:
             worker.kill()
             worker.wait(timeout=10)
     found = lines(log)
-    assert [ln for ln in found if ln.startswith("chord ")] == [f"chord {MEMBERS} {MEMBERS * (MEMBERS - 1) // 2}"]
-    assert [ln for ln in found if ln.startswith("batch ")] == [f"batch {MEMBERS} {MEMBERS} 0"]
+    # Each callback ran with the right values; a second run only where a kill caught it
+    # running (at-least-once: its lease expired and another worker ran it again).
+    for callback, line in (("chord ", f"chord {MEMBERS} {MEMBERS * (MEMBERS - 1) // 2}"),
+                           ("batch ", f"batch {MEMBERS} {MEMBERS} 0")):
+        runs = [ln for ln in found if ln.startswith(callback)]
+        assert set(runs) == {line} and len(runs) <= 1 + KILLS, runs
     info = app.get_batch(batch.id)
     assert info is not None and (info.pending, info.succeeded, info.state) == (0, MEMBERS, "complete")
     assert handle.wait(timeout=5) == MEMBERS
