@@ -18,6 +18,7 @@ import os
 import re
 import subprocess
 import sys
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -32,7 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 SRC = Path(deferq.__file__).resolve().parent.parent  # the tree under test's src/
 
-FENCE = re.compile(r"^(`{3,}|~{3,})\s*(\w*)")
+FENCE = re.compile(r"^\s*(`{3,}|~{3,})\s*(\w*)")  # a fence, also one indented in a list
 FRAGMENT = re.compile(r"^<!--\s*fragment\b.*-->\s*$")
 FILE_NAME = re.compile(r"^#\s*([\w/]+\.py)\b")
 
@@ -58,13 +59,13 @@ def python_blocks(text: str, page: str) -> tuple[list[Block], int]:
         if not fence:
             i += 1
             continue
-        end = next(j for j in range(i + 1, len(lines)) if lines[j].startswith(fence[1]))
+        end = next(j for j in range(i + 1, len(lines)) if lines[j].strip().startswith(fence[1]))
         if fence[2] == "python":
             before = next((line for line in reversed(lines[:i]) if line.strip()), "")
-            if FRAGMENT.match(before):
+            if FRAGMENT.match(before.strip()):
                 fragments += 1
             else:
-                blocks.append(Block(page, i + 1, "\n".join(lines[i + 1:end]) + "\n"))
+                blocks.append(Block(page, i + 1, textwrap.dedent("\n".join(lines[i + 1:end]) + "\n")))
         i = end + 1
     return blocks, fragments
 
@@ -120,10 +121,12 @@ def test_the_tour_and_testing_pages_have_blocks_that_run() -> None:
 
 def test_a_fragment_marker_is_seen_and_a_file_block_is_named() -> None:
     text = "x\n\n<!-- fragment: needs your DSN -->\n\n```python\nconnect(DSN)\n```\n\n" \
-           "```python\n# tasks.py\nimport deferq\n```\n```sh\nls\n```\n"
+           "```python\n# tasks.py\nimport deferq\n```\n```sh\nls\n```\n" \
+           "- in a list:\n\n  ```python\n  print(1)\n  ```\n"
     blocks, fragments = python_blocks(text, "page.md")
     assert fragments == 1
-    assert [(b.line, b.file) for b in blocks] == [(9, "tasks.py")]
+    assert [(b.line, b.file) for b in blocks] == [(9, "tasks.py"), (18, None)]
+    assert blocks[1].code == "print(1)\n"
 
 
 # --- the generated reference pages ------------------------------------------------------
