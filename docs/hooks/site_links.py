@@ -44,6 +44,8 @@ def on_files(files: Files, config) -> Files:
 
 
 def on_page_markdown(markdown: str, page, config, files) -> str:
+    if page.file.abs_src_path is None:
+        return markdown  # a page made in memory (reference/): its links are page to page
     root, docs = _root(config), Path(config.docs_dir).resolve()
     source = Path(page.file.abs_src_path).resolve()
     here = posixpath.dirname(page.file.src_uri)

@@ -1,0 +1,178 @@
+"""The docs cannot drift from the code.
+
+- Every ```python block of README.md and docs/*.md runs here, as a reader would run it:
+  the blocks of one page in order, in one namespace, in a fresh directory (so an App()
+  with no URL makes its sqlite:///deferq.db there). A block whose first line names a
+  file (`# tasks.py`) is written as that file and imported; one named `# test_*.py` is
+  run by pytest. A block that is a fragment (a signature listing, code that needs your
+  database or your project) says so on the line before it: `<!-- fragment: why -->`.
+- The generated command line reference (docs/hooks/reference.py) lists every command
+  of `deferq --help`, and the HTTP reference every operation of the OpenAPI document.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+import click
+import pytest
+
+import deferq
+from deferq.cli.main import main
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+SRC = Path(deferq.__file__).resolve().parent.parent  # the tree under test's src/
+
+FENCE = re.compile(r"^\s*(`{3,}|~{3,})\s*(\w*)")  # a fence, also one indented in a list
+FRAGMENT = re.compile(r"^<!--\s*fragment\b.*-->\s*$")
+FILE_NAME = re.compile(r"^#\s*([\w/]+\.py)\b")
+
+
+@dataclass(frozen=True)
+class Block:
+    page: str
+    line: int  # of the opening fence, 1-based
+    code: str
+
+    @property
+    def file(self) -> str | None:
+        found = FILE_NAME.match(self.code)
+        return found[1] if found else None
+
+
+def python_blocks(text: str, page: str) -> tuple[list[Block], int]:
+    """The page's runnable python blocks, and how many it marks as fragments."""
+    blocks, fragments, lines = [], 0, text.split("\n")
+    i = 0
+    while i < len(lines):
+        fence = FENCE.match(lines[i])
+        if not fence:
+            i += 1
+            continue
+        end = next(j for j in range(i + 1, len(lines)) if lines[j].strip().startswith(fence[1]))
+        if fence[2] == "python":
+            before = next((line for line in reversed(lines[:i]) if line.strip()), "")
+            if FRAGMENT.match(before.strip()):
+                fragments += 1
+            else:
+                blocks.append(Block(page, i + 1, textwrap.dedent("\n".join(lines[i + 1:end]) + "\n")))
+        i = end + 1
+    return blocks, fragments
+
+
+# The runner, in a process of its own per page: each page gets fresh modules and stores.
+RUNNER = """
+import importlib, json, sys
+namespace = {"__name__": "__main__"}
+for block in json.load(open(sys.argv[1])):
+    if block["file"]:
+        if not block["file"].rsplit("/", 1)[-1].startswith("test_"):
+            importlib.import_module(block["file"][:-3].replace("/", "."))
+    else:
+        exec(compile(block["code"], block["where"], "exec"), namespace)
+"""
+
+
+def page_ids() -> list[Path]:
+    return [page for page in PAGES if python_blocks(page.read_text(), page.name)[0]]
+
+
+def run(args: list[str], cwd: Path, **more_env: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(cwd), str(SRC)]), **more_env}
+    env.pop("DEFERQ_URL", None)
+    env.pop("DEFERQ_APP", None)
+    return subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.parametrize("page", page_ids(), ids=lambda p: p.name)
+def test_the_python_blocks_of_a_page_run(page: Path, tmp_path: Path) -> None:
+    blocks, _ = python_blocks(page.read_text(), page.relative_to(ROOT).as_posix())
+    for block in blocks:
+        if block.file:
+            (tmp_path / block.file).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / block.file).write_text(block.code)
+    plan = [{"file": b.file, "code": b.code, "where": f"{b.page}:{b.line + 1}"} for b in blocks]
+    (tmp_path / "blocks.json").write_text(json.dumps(plan))
+    done = run([sys.executable, "-c", RUNNER, "blocks.json"], tmp_path)
+    assert done.returncode == 0, f"a block of {page.name} failed:\n{done.stderr[-3000:]}"
+    for test_file in [b.file for b in blocks if b.file and Path(b.file).name.startswith("test_")]:
+        # only deferq's plugin, as installed: the other plugins of this venv take seconds to load
+        pytest_args = ["-q", "-p", "no:cacheprovider", "-p", "deferq.contrib.pytest_plugin", test_file]
+        done = run([sys.executable, "-m", "pytest", *pytest_args], tmp_path, PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")
+        assert done.returncode == 0, f"{test_file} of {page.name} failed:\n{done.stdout[-3000:]}"
+
+
+def test_the_tour_and_testing_pages_have_blocks_that_run() -> None:
+    """The convention is opt-out: a page whose blocks all became fragments would test
+    nothing, so the pages a newcomer copies from must keep runnable blocks."""
+    runnable = {page.name for page in page_ids()}
+    assert {"README.md", "tour.md", "testing.md"} <= runnable
+
+
+def test_a_fragment_marker_is_seen_and_a_file_block_is_named() -> None:
+    text = "x\n\n<!-- fragment: needs your DSN -->\n\n```python\nconnect(DSN)\n```\n\n" \
+           "```python\n# tasks.py\nimport deferq\n```\n```sh\nls\n```\n" \
+           "- in a list:\n\n  ```python\n  print(1)\n  ```\n"
+    blocks, fragments = python_blocks(text, "page.md")
+    assert fragments == 1
+    assert [(b.line, b.file) for b in blocks] == [(9, "tasks.py"), (18, None)]
+    assert blocks[1].code == "print(1)\n"
+
+
+# --- the generated reference pages ------------------------------------------------------
+
+def reference() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("docs_reference", ROOT / "docs" / "hooks" / "reference.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def every_command(group: click.Group, path: str = "deferq") -> set[str]:
+    """The commands `deferq --help` and each group's --help list, found by the help text."""
+    ctx = click.Context(group, info_name=path)
+    names = {path}
+    for name in group.list_commands(ctx):
+        sub = group.get_command(ctx, name)
+        assert sub is not None
+        names |= every_command(sub, f"{path} {name}") if isinstance(sub, click.Group) else {f"{path} {name}"}
+    return names
+
+
+def test_the_cli_reference_lists_every_command_with_its_help() -> None:
+    page = reference().cli_page()
+    commands = every_command(main)
+    assert {"deferq worker", "deferq dead retry", "deferq token create", "deferq run"} <= commands
+    for path in commands:
+        assert f"## `{path}`" in page, f"{path} is missing from the CLI reference"
+        assert f"Usage: {path} [OPTIONS]" in page
+    # each option of a command, as its --help names it
+    assert "--concurrency" in page and "--older-than" in page and "--scope" in page
+
+
+def test_the_http_reference_lists_every_operation_with_its_scope() -> None:
+    from deferq.server.app import full_document
+
+    page = reference().http_page()
+    for path, operations in full_document()["paths"].items():
+        for method in operations:
+            assert f"### `{method.upper()} {path}`" in page
+    assert "- **Scope:** `producer`" in page and "- **Scope:** none (no token)" in page
+
+
+def test_the_python_reference_documents_every_public_name() -> None:
+    page = reference().python_page()
+    for name in deferq.__all__:
+        assert f"::: deferq.{name}" in page
+    assert "::: deferq.testing" in page
