@@ -9,8 +9,9 @@ percentile of the merge is as good as one of a single process (within one bucket
 
 Nothing is written per job. A process adds to a `HistoryBuffer` in memory (a lock and a
 dict update) and a `HistoryRecorder` thread writes what was added with one store call
-(`history_add`) every `DEFERQ_HISTORY_SECONDS` (5 s): workers count what they settle,
-producers (App.enqueue, POST /v1/jobs) what they enqueue; a store what it ends by
+(`history_add`) every `DEFERQ_HISTORY_SECONDS` (5 s). The App's `History` middleware
+feeds it: every enqueue (App.enqueue*, workflows, POST /v1/jobs) counts what it stored
+anew, a worker what it settles; a store counts what it ends by
 itself (an expired job, an expired lease: backends/history.py). A store keeps a counter per
 (minute, queue, task, field) and adds to it, so writers never read-modify-write and
 never conflict. Rows older than the retention (`DEFERQ_HISTORY_DAYS`, 7) are deleted by
@@ -30,12 +31,13 @@ import threading
 import time
 import weakref
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..backends.guard import StoreGuard
 from ..backends.history import MAX_MINUTES as MAX_MINUTES  # GET /v1/stats/history's longest window
 from ..backends.history import minute_of, retention_minutes
+from ..middleware import Middleware
 
 if TYPE_CHECKING:
     from ..backends.base import Backend, Enqueue, Outcome
@@ -201,7 +203,7 @@ class HistoryRecorder:
     def settled(self, settled: Iterable[tuple[Outcome, float]], lease: float) -> None:
         """Count settled attempts, each with the seconds it ran: its outcome, how long it
         waited and ran. The wait is on the store's clock: from its due time to its lease
-        (`lease_until - lease`). One call per settled batch: one lock, one clock read."""
+        (`lease_until - lease`). One lock and one clock read per call."""
         minute = minute_of(time.time())
         entries: list[Row] = []
         add = entries.append
@@ -286,6 +288,41 @@ _RECORDERS: weakref.WeakSet[HistoryRecorder] = weakref.WeakSet()
 def _flush_all() -> None:
     for recorder in list(_RECORDERS):
         recorder.close()
+
+
+class History(Middleware):
+    """The App's history as middleware (installed by the App): what an enqueue stored
+    anew, and what a worker settled with the seconds it ran (`Outcome.ran`; an outcome
+    settled outside a worker, by deferq.testing, is not counted). The recorder, and the
+    store under it, are opened on first use."""
+
+    def __init__(self, backend: Callable[[], Backend], lease: float) -> None:
+        self._backend = backend
+        self.lease = lease  # the App's: a leased job's wait ends at lease_until - lease
+        self._recorder: HistoryRecorder | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def recorder(self) -> HistoryRecorder:
+        if self._recorder is None:
+            backend = self._backend()
+            with self._lock:
+                if self._recorder is None:
+                    self._recorder = HistoryRecorder(backend)
+        return self._recorder
+
+    def close(self) -> None:
+        """Write what is left; a later use opens a new recorder."""
+        recorder, self._recorder = self._recorder, None
+        if recorder is not None:
+            recorder.close()
+
+    def after_store(self, items: list[Enqueue], jobs: list[Job]) -> None:
+        self.recorder.enqueued(items, jobs)
+
+    def after_settle(self, job: Job, outcome: Outcome, exc: BaseException | None) -> None:
+        if outcome.ran is not None:
+            self.recorder.settled(((outcome, outcome.ran),), self.lease)
 
 
 # -- reading ---------------------------------------------------------------------------------
