@@ -51,6 +51,10 @@ HOOKS = ("before_enqueue", "after_store", "after_enqueue", "before_run", "after_
 class Middleware:
     """Every hook does nothing; override the ones you need."""
 
+    # False: this middleware's after_settle reads only the outcome, never `job`, so the
+    # chain need not build the settled job for it (a copy of the job per settled attempt)
+    needs_settled_job = True
+
     def before_enqueue(self, items: list[Enqueue]) -> list[Enqueue]:
         return items
 
@@ -81,6 +85,7 @@ class Chain:
         self.before_run: list[Callable[[Job], None]] = []
         self.after_run: list[Callable[[Job, Outcome, BaseException | None], None]] = []
         self.after_settle: list[Callable[[Job, Outcome, BaseException | None], None]] = []
+        self.settled_jobs = 0  # after_settle hooks that read the settled job (needs_settled_job)
 
     def add(self, middleware: Middleware) -> None:
         if not isinstance(middleware, Middleware):
@@ -92,6 +97,7 @@ class Chain:
                 methods: list[Any] = getattr(self, hook)
                 # after-hooks unwind: the last registered runs first
                 methods.insert(0, bound) if hook.startswith("after_") else methods.append(bound)
+                self.settled_jobs += hook == "after_settle" and middleware.needs_settled_job
 
     # The producer's one sequence, sync and async: the before-hooks, the store, the
     # after-hooks. `store` is the store call (the App's, or the HTTP service's batcher).
@@ -137,7 +143,8 @@ class Chain:
 
     def run_after_settle(self, outcome: Outcome, exc: BaseException | None) -> None:
         if self.after_settle:
-            self.run_after(self.after_settle, settled_view(outcome), outcome, exc)
+            job = settled_view(outcome) if self.settled_jobs else outcome.job
+            self.run_after(self.after_settle, job, outcome, exc)
 
 
 def settled_view(outcome: Outcome) -> Job:

@@ -147,6 +147,15 @@ class HistoryBuffer:
                     cell = self.cells[(minute, queue, task)] = {}
                 cell[field] = cell.get(field, 0) + amount
 
+    def add_fields(self, minute: int, queue: str, task: str, fields: Iterable[str]) -> None:
+        """One more of each of `fields` in one cell: an attempt settled."""
+        with self.lock:
+            cell = self.cells.get((minute, queue, task))
+            if cell is None:
+                cell = self.cells[(minute, queue, task)] = {}
+            for field in fields:
+                cell[field] = cell.get(field, 0) + 1
+
     def drain(self) -> list[Row]:
         """Every count, as rows, emptying the buffer."""
         with self.lock:
@@ -203,24 +212,19 @@ class HistoryRecorder:
     def settled(self, settled: Iterable[tuple[Outcome, float]], lease: float) -> None:
         """Count settled attempts, each with the seconds it ran: its outcome, how long it
         waited and ran. The wait is on the store's clock: from its due time to its lease
-        (`lease_until - lease`). One lock and one clock read per call."""
+        (`lease_until - lease`). One clock read per call, one lock per attempt."""
         minute = minute_of(time.time())
-        entries: list[Row] = []
-        add = entries.append
+        add = self.buffer.add_fields
         for outcome, ran in settled:
             job = outcome.job
-            queue, task = job.queue, job.task
             field = OUTCOME_FIELD.get(outcome.kind)
-            if field is not None:
-                add((minute, queue, task, field, 1))
-                if outcome.error is not None and field in ("retried", "dead"):
-                    add((minute, queue, task, "failed", 1))
+            fields = [] if field is None else [field, "failed"] if (
+                outcome.error is not None and field in ("retried", "dead")) else [field]
             if job.lease_until is not None:
-                add((minute, queue, task, _WAIT_FIELDS[bucket_of(job.lease_until - lease - job.run_at)], 1))
-            add((minute, queue, task, _RUN_FIELDS[bucket_of(ran)], 1))
-        if entries:
-            self.buffer.add_many(entries)
-            self._started()
+                fields.append(_WAIT_FIELDS[bucket_of(job.lease_until - lease - job.run_at)])
+            fields.append(_RUN_FIELDS[bucket_of(ran)])
+            add(minute, job.queue, job.task, fields)
+        self._started()
 
     def count(self, queue: str, task: str, field: str, amount: int = 1) -> None:
         """Count something else that happened (a cancel from the API, say)."""
@@ -295,6 +299,8 @@ class History(Middleware):
     anew, and what a worker settled with the seconds it ran (`Outcome.ran`; an outcome
     settled outside a worker, by deferq.testing, is not counted). The recorder, and the
     store under it, are opened on first use."""
+
+    needs_settled_job = False  # reads the outcome only
 
     def __init__(self, backend: Callable[[], Backend], lease: float) -> None:
         self._backend = backend

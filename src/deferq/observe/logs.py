@@ -54,6 +54,8 @@ class JobLog(Middleware):
     the App; silence it with `--log-level warning` or that logger's level). Its fields are
     JSON fields too. An outcome settled outside a worker (deferq.testing) has no line."""
 
+    needs_settled_job = False  # reads the outcome only
+
     def after_settle(self, job: Job, outcome: Outcome, exc: BaseException | None) -> None:
         if outcome.ran is not None:
             report(outcome, outcome.ran)
