@@ -19,7 +19,8 @@ from .flows import batch as batches
 from .job import Job, JobState, new_job_ids
 from .limits import Limits
 from .middleware import Middleware
-from .observe.history import HistoryRecorder
+from .observe.history import History, HistoryRecorder
+from .observe.logs import JobLog
 from .options import JobOptions, TaskDefaults, queue_name, remark_text
 from .registry import EVENTS, Registry
 from .task import AFTER, Call, Hook, Task, build_enqueue
@@ -101,8 +102,12 @@ class App:
         self._backend_options = backend_options
         self._backend: Backend | None = None
         self._limits = False  # Limits middleware added (by the first task with a limit)
-        self._history: HistoryRecorder | None = None
         self._lock = threading.Lock()
+        # deferq's own middleware, first: their before-hooks run before, their after-hooks
+        # after, every other middleware's (the order of middleware.Chain)
+        self._history = History(lambda: self.backend, self.lease)
+        for middleware in (batches.BatchJoin(), self._history, JobLog()):
+            self.registry.add_middleware(middleware)
         results.register_owner(self)
         if self.eager:
             from .testing import EagerRunner
@@ -124,17 +129,10 @@ class App:
     def history(self) -> HistoryRecorder:
         """This process's per-minute counts, written to the store every few seconds
         (deferq.history): what it enqueues here, what its workers settle."""
-        if self._history is None:
-            backend = self.backend
-            with self._lock:
-                if self._history is None:
-                    self._history = HistoryRecorder(backend)
-        return self._history
+        return self._history.recorder
 
     def close(self) -> None:
-        if self._history is not None:
-            self._history.close()
-            self._history = None
+        self._history.close()
         if self._backend is not None:
             self._backend.close()
             self._backend = None
@@ -258,34 +256,24 @@ class App:
         with _no_cycle_collection():
             return self._enqueue_items(*self._prepare(calls))
 
-    def _enqueue_items(self, items: list[Enqueue], connection: Any) -> list[Job]:
+    def _enqueue_items(self, items: list[Enqueue], connection: Any = None) -> list[Job]:
+        """Store prepared jobs through the middleware chain (middleware.Chain.enqueue)."""
         if not items:
             return []
-        chain = self.registry.chain
-        items = chain.run_before_enqueue(items)
-        if (joining := batches.current.get()) is not None:
-            items = joining.tagged(items)
-        jobs = self.backend.enqueue_many(items, connection)
-        self.history.enqueued(items, jobs)
-        if joining is not None:
-            joining.joined(jobs)
-        return chain.run_after_enqueue(jobs)
+        backend = self.backend
+        return self.registry.chain.enqueue(items, lambda stored: backend.enqueue_many(stored, connection))
 
     async def enqueue_many_async(self, calls: Iterable[Call]) -> list[Job]:
-        items, connection = self._prepare(calls)
+        return await self._enqueue_items_async(*self._prepare(calls))
+
+    async def _enqueue_items_async(self, items: list[Enqueue], connection: Any = None) -> list[Job]:
         if not items:
             return []
         if self.eager:  # runs the jobs: not on the caller's event loop
             return await asyncio.to_thread(self._enqueue_items, items, connection)
-        chain = self.registry.chain
-        items = chain.run_before_enqueue(items)
-        if (joining := batches.current.get()) is not None:
-            items = joining.tagged(items)
-        jobs = await self.backend.enqueue_many_async(items, connection)
-        self.history.enqueued(items, jobs)
-        if joining is not None:
-            joining.joined(jobs)
-        return chain.run_after_enqueue(jobs)
+        backend = self.backend
+        return await self.registry.chain.enqueue_async(
+            items, lambda stored: backend.enqueue_many_async(stored, connection))
 
     # -- inspecting and managing -------------------------------------------------
 

@@ -44,6 +44,8 @@ class App(Protocol):
 
     def _enqueue_items(self, items: list[Enqueue], connection: Any) -> list[Job]: ...
 
+    async def _enqueue_items_async(self, items: list[Enqueue]) -> list[Job]: ...
+
 # Which App registered each task name, so `job.wait()` finds its store without the
 # job carrying a reference (jobs are plain immutable values); the last App made answers
 # for a task no App here registered (enqueued by name).

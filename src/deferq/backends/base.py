@@ -118,13 +118,16 @@ class OutcomeKind(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    """How one leased job ended, for `settle`. `kind` may be given as its string."""
+    """How one leased job ended, for `settle`. `kind` may be given as its string.
+    `ran`: the seconds the attempt ran, as the worker that settles it measured (for the
+    history and the job log); None when settled outside a worker (deferq.testing)."""
 
     job: Job
     kind: OutcomeKind
     delay: float = 0.0
     error: str | None = None
     result: Any = None
+    ran: float | None = None
 
     KINDS = tuple(OutcomeKind)
 

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from ..backends.base import Enqueue, JobAdmin, Records
 from ..errors import ConfigError
 from ..job import Job, JobState, dumps, loads, new_job_id
+from ..middleware import Middleware
 from ..task import Call, build_enqueue, linked, with_meta
 
 if TYPE_CHECKING:
@@ -107,6 +108,19 @@ class Batch:
         if not self.members:  # nothing to wait for: complete (and successful) at once
             return with_meta(item, **{BATCH_OF: self.id})
         return linked(item, self.members, any_outcome, **{BATCH_OF: self.id})
+
+
+class BatchJoin(Middleware):
+    """Jobs enqueued inside a `with app.batch()` block join it (installed by the App):
+    tagged as members before the store call, their ids added once stored."""
+
+    def before_enqueue(self, items: list[Enqueue]) -> list[Enqueue]:
+        joining = current.get()
+        return items if joining is None else joining.tagged(items)
+
+    def after_store(self, items: list[Enqueue], jobs: list[Job]) -> None:
+        if (joining := current.get()) is not None:
+            joining.joined(jobs)
 
 
 def record_of(store: Records, batch_id: str) -> dict[str, Any] | None:

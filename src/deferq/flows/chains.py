@@ -83,7 +83,7 @@ class Chain:
         app = app or _app_of(self.steps)
         items, last, as_list = self.plan(app)
         await asyncio.to_thread(refuse_held_keys, app.backend, items)
-        jobs = await app.backend.enqueue_many_async(app.registry.chain.run_before_enqueue(items))
+        jobs = await app._enqueue_items_async(items)
         return Handle(app, [j.id for j in jobs], [jobs[i].id for i in last], as_list)
 
 

@@ -9,8 +9,9 @@ percentile of the merge is as good as one of a single process (within one bucket
 
 Nothing is written per job. A process adds to a `HistoryBuffer` in memory (a lock and a
 dict update) and a `HistoryRecorder` thread writes what was added with one store call
-(`history_add`) every `DEFERQ_HISTORY_SECONDS` (5 s): workers count what they settle,
-producers (App.enqueue, POST /v1/jobs) what they enqueue; a store what it ends by
+(`history_add`) every `DEFERQ_HISTORY_SECONDS` (5 s). The App's `History` middleware
+feeds it: every enqueue (App.enqueue*, workflows, POST /v1/jobs) counts what it stored
+anew, a worker what it settles; a store counts what it ends by
 itself (an expired job, an expired lease: backends/history.py). A store keeps a counter per
 (minute, queue, task, field) and adds to it, so writers never read-modify-write and
 never conflict. Rows older than the retention (`DEFERQ_HISTORY_DAYS`, 7) are deleted by
@@ -30,12 +31,13 @@ import threading
 import time
 import weakref
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..backends.guard import StoreGuard
 from ..backends.history import MAX_MINUTES as MAX_MINUTES  # GET /v1/stats/history's longest window
 from ..backends.history import minute_of, retention_minutes
+from ..middleware import Middleware
 
 if TYPE_CHECKING:
     from ..backends.base import Backend, Enqueue, Outcome
@@ -145,6 +147,15 @@ class HistoryBuffer:
                     cell = self.cells[(minute, queue, task)] = {}
                 cell[field] = cell.get(field, 0) + amount
 
+    def add_fields(self, minute: int, queue: str, task: str, fields: Iterable[str]) -> None:
+        """One more of each of `fields` in one cell: an attempt settled."""
+        with self.lock:
+            cell = self.cells.get((minute, queue, task))
+            if cell is None:
+                cell = self.cells[(minute, queue, task)] = {}
+            for field in fields:
+                cell[field] = cell.get(field, 0) + 1
+
     def drain(self) -> list[Row]:
         """Every count, as rows, emptying the buffer."""
         with self.lock:
@@ -201,24 +212,19 @@ class HistoryRecorder:
     def settled(self, settled: Iterable[tuple[Outcome, float]], lease: float) -> None:
         """Count settled attempts, each with the seconds it ran: its outcome, how long it
         waited and ran. The wait is on the store's clock: from its due time to its lease
-        (`lease_until - lease`). One call per settled batch: one lock, one clock read."""
+        (`lease_until - lease`). One clock read per call, one lock per attempt."""
         minute = minute_of(time.time())
-        entries: list[Row] = []
-        add = entries.append
+        add = self.buffer.add_fields
         for outcome, ran in settled:
             job = outcome.job
-            queue, task = job.queue, job.task
             field = OUTCOME_FIELD.get(outcome.kind)
-            if field is not None:
-                add((minute, queue, task, field, 1))
-                if outcome.error is not None and field in ("retried", "dead"):
-                    add((minute, queue, task, "failed", 1))
+            fields = [] if field is None else [field, "failed"] if (
+                outcome.error is not None and field in ("retried", "dead")) else [field]
             if job.lease_until is not None:
-                add((minute, queue, task, _WAIT_FIELDS[bucket_of(job.lease_until - lease - job.run_at)], 1))
-            add((minute, queue, task, _RUN_FIELDS[bucket_of(ran)], 1))
-        if entries:
-            self.buffer.add_many(entries)
-            self._started()
+                fields.append(_WAIT_FIELDS[bucket_of(job.lease_until - lease - job.run_at)])
+            fields.append(_RUN_FIELDS[bucket_of(ran)])
+            add(minute, job.queue, job.task, fields)
+        self._started()
 
     def count(self, queue: str, task: str, field: str, amount: int = 1) -> None:
         """Count something else that happened (a cancel from the API, say)."""
@@ -286,6 +292,43 @@ _RECORDERS: weakref.WeakSet[HistoryRecorder] = weakref.WeakSet()
 def _flush_all() -> None:
     for recorder in list(_RECORDERS):
         recorder.close()
+
+
+class History(Middleware):
+    """The App's history as middleware (installed by the App): what an enqueue stored
+    anew, and what a worker settled with the seconds it ran (`Outcome.ran`; an outcome
+    settled outside a worker, by deferq.testing, is not counted). The recorder, and the
+    store under it, are opened on first use."""
+
+    needs_settled_job = False  # reads the outcome only
+
+    def __init__(self, backend: Callable[[], Backend], lease: float) -> None:
+        self._backend = backend
+        self.lease = lease  # the App's: a leased job's wait ends at lease_until - lease
+        self._recorder: HistoryRecorder | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def recorder(self) -> HistoryRecorder:
+        if self._recorder is None:
+            backend = self._backend()
+            with self._lock:
+                if self._recorder is None:
+                    self._recorder = HistoryRecorder(backend)
+        return self._recorder
+
+    def close(self) -> None:
+        """Write what is left; a later use opens a new recorder."""
+        recorder, self._recorder = self._recorder, None
+        if recorder is not None:
+            recorder.close()
+
+    def after_store(self, items: list[Enqueue], jobs: list[Job]) -> None:
+        self.recorder.enqueued(items, jobs)
+
+    def after_settle(self, job: Job, outcome: Outcome, exc: BaseException | None) -> None:
+        if outcome.ran is not None:
+            self.recorder.settled(((outcome, outcome.ran),), self.lease)
 
 
 # -- reading ---------------------------------------------------------------------------------

@@ -39,7 +39,7 @@ from ..attempt.runner import decide_failure, run_async, run_sync
 from ..backends.base import Outcome, OutcomeKind
 from ..backends.guard import StoreGuard
 from ..context import JobControl, Slot
-from ..errors import DeferqError, JobTimeout, first_line
+from ..errors import DeferqError, JobTimeout
 from ..flows.chains import with_inputs
 from ..job import Job, JobState
 from ..registry import TaskSpec
@@ -49,7 +49,6 @@ if TYPE_CHECKING:
     from ..app import App
 
 log = logging.getLogger("deferq.worker")
-job_log = logging.getLogger("deferq.jobs")
 
 EXIT_OK, EXIT_ERROR, EXIT_OVERRAN = 0, 1, 3
 T = TypeVar("T")
@@ -87,7 +86,7 @@ class Running:
 class Worker:
     def __init__(self, app: App, config: WorkerConfig | None = None) -> None:
         self.backend = app.backend
-        self.history = app.history  # per-minute counts and latencies, written every few seconds
+        self.history = app.history  # per-minute counts (the App's History middleware): flushed at stop
         self.registry = app.registry  # the tasks: resolved once per job into a TaskSpec
         self.lease, self.result_ttl = app.lease, app.result_ttl
         self.chain = app.registry.chain
@@ -376,18 +375,15 @@ class Worker:
             self.processed += len(outcomes)
             self.in_settle -= attempts
         self.slot_freed.set()
-        counted = []
         for (outcome, exc), ok in zip(batch, applied or [False] * len(batch), strict=True):
             job = outcome.job
             if not ok:
                 log.warning("job %s (%s) finished after losing its lease (%s); outcome dropped",
                             job.id, job.task, self._why_lost())
                 continue
-            seconds = ran.get(job.id, 0.0)
-            report(outcome, seconds)
-            counted.append((outcome, seconds))
-            self.chain.run_after_settle(outcome, exc)
-        self.history.settled(counted, self.lease)
+            # the chain's after_settle hooks: the App's history and job log line among them
+            self.chain.run_after_settle(Outcome(job, outcome.kind, outcome.delay, outcome.error, outcome.result,
+                                                ran.get(job.id, 0.0)), exc)
 
     def _counted_from_the_end(self, outcomes: list[Outcome]) -> list[Outcome]:
         """A snooze waits from when the job ended, not from when its settle reaches the
@@ -507,34 +503,6 @@ class Worker:
         if not ok:
             self.stopping.wait(self.guard.backoff())
         return result
-
-
-def report(outcome: Outcome, seconds: float) -> None:
-    """One line per finished job on the `deferq.jobs` logger (silence it with
-    `--log-level warning` or that logger's level); its fields are JSON fields too."""
-    if not job_log.isEnabledFor(_LEVELS.get(outcome.kind, logging.INFO)):
-        return  # `--log-level warning`, say: no fields built per job
-    job = outcome.job
-    fields: dict[str, Any] = {"job_id": job.id, "task": job.task, "queue": job.queue,
-                              "attempt": job.attempts, "duration_ms": round(seconds * 1000, 1)}
-    if outcome.kind == OutcomeKind.SUCCEEDED:
-        job_log.info("job %s %s succeeded in %.0f ms", job.id, job.task, seconds * 1000, extra=fields)
-    elif outcome.kind == OutcomeKind.RETRY:
-        fields["error"] = first_line(outcome.error)
-        job_log.info("job %s %s failed (attempt %d/%d), retry in %.1fs: %s", job.id, job.task, job.attempts,
-                     job.max_attempts, outcome.delay, fields["error"], extra=fields)
-    elif outcome.kind == OutcomeKind.SNOOZE:
-        job_log.debug("job %s %s snoozed for %.1fs (attempt not counted)", job.id, job.task, outcome.delay,
-                      extra=fields)
-    elif outcome.kind == OutcomeKind.CANCELLED:
-        job_log.info("job %s %s cancelled while running", job.id, job.task, extra=fields)
-    elif outcome.kind == OutcomeKind.DEAD:
-        fields["error"] = first_line(outcome.error)
-        job_log.warning("job %s %s is dead after %d attempt(s): %s", job.id, job.task, job.attempts,
-                        fields["error"], extra=fields)
-
-
-_LEVELS = {OutcomeKind.SNOOZE: logging.DEBUG, OutcomeKind.DEAD: logging.WARNING}  # report()'s, else INFO
 
 
 def _nothing() -> None:

@@ -7,12 +7,12 @@ from typing import TYPE_CHECKING, Any
 from ...backends.base import Enqueue
 from ...flows import batch as batches
 from ...flows.batch import BATCH_OF, MEMBER_OF
-from ...job import Job, Priority, encode_payload, new_job_id
-from ...options import HTTP_OPTIONS, JobOptions, conflict_rules
+from ...job import Job
+from ...options import HTTP_OPTIONS, JobOptions
 from ...task import AFTER, CHILDREN, Call, build_enqueue
 from ..http import fields
 from ..http.errors import ApiError, Invalid
-from ..topics.delivery import TASK_NAME, TIMEOUT_MARGIN
+from ..topics.delivery import TASK_NAME, TIMEOUT_MARGIN, topic_call
 from . import models
 
 if TYPE_CHECKING:
@@ -42,11 +42,16 @@ async def parse_job(service: Service, data: Any, where: str = "the job") -> Enqu
     request: Any = fields.parse(models.TopicJob if is_topic else models.TaskJob, data, where, _explain)
     options = option_values(request)
     if is_topic:
-        return await _topic_job(service, request, options)
-    known = service.app.tasks.get(request.task)
-    call = Call(request.task, tuple(request.args or ()), request.kwargs or {}, JobOptions(**options))
-    try:
-        return build_enqueue(call, known, 0.0)
+        task = await service.topic_task(request.topic)
+        if task is None:
+            raise ApiError(404, "not_found", f"topic {request.topic!r:.100} does not exist: "
+                           "create it with PUT /v1/topics/{name}")
+        call = topic_call(task, request.topic, request.body, options)
+    else:
+        task = service.app.tasks.get(request.task)
+        call = Call(request.task, tuple(request.args or ()), request.kwargs or {}, JobOptions(**options))
+    try:  # as App.enqueue builds it: the same defaults, options and checks
+        return build_enqueue(call, task, 0.0, service.app.durable)
     except (TypeError, ValueError) as exc:
         raise Invalid(str(exc)) from None
 
@@ -79,36 +84,6 @@ def _explain(field: str, value: Any) -> str | None:
     except (ValueError, TypeError) as exc:
         return str(exc)
     return None
-
-
-async def _topic_job(service: Service, request: Any, options: dict[str, Any]) -> Enqueue:
-    """A delivery job: the topic's settings, overridden by the request's. Built directly
-    (not through JobOptions) because this is the hot path of the HTTP service."""
-    name = request.topic
-    topic = await service.topic(name)
-    if topic is None:
-        raise ApiError(404, "not_found",
-                       f"topic {name!r:.100} does not exist: create it with PUT /v1/topics/{{name}}")
-    kwargs: dict[str, Any] = {"body": request.body}
-    ttr = options.get("timeout")
-    if ttr is not None:
-        kwargs["ttr"] = ttr
-    at = options.get("at")
-    job = Job(
-        id=new_job_id(), task=TASK_NAME, args=(name,), kwargs=kwargs, queue=topic.queue,
-        priority=options.get("priority", Priority.NAMES[topic.priority]),
-        max_attempts=options.get("max_attempts") or topic.max_attempts,
-        timeout=(ttr or topic.ttr) + TIMEOUT_MARGIN, key=options.get("key"), run_at=at or 0.0,
-        expires_at=options["expires"].at if "expires" in options else None, remark=options.get("remark"),
-    )
-    delay = 0.0 if at is not None else options.get("delay", topic.delay_ms / 1000)
-    within = options["expires"].within if "expires" in options else None
-    try:
-        mode = conflict_rules(options.get("on_conflict"), job.key, options.get("max_wait"))
-    except ValueError as exc:
-        raise Invalid(str(exc)) from None
-    payload = encode_payload(TASK_NAME, job.args, kwargs)
-    return Enqueue(job, delay, payload, within, mode, options.get("max_wait"), options.get("durable", True))
 
 
 def receipt(job: Job) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from ...backends.base import Backend, Enqueue
 from ...backends.guard import STORE_FAILURES
 from ...errors import ConfigError, MissingExtra
 from ...job import UNFINISHED_STATES, Job
+from ...task import Task
 from ..http import auth, logfiles
 from ..http.cache import Cached
 from ..http.config import ServerConfig
@@ -160,6 +161,7 @@ class Service:
         delivery.install(app)  # so jobs of topics get the delivery task's defaults
         self.tokens: Cached[str | None] = Cached(auth.CACHE_SECONDS)
         self.topics: Cached[topics_module.Topic | None] = Cached(topics_module.CACHE_SECONDS)
+        self._topic_tasks: dict[str, tuple[topics_module.Topic, Task[..., Any]]] = {}
         self.batcher = EnqueueBatcher(self._enqueue_items, config.enqueue_flights)
         self.queue_lengths = QueueLengths(self)
         self.metrics = Metrics(self)
@@ -199,11 +201,12 @@ class Service:
             raise failure from None
 
     async def enqueue(self, items: list[Enqueue]) -> list[Job]:
-        """Store jobs (batched with other requests') and count them by queue."""
-        jobs = await self.batcher.enqueue(items)
+        """Store jobs through the App's middleware chain, as every enqueue goes (its
+        history among them), the store call batched with other requests'; count them
+        by queue."""
+        jobs = await self.app.registry.chain.enqueue_async(items, self.batcher.enqueue)
         for item in items:
             self.metrics.count_enqueued(item.job.queue)
-        self.app.history.enqueued(items, jobs)
         return jobs
 
     async def _enqueue_items(self, items: Sequence[Enqueue]) -> list[Job]:
@@ -219,8 +222,20 @@ class Service:
     async def topic(self, name: str) -> topics_module.Topic | None:
         return await self.topics.get(name, lambda: self.store(topics_module.load, self.backend, name))
 
+    async def topic_task(self, name: str) -> Task[..., Any] | None:
+        """The delivery task with the topic's settings (delivery.topic_task), made once
+        per read of the topic; None if there is no such topic."""
+        topic = await self.topic(name)
+        if topic is None:
+            return None
+        made = self._topic_tasks.get(name)
+        if made is None or made[0] is not topic:
+            made = self._topic_tasks[name] = (topic, delivery.topic_task(self.app, topic))
+        return made[1]
+
     def forget_topic(self, name: str) -> None:
         self.topics.forget(name)
+        self._topic_tasks.pop(name, None)
 
     async def scope_of(self, token: str) -> str | None:
         """The token's scope, or None for an unknown token (both cached a few seconds)."""

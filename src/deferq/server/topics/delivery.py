@@ -27,6 +27,7 @@ import os
 import time
 import weakref
 import zlib
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -34,8 +35,11 @@ import orjson
 
 from ...attempt.runner import UnknownTask, current_job
 from ...errors import Retry
+from ...job import Priority
 from ...net import guarded
 from ...net import policy as netpolicy
+from ...options import JobOptions
+from ...task import Call, Task
 from ..http import logfiles
 from ..http.cache import Cached
 from ..http.settings import AlerterSource
@@ -232,6 +236,32 @@ def _http_timeout(topic: topics_module.Topic, ttr: float | None, job: Job | None
     if job is not None and job.timeout:  # never outlive the job's own timeout
         timeout = min(timeout, max(job.timeout - TIMEOUT_MARGIN, 0.1))
     return timeout
+
+
+def topic_task(app: App, topic: topics_module.Topic) -> Task[..., Any]:
+    """The delivery task (`install`) with `topic`'s settings as its defaults: a topic job
+    is built by task.build_enqueue like any task's, so it takes every option a Python
+    enqueue takes. Make it once per topic read: its resolution is kept on it."""
+    known = app.tasks[TASK_NAME]
+    defaults = replace(known.defaults, queue=topic.queue, priority=Priority.NAMES[topic.priority],
+                       max_attempts=topic.max_attempts, timeout=topic.ttr + TIMEOUT_MARGIN)
+    return Task(app, known.fn, TASK_NAME, defaults, options=JobOptions(delay=topic.delay_ms / 1000))
+
+
+def topic_call(task: Task[..., Any], topic: str, body: Any, options: dict[str, Any]) -> Call:
+    """A job of `topic` delivering `body`, with a request's options (by their Python
+    names) over the topic's (`topic_task`). A ttr given is the delivery's HTTP timeout;
+    the job's own timeout is TIMEOUT_MARGIN more, so the HTTP timeout fires first."""
+    own = task.call(topic, body=body)
+    if not options:  # the commonest request: the topic's own options, resolved once
+        return own
+    kwargs: dict[str, Any] = {"body": body}
+    if (ttr := options.get("timeout")) is not None:
+        kwargs["ttr"] = ttr
+        options = {**options, "timeout": ttr + TIMEOUT_MARGIN}
+    # the topic's delay, unless the request gives a due time or a delay of its own (0 too)
+    delay = 0.0 if options.get("at") is not None else own.options.delay
+    return Call(TASK_NAME, (topic,), kwargs, JobOptions(**{"delay": delay, **options}))
 
 
 def install(app: App, alerts: AlerterSource | None = None) -> None:
