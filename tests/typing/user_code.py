@@ -49,3 +49,4 @@ total.enqueue([1.0]).wait().upper()  # error
 async def results() -> None:
     reveal_type(await (await ping.enqueue_async("u")).wait_async())
     count: int = await total.enqueue([2.0]).wait_async()  # error
+    print(count)
