@@ -13,6 +13,7 @@ not seen; they point down from the factory and cannot close a circle of these ed
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "deferq"
@@ -222,3 +223,32 @@ def test_the_top_of_the_package_and_of_the_server_stay_small():
     crowded = {str(d.relative_to(PACKAGE)): len(modules_at(d)) for d in PACKAGE.rglob("*")
                if d.is_dir() and len(modules_at(d)) > ROOM_MODULES}
     assert not crowded, f"folders with more than {ROOM_MODULES} modules at their top: {crowded}"
+
+
+# Containers a module fills at import or later and keeps for the process.
+MUTABLE = (ast.List, ast.Dict, ast.Set, ast.ListComp, ast.DictComp, ast.SetComp)
+MUTABLE_CALLS = {"dict", "list", "set", "defaultdict", "OrderedDict", "deque",
+                 "WeakValueDictionary", "WeakKeyDictionary", "WeakSet"}
+
+
+def test_no_module_keeps_apps_or_waiters():
+    """No process-global registry: no module-level container of Apps, of their owners or
+    of waiters (a job knows the App that returned it; a call, its task's). Caught before:
+    job.WAITERS, results._owners and results._last."""
+    found = []
+    for module, path in module_names().items():
+        for node in ast.parse(path.read_text()).body:
+            if not isinstance(node, ast.Assign | ast.AnnAssign) or node.value is None:
+                continue
+            value = node.value
+            called = value.func if isinstance(value, ast.Call) else None
+            name = getattr(called, "id", None) or getattr(called, "attr", "")
+            if not (isinstance(value, MUTABLE) or name in MUTABLE_CALLS):
+                continue
+            if isinstance(node, ast.AnnAssign):
+                said = f"{ast.unparse(node.target)}: {ast.unparse(node.annotation)}"
+            else:
+                said = ", ".join(ast.unparse(target) for target in node.targets)
+            if re.search(r"(?i)\bapps?\b|runtime|wait|owner|origin", said):
+                found.append(f"{module}: {said}")
+    assert not found, "module-level state that ties jobs to Apps:\n  " + "\n  ".join(found)

@@ -16,7 +16,7 @@ from .backends import Backend, open_backend
 from .backends.base import Enqueue, QueueStats, QueueTable, missing_from, queue_table
 from .errors import ConfigError
 from .flows import batch as batches
-from .job import Job, JobState, new_job_ids
+from .job import Job, JobState, Origin, held, new_job_ids
 from .limits import Limits
 from .middleware import Middleware
 from .observe.history import History, HistoryRecorder
@@ -108,7 +108,7 @@ class App:
         self._history = History(lambda: self.backend, self.lease)
         for middleware in (batches.BatchJoin(), self._history, JobLog()):
             self.registry.add_middleware(middleware)
-        results.register_owner(self)
+        self._origin = Origin(self.wait, self.wait_async)  # what the jobs it returns wait through
         if self.eager:
             from .testing import EagerRunner
 
@@ -189,7 +189,6 @@ class App:
                 self.registry.add_task(task)
             except ValueError as exc:
                 raise ConfigError(str(exc)) from None
-            results.register_owner(self, task.name)
             if self.registry.limits and not self._limits:  # the first task with a limit
                 self._limits = True
                 self.registry.add_middleware(Limits(self.registry.limits, lambda: self.backend))
@@ -261,7 +260,8 @@ class App:
         if not items:
             return []
         backend = self.backend
-        return self.registry.chain.enqueue(items, lambda stored: backend.enqueue_many(stored, connection))
+        jobs = self.registry.chain.enqueue(items, lambda stored: backend.enqueue_many(stored, connection))
+        return held(jobs, self._origin)
 
     async def enqueue_many_async(self, calls: Iterable[Call]) -> list[Job]:
         return await self._enqueue_items_async(*self._prepare(calls))
@@ -272,16 +272,21 @@ class App:
         if self.eager:  # runs the jobs: not on the caller's event loop
             return await asyncio.to_thread(self._enqueue_items, items, connection)
         backend = self.backend
-        return await self.registry.chain.enqueue_async(
+        jobs = await self.registry.chain.enqueue_async(
             items, lambda stored: backend.enqueue_many_async(stored, connection))
+        return held(jobs, self._origin)
 
     # -- inspecting and managing -------------------------------------------------
 
     def get(self, job_id: str) -> Job | None:
-        return self.backend.get(job_id)
+        """The job as stored now (its `wait()` waits on this App's store), or None."""
+        return self._held(self.backend.get(job_id))
 
     def get_by_key(self, key: str) -> Job | None:
-        return self.backend.get_by_key(key)
+        return self._held(self.backend.get_by_key(key))
+
+    def _held(self, job: Job | None) -> Job | None:
+        return None if job is None else held([job], self._origin)[0]
 
     def cancel(self, job_id: str) -> bool:
         return self.backend.cancel(job_id)
@@ -339,7 +344,7 @@ class App:
         return self.backend.stats()
 
     def list_jobs(self, state: str | JobState, queue: str | None = None, limit: int = 100) -> list[Job]:
-        return self.backend.list_jobs(JobState(state), queue, limit)
+        return held(self.backend.list_jobs(JobState(state), queue, limit), self._origin)
 
     def purge(self, states: Iterable[str | JobState] = (JobState.DEAD,), older_than: float = 0) -> int:
         return self.backend.purge([JobState(s) for s in states], older_than)

@@ -5,15 +5,25 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from enum import StrEnum
 from operator import attrgetter
-from typing import Any
+from typing import TYPE_CHECKING, Any, Generic, cast
 
 import orjson
 
 from .codec import find_nul, shown
-from .errors import PayloadError
+from .errors import ConfigError, PayloadError
+
+if TYPE_CHECKING:  # a type checker reads Job as Job[Any] (a job of unknown result type)
+    from typing_extensions import TypeVar
+
+    R = TypeVar("R", default=Any)
+else:  # TypeVar's default is Python 3.13's; at run time it changes nothing
+    from typing import TypeVar
+
+    R = TypeVar("R")
 
 
 class JobState(StrEnum):
@@ -110,8 +120,32 @@ def new_job_ids(count: int) -> list[str]:
 
 
 @dataclass(frozen=True, slots=True)
-class Job:
-    """A job as the store knows it. Backends build these; nobody mutates them."""
+class Origin:
+    """The App a job handle came from, as the handle needs it: its `wait` and
+    `wait_async`, bound. One per App; a job carries it beside its fields."""
+
+    wait: Callable[[str, float | None], Any]
+    wait_async: Callable[[str, float | None], Awaitable[Any]]
+
+
+class _Held:
+    """A slot beside the job's fields for its Origin: never stored, compared, copied
+    or pickled (the dataclass's methods see only fields)."""
+
+    __slots__ = ("_origin",)
+
+
+_set_origin = _Held.__dict__["_origin"].__set__
+
+
+@dataclass(frozen=True, slots=True)
+class Job(_Held, Generic[R]):
+    """A job as the store knows it. Backends build these; nobody mutates them.
+
+    `R` is its task's return type (`Task[P, R].enqueue` gives a `Job[R]`), what `wait`
+    returns. A job an App returns (enqueue, get) knows that App: `wait` asks its store
+    and no other.
+    """
 
     id: str
     task: str
@@ -155,14 +189,21 @@ class Job:
             values[_FIELD_INDEX[name]] = value
         return Job(*values)
 
-    def wait(self, timeout: float | None = None) -> Any:
+    def wait(self, timeout: float | None = None) -> R:
         """This job's result once it has finished, decoded to its task's return annotation;
         `deferq.JobFailed` if it went dead or was cancelled, TimeoutError past `timeout`."""
-        return WAITERS[0](self, timeout)
+        return cast(R, self._from().wait(self.id, timeout))
 
-    async def wait_async(self, timeout: float | None = None) -> Any:
+    async def wait_async(self, timeout: float | None = None) -> R:
         """`wait` for asyncio code."""
-        return await WAITERS[1](self, timeout)
+        return cast(R, await self._from().wait_async(self.id, timeout))
+
+    def _from(self) -> Origin:
+        origin: Origin | None = getattr(self, "_origin", None)
+        if origin is None:
+            raise ConfigError(f"job {self.id} came from no App (built or copied by hand): "
+                              f"wait for it with app.wait({self.id!r})")
+        return origin
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -182,9 +223,10 @@ def slot_init(cls: type[Any]) -> None:
     `object.__setattr__` by name). A subclass (its layout may differ) is set through
     the descriptors. A `__post_init__` is called last, as the dataclass's would."""
     names = [f.name for f in fields(cls)]
-    if cls.__bases__ != (object,) or tuple(cls.__slots__) != tuple(names):
-        raise TypeError(f"slot_init needs a slots dataclass of its own fields, with no base: {cls.__name__}")
-    twin = type(f"_{cls.__name__}Twin", (), {"__slots__": tuple(names)})
+    bases = tuple(base for base in cls.__bases__ if base is not Generic)  # Generic: no layout of its own
+    if any(hasattr(base, "__dataclass_fields__") for base in bases) or tuple(cls.__slots__) != tuple(names):
+        raise TypeError(f"slot_init needs a slots dataclass of its own fields, no base's: {cls.__name__}")
+    twin = type(f"_{cls.__name__}Twin", bases, {"__slots__": tuple(names)})
     params: list[str] = []
     fast: list[str] = []
     slow: list[str] = []
@@ -236,8 +278,14 @@ def fresh_job(
     )
 
 
-# (wait, wait_async) of Job: set by deferq.results, which reaches the store through the App
-WAITERS: list[Any] = []
+
+
+def held(jobs: list[Job], origin: Origin) -> list[Job]:
+    """`jobs`, each now knowing the App they came from (`Job.wait`)."""
+    for job in jobs:
+        _set_origin(job, origin)
+    return jobs
+
 _ALL_FIELDS = attrgetter(*JOB_FIELDS)
 _FIELD_INDEX = {name: i for i, name in enumerate(JOB_FIELDS)}
 

@@ -10,64 +10,16 @@ from __future__ import annotations
 import asyncio
 import functools
 import typing
-import weakref
-from collections.abc import Callable, Iterable
-from typing import Any, Protocol
+from collections.abc import Callable
+from typing import Any
 
-from . import job as job_module
-from .backends.base import Backend, Enqueue
 from .codec import NATIVE
-from .errors import ConfigError, JobFailed, PayloadError
+from .errors import JobFailed, PayloadError
 from .job import Job, JobState
-from .registry import Registry
-from .task import Call
+from .task import Runtime
 
 
-class App(Protocol):
-    """What waiting, workflows and batches need of a deferq.App (never imported here:
-    the App imports this module)."""
-
-    @property
-    def backend(self) -> Backend: ...
-
-    @property
-    def tasks(self) -> dict[str, Any]: ...
-
-    @property
-    def registry(self) -> Registry: ...
-
-    def get(self, job_id: str) -> Job | None: ...
-
-    def cancel(self, job_id: str) -> bool: ...
-
-    def enqueue_many(self, calls: Iterable[Call]) -> list[Job]: ...
-
-    def _enqueue_items(self, items: list[Enqueue], connection: Any) -> list[Job]: ...
-
-    async def _enqueue_items_async(self, items: list[Enqueue]) -> list[Job]: ...
-
-# Which App registered each task name, so `job.wait()` finds its store without the
-# job carrying a reference (jobs are plain immutable values); the last App made answers
-# for a task no App here registered (enqueued by name).
-_owners: weakref.WeakValueDictionary[str, App] = weakref.WeakValueDictionary()
-_last: list[weakref.ReferenceType[App]] = []
-
-
-def register_owner(app: App, task: str | None = None) -> None:
-    if task is None:
-        _last[:] = [weakref.ref(app)]
-    else:
-        _owners[task] = app
-
-
-def owner_of(job: Job) -> App:
-    app = _owners.get(job.task) or (_last[0]() if _last else None)
-    if app is None:
-        raise ConfigError(f"no App here knows task {job.task!r}: use app.wait({job.id!r})")
-    return app
-
-
-def result_of(app: App, job: Job) -> Any:
+def result_of(app: Runtime[object], job: Job) -> Any:
     """A finished job's result, decoded; JobFailed when it went dead or was cancelled."""
     if job.state == JobState.SUCCEEDED:
         task = app.tasks.get(job.task)
@@ -81,7 +33,7 @@ def result_of(app: App, job: Job) -> Any:
     raise JobFailed(job, str(job.state), job.error)
 
 
-def wait(app: App, job_id: str, timeout: float | None = None) -> Any:
+def wait(app: Runtime[object], job_id: str, timeout: float | None = None) -> Any:
     """The result of job `job_id` once it finishes; TimeoutError past `timeout` seconds
     (None: wait as long as it takes)."""
     budget = float("inf") if timeout is None else max(0.0, timeout)
@@ -97,7 +49,7 @@ def wait(app: App, job_id: str, timeout: float | None = None) -> Any:
             raise TimeoutError(f"job {job_id} is still {job.state} after {timeout:g}s")
 
 
-async def wait_async(app: App, job_id: str, timeout: float | None = None) -> Any:
+async def wait_async(app: Runtime[object], job_id: str, timeout: float | None = None) -> Any:
     """`wait` without blocking the event loop (the store's wait runs on a thread)."""
     return await asyncio.to_thread(wait, app, job_id, timeout)
 
@@ -124,14 +76,3 @@ def _return_decoder(fn: Callable[..., Any]) -> Callable[[Any], Any] | None:
 
 inspect_empty = object()
 
-
-def _wait_job(job: Job, timeout: float | None) -> Any:
-    return wait(owner_of(job), job.id, timeout)
-
-
-async def _wait_job_async(job: Job, timeout: float | None) -> Any:
-    return await wait_async(owner_of(job), job.id, timeout)
-
-
-# Job.wait() / wait_async() reach the store through these (job.py is below everything).
-job_module.WAITERS[:] = [_wait_job, _wait_job_async]

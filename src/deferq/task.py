@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Generic, ParamSpec, Protocol, TypeVar
+from typing import Any, Generic, ParamSpec, Protocol, TypeVar, overload
 
-from .backends.base import Enqueue
+from .backends.base import Backend, Enqueue
 from .codec import ArgsCodec, codec_for, unknown_task_codec
 from .job import Job, JobState, encode_payload, fresh_job, new_job_id, slot_init
 from .options import JobOptions, TaskDefaults, conflict_rules
@@ -15,24 +15,56 @@ from .options import JobOptions, TaskDefaults, conflict_rules
 Hook = Callable[..., Any]
 P = ParamSpec("P")
 R = TypeVar("R")
+T = TypeVar("T")
+Reg = TypeVar("Reg", covariant=True)
 
 
-class Producer(Protocol):
-    """What a task needs of its App to enqueue (so this module never imports app.py)."""
+class Runtime(Protocol[Reg]):
+    """A `deferq.App` as the floors below it use it: its store, its tasks and registry,
+    its settings, its enqueue pipeline. Tasks, waiting, workflows, batches, schedules
+    and the testing helpers take their App as this; the App itself lives above them.
+
+    Generic in the registry's type (`Runtime[Registry]`), which is defined above this
+    module; who needs no registry takes a `Runtime[object]`."""
+
+    tasks: dict[str, Task[..., Any]]
+    lease: float
+    periodic_jobs: list[Any]
+    _backend: Backend | None
+
+    @property
+    def backend(self) -> Backend: ...
+
+    @property
+    def registry(self) -> Reg: ...
+
+    def task(self, fn: Callable[..., Any], /) -> Any: ...
+
+    def get(self, job_id: str) -> Job | None: ...
+
+    def cancel(self, job_id: str) -> bool: ...
 
     def enqueue_many(self, calls: Iterable[Call]) -> list[Job]: ...
 
     async def enqueue_many_async(self, calls: Iterable[Call]) -> list[Job]: ...
 
+    def _enqueue_items(self, items: list[Enqueue], connection: Any) -> list[Job]: ...
+
+    async def _enqueue_items_async(self, items: list[Enqueue], connection: Any) -> list[Job]: ...
+
 
 @dataclass(frozen=True, slots=True)
 class Call:
-    """A task call not yet stored; `app.enqueue_many([t.call(...), ...])` stores many."""
+    """A task call not yet stored; `app.enqueue_many([t.call(...), ...])` stores many.
+
+    `source`: the Task that made it (`task.call(...)`), whose App a workflow of calls
+    is stored in; None for a call made by hand. Not compared."""
 
     task: str
     args: tuple[Any, ...]
     kwargs: dict[str, Any]
     options: JobOptions = field(default_factory=JobOptions)
+    source: Task[..., Any] | None = field(default=None, compare=False, repr=False)
 
 
 slot_init(Call)  # one per job a producer enqueues
@@ -47,7 +79,7 @@ class Task(Generic[P, R]):
 
     def __init__(
         self,
-        app: Producer,
+        app: Runtime[object],
         fn: Callable[P, R],
         name: str,
         defaults: TaskDefaults,
@@ -86,12 +118,29 @@ class Task(Generic[P, R]):
         )
 
     def call(self, *args: P.args, **kwargs: P.kwargs) -> Call:
-        return Call(self.name, args, kwargs, self._options)
+        return Call(self.name, args, kwargs, self._options, self)
 
-    def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> Job:
+    # The job's type is its result's: an async task's job gives what its coroutine returns.
+    @overload
+    def enqueue(self: Task[P, Coroutine[Any, Any, T]], *args: P.args, **kwargs: P.kwargs) -> Job[T]: ...
+
+    @overload
+    def enqueue(self: Task[P, T], *args: P.args, **kwargs: P.kwargs) -> Job[T]: ...
+
+    def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> Job[Any]:
+        """Store a job of this task in its App's store; the job's `wait()` gives the
+        task's result."""
         return self.app.enqueue_many([self.call(*args, **kwargs)])[0]
 
-    async def enqueue_async(self, *args: P.args, **kwargs: P.kwargs) -> Job:
+    @overload
+    async def enqueue_async(
+        self: Task[P, Coroutine[Any, Any, T]], *args: P.args, **kwargs: P.kwargs
+    ) -> Job[T]: ...
+
+    @overload
+    async def enqueue_async(self: Task[P, T], *args: P.args, **kwargs: P.kwargs) -> Job[T]: ...
+
+    async def enqueue_async(self, *args: P.args, **kwargs: P.kwargs) -> Job[Any]:
         return (await self.app.enqueue_many_async([self.call(*args, **kwargs)]))[0]
 
 

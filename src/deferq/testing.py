@@ -21,39 +21,28 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import Any
 
 from .attempt.progress import ProgressWriter
 from .attempt.runner import run_async, run_sync
 from .backends import open_backend
-from .backends.base import Backend, Enqueue, Outcome, OutcomeKind
+from .backends.base import Enqueue, Outcome, OutcomeKind
 from .backends.memory import MemoryBackend
 from .context import JobControl
 from .errors import ConfigError
 from .job import WAITING_STATES, Job, Priority, dumps, loads
 from .middleware import Middleware
 from .registry import Registry
-from .task import Task
+from .task import Runtime, Task
 
 WORKER = "eager"
-
-
-class TestedApp(Protocol):
-    """What these helpers need of an App (this module does not import app.py)."""
-
-    @property
-    def backend(self) -> Backend: ...
-
-    registry: Registry
-    lease: float
-    _backend: Backend | None
 
 
 class EagerRunner(Middleware):
     """Runs each enqueued job to its end before `enqueue` returns. Delays are ignored: a
     unit test wants to see the outcome, not wait for it."""
 
-    def __init__(self, app: TestedApp) -> None:
+    def __init__(self, app: Runtime[Registry]) -> None:
         self.app = app
 
     def before_enqueue(self, items: list[Enqueue]) -> list[Enqueue]:
@@ -74,7 +63,7 @@ class EagerRunner(Middleware):
         return backend.get(job.id) or job
 
 
-def run_here(app: TestedApp, job: Job, retry_at_once: bool = False) -> Outcome:
+def run_here(app: Runtime[Registry], job: Job, retry_at_once: bool = False) -> Outcome:
     """Run one leased job in this thread, settle it and fire the after-settle hooks."""
     registry = app.registry
     spec = registry.spec_for(job)
@@ -94,7 +83,7 @@ def run_here(app: TestedApp, job: Job, retry_at_once: bool = False) -> Outcome:
     return outcome
 
 
-def drain(app: TestedApp, queues: Sequence[str] | None = None, limit: int = 10_000) -> list[Job]:
+def drain(app: Runtime[Registry], queues: Sequence[str] | None = None, limit: int = 10_000) -> list[Job]:
     """Run every job that is due now, here, until none is (retries that come due at
     once run too). Returns the jobs as they ended up, in the order they ran."""
     backend = app.backend
@@ -107,7 +96,7 @@ def drain(app: TestedApp, queues: Sequence[str] | None = None, limit: int = 10_0
     return [found for job_id in ran if (found := backend.get(job_id)) is not None]
 
 
-def travel(app: TestedApp, seconds: float) -> None:
+def travel(app: Runtime[Registry], seconds: float) -> None:
     """Move the store's clock `seconds` forward (memory:// only): delayed jobs and
     retries with backoff come due for the next `drain`."""
     backend = app.backend
@@ -116,14 +105,14 @@ def travel(app: TestedApp, seconds: float) -> None:
     backend.advance(seconds)
 
 
-def enqueued(app: TestedApp, task: Task[..., Any] | str | None = None) -> list[Job]:
+def enqueued(app: Runtime[Registry], task: Task[..., Any] | str | None = None) -> list[Job]:
     """Jobs waiting to run (scheduled or queued), oldest first, of one task or all."""
     name = task.name if isinstance(task, Task) else task
     jobs = [job for state in WAITING_STATES for job in app.backend.list_jobs(state, None, 100_000)]
     return sorted((j for j in jobs if name is None or j.task == name), key=lambda j: (j.created_at, j.id))
 
 
-def assert_enqueued(app: TestedApp, task: Task[..., Any] | str, *args: Any, **kwargs: Any) -> Job:
+def assert_enqueued(app: Runtime[Registry], task: Task[..., Any] | str, *args: Any, **kwargs: Any) -> Job:
     """The waiting job of `task` with these arguments (compared as the worker will see
     them, after JSON); an AssertionError listing what is waiting if there is none."""
     wanted = loads(dumps([list(args), kwargs], "the expected arguments"))
@@ -136,7 +125,7 @@ def assert_enqueued(app: TestedApp, task: Task[..., Any] | str, *args: Any, **kw
 
 
 @contextmanager
-def isolated(app: TestedApp, url: str = "memory://") -> Iterator[TestedApp]:
+def isolated(app: Runtime[Registry], url: str = "memory://") -> Iterator[Runtime[Registry]]:
     """Point `app` (with its tasks) at a fresh store for the duration of a test."""
     saved, app._backend = app._backend, open_backend(url)
     try:
@@ -146,5 +135,5 @@ def isolated(app: TestedApp, url: str = "memory://") -> Iterator[TestedApp]:
         app._backend = saved
 
 
-def _queues(app: TestedApp) -> set[str]:
-    return {task.defaults.queue for task in app.registry.tasks.values()} | set(app.backend.stats())
+def _queues(app: Runtime[Registry]) -> set[str]:
+    return {task.defaults.queue for task in app.tasks.values()} | set(app.backend.stats())

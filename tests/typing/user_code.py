@@ -31,3 +31,22 @@ answer: str = ping("u")  # error
 async def main() -> None:
     reveal_type(await ping.enqueue_async("u"))
     await ping.enqueue_async(1)  # error
+
+
+@app.task
+def total(prices: list[float]) -> float:
+    return sum(prices)
+
+
+job = total.enqueue([1.0, 2.5])
+reveal_type(job.wait())
+reveal_type(ping.enqueue("u").wait(timeout=5))
+sent: None = send.enqueue(1, "a").wait()
+label: str = total.enqueue([1.0]).wait()  # error
+total.enqueue([1.0]).wait().upper()  # error
+
+
+async def results() -> None:
+    reveal_type(await (await ping.enqueue_async("u")).wait_async())
+    count: int = await total.enqueue([2.0]).wait_async()  # error
+    print(count)

@@ -18,16 +18,13 @@ from __future__ import annotations
 import contextvars
 from dataclasses import asdict, dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..backends.base import Enqueue, JobAdmin, Records
 from ..errors import ConfigError
 from ..job import Job, JobState, dumps, loads, new_job_id
 from ..middleware import Middleware
-from ..task import Call, build_enqueue, linked, with_meta
-
-if TYPE_CHECKING:
-    from ..results import App
+from ..task import Call, Runtime, build_enqueue, linked, with_meta
 
 NAMESPACE = "deferq.batches"  # kv records: batch id -> {"members": [...], "callbacks": {...}}
 BATCH_OF = "deferq.batch"  # meta of a callback: the id of its batch
@@ -53,7 +50,9 @@ class BatchInfo:
 
 
 class Batch:
-    def __init__(self, app: App, on_complete: Call | None = None, on_success: Call | None = None) -> None:
+    def __init__(
+        self, app: Runtime[object], on_complete: Call | None = None, on_success: Call | None = None
+    ) -> None:
         for name, call in (("on_complete", on_complete), ("on_success", on_success)):
             if call is not None and not isinstance(call, Call):
                 raise ConfigError(f"{name} takes a task.call(...) value, got {call!r:.60}")
@@ -104,7 +103,7 @@ class Batch:
             self.app._enqueue_items(list(items.values()), None)
 
     def _callback(self, call: Call, any_outcome: bool) -> Enqueue:
-        item = build_enqueue(call, self.app.registry.tasks.get(call.task), 0.0)
+        item = build_enqueue(call, self.app.tasks.get(call.task), 0.0)
         if not self.members:  # nothing to wait for: complete (and successful) at once
             return with_meta(item, **{BATCH_OF: self.id})
         return linked(item, self.members, any_outcome, **{BATCH_OF: self.id})

@@ -16,16 +16,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from .. import results
 from ..backends.base import Enqueue, JobAdmin
 from ..errors import ConfigError, JobFailed
 from ..job import FINISHED_STATES, Job, JobState
-from ..task import CHILDREN, SHOWN_CHILDREN, Call, build_enqueue, linked, with_meta
+from ..task import CHILDREN, SHOWN_CHILDREN, Call, Runtime, build_enqueue, linked, with_meta
 from .batch import BATCH_OF, summary
-
-if TYPE_CHECKING:
-    from ..results import App
 
 RESULTS_OF = "deferq.results_of"  # meta: ids whose results come first in the arguments
 RESULTS_AS = "deferq.results_as"  # meta: "one" (a job's result) or "list" (a group's, in order)
@@ -37,10 +35,10 @@ class Group:
 
     calls: tuple[Call, ...]
 
-    def enqueue(self, app: App | None = None) -> Handle:
+    def enqueue(self, app: Runtime[object] | None = None) -> Handle:
         return chain(self).enqueue(app)
 
-    async def enqueue_async(self, app: App | None = None) -> Handle:
+    async def enqueue_async(self, app: Runtime[object] | None = None) -> Handle:
         return await chain(self).enqueue_async(app)
 
 
@@ -52,7 +50,7 @@ class Chain:
     steps: tuple[Call | Group, ...]
     pass_result: bool = True
 
-    def plan(self, app: App) -> tuple[list[Enqueue], list[int], bool]:
+    def plan(self, app: Runtime[object]) -> tuple[list[Enqueue], list[int], bool]:
         """(the jobs to store, the positions of the ones whose result is the workflow's,
         whether that result is a list)."""
         items: list[Enqueue] = []
@@ -72,18 +70,18 @@ class Chain:
             previous, as_list = [items[i].job.id for i in last], isinstance(step, Group)
         return items, last, as_list
 
-    def enqueue(self, app: App | None = None) -> Handle:
-        app = app or _app_of(self.steps)
+    def enqueue(self, app: Runtime[object] | None = None) -> Handle:
+        app = app or app_of(self.steps)
         items, last, as_list = self.plan(app)
         refuse_held_keys(app.backend, items)
         jobs = app._enqueue_items(items, None)
         return Handle(app, [j.id for j in jobs], [jobs[i].id for i in last], as_list)
 
-    async def enqueue_async(self, app: App | None = None) -> Handle:
-        app = app or _app_of(self.steps)
+    async def enqueue_async(self, app: Runtime[object] | None = None) -> Handle:
+        app = app or app_of(self.steps)
         items, last, as_list = self.plan(app)
         await asyncio.to_thread(refuse_held_keys, app.backend, items)
-        jobs = await app._enqueue_items_async(items)
+        jobs = await app._enqueue_items_async(items, None)
         return Handle(app, [j.id for j in jobs], [jobs[i].id for i in last], as_list)
 
 
@@ -118,7 +116,7 @@ class Handle:
     """A stored workflow: `id` (the job whose result is the workflow's: the last step,
     or a group's first member), `state`, `wait()`, `wait_async()`, `cancel()`."""
 
-    def __init__(self, app: App, ids: list[str], result_ids: list[str], as_list: bool) -> None:
+    def __init__(self, app: Runtime[object], ids: list[str], result_ids: list[str], as_list: bool) -> None:
         self.app, self.ids, self.result_ids, self.as_list = app, ids, result_ids, as_list
         self.id = result_ids[0] if as_list else result_ids[-1]
 
@@ -135,8 +133,6 @@ class Handle:
     def wait(self, timeout: float | None = None) -> Any:
         """The workflow's result (a list for a group); JobFailed names the job that
         failed first (not the steps cancelled after it)."""
-        from .. import results
-
         try:
             values = [results.wait(self.app, i, timeout) for i in self.result_ids]
         except JobFailed as failed:
@@ -180,9 +176,9 @@ def refuse_held_keys(store: JobAdmin, items: Sequence[Enqueue]) -> None:
         )
 
 
-def _stored_form(app: App, call: Call, after: Sequence[str], results_as: bool | None) -> Enqueue:
+def _stored_form(app: Runtime[object], call: Call, after: Sequence[str], results_as: bool | None) -> Enqueue:
     """A call as stored: after the previous step; naming its results when it takes them."""
-    item = build_enqueue(call, app.registry.tasks.get(call.task), 0.0)
+    item = build_enqueue(call, app.tasks.get(call.task), 0.0)
     if not after:
         return item
     if results_as is None:
@@ -190,12 +186,18 @@ def _stored_form(app: App, call: Call, after: Sequence[str], results_as: bool | 
     return linked(item, after, False, **{RESULTS_OF: list(after), RESULTS_AS: "list" if results_as else "one"})
 
 
-def _app_of(steps: Sequence[Call | Group]) -> App:
-    from .. import results
-
-    first = steps[0]
-    call = first.calls[0] if isinstance(first, Group) else first
-    return results.owner_of(Job(id="", task=call.task))
+def app_of(steps: Sequence[Call | Group]) -> Runtime[object]:
+    """The App of a workflow's first call (`task.call(...)` knows its task's App): the
+    one it is stored in when `enqueue()` names none."""
+    calls = [c for step in steps for c in (step.calls if isinstance(step, Group) else (step,))]
+    if calls[0].source is None:
+        raise ConfigError(f"the workflow's first call ({calls[0].task}) was not made by task.call(...), "
+                          "so it names no App: pass one, chain(...).enqueue(app)")
+    app = calls[0].source.app
+    if any(c.source is not None and c.source.app is not app for c in calls):
+        raise ConfigError("a workflow's calls come from tasks of different Apps: a workflow is stored "
+                          "in one store; pass the App, chain(...).enqueue(app)")
+    return app
 
 
 def with_inputs(store: JobAdmin, job: Job) -> Job:

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from croniter import croniter
 
 from ..errors import ConfigError
 from ..options import PERIODIC_OPTIONS, JobOptions
-from ..task import Task
+from ..task import Runtime, Task
 from ..values import no_unknown_keys
 
 JOB_OPTIONS = PERIODIC_OPTIONS  # the job options a periodic job may set (deferq/options.py)
@@ -54,16 +54,8 @@ class PeriodicJob:
         return float(croniter(self.cron, moment).get_next(float))
 
 
-class Schedules(Protocol):
-    """What `register_periodic` needs of an App (so this module never imports app.py)."""
-
-    periodic_jobs: list[Any]
-
-    def task(self, fn: Callable[..., Any], /) -> Any: ...
-
-
 def register_periodic(
-    app: Schedules,
+    app: Runtime[object],
     cron: str,
     *,
     name: str | None = None,
