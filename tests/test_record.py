@@ -11,11 +11,24 @@ from pathlib import Path
 import msgspec
 import pytest
 
+from deferq import options
 from deferq.backends.base import Enqueue
 from deferq.backends.redis import codec as redis_codec
 from deferq.backends.sql import rows
 from deferq.backends.sql.queries import load_queries
-from deferq.job import COLUMNS, HTTP_FIELDS, NEW_COLUMNS, NEW_FIELDS, RECORD, Job, JobState, dumps, encode_payload, new_job_id
+from deferq.job import (
+    COLUMNS,
+    HTTP_FIELDS,
+    NEW_COLUMNS,
+    NEW_FIELDS,
+    RECORD,
+    Job,
+    JobState,
+    dumps,
+    encode_payload,
+    new_job_id,
+)
+from deferq.options import JobOptions, JobOptionsKw, TaskDefaults, TaskOptions
 from deferq.server.api import jobs as api_jobs
 from deferq.server.api import models
 
@@ -79,7 +92,8 @@ def test_each_dialect_has_a_column_for_every_stored_field(dialect):
     schema = (SQL / dialect / "schema.txt").read_text()
     held = set(re.findall(r"^column: deferq_jobs \| (\w+) ", schema, re.MULTILINE))
     if dialect == "mysql":  # SHOW CREATE TABLE
-        held = set(re.findall(r"^  `(\w+)` ", schema.split("CREATE TABLE `deferq_jobs`")[1].split(";")[0], re.MULTILINE))
+        table = schema.split("CREATE TABLE `deferq_jobs`")[1].split(";")[0]
+        held = set(re.findall(r"^  `(\w+)` ", table, re.MULTILINE))
     assert {RENAMED[dialect].get(c, c) for c in COLUMNS} <= held
 
 
@@ -104,8 +118,8 @@ def test_the_sql_insert_row_writes_every_field_a_new_job_sets():
 def redis_hash(job: Job) -> dict[bytes, bytes]:
     """The job's hash as the Lua scripts write it (id and queue are in its keys)."""
     values = {c: getattr(job, c, None) for c in COLUMNS if c not in ("id", "queue")}
-    values.update(payload=dumps([list(job.args), job.kwargs, job.meta]).decode(), result=dumps(job.result).decode(),
-                  cancel_requested_at=1.0, state=str(job.state))
+    values.update(payload=dumps([list(job.args), job.kwargs, job.meta]).decode(),
+                  result=dumps(job.result).decode(), cancel_requested_at=1.0, state=str(job.state))
     return {name.encode(): str(value).encode() for name, value in values.items()}
 
 
@@ -128,7 +142,8 @@ def test_the_http_model_names_every_shown_field():
 def test_every_store_keeps_every_field_a_new_job_sets(backend):
     """Stored, then read back: each field a producer sets (fresh_job's) comes back."""
     values = {name: SAMPLE[name] for name in NEW_FIELDS}
-    job = Job(**{**values, "id": new_job_id(), "state": JobState.QUEUED, "run_at": 4_000_000_000.0, "expires_at": 4_100_000_000.0})
+    job = Job(**{**values, "id": new_job_id(), "state": JobState.QUEUED, "run_at": 4_000_000_000.0,
+                 "expires_at": 4_100_000_000.0})
     item = Enqueue(job, payload=encode_payload(job.task, job.args, job.kwargs, job.meta))
     [stored] = backend.enqueue_many([item])
     found = backend.get(stored.id)  # shards mark the id with its server
@@ -142,3 +157,20 @@ def test_every_store_keeps_every_field_a_new_job_sets(backend):
             assert found.state == JobState.SCHEDULED  # due in the future
         else:
             assert getattr(found, name) == getattr(job, name), name
+
+
+@pytest.mark.parametrize(("keywords", "schema"), [(TaskOptions, TaskDefaults), (JobOptionsKw, JobOptions)])
+def test_the_typed_option_keywords_name_every_option(keywords, schema):
+    """`@app.task(...)`, `task.options(...)` and `app.enqueue(...)` are typed by these
+    TypedDicts: the same names as the option schema, none required."""
+    assert list(keywords.__annotations__) == list(options.names(schema))
+    assert keywords.__required_keys__ == frozenset()
+
+
+def test_the_option_keywords_type_the_public_calls():
+    import deferq
+    from deferq.task import Task
+
+    hints = [Task.options.__annotations__["options"], deferq.App.enqueue.__annotations__["options"]]
+    assert hints == ["Unpack[JobOptionsKw]"] * 2
+    assert deferq.App.task.__annotations__["defaults"] == "Unpack[TaskOptions]"

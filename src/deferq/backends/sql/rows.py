@@ -66,7 +66,8 @@ def _writer() -> Callable[[Job, bytes], tuple[Any, ...]]:
     (Enqueue.stored), in order: what an insert writes. Waiting jobs are stored 'queued'
     (a read tells scheduled from queued by run_at)."""
     values = {"payload": "payload", "state": "'queued'"}
-    source = f"def new_row(job, payload):\n    return ({', '.join(values.get(c, f'job.{c}') for c in NEW_COLUMNS)},)"
+    row = ", ".join(values.get(c, f"job.{c}") for c in NEW_COLUMNS)
+    source = f"def new_row(job, payload):\n    return ({row},)"
     scope: dict[str, Any] = {}
     exec(source, scope)  # noqa: S102 - our own field names, nothing from outside
     writer: Callable[[Job, bytes], tuple[Any, ...]] = scope["new_row"]
