@@ -27,6 +27,7 @@ from deferq.job import (
     dumps,
     encode_payload,
     new_job_id,
+    stamped,
 )
 from deferq.options import JobOptions, JobOptionsKw, TaskDefaults, TaskOptions
 from deferq.server.api import jobs as api_jobs
@@ -174,3 +175,13 @@ def test_the_option_keywords_type_the_public_calls():
     hints = [Task.options.__annotations__["options"], deferq.App.enqueue.__annotations__["options"]]
     assert hints == ["Unpack[JobOptionsKw]"] * 2
     assert deferq.App.task.__annotations__["defaults"] == "Unpack[TaskOptions]"
+
+
+def test_a_stored_job_keeps_what_a_new_job_sets_and_nothing_else():
+    job = stamped(sample(), JobState.QUEUED, 1.0, 2.0, 3.0, 4.0)
+    for f in fields(Job):
+        if f.name in ("state", "run_at", "created_at", "expires_at", "updated_at"):
+            continue
+        default = f.default_factory() if f.default_factory is not MISSING else f.default
+        assert getattr(job, f.name) == (SAMPLE[f.name] if f.name in NEW_FIELDS else default), f.name
+    assert (job.state, job.run_at, job.created_at, job.expires_at, job.updated_at) == (JobState.QUEUED, 1, 2, 3, 4)

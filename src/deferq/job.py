@@ -6,6 +6,7 @@ import inspect
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from enum import StrEnum
 from operator import attrgetter
@@ -273,19 +274,36 @@ HTTP_FIELDS = {spec.http or name: name for name, spec in RECORD.items() if spec.
 WAITERS: list[Any] = []
 _ALL_FIELDS = attrgetter(*JOB_FIELDS)
 _FIELD_INDEX = {name: i for i, name in enumerate(JOB_FIELDS)}
-_NEW_VALUES = attrgetter(*NEW_FIELDS)
-_STAMPED = tuple(NEW_FIELDS.index(name) for name in ("state", "run_at", "created_at", "expires_at", "updated_at"))
+_STAMPS = ("state", "run_at", "created_at", "expires_at", "updated_at")
 
 
-def stamped(
-    job: Job, state: JobState, run_at: float, created_at: float, expires_at: float | None, updated_at: float
-) -> Job:
-    """`job` as a store keeps it once stored: what a new job sets, with these times and
-    state; every other field at its default (Enqueue.stored)."""
-    values = list(_NEW_VALUES(job))
-    i, j, k, m, n = _STAMPED
-    values[i], values[j], values[k], values[m], values[n] = state, run_at, created_at, expires_at, updated_at
-    return fresh_job(*values)
+def _stamper() -> Callable[[Job, JobState, float, float, float | None, float], Job]:
+    """`stamped(job, state, run_at, created_at, expires_at, updated_at)`: `job` as a store
+    keeps it once stored (Enqueue.stored): what a new job sets, with these times and
+    state, every other field at its default. Written out from the declaration, one
+    positional `Job(...)`: every job enqueued is made this way."""
+    scope: dict[str, Any] = {"Job": Job}
+    values = []
+    for i, f in enumerate(fields(Job)):
+        if f.name in _STAMPS:
+            values.append(f.name)
+        elif f.name in NEW_FIELDS:
+            values.append(f"job.{f.name}")
+        elif f.default_factory is not MISSING:
+            scope[f"_make{i}"] = f.default_factory
+            values.append(f"_make{i}()")
+        elif f.default is None or type(f.default) in (bool, int, float):
+            values.append(repr(f.default))  # a constant, not a global to look up
+        else:
+            scope[f"_default{i}"] = f.default
+            values.append(f"_default{i}")
+    source = f"def stamped(job, {', '.join(_STAMPS)}):\n    return Job({', '.join(values)})"
+    exec(source, scope)  # noqa: S102 - our own field names, nothing from outside
+    made: Callable[[Job, JobState, float, float, float | None, float], Job] = scope["stamped"]
+    return made
+
+
+stamped = _stamper()
 
 
 def _check_fresh_job() -> None:
