@@ -9,7 +9,7 @@ import os
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, ParamSpec, TypeVar, overload
+from typing import Any, ParamSpec, TypeVar, Unpack, overload
 
 from . import results
 from .backends import Backend, open_backend
@@ -21,7 +21,7 @@ from .limits import Limits
 from .middleware import Middleware
 from .observe.history import History, HistoryRecorder
 from .observe.logs import JobLog
-from .options import JobOptions, TaskDefaults, queue_name, remark_text
+from .options import JobOptions, JobOptionsKw, TaskDefaults, TaskOptions, queue_name, remark_text
 from .registry import EVENTS, Registry
 from .task import AFTER, Call, Hook, Task, build_enqueue
 
@@ -148,7 +148,7 @@ class App:
         name: str | None = None,
         on_success: Hook | None = None,
         on_failure: Hook | None = None,
-        **defaults: Any,
+        **defaults: Unpack[TaskOptions],
     ) -> Task[P, R]: ...
 
     @overload
@@ -160,7 +160,7 @@ class App:
         name: str | None = None,
         on_success: Hook | None = None,
         on_failure: Hook | None = None,
-        **defaults: Any,
+        **defaults: Unpack[TaskOptions],
     ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
 
     def task(
@@ -171,12 +171,12 @@ class App:
         name: str | None = None,
         on_success: Hook | None = None,
         on_failure: Hook | None = None,
-        **defaults: Any,
+        **defaults: Unpack[TaskOptions],
     ) -> Task[P, R] | Callable[[Callable[P, R]], Task[P, R]]:
         """Register a function (sync or async) as a task: ``@app.task(queue="email")``.
 
-        `defaults` are the fields of `deferq.options.TaskDefaults`: queue, priority,
-        max_attempts, timeout, backoff."""
+        `defaults` are the fields of `deferq.options.TaskDefaults` (typed by
+        `deferq.options.TaskOptions`)."""
         try:
             task_defaults = TaskDefaults.parse(**defaults)
         except ValueError as exc:
@@ -226,7 +226,7 @@ class App:
         task: str,
         args: Sequence[Any] = (),
         kwargs: dict[str, Any] | None = None,
-        **options: Any,
+        **options: Unpack[JobOptionsKw],
     ) -> Job:
         """Enqueue by task name (the task need not be importable here)."""
         call = Call(task, tuple(args), dict(kwargs or {}), JobOptions.parse(**options))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import os
 import threading
 import time
@@ -119,6 +120,23 @@ def new_job_ids(count: int) -> list[str]:
     return ids
 
 
+@dataclass(frozen=True)
+class Stored:
+    """How the stores and the HTTP API keep one field of `Job`: the record's declaration.
+    Every store's row, hash and insert, and the API's job, are built from or checked
+    against these (backends/sql/rows.py, tests/test_record.py)."""
+
+    column: str  # the SQL column (and Redis hash field) it is kept in; fields sharing one derive from it
+    new: bool = False  # a new job sets it: `fresh_job` takes it and every store's insert writes it
+    http: str | None = ""  # its name in the HTTP API's job ("" = the field's own), None: not shown
+
+
+def stored(column: str, default: Any = MISSING, *, factory: Any = MISSING, new: bool = False,
+           http: str | None = "") -> Any:
+    """A field of the stored job record (a dataclass field that carries its `Stored`)."""
+    return field(default=default, default_factory=factory, metadata={"deferq": Stored(column, new, http)})
+
+
 @dataclass(frozen=True, slots=True)
 class Origin:
     """The App a job handle came from, as the handle needs it: its `wait` and
@@ -145,34 +163,42 @@ class Job(_Held, Generic[R]):
     `R` is its task's return type (`Task[P, R].enqueue` gives a `Job[R]`), what `wait`
     returns. A job an App returns (enqueue, get) knows that App: `wait` asks its store
     and no other.
-    """
 
-    id: str
-    task: str
-    args: tuple[Any, ...] = ()
-    kwargs: dict[str, Any] = field(default_factory=dict)
-    queue: str = "default"
-    priority: int = Priority.NORMAL
-    state: JobState = JobState.QUEUED
-    attempts: int = 0
-    max_attempts: int = 3
-    timeout: float | None = None
-    key: str | None = None
-    run_at: float = 0.0  # epoch seconds, store clock
-    created_at: float = 0.0
-    lease_until: float | None = None
-    worker: str | None = None
-    error: str | None = None
-    result: Any = None
-    finished_at: float | None = None
-    meta: dict[str, Any] = field(default_factory=dict)  # carried for middleware (e.g. trace context)
-    progress: float | None = None  # 0..1, the last that the task reported (current_job().progress)
-    progress_message: str | None = None
-    cancel_requested: bool = False  # someone asked this active job to stop (app.cancel)
-    expires_at: float | None = None  # not started by then: never run, ends cancelled ("expired")
-    updated_at: float | None = None  # when the job last changed (state, lease, remark)
-    remark: str | None = None  # free text for people (the MySQL seed's remark, S1-3)
-    last_worker: str | None = None  # the worker that last leased it; kept after it ends
+    The one declaration of the stored record: each field's name, type, default, and
+    in `Stored` the column it is kept in (args, kwargs and meta share the JSON payload;
+    cancel_requested derives from cancel_requested_at), whether a new job sets it, and
+    its name in the HTTP API. A new stored field is a field here, then its column in
+    each store (see docs/development.md, "The job record")."""
+
+    id: str = stored("id", new=True)
+    task: str = stored("task", new=True)
+    args: tuple[Any, ...] = stored("payload", (), new=True)
+    kwargs: dict[str, Any] = stored("payload", factory=dict, new=True)
+    queue: str = stored("queue", "default", new=True)
+    priority: int = stored("priority", Priority.NORMAL, new=True)
+    state: JobState = stored("state", JobState.QUEUED, new=True)
+    attempts: int = stored("attempts", 0)
+    max_attempts: int = stored("max_attempts", 3, new=True)
+    timeout: float | None = stored("timeout", None, new=True, http="ttr")
+    key: str | None = stored("key", None, new=True)
+    run_at: float = stored("run_at", 0.0, new=True)  # epoch seconds, store clock
+    created_at: float = stored("created_at", 0.0, new=True)
+    lease_until: float | None = stored("lease_until", None, http=None)
+    worker: str | None = stored("worker", None)
+    error: str | None = stored("error", None)
+    result: Any = stored("result", None)
+    finished_at: float | None = stored("finished_at", None)
+    # carried for middleware (e.g. trace context)
+    meta: dict[str, Any] = stored("payload", factory=dict, new=True, http=None)
+    progress: float | None = stored("progress", None)  # 0..1, the last the task reported
+    progress_message: str | None = stored("progress_message", None)
+    # someone asked this active job to stop (app.cancel)
+    cancel_requested: bool = stored("cancel_requested_at", False)
+    # not started by then: never run, ends cancelled ("expired")
+    expires_at: float | None = stored("expires_at", None, new=True)
+    updated_at: float | None = stored("updated_at", None, new=True)  # when it last changed (state, lease, remark)
+    remark: str | None = stored("remark", None, new=True)  # free text for people
+    last_worker: str | None = stored("last_worker", None)  # the worker that last leased it; kept after it ends
 
     @property
     def priority_name(self) -> str:
@@ -286,8 +312,64 @@ def held(jobs: list[Job], origin: Origin) -> list[Job]:
         _set_origin(job, origin)
     return jobs
 
+RECORD = {f.name: f.metadata["deferq"] for f in fields(Job)}  # field -> Stored
+COLUMNS = tuple(dict.fromkeys(spec.column for spec in RECORD.values()))  # in field order, each once
+NEW_FIELDS = tuple(name for name, spec in RECORD.items() if spec.new)  # fresh_job's parameters
+NEW_COLUMNS = tuple(dict.fromkeys(RECORD[name].column for name in NEW_FIELDS))  # what every insert writes
+HTTP_FIELDS = {spec.http or name: name for name, spec in RECORD.items() if spec.http is not None}
 _ALL_FIELDS = attrgetter(*JOB_FIELDS)
 _FIELD_INDEX = {name: i for i, name in enumerate(JOB_FIELDS)}
+_STAMPS = ("state", "run_at", "created_at", "expires_at", "updated_at")
+
+
+def _stamper() -> Callable[[Job, JobState, float, float, float | None, float], Job]:
+    """`stamped(job, state, run_at, created_at, expires_at, updated_at)`: `job` as a store
+    keeps it once stored (Enqueue.stored): what a new job sets, with these times and
+    state, every other field at its default. Written out from the declaration, one
+    positional `Job(...)`: every job enqueued is made this way."""
+    scope: dict[str, Any] = {"Job": Job}
+    values = []
+    for i, f in enumerate(fields(Job)):
+        if f.name in _STAMPS:
+            values.append(f.name)
+        elif f.name in NEW_FIELDS:
+            values.append(f"job.{f.name}")
+        elif f.default_factory is not MISSING:
+            scope[f"_make{i}"] = f.default_factory
+            values.append(f"_make{i}()")
+        elif f.default is None or type(f.default) in (bool, int, float):
+            values.append(repr(f.default))  # a constant, not a global to look up
+        else:
+            scope[f"_default{i}"] = f.default
+            values.append(f"_default{i}")
+    source = f"def stamped(job, {', '.join(_STAMPS)}):\n    return Job({', '.join(values)})"
+    exec(source, scope)  # noqa: S102 - our own field names, nothing from outside
+    made: Callable[[Job, JobState, float, float, float | None, float], Job] = scope["stamped"]
+    return made
+
+
+stamped = _stamper()
+
+
+def _check_fresh_job() -> None:
+    """`fresh_job`, written by position for speed, must take the declared new fields in
+    order and leave every other field at its default: checked once, at import."""
+    params = tuple(inspect.signature(fresh_job).parameters)
+    if params != NEW_FIELDS:
+        raise TypeError(f"fresh_job takes {params}, the record's new fields are {NEW_FIELDS}")
+    markers = [object() for _ in NEW_FIELDS]
+    made = fresh_job(*markers)  # type: ignore[arg-type]
+    for f in fields(Job):
+        value = getattr(made, f.name)
+        if f.name in NEW_FIELDS:
+            wanted = markers[NEW_FIELDS.index(f.name)]
+        else:
+            wanted = f.default_factory() if f.default_factory is not MISSING else f.default
+        if value is not wanted and value != wanted:
+            raise TypeError(f"fresh_job sets {f.name} to {value!r}, not {wanted!r}")
+
+
+_check_fresh_job()
 
 
 def dumps(value: Any, what: str = "value") -> bytes:

@@ -11,13 +11,13 @@ field here plus its column in the stores: nothing else lists names.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, fields, replace
 from datetime import datetime, timedelta
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple, TypedDict
 
 from . import backoff as backoff_module
-from .job import DEFAULT_MAX_ATTEMPTS, DEFAULT_TIMEOUT, Priority
+from .job import DEFAULT_MAX_ATTEMPTS, DEFAULT_TIMEOUT, Job, Priority
 from .limits import Rate, key_template, rate_option, slots
 
 LATEST_DUE = 253402300799.0  # 9999-12-31T23:59:59Z: later due times are refused
@@ -283,6 +283,48 @@ class JobOptions:
             f.name: getattr(other, f.name) for f in fields(other) if getattr(other, f.name) != f.default
         }
         return replace(self, **changes)
+
+
+PriorityName = Literal["high", "normal", "low"]
+Seconds = float | timedelta
+When = datetime | str | float  # an aware datetime, ISO 8601 with a zone, or epoch seconds
+
+
+class TaskOptions(TypedDict, total=False):
+    """The keywords of `@app.task(...)`: the fields of `TaskDefaults` as a caller writes
+    them, so that a type checker refuses a misspelt one (tests/test_record.py
+    holds the names to the dataclass)."""
+
+    queue: str
+    priority: PriorityName | int
+    max_attempts: int
+    timeout: Seconds | None
+    backoff: Callable[[int], float]
+    rate: str | Rate | None
+    rate_key: str | None
+    concurrency: int | None
+    concurrency_key: str | None
+
+
+class JobOptionsKw(TypedDict, total=False):
+    """The keywords of `task.options(...)` and `app.enqueue(...)`: the fields of
+    `JobOptions` as a caller writes them (None: the task's default)."""
+
+    delay: Seconds
+    at: When | None
+    queue: str | None
+    priority: PriorityName | int | None
+    max_attempts: int | None
+    timeout: Seconds | None
+    key: str | None
+    expires: When | timedelta | None
+    on_conflict: Literal["ignore", "replace", "debounce"] | None
+    max_wait: Seconds | None
+    remark: str | None
+    durable: bool | None
+    connection: Any
+    after: Job | str | Sequence[Job | str]
+    after_any_outcome: bool
 
 
 def specs(cls: type[Any]) -> Iterator[tuple[str, Option]]:

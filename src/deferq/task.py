@@ -5,12 +5,12 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Generic, ParamSpec, Protocol, TypeVar, overload
+from typing import Any, Generic, ParamSpec, Protocol, TypeVar, Unpack, overload
 
 from .backends.base import Backend, Enqueue
 from .codec import ArgsCodec, codec_for, unknown_task_codec
 from .job import Job, JobState, encode_payload, fresh_job, new_job_id, slot_init
-from .options import JobOptions, TaskDefaults, conflict_rules
+from .options import JobOptions, JobOptionsKw, TaskDefaults, conflict_rules
 
 Hook = Callable[..., Any]
 P = ParamSpec("P")
@@ -109,7 +109,7 @@ class Task(Generic[P, R]):
     def __repr__(self) -> str:
         return f"<Task {self.name} queue={self.defaults.queue}>"
 
-    def options(self, **options: Any) -> Task[P, R]:
+    def options(self, **options: Unpack[JobOptionsKw]) -> Task[P, R]:
         """This task with per-job options (the fields of `deferq.options.JobOptions`)."""
         merged = self._options.merged(JobOptions.parse(**options))
         return Task(

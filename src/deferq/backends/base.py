@@ -31,7 +31,7 @@ from enum import StrEnum
 from typing import Any
 
 from ..errors import ConfigError
-from ..job import ALL_STATES, FINISHED_STATES, Job, JobState, fresh_job, slot_init
+from ..job import ALL_STATES, FINISHED_STATES, Job, JobState, slot_init, stamped
 from .history import HistoryStore
 from .search import SearchStore
 
@@ -95,11 +95,8 @@ class Enqueue:
         """The job as stored at store time `now`: its due time set, waiting."""
         job = self.job
         run_at = self.due(now)
-        return fresh_job(
-            job.id, job.task, job.args, job.kwargs, job.queue, job.priority,
-            JobState.SCHEDULED if run_at > now else JobState.QUEUED, job.max_attempts, job.timeout, job.key,
-            run_at, now, job.meta, self.expiry(now), now, job.remark,
-        )
+        return stamped(job, JobState.SCHEDULED if run_at > now else JobState.QUEUED, run_at, now,
+                       self.expiry(now), now)
 
 
 slot_init(Enqueue)  # one per job enqueued

@@ -1,19 +1,56 @@
 """A job as a table row: the one decoder every SQL store (SQLite, PostgreSQL, MySQL)
 reads its rows with, and the view of a job just written.
 
-Each dialect's `queries.sql` lists the columns in its `job_columns` fragment, in the
-order `job_from_row` unpacks them; job reads add the store's clock after them.
+Each dialect's `queries.sql` lists the columns in its `job_columns` fragment in the
+order of `job.COLUMNS` (the record's declaration; tests/test_record.py holds them to
+it); job reads add the store's clock after them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from ...job import Job, JobState, decode_payload, loads
+from ...job import COLUMNS, NEW_COLUMNS, RECORD, Job, JobState, decode_payload, loads
 from ..base import LEVELS, Enqueue, state_for_waiting
 
-WIDTH = 24  # columns of `job_columns`; a job read puts the store's clock right after them
+WIDTH = len(COLUMNS)  # columns of `job_columns`; a job read puts the store's clock right after them
+
+# How a field is read from its column, where it is not the column's value as it is
+# (every other field of job.Job is). The payload is decoded once, into `_p`.
+_READ = {
+    "args": "_p[0]", "kwargs": "_p[1]", "meta": "_p[2]",
+    "priority": "priority % LEVELS",  # a job held back is stored raised (base.BEHIND)
+    "state": "state_for_waiting(run_at, now) if state == 'queued' else JobState(state)",
+    "result": "None if result is None else loads(result)",
+    "cancel_requested": "cancel_requested_at is not None",
+}
+
+
+def _payload(payload: Any) -> tuple[tuple[Any, ...], dict[str, Any], dict[str, Any]]:
+    """An unreadable payload becomes the runner's `_unreadable_payload` marker: the worker
+    marks that job dead with the reason."""
+    try:
+        return decode_payload(payload)
+    except (ValueError, TypeError):
+        return (), {"_unreadable_payload": str(payload)[:200]}, {}
+
+
+def _reader() -> Callable[[Sequence[Any], float], Job]:
+    """`job_from_row`, written out from the record's declaration (job.RECORD): one
+    unpacking and one positional `Job(...)`, as fast as by hand."""
+    source = "\n".join([
+        "def job_from_row(row, now):",
+        f"    ({', '.join(COLUMNS)},) = row",
+        "    _p = _payload(payload)",
+        f"    return Job({', '.join(_READ.get(name, spec.column) for name, spec in RECORD.items())})",
+    ])
+    scope: dict[str, Any] = {"Job": Job, "JobState": JobState, "LEVELS": LEVELS, "loads": loads,
+                             "state_for_waiting": state_for_waiting, "_payload": _payload}
+    exec(source, scope)  # noqa: S102 - our own field names, nothing from outside
+    reader: Callable[[Sequence[Any], float], Job] = scope["job_from_row"]
+    reader.__doc__ = "A row of `job_columns`, read at store time `now`."
+    return reader
 
 
 def job_of(row: Sequence[Any]) -> Job:
@@ -21,28 +58,23 @@ def job_of(row: Sequence[Any]) -> Job:
     return job_from_row(row[:WIDTH], row[WIDTH])
 
 
-def job_from_row(row: Sequence[Any], now: float) -> Job:
-    """A row of `job_columns`, read at store time `now`. An unreadable payload becomes the
-    runner's `_unreadable_payload` marker: the worker marks that job dead with the reason."""
-    (job_id, task, payload, queue, priority, state, attempts, max_attempts, timeout, key,
-     run_at, created_at, lease_until, worker, error, result, finished_at,
-     progress, progress_message, cancel_requested_at, expires_at,
-     updated_at, remark, last_worker) = row
-    try:
-        args, kwargs, meta = decode_payload(payload)
-    except (ValueError, TypeError):
-        args, kwargs, meta = (), {"_unreadable_payload": str(payload)[:200]}, {}
-    return Job(
-        id=job_id, task=task, args=args, kwargs=kwargs, queue=queue,
-        priority=priority % LEVELS,  # a job held back is stored raised (base.BEHIND)
-        state=state_for_waiting(run_at, now) if state == "queued" else JobState(state),
-        attempts=attempts, max_attempts=max_attempts, timeout=timeout, key=key,
-        run_at=run_at, created_at=created_at, lease_until=lease_until, worker=worker,
-        error=error, result=None if result is None else loads(result),
-        finished_at=finished_at, meta=meta, progress=progress, progress_message=progress_message,
-        cancel_requested=cancel_requested_at is not None, expires_at=expires_at,
-        updated_at=updated_at, remark=remark, last_worker=last_worker,
-    )
+job_from_row = _reader()
+
+
+def _writer() -> Callable[[Job, bytes], tuple[Any, ...]]:
+    """`new_row(job, payload)`: the values of `job.NEW_COLUMNS` for a job just stored
+    (Enqueue.stored), in order: what an insert writes. Waiting jobs are stored 'queued'
+    (a read tells scheduled from queued by run_at)."""
+    values = {"payload": "payload", "state": "'queued'"}
+    row = ", ".join(values.get(c, f"job.{c}") for c in NEW_COLUMNS)
+    source = f"def new_row(job, payload):\n    return ({row},)"
+    scope: dict[str, Any] = {}
+    exec(source, scope)  # noqa: S102 - our own field names, nothing from outside
+    writer: Callable[[Job, bytes], tuple[Any, ...]] = scope["new_row"]
+    return writer
+
+
+new_row = _writer()
 
 
 def stored_view(item: Enqueue, run_at: float, now: float) -> Job:

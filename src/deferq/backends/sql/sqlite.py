@@ -40,7 +40,7 @@ from ..search import JobQuery
 from .base import TABLES, UNCOUNTED, Settled, SQLBackend
 from .plans import Plan, Reply, Step, T, drive
 from .queries import Migration
-from .rows import job_of
+from .rows import job_of, new_row
 from .search import TextCondition
 
 POLL_MIN, POLL_MAX = 0.002, 0.025  # seconds between data_version polls of an idle worker
@@ -274,9 +274,7 @@ class SQLiteBackend(SQLBackend):
             item = items[i]
             job = jobs[i] = item.stored(now)
             keyed = keyed or job.key is not None
-            rows.append((job.id, job.task, item.payload or payload(item), job.queue, job.priority,
-                         job.max_attempts, job.timeout, job.key, job.run_at, now, job.expires_at,
-                         job.remark))
+            rows.append(new_row(job, item.payload or payload(item)))
         if len(rows) == 1 and not keyed:  # one row: execute, cheaper than executemany of one
             yield Step(self.q["enqueue"], rows[0])
             return jobs

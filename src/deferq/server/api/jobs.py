@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 from ...backends.base import Enqueue
 from ...flows import batch as batches
 from ...flows.batch import BATCH_OF, MEMBER_OF
-from ...job import Job
+from ...job import HTTP_FIELDS, Job
 from ...options import HTTP_OPTIONS, JobOptions
 from ...task import AFTER, CHILDREN, Call, build_enqueue
 from ..http import fields
@@ -132,21 +132,17 @@ def _batch_of(store: Any, job: Job) -> dict[str, Any] | None:
 
 
 def view(job: Job) -> dict[str, Any]:
-    """A job as the API shows it; a topic job shows its topic and body."""
+    """A job as the API shows it (every field job.HTTP_FIELDS names); a topic job shows
+    its topic and body."""
     is_topic = job.task == TASK_NAME
-    return {
-        "id": job.id, "state": str(job.state), "queue": job.queue,
+    shown = {http: getattr(job, name) for http, name in HTTP_FIELDS.items()}
+    shown.update({
+        "state": str(job.state), "priority": job.priority_name,
         "topic": job.args[0] if is_topic and job.args else None,
         "body": job.kwargs.get("body") if is_topic else None,
         "task": None if is_topic else job.task,
         "args": None if is_topic else list(job.args),
         "kwargs": None if is_topic else job.kwargs,
-        "priority": job.priority_name, "attempts": job.attempts,
-        "max_attempts": job.max_attempts, "key": job.key,
         "ttr": job.timeout - TIMEOUT_MARGIN if is_topic and job.timeout else job.timeout,
-        "run_at": job.run_at, "created_at": job.created_at, "finished_at": job.finished_at,
-        "error": job.error, "result": job.result,
-        "progress": job.progress, "progress_message": job.progress_message,
-        "cancel_requested": job.cancel_requested, "expires_at": job.expires_at,
-        "updated_at": job.updated_at, "remark": job.remark, "worker": job.worker, "last_worker": job.last_worker,
-    }
+    })
+    return shown

@@ -25,11 +25,11 @@ PRAGMA data_version
 -- One job with what a new job has; the other columns start NULL or at their default.
 -- The backend computes the due time, so a batch runs as one prepared statement. A job
 -- whose key an unfinished job holds conflicts on deferq_jobs_live_key and is skipped.
--- Positional parameters, in the order of the column list: the commonest write binds
--- a tuple, cheaper than looking up names.
-INSERT OR IGNORE INTO {jobs} (id, task, payload, queue, priority, max_attempts, timeout,
-                              key, run_at, created_at, expires_at, remark, updated_at, state)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?10, 'queued')
+-- Positional parameters, in the order of the column list (job.NEW_COLUMNS, rows.new_row):
+-- the commonest write binds a tuple, cheaper than looking up names.
+INSERT OR IGNORE INTO {jobs} (id, task, payload, queue, priority, state, max_attempts, timeout,
+                              key, run_at, created_at, expires_at, updated_at, remark)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)
 
 -- name: holders
 -- The unfinished jobs with these keys: each key's holder, and a job waiting behind a
