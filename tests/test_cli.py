@@ -383,13 +383,14 @@ def test_enqueue_with_an_app_refuses_a_task_it_does_not_know(url, tasks):
 # -- 7. a sqlite:/// file that does not exist: said, or refused with --no-create
 
 
-def test_a_new_sqlite_store_is_announced_or_refused(tmp_path):
+def test_a_new_sqlite_store_is_announced_or_refused(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
     path = tmp_path / "sub" / "jobs.db"
     url = f"sqlite:///{path}"
-    refused = cli("stats", "--url", url, "--no-create")
+    refused = cli("migrate", "--url", url, "--no-create")
     assert refused.exit_code == 2 and f"deferq: no store at {path}" in refused.stderr
     assert not path.exists()
-    made = cli("stats", "--url", url)
+    made = cli("migrate", "--url", url)
     assert made.exit_code == 0 and made.stderr == f"deferq: created a new store at {path}\n"
     assert path.exists() and "created" not in cli("stats", "--url", url).stderr
     assert cli("status", "--url", f"sqlite:///{tmp_path}/other.db", "--no-create").exit_code == 2
@@ -397,6 +398,42 @@ def test_a_new_sqlite_store_is_announced_or_refused(tmp_path):
         result = cli(*command, "--url", f"sqlite:///{tmp_path}/typo.db", "--no-create")
         assert result.exit_code == 2 and "no store at" in result.stderr
     assert not (tmp_path / "typo.db").exists()
+
+
+READ_ONLY = {"stats": [], "job": ["x"], "dead list": [], "queue list": [], "token list": [], "status": [],
+             "cancel": ["x"], "dead retry": ["--all"], "token revoke": ["x"]}
+
+
+@pytest.mark.parametrize("command", READ_ONLY)
+def test_commands_on_an_existing_store_refuse_a_missing_one_and_name_those_nearby(command, tmp_path,
+                                                                                   monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "deferq-demo.db").touch()  # what `make demo` leaves: the store meant
+    result = cli(*command.split(), *READ_ONLY[command], "--url", "sqlite:///nope.db")
+    assert result.exit_code == 2
+    assert result.stderr == (f"deferq: no store at {tmp_path / 'nope.db'}: deferq {command} works on an "
+                             f"existing store and makes none (check --url or DEFERQ_URL); "
+                             f"did you mean sqlite:///deferq-demo.db?\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["deferq-demo.db"], "created nothing"
+
+
+def test_the_default_store_missing_is_refused_by_stats_and_by_the_delivery_worker(tmp_path):
+    """No --url, no DEFERQ_URL: `deferq stats` and the callback delivery worker say the
+    default store is missing instead of making an empty one (a worker of your own tasks
+    makes it: jobs may come later)."""
+    (tmp_path / "deferq-demo.db").touch()
+    for args in (["stats"], ["worker", "--app", "deferq.server.tasks:app", "--burst"]):
+        done = subprocess.run([sys.executable, "-m", "deferq", *args], cwd=tmp_path, capture_output=True,
+                              text=True, timeout=60, env=cli_env())
+        assert done.returncode == 2, done.stderr
+        assert f"no store at {tmp_path / 'deferq.db'}" in done.stderr
+        assert "did you mean sqlite:///deferq-demo.db?" in done.stderr
+        assert not (tmp_path / "deferq.db").exists()
+
+
+def cli_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("DEFERQ_URL", "DEFERQ_APP")}
+    return {**env, "PYTHONPATH": str(ROOT / "src")}
 
 
 # -- 8. deferq worker --tries N --delay S --poll-interval S

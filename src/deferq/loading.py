@@ -62,23 +62,38 @@ def new_sqlite_file(url: str) -> Path | None:
     return Path(path).absolute()
 
 
-def check_new_store(url: str, create: bool) -> Path | None:
-    """The SQLite file `url` would create, refused (ConfigError) when `create` is false."""
+NO_CREATE = "the file does not exist and --no-create forbids making it"
+NEARBY = "deferq*.db"  # the stores a person who named a missing one may have meant
+
+
+def check_new_store(url: str, create: bool, why: str = NO_CREATE) -> Path | None:
+    """The SQLite file `url` would create, refused (ConfigError) when `create` is false:
+    `why` says what forbids it, and the stores nearby are named."""
     new = new_sqlite_file(url)
     if new is not None and not create:
-        raise ConfigError(f"no store at {new}: the file does not exist and --no-create forbids "
-                          f"making it (check --url or DEFERQ_URL)")
+        raise ConfigError(f"no store at {new}: {why} (check --url or DEFERQ_URL){did_you_mean(new)}")
     return new
 
 
+def did_you_mean(missing: Path) -> str:
+    """"; did you mean sqlite:///deferq-demo.db?" for the deferq*.db files in the working
+    directory and beside `missing`; "" when there are none."""
+    here = Path.cwd()
+    found = {*here.glob(NEARBY), *(missing.parent.glob(NEARBY) if missing.parent.is_dir() else ())}
+    urls = [f"sqlite:///{p.relative_to(here) if p.is_relative_to(here) else p}"
+            for p in sorted(found) if p.absolute() != missing]
+    return f"; did you mean {' or '.join(urls[:3])}?" if urls else ""
+
+
 def created_store(path: Path) -> str:
-    return f"created a new store at {path}"
+    return f"created a new store at {path}{did_you_mean(path)}"
 
 
-def open_store(app: App, create: bool, say: Callable[[str], None]) -> None:
+def open_store(app: App, create: bool, say: Callable[[str], None], why: str = NO_CREATE) -> None:
     """Open the App's store now when it is a SQLite file that does not exist yet, and `say`
-    that it was created; with `create` false, refuse instead. Other stores open on first use."""
-    new = check_new_store(app.url, create)
+    that it was created; with `create` false, refuse instead (`why`: what forbids it).
+    Other stores open on first use."""
+    new = check_new_store(app.url, create, why)
     if new is not None:
         app.backend  # noqa: B018 - opening creates the file
         say(created_store(new))

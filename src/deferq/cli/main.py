@@ -22,7 +22,7 @@ import orjson
 from ..app import App
 from ..errors import ConfigError, DeferqError
 from ..job import Job, JobState
-from ..loading import load_app, missing_extra, open_store, require
+from ..loading import NO_CREATE, load_app, missing_extra, open_store, require
 from ..observe.logs import setup_logging
 from ..observe.output import clip, job_lines, last_error_line, print_json, say, when, width
 from ..values import format_duration
@@ -80,28 +80,57 @@ EXAMPLES = {
 }
 
 
-def app_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """--url, --app, --no-create and logging options; passes `app` to the command."""
+def store_options(refusal: Callable[[App], str | None] = lambda app: None,
+                  ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """--url, --app, --no-create and logging options; passes `app` to the command. A new
+    SQLite store is made and said, unless --no-create or `refusal(app)` (what forbids it)."""
 
-    @click.option("--url", envvar="DEFERQ_URL", help="Store URL (default sqlite:///deferq.db).")
-    @click.option("--app", "app_path", envvar="DEFERQ_APP", help="Your App, as module:attr.")
-    @no_create_option
-    @click.option("--log-level", default="info", show_default=True,
-                  type=click.Choice(["debug", "info", "warning", "error"]))
-    @click.option("--log-format", default="text", show_default=True, type=click.Choice(["text", "json"]))
-    @functools.wraps(fn)
-    def wrapper(url: str | None, app_path: str | None, no_create: bool, log_level: str, log_format: str,
-                **kw: Any) -> Any:
-        setup_logging(log_level, log_format)
-        try:
-            app = load_app(app_path, url)
-        except ConfigError as exc:
-            raise click.UsageError(str(exc)) from None
-        click.get_current_context().meta[APP_META] = app_path
-        open_store(app, not no_create, say)
-        return fn(app, **kw)
+    def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+        @click.option("--url", envvar="DEFERQ_URL", help="Store URL (default sqlite:///deferq.db).")
+        @click.option("--app", "app_path", envvar="DEFERQ_APP", help="Your App, as module:attr.")
+        @no_create_option
+        @click.option("--log-level", default="info", show_default=True,
+                      type=click.Choice(["debug", "info", "warning", "error"]))
+        @click.option("--log-format", default="text", show_default=True, type=click.Choice(["text", "json"]))
+        @functools.wraps(fn)
+        def wrapper(url: str | None, app_path: str | None, no_create: bool, log_level: str, log_format: str,
+                    **kw: Any) -> Any:
+            setup_logging(log_level, log_format)
+            try:
+                app = load_app(app_path, url)
+            except ConfigError as exc:
+                raise click.UsageError(str(exc)) from None
+            click.get_current_context().meta[APP_META] = app_path
+            why = NO_CREATE if no_create else refusal(app)
+            open_store(app, why is None, say, why or NO_CREATE)
+            return fn(app, **kw)
 
-    return wrapper
+        return wrapper
+
+    return decorate
+
+
+def command_name() -> str:
+    """`deferq dead list`, however the root was invoked (`python -m deferq`, manage.py)."""
+    ctx, names = click.get_current_context(), []
+    while ctx.parent is not None:
+        names.append(ctx.info_name or "")
+        ctx = ctx.parent
+    return " ".join(["deferq", *reversed(names)])
+
+
+def delivery_refusal(app: App) -> str | None:
+    """The delivery worker serves the store of a running `deferq serve`, which exists:
+    a new, empty one means a forgotten --url or DEFERQ_URL, not a fresh start."""
+    delivery = sys.modules.get("deferq.server.tasks")
+    if delivery is not None and app is getattr(delivery, "app", None):
+        return "the delivery worker works on the store of a running deferq serve and makes none"
+    return None
+
+
+app_options = store_options()  # commands that may start a store: enqueue, migrate, pause, token create
+#: commands that read or change what a store holds: on a missing store they refuse, making nothing
+existing_store_options = store_options(lambda app: f"{command_name()} works on an existing store and makes none")
 
 
 class FriendlyGroup(click.Group):
@@ -139,7 +168,7 @@ def print_job(job: Job, as_json: bool) -> None:
 
 
 @main.command()
-@app_options
+@store_options(delivery_refusal)
 @click.option("--queue", "-q", "queues", multiple=True, help="Queue to consume (repeatable).")
 @click.option("--concurrency", "-c", default=8, show_default=True, help="Jobs run at once.")
 @click.option("--burst", is_flag=True, help="Exit when no job is due.")
@@ -232,7 +261,7 @@ def unknown_task(app_path: str, task: str, known: list[str], shown: int = 5) -> 
 
 
 @main.command("job")
-@app_options
+@existing_store_options
 @click.argument("job_id")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (times as epoch seconds).")
 def show_job(app: App, job_id: str, as_json: bool) -> None:
@@ -251,7 +280,7 @@ def show_job(app: App, job_id: str, as_json: bool) -> None:
 
 
 @main.command()
-@app_options
+@existing_store_options
 @click.argument("job_id")
 def cancel(app: App, job_id: str) -> None:
     """Cancel a waiting job, or ask a running one to stop."""
@@ -296,7 +325,7 @@ def console() -> Any:
 
 
 @main.command()
-@app_options
+@existing_store_options
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.option("--watch", is_flag=True, help="Refresh every second until Ctrl-C.")
 def stats(app: App, as_json: bool, watch: bool) -> None:
@@ -333,7 +362,7 @@ def queue() -> None:
 
 
 @main.command()
-@app_options
+@existing_store_options
 @click.argument("job_id")
 @click.argument("text", required=False)
 def remark(app: App, job_id: str, text: str | None) -> None:
@@ -344,7 +373,7 @@ def remark(app: App, job_id: str, text: str | None) -> None:
 
 
 @queue.command("list")
-@app_options
+@existing_store_options
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def queue_list(app: App, as_json: bool) -> None:
     """Every queue: jobs by state, the oldest wait, and whether it is paused."""
@@ -391,7 +420,7 @@ def dead_lines(job: Job, columns: int, now: float) -> list[str]:
 
 
 @dead.command("list")
-@app_options
+@existing_store_options
 @click.option("--queue", default=None)
 @click.option("--limit", default=50, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (times as epoch seconds).")
@@ -409,7 +438,7 @@ def dead_list(app: App, queue: str | None, limit: int, as_json: bool) -> None:
 
 
 @dead.command("retry")
-@app_options
+@existing_store_options
 @click.argument("job_id", required=False)
 @click.option("--all", "retry_all", is_flag=True, help="Retry every dead job.")
 def dead_retry(app: App, job_id: str | None, retry_all: bool) -> None:
@@ -431,7 +460,7 @@ def dead_retry(app: App, job_id: str | None, retry_all: bool) -> None:
 
 
 @dead.command("purge")
-@app_options
+@existing_store_options
 @click.option("--older-than", type=float, default=0, help="Only jobs dead this many seconds.")
 def dead_purge(app: App, older_than: float) -> None:
     """Delete dead jobs for good."""
@@ -539,7 +568,7 @@ def token_create(app: App, scope: str, note: str) -> None:
 
 
 @token.command("list")
-@app_options
+@existing_store_options
 def token_list(app: App) -> None:
     """Tokens by id, scope and note (the tokens themselves are not stored)."""
     from ..server.http.auth import list_tokens
@@ -549,7 +578,7 @@ def token_list(app: App) -> None:
 
 
 @token.command("revoke")
-@app_options
+@existing_store_options
 @click.argument("token_id")
 def token_revoke(app: App, token_id: str) -> None:
     """Revoke a token by its id (servers notice within 5 seconds)."""
