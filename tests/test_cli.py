@@ -189,6 +189,19 @@ def test_dead_list_says_when_each_job_died_and_why_in_80_columns(url, tasks):
     assert len(dead) == 2 and all(isinstance(job["finished_at"], float) for job in dead)
 
 
+def test_dead_list_says_how_many_it_left_out_and_shows_all_with_all(url, tasks):
+    make_dead(url, tasks, count=3)
+    some = cli("dead", "list", "--url", url, "--limit", "2")
+    assert some.exit_code == 0 and len(some.stdout.splitlines()) == 2 * 3 + 1
+    assert some.stdout.splitlines()[-1] == "2 of 3 shown: --limit N or --all"
+    every = cli("dead", "list", "--url", url, "--limit", "2", "--all")
+    assert len(every.stdout.splitlines()) == 3 * 3 and "shown" not in every.output
+    as_json = cli("dead", "list", "--url", url, "--limit", "1", "--json")
+    assert len(orjson.loads(as_json.stdout)) == 1 and as_json.stderr == "1 of 3 shown: --limit N or --all\n"
+    assert cli("dead", "list", "--url", url, "--queue", "default", "--all", "--json").stdout.count('"id"') == 3
+    assert cli("dead", "list", "--url", url, "--queue", "mail").stdout == "no dead jobs\n"
+
+
 def test_status_shows_times_and_fits_80_columns():
     now = 1795430608.0
     child = {"index": 1, "pid": 4242, "worker": "w1", "generation": 0, "started": now - 200,

@@ -422,19 +422,25 @@ def dead_lines(job: Job, columns: int, now: float) -> list[str]:
 @dead.command("list")
 @existing_store_options
 @click.option("--queue", default=None)
-@click.option("--limit", default=50, show_default=True)
+@click.option("--limit", default=50, show_default=True, type=click.IntRange(1), help="Jobs shown at most.")
+@click.option("--all", "show_all", is_flag=True, help="Show every dead job.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (times as epoch seconds).")
-def dead_list(app: App, queue: str | None, limit: int, as_json: bool) -> None:
-    """List dead jobs, newest first, each with when it died and its last error."""
-    jobs = app.list_jobs(JobState.DEAD, queue, limit)
+def dead_list(app: App, queue: str | None, limit: int, show_all: bool, as_json: bool) -> None:
+    """List dead jobs, newest first, each with when it died and its last error; says how
+    many there are when it shows fewer (to stderr with --json)."""
+    total = sum(counts.get("dead", 0) for name, counts in app.stats().items() if queue in (None, name))
+    jobs = app.list_jobs(JobState.DEAD, queue, max(total, 1) if show_all else limit)
+    shown = f"{len(jobs)} of {total} shown: --limit N or --all" if len(jobs) < total else None
     if as_json:
         print_json([j.to_dict() for j in jobs])
-        return
-    columns, now = width(), time.time()
-    for job in jobs:
-        click.echo("\n".join(dead_lines(job, columns, now)))
-    if not jobs:
-        click.echo("no dead jobs")
+    else:
+        columns, now = width(), time.time()
+        for job in jobs:
+            click.echo("\n".join(dead_lines(job, columns, now)))
+        if not jobs:
+            click.echo("no dead jobs")
+    if shown:
+        click.echo(shown, err=as_json)
 
 
 @dead.command("retry")
