@@ -284,8 +284,8 @@ def test_serve_says_where_it_listens_the_dashboard_and_auth(url, tmp_path):
             said.append(server.stderr.readline())
         text = "".join(said)
         assert f"deferq: serving on http://127.0.0.1:{port}, 1 process\ndeferq: store {url}\n" in text
-        assert f"dashboard http://127.0.0.1:{port}/, metrics http://127.0.0.1:{port}/metrics" in text
-        assert "auth on: the API needs a token" in text
+        assert f"console http://127.0.0.1:{port}/dashboard/, metrics http://127.0.0.1:{port}/metrics" in text
+        assert "the API and the console need a token" in text and "deferq token create --scope reader" in text
         assert "created a new store" in text
         answer = wait_until(lambda: _get(f"http://127.0.0.1:{port}/healthz"), 20, "the server answering")
         assert answer == 200
@@ -327,9 +327,16 @@ def test_serve_names_every_interface_open_auth_and_hides_passwords():
     lines = announce(ServerConfig(auth=False), "0.0.0.0", 8088, 2, "redis://:s3cret@cache:6379/0")
     assert lines[:2] == ["serving on http://0.0.0.0:8088 (every interface), 2 processes",
                          "store redis://:***@cache:6379/0"]
-    assert lines[2] == "dashboard http://127.0.0.1:8088/, metrics http://127.0.0.1:8088/metrics"
+    assert lines[2] == "console http://127.0.0.1:8088/dashboard/, metrics http://127.0.0.1:8088/metrics"
     assert lines[3].startswith("auth OFF (--no-auth): every route is open")
     assert "s3cret" not in "".join(lines)
+
+
+def test_serve_help_describes_the_console_and_the_token_to_open_it_with():
+    shown = " ".join(cli("serve", "--help").stdout.split())
+    assert "the operator console at http://HOST:PORT/dashboard/" in shown
+    assert "`deferq token create --scope reader` makes one that looks only" in shown
+    assert "[reader|producer|admin]" in cli("token", "create", "--help").stdout
 
 
 def _get(address: str) -> int | None:

@@ -25,6 +25,7 @@ from ..job import Job, JobState
 from ..loading import NO_CREATE, load_app, missing_extra, open_store, require
 from ..observe.logs import setup_logging
 from ..observe.output import clip, job_lines, last_error_line, print_json, say, when, width
+from ..server.http.auth import SCOPES
 from ..values import format_duration
 from .run import no_create_option, run_command, status_command
 
@@ -544,7 +545,12 @@ def serve(url: str | None, app_path: str | None, no_create: bool, host: str, por
           no_auth: bool, no_auth_beyond_loopback: bool, allowed_host: tuple[str, ...], max_body: int,
           max_queue_length: int | None, queue_limit: tuple[str, ...], max_inflight: int | None,
           wait_threads: int, waits_per_token: int, request_log: str, error_log: str) -> None:
-    """The HTTP API: jobs, topics with signed callbacks, dead letters, metrics (docs/http.md)."""
+    """The HTTP API (jobs, topics with signed callbacks, dead letters, metrics) and the
+    operator console at http://HOST:PORT/dashboard/ (docs/http.md, docs/console.md).
+
+    The API and the console need a token: `deferq token create --scope reader` makes
+    one that looks only (producer: writes jobs; admin: everything); paste it into the
+    console's sign-in. --no-auth opens both without one, on loopback only."""
     from .serve import ServerConfig, check_no_auth, parse_queue_limits
     from .serve import serve as run_server
 
@@ -564,7 +570,8 @@ def token() -> None:
 
 @token.command("create")
 @app_options
-@click.option("--scope", type=click.Choice(["producer", "admin"]), required=True)
+@click.option("--scope", type=click.Choice(SCOPES), required=True,
+              help="reader: look (the console); producer: and write jobs; admin: everything.")
 @click.option("--note", default="", help="What the token is for.")
 def token_create(app: App, scope: str, note: str) -> None:
     """Make a token and print it (once: only its hash is stored)."""
