@@ -456,6 +456,37 @@ def cli_env() -> dict[str, str]:
     return {**env, "PYTHONPATH": str(ROOT / "src")}
 
 
+SCHEDULED = """
+import deferq
+
+app = deferq.App()
+
+
+@app.periodic("*/5 * * * *", name="tidy")
+def tidy() -> None:
+    pass
+"""
+
+
+def test_a_worker_warns_when_no_master_runs_its_apps_schedules(url, tmp_path):
+    (tmp_path / "scheduled.py").write_text(SCHEDULED)
+    (tmp_path / "plain.py").write_text(TASKS)
+    warning = ("your app has 1 periodic schedule(s) (tidy) and no master is running them: a worker never "
+               "enqueues them; start `deferq run --app ...`")
+
+    def worker_says(module: str) -> str:
+        done = run_deferq("worker", "--app", f"{module}:app", "--url", url, "--burst", cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        return done.stderr
+
+    assert warning in worker_says("scheduled")
+    assert "periodic" not in worker_says("plain")
+    store = deferq.App(url)
+    store.backend.kv_put("masters", "box:1", orjson.dumps({"id": "box:1", "pid": 1}), 60)  # as a master does
+    store.close()
+    assert "periodic" not in worker_says("scheduled")
+
+
 # -- 8. deferq worker --tries N --delay S --poll-interval S
 
 

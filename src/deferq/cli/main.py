@@ -201,10 +201,30 @@ def worker(app: App, queues: tuple[str, ...], concurrency: int, burst: bool, onc
         serve_worker_metrics(app, metrics_port, metrics_host)
     config = WorkerConfig(queues=queues, concurrency=concurrency, burst=burst, once=once,
                           grace=grace, max_jobs=max_jobs, idle_wait=poll_interval)
+    warn_unscheduled(app)
     code = Worker(app, config).run()
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)  # never wait on a hung job's thread
+
+
+def warn_unscheduled(app: App) -> None:
+    """A worker runs jobs but never enqueues periodic ticks: a master does. Say so when
+    the App has schedules and no master runs (checked once, at start)."""
+    from ..supervisor.status import running_masters
+
+    if not app.periodic_jobs:
+        return
+    try:
+        if running_masters(app.backend):
+            return
+    except DeferqError:
+        return  # the store is down: the worker says so itself
+    names = [job.name for job in app.periodic_jobs]
+    listed = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    logging.getLogger("deferq.worker").warning(
+        "your app has %d periodic schedule(s) (%s) and no master is running them: a worker never "
+        "enqueues them; start `deferq run --app ...` (docs/supervisor.md)", len(names), listed)
 
 
 def serve_worker_metrics(app: App, port: int, host: str) -> None:
