@@ -8,7 +8,7 @@ refused config, a child as a line in the master's log).
 
 Also here, for the same callers: the optional packages deferq imports and the extra that
 installs each (`require`, `missing_extra`: one install hint everywhere), and whether a
-sqlite:/// store exists yet (`new_sqlite_file`).
+sqlite:/// store exists yet (`sqlite_file`, `new_sqlite_file`).
 """
 
 from __future__ import annotations
@@ -50,16 +50,21 @@ def missing_extra(exc: ImportError, needed_by: str) -> MissingExtra | None:
     return MissingExtra(EXTRAS[top], top, needed_by) if top in EXTRAS else None
 
 
-def new_sqlite_file(url: str) -> Path | None:
-    """The file a sqlite:/// URL names when it does not exist yet (opening the store will
-    create it); None for an existing file, :memory: and every other store."""
+def sqlite_file(url: str) -> Path | None:
+    """The file a sqlite:/// URL names (absolute); None for :memory:, a temporary database
+    (sqlite:///) and every other store."""
     if urlsplit(url).scheme.lower() != "sqlite":
         return None
     rest = url.split("://", 1)[1].split("?", 1)[0]
     path = rest[1:] if rest.startswith("/") else rest  # sqlite:///relative, sqlite:////absolute
-    if not path or path == ":memory:" or os.path.exists(path):
-        return None
-    return Path(path).absolute()
+    return None if not path or path == ":memory:" else Path(path).absolute()
+
+
+def new_sqlite_file(url: str) -> Path | None:
+    """The file a sqlite:/// URL names when it does not exist yet (opening the store will
+    create it); None for an existing file, :memory: and every other store."""
+    path = sqlite_file(url)
+    return None if path is None or path.exists() else path
 
 
 NO_CREATE = "the file does not exist and --no-create forbids making it"
