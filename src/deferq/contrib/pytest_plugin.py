@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from .. import app as app_module
+from ..backends import open_backend
 from .. import testing
 from ..app import App
 from ..backends import Backend
@@ -40,7 +41,6 @@ def _deferq_no_file_store(request: pytest.FixtureRequest, tmp_path_factory: pyte
     if request.node.get_closest_marker(FILE_STORE) is not None:
         return
     base = tmp_path_factory.getbasetemp().resolve()
-    opened = app_module.open_backend
 
     def guarded(url: str, **options: object) -> Backend:
         path = sqlite_file(url)
@@ -49,7 +49,7 @@ def _deferq_no_file_store(request: pytest.FixtureRequest, tmp_path_factory: pyte
                 f"a test opened the SQLite store {path}, outside pytest's temporary directory: isolate "
                 f"the App with the deferq_isolate fixture (or give it a tmp_path URL), or mark the test "
                 f"@pytest.mark.{FILE_STORE} to use that file")
-        return opened(url, **options)
+        return open_backend(url, **options)
 
     monkeypatch.setattr(app_module, "open_backend", guarded)
 
