@@ -145,7 +145,8 @@ def test_the_plugin_refuses_a_file_store_outside_tmp_path_without_the_marker(tmp
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                               "-p", "deferq.contrib.pytest_plugin", f"--basetemp={tmp_path / 'base'}", "test_forgetful.py", *args],
+                               "-p", "deferq.contrib.pytest_plugin", f"--basetemp={tmp_path / 'base'}",
+                               "test_forgetful.py", *args],
                               cwd=project, env=env, capture_output=True, text=True, timeout=120)
 
     unmarked = run("-m", "not deferq_file_store")

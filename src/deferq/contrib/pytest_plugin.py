@@ -20,10 +20,9 @@ from typing import Any
 import pytest
 
 from .. import app as app_module
-from ..backends import open_backend
 from .. import testing
 from ..app import App
-from ..backends import Backend
+from ..backends import Backend, open_backend
 from ..errors import ConfigError
 from ..loading import sqlite_file
 

@@ -105,7 +105,7 @@ def warn_outside_transaction(calls: list[Call]) -> None:
     plain = [call for call in calls if isinstance(call, Call) and call.options.connection is None]
     if _warned.is_set() or not plain:
         return
-    from django.db import connections
+    from django.db import connections  # type: ignore[import-untyped]
 
     for connection in connections.all(initialized_only=True):
         if any(not getattr(block, "_from_testcase", False) for block in connection.atomic_blocks):
@@ -139,7 +139,7 @@ def close_old_connections() -> None:
         return
     except RuntimeError:
         pass
-    from django.db import connections  # type: ignore[import-untyped]
+    from django.db import connections
 
     for connection in connections.all(initialized_only=True):
         if not connection.in_atomic_block:
