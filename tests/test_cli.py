@@ -226,6 +226,7 @@ def test_status_shows_times_and_fits_80_columns():
 
 
 def test_deferq_status_reads_a_real_store(url):
+    assert cli("migrate", "--url", url).exit_code == 0  # status makes no store (READ_ONLY below)
     result = cli("status", "--url", url)
     assert result.exit_code == 0 and "no master is running" in result.stdout
 
