@@ -189,6 +189,19 @@ def test_dead_list_says_when_each_job_died_and_why_in_80_columns(url, tasks):
     assert len(dead) == 2 and all(isinstance(job["finished_at"], float) for job in dead)
 
 
+def test_dead_list_says_how_many_it_left_out_and_shows_all_with_all(url, tasks):
+    make_dead(url, tasks, count=3)
+    some = cli("dead", "list", "--url", url, "--limit", "2")
+    assert some.exit_code == 0 and len(some.stdout.splitlines()) == 2 * 3 + 1
+    assert some.stdout.splitlines()[-1] == "2 of 3 shown: --limit N or --all"
+    every = cli("dead", "list", "--url", url, "--limit", "2", "--all")
+    assert len(every.stdout.splitlines()) == 3 * 3 and "shown" not in every.output
+    as_json = cli("dead", "list", "--url", url, "--limit", "1", "--json")
+    assert len(orjson.loads(as_json.stdout)) == 1 and as_json.stderr == "1 of 3 shown: --limit N or --all\n"
+    assert cli("dead", "list", "--url", url, "--queue", "default", "--all", "--json").stdout.count('"id"') == 3
+    assert cli("dead", "list", "--url", url, "--queue", "mail").stdout == "no dead jobs\n"
+
+
 def test_status_shows_times_and_fits_80_columns():
     now = 1795430608.0
     child = {"index": 1, "pid": 4242, "worker": "w1", "generation": 0, "started": now - 200,
@@ -213,6 +226,7 @@ def test_status_shows_times_and_fits_80_columns():
 
 
 def test_deferq_status_reads_a_real_store(url):
+    assert cli("migrate", "--url", url).exit_code == 0  # status makes no store (READ_ONLY below)
     result = cli("status", "--url", url)
     assert result.exit_code == 0 and "no master is running" in result.stdout
 
@@ -271,8 +285,8 @@ def test_serve_says_where_it_listens_the_dashboard_and_auth(url, tmp_path):
             said.append(server.stderr.readline())
         text = "".join(said)
         assert f"deferq: serving on http://127.0.0.1:{port}, 1 process\ndeferq: store {url}\n" in text
-        assert f"dashboard http://127.0.0.1:{port}/, metrics http://127.0.0.1:{port}/metrics" in text
-        assert "auth on: the API needs a token" in text
+        assert f"console http://127.0.0.1:{port}/dashboard/, metrics http://127.0.0.1:{port}/metrics" in text
+        assert "the API and the console need a token" in text and "deferq token create --scope reader" in text
         assert "created a new store" in text
         answer = wait_until(lambda: _get(f"http://127.0.0.1:{port}/healthz"), 20, "the server answering")
         assert answer == 200
@@ -314,9 +328,16 @@ def test_serve_names_every_interface_open_auth_and_hides_passwords():
     lines = announce(ServerConfig(auth=False), "0.0.0.0", 8088, 2, "redis://:s3cret@cache:6379/0")
     assert lines[:2] == ["serving on http://0.0.0.0:8088 (every interface), 2 processes",
                          "store redis://:***@cache:6379/0"]
-    assert lines[2] == "dashboard http://127.0.0.1:8088/, metrics http://127.0.0.1:8088/metrics"
+    assert lines[2] == "console http://127.0.0.1:8088/dashboard/, metrics http://127.0.0.1:8088/metrics"
     assert lines[3].startswith("auth OFF (--no-auth): every route is open")
     assert "s3cret" not in "".join(lines)
+
+
+def test_serve_help_describes_the_console_and_the_token_to_open_it_with():
+    shown = " ".join(cli("serve", "--help").stdout.split())
+    assert "the operator console at http://HOST:PORT/dashboard/" in shown
+    assert "`deferq token create --scope reader` makes one that looks only" in shown
+    assert "[reader|producer|admin]" in cli("token", "create", "--help").stdout
 
 
 def _get(address: str) -> int | None:
@@ -383,13 +404,14 @@ def test_enqueue_with_an_app_refuses_a_task_it_does_not_know(url, tasks):
 # -- 7. a sqlite:/// file that does not exist: said, or refused with --no-create
 
 
-def test_a_new_sqlite_store_is_announced_or_refused(tmp_path):
+def test_a_new_sqlite_store_is_announced_or_refused(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
     path = tmp_path / "sub" / "jobs.db"
     url = f"sqlite:///{path}"
-    refused = cli("stats", "--url", url, "--no-create")
+    refused = cli("migrate", "--url", url, "--no-create")
     assert refused.exit_code == 2 and f"deferq: no store at {path}" in refused.stderr
     assert not path.exists()
-    made = cli("stats", "--url", url)
+    made = cli("migrate", "--url", url)
     assert made.exit_code == 0 and made.stderr == f"deferq: created a new store at {path}\n"
     assert path.exists() and "created" not in cli("stats", "--url", url).stderr
     assert cli("status", "--url", f"sqlite:///{tmp_path}/other.db", "--no-create").exit_code == 2
@@ -397,6 +419,73 @@ def test_a_new_sqlite_store_is_announced_or_refused(tmp_path):
         result = cli(*command, "--url", f"sqlite:///{tmp_path}/typo.db", "--no-create")
         assert result.exit_code == 2 and "no store at" in result.stderr
     assert not (tmp_path / "typo.db").exists()
+
+
+READ_ONLY = {"stats": [], "job": ["x"], "dead list": [], "queue list": [], "token list": [], "status": [],
+             "cancel": ["x"], "dead retry": ["--all"], "token revoke": ["x"]}
+
+
+@pytest.mark.parametrize("command", READ_ONLY)
+def test_commands_on_an_existing_store_refuse_a_missing_one_and_name_those_nearby(command, tmp_path,
+                                                                                   monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "deferq-demo.db").touch()  # what `make demo` leaves: the store meant
+    result = cli(*command.split(), *READ_ONLY[command], "--url", "sqlite:///nope.db")
+    assert result.exit_code == 2
+    assert result.stderr == (f"deferq: no store at {tmp_path / 'nope.db'}: deferq {command} works on an "
+                             f"existing store and makes none (check --url or DEFERQ_URL); "
+                             f"did you mean sqlite:///deferq-demo.db?\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["deferq-demo.db"], "created nothing"
+
+
+def test_the_default_store_missing_is_refused_by_stats_and_by_the_delivery_worker(tmp_path):
+    """No --url, no DEFERQ_URL: `deferq stats` and the callback delivery worker say the
+    default store is missing instead of making an empty one (a worker of your own tasks
+    makes it: jobs may come later)."""
+    (tmp_path / "deferq-demo.db").touch()
+    for args in (["stats"], ["worker", "--app", "deferq.server.tasks:app", "--burst"]):
+        done = subprocess.run([sys.executable, "-m", "deferq", *args], cwd=tmp_path, capture_output=True,
+                              text=True, timeout=60, env=cli_env())
+        assert done.returncode == 2, done.stderr
+        assert f"no store at {tmp_path / 'deferq.db'}" in done.stderr
+        assert "did you mean sqlite:///deferq-demo.db?" in done.stderr
+        assert not (tmp_path / "deferq.db").exists()
+
+
+def cli_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("DEFERQ_URL", "DEFERQ_APP")}
+    return {**env, "PYTHONPATH": str(ROOT / "src")}
+
+
+SCHEDULED = """
+import deferq
+
+app = deferq.App()
+
+
+@app.periodic("*/5 * * * *", name="tidy")
+def tidy() -> None:
+    pass
+"""
+
+
+def test_a_worker_warns_when_no_master_runs_its_apps_schedules(url, tmp_path):
+    (tmp_path / "scheduled.py").write_text(SCHEDULED)
+    (tmp_path / "plain.py").write_text(TASKS)
+    warning = ("your app has 1 periodic schedule(s) (tidy) and no master is running them: a worker never "
+               "enqueues them; start `deferq run --app ...`")
+
+    def worker_says(module: str) -> str:
+        done = run_deferq("worker", "--app", f"{module}:app", "--url", url, "--burst", cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        return done.stderr
+
+    assert warning in worker_says("scheduled")
+    assert "periodic" not in worker_says("plain")
+    store = deferq.App(url)
+    store.backend.kv_put("masters", "box:1", orjson.dumps({"id": "box:1", "pid": 1}), 60)  # as a master does
+    store.close()
+    assert "periodic" not in worker_says("scheduled")
 
 
 # -- 8. deferq worker --tries N --delay S --poll-interval S

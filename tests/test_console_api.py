@@ -192,6 +192,16 @@ def test_periodic_schedules_show_their_next_and_last_ticks(world):
     assert rates["next"][1] - rates["next"][0] == 900
     assert rates["last_tick"] is not None and rates["last_tick"] % 900 == 0
     assert cleanup["kwargs"] == {"days": 30} and cleanup["last_tick"] is None
+    assert report["masters"] == 1  # the world's master: the schedules fire
+
+
+def test_periodic_says_when_no_master_runs_the_schedules(tmp_path):
+    app = deferq.App(f"sqlite:///{tmp_path}/deferq.db")
+    app.periodic_jobs = periodic_app.periodic_jobs
+    token, _ = auth.create(app.backend, "reader")
+    with TestClient(create_app(ServerConfig(error_log="off"), app)) as client:
+        assert client.get("/v1/periodic", headers=as_(token)).json()["masters"] == 0
+    app.close()
 
 
 def test_a_tick_of_a_schedule_the_server_does_not_know_is_listed(tmp_path):

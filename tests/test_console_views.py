@@ -122,6 +122,25 @@ def test_every_view_shows_its_data(served, width):
     page.context.close()
 
 
+def test_the_periodic_page_says_when_no_master_runs_its_schedules(served):
+    world, base, browser = served
+    store = deferq.App(world.url)
+    (master_id, record), = store.backend.kv_list("masters").items()
+    page = signed_in(browser, base, world.reader)
+    try:
+        page.goto(base + "/dashboard/periodic")
+        expect(page.locator('#periodic tr[data-key="refresh-rates"]')).to_be_visible()
+        expect(page.locator("#no-master")).to_be_hidden()  # the world's master runs them
+        store.backend.kv_delete("masters", master_id)
+        page.goto(base + "/dashboard/periodic")
+        expect(page.locator("#no-master")).to_contain_text("No master is running, so these schedules do not fire")
+        no_errors(page)
+    finally:
+        store.backend.kv_put("masters", master_id, record, 600)
+        page.context.close()
+        store.close()
+
+
 def test_counts_and_states_on_the_overview_and_the_job_pages(served):
     world, base, browser = served
     page = signed_in(browser, base, world.admin)

@@ -21,6 +21,7 @@ import deferq
 pytest.importorskip("django")
 
 from deferq.contrib.django.transactions import shared_connection, shares_database  # noqa: E402
+from tests.supervisor_harness import TREE_PATH  # noqa: E402
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "django"
 
@@ -91,7 +92,8 @@ print(json.dumps({
 
 def project_env(database_url: str, deferq_url: str = "") -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("DJANGO_SETTINGS_MODULE", "DEFERQ_APP")}
-    return {**env, "DATABASE_URL": database_url, "DEFERQ_URL": deferq_url}
+    # this tree's deferq, not an installed one: the project runs in examples/django
+    return {**env, "DATABASE_URL": database_url, "DEFERQ_URL": deferq_url, "PYTHONPATH": TREE_PATH}
 
 
 def run(env: dict[str, str], *args: str) -> str:
@@ -154,6 +156,44 @@ def test_another_store_waits_for_the_commit(tmp_path):
     database, jobs = f"sqlite:///{tmp_path / 'shop.sqlite3'}", f"sqlite:///{tmp_path / 'jobs.db'}"
     worker = ["-m", "deferq", "worker", "--app", "deferq.contrib.django:app", "--burst"]
     check_project(database, jobs, transactional=False, worker=worker)
+
+
+# A plain enqueue inside atomic(): warned once; none for enqueue_on_commit, outside a
+# transaction, or inside the atomic block Django's TestCase wraps a test in.
+PLAIN_ENQUEUE = """
+import json
+from django.db import transaction
+from deferq.contrib.django import enqueue_on_commit
+from shop.models import Order
+from shop.tasks import send_receipt
+
+send_receipt.enqueue(0)
+with transaction.atomic():
+    enqueue_on_commit(send_receipt, Order.objects.create(item="tea").pk)
+testcase = transaction.atomic()
+testcase._from_testcase = True
+with testcase:
+    send_receipt.enqueue(1)
+    print("STEP inside a test case's block", flush=True)
+    with transaction.atomic():
+        send_receipt.enqueue(Order.objects.create(item="book").pk)
+        send_receipt.enqueue(2)
+print("STEP done", flush=True)
+"""
+
+
+def test_a_plain_enqueue_inside_atomic_warns_once_naming_enqueue_on_commit(tmp_path):
+    env = project_env(f"sqlite:///{tmp_path / 'shop.sqlite3'}", f"sqlite:///{tmp_path / 'jobs.db'}")
+    run(env, "manage.py", "migrate", "--noinput", "-v0")
+    done = subprocess.run([sys.executable, "manage.py", "shell", "-c", PLAIN_ENQUEUE], cwd=EXAMPLE, env=env,
+                          capture_output=True, text=True, timeout=90)
+    assert done.returncode == 0, done.stderr
+    assert "STEP inside a test case's block" in done.stdout and "Traceback" not in done.stderr
+    warned = [line for line in done.stderr.splitlines() if "inside transaction.atomic()" in line]
+    assert warned == ["send_receipt.enqueue() inside transaction.atomic() (database 'default') is not part of "
+                      "the transaction: the job is stored now, kept if the transaction rolls back, and may run "
+                      "before it commits. Use deferq.contrib.django.enqueue_on_commit(task, ...) to enqueue "
+                      "with the commit (said once per process)"]
 
 
 @pytest.mark.parametrize(

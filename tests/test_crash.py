@@ -309,7 +309,7 @@ def test_bad_url_is_one_sentence_and_exit_2(tmp_path):
         (f"sqlite:////proc/nope/{tmp_path.name}/x.db", "cannot open the SQLite database"),
     ]:
         done = subprocess.run(
-            [sys.executable, "-m", "deferq", "stats", "--url", url],
+            [sys.executable, "-m", "deferq", "enqueue", "t", "--url", url],  # stats makes no store: refused before
             capture_output=True, text=True, timeout=30, cwd=ROOT,
         )
         assert done.returncode == 2, done.stderr

@@ -603,6 +603,13 @@ def test_token_cli_lists_and_revokes(store):
     again = runner.invoke(main, ["token", "revoke", token_id, "--url", store])
     assert again.exit_code == 1 and "no token" in again.output
     assert runner.invoke(main, ["token", "list", "--url", store]).output == ""
+    reader = runner.invoke(main, ["token", "create", "--scope", "reader", "--url", store])
+    assert reader.exit_code == 0, reader.output
+    assert runner.invoke(main, ["token", "list", "--url", store]).output.split()[1] == "reader"
+    with client_for(store, auth=True) as api:  # the console's read-only scope: looks, changes nothing
+        bearer = {"Authorization": f"Bearer {reader.stdout.strip()}"}
+        assert api.get("/v1/queues", headers=bearer).status_code == 200
+        assert api.post("/v1/jobs", json={"task": "t"}, headers=bearer).status_code == 403
 
 
 def test_concurrent_requests_are_stored_together_each_with_its_own_receipt(store, topic):

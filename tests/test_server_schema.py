@@ -9,6 +9,7 @@ import tempfile
 import warnings
 from collections.abc import Callable
 
+import pytest
 import schemathesis
 import schemathesis.core.jsonschema
 from hypothesis import HealthCheck, given, settings
@@ -26,7 +27,8 @@ with warnings.catch_warnings():  # starlette's test client asks for "httpx2"; no
     warnings.simplefilter("ignore")
     import starlette.testclient  # noqa: F401
 
-STORE = f"sqlite:///{tempfile.mkdtemp(prefix='deferq-schema-')}/deferq.db"
+STORE = f"sqlite:///{tempfile.mkdtemp(prefix='deferq-schema-')}/deferq.db"  # made at import: not in tmp_path
+pytestmark = pytest.mark.deferq_file_store  # so the plugin lets the tests' server open it
 APP = deferq.App(STORE)
 ADMIN, _ = auth_module.create(APP.backend, "admin")
 WEB = create_app(ServerConfig(error_log="off"), APP)

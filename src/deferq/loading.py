@@ -8,7 +8,7 @@ refused config, a child as a line in the master's log).
 
 Also here, for the same callers: the optional packages deferq imports and the extra that
 installs each (`require`, `missing_extra`: one install hint everywhere), and whether a
-sqlite:/// store exists yet (`new_sqlite_file`).
+sqlite:/// store exists yet (`sqlite_file`, `new_sqlite_file`).
 """
 
 from __future__ import annotations
@@ -50,35 +50,55 @@ def missing_extra(exc: ImportError, needed_by: str) -> MissingExtra | None:
     return MissingExtra(EXTRAS[top], top, needed_by) if top in EXTRAS else None
 
 
-def new_sqlite_file(url: str) -> Path | None:
-    """The file a sqlite:/// URL names when it does not exist yet (opening the store will
-    create it); None for an existing file, :memory: and every other store."""
+def sqlite_file(url: str) -> Path | None:
+    """The file a sqlite:/// URL names (absolute); None for :memory:, a temporary database
+    (sqlite:///) and every other store."""
     if urlsplit(url).scheme.lower() != "sqlite":
         return None
     rest = url.split("://", 1)[1].split("?", 1)[0]
     path = rest[1:] if rest.startswith("/") else rest  # sqlite:///relative, sqlite:////absolute
-    if not path or path == ":memory:" or os.path.exists(path):
-        return None
-    return Path(path).absolute()
+    return None if not path or path == ":memory:" else Path(path).absolute()
 
 
-def check_new_store(url: str, create: bool) -> Path | None:
-    """The SQLite file `url` would create, refused (ConfigError) when `create` is false."""
+def new_sqlite_file(url: str) -> Path | None:
+    """The file a sqlite:/// URL names when it does not exist yet (opening the store will
+    create it); None for an existing file, :memory: and every other store."""
+    path = sqlite_file(url)
+    return None if path is None or path.exists() else path
+
+
+NO_CREATE = "the file does not exist and --no-create forbids making it"
+NEARBY = "deferq*.db"  # the stores a person who named a missing one may have meant
+
+
+def check_new_store(url: str, create: bool, why: str = NO_CREATE) -> Path | None:
+    """The SQLite file `url` would create, refused (ConfigError) when `create` is false:
+    `why` says what forbids it, and the stores nearby are named."""
     new = new_sqlite_file(url)
     if new is not None and not create:
-        raise ConfigError(f"no store at {new}: the file does not exist and --no-create forbids "
-                          f"making it (check --url or DEFERQ_URL)")
+        raise ConfigError(f"no store at {new}: {why} (check --url or DEFERQ_URL){did_you_mean(new)}")
     return new
 
 
+def did_you_mean(missing: Path) -> str:
+    """"; did you mean sqlite:///deferq-demo.db?" for the deferq*.db files in the working
+    directory and beside `missing`; "" when there are none."""
+    here = Path.cwd()
+    found = {*here.glob(NEARBY), *(missing.parent.glob(NEARBY) if missing.parent.is_dir() else ())}
+    urls = [f"sqlite:///{p.relative_to(here) if p.is_relative_to(here) else p}"
+            for p in sorted(found) if p.absolute() != missing]
+    return f"; did you mean {' or '.join(urls[:3])}?" if urls else ""
+
+
 def created_store(path: Path) -> str:
-    return f"created a new store at {path}"
+    return f"created a new store at {path}{did_you_mean(path)}"
 
 
-def open_store(app: App, create: bool, say: Callable[[str], None]) -> None:
+def open_store(app: App, create: bool, say: Callable[[str], None], why: str = NO_CREATE) -> None:
     """Open the App's store now when it is a SQLite file that does not exist yet, and `say`
-    that it was created; with `create` false, refuse instead. Other stores open on first use."""
-    new = check_new_store(app.url, create)
+    that it was created; with `create` false, refuse instead (`why`: what forbids it).
+    Other stores open on first use."""
+    new = check_new_store(app.url, create, why)
     if new is not None:
         app.backend  # noqa: B018 - opening creates the file
         say(created_store(new))

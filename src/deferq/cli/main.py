@@ -22,9 +22,10 @@ import orjson
 from ..app import App
 from ..errors import ConfigError, DeferqError
 from ..job import Job, JobState
-from ..loading import load_app, missing_extra, open_store, require
+from ..loading import NO_CREATE, load_app, missing_extra, open_store, require
 from ..observe.logs import setup_logging
 from ..observe.output import clip, job_lines, last_error_line, print_json, say, when, width
+from ..server.http.auth import SCOPES
 from ..values import format_duration
 from .run import no_create_option, run_command, status_command
 
@@ -80,28 +81,57 @@ EXAMPLES = {
 }
 
 
-def app_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """--url, --app, --no-create and logging options; passes `app` to the command."""
+def store_options(refusal: Callable[[App], str | None] = lambda app: None,
+                  ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """--url, --app, --no-create and logging options; passes `app` to the command. A new
+    SQLite store is made and said, unless --no-create or `refusal(app)` (what forbids it)."""
 
-    @click.option("--url", envvar="DEFERQ_URL", help="Store URL (default sqlite:///deferq.db).")
-    @click.option("--app", "app_path", envvar="DEFERQ_APP", help="Your App, as module:attr.")
-    @no_create_option
-    @click.option("--log-level", default="info", show_default=True,
-                  type=click.Choice(["debug", "info", "warning", "error"]))
-    @click.option("--log-format", default="text", show_default=True, type=click.Choice(["text", "json"]))
-    @functools.wraps(fn)
-    def wrapper(url: str | None, app_path: str | None, no_create: bool, log_level: str, log_format: str,
-                **kw: Any) -> Any:
-        setup_logging(log_level, log_format)
-        try:
-            app = load_app(app_path, url)
-        except ConfigError as exc:
-            raise click.UsageError(str(exc)) from None
-        click.get_current_context().meta[APP_META] = app_path
-        open_store(app, not no_create, say)
-        return fn(app, **kw)
+    def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+        @click.option("--url", envvar="DEFERQ_URL", help="Store URL (default sqlite:///deferq.db).")
+        @click.option("--app", "app_path", envvar="DEFERQ_APP", help="Your App, as module:attr.")
+        @no_create_option
+        @click.option("--log-level", default="info", show_default=True,
+                      type=click.Choice(["debug", "info", "warning", "error"]))
+        @click.option("--log-format", default="text", show_default=True, type=click.Choice(["text", "json"]))
+        @functools.wraps(fn)
+        def wrapper(url: str | None, app_path: str | None, no_create: bool, log_level: str, log_format: str,
+                    **kw: Any) -> Any:
+            setup_logging(log_level, log_format)
+            try:
+                app = load_app(app_path, url)
+            except ConfigError as exc:
+                raise click.UsageError(str(exc)) from None
+            click.get_current_context().meta[APP_META] = app_path
+            why = NO_CREATE if no_create else refusal(app)
+            open_store(app, why is None, say, why or NO_CREATE)
+            return fn(app, **kw)
 
-    return wrapper
+        return wrapper
+
+    return decorate
+
+
+def command_name() -> str:
+    """`deferq dead list`, however the root was invoked (`python -m deferq`, manage.py)."""
+    ctx, names = click.get_current_context(), []
+    while ctx.parent is not None:
+        names.append(ctx.info_name or "")
+        ctx = ctx.parent
+    return " ".join(["deferq", *reversed(names)])
+
+
+def delivery_refusal(app: App) -> str | None:
+    """The delivery worker serves the store of a running `deferq serve`, which exists:
+    a new, empty one means a forgotten --url or DEFERQ_URL, not a fresh start."""
+    delivery = sys.modules.get("deferq.server.tasks")
+    if delivery is not None and app is getattr(delivery, "app", None):
+        return "the delivery worker works on the store of a running deferq serve and makes none"
+    return None
+
+
+app_options = store_options()  # commands that may start a store: enqueue, migrate, pause, token create
+#: commands that read or change what a store holds: on a missing store they refuse, making nothing
+existing_store_options = store_options(lambda app: f"{command_name()} works on an existing store and makes none")
 
 
 class FriendlyGroup(click.Group):
@@ -139,7 +169,7 @@ def print_job(job: Job, as_json: bool) -> None:
 
 
 @main.command()
-@app_options
+@store_options(delivery_refusal)
 @click.option("--queue", "-q", "queues", multiple=True, help="Queue to consume (repeatable).")
 @click.option("--concurrency", "-c", default=8, show_default=True, help="Jobs run at once.")
 @click.option("--burst", is_flag=True, help="Exit when no job is due.")
@@ -171,10 +201,30 @@ def worker(app: App, queues: tuple[str, ...], concurrency: int, burst: bool, onc
         serve_worker_metrics(app, metrics_port, metrics_host)
     config = WorkerConfig(queues=queues, concurrency=concurrency, burst=burst, once=once,
                           grace=grace, max_jobs=max_jobs, idle_wait=poll_interval)
+    warn_unscheduled(app)
     code = Worker(app, config).run()
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)  # never wait on a hung job's thread
+
+
+def warn_unscheduled(app: App) -> None:
+    """A worker runs jobs but never enqueues periodic ticks: a master does. Say so when
+    the App has schedules and no master runs (checked once, at start)."""
+    from ..supervisor.status import running_masters
+
+    if not app.periodic_jobs:
+        return
+    try:
+        if running_masters(app.backend):
+            return
+    except DeferqError:
+        return  # the store is down: the worker says so itself
+    names = [job.name for job in app.periodic_jobs]
+    listed = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    logging.getLogger("deferq.worker").warning(
+        "your app has %d periodic schedule(s) (%s) and no master is running them: a worker never "
+        "enqueues them; start `deferq run --app ...` (docs/supervisor.md)", len(names), listed)
 
 
 def serve_worker_metrics(app: App, port: int, host: str) -> None:
@@ -232,7 +282,7 @@ def unknown_task(app_path: str, task: str, known: list[str], shown: int = 5) -> 
 
 
 @main.command("job")
-@app_options
+@existing_store_options
 @click.argument("job_id")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (times as epoch seconds).")
 def show_job(app: App, job_id: str, as_json: bool) -> None:
@@ -251,7 +301,7 @@ def show_job(app: App, job_id: str, as_json: bool) -> None:
 
 
 @main.command()
-@app_options
+@existing_store_options
 @click.argument("job_id")
 def cancel(app: App, job_id: str) -> None:
     """Cancel a waiting job, or ask a running one to stop."""
@@ -296,7 +346,7 @@ def console() -> Any:
 
 
 @main.command()
-@app_options
+@existing_store_options
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.option("--watch", is_flag=True, help="Refresh every second until Ctrl-C.")
 def stats(app: App, as_json: bool, watch: bool) -> None:
@@ -333,7 +383,7 @@ def queue() -> None:
 
 
 @main.command()
-@app_options
+@existing_store_options
 @click.argument("job_id")
 @click.argument("text", required=False)
 def remark(app: App, job_id: str, text: str | None) -> None:
@@ -344,7 +394,7 @@ def remark(app: App, job_id: str, text: str | None) -> None:
 
 
 @queue.command("list")
-@app_options
+@existing_store_options
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def queue_list(app: App, as_json: bool) -> None:
     """Every queue: jobs by state, the oldest wait, and whether it is paused."""
@@ -391,25 +441,31 @@ def dead_lines(job: Job, columns: int, now: float) -> list[str]:
 
 
 @dead.command("list")
-@app_options
+@existing_store_options
 @click.option("--queue", default=None)
-@click.option("--limit", default=50, show_default=True)
+@click.option("--limit", default=50, show_default=True, type=click.IntRange(1), help="Jobs shown at most.")
+@click.option("--all", "show_all", is_flag=True, help="Show every dead job.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (times as epoch seconds).")
-def dead_list(app: App, queue: str | None, limit: int, as_json: bool) -> None:
-    """List dead jobs, newest first, each with when it died and its last error."""
-    jobs = app.list_jobs(JobState.DEAD, queue, limit)
+def dead_list(app: App, queue: str | None, limit: int, show_all: bool, as_json: bool) -> None:
+    """List dead jobs, newest first, each with when it died and its last error; says how
+    many there are when it shows fewer (to stderr with --json)."""
+    total = sum(counts.get("dead", 0) for name, counts in app.stats().items() if queue in (None, name))
+    jobs = app.list_jobs(JobState.DEAD, queue, max(total, 1) if show_all else limit)
+    shown = f"{len(jobs)} of {total} shown: --limit N or --all" if len(jobs) < total else None
     if as_json:
         print_json([j.to_dict() for j in jobs])
-        return
-    columns, now = width(), time.time()
-    for job in jobs:
-        click.echo("\n".join(dead_lines(job, columns, now)))
-    if not jobs:
-        click.echo("no dead jobs")
+    else:
+        columns, now = width(), time.time()
+        for job in jobs:
+            click.echo("\n".join(dead_lines(job, columns, now)))
+        if not jobs:
+            click.echo("no dead jobs")
+    if shown:
+        click.echo(shown, err=as_json)
 
 
 @dead.command("retry")
-@app_options
+@existing_store_options
 @click.argument("job_id", required=False)
 @click.option("--all", "retry_all", is_flag=True, help="Retry every dead job.")
 def dead_retry(app: App, job_id: str | None, retry_all: bool) -> None:
@@ -431,7 +487,7 @@ def dead_retry(app: App, job_id: str | None, retry_all: bool) -> None:
 
 
 @dead.command("purge")
-@app_options
+@existing_store_options
 @click.option("--older-than", type=float, default=0, help="Only jobs dead this many seconds.")
 def dead_purge(app: App, older_than: float) -> None:
     """Delete dead jobs for good."""
@@ -509,7 +565,12 @@ def serve(url: str | None, app_path: str | None, no_create: bool, host: str, por
           no_auth: bool, no_auth_beyond_loopback: bool, allowed_host: tuple[str, ...], max_body: int,
           max_queue_length: int | None, queue_limit: tuple[str, ...], max_inflight: int | None,
           wait_threads: int, waits_per_token: int, request_log: str, error_log: str) -> None:
-    """The HTTP API: jobs, topics with signed callbacks, dead letters, metrics (docs/http.md)."""
+    """The HTTP API (jobs, topics with signed callbacks, dead letters, metrics) and the
+    operator console at http://HOST:PORT/dashboard/ (docs/http.md, docs/console.md).
+
+    The API and the console need a token: `deferq token create --scope reader` makes
+    one that looks only (producer: writes jobs; admin: everything); paste it into the
+    console's sign-in. --no-auth opens both without one, on loopback only."""
     from .serve import ServerConfig, check_no_auth, parse_queue_limits
     from .serve import serve as run_server
 
@@ -529,7 +590,8 @@ def token() -> None:
 
 @token.command("create")
 @app_options
-@click.option("--scope", type=click.Choice(["producer", "admin"]), required=True)
+@click.option("--scope", type=click.Choice(SCOPES), required=True,
+              help="reader: look (the console); producer: and write jobs; admin: everything.")
 @click.option("--note", default="", help="What the token is for.")
 def token_create(app: App, scope: str, note: str) -> None:
     """Make a token and print it (once: only its hash is stored)."""
@@ -539,7 +601,7 @@ def token_create(app: App, scope: str, note: str) -> None:
 
 
 @token.command("list")
-@app_options
+@existing_store_options
 def token_list(app: App) -> None:
     """Tokens by id, scope and note (the tokens themselves are not stored)."""
     from ..server.http.auth import list_tokens
@@ -549,7 +611,7 @@ def token_list(app: App) -> None:
 
 
 @token.command("revoke")
-@app_options
+@existing_store_options
 @click.argument("token_id")
 def token_revoke(app: App, token_id: str) -> None:
     """Revoke a token by its id (servers notice within 5 seconds)."""

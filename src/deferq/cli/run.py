@@ -67,7 +67,7 @@ def status_command(url: str | None, config_path: str | None, no_create: bool, as
         url = load_config(config_path).url
     app = App(url or os.environ.get("DEFERQ_URL"))
     try:
-        open_store(app, not no_create, say)
+        open_store(app, False, say, "deferq status works on an existing store and makes none")
         report = collect_status(app.backend)
     finally:
         app.close()

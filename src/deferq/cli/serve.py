@@ -100,13 +100,15 @@ def announce(config: ServerConfig, host: str, port: int, workers: int, url: str)
     local = {"0.0.0.0": "127.0.0.1", "::": "[::1]"}.get(host, shown)  # where a browser here finds it
     anywhere = " (every interface)" if host in ("0.0.0.0", "::") else ""
     processes = f"{workers} processes" if workers > 1 else "1 process"
-    auth = ("auth on: the API needs a token (deferq token create --scope producer)" if config.auth
+    auth = ("auth on: the API and the console need a token; sign in to the console with one from "
+            "`deferq token create --scope reader` (looks only; producer writes jobs, admin does everything)"
+            if config.auth
             else "auth OFF (--no-auth): every route is open to anyone who can connect; requests from "
                  "other web pages and other host names are refused")
     return [
         f"serving on http://{shown}:{port}{anywhere}, {processes}",
         f"store {safe_url(url)}",
-        f"dashboard http://{local}:{port}/, metrics http://{local}:{port}/metrics",
+        f"console http://{local}:{port}/dashboard/, metrics http://{local}:{port}/metrics",
         auth,
     ]
 

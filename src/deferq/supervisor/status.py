@@ -45,9 +45,15 @@ def worker_view(status: dict[str, Any], now: float) -> dict[str, Any]:
     }
 
 
+def running_masters(backend: Backend) -> list[dict[str, Any]]:
+    """The masters running now (each publishes itself with a TTL): those that enqueue
+    periodic ticks, so none means no schedule fires."""
+    return sorted(_decoded(backend.kv_list("masters")), key=lambda m: str(m.get("id", "")))
+
+
 def collect_status(backend: Backend) -> dict[str, Any]:
     now = time.time()
-    masters = sorted(_decoded(backend.kv_list("masters")), key=lambda m: m.get("id", ""))
+    masters = running_masters(backend)
     workers = {w.get("name"): w for w in _decoded(backend.kv_list("workers"))}
     for master in masters:
         for pool in master.get("pools", {}).values():

@@ -9,14 +9,18 @@ settings are configured is therefore safe.
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from ...app import App
 from ...backends.base import Outcome
 from ...job import Job
 from ...middleware import Middleware
+from ...task import Call
+
+log = logging.getLogger("deferq.django")
 
 _SETUP = threading.RLock()  # one thread builds the App; App.__init__ may re-enter
 PENDING = "_deferq_django_pending"
@@ -82,6 +86,37 @@ class DjangoApp(App):
             return "<deferq.App from Django settings, not built yet>"
         return super().__repr__()
 
+    def enqueue_many(self, calls: Iterable[Call]) -> list[Job]:
+        calls = calls if type(calls) is list else list(calls)
+        if not self.eager:  # an eager job runs here, inside the transaction: nothing to lose
+            warn_outside_transaction(calls)
+        return super().enqueue_many(calls)
+
+
+_warned = threading.Event()  # the warning below is given once per process
+
+
+def warn_outside_transaction(calls: list[Call]) -> None:
+    """A plain enqueue inside the caller's `atomic()` block is not part of it: the job
+    is stored at once, kept if the transaction rolls back and perhaps run before it
+    commits (on rows the worker cannot see yet). Say so once, naming enqueue_on_commit.
+    Not for a call given a connection (enqueue_on_commit's own, or the caller's), nor
+    inside the atomic blocks Django's TestCase wraps each test in."""
+    plain = [call for call in calls if isinstance(call, Call) and call.options.connection is None]
+    if _warned.is_set() or not plain:
+        return
+    from django.db import connections  # type: ignore[import-untyped]
+
+    for connection in connections.all(initialized_only=True):
+        if any(not getattr(block, "_from_testcase", False) for block in connection.atomic_blocks):
+            _warned.set()
+            log.warning(
+                "%s.enqueue() inside transaction.atomic() (database %r) is not part of the transaction: "
+                "the job is stored now, kept if the transaction rolls back, and may run before it "
+                "commits. Use deferq.contrib.django.enqueue_on_commit(task, ...) to enqueue with the "
+                "commit (said once per process)", plain[0].task, connection.alias)
+            return
+
 
 class CloseOldConnections(Middleware):
     """Around each sync job, close this thread's Django database connections that are
@@ -104,7 +139,7 @@ def close_old_connections() -> None:
         return
     except RuntimeError:
         pass
-    from django.db import connections  # type: ignore[import-untyped]
+    from django.db import connections
 
     for connection in connections.all(initialized_only=True):
         if not connection.in_atomic_block:

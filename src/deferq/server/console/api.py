@@ -27,7 +27,7 @@ from ...backends.base import Backend
 from ...backoff import exponential
 from ...job import ALL_STATES, Job, JobState
 from ...supervisor.alerts import AlertConfig, Alerter
-from ...supervisor.status import _decoded, worker_view
+from ...supervisor.status import _decoded, running_masters, worker_view
 from ..api import jobs as jobs_module
 from ..api.openapi import answer, operation, path_param, query, ref
 from ..api.routes import ADMIN, READER, Handler, by_method, needs
@@ -181,7 +181,7 @@ async def retry_dead_batch(request: Request) -> JSON:
 
 def _workers(backend: Backend) -> dict[str, Any]:
     now = time.time()
-    masters = sorted(_decoded(backend.kv_list("masters")), key=lambda m: str(m.get("id", "")))
+    masters = running_masters(backend)
     owner = {child.get("worker"): master.get("id") for master in masters
              for pool in master.get("pools", {}).values() for child in pool.get("children", [])}
     workers = []
@@ -228,7 +228,7 @@ def _periodic(service: Service) -> dict[str, Any]:
     for name, tick in sorted(last.items()):  # ticked by a master, defined in its config file
         schedules.append({"name": name, "cron": None, "task": None, "args": None, "kwargs": None,
                           "options": None, "next": [], **_last_tick(backend, name, tick)})
-    return {"now": now, "schedules": schedules}
+    return {"now": now, "schedules": schedules, "masters": len(running_masters(backend))}
 
 
 def _last_tick(backend: Backend, name: str, tick: float | None) -> dict[str, Any]:

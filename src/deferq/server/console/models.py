@@ -131,6 +131,7 @@ class PeriodicSchedule(Struct):
 class PeriodicSchedules(Struct):
     now: float
     schedules: list[PeriodicSchedule]
+    masters: int  # masters running now: with none, no schedule fires
 
 
 class StoreHealth(Struct):

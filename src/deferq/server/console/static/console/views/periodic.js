@@ -23,7 +23,10 @@ export function mount(root, ctx) {
     h("span", {}, "Schedules are defined in your App (", code("@app.periodic(\"*/5 * * * *\")"), ") or in a master's ",
       "config file (", code("[periodic.NAME]"), "). Start the server with ", code("--app module:app"),
       " to list your App's schedules here; a config file's schedules appear once a master enqueued a tick."));
-  root.append(head.el, section(null, t.el, nothing),
+  const idle = h("p", {class: "count-line error-text", id: "no-master", hidden: true},
+    "No master is running, so these schedules do not fire: a worker runs jobs but never enqueues ticks. Start one with ",
+    code("deferq run --app module:app"), ".");
+  root.append(head.el, section(null, idle, t.el, nothing),
     note("Masters (deferq run) enqueue each tick once, however many run: they claim it in the store first. ",
       "The store keeps those claims for 10 minutes, so \"last tick\" is known for that long; the cron of a ",
       "schedule defined only in a master's config file is not visible to the server."));
@@ -32,6 +35,7 @@ export function mount(root, ctx) {
     const data = await ctx.api("/v1/periodic");
     if (!ctx.alive()) return;
     nothing.hidden = data.schedules.length > 0;
+    idle.hidden = !data.schedules.length || data.masters > 0;
     t.el.hidden = !data.schedules.length;
     reconcile(t.body, data.schedules, (s) => s.name, () => row(COLUMNS.length, COLUMNS.map((c) => c[1])), (tr, s) => {
       const cells = tr.children;
