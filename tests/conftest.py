@@ -44,3 +44,11 @@ def app(store_url: str):
 @pytest.fixture
 def backend(app: deferq.App):
     return app.backend
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The longest tests first: the endurance slice (minutes, in processes of its own)
+    then starts on one test process while the other takes the rest, instead of at the
+    end with nothing left beside it."""
+    first = ("tests/test_endurance.py::test_three", "tests/test_bench_capacity.py::")
+    items.sort(key=lambda item: not item.nodeid.startswith(first))
