@@ -252,3 +252,19 @@ def test_no_module_keeps_apps_or_waiters():
             if re.search(r"(?i)\bapps?\b|runtime|wait|owner|origin", said):
                 found.append(f"{module}: {said}")
     assert not found, "module-level state that ties jobs to Apps:\n  " + "\n  ".join(found)
+
+
+def test_the_names_of_moved_modules_still_import():
+    """Modules that moved to a room keep the names the docs gave them."""
+    import subprocess
+    import sys
+
+    code = (
+        "import deferq\n"
+        "assert deferq.otel.Tracing and deferq.schedule.PeriodicJob and deferq.alerts.Alerter\n"
+        "from deferq.server.signing import verify\n"
+        "import deferq.server.delivery as delivery\n"
+        "assert delivery.__name__ == 'deferq.server.topics.delivery' and verify\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
