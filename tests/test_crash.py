@@ -135,6 +135,15 @@ def test_workers_killed_while_they_wait_lose_nothing_redis(redis_url, tmp_path):
     assert kills >= 2 and sum(starts.values()) - jobs <= kills * MOST_HELD
 
 
+def stop_resumed(*workers: subprocess.Popen | None) -> None:
+    """Stop workers a test may have frozen (SIGSTOP): resumed first, then killed."""
+    for worker in workers:
+        if worker is not None:
+            os.kill(worker.pid, signal.SIGCONT)
+            worker.kill()
+            worker.wait(timeout=10)
+
+
 def start_fault_worker(url: str, record: Path, log: Path) -> subprocess.Popen:
     """A worker of tests/fixtures_faults.py (lease 2 s), one slot, its log in `log`."""
     env = {**os.environ, "DEFERQ_URL": url, "DEFERQ_TEST_RECORD": str(record), "PYTHONPATH": TREE_PATH,
@@ -202,11 +211,7 @@ def test_a_worker_stopped_past_its_lease_loses_its_concurrency_slot_and_says_so(
         assert slot_notes(record, "holds")[0] == (first.pid, job.id, 1, 0), "the stale run still holds the slot"
         assert first_log.read_text().count("lost its concurrency slot") == 1  # said once
     finally:
-        for worker in (first, second):
-            if worker is not None:
-                os.kill(worker.pid, signal.SIGCONT)
-                worker.kill()
-                worker.wait(timeout=10)
+        stop_resumed(first, second)
         app.close()
 
 
@@ -245,11 +250,7 @@ def test_a_worker_stopped_past_its_lease_cannot_overwrite_the_new_owner(store, r
         assert (done.result, done.attempts) == (second.pid, 2), "the store kept the stale outcome"
         assert len(runs(record)) == 2
     finally:
-        for worker in (first, second):
-            if worker is not None:
-                os.kill(worker.pid, signal.SIGCONT)
-                worker.kill()
-                worker.wait(timeout=10)
+        stop_resumed(first, second)
         app.close()
 
 
