@@ -61,20 +61,26 @@ def job_of(row: Sequence[Any]) -> Job:
 job_from_row = _reader()
 
 
-def _writer() -> Callable[[Job, bytes], tuple[Any, ...]]:
-    """`new_row(job, payload)`: the values of `job.NEW_COLUMNS` for a job just stored
-    (Enqueue.stored), in order: what an insert writes. Waiting jobs are stored 'queued'
-    (a read tells scheduled from queued by run_at)."""
+def _writer(by_name: bool) -> Callable[[Job, Any], Any]:
+    """What an insert writes of a job just stored (Enqueue.stored), written out from the
+    declaration: the values of `job.NEW_COLUMNS` in order, or by column name. Waiting
+    jobs are stored 'queued' (a read tells scheduled from queued by run_at)."""
     values = {"payload": "payload", "state": "'queued'"}
-    row = ", ".join(values.get(c, f"job.{c}") for c in NEW_COLUMNS)
-    source = f"def new_row(job, payload):\n    return ({row},)"
+    items = [values.get(c, f"job.{c}") for c in NEW_COLUMNS]
+    if by_name:
+        body = "{" + ", ".join(f"{c!r}: {v}" for c, v in zip(NEW_COLUMNS, items, strict=True)) + "}"
+    else:
+        body = "(" + ", ".join(items) + ",)"
     scope: dict[str, Any] = {}
-    exec(source, scope)  # noqa: S102 - our own field names, nothing from outside
-    writer: Callable[[Job, bytes], tuple[Any, ...]] = scope["new_row"]
+    exec(f"def write(job, payload):\n    return {body}", scope)  # noqa: S102 - our own field names
+    writer: Callable[[Job, Any], Any] = scope["write"]
     return writer
 
 
-new_row = _writer()
+# The values in column order (SQLite's positional insert) ...
+new_row: Callable[[Job, Any], tuple[Any, ...]] = _writer(by_name=False)
+# ... and by column name (PostgreSQL's and MySQL's named parameters, which add their own).
+new_values: Callable[[Job, Any], dict[str, Any]] = _writer(by_name=True)
 
 
 def stored_view(item: Enqueue, run_at: float, now: float) -> Job:
