@@ -163,6 +163,7 @@ class _Rules:
     max_wait: float | None
     durable: bool | None
     remark: str | None
+    tags: tuple[str, ...]
 
     @classmethod
     def of(cls, opts: JobOptions, task: Task[..., Any] | None, name: str) -> _Rules:
@@ -176,7 +177,7 @@ class _Rules:
             opts.at or 0.0, opts.expires.at if opts.expires else None, opts.delay,
             opts.expires.within if opts.expires else None,
             conflict_rules(opts.on_conflict, opts.key, opts.max_wait), opts.max_wait, opts.durable,
-            opts.remark,
+            opts.remark, defaults.tags if opts.tags is None else opts.tags,
         )
 
 
@@ -202,6 +203,7 @@ def build_enqueue(
     job = fresh_job(
         job_id or new_job_id(), call.task, args, kwargs, rules.queue, rules.priority, JobState.QUEUED,
         rules.max_attempts, rules.timeout, rules.key, rules.run_at, now, {}, rules.expires_at, None, rules.remark,
+        rules.tags,
     )
     payload = encode_payload(call.task, args, kwargs)
     item = Enqueue(job, rules.delay, payload, rules.within, rules.mode, rules.max_wait,
