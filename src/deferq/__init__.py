@@ -10,6 +10,7 @@ from . import backoff
 from .app import App
 from .context import current_job
 from .errors import (
+    Backoff,
     ConfigError,
     DeferqError,
     JobFailed,
@@ -28,7 +29,7 @@ from .middleware import Middleware
 from .task import Call, Task
 
 __all__ = [
-    "App", "Call", "ConfigError", "DeferqError", "Job", "JobFailed", "JobState", "JobTimeout",
+    "App", "Backoff", "Call", "ConfigError", "DeferqError", "Job", "JobFailed", "JobState", "JobTimeout",
     "Middleware", "MissingExtra", "PayloadError", "Priority", "Retry", "SchemaOutdated",
     "Snooze", "StoreFull", "StoreUnavailable", "Task", "backoff", "chain", "chord", "current_job", "group",
 ]

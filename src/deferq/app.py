@@ -18,6 +18,7 @@ from .errors import ConfigError
 from .flows import batch as batches
 from .job import Job, JobState, Origin, held, new_job_ids
 from .limits import Limits
+from .limits.runtime import LimitsAdmin
 from .middleware import Middleware
 from .observe.history import History, HistoryRecorder
 from .observe.logs import JobLog
@@ -101,13 +102,15 @@ class App:
         self.periodic_jobs: list[Any] = []  # filled by app.periodic (supervisor)
         self._backend_options = backend_options
         self._backend: Backend | None = None
-        self._limits = False  # Limits middleware added (by the first task with a limit)
         self._lock = threading.Lock()
         # deferq's own middleware, first: their before-hooks run before, their after-hooks
         # after, every other middleware's (the order of middleware.Chain)
         self._history = History(lambda: self.backend, self.lease)
-        for middleware in (batches.BatchJoin(), self._history, JobLog()):
+        for middleware in (batches.BatchJoin(), self._history, JobLog(),
+                           Limits(self.registry.limits, lambda: self.backend)):
             self.registry.add_middleware(middleware)
+        # limits set, changed and cleared at run time, kept in the store (limits/runtime.py)
+        self.limits = LimitsAdmin(lambda: self.backend)
         self._origin = Origin(self.wait, self.wait_async)  # what the jobs it returns wait through
         if self.eager:
             from .testing import EagerRunner
@@ -189,9 +192,6 @@ class App:
                 self.registry.add_task(task)
             except ValueError as exc:
                 raise ConfigError(str(exc)) from None
-            if self.registry.limits and not self._limits:  # the first task with a limit
-                self._limits = True
-                self.registry.add_middleware(Limits(self.registry.limits, lambda: self.backend))
             return task
 
         return register(fn) if fn is not None else register

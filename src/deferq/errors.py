@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import email.utils
+import time
+
 
 class DeferqError(Exception):
     """Base of every deferq error."""
@@ -57,6 +60,36 @@ class Snooze(DeferqError):
         super().__init__(reason)
         self.delay = max(0.0, float(delay))
         self.reason = reason
+
+
+class Backoff(Snooze):
+    """Raise from a task when the service it calls says "slow down" (an HTTP 429 or 503):
+    the job waits `seconds`, its attempt not counted, and the task's limit key (its
+    `rate_key`, else its `concurrency_key`, else the task's name) is paused as long for
+    every worker. `retry_after` takes a `Retry-After` header as sent (seconds, or an
+    HTTP date); one that cannot be read falls back to `seconds`."""
+
+    def __init__(self, seconds: float = 30.0, *, retry_after: str | float | None = None,
+                 reason: str = "backing off") -> None:
+        wait = _retry_after(retry_after)
+        super().__init__(float(seconds) if wait is None else wait, reason)
+
+
+def _retry_after(value: str | float | None) -> float | None:
+    """Seconds from a Retry-After value: a number of seconds or an HTTP date."""
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return max(0.0, float(value))
+    try:
+        return max(0.0, float(value.strip()))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    return None if when.tzinfo is None else max(0.0, when.timestamp() - time.time())
 
 
 class JobTimeout(DeferqError):

@@ -19,7 +19,8 @@ from typing import Any, Literal, NamedTuple, TypedDict
 
 from . import backoff as backoff_module
 from .job import DEFAULT_MAX_ATTEMPTS, DEFAULT_TIMEOUT, Job, Priority
-from .limits import Rate, key_template, rate_option, slots
+from .limits import key_template
+from .limits.values import Rate, rate_option, slots
 
 LATEST_DUE = 253402300799.0  # 9999-12-31T23:59:59Z: later due times are refused
 MAX_DELAY = 10 * 365 * 86400.0  # ten years

@@ -23,61 +23,28 @@ from __future__ import annotations
 
 import inspect
 import logging
-import re
 import string
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .context import current_job
-from .errors import Snooze
-from .job import Job, JobState
-from .middleware import Middleware
+from ..context import current_job
+from ..errors import Backoff, Snooze
+from ..job import Job, JobState
+from ..middleware import Middleware
+from .runtime import Known, pause
+from .values import Rate
 
 if TYPE_CHECKING:
-    from .backends.base import Backend, Enqueue, Outcome
+    from ..backends.base import Backend, Enqueue, Outcome
 
 log = logging.getLogger("deferq.limits")
 
 GRANTS = "rate-turn"  # kv namespace: "<limit key>|<job id>" -> the turn reserved for that job
-UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
-RATE = re.compile(r"^\s*([0-9]+)\s*/\s*([0-9]*(?:\.[0-9]+)?)\s*(s|m|h|d)\s*$")
 EARLY = 0.002  # a turn this close counts as now (clock rounding between store calls)
 STORE_DOWN_SNOOZE = 1.0  # seconds a job waits when the store cannot give it a turn
 CONCURRENCY_WAIT = 1.0  # seconds a job waits before asking again for a slot of its key
-
-
-@dataclass(frozen=True)
-class Rate:
-    """`count` runs per `period` seconds, as "100/m", "10/s", "5/30s", "1000/h", "1/d"."""
-
-    count: int
-    period: float
-    text: str
-
-    @property
-    def interval(self) -> float:
-        return self.period / self.count
-
-    @classmethod
-    def parse(cls, text: Any, name: str = "rate") -> Rate:
-        match = RATE.match(text) if isinstance(text, str) else None
-        if match is None:
-            raise ValueError(f'{name} must look like "100/m" (runs per s, m, h or d), got {text!r:.60}')
-        count, times, unit = int(match[1]), float(match[2] or 1), UNITS[match[3]]
-        if count < 1 or times <= 0:
-            raise ValueError(f"{name} needs at least one run per a period longer than 0, got {text!r:.60}")
-        return cls(count, times * unit, text.strip())
-
-
-def rate_option(value: Any, name: str = "rate") -> Rate:
-    return value if isinstance(value, Rate) else Rate.parse(value, name)
-
-
-def slots(value: Any, name: str = "concurrency") -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 10_000:
-        raise ValueError(f"{name} must be a whole number from 1 to 10000, got {value!r:.60}")
-    return value
 
 
 def key_template(value: Any, name: str = "rate_key") -> str:
@@ -118,6 +85,10 @@ class Limited:
         bound.apply_defaults()
         return template.format_map({name: _text(value) for name, value in bound.arguments.items()})
 
+    def pause_key(self, args: Any, kwargs: dict[str, Any]) -> str:
+        """What `deferq.Backoff` pauses: the rate's key, else the concurrency's, else the task."""
+        return self.key(self.rate_key or self.concurrency_key, args, kwargs)
+
     def check(self, args: Any, kwargs: dict[str, Any]) -> None:
         for template in (self.rate_key, self.concurrency_key):
             if template is not None:
@@ -140,15 +111,18 @@ def limited(task: str, fn: Callable[..., Any], **limits: Any) -> Limited:
 
 
 class Limits(Middleware):
-    """Added to an App's middleware by its first task with a limit (App.task), so apps
-    and tasks without limits pay nothing. `limits` is the registry's, by task name.
-    A concurrency slot is taken before a rate's turn (a turn is never spent on a job
-    that cannot run), and given back after the run, whatever its outcome."""
+    """Installed by every App: a task's declared limits (`limits`, the registry's, by task
+    name), the limits set at run time and the pauses (runtime.py: a copy read again at
+    most once a second). A job with neither costs a dict lookup. A concurrency slot is
+    taken before a rate's turn (a turn is never spent on a job that cannot run), and
+    given back after the run, whatever its outcome."""
 
     def __init__(self, limits: dict[str, Limited], backend: Callable[[], Backend]) -> None:
         self.limits = limits
         self.backend = backend
+        self.known = Known()
         self.held: dict[str, HeldSlot] = {}  # holder -> the slot its run took (dict ops are atomic)
+        self._plain: dict[str, Limited] = {}  # task name -> no declared limit (keys: the task's name)
 
     def before_enqueue(self, items: list[Enqueue]) -> list[Enqueue]:
         for item in items:  # a key that cannot be named is refused now, not at run time
@@ -157,30 +131,46 @@ class Limits(Middleware):
                 limit.check(item.job.args, item.job.kwargs)
         return items
 
-    def before_run(self, job: Job) -> None:
-        limit = self.limits.get(job.task)
+    def limit_of(self, job: Job) -> Limited:
+        limit = self.limits.get(job.task) or self._plain.get(job.task)
         if limit is None:
+            limit = self._plain[job.task] = Limited(job.task, inspect.Signature())
+        return limit
+
+    def before_run(self, job: Job) -> None:
+        known = self.known
+        known.refresh(self.backend())
+        if known.empty and job.task not in self.limits:
             return
+        limit = self.limit_of(job)
         try:
             limit.check(job.args, job.kwargs)
         except ValueError:
             return  # the call does not fit the task: running it says so
+        rate_key = limit.key(limit.rate_key, job.args, job.kwargs)
+        slot_key = limit.key(limit.concurrency_key, job.args, job.kwargs)
+        names = (rate_key, slot_key, job.task)  # the most specific first
+        left = known.pause_left(names)
+        if left > 0:
+            raise Snooze(left, f"the limits of {job.task} are paused for {left:.3g}s")
+        concurrency = known.concurrency(names, limit.concurrency)
+        keys = [limit.key(t, job.args, job.kwargs) for t in (limit.rate_key, limit.concurrency_key) if t]
+        rate, turns_key = known.rate(keys, job.task, limit.rate)
         backend = self.backend()
         try:
-            if limit.concurrency is not None:
-                key = limit.key(limit.concurrency_key, job.args, job.kwargs)
-                fence = take_slot(backend, key, limit.concurrency, job)
+            if concurrency is not None:
+                fence = take_slot(backend, slot_key, concurrency, job)
                 if not fence:
-                    raise Snooze(CONCURRENCY_WAIT, f"all {limit.concurrency} slot(s) of {key} are taken")
-                slot = self.held[holder_of(job)] = HeldSlot(backend, key, holder_of(job), fence)
+                    raise Snooze(CONCURRENCY_WAIT, f"all {concurrency} slot(s) of {slot_key} are taken")
+                slot = self.held[holder_of(job)] = HeldSlot(backend, slot_key, holder_of(job), fence)
                 running = current_job()
                 if running is not None:  # its fence and holds_slot() for the task and its worker
                     running.control.slot = slot
-            if limit.rate is not None:
-                key = limit.key(limit.rate_key, job.args, job.kwargs)
-                wait = take_turn(backend, limit.rate, key, job.id)
+            if rate is not None:
+                turns_key = turns_key or rate_key
+                wait = take_turn(backend, rate, turns_key, job.id)
                 if wait > 0:
-                    raise Snooze(wait, f"rate {limit.rate.text} of {key}: its turn is in {wait:.3g}s")
+                    raise Snooze(wait, f"rate {rate.text} of {turns_key}: its turn is in {wait:.3g}s")
         except Snooze:
             raise
         except Exception as exc:  # noqa: BLE001 - no turn, no run: try again shortly
@@ -189,36 +179,49 @@ class Limits(Middleware):
             raise Snooze(STORE_DOWN_SNOOZE, "limits: store unreachable") from None
 
     def after_run(self, job: Job, outcome: Outcome, exc: BaseException | None) -> None:
-        limit = self.limits.get(job.task)
-        if limit is None or limit.concurrency is None:
-            return
+        if isinstance(exc, Backoff):
+            self.back_off(job, exc.delay)
+        slot = self.held.pop(holder_of(job), None)
+        if slot is not None and not self.backend().slot_release(slot.key, slot.holder):
+            slot.report_lost(job, "while it ran")
+
+    def back_off(self, job: Job, seconds: float) -> None:
+        """Pause the job's limit key for every worker (this one at once, the others within
+        a second); a store that does not answer leaves the pause to this job alone."""
         try:
-            key = limit.key(limit.concurrency_key, job.args, job.kwargs)
+            name = self.limit_of(job).pause_key(job.args, job.kwargs)
         except ValueError:
             return
-        slot = self.held.pop(holder_of(job), None)
-        if not self.backend().slot_release(key, holder_of(job)) and slot is not None:
-            slot.report_lost(job, "while it ran")  # (a slot never taken: nothing to give back)
+        try:
+            pause(self.backend(), name, seconds)
+        except Exception as exc:  # noqa: BLE001 - the job still waits; others find out on their own
+            log.warning("job %s (%s): the pause of %s could not be stored (%s)", job.id, job.task, name, exc)
+            return
+        self.known.paused[name] = max(self.known.paused.get(name, 0.0), time.time() + seconds)
 
 
 def take_turn(backend: Backend, rate: Rate, key: str, job_id: str) -> float:
     """Seconds until this job's turn (0: run now). A job that holds a reservation runs
-    on it; otherwise it takes the next turn, reserved for it if in the future."""
+    on it; otherwise it takes the next turn, reserved for it if in the future. A turn
+    reserved under a faster rate than today's (lowered at run time) is given up, so the
+    lower rate holds from then on: the job takes a turn at the new rate."""
     name = f"{key}|{job_id}"
     held = backend.kv_get(GRANTS, name)
     if held is not None:
-        wait = float(held) - backend.now()
-        if wait > EARLY:
+        reserved, _, interval = held.decode().partition(" ")
+        wait = float(reserved) - backend.now()
+        slower = float(interval or rate.interval) < rate.interval * (1 - 1e-9)
+        if wait > EARLY and not slower:
             return wait  # back too early (e.g. released by a stopping worker)
         backend.kv_delete(GRANTS, name)
-        if -wait <= rate.interval / 2:
+        if -wait <= rate.interval / 2 and not slower:
             return 0.0
         # back more than half a turn late (busy workers, a polling store): running now
         # would start close to the next turn's run, so it takes a new turn instead
     turn, now = backend.rate_take(key, rate.interval)
     if turn - now <= EARLY:
         return 0.0
-    backend.kv_put(GRANTS, name, repr(turn).encode(), ttl=turn - now + rate.period)
+    backend.kv_put(GRANTS, name, f"{turn!r} {rate.interval!r}".encode(), ttl=turn - now + rate.period)
     return turn - now
 
 

@@ -1,0 +1,196 @@
+"""Limits set, changed and cleared at run time, and pauses (`deferq.Backoff`).
+
+Kept in the store, in the kv namespace "limits": `set|<name>` holds a limit's new value
+(`{"rate": "50/s", "concurrency": 3}`), `pause|<name>` the store time a pause ends (the
+record expires with it). `<name>` is a task's name, or a limit key as a task's
+`rate_key` or `concurrency_key` names it for one call ("customer:7").
+
+Every worker reads the namespace again at most once a second (one `kv_list`, by the
+first job that starts after the second is over), so a change holds on every worker
+within a second of being stored, and a worker pays one store read a second for it. A
+limit set on a key wins over one set on its task, which wins over the task's declared
+one; clearing it gives the declared one back.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from ..errors import ConfigError
+from .values import Rate, rate_option, slots
+
+if TYPE_CHECKING:
+    from ..backends.base import Backend
+
+log = logging.getLogger("deferq.limits")
+
+NAMESPACE = "limits"
+SET, PAUSE = "set|", "pause|"
+REFRESH = 1.0  # seconds: how stale a worker's copy of the store's limits may be
+MAX_PAUSE = 7 * 86400.0
+
+
+@dataclass(frozen=True)
+class Override:
+    """A limit's value set at run time: a rate, a concurrency, or both."""
+
+    rate: Rate | None = None
+    concurrency: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rate": self.rate.text if self.rate else None, "concurrency": self.concurrency}
+
+    @classmethod
+    def parse(cls, rate: Any = None, concurrency: Any = None) -> Override:
+        """Checked values; ConfigError (one sentence) for a wrong one or for neither."""
+        if rate is None and concurrency is None:
+            raise ConfigError("a limit needs a rate (like \"50/s\"), a concurrency (like 3), or both")
+        try:
+            return cls(None if rate is None else rate_option(rate),
+                       None if concurrency is None else slots(concurrency))
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+
+
+def limit_name(value: Any) -> str:
+    if not isinstance(value, str) or not 1 <= len(value) <= 200 or not value.strip():
+        raise ConfigError(f"a limit is named by a task or a limit key of 1-200 characters, got {value!r:.60}")
+    return value
+
+
+def pause_seconds(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= MAX_PAUSE:
+        raise ConfigError(f"a pause lasts more than 0 and at most {MAX_PAUSE:g} seconds, got {value!r:.60}")
+    return float(value)
+
+
+class LimitsAdmin:
+    """`app.limits`: the limits kept in the store, set, changed and cleared at run time."""
+
+    def __init__(self, backend: Callable[[], Backend]) -> None:
+        self.backend = backend
+
+    def set(self, name: str, *, rate: Any = None, concurrency: Any = None) -> dict[str, Any]:
+        """Set (or replace) the limit `name`: `rate="50/s"`, `concurrency=3`, or both."""
+        value = Override.parse(rate, concurrency)
+        self.backend().kv_put(NAMESPACE, SET + limit_name(name), orjson.dumps(value.to_dict()))
+        return value.to_dict()
+
+    def clear(self, name: str) -> bool:
+        """Drop the limit set on `name` and any pause of it; False: there was none."""
+        backend = self.backend()
+        cleared = backend.kv_delete(NAMESPACE, SET + limit_name(name))
+        return backend.kv_delete(NAMESPACE, PAUSE + name) or cleared
+
+    def pause(self, name: str, seconds: float) -> None:
+        """No job under `name` starts for `seconds` (what `raise deferq.Backoff` does)."""
+        pause(self.backend(), limit_name(name), pause_seconds(seconds))
+
+    def list(self) -> dict[str, dict[str, Any]]:
+        """Every limit set and every pause running: name -> rate, concurrency, paused_for."""
+        backend = self.backend()
+        overrides, pauses = read(backend.kv_list(NAMESPACE))
+        now = backend.now() if pauses else 0.0
+        listed: dict[str, dict[str, Any]] = {}
+        for name, value in sorted(overrides.items()):
+            listed[name] = {**value.to_dict(), "paused_for": None}
+        for name, until in sorted(pauses.items()):
+            if until > now:
+                entry = listed.setdefault(name, {"rate": None, "concurrency": None})
+                entry["paused_for"] = round(until - now, 3)
+        return listed
+
+    def get(self, name: str) -> dict[str, Any] | None:
+        return self.list().get(limit_name(name))
+
+
+def pause(backend: Backend, name: str, seconds: float) -> float:
+    """Store a pause of `name` for `seconds`; the store time it ends."""
+    until = backend.now() + seconds
+    backend.kv_put(NAMESPACE, PAUSE + name, repr(until).encode(), ttl=seconds)
+    return until
+
+
+def read(entries: dict[str, bytes]) -> tuple[dict[str, Override], dict[str, float]]:
+    """The namespace's records as (name -> limit set, name -> store time its pause ends).
+    A record that cannot be read (written by hand, or by a newer deferq) is skipped."""
+    overrides: dict[str, Override] = {}
+    pauses: dict[str, float] = {}
+    for key, value in entries.items():
+        kind, _, name = key.partition("|")
+        try:
+            if kind + "|" == SET:
+                fields = orjson.loads(value)
+                overrides[name] = Override.parse(fields.get("rate"), fields.get("concurrency"))
+            elif kind + "|" == PAUSE:
+                pauses[name] = float(value)
+        except (ValueError, TypeError, AttributeError):
+            log.warning("limits: the stored record %r cannot be read; it is ignored", key)
+    return overrides, pauses
+
+
+class Known:
+    """A worker's copy of the store's limits and pauses, read again at most once a second.
+    Pauses are kept in this host's clock (the store's clock read with them)."""
+
+    def __init__(self) -> None:
+        self.overrides: dict[str, Override] = {}
+        self.paused: dict[str, float] = {}  # name -> time.time() its pause ends
+        self.next_read = 0.0  # time.monotonic()
+        self.ready = False  # read once
+        self._reading = threading.Lock()
+
+    @property
+    def empty(self) -> bool:
+        return not self.overrides and not self.paused
+
+    def refresh(self, backend: Backend) -> None:
+        """Read the store again when the copy is a second old: one thread reads, the
+        others go on with the copy they have (the first read, they wait for). A store
+        that does not answer leaves the copy as it was; the next job asks a second later."""
+        if time.monotonic() < self.next_read or not self._reading.acquire(blocking=not self.ready):
+            return
+        try:
+            if time.monotonic() < self.next_read:
+                return  # read by another thread while this one waited
+            overrides, pauses = read(backend.kv_list(NAMESPACE))
+            offset = backend.now() - time.time() if pauses else 0.0
+            self.overrides = overrides
+            self.paused = {name: until - offset for name, until in pauses.items()}
+        except Exception as exc:  # noqa: BLE001 - the copy stays; limits hold as they were
+            log.warning("limits: the store's limits could not be read (%s); keeping the last ones", exc)
+        finally:
+            self.next_read = time.monotonic() + REFRESH
+            self.ready = True
+            self._reading.release()
+
+    def pause_left(self, names: Iterable[str]) -> float:
+        if not self.paused:
+            return 0.0
+        now = time.time()
+        return max((self.paused.get(name, now) - now for name in names), default=0.0)
+
+    def rate(self, keys: Iterable[str], task: str, declared: Rate | None) -> tuple[Rate | None, str | None]:
+        """The rate that holds, and the key its turns are kept under when it was set on
+        one of `keys` (None: the task's own key, as declared). A rate set on the task
+        changes the declared one, key template and all."""
+        for key in keys:
+            found = self.overrides.get(key)
+            if found is not None and found.rate is not None:
+                return found.rate, key
+        found = self.overrides.get(task)
+        return (found.rate if found is not None and found.rate is not None else declared), None
+
+    def concurrency(self, names: Iterable[str], declared: int | None) -> int | None:
+        for name in names:
+            found = self.overrides.get(name)
+            if found is not None and found.concurrency is not None:
+                return found.concurrency
+        return declared
