@@ -150,6 +150,20 @@ def test_queues_are_listed_paused_and_resumed_and_a_job_keeps_its_remark(url):
     app.close()
 
 
+def test_limits_are_set_paused_listed_and_cleared_from_the_command_line(url):
+    deferq.App(url).close()  # the store exists
+    assert cli("limits", "set", "send_sms", "--rate", "50/s", "--url", url).stdout == (
+        "send_sms: rate 50/s (every worker within a second)\n")
+    assert cli("limits", "pause", "customer:7", "30", "--url", url).output == "customer:7: paused for 30s\n"
+    listed = cli("limits", "list", "--url", url).output
+    assert "send_sms: rate 50/s\n" in listed and "customer:7: paused for" in listed
+    assert orjson.loads(cli("limits", "list", "--url", url, "--json").stdout)["send_sms"]["rate"] == "50/s"
+    bad = cli("limits", "set", "send_sms", "--url", url)
+    assert bad.exit_code == 2 and "needs a rate" in bad.output
+    assert cli("limits", "clear", "send_sms", "--url", url).output == "send_sms: cleared\n"
+    assert cli("limits", "clear", "send_sms", "--url", url).exit_code == 1
+
+
 def test_a_running_job_shows_its_progress(url):
     app = deferq.App(url)
     job = app.enqueue("convert", ["a.mov"])

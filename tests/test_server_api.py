@@ -169,6 +169,21 @@ def test_dead_letters_list_retry_and_purge(api, store):
     app.close()
 
 
+def test_limits_are_set_paused_listed_and_cleared_over_the_api(api, store):
+    assert api.get("/v1/limits").json() == {"limits": {}}
+    assert api.put("/v1/limits/send_sms", json={"rate": "50/s"}).json() == {
+        "rate": "50/s", "concurrency": None, "paused_for": None}
+    paused = api.put("/v1/limits/customer:7", json={"concurrency": 2, "pause_s": 30}).json()
+    assert paused["concurrency"] == 2 and 28 < paused["paused_for"] <= 30
+    assert deferq.App(store).limits.get("send_sms")["rate"] == "50/s"  # kept in the store
+    assert set(api.get("/v1/limits").json()["limits"]) == {"send_sms", "customer:7"}
+    refused = api.put("/v1/limits/send_sms", json={"rate": "lots"})
+    assert refused.status_code == 422 and 'rate must look like "100/m"' in error_of(refused)
+    assert api.put("/v1/limits/x", json={"concurrency": 0}).status_code == 422
+    assert api.delete("/v1/limits/send_sms").json() == {"deleted": "send_sms"}
+    assert api.delete("/v1/limits/send_sms").status_code == 404
+
+
 def test_pause_and_resume_a_queue_over_the_api(api, store):
     assert api.post("/v1/queues/q/pause").json() == {"queue": "q", "paused": True, "changed": True}
     assert api.post("/v1/queues/q/pause").json()["changed"] is False

@@ -63,6 +63,11 @@ EXAMPLES = {
     "queue": "deferq queue pause email",
     "queue list": "deferq queue list --json",
     "queue pause": "deferq queue pause email",
+    "limits": "deferq limits set send_sms --rate 50/s",
+    "limits list": "deferq limits list --json",
+    "limits set": "deferq limits set customer:7 --rate 10/s --concurrency 2",
+    "limits pause": "deferq limits pause send_sms 30",
+    "limits clear": "deferq limits clear send_sms",
     "queue resume": "deferq queue resume email",
     "dead": "deferq dead list --queue email",
     "dead list": "deferq dead list --queue email --limit 10",
@@ -424,6 +429,68 @@ def queue_resume(app: App, name: str) -> None:
     """Let workers take jobs of a paused queue again."""
     changed = app.resume(name)
     click.echo(f"resumed queue {name}" if changed else f"queue {name} was not paused")
+
+
+@main.group()
+def limits() -> None:
+    """Rate and concurrency limits set at run time: every worker holds them within a second."""
+
+
+@limits.command("list")
+@existing_store_options
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def limits_list(app: App, as_json: bool) -> None:
+    """The limits set at run time, and the pauses running."""
+    listed = app.limits.list()
+    if as_json:
+        print_json(listed)
+        return
+    for name, limit in listed.items():
+        parts = [f"rate {limit['rate']}" if limit["rate"] else "",
+                 f"concurrency {limit['concurrency']}" if limit["concurrency"] else "",
+                 f"paused for {limit['paused_for']:.0f}s" if limit["paused_for"] else ""]
+        click.echo(f"{name}: {', '.join(p for p in parts if p)}")
+    if not listed:
+        click.echo("no limits set at run time: the tasks' own limits hold")
+
+
+@limits.command("set")
+@app_options
+@click.argument("name")
+@click.option("--rate", help='Runs per period, like "50/s" or "100/m".')
+@click.option("--concurrency", type=int, help="Runs at once, across the fleet.")
+def limits_set(app: App, name: str, rate: str | None, concurrency: int | None) -> None:
+    """Set the limit of a task or a limit key (NAME: a task's name, or a key like customer:7);
+    it replaces what was set before."""
+    try:
+        setting = app.limits.set(name, rate=rate, concurrency=concurrency)
+    except ConfigError as exc:
+        raise click.UsageError(str(exc)) from None
+    shown = ", ".join(f"{k} {v}" for k, v in setting.items() if v is not None)
+    click.echo(f"{name}: {shown} (every worker within a second)")
+
+
+@limits.command("pause")
+@app_options
+@click.argument("name")
+@click.argument("seconds", type=float)
+def limits_pause(app: App, name: str, seconds: float) -> None:
+    """No job under a task or limit key starts for SECONDS."""
+    try:
+        app.limits.pause(name, seconds)
+    except ConfigError as exc:
+        raise click.UsageError(str(exc)) from None
+    click.echo(f"{name}: paused for {seconds:g}s")
+
+
+@limits.command("clear")
+@existing_store_options
+@click.argument("name")
+def limits_clear(app: App, name: str) -> None:
+    """Clear a limit set at run time, and its pause: the task's own limits hold again."""
+    if not app.limits.clear(name):
+        raise click.ClickException(f"no limit set on {name}")
+    click.echo(f"{name}: cleared")
 
 
 @main.group()

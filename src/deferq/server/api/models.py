@@ -250,6 +250,16 @@ class RemarkRequest(Struct, forbid_unknown_fields=True):
     remark: Annotated[str, Meta(max_length=MAX_REMARK)] | None
 
 
+class LimitRequest(Struct, forbid_unknown_fields=True):
+    """A limit set at run time on a task or a limit key: a rate, a concurrency, or both
+    (it replaces what was set before); `pause_s` pauses it as well."""
+
+    rate: Annotated[str, Meta(max_length=40, description='Runs per period, like "50/s" or "100/m".')] | None = None
+    concurrency: Annotated[int, Meta(ge=1, le=10_000, description="Runs at once, across the fleet.")] | None = None
+    pause_s: Annotated[float, Meta(gt=0, le=7 * 86400, description="No job under it starts for this many "
+                                   "seconds.")] | None = None
+
+
 class IdsRequest(Struct, forbid_unknown_fields=True):
     """Jobs named by id (those a console filter matched)."""
 
@@ -395,6 +405,16 @@ class QueuePaused(Struct):
     changed: Annotated[bool, Meta(description="False when it already was so.")]
 
 
+class LimitSetting(Struct):
+    rate: str | None
+    concurrency: int | None
+    paused_for: Annotated[float | None, Meta(description="Seconds its pause still lasts.")]
+
+
+class LimitList(Struct):
+    limits: dict[str, LimitSetting]
+
+
 class Remark(Struct):
     id: str
     remark: str | None
@@ -527,5 +547,5 @@ MODELS: tuple[Any, ...] = (
     TopicJob, TaskJob, BatchRequest, TopicRequest, TokenRequest, AlertSettings, Error, Receipt,
     Receipts, Job, JobList, Batch, JobStateAnswer, QueueList, Topic, TopicList, Token, TokenList,
     Deleted, Purged, Retried, Alerts, SavedAlerts, Status, QueuePaused, Remark, RemarkRequest, IdsRequest,
-    DeletedBatch, StorePart, StoreParts, History,
+    DeletedBatch, StorePart, StoreParts, History, LimitRequest, LimitSetting, LimitList,
 )

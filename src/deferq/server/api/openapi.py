@@ -126,6 +126,17 @@ def _paths() -> dict[str, Any]:
             "post": operation("Resume a paused queue", "admin",
                               {"200": answer("Resumed", ref("QueuePaused"))}, params=queue, errors=("422", "503")),
         },
+        "/v1/limits": {
+            "get": operation("The limits set at run time, and the pauses", "reader",
+                             {"200": answer("Limits", ref("LimitList"))}),
+        },
+        "/v1/limits/{name}": {
+            "put": operation("Set a task's or a limit key's rate and concurrency (every worker within a second)",
+                             "admin", {"200": answer("Set", ref("LimitSetting"))}, ref("LimitRequest"),
+                             params=[path_param("name")], errors=("422", "503")),
+            "delete": operation("Clear a limit set at run time (the declared one holds again)", "admin",
+                                {"200": answer("Cleared", ref("Deleted"))}, params=[path_param("name")]),
+        },
         "/v1/dead": {
             "get": operation("Dead letters, newest first", "admin", {"200": jobs},
                              params=query(models.DeadQuery)),

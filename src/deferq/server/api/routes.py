@@ -13,8 +13,10 @@ from starlette.requests import Request
 from starlette.routing import Route
 
 from ...backends.base import Backend, missing_from, queue_table
+from ...errors import ConfigError
 from ...flows import batch as batches
 from ...job import JobState
+from ...limits.runtime import LimitsAdmin, Override, limit_name
 from ...options import queue_name
 from ..http import auth, fields, settings
 from ..http.errors import ApiError, Invalid, not_found
@@ -203,6 +205,47 @@ async def resume_queue(request: Request) -> JSON:
     return await set_paused(request, False)
 
 
+@needs(READER)
+async def list_limits(request: Request) -> JSON:
+    service = service_of(request)
+    return JSON({"limits": await service.store(LimitsAdmin(lambda: service.backend).list)})
+
+
+@needs(ADMIN)
+async def put_limit(request: Request) -> JSON:
+    """Set a limit (and pause it with `pause_s`); every worker holds it within a second."""
+    service = service_of(request)
+    name = _path(request, "name")
+    asked = fields.parse(models.LimitRequest, await read_json(request), "a limit")
+    limits = LimitsAdmin(lambda: service.backend)
+    setting = None
+    try:  # checked here: the store is asked only for a limit it can keep
+        limit_name(name)
+        if asked.rate is not None or asked.concurrency is not None:
+            setting = Override.parse(asked.rate, asked.concurrency)
+    except ConfigError as exc:
+        raise Invalid(str(exc)) from None
+
+    def apply() -> dict[str, Any] | None:
+        if setting is not None:
+            limits.set(name, rate=setting.rate, concurrency=setting.concurrency)
+        if asked.pause_s is not None:
+            limits.pause(name, asked.pause_s)
+        return limits.get(name)
+
+    answer = await service.store(apply)
+    return JSON(answer or {"rate": None, "concurrency": None, "paused_for": None})
+
+
+@needs(ADMIN)
+async def delete_limit(request: Request) -> JSON:
+    service = service_of(request)
+    name = _path(request, "name")
+    if not await service.store(LimitsAdmin(lambda: service.backend).clear, name):
+        raise not_found(f"limit {name!r}")
+    return JSON({"deleted": name})
+
+
 @needs(ADMIN)
 async def set_remark(request: Request) -> JSON:
     service = service_of(request)
@@ -384,6 +427,8 @@ ROUTES: dict[str, dict[str, Handler]] = {
     "/v1/queues": {"GET": list_queues},
     "/v1/queues/{queue}/pause": {"POST": pause_queue},
     "/v1/queues/{queue}/resume": {"POST": resume_queue},
+    "/v1/limits": {"GET": list_limits},
+    "/v1/limits/{name}": {"PUT": put_limit, "DELETE": delete_limit},
     "/v1/dead": {"GET": list_dead, "DELETE": purge_dead},
     "/v1/dead/retry": {"POST": retry_all_dead},
     "/v1/dead/delete-batch": {"POST": delete_dead_batch},
