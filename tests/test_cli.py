@@ -150,6 +150,19 @@ def test_queues_are_listed_paused_and_resumed_and_a_job_keeps_its_remark(url):
     app.close()
 
 
+def test_jobs_are_found_by_tag_from_the_command_line(url):
+    app = deferq.App(url)
+    tagged = app.enqueue("sync", [7], tags=["tenant:7", "import"])
+    app.enqueue("sync", [8], tags=["tenant:8"])
+    app.close()
+    shown = cli("jobs", "--tag", "tenant:7", "--url", url).stdout
+    assert shown.startswith(f"{tagged.id}  queued") and "[tenant:7, import]" in shown
+    assert len(shown.splitlines()) == 1
+    found = orjson.loads(cli("jobs", "--tag", "import", "--state", "queued", "--url", url, "--json").stdout)
+    assert [job["id"] for job in found] == [tagged.id]
+    assert cli("jobs", "--tag", "nobody", "--url", url).stdout == "no jobs match\n"
+
+
 def test_limits_are_set_paused_listed_and_cleared_from_the_command_line(url):
     deferq.App(url).close()  # the store exists
     assert cli("limits", "set", "send_sms", "--rate", "50/s", "--url", url).stdout == (

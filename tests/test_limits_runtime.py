@@ -3,15 +3,19 @@ on every store: kept in the store, heard by every worker within a second."""
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import deferq
 from deferq.job import JobState
+from deferq.limits.values import POSITIVE_RATE, Rate
 from tests.conftest import STORES
 from tests.server_helpers import wait_until
 from tests.test_rate_limits import most_in_any_window
@@ -147,3 +151,14 @@ def test_backoff_pauses_the_key_across_three_workers_without_spending_an_attempt
     assert not [t for n in range(1, 7) for t in started[n] if paused + 1.0 <= t < ends]
     assert app.get(trigger.id).attempts == 1 and len(started[0]) == 2
     assert app.limits.get("call") is None  # the pause expired with its record
+
+
+@given(st.from_regex(r"\A[ 0-9./smhdx]{0,12}\Z"))
+@settings(max_examples=300, deadline=None)
+def test_the_http_rate_pattern_takes_exactly_the_rates_deferq_reads(text):
+    try:
+        Rate.parse(text)
+        readable = True
+    except ValueError:
+        readable = False
+    assert bool(re.match(POSITIVE_RATE[:-1] + r"\Z", text)) == readable

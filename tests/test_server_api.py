@@ -74,6 +74,25 @@ def test_request_fields_override_the_topic(api, topic):
     assert iso["run_at"] == at
 
 
+def test_a_key_that_succeeded_within_unique_for_ms_answers_with_200(api, store):
+    first = api.post("/v1/jobs", json={"task": "send", "key": "daily:7", "unique_for_ms": 3_600_000}).json()
+    backend = deferq.App(store).backend
+    backend.settle([Outcome(backend.reserve(["default"], 1, "w", 5, (0, 1, 2))[0], "succeeded")])
+    again = api.post("/v1/jobs", json={"task": "send", "key": "daily:7", "unique_for_ms": 3_600_000})
+    assert again.status_code == 200 and again.json()["id"] == first["id"]
+    refused = api.post("/v1/jobs", json={"task": "send", "unique_for_ms": 1000})
+    assert refused.status_code == 422 and "unique_for needs a key" in error_of(refused)
+
+
+def test_jobs_are_found_by_tag(api):
+    tagged = api.post("/v1/jobs", json={"task": "sync", "tags": ["tenant:7", "import"]}).json()
+    api.post("/v1/jobs", json={"task": "sync", "tags": ["tenant:70"], "key": "k70"})
+    found = api.get("/v1/jobs", params={"tag": "tenant:7"}).json()["jobs"]
+    assert [job["id"] for job in found] == [tagged["id"]] and found[0]["tags"] == ["tenant:7", "import"]
+    assert api.get("/v1/jobs", params={"tag": "tenant:7", "key": "k70"}).json()["jobs"] == []
+    assert api.get("/v1/jobs", params={"tag": "tenant:70", "state": "queued", "q": "k70"}).json()["jobs"]
+
+
 def test_task_jobs_keys_listing_and_cancel(api):
     first = api.post("/v1/jobs", json={"task": "send", "args": [1], "kwargs": {"a": "b"},
                                        "key": "reset:1", "queue": "email", "delay_ms": 5000})
@@ -178,7 +197,7 @@ def test_limits_are_set_paused_listed_and_cleared_over_the_api(api, store):
     assert deferq.App(store).limits.get("send_sms")["rate"] == "50/s"  # kept in the store
     assert set(api.get("/v1/limits").json()["limits"]) == {"send_sms", "customer:7"}
     refused = api.put("/v1/limits/send_sms", json={"rate": "lots"})
-    assert refused.status_code == 422 and 'rate must look like "100/m"' in error_of(refused)
+    assert refused.status_code == 422 and 'rate must be runs per period, like "50/s"' in error_of(refused)
     assert api.put("/v1/limits/x", json={"concurrency": 0}).status_code == 422
     assert api.delete("/v1/limits/send_sms").json() == {"deleted": "send_sms"}
     assert api.delete("/v1/limits/send_sms").status_code == 404

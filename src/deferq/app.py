@@ -14,8 +14,10 @@ from typing import Any, ParamSpec, TypeVar, Unpack, overload
 from . import results
 from .backends import Backend, open_backend
 from .backends.base import Enqueue, QueueStats, QueueTable, missing_from, queue_table
+from .backends.search import JobPage, JobQuery
 from .errors import ConfigError
 from .flows import batch as batches
+from .flows import dedupe
 from .flows.chains import with_inputs
 from .job import Job, JobState, Origin, held, new_job_ids
 from .limits import Limits
@@ -261,8 +263,8 @@ class App:
         if not items:
             return []
         backend = self.backend
-        jobs = self.registry.chain.enqueue(items, lambda stored: backend.enqueue_many(stored, connection))
-        return held(jobs, self._origin)
+        store = dedupe.windowed(backend, items, lambda stored: backend.enqueue_many(stored, connection))
+        return held(self.registry.chain.enqueue(items, store), self._origin)
 
     async def enqueue_many_async(self, calls: Iterable[Call]) -> list[Job]:
         return await self._enqueue_items_async(*self._prepare(calls))
@@ -273,9 +275,9 @@ class App:
         if self.eager:  # runs the jobs: not on the caller's event loop
             return await asyncio.to_thread(self._enqueue_items, items, connection)
         backend = self.backend
-        jobs = await self.registry.chain.enqueue_async(
-            items, lambda stored: backend.enqueue_many_async(stored, connection))
-        return held(jobs, self._origin)
+        store = dedupe.windowed_async(
+            backend, items, lambda stored: backend.enqueue_many_async(stored, connection), asyncio.to_thread)
+        return held(await self.registry.chain.enqueue_async(items, store), self._origin)
 
     # -- inspecting and managing -------------------------------------------------
 
@@ -351,6 +353,15 @@ class App:
 
     def list_jobs(self, state: str | JobState, queue: str | None = None, limit: int = 100) -> list[Job]:
         return held(self.backend.list_jobs(JobState(state), queue, limit), self._origin)
+
+    def find_jobs(self, *, state: str | JobState | None = None, queue: str | None = None, task: str | None = None,
+                  tag: str | None = None, text: str = "", limit: int = 50, cursor: str | None = None) -> JobPage:
+        """A page of the jobs that match every filter given, newest first; `page.cursor`
+        asks for the next (backends/search.py: what each store looks at to answer)."""
+        page = self.backend.find_jobs(JobQuery(None if state is None else JobState(state), queue, task, tag, text,
+                                               cursor, limit))
+        page.jobs = held(page.jobs, self._origin)
+        return page
 
     def purge(self, states: Iterable[str | JobState] = (JobState.DEAD,), older_than: float = 0) -> int:
         return self.backend.purge([JobState(s) for s in states], older_than)

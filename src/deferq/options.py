@@ -99,6 +99,13 @@ def conflict_mode(value: Any, name: str = "on_conflict") -> str:
     return str(value)
 
 
+def window_rules(unique_for: float | None, key: str | None) -> float | None:
+    """The deduplication window of a job with these options, or ValueError."""
+    if unique_for and key is None:
+        raise ValueError("unique_for needs a key: options(key=..., unique_for=...)")
+    return unique_for or None
+
+
 def conflict_rules(on_conflict: str | None, key: str | None, max_wait: float | None) -> str:
     """The on_conflict mode of a job with these options, or ValueError."""
     mode = on_conflict or "ignore"
@@ -277,6 +284,10 @@ class JobOptions:
         seconds, "debounce: the longest a job waits after its first enqueue",
         http="max_wait_ms", http_scale=0.001,
         openapi={"type": "integer", "minimum": 0, "maximum": int(MAX_DELAY * 1000)}))
+    unique_for: float | None = option(None, Option(
+        seconds, "with key: a job with the key that succeeded this recently is returned instead of a new one",
+        http="unique_for_ms", http_scale=0.001,
+        openapi={"type": "integer", "minimum": 0, "maximum": int(MAX_DELAY * 1000)}))
     remark: str | None = option(None, Option(
         remark_text, "free text kept with the job for people (shown by `deferq job` and the console)",
         periodic=True, http="remark",
@@ -340,6 +351,7 @@ class JobOptionsKw(TypedDict, total=False):
     expires: When | timedelta | None
     on_conflict: Literal["ignore", "replace", "debounce"] | None
     max_wait: Seconds | None
+    unique_for: Seconds | None
     remark: str | None
     durable: bool | None
     connection: Any

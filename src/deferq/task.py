@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, Protocol
 from .backends.base import Backend, Enqueue
 from .codec import ArgsCodec, codec_for, unknown_task_codec
 from .job import Job, JobState, encode_payload, fresh_job, new_job_id, slot_init
-from .options import JobOptions, JobOptionsKw, TaskDefaults, conflict_rules
+from .options import JobOptions, JobOptionsKw, TaskDefaults, conflict_rules, window_rules
 
 Hook = Callable[..., Any]
 P = ParamSpec("P")
@@ -201,6 +201,7 @@ class _Rules:
     within: float | None
     mode: str
     max_wait: float | None
+    unique_for: float | None
     durable: bool | None
     remark: str | None
     tags: tuple[str, ...]
@@ -216,7 +217,8 @@ class _Rules:
             opts.timeout if opts.timeout is not None or not known else defaults.timeout, opts.key,
             opts.at or 0.0, opts.expires.at if opts.expires else None, opts.delay,
             opts.expires.within if opts.expires else None,
-            conflict_rules(opts.on_conflict, opts.key, opts.max_wait), opts.max_wait, opts.durable,
+            conflict_rules(opts.on_conflict, opts.key, opts.max_wait), opts.max_wait,
+            window_rules(opts.unique_for, opts.key), opts.durable,
             opts.remark, defaults.tags if opts.tags is None else opts.tags,
         )
 
@@ -247,7 +249,7 @@ def build_enqueue(
     )
     payload = encode_payload(call.task, args, kwargs)
     item = Enqueue(job, rules.delay, payload, rules.within, rules.mode, rules.max_wait,
-                   durable if rules.durable is None else rules.durable)
+                   durable if rules.durable is None else rules.durable, unique_for=rules.unique_for)
     return linked(item, opts.after, opts.after_any_outcome) if opts.after else item
 
 

@@ -9,12 +9,14 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
+from datetime import timedelta
 
 import pytest
 
 import deferq
 from deferq.backends.base import Outcome
 from deferq.job import JobState, Priority
+from deferq.options import JobOptions
 from deferq.worker.priorities import PriorityRotation
 
 ALL = (0, 1, 2)
@@ -275,6 +277,29 @@ def test_snooze_keeps_the_unique_key(app, backend):
     job = app.enqueue("noop", [0], key="snoozing")
     backend.settle([Outcome(reserve(backend)[0], "snooze", delay=30)])
     assert app.enqueue("noop", [1], key="snoozing").id == job.id
+
+
+def test_a_key_that_succeeded_within_its_window_answers_the_enqueue(app, backend):
+    first = app.enqueue("noop", [0], key="report:7", unique_for=3600)
+    backend.settle([Outcome(reserve(backend)[0], "succeeded", result=1)])
+    again = app.enqueue("noop", [1], key="report:7", unique_for=timedelta(hours=1))
+    assert (again.id, again.state, again.args) == (first.id, JobState.SUCCEEDED, (0,))
+    # in a batch, in order, beside new jobs; without a window the key is free once finished
+    answers = app.enqueue_many([deferq.Call("noop", (2,), {}, JobOptions.parse(key="other", unique_for=60)),
+                                deferq.Call("noop", (3,), {}, JobOptions.parse(key="report:7", unique_for=60))])
+    assert answers[1].id == first.id and answers[0].id != first.id and answers[0].state == JobState.QUEUED
+    assert app.enqueue("noop", [4], key="report:7").id != first.id
+
+
+def test_a_window_holds_for_success_only_and_passes(app, backend):
+    done = app.enqueue("noop", [0], key="done-long-ago")
+    backend.settle([Outcome(reserve(backend)[0], "succeeded")])
+    assert app.enqueue("noop", [1], key="done-long-ago", unique_for=1e-6).id != done.id  # past its window
+    failed = app.enqueue("noop", [2], key="dead-one", unique_for=3600, max_attempts=1, queue="other")
+    backend.settle([Outcome(reserve(backend, queues=("other",))[0], "dead", error="boom")])
+    assert app.enqueue("noop", [3], key="dead-one", unique_for=3600).id != failed.id  # a failure: enqueue anew
+    with pytest.raises(ValueError, match="unique_for needs a key"):
+        app.enqueue("noop", [4], unique_for=60)
 
 
 def test_expired_lease_returns_job(app, backend):

@@ -119,3 +119,22 @@ def test_a_scan_says_where_it_stopped(app, backend):
 def test_a_cursor_from_elsewhere_is_refused(backend):
     with pytest.raises(ValueError, match="cursor"):
         backend.find_jobs(JobQuery(cursor="not-a-cursor!"))
+
+
+def test_jobs_are_found_by_tag_whole_and_exact(app, backend):
+    queue = fresh_queue()
+    task = app.task(name="find.tagged", queue=queue, tags=["import"])(lambda n: None)
+    seven = [task.options(tags=["tenant:7", "import"]).enqueue(n).id for n in range(5)]
+    task.options(tags=["tenant:70"]).enqueue(9)  # a longer tag is another tag
+    task.options(tags=["Tenant:7"]).enqueue(10)  # so is one in other case
+    plain = task.enqueue(11).id
+    pages, last = walk(backend, queue=queue, tag="tenant:7", limit=2)
+    assert [job.id for page in pages for job in page] == seven[::-1] and last.complete
+    assert [job.id for job in backend.find_jobs(JobQuery(tag="import", queue=queue, limit=10)).jobs] == [
+        plain, *seven[::-1]]
+    assert backend.find_jobs(JobQuery(tag="tenant:7", task="find.other")).jobs == []
+    job = backend.reserve([queue], 1, "w", 30, (0, 1, 2))[0]  # the oldest: seven[0]
+    backend.settle([Outcome(job, "succeeded")])
+    found = backend.find_jobs(JobQuery(tag="tenant:7", state=JobState.SUCCEEDED, queue=queue)).jobs
+    assert [j.id for j in found] == [seven[0]]
+    assert backend.find_jobs(JobQuery(tag="tenant:7", task="find.tagged", queue=queue)).jobs[0].id == seven[-1]

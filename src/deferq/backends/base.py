@@ -71,6 +71,9 @@ class Enqueue:
     # `after_any` (then it runs once all have finished, whatever their outcome).
     after: tuple[str, ...] = ()
     after_any: bool = False
+    # Seconds: a job with `job.key` that succeeded this recently answers instead of a new
+    # one (options.unique_for; flows/dedupe.py looks before the store is asked)
+    unique_for: float | None = None
 
     def due(self, now: float) -> float:
         """When the job is due if stored at store time `now`."""

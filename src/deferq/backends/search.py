@@ -1,6 +1,6 @@
 """Listing and searching jobs at scale: the store's part of GET /v1/jobs.
 
-`find_jobs(JobQuery)` answers one page of jobs that match a filter (state, queue, task)
+`find_jobs(JobQuery)` answers one page of jobs that match a filter (state, queue, task, tag)
 and, optionally, a text to find in their arguments and error, with a keyset cursor to
 the next page: a page costs the same on the first page and the thousandth, however many
 jobs the store holds.
@@ -39,6 +39,7 @@ class JobQuery:
     state: JobState | None = None
     queue: str | None = None
     task: str | None = None
+    tag: str | None = None  # jobs with this tag among theirs
     text: str = ""
     cursor: str | None = None
     limit: int = 50
@@ -113,6 +114,13 @@ def raw_matches(query: JobQuery, task: bytes | None, texts: Iterable[bytes | Non
     return not needle or any(needle in raw.decode(errors="replace").lower() for raw in texts if raw)
 
 
+def tag_text(tag: str) -> str:
+    """A tag as the stored JSON array holds it: quoted (a tag has no quote, comma,
+    backslash or control character, so JSON writes it as itself), so a SQL store finds
+    it as a substring, whole, never as part of a longer tag."""
+    return f'"{tag}"'
+
+
 def like_pattern(text: str) -> str:
     """`text` as a LIKE pattern matching it anywhere (its % _ and \\ taken literally)."""
     return "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
@@ -128,7 +136,7 @@ def scan_page(query: JobQuery, pages: Pager, valid: Valid) -> JobPage:
     pager already found not to match (read in part: cheaper). Stops at `query.limit`
     matches, or after `query.window` jobs (the page says so). `valid`: the pager's
     positions' shape (decode_cursor)."""
-    filtering = query.task is not None or bool(query.text)
+    filtering = query.task is not None or query.tag is not None or bool(query.text)
     size = min(query.window, 500) if filtering else query.limit
     position = decode_cursor(query.cursor, valid)
     found: list[Job] = []
@@ -142,6 +150,7 @@ def scan_page(query: JobQuery, pages: Pager, valid: Valid) -> JobPage:
             if (
                 job is not None
                 and query.task in (None, job.task)
+                and (query.tag is None or query.tag in job.tags)
                 and (not query.text or text_matches(job, query.text))
             ):
                 found.append(job)

@@ -63,6 +63,7 @@ EXAMPLES = {
     "queue": "deferq queue pause email",
     "queue list": "deferq queue list --json",
     "queue pause": "deferq queue pause email",
+    "jobs": "deferq jobs --tag tenant:7 --state dead",
     "limits": "deferq limits set send_sms --rate 50/s",
     "limits list": "deferq limits list --json",
     "limits set": "deferq limits set customer:7 --rate 10/s --concurrency 2",
@@ -429,6 +430,32 @@ def queue_resume(app: App, name: str) -> None:
     """Let workers take jobs of a paused queue again."""
     changed = app.resume(name)
     click.echo(f"resumed queue {name}" if changed else f"queue {name} was not paused")
+
+
+@main.command("jobs")
+@existing_store_options
+@click.option("--state", type=click.Choice([str(s) for s in JobState]), help="Only jobs in this state.")
+@click.option("--queue", help="Only jobs of this queue.")
+@click.option("--task", help="Only jobs of this task.")
+@click.option("--tag", help="Only jobs with this tag.")
+@click.option("--text", default="", help="Text (3 characters or more) in the arguments, error or key.")
+@click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 1000), help="Jobs shown at most.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (times as epoch seconds).")
+def find_jobs(app: App, state: str | None, queue: str | None, task: str | None, tag: str | None, text: str,
+              limit: int, as_json: bool) -> None:
+    """Find jobs, newest first: the filters combine."""
+    page = app.find_jobs(state=state, queue=queue, task=task, tag=tag, text=text, limit=limit)
+    if as_json:
+        print_json([job.to_dict() for job in page.jobs])
+        return
+    columns = width()
+    for job in page.jobs:
+        tags = f"  [{', '.join(job.tags)}]" if job.tags else ""
+        click.echo(clip(f"{job.id}  {job.state:<9}  {job.task}  (queue {job.queue}){tags}", columns))
+    if not page.jobs:
+        click.echo("no jobs match")
+    if page.cursor is not None or not page.complete:
+        click.echo(f"more may match: the newest {len(page.jobs)} shown", err=as_json)
 
 
 @main.group()

@@ -59,9 +59,13 @@ class Override:
             raise ConfigError(str(exc)) from None
 
 
+NAME_LENGTH = 180  # the kv key, "pause|" in front, fits MySQL's 191 characters
+
+
 def limit_name(value: Any) -> str:
-    if not isinstance(value, str) or not 1 <= len(value) <= 200 or not value.strip():
-        raise ConfigError(f"a limit is named by a task or a limit key of 1-200 characters, got {value!r:.60}")
+    if not isinstance(value, str) or not 1 <= len(value) <= NAME_LENGTH or "\x00" in value:
+        raise ConfigError(f"a limit is named by a task or a limit key of 1-{NAME_LENGTH} characters, "
+                          f"got {value!r:.60}")
     return value
 
 

@@ -7,6 +7,9 @@ from dataclasses import dataclass
 from typing import Any
 
 UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+# what RATE reads with a count and a period above 0 (the HTTP models check text with it)
+POSITIVE_RATE = (r"^\s*0*[1-9][0-9]*\s*/\s*(?:[0-9]*[1-9][0-9]*(?:\.[0-9]+)?|0*\.[0-9]*[1-9][0-9]*)?"
+                 r"\s*[smhd]\s*$")
 RATE = re.compile(r"^\s*([0-9]+)\s*/\s*([0-9]*(?:\.[0-9]+)?)\s*(s|m|h|d)\s*$")
 
 

@@ -13,7 +13,7 @@ import heapq
 from typing import Any
 
 from ...job import JobState
-from ..search import JobPage, JobQuery, SearchStore, decode_cursor, encode_cursor, is_int
+from ..search import JobPage, JobQuery, SearchStore, decode_cursor, encode_cursor, is_int, tag_text
 from .plans import Plan, Step
 from .rows import WIDTH, job_of
 
@@ -57,6 +57,9 @@ class SQLSearch(SearchStore):
             if value is not None:
                 conditions.append(self.q[f"find_{name}"])
                 params[name] = value
+        if query.tag is not None:
+            conditions.append(self.q["find_tag"])
+            params["tag"] = tag_text(query.tag)
         if query.state in (JobState.SCHEDULED, JobState.QUEUED):
             conditions.append(self.q["find_scheduled" if query.state == JobState.SCHEDULED else "find_due"])
         if "after" in position:

@@ -32,6 +32,7 @@ def _exact(backend: Backend, q: str, find: JobQuery) -> list[Job]:
     def passes(job: Job) -> bool:
         return (
             find.state in (None, job.state) and find.queue in (None, job.queue) and find.task in (None, job.task)
+            and (find.tag is None or find.tag in job.tags)
         )
 
     return [job for job in unique.values() if passes(job)]
@@ -48,8 +49,8 @@ async def page(service: Service, query: models.JobsQuery) -> dict[str, Any]:
     q = (_given(query.q) or "").strip()
     state = _given(query.state)
     find = JobQuery(state=None if state is None else JobState(state), queue=_given(query.queue),
-                    task=_given(query.task), text=q if len(q) >= MIN_TEXT else "", cursor=_given(query.cursor),
-                    limit=query.limit, window=query.window)
+                    task=_given(query.task), tag=_given(query.tag), text=q if len(q) >= MIN_TEXT else "",
+                    cursor=_given(query.cursor), limit=query.limit, window=query.window)
     try:
         exact, found = await service.store(_search, service.backend, q, find)
     except ValueError as exc:  # a cursor this store did not make

@@ -20,6 +20,7 @@ import msgspec
 from msgspec import UNSET, Meta, Struct, UnsetType
 
 from ...job import JobState
+from ...limits.values import POSITIVE_RATE
 from ...observe.history import MAX_MINUTES as MAX_HISTORY_MINUTES
 from ...options import HTTP_OPTIONS, MAX_REMARK, PATTERN_WORDS, Option
 from ..http.auth import SCOPES
@@ -204,12 +205,14 @@ class AlertSettings(Struct, forbid_unknown_fields=True):
 
 class JobsQuery(Struct, forbid_unknown_fields=True):
     """Filters that combine: the job with a key; else jobs in a state, of a queue, of a
-    task, matching `q`, a page at a time (newest first; `cursor` for the next page)."""
+    task, with a tag, matching `q`, a page at a time (newest first; `cursor` for the next
+    page)."""
 
     key: Annotated[str, Meta(description="The job with this unique key.")] | UnsetType = UNSET
     state: Annotated[State, Meta(description="Jobs in this state (every state if left out).")] | UnsetType = UNSET
     queue: Annotated[str, Meta(description="Only jobs of this queue.")] | UnsetType = UNSET
     task: Annotated[str, Meta(description="Only jobs of this task (its exact name).")] | UnsetType = UNSET
+    tag: Annotated[str, Meta(description="Only jobs with this tag (exact, among theirs).")] | UnsetType = UNSET
     q: Annotated[str, Meta(max_length=200, description="A job id or unique key (found exactly, however old), "
                            "and text (3 characters or more) in the arguments, error or key.")] | UnsetType = UNSET
     cursor: Annotated[str, Meta(max_length=2000, extra_json_schema={"format": "page-cursor"},
@@ -254,7 +257,8 @@ class LimitRequest(Struct, forbid_unknown_fields=True):
     """A limit set at run time on a task or a limit key: a rate, a concurrency, or both
     (it replaces what was set before); `pause_s` pauses it as well."""
 
-    rate: Annotated[str, Meta(max_length=40, description='Runs per period, like "50/s" or "100/m".')] | None = None
+    rate: Annotated[str, matching(POSITIVE_RATE, 'runs per period, like "50/s" or "100/m"', max_length=40,
+                                  description='Runs per period, like "50/s" or "100/m".')] | None = None
     concurrency: Annotated[int, Meta(ge=1, le=10_000, description="Runs at once, across the fleet.")] | None = None
     pause_s: Annotated[float, Meta(gt=0, le=7 * 86400, description="No job under it starts for this many "
                                    "seconds.")] | None = None

@@ -17,6 +17,7 @@ import msgspec
 
 from ... import options
 from ...codec import INT_RANGE, MAX_DEPTH
+from ...limits.runtime import NAME_LENGTH
 from ...options import QUEUE_NAME
 from ..http.fields import ecma_pattern
 from ..topics.topic import NAME_PATTERN
@@ -82,6 +83,7 @@ def _paths() -> dict[str, Any]:
     job_id = [path_param("job_id")]
     queue = [path_param("queue", ecma_pattern(QUEUE_NAME))]
     name = [path_param("name", NAME_PATTERN.pattern)]
+    limit = [path_param("name", f"^[^\\x00]{{1,{NAME_LENGTH}}}$")]
     jobs = answer("Jobs", ref("JobList"))
     refused = ("404", "422", "429", "503")  # 404: a topic that does not exist
     return {
@@ -133,9 +135,9 @@ def _paths() -> dict[str, Any]:
         "/v1/limits/{name}": {
             "put": operation("Set a task's or a limit key's rate and concurrency (every worker within a second)",
                              "admin", {"200": answer("Set", ref("LimitSetting"))}, ref("LimitRequest"),
-                             params=[path_param("name")], errors=("422", "503")),
+                             params=limit, errors=("422", "503")),
             "delete": operation("Clear a limit set at run time (the declared one holds again)", "admin",
-                                {"200": answer("Cleared", ref("Deleted"))}, params=[path_param("name")]),
+                                {"200": answer("Cleared", ref("Deleted"))}, params=limit),
         },
         "/v1/dead": {
             "get": operation("Dead letters, newest first", "admin", {"200": jobs},

@@ -136,7 +136,8 @@ async def list_jobs(request: Request) -> JSON:
     if query.key is not UNSET:
         job = await service.store(service.backend.get_by_key, query.key)
         found = [job] if job is not None else []
-        found = [j for j in found if query.state in (UNSET, str(j.state)) and queue in (None, j.queue)]
+        found = [j for j in found if query.state in (UNSET, str(j.state)) and queue in (None, j.queue)
+                 and query.tag in (UNSET, *j.tags)]
         return JSON({"jobs": [jobs_module.view(job) for job in found]})
     return JSON(await job_search.page(service, query))
 
@@ -205,6 +206,13 @@ async def resume_queue(request: Request) -> JSON:
     return await set_paused(request, False)
 
 
+def _limit_name(request: Request) -> str:
+    try:
+        return limit_name(_path(request, "name"))
+    except ConfigError as exc:
+        raise Invalid(str(exc)) from None
+
+
 @needs(READER)
 async def list_limits(request: Request) -> JSON:
     service = service_of(request)
@@ -215,12 +223,11 @@ async def list_limits(request: Request) -> JSON:
 async def put_limit(request: Request) -> JSON:
     """Set a limit (and pause it with `pause_s`); every worker holds it within a second."""
     service = service_of(request)
-    name = _path(request, "name")
+    name = _limit_name(request)
     asked = fields.parse(models.LimitRequest, await read_json(request), "a limit")
     limits = LimitsAdmin(lambda: service.backend)
     setting = None
     try:  # checked here: the store is asked only for a limit it can keep
-        limit_name(name)
         if asked.rate is not None or asked.concurrency is not None:
             setting = Override.parse(asked.rate, asked.concurrency)
     except ConfigError as exc:
@@ -240,7 +247,7 @@ async def put_limit(request: Request) -> JSON:
 @needs(ADMIN)
 async def delete_limit(request: Request) -> JSON:
     service = service_of(request)
-    name = _path(request, "name")
+    name = _limit_name(request)
     if not await service.store(LimitsAdmin(lambda: service.backend).clear, name):
         raise not_found(f"limit {name!r}")
     return JSON({"deleted": name})

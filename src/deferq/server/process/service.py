@@ -16,6 +16,7 @@ from ...app import App
 from ...backends.base import Backend, Enqueue
 from ...backends.guard import STORE_FAILURES
 from ...errors import ConfigError, MissingExtra
+from ...flows import dedupe
 from ...job import UNFINISHED_STATES, Job
 from ...task import Task
 from ..http import auth, logfiles
@@ -204,7 +205,8 @@ class Service:
         """Store jobs through the App's middleware chain, as every enqueue goes (its
         history among them), the store call batched with other requests'; count them
         by queue."""
-        jobs = await self.app.registry.chain.enqueue_async(items, self.batcher.enqueue)
+        store = dedupe.windowed_async(self.backend, items, self.batcher.enqueue, self.store)
+        jobs = await self.app.registry.chain.enqueue_async(items, store)
         for item in items:
             self.metrics.count_enqueued(item.job.queue)
         return jobs

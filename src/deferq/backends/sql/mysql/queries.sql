@@ -416,6 +416,11 @@ queue = %(queue)s
 -- name: find_task
 task = %(task)s
 
+-- name: find_tag
+-- the tag given quoted, as the JSON array holds it (search.tag_text); the column is
+-- utf8mb4_bin, so the match is exact
+LOCATE(%(tag)s, tags) > 0
+
 -- name: find_after
 seq < %(after)s
 

@@ -494,6 +494,10 @@ queue = %(queue)s
 -- name: find_task
 task = %(task)s
 
+-- name: find_tag
+-- the tag given quoted, as the JSON array holds it (search.tag_text)
+strpos(tags, %(tag)s) > 0
+
 -- name: find_after
 seq < %(after)s
 

@@ -373,6 +373,10 @@ queue = :queue
 -- name: find_task
 task = :task
 
+-- name: find_tag
+-- the tag given quoted, as the JSON array holds it (search.tag_text)
+instr(tags, :tag) > 0
+
 -- name: find_after
 seq < :after
 
