@@ -11,7 +11,8 @@ library defaults unless extra args are given) and go idle; their CPU time is rea
 /proc, the queue resumed, and when every job has succeeded their CPU time is read again.
 So start-up is not counted. Printed: per tree, the median over rounds of the workers'
 CPU ms per 1,000 jobs and of the drain rate (jobs / seconds from resume to the last
-completion seen by polling every 10 ms).
+completion seen by polling every 10 ms), and the least CPU and best rate of any round
+(on a loaded machine the least CPU is the steadier figure: load only adds to it).
 """
 
 from __future__ import annotations
@@ -21,13 +22,13 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import redis
 
 from deferq import App
-from deferq.cli.bench import stop
 
 URL = os.environ.get("BENCH_CPU_URL", "redis://127.0.0.1:6379/7?prefix=cpubench")
 COUNTER = os.environ.get("BENCH_CPU_COUNTER", "redis://127.0.0.1:6379/8")
@@ -70,6 +71,7 @@ def succeeded() -> int:
 def one_run(src: str, task: str, jobs: int, processes: int, extra: list[str], url: str,
             profile: str = "") -> tuple[float, float]:
     """(worker CPU ms per 1,000 jobs, jobs/s) of one drain by the tree at `src`."""
+    from deferq.cli.bench import stop  # here: the workers import this module from a tree that may lack it
     app.close()
     app.url = url
     redis.Redis.from_url(url.split("?")[0]).flushdb()
@@ -80,13 +82,17 @@ def one_run(src: str, task: str, jobs: int, processes: int, extra: list[str], ur
         app.enqueue_many([call(i, ARG) for i in range(first, min(first + 1000, jobs))])
     env = {**os.environ, "PYTHONPATH": f"{src}{os.pathsep}{ROOT}"}
     command = [sys.executable, "-m", "deferq", "worker", "--app", "bench.worker_cpu:app", "--url", url, *extra]
-    procs = [subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    errors = tempfile.TemporaryFile()
+    procs = [subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=errors)
              for _ in range(processes)]
     try:
-        time.sleep(3.0)  # imported, connected, idle in their wait
-        for proc in procs:
-            if proc.poll() is not None:
-                raise RuntimeError(f"worker exited with {proc.returncode}: {' '.join(command)}")
+        deadline = time.monotonic() + 60
+        while len(app.backend.kv_list("workers")) < processes:  # each says so once it is up
+            if any(proc.poll() is not None for proc in procs) or time.monotonic() > deadline:
+                errors.seek(0)
+                raise RuntimeError(f"a worker did not start: {' '.join(command)}\n{errors.read().decode()}")
+            time.sleep(0.1)
+        time.sleep(1.0)  # and idle in their wait
         pids = [proc.pid for proc in procs]
         spy = None
         if profile:  # py-spy samples the first worker while it drains (collapsed stacks)
@@ -140,7 +146,8 @@ def main(argv: list[str] | None = None) -> int:
     for name, runs in results.items():
         cpu = statistics.median(r[0] for r in runs)
         rate = statistics.median(r[1] for r in runs)
-        print(f"  {name}: {cpu:.0f} ms CPU per 1,000 jobs, {rate:,.0f} jobs/s")
+        print(f"  {name}: {cpu:.0f} ms CPU per 1,000 jobs (least {min(r[0] for r in runs):.0f}), "
+              f"{rate:,.0f} jobs/s (most {max(r[1] for r in runs):,.0f})")
     return 0
 
 
