@@ -6,8 +6,9 @@ Threads, each with one job:
   blocks in the store's `wait_for_work`.
 - runners: a thread pool for sync tasks; one event-loop thread for async tasks
   (a sync task never runs on the loop thread).
-- settler: takes finished outcomes, settles them in one round trip per batch, fires
-  hooks, frees the slots.
+- settler: takes finished outcomes, settles them in one round trip per batch (a small
+  batch first waits, at most GATHER, for the jobs still running to end), fires hooks,
+  frees the slots; the same round trip leases jobs for the freed slots.
 - keeper: renews leases (heartbeats), enforces timeouts, recovers expired leases of
   dead workers, purges old results, publishes what this worker runs.
 
@@ -51,6 +52,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("deferq.worker")
 
 EXIT_OK, EXIT_ERROR, EXIT_OVERRAN = 0, 1, 3
+# The longest a small settle batch waits for the jobs still running to end and join it:
+# one round trip for several short jobs (a job ending later than that is settled next).
+GATHER = 0.0005
 T = TypeVar("T")
 
 
@@ -111,6 +115,8 @@ class Worker:
         self.processed = 0
         self.settling = False  # the settler holds outcomes: it will lease for their slots
         self.to_claim = False  # the settler holds outcomes and has not yet claimed free slots for them
+        self.gathering = False  # the settler waits for the running jobs to end (_gather)
+        self.gathered = threading.Event()  # set when the last of them ended
         self.in_settle: set[tuple[str, int]] = set()  # (job id, attempt) whose settle call is in flight
         self.to_run: queue.SimpleQueue[tuple[TaskSpec, Job, JobControl] | None] = queue.SimpleQueue()
         self._runners = [
@@ -316,6 +322,7 @@ class Worker:
             # half or more are free (_settler_will_lease)
             wake = (self.settling and self.config.concurrency - self.busy - self.claimed >= self._half
                     ) or abandoned
+            gathered = self.gathering and not self.busy
         if self.progress.knows(job.id):  # its last report is written first, then the outcome
             self.progress.finish(job.id, _nothing if abandoned else lambda: self.outcomes.put((outcome, exc)))
             wake = True  # the settler may not hear of it yet: the lease loop takes the slot
@@ -323,6 +330,8 @@ class Worker:
             self.outcomes.put((outcome, exc))
         if wake:
             self.slot_freed.set()
+        if gathered:
+            self.gathered.set()
 
     def _event_loop(self) -> asyncio.AbstractEventLoop:
         if self._loop is None:
@@ -338,6 +347,8 @@ class Worker:
         while True:
             item = self.outcomes.get()
             self.settling = self.to_claim = True
+            if item is not None and self.outcomes.qsize() < self._half - 1:
+                self._gather()
             batch = []
             while item is not None:
                 batch.append(item)
@@ -351,6 +362,16 @@ class Worker:
             self.slot_freed.set()  # slots the settler could not fill are the lease loop's again
             if item is None:
                 return
+
+    def _gather(self) -> None:
+        """Wait, at most GATHER, for the jobs running now to end, so that their outcomes
+        share the round trip (woken once, by the last of them)."""
+        self.gathered.clear()
+        with self.lock:
+            self.gathering = self.busy > 0
+        if self.gathering:
+            self.gathered.wait(GATHER)
+            self.gathering = False
 
     def _settle(self, batch: list[tuple[Outcome, BaseException | None]]) -> None:
         """Settle a batch and, in the same round trip, lease jobs for the free slots."""
