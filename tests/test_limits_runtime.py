@@ -22,6 +22,11 @@ from tests.test_rate_limits import most_in_any_window
 from tests.test_worker import start_worker, stop_worker, wait_for_state
 
 stores = pytest.mark.parametrize("store_url", STORES, indirect=True)
+# Workers hear of limits through the store's kv records, kept by every store (the first
+# test); the variants of a store (Redis Cluster and shards, MySQL's other claim) differ
+# in their claims, not there, so the tests with running workers leave them out.
+KINDS = ["memory", "sqlite", "redis", "postgres", "mysql"]
+kinds = pytest.mark.parametrize("store_url", KINDS, indirect=True)
 
 
 @stores
@@ -61,20 +66,20 @@ def test_backoff_reads_retry_after_as_seconds_or_a_date():
     assert isinstance(deferq.Backoff(1), deferq.Snooze)
 
 
-@stores
+@kinds
 def test_a_rate_lowered_while_workers_run_holds_within_a_second(app):
     started: list[float] = []
     lock = threading.Lock()
 
-    @app.task(rate="20/s")
+    @app.task(rate="10/s")
     def send(n: int) -> None:
         with lock:
             started.append(time.time())
 
-    jobs = [send.enqueue(n) for n in range(30)]  # 1.5 s at 20/s: most run after the change
+    jobs = [send.enqueue(n) for n in range(16)]  # 1.6 s of turns at 10/s: half run after the change
     worker, thread = start_worker(app, concurrency=8)
     try:
-        wait_until(lambda: len(started) >= 3, what="the first jobs run at 20/s")
+        wait_until(lambda: len(started) >= 2, what="the first jobs run at 10/s")
         changed = time.time()
         app.limits.set("send", rate="4/s")
         for job in jobs:
@@ -82,7 +87,7 @@ def test_a_rate_lowered_while_workers_run_holds_within_a_second(app):
     finally:
         stop_worker(worker, thread)
     later = [t for t in started if t >= changed + 1.0]
-    assert len(later) >= 5 and most_in_any_window(later, 1.0) <= 4 + 1
+    assert len(later) >= 3 and most_in_any_window(later, 1.0) <= 4 + 1
     assert {app.get(job.id).attempts for job in jobs} == {1}
 
 
@@ -117,7 +122,7 @@ def worker_apps(app, store_url, count):
     return [app] + [deferq.App(store_url, lease=5) for _ in range(count - 1)]
 
 
-@stores
+@kinds
 def test_backoff_pauses_the_key_across_three_workers_without_spending_an_attempt(app, store_url):
     started: dict[int, list[float]] = {}
     lock = threading.Lock()
@@ -128,7 +133,7 @@ def test_backoff_pauses_the_key_across_three_workers_without_spending_an_attempt
             started.setdefault(n, []).append(time.time())
             first = len(started[n]) == 1
         if n == 0 and first:
-            raise deferq.Backoff(retry_after="3")
+            raise deferq.Backoff(retry_after="2.5")
 
     for each in dict.fromkeys(apps):
         each.task(name="call")(call)
@@ -142,11 +147,13 @@ def test_backoff_pauses_the_key_across_three_workers_without_spending_an_attempt
         for job in [trigger, *rest]:
             wait_for_state(app, job.id, JobState.SUCCEEDED, timeout=20)
     finally:
+        for worker, _ in workers:  # all asked first: each takes up to a second to stop
+            worker.stop()
         for worker, thread in workers:
             stop_worker(worker, thread)
         for each in set(apps) - {app}:
             each.close()
-    ends = paused + 3 - 0.1
+    ends = paused + 2.5 - 0.1
     # every worker hears of the pause within a second; none starts a job of the key until it ends
     assert not [t for n in range(1, 7) for t in started[n] if paused + 1.0 <= t < ends]
     assert app.get(trigger.id).attempts == 1 and len(started[0]) == 2
