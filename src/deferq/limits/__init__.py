@@ -168,6 +168,8 @@ class Limits(Middleware):
                     running.control.slot = slot
             if rate is not None:
                 turns_key = turns_key or rate_key
+                if rate is not limit.rate:  # set at run time: turns of their own, from now on
+                    turns_key = f"{turns_key}@{rate.text}"
                 wait = take_turn(backend, rate, turns_key, job.id)
                 if wait > 0:
                     raise Snooze(wait, f"rate {rate.text} of {turns_key}: its turn is in {wait:.3g}s")
