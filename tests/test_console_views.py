@@ -640,8 +640,10 @@ def test_the_jobs_list_pages_by_cursor_and_searches_text(served):
     world, base, browser = served
     app = deferq.App(world.url)
     options = deferq.options.JobOptions(queue="paged")
+    tagged = deferq.options.JobOptions(queue="paged", tags=("tenant:7", "import"))
     made = app.enqueue_many(
-        [deferq.task.Call("shop.tasks.export", (f"batch-{n:03d}",), {}, options) for n in range(60)]
+        [deferq.task.Call("shop.tasks.export", (f"batch-{n:03d}",), {}, tagged if n == 7 else options)
+         for n in range(60)]
     )
     app.close()
     page = signed_in(browser, base, world.reader)
@@ -660,5 +662,16 @@ def test_the_jobs_list_pages_by_cursor_and_searches_text(served):
     page.goto(base + "/dashboard/jobs?q=batch-042")
     expect(rows).to_have_count(1)
     expect(page.locator("[data-testid=jobs-summary]")).to_contain_text("through the store's index")
+    page.goto(base + "/dashboard/jobs")
+    page.fill("input[name=tag]", "tenant:7")  # a tag, exact: from the form, into the URL
+    page.press("input[name=tag]", "Enter")
+    expect(rows).to_have_count(1)
+    expect(rows.first).to_have_attribute("data-key", made[7].id)
+    expect(rows.first).to_contain_text("tags tenant:7, import")
+    assert "tag=tenant%3A7" in page.url
+    page.click(f"text={made[7].id}")  # the job's page links each of its tags
+    page.click("a:text-is('import')")
+    expect(rows).to_have_count(1)
+    assert "tag=import" in page.url
     no_errors(page)
     page.context.close()

@@ -7,9 +7,9 @@ import {count} from "../format.js";
 import {queueSelect, stateSelect} from "./common.js";
 import {jobTable} from "./jobtable.js";
 
-// fields: which of state, queue, task, q the form shows; hints: placeholders of task and q.
+// fields: which of state, queue, task, tag, q the form shows; hints: placeholders of task and q.
 export function filterForm(ctx, fields, hints) {
-  const hint = {task: "task or topic contains…", q: "id or key", ...hints};
+  const hint = {task: "task or topic contains…", tag: "tag", q: "id or key", ...hints};
   const values = () => Object.fromEntries(fields.map((f) => [f, ctx.query.get(f) || ""]));
   const start = values();
   const queue = queueSelect("queue", start.queue);
@@ -18,6 +18,8 @@ export function filterForm(ctx, fields, hints) {
     queue: fields.includes("queue") ? queue.el : null,
     task: fields.includes("task") ? h("input", {name: "task", type: "search", value: start.task,
       placeholder: hint.task, list: "known-tasks", "aria-label": "task", autocomplete: "off"}) : null,
+    tag: fields.includes("tag") ? h("input", {name: "tag", type: "search", value: start.tag,
+      placeholder: hint.tag, "aria-label": "tag", autocomplete: "off", spellcheck: "false"}) : null,
     q: fields.includes("q") ? h("input", {name: "q", type: "search", value: start.q,
       placeholder: hint.q, "aria-label": hint.q, autocomplete: "off", spellcheck: "false"}) : null,
   };
@@ -41,7 +43,9 @@ export function filterForm(ctx, fields, hints) {
   });
   for (const control of [controls.state, controls.queue]) control && control.addEventListener("change", () => apply(false));
   const typed = debounce(() => apply(true), 500);
-  for (const control of [controls.task, controls.q]) control && control.addEventListener("input", typed);
+  for (const control of [controls.task, controls.tag, controls.q]) {
+    if (control) control.addEventListener("input", typed);
+  }
 
   return {
     el: form,

@@ -1,4 +1,4 @@
-// /dashboard/jobs?state=&queue=&task=&q=&cursor=: a page of the jobs that match a filter,
+// /dashboard/jobs?state=&queue=&task=&tag=&q=&cursor=: a page of the jobs that match a filter,
 // newest first, from GET /v1/jobs (filters.js: keyset pages, the cursor in the URL).
 
 import {code, h, note} from "../dom.js";
@@ -11,7 +11,8 @@ const LIMIT = 50;
 export function mount(root, ctx) {
   const head = pageHead("Jobs");
   const list = pagedList(ctx, {
-    fields: ["state", "queue", "task", "q"], limit: LIMIT, hints: {task: "task (its name)", q: "id, key or text"},
+    fields: ["state", "queue", "task", "tag", "q"], limit: LIMIT,
+    hints: {task: "task (its name)", tag: "tag (exact)", q: "id, key or text"},
     describe,
     emptyFiltered: ["No job matches this filter.", "Clear the filter, or widen it (any state, any queue)."],
     emptyAll: ["No jobs yet.", "Enqueue one with POST /v1/jobs, or task.enqueue() in Python; it shows up here."],

@@ -6,7 +6,7 @@ import {ago, firstLine, local} from "../format.js";
 import {jobLink, jobName} from "./common.js";
 
 const COLUMNS = [["job"], ["task / topic"], ["queue", "opt"], ["state"], ["attempts", "num opt"], ["when", "nowrap"],
-  ["error / key", "wide"]];
+  ["error / key, tags", "wide"]];
 
 // The time that matters in a job's state.
 function moment(job) {
@@ -32,7 +32,8 @@ export function jobTable(options) {
       const [what, at] = moment(job);
       setText(cells[5], at ? `${what} ${ago(at)}` : "—");
       setAttr(cells[5], "title", at ? local(at) : null);
-      setText(cells[6], job.error ? firstLine(job.error) : job.key ? `key ${job.key}` : "");
+      const labels = [job.key ? `key ${job.key}` : "", job.tags && job.tags.length ? `tags ${job.tags.join(", ")}` : ""];
+      setText(cells[6], job.error ? firstLine(job.error) : labels.filter(Boolean).join(" · "));
       cells[6].classList.toggle("error-text", Boolean(job.error));
       if (extra) setChildren(cells[7], `${job.state}`, () => extra(job));
     });
