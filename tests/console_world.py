@@ -147,10 +147,16 @@ def seed(url: str) -> World:
                       max_attempts=3, key="charge:1042",
                       remark="order 1042: the customer asked for a retry tonight")
     ids["dead"] = _settle(backend, "payments", "dead", WORKER, error=TRACEBACK)
+    world_app.enqueue("shop.tasks.charge_card", [1044], {"amount": 12.5, "currency": "EUR"}, queue="payments",
+                      max_attempts=5)
+    ids["retrying"] = _settle(backend, "payments", "retry", WORKER, delay=3600,
+                              error="shop.gateway.GatewayError: the gateway timed out")
     world_app.enqueue("shop.tasks.send_receipt", [1041], queue="email")
     ids["succeeded"] = _settle(backend, "email", "succeeded", WORKER, result={"message_id": "<r-1041@shop>"})
     world_app.enqueue("shop.tasks.render_invoice", [1043], {"format": "pdf"}, queue="reports", timeout=120)
-    ids["active"] = _settle(backend, "reports", "active", WORKER)
+    (running,) = backend.reserve(["reports"], 1, WORKER, 300.0, PRIORITIES)
+    backend.record_progress([running.evolve(progress=0.42, progress_message="page 21 of 50")])
+    ids["active"] = running.id
     # Then waiting ones.
     for n in range(3):
         job = world_app.enqueue("shop.tasks.send_welcome", [f"user{n}@example.com"], {"name": f"User {n}"},

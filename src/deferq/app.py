@@ -314,6 +314,11 @@ class App:
     def retry_dead(self, job_id: str) -> bool:
         return self.backend.retry_dead(job_id)
 
+    def run_now(self, job_id: str) -> bool:
+        """Make a scheduled job (delayed, or waiting to be retried) due now; False if it
+        is not scheduled."""
+        return self.backend.run_now(job_id)
+
     def set_remark(self, job_id: str, remark: str | None) -> bool:
         """Set (None: clear) a job's free-text remark; False if there is no such job."""
         return self.backend.set_remark(job_id, None if remark is None else _checked(remark_text, remark))

@@ -231,6 +231,22 @@ def test_retry_waits_for_its_backoff(app, backend):
     assert taken[0].attempts == 2
 
 
+def test_run_now_makes_a_scheduled_or_retrying_job_due(app, backend):
+    later = app.enqueue("noop", [0], delay=600, priority="high")
+    assert reserve(backend) == []
+    assert app.run_now(later.id) is True
+    assert app.get(later.id).state == JobState.QUEUED and app.run_now(later.id) is False  # due already
+    assert [j.id for j in reserve(backend)] == [later.id]
+    assert app.run_now(later.id) is False and app.run_now("no-such-job") is False  # running; unknown
+    failing = app.enqueue("noop", [1])
+    leased = [j for j in reserve(backend) if j.id == failing.id][0]
+    assert backend.settle([Outcome(leased, "retry", delay=600, error="boom")]) == [True]
+    assert app.get(failing.id).state == JobState.SCHEDULED
+    assert app.run_now(failing.id) is True
+    again = reserve(backend)[0]
+    assert again.id == failing.id and again.attempts == 2  # its attempts are kept
+
+
 def test_dead_is_kept_and_can_be_retried(app, backend):
     job = app.enqueue("noop", [0])
     leased = reserve(backend)[0]

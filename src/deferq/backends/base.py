@@ -398,6 +398,12 @@ class JobAdmin(ABC):
         """Return a dead job to queued with its attempts reset. False if not dead."""
 
     @abstractmethod
+    def run_now(self, job_id: str) -> bool:
+        """Make a scheduled job (delayed, or waiting for its next retry) due now, its
+        attempts kept. False when it is not scheduled (already due, running, finished,
+        blocked) or unknown."""
+
+    @abstractmethod
     def list_jobs(self, state: JobState, queue: str | None = None, limit: int = 100) -> list[Job]:
         """Jobs in `state` (optionally of one queue), most recently changed first."""
 

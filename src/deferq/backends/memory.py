@@ -340,6 +340,16 @@ class MemoryBackend(MemoryHistory, Backend):
             self._changed.notify_all()
             return True
 
+    def run_now(self, job_id: str) -> bool:
+        with self._changed:
+            job = self._jobs.get(job_id)
+            now = self.now()
+            if job is None or job.state != _WAITING or job.run_at <= now:
+                return False
+            self._jobs[job_id] = replace(job, run_at=now, updated_at=now)
+            self._changed.notify_all()
+            return True
+
     def list_jobs(self, state: JobState, queue: str | None = None, limit: int = 100) -> list[Job]:
         with self._changed:
             now = self.now()

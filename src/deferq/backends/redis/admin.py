@@ -147,6 +147,10 @@ class Admin:
         return self._on_job(job_id, scripts.RETRY_DEAD, keys)
 
     @guarded
+    def run_now(self, job_id: str) -> bool:
+        return self._on_job(job_id, scripts.RUN_NOW, lambda qk: [qk.job(job_id), *qk.waiting, qk.wake])
+
+    @guarded
     def list_jobs(self, state: JobState, queue: str | None = None, limit: int = 100) -> list[Job]:
         state = JobState(state)
         queues = [queue] if queue is not None else self._queues()

@@ -451,6 +451,9 @@ class ShardedRedisBackend(Backend):
     def retry_dead(self, job_id: str) -> bool:
         return self._by_id(job_id, lambda b: b.retry_dead(job_id), bool)
 
+    def run_now(self, job_id: str) -> bool:
+        return self._by_id(job_id, lambda b: b.run_now(job_id), bool)
+
     def delete(self, job_id: str) -> bool:
         return self._by_id(job_id, lambda b: b.delete(job_id), bool)
 

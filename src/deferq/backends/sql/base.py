@@ -555,6 +555,9 @@ class SQLBackend(SQLHistory, SQLSearch, Backend):
                 return False  # a newer unfinished job holds its key
             raise
 
+    def run_now(self, job_id: str) -> bool:
+        return self.run(self._count(self.q["run_now"], {"id": job_id})) == 1
+
     def list_jobs(self, state: JobState, queue: str | None = None, limit: int = 100) -> list[Job]:
         state = JobState(state)
         name = "list_finished" if state in FINISHED_STATES or state == JobState.BLOCKED else f"list_{state}"

@@ -39,11 +39,15 @@ FORMATS = {
 
 TOPIC_NAME = Annotated[str, matching(NAME_PATTERN.pattern, "1-100 letters, digits and _.:-")]
 STATES = tuple(str(s) for s in JobState)
+# "retrying": scheduled jobs that failed before (attempts > 0), a filter of GET /v1/jobs
+STATE_FILTERS = (*STATES, "retrying")
 if TYPE_CHECKING:  # the choices are made at run time, from the names they stand for
     State: TypeAlias = str
+    StateFilter: TypeAlias = str
     Scope: TypeAlias = str
 else:
     State = Literal[STATES]
+    StateFilter = Literal[STATE_FILTERS]
     Scope = Literal[SCOPES]
 Limit = Annotated[int, Meta(ge=1, le=1000)]
 MAX_IDS = 1000  # jobs one batch request may name
@@ -205,7 +209,9 @@ class JobsQuery(Struct, forbid_unknown_fields=True):
     task, matching `q`, a page at a time (newest first; `cursor` for the next page)."""
 
     key: Annotated[str, Meta(description="The job with this unique key.")] | UnsetType = UNSET
-    state: Annotated[State, Meta(description="Jobs in this state (every state if left out).")] | UnsetType = UNSET
+    state: Annotated[StateFilter, Meta(description="Jobs in this state (every state if left out); `retrying`: "
+                                       "the scheduled ones that failed before and wait for their next "
+                                       "attempt.")] | UnsetType = UNSET
     queue: Annotated[str, Meta(description="Only jobs of this queue.")] | UnsetType = UNSET
     task: Annotated[str, Meta(description="Only jobs of this task (its exact name).")] | UnsetType = UNSET
     q: Annotated[str, Meta(max_length=200, description="A job id or unique key (found exactly, however old), "
@@ -215,6 +221,15 @@ class JobsQuery(Struct, forbid_unknown_fields=True):
     window: Annotated[int, Meta(ge=1, le=100_000, description="Where the store has no index for the task "
                                 "or text (MySQL, Redis): how many of the newest jobs to look at.")] = 10_000
     limit: Limit = 100
+
+
+class CancelQuery(Struct, forbid_unknown_fields=True):
+    """Why a job is cancelled, kept in its remark with who cancelled it and when."""
+
+    reason: Annotated[str, Meta(max_length=300, description="Why, in a few words (kept in the job's remark).")] \
+        | UnsetType = UNSET
+    via: Annotated[str, Meta(pattern="^[a-z]{1,20}$", description="Where it was asked from (the console sends "
+                             "`console`), kept in the remark.")] | UnsetType = UNSET
 
 
 class JobQuery(Struct, forbid_unknown_fields=True):

@@ -104,7 +104,13 @@ def _paths() -> dict[str, Any]:
             "delete": operation("Cancel a waiting job, or ask a running one to stop", "producer",
                                 {"200": answer("Cancelled", ref("JobStateAnswer")),
                                  "202": answer("Running: asked to stop, it ends cancelled", ref("JobStateAnswer")),
-                                 "409": answer("Finished", ref("Error"))}, params=job_id),
+                                 "409": answer("Finished", ref("Error"))},
+                                params=job_id + query(models.CancelQuery)),
+        },
+        "/v1/jobs/{job_id}/run-now": {
+            "post": operation("Run a scheduled job now (delayed, or waiting for its next retry)", "producer",
+                              {"200": answer("Due now", ref("JobStateAnswer")),
+                               "409": answer("Not scheduled", ref("Error"))}, params=job_id),
         },
         "/v1/batches/{batch_id}": {
             "get": operation("A batch's counts and callbacks", "reader",

@@ -1,7 +1,8 @@
 """The routes the operator console (/dashboard/) needs beyond routes.py, open to any API
 client like the rest of /v1: who a token is, a bounded job search, a job's lease,
 workers and masters, periodic schedules, the store's health, trying a retry condition or
-a backoff before saving a topic, a test alert, and retrying chosen dead letters.
+a backoff before saving a topic, a test alert, retrying chosen dead letters, and
+cancelling or deleting chosen jobs.
 
 Everything here is built on what every store offers today (get, get_by_key, list_jobs,
 retry_dead, ping, now, kv_*): no store-specific code. docs/http.md ("The console")
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
+from msgspec import UNSET
 from starlette.requests import Request
 from starlette.routing import Route
 
@@ -29,8 +31,9 @@ from ...job import ALL_STATES, Job, JobState
 from ...supervisor.alerts import AlertConfig, Alerter
 from ...supervisor.status import _decoded, running_masters, worker_view
 from ..api import jobs as jobs_module
+from ..api.models import CancelQuery
 from ..api.openapi import answer, operation, path_param, query, ref
-from ..api.routes import ADMIN, READER, Handler, by_method, needs
+from ..api.routes import ADMIN, PRODUCER, READER, Handler, by_method, caller, needs, stop_or_cancel
 from ..http import fields, settings
 from ..http.errors import Invalid, not_found
 from ..process.service import Service, store_error
@@ -174,6 +177,44 @@ async def retry_dead_batch(request: Request) -> JSON:
     service = service_of(request)
     asked = fields.parse(cm.RetryBatchRequest, await read_json(request), "the request")
     return JSON(await service.store(_retry_each, service.backend, list(dict.fromkeys(asked.ids))))
+
+
+def _cancel_each(backend: Backend, ids: list[str], who: str, query: CancelQuery) -> dict[str, Any]:
+    cancelled, stopping, refused = 0, 0, []
+    for job_id in ids:
+        job = stop_or_cancel(backend, job_id, who, query)
+        if job is None:
+            refused.append(job_id)
+        elif job.state == JobState.ACTIVE:
+            stopping += 1
+        else:
+            cancelled += 1
+    return {"cancelled": cancelled, "stopping": stopping, "not_cancelled": refused}
+
+
+@needs(PRODUCER)
+async def cancel_batch(request: Request) -> JSON:
+    """Cancel the waiting jobs named and ask the running ones to stop (the console's
+    selection); who, when and why go before each one's remark."""
+    service = service_of(request)
+    asked = fields.parse(cm.CancelBatchRequest, await read_json(request), "the request")
+    query = CancelQuery(reason=asked.reason or UNSET, via="console")
+    return JSON(await service.store(_cancel_each, service.backend, list(dict.fromkeys(asked.ids)),
+                                    await caller(request), query))
+
+
+def _delete_each(backend: Backend, ids: list[str]) -> dict[str, Any]:
+    not_deleted = [job_id for job_id in ids if not backend.delete(job_id)]
+    return {"deleted": len(ids) - len(not_deleted), "not_deleted": not_deleted}
+
+
+@needs(ADMIN)
+async def delete_batch(request: Request) -> JSON:
+    """Delete the finished jobs named (succeeded, dead, cancelled) for good; the others
+    are listed back."""
+    service = service_of(request)
+    asked = fields.parse(cm.RetryBatchRequest, await read_json(request), "the request")
+    return JSON(await service.store(_delete_each, service.backend, list(dict.fromkeys(asked.ids))))
 
 
 # -- workers, schedules, the store ---------------------------------------------------------
@@ -367,6 +408,8 @@ ROUTES: dict[str, dict[str, Handler]] = {
     "/v1/search": {"GET": search_jobs},
     "/v1/jobs/{job_id}/lease": {"GET": job_lease},
     "/v1/dead/retry-batch": {"POST": retry_dead_batch},
+    "/v1/jobs/cancel-batch": {"POST": cancel_batch},
+    "/v1/jobs/delete-batch": {"POST": delete_batch},
     "/v1/workers": {"GET": list_workers},
     "/v1/periodic": {"GET": list_periodic},
     "/v1/store": {"GET": store_health},
@@ -408,6 +451,12 @@ def paths() -> dict[str, Any]:
             params=[path_param("job_id")])},
         "/v1/dead/retry-batch": {"post": operation(
             "Retry the dead letters named", "admin", ok("Retried", cm.RetriedBatch),
+            body(cm.RetryBatchRequest), errors=("503",))},
+        "/v1/jobs/cancel-batch": {"post": operation(
+            "Cancel the waiting jobs named, ask the running ones to stop", "producer",
+            ok("Cancelled", cm.CancelledBatch), body(cm.CancelBatchRequest), errors=("503",))},
+        "/v1/jobs/delete-batch": {"post": operation(
+            "Delete the finished jobs named, for good", "admin", ok("Deleted", cm.DeletedJobs),
             body(cm.RetryBatchRequest), errors=("503",))},
         "/v1/workers": {"get": operation(
             "Workers and masters, from their heartbeats", "reader", ok("Workers", cm.Workers), errors=("503",))},

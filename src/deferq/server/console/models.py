@@ -41,6 +41,13 @@ class RetryBatchRequest(Struct, forbid_unknown_fields=True):
     ids: Annotated[list[str], Meta(min_length=1, max_length=MAX_IDS)]
 
 
+class CancelBatchRequest(Struct, forbid_unknown_fields=True):
+    """Jobs to cancel (waiting ones) or stop (running ones), by id, and why."""
+
+    ids: Annotated[list[str], Meta(min_length=1, max_length=MAX_IDS)]
+    reason: Annotated[str, Meta(max_length=300)] | None = None
+
+
 class ConditionTrial(Struct, forbid_unknown_fields=True):
     """A retry condition tried on a sample answer (the callback's body as sent)."""
 
@@ -84,6 +91,18 @@ class Lease(Struct):
 class RetriedBatch(Struct):
     retried: int
     not_retried: list[str]
+
+
+class CancelledBatch(Struct):
+    cancelled: Annotated[int, Meta(description="Waiting jobs now cancelled.")]
+    stopping: Annotated[int, Meta(description="Running jobs asked to stop: each ends cancelled at its "
+                                  "worker's next heartbeat.")]
+    not_cancelled: Annotated[list[str], Meta(description="Ids that were finished or unknown.")]
+
+
+class DeletedJobs(Struct):
+    deleted: int
+    not_deleted: Annotated[list[str], Meta(description="Ids that were not finished (or unknown).")]
 
 
 class RunningJob(Struct):
@@ -175,6 +194,7 @@ class TestAlert(Struct):
 
 
 MODELS: tuple[Any, ...] = (
-    RetryBatchRequest, ConditionTrial, BackoffTrial, WhoAmI, SearchAnswer, Lease, RetriedBatch,
+    RetryBatchRequest, CancelBatchRequest, CancelledBatch, DeletedJobs, ConditionTrial, BackoffTrial, WhoAmI,
+    SearchAnswer, Lease, RetriedBatch,
     Workers, PeriodicSchedules, StoreHealth, Verdict, BackoffPreview, TestAlert,
 )

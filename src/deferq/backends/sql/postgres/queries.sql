@@ -243,6 +243,11 @@ UPDATE {jobs} SET state = 'queued', attempts = 0, run_at = {now}, finished_at = 
                   updated_at = {now}, seq = DEFAULT
 WHERE id = %(id)s AND state = 'dead'
 
+-- name: run_now
+-- A scheduled job (queued, due later) becomes due now; its attempts are kept.
+UPDATE {jobs} SET run_at = {now}, updated_at = {now}
+WHERE id = %(id)s AND state = 'queued' AND run_at > {now}
+
 -- name: list_scheduled
 SELECT {job_columns}, {now} FROM {jobs}
 WHERE state = 'queued' AND run_at > {now} AND (%(queue)s::text IS NULL OR queue = %(queue)s)

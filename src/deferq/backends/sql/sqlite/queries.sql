@@ -175,6 +175,11 @@ UPDATE {jobs} SET state = 'queued', attempts = 0, run_at = {now}, finished_at = 
                   seq = (SELECT max(seq) + 1 FROM {jobs})
 WHERE id = :id AND state = 'dead'
 
+-- name: run_now
+-- A scheduled job (queued, due later) becomes due now; its attempts are kept.
+UPDATE {jobs} SET run_at = {now}, updated_at = {now}
+WHERE id = :id AND state = 'queued' AND run_at > {now}
+
 -- name: list_scheduled
 SELECT {job_columns}, {now} FROM {jobs}
 WHERE state = 'queued' AND run_at > {now} AND (:queue IS NULL OR queue = :queue)
