@@ -229,6 +229,10 @@ def _workers(backend: Backend) -> dict[str, Any]:
     for status in sorted(_decoded(backend.kv_list("workers")), key=lambda w: str(w.get("name", ""))):
         view = worker_view(status, now)
         workers.append({**view, "master": owner.get(view["worker"]), "seen": status.get("seen")})
+    running = [job for worker in workers for job in worker["jobs"]]
+    for shown, job in zip(running, backend.get_many([job["id"] for job in running]), strict=True):
+        if job is not None:  # what each task last reported
+            shown.update(progress=job.progress, progress_message=job.progress_message)
     for master in masters:
         master["url"] = redact(str(master.get("url", "")))
         master["heartbeat_age"] = round(max(0.0, now - float(master.get("seen", now))), 1)

@@ -109,6 +109,8 @@ class RunningJob(Struct):
     id: str
     task: str
     running_for: float
+    progress: Annotated[float | None, Meta(description="0 to 1: what the task last reported (null: none).")] = None
+    progress_message: str | None = None
 
 
 class Worker(Struct):

@@ -83,3 +83,5 @@ export function shortId(id) {
 }
 
 export const STATES = ["blocked", "scheduled", "queued", "active", "succeeded", "dead", "cancelled"];
+// The states a list filters by: `retrying` is the scheduled jobs that failed before.
+export const FILTER_STATES = ["blocked", "scheduled", "retrying", "queued", "active", "succeeded", "dead", "cancelled"];

@@ -2,9 +2,9 @@
 
 import {badge, copyButton, empty, h, link, reconcile, section, setBadge, setChildren, setJSON, setText} from "../dom.js";
 import {ago, count, duration, local, shortId} from "../format.js";
+import {actionsFor, act} from "./actions.js";
 import {jobName, messageLine} from "./common.js";
-
-const WAITING = ["scheduled", "queued"];
+import {progressBar} from "./jobtable.js";
 
 function field(label) {
   const value = h("dd");
@@ -25,10 +25,14 @@ export function mount(root, ctx) {
   const title = h("h1", {class: "job-title"}, h("span", {text: "Job "}), h("span", {class: "mono", text: id}));
   const state = badge("…");
   const name = h("span", {class: "job-name"});
-  const retry = h("button", {type: "button", class: "primary", text: "Retry", hidden: true});
-  const cancel = h("button", {type: "button", class: "danger", text: "Cancel", hidden: true});
-  const head = h("div", {class: "page-head"}, title, state, name,
-    h("div", {class: "page-tools"}, copyButton(() => id, "Copy id"), retry, cancel));
+  const stopping = h("span", {class: "flag", id: "cancel-requested", hidden: true,
+    text: "stop requested", title: "Asked to stop: it ends cancelled at its worker's next heartbeat"});
+  const buttons = h("span", {class: "job-actions"});
+  const head = h("div", {class: "page-head"}, title, state, stopping, name,
+    h("div", {class: "page-tools"}, copyButton(() => id, "Copy id"), buttons));
+  const progress = progressBar("job-progress");
+  const progressPanel = section("Progress", progress.el);
+  progressPanel.hidden = true;
 
   const f = {
     queue: field("queue"), priority: field("priority"), attempts: field("attempts"), ttr: field("time limit"),
@@ -57,29 +61,30 @@ export function mount(root, ctx) {
   const gone = h("div", {hidden: true});
   const flow = workflowPanel();
   const body = h("div", {class: "job-grid"},
-    h("div", {class: "job-main"}, h("section", {class: "panel"}, argsTitle, argsLabel, args, kwargsLabel, kwargs),
+    h("div", {class: "job-main"}, progressPanel, h("section", {class: "panel"}, argsTitle, argsLabel, args, kwargsLabel, kwargs),
       flow.el, errorPanel, resultPanel),
     h("div", {class: "job-side"}, remark.el, section("Details", details), section("Times", times), leasePanel));
   root.append(head, message.el, gone, body);
   let job = null;
 
-  retry.addEventListener("click", () => act("retry", () => ctx.api(`/v1/dead/${encodeURIComponent(id)}/retry`,
-    {method: "POST"}), "queued again: a worker will run it"));
-  cancel.addEventListener("click", async () => {
-    const sure = await ctx.confirm({title: "Cancel this job?", body: [`${jobName(job)} ${id} will not run. ` +
-      "A cancelled job cannot be started again."], action: "Cancel the job", danger: true});
-    if (sure) act("cancel", () => ctx.api(`/v1/jobs/${encodeURIComponent(id)}`, {method: "DELETE"}), "cancelled");
-  });
-
-  async function act(what, call, done) {
-    message.clear();
-    try {
-      await call();
-      ctx.toast(`Job ${id} ${done}.`, "ok");
-    } catch (error_) {
-      message.show(`Could not ${what} the job: ${error_.message}`);
-    }
-    refresh();
+  // The buttons its state and this token allow, made again only when those change.
+  function showActions(data) {
+    const offered = actionsFor(ctx, data.state).filter(([name]) => !(name === "cancel" && data.cancel_requested));
+    setChildren(buttons, offered.map(([name]) => name).join(), () => offered.map(([name, label, cls]) => {
+      const button = h("button", {type: "button", class: cls, text: label, dataset: {action: name}});
+      button.addEventListener("click", async () => {
+        button.disabled = true;
+        message.clear();
+        try {
+          if (await act(ctx, name, job) && name === "delete") ctx.navigate("/dashboard/jobs");
+        } catch (error_) {
+          message.show(`Could not ${label.toLowerCase()} the job: ${error_.message}`);
+        }
+        button.disabled = false;
+        if (ctx.alive()) refresh();
+      });
+      return button;
+    }));
   }
 
   async function refresh() {
@@ -136,8 +141,10 @@ export function mount(root, ctx) {
     setText(error, data.error || "");
     resultPanel.hidden = data.result === null || data.result === undefined;
     setJSON(result, data.result);
-    retry.hidden = !(data.state === "dead" && ctx.can("admin"));
-    cancel.hidden = !(WAITING.includes(data.state) && ctx.can("producer"));
+    stopping.hidden = !(data.state === "active" && data.cancel_requested);
+    progress.show(data);
+    progressPanel.hidden = progress.el.hidden;
+    showActions(data);
   }
 
   return {refresh};

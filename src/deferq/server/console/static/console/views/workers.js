@@ -4,6 +4,7 @@
 import {code, empty, h, note, reconcile, row, section, setAttr, setChildren, setText, table} from "../dom.js";
 import {ago, count, duration, local} from "../format.js";
 import {pageHead} from "./common.js";
+import {progressBar} from "./jobtable.js";
 
 const LATE = 60; // seconds without a heartbeat shown in red (a worker beats every third of its lease)
 const WORKER_COLUMNS = [["worker"], ["host", "opt"], ["pid", "num opt"], ["queues"], ["busy", "num"],
@@ -13,9 +14,9 @@ const MASTER_COLUMNS = [["master"], ["host"], ["pid", "num"], ["up since", "opt"
 
 function running(jobs) {
   if (!jobs.length) return h("span", {class: "muted", text: "idle"});
-  return jobs.map((job) => h("span", {class: "running"},
+  return jobs.map((job) => h("span", {class: "running", dataset: {job: job.id}},
     h("a", {href: `/dashboard/jobs/${encodeURIComponent(job.id)}`, text: job.task}),
-    h("span", {class: "muted", text: ` ${duration(job.running_for)}`})));
+    h("span", {class: "muted", text: ` ${duration(job.running_for)}`}), progressBar().el));
 }
 
 export function mount(root, ctx) {
@@ -47,8 +48,10 @@ export function mount(root, ctx) {
       setText(cells[4], `${w.jobs.length}/${w.concurrency ?? "?"}`);
       setChildren(cells[5], w.jobs.map((j) => j.id).join(), () => running(w.jobs));
       for (const [i, job] of w.jobs.entries()) {
-        const span = cells[5].querySelectorAll(".running .muted")[i];
-        if (span) setText(span, ` ${duration(job.running_for)}`);
+        const span = cells[5].querySelectorAll(".running")[i];
+        if (!span) continue;
+        setText(span.querySelector(".muted"), ` ${duration(job.running_for)}`);
+        progressBar(null, span.querySelector(".progress")).show({...job, state: "active"});
       }
       setText(cells[6], count(w.processed));
       setText(cells[7], `${duration(w.heartbeat_age)} ago`);
