@@ -1,12 +1,13 @@
 """Acting on jobs from the console, in Debian's Chromium against a real `deferq serve`, on
 SQLite and on Redis, at 1280 px and 390 px: stopping a running job with a reason (and
 its live progress bar), running a scheduled job now, deleting one row, retrying checked
-rows at once, the retrying filter; what a reader sees (no action, no admin-only page in
-the nav), and the phone's nav saying that it scrolls."""
+rows at once, the retrying filter, a worker ordered quiet then stopped; what a reader
+sees (no action, no admin-only page in the nav), and the phone's nav saying that it scrolls."""
 
 from __future__ import annotations
 
 import itertools
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,8 +16,9 @@ from playwright.sync_api import expect
 
 import deferq
 from deferq.backends.base import Outcome
+from deferq.worker import Worker, WorkerConfig
 from tests.console_world import World, chromium, seed, signed_in
-from tests.server_helpers import running_server
+from tests.server_helpers import running_server, wait_until
 from tests.stores.redis import delete_prefix, shared_answers, shared_url, unique_prefix
 
 TIMEOUT = 10_000  # ms for anything a page should show
@@ -190,3 +192,67 @@ def test_the_phone_nav_shows_that_it_scrolls(served):
     expect(wide.locator("#nav a")).to_have_count(9)
     expect(wide.locator("#nav-right")).to_be_hidden()
     assert page.errors == [] and wide.errors == []
+
+
+def test_a_worker_ordered_quiet_finishes_its_job_and_takes_no_new_one_then_stops(served):
+    world, base, browser, app = served
+    queue = f"q{next(fresh)}"
+    worker_app = deferq.App(world.url, lease=1.5)  # a heartbeat every half second
+    release = threading.Event()
+
+    @worker_app.task(name="console.slow", queue=queue)
+    def slow(n: int) -> int:
+        release.wait(20)
+        return n
+
+    name = f"vm:{next(fresh)}:quiet-test"
+    worker = Worker(worker_app, WorkerConfig(queues=(queue,), concurrency=2, name=name, idle_wait=0.2))
+    thread = threading.Thread(target=worker.run, daemon=True)
+    first = slow.enqueue(1)
+    thread.start()
+    try:
+        wait_until(lambda: app.get(first.id).state == "active", 10, "the worker took the first job")
+        page = signed_in(browser, base, world.admin)
+        page.goto(f"{base}/dashboard/workers")
+        row = page.locator(f'#workers tr[data-key="{name}"]')
+        row.locator('button[data-order="quiet"]').click()
+        page.locator("dialog button", has_text="Quiet").click()
+        expect(row.locator(".flag")).to_have_text("quiet")  # it heard the order at a heartbeat
+        second = slow.enqueue(2)
+        release.set()
+        wait_until(lambda: app.get(first.id).state == "succeeded", 10, "its running job finished")
+        expect(row.locator(".flag")).to_have_text("quiet")  # a heartbeat after the job settled
+        assert app.get(second.id).state == "queued"  # it took no new job
+        row.locator('button[data-order="stop"]').click()
+        page.locator("dialog button", has_text="Stop").click()
+        thread.join(10)
+        assert not thread.is_alive()
+        expect(row).to_have_count(0)  # its record goes with it
+        assert page.errors == []
+    finally:
+        release.set()
+        worker.stop()
+        thread.join(10)
+        worker_app.close()
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_the_batch_page_and_a_chains_graph(served, width):
+    world, base, browser, _ = served
+    page = signed_in(browser, base, world.reader, width=width)
+    page.goto(f"{base}/dashboard/jobs/{world.ids['batch_member']}")
+    page.locator("#batch-link").click()
+    expect(page).to_have_url(f"{base}/dashboard/batches/{world.ids['batch']}")
+    expect(page.locator("#batch-counts")).to_contain_text("2 of 3 finished")
+    expect(page.locator("#batch-members li .badge")).to_have_text(["succeeded", "dead", "queued"])
+    expect(page.locator("#batch-bar .part")).to_have_count(3)  # succeeded, dead, pending
+    page.locator("#batch-callbacks a").click()
+    expect(page).to_have_url(f"{base}/dashboard/jobs/{world.ids['batch_callback']}")
+    page.goto(f"{base}/dashboard/jobs/{world.ids['chain_middle']}")
+    graph = page.locator("#job-graph")
+    expect(graph.locator(".node .badge")).to_have_text(["succeeded", "queued", "blocked"])
+    graph.locator("#job-children a").click()
+    expect(page).to_have_url(f"{base}/dashboard/jobs/{world.ids['chain_last']}")
+    width_now = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
+    assert width_now[0] <= width_now[1]
+    assert page.errors == []

@@ -15,6 +15,7 @@ from deferq.server import ServerConfig, create_app
 from deferq.server.app import full_document as document
 from deferq.server.console.api import route_scopes
 from deferq.server.http import auth
+from deferq.worker import orders
 from tests.alert_receivers import BANNER, banner_listener, free_port, webhook_inbox  # noqa: F401 - fixture
 from tests.console_world import app as periodic_app
 from tests.console_world import seed
@@ -514,3 +515,15 @@ def test_cancel_and_delete_batches_act_on_the_jobs_they_may(fresh):
     assert app.get(made.ids["succeeded"]) is None and app.get(made.ids["scheduled"]) is not None
     for body in ({"ids": []}, {"ids": ["a"] * 1001}, {"ids": ["a"], "reason": "x" * 301}, {"ids": ["a"], "x": 1}):
         assert client.post("/v1/jobs/cancel-batch", json=body, headers=as_(made.admin)).status_code == 422
+
+
+def test_a_worker_is_ordered_quiet_or_to_stop_through_the_store(fresh):
+    client, made, app = fresh
+    name = next(w["worker"] for w in client.get("/v1/workers", headers=as_(made.reader)).json()["workers"])
+    assert client.post(f"/v1/workers/{name}/quiet", headers=as_(made.producer)).status_code == 403
+    given = client.post(f"/v1/workers/{name}/quiet", headers=as_(made.admin)).json()
+    token_id = auth.record_of(app.backend, made.admin)["id"]
+    assert given["order"] == "quiet" and given["by"] == f"token {token_id} (console tests)"
+    assert orders.read(app.backend, name)["order"] == "quiet"
+    assert client.post(f"/v1/workers/{name}/stop", headers=as_(made.admin)).json()["order"] == "stop"  # replaces
+    assert client.post(f"/v1/workers/{name}x/stop", headers=as_(made.admin)).status_code == 404

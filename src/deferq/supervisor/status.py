@@ -42,6 +42,7 @@ def worker_view(status: dict[str, Any], now: float) -> dict[str, Any]:
         "worker": status.get("name"), "pid": status.get("pid"), "host": status.get("host"),
         "queues": status.get("queues", []), "concurrency": status.get("concurrency"),
         "processed": status.get("processed"), "heartbeat_age": round(age, 1), "jobs": jobs,
+        "quiet": bool(status.get("quiet")), "stopping": bool(status.get("stopping")),
     }
 
 

@@ -43,6 +43,7 @@ from ..errors import DeferqError, JobTimeout
 from ..flows.chains import with_inputs
 from ..job import Job, JobState
 from ..registry import TaskSpec
+from . import orders
 from .priorities import PriorityRotation
 
 if TYPE_CHECKING:
@@ -107,6 +108,7 @@ class Worker:
             queue.SimpleQueue()
         )
         self.stopping = threading.Event()
+        self.quiet = threading.Event()  # ordered quiet (orders.py): take no new job, stay up
         self.exit_code = EXIT_OK
         self.processed = 0
         self.settling = False  # the settler holds outcomes: it will lease for their slots
@@ -187,6 +189,7 @@ class Worker:
             thread.join(timeout=5)
         self._store_call(self.history.flush)  # this worker's last seconds of counts
         self._store_call(self.backend.kv_delete, "workers", self.config.name)
+        self._store_call(orders.clear, self.backend, self.config.name)
         for _ in self._runners:
             self.to_run.put(None)
         if self._loop is not None:
@@ -202,7 +205,7 @@ class Worker:
     def _claim_slots(self) -> int:
         """Promise the free slots to one reserve call, so two threads never over-lease."""
         with self.lock:
-            if self.stopping.is_set() or self._done_taking():
+            if self.stopping.is_set() or self.quiet.is_set() or self._done_taking():
                 return 0
             free = self.config.concurrency - self.busy - self.claimed
             # a finished job holds its lease until settled: never hold more than
@@ -450,16 +453,28 @@ class Worker:
                         log.info("job %s %s: cancel requested, stopping it", running.job.id, running.job.task)
                         running.control.request_cancel()
                 self.last_beat = time.monotonic()
+        self._obey(self._store_call(orders.read, self.backend, self.config.name))
         status = {
             "name": self.config.name, "pid": os.getpid(), "host": socket.gethostname(),
             "queues": list(self.config.queues), "concurrency": self.config.concurrency,
             "processed": self.processed, "running": doing, "seen": time.time(),
-            "monotonic": time.monotonic(),
+            "monotonic": time.monotonic(), "quiet": self.quiet.is_set(), "stopping": self.stopping.is_set(),
         }
         self._store_call(
             self.backend.kv_put, "workers", self.config.name, orjson.dumps(status),
             self.lease * 2,
         )
+
+    def _obey(self, order: dict[str, Any] | None) -> None:
+        """An order left in the store (orders.py): quiet, or stop."""
+        if not order or self.stopping.is_set():
+            return
+        if not self.quiet.is_set():
+            log.info("worker %s: ordered %s by %s: taking no new job", self.config.name, order["order"],
+                     order.get("by", "?"))
+            self.quiet.set()
+        if order["order"] == "stop":
+            self.stop()
 
     def _holds(self, job: Job) -> bool:
         """Called with the lock held: this attempt of the job is still ours to settle."""

@@ -269,6 +269,25 @@ class IdsRequest(Struct, forbid_unknown_fields=True):
     ids: Annotated[list[JobId], Meta(min_length=1, max_length=MAX_IDS)]
 
 
+class CancelBatchRequest(Struct, forbid_unknown_fields=True):
+    """Jobs to cancel (waiting ones) or stop (running ones), by id, and why."""
+
+    ids: Annotated[list[str], Meta(min_length=1, max_length=MAX_IDS)]
+    reason: Annotated[str, Meta(max_length=300)] | None = None
+
+
+class CancelledBatch(Struct):
+    cancelled: Annotated[int, Meta(description="Waiting jobs now cancelled.")]
+    stopping: Annotated[int, Meta(description="Running jobs asked to stop: each ends cancelled at its "
+                                  "worker's next heartbeat.")]
+    not_cancelled: Annotated[list[str], Meta(description="Ids that were finished or unknown.")]
+
+
+class DeletedJobs(Struct):
+    deleted: int
+    not_deleted: Annotated[list[str], Meta(description="Ids that were not finished (or unknown).")]
+
+
 class PurgeQuery(Struct, forbid_unknown_fields=True):
     older_than: Annotated[int, Meta(ge=0, le=10 * 365 * 86400, description="Seconds since they died.")] = 0
 
@@ -351,6 +370,12 @@ class Batch(Struct):
     cancelled: int
     state: Literal["running", "complete"]
     callbacks: dict[str, str]
+    members: Annotated[list[JobLink], Meta(description="The first members (`?members=N`, 50 unless told), "
+                                           "in the order they were added, with their states.")] = []
+
+
+class BatchQuery(Struct, forbid_unknown_fields=True):
+    members: Annotated[int, Meta(ge=0, le=1000, description="How many members to list with their states.")] = 50
 
 
 class JobBatch(Struct):
@@ -539,5 +564,5 @@ MODELS: tuple[Any, ...] = (
     TopicJob, TaskJob, BatchRequest, TopicRequest, TokenRequest, AlertSettings, Error, Receipt,
     Receipts, Job, JobList, Batch, JobStateAnswer, QueueList, Topic, TopicList, Token, TokenList,
     Deleted, Purged, Retried, Alerts, SavedAlerts, Status, QueuePaused, Remark, RemarkRequest, IdsRequest,
-    DeletedBatch, StorePart, StoreParts, History,
+    DeletedBatch, StorePart, StoreParts, History, CancelBatchRequest, CancelledBatch, DeletedJobs,
 )

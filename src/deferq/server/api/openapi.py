@@ -97,6 +97,15 @@ def _paths() -> dict[str, Any]:
             "post": operation("Enqueue many jobs at once", "producer",
                               {"201": answer("Stored", ref("Receipts"))}, ref("BatchRequest"), errors=refused),
         },
+        "/v1/jobs/cancel-batch": {
+            "post": operation("Cancel the waiting jobs named, ask the running ones to stop", "producer",
+                              {"200": answer("Cancelled", ref("CancelledBatch"))}, ref("CancelBatchRequest"),
+                              errors=("503",)),
+        },
+        "/v1/jobs/delete-batch": {
+            "post": operation("Delete the finished jobs named, for good", "admin",
+                              {"200": answer("Deleted", ref("DeletedJobs"))}, ref("IdsRequest"), errors=("503",)),
+        },
         "/v1/jobs/{job_id}": {
             "get": operation("A job; with ?wait=N, once it has finished (or after N seconds)", "reader",
                              {"200": answer("The job", ref("Job"))}, params=job_id + query(models.JobQuery),
@@ -113,8 +122,9 @@ def _paths() -> dict[str, Any]:
                                "409": answer("Not scheduled", ref("Error"))}, params=job_id),
         },
         "/v1/batches/{batch_id}": {
-            "get": operation("A batch's counts and callbacks", "reader",
-                             {"200": answer("The batch", ref("Batch"))}, params=[path_param("batch_id")]),
+            "get": operation("A batch's counts, callbacks and members", "reader",
+                             {"200": answer("The batch", ref("Batch"))},
+                             params=[path_param("batch_id"), *query(models.BatchQuery)]),
         },
         "/v1/jobs/{job_id}/remark": {
             "put": operation("Set a job's remark (free text; null clears it)", "admin",

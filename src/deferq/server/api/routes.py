@@ -119,10 +119,20 @@ async def get_job(request: Request) -> JSON:
 @needs(READER)
 async def get_batch(request: Request) -> JSON:
     service = service_of(request)
-    found = await service.store(batches.info, service.backend, _path(request, "batch_id"))
+    shown = fields.parse_query(models.BatchQuery, dict(request.query_params)).members
+    found = await service.store(batch_with_members, service.backend, _path(request, "batch_id"), shown)
     if found is None:
         raise not_found(f"batch {_path(request, 'batch_id')}")
-    return JSON(found.to_dict())
+    return JSON(found)
+
+
+def batch_with_members(backend: Backend, batch_id: str, shown: int) -> dict[str, Any] | None:
+    """A batch's counts, callbacks and its first `shown` members with their states."""
+    found = batches.info(backend, batch_id)
+    record = batches.record_of(backend, batch_id)
+    if found is None or record is None:
+        return None
+    return {**found.to_dict(), "members": jobs_module.links(backend, record["members"], shown)}
 
 
 @needs(READER)
@@ -209,6 +219,44 @@ async def run_now(request: Request) -> JSON:
     """A scheduled job (delayed, or waiting for its next retry) becomes due now."""
     return await act_on_job(request, "run_now", "queued", "not_scheduled",
                             "only scheduled jobs (delayed or retrying) can be run now")
+
+
+def _cancel_each(backend: Backend, ids: list[str], who: str, query: models.CancelQuery) -> dict[str, Any]:
+    cancelled, stopping, refused = 0, 0, []
+    for job_id in ids:
+        job = stop_or_cancel(backend, job_id, who, query)
+        if job is None:
+            refused.append(job_id)
+        elif job.state == JobState.ACTIVE:
+            stopping += 1
+        else:
+            cancelled += 1
+    return {"cancelled": cancelled, "stopping": stopping, "not_cancelled": refused}
+
+
+@needs(PRODUCER)
+async def cancel_batch(request: Request) -> JSON:
+    """Cancel the waiting jobs named and ask the running ones to stop (the console's
+    selection); who, when and why go before each one's remark."""
+    service = service_of(request)
+    asked = fields.parse(models.CancelBatchRequest, await read_json(request), "the request")
+    query = models.CancelQuery(reason=asked.reason or UNSET, via="console")
+    return JSON(await service.store(_cancel_each, service.backend, list(dict.fromkeys(asked.ids)),
+                                    await caller(request), query))
+
+
+def _delete_each(backend: Backend, ids: list[str]) -> dict[str, Any]:
+    not_deleted = [job_id for job_id in ids if not backend.delete(job_id)]
+    return {"deleted": len(ids) - len(not_deleted), "not_deleted": not_deleted}
+
+
+@needs(ADMIN)
+async def delete_batch(request: Request) -> JSON:
+    """Delete the finished jobs named (succeeded, dead, cancelled) for good; the others
+    are listed back."""
+    service = service_of(request)
+    asked = fields.parse(models.IdsRequest, await read_json(request), "the request")
+    return JSON(await service.store(_delete_each, service.backend, list(dict.fromkeys(asked.ids))))
 
 
 # -- queues and dead letters -------------------------------------------------------------
@@ -419,6 +467,8 @@ async def readyz(request: Request) -> JSON:
 ROUTES: dict[str, dict[str, Handler]] = {
     "/v1/jobs": {"POST": create_job, "GET": list_jobs},
     "/v1/jobs/batch": {"POST": create_jobs},
+    "/v1/jobs/cancel-batch": {"POST": cancel_batch},
+    "/v1/jobs/delete-batch": {"POST": delete_batch},
     "/v1/jobs/{job_id}": {"GET": get_job, "DELETE": cancel_job},
     "/v1/batches/{batch_id}": {"GET": get_batch},
     "/v1/jobs/{job_id}/remark": {"PUT": set_remark},

@@ -1,8 +1,8 @@
 """The routes the operator console (/dashboard/) needs beyond routes.py, open to any API
 client like the rest of /v1: who a token is, a bounded job search, a job's lease,
 workers and masters, periodic schedules, the store's health, trying a retry condition or
-a backoff before saving a topic, a test alert, retrying chosen dead letters, and
-cancelling or deleting chosen jobs.
+a backoff before saving a topic, a test alert, retrying chosen dead letters, and orders
+to a worker (quiet, stop).
 
 Everything here is built on what every store offers today (get, get_by_key, list_jobs,
 retry_dead, ping, now, kv_*): no store-specific code. docs/http.md ("The console")
@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
-from msgspec import UNSET
 from starlette.requests import Request
 from starlette.routing import Route
 
@@ -30,10 +29,10 @@ from ...backoff import exponential
 from ...job import ALL_STATES, Job, JobState
 from ...supervisor.alerts import AlertConfig, Alerter
 from ...supervisor.status import _decoded, running_masters, worker_view
+from ...worker import orders
 from ..api import jobs as jobs_module
-from ..api.models import CancelQuery
 from ..api.openapi import answer, operation, path_param, query, ref
-from ..api.routes import ADMIN, PRODUCER, READER, Handler, by_method, caller, needs, stop_or_cancel
+from ..api.routes import ADMIN, READER, Handler, by_method, caller, needs
 from ..http import fields, settings
 from ..http.errors import Invalid, not_found
 from ..process.service import Service, store_error
@@ -179,45 +178,35 @@ async def retry_dead_batch(request: Request) -> JSON:
     return JSON(await service.store(_retry_each, service.backend, list(dict.fromkeys(asked.ids))))
 
 
-def _cancel_each(backend: Backend, ids: list[str], who: str, query: CancelQuery) -> dict[str, Any]:
-    cancelled, stopping, refused = 0, 0, []
-    for job_id in ids:
-        job = stop_or_cancel(backend, job_id, who, query)
-        if job is None:
-            refused.append(job_id)
-        elif job.state == JobState.ACTIVE:
-            stopping += 1
-        else:
-            cancelled += 1
-    return {"cancelled": cancelled, "stopping": stopping, "not_cancelled": refused}
+# -- workers, schedules, the store ---------------------------------------------------------
 
 
-@needs(PRODUCER)
-async def cancel_batch(request: Request) -> JSON:
-    """Cancel the waiting jobs named and ask the running ones to stop (the console's
-    selection); who, when and why go before each one's remark."""
+def _order(backend: Backend, worker: str, order: str, by: str) -> dict[str, Any] | None:
+    if backend.kv_get("workers", worker) is None:
+        return None
+    return orders.give(backend, worker, order, by)
+
+
+async def order_worker(request: Request, order: str) -> JSON:
     service = service_of(request)
-    asked = fields.parse(cm.CancelBatchRequest, await read_json(request), "the request")
-    query = CancelQuery(reason=asked.reason or UNSET, via="console")
-    return JSON(await service.store(_cancel_each, service.backend, list(dict.fromkeys(asked.ids)),
-                                    await caller(request), query))
-
-
-def _delete_each(backend: Backend, ids: list[str]) -> dict[str, Any]:
-    not_deleted = [job_id for job_id in ids if not backend.delete(job_id)]
-    return {"deleted": len(ids) - len(not_deleted), "not_deleted": not_deleted}
+    worker: str = request.path_params["worker"]
+    given = await service.store(_order, service.backend, worker, order, await caller(request))
+    if given is None:
+        raise not_found(f"worker {worker} (none of that name sends heartbeats)")
+    return JSON(given)
 
 
 @needs(ADMIN)
-async def delete_batch(request: Request) -> JSON:
-    """Delete the finished jobs named (succeeded, dead, cancelled) for good; the others
-    are listed back."""
-    service = service_of(request)
-    asked = fields.parse(cm.RetryBatchRequest, await read_json(request), "the request")
-    return JSON(await service.store(_delete_each, service.backend, list(dict.fromkeys(asked.ids))))
+async def quiet_worker(request: Request) -> JSON:
+    """The worker takes no new job and finishes its running ones (within one heartbeat)."""
+    return await order_worker(request, "quiet")
 
 
-# -- workers, schedules, the store ---------------------------------------------------------
+@needs(ADMIN)
+async def stop_worker(request: Request) -> JSON:
+    """The worker takes no new job, then exits once its running ones finish (as on SIGTERM)."""
+    return await order_worker(request, "stop")
+
 
 
 def _workers(backend: Backend) -> dict[str, Any]:
@@ -412,9 +401,9 @@ ROUTES: dict[str, dict[str, Handler]] = {
     "/v1/search": {"GET": search_jobs},
     "/v1/jobs/{job_id}/lease": {"GET": job_lease},
     "/v1/dead/retry-batch": {"POST": retry_dead_batch},
-    "/v1/jobs/cancel-batch": {"POST": cancel_batch},
-    "/v1/jobs/delete-batch": {"POST": delete_batch},
     "/v1/workers": {"GET": list_workers},
+    "/v1/workers/{worker}/quiet": {"POST": quiet_worker},
+    "/v1/workers/{worker}/stop": {"POST": stop_worker},
     "/v1/periodic": {"GET": list_periodic},
     "/v1/store": {"GET": store_health},
     "/v1/conditions/evaluate": {"POST": evaluate_condition},
@@ -456,14 +445,14 @@ def paths() -> dict[str, Any]:
         "/v1/dead/retry-batch": {"post": operation(
             "Retry the dead letters named", "admin", ok("Retried", cm.RetriedBatch),
             body(cm.RetryBatchRequest), errors=("503",))},
-        "/v1/jobs/cancel-batch": {"post": operation(
-            "Cancel the waiting jobs named, ask the running ones to stop", "producer",
-            ok("Cancelled", cm.CancelledBatch), body(cm.CancelBatchRequest), errors=("503",))},
-        "/v1/jobs/delete-batch": {"post": operation(
-            "Delete the finished jobs named, for good", "admin", ok("Deleted", cm.DeletedJobs),
-            body(cm.RetryBatchRequest), errors=("503",))},
         "/v1/workers": {"get": operation(
             "Workers and masters, from their heartbeats", "reader", ok("Workers", cm.Workers), errors=("503",))},
+        "/v1/workers/{worker}/quiet": {"post": operation(
+            "Quiet a worker: it takes no new job, finishes its running ones", "admin",
+            ok("Ordered", cm.WorkerOrder), params=[path_param("worker")], errors=("404", "503"))},
+        "/v1/workers/{worker}/stop": {"post": operation(
+            "Stop a worker: it takes no new job, exits once its running ones finish", "admin",
+            ok("Ordered", cm.WorkerOrder), params=[path_param("worker")], errors=("404", "503"))},
         "/v1/periodic": {"get": operation(
             "Periodic schedules: next ticks and the last one enqueued", "reader",
             ok("Schedules", cm.PeriodicSchedules), errors=("503",))},

@@ -41,13 +41,6 @@ class RetryBatchRequest(Struct, forbid_unknown_fields=True):
     ids: Annotated[list[str], Meta(min_length=1, max_length=MAX_IDS)]
 
 
-class CancelBatchRequest(Struct, forbid_unknown_fields=True):
-    """Jobs to cancel (waiting ones) or stop (running ones), by id, and why."""
-
-    ids: Annotated[list[str], Meta(min_length=1, max_length=MAX_IDS)]
-    reason: Annotated[str, Meta(max_length=300)] | None = None
-
-
 class ConditionTrial(Struct, forbid_unknown_fields=True):
     """A retry condition tried on a sample answer (the callback's body as sent)."""
 
@@ -93,18 +86,6 @@ class RetriedBatch(Struct):
     not_retried: list[str]
 
 
-class CancelledBatch(Struct):
-    cancelled: Annotated[int, Meta(description="Waiting jobs now cancelled.")]
-    stopping: Annotated[int, Meta(description="Running jobs asked to stop: each ends cancelled at its "
-                                  "worker's next heartbeat.")]
-    not_cancelled: Annotated[list[str], Meta(description="Ids that were finished or unknown.")]
-
-
-class DeletedJobs(Struct):
-    deleted: int
-    not_deleted: Annotated[list[str], Meta(description="Ids that were not finished (or unknown).")]
-
-
 class RunningJob(Struct):
     id: str
     task: str
@@ -124,6 +105,15 @@ class Worker(Struct):
     processed: int | None = None
     seen: float | None = None
     master: str | None = None
+    quiet: Annotated[bool, Meta(description="Ordered quiet: it takes no new job.")] = False
+    stopping: Annotated[bool, Meta(description="Stopping: it exits once its running jobs finish.")] = False
+
+
+class WorkerOrder(Struct):
+    worker: str
+    order: Annotated[str, Meta(description="quiet or stop")]
+    by: Annotated[str, Meta(description="Who gave it: a token's id and note.")]
+    at: float
 
 
 class Workers(Struct):
@@ -196,7 +186,7 @@ class TestAlert(Struct):
 
 
 MODELS: tuple[Any, ...] = (
-    RetryBatchRequest, CancelBatchRequest, CancelledBatch, DeletedJobs, ConditionTrial, BackoffTrial, WhoAmI,
-    SearchAnswer, Lease, RetriedBatch,
+    RetryBatchRequest, ConditionTrial, BackoffTrial, WhoAmI,
+    SearchAnswer, Lease, RetriedBatch, WorkerOrder,
     Workers, PeriodicSchedules, StoreHealth, Verdict, BackoffPreview, TestAlert,
 )

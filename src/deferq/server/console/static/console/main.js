@@ -5,6 +5,7 @@
 import {ApiError, request, token} from "./api.js";
 import {h} from "./dom.js";
 import * as alerts from "./views/alerts.js";
+import * as batch from "./views/batch.js";
 import * as dead from "./views/dead.js";
 import * as job from "./views/job.js";
 import * as jobs from "./views/jobs.js";
@@ -27,6 +28,7 @@ const ROUTES = [
   [/^\/dashboard\/queues\/([^/]+)\/?$/, queue, "Queue", "overview"],
   [/^\/dashboard\/jobs\/?$/, jobs, "Jobs", "jobs"],
   [/^\/dashboard\/jobs\/([^/]+)\/?$/, job, "Job", "jobs"],
+  [/^\/dashboard\/batches\/([^/]+)\/?$/, batch, "Batch", "jobs"],
   [/^\/dashboard\/dead\/?$/, dead, "Dead", "dead"],
   [/^\/dashboard\/workers\/?$/, workers, "Workers", "workers"],
   [/^\/dashboard\/periodic\/?$/, periodic, "Periodic", "periodic"],

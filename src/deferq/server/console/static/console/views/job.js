@@ -150,23 +150,32 @@ export function mount(root, ctx) {
   return {refresh};
 }
 
-// Where the job stands in a workflow (GET /v1/jobs/{id}: parents, children, batch): the
-// jobs it runs after, those that run after it, each with its state and a link; its batch's
-// counts. Hidden for a job on its own.
+// Where the job stands in a workflow (GET /v1/jobs/{id}: parents, children, batch), drawn
+// as a small graph: the jobs it runs after → this job → those that run after it, each node
+// with its state and a link; its batch's counts and a link to the batch. Hidden for a job
+// on its own.
 function workflowPanel() {
-  const parents = h("ul", {class: "links", id: "job-parents"});
-  const children = h("ul", {class: "links", id: "job-children"});
+  const parents = h("ul", {class: "links nodes", id: "job-parents"});
+  const children = h("ul", {class: "links nodes", id: "job-children"});
   const parentsTitle = h("h3", {text: "Runs after"});
   const childrenTitle = h("h3", {text: "Then"});
+  const self = h("li", {class: "node self"}, badge("…"), h("strong"), h("span", {class: "muted mono"}));
+  const before = h("div", {class: "flow-col"}, parentsTitle, parents);
+  const after = h("div", {class: "flow-col"}, childrenTitle, children);
+  const toSelf = h("span", {class: "flow-arrow", "aria-hidden": "true"});
+  const fromSelf = h("span", {class: "flow-arrow", "aria-hidden": "true"});
+  const graph = h("div", {class: "flow-graph", id: "job-graph"}, before, toSelf,
+    h("div", {class: "flow-col"}, h("h3", {text: "This job"}), h("ul", {class: "links nodes"}, self)), fromSelf, after);
   const batch = h("div", {class: "batch", id: "job-batch"});
-  const el = section("Workflow", parentsTitle, parents, childrenTitle, children, batch);
+  const el = section("Workflow", graph, batch);
   el.hidden = true;
 
   function list(ul, title, links, total, what) {
     ul.hidden = title.hidden = !links.length;
-    reconcile(ul, links, (l) => l.id, (l) => h("li", {}, badge(l.state || "purged"),
+    reconcile(ul, links, (l) => l.id, (l) => h("li", {class: "node"}, badge(l.state || "purged"),
       h("a", {href: `/dashboard/jobs/${encodeURIComponent(l.id)}`}), h("span", {class: "muted mono"})),
     (li, l) => {
+      li.className = `node state-${l.state || "purged"}`;
       setBadge(li.children[0], l.state || "purged");
       setText(li.children[1], l.task || "(purged)");
       setText(li.children[2], shortId(l.id));
@@ -185,7 +194,8 @@ function workflowPanel() {
     const callbacks = Object.entries(b.callbacks || {}).map(([name, id]) => h("li", {},
       h("span", {class: "muted", text: `${name}: `}), link(`/dashboard/jobs/${encodeURIComponent(id)}`, shortId(id))));
     setChildren(batch, JSON.stringify(b), () => [
-      h("h3", {}, "Batch ", h("span", {class: "mono", text: shortId(b.id)}), " ", badge(b.state)),
+      h("h3", {}, "Batch ", link(`/dashboard/batches/${encodeURIComponent(b.id)}`, shortId(b.id),
+        {class: "mono", id: "batch-link"}), " ", badge(b.state)),
       h("p", {class: "muted", text: `This job is ${role[b.role]}.`}),
       ...counts, callbacks.length ? h("ul", {class: "links"}, callbacks) : null]);
   }
@@ -196,6 +206,13 @@ function workflowPanel() {
       const p = data.parents || [];
       const c = data.children || [];
       el.hidden = !p.length && !c.length && !data.batch;
+      graph.hidden = !p.length && !c.length;
+      before.hidden = toSelf.hidden = !p.length;
+      after.hidden = fromSelf.hidden = !c.length;
+      self.className = `node self state-${data.state}`;
+      setBadge(self.children[0], data.state);
+      setText(self.children[1], jobName(data));
+      setText(self.children[2], shortId(data.id));
       list(parents, parentsTitle, p, (data.after || []).length, "Runs after");
       list(children, childrenTitle, c, c.length, "Then");
       showBatch(data.batch);

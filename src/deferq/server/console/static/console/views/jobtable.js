@@ -3,17 +3,12 @@
 // argument survive. Optional: a checkbox per row (selection), and each row's own action.
 
 import {badge, h, link, reconcile, row, setAttr, setChildren, setText, table} from "../dom.js";
-import {ago, firstLine, local} from "../format.js";
+import {ago, firstLine, local, shortId} from "../format.js";
 import {jobLink, jobName} from "./common.js";
 
 const COLUMNS = [["job"], ["task / topic"], ["arguments", "args"], ["queue", "opt"], ["state"],
   ["attempts", "num opt"], ["when", "nowrap"], ["error / key", "wide"]];
 const ARGS_SHOWN = 60; // characters of the arguments a row shows; the whole on hover or click
-
-// The end of an id: ids made in the same millisecond share their start, never their end.
-function tail(id) {
-  return id.length > 10 ? `…${id.slice(-8)}` : id;
-}
 
 // The time that matters in a job's state.
 function moment(job) {
@@ -117,7 +112,7 @@ export function jobTable(options) {
     reconcile(t.body, jobs, (job) => job.id, create, (tr, job) => {
       const cells = Array.from(tr.children).slice(at);
       if (select) setAttr(tr.querySelector("input.pick-job"), "aria-label", `select job ${job.id}`);
-      setChildren(cells[0], job.id, () => link(jobLink(job), tail(job.id), {class: "mono id", title: job.id,
+      setChildren(cells[0], job.id, () => link(jobLink(job), shortId(job.id), {class: "mono id", title: job.id,
         "aria-label": `job ${job.id}`}));
       setText(cells[1], jobName(job));
       argumentCell(cells[2], job);

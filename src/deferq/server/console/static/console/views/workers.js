@@ -1,9 +1,10 @@
 // /dashboard/workers: every worker process and master, from the heartbeats they publish
 // in the store (kv "workers" and "masters"); a record expires when its process stops.
+// Admins order a worker quiet (no new job) or to stop, through the store.
 
 import {code, empty, h, note, reconcile, row, section, setAttr, setChildren, setText, table} from "../dom.js";
 import {ago, count, duration, local} from "../format.js";
-import {pageHead} from "./common.js";
+import {messageLine, pageHead} from "./common.js";
 import {progressBar} from "./jobtable.js";
 
 const LATE = 60; // seconds without a heartbeat shown in red (a worker beats every third of its lease)
@@ -21,27 +22,60 @@ function running(jobs) {
 
 export function mount(root, ctx) {
   const head = pageHead("Workers");
-  const workers = table(WORKER_COLUMNS, {id: "workers"});
+  const message = messageLine();
+  const admin = ctx.can("admin");
+  const columns = admin ? [...WORKER_COLUMNS, ["", "row-actions"]] : WORKER_COLUMNS;
+  const workers = table(columns, {id: "workers"});
   const masters = table(MASTER_COLUMNS, {id: "masters"});
   const noWorkers = empty("No worker is online.",
     h("span", {}, "Start one: ", code("deferq worker --app tasks:app --url …"), " or a supervisor: ",
       code("deferq run --config deferq.toml"), ". Each worker publishes a heartbeat every few seconds; it shows up here " +
       "within one."));
   const masterPanel = section("Masters", masters.el);
-  root.append(head.el, section("Worker processes", workers.el, noWorkers), masterPanel,
+  root.append(head.el, message.el, section("Worker processes", workers.el, noWorkers), masterPanel,
     note("A worker's record lives for two lease periods after its last heartbeat, a master's for five checks: ",
       "a process that died disappears from this page by itself. Processed counts start at zero when a ",
       "process starts."));
+
+  // Quiet and Stop, each asked first; the worker obeys at its next heartbeat.
+  function orderButtons(w, mode) {
+    const choices = [["quiet", "Quiet", "", "takes no new job and finishes the ones it runs; it stays up"],
+      ["stop", "Stop", "danger", "takes no new job, finishes the ones it runs, then exits (as on SIGTERM; " +
+        "a master starts a new one in its place)"]].filter(([order]) => !mode || (mode === "quiet" && order === "stop"));
+    return h("span", {class: "row-buttons"}, choices.map(([order, label, cls, what]) => {
+      const button = h("button", {type: "button", class: `small ${cls}`, text: label, dataset: {order},
+        "aria-label": `${label} worker ${w.worker}`});
+      button.addEventListener("click", async () => {
+        if (!(await ctx.confirm({title: `${label} worker ${w.worker}?`, action: label, danger: order === "stop",
+          body: [`It ${what}, within one heartbeat.`]}))) return;
+        button.disabled = true;
+        message.clear();
+        try {
+          await ctx.api(`/v1/workers/${encodeURIComponent(w.worker)}/${order}`, {method: "POST"});
+          ctx.toast(`Worker ${w.worker}: ${label.toLowerCase()} ordered.`, "ok");
+        } catch (error) {
+          message.show(`Could not ${order} ${w.worker}: ${error.message}`);
+        }
+        button.disabled = false;
+        refresh();
+      });
+      return button;
+    }));
+  }
 
   async function refresh() {
     const data = await ctx.api("/v1/workers");
     if (!ctx.alive()) return;
     noWorkers.hidden = data.workers.length > 0;
     workers.el.hidden = !data.workers.length;
-    reconcile(workers.body, data.workers, (w) => w.worker, () => row(WORKER_COLUMNS.length,
-      WORKER_COLUMNS.map((c) => c[1])), (tr, w) => {
+    reconcile(workers.body, data.workers, (w) => w.worker, () => row(columns.length,
+      columns.map((c) => c[1])), (tr, w) => {
       const cells = tr.children;
-      setText(cells[0], w.worker);
+      const mode = w.stopping ? "stopping" : w.quiet ? "quiet" : "";
+      setChildren(cells[0], `${w.worker} ${mode}`, () => [w.worker, mode ? " " : null,
+        mode ? h("span", {class: "flag", text: mode, title: mode === "quiet" ? "takes no new job" :
+          "exits once its running jobs finish"}) : null]);
+      if (admin) setChildren(cells[WORKER_COLUMNS.length], mode, () => orderButtons(w, mode));
       setText(cells[1], w.host);
       setText(cells[2], w.pid);
       setText(cells[3], (w.queues || []).join(", "));
