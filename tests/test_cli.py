@@ -19,6 +19,7 @@ import pytest
 from click.testing import CliRunner
 
 import deferq
+from deferq.backends.base import Outcome
 from deferq.cli.main import main
 from deferq.observe.output import iso, relative, span, when
 from deferq.options import JobOptions
@@ -28,6 +29,7 @@ from tests.supervisor_harness import ROOT, wait_until
 
 TASKS = '''
 import deferq
+from deferq.backends.base import Outcome
 
 app = deferq.App("memory://")
 
@@ -187,6 +189,26 @@ def test_dead_list_says_when_each_job_died_and_why_in_80_columns(url, tasks):
     assert_fits(narrow.stdout, 40)
     dead = orjson.loads(cli("dead", "list", "--url", url, "--json").stdout)
     assert len(dead) == 2 and all(isinstance(job["finished_at"], float) for job in dead)
+
+
+def test_retrying_lists_the_jobs_waiting_for_their_next_attempt_and_run_now_runs_one(url):
+    app = deferq.App(url)
+    later = app.enqueue("shop.remind", [7], delay=3600)
+    failed = app.enqueue("shop.charge", [350], max_attempts=5)
+    (leased,) = app.backend.reserve(["default"], 1, "cli-test", 60.0, (0, 1, 2))
+    assert app.backend.settle([Outcome(leased, "retry", delay=3600, error="GatewayError: timed out")]) == [True]
+    listed = cli("retrying", "--url", url)
+    assert listed.exit_code == 0, listed.output
+    lines = listed.stdout.splitlines()
+    assert len(lines) == 3 and lines[0].startswith(f"{failed.id}  shop.charge  (queue default, 1 of 5 attempts)")
+    assert lines[1].startswith("  runs again 20") and lines[2] == "  GatewayError: timed out"
+    assert later.id not in listed.stdout  # delayed, never failed
+    assert cli("retrying", "--url", url, "--queue", "other").stdout == "no job is waiting to be retried\n"
+    assert cli("run-now", failed.id, "--url", url).stdout == f"{failed.id} is due now\n"
+    assert app.get(failed.id).state == "queued" and app.get(failed.id).attempts == 1
+    refused = CliRunner().invoke(main, ["run-now", failed.id, "--url", url])
+    assert refused.exit_code == 1 and "it is queued (only scheduled jobs can run now)" in refused.output
+    app.close()
 
 
 def test_dead_list_says_how_many_it_left_out_and_shows_all_with_all(url, tasks):
@@ -459,6 +481,7 @@ def cli_env() -> dict[str, str]:
 
 SCHEDULED = """
 import deferq
+from deferq.backends.base import Outcome
 
 app = deferq.App()
 

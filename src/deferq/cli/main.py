@@ -20,6 +20,7 @@ import click
 import orjson
 
 from ..app import App
+from ..backends.search import JobQuery, find_retrying
 from ..errors import ConfigError, DeferqError
 from ..job import Job, JobState
 from ..loading import NO_CREATE, load_app, missing_extra, open_store, require
@@ -58,6 +59,8 @@ EXAMPLES = {
     "enqueue": "deferq enqueue send_reset_email --app tasks:app --args '[42]' --delay 300",
     "job": f"deferq job {EXAMPLE_ID}",
     "cancel": f"deferq cancel {EXAMPLE_ID}",
+    "run-now": f"deferq run-now {EXAMPLE_ID}",
+    "retrying": "deferq retrying --queue payments",
     "stats": "deferq stats --url redis://127.0.0.1:6379/0 --watch",
     "remark": "deferq remark 06H0G30DX5YKGH6BGCZVYCJVWC 'refunded by support, ticket 4711'",
     "queue": "deferq queue pause email",
@@ -314,6 +317,43 @@ def cancel(app: App, job_id: str) -> None:
         click.echo(f"asked running job {job_id} to stop: it ends cancelled when its worker hears it")
     else:
         click.echo(f"cancelled {job_id}")
+
+
+@main.command("run-now")
+@existing_store_options
+@click.argument("job_id")
+def run_now(app: App, job_id: str) -> None:
+    """Run a scheduled job now (delayed, or waiting for its next retry)."""
+    if not app.run_now(job_id):
+        job = app.get(job_id)
+        state = f"it is {job.state}" if job else "it does not exist"
+        raise click.ClickException(f"job {job_id} was not made due: {state} (only scheduled jobs can run now)")
+    click.echo(f"{job_id} is due now")
+
+
+@main.command()
+@existing_store_options
+@click.option("--queue", default=None)
+@click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 1000), help="Jobs shown at most.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (times as epoch seconds).")
+def retrying(app: App, queue: str | None, limit: int, as_json: bool) -> None:
+    """List jobs waiting for their next attempt (scheduled after a failure), each with
+    when it runs again and its last error."""
+    found = find_retrying(app.backend, JobQuery(queue=queue, limit=limit))
+    if as_json:
+        print_json([j.to_dict() for j in found.jobs])
+        return
+    columns, now = width(), time.time()
+    for job in found.jobs:
+        click.echo("\n".join([
+            clip(f"{job.id}  {job.task}  (queue {job.queue}, {job.attempts} of {job.max_attempts} attempts)",
+                 columns),
+            clip(f"  runs again {when(job.run_at, now)}", columns),
+            clip(f"  {last_error_line(job.error) or 'no error recorded'}", columns)]))
+    if not found.jobs:
+        click.echo("no job is waiting to be retried")
+    if found.cursor:
+        click.echo(f"the first {len(found.jobs)} shown: --limit N for more")
 
 
 def stats_table(stats: dict[str, dict[str, Any]]) -> Any:

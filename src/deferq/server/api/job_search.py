@@ -4,13 +4,12 @@ probe each, so a job is found however old it is), then as text."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from msgspec import UNSET
 
 from ...backends.base import Backend
-from ...backends.search import MIN_TEXT, JobPage, JobQuery
+from ...backends.search import MIN_TEXT, JobPage, JobQuery, find_retrying
 from ...job import Job, JobState
 from ..http.errors import Invalid
 from . import jobs as jobs_module
@@ -38,36 +37,13 @@ def _exact(backend: Backend, q: str, find: JobQuery) -> list[Job]:
     return [job for job in unique.values() if passes(job)]
 
 
-RETRYING_ROUNDS = 8  # store pages one page of retrying jobs reads at most
-
-
-def _retrying(backend: Backend, find: JobQuery) -> JobPage:
-    """Scheduled jobs that failed before (attempts > 0), from the store's pages of scheduled
-    jobs: each store page asks for no more than the places left, so the cursor of the last
-    one is exactly where the next page goes on. Stops at `find.window` jobs looked at, or
-    after a few store pages (a shorter page, its cursor going on: the next page goes on)."""
-    found: list[Job] = []
-    cursor, scanned, page = find.cursor, 0, None
-    for _ in range(RETRYING_ROUNDS):
-        if len(found) >= find.limit or scanned >= find.window:
-            break
-        size = min(find.limit - len(found), find.window - scanned)
-        page = backend.find_jobs(replace(find, state=JobState.SCHEDULED, cursor=cursor, limit=size))
-        found += [job for job in page.jobs if job.attempts > 0]
-        scanned += page.scanned or len(page.jobs)
-        cursor = page.cursor
-        if cursor is None or not page.complete:
-            break
-    return JobPage(found, cursor, page.text_search if page else None, scanned, page is None or page.complete)
-
-
 def _search(backend: Backend, q: str, find: JobQuery, retrying: bool) -> tuple[list[Job], JobPage | None]:
     exact = _exact(backend, q, find) if q and find.cursor is None else []
     if retrying:
         exact = [job for job in exact if job.attempts > 0]
     if q and len(q) < MIN_TEXT:
         return exact, None
-    return exact, _retrying(backend, find) if retrying else backend.find_jobs(find)
+    return exact, find_retrying(backend, find) if retrying else backend.find_jobs(find)
 
 
 async def page(service: Service, query: models.JobsQuery) -> dict[str, Any]:
