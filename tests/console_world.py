@@ -148,7 +148,7 @@ def seed(url: str) -> World:
                       remark="order 1042: the customer asked for a retry tonight")
     ids["dead"] = _settle(backend, "payments", "dead", WORKER, error=TRACEBACK)
     world_app.enqueue("shop.tasks.charge_card", [1044], {"amount": 12.5, "currency": "EUR"}, queue="payments",
-                      max_attempts=5)
+                      max_attempts=5, tags=["vip", "eu"])
     ids["retrying"] = _settle(backend, "payments", "retry", WORKER, delay=3600,
                               error="shop.gateway.GatewayError: the gateway timed out")
     world_app.enqueue("shop.tasks.send_receipt", [1041], queue="email")

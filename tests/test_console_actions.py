@@ -155,7 +155,9 @@ def test_retrying_jobs_have_a_card_and_a_filter(served):
     expect(page.locator('.state-card[data-state="retrying"] .number')).not_to_have_text("–")
     page.locator('.state-card[data-state="retrying"]').click()
     expect(page).to_have_url(f"{base}/dashboard/jobs?state=retrying")
-    expect(page.locator(f'.jobs tr[data-key="{world.ids["retrying"]}"]')).to_be_visible()
+    row = page.locator(f'.jobs tr[data-key="{world.ids["retrying"]}"]')
+    expect(row.locator(".tag")).to_have_text(["vip", "eu"])
+    expect(row.locator("td.args")).to_have_text('1044, amount=12.5, currency="EUR"')
     expect(page.locator(f'.jobs tr[data-key="{world.ids["scheduled"]}"]')).to_have_count(0)
     assert page.errors == []
 

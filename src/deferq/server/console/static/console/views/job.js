@@ -36,11 +36,11 @@ export function mount(root, ctx) {
 
   const f = {
     queue: field("queue"), priority: field("priority"), attempts: field("attempts"), ttr: field("time limit"),
-    key: field("key"), created: field("created"), due: field("due"), finished: field("finished"),
+    key: field("key"), tags: field("tags"), created: field("created"), due: field("due"), finished: field("finished"),
     updated: field("last change"), worker: field("lease holder"), lease: field("lease until"),
     lastWorker: field("last run by"),
   };
-  const details = h("dl", {class: "facts"}, f.queue.el, f.priority.el, f.attempts.el, f.ttr.el, f.key.el,
+  const details = h("dl", {class: "facts"}, f.queue.el, f.priority.el, f.attempts.el, f.ttr.el, f.key.el, f.tags.el,
     f.lastWorker.el);
   const times = h("dl", {class: "facts"}, f.created.el, f.due.el, f.finished.el, f.updated.el);
   const remark = remarkPanel(ctx, id, message, () => refresh());
@@ -130,6 +130,7 @@ export function mount(root, ctx) {
     setText(f.attempts.value, `${data.attempts} of ${data.max_attempts}`);
     setText(f.ttr.value, data.ttr ? duration(data.ttr) : "none");
     setText(f.key.value, data.key || "—");
+    setText(f.tags.value, (data.tags || []).join(", ") || "—");
     setTime(f.created.value, data.created_at);
     setTime(f.due.value, data.run_at);
     setTime(f.finished.value, data.finished_at);

@@ -7,7 +7,7 @@ import {ago, firstLine, local, shortId} from "../format.js";
 import {jobLink, jobName} from "./common.js";
 
 const COLUMNS = [["job"], ["task / topic"], ["arguments", "args"], ["queue", "opt"], ["state"],
-  ["attempts", "num opt"], ["when", "nowrap"], ["error / key", "wide"]];
+  ["attempts", "num opt"], ["when", "nowrap"], ["error / key / tags", "wide"]];
 const ARGS_SHOWN = 60; // characters of the arguments a row shows; the whole on hover or click
 
 // The time that matters in a job's state.
@@ -123,8 +123,11 @@ export function jobTable(options) {
       const [what, when] = moment(job);
       setText(cells[6], when ? `${what} ${ago(when)}` : "—");
       setAttr(cells[6], "title", when ? local(when) : null);
-      setText(cells[7], job.error ? firstLine(job.error) : job.key ? `key ${job.key}` : "");
-      cells[7].classList.toggle("error-text", Boolean(job.error));
+      const tags = (job.tags || []).join(" ");
+      setChildren(cells[7], `${job.error}\u0000${job.key}\u0000${tags}`, () => [
+        job.error ? h("span", {class: "error-text", text: firstLine(job.error)}) :
+          job.key ? h("span", {text: `key ${job.key}`}) : null,
+        ...(job.tags || []).map((tag) => h("span", {class: "tag", text: tag}))]);
       if (extra) setChildren(cells[8], `${job.state}`, () => extra(job));
     });
     sync();
