@@ -527,3 +527,7 @@ def test_a_worker_is_ordered_quiet_or_to_stop_through_the_store(fresh):
     assert orders.read(app.backend, name)["order"] == "quiet"
     assert client.post(f"/v1/workers/{name}/stop", headers=as_(made.admin)).json()["order"] == "stop"  # replaces
     assert client.post(f"/v1/workers/{name}x/stop", headers=as_(made.admin)).status_code == 404
+    master = client.post("/v1/masters/m-console/quiet", headers=as_(made.admin)).json()
+    left = orders.read(app.backend, orders.master_key("m-console"))
+    assert master["order"] == "quiet" and left is not None and left["by"] == given["by"]
+    assert client.post("/v1/masters/m-other/stop", headers=as_(made.admin)).status_code == 404

@@ -39,6 +39,7 @@ from ..errors import ConfigError
 from ..loading import load_app, require
 from ..net import policy as netpolicy
 from ..values import format_duration
+from ..worker import orders
 from .alerts import AlertConfig, Alerter, saved_alerts
 from .autoscale import Load, ScaleState, decide
 from .child import METRICS_DIR_ENV
@@ -99,6 +100,8 @@ class Master:
         self.pools = {p.name: self._new_pool(p) for p in config.pools}
         self.started = time.time()
         self.stop_signals = 0
+        self.quiet = False  # ordered quiet (worker/orders.py): its children take no new job, none is started
+        self.quieted: set[str] = set()  # children ordered quiet already
         self.reload_requested = False
         self.next_check = 0.0
         self.clock_offset = 0.0  # store clock minus this machine's clock
@@ -221,6 +224,7 @@ class Master:
             self._autoscale(stats, now)
             self.monitor.check(stats)
         self.maintenance.run(now)
+        self._obey()
         self._publish()
         self._watch_config_file()
 
@@ -269,6 +273,7 @@ class Master:
                 child.process.wait()
                 self.health.call(self.app.backend.kv_delete, "workers", child.name)
         self.health.call(self.app.backend.kv_delete, "masters", self.id)
+        self.health.call(orders.clear, self.app.backend, orders.master_key(self.id))
         self.alerter.close()
         self.app.close()
         signal.set_wakeup_fd(-1)
@@ -366,7 +371,7 @@ class Master:
 
     def _reconcile(self, pool: PoolState, now: float) -> None:
         """Start or retire children until the pool matches its target; roll restarts."""
-        if self.stop_signals:
+        if self.stop_signals or self.quiet:
             return
         configured = pool.config.name in self._configured()
         target = pool.scale.target if configured else 0
@@ -415,13 +420,28 @@ class Master:
                 log.info("pool %s: %d -> %d process(es) (%s)", pool.config.name, before,
                          pool.scale.target, reason)
 
+    def _obey(self) -> None:
+        """An order left in the store for this master: quiet (each child ordered quiet,
+        none started), or stop (as on SIGTERM)."""
+        _, order = self.health.call(orders.read, self.app.backend, orders.master_key(self.id))
+        if not order or self.stop_signals:
+            return
+        if not self.quiet:
+            log.info("master %s: ordered %s by %s", self.id, order["order"], order.get("by", "?"))
+            self.quiet = True
+        for child in [c for p in self.pools.values() for c in p.children if c.name not in self.quieted]:
+            self.health.call(orders.give, self.app.backend, child.name, "quiet", f"its master ({order.get('by')})")
+            self.quieted.add(child.name)
+        if order["order"] == "stop":
+            self.stop_signals += 1
+
     def status(self) -> dict[str, Any]:
         """What `deferq status` shows about this master (published in kv "masters")."""
         return {
             "id": self.id, "pid": os.getpid(), "host": self.host, "started": self.started,
             "seen": time.time(), "url": self.app.url,
             "config": str(self.config.path) if self.config.path else None,
-            "store_up": self.health.up,
+            "store_up": self.health.up, "quiet": self.quiet,
             "pools": {
                 name: {
                     "queues": list(pool.config.queues), "target": pool.scale.target,

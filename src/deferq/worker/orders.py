@@ -1,7 +1,8 @@
-"""Orders to a worker process, through the store (kv "worker-orders", keyed by the
-worker's name), so they reach it on every store and from any machine: "quiet" (take no
-new job, finish the running ones, stay up) or "stop" (the same, then exit, as on
-SIGTERM). A worker reads its order at each heartbeat, so it acts within one."""
+"""Orders to a worker process or a master, through the store (kv "worker-orders", keyed
+by the worker's name, or "master:" and the master's id), so they reach it on every store
+and from any machine: "quiet" (take no new job, finish the running ones, stay up) or
+"stop" (the same, then exit, as on SIGTERM). A worker reads its order at each heartbeat,
+a master at each check (then orders each of its children quiet, and starts no new one)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,10 @@ from ..backends import Backend
 NAMESPACE = "worker-orders"
 ORDERS = ("quiet", "stop")
 KEEP = 3600.0  # seconds an order waits for its worker; one that never beats again is gone
+
+
+def master_key(master_id: str) -> str:
+    return f"master:{master_id}"
 
 
 def give(backend: Backend, worker: str, order: str, by: str) -> dict[str, Any]:

@@ -181,32 +181,46 @@ async def retry_dead_batch(request: Request) -> JSON:
 # -- workers, schedules, the store ---------------------------------------------------------
 
 
-def _order(backend: Backend, worker: str, order: str, by: str) -> dict[str, Any] | None:
-    if backend.kv_get("workers", worker) is None:
+def _order(backend: Backend, kind: str, name: str, order: str, by: str) -> dict[str, Any] | None:
+    """Leave `order` for the worker or master `name` if it sends heartbeats (kv "workers"
+    or "masters"); None when none of that name does."""
+    if backend.kv_get(f"{kind}s", name) is None:
         return None
-    return orders.give(backend, worker, order, by)
+    given = orders.give(backend, orders.master_key(name) if kind == "master" else name, order, by)
+    return {**given, "worker": name}
 
 
-async def order_worker(request: Request, order: str) -> JSON:
+async def give_order(request: Request, kind: str, order: str) -> JSON:
     service = service_of(request)
-    worker: str = request.path_params["worker"]
-    given = await service.store(_order, service.backend, worker, order, await caller(request))
+    name: str = request.path_params[kind]
+    given = await service.store(_order, service.backend, kind, name, order, await caller(request))
     if given is None:
-        raise not_found(f"worker {worker} (none of that name sends heartbeats)")
+        raise not_found(f"{kind} {name} (none of that name sends heartbeats)")
     return JSON(given)
 
 
 @needs(ADMIN)
 async def quiet_worker(request: Request) -> JSON:
     """The worker takes no new job and finishes its running ones (within one heartbeat)."""
-    return await order_worker(request, "quiet")
+    return await give_order(request, "worker", "quiet")
 
 
 @needs(ADMIN)
 async def stop_worker(request: Request) -> JSON:
     """The worker takes no new job, then exits once its running ones finish (as on SIGTERM)."""
-    return await order_worker(request, "stop")
+    return await give_order(request, "worker", "stop")
 
+
+@needs(ADMIN)
+async def quiet_master(request: Request) -> JSON:
+    """The master orders each of its children quiet and starts no new one (at its next check)."""
+    return await give_order(request, "master", "quiet")
+
+
+@needs(ADMIN)
+async def stop_master(request: Request) -> JSON:
+    """The master stops as on SIGTERM: its children finish their jobs, then all exit."""
+    return await give_order(request, "master", "stop")
 
 
 def _workers(backend: Backend) -> dict[str, Any]:
@@ -404,6 +418,8 @@ ROUTES: dict[str, dict[str, Handler]] = {
     "/v1/workers": {"GET": list_workers},
     "/v1/workers/{worker}/quiet": {"POST": quiet_worker},
     "/v1/workers/{worker}/stop": {"POST": stop_worker},
+    "/v1/masters/{master}/quiet": {"POST": quiet_master},
+    "/v1/masters/{master}/stop": {"POST": stop_master},
     "/v1/periodic": {"GET": list_periodic},
     "/v1/store": {"GET": store_health},
     "/v1/conditions/evaluate": {"POST": evaluate_condition},
@@ -453,6 +469,12 @@ def paths() -> dict[str, Any]:
         "/v1/workers/{worker}/stop": {"post": operation(
             "Stop a worker: it takes no new job, exits once its running ones finish", "admin",
             ok("Ordered", cm.WorkerOrder), params=[path_param("worker")], errors=("404", "503"))},
+        "/v1/masters/{master}/quiet": {"post": operation(
+            "Quiet a master: each of its workers takes no new job; it starts none", "admin",
+            ok("Ordered", cm.WorkerOrder), params=[path_param("master")], errors=("404", "503"))},
+        "/v1/masters/{master}/stop": {"post": operation(
+            "Stop a master: its workers finish their running jobs, then all exit", "admin",
+            ok("Ordered", cm.WorkerOrder), params=[path_param("master")], errors=("404", "503"))},
         "/v1/periodic": {"get": operation(
             "Periodic schedules: next ticks and the last one enqueued", "reader",
             ok("Schedules", cm.PeriodicSchedules), errors=("503",))},

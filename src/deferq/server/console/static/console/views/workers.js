@@ -26,7 +26,8 @@ export function mount(root, ctx) {
   const admin = ctx.can("admin");
   const columns = admin ? [...WORKER_COLUMNS, ["", "row-actions"]] : WORKER_COLUMNS;
   const workers = table(columns, {id: "workers"});
-  const masters = table(MASTER_COLUMNS, {id: "masters"});
+  const masterColumns = admin ? [...MASTER_COLUMNS, ["", "row-actions"]] : MASTER_COLUMNS;
+  const masters = table(masterColumns, {id: "masters"});
   const noWorkers = empty("No worker is online.",
     h("span", {}, "Start one: ", code("deferq worker --app tasks:app --url …"), " or a supervisor: ",
       code("deferq run --config deferq.toml"), ". Each worker publishes a heartbeat every few seconds; it shows up here " +
@@ -37,24 +38,30 @@ export function mount(root, ctx) {
       "a process that died disappears from this page by itself. Processed counts start at zero when a ",
       "process starts."));
 
-  // Quiet and Stop, each asked first; the worker obeys at its next heartbeat.
-  function orderButtons(w, mode) {
-    const choices = [["quiet", "Quiet", "", "takes no new job and finishes the ones it runs; it stays up"],
-      ["stop", "Stop", "danger", "takes no new job, finishes the ones it runs, then exits (as on SIGTERM; " +
-        "a master starts a new one in its place)"]].filter(([order]) => !mode || (mode === "quiet" && order === "stop"));
+  // Quiet and Stop, each asked first; a worker obeys at its next heartbeat, a master at its
+  // next check.
+  const WHAT = {
+    worker: {quiet: "takes no new job and finishes the ones it runs; it stays up", stop: "takes no new job, " +
+      "finishes the ones it runs, then exits (as on SIGTERM; a master starts a new one in its place)"},
+    master: {quiet: "orders each of its workers quiet and starts no new one; they all stay up", stop: "stops as " +
+      "on SIGTERM: its workers finish the jobs they run, then all exit"},
+  };
+  function orderButtons(kind, name, mode) {
+    const choices = [["quiet", "Quiet", "", WHAT[kind].quiet], ["stop", "Stop", "danger", WHAT[kind].stop]]
+      .filter(([order]) => !mode || (mode === "quiet" && order === "stop"));
     return h("span", {class: "row-buttons"}, choices.map(([order, label, cls, what]) => {
       const button = h("button", {type: "button", class: `small ${cls}`, text: label, dataset: {order},
-        "aria-label": `${label} worker ${w.worker}`});
+        "aria-label": `${label} ${kind} ${name}`});
       button.addEventListener("click", async () => {
-        if (!(await ctx.confirm({title: `${label} worker ${w.worker}?`, action: label, danger: order === "stop",
-          body: [`It ${what}, within one heartbeat.`]}))) return;
+        if (!(await ctx.confirm({title: `${label} ${kind} ${name}?`, action: label, danger: order === "stop",
+          body: [`It ${what}, within ${kind === "worker" ? "one heartbeat" : "one check"}.`]}))) return;
         button.disabled = true;
         message.clear();
         try {
-          await ctx.api(`/v1/workers/${encodeURIComponent(w.worker)}/${order}`, {method: "POST"});
-          ctx.toast(`Worker ${w.worker}: ${label.toLowerCase()} ordered.`, "ok");
+          await ctx.api(`/v1/${kind}s/${encodeURIComponent(name)}/${order}`, {method: "POST"});
+          ctx.toast(`${kind === "worker" ? "Worker" : "Master"} ${name}: ${label.toLowerCase()} ordered.`, "ok");
         } catch (error) {
-          message.show(`Could not ${order} ${w.worker}: ${error.message}`);
+          message.show(`Could not ${order} ${name}: ${error.message}`);
         }
         button.disabled = false;
         refresh();
@@ -75,7 +82,7 @@ export function mount(root, ctx) {
       setChildren(cells[0], `${w.worker} ${mode}`, () => [w.worker, mode ? " " : null,
         mode ? h("span", {class: "flag", text: mode, title: mode === "quiet" ? "takes no new job" :
           "exits once its running jobs finish"}) : null]);
-      if (admin) setChildren(cells[WORKER_COLUMNS.length], mode, () => orderButtons(w, mode));
+      if (admin) setChildren(cells[WORKER_COLUMNS.length], mode, () => orderButtons("worker", w.worker, mode));
       setText(cells[1], w.host);
       setText(cells[2], w.pid);
       setText(cells[3], (w.queues || []).join(", "));
@@ -94,10 +101,13 @@ export function mount(root, ctx) {
       setText(cells[8], w.master || "—");
     });
     masterPanel.hidden = !data.masters.length;
-    reconcile(masters.body, data.masters, (m) => m.id, () => row(MASTER_COLUMNS.length,
-      MASTER_COLUMNS.map((c) => c[1])), (tr, m) => {
+    reconcile(masters.body, data.masters, (m) => m.id, () => row(masterColumns.length,
+      masterColumns.map((c) => c[1])), (tr, m) => {
       const cells = tr.children;
-      setText(cells[0], m.id);
+      const mode = m.quiet ? "quiet" : "";
+      setChildren(cells[0], `${m.id} ${mode}`, () => [m.id, mode ? " " : null,
+        mode ? h("span", {class: "flag", text: "quiet", title: "its workers take no new job"}) : null]);
+      if (admin) setChildren(cells[MASTER_COLUMNS.length], mode, () => orderButtons("master", m.id, mode));
       setText(cells[1], m.host);
       setText(cells[2], m.pid);
       setText(cells[3], m.started ? `${local(m.started)} (${ago(m.started)})` : "—");
