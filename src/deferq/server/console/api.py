@@ -199,28 +199,25 @@ async def give_order(request: Request, kind: str, order: str) -> JSON:
     return JSON(given)
 
 
-@needs(ADMIN)
-async def quiet_worker(request: Request) -> JSON:
-    """The worker takes no new job and finishes its running ones (within one heartbeat)."""
-    return await give_order(request, "worker", "quiet")
+def order_route(kind: str, order: str, summary: str) -> Handler:
+    """The admin route that leaves `order` for a worker or a master (give_order)."""
+
+    async def handler(request: Request) -> JSON:
+        return await give_order(request, kind, order)
+
+    handler.__name__ = handler.__qualname__ = f"{order}_{kind}"
+    handler.__doc__ = summary
+    return needs(ADMIN)(handler)
 
 
-@needs(ADMIN)
-async def stop_worker(request: Request) -> JSON:
-    """The worker takes no new job, then exits once its running ones finish (as on SIGTERM)."""
-    return await give_order(request, "worker", "stop")
-
-
-@needs(ADMIN)
-async def quiet_master(request: Request) -> JSON:
-    """The master orders each of its children quiet and starts no new one (at its next check)."""
-    return await give_order(request, "master", "quiet")
-
-
-@needs(ADMIN)
-async def stop_master(request: Request) -> JSON:
-    """The master stops as on SIGTERM: its children finish their jobs, then all exit."""
-    return await give_order(request, "master", "stop")
+# (kind, order, what it does): POST /v1/{kind}s/{name}/{order}
+ORDERS = [
+    ("worker", "quiet", "it takes no new job, finishes its running ones (within a heartbeat)"),
+    ("worker", "stop", "it takes no new job, then exits once its running ones finish"),
+    ("master", "quiet", "it orders its workers quiet and starts none (at its next check)"),
+    ("master", "stop", "it stops as on SIGTERM: its workers finish their jobs, then all exit"),
+]
+ORDER_ROUTES = {f"/v1/{kind}s/{{{kind}}}/{order}": order_route(kind, order, what) for kind, order, what in ORDERS}
 
 
 def _workers(backend: Backend) -> dict[str, Any]:
@@ -416,10 +413,7 @@ ROUTES: dict[str, dict[str, Handler]] = {
     "/v1/jobs/{job_id}/lease": {"GET": job_lease},
     "/v1/dead/retry-batch": {"POST": retry_dead_batch},
     "/v1/workers": {"GET": list_workers},
-    "/v1/workers/{worker}/quiet": {"POST": quiet_worker},
-    "/v1/workers/{worker}/stop": {"POST": stop_worker},
-    "/v1/masters/{master}/quiet": {"POST": quiet_master},
-    "/v1/masters/{master}/stop": {"POST": stop_master},
+    **{path: {"POST": handler} for path, handler in ORDER_ROUTES.items()},
     "/v1/periodic": {"GET": list_periodic},
     "/v1/store": {"GET": store_health},
     "/v1/conditions/evaluate": {"POST": evaluate_condition},
@@ -463,18 +457,9 @@ def paths() -> dict[str, Any]:
             body(cm.RetryBatchRequest), errors=("503",))},
         "/v1/workers": {"get": operation(
             "Workers and masters, from their heartbeats", "reader", ok("Workers", cm.Workers), errors=("503",))},
-        "/v1/workers/{worker}/quiet": {"post": operation(
-            "Quiet a worker: it takes no new job, finishes its running ones", "admin",
-            ok("Ordered", cm.WorkerOrder), params=[path_param("worker")], errors=("404", "503"))},
-        "/v1/workers/{worker}/stop": {"post": operation(
-            "Stop a worker: it takes no new job, exits once its running ones finish", "admin",
-            ok("Ordered", cm.WorkerOrder), params=[path_param("worker")], errors=("404", "503"))},
-        "/v1/masters/{master}/quiet": {"post": operation(
-            "Quiet a master: each of its workers takes no new job; it starts none", "admin",
-            ok("Ordered", cm.WorkerOrder), params=[path_param("master")], errors=("404", "503"))},
-        "/v1/masters/{master}/stop": {"post": operation(
-            "Stop a master: its workers finish their running jobs, then all exit", "admin",
-            ok("Ordered", cm.WorkerOrder), params=[path_param("master")], errors=("404", "503"))},
+        **{f"/v1/{kind}s/{{{kind}}}/{order}": {"post": operation(
+            f"{order.capitalize()} a {kind}: {what}", "admin", ok("Ordered", cm.WorkerOrder),
+            params=[path_param(kind)], errors=("404", "503"))} for kind, order, what in ORDERS},
         "/v1/periodic": {"get": operation(
             "Periodic schedules: next ticks and the last one enqueued", "reader",
             ok("Schedules", cm.PeriodicSchedules), errors=("503",))},
