@@ -35,6 +35,8 @@ FORMATS = {
                        "\"The retry-condition language\").",
     "page-cursor": "The `cursor` of a page of GET /v1/jobs, as the server gave it (opaque: only the "
                    "store that made it reads it).",
+    "cron": "A cron expression: five fields, or six with seconds last (\"*/10 * * * * *\").",
+    "time-zone": "An IANA time zone name such as Europe/Berlin (docs/schedules.md for daylight saving).",
 }
 
 TOPIC_NAME = Annotated[str, matching(NAME_PATTERN.pattern, "1-100 letters, digits and _.:-")]
@@ -154,6 +156,63 @@ class BatchRequest(Struct, forbid_unknown_fields=True):
     """Many jobs at once: all are stored, or none."""
 
     jobs: Annotated[list[dict[str, Any]], Meta(min_length=1, max_length=ServerConfig.max_batch)]
+
+
+# -- schedules ---------------------------------------------------------------------------------
+
+SCHEDULE_OPTIONS = ("queue", "priority", "max_attempts", "ttr")  # the job options a schedule's job takes
+SCHEDULE_NAME = r"^[^/\x00]{1,200}$"
+ScheduleRequest: type[Struct] = msgspec.defstruct(
+    "ScheduleRequest",
+    [("task", Annotated[str, TASK_NAME]),
+     ("cron", Annotated[str, Meta(extra_json_schema={"format": "cron"})] | None, None),
+     ("every", Annotated[float, Meta(ge=1, le=366 * 86400, description="Seconds between ticks.")] | None, None),
+     ("tz", Annotated[str, Meta(extra_json_schema={"format": "time-zone"})] | None, None),
+     ("jitter", Annotated[float, Meta(ge=0, lt=86400, description="Seconds each tick's job may be delayed, "
+                                                                 "at random.")] | None, None),
+     ("missed", Literal["skip", "latest", "all"] | None, None),
+     ("args", list[Any] | None, None),
+     ("kwargs", dict[str, Any] | None, None),
+     *[field for field in _option_fields() if field[0] in SCHEDULE_OPTIONS]],
+    namespace={"__doc__": "A schedule: cron (in tz, UTC by default) or every (seconds), not both."},
+    module=__name__, kw_only=True, forbid_unknown_fields=True,
+)
+_NULL = {"type": "null"}
+SCHEDULE_RULES = {"oneOf": [  # cron or every, exactly one; tz only with cron
+    {"required": ["cron"], "properties": {"cron": {"type": "string"}, "every": _NULL}},
+    {"required": ["every"], "properties": {"every": {"type": "number"}, "cron": _NULL, "tz": _NULL}},
+]}
+SCHEMA_RULES["ScheduleRequest"] = SCHEDULE_RULES
+
+
+class ScheduleLastJob(Struct):
+    id: str
+    state: str
+
+
+class Schedule(Struct):
+    name: str
+    task: str
+    timing: Annotated[str, Meta(description='"*/5 * * * * (Europe/Berlin)" or "every 30s"')]
+    cron: str | None
+    every: float | None
+    tz: str | None
+    jitter: float
+    missed: str
+    args: list[Any]
+    kwargs: dict[str, Any]
+    options: dict[str, Any]
+    paused: bool
+    source: Annotated[str, Meta(description="code, config or api: where it was declared.")]
+    since: Annotated[float, Meta(description="When it began counting ticks (added, retimed or resumed).")]
+    next: Annotated[list[float], Meta(description="The next five ticks (none while paused).")]
+    last_tick: float | None
+    last_job: ScheduleLastJob | None
+
+
+class ScheduleList(Struct):
+    schedules: list[Schedule]
+    leader: Annotated[str | None, Meta(description="The process firing schedules now (null: none).")]
 
 
 # -- tokens and settings -----------------------------------------------------------------------
@@ -524,5 +583,5 @@ MODELS: tuple[Any, ...] = (
     TopicJob, TaskJob, BatchRequest, TopicRequest, TokenRequest, AlertSettings, Error, Receipt,
     Receipts, Job, JobList, Batch, JobStateAnswer, QueueList, Topic, TopicList, Token, TokenList,
     Deleted, Purged, Retried, Alerts, SavedAlerts, Status, QueuePaused, Remark, RemarkRequest, IdsRequest,
-    DeletedBatch, StorePart, StoreParts, History,
+    DeletedBatch, StorePart, StoreParts, History, ScheduleRequest, Schedule, ScheduleList,
 )

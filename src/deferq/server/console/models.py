@@ -118,9 +118,17 @@ class LastJob(Struct):
 
 class PeriodicSchedule(Struct):
     name: str
-    next: list[float]
+    next: list[float]  # the next five ticks (none while paused)
+    task: str
+    timing: str  # "*/5 * * * * (Europe/Berlin)" or "every 30s"
+    source: str  # code, config or api: where it was declared
+    paused: bool
+    missed: str
+    jitter: float
+    since: float
     cron: str | None = None
-    task: str | None = None
+    every: float | None = None
+    tz: str | None = None
     args: list[Any] | None = None
     kwargs: dict[str, Any] | None = None
     options: dict[str, Any] | None = None
@@ -131,7 +139,8 @@ class PeriodicSchedule(Struct):
 class PeriodicSchedules(Struct):
     now: float
     schedules: list[PeriodicSchedule]
-    masters: int  # masters running now: with none, no schedule fires
+    masters: int  # masters running now
+    leader: str | None = None  # the process firing schedules now (None: none does)
 
 
 class StoreHealth(Struct):
