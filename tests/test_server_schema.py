@@ -52,6 +52,9 @@ CONDITION = st.recursive(COMPARISON, lambda inner: st.one_of(
     st.builds("{} && {}".format, inner, inner), st.builds("{} || {}".format, inner, inner),
     st.builds("!({})".format, inner)), max_leaves=6)
 schemathesis.openapi.format("retry-condition", CONDITION)
+# Schedules: cron expressions and time zones the server takes (flows/timing.py).
+schemathesis.openapi.format("cron", st.sampled_from(["*/5 * * * *", "0 9 * * 1-5", "*/10 * * * * *"]))
+schemathesis.openapi.format("time-zone", st.sampled_from(["UTC", "Europe/Berlin", "America/New_York"]))
 # A page cursor as the SQLite store makes one (backends/sql/search.py).
 schemathesis.openapi.format("page-cursor", st.integers(1, 10**9).map(lambda seq: encode_cursor({"after": seq})))
 

@@ -28,6 +28,7 @@ from ..observe.output import clip, job_lines, last_error_line, print_json, say, 
 from ..server.http.auth import SCOPES
 from ..values import format_duration
 from .run import no_create_option, run_command, status_command
+from .schedules import schedule_group
 
 STATE_COLUMNS = ("blocked", "scheduled", "queued", "active", "succeeded", "dead", "cancelled")
 STATE_HEADERS = ("block", "sched", "queued", "active", "done", "dead", "cancel")  # fit 80 columns
@@ -64,6 +65,14 @@ EXAMPLES = {
     "queue list": "deferq queue list --json",
     "queue pause": "deferq queue pause email",
     "queue resume": "deferq queue resume email",
+    "schedule": "deferq schedule list",
+    "schedule list": "deferq schedule list --json",
+    "schedule add": ("deferq schedule add report send_report --app tasks:app "
+                     "--cron '0 9 * * 1-5' --tz Europe/Berlin"),
+    "schedule pause": "deferq schedule pause report",
+    "schedule resume": "deferq schedule resume report",
+    "schedule remove": "deferq schedule remove report",
+    "schedule run-now": "deferq schedule run-now report",
     "dead": "deferq dead list --queue email",
     "dead list": "deferq dead list --queue email --limit 10",
     "dead retry": "deferq dead retry --all",
@@ -540,6 +549,7 @@ def demo(url: str | None) -> None:
 
 
 main.add_command(run_command)  # deferq run: the supervisor
+main.add_command(schedule_group(existing_store_options, app_options), "schedule")  # deferq schedule ...
 main.add_command(status_command)  # deferq status: masters, pools, children
 
 

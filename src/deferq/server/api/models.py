@@ -162,27 +162,36 @@ class BatchRequest(Struct, forbid_unknown_fields=True):
 
 SCHEDULE_OPTIONS = ("queue", "priority", "max_attempts", "ttr")  # the job options a schedule's job takes
 SCHEDULE_NAME = r"^[^/\x00]{1,200}$"
-ScheduleRequest: type[Struct] = msgspec.defstruct(
-    "ScheduleRequest",
-    [("task", Annotated[str, TASK_NAME]),
-     ("cron", Annotated[str, Meta(extra_json_schema={"format": "cron"})] | None, None),
-     ("every", Annotated[float, Meta(ge=1, le=366 * 86400, description="Seconds between ticks.")] | None, None),
-     ("tz", Annotated[str, Meta(extra_json_schema={"format": "time-zone"})] | None, None),
-     ("jitter", Annotated[float, Meta(ge=0, lt=86400, description="Seconds each tick's job may be delayed, "
-                                                                 "at random.")] | None, None),
-     ("missed", Literal["skip", "latest", "all"] | None, None),
-     ("args", list[Any] | None, None),
-     ("kwargs", dict[str, Any] | None, None),
-     *[field for field in _option_fields() if field[0] in SCHEDULE_OPTIONS]],
-    namespace={"__doc__": "A schedule: cron (in tz, UTC by default) or every (seconds), not both."},
+_SCHEDULE_JOB: list[tuple[str, Any] | tuple[str, Any, Any]] = [
+    ("task", Annotated[str, TASK_NAME]),
+    ("jitter", Annotated[float, Meta(ge=0, lt=86400, description="Seconds each tick's job may be delayed, "
+                                                                "at random.")] | None, None),
+    ("missed", Annotated[Literal["skip", "latest", "all"], Meta(
+        description="Ticks missed while no process fired schedules: none fire, the newest, or all.")] | None,
+     None),
+    ("args", list[Any] | None, None),
+    ("kwargs", dict[str, Any] | None, None),
+    *[field for field in _option_fields() if field[0] in SCHEDULE_OPTIONS],
+]
+CronSchedule: type[Struct] = msgspec.defstruct(
+    "CronSchedule",
+    [("cron", Annotated[str, Meta(extra_json_schema={"format": "cron"})]),
+     ("tz", Annotated[str, Meta(extra_json_schema={"format": "time-zone"},
+                                description="The zone cron is read in (default UTC).")] | None, None),
+     *_SCHEDULE_JOB],
+    namespace={"__doc__": "A schedule on a cron expression, read in a time zone (UTC by default)."},
     module=__name__, kw_only=True, forbid_unknown_fields=True,
 )
-_NULL = {"type": "null"}
-SCHEDULE_RULES = {"oneOf": [  # cron or every, exactly one; tz only with cron
-    {"required": ["cron"], "properties": {"cron": {"type": "string"}, "every": _NULL}},
-    {"required": ["every"], "properties": {"every": {"type": "number"}, "cron": _NULL, "tz": _NULL}},
-]}
-SCHEMA_RULES["ScheduleRequest"] = SCHEDULE_RULES
+EverySchedule: type[Struct] = msgspec.defstruct(
+    "EverySchedule",
+    [("every", Annotated[float, Meta(ge=1, le=366 * 86400, description="Seconds between ticks.")]),
+     *_SCHEDULE_JOB],
+    namespace={"__doc__": "A schedule every so many seconds (ticks on whole multiples since the epoch)."},
+    module=__name__, kw_only=True, forbid_unknown_fields=True,
+)
+SCHEDULE_REQUEST = {"description": "A cron schedule (with cron) or an interval (with every): exactly one.",
+                    "oneOf": [{"$ref": f"#/components/schemas/{kind}"}
+                              for kind in ("CronSchedule", "EverySchedule")]}
 
 
 class ScheduleLastJob(Struct):
@@ -583,5 +592,5 @@ MODELS: tuple[Any, ...] = (
     TopicJob, TaskJob, BatchRequest, TopicRequest, TokenRequest, AlertSettings, Error, Receipt,
     Receipts, Job, JobList, Batch, JobStateAnswer, QueueList, Topic, TopicList, Token, TokenList,
     Deleted, Purged, Retried, Alerts, SavedAlerts, Status, QueuePaused, Remark, RemarkRequest, IdsRequest,
-    DeletedBatch, StorePart, StoreParts, History, ScheduleRequest, Schedule, ScheduleList,
+    DeletedBatch, StorePart, StoreParts, History, CronSchedule, EverySchedule, Schedule, ScheduleList,
 )

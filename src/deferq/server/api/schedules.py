@@ -28,10 +28,14 @@ def view(service: Service, info: ScheduleInfo, now: float) -> dict[str, Any]:
     return {**info.to_dict(now), "last_job": None if job is None else {"id": job.id, "state": str(job.state)}}
 
 
-def _list(service: Service) -> dict[str, Any]:
-    now = service.backend.now()
+def listing(service: Service, now: float) -> dict[str, Any]:
+    """Every schedule and who fires them now (GET /v1/schedules, the console's /v1/periodic)."""
     return {"schedules": [view(service, info, now) for info in Schedules(service.app).list()],
             "leader": current_leader(service.backend)}
+
+
+def _list(service: Service) -> dict[str, Any]:
+    return listing(service, service.backend.now())
 
 
 def _name(request: Request) -> str:
@@ -70,10 +74,15 @@ async def put_schedule(request: Request) -> JSON:
     """Add or change a schedule (201 when new); its paused state and last run are kept."""
     service = service_of(request)
     name = _name(request)
-    asked: Any = fields.parse(models.ScheduleRequest, await read_json(request), "a schedule")
+    data = await read_json(request)
+    every = isinstance(data, dict) and data.get("every") is not None
+    if every and data.get("cron") is not None:
+        raise Invalid("a schedule takes either cron or every, not both")
+    asked: Any = fields.parse(models.EverySchedule if every else models.CronSchedule, data, "a schedule")
     try:
-        schedule = make_schedule(name, asked.task, asked.args or [], asked.kwargs or {}, cron=asked.cron,
-                                 every=asked.every, tz=asked.tz, jitter=asked.jitter or 0.0,
+        schedule = make_schedule(name, asked.task, asked.args or [], asked.kwargs or {},
+                                 cron=getattr(asked, "cron", None), every=getattr(asked, "every", None),
+                                 tz=getattr(asked, "tz", None), jitter=asked.jitter or 0.0,
                                  missed=asked.missed or "skip", **option_values(asked))
     except ConfigError as exc:
         raise Invalid(str(exc)) from None

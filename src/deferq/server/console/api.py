@@ -24,13 +24,12 @@ from starlette.requests import Request
 from starlette.routing import Route
 
 from ...backends.base import Backend
-from ...flows.firing import current_leader
-from ...flows.schedules import Schedules
 from ...backoff import exponential
 from ...job import ALL_STATES, Job, JobState
 from ...supervisor.alerts import AlertConfig, Alerter
 from ...supervisor.status import _decoded, running_masters, worker_view
 from ..api import jobs as jobs_module
+from ..api import schedules as schedules_api
 from ..api.openapi import answer, operation, path_param, query, ref
 from ..api.routes import ADMIN, READER, Handler, by_method, needs
 from ..http import fields, settings
@@ -208,15 +207,9 @@ def _plain(value: Any) -> Any:
 
 
 def _periodic(service: Service) -> dict[str, Any]:
-    backend = service.backend
-    now = backend.now()
-    schedules = []
-    for info in Schedules(service.app).list():
-        job = backend.get(info.last_job) if info.last_job else None
-        schedules.append({**_plain(info.to_dict(now)),
-                          "last_job": None if job is None else {"id": job.id, "state": str(job.state)}})
-    return {"now": now, "schedules": schedules, "masters": len(running_masters(backend)),
-            "leader": current_leader(backend)}
+    now = service.backend.now()
+    return {"now": now, **_plain(schedules_api.listing(service, now)),
+            "masters": len(running_masters(service.backend))}
 
 
 @needs(READER)

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 from msgspec import UNSET, Meta, Struct, UnsetType
 
-from ..api.models import Job, Limit, Scope, State
+from ..api.models import Job, Limit, Schedule, Scope, State
 from ..topics.topic import Backoff
 
 SEARCH_WINDOW = 1000  # jobs per state a search looks at unless told otherwise
@@ -111,34 +111,9 @@ class Workers(Struct):
     masters: list[dict[str, Any]]
 
 
-class LastJob(Struct):
-    id: str
-    state: State
-
-
-class PeriodicSchedule(Struct):
-    name: str
-    next: list[float]  # the next five ticks (none while paused)
-    task: str
-    timing: str  # "*/5 * * * * (Europe/Berlin)" or "every 30s"
-    source: str  # code, config or api: where it was declared
-    paused: bool
-    missed: str
-    jitter: float
-    since: float
-    cron: str | None = None
-    every: float | None = None
-    tz: str | None = None
-    args: list[Any] | None = None
-    kwargs: dict[str, Any] | None = None
-    options: dict[str, Any] | None = None
-    last_tick: float | None = None
-    last_job: LastJob | None = None
-
-
 class PeriodicSchedules(Struct):
     now: float
-    schedules: list[PeriodicSchedule]
+    schedules: list[Schedule]  # as GET /v1/schedules shows them
     masters: int  # masters running now
     leader: str | None = None  # the process firing schedules now (None: none does)
 
