@@ -1,4 +1,4 @@
-"""Migrations produce the reference schema (`<dialect>/schema.txt`, a normalized
+"""Migrations produce the reference schema (`tests/sql_schemas/<dialect>.txt`, a normalized
 catalog dump); `deferq migrate` applies them once; a store older than the code, opened
 with ?migrate=false, says to run `deferq migrate`. A SQLite file made before SQLite had
 migrations keeps working.
@@ -28,13 +28,13 @@ from deferq.backends.sql.plans import Plan, Step
 from deferq.cli.main import main
 from deferq.errors import SchemaOutdated
 from deferq.job import JobState
-from deferq.task import build_enqueue
 from deferq.worker import Worker, WorkerConfig
 
 from .stores.mysql import SERVER as MYSQL_SERVER
 from .stores.postgres import BASE_URL as POSTGRES_BASE
 
 SQL_DIR = Path(__file__).parent.parent / "src" / "deferq" / "backends" / "sql"
+SCHEMAS = Path(__file__).parent / "sql_schemas"  # the reference schema of each dialect
 
 
 def postgres_catalog(conn, schema: str) -> str:
@@ -90,7 +90,7 @@ def sqlite_catalog(path: Path) -> str:
 
 
 def check_reference(dialect: str, catalog: str) -> None:
-    reference = SQL_DIR / dialect / "schema.txt"
+    reference = SCHEMAS / f"{dialect}.txt"
     if os.environ.get("DEFERQ_WRITE_SCHEMA") == "1":
         reference.write_text(catalog)
     assert catalog == reference.read_text(), (
@@ -237,7 +237,7 @@ def test_a_sqlite_file_from_before_migrations_keeps_working(tmp_path):
 
     # version 1 recognised and recorded (not re-created), the later ones applied
     assert app.backend.applied_versions() == list(range(1, app.backend.schema_version + 1))
-    assert sqlite_catalog(path) == (SQL_DIR / "sqlite" / "schema.txt").read_text()
+    assert sqlite_catalog(path) == (SCHEMAS / "sqlite.txt").read_text()
     assert app.backend.kv_get("topics", "t") == b"\x01"
     assert double.options(key="unique-1").enqueue(7).id == "old-1"  # the old job holds its key
     new = double.enqueue(21)
@@ -254,25 +254,25 @@ def check_blocked_before_blocker_counts(url: str) -> None:
     old = open_backend(url, prepare_schema=False)
     old.migrations = [m for m in old.migrations if m.version <= 10]
     old.migrate()
-    calls = [deferq.Call("t", (i,), {}) for i in range(3)]
-    first, second, child = old.enqueue_many([build_enqueue(call, None, 0.0) for call in calls])
     jobs, deps = old.names["jobs"], old.names["deps"]
 
-    def block_as_version_10_did() -> Plan[None]:
-        yield Step(f"UPDATE {jobs} SET state = 'blocked' WHERE id = '{child.id}'")
-        for parent in (first, second):
-            yield Step(f"INSERT INTO {deps} (parent, child) VALUES ('{parent.id}', '{child.id}')")
+    def block_as_version_10_did() -> Plan[None]:  # its columns: today's insert writes later ones
+        for job_id, state in (("parent-1", "queued"), ("parent-2", "queued"), ("child", "blocked")):
+            yield Step(f"INSERT INTO {jobs} (id, task, payload, queue, priority, state, max_attempts, run_at, "
+                       f"created_at) VALUES ('{job_id}', 't', '[[0], {{}}]', 'default', 1, '{state}', 3, 0, 0)")
+        for parent in ("parent-1", "parent-2"):
+            yield Step(f"INSERT INTO {deps} (parent, child) VALUES ('{parent}', 'child')")
 
     old.run(block_as_version_10_did(), atomic=True)
     old.close()
     new = open_backend(url)
     try:
         leased = new.reserve(["default"], 10, "w", 60, (0, 1, 2))
-        assert sorted(job.id for job in leased) == sorted([first.id, second.id])
+        assert sorted(job.id for job in leased) == ["parent-1", "parent-2"]
         new.settle([Outcome(leased[0], "succeeded")])
-        assert new.get(child.id).state == JobState.BLOCKED
+        assert new.get("child").state == JobState.BLOCKED
         new.settle([Outcome(leased[1], "succeeded")])
-        assert new.get(child.id).state == JobState.QUEUED
+        assert new.get("child").state == JobState.QUEUED
     finally:
         new.close()
 

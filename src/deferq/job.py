@@ -129,12 +129,13 @@ class Stored:
     column: str  # the SQL column (and Redis hash field) it is kept in; fields sharing one derive from it
     new: bool = False  # a new job sets it: `fresh_job` takes it and every store's insert writes it
     http: str | None = ""  # its name in the HTTP API's job ("" = the field's own), None: not shown
+    json: bool = False  # kept as JSON text (NULL: the field's default); a tuple is a JSON array
 
 
 def stored(column: str, default: Any = MISSING, *, factory: Any = MISSING, new: bool = False,
-           http: str | None = "") -> Any:
+           http: str | None = "", json: bool = False) -> Any:
     """A field of the stored job record (a dataclass field that carries its `Stored`)."""
-    return field(default=default, default_factory=factory, metadata={"deferq": Stored(column, new, http)})
+    return field(default=default, default_factory=factory, metadata={"deferq": Stored(column, new, http, json)})
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,7 +187,7 @@ class Job(_Held, Generic[R]):
     lease_until: float | None = stored("lease_until", None, http=None)
     worker: str | None = stored("worker", None)
     error: str | None = stored("error", None)
-    result: Any = stored("result", None)
+    result: Any = stored("result", None, json=True)
     finished_at: float | None = stored("finished_at", None)
     # carried for middleware (e.g. trace context)
     meta: dict[str, Any] = stored("payload", factory=dict, new=True, http=None)
@@ -199,6 +200,7 @@ class Job(_Held, Generic[R]):
     updated_at: float | None = stored("updated_at", None, new=True)  # when it last changed (state, lease, remark)
     remark: str | None = stored("remark", None, new=True)  # free text for people
     last_worker: str | None = stored("last_worker", None)  # the worker that last leased it; kept after it ends
+    tags: tuple[str, ...] = stored("tags", (), new=True, json=True)  # labels to find jobs by
 
     @property
     def priority_name(self) -> str:
@@ -295,12 +297,13 @@ def fresh_job(
     id: str, task: str, args: tuple[Any, ...], kwargs: dict[str, Any], queue: str, priority: int, state: JobState,
     max_attempts: int, timeout: float | None, key: str | None, run_at: float, created_at: float,
     meta: dict[str, Any], expires_at: float | None, updated_at: float | None, remark: str | None,
+    tags: tuple[str, ...],
 ) -> Job:
     """A job never run: these fields, every other at its default. By position, a third
     cheaper than by name: every job a producer enqueues is built this way, twice."""
     return Job(
         id, task, args, kwargs, queue, priority, state, 0, max_attempts, timeout, key, run_at, created_at,
-        None, None, None, None, None, meta, None, None, False, expires_at, updated_at, remark, None,
+        None, None, None, None, None, meta, None, None, False, expires_at, updated_at, remark, None, tags,
     )
 
 

@@ -60,3 +60,15 @@ async def results() -> None:
     reveal_type(await (await ping.enqueue_async("u")).wait_async())
     count: int = await total.enqueue([2.0]).wait_async()  # error
     print(count)
+
+
+@app.task
+def receipt(amount: float) -> str:
+    return f"{amount:.2f}"
+
+
+reveal_type(deferq.chain(total.call([1.0]), receipt.partial()).enqueue().wait())
+reveal_type(deferq.chord([ping.call("a"), ping.call("b")], total.partial()).enqueue().wait())
+reveal_type(deferq.group(ping.call("a"), ping.call("b")).enqueue().wait())
+flow_count: int = deferq.chain(ping.call("a"), receipt.partial()).enqueue().wait()  # error
+deferq.chain(total.call([1.0]), send.partial(email=3))  # error
