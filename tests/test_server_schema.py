@@ -18,9 +18,9 @@ from schemathesis.core.parameters import ParameterLocation
 
 import deferq
 from deferq.backends.search import decode_cursor, encode_cursor
+from deferq.backends.sql.search import is_sql_position
 from deferq.errors import ConfigError
 from deferq.flows.timing import Timing, zone
-from deferq.backends.sql.search import is_sql_position
 from deferq.server import ServerConfig, create_app
 from deferq.server.http import auth as auth_module
 from deferq.server.topics.condition import Condition
