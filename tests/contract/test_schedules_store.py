@@ -86,3 +86,10 @@ def test_a_paused_schedule_misses_nothing_when_resumed(app, ping):
     assert app.schedules.resume("pulse") is True
     info = app.schedules["pulse"]
     assert Firer(app, "one").fire_due(info, info.since + 0.5) <= 1  # counting starts again at resume
+
+
+def test_an_unreadable_record_is_left_out_and_the_others_fire(app, ping):
+    app.schedules.add("pulse", ping.call(), every=1)
+    app.backend.kv_put("schedules", "broken", b'{"schedule": {"name": "broken"}}')
+    assert [s.name for s in app.schedules.list()] == ["pulse"]
+    assert Firer(app, "one").step() > 0

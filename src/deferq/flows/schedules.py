@@ -17,6 +17,7 @@ name; its paused state and last run are kept.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -29,6 +30,8 @@ from ..options import JobOptions
 from ..task import Call, Runtime
 from .schedule import JOB_OPTIONS, PeriodicJob, make_schedule
 from .timing import Timing
+
+log = logging.getLogger("deferq.schedules")
 
 SCHEDULES, RUNS = "schedules", "schedule-runs"
 SOURCES = ("code", "config", "api")
@@ -98,9 +101,16 @@ class Schedules:
     # -- reading ---------------------------------------------------------------------
 
     def list(self) -> list[ScheduleInfo]:
+        """Every stored schedule; one whose record cannot be read is left out, and logged."""
         backend = self.app.backend
         stored, runs = backend.kv_list(SCHEDULES), backend.kv_list(RUNS)
-        return [read_info(value, runs.get(name)) for name, value in sorted(stored.items())]
+        found = []
+        for name, value in sorted(stored.items()):
+            try:
+                found.append(read_info(value, runs.get(name)))
+            except (ConfigError, ValueError, KeyError, TypeError) as exc:  # not written by this deferq
+                log.warning("schedule %s is left out: its record cannot be read (%s)", name, exc)
+        return found
 
     def get(self, name: str) -> ScheduleInfo | None:
         value = self.app.backend.kv_get(SCHEDULES, name)
