@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 import deferq
 from deferq.errors import ConfigError
+from deferq.flows.firing import GRACE, MISSED_LIMIT, due_ticks, to_fire
 from deferq.flows.schedule import PeriodicJob, make_schedule
 from deferq.flows.timing import Timing
 
@@ -125,3 +126,29 @@ def test_app_periodic_takes_every_and_tz():
 
     assert [(j.name, j.every, j.cron, j.tz) for j in app.periodic_jobs] == [
         ("poll", 30.0, None, None), ("report", None, "0 9 * * 1-5", "Europe/Berlin")]
+
+
+@settings(max_examples=80, deadline=None)
+@given(every=st.integers(1, 900), down=st.floats(0, 50_000), offset=st.floats(0, 1))
+def test_missed_policies_nest_and_always_fire_the_ticks_on_time(every, down, offset):
+    after = 1_800_000_000 + offset * every
+    now = after + down
+    fired = {missed: to_fire(make_schedule("s", "t", every=every, missed=missed), after, now)[0]
+             for missed in ("skip", "latest", "all")}
+    ticks = due_ticks(make_schedule("s", "t", every=every), after, now)
+    on_time = [t for t in ticks if now - t <= GRACE]
+    late = len(ticks) - len(on_time)
+    newest_late = ticks[late - 1:late]  # [] when none is late
+    assert fired["skip"] == on_time  # in order, each once
+    assert fired["latest"] == newest_late + on_time
+    assert fired["all"] == ticks[max(0, late - MISSED_LIMIT):late] + on_time
+    assert all(after < t <= now for t in fired["all"]) and fired["all"] == sorted(set(fired["all"]))
+
+
+def test_missed_cron_ticks_after_long_downtime_are_found_quickly():
+    every_second = make_schedule("s", "t", cron="* * * * * *", missed="all")
+    after = 1_800_000_000.0
+    ticks = due_ticks(every_second, after, after + 10 * 86400)  # ten days down: the newest looked at
+    assert ticks[-1] == after + 10 * 86400 and MISSED_LIMIT + GRACE <= len(ticks) <= 4 * MISSED_LIMIT
+    yearly = make_schedule("y", "t", cron="0 0 1 1 *", missed="all")
+    assert len(due_ticks(yearly, after, after + 5 * 366 * 86400)) == 5

@@ -138,3 +138,12 @@ def test_the_cli_adds_lists_pauses_and_removes(tmp_path):
     assert "enqueued" in deferq_says("run-now", "nightly")
     assert "removed schedule nightly" in deferq_says("remove", "nightly")
     assert "no schedule named 'nightly'" in deferq_says("remove", "nightly", code=1)
+
+
+def test_jitter_delays_a_ticks_job_but_not_its_tick(app):
+    app.schedules.add("spread", app.tasks["ping"].call(), every=60, jitter=30)
+    info = app.schedules["spread"]
+    tick = info.schedule.next_after(info.since)
+    assert firing.Firer(app, "one").fire_due(info, tick + 1) == 1
+    (job,) = app.list_jobs("scheduled") + app.list_jobs("queued")
+    assert job.key == firing.tick_key("spread", tick) and job.created_at <= job.run_at <= job.created_at + 30

@@ -87,31 +87,30 @@ def tick_key(name: str, tick: float) -> str:
     return f"schedule:{name}:{tick:.3f}".rstrip("0").rstrip(".")
 
 
-def due_ticks(schedule: PeriodicJob, after: float, now: float) -> tuple[list[float], int]:
-    """The ticks in (after, now], at most the newest MISSED_LIMIT + those of the last
-    GRACE seconds, and how many older ones were left out."""
+def due_ticks(schedule: PeriodicJob, after: float, now: float) -> list[float]:
+    """The newest ticks in (after, now]: all of the last GRACE seconds and at least
+    MISSED_LIMIT before them where there are so many (older ones are not looked for)."""
     timing = schedule.timing
     if timing.every is not None:
         first = timing.next_after(after)
         count = int((now - first) // timing.every) + 1 if first <= now else 0
         keep = min(count, MISSED_LIMIT + int(GRACE // timing.every) + 1)
-        return [first + (count - keep + i) * timing.every for i in range(keep)], count - keep
+        return [first + (count - keep + i) * timing.every for i in range(keep)]
     for window in (*WINDOWS, None):  # look back as little as finds enough ticks
         start = after if window is None else max(after, now - window)
         found: deque[float] = deque(maxlen=MISSED_LIMIT * 4)
-        tick, seen = timing.next_after(start), 0
+        tick = timing.next_after(start)
         while tick <= now:
             found.append(tick)
-            seen += 1
             tick = timing.next_after(tick)
         if len(found) > MISSED_LIMIT * 2 or start == after:
-            return list(found), seen - len(found)
+            return list(found)
     raise AssertionError("unreachable")  # the last window reaches `after`
 
 
 def to_fire(schedule: PeriodicJob, after: float, now: float) -> tuple[list[float], float | None]:
     """The ticks to fire now, and the newest one passed over (None: none was)."""
-    ticks, _ = due_ticks(schedule, after, now)
+    ticks = due_ticks(schedule, after, now)
     late = [t for t in ticks if now - t > GRACE]
     on_time = ticks[len(late):]
     if schedule.missed == "all":
