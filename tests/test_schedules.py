@@ -34,14 +34,17 @@ def ran(app: deferq.App, name: str) -> list[deferq.Job]:
     return [j for j in app.list_jobs("succeeded", limit=1000) if (j.key or "").startswith(f"schedule:{name}:")]
 
 
-def test_a_schedule_added_at_run_time_fires_on_a_running_worker_and_stops_when_paused(app):
+def test_a_schedule_added_through_the_api_fires_on_a_running_worker_and_stops_when_paused(app):
+    admin = {"authorization": f"Bearer {auth.create(app.backend, 'admin')[0]}"}
     worker = Worker(app, WorkerConfig(queues=("ticks",), concurrency=2, idle_wait=0.1))
     thread = threading.Thread(target=worker.run, daemon=True)
     thread.start()
     try:
-        app.schedules.add("pulse", app.tasks["ping"].call(3), every=1)
-        wait_until(lambda: len(ran(app, "pulse")) >= 2, 15, "two ticks run by the worker")
-        assert app.schedules.pause("pulse")
+        with TestClient(create_app(ServerConfig(error_log="off"), deferq.App(app.url))) as client:
+            added = client.put("/v1/schedules/pulse", json={"task": "ping", "every": 1, "args": [3]}, headers=admin)
+            assert added.status_code == 201, added.text
+            wait_until(lambda: len(ran(app, "pulse")) >= 2, 15, "two ticks run by the worker")
+            assert client.post("/v1/schedules/pulse/pause", headers=admin).json()["paused"]
         settled = len(ran(app, "pulse")) + len(app.list_jobs("queued")) + len(app.list_jobs("active"))
         wait_until(lambda: not app.list_jobs("queued") and not app.list_jobs("active"), 5, "the last tick run")
         threading.Event().wait(2.5)  # nothing to await: two more ticks' time, and none of them fires
