@@ -41,7 +41,8 @@ def test_a_schedule_added_through_the_api_fires_on_a_running_worker_and_stops_wh
     thread.start()
     try:
         with TestClient(create_app(ServerConfig(error_log="off"), deferq.App(app.url))) as client:
-            added = client.put("/v1/schedules/pulse", json={"task": "ping", "every": 1, "args": [3]}, headers=admin)
+            pulse = {"task": "ping", "every": 1, "args": [3]}
+            added = client.put("/v1/schedules/pulse", json=pulse, headers=admin)
             assert added.status_code == 201, added.text
             wait_until(lambda: len(ran(app, "pulse")) >= 2, 15, "two ticks run by the worker")
             assert client.post("/v1/schedules/pulse/pause", headers=admin).json()["paused"]

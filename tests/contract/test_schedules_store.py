@@ -75,7 +75,7 @@ def test_missed_runs_follow_the_policy(app, ping, missed, monkeypatch):
     fired = Firer(app, "back").fire_due(info, now)
     expected = {"skip": len(on_time), "latest": len(on_time) + 1, "all": len(on_time) + 20}[missed]
     assert fired == expected == len(keys(app, "slow"))
-    assert Firer(app, "back").fire_due(app.schedules["slow"], now + 1) == 0  # nothing twice
+    assert Firer(app, "back").fire_due(app.schedules["slow"], now) == 0  # nothing twice
 
 
 def test_a_paused_schedule_misses_nothing_when_resumed(app, ping):
@@ -93,3 +93,14 @@ def test_an_unreadable_record_is_left_out_and_the_others_fire(app, ping):
     app.backend.kv_put("schedules", "broken", b'{"schedule": {"name": "broken"}}')
     assert [s.name for s in app.schedules.list()] == ["pulse"]
     assert Firer(app, "one").step() > 0
+
+
+def test_a_run_record_that_moved_on_is_never_moved_back(app, ping):
+    app.schedules.add("pulse", ping.call(), every=1)
+    info = app.schedules["pulse"]
+    tick = due_ticks(info.schedule, info.since, info.since + 1)[0]
+    stale = orjson.dumps({"tick": tick, "done": False})
+    app.backend.kv_put(RUNS, "pulse", orjson.dumps({"tick": tick + 1, "done": True}))  # another process, ahead
+    assert Firer(app, "late").fire_due(info, tick + 0.5) == 0  # nothing due after tick + 1
+    assert Firer(app, "late")._finish(info.schedule, stale, orjson.loads(stale)) is None
+    assert orjson.loads(app.backend.kv_get(RUNS, "pulse"))["tick"] == tick + 1

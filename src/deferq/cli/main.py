@@ -67,8 +67,7 @@ EXAMPLES = {
     "queue resume": "deferq queue resume email",
     "schedule": "deferq schedule list",
     "schedule list": "deferq schedule list --json",
-    "schedule add": ("deferq schedule add report send_report --app tasks:app "
-                     "--cron '0 9 * * 1-5' --tz Europe/Berlin"),
+    "schedule add": "deferq schedule add report send_report --cron '0 9 * * 1-5' --tz Asia/Tokyo",
     "schedule pause": "deferq schedule pause report",
     "schedule resume": "deferq schedule resume report",
     "schedule remove": "deferq schedule remove report",

@@ -159,9 +159,11 @@ class Firer:
         backend, name = self.app.backend, info.name
         run = backend.kv_get(RUNS, name)
         record = orjson.loads(run) if run else {}
-        if run is not None and not record.get("done"):
-            run = self._finish(info.schedule, run, record)  # a leader died between claim and job
-            record = orjson.loads(run) if run else {}
+        if run is not None and not record.get("done"):  # a leader died between claim and job
+            run = self._finish(info.schedule, run, record)
+            if run is None:
+                return 0  # the record moved on meanwhile: the next step reads it again
+            record = orjson.loads(run)
         after = max(info.since, record.get("tick", info.since))
         fire, skipped = to_fire(info.schedule, after, now)
         if skipped is not None:
@@ -177,13 +179,16 @@ class Firer:
                 return fired  # another process moved this schedule on: it fires the rest
             run, record = claim, orjson.loads(claim)
             if enqueue:
-                run = self._finish(info.schedule, run, record)
-                record = orjson.loads(run) if run else record
                 fired += 1
+                done = self._finish(info.schedule, run, record)
+                if done is None:
+                    return fired  # the record moved on meanwhile: the next step reads it again
+                run, record = done, orjson.loads(done)
         return fired
 
     def _finish(self, schedule: PeriodicJob, run: bytes, record: dict[str, Any]) -> bytes | None:
-        """Enqueue the claimed tick's job (unless one with its key exists) and mark it done."""
+        """Enqueue the claimed tick's job (unless one with its key exists) and mark it done;
+        the record as marked, or None if it had moved on (it is never moved back)."""
         tick = float(record["tick"])
         key = tick_key(schedule.name, tick)
         job = self.app.backend.get_by_key(key)
@@ -193,9 +198,7 @@ class Firer:
             job = self.app.enqueue_many([Call(schedule.task, schedule.args, schedule.kwargs, options)])[0]
             log.info("schedule %s: enqueued the %s tick", schedule.name, local_time(tick, schedule.tz))
         done = orjson.dumps({**record, "done": True, "job": job.id, "fired": tick})
-        if self.app.backend.kv_swap(RUNS, schedule.name, run, done):
-            return done
-        return self.app.backend.kv_get(RUNS, schedule.name)
+        return done if self.app.backend.kv_swap(RUNS, schedule.name, run, done) else None
 
     def run(self, stopping: threading.Event) -> None:
         """Step until `stopping` is set (a thread of its own); the lease is given up at the end."""
