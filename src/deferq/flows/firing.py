@@ -127,11 +127,18 @@ class Firer:
     """Fires the store's schedules while this process leads; `step` is one round."""
 
     def __init__(self, app: Runtime[object], holder: str, lease: float = LEASE) -> None:
-        self.app, self.lease = app, lease
-        self.leader = Leader(app.backend, holder, lease)
+        self.app, self.holder, self.lease = app, holder, lease
+        self._leader: Leader | None = None
         self.schedules = Schedules(app)
         self.leading = False
         self.declared = False
+
+    @property
+    def leader(self) -> Leader:
+        """The lease, on the store opened at first use (a server starts while its store is down)."""
+        if self._leader is None:
+            self._leader = Leader(self.app.backend, self.holder, self.lease)
+        return self._leader
 
     def step(self) -> float:
         """Declare the code's schedules (once), hold the lease, fire what is due; return
@@ -141,7 +148,7 @@ class Firer:
             self.declared = True
         leading = self.leader.hold()
         if leading != self.leading:
-            log.info("%s %s firing schedules", self.leader.holder, "is now" if leading else "stopped")
+            log.info("%s %s firing schedules", self.holder, "is now" if leading else "stopped")
             self.leading = leading
         if not leading:
             return self.lease / 5
