@@ -19,7 +19,7 @@ from deferq.worker import Worker, WorkerConfig
 from tests.console_world import chromium, publish_heartbeats, seed, signed_in
 from tests.server_helpers import running_server
 
-PHONE = ("overview", "job", "workflow")
+PHONE = ("overview", "job", "workflow", "jobs", "batches")
 MAX_HEIGHT = 1500  # px: a long list is cut there
 
 
@@ -69,8 +69,9 @@ def main() -> None:
     views = {
         "overview": "/dashboard/", "queue": "/dashboard/queues/reports", "jobs": "/dashboard/jobs",
         "job": f"/dashboard/jobs/{world.ids['dead']}", "workflow": f"/dashboard/jobs/{world.ids['chain_middle']}",
-        "batch": f"/dashboard/jobs/{world.ids['batch_member']}", "dead": "/dashboard/dead",
-        "workers": "/dashboard/workers",
+        "batch": f"/dashboard/jobs/{world.ids['batch_member']}",
+        "batches": f"/dashboard/batches/{world.ids['batch']}", "running": f"/dashboard/jobs/{world.ids['active']}",
+        "dead": "/dashboard/dead", "workers": "/dashboard/workers",
         "periodic": "/dashboard/periodic", "topics": "/dashboard/topics", "topic": "/dashboard/topics/order-paid",
         "alerts": "/dashboard/alerts", "stores": "/dashboard/stores", "tokens": "/dashboard/tokens",
     }

@@ -18,6 +18,7 @@ import orjson
 
 import deferq
 from deferq.backends.base import Outcome
+from deferq.flows.schedules import ScheduleInfo
 from deferq.server.http import auth
 from deferq.server.topics import topic as topics
 from tests.conftest import need_service
@@ -147,10 +148,16 @@ def seed(url: str) -> World:
                       max_attempts=3, key="charge:1042",
                       remark="order 1042: the customer asked for a retry tonight")
     ids["dead"] = _settle(backend, "payments", "dead", WORKER, error=TRACEBACK)
+    world_app.enqueue("shop.tasks.charge_card", [1044], {"amount": 12.5, "currency": "EUR"}, queue="payments",
+                      max_attempts=5, tags=["vip", "eu"])
+    ids["retrying"] = _settle(backend, "payments", "retry", WORKER, delay=3600,
+                              error="shop.gateway.GatewayError: the gateway timed out")
     world_app.enqueue("shop.tasks.send_receipt", [1041], queue="email")
     ids["succeeded"] = _settle(backend, "email", "succeeded", WORKER, result={"message_id": "<r-1041@shop>"})
     world_app.enqueue("shop.tasks.render_invoice", [1043], {"format": "pdf"}, queue="reports", timeout=120)
-    ids["active"] = _settle(backend, "reports", "active", WORKER)
+    (running,) = backend.reserve(["reports"], 1, WORKER, 300.0, PRIORITIES)
+    backend.record_progress([running.evolve(progress=0.42, progress_message="page 21 of 50")])
+    ids["active"] = running.id
     # Then waiting ones.
     for n in range(3):
         job = world_app.enqueue("shop.tasks.send_welcome", [f"user{n}@example.com"], {"name": f"User {n}"},
@@ -163,7 +170,11 @@ def seed(url: str) -> World:
     publish_heartbeats(backend, ids["active"])
     seed_history(backend)
     now = time.time()
-    backend.kv_put("periodic", f"refresh-rates:{(now // 900) * 900:.0f}", b"1", ttl=600)
+    tick = (now // 900) * 900  # the last tick of refresh-rates, fired (a stand-in job)
+    for schedule in app.periodic_jobs:  # as a process of the App declares them at start
+        backend.kv_put("schedules", schedule.name, ScheduleInfo(schedule, False, "code", now - 3600).record())
+    backend.kv_put("schedule-runs", "refresh-rates",
+                   orjson.dumps({"tick": tick, "done": True, "job": ids["queued"], "fired": tick}))
     topic = topics.Topic(name="order-paid", url="https://shop.example/hooks/paid", max_attempts=5,
                          retry_condition="{res.code}!=200 && {res.data.status}!=2",
                          headers={"X-Team": "billing"}, signing_secret="whsec_console_test_secret_0123",

@@ -19,6 +19,7 @@ import pytest
 from click.testing import CliRunner
 
 import deferq
+from deferq.backends.base import Outcome
 from deferq.cli.main import main
 from deferq.observe.output import iso, relative, span, when
 from deferq.options import JobOptions
@@ -28,6 +29,7 @@ from tests.supervisor_harness import ROOT, wait_until
 
 TASKS = '''
 import deferq
+from deferq.backends.base import Outcome
 
 app = deferq.App("memory://")
 
@@ -214,6 +216,26 @@ def test_dead_list_says_when_each_job_died_and_why_in_80_columns(url, tasks):
     assert_fits(narrow.stdout, 40)
     dead = orjson.loads(cli("dead", "list", "--url", url, "--json").stdout)
     assert len(dead) == 2 and all(isinstance(job["finished_at"], float) for job in dead)
+
+
+def test_retrying_lists_the_jobs_waiting_for_their_next_attempt_and_run_now_runs_one(url):
+    app = deferq.App(url)
+    later = app.enqueue("shop.remind", [7], delay=3600)
+    failed = app.enqueue("shop.charge", [350], max_attempts=5)
+    (leased,) = app.backend.reserve(["default"], 1, "cli-test", 60.0, (0, 1, 2))
+    assert app.backend.settle([Outcome(leased, "retry", delay=3600, error="GatewayError: timed out")]) == [True]
+    listed = cli("retrying", "--url", url)
+    assert listed.exit_code == 0, listed.output
+    lines = listed.stdout.splitlines()
+    assert len(lines) == 3 and lines[0].startswith(f"{failed.id}  shop.charge  (queue default, 1 of 5 attempts)")
+    assert lines[1].startswith("  runs again 20") and lines[2] == "  GatewayError: timed out"
+    assert later.id not in listed.stdout  # delayed, never failed
+    assert cli("retrying", "--url", url, "--queue", "other").stdout == "no job is waiting to be retried\n"
+    assert cli("run-now", failed.id, "--url", url).stdout == f"{failed.id} is due now\n"
+    assert app.get(failed.id).state == "queued" and app.get(failed.id).attempts == 1
+    refused = CliRunner().invoke(main, ["run-now", failed.id, "--url", url])
+    assert refused.exit_code == 1 and "it is queued (only scheduled jobs can run now)" in refused.output
+    app.close()
 
 
 def test_dead_list_says_how_many_it_left_out_and_shows_all_with_all(url, tasks):
@@ -410,7 +432,7 @@ def test_deferq_run_reports_every_config_mistake_at_once(tmp_path):
     lines = result.stderr.strip().splitlines()
     assert lines[0] == f"deferq: {path} has 5 problems:"
     assert [line.split()[0] for line in lines[1:]] == ["unknown", "grace", "pools.a.queues",
-                                                       "pools.a.concurrency", "periodic"]
+                                                       "pools.a.concurrency", "schedule"]
     assert "Traceback" not in result.stderr
 
 
@@ -486,6 +508,7 @@ def cli_env() -> dict[str, str]:
 
 SCHEDULED = """
 import deferq
+from deferq.backends.base import Outcome
 
 app = deferq.App()
 
@@ -496,11 +519,11 @@ def tidy() -> None:
 """
 
 
-def test_a_worker_warns_when_no_master_runs_its_apps_schedules(url, tmp_path):
+def test_a_worker_that_fires_no_schedules_warns_when_no_process_does(url, tmp_path):
     (tmp_path / "scheduled.py").write_text(SCHEDULED)
     (tmp_path / "plain.py").write_text(TASKS)
-    warning = ("your app has 1 periodic schedule(s) (tidy) and no master is running them: a worker never "
-               "enqueues them; start `deferq run --app ...`")
+    warning = ("your app has 1 periodic schedule(s) (tidy) and no process is firing them: this worker does "
+               "not (--burst, --once or --no-schedules)")
 
     def worker_says(module: str) -> str:
         done = run_deferq("worker", "--app", f"{module}:app", "--url", url, "--burst", cwd=tmp_path)
@@ -510,7 +533,7 @@ def test_a_worker_warns_when_no_master_runs_its_apps_schedules(url, tmp_path):
     assert warning in worker_says("scheduled")
     assert "periodic" not in worker_says("plain")
     store = deferq.App(url)
-    store.backend.kv_put("masters", "box:1", orjson.dumps({"id": "box:1", "pid": 1}), 60)  # as a master does
+    store.backend.kv_put("leases", "schedules", orjson.dumps({"holder": "box:1"}), 60)  # as a leader does
     store.close()
     assert "periodic" not in worker_says("scheduled")
 

@@ -10,11 +10,13 @@ import orjson
 import pytest
 
 import deferq
+from deferq.flows.schedule import make_schedule
 from deferq.net.policy import POLICY_ENV
 from deferq.server import ServerConfig, create_app
 from deferq.server.app import full_document as document
 from deferq.server.console.api import route_scopes
 from deferq.server.http import auth
+from deferq.worker import orders
 from tests.alert_receivers import BANNER, banner_listener, free_port, webhook_inbox  # noqa: F401 - fixture
 from tests.console_world import app as periodic_app
 from tests.console_world import seed
@@ -54,6 +56,8 @@ def test_every_console_route_checks_its_scope(world, route, scope):
     assert call("dq_not-a-real-token") == 401
     if scope == "admin":
         assert call(made.reader) == 403 and call(made.producer) == 403
+    elif scope == "producer":
+        assert call(made.reader) == 403 and call(made.producer) not in (401, 403, 500)
     else:
         assert call(made.reader) not in (401, 403, 500)
         assert call(made.producer) not in (401, 403, 500)
@@ -111,7 +115,7 @@ def search(client, made, **params):
 def test_search_filters_by_state_queue_task_and_id_or_key(world):
     client, made = world
     everything = search(client, made)
-    assert everything["matched"] == 15 and everything["complete"] and everything["scanned"] == 15  # 7 of workflows
+    assert everything["matched"] == 16 and everything["complete"] and everything["scanned"] == 16  # 7 of workflows
     ids = [job["id"] for job in everything["jobs"]]
     assert ids == sorted(ids, reverse=True)  # newest first across states
     assert "shop.tasks.charge_card" in everything["tasks"]
@@ -123,7 +127,7 @@ def test_search_filters_by_state_queue_task_and_id_or_key(world):
     assert [j["id"] for j in search(client, made, q=made.ids["active"].lower())["jobs"]] == [made.ids["active"]]
     assert search(client, made, q="charge:1042", state="queued")["matched"] == 0  # the key's job is dead
     limited = search(client, made, limit=2)
-    assert len(limited["jobs"]) == 2 and limited["matched"] == 15
+    assert len(limited["jobs"]) == 2 and limited["matched"] == 16
 
 
 def test_search_looks_at_a_window_but_finds_an_exact_id_or_key_however_old(world):
@@ -188,31 +192,24 @@ def test_periodic_schedules_show_their_next_and_last_ticks(world):
     by_name = {s["name"]: s for s in report["schedules"]}
     rates, cleanup = by_name["refresh-rates"], by_name["nightly-cleanup"]
     assert rates["cron"] == "*/15 * * * *" and rates["options"] == {"queue": "reports"}
-    assert report["now"] < rates["next"][0] < rates["next"][1] < rates["next"][2]
+    assert rates["source"] == "code" and rates["timing"] == "*/15 * * * * (UTC)" and not rates["paused"]
+    assert report["now"] < rates["next"][0] < rates["next"][1] < rates["next"][4]
     assert rates["next"][1] - rates["next"][0] == 900
     assert rates["last_tick"] is not None and rates["last_tick"] % 900 == 0
+    assert rates["last_job"]["state"] == "queued"
     assert cleanup["kwargs"] == {"days": 30} and cleanup["last_tick"] is None
-    assert report["masters"] == 1  # the world's master: the schedules fire
+    assert report["masters"] == 1 and report["leader"] is None  # nothing fires them in this world
 
 
-def test_periodic_says_when_no_master_runs_the_schedules(tmp_path):
-    app = deferq.App(f"sqlite:///{tmp_path}/deferq.db")
-    app.periodic_jobs = periodic_app.periodic_jobs
-    token, _ = auth.create(app.backend, "reader")
-    with TestClient(create_app(ServerConfig(error_log="off"), app)) as client:
-        assert client.get("/v1/periodic", headers=as_(token)).json()["masters"] == 0
-    app.close()
-
-
-def test_a_tick_of_a_schedule_the_server_does_not_know_is_listed(tmp_path):
+def test_a_schedule_from_a_masters_config_is_listed_with_its_source(tmp_path):
     app = deferq.App(f"sqlite:///{tmp_path}/deferq.db")
     token, _ = auth.create(app.backend, "reader")
-    job = app.enqueue("cleanup", key="periodic:from-config:1700000000")
-    app.backend.kv_put("periodic", "from-config:1700000000", b"1", ttl=600)
+    app.schedules.declare([make_schedule("from-config", "cleanup", cron="0 3 * * *", tz="Europe/Berlin")],
+                          "config")
     with TestClient(create_app(ServerConfig(error_log="off"), app)) as client:
         (schedule,) = client.get("/v1/periodic", headers=as_(token)).json()["schedules"]
-    assert schedule["name"] == "from-config" and schedule["cron"] is None and schedule["next"] == []
-    assert schedule["last_tick"] == 1700000000 and schedule["last_job"] == {"id": job.id, "state": "queued"}
+    assert schedule["name"] == "from-config" and schedule["source"] == "config" and len(schedule["next"]) == 5
+    assert schedule["tz"] == "Europe/Berlin" and schedule["last_tick"] is None
     app.close()
 
 
@@ -434,3 +431,97 @@ def test_a_job_shows_its_workflow(world):
     assert [c["id"] for c in member["children"]] == [ids["batch_callback"]]
     assert callback["batch"]["role"] == "on_complete" and len(callback["parents"]) == 3
     assert sorted(p["state"] for p in callback["parents"]) == ["dead", "queued", "succeeded"]
+
+
+# -- acting on running, scheduled and chosen jobs -------------------------------------------
+
+
+@pytest.fixture
+def fresh(tmp_path):
+    """A seeded world of its own (these tests change it)."""
+    url = f"sqlite:///{tmp_path}/deferq.db"
+    made = seed(url)
+    app = deferq.App(url)
+    with TestClient(create_app(ServerConfig(error_log="off"), app)) as client:
+        yield client, made, app
+    app.close()
+
+
+def test_a_cancel_from_the_console_records_who_when_and_why(fresh):
+    client, made, app = fresh
+    running, blocked = made.ids["active"], made.ids["chain_last"]
+    assert client.delete(f"/v1/jobs/{running}?via=console", headers=as_(made.reader)).status_code == 403
+    stop = client.delete(f"/v1/jobs/{running}?via=console&reason=stuck on a dead printer",
+                         headers=as_(made.admin))
+    assert stop.status_code == 202 and stop.json()["cancel_requested"] is True
+    remark = app.get(running).remark
+    assert re.fullmatch(r"Cancelled \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC by token [0-9a-f]{12} \(console tests\) "
+                        r"from the console: stuck on a dead printer", remark)
+    gone = client.delete(f"/v1/jobs/{blocked}?via=console", headers=as_(made.producer))
+    assert gone.json() == {"id": blocked, "state": "cancelled"}
+    assert app.get(blocked).remark.endswith("(shop backend) from the console")
+    old = made.ids["dead"]  # finished: refused, and its remark left alone
+    assert client.delete(f"/v1/jobs/{old}?reason=x", headers=as_(made.admin)).status_code == 409
+    assert app.get(old).remark == "order 1042: the customer asked for a retry tonight"
+    for bad in ("via=The Console", "reason=" + "x" * 301, "who=me"):
+        assert client.delete(f"/v1/jobs/{made.ids['queued']}?{bad}", headers=as_(made.admin)).status_code == 422
+
+
+def test_run_now_makes_a_scheduled_or_retrying_job_due(fresh):
+    client, made, app = fresh
+    for name in ("scheduled", "retrying"):
+        url = f"/v1/jobs/{made.ids[name]}/run-now"
+        assert client.post(url, headers=as_(made.reader)).status_code == 403
+        assert client.post(url, headers=as_(made.producer)).json() == {"id": made.ids[name], "state": "queued"}
+        assert app.get(made.ids[name]).state == "queued"
+        assert client.post(url, headers=as_(made.producer)).status_code == 409  # due already
+    assert app.get(made.ids["retrying"]).attempts == 1
+    assert client.post("/v1/jobs/06H000000000000000000000XX/run-now", headers=as_(made.admin)).status_code == 404
+
+
+def test_retrying_is_a_filter_of_its_own(world):
+    client, made = world
+    reader = as_(made.reader)
+    retrying = client.get("/v1/jobs?state=retrying", headers=reader).json()
+    assert [job["id"] for job in retrying["jobs"]] == [made.ids["retrying"]] and retrying["cursor"] is None
+    scheduled = {job["id"] for job in client.get("/v1/jobs?state=scheduled", headers=reader).json()["jobs"]}
+    assert {made.ids["retrying"], made.ids["scheduled"]} <= scheduled
+    assert client.get("/v1/jobs?state=retrying&queue=email", headers=reader).json()["jobs"] == []
+    one_a_page = client.get("/v1/jobs?state=retrying&limit=1", headers=reader).json()
+    assert [job["id"] for job in one_a_page["jobs"]] == [made.ids["retrying"]]
+    found = client.get(f"/v1/jobs?state=retrying&q={made.ids['scheduled']}", headers=reader).json()["jobs"]
+    assert found == []  # found by id, but it never failed
+
+
+def test_cancel_and_delete_batches_act_on_the_jobs_they_may(fresh):
+    client, made, app = fresh
+    ids = [made.ids["queued"], made.ids["active"], made.ids["succeeded"], "nope"]
+    assert client.post("/v1/jobs/cancel-batch", json={"ids": ids}, headers=as_(made.reader)).status_code == 403
+    answer = client.post("/v1/jobs/cancel-batch", json={"ids": ids, "reason": "bad deploy"},
+                         headers=as_(made.producer)).json()
+    assert answer == {"cancelled": 1, "stopping": 1, "not_cancelled": [made.ids["succeeded"], "nope"]}
+    assert app.get(made.ids["queued"]).remark.endswith("from the console: bad deploy")
+    doomed = [made.ids["succeeded"], made.ids["dead"], made.ids["scheduled"]]
+    refused = client.post("/v1/jobs/delete-batch", json={"ids": doomed}, headers=as_(made.producer))
+    assert refused.status_code == 403
+    deleted = client.post("/v1/jobs/delete-batch", json={"ids": doomed}, headers=as_(made.admin)).json()
+    assert deleted == {"deleted": 2, "not_deleted": [made.ids["scheduled"]]}
+    assert app.get(made.ids["succeeded"]) is None and app.get(made.ids["scheduled"]) is not None
+    for body in ({"ids": []}, {"ids": ["a"] * 1001}, {"ids": ["a"], "reason": "x" * 301}, {"ids": ["a"], "x": 1}):
+        assert client.post("/v1/jobs/cancel-batch", json=body, headers=as_(made.admin)).status_code == 422
+
+
+def test_a_worker_is_ordered_quiet_or_to_stop_through_the_store(fresh):
+    client, made, app = fresh
+    name = next(w["worker"] for w in client.get("/v1/workers", headers=as_(made.reader)).json()["workers"])
+    assert client.post(f"/v1/workers/{name}/quiet", headers=as_(made.producer)).status_code == 403
+    given = client.post(f"/v1/workers/{name}/quiet", headers=as_(made.admin)).json()
+    token_id = auth.record_of(app.backend, made.admin)["id"]
+    assert given["order"] == "quiet" and given["by"] == f"token {token_id} (console tests)"
+    assert orders.read(app.backend, name)["order"] == "quiet"
+    assert client.post(f"/v1/workers/{name}/stop", headers=as_(made.admin)).json()["order"] == "stop"  # replaces
+    assert client.post(f"/v1/workers/{name}x/stop", headers=as_(made.admin)).status_code == 404
+    master = client.post("/v1/masters/m-console/quiet", headers=as_(made.admin)).json()
+    left = orders.read(app.backend, orders.master_key("m-console"))
+    assert master["order"] == "quiet" and left is not None and left["by"] == given["by"]
+    assert client.post("/v1/masters/m-other/stop", headers=as_(made.admin)).status_code == 404

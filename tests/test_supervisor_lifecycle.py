@@ -14,6 +14,7 @@ import pytest
 
 import deferq
 from deferq.job import JobState
+from deferq.worker import orders
 from tests.alert_receivers import webhook_inbox  # noqa: F401 - a fixture
 from tests.supervisor_harness import (
     ROOT,
@@ -260,3 +261,25 @@ def test_children_of_a_killed_master_stop_on_their_own(master, store):
 
     wait_until(lambda: all(gone(pid) for pid in children), 15, "the orphans to stop")
     assert job_states(store) == Counter(succeeded=2)  # they finished their jobs first
+
+
+def test_a_master_ordered_quiet_then_to_stop_through_the_store(master, store):
+    m = master()
+    wait_until(lambda: len(m.children()) == 2, 20, "two children")
+    master_id = wait_until(lambda: next(iter(store.backend.kv_list("masters")), None), 10, "the master's record")
+    enqueue_naps(store, 2, 2.0)
+    wait_until(lambda: job_states(store)["active"] == 2, 20, "two jobs running")
+    orders.give(store.backend, orders.master_key(master_id), "quiet", "a test")
+
+    def quiet(namespace: str) -> bool:
+        records = [json.loads(raw) for raw in store.backend.kv_list(namespace).values()]
+        return bool(records) and all(record.get("quiet") for record in records)
+
+    wait_until(lambda: quiet("workers") and quiet("masters"), 10, "the master and its children quiet")
+    (later,) = enqueue_naps(store, 1, 0.1)
+    wait_until(lambda: job_states(store)["succeeded"] == 2, 20, "the running jobs finished")
+    assert store.get(later).state == "queued" and len(m.children()) == 2  # none took it; none was replaced
+    orders.give(store.backend, orders.master_key(master_id), "stop", "a test")
+    assert m.process is not None and m.process.wait(30) == 0
+    assert f"master {master_id}: ordered quiet by a test" in m.log()
+    assert orders.read(store.backend, orders.master_key(master_id)) is None  # dropped as it stopped

@@ -233,6 +233,22 @@ def test_retry_waits_for_its_backoff(app, backend):
     assert taken[0].attempts == 2
 
 
+def test_run_now_makes_a_scheduled_or_retrying_job_due(app, backend):
+    later = app.enqueue("noop", [0], delay=600, priority="high")
+    assert reserve(backend) == []
+    assert app.run_now(later.id) is True
+    assert app.get(later.id).state == JobState.QUEUED and app.run_now(later.id) is False  # due already
+    assert [j.id for j in reserve(backend)] == [later.id]
+    assert app.run_now(later.id) is False and app.run_now("no-such-job") is False  # running; unknown
+    failing = app.enqueue("noop", [1])
+    leased = [j for j in reserve(backend) if j.id == failing.id][0]
+    assert backend.settle([Outcome(leased, "retry", delay=600, error="boom")]) == [True]
+    assert app.get(failing.id).state == JobState.SCHEDULED
+    assert app.run_now(failing.id) is True
+    again = reserve(backend)[0]
+    assert again.id == failing.id and again.attempts == 2  # its attempts are kept
+
+
 def test_dead_is_kept_and_can_be_retried(app, backend):
     job = app.enqueue("noop", [0])
     leased = reserve(backend)[0]
@@ -634,6 +650,19 @@ def test_kv_records(backend):
     assert backend.kv_delete("ns", "a") is False
     assert backend.kv_list("ns") == {"b": b"4"}
     assert backend.kv_list("other") == {}
+
+
+def test_kv_swap_is_a_compare_and_set(backend):
+    assert backend.kv_swap("ns", "s", b"", b"1") is False  # absent: nothing to replace
+    backend.kv_put("ns", "s", b"1")
+    assert backend.kv_swap("ns", "s", b"2", b"3") is False
+    assert backend.kv_swap("ns", "s", b"1", b"2", ttl=0.2) is True
+    assert backend.kv_swap("ns", "s", b"1", b"3") is False  # the first swap won
+    assert backend.kv_get("ns", "s") == b"2"
+    assert wait_until(lambda: backend.kv_get("ns", "s") is None, timeout=3)
+    assert backend.kv_swap("ns", "s", b"2", b"4") is False  # an expired record holds nothing
+    assert backend.kv_put("ns", "s", b"5", only_new=True) is True
+    assert backend.kv_list("ns") == {"s": b"5"}
 
 
 def test_store_clock_is_sane(backend):

@@ -401,6 +401,12 @@ class JobAdmin(ABC):
         """Return a dead job to queued with its attempts reset. False if not dead."""
 
     @abstractmethod
+    def run_now(self, job_id: str) -> bool:
+        """Make a scheduled job (delayed, or waiting for its next retry) due now, its
+        attempts kept. False when it is not scheduled (already due, running, finished,
+        blocked) or unknown."""
+
+    @abstractmethod
     def list_jobs(self, state: JobState, queue: str | None = None, limit: int = 100) -> list[Job]:
         """Jobs in `state` (optionally of one queue), most recently changed first."""
 
@@ -477,6 +483,12 @@ class Records(ABC):
     ) -> bool:
         """Store a small record. With `only_new`, store it only if absent (or expired) and
         say whether it was stored: an atomic "first one wins" for many processes."""
+
+    @abstractmethod
+    def kv_swap(self, namespace: str, key: str, expected: bytes, value: bytes, ttl: float | None = None) -> bool:
+        """Replace a live record whose value is `expected` by `value` (and its time to
+        live by `ttl`) and say whether it did: an atomic compare-and-set, so of many
+        processes that read the same value, one moves it on (leader leases, schedule ticks)."""
 
     @abstractmethod
     def kv_get(self, namespace: str, key: str) -> bytes | None:

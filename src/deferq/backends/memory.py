@@ -340,6 +340,16 @@ class MemoryBackend(MemoryHistory, Backend):
             self._changed.notify_all()
             return True
 
+    def run_now(self, job_id: str) -> bool:
+        with self._changed:
+            job = self._jobs.get(job_id)
+            now = self.now()
+            if job is None or job.state != _WAITING or job.run_at <= now:
+                return False
+            self._jobs[job_id] = replace(job, run_at=now, updated_at=now)
+            self._changed.notify_all()
+            return True
+
     def list_jobs(self, state: JobState, queue: str | None = None, limit: int = 100) -> list[Job]:
         with self._changed:
             now = self.now()
@@ -440,6 +450,13 @@ class MemoryBackend(MemoryHistory, Backend):
                 return False
             expires = self.now() + ttl if ttl else None
             self._kv[(namespace, key)] = (value, expires)
+            return True
+
+    def kv_swap(self, namespace: str, key: str, expected: bytes, value: bytes, ttl: float | None = None) -> bool:
+        with self._changed:
+            if self._live(namespace, key) != expected:
+                return False
+            self._kv[(namespace, key)] = (value, self.now() + ttl if ttl else None)
             return True
 
     def rate_take(self, key: str, interval: float) -> tuple[float, float]:

@@ -23,7 +23,7 @@ import base64
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import orjson
@@ -60,6 +60,29 @@ class SearchStore(ABC):
     @abstractmethod
     def find_jobs(self, query: JobQuery) -> JobPage:
         """One page of the jobs matching `query`, newest first (module doc)."""
+
+
+RETRYING_ROUNDS = 8  # store pages one page of retrying jobs reads at most
+
+
+def find_retrying(store: SearchStore, find: JobQuery) -> JobPage:
+    """Scheduled jobs that failed before (attempts > 0), from the store's pages of scheduled
+    jobs: each store page asks for no more than the places left, so the cursor of the last
+    one is exactly where the next page goes on. Stops at `find.window` jobs looked at, or
+    after a few store pages (a shorter page, its cursor going on: the next page goes on)."""
+    found: list[Job] = []
+    cursor, scanned, page = find.cursor, 0, None
+    for _ in range(RETRYING_ROUNDS):
+        if len(found) >= find.limit or scanned >= find.window:
+            break
+        size = min(find.limit - len(found), find.window - scanned)
+        page = store.find_jobs(replace(find, state=JobState.SCHEDULED, cursor=cursor, limit=size))
+        found += [job for job in page.jobs if job.attempts > 0]
+        scanned += page.scanned or len(page.jobs)
+        cursor = page.cursor
+        if cursor is None or not page.complete:
+            break
+    return JobPage(found, cursor, page.text_search if page else None, scanned, page is None or page.complete)
 
 
 def encode_cursor(value: Any) -> str:

@@ -20,6 +20,7 @@ import click
 import orjson
 
 from ..app import App
+from ..backends.search import JobQuery, find_retrying
 from ..errors import ConfigError, DeferqError
 from ..job import Job, JobState
 from ..loading import NO_CREATE, load_app, missing_extra, open_store, require
@@ -28,6 +29,7 @@ from ..observe.output import clip, job_lines, last_error_line, print_json, say, 
 from ..server.http.auth import SCOPES
 from ..values import format_duration
 from .run import no_create_option, run_command, status_command
+from .schedules import schedule_group
 
 STATE_COLUMNS = ("blocked", "scheduled", "queued", "active", "succeeded", "dead", "cancelled")
 STATE_HEADERS = ("block", "sched", "queued", "active", "done", "dead", "cancel")  # fit 80 columns
@@ -58,6 +60,8 @@ EXAMPLES = {
     "enqueue": "deferq enqueue send_reset_email --app tasks:app --args '[42]' --delay 300",
     "job": f"deferq job {EXAMPLE_ID}",
     "cancel": f"deferq cancel {EXAMPLE_ID}",
+    "run-now": f"deferq run-now {EXAMPLE_ID}",
+    "retrying": "deferq retrying --queue payments",
     "stats": "deferq stats --url redis://127.0.0.1:6379/0 --watch",
     "remark": "deferq remark 06H0G30DX5YKGH6BGCZVYCJVWC 'refunded by support, ticket 4711'",
     "queue": "deferq queue pause email",
@@ -70,6 +74,13 @@ EXAMPLES = {
     "limits pause": "deferq limits pause send_sms 30",
     "limits clear": "deferq limits clear send_sms",
     "queue resume": "deferq queue resume email",
+    "schedule": "deferq schedule list",
+    "schedule list": "deferq schedule list --json",
+    "schedule add": "deferq schedule add report send_report --cron '0 9 * * 1-5' --tz Asia/Tokyo",
+    "schedule pause": "deferq schedule pause report",
+    "schedule resume": "deferq schedule resume report",
+    "schedule remove": "deferq schedule remove report",
+    "schedule run-now": "deferq schedule run-now report",
     "dead": "deferq dead list --queue email",
     "dead list": "deferq dead list --queue email --limit 10",
     "dead retry": "deferq dead retry --all",
@@ -191,9 +202,11 @@ def print_job(job: Job, as_json: bool) -> None:
 @click.option("--metrics-port", type=click.IntRange(1, 65535), default=None,
               help="Serve Prometheus metrics of the jobs run on this port.")
 @click.option("--metrics-host", default="127.0.0.1", show_default=True, help="Address for --metrics-port.")
+@click.option("--schedules/--no-schedules", default=True, show_default=True,
+              help="Take part in firing the store's schedules (one process at a time fires them).")
 def worker(app: App, queues: tuple[str, ...], concurrency: int, burst: bool, once: bool,
            grace: float, max_jobs: int | None, tries: int | None, delay: float | None,
-           poll_interval: float, metrics_port: int | None, metrics_host: str) -> None:
+           poll_interval: float, metrics_port: int | None, metrics_host: str, schedules: bool) -> None:
     """Run jobs from the given queues (default: every queue your tasks use)."""
     from ..backoff import fixed
     from ..worker import Worker, WorkerConfig
@@ -206,8 +219,9 @@ def worker(app: App, queues: tuple[str, ...], concurrency: int, burst: bool, onc
     if metrics_port is not None:
         serve_worker_metrics(app, metrics_port, metrics_host)
     config = WorkerConfig(queues=queues, concurrency=concurrency, burst=burst, once=once,
-                          grace=grace, max_jobs=max_jobs, idle_wait=poll_interval)
-    warn_unscheduled(app)
+                          grace=grace, max_jobs=max_jobs, idle_wait=poll_interval, schedules=schedules)
+    if not (schedules and not burst and not once):
+        warn_unscheduled(app)
     code = Worker(app, config).run()
     sys.stdout.flush()
     sys.stderr.flush()
@@ -215,22 +229,23 @@ def worker(app: App, queues: tuple[str, ...], concurrency: int, burst: bool, onc
 
 
 def warn_unscheduled(app: App) -> None:
-    """A worker runs jobs but never enqueues periodic ticks: a master does. Say so when
-    the App has schedules and no master runs (checked once, at start)."""
-    from ..supervisor.status import running_masters
+    """This worker does not fire schedules (--burst, --once, --no-schedules). Say so when
+    the App has schedules and no other process fires them (checked once, at start)."""
+    from ..flows.firing import current_leader
 
     if not app.periodic_jobs:
         return
     try:
-        if running_masters(app.backend):
+        if current_leader(app.backend) is not None:
             return
     except DeferqError:
         return  # the store is down: the worker says so itself
     names = [job.name for job in app.periodic_jobs]
     listed = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
     logging.getLogger("deferq.worker").warning(
-        "your app has %d periodic schedule(s) (%s) and no master is running them: a worker never "
-        "enqueues them; start `deferq run --app ...` (docs/supervisor.md)", len(names), listed)
+        "your app has %d periodic schedule(s) (%s) and no process is firing them: this worker does not "
+        "(--burst, --once or --no-schedules); any other worker, `deferq run` or `deferq serve` does "
+        "(docs/schedules.md)", len(names), listed)
 
 
 def serve_worker_metrics(app: App, port: int, host: str) -> None:
@@ -320,6 +335,43 @@ def cancel(app: App, job_id: str) -> None:
         click.echo(f"asked running job {job_id} to stop: it ends cancelled when its worker hears it")
     else:
         click.echo(f"cancelled {job_id}")
+
+
+@main.command("run-now")
+@existing_store_options
+@click.argument("job_id")
+def run_now(app: App, job_id: str) -> None:
+    """Run a scheduled job now (delayed, or waiting for its next retry)."""
+    if not app.run_now(job_id):
+        job = app.get(job_id)
+        state = f"it is {job.state}" if job else "it does not exist"
+        raise click.ClickException(f"job {job_id} was not made due: {state} (only scheduled jobs can run now)")
+    click.echo(f"{job_id} is due now")
+
+
+@main.command()
+@existing_store_options
+@click.option("--queue", default=None)
+@click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 1000), help="Jobs shown at most.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (times as epoch seconds).")
+def retrying(app: App, queue: str | None, limit: int, as_json: bool) -> None:
+    """List jobs waiting for their next attempt (scheduled after a failure), each with
+    when it runs again and its last error."""
+    found = find_retrying(app.backend, JobQuery(queue=queue, limit=limit))
+    if as_json:
+        print_json([j.to_dict() for j in found.jobs])
+        return
+    columns, now = width(), time.time()
+    for job in found.jobs:
+        click.echo("\n".join([
+            clip(f"{job.id}  {job.task}  (queue {job.queue}, {job.attempts} of {job.max_attempts} attempts)",
+                 columns),
+            clip(f"  runs again {when(job.run_at, now)}", columns),
+            clip(f"  {last_error_line(job.error) or 'no error recorded'}", columns)]))
+    if not found.jobs:
+        click.echo("no job is waiting to be retried")
+    if found.cursor:
+        click.echo(f"the first {len(found.jobs)} shown: --limit N for more")
 
 
 def stats_table(stats: dict[str, dict[str, Any]]) -> Any:
@@ -630,6 +682,7 @@ def demo(url: str | None) -> None:
 
 
 main.add_command(run_command)  # deferq run: the supervisor
+main.add_command(schedule_group(existing_store_options, app_options), "schedule")  # deferq schedule ...
 main.add_command(status_command)  # deferq status: masters, pools, children
 
 
@@ -655,10 +708,12 @@ main.add_command(status_command)  # deferq status: masters, pools, children
               help="?wait= requests one token holds open at once; more get 429.")
 @click.option("--request-log", default="off", show_default=True, help="File, - (stderr) or off.")
 @click.option("--error-log", default="-", show_default=True, help="File, - (stderr) or off.")
+@click.option("--schedules/--no-schedules", default=True, show_default=True,
+              help="Take part in firing the store's schedules (one process at a time fires them).")
 def serve(url: str | None, app_path: str | None, no_create: bool, host: str, port: int, workers: int,
           no_auth: bool, no_auth_beyond_loopback: bool, allowed_host: tuple[str, ...], max_body: int,
           max_queue_length: int | None, queue_limit: tuple[str, ...], max_inflight: int | None,
-          wait_threads: int, waits_per_token: int, request_log: str, error_log: str) -> None:
+          wait_threads: int, waits_per_token: int, request_log: str, error_log: str, schedules: bool) -> None:
     """The HTTP API (jobs, topics with signed callbacks, dead letters, metrics) and the
     operator console at http://HOST:PORT/dashboard/ (docs/http.md, docs/console.md).
 
@@ -673,7 +728,7 @@ def serve(url: str | None, app_path: str | None, no_create: bool, host: str, por
                           max_queue_length=max_queue_length,
                           queue_limits=parse_queue_limits(queue_limit), max_inflight=max_inflight,
                           wait_threads=wait_threads, waits_per_token=waits_per_token,
-                          request_log=request_log, error_log=error_log)
+                          request_log=request_log, error_log=error_log, schedules=schedules)
     run_server(config, host, port, workers, create=not no_create)
 
 

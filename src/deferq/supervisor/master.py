@@ -3,7 +3,7 @@
 One thread does all the supervising, in a loop woken by signals (SIGCHLD included, so a
 dead child is replaced at once) or by its own pace (`check_every`):
 - every wake: reap exited children, start or retire children to match each pool's
-  target, enqueue due periodic ticks;
+  target, take part in firing schedules (flows/firing.py);
 - every check: read the children's heartbeats (kv "workers"), kill hung ones, retire
   those past their lifetime or memory ceiling, autoscale, monitor the queues, sweep
   the store, publish this master's status (kv "masters"), notice a changed config file.
@@ -39,6 +39,7 @@ from ..errors import ConfigError
 from ..loading import load_app, require
 from ..net import policy as netpolicy
 from ..values import format_duration
+from ..worker import orders
 from .alerts import AlertConfig, Alerter, saved_alerts
 from .autoscale import Load, ScaleState, decide
 from .child import METRICS_DIR_ENV
@@ -99,19 +100,18 @@ class Master:
         self.pools = {p.name: self._new_pool(p) for p in config.pools}
         self.started = time.time()
         self.stop_signals = 0
+        self.quiet = False  # ordered quiet (worker/orders.py): its children take no new job, none is started
+        self.quieted: set[str] = set()  # children ordered quiet already
         self.reload_requested = False
         self.next_check = 0.0
         self.clock_offset = 0.0  # store clock minus this machine's clock
         self.periodic_ok = True  # the last periodic run reached the store
         self.config_seen = (config.digest, self._file_stamp())
-        self.periodic = PeriodicScheduler(self.app, self._periodic_jobs(config), self.store_now())
+        self.periodic = PeriodicScheduler(self.app, config.periodic, self.id, self.store_now())
         self._wake_r, self._wake_w = os.pipe()
 
     def _new_pool(self, config: PoolConfig) -> PoolState:
         return PoolState(config, ScaleState(config.scale.minimum), self.generation)
-
-    def _periodic_jobs(self, config: SupervisorConfig) -> list[Any]:
-        return [*self.app.periodic_jobs, *config.periodic]
 
     def store_now(self) -> float:
         return time.time() + self.clock_offset
@@ -192,7 +192,7 @@ class Master:
         now = time.monotonic()
         wakes = [self.next_check - now]
         periodic = self.periodic.seconds_to_next(self.store_now())
-        if periodic is not None and self.periodic_ok:  # after a failure: retry at the next check
+        if self.periodic_ok:  # after a failure: retry at the next check
             wakes.append(periodic + 0.005)
         wakes += [p.restart_at - now for p in self.pools.values() if p.restart_at > now]
         return max(0.0, min(wakes))
@@ -221,6 +221,7 @@ class Master:
             self._autoscale(stats, now)
             self.monitor.check(stats)
         self.maintenance.run(now)
+        self._obey()
         self._publish()
         self._watch_config_file()
 
@@ -269,6 +270,8 @@ class Master:
                 child.process.wait()
                 self.health.call(self.app.backend.kv_delete, "workers", child.name)
         self.health.call(self.app.backend.kv_delete, "masters", self.id)
+        self.health.call(orders.clear, self.app.backend, orders.master_key(self.id))
+        self.health.call(self.periodic.close)
         self.alerter.close()
         self.app.close()
         signal.set_wakeup_fd(-1)
@@ -366,7 +369,7 @@ class Master:
 
     def _reconcile(self, pool: PoolState, now: float) -> None:
         """Start or retire children until the pool matches its target; roll restarts."""
-        if self.stop_signals:
+        if self.stop_signals or self.quiet:
             return
         configured = pool.config.name in self._configured()
         target = pool.scale.target if configured else 0
@@ -415,13 +418,28 @@ class Master:
                 log.info("pool %s: %d -> %d process(es) (%s)", pool.config.name, before,
                          pool.scale.target, reason)
 
+    def _obey(self) -> None:
+        """An order left in the store for this master: quiet (each child ordered quiet,
+        none started), or stop (as on SIGTERM)."""
+        _, order = self.health.call(orders.read, self.app.backend, orders.master_key(self.id))
+        if not order or self.stop_signals:
+            return
+        if not self.quiet:
+            log.info("master %s: ordered %s by %s", self.id, order["order"], order.get("by", "?"))
+            self.quiet = True
+        for child in [c for p in self.pools.values() for c in p.children if c.name not in self.quieted]:
+            self.health.call(orders.give, self.app.backend, child.name, "quiet", f"its master ({order.get('by')})")
+            self.quieted.add(child.name)
+        if order["order"] == "stop":
+            self.stop_signals += 1
+
     def status(self) -> dict[str, Any]:
         """What `deferq status` shows about this master (published in kv "masters")."""
         return {
             "id": self.id, "pid": os.getpid(), "host": self.host, "started": self.started,
             "seen": time.time(), "url": self.app.url,
             "config": str(self.config.path) if self.config.path else None,
-            "store_up": self.health.up,
+            "store_up": self.health.up, "quiet": self.quiet,
             "pools": {
                 name: {
                     "queues": list(pool.config.queues), "target": pool.scale.target,
@@ -489,7 +507,7 @@ class Master:
             pool.scale = ScaleState(pool_config.scale.clamp(pool.scale.target))
         if new.alerts != self.config.alerts:
             self._use_alerts(new.alerts)
-        self.periodic = PeriodicScheduler(self.app, self._periodic_jobs(new), self.store_now())
+        self.periodic = PeriodicScheduler(self.app, new.periodic, self.id, self.store_now())
         self.child_spec["grace"] = new.grace
         self.config = new
         self.config_seen = (new.digest, self._file_stamp())

@@ -42,12 +42,12 @@ def worker_view(status: dict[str, Any], now: float) -> dict[str, Any]:
         "worker": status.get("name"), "pid": status.get("pid"), "host": status.get("host"),
         "queues": status.get("queues", []), "concurrency": status.get("concurrency"),
         "processed": status.get("processed"), "heartbeat_age": round(age, 1), "jobs": jobs,
+        "quiet": bool(status.get("quiet")), "stopping": bool(status.get("stopping")),
     }
 
 
 def running_masters(backend: Backend) -> list[dict[str, Any]]:
-    """The masters running now (each publishes itself with a TTL): those that enqueue
-    periodic ticks, so none means no schedule fires."""
+    """The masters running now (each publishes itself with a TTL)."""
     return sorted(_decoded(backend.kv_list("masters")), key=lambda m: str(m.get("id", "")))
 
 

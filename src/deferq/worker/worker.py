@@ -42,8 +42,10 @@ from ..backends.guard import StoreGuard
 from ..context import JobControl, Slot
 from ..errors import DeferqError, JobTimeout
 from ..flows.chains import with_inputs
+from ..flows.firing import Firer
 from ..job import Job, JobState
 from ..registry import TaskSpec
+from . import orders
 from .priorities import PriorityRotation
 
 if TYPE_CHECKING:
@@ -74,6 +76,9 @@ class WorkerConfig:
     # stop signal is noticed within it.
     idle_wait: float = 1.0
     prefetch: int | None = None  # leases beyond concurrency (finished, awaiting settle); None = concurrency
+    # Take part in firing the store's schedules (one process leads, flows/firing.py);
+    # a --burst or --once worker never does.
+    schedules: bool = True
 
 
 @dataclass(slots=True)
@@ -111,6 +116,7 @@ class Worker:
             queue.SimpleQueue()
         )
         self.stopping = threading.Event()
+        self.quiet = threading.Event()  # ordered quiet (orders.py): take no new job, stay up
         self.exit_code = EXIT_OK
         self.processed = 0
         self.settling = False  # the settler holds outcomes: it will lease for their slots
@@ -131,6 +137,8 @@ class Worker:
         self.last_beat = time.monotonic()  # when a heartbeat last reached the store
         # progress reports of running jobs, throttled, on a thread of their own (progress.py)
         self.progress = ProgressWriter(lambda jobs: self._store_call(self.backend.record_progress, jobs))
+        fires = self.config.schedules and not (self.config.burst or self.config.once)
+        self.firer = Firer(app, self.config.name) if fires else None
 
     # -- life cycle -------------------------------------------------------------------
 
@@ -143,7 +151,10 @@ class Worker:
         )
         for runner in self._runners:
             runner.start()
-        for target in (self._settle_loop, self._keeper_loop):
+        targets: list[Callable[[], None]] = [self._settle_loop, self._keeper_loop]
+        if self.firer is not None:
+            targets.append(self._schedule_loop)
+        for target in targets:
             thread = threading.Thread(target=target, name=target.__name__, daemon=True)
             thread.start()
             self._threads.append(thread)
@@ -155,6 +166,10 @@ class Worker:
         finally:
             self._shutdown()
         return self.exit_code
+
+    def _schedule_loop(self) -> None:
+        assert self.firer is not None
+        self.firer.run(self.stopping)
 
     def stop(self) -> None:
         """Stop taking jobs; running jobs get the grace period to finish."""
@@ -194,6 +209,7 @@ class Worker:
             thread.join(timeout=5)
         self._store_call(self.history.flush)  # this worker's last seconds of counts
         self._store_call(self.backend.kv_delete, "workers", self.config.name)
+        self._store_call(orders.clear, self.backend, self.config.name)
         for _ in self._runners:
             self.to_run.put(None)
         if self._loop is not None:
@@ -209,7 +225,7 @@ class Worker:
     def _claim_slots(self) -> int:
         """Promise the free slots to one reserve call, so two threads never over-lease."""
         with self.lock:
-            if self.stopping.is_set() or self._done_taking():
+            if self.stopping.is_set() or self.quiet.is_set() or self._done_taking():
                 return 0
             free = self.config.concurrency - self.busy - self.claimed
             # a finished job holds its lease until settled: never hold more than
@@ -478,16 +494,28 @@ class Worker:
                         log.info("job %s %s: cancel requested, stopping it", running.job.id, running.job.task)
                         running.control.request_cancel()
                 self.last_beat = time.monotonic()
+        self._obey(self._store_call(orders.read, self.backend, self.config.name))
         status = {
             "name": self.config.name, "pid": os.getpid(), "host": socket.gethostname(),
             "queues": list(self.config.queues), "concurrency": self.config.concurrency,
             "processed": self.processed, "running": doing, "seen": time.time(),
-            "monotonic": time.monotonic(),
+            "monotonic": time.monotonic(), "quiet": self.quiet.is_set(), "stopping": self.stopping.is_set(),
         }
         self._store_call(
             self.backend.kv_put, "workers", self.config.name, orjson.dumps(status),
             self.lease * 2,
         )
+
+    def _obey(self, order: dict[str, Any] | None) -> None:
+        """An order left in the store (orders.py): quiet, or stop."""
+        if not order or self.stopping.is_set():
+            return
+        if not self.quiet.is_set():
+            log.info("worker %s: ordered %s by %s: taking no new job", self.config.name, order["order"],
+                     order.get("by", "?"))
+            self.quiet.set()
+        if order["order"] == "stop":
+            self.stop()
 
     def _holds(self, job: Job) -> bool:
         """Called with the lock held: this attempt of the job is still ours to settle."""

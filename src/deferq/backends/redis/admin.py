@@ -147,6 +147,10 @@ class Admin:
         return self._on_job(job_id, scripts.RETRY_DEAD, keys)
 
     @guarded
+    def run_now(self, job_id: str) -> bool:
+        return self._on_job(job_id, scripts.RUN_NOW, lambda qk: [qk.job(job_id), *qk.waiting, qk.wake])
+
+    @guarded
     def list_jobs(self, state: JobState, queue: str | None = None, limit: int = 100) -> list[Job]:
         state = JobState(state)
         queues = [queue] if queue is not None else self._queues()
@@ -264,6 +268,12 @@ class Admin:
         ttl_ms = math.ceil(ttl * 1000) if ttl else 0
         keys = [self.keys.kv_record(namespace, key), self.keys.kv_index(namespace)]
         return bool(self._run(Call(scripts.KV_PUT, keys, [key, value, ttl_ms, int(only_new)])))
+
+    @guarded
+    def kv_swap(self, namespace: str, key: str, expected: bytes, value: bytes, ttl: float | None = None) -> bool:
+        ttl_ms = math.ceil(ttl * 1000) if ttl else 0
+        return bool(self._run(Call(scripts.KV_SWAP, [self.keys.kv_record(namespace, key)],
+                                   [expected, value, ttl_ms])))
 
     @guarded
     def rate_take(self, key: str, interval: float) -> tuple[float, float]:

@@ -451,6 +451,9 @@ class ShardedRedisBackend(Backend):
     def retry_dead(self, job_id: str) -> bool:
         return self._by_id(job_id, lambda b: b.retry_dead(job_id), bool)
 
+    def run_now(self, job_id: str) -> bool:
+        return self._by_id(job_id, lambda b: b.run_now(job_id), bool)
+
     def delete(self, job_id: str) -> bool:
         return self._by_id(job_id, lambda b: b.delete(job_id), bool)
 
@@ -530,6 +533,9 @@ class ShardedRedisBackend(Backend):
         self, namespace: str, key: str, value: bytes, ttl: float | None = None, only_new: bool = False
     ) -> bool:
         return self._kv_shard(namespace, key).kv_put(namespace, key, value, ttl, only_new)
+
+    def kv_swap(self, namespace: str, key: str, expected: bytes, value: bytes, ttl: float | None = None) -> bool:
+        return self._kv_shard(namespace, key).kv_swap(namespace, key, expected, value, ttl)
 
     def kv_get(self, namespace: str, key: str) -> bytes | None:
         return self._kv_shard(namespace, key).kv_get(namespace, key)

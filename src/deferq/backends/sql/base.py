@@ -555,6 +555,9 @@ class SQLBackend(SQLHistory, SQLSearch, Backend):
                 return False  # a newer unfinished job holds its key
             raise
 
+    def run_now(self, job_id: str) -> bool:
+        return self.run(self._count(self.q["run_now"], {"id": job_id})) == 1
+
     def list_jobs(self, state: JobState, queue: str | None = None, limit: int = 100) -> list[Job]:
         state = JobState(state)
         name = "list_finished" if state in FINISHED_STATES or state == JobState.BLOCKED else f"list_{state}"
@@ -621,6 +624,11 @@ class SQLBackend(SQLHistory, SQLSearch, Backend):
             return reply.rowcount == 1
 
         return self.run(plan(), atomic=True)
+
+    def kv_swap(self, namespace: str, key: str, expected: bytes, value: bytes, ttl: float | None = None) -> bool:
+        params = {"namespace": namespace, "key": key, "expected": bytes(expected), "value": bytes(value),
+                  "ttl": ttl or None}
+        return self.run(self._count(self.q["kv_swap"], params)) == 1
 
     def rate_take(self, key: str, interval: float) -> tuple[float, float]:
         """The limit's next free time is a kv record ("rate" namespace), moved on under

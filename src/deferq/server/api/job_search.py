@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from msgspec import UNSET
 
 from ...backends.base import Backend
-from ...backends.search import MIN_TEXT, JobPage, JobQuery
+from ...backends.search import MIN_TEXT, JobPage, JobQuery, find_retrying
 from ...job import Job, JobState
 from ..http.errors import Invalid
 from . import jobs as jobs_module
@@ -38,21 +38,25 @@ def _exact(backend: Backend, q: str, find: JobQuery) -> list[Job]:
     return [job for job in unique.values() if passes(job)]
 
 
-def _search(backend: Backend, q: str, find: JobQuery) -> tuple[list[Job], JobPage | None]:
+def _search(backend: Backend, q: str, find: JobQuery, retrying: bool) -> tuple[list[Job], JobPage | None]:
     exact = _exact(backend, q, find) if q and find.cursor is None else []
+    if retrying:
+        exact = [job for job in exact if job.attempts > 0]
     if q and len(q) < MIN_TEXT:
         return exact, None
-    return exact, backend.find_jobs(find)
+    return exact, find_retrying(backend, find) if retrying else backend.find_jobs(find)
 
 
 async def page(service: Service, query: models.JobsQuery) -> dict[str, Any]:
     q = (_given(query.q) or "").strip()
     state = _given(query.state)
-    find = JobQuery(state=None if state is None else JobState(state), queue=_given(query.queue),
-                    task=_given(query.task), tag=_given(query.tag), text=q if len(q) >= MIN_TEXT else "",
-                    cursor=_given(query.cursor), limit=query.limit, window=query.window)
+    retrying = state == "retrying"
+    as_state = JobState.SCHEDULED if retrying else None if state is None else JobState(state)
+    find = JobQuery(state=as_state, queue=_given(query.queue), task=_given(query.task), tag=_given(query.tag),
+                    text=q if len(q) >= MIN_TEXT else "", cursor=_given(query.cursor),
+                    limit=query.limit, window=query.window)
     try:
-        exact, found = await service.store(_search, service.backend, q, find)
+        exact, found = await service.store(_search, service.backend, q, find, retrying)
     except ValueError as exc:  # a cursor this store did not make
         raise Invalid(str(exc)) from None
     seen = {job.id for job in exact}

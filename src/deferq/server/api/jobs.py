@@ -104,18 +104,18 @@ def workflow(store: Any, job: Job) -> dict[str, Any]:
     children = [*job.meta.get(CHILDREN, ()), *waiting]
     if batch is not None and batch["role"] == "member":
         children += batch["callbacks"].values()
-    return {"after": after, "waiting": waiting, "parents": _links(store, after),
-            "children": _links(store, list(dict.fromkeys(children))), "batch": batch}
+    return {"after": after, "waiting": waiting, "parents": links(store, after),
+            "children": links(store, list(dict.fromkeys(children))), "batch": batch}
 
 
-def _links(store: Any, ids: list[str]) -> list[dict[str, Any]]:
-    links = []
-    for job_id in ids[:SHOWN_LINKS]:
-        other = store.get(job_id)
-        links.append({"id": job_id, "state": str(other.state) if other else None,
+def links(store: Any, ids: list[str], shown: int = SHOWN_LINKS) -> list[dict[str, Any]]:
+    """The first `shown` of `ids`, each with its state, task and queue (null: purged)."""
+    found = []
+    for job_id, other in zip(ids[:shown], store.get_many(ids[:shown]), strict=True):
+        found.append({"id": job_id, "state": str(other.state) if other else None,
                       "task": (other.args[0] if other.task == TASK_NAME and other.args else other.task)
                       if other else None, "queue": other.queue if other else None})
-    return links
+    return found
 
 
 def _batch_of(store: Any, job: Job) -> dict[str, Any] | None:

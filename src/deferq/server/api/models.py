@@ -36,15 +36,21 @@ FORMATS = {
                        "\"The retry-condition language\").",
     "page-cursor": "The `cursor` of a page of GET /v1/jobs, as the server gave it (opaque: only the "
                    "store that made it reads it).",
+    "cron": "A cron expression: five fields, or six with seconds last (\"*/10 * * * * *\").",
+    "time-zone": "An IANA time zone name such as Europe/Berlin (docs/schedules.md for daylight saving).",
 }
 
 TOPIC_NAME = Annotated[str, matching(NAME_PATTERN.pattern, "1-100 letters, digits and _.:-")]
 STATES = tuple(str(s) for s in JobState)
+# "retrying": scheduled jobs that failed before (attempts > 0), a filter of GET /v1/jobs
+STATE_FILTERS = (*STATES, "retrying")
 if TYPE_CHECKING:  # the choices are made at run time, from the names they stand for
     State: TypeAlias = str
+    StateFilter: TypeAlias = str
     Scope: TypeAlias = str
 else:
     State = Literal[STATES]
+    StateFilter = Literal[STATE_FILTERS]
     Scope = Literal[SCOPES]
 Limit = Annotated[int, Meta(ge=1, le=1000)]
 MAX_IDS = 1000  # jobs one batch request may name
@@ -159,6 +165,72 @@ class BatchRequest(Struct, forbid_unknown_fields=True):
     jobs: Annotated[list[dict[str, Any]], Meta(min_length=1, max_length=ServerConfig.max_batch)]
 
 
+# -- schedules ---------------------------------------------------------------------------------
+
+SCHEDULE_OPTIONS = ("queue", "priority", "max_attempts", "ttr")  # the job options a schedule's job takes
+SCHEDULE_NAME = r"^[^/\x00]{1,200}$"
+_SCHEDULE_JOB: list[tuple[str, Any] | tuple[str, Any, Any]] = [
+    ("task", Annotated[str, TASK_NAME]),
+    ("jitter", Annotated[float, Meta(ge=0, lt=86400, description="Seconds each tick's job may be delayed, "
+                                                                "at random.")] | None, None),
+    ("missed", Annotated[Literal["skip", "latest", "all"], Meta(
+        description="Ticks missed while no process fired schedules: none fire, the newest, or all.")] | None,
+     None),
+    ("args", list[Any] | None, None),
+    ("kwargs", dict[str, Any] | None, None),
+    *[field for field in _option_fields() if field[0] in SCHEDULE_OPTIONS],
+]
+CronSchedule: type[Struct] = msgspec.defstruct(
+    "CronSchedule",
+    [("cron", Annotated[str, Meta(extra_json_schema={"format": "cron"})]),
+     ("tz", Annotated[str, Meta(extra_json_schema={"format": "time-zone"},
+                                description="The zone cron is read in (default UTC).")] | None, None),
+     *_SCHEDULE_JOB],
+    namespace={"__doc__": "A schedule on a cron expression, read in a time zone (UTC by default)."},
+    module=__name__, kw_only=True, forbid_unknown_fields=True,
+)
+EverySchedule: type[Struct] = msgspec.defstruct(
+    "EverySchedule",
+    [("every", Annotated[float, Meta(ge=1, le=366 * 86400, description="Seconds between ticks.")]),
+     *_SCHEDULE_JOB],
+    namespace={"__doc__": "A schedule every so many seconds (ticks on whole multiples since the epoch)."},
+    module=__name__, kw_only=True, forbid_unknown_fields=True,
+)
+SCHEDULE_REQUEST = {"description": "A cron schedule (with cron) or an interval (with every): exactly one.",
+                    "oneOf": [{"$ref": f"#/components/schemas/{kind}"}
+                              for kind in ("CronSchedule", "EverySchedule")]}
+
+
+class ScheduleLastJob(Struct):
+    id: str
+    state: str
+
+
+class Schedule(Struct):
+    name: str
+    task: str
+    timing: Annotated[str, Meta(description='"*/5 * * * * (Europe/Berlin)" or "every 30s"')]
+    cron: str | None
+    every: float | None
+    tz: str | None
+    jitter: float
+    missed: str
+    args: list[Any]
+    kwargs: dict[str, Any]
+    options: dict[str, Any]
+    paused: bool
+    source: Annotated[str, Meta(description="code, config or api: where it was declared.")]
+    since: Annotated[float, Meta(description="When it began counting ticks (added, retimed or resumed).")]
+    next: Annotated[list[float], Meta(description="The next five ticks (none while paused).")]
+    last_tick: float | None
+    last_job: ScheduleLastJob | None
+
+
+class ScheduleList(Struct):
+    schedules: list[Schedule]
+    leader: Annotated[str | None, Meta(description="The process firing schedules now (null: none).")]
+
+
 # -- tokens and settings -----------------------------------------------------------------------
 
 
@@ -209,7 +281,9 @@ class JobsQuery(Struct, forbid_unknown_fields=True):
     page)."""
 
     key: Annotated[str, Meta(description="The job with this unique key.")] | UnsetType = UNSET
-    state: Annotated[State, Meta(description="Jobs in this state (every state if left out).")] | UnsetType = UNSET
+    state: Annotated[StateFilter, Meta(description="Jobs in this state (every state if left out); `retrying`: "
+                                       "the scheduled ones that failed before and wait for their next "
+                                       "attempt.")] | UnsetType = UNSET
     queue: Annotated[str, Meta(description="Only jobs of this queue.")] | UnsetType = UNSET
     task: Annotated[str, Meta(description="Only jobs of this task (its exact name).")] | UnsetType = UNSET
     tag: Annotated[str, Meta(description="Only jobs with this tag (exact, among theirs).")] | UnsetType = UNSET
@@ -220,6 +294,15 @@ class JobsQuery(Struct, forbid_unknown_fields=True):
     window: Annotated[int, Meta(ge=1, le=100_000, description="Where the store has no index for the task "
                                 "or text (MySQL, Redis): how many of the newest jobs to look at.")] = 10_000
     limit: Limit = 100
+
+
+class CancelQuery(Struct, forbid_unknown_fields=True):
+    """Why a job is cancelled, kept in its remark with who cancelled it and when."""
+
+    reason: Annotated[str, Meta(max_length=300, description="Why, in a few words (kept in the job's remark).")] \
+        | UnsetType = UNSET
+    via: Annotated[str, Meta(pattern="^[a-z]{1,20}$", description="Where it was asked from (the console sends "
+                             "`console`), kept in the remark.")] | UnsetType = UNSET
 
 
 class JobQuery(Struct, forbid_unknown_fields=True):
@@ -268,6 +351,25 @@ class IdsRequest(Struct, forbid_unknown_fields=True):
     """Jobs named by id (those a console filter matched)."""
 
     ids: Annotated[list[JobId], Meta(min_length=1, max_length=MAX_IDS)]
+
+
+class CancelBatchRequest(Struct, forbid_unknown_fields=True):
+    """Jobs to cancel (waiting ones) or stop (running ones), by id, and why."""
+
+    ids: Annotated[list[str], Meta(min_length=1, max_length=MAX_IDS)]
+    reason: Annotated[str, Meta(max_length=300)] | None = None
+
+
+class CancelledBatch(Struct):
+    cancelled: Annotated[int, Meta(description="Waiting jobs now cancelled.")]
+    stopping: Annotated[int, Meta(description="Running jobs asked to stop: each ends cancelled at its "
+                                  "worker's next heartbeat.")]
+    not_cancelled: Annotated[list[str], Meta(description="Ids that were finished or unknown.")]
+
+
+class DeletedJobs(Struct):
+    deleted: int
+    not_deleted: Annotated[list[str], Meta(description="Ids that were not finished (or unknown).")]
 
 
 class PurgeQuery(Struct, forbid_unknown_fields=True):
@@ -353,6 +455,12 @@ class Batch(Struct):
     cancelled: int
     state: Literal["running", "complete"]
     callbacks: dict[str, str]
+    members: Annotated[list[JobLink], Meta(description="The first members (`?members=N`, 50 unless told), "
+                                           "in the order they were added, with their states.")] = []
+
+
+class BatchQuery(Struct, forbid_unknown_fields=True):
+    members: Annotated[int, Meta(ge=0, le=1000, description="How many members to list with their states.")] = 50
 
 
 class JobBatch(Struct):
@@ -551,5 +659,6 @@ MODELS: tuple[Any, ...] = (
     TopicJob, TaskJob, BatchRequest, TopicRequest, TokenRequest, AlertSettings, Error, Receipt,
     Receipts, Job, JobList, Batch, JobStateAnswer, QueueList, Topic, TopicList, Token, TokenList,
     Deleted, Purged, Retried, Alerts, SavedAlerts, Status, QueuePaused, Remark, RemarkRequest, IdsRequest,
-    DeletedBatch, StorePart, StoreParts, History, LimitRequest, LimitSetting, LimitList,
+    DeletedBatch, StorePart, StoreParts, History, CancelBatchRequest, CancelledBatch, DeletedJobs,
+    CronSchedule, EverySchedule, Schedule, ScheduleList, LimitRequest, LimitSetting, LimitList,
 )

@@ -99,6 +99,15 @@ def _paths() -> dict[str, Any]:
             "post": operation("Enqueue many jobs at once", "producer",
                               {"201": answer("Stored", ref("Receipts"))}, ref("BatchRequest"), errors=refused),
         },
+        "/v1/jobs/cancel-batch": {
+            "post": operation("Cancel the waiting jobs named, ask the running ones to stop", "producer",
+                              {"200": answer("Cancelled", ref("CancelledBatch"))}, ref("CancelBatchRequest"),
+                              errors=("503",)),
+        },
+        "/v1/jobs/delete-batch": {
+            "post": operation("Delete the finished jobs named, for good", "admin",
+                              {"200": answer("Deleted", ref("DeletedJobs"))}, ref("IdsRequest"), errors=("503",)),
+        },
         "/v1/jobs/{job_id}": {
             "get": operation("A job; with ?wait=N, once it has finished (or after N seconds)", "reader",
                              {"200": answer("The job", ref("Job"))}, params=job_id + query(models.JobQuery),
@@ -106,11 +115,18 @@ def _paths() -> dict[str, Any]:
             "delete": operation("Cancel a waiting job, or ask a running one to stop", "producer",
                                 {"200": answer("Cancelled", ref("JobStateAnswer")),
                                  "202": answer("Running: asked to stop, it ends cancelled", ref("JobStateAnswer")),
-                                 "409": answer("Finished", ref("Error"))}, params=job_id),
+                                 "409": answer("Finished", ref("Error"))},
+                                params=job_id + query(models.CancelQuery)),
+        },
+        "/v1/jobs/{job_id}/run-now": {
+            "post": operation("Run a scheduled job now (delayed, or waiting for its next retry)", "producer",
+                              {"200": answer("Due now", ref("JobStateAnswer")),
+                               "409": answer("Not scheduled", ref("Error"))}, params=job_id),
         },
         "/v1/batches/{batch_id}": {
-            "get": operation("A batch's counts and callbacks", "reader",
-                             {"200": answer("The batch", ref("Batch"))}, params=[path_param("batch_id")]),
+            "get": operation("A batch's counts, callbacks and members", "reader",
+                             {"200": answer("The batch", ref("Batch"))},
+                             params=[path_param("batch_id"), *query(models.BatchQuery)]),
         },
         "/v1/jobs/{job_id}/remark": {
             "put": operation("Set a job's remark (free text; null clears it)", "admin",
@@ -207,6 +223,7 @@ def schemas(more: tuple[type[msgspec.Struct], ...] = ()) -> dict[str, Any]:
     # both where both take it), so a reader or a client generator sees them in one place.
     fields = {**components["TopicJob"]["properties"], **components["TaskJob"]["properties"]}
     components["JobRequest"] = {"type": "object", "properties": fields, **models.JOB_REQUEST}
+    components["ScheduleRequest"] = models.SCHEDULE_REQUEST
     components["JsonValue"] = JSON_VALUE  # requests_kept_exactly names it
     return {name: _ecma(schema) for name, schema in sorted(components.items())}
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -15,9 +16,9 @@ from starlette.routing import Route
 from ...backends.base import Backend, missing_from, queue_table
 from ...errors import ConfigError
 from ...flows import batch as batches
-from ...job import JobState
+from ...job import Job, JobState
 from ...limits.runtime import LimitsAdmin, Override, limit_name
-from ...options import queue_name
+from ...options import MAX_REMARK, queue_name
 from ..http import auth, fields, settings
 from ..http.errors import ApiError, Invalid, not_found
 from ..process.web import JSON, authorize, read_json, service_of, wait_holder
@@ -120,10 +121,20 @@ async def get_job(request: Request) -> JSON:
 @needs(READER)
 async def get_batch(request: Request) -> JSON:
     service = service_of(request)
-    found = await service.store(batches.info, service.backend, _path(request, "batch_id"))
+    shown = fields.parse_query(models.BatchQuery, dict(request.query_params)).members
+    found = await service.store(batch_with_members, service.backend, _path(request, "batch_id"), shown)
     if found is None:
         raise not_found(f"batch {_path(request, 'batch_id')}")
-    return JSON(found.to_dict())
+    return JSON(found)
+
+
+def batch_with_members(backend: Backend, batch_id: str, shown: int) -> dict[str, Any] | None:
+    """A batch's counts, callbacks and its first `shown` members with their states."""
+    found = batches.info(backend, batch_id)
+    record = batches.record_of(backend, batch_id)
+    if found is None or record is None:
+        return None
+    return {**found.to_dict(), "members": jobs_module.links(backend, record["members"], shown)}
 
 
 @needs(READER)
@@ -157,20 +168,98 @@ async def act_on_job(request: Request, action: str, state: str, code: str, rule:
     raise await refusal(service, job_id, code, rule)
 
 
+def cancelled_remark(job: Job, who: str, query: models.CancelQuery, now: float) -> str:
+    """The line a cancel with a reason or a source adds before the job's remark."""
+    when = datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    via = "" if query.via is UNSET else f" from the {query.via}"
+    reason = "" if query.reason is UNSET or not query.reason.strip() else f": {query.reason.strip()}"
+    line = f"Cancelled {when} by {who}{via}{reason}"
+    return (line + (f"\n{job.remark}" if job.remark else ""))[:MAX_REMARK]
+
+
+def stop_or_cancel(backend: Backend, job_id: str, who: str, query: models.CancelQuery) -> Job | None:
+    """Cancel a waiting job or ask a running one to stop, recording who and why in its
+    remark when asked with a reason or a source: the job as it stands, None if refused."""
+    before = backend.get(job_id)
+    if before is None or not backend.cancel(job_id):
+        return None
+    if query.reason is not UNSET or query.via is not UNSET:
+        backend.set_remark(job_id, cancelled_remark(before, who, query, backend.now()))
+    return backend.get(job_id)
+
+
+async def caller(request: Request) -> str:
+    """Who calls, in words for a remark: the token's id and note, or its absence."""
+    service = service_of(request)
+    if not service.config.auth:
+        return "a caller without a token (auth is off)"
+    record = await service.store(auth.record_of, service.backend, request.headers.get("authorization", "")
+                                 .partition(" ")[2].strip())
+    if record is None:
+        return "an unknown token"
+    return f"token {record['id']}" + (f" ({record['note']})" if record.get("note") else "")
+
+
 @needs(PRODUCER)
 async def cancel_job(request: Request) -> JSON:
     """A waiting job is cancelled (200); an active one is asked to stop (202): it ends
-    cancelled once its worker hears it, at its next heartbeat."""
+    cancelled once its worker hears it, at its next heartbeat. With `reason` or `via`,
+    who cancelled it, when and why go before its remark."""
     service = service_of(request)
     job_id = _path(request, "job_id")
-    if not await service.store(service.backend.cancel, job_id):
+    query = fields.parse_query(models.CancelQuery, dict(request.query_params))
+    job = await service.store(stop_or_cancel, service.backend, job_id, await caller(request), query)
+    if job is None:
         raise await refusal(service, job_id, "not_cancellable", "finished jobs cannot be cancelled")
-    job = await service.store(service.backend.get, job_id)
-    if job is not None and job.state == JobState.ACTIVE:
+    if job.state == JobState.ACTIVE:
         return JSON({"id": job_id, "state": str(job.state), "cancel_requested": True}, 202)
-    if job is not None:  # a running one is counted when its worker settles it
-        service.app.history.count(job.queue, job.task, "cancelled")
+    service.app.history.count(job.queue, job.task, "cancelled")  # a running one: when its worker settles it
     return JSON({"id": job_id, "state": "cancelled"})
+
+
+@needs(PRODUCER)
+async def run_now(request: Request) -> JSON:
+    """A scheduled job (delayed, or waiting for its next retry) becomes due now."""
+    return await act_on_job(request, "run_now", "queued", "not_scheduled",
+                            "only scheduled jobs (delayed or retrying) can be run now")
+
+
+def _cancel_each(backend: Backend, ids: list[str], who: str, query: models.CancelQuery) -> dict[str, Any]:
+    cancelled, stopping, refused = 0, 0, []
+    for job_id in ids:
+        job = stop_or_cancel(backend, job_id, who, query)
+        if job is None:
+            refused.append(job_id)
+        elif job.state == JobState.ACTIVE:
+            stopping += 1
+        else:
+            cancelled += 1
+    return {"cancelled": cancelled, "stopping": stopping, "not_cancelled": refused}
+
+
+@needs(PRODUCER)
+async def cancel_batch(request: Request) -> JSON:
+    """Cancel the waiting jobs named and ask the running ones to stop (the console's
+    selection); who, when and why go before each one's remark."""
+    service = service_of(request)
+    asked = fields.parse(models.CancelBatchRequest, await read_json(request), "the request")
+    query = models.CancelQuery(reason=asked.reason or UNSET, via="console")
+    return JSON(await service.store(_cancel_each, service.backend, list(dict.fromkeys(asked.ids)),
+                                    await caller(request), query))
+
+
+def _delete_each(backend: Backend, ids: list[str]) -> dict[str, Any]:
+    not_deleted = [job_id for job_id in ids if not backend.delete(job_id)]
+    return {"deleted": len(ids) - len(not_deleted), "not_deleted": not_deleted}
+
+
+@needs(ADMIN)
+async def delete_batch(request: Request) -> JSON:
+    """Delete the finished jobs named (succeeded, dead, cancelled) for good; the others
+    are listed back."""
+    service = service_of(request)
+    asked = fields.parse(models.IdsRequest, await read_json(request), "the request")
+    return JSON(await service.store(_delete_each, service.backend, list(dict.fromkeys(asked.ids))))
 
 
 # -- queues and dead letters -------------------------------------------------------------
@@ -428,9 +517,12 @@ async def readyz(request: Request) -> JSON:
 ROUTES: dict[str, dict[str, Handler]] = {
     "/v1/jobs": {"POST": create_job, "GET": list_jobs},
     "/v1/jobs/batch": {"POST": create_jobs},
+    "/v1/jobs/cancel-batch": {"POST": cancel_batch},
+    "/v1/jobs/delete-batch": {"POST": delete_batch},
     "/v1/jobs/{job_id}": {"GET": get_job, "DELETE": cancel_job},
     "/v1/batches/{batch_id}": {"GET": get_batch},
     "/v1/jobs/{job_id}/remark": {"PUT": set_remark},
+    "/v1/jobs/{job_id}/run-now": {"POST": run_now},
     "/v1/queues": {"GET": list_queues},
     "/v1/queues/{queue}/pause": {"POST": pause_queue},
     "/v1/queues/{queue}/resume": {"POST": resume_queue},

@@ -1,7 +1,8 @@
 """The routes the operator console (/dashboard/) needs beyond routes.py, open to any API
 client like the rest of /v1: who a token is, a bounded job search, a job's lease,
 workers and masters, periodic schedules, the store's health, trying a retry condition or
-a backoff before saving a topic, a test alert, and retrying chosen dead letters.
+a backoff before saving a topic, a test alert, retrying chosen dead letters, and orders
+to a worker (quiet, stop).
 
 Everything here is built on what every store offers today (get, get_by_key, list_jobs,
 retry_dead, ping, now, kv_*): no store-specific code. docs/http.md ("The console")
@@ -28,9 +29,11 @@ from ...backoff import exponential
 from ...job import ALL_STATES, Job, JobState
 from ...supervisor.alerts import AlertConfig, Alerter
 from ...supervisor.status import _decoded, running_masters, worker_view
+from ...worker import orders
 from ..api import jobs as jobs_module
+from ..api import schedules as schedules_api
 from ..api.openapi import answer, operation, path_param, query, ref
-from ..api.routes import ADMIN, READER, Handler, by_method, needs
+from ..api.routes import ADMIN, READER, Handler, by_method, caller, needs
 from ..http import fields, settings
 from ..http.errors import Invalid, not_found
 from ..process.service import Service, store_error
@@ -43,7 +46,6 @@ from . import models as cm
 PINGS = 3  # store round trips timed by GET /v1/store
 TEST_ALERT_KIND = "test"
 TEST_ALERT_SECONDS = 15.0  # how long POST /v1/settings/alerts/test waits for delivery
-PERIODIC_NAMESPACE, PERIODIC_KEY = "periodic", "periodic:{claim}"  # supervisor/periodic.py
 PASSWORD = re.compile(r"(//[^/@:]*:)[^/@]*@")
 
 
@@ -179,6 +181,45 @@ async def retry_dead_batch(request: Request) -> JSON:
 # -- workers, schedules, the store ---------------------------------------------------------
 
 
+def _order(backend: Backend, kind: str, name: str, order: str, by: str) -> dict[str, Any] | None:
+    """Leave `order` for the worker or master `name` if it sends heartbeats (kv "workers"
+    or "masters"); None when none of that name does."""
+    if backend.kv_get(f"{kind}s", name) is None:
+        return None
+    given = orders.give(backend, orders.master_key(name) if kind == "master" else name, order, by)
+    return {**given, "worker": name}
+
+
+async def give_order(request: Request, kind: str, order: str) -> JSON:
+    service = service_of(request)
+    name: str = request.path_params[kind]
+    given = await service.store(_order, service.backend, kind, name, order, await caller(request))
+    if given is None:
+        raise not_found(f"{kind} {name} (none of that name sends heartbeats)")
+    return JSON(given)
+
+
+def order_route(kind: str, order: str, summary: str) -> Handler:
+    """The admin route that leaves `order` for a worker or a master (give_order)."""
+
+    async def handler(request: Request) -> JSON:
+        return await give_order(request, kind, order)
+
+    handler.__name__ = handler.__qualname__ = f"{order}_{kind}"
+    handler.__doc__ = summary
+    return needs(ADMIN)(handler)
+
+
+# (kind, order, what it does): POST /v1/{kind}s/{name}/{order}
+ORDERS = [
+    ("worker", "quiet", "it takes no new job, finishes its running ones (within a heartbeat)"),
+    ("worker", "stop", "it takes no new job, then exits once its running ones finish"),
+    ("master", "quiet", "it orders its workers quiet and starts none (at its next check)"),
+    ("master", "stop", "it stops as on SIGTERM: its workers finish their jobs, then all exit"),
+]
+ORDER_ROUTES = {f"/v1/{kind}s/{{{kind}}}/{order}": order_route(kind, order, what) for kind, order, what in ORDERS}
+
+
 def _workers(backend: Backend) -> dict[str, Any]:
     now = time.time()
     masters = running_masters(backend)
@@ -188,6 +229,10 @@ def _workers(backend: Backend) -> dict[str, Any]:
     for status in sorted(_decoded(backend.kv_list("workers")), key=lambda w: str(w.get("name", ""))):
         view = worker_view(status, now)
         workers.append({**view, "master": owner.get(view["worker"]), "seen": status.get("seen")})
+    running = [job for worker in workers for job in worker["jobs"]]
+    for shown, job in zip(running, backend.get_many([job["id"] for job in running]), strict=True):
+        if job is not None:  # what each task last reported
+            shown.update(progress=job.progress, progress_message=job.progress_message)
     for master in masters:
         master["url"] = redact(str(master.get("url", "")))
         master["heartbeat_age"] = round(max(0.0, now - float(master.get("seen", now))), 1)
@@ -207,41 +252,15 @@ def _plain(value: Any) -> Any:
 
 
 def _periodic(service: Service) -> dict[str, Any]:
-    backend = service.backend
-    now = backend.now()
-    last: dict[str, float] = {}
-    for claim in backend.kv_list(PERIODIC_NAMESPACE):
-        name, _, at = claim.rpartition(":")
-        try:
-            last[name] = max(last.get(name, 0.0), float(at))
-        except ValueError:
-            continue
-    schedules = []
-    for job in service.app.periodic_jobs:
-        upcoming = [job.next_after(now)]
-        while len(upcoming) < 3:
-            upcoming.append(job.next_after(upcoming[-1]))
-        tick = last.pop(job.name, None)
-        schedules.append({"name": job.name, "cron": job.cron, "task": job.task, "args": _plain(job.args),
-                          "kwargs": _plain(job.kwargs), "options": _plain(job.options),
-                          "next": upcoming, **_last_tick(backend, job.name, tick)})
-    for name, tick in sorted(last.items()):  # ticked by a master, defined in its config file
-        schedules.append({"name": name, "cron": None, "task": None, "args": None, "kwargs": None,
-                          "options": None, "next": [], **_last_tick(backend, name, tick)})
-    return {"now": now, "schedules": schedules, "masters": len(running_masters(backend))}
-
-
-def _last_tick(backend: Backend, name: str, tick: float | None) -> dict[str, Any]:
-    if tick is None:
-        return {"last_tick": None, "last_job": None}
-    job = backend.get_by_key(PERIODIC_KEY.format(claim=f"{name}:{tick:.0f}"))
-    return {"last_tick": tick, "last_job": None if job is None else {"id": job.id, "state": str(job.state)}}
+    now = service.backend.now()
+    return {"now": now, **_plain(schedules_api.listing(service, now)),
+            "masters": len(running_masters(service.backend))}
 
 
 @needs(READER)
 async def list_periodic(request: Request) -> JSON:
-    """The periodic schedules this server's App knows (`--app`), with their next ticks,
-    and the last tick each one (or one defined in a master's config) enqueued."""
+    """The store's schedules (from code, a master's config file or the API), with their
+    next ticks, their last run and who fires them now."""
     service = service_of(request)
     return JSON(await service.store(_periodic, service))
 
@@ -368,6 +387,7 @@ ROUTES: dict[str, dict[str, Handler]] = {
     "/v1/jobs/{job_id}/lease": {"GET": job_lease},
     "/v1/dead/retry-batch": {"POST": retry_dead_batch},
     "/v1/workers": {"GET": list_workers},
+    **{path: {"POST": handler} for path, handler in ORDER_ROUTES.items()},
     "/v1/periodic": {"GET": list_periodic},
     "/v1/store": {"GET": store_health},
     "/v1/conditions/evaluate": {"POST": evaluate_condition},
@@ -411,6 +431,9 @@ def paths() -> dict[str, Any]:
             body(cm.RetryBatchRequest), errors=("503",))},
         "/v1/workers": {"get": operation(
             "Workers and masters, from their heartbeats", "reader", ok("Workers", cm.Workers), errors=("503",))},
+        **{f"/v1/{kind}s/{{{kind}}}/{order}": {"post": operation(
+            f"{order.capitalize()} a {kind}: {what}", "admin", ok("Ordered", cm.WorkerOrder),
+            params=[path_param(kind)], errors=("404", "503"))} for kind, order, what in ORDERS},
         "/v1/periodic": {"get": operation(
             "Periodic schedules: next ticks and the last one enqueued", "reader",
             ok("Schedules", cm.PeriodicSchedules), errors=("503",))},

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 from msgspec import UNSET, Meta, Struct, UnsetType
 
-from ..api.models import Job, Limit, Scope, State
+from ..api.models import Job, Limit, Schedule, Scope, State
 from ..topics.topic import Backoff
 
 SEARCH_WINDOW = 1000  # jobs per state a search looks at unless told otherwise
@@ -90,6 +90,8 @@ class RunningJob(Struct):
     id: str
     task: str
     running_for: float
+    progress: Annotated[float | None, Meta(description="0 to 1: what the task last reported (null: none).")] = None
+    progress_message: str | None = None
 
 
 class Worker(Struct):
@@ -103,6 +105,15 @@ class Worker(Struct):
     processed: int | None = None
     seen: float | None = None
     master: str | None = None
+    quiet: Annotated[bool, Meta(description="Ordered quiet: it takes no new job.")] = False
+    stopping: Annotated[bool, Meta(description="Stopping: it exits once its running jobs finish.")] = False
+
+
+class WorkerOrder(Struct):
+    worker: str
+    order: Annotated[str, Meta(description="quiet or stop")]
+    by: Annotated[str, Meta(description="Who gave it: a token's id and note.")]
+    at: float
 
 
 class Workers(Struct):
@@ -111,27 +122,11 @@ class Workers(Struct):
     masters: list[dict[str, Any]]
 
 
-class LastJob(Struct):
-    id: str
-    state: State
-
-
-class PeriodicSchedule(Struct):
-    name: str
-    next: list[float]
-    cron: str | None = None
-    task: str | None = None
-    args: list[Any] | None = None
-    kwargs: dict[str, Any] | None = None
-    options: dict[str, Any] | None = None
-    last_tick: float | None = None
-    last_job: LastJob | None = None
-
-
 class PeriodicSchedules(Struct):
     now: float
-    schedules: list[PeriodicSchedule]
-    masters: int  # masters running now: with none, no schedule fires
+    schedules: list[Schedule]  # as GET /v1/schedules shows them
+    masters: int  # masters running now
+    leader: str | None = None  # the process firing schedules now (None: none does)
 
 
 class StoreHealth(Struct):
@@ -175,6 +170,7 @@ class TestAlert(Struct):
 
 
 MODELS: tuple[Any, ...] = (
-    RetryBatchRequest, ConditionTrial, BackoffTrial, WhoAmI, SearchAnswer, Lease, RetriedBatch,
+    RetryBatchRequest, ConditionTrial, BackoffTrial, WhoAmI,
+    SearchAnswer, Lease, RetriedBatch, WorkerOrder,
     Workers, PeriodicSchedules, StoreHealth, Verdict, BackoffPreview, TestAlert,
 )

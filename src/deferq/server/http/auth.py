@@ -59,9 +59,15 @@ def revoke(backend: Backend, token_id: str) -> bool:
     return False
 
 
-def scope_of(backend: Backend, token: str) -> str | None:
+def record_of(backend: Backend, token: str) -> dict[str, Any] | None:
+    """A token's record (id, scope, note, created_at), None for an unknown one."""
     raw = backend.kv_get(NAMESPACE, token_hash(token))
-    return None if raw is None else orjson.loads(raw).get("scope")
+    return None if raw is None else dict(orjson.loads(raw))
+
+
+def scope_of(backend: Backend, token: str) -> str | None:
+    record = record_of(backend, token)
+    return None if record is None else record.get("scope")
 
 
 def allows(granted: str, needed: str) -> bool:

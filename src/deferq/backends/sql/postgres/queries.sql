@@ -243,6 +243,11 @@ UPDATE {jobs} SET state = 'queued', attempts = 0, run_at = {now}, finished_at = 
                   updated_at = {now}, seq = DEFAULT
 WHERE id = %(id)s AND state = 'dead'
 
+-- name: run_now
+-- A scheduled job (queued, due later) becomes due now; its attempts are kept.
+UPDATE {jobs} SET run_at = {now}, updated_at = {now}
+WHERE id = %(id)s AND state = 'queued' AND run_at > {now}
+
 -- name: list_scheduled
 SELECT {job_columns}, {now} FROM {jobs}
 WHERE state = 'queued' AND run_at > {now} AND (%(queue)s::text IS NULL OR queue = %(queue)s)
@@ -313,6 +318,12 @@ ON CONFLICT (namespace, key) DO NOTHING
 -- name: kv_lock
 -- A kv record locked until the transaction ends (rate_take, slot_take): read, then written.
 SELECT value, {now} FROM {kv} WHERE namespace = %(namespace)s AND key = %(key)s FOR UPDATE
+
+-- name: kv_swap
+-- Compare-and-set: the row count says whether the live record held the expected value.
+UPDATE {kv} SET value = %(value)s, expires_at = {now} + %(ttl)s::float8
+WHERE namespace = %(namespace)s AND key = %(key)s AND value = %(expected)s
+  AND (expires_at IS NULL OR expires_at > {now})
 
 -- name: kv_get
 SELECT value FROM {kv}

@@ -175,6 +175,11 @@ UPDATE {jobs} SET state = 'queued', attempts = 0, run_at = {now}, finished_at = 
                   seq = (SELECT max(seq) + 1 FROM {jobs})
 WHERE id = :id AND state = 'dead'
 
+-- name: run_now
+-- A scheduled job (queued, due later) becomes due now; its attempts are kept.
+UPDATE {jobs} SET run_at = {now}, updated_at = {now}
+WHERE id = :id AND state = 'queued' AND run_at > {now}
+
 -- name: list_scheduled
 SELECT {job_columns}, {now} FROM {jobs}
 WHERE state = 'queued' AND run_at > {now} AND (:queue IS NULL OR queue = :queue)
@@ -240,6 +245,12 @@ VALUES (:namespace, :key, :value, {now} + :ttl)
 -- name: kv_lock
 -- A kv record the write transaction (BEGIN IMMEDIATE) holds (rate_take, slot_take).
 SELECT value, {now} FROM {kv} WHERE namespace = :namespace AND key = :key
+
+-- name: kv_swap
+-- Compare-and-set: the row count says whether the live record held the expected value.
+UPDATE {kv} SET value = :value, expires_at = {now} + :ttl
+WHERE namespace = :namespace AND key = :key AND value = :expected
+  AND (expires_at IS NULL OR expires_at > {now})
 
 -- name: kv_get
 SELECT value FROM {kv}

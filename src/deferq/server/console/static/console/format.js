@@ -78,8 +78,11 @@ export function firstLine(text, max) {
   return line.length > (max || 140) ? line.slice(0, (max || 140) - 1) + "…" : line;
 }
 
+// The end of an id: ids made in the same millisecond share their start, never their end.
 export function shortId(id) {
-  return id && id.length > 12 ? `${id.slice(0, 10)}…` : id;
+  return id && id.length > 10 ? `…${id.slice(-8)}` : id;
 }
 
 export const STATES = ["blocked", "scheduled", "queued", "active", "succeeded", "dead", "cancelled"];
+// The states a list filters by: `retrying` is the scheduled jobs that failed before.
+export const FILTER_STATES = ["blocked", "scheduled", "retrying", "queued", "active", "succeeded", "dead", "cancelled"];

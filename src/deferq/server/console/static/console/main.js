@@ -5,6 +5,7 @@
 import {ApiError, request, token} from "./api.js";
 import {h} from "./dom.js";
 import * as alerts from "./views/alerts.js";
+import * as batch from "./views/batch.js";
 import * as dead from "./views/dead.js";
 import * as job from "./views/job.js";
 import * as jobs from "./views/jobs.js";
@@ -27,6 +28,7 @@ const ROUTES = [
   [/^\/dashboard\/queues\/([^/]+)\/?$/, queue, "Queue", "overview"],
   [/^\/dashboard\/jobs\/?$/, jobs, "Jobs", "jobs"],
   [/^\/dashboard\/jobs\/([^/]+)\/?$/, job, "Job", "jobs"],
+  [/^\/dashboard\/batches\/([^/]+)\/?$/, batch, "Batch", "jobs"],
   [/^\/dashboard\/dead\/?$/, dead, "Dead", "dead"],
   [/^\/dashboard\/workers\/?$/, workers, "Workers", "workers"],
   [/^\/dashboard\/periodic\/?$/, periodic, "Periodic", "periodic"],
@@ -36,9 +38,12 @@ const ROUTES = [
   [/^\/dashboard\/stores\/?$/, stores, "Stores", "stores"],
   [/^\/dashboard\/tokens\/?$/, tokens, "Tokens", "tokens"],
 ];
-const NAV = [["overview", "Overview", "/"], ["jobs", "Jobs", "/jobs"], ["dead", "Dead", "/dead"],
-  ["workers", "Workers", "/workers"], ["periodic", "Periodic", "/periodic"], ["topics", "Topics", "/topics"],
-  ["alerts", "Alerts", "/alerts"], ["stores", "Stores", "/stores"], ["tokens", "Tokens", "/tokens"]];
+// [entry, label, path, the scope that may open it]: a reader sees no admin-only entry.
+const NAV = [["overview", "Overview", "/", "reader"], ["jobs", "Jobs", "/jobs", "reader"],
+  ["dead", "Dead", "/dead", "reader"], ["workers", "Workers", "/workers", "reader"],
+  ["periodic", "Periodic", "/periodic", "reader"], ["topics", "Topics", "/topics", "admin"],
+  ["alerts", "Alerts", "/alerts", "admin"], ["stores", "Stores", "/stores", "reader"],
+  ["tokens", "Tokens", "/tokens", "admin"]];
 
 const main = document.getElementById("main");
 const banner = document.getElementById("banner");
@@ -46,6 +51,9 @@ const who = document.getElementById("who");
 const forget = document.getElementById("forget");
 const themeButton = document.getElementById("theme");
 const nav = document.getElementById("nav");
+const navBox = document.getElementById("nav-box");
+const navLeft = document.getElementById("nav-left");
+const navRight = document.getElementById("nav-right");
 
 let identity = null; // {auth, scope}
 let current = null; // {module, path, view}
@@ -109,7 +117,7 @@ function confirmAction({title, body, action, danger, typed}) {
     const dialog = h("dialog", {class: "confirm"},
       h("form", {method: "dialog"},
         h("h2", {text: title}),
-        ...[body].flat().map((line) => (line instanceof Node ? line : h("p", {text: line}))),
+        ...[body].flat().filter(Boolean).map((line) => (line instanceof Node ? line : h("p", {text: line}))),
         typed ? h("label", {}, `Type ${typed} to confirm: `, input) : null,
         h("div", {class: "buttons"}, cancel, ok)));
     if (input) {
@@ -267,7 +275,28 @@ async function start() {
   who.className = `badge scope-${identity.auth ? identity.scope : "open"}`;
   who.title = identity.auth ? `This token has the ${identity.scope} scope` : "deferq serve --no-auth: every route is open";
   forget.hidden = !identity.auth;
+  showNav();
   route();
+}
+
+// The entries this token may open; on a narrow screen, a fade and an arrow at an edge say
+// that more entries are out of sight (the bar scrolls sideways).
+function showNav() {
+  nav.replaceChildren(...NAV.filter(([, , , scope]) => can(scope)).map(([entry, label, path]) =>
+    h("a", {href: BASE + path, dataset: {entry}, text: label})));
+  edges();
+}
+
+function edges() {
+  const more = nav.scrollWidth - nav.clientWidth;
+  navBox.classList.toggle("more-left", more > 1 && nav.scrollLeft > 1);
+  navBox.classList.toggle("more-right", more > 1 && nav.scrollLeft < more - 1);
+}
+
+nav.addEventListener("scroll", edges, {passive: true});
+window.addEventListener("resize", edges);
+for (const [button, step] of [[navLeft, -1], [navRight, 1]]) {
+  button.addEventListener("click", () => nav.scrollBy({left: step * nav.clientWidth * 0.7, behavior: "smooth"}));
 }
 
 forget.addEventListener("click", () => {
@@ -288,7 +317,6 @@ themeButton.addEventListener("click", () => {
   showTheme();
 });
 
-for (const [entry, label, path] of NAV) nav.append(h("a", {href: BASE + path, dataset: {entry}, text: label}));
 showTheme();
 start();
 setTimeout(poll, POLL_MS);

@@ -1,7 +1,8 @@
 // Pieces several views share: page heads, state count cards, messages, filter forms.
 
+import {query} from "../api.js";
 import {empty, h, setAttr, setText} from "../dom.js";
-import {STATES, count, time} from "../format.js";
+import {FILTER_STATES, STATES, count, time} from "../format.js";
 
 export function pageHead(title, ...tools) {
   const stamp = h("span", {class: "muted stamp"});
@@ -14,7 +15,15 @@ export function pageHead(title, ...tools) {
   };
 }
 
-// Six cards, one per state, each a link (hrefOf(state)) showing a count.
+// How many jobs retry (of a queue, or of all): GET /v1/jobs?state=retrying, up to
+// RETRYING_SHOWN ("100+" past that); no store keeps this count apart from scheduled.
+const RETRYING_SHOWN = 100;
+export async function retryingCount(ctx, queue) {
+  const data = await ctx.api(`/v1/jobs${query({state: "retrying", queue, limit: RETRYING_SHOWN})}`);
+  return data.cursor ? `${RETRYING_SHOWN}+` : data.jobs.length;
+}
+
+// A card per state, each a link (hrefOf(state)) showing a count.
 export function stateCards(hrefOf, states) {
   const numbers = {};
   const el = h("div", {class: "cards states"}, (states || STATES).map((state) => {
@@ -26,7 +35,8 @@ export function stateCards(hrefOf, states) {
     el,
     update(counts) {
       for (const state of Object.keys(numbers)) {
-        setText(numbers[state], count(counts[state]));
+        setText(numbers[state], typeof counts[state] === "string" ? counts[state] :
+          counts[state] === null ? "–" : count(counts[state]));
         setAttr(numbers[state].parentElement, "data-zero", !counts[state] ? "" : null);
       }
     },
@@ -83,7 +93,7 @@ export function queueSelect(name, value, anyLabel) {
 
 export function stateSelect(name, value, anyLabel) {
   const select = h("select", {name, "aria-label": "state"}, h("option", {value: "", text: anyLabel || "any state"}),
-    STATES.map((state) => h("option", {value: state, text: state})));
+    FILTER_STATES.map((state) => h("option", {value: state, text: state})));
   select.value = value || "";
   return select;
 }

@@ -1,10 +1,11 @@
 // /dashboard/dead?queue=&task=&q=&cursor=: dead letters a page at a time (GET /v1/jobs,
-// keyset pages like /dashboard/jobs); retry one, retry or delete all that match (every
-// page of the filter), or delete dead letters by age (every action on many jobs asks first).
+// keyset pages like /dashboard/jobs); retry or delete one, the checked ones, or all that
+// match (every page of the filter), or dead letters by age (every action on many asks first).
 
 import {query} from "../api.js";
 import {code, h, note} from "../dom.js";
 import {count} from "../format.js";
+import {bulkBar, rowActions} from "./actions.js";
 import {messageLine, pageHead} from "./common.js";
 import {pagedList, searchWords} from "./filters.js";
 
@@ -22,16 +23,19 @@ export function mount(root, ctx) {
     text: "Delete all that match"});
   const purge = h("button", {type: "button", id: "delete-dead", text: "Delete by age…"});
   let known = null; // how many match, when that is known: {count, exact}
+  const selected = new Set();
   const list = pagedList(ctx, {
     fields: ["queue", "task", "q"], fixed: {state: "dead"}, limit: LIMIT,
     hints: {task: "task (its name)", q: "id, key or text"},
-    extra: admin ? (job) => retryButton(job) : null, describe,
+    extra: admin ? rowActions(ctx, message, () => refresh()) : null, describe,
+    select: admin ? selected : null, onSelect: () => bulk.show(),
     emptyFiltered: ["No dead letter matches this filter.", "Clear the filter to see every dead letter."],
     emptyAll: ["No dead letters.", "Nothing has run out of attempts. Jobs that do will wait here to be retried."],
   });
+  const bulk = bulkBar(ctx, {list, selected, message, after: () => refresh()});
   root.append(head.el,
     h("section", {class: "panel"}, list.form, admin ? h("div", {class: "actions"}, retryAll, deleteAll, purge) : null,
-      message.el, list.list),
+      bulk.el, message.el, list.list),
     note("Jobs land here when their attempts run out, or when they cannot run at all (an unknown task). Newest ",
       "first, ", LIMIT, " a page. “Retry all that match” and “Delete all that match” act on every page of the ",
       "filter; “Delete by age” on every queue's older ones. The API: ", code("GET /v1/jobs?state=dead"), ", ",
@@ -55,21 +59,6 @@ export function mount(root, ctx) {
     const shown = `${count(data.jobs.length)} dead letter(s) match${later ? " on this page" : ""}` +
       (data.cursor ? " (more on older pages)" : "");
     return search ? `${shown}; ${search}.` : `${shown}.`;
-  }
-
-  function retryButton(job) {
-    const button = h("button", {type: "button", class: "small", text: "Retry"});
-    button.addEventListener("click", async () => {
-      button.disabled = true;
-      try {
-        await ctx.api(`/v1/dead/${encodeURIComponent(job.id)}/retry`, {method: "POST"});
-        ctx.toast(`Job ${job.id} is queued again.`, "ok");
-      } catch (error) {
-        message.show(`Could not retry ${job.id}: ${error.message}`);
-      }
-      refresh();
-    });
-    return button;
   }
 
   // What the filter matches, in words: "every dead letter of queue q (12 now)" or "the 3 ... that match".
@@ -158,12 +147,15 @@ export function mount(root, ctx) {
     retryAll.textContent = `Retry all that match${label}`;
     deleteAll.textContent = `Delete all that match${label}`;
     purge.disabled = !Object.values(shown.queues).some((q) => q.dead);
+    bulk.show();
     head.updated();
   }
 
   return {
     refresh,
     update(next) {
+      selected.clear();
+      bulk.reset();
       list.update(next);
       refresh();
     },

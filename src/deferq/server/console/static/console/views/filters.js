@@ -68,11 +68,12 @@ export function filterForm(ctx, fields, hints) {
 // cost on page 1 and page 10,000; the cursor in the URL, so a reload or the back button
 // keeps the page): the form, a line saying what was searched (`describe(data, later)`), the
 // rows, an empty state and the pager. `fixed`: parameters the page always sends (state=dead).
-export function pagedList(ctx, {fields, fixed, limit, hints, extra, describe, emptyFiltered, emptyAll}) {
+// `select`, `onSelect`, `extra`: jobTable's options (checkboxes, a row's actions).
+export function pagedList(ctx, {fields, fixed, limit, hints, extra, select, onSelect, describe, emptyFiltered, emptyAll}) {
   let params = ctx.query;
   const form = filterForm(ctx, fields, hints);
   const summary = h("p", {class: "muted count-line", "data-testid": "jobs-summary"});
-  const jobs = jobTable({extra});
+  const jobs = jobTable({extra, select, onSelect});
   const nothing = h("div");
   const newest = h("a", {class: "button-like", text: "← Newest"});
   const older = h("a", {class: "button-like", rel: "next", text: "Older →"});

@@ -2,9 +2,9 @@
 
 import {badge, copyButton, empty, h, link, reconcile, section, setBadge, setChildren, setJSON, setText} from "../dom.js";
 import {ago, count, duration, local, shortId} from "../format.js";
+import {actionsFor, act} from "./actions.js";
 import {jobName, messageLine} from "./common.js";
-
-const WAITING = ["scheduled", "queued"];
+import {progressBar} from "./jobtable.js";
 
 function field(label) {
   const value = h("dd");
@@ -25,19 +25,23 @@ export function mount(root, ctx) {
   const title = h("h1", {class: "job-title"}, h("span", {text: "Job "}), h("span", {class: "mono", text: id}));
   const state = badge("…");
   const name = h("span", {class: "job-name"});
-  const retry = h("button", {type: "button", class: "primary", text: "Retry", hidden: true});
-  const cancel = h("button", {type: "button", class: "danger", text: "Cancel", hidden: true});
-  const head = h("div", {class: "page-head"}, title, state, name,
-    h("div", {class: "page-tools"}, copyButton(() => id, "Copy id"), retry, cancel));
+  const stopping = h("span", {class: "flag", id: "cancel-requested", hidden: true,
+    text: "stop requested", title: "Asked to stop: it ends cancelled at its worker's next heartbeat"});
+  const buttons = h("span", {class: "job-actions"});
+  const head = h("div", {class: "page-head"}, title, state, stopping, name,
+    h("div", {class: "page-tools"}, copyButton(() => id, "Copy id"), buttons));
+  const progress = progressBar("job-progress");
+  const progressPanel = section("Progress", progress.el);
+  progressPanel.hidden = true;
 
   const f = {
     queue: field("queue"), priority: field("priority"), attempts: field("attempts"), ttr: field("time limit"),
-    key: field("key"), created: field("created"), due: field("due"), finished: field("finished"),
+    key: field("key"), tags: field("tags"), created: field("created"), due: field("due"), finished: field("finished"),
     updated: field("last change"), worker: field("lease holder"), lease: field("lease until"),
-    lastWorker: field("last run by"), tags: field("tags"),
+    lastWorker: field("last run by"),
   };
-  const details = h("dl", {class: "facts"}, f.queue.el, f.priority.el, f.attempts.el, f.ttr.el, f.key.el,
-    f.tags.el, f.lastWorker.el);
+  const details = h("dl", {class: "facts"}, f.queue.el, f.priority.el, f.attempts.el, f.ttr.el, f.key.el, f.tags.el,
+    f.lastWorker.el);
   const times = h("dl", {class: "facts"}, f.created.el, f.due.el, f.finished.el, f.updated.el);
   const remark = remarkPanel(ctx, id, message, () => refresh());
   const lease = h("dl", {class: "facts"}, f.worker.el, f.lease.el);
@@ -57,29 +61,30 @@ export function mount(root, ctx) {
   const gone = h("div", {hidden: true});
   const flow = workflowPanel();
   const body = h("div", {class: "job-grid"},
-    h("div", {class: "job-main"}, h("section", {class: "panel"}, argsTitle, argsLabel, args, kwargsLabel, kwargs),
+    h("div", {class: "job-main"}, progressPanel, h("section", {class: "panel"}, argsTitle, argsLabel, args, kwargsLabel, kwargs),
       flow.el, errorPanel, resultPanel),
     h("div", {class: "job-side"}, remark.el, section("Details", details), section("Times", times), leasePanel));
   root.append(head, message.el, gone, body);
   let job = null;
 
-  retry.addEventListener("click", () => act("retry", () => ctx.api(`/v1/dead/${encodeURIComponent(id)}/retry`,
-    {method: "POST"}), "queued again: a worker will run it"));
-  cancel.addEventListener("click", async () => {
-    const sure = await ctx.confirm({title: "Cancel this job?", body: [`${jobName(job)} ${id} will not run. ` +
-      "A cancelled job cannot be started again."], action: "Cancel the job", danger: true});
-    if (sure) act("cancel", () => ctx.api(`/v1/jobs/${encodeURIComponent(id)}`, {method: "DELETE"}), "cancelled");
-  });
-
-  async function act(what, call, done) {
-    message.clear();
-    try {
-      await call();
-      ctx.toast(`Job ${id} ${done}.`, "ok");
-    } catch (error_) {
-      message.show(`Could not ${what} the job: ${error_.message}`);
-    }
-    refresh();
+  // The buttons its state and this token allow, made again only when those change.
+  function showActions(data) {
+    const offered = actionsFor(ctx, data.state).filter(([name]) => !(name === "cancel" && data.cancel_requested));
+    setChildren(buttons, offered.map(([name]) => name).join(), () => offered.map(([name, label, cls]) => {
+      const button = h("button", {type: "button", class: cls, text: label, dataset: {action: name}});
+      button.addEventListener("click", async () => {
+        button.disabled = true;
+        message.clear();
+        try {
+          if (await act(ctx, name, job) && name === "delete") ctx.navigate("/dashboard/jobs");
+        } catch (error_) {
+          message.show(`Could not ${label.toLowerCase()} the job: ${error_.message}`);
+        }
+        button.disabled = false;
+        if (ctx.alive()) refresh();
+      });
+      return button;
+    }));
   }
 
   async function refresh() {
@@ -139,30 +144,41 @@ export function mount(root, ctx) {
     setText(error, data.error || "");
     resultPanel.hidden = data.result === null || data.result === undefined;
     setJSON(result, data.result);
-    retry.hidden = !(data.state === "dead" && ctx.can("admin"));
-    cancel.hidden = !(WAITING.includes(data.state) && ctx.can("producer"));
+    stopping.hidden = !(data.state === "active" && data.cancel_requested);
+    progress.show(data);
+    progressPanel.hidden = progress.el.hidden;
+    showActions(data);
   }
 
   return {refresh};
 }
 
-// Where the job stands in a workflow (GET /v1/jobs/{id}: parents, children, batch): the
-// jobs it runs after, those that run after it, each with its state and a link; its batch's
-// counts. Hidden for a job on its own.
+// Where the job stands in a workflow (GET /v1/jobs/{id}: parents, children, batch), drawn
+// as a small graph: the jobs it runs after → this job → those that run after it, each node
+// with its state and a link; its batch's counts and a link to the batch. Hidden for a job
+// on its own.
 function workflowPanel() {
-  const parents = h("ul", {class: "links", id: "job-parents"});
-  const children = h("ul", {class: "links", id: "job-children"});
+  const parents = h("ul", {class: "links nodes", id: "job-parents"});
+  const children = h("ul", {class: "links nodes", id: "job-children"});
   const parentsTitle = h("h3", {text: "Runs after"});
   const childrenTitle = h("h3", {text: "Then"});
+  const self = h("li", {class: "node self"}, badge("…"), h("strong"), h("span", {class: "muted mono"}));
+  const before = h("div", {class: "flow-col"}, parentsTitle, parents);
+  const after = h("div", {class: "flow-col"}, childrenTitle, children);
+  const toSelf = h("span", {class: "flow-arrow", "aria-hidden": "true"});
+  const fromSelf = h("span", {class: "flow-arrow", "aria-hidden": "true"});
+  const graph = h("div", {class: "flow-graph", id: "job-graph"}, before, toSelf,
+    h("div", {class: "flow-col"}, h("h3", {text: "This job"}), h("ul", {class: "links nodes"}, self)), fromSelf, after);
   const batch = h("div", {class: "batch", id: "job-batch"});
-  const el = section("Workflow", parentsTitle, parents, childrenTitle, children, batch);
+  const el = section("Workflow", graph, batch);
   el.hidden = true;
 
   function list(ul, title, links, total, what) {
     ul.hidden = title.hidden = !links.length;
-    reconcile(ul, links, (l) => l.id, (l) => h("li", {}, badge(l.state || "purged"),
+    reconcile(ul, links, (l) => l.id, (l) => h("li", {class: "node"}, badge(l.state || "purged"),
       h("a", {href: `/dashboard/jobs/${encodeURIComponent(l.id)}`}), h("span", {class: "muted mono"})),
     (li, l) => {
+      li.className = `node state-${l.state || "purged"}`;
       setBadge(li.children[0], l.state || "purged");
       setText(li.children[1], l.task || "(purged)");
       setText(li.children[2], shortId(l.id));
@@ -181,7 +197,8 @@ function workflowPanel() {
     const callbacks = Object.entries(b.callbacks || {}).map(([name, id]) => h("li", {},
       h("span", {class: "muted", text: `${name}: `}), link(`/dashboard/jobs/${encodeURIComponent(id)}`, shortId(id))));
     setChildren(batch, JSON.stringify(b), () => [
-      h("h3", {}, "Batch ", h("span", {class: "mono", text: shortId(b.id)}), " ", badge(b.state)),
+      h("h3", {}, "Batch ", link(`/dashboard/batches/${encodeURIComponent(b.id)}`, shortId(b.id),
+        {class: "mono", id: "batch-link"}), " ", badge(b.state)),
       h("p", {class: "muted", text: `This job is ${role[b.role]}.`}),
       ...counts, callbacks.length ? h("ul", {class: "links"}, callbacks) : null]);
   }
@@ -192,6 +209,13 @@ function workflowPanel() {
       const p = data.parents || [];
       const c = data.children || [];
       el.hidden = !p.length && !c.length && !data.batch;
+      graph.hidden = !p.length && !c.length;
+      before.hidden = toSelf.hidden = !p.length;
+      after.hidden = fromSelf.hidden = !c.length;
+      self.className = `node self state-${data.state}`;
+      setBadge(self.children[0], data.state);
+      setText(self.children[1], jobName(data));
+      setText(self.children[2], shortId(data.id));
       list(parents, parentsTitle, p, (data.after || []).length, "Runs after");
       list(children, childrenTitle, c, c.length, "Then");
       showBatch(data.batch);

@@ -1,14 +1,14 @@
 // /dashboard/: every queue's counts, the store, the workers, and charts of the store's history.
 
 import {empty, h, link, reconcile, row, section, setText, table} from "../dom.js";
-import {STATES, count, duration} from "../format.js";
+import {FILTER_STATES, STATES, count, duration} from "../format.js";
 import {historyPanel} from "../history.js";
-import {card, pageHead, stateCards} from "./common.js";
+import {card, pageHead, retryingCount, stateCards} from "./common.js";
 import {ms} from "./stores.js";
 
 export function mount(root, ctx) {
   const head = pageHead("Overview");
-  const totals = stateCards((state) => `/dashboard/jobs?state=${state}`);
+  const totals = stateCards((state) => `/dashboard/jobs?state=${state}`, FILTER_STATES);
   const store = card("store");
   const workers = card("workers online");
   const health = h("div", {class: "cards side"}, store.el, workers.el);
@@ -31,19 +31,19 @@ export function mount(root, ctx) {
     section("Queues", queues.el, nothing));
 
   async function refresh() {
-    const [q, s, w] = await Promise.allSettled([ctx.api("/v1/queues"), ctx.api("/v1/store"), ctx.api("/v1/workers"),
-      charts.refresh()]);
+    const [q, s, w, r] = await Promise.allSettled([ctx.api("/v1/queues"), ctx.api("/v1/store"),
+      ctx.api("/v1/workers"), retryingCount(ctx, null), charts.refresh()]);
     if (!ctx.alive()) return;
-    if (q.status === "fulfilled") showQueues(q.value.queues);
+    if (q.status === "fulfilled") showQueues(q.value.queues, r.status === "fulfilled" ? r.value : null);
     if (s.status === "fulfilled") showStore(s.value);
     if (w.status === "fulfilled") showWorkers(w.value);
     head.updated();
   }
 
-  function showQueues(data) {
+  function showQueues(data, retrying) {
     const sums = Object.fromEntries(STATES.map((state) => [state, 0]));
     for (const counts of Object.values(data)) for (const state of STATES) sums[state] += counts[state] || 0;
-    totals.update(sums);
+    totals.update({...sums, retrying});
     const names = Object.keys(data);
     nothing.hidden = names.length > 0;
     reconcile(queues.body, names, (name) => name, () => row(columns.length, columns.map((c) => c[1])),

@@ -3,9 +3,10 @@
 
 import {query} from "../api.js";
 import {code, empty, h, link, note, setText} from "../dom.js";
-import {compact, count} from "../format.js";
+import {FILTER_STATES, compact, count} from "../format.js";
 import {historyPanel} from "../history.js";
-import {card, messageLine, pageHead, stateCards} from "./common.js";
+import {rowActions} from "./actions.js";
+import {card, messageLine, pageHead, retryingCount, stateCards} from "./common.js";
 import {jobTable} from "./jobtable.js";
 
 const LIMIT = 25;
@@ -20,13 +21,13 @@ export function mount(root, ctx) {
   head.heading.after(pausedBadge);
   const message = messageLine();
   let paused = null;
-  const cards = stateCards((s) => `${base}?state=${s}`);
+  const cards = stateCards((s) => `${base}?state=${s}`, FILTER_STATES);
   const oldest = card("oldest wait");
   const workers = card("workers on it");
   const charts = historyPanel(ctx, name);
   const listTitle = h("h2");
   const more = h("p", {class: "muted count-line"});
-  const jobs = jobTable();
+  const jobs = jobTable({extra: ctx.can("producer") ? rowActions(ctx, message, () => refresh()) : null});
   const nothing = h("div");
   const missing = empty(`No queue named ${name}.`, "A queue exists once a job was enqueued to it. ",
     link("See every queue", "/dashboard/"));
@@ -70,13 +71,14 @@ export function mount(root, ctx) {
   }
 
   async function refresh() {
-    const [q, w] = await Promise.allSettled([ctx.api("/v1/queues"), ctx.api("/v1/workers"), charts.refresh()]);
+    const [q, w, r] = await Promise.allSettled([ctx.api("/v1/queues"), ctx.api("/v1/workers"),
+      retryingCount(ctx, name), charts.refresh()]);
     if (!ctx.alive()) return;
     if (q.status === "fulfilled") {
       counts = q.value.queues[name] || null;
       missing.hidden = counts !== null;
       if (!toggle.disabled) showPaused(Boolean(counts && counts.paused));
-      cards.update(counts || {});
+      cards.update({...(counts || {}), retrying: r.status === "fulfilled" ? r.value : null});
       setText(oldest.number, counts && counts.oldest_wait ? compact(counts.oldest_wait) : "—");
     }
     if (w.status === "fulfilled") {
@@ -92,7 +94,7 @@ export function mount(root, ctx) {
     const data = await ctx.api(`/v1/jobs${query({state, queue: name, limit: LIMIT})}`);
     if (!ctx.alive() || shown !== state) return;
     jobs.update(data.jobs);
-    const total = counts ? counts[state] || 0 : data.jobs.length;
+    const total = counts && state !== "retrying" ? counts[state] || 0 : data.jobs.length;
     more.replaceChildren(total > data.jobs.length ?
       h("span", {}, `The newest ${data.jobs.length} of ${count(total)}. `,
         link(`/dashboard/jobs${query({queue: name, state})}`, "Filter them on the Jobs page")) :
