@@ -282,7 +282,8 @@ class Worker:
                 )
             else:
                 jobs = self._store_call(self.backend.reserve, cfg.queues, claimed, cfg.name, self.lease, order)
-            if jobs and self.stopping.is_set():  # stopped while the store was asked: not ours to run
+            # stopped or ordered quiet while the store was asked (a wait can last idle_wait): not ours to run
+            if jobs and (self.stopping.is_set() or self.quiet.is_set()):
                 self._store_call(self.backend.settle, [Outcome(job, OutcomeKind.RELEASE) for job in jobs])
                 jobs = []
             self._accept(jobs, claimed)
