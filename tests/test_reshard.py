@@ -1,0 +1,187 @@
+"""redis+shards:// servers added, drained and removed at run time (backends/redis/reshard.py):
+every process follows the topology record without a restart, new jobs go to live shards,
+jobs already stored stay where they are, unique keys stay unique, and a shard holding
+unfinished jobs cannot be removed."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import deferq
+from deferq.backends.base import Enqueue, Outcome, OutcomeKind
+from deferq.backends.redis import reshard
+from deferq.backends.redis.reshard import TopologyRefused
+from deferq.backends.redis.shards import shard_of_id
+from deferq.job import Job, JobState, new_job_id
+from tests.stores.redis import RedisServer, _need_redis_server, shared_url, unique_prefix, wait_until
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFERQ = str(Path(sys.executable).parent / "deferq")
+ORDER = (1, 0, 2)
+
+
+@pytest.fixture
+def servers(tmp_path: Path) -> Iterator[list[RedisServer]]:
+    """Two anchors and a third server to add (each a redis-server of this test alone)."""
+    _need_redis_server()
+    started = [RedisServer(tmp_path / f"s{i}").start() for i in range(3)]
+    yield started
+    for server in started:
+        server.stop()
+
+
+def url_of(anchors: list[RedisServer], prefix: str) -> str:
+    return "redis+shards://" + ",".join(f"127.0.0.1:{s.port}/0" for s in anchors) + f"?prefix={prefix}"
+
+
+def item(n: int, key: str | None = None) -> Enqueue:
+    return Enqueue(Job(id=new_job_id(), task="t", args=(n,), key=key))
+
+
+def test_an_added_shard_takes_new_jobs_in_every_process_and_keys_stay_on_the_anchors(servers, monkeypatch) -> None:
+    monkeypatch.setattr(reshard, "SETTLE", 0.0)
+    url = url_of(servers[:2], unique_prefix())
+    admin, other = deferq.App(url), deferq.App(url)  # two processes' views of one store
+    try:
+        keyed_before = admin.enqueue("t", [0], key="k1")
+        plain_before = [other.enqueue("t", [n]) for n in range(2)]
+        other.backend.sync(force=True)  # `other` has read the record: it changes later
+        third = f"127.0.0.1:{servers[2].port}/0"
+
+        topology = reshard.add_shard(admin.backend, third, "alice")
+        assert [s["state"] for s in topology["shards"]] == ["live", "live", "live"]
+        assert topology["log"][-1]["who"] == "alice" and topology["log"][-1]["action"] == "add"
+        assert topology["shards"][2] == {**topology["shards"][2], "number": 2, "name": third, "role": "added"}
+
+        # the other process follows within REFRESH, no restart: its new jobs reach shard 2
+        landed: list[Job] = []
+        wait_until(lambda: shard_of_id((landed.append(other.enqueue("t", [9])) or landed[-1]).id) == 2,
+                   10, "the other process never sent a job to the added shard")
+        assert other.get(landed[-1].id).state == JobState.QUEUED
+        assert admin.get(landed[-1].id).state == JobState.QUEUED, "looked up on the shard its id names"
+        assert all(admin.get(j.id) is not None for j in plain_before), "old jobs stay where they are"
+        again = other.enqueue("t", [1], key="k1")
+        assert again.id == keyed_before.id, "a key stays unique: it is routed over the anchors alone"
+        keyed = [other.enqueue("t", [n], key=f"key{n}") for n in range(30)]
+        assert {shard_of_id(j.id) for j in keyed} <= {0, 1}
+
+        with pytest.raises(TopologyRefused, match="already a shard"):
+            reshard.add_shard(admin.backend, third, "alice")
+        with pytest.raises(TopologyRefused, match="anchor"):
+            reshard.drain_shard(admin.backend, f"127.0.0.1:{servers[0].port}/0", "alice")
+        with pytest.raises(TopologyRefused, match="drain it first"):
+            reshard.remove_shard(admin.backend, third, "alice")
+
+        reshard.drain_shard(admin.backend, third, "bob")
+        other.backend.sync(force=True)
+        assert {shard_of_id(other.enqueue("t", [n]).id) for n in range(10)} == {0, 1}, "draining takes no new jobs"
+        with pytest.raises(TopologyRefused, match="unfinished"):
+            reshard.remove_shard(admin.backend, third, "bob")
+        # its workers keep leasing from it: run everything
+        worker = other.backend
+        while taken := worker.reserve(["default"], 100, "w", 30, ORDER):
+            assert worker.settle([Outcome(j, OutcomeKind.SUCCEEDED) for j in taken]) == [True] * len(taken)
+        assert admin.get(landed[-1].id).state == JobState.SUCCEEDED
+
+        topology = reshard.remove_shard(admin.backend, third, "bob")
+        assert topology["shards"][2]["state"] == "removed"
+        assert [(c["who"], c["action"]) for c in topology["log"]] == [("alice", "add"), ("bob", "drain"),
+                                                                       ("bob", "remove")]
+        other.backend.sync(force=True)
+        assert [name for name, _ in other.backend.parts()] == [f"127.0.0.1:{s.port}/0" for s in servers[:2]]
+        assert other.get(landed[-1].id) is None, "a removed shard is no longer asked"
+        assert other.stats().missing == []
+        servers[2].stop()  # gone for good: nothing asks it
+        assert other.stats()["default"]["succeeded"] >= 1 and other.enqueue("t", [1]).id
+        servers[2].start()  # empty again (no persistence): it may come back, under a new number
+        readded = reshard.add_shard(admin.backend, third, "carol")
+        assert readded["shards"][-1]["number"] == 3, "a number is never given twice"
+    finally:
+        admin.close()
+        other.close()
+
+
+def test_bad_shard_requests_are_refused_in_a_sentence(servers) -> None:
+    url = url_of(servers[:1], unique_prefix())
+    app = deferq.App(url)
+    try:
+        for bad in ("", "nohost", "redis://x:1", "a:1,b:2", "h:1/x"):
+            with pytest.raises(deferq.errors.ConfigError, match="Redis server|number"):
+                reshard.add_shard(app.backend, bad, "x")
+        with pytest.raises(TopologyRefused, match="no shard"):
+            reshard.drain_shard(app.backend, "127.0.0.1:1/0", "x")
+        with pytest.raises(TopologyRefused, match="only a redis"):
+            reshard.sharded(deferq.App("memory://").backend)
+    finally:
+        app.close()
+
+
+def test_a_server_holding_jobs_of_this_store_is_not_added(servers) -> None:
+    prefix = unique_prefix()
+    app = deferq.App(url_of(servers[:1], prefix))
+    stray = deferq.App(f"redis://127.0.0.1:{servers[2].port}/0?prefix={prefix}")
+    try:
+        stray.enqueue("t", [1])
+        with pytest.raises(TopologyRefused, match="already holds 1 jobs"):
+            reshard.add_shard(app.backend, f"127.0.0.1:{servers[2].port}/0", "x")
+    finally:
+        stray.close()
+        app.close()
+
+
+def test_a_shard_added_while_a_producer_and_a_worker_run_loses_nothing(servers, tmp_path: Path) -> None:
+    """A worker process and a producer thread run on; a shard is added by a third party.
+    Every job runs once, every key names one job, and the worker ran jobs of the new shard."""
+    url = url_of(servers[:2], unique_prefix())
+    admin, producer = deferq.App(url), deferq.App(url)
+    env = {**os.environ, "DEFERQ_TEST_LEASE": "5", "DEFERQ_TEST_CONTROL": shared_url()}
+    env.pop("DEFERQ_APP", None)
+    worker = subprocess.Popen([DEFERQ, "worker", "--app", "tests.fixtures_redis:app", "--url", url,
+                               "--queue", "default", "--concurrency", "4"],
+                              cwd=ROOT, env=env, stdout=(tmp_path / "w.log").open("ab"), stderr=subprocess.STDOUT)
+    made: list[Job] = []
+    stop = threading.Event()
+
+    def produce() -> None:
+        n = 0
+        while not stop.is_set() or n < 200:
+            if n % 4:
+                made.append(producer.enqueue("noop", [n]))
+            else:  # held an hour: each enqueue of its key must find the one job
+                made.append(producer.enqueue("noop", [n], key=f"k{n // 4 % 50}", delay=3600))
+            n += 1
+
+    thread = threading.Thread(target=produce)
+    try:
+        thread.start()
+        wait_until(lambda: len(made) >= 100, 20, "the producer did not start")
+        reshard.add_shard(admin.backend, f"127.0.0.1:{servers[2].port}/0", "fault-test")
+        wait_until(lambda: any(shard_of_id(j.id) == 2 for j in made[-50:]), 20, "no job reached the added shard")
+        stop.set()
+        thread.join(20)
+        plain = [j.id for j in made if not j.key]
+        wait_until(lambda: all(j is not None and j.state == JobState.SUCCEEDED
+                               for j in admin.backend.get_many(plain)), 60, "not every job ran")
+        by_key: dict[str, set[str]] = {}
+        for job in made:
+            if job.key:
+                by_key.setdefault(job.key, set()).add(job.id)
+        assert len(by_key) == 50 and all(len(found) == 1 for found in by_key.values()), "a key named two jobs"
+        on_new = [j for j in admin.backend.get_many(plain) if j and shard_of_id(j.id) == 2]
+        assert on_new and all(j.attempts == 1 for j in on_new), "the worker ran the new shard's jobs, once each"
+        counts = admin.stats()["default"]
+        assert (counts["succeeded"], counts["scheduled"], counts["dead"]) == (len(plain), 50, 0), "nothing lost"
+    finally:
+        stop.set()
+        thread.join(20)
+        worker.terminate()
+        worker.wait(20)
+        admin.close()
+        producer.close()
