@@ -185,3 +185,68 @@ def test_a_shard_added_while_a_producer_and_a_worker_run_loses_nothing(servers, 
         worker.wait(20)
         admin.close()
         producer.close()
+
+
+def test_the_api_and_the_cli_add_drain_and_refuse_to_remove_a_busy_shard(servers, monkeypatch) -> None:
+    from click.testing import CliRunner
+
+    from deferq.cli.main import main
+    from deferq.server import ServerConfig, create_app
+    from deferq.server.http import auth
+    from tests.server_helpers import TestClient
+
+    monkeypatch.setattr(reshard, "SETTLE", 0.0)
+    url = url_of(servers[:2], unique_prefix())
+    app = deferq.App(url)
+    admin, _ = auth.create(app.backend, "admin", "ops")
+    reader, _ = auth.create(app.backend, "reader")
+    third = f"127.0.0.1:{servers[2].port}/0"
+    try:
+        with TestClient(create_app(ServerConfig(error_log="off"), app)) as api:
+            as_admin = {"authorization": f"Bearer {admin}"}
+            shown = api.get("/v1/store/shards", headers={"authorization": f"Bearer {reader}"}).json()
+            assert shown["sharded"] is True and [s["role"] for s in shown["shards"]] == ["anchor", "anchor"]
+            assert api.post("/v1/store/shards", json={"server": third},
+                            headers={"authorization": f"Bearer {reader}"}).status_code == 403
+            added = api.post("/v1/store/shards", json={"server": third}, headers=as_admin)
+            assert added.status_code == 201, added.text
+            who = added.json()["log"][-1]["who"]
+            assert who.startswith("token ") and "(ops)" in who
+            bad = api.post("/v1/store/shards", json={"server": "nohost"}, headers=as_admin)
+            assert bad.status_code == 422 and "host:port" in bad.json()["error"]["message"]
+            job = next(j for j in (app.enqueue("t", [n]) for n in range(6)) if shard_of_id(j.id) == 2)
+            drained = api.post("/v1/store/shards/2/drain", headers=as_admin)
+            assert drained.json()["shards"][2]["state"] == "draining"
+            busy = api.delete("/v1/store/shards/2", headers=as_admin)
+            assert busy.status_code == 409 and "unfinished" in busy.json()["error"]["message"]
+            anchor = api.post("/v1/store/shards/0/drain", headers=as_admin)
+            assert anchor.status_code == 409 and "anchor" in anchor.json()["error"]["message"]
+            assert api.post("/v1/store/shards/2/undrain", headers=as_admin).json()["shards"][2]["state"] == "live"
+
+        cli = CliRunner()
+        listed = cli.invoke(main, ["shard", "list", "--url", url], catch_exceptions=False)
+        assert listed.exit_code == 0 and f"{third}" in listed.output and "live" in listed.output
+        assert "add" in listed.output and "token" in listed.output, "the latest changes, with who made them"
+        drained = cli.invoke(main, ["shard", "drain", third, "--url", url])
+        assert drained.exit_code == 0 and "draining" in drained.output
+        refused = cli.invoke(main, ["shard", "remove", third, "--url", url])
+        assert refused.exit_code == 1 and "still holds 1 unfinished jobs" in refused.output
+        assert app.cancel(job.id)
+        removed = cli.invoke(main, ["shard", "remove", "2", "--url", url])
+        assert removed.exit_code == 0 and "removed" in removed.output and "from the command line" in removed.output
+        plain = cli.invoke(main, ["shard", "list", "--url", f"redis://127.0.0.1:{servers[0].port}/0"])
+        assert plain.exit_code == 1 and "only a redis+shards:// store" in plain.output
+    finally:
+        app.close()
+
+
+def test_a_store_that_is_not_sharded_lists_no_shards_and_refuses_a_change(tmp_path: Path) -> None:
+    from deferq.server import ServerConfig, create_app
+    from tests.server_helpers import TestClient
+
+    app = deferq.App(f"sqlite:///{tmp_path}/deferq.db")
+    with TestClient(create_app(ServerConfig(auth=False, error_log="off"), app)) as api:
+        assert api.get("/v1/store/shards").json() == {"sharded": False, "version": 0, "shards": [], "log": []}
+        refused = api.post("/v1/store/shards", json={"server": "127.0.0.1:1/0"})
+        assert refused.status_code == 409 and "only a redis+shards://" in refused.json()["error"]["message"]
+    app.close()
