@@ -123,7 +123,7 @@ def drain_shard(backend: ShardedRedisBackend, name: str, who: str, drain: bool =
         added = _find(backend, current, name)
         state = DRAINING if drain else LIVE
         if added.state == state:
-            raise TopologyRefused(f"{name} is already {state}")
+            raise TopologyRefused(f"{server_name(added.server)} is already {state}")
         action = "drain" if drain else "undrain"
         states = current.with_state(added.number, state, now)
         return current.changed(who, action, server_name(added.server), now, states)
@@ -136,15 +136,16 @@ def remove_shard(backend: ShardedRedisBackend, name: str, who: str) -> dict[str,
     process has stopped sending it jobs) and holding no unfinished job."""
     def change(current: Topology, now: float) -> Topology:
         added = _find(backend, current, name)
+        server = server_name(added.server)
         if added.state != DRAINING:
-            raise TopologyRefused(f"{name} is live: drain it first, then remove it once its jobs have run")
-        if now - added.since < SETTLE:
-            raise TopologyRefused(f"{name} began draining {now - added.since:.1f}s ago: wait {SETTLE:.0f}s "
-                                  "so that every process has stopped sending it jobs")
+            raise TopologyRefused(f"{server} is live: drain it first, then remove it once its jobs have run")
         backend.sync(force=True)
         left = unfinished(backend.shards[added.number])
         if left:
-            raise TopologyRefused(f"{name} still holds {left} unfinished jobs: let them run, or cancel them")
+            raise TopologyRefused(f"{server} still holds {left} unfinished jobs: let them run, or cancel them")
+        if now - added.since < SETTLE:
+            raise TopologyRefused(f"{server} began draining {now - added.since:.1f}s ago: wait {SETTLE:.0f}s "
+                                  "so that every process has stopped sending it jobs")
         return current.changed(who, "remove", server_name(added.server), now,
                                current.with_state(added.number, REMOVED, now))
 
