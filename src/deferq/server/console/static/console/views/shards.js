@@ -2,11 +2,11 @@
 // Drain, Undrain and Remove (each change kept in the store, with who made it and when),
 // and the log of changes. Hidden for a store that is not sharded.
 
-import {code, h, note, reconcile, row, section, setChildren, setText, table} from "../dom.js";
+import {code, h, note, reconcile, row, section, setAttr, setChildren, setText, table} from "../dom.js";
 import {local} from "../format.js";
 import {messageLine} from "./common.js";
 
-const COLUMNS = [["#", "num"], ["server"], ["role"], ["state"], ["since"]];
+const COLUMNS = [["#", "num"], ["server"], ["role"], ["state"]]; // since when: the state's title
 const LOG_COLUMNS = [["when"], ["change"], ["server"], ["who"]];
 const LOG_SHOWN = 20;
 
@@ -78,9 +78,8 @@ export function shardsPanel(ctx) {
         setText(cells[1], shard.name);
         setText(cells[2], shard.role);
         setText(cells[3], shard.state);
-        cells[3].dataset.state = shard.state;
-        setText(cells[4], shard.since ? local(shard.since) : "—");
-        if (admin) setChildren(cells[5], `${shard.role} ${shard.state}`, () => buttons(shard));
+        setAttr(cells[3], "title", shard.since ? `since ${local(shard.since)}` : null);
+        if (admin) setChildren(cells[4], `${shard.role} ${shard.state}`, () => buttons(shard));
         tr.dataset.key = shard.name;
         tr.dataset.state = shard.state;
       });
