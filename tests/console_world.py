@@ -18,6 +18,7 @@ import orjson
 
 import deferq
 from deferq.backends.base import Outcome
+from deferq.flows.schedules import ScheduleInfo
 from deferq.server.http import auth
 from deferq.server.topics import topic as topics
 from tests.conftest import need_service
@@ -169,7 +170,11 @@ def seed(url: str) -> World:
     publish_heartbeats(backend, ids["active"])
     seed_history(backend)
     now = time.time()
-    backend.kv_put("periodic", f"refresh-rates:{(now // 900) * 900:.0f}", b"1", ttl=600)
+    tick = (now // 900) * 900  # the last tick of refresh-rates, fired (a stand-in job)
+    for schedule in app.periodic_jobs:  # as a process of the App declares them at start
+        backend.kv_put("schedules", schedule.name, ScheduleInfo(schedule, False, "code", now - 3600).record())
+    backend.kv_put("schedule-runs", "refresh-rates",
+                   orjson.dumps({"tick": tick, "done": True, "job": ids["queued"], "fired": tick}))
     topic = topics.Topic(name="order-paid", url="https://shop.example/hooks/paid", max_attempts=5,
                          retry_condition="{res.code}!=200 && {res.data.status}!=2",
                          headers={"X-Team": "billing"}, signing_secret="whsec_console_test_secret_0123",

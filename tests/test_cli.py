@@ -405,7 +405,7 @@ def test_deferq_run_reports_every_config_mistake_at_once(tmp_path):
     lines = result.stderr.strip().splitlines()
     assert lines[0] == f"deferq: {path} has 5 problems:"
     assert [line.split()[0] for line in lines[1:]] == ["unknown", "grace", "pools.a.queues",
-                                                       "pools.a.concurrency", "periodic"]
+                                                       "pools.a.concurrency", "schedule"]
     assert "Traceback" not in result.stderr
 
 
@@ -492,11 +492,11 @@ def tidy() -> None:
 """
 
 
-def test_a_worker_warns_when_no_master_runs_its_apps_schedules(url, tmp_path):
+def test_a_worker_that_fires_no_schedules_warns_when_no_process_does(url, tmp_path):
     (tmp_path / "scheduled.py").write_text(SCHEDULED)
     (tmp_path / "plain.py").write_text(TASKS)
-    warning = ("your app has 1 periodic schedule(s) (tidy) and no master is running them: a worker never "
-               "enqueues them; start `deferq run --app ...`")
+    warning = ("your app has 1 periodic schedule(s) (tidy) and no process is firing them: this worker does "
+               "not (--burst, --once or --no-schedules)")
 
     def worker_says(module: str) -> str:
         done = run_deferq("worker", "--app", f"{module}:app", "--url", url, "--burst", cwd=tmp_path)
@@ -506,7 +506,7 @@ def test_a_worker_warns_when_no_master_runs_its_apps_schedules(url, tmp_path):
     assert warning in worker_says("scheduled")
     assert "periodic" not in worker_says("plain")
     store = deferq.App(url)
-    store.backend.kv_put("masters", "box:1", orjson.dumps({"id": "box:1", "pid": 1}), 60)  # as a master does
+    store.backend.kv_put("leases", "schedules", orjson.dumps({"holder": "box:1"}), 60)  # as a leader does
     store.close()
     assert "periodic" not in worker_says("scheduled")
 

@@ -10,6 +10,7 @@ import orjson
 import pytest
 
 import deferq
+from deferq.flows.schedule import make_schedule
 from deferq.net.policy import POLICY_ENV
 from deferq.server import ServerConfig, create_app
 from deferq.server.app import full_document as document
@@ -191,31 +192,24 @@ def test_periodic_schedules_show_their_next_and_last_ticks(world):
     by_name = {s["name"]: s for s in report["schedules"]}
     rates, cleanup = by_name["refresh-rates"], by_name["nightly-cleanup"]
     assert rates["cron"] == "*/15 * * * *" and rates["options"] == {"queue": "reports"}
-    assert report["now"] < rates["next"][0] < rates["next"][1] < rates["next"][2]
+    assert rates["source"] == "code" and rates["timing"] == "*/15 * * * * (UTC)" and not rates["paused"]
+    assert report["now"] < rates["next"][0] < rates["next"][1] < rates["next"][4]
     assert rates["next"][1] - rates["next"][0] == 900
     assert rates["last_tick"] is not None and rates["last_tick"] % 900 == 0
+    assert rates["last_job"]["state"] == "queued"
     assert cleanup["kwargs"] == {"days": 30} and cleanup["last_tick"] is None
-    assert report["masters"] == 1  # the world's master: the schedules fire
+    assert report["masters"] == 1 and report["leader"] is None  # nothing fires them in this world
 
 
-def test_periodic_says_when_no_master_runs_the_schedules(tmp_path):
-    app = deferq.App(f"sqlite:///{tmp_path}/deferq.db")
-    app.periodic_jobs = periodic_app.periodic_jobs
-    token, _ = auth.create(app.backend, "reader")
-    with TestClient(create_app(ServerConfig(error_log="off"), app)) as client:
-        assert client.get("/v1/periodic", headers=as_(token)).json()["masters"] == 0
-    app.close()
-
-
-def test_a_tick_of_a_schedule_the_server_does_not_know_is_listed(tmp_path):
+def test_a_schedule_from_a_masters_config_is_listed_with_its_source(tmp_path):
     app = deferq.App(f"sqlite:///{tmp_path}/deferq.db")
     token, _ = auth.create(app.backend, "reader")
-    job = app.enqueue("cleanup", key="periodic:from-config:1700000000")
-    app.backend.kv_put("periodic", "from-config:1700000000", b"1", ttl=600)
+    app.schedules.declare([make_schedule("from-config", "cleanup", cron="0 3 * * *", tz="Europe/Berlin")],
+                          "config")
     with TestClient(create_app(ServerConfig(error_log="off"), app)) as client:
         (schedule,) = client.get("/v1/periodic", headers=as_(token)).json()["schedules"]
-    assert schedule["name"] == "from-config" and schedule["cron"] is None and schedule["next"] == []
-    assert schedule["last_tick"] == 1700000000 and schedule["last_job"] == {"id": job.id, "state": "queued"}
+    assert schedule["name"] == "from-config" and schedule["source"] == "config" and len(schedule["next"]) == 5
+    assert schedule["tz"] == "Europe/Berlin" and schedule["last_tick"] is None
     app.close()
 
 

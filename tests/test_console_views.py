@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import httpx
@@ -33,7 +34,8 @@ TIMEOUT = 10_000  # ms for anything a page should show
 def served(tmp_path_factory) -> Iterator[tuple[World, str, Any]]:
     url = f"sqlite:///{tmp_path_factory.mktemp('console')}/deferq.db"
     world = seed(url)
-    with running_server(url, "--app", "tests.console_world:app") as base, chromium() as browser:
+    # --no-schedules (and schedules=False below): no tick of the world's schedules adds a job mid-test
+    with running_server(url, "--app", "tests.console_world:app", "--no-schedules") as base, chromium() as browser:
         expect.set_options(timeout=TIMEOUT)
         yield world, base, browser
 
@@ -53,7 +55,8 @@ def worker(served) -> Iterator[deferq.App]:
         return {"order": order}
 
     delivery.install(app)
-    running = Worker(app, WorkerConfig(queues=("retries", "callbacks"), concurrency=2, idle_wait=0.2))
+    running = Worker(app, WorkerConfig(queues=("retries", "callbacks"), concurrency=2, idle_wait=0.2,
+                                       schedules=False))
     thread = threading.Thread(target=running.run, daemon=True)
     thread.start()
     yield app
@@ -122,23 +125,60 @@ def test_every_view_shows_its_data(served, width):
     page.context.close()
 
 
-def test_the_periodic_page_says_when_no_master_runs_its_schedules(served):
+@contextmanager
+def periodic_page(served: tuple[World, str, Any], token: str) -> Iterator[tuple[deferq.App, Any]]:
+    """The Periodic page signed in with `token`, and the store; the test's changes undone after."""
     world, base, browser = served
     store = deferq.App(world.url)
-    (master_id, record), = store.backend.kv_list("masters").items()
-    page = signed_in(browser, base, world.reader)
+    page = signed_in(browser, base, token)
     try:
         page.goto(base + "/dashboard/periodic")
-        expect(page.locator('#periodic tr[data-key="refresh-rates"]')).to_be_visible()
-        expect(page.locator("#no-master")).to_be_hidden()  # the world's master runs them
-        store.backend.kv_delete("masters", master_id)
-        page.goto(base + "/dashboard/periodic")
-        expect(page.locator("#no-master")).to_contain_text("No master is running, so these schedules do not fire")
-        no_errors(page)
+        yield store, page
     finally:
-        store.backend.kv_put("masters", master_id, record, 600)
+        store.backend.kv_delete("leases", "schedules")
+        store.schedules.remove("digest")
         page.context.close()
         store.close()
+
+
+def test_the_periodic_page_says_who_fires_the_schedules(served):
+    with periodic_page(served, served[0].reader) as (store, page):
+        expect(page.locator('#periodic tr[data-key="refresh-rates"]')).to_contain_text("refresh-rates (code)")
+        expect(page.locator("#schedule-leader")).to_contain_text("No process fires schedules now")
+        expect(page.locator("#add-schedule")).to_be_hidden()  # a reader changes nothing
+        store.backend.kv_put("leases", "schedules", b'{"holder": "box:77:abc"}', 60)  # as a leader does
+        page.reload()
+        expect(page.locator("#schedule-leader")).to_have_text("Fired by box:77:abc.")
+        no_errors(page)
+
+
+def test_an_admin_adds_edits_and_pauses_a_schedule_on_the_periodic_page(served):
+    with periodic_page(served, served[0].admin) as (store, page):
+        page.click("#add-schedule")
+        page.fill('input[name="name"]', "digest")
+        page.fill('input[name="task"]', "refresh_rates")
+        page.fill('input[name="cron"]', "30 2 * * *")
+        page.fill('input[name="tz"]', "Mars/Base")
+        page.click("#save-schedule")
+        expect(page.locator(".message.error")).to_contain_text("unknown time zone 'Mars/Base'")
+        assert store.schedules.get("digest") is None  # nothing stored
+        page.fill('input[name="tz"]', "Europe/Berlin")
+        page.click("#save-schedule")
+        row = page.locator('#periodic tr[data-key="digest"]')
+        expect(row).to_contain_text("30 2 * * * (Europe/Berlin)")
+        expect(row).to_contain_text("digest (api)")
+        row.locator('button[data-action="edit"]').click()
+        expect(page.locator('input[name="cron"]')).to_have_value("30 2 * * *")
+        page.select_option('select[name="kind"]', "every")
+        page.fill('input[name="every"]', "3600")
+        page.click("#save-schedule")
+        expect(row).to_contain_text("every 3600s")
+        row.locator('button[data-action="pause"]').click()
+        expect(row.locator('button[data-action="resume"]')).to_be_visible()
+        expect(row).to_contain_text("paused")
+        info = store.schedules["digest"]
+        assert info.paused and info.schedule.every == 3600 and info.schedule.task == "refresh_rates"
+        no_errors(page, 422)
 
 
 def test_counts_and_states_on_the_overview_and_the_job_pages(served):
@@ -563,7 +603,7 @@ def test_pausing_a_queue_stops_a_running_worker_until_it_is_resumed(served):
         ran.append(n)
         return n
 
-    running = Worker(app, WorkerConfig(queues=("tally",), concurrency=1, idle_wait=0.2))
+    running = Worker(app, WorkerConfig(queues=("tally",), concurrency=1, idle_wait=0.2, schedules=False))
     thread = threading.Thread(target=running.run, daemon=True)
     thread.start()
     page = signed_in(browser, base, world.admin)

@@ -19,6 +19,8 @@ from schemathesis.core.parameters import ParameterLocation
 import deferq
 from deferq.backends.search import decode_cursor, encode_cursor
 from deferq.backends.sql.search import is_sql_position
+from deferq.errors import ConfigError
+from deferq.flows.timing import Timing, zone
 from deferq.server import ServerConfig, create_app
 from deferq.server.http import auth as auth_module
 from deferq.server.topics.condition import Condition
@@ -52,6 +54,9 @@ CONDITION = st.recursive(COMPARISON, lambda inner: st.one_of(
     st.builds("{} && {}".format, inner, inner), st.builds("{} || {}".format, inner, inner),
     st.builds("!({})".format, inner)), max_leaves=6)
 schemathesis.openapi.format("retry-condition", CONDITION)
+# Schedules: cron expressions and time zones the server takes (flows/timing.py).
+schemathesis.openapi.format("cron", st.sampled_from(["*/5 * * * *", "0 9 * * 1-5", "*/10 * * * * *"]))
+schemathesis.openapi.format("time-zone", st.sampled_from(["UTC", "Europe/Berlin", "America/New_York"]))
 # A page cursor as the SQLite store makes one (backends/sql/search.py).
 schemathesis.openapi.format("page-cursor", st.integers(1, 10**9).map(lambda seq: encode_cursor({"after": seq})))
 
@@ -77,8 +82,16 @@ def _holds(check: Callable[[str], object]) -> Callable[[str], bool]:
 # the document allows. schemathesis has no public hook for a custom format's validator:
 # this wraps the one function its validators get their formats from, and fails loudly if
 # a new schemathesis no longer has it.
+def schedule_timing(**timing: str) -> None:
+    try:
+        Timing(**timing) if "cron" in timing else zone(timing["tz"])
+    except ConfigError as exc:
+        raise ValueError(str(exc)) from None
+
+
 FORMAT_CHECKS = {"callback-url": _holds(check_url), "retry-condition": _holds(Condition),
-                 "page-cursor": _holds(sqlite_cursor)}
+                 "page-cursor": _holds(sqlite_cursor), "cron": _holds(lambda cron: schedule_timing(cron=cron)),
+                 "time-zone": _holds(lambda tz: schedule_timing(tz=tz))}
 _formats = schemathesis.core.jsonschema.supplemental_formats
 schemathesis.core.jsonschema.supplemental_formats = lambda cls: {**(_formats(cls) or {}), **FORMAT_CHECKS}
 

@@ -1,4 +1,4 @@
-"""Periodic jobs: each tick enqueued exactly once, however many masters run."""
+"""Periodic jobs under `deferq run`: each tick enqueued exactly once, however many masters run."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 import deferq
 from deferq.errors import ConfigError
 from deferq.flows.schedule import PeriodicJob
-from deferq.supervisor.periodic import CATCH_UP, PeriodicScheduler
+from deferq.supervisor.periodic import PeriodicScheduler
 from tests.supervisor_harness import Master, all_jobs, every_store, store_url, wait_until
 
 EVERY_SECOND = "* * * * * *"  # six fields: seconds come last
@@ -20,7 +20,7 @@ def url(request, tmp_path):
     yield from store_url(request, tmp_path)
 
 
-def test_app_periodic_registers_and_schedulers_share_each_tick(tmp_path):
+def test_the_master_declares_its_config_schedules_and_fires_them_once(tmp_path):
     app = deferq.App(f"sqlite:///{tmp_path}/p.db")
 
     @app.periodic("*/5 * * * *", args=(7,), queue="reports")
@@ -29,28 +29,32 @@ def test_app_periodic_registers_and_schedulers_share_each_tick(tmp_path):
 
     (job,) = app.periodic_jobs
     assert (job.name, job.task, job.args, job.options) == ("report", "report", (7,), {"queue": "reports"})
-    start = 1_800_000_000.0  # a multiple of 300: a tick
-    first = PeriodicScheduler(app, app.periodic_jobs, start - 1)
-    second = PeriodicScheduler(app, app.periodic_jobs, start - 1)
-    assert first.seconds_to_next(start - 1) == 1
-    assert first.run_due(start) == 1
-    assert second.run_due(start + 0.5) == 0  # the other master lost the claim
-    assert first.run_due(start + 600) + second.run_due(start + 600) == 2  # two more ticks
-    jobs = app.list_jobs("queued") + app.list_jobs("scheduled")
-    assert sorted(j.key for j in jobs) == [f"periodic:report:{int(start + s)}" for s in (0, 300, 600)]
-    assert {(j.queue, j.args) for j in jobs} == {("reports", (7,))}
+    from_config = (PeriodicJob("tick", EVERY_SECOND, "report"),)
+    first = PeriodicScheduler(app, from_config, "one", 0.0)
+    second = PeriodicScheduler(app, from_config, "two", 0.0)
+    now = app.backend.now()
+    first.run_due(now)
+    second.run_due(now)  # the other master is no leader: it fires nothing
+    assert first.firer.leading and not second.firer.leading
+    assert {(s.name, s.source) for s in app.schedules.list()} == {("report", "code"), ("tick", "config")}
+    assert first.seconds_to_next(now) <= 1
+    first.close()
+    assert wait_until(lambda: second.run_due(app.backend.now()) or second.firer.leading, 5, "a handover")
     app.close()
 
 
-def test_ticks_missed_for_long_are_skipped(tmp_path):
-    app = deferq.App(f"sqlite:///{tmp_path}/p.db")
-    scheduler = PeriodicScheduler(app, [PeriodicJob("t", EVERY_SECOND, "tick")], 1000.0)
-    assert scheduler.run_due(1000.0 + CATCH_UP + 10) == CATCH_UP + 1  # only the last CATCH_UP s
-    app.close()
+def test_two_schedules_of_one_name_are_refused(tmp_path):
+    app = deferq.App("memory://")
+
+    @app.periodic("* * * * *", name="tick")
+    def tick() -> None: ...
+
+    with pytest.raises(ConfigError, match="two periodic jobs are named 'tick'"):
+        PeriodicScheduler(app, (PeriodicJob("tick", EVERY_SECOND, "tick"),), "one", 0.0)
 
 
 def test_bad_schedules_are_refused():
-    with pytest.raises(ConfigError, match="invalid cron expression"):
+    with pytest.raises(ConfigError, match="not a valid cron expression"):
         PeriodicJob("x", "61 * * * *", "t")
     app = deferq.App("memory://")
     with pytest.raises(ConfigError, match="cannot set 'delay'"):
@@ -76,7 +80,7 @@ task = "tick"
             m.start()
         for m in masters:
             m.wait_log("started on")
-        ticked = lambda: [j for j in all_jobs(store) if (j.key or "").startswith("periodic:tick:")]  # noqa: E731
+        ticked = lambda: [j for j in all_jobs(store) if (j.key or "").startswith("schedule:tick:")]  # noqa: E731
         first = wait_until(ticked, 10, "a first tick")
         wait_until(lambda: len(ticked()) >= 11, 25, "ten seconds of ticks", every=0.2)
         for m in masters:
@@ -87,7 +91,7 @@ task = "tick"
         ticks = sorted(per_tick)
         assert ticks == list(range(ticks[0], ticks[-1] + 1))  # never skipped
         assert len(ticks) >= 11 and first
-        enqueued = sum(m.log().count("periodic tick: enqueued") for m in masters)
+        enqueued = sum(m.log().count("schedule tick: enqueued") for m in masters)
         assert enqueued == len(jobs)
     finally:
         for m in masters:

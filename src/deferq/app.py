@@ -99,7 +99,7 @@ class App:
         self.registry = Registry()
         self.tasks: dict[str, Task[..., Any]] = self.registry.tasks  # the same dict: name -> Task
         self.hooks: dict[str, list[Hook]] = self.registry.hooks
-        self.periodic_jobs: list[Any] = []  # filled by app.periodic (supervisor)
+        self.periodic_jobs: list[Any] = []  # filled by app.periodic; written to the store at start
         self._backend_options = backend_options
         self._backend: Backend | None = None
         self._limits = False  # Limits middleware added (by the first task with a limit)
@@ -212,13 +212,22 @@ class App:
         """Run `middleware`'s hooks around every job of this app (see deferq.middleware)."""
         self.registry.add_middleware(middleware)
 
-    def periodic(self, cron: str, **schedule: Any) -> Any:
-        """Enqueue a task on a cron schedule (UTC; run by `deferq run`):
-        ``@app.periodic("*/5 * * * *", args=(...), queue="reports")``. Options: name,
-        args, kwargs, queue, priority, max_attempts, timeout."""
+    def periodic(self, cron: str | None = None, **schedule: Any) -> Any:
+        """Enqueue a task on a schedule, fired by any worker (docs/schedules.md):
+        ``@app.periodic("0 9 * * 1-5", tz="Europe/Berlin", queue="reports")`` or
+        ``@app.periodic(every=timedelta(seconds=30))``. Options: name, args, kwargs,
+        every, tz, jitter, missed, queue, priority, max_attempts, timeout, expires, remark."""
         from .flows.schedule import register_periodic
 
         return register_periodic(self, cron, **schedule)
+
+    @property
+    def schedules(self) -> Any:
+        """The store's schedules, managed at run time: ``app.schedules.add(name,
+        task.call(...), cron=..., tz=...)``, ``.pause(name)``, ``.remove(name)`` (flows/schedules.py)."""
+        from .flows.schedules import Schedules
+
+        return Schedules(self)
 
     # -- producing ---------------------------------------------------------------
 

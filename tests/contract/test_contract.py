@@ -627,6 +627,19 @@ def test_kv_records(backend):
     assert backend.kv_list("other") == {}
 
 
+def test_kv_swap_is_a_compare_and_set(backend):
+    assert backend.kv_swap("ns", "s", b"", b"1") is False  # absent: nothing to replace
+    backend.kv_put("ns", "s", b"1")
+    assert backend.kv_swap("ns", "s", b"2", b"3") is False
+    assert backend.kv_swap("ns", "s", b"1", b"2", ttl=0.2) is True
+    assert backend.kv_swap("ns", "s", b"1", b"3") is False  # the first swap won
+    assert backend.kv_get("ns", "s") == b"2"
+    assert wait_until(lambda: backend.kv_get("ns", "s") is None, timeout=3)
+    assert backend.kv_swap("ns", "s", b"2", b"4") is False  # an expired record holds nothing
+    assert backend.kv_put("ns", "s", b"5", only_new=True) is True
+    assert backend.kv_list("ns") == {"s": b"5"}
+
+
 def test_store_clock_is_sane(backend):
     assert abs(backend.now() - time.time()) < 5
 

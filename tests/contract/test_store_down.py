@@ -47,6 +47,7 @@ CALLS = {
     "settle": lambda app: app.backend.settle([Outcome(Job("x", "t"), OutcomeKind.SUCCEEDED)]),
     "kv_put": lambda app: app.backend.kv_put("ns", "k", b"v"),
     "kv_get": lambda app: app.backend.kv_get("ns", "k"),
+    "kv_swap": lambda app: app.backend.kv_swap("ns", "k", b"v", b"w"),
     "get": lambda app: app.get("x"),
 }
 

@@ -482,6 +482,12 @@ class Records(ABC):
         say whether it was stored: an atomic "first one wins" for many processes."""
 
     @abstractmethod
+    def kv_swap(self, namespace: str, key: str, expected: bytes, value: bytes, ttl: float | None = None) -> bool:
+        """Replace a live record whose value is `expected` by `value` (and its time to
+        live by `ttl`) and say whether it did: an atomic compare-and-set, so of many
+        processes that read the same value, one moves it on (leader leases, schedule ticks)."""
+
+    @abstractmethod
     def kv_get(self, namespace: str, key: str) -> bytes | None:
         """A record, or None if absent or expired."""
 

@@ -452,6 +452,13 @@ class MemoryBackend(MemoryHistory, Backend):
             self._kv[(namespace, key)] = (value, expires)
             return True
 
+    def kv_swap(self, namespace: str, key: str, expected: bytes, value: bytes, ttl: float | None = None) -> bool:
+        with self._changed:
+            if self._live(namespace, key) != expected:
+                return False
+            self._kv[(namespace, key)] = (value, self.now() + ttl if ttl else None)
+            return True
+
     def rate_take(self, key: str, interval: float) -> tuple[float, float]:
         with self._changed:
             now = self.now()

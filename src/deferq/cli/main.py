@@ -29,6 +29,7 @@ from ..observe.output import clip, job_lines, last_error_line, print_json, say, 
 from ..server.http.auth import SCOPES
 from ..values import format_duration
 from .run import no_create_option, run_command, status_command
+from .schedules import schedule_group
 
 STATE_COLUMNS = ("blocked", "scheduled", "queued", "active", "succeeded", "dead", "cancelled")
 STATE_HEADERS = ("block", "sched", "queued", "active", "done", "dead", "cancel")  # fit 80 columns
@@ -67,6 +68,13 @@ EXAMPLES = {
     "queue list": "deferq queue list --json",
     "queue pause": "deferq queue pause email",
     "queue resume": "deferq queue resume email",
+    "schedule": "deferq schedule list",
+    "schedule list": "deferq schedule list --json",
+    "schedule add": "deferq schedule add report send_report --cron '0 9 * * 1-5' --tz Asia/Tokyo",
+    "schedule pause": "deferq schedule pause report",
+    "schedule resume": "deferq schedule resume report",
+    "schedule remove": "deferq schedule remove report",
+    "schedule run-now": "deferq schedule run-now report",
     "dead": "deferq dead list --queue email",
     "dead list": "deferq dead list --queue email --limit 10",
     "dead retry": "deferq dead retry --all",
@@ -194,9 +202,11 @@ def print_job(job: Job, as_json: bool) -> None:
 @click.option("--metrics-port", type=click.IntRange(1, 65535), default=None,
               help="Serve Prometheus metrics of the jobs run on this port.")
 @click.option("--metrics-host", default="127.0.0.1", show_default=True, help="Address for --metrics-port.")
+@click.option("--schedules/--no-schedules", default=True, show_default=True,
+              help="Take part in firing the store's schedules (one process at a time fires them).")
 def worker(app: App, queues: tuple[str, ...], concurrency: int, burst: bool, once: bool,
            grace: float, max_jobs: int | None, tries: int | None, delay: float | None,
-           poll_interval: float, metrics_port: int | None, metrics_host: str) -> None:
+           poll_interval: float, metrics_port: int | None, metrics_host: str, schedules: bool) -> None:
     """Run jobs from the given queues (default: every queue your tasks use)."""
     from ..backoff import fixed
     from ..worker import Worker, WorkerConfig
@@ -209,8 +219,9 @@ def worker(app: App, queues: tuple[str, ...], concurrency: int, burst: bool, onc
     if metrics_port is not None:
         serve_worker_metrics(app, metrics_port, metrics_host)
     config = WorkerConfig(queues=queues, concurrency=concurrency, burst=burst, once=once,
-                          grace=grace, max_jobs=max_jobs, idle_wait=poll_interval)
-    warn_unscheduled(app)
+                          grace=grace, max_jobs=max_jobs, idle_wait=poll_interval, schedules=schedules)
+    if not (schedules and not burst and not once):
+        warn_unscheduled(app)
     code = Worker(app, config).run()
     sys.stdout.flush()
     sys.stderr.flush()
@@ -218,22 +229,23 @@ def worker(app: App, queues: tuple[str, ...], concurrency: int, burst: bool, onc
 
 
 def warn_unscheduled(app: App) -> None:
-    """A worker runs jobs but never enqueues periodic ticks: a master does. Say so when
-    the App has schedules and no master runs (checked once, at start)."""
-    from ..supervisor.status import running_masters
+    """This worker does not fire schedules (--burst, --once, --no-schedules). Say so when
+    the App has schedules and no other process fires them (checked once, at start)."""
+    from ..flows.firing import current_leader
 
     if not app.periodic_jobs:
         return
     try:
-        if running_masters(app.backend):
+        if current_leader(app.backend) is not None:
             return
     except DeferqError:
         return  # the store is down: the worker says so itself
     names = [job.name for job in app.periodic_jobs]
     listed = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
     logging.getLogger("deferq.worker").warning(
-        "your app has %d periodic schedule(s) (%s) and no master is running them: a worker never "
-        "enqueues them; start `deferq run --app ...` (docs/supervisor.md)", len(names), listed)
+        "your app has %d periodic schedule(s) (%s) and no process is firing them: this worker does not "
+        "(--burst, --once or --no-schedules); any other worker, `deferq run` or `deferq serve` does "
+        "(docs/schedules.md)", len(names), listed)
 
 
 def serve_worker_metrics(app: App, port: int, host: str) -> None:
@@ -582,6 +594,7 @@ def demo(url: str | None) -> None:
 
 
 main.add_command(run_command)  # deferq run: the supervisor
+main.add_command(schedule_group(existing_store_options, app_options), "schedule")  # deferq schedule ...
 main.add_command(status_command)  # deferq status: masters, pools, children
 
 
@@ -607,10 +620,12 @@ main.add_command(status_command)  # deferq status: masters, pools, children
               help="?wait= requests one token holds open at once; more get 429.")
 @click.option("--request-log", default="off", show_default=True, help="File, - (stderr) or off.")
 @click.option("--error-log", default="-", show_default=True, help="File, - (stderr) or off.")
+@click.option("--schedules/--no-schedules", default=True, show_default=True,
+              help="Take part in firing the store's schedules (one process at a time fires them).")
 def serve(url: str | None, app_path: str | None, no_create: bool, host: str, port: int, workers: int,
           no_auth: bool, no_auth_beyond_loopback: bool, allowed_host: tuple[str, ...], max_body: int,
           max_queue_length: int | None, queue_limit: tuple[str, ...], max_inflight: int | None,
-          wait_threads: int, waits_per_token: int, request_log: str, error_log: str) -> None:
+          wait_threads: int, waits_per_token: int, request_log: str, error_log: str, schedules: bool) -> None:
     """The HTTP API (jobs, topics with signed callbacks, dead letters, metrics) and the
     operator console at http://HOST:PORT/dashboard/ (docs/http.md, docs/console.md).
 
@@ -625,7 +640,7 @@ def serve(url: str | None, app_path: str | None, no_create: bool, host: str, por
                           max_queue_length=max_queue_length,
                           queue_limits=parse_queue_limits(queue_limit), max_inflight=max_inflight,
                           wait_threads=wait_threads, waits_per_token=waits_per_token,
-                          request_log=request_log, error_log=error_log)
+                          request_log=request_log, error_log=error_log, schedules=schedules)
     run_server(config, host, port, workers, create=not no_create)
 
 

@@ -1,62 +1,119 @@
-"""Periodic jobs as values: a cron schedule, the task it enqueues and that job's options.
+"""Periodic jobs as values: when a schedule fires, the task it enqueues and that job's options.
 
-They are defined in code (``@app.periodic("*/5 * * * *")``, which `App.periodic`
-hands to `register_periodic`) or in the supervisor's config file ([periodic.NAME]
-tables, read by `periodic_from_table`). This module only describes and checks them, so
-an App can record its schedules without importing the supervisor; running them, once
-per tick however many masters run, is `deferq.supervisor.periodic.PeriodicScheduler`.
+They are declared in code (``@app.periodic("*/5 * * * *", tz="Europe/Berlin")``), in
+the supervisor's config file ([periodic.NAME] tables, read by `periodic_from_table`),
+or added at run time (`app.schedules`, `deferq schedule add`, PUT /v1/schedules/NAME).
+This module only describes and checks them; the store keeps them (schedules.py) and
+one elected process fires them (firing.py).
 
-Cron is evaluated in UTC on the store's clock; five fields as usual, or six with
-seconds last ("*/10 * * * * *" = every ten seconds).
+Timing: cron (five fields, or six with seconds last) read in `tz` (UTC by default; see
+timing.py for daylight saving), or `every` N seconds (at least one). `jitter` delays
+each tick's job by up to that many seconds. `missed` says what happens to ticks that
+came due while no process fired schedules: "skip" (the default), "latest" or "all".
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from datetime import timedelta
 from typing import Any
-
-from croniter import croniter
 
 from ..errors import ConfigError
 from ..options import PERIODIC_OPTIONS, JobOptions
 from ..task import Runtime, Task
 from ..values import no_unknown_keys
+from .timing import Timing
 
 JOB_OPTIONS = PERIODIC_OPTIONS  # the job options a periodic job may set (deferq/options.py)
-TABLE_KEYS = ("cron", "task", "args", "kwargs", *JOB_OPTIONS)
+TIMING_KEYS = ("cron", "every", "tz", "jitter", "missed")
+TABLE_KEYS = ("task", "args", "kwargs", *TIMING_KEYS, *JOB_OPTIONS)
+MISSED = ("skip", "latest", "all")
+
+
+def seconds(value: Any, what: str) -> float | None:
+    """A duration given as seconds or a timedelta."""
+    if value is None:
+        return None
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ConfigError(f"{what} must be seconds (a number) or a timedelta, got {value!r}")
+    return float(value)
 
 
 @dataclass(frozen=True)
 class PeriodicJob:
     name: str
-    cron: str
+    cron: str | None
     task: str
     args: tuple[Any, ...] = ()
     kwargs: dict[str, Any] = field(default_factory=dict)
     options: dict[str, Any] = field(default_factory=dict)  # queue, priority, max_attempts, timeout
+    every: float | None = None
+    tz: str | None = None
+    jitter: float = 0.0
+    missed: str = "skip"
 
     def __post_init__(self) -> None:
-        if not isinstance(self.cron, str) or not croniter.is_valid(self.cron):
-            raise ConfigError(f"periodic job {self.name!r} has an invalid cron expression {self.cron!r}")
+        if not isinstance(self.name, str) or not self.name or "/" in self.name or len(self.name) > 200:
+            raise ConfigError(f"a schedule's name must be a non-empty string without '/', got {self.name!r}")
+        try:
+            Timing(self.cron, self.every, self.tz)
+        except ConfigError as exc:
+            raise ConfigError(f"schedule {self.name!r}: {exc}") from None
+        if not isinstance(self.jitter, int | float) or isinstance(self.jitter, bool) or not (
+                0 <= self.jitter < 86400):
+            raise ConfigError(f"schedule {self.name!r}: jitter must be 0 to 86400 seconds, got {self.jitter!r}")
+        if self.missed not in MISSED:
+            raise ConfigError(f"schedule {self.name!r}: missed must be one of {', '.join(MISSED)}, "
+                              f"got {self.missed!r}")
         unknown = set(self.options) - set(JOB_OPTIONS)
         if unknown:
             raise ConfigError(
-                f"periodic job {self.name!r} cannot set {sorted(unknown)[0]!r}: it takes {', '.join(JOB_OPTIONS)}"
+                f"schedule {self.name!r} cannot set {sorted(unknown)[0]!r}: it takes {', '.join(JOB_OPTIONS)}"
             )
         try:
             JobOptions.parse(**self.options)
         except ValueError as exc:
-            raise ConfigError(f"periodic job {self.name!r}: {exc}") from None
+            raise ConfigError(f"schedule {self.name!r}: {exc}") from None
+
+    @property
+    def timing(self) -> Timing:
+        return Timing(self.cron, self.every, self.tz)
 
     def next_after(self, moment: float) -> float:
-        """The first tick strictly after `moment` (epoch seconds, UTC)."""
-        return float(croniter(self.cron, moment).get_next(float))
+        """The first tick strictly after `moment` (epoch seconds)."""
+        return self.timing.next_after(moment)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The definition as JSON carries it (how the store keeps it)."""
+        return {**asdict(self), "args": list(self.args)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> PeriodicJob:
+        no_unknown_keys(data, ("name", "task", "args", "kwargs", "options", *TIMING_KEYS), "schedule")
+        return cls(data["name"], data.get("cron"), data["task"], tuple(data.get("args", ())),
+                   dict(data.get("kwargs") or {}), dict(data.get("options") or {}), data.get("every"),
+                   data.get("tz"), data.get("jitter", 0.0), data.get("missed", "skip"))
+
+
+def make_schedule(name: str, task: str, args: Any = (), kwargs: Any = None, *, cron: str | None = None,
+                  every: Any = None, tz: str | None = None, jitter: Any = 0.0, missed: str = "skip",
+                  **options: Any) -> PeriodicJob:
+    """A schedule from the keywords the Python API takes (durations as seconds or timedeltas)."""
+    if not isinstance(args, list | tuple):
+        raise ConfigError(f"schedule {name!r}: args must be a list")
+    if kwargs is not None and not isinstance(kwargs, dict):
+        raise ConfigError(f"schedule {name!r}: kwargs must be a table of names")
+    return PeriodicJob(name, cron, task, tuple(args), dict(kwargs or {}), dict(options),
+                       seconds(every, "every"), tz, seconds(jitter, "jitter") or 0.0, missed)
 
 
 def register_periodic(
     app: Runtime[object],
-    cron: str,
+    cron: str | None = None,
     *,
     name: str | None = None,
     args: tuple[Any, ...] | list[Any] = (),
@@ -68,8 +125,7 @@ def register_periodic(
 
     def schedule(fn: Any) -> Task[..., Any]:
         task = fn if isinstance(fn, Task) else app.task(fn)
-        job = PeriodicJob(name or task.name, cron, task.name, tuple(args), dict(kwargs or {}),
-                          dict(options))
+        job = make_schedule(name or task.name, task.name, args, kwargs, cron=cron, **options)
         if any(existing.name == job.name for existing in app.periodic_jobs):
             raise ValueError(f"a periodic job named {job.name!r} is already registered")
         app.periodic_jobs.append(job)
@@ -88,16 +144,17 @@ def periodic_from_table(table: Any) -> tuple[PeriodicJob, ...]:
     for name, entry in table.items():
         where = f"periodic.{name}"
         if not isinstance(entry, dict):
-            raise ConfigError(f"{where} must be a table with cron and task")
+            raise ConfigError(f"{where} must be a table with cron (or every) and task")
         no_unknown_keys(entry, TABLE_KEYS, where)
-        for required in ("cron", "task"):
-            if not isinstance(entry.get(required), str):
-                raise ConfigError(f"{where} needs {required} (a string)")
+        if not isinstance(entry.get("task"), str):
+            raise ConfigError(f"{where} needs task (a string)")
+        if not isinstance(entry.get("cron", entry.get("every")), str | int | float):
+            raise ConfigError(f"{where} needs cron (a string) or every (seconds)")
         if not isinstance(entry.get("args", []), list):
             raise ConfigError(f"{where}.args must be a list")
         if not isinstance(entry.get("kwargs", {}), dict):
             raise ConfigError(f"{where}.kwargs must be a table")
-        options = {key: entry[key] for key in JOB_OPTIONS if key in entry}
-        jobs.append(PeriodicJob(name, entry["cron"], entry["task"], tuple(entry.get("args", [])),
-                                dict(entry.get("kwargs", {})), options))
+        keywords = {key: entry[key] for key in (*TIMING_KEYS, *JOB_OPTIONS) if key in entry}
+        jobs.append(make_schedule(name, entry["task"], entry.get("args", []), entry.get("kwargs", {}),
+                                  **keywords))
     return tuple(jobs)

@@ -19,6 +19,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from ..app import App
 from .api import history as history_api
+from .api import schedules as schedules_api
 from .api.openapi import document, requests_kept_exactly
 from .api.routes import PRODUCER, api_routes, create_job, enqueue_job
 from .console import models as console_models
@@ -62,7 +63,7 @@ async def internal_error(request: Request, exc: Exception) -> Response:
 def full_document() -> dict[str, Any]:
     """The API's document with the console's routes (kept apart: console_api imports openapi)."""
     base = document(console_models.MODELS)
-    paths = {**base["paths"], **console_api_paths(), **history_api.paths()}
+    paths = {**base["paths"], **console_api_paths(), **history_api.paths(), **schedules_api.paths()}
     return requests_kept_exactly({**base, "paths": paths})
 
 
@@ -195,12 +196,16 @@ def create_app(config: ServerConfig | None = None, app: App | None = None) -> Fr
     logfiles.route(logfiles.REQUEST_LOG, config.request_log)
     logfiles.route(logfiles.ERROR_LOG, config.error_log)
     service = Service(config, app)
-    routes = [*api_routes(), *console_api_routes(), *history_api.routes(),
+    routes = [*api_routes(), *console_api_routes(), *history_api.routes(), *schedules_api.routes(),
               Route("/openapi.json", openapi, methods=["GET"]), Route("/metrics", metrics, methods=["GET"]),
               *dashboard_routes()]
 
     @asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        if config.schedules:
+            service.fire_schedules()  # which declares the App's schedules first
+        elif service.app.periodic_jobs:
+            await service.declare_schedules()
         yield
         service.close()
 

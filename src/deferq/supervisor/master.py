@@ -3,7 +3,7 @@
 One thread does all the supervising, in a loop woken by signals (SIGCHLD included, so a
 dead child is replaced at once) or by its own pace (`check_every`):
 - every wake: reap exited children, start or retire children to match each pool's
-  target, enqueue due periodic ticks;
+  target, take part in firing schedules (flows/firing.py);
 - every check: read the children's heartbeats (kv "workers"), kill hung ones, retire
   those past their lifetime or memory ceiling, autoscale, monitor the queues, sweep
   the store, publish this master's status (kv "masters"), notice a changed config file.
@@ -107,14 +107,11 @@ class Master:
         self.clock_offset = 0.0  # store clock minus this machine's clock
         self.periodic_ok = True  # the last periodic run reached the store
         self.config_seen = (config.digest, self._file_stamp())
-        self.periodic = PeriodicScheduler(self.app, self._periodic_jobs(config), self.store_now())
+        self.periodic = PeriodicScheduler(self.app, config.periodic, self.id, self.store_now())
         self._wake_r, self._wake_w = os.pipe()
 
     def _new_pool(self, config: PoolConfig) -> PoolState:
         return PoolState(config, ScaleState(config.scale.minimum), self.generation)
-
-    def _periodic_jobs(self, config: SupervisorConfig) -> list[Any]:
-        return [*self.app.periodic_jobs, *config.periodic]
 
     def store_now(self) -> float:
         return time.time() + self.clock_offset
@@ -195,7 +192,7 @@ class Master:
         now = time.monotonic()
         wakes = [self.next_check - now]
         periodic = self.periodic.seconds_to_next(self.store_now())
-        if periodic is not None and self.periodic_ok:  # after a failure: retry at the next check
+        if self.periodic_ok:  # after a failure: retry at the next check
             wakes.append(periodic + 0.005)
         wakes += [p.restart_at - now for p in self.pools.values() if p.restart_at > now]
         return max(0.0, min(wakes))
@@ -274,6 +271,7 @@ class Master:
                 self.health.call(self.app.backend.kv_delete, "workers", child.name)
         self.health.call(self.app.backend.kv_delete, "masters", self.id)
         self.health.call(orders.clear, self.app.backend, orders.master_key(self.id))
+        self.health.call(self.periodic.close)
         self.alerter.close()
         self.app.close()
         signal.set_wakeup_fd(-1)
@@ -509,7 +507,7 @@ class Master:
             pool.scale = ScaleState(pool_config.scale.clamp(pool.scale.target))
         if new.alerts != self.config.alerts:
             self._use_alerts(new.alerts)
-        self.periodic = PeriodicScheduler(self.app, self._periodic_jobs(new), self.store_now())
+        self.periodic = PeriodicScheduler(self.app, new.periodic, self.id, self.store_now())
         self.child_spec["grace"] = new.grace
         self.config = new
         self.config_seen = (new.digest, self._file_stamp())

@@ -47,8 +47,7 @@ def worker_view(status: dict[str, Any], now: float) -> dict[str, Any]:
 
 
 def running_masters(backend: Backend) -> list[dict[str, Any]]:
-    """The masters running now (each publishes itself with a TTL): those that enqueue
-    periodic ticks, so none means no schedule fires."""
+    """The masters running now (each publishes itself with a TTL)."""
     return sorted(_decoded(backend.kv_list("masters")), key=lambda m: str(m.get("id", "")))
 
 

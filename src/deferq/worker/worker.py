@@ -42,6 +42,7 @@ from ..backends.guard import StoreGuard
 from ..context import JobControl, Slot
 from ..errors import DeferqError, JobTimeout
 from ..flows.chains import with_inputs
+from ..flows.firing import Firer
 from ..job import Job, JobState
 from ..registry import TaskSpec
 from . import orders
@@ -75,6 +76,9 @@ class WorkerConfig:
     # stop signal is noticed within it.
     idle_wait: float = 1.0
     prefetch: int | None = None  # leases beyond concurrency (finished, awaiting settle); None = concurrency
+    # Take part in firing the store's schedules (one process leads, flows/firing.py);
+    # a --burst or --once worker never does.
+    schedules: bool = True
 
 
 @dataclass(slots=True)
@@ -133,6 +137,8 @@ class Worker:
         self.last_beat = time.monotonic()  # when a heartbeat last reached the store
         # progress reports of running jobs, throttled, on a thread of their own (progress.py)
         self.progress = ProgressWriter(lambda jobs: self._store_call(self.backend.record_progress, jobs))
+        fires = self.config.schedules and not (self.config.burst or self.config.once)
+        self.firer = Firer(app, self.config.name) if fires else None
 
     # -- life cycle -------------------------------------------------------------------
 
@@ -145,7 +151,10 @@ class Worker:
         )
         for runner in self._runners:
             runner.start()
-        for target in (self._settle_loop, self._keeper_loop):
+        targets: list[Callable[[], None]] = [self._settle_loop, self._keeper_loop]
+        if self.firer is not None:
+            targets.append(self._schedule_loop)
+        for target in targets:
             thread = threading.Thread(target=target, name=target.__name__, daemon=True)
             thread.start()
             self._threads.append(thread)
@@ -157,6 +166,10 @@ class Worker:
         finally:
             self._shutdown()
         return self.exit_code
+
+    def _schedule_loop(self) -> None:
+        assert self.firer is not None
+        self.firer.run(self.stopping)
 
     def stop(self) -> None:
         """Stop taking jobs; running jobs get the grace period to finish."""

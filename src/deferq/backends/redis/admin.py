@@ -270,6 +270,12 @@ class Admin:
         return bool(self._run(Call(scripts.KV_PUT, keys, [key, value, ttl_ms, int(only_new)])))
 
     @guarded
+    def kv_swap(self, namespace: str, key: str, expected: bytes, value: bytes, ttl: float | None = None) -> bool:
+        ttl_ms = math.ceil(ttl * 1000) if ttl else 0
+        return bool(self._run(Call(scripts.KV_SWAP, [self.keys.kv_record(namespace, key)],
+                                   [expected, value, ttl_ms])))
+
+    @guarded
     def rate_take(self, key: str, interval: float) -> tuple[float, float]:
         turn, now = self._run(Call(scripts.RATE_TAKE, [self.keys.rate(key)], [repr(float(interval))]))
         return float(turn), float(now)

@@ -599,6 +599,9 @@ class ShardedRedisBackend(Backend):
     ) -> bool:
         return self._kv_shard(namespace, key).kv_put(namespace, key, value, ttl, only_new)
 
+    def kv_swap(self, namespace: str, key: str, expected: bytes, value: bytes, ttl: float | None = None) -> bool:
+        return self._kv_shard(namespace, key).kv_swap(namespace, key, expected, value, ttl)
+
     def kv_get(self, namespace: str, key: str) -> bytes | None:
         return self._kv_shard(namespace, key).kv_get(namespace, key)
 

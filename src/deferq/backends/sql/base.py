@@ -625,6 +625,11 @@ class SQLBackend(SQLHistory, SQLSearch, Backend):
 
         return self.run(plan(), atomic=True)
 
+    def kv_swap(self, namespace: str, key: str, expected: bytes, value: bytes, ttl: float | None = None) -> bool:
+        params = {"namespace": namespace, "key": key, "expected": bytes(expected), "value": bytes(value),
+                  "ttl": ttl or None}
+        return self.run(self._count(self.q["kv_swap"], params)) == 1
+
     def rate_take(self, key: str, interval: float) -> tuple[float, float]:
         """The limit's next free time is a kv record ("rate" namespace), moved on under
         its row lock."""

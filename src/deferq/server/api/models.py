@@ -35,6 +35,8 @@ FORMATS = {
                        "\"The retry-condition language\").",
     "page-cursor": "The `cursor` of a page of GET /v1/jobs, as the server gave it (opaque: only the "
                    "store that made it reads it).",
+    "cron": "A cron expression: five fields, or six with seconds last (\"*/10 * * * * *\").",
+    "time-zone": "An IANA time zone name such as Europe/Berlin (docs/schedules.md for daylight saving).",
 }
 
 TOPIC_NAME = Annotated[str, matching(NAME_PATTERN.pattern, "1-100 letters, digits and _.:-")]
@@ -160,6 +162,72 @@ class BatchRequest(Struct, forbid_unknown_fields=True):
     """Many jobs at once: all are stored, or none."""
 
     jobs: Annotated[list[dict[str, Any]], Meta(min_length=1, max_length=ServerConfig.max_batch)]
+
+
+# -- schedules ---------------------------------------------------------------------------------
+
+SCHEDULE_OPTIONS = ("queue", "priority", "max_attempts", "ttr")  # the job options a schedule's job takes
+SCHEDULE_NAME = r"^[^/\x00]{1,200}$"
+_SCHEDULE_JOB: list[tuple[str, Any] | tuple[str, Any, Any]] = [
+    ("task", Annotated[str, TASK_NAME]),
+    ("jitter", Annotated[float, Meta(ge=0, lt=86400, description="Seconds each tick's job may be delayed, "
+                                                                "at random.")] | None, None),
+    ("missed", Annotated[Literal["skip", "latest", "all"], Meta(
+        description="Ticks missed while no process fired schedules: none fire, the newest, or all.")] | None,
+     None),
+    ("args", list[Any] | None, None),
+    ("kwargs", dict[str, Any] | None, None),
+    *[field for field in _option_fields() if field[0] in SCHEDULE_OPTIONS],
+]
+CronSchedule: type[Struct] = msgspec.defstruct(
+    "CronSchedule",
+    [("cron", Annotated[str, Meta(extra_json_schema={"format": "cron"})]),
+     ("tz", Annotated[str, Meta(extra_json_schema={"format": "time-zone"},
+                                description="The zone cron is read in (default UTC).")] | None, None),
+     *_SCHEDULE_JOB],
+    namespace={"__doc__": "A schedule on a cron expression, read in a time zone (UTC by default)."},
+    module=__name__, kw_only=True, forbid_unknown_fields=True,
+)
+EverySchedule: type[Struct] = msgspec.defstruct(
+    "EverySchedule",
+    [("every", Annotated[float, Meta(ge=1, le=366 * 86400, description="Seconds between ticks.")]),
+     *_SCHEDULE_JOB],
+    namespace={"__doc__": "A schedule every so many seconds (ticks on whole multiples since the epoch)."},
+    module=__name__, kw_only=True, forbid_unknown_fields=True,
+)
+SCHEDULE_REQUEST = {"description": "A cron schedule (with cron) or an interval (with every): exactly one.",
+                    "oneOf": [{"$ref": f"#/components/schemas/{kind}"}
+                              for kind in ("CronSchedule", "EverySchedule")]}
+
+
+class ScheduleLastJob(Struct):
+    id: str
+    state: str
+
+
+class Schedule(Struct):
+    name: str
+    task: str
+    timing: Annotated[str, Meta(description='"*/5 * * * * (Europe/Berlin)" or "every 30s"')]
+    cron: str | None
+    every: float | None
+    tz: str | None
+    jitter: float
+    missed: str
+    args: list[Any]
+    kwargs: dict[str, Any]
+    options: dict[str, Any]
+    paused: bool
+    source: Annotated[str, Meta(description="code, config or api: where it was declared.")]
+    since: Annotated[float, Meta(description="When it began counting ticks (added, retimed or resumed).")]
+    next: Annotated[list[float], Meta(description="The next five ticks (none while paused).")]
+    last_tick: float | None
+    last_job: ScheduleLastJob | None
+
+
+class ScheduleList(Struct):
+    schedules: list[Schedule]
+    leader: Annotated[str | None, Meta(description="The process firing schedules now (null: none).")]
 
 
 # -- tokens and settings -----------------------------------------------------------------------
@@ -599,5 +667,5 @@ MODELS: tuple[Any, ...] = (
     Receipts, Job, JobList, Batch, JobStateAnswer, QueueList, Topic, TopicList, Token, TokenList,
     Deleted, Purged, Retried, Alerts, SavedAlerts, Status, QueuePaused, Remark, RemarkRequest, IdsRequest,
     DeletedBatch, StorePart, StoreParts, ShardRequest, Shard, ShardChange, Shards, History, CancelBatchRequest,
-    CancelledBatch, DeletedJobs,
+    CancelledBatch, DeletedJobs, CronSchedule, EverySchedule, Schedule, ScheduleList,
 )

@@ -232,6 +232,7 @@ def schemas(more: tuple[type[msgspec.Struct], ...] = ()) -> dict[str, Any]:
     # both where both take it), so a reader or a client generator sees them in one place.
     fields = {**components["TopicJob"]["properties"], **components["TaskJob"]["properties"]}
     components["JobRequest"] = {"type": "object", "properties": fields, **models.JOB_REQUEST}
+    components["ScheduleRequest"] = models.SCHEDULE_REQUEST
     components["JsonValue"] = JSON_VALUE  # requests_kept_exactly names it
     return {name: _ecma(schema) for name, schema in sorted(components.items())}
 

@@ -31,6 +31,7 @@ from ...supervisor.alerts import AlertConfig, Alerter
 from ...supervisor.status import _decoded, running_masters, worker_view
 from ...worker import orders
 from ..api import jobs as jobs_module
+from ..api import schedules as schedules_api
 from ..api.openapi import answer, operation, path_param, query, ref
 from ..api.routes import ADMIN, READER, Handler, by_method, caller, needs
 from ..http import fields, settings
@@ -45,7 +46,6 @@ from . import models as cm
 PINGS = 3  # store round trips timed by GET /v1/store
 TEST_ALERT_KIND = "test"
 TEST_ALERT_SECONDS = 15.0  # how long POST /v1/settings/alerts/test waits for delivery
-PERIODIC_NAMESPACE, PERIODIC_KEY = "periodic", "periodic:{claim}"  # supervisor/periodic.py
 PASSWORD = re.compile(r"(//[^/@:]*:)[^/@]*@")
 
 
@@ -252,41 +252,15 @@ def _plain(value: Any) -> Any:
 
 
 def _periodic(service: Service) -> dict[str, Any]:
-    backend = service.backend
-    now = backend.now()
-    last: dict[str, float] = {}
-    for claim in backend.kv_list(PERIODIC_NAMESPACE):
-        name, _, at = claim.rpartition(":")
-        try:
-            last[name] = max(last.get(name, 0.0), float(at))
-        except ValueError:
-            continue
-    schedules = []
-    for job in service.app.periodic_jobs:
-        upcoming = [job.next_after(now)]
-        while len(upcoming) < 3:
-            upcoming.append(job.next_after(upcoming[-1]))
-        tick = last.pop(job.name, None)
-        schedules.append({"name": job.name, "cron": job.cron, "task": job.task, "args": _plain(job.args),
-                          "kwargs": _plain(job.kwargs), "options": _plain(job.options),
-                          "next": upcoming, **_last_tick(backend, job.name, tick)})
-    for name, tick in sorted(last.items()):  # ticked by a master, defined in its config file
-        schedules.append({"name": name, "cron": None, "task": None, "args": None, "kwargs": None,
-                          "options": None, "next": [], **_last_tick(backend, name, tick)})
-    return {"now": now, "schedules": schedules, "masters": len(running_masters(backend))}
-
-
-def _last_tick(backend: Backend, name: str, tick: float | None) -> dict[str, Any]:
-    if tick is None:
-        return {"last_tick": None, "last_job": None}
-    job = backend.get_by_key(PERIODIC_KEY.format(claim=f"{name}:{tick:.0f}"))
-    return {"last_tick": tick, "last_job": None if job is None else {"id": job.id, "state": str(job.state)}}
+    now = service.backend.now()
+    return {"now": now, **_plain(schedules_api.listing(service, now)),
+            "masters": len(running_masters(service.backend))}
 
 
 @needs(READER)
 async def list_periodic(request: Request) -> JSON:
-    """The periodic schedules this server's App knows (`--app`), with their next ticks,
-    and the last tick each one (or one defined in a master's config) enqueued."""
+    """The store's schedules (from code, a master's config file or the API), with their
+    next ticks, their last run and who fires them now."""
     service = service_of(request)
     return JSON(await service.store(_periodic, service))
 

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 from msgspec import UNSET, Meta, Struct, UnsetType
 
-from ..api.models import Job, Limit, Scope, State
+from ..api.models import Job, Limit, Schedule, Scope, State
 from ..topics.topic import Backoff
 
 SEARCH_WINDOW = 1000  # jobs per state a search looks at unless told otherwise
@@ -122,27 +122,11 @@ class Workers(Struct):
     masters: list[dict[str, Any]]
 
 
-class LastJob(Struct):
-    id: str
-    state: State
-
-
-class PeriodicSchedule(Struct):
-    name: str
-    next: list[float]
-    cron: str | None = None
-    task: str | None = None
-    args: list[Any] | None = None
-    kwargs: dict[str, Any] | None = None
-    options: dict[str, Any] | None = None
-    last_tick: float | None = None
-    last_job: LastJob | None = None
-
-
 class PeriodicSchedules(Struct):
     now: float
-    schedules: list[PeriodicSchedule]
-    masters: int  # masters running now: with none, no schedule fires
+    schedules: list[Schedule]  # as GET /v1/schedules shows them
+    masters: int  # masters running now
+    leader: str | None = None  # the process firing schedules now (None: none does)
 
 
 class StoreHealth(Struct):

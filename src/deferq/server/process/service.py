@@ -6,7 +6,11 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import os
+import socket
+import threading
 import time
+import uuid
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -16,6 +20,8 @@ from ...app import App
 from ...backends.base import Backend, Enqueue
 from ...backends.guard import STORE_FAILURES
 from ...errors import ConfigError, MissingExtra
+from ...flows.firing import Firer
+from ...flows.schedules import Schedules
 from ...job import UNFINISHED_STATES, Job
 from ...task import Task
 from ..http import auth, logfiles
@@ -163,6 +169,8 @@ class Service:
         self.topics: Cached[topics_module.Topic | None] = Cached(topics_module.CACHE_SECONDS)
         self._topic_tasks: dict[str, tuple[topics_module.Topic, Task[..., Any]]] = {}
         self.batcher = EnqueueBatcher(self._enqueue_items, config.enqueue_flights)
+        self._firing: threading.Thread | None = None  # fire_schedules
+        self._stop_firing = threading.Event()
         self.queue_lengths = QueueLengths(self)
         self.metrics = Metrics(self)
         self.waits = Waits(lambda: self.backend, config, self.store, self.translated)
@@ -241,8 +249,28 @@ class Service:
         """The token's scope, or None for an unknown token (both cached a few seconds)."""
         return await self.tokens.get(token, lambda: self.store(auth.scope_of, self.backend, token))
 
+    def fire_schedules(self) -> None:
+        """Take part in firing the store's schedules, on a thread of its own (flows/firing.py),
+        until `close`."""
+        holder = f"serve:{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        self._firing = threading.Thread(target=Firer(self.app, holder).run, args=(self._stop_firing,),
+                                        name="deferq-schedules", daemon=True)
+        self._firing.start()
+
+    async def declare_schedules(self) -> None:
+        """Write the App's schedules to the store, so they are listed and fired (by any
+        process that fires schedules); a store that is down now hears of them later."""
+        try:
+            await self.store(Schedules(self.app).declare, self.app.periodic_jobs)
+        except ApiError as exc:
+            error_log.warning("the app's schedules are not written to the store: %s", exc)
+
     def close(self) -> None:
         """Stop the threads (made again if the service is used after) and the App."""
+        if self._firing is not None:
+            self._stop_firing.set()
+            self._firing.join(timeout=5)
+            self._firing = None
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = None

@@ -288,6 +288,12 @@ VALUES (%(namespace)s, %(key)s, %(value)s, {now} + %(ttl)s)
 -- A kv record locked until the transaction ends (rate_take, slot_take): read, then written.
 SELECT value, {now} FROM {kv} WHERE namespace = %(namespace)s AND `key` = %(key)s FOR UPDATE
 
+-- name: kv_swap
+-- Compare-and-set: the row count says whether the live record held the expected value.
+UPDATE {kv} SET value = %(value)s, expires_at = {now} + %(ttl)s
+WHERE namespace = %(namespace)s AND `key` = %(key)s AND value = %(expected)s
+  AND (expires_at IS NULL OR expires_at > {now})
+
 -- name: kv_get
 SELECT value FROM {kv}
 WHERE namespace = %(namespace)s AND `key` = %(key)s AND (expires_at IS NULL OR expires_at > {now})

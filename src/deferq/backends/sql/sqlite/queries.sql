@@ -246,6 +246,12 @@ VALUES (:namespace, :key, :value, {now} + :ttl)
 -- A kv record the write transaction (BEGIN IMMEDIATE) holds (rate_take, slot_take).
 SELECT value, {now} FROM {kv} WHERE namespace = :namespace AND key = :key
 
+-- name: kv_swap
+-- Compare-and-set: the row count says whether the live record held the expected value.
+UPDATE {kv} SET value = :value, expires_at = {now} + :ttl
+WHERE namespace = :namespace AND key = :key AND value = :expected
+  AND (expires_at IS NULL OR expires_at > {now})
+
 -- name: kv_get
 SELECT value FROM {kv}
 WHERE namespace = :namespace AND key = :key AND (expires_at IS NULL OR expires_at > {now})

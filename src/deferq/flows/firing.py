@@ -1,0 +1,225 @@
+"""Firing schedules: one process at a time, elected through the store, enqueues each tick once.
+
+Every process that may fire schedules (each worker, `deferq run`, `deferq serve`) runs a
+`Firer`. Its `step` first holds the leader lease, the record ``leases/schedules``: taken
+when absent or expired (`kv_put(only_new=True)`), renewed by its holder with
+`kv_swap`, so of many processes one leads; if the leader dies another takes over once
+its lease has run out (within LEASE plus one follower poll, LEASE / 5).
+
+Only the leader fires, but being leader is not what makes a tick fire once: each tick
+is claimed by moving the schedule's run record (``schedule-runs/NAME``) from the tick
+before it to this one with a compare-and-set, so two processes that both think they
+lead (a paused leader waking after its lease ran out) still cannot enqueue one tick
+twice. The claim is written before the job and marked done after it, with the job's
+unique key ``schedule:NAME:TICK``: a leader that dies in between leaves the tick
+pending, and the next one enqueues it unless a job with that key already exists.
+
+Missed runs: a tick is on time while it is found due within GRACE seconds of its time
+(a leader handover stays well within it); on-time ticks always fire. Ticks older than
+that came due while no process fired schedules, and the schedule's `missed` says what
+happens to them: "skip" (default: none fire), "latest" (the newest fires, once) or
+"all" (each fires, at most MISSED_LIMIT of them, the newest).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+from collections import deque
+from typing import Any
+
+import orjson
+
+from ..errors import DeferqError
+from ..options import JobOptions
+from ..task import Call, Runtime
+from .schedule import PeriodicJob
+from .schedules import RUNS, ScheduleInfo, Schedules
+from .timing import local_time
+
+log = logging.getLogger("deferq.schedules")
+
+LEASE_NAMESPACE, LEASE_KEY = "leases", "schedules"
+LEASE = 10.0  # seconds a leader holds the lease without renewing it
+GRACE = 60.0  # seconds after its time a tick still counts as on time
+MISSED_LIMIT = 100  # missed="all" fires at most this many missed ticks (the newest)
+WINDOWS = (60.0, 3600.0, 86400.0, 31 * 86400.0, 366 * 86400.0)  # how far back missed ticks are looked for
+
+
+class Leader:
+    """The leader lease, held by `holder` (this process's name)."""
+
+    def __init__(self, backend: Any, holder: str, lease: float = LEASE) -> None:
+        self.backend, self.holder, self.lease = backend, holder, lease
+        self.renewals = 0
+
+    def hold(self) -> bool:
+        """Take the lease if it is free, renew it if it is ours; say whether we lead."""
+        current = self.backend.kv_get(LEASE_NAMESPACE, LEASE_KEY)
+        mine = orjson.dumps({"holder": self.holder, "n": self.renewals + 1})
+        if current is None:
+            held = self.backend.kv_put(LEASE_NAMESPACE, LEASE_KEY, mine, ttl=self.lease, only_new=True)
+        elif orjson.loads(current).get("holder") in (self.holder, None):  # ours, or given up
+            held = self.backend.kv_swap(LEASE_NAMESPACE, LEASE_KEY, current, mine, ttl=self.lease)
+        else:
+            return False
+        if held:
+            self.renewals += 1
+        return bool(held)
+
+    def release(self) -> None:
+        """Give the lease up now (a clean stop), so another process takes over at once."""
+        current = self.backend.kv_get(LEASE_NAMESPACE, LEASE_KEY)
+        if current is not None and orjson.loads(current).get("holder") == self.holder:
+            self.backend.kv_swap(LEASE_NAMESPACE, LEASE_KEY, current, b"{}", ttl=self.lease)
+
+
+def current_leader(backend: Any) -> str | None:
+    """Who holds the leader lease now (None: nobody fires schedules)."""
+    current = backend.kv_get(LEASE_NAMESPACE, LEASE_KEY)
+    holder = orjson.loads(current).get("holder") if current else None
+    return holder if isinstance(holder, str) else None
+
+
+def tick_key(name: str, tick: float) -> str:
+    """The unique key of a tick's job: (schedule, tick time)."""
+    return f"schedule:{name}:{tick:.3f}".rstrip("0").rstrip(".")
+
+
+def due_ticks(schedule: PeriodicJob, after: float, now: float) -> list[float]:
+    """The newest ticks in (after, now]: all of the last GRACE seconds and at least
+    MISSED_LIMIT before them where there are so many (older ones are not looked for)."""
+    timing = schedule.timing
+    if timing.every is not None:
+        first = timing.next_after(after)
+        count = int((now - first) // timing.every) + 1 if first <= now else 0
+        keep = min(count, MISSED_LIMIT + int(GRACE // timing.every) + 1)
+        return [first + (count - keep + i) * timing.every for i in range(keep)]
+    for window in (*WINDOWS, None):  # look back as little as finds enough ticks
+        start = after if window is None else max(after, now - window)
+        found: deque[float] = deque(maxlen=MISSED_LIMIT * 4)
+        tick = timing.next_after(start)
+        while tick <= now:
+            found.append(tick)
+            tick = timing.next_after(tick)
+        if len(found) > MISSED_LIMIT * 2 or start == after:
+            return list(found)
+    raise AssertionError("unreachable")  # the last window reaches `after`
+
+
+def to_fire(schedule: PeriodicJob, after: float, now: float) -> tuple[list[float], float | None]:
+    """The ticks to fire now, and the newest one passed over (None: none was)."""
+    ticks = due_ticks(schedule, after, now)
+    late = [t for t in ticks if now - t > GRACE]
+    on_time = ticks[len(late):]
+    if schedule.missed == "all":
+        fire = late[-MISSED_LIMIT:]
+    elif schedule.missed == "latest":
+        fire = late[-1:]
+    else:
+        fire = []
+    skipped = late[-1] if late and late[-1] not in fire else None
+    return fire + on_time, skipped
+
+
+class Firer:
+    """Fires the store's schedules while this process leads; `step` is one round."""
+
+    def __init__(self, app: Runtime[object], holder: str, lease: float = LEASE) -> None:
+        self.app, self.holder, self.lease = app, holder, lease
+        self._leader: Leader | None = None
+        self.schedules = Schedules(app)
+        self.leading = False
+        self.declared = False
+
+    @property
+    def leader(self) -> Leader:
+        """The lease, on the store opened at first use (a server starts while its store is down)."""
+        if self._leader is None:
+            self._leader = Leader(self.app.backend, self.holder, self.lease)
+        return self._leader
+
+    def step(self) -> float:
+        """Declare the code's schedules (once), hold the lease, fire what is due; return
+        the seconds until the next step. Store errors propagate (call again later)."""
+        if not self.declared:
+            self.schedules.declare(self.app.periodic_jobs)
+            self.declared = True
+        leading = self.leader.hold()
+        if leading != self.leading:
+            log.info("%s %s firing schedules", self.holder, "is now" if leading else "stopped")
+            self.leading = leading
+        if not leading:
+            return self.lease / 5
+        now = self.app.backend.now()
+        wait = self.lease / 3
+        for info in self.schedules.list():
+            if info.paused:
+                continue
+            self.fire_due(info, now)
+            wait = min(wait, info.schedule.next_after(now) - now)
+        return max(0.01, wait)
+
+    def fire_due(self, info: ScheduleInfo, now: float) -> int:
+        """Enqueue the due ticks of one schedule that this process claims; how many."""
+        backend, name = self.app.backend, info.name
+        run = backend.kv_get(RUNS, name)
+        record = orjson.loads(run) if run else {}
+        if run is not None and not record.get("done"):  # a leader died between claim and job
+            run = self._finish(info.schedule, run, record)
+            if run is None:
+                return 0  # the record moved on meanwhile: the next step reads it again
+            record = orjson.loads(run)
+        after = max(info.since, record.get("tick", info.since))
+        fire, skipped = to_fire(info.schedule, after, now)
+        if skipped is not None:
+            log.info("schedule %s: missed ticks up to %s skipped (missed=%s)", name,
+                     local_time(skipped, info.schedule.tz), info.schedule.missed)
+        steps = [(tick, True) for tick in fire] or ([(skipped, False)] if skipped is not None else [])
+        fired = 0
+        for tick, enqueue in steps:  # each tick claimed by moving the run record on to it
+            claim = orjson.dumps({**record, "tick": tick, "done": not enqueue})
+            won = (backend.kv_put(RUNS, name, claim, only_new=True) if run is None
+                   else backend.kv_swap(RUNS, name, run, claim))
+            if not won:
+                return fired  # another process moved this schedule on: it fires the rest
+            run, record = claim, orjson.loads(claim)
+            if enqueue:
+                fired += 1
+                done = self._finish(info.schedule, run, record)
+                if done is None:
+                    return fired  # the record moved on meanwhile: the next step reads it again
+                run, record = done, orjson.loads(done)
+        return fired
+
+    def _finish(self, schedule: PeriodicJob, run: bytes, record: dict[str, Any]) -> bytes | None:
+        """Enqueue the claimed tick's job (unless one with its key exists) and mark it done;
+        the record as marked, or None if it had moved on (it is never moved back)."""
+        tick = float(record["tick"])
+        key = tick_key(schedule.name, tick)
+        job = self.app.backend.get_by_key(key)
+        if job is None:
+            delay = random.uniform(0, schedule.jitter) if schedule.jitter else 0.0
+            options = JobOptions.parse(**schedule.options, key=key, delay=delay)
+            job = self.app.enqueue_many([Call(schedule.task, schedule.args, schedule.kwargs, options)])[0]
+            log.info("schedule %s: enqueued the %s tick", schedule.name, local_time(tick, schedule.tz))
+        done = orjson.dumps({**record, "done": True, "job": job.id, "fired": tick})
+        return done if self.app.backend.kv_swap(RUNS, schedule.name, run, done) else None
+
+    def run(self, stopping: threading.Event) -> None:
+        """Step until `stopping` is set (a thread of its own); the lease is given up at the end."""
+        while not stopping.is_set():
+            try:
+                wait = self.step()
+            except DeferqError as exc:
+                log.warning("schedules: %s; trying again", exc)
+                wait = self.lease / 5
+            except Exception:  # a bad record must not end the thread that fires all the others
+                log.exception("schedules: firing failed; trying again")
+                wait = self.lease / 5
+            stopping.wait(wait)
+        try:
+            self.leader.release()
+        except DeferqError:
+            pass

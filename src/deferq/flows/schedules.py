@@ -1,0 +1,202 @@
+"""Schedules as data: kept in the store, so they are added, changed, paused, resumed
+and removed while every process runs (`app.schedules`, `deferq schedule`, the HTTP API).
+
+Two records per schedule, in the store's small records (`kv_*`):
+
+- ``schedules/NAME``: its definition (schedule.py), whether it is paused, where it
+  came from ("code", "config" or "api") and `since`, the moment it began counting
+  ticks (set when it is added, when its timing changes and when it is resumed);
+- ``schedule-runs/NAME``: the last tick dealt with and the last job enqueued,
+  ``{"tick": T, "done": true, "job": id, "fired": T}``, moved on only by
+  compare-and-set (firing.py), so each tick is claimed once.
+
+Schedules declared in code (and in the supervisor's config file) are written at each
+process's start (`declare`): the code's definition wins over a stored one of the same
+name; its paused state and last run are kept.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import orjson
+
+from ..errors import ConfigError
+from ..job import Job
+from ..options import JobOptions
+from ..task import Call, Runtime
+from .schedule import JOB_OPTIONS, PeriodicJob, make_schedule
+from .timing import Timing
+
+log = logging.getLogger("deferq.schedules")
+
+SCHEDULES, RUNS = "schedules", "schedule-runs"
+SOURCES = ("code", "config", "api")
+
+
+@dataclass(frozen=True)
+class ScheduleInfo:
+    """A stored schedule: its definition, state and last run."""
+
+    schedule: PeriodicJob
+    paused: bool
+    source: str
+    since: float
+    last_tick: float | None = None
+    last_job: str | None = None
+
+    @property
+    def name(self) -> str:
+        return self.schedule.name
+
+    def upcoming(self, now: float, count: int = 5) -> list[float]:
+        """The next `count` ticks after `now` (none while paused)."""
+        return [] if self.paused else self.schedule.timing.upcoming(now, count)
+
+    def to_dict(self, now: float) -> dict[str, Any]:
+        return {**self.schedule.to_dict(), "paused": self.paused, "source": self.source, "since": self.since,
+                "last_tick": self.last_tick, "last_job": self.last_job,
+                "next": self.upcoming(now), "timing": self.schedule.timing.describe()}
+
+    def record(self) -> bytes:
+        return orjson.dumps({"schedule": self.schedule.to_dict(), "paused": self.paused,
+                             "source": self.source, "since": self.since})
+
+
+def read_info(value: bytes, run: bytes | None) -> ScheduleInfo:
+    data = orjson.loads(value)
+    last = orjson.loads(run) if run else {}
+    return ScheduleInfo(PeriodicJob.from_dict(data["schedule"]), bool(data.get("paused")),
+                        str(data.get("source", "api")), float(data.get("since", 0.0)),
+                        last.get("fired"), last.get("job"))
+
+
+def call_options(call: Call, name: str) -> dict[str, Any]:
+    """The options of `task.call(...)` a schedule's job keeps; others are refused."""
+    chosen, default = {}, JobOptions()
+    for option in JobOptions.__dataclass_fields__:
+        value = getattr(call.options, option)
+        if value == getattr(default, option):
+            continue
+        if option not in JOB_OPTIONS:
+            raise ConfigError(f"schedule {name!r}: a schedule's job cannot set {option!r}; "
+                              f"it takes {', '.join(JOB_OPTIONS)}")
+        if option == "expires":
+            if value.within is None:
+                raise ConfigError(f"schedule {name!r}: expires must be seconds after each tick, not a time")
+            value = value.within
+        chosen[option] = value
+    return chosen
+
+
+class Schedules:
+    """``app.schedules``: the store's schedules, managed at run time."""
+
+    def __init__(self, app: Runtime[object]) -> None:
+        self.app = app
+
+    # -- reading ---------------------------------------------------------------------
+
+    def list(self) -> list[ScheduleInfo]:
+        """Every stored schedule; one whose record cannot be read is left out, and logged."""
+        backend = self.app.backend
+        stored, runs = backend.kv_list(SCHEDULES), backend.kv_list(RUNS)
+        found = []
+        for name, value in sorted(stored.items()):
+            try:
+                found.append(read_info(value, runs.get(name)))
+            except (ConfigError, ValueError, KeyError, TypeError) as exc:  # not written by this deferq
+                log.warning("schedule %s is left out: its record cannot be read (%s)", name, exc)
+        return found
+
+    def get(self, name: str) -> ScheduleInfo | None:
+        value = self.app.backend.kv_get(SCHEDULES, name)
+        return None if value is None else read_info(value, self.app.backend.kv_get(RUNS, name))
+
+    def __getitem__(self, name: str) -> ScheduleInfo:
+        found = self.get(name)
+        if found is None:
+            raise KeyError(f"no schedule named {name!r}")
+        return found
+
+    # -- changing --------------------------------------------------------------------
+
+    def add(self, name: str, call: Call, *, cron: str | None = None, every: Any = None, tz: str | None = None,
+            jitter: Any = 0.0, missed: str = "skip") -> ScheduleInfo:
+        """Add a schedule enqueueing `call` (``task.call(...)``); one of the same name is
+        changed (its paused state and last run kept). Fires without a restart."""
+        if not isinstance(call, Call):
+            raise ConfigError(f"schedule {name!r}: pass the job as task.call(...), got {call!r:.60}")
+        schedule = make_schedule(name, call.task, call.args, call.kwargs, cron=cron, every=every, tz=tz,
+                                 jitter=jitter, missed=missed, **call_options(call, name))
+        return self.put(schedule, "api")
+
+    def put(self, schedule: PeriodicJob, source: str) -> ScheduleInfo:
+        """Store `schedule` as is (the HTTP API and `declare` come here)."""
+        own = [name for name in self.app.tasks if not name.startswith("deferq.")]
+        if own and schedule.task not in self.app.tasks:  # an app without tasks of its own cannot tell
+            raise ConfigError(f"schedule {schedule.name!r} names the task {schedule.task!r}, which the app "
+                              "does not have")
+        task = self.app.tasks.get(schedule.task)
+        if task is not None and "queue" not in schedule.options:  # the leader may not know the task
+            schedule = replace(schedule, options={**schedule.options, "queue": task.defaults.queue})
+        old = self.get(schedule.name)
+        now = self.app.backend.now()
+        since = now
+        if old is not None and old.schedule.timing == schedule.timing:
+            since = old.since  # only a change of timing starts the count again
+        info = ScheduleInfo(schedule, old.paused if old else False, source, since,
+                            old.last_tick if old else None, old.last_job if old else None)
+        if old is None or old.schedule != schedule or old.source != source or old.since != since:
+            self.app.backend.kv_put(SCHEDULES, schedule.name, info.record())
+        return info
+
+    def declare(self, schedules: Sequence[PeriodicJob], source: str = "code") -> None:
+        """Write the schedules declared in code (or the config file): the declaration wins."""
+        for schedule in schedules:
+            self.put(schedule, source)
+
+    def pause(self, name: str) -> bool:
+        """Stop firing `name`; False if it was paused already."""
+        return self._set_paused(name, True)
+
+    def resume(self, name: str) -> bool:
+        """Fire `name` again from now (the ticks it was paused for are not missed runs)."""
+        return self._set_paused(name, False)
+
+    def _set_paused(self, name: str, paused: bool) -> bool:
+        backend = self.app.backend
+        for _ in range(10):  # a compare-and-set: an edit in between is kept
+            value = backend.kv_get(SCHEDULES, name)
+            if value is None:
+                raise KeyError(f"no schedule named {name!r}")
+            info = read_info(value, None)
+            if info.paused == paused:
+                return False
+            since = info.since if paused else backend.now()
+            changed = ScheduleInfo(info.schedule, paused, info.source, since)
+            if backend.kv_swap(SCHEDULES, name, value, changed.record()):
+                return True
+        raise ConfigError(f"schedule {name!r} kept changing while it was being paused or resumed; try again")
+
+    def remove(self, name: str) -> bool:
+        """Delete a schedule and its last run; False if there was none. (A schedule
+        still declared in code comes back at the next start.)"""
+        removed = self.app.backend.kv_delete(SCHEDULES, name)
+        self.app.backend.kv_delete(RUNS, name)
+        return removed
+
+    def run_now(self, name: str) -> Job:
+        """Enqueue the schedule's job now, outside its ticks (its last run is unchanged)."""
+        schedule = self[name].schedule
+        jobs = self.app.enqueue_many([Call(schedule.task, schedule.args, schedule.kwargs,
+                                           JobOptions.parse(**schedule.options))])
+        return jobs[0]
+
+
+def check_timing(cron: str | None, every: Any, tz: str | None) -> Timing:
+    """A schedule's timing checked on its own (the CLI's and the API's first check)."""
+    return make_schedule("check", "check", cron=cron, every=every, tz=tz).timing

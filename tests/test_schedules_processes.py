@@ -1,0 +1,72 @@
+"""Two plain `deferq worker` processes and no master fire a 2-second schedule: each tick
+once, none missed, and still so after the leader is SIGKILLed (the other takes over
+within one lease and fires the ticks of the gap late, each once)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+import deferq
+from deferq.flows.firing import GRACE, LEASE, current_leader
+from tests.supervisor_harness import FIXTURES, ROOT, TREE_PATH, all_jobs, store_url, wait_until
+
+EVERY = 2.0
+RUN = 30.0  # seconds of ticks in all; the leader is killed a third of the way in
+
+
+@pytest.fixture
+def url(request, tmp_path):
+    yield from store_url(request, tmp_path)
+
+
+def start_worker(url: str, log: Path) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "PYTHONPATH": TREE_PATH}
+    env.pop("DEFERQ_URL", None)
+    with open(log, "ab") as out:
+        command = [sys.executable, "-m", "deferq", "worker", "--app", FIXTURES, "--url", url, "-q", "ticks"]
+        return subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("url", ["sqlite", "redis", "postgres"], indirect=True)
+def test_two_workers_fire_each_tick_once_across_a_killed_leader(tmp_path, url):
+    store = deferq.App(url)
+    pulse = deferq.schedule.PeriodicJob("pulse", None, "tick", every=EVERY, options={"queue": "ticks"})
+    store.schedules.put(pulse, "api")
+    workers = [start_worker(url, tmp_path / f"worker{n}.log") for n in range(2)]
+    try:
+        ticked = lambda: [j for j in all_jobs(store) if (j.key or "").startswith("schedule:pulse:")]  # noqa: E731
+        wait_until(lambda: len(ticked()) >= 2, 30, "the first ticks")
+        leader = wait_until(lambda: current_leader(store.backend), 5, "a leader")
+        killed = next(w for w in workers if w.pid == int(leader.split(":")[-2]))
+        wait_until(lambda: len(ticked()) >= RUN / EVERY / 3, 30, "a third of the ticks")
+        killed.send_signal(signal.SIGKILL)
+        killed.wait()
+        wait_until(lambda: (current_leader(store.backend) or leader) != leader, LEASE * 2, "a new leader")
+        first = min(float(j.key.rsplit(":", 1)[1]) for j in ticked())
+        wait_until(lambda: max(float(j.key.rsplit(":", 1)[1]) for j in ticked()) >= first + RUN, RUN * 2,
+                   "the rest of the ticks", every=0.5)
+        jobs = ticked()
+        per_tick = Counter(float(j.key.rsplit(":", 1)[1]) for j in jobs)
+        assert set(per_tick.values()) == {1}, per_tick  # never twice
+        ticks = sorted(per_tick)
+        assert ticks == [ticks[0] + EVERY * n for n in range(len(ticks))]  # none missed
+        late = max(j.created_at - float(j.key.rsplit(":", 1)[1]) for j in jobs)
+        assert late <= LEASE + LEASE / 5 + EVERY + 1 < GRACE  # the gap: at most one lease and a poll
+    finally:
+        for worker in workers:
+            if worker.poll() is None:
+                worker.send_signal(signal.SIGTERM)
+        for worker in workers:
+            try:
+                worker.wait(30)
+            except subprocess.TimeoutExpired:
+                worker.kill()
+        store.close()
