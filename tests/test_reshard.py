@@ -13,12 +13,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import deferq
 from deferq.backends.base import Enqueue, Outcome, OutcomeKind
 from deferq.backends.redis import reshard
 from deferq.backends.redis.reshard import TopologyRefused
 from deferq.backends.redis.shards import shard_of_id
+from deferq.backends.redis.topology import LOG_KEPT, Added, Topology
 from deferq.job import Job, JobState, new_job_id
 from tests.stores.redis import RedisServer, _need_redis_server, shared_url, unique_prefix, wait_until
 
@@ -43,6 +46,23 @@ def url_of(anchors: list[RedisServer], prefix: str) -> str:
 
 def item(n: int, key: str | None = None) -> Enqueue:
     return Enqueue(Job(id=new_job_id(), task="t", args=(n,), key=key))
+
+
+@given(st.lists(st.tuples(st.sampled_from(["add", "drain", "undrain", "remove"]), st.text(max_size=20)),
+                max_size=130))
+def test_the_record_keeps_its_numbers_states_and_the_latest_changes(changes) -> None:
+    record = Topology()
+    for n, (action, who) in enumerate(changes):
+        if action == "add" or not record.added:
+            added = (*record.added, Added(2 + len(record.added), f"h{n}:6379/0", "live", float(n)))
+        else:
+            state = {"drain": "draining", "undrain": "live", "remove": "removed"}.get(action, "live")
+            added = record.with_state(record.added[-1].number, state, float(n))
+        record = Topology.decode(record.changed(who, action, f"h{n}:6379/0", float(n), added).encode())
+    assert record.version == len(changes)
+    assert [a.number for a in record.added] == list(range(2, 2 + len(record.added))), "numbers never reused"
+    assert len(record.log) == min(len(changes), LOG_KEPT)
+    assert [c.who for c in record.log] == [who for _, who in changes][-LOG_KEPT:]
 
 
 def test_an_added_shard_takes_new_jobs_in_every_process_and_keys_stay_on_the_anchors(servers, monkeypatch) -> None:
@@ -106,6 +126,28 @@ def test_an_added_shard_takes_new_jobs_in_every_process_and_keys_stay_on_the_anc
     finally:
         admin.close()
         other.close()
+
+
+def test_the_record_outlives_an_anchor_that_lost_its_data(servers) -> None:
+    """Kept on every anchor: a first anchor restarted empty neither hides the added shard
+    from a new process nor makes the next change older than the record it replaces."""
+    url = url_of(servers[:2], unique_prefix())
+    app = deferq.App(url)
+    third = f"127.0.0.1:{servers[2].port}/0"
+    try:
+        reshard.add_shard(app.backend, third, "alice")
+        servers[0].stop()
+        servers[0].start()  # no persistence: empty
+        later = deferq.App(url)
+        assert later.backend.present() == [0, 1, 2], "read from the other anchor"
+        shown = reshard.drain_shard(later.backend, third, "bob")
+        assert shown["version"] == 2 and shown["shards"][2]["state"] == "draining"
+        servers[1].kill()
+        app.backend.sync(force=True)
+        assert app.backend.state[2] == "draining", "and now from the first anchor again"
+        later.close()
+    finally:
+        app.close()
 
 
 def test_bad_shard_requests_are_refused_in_a_sentence(servers) -> None:

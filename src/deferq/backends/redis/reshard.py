@@ -48,7 +48,9 @@ def describe(backend: ShardedRedisBackend) -> dict[str, Any]:
 
 
 def _current(backend: ShardedRedisBackend) -> Topology:
-    return Topology.decode(backend.shards[0].kv_get(NAMESPACE, "current"))
+    """The newest record; the first anchor must answer (it decides between writers)."""
+    backend.shards[0].ping()
+    return backend.newest_topology()
 
 
 def _write(backend: ShardedRedisBackend, change: Any) -> dict[str, Any]:

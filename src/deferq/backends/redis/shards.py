@@ -157,16 +157,26 @@ class ShardedRedisBackend(Backend):
         if not force and now < self._next_read:
             return
         self._next_read = now + REFRESH
-        found = self.topology_seen
+        found = self.newest_topology(skip_down=not force)
+        if found.version > self.topology_seen.version:
+            self._follow(found)
+
+    def newest_topology(self, skip_down: bool = False) -> Topology:
+        """The newest version of the record among the anchors that answer (one that lost
+        its data answers an older one, or none)."""
+        found = Topology()
+        now = time.monotonic()
         for anchor in range(self.anchors):
+            if skip_down and self._down_until[anchor] > now:
+                continue  # known down: not waited for again until RETRY_DOWN is over
             try:
                 seen = Topology.decode(self.shards[anchor].kv_get(topology.NAMESPACE, "current"))
-            except StoreUnavailable:
+            except StoreUnavailable as exc:
+                self._failed(anchor, exc)
                 continue
             if seen.version > found.version:
                 found = seen
-        if found is not self.topology_seen:
-            self._follow(found)
+        return found
 
     def _follow(self, seen: Topology) -> None:
         with self._lock:
