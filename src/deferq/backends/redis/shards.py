@@ -150,11 +150,11 @@ class ShardedRedisBackend(Backend):
         self.sync()
         return [i for i, state in enumerate(self.state) if state != REMOVED]
 
-    def sync(self, force: bool = False) -> None:
-        """Follow the topology record (every REFRESH seconds, or now): the newest
-        version any anchor that answers holds."""
+    def sync(self, force: bool = False, max_age: float = REFRESH) -> None:
+        """Follow the topology record (when the last read is `max_age` old, or now): the
+        newest version any anchor that answers holds."""
         now = time.monotonic()
-        if not force and now < self._next_read:
+        if not force and now < self._next_read - REFRESH + max_age:
             return
         self._next_read = now + REFRESH
         found = self.newest_topology(skip_down=not force)
@@ -262,7 +262,7 @@ class ShardedRedisBackend(Backend):
         another process since the last read is looked up first)."""
         shard = shard_of_id(job_id)
         if shard is not None and shard >= len(self.shards) and shard < MAX_SHARDS:
-            self.sync(force=True)
+            self.sync(max_age=0.1)  # not at every look-up of an id that names no shard at all
         return shard if shard is not None and shard < len(self.shards) and self.state[shard] != REMOVED else None
 
     def _by_id(self, job_id: str, fn: Callable[[RedisBackend], T], found: Callable[[T], bool]) -> T:
