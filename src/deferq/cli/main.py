@@ -85,6 +85,12 @@ EXAMPLES = {
     "run": "deferq run --config deferq.toml --app myproj.tasks:app",
     "status": "deferq status --url redis://127.0.0.1:6379/0",
     "serve": "deferq serve --url redis://127.0.0.1:6379/0 --port 8088 --workers 2",
+    "shard": "deferq shard list --url 'redis+shards://10.0.0.1:6379/0,10.0.0.2:6379/0'",
+    "shard list": "deferq shard list --json",
+    "shard add": "deferq shard add 10.0.0.3:6379/0",
+    "shard drain": "deferq shard drain 10.0.0.3:6379/0",
+    "shard undrain": "deferq shard undrain 10.0.0.3:6379/0",
+    "shard remove": "deferq shard remove 10.0.0.3:6379/0",
     "token": "deferq token create --scope producer --note shop",
     "token create": "deferq token create --scope producer --note shop",
     "token list": "deferq token list --url redis://127.0.0.1:6379/0",
@@ -675,6 +681,89 @@ def token_revoke(app: App, token_id: str) -> None:
     if not revoke(app.backend, token_id):
         raise click.ClickException(f"no token with id {token_id}")
     click.echo(f"revoked {token_id}")
+
+@main.group()
+def shard() -> None:
+    """The servers of a redis+shards:// store: add one, drain one, remove a drained one.
+    Every producer, worker and server follows within seconds, without a restart."""
+
+
+def shard_change(app: App, change: Callable[..., dict[str, Any]], what: str) -> None:
+    import getpass
+    import socket
+
+    from ..backends.redis import reshard
+
+    who = f"{getpass.getuser()}@{socket.gethostname()} from the command line"
+    try:
+        shown = change(reshard.sharded(app.backend), what, who)
+    except reshard.TopologyRefused as exc:
+        raise click.ClickException(str(exc)) from None
+    print_shards(shown, as_json=False)
+
+
+def print_shards(shown: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        print_json(shown)
+        return
+    for row in shown["shards"]:
+        click.echo(f"{row['number']:>3}  {row['name']:<28}  {row['role']:<7}  {row['state']}")
+    for change in shown["log"][-5:]:
+        click.echo(f"  {when(change['at'])}  {change['action']} {change['shard']} by {change['who']}")
+
+
+@shard.command("list")
+@existing_store_options
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def shard_list(app: App, as_json: bool) -> None:
+    """Each shard (number, host:port/db, anchor or added, state) and the latest changes."""
+    from ..backends.redis import reshard
+
+    try:
+        print_shards(reshard.describe(reshard.sharded(app.backend)), as_json)
+    except reshard.TopologyRefused as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+@shard.command("add")
+@existing_store_options
+@click.argument("server")
+def shard_add(app: App, server: str) -> None:
+    """Add SERVER (host:port[/db], empty of this store's jobs): it takes new jobs at once."""
+    from ..backends.redis.reshard import add_shard
+
+    shard_change(app, add_shard, server)
+
+
+@shard.command("drain")
+@existing_store_options
+@click.argument("name")
+def shard_drain(app: App, name: str) -> None:
+    """No new jobs for shard NAME (host:port/db or number); its jobs still run."""
+    from ..backends.redis.reshard import drain_shard
+
+    shard_change(app, drain_shard, name)
+
+
+@shard.command("undrain")
+@existing_store_options
+@click.argument("name")
+def shard_undrain(app: App, name: str) -> None:
+    """Let a draining shard take new jobs again."""
+    from ..backends.redis.reshard import drain_shard
+
+    shard_change(app, functools.partial(drain_shard, drain=False), name)
+
+
+@shard.command("remove")
+@existing_store_options
+@click.argument("name")
+def shard_remove(app: App, name: str) -> None:
+    """Remove a drained shard; refused while it holds unfinished jobs."""
+    from ..backends.redis.reshard import remove_shard
+
+    shard_change(app, remove_shard, name)
+
 
 def document(command: click.Command, path: str = "") -> set[str]:
     """Give `command` (and each command under it) an epilog listing the environment

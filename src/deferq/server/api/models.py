@@ -527,6 +527,37 @@ class StoreParts(Struct):
     parts: list[StorePart]
 
 
+class ShardRequest(Struct, forbid_unknown_fields=True):
+    """A Redis server to add to a redis+shards:// store."""
+
+    server: Annotated[str, Meta(min_length=1, max_length=300, description=(
+        "host:port[/db] as in the store's URL (with [[user]:password@] before it if needed); "
+        "the URL's query (prefix, timeouts) applies to it."))]
+
+
+class Shard(Struct):
+    number: Annotated[int, Meta(description="The number its jobs' ids are marked with; never reused.")]
+    name: Annotated[str, Meta(description="host:port/db")]
+    role: Annotated[Literal["anchor", "added"], Meta(description=(
+        "anchor: named in the URL (unique keys and records live there); added: at run time."))]
+    state: Literal["live", "draining", "removed"]
+    since: Annotated[float, Meta(description="When it got its state (Unix seconds).")] | None
+
+
+class ShardChange(Struct):
+    at: float
+    who: str
+    action: Literal["add", "drain", "undrain", "remove"]
+    shard: str
+
+
+class Shards(Struct):
+    sharded: Annotated[bool, Meta(description="False for a store that is not redis+shards://.")]
+    version: int
+    shards: list[Shard]
+    log: Annotated[list[ShardChange], Meta(description="Who changed the shards and when, newest last.")]
+
+
 class Topic(Struct):
     name: str
     url: str
@@ -635,6 +666,6 @@ MODELS: tuple[Any, ...] = (
     TopicJob, TaskJob, BatchRequest, TopicRequest, TokenRequest, AlertSettings, Error, Receipt,
     Receipts, Job, JobList, Batch, JobStateAnswer, QueueList, Topic, TopicList, Token, TokenList,
     Deleted, Purged, Retried, Alerts, SavedAlerts, Status, QueuePaused, Remark, RemarkRequest, IdsRequest,
-    DeletedBatch, StorePart, StoreParts, History, CancelBatchRequest, CancelledBatch, DeletedJobs,
-    CronSchedule, EverySchedule, Schedule, ScheduleList,
+    DeletedBatch, StorePart, StoreParts, ShardRequest, Shard, ShardChange, Shards, History, CancelBatchRequest,
+    CancelledBatch, DeletedJobs, CronSchedule, EverySchedule, Schedule, ScheduleList,
 )

@@ -84,6 +84,9 @@ def _paths() -> dict[str, Any]:
     name = [path_param("name", NAME_PATTERN.pattern)]
     jobs = answer("Jobs", ref("JobList"))
     refused = ("404", "422", "429", "503")  # 404: a topic that does not exist
+    shard = [path_param("number", "^[0-9]{1,3}$")]
+    shard_changed = {"200": answer("Changed", ref("Shards")),
+                     "409": answer("Refused (the message says why)", ref("Error"))}
     return {
         "/v1/jobs": {
             "post": operation("Enqueue a job", "producer",
@@ -191,6 +194,25 @@ def _paths() -> dict[str, Any]:
         "/v1/store/parts": {
             "get": operation("Each part of the store (every Redis shard): up or down, ping, version, memory",
                              "reader", {"200": answer("The parts", ref("StoreParts"))}, errors=()),
+        },
+        "/v1/store/shards": {
+            "get": operation("The shards of a redis+shards:// store, their states and who changed them",
+                             "reader", {"200": answer("The shards", ref("Shards"))}, errors=("503",)),
+            "post": operation("Add a Redis server as a shard: it takes new jobs at once", "admin",
+                              {"201": answer("Added", ref("Shards")), "409": answer("Refused", ref("Error"))},
+                              ref("ShardRequest"), errors=("422", "503")),
+        },
+        "/v1/store/shards/{number}": {
+            "delete": operation("Remove a drained shard that holds no unfinished job", "admin", shard_changed,
+                                params=shard, errors=("503",)),
+        },
+        "/v1/store/shards/{number}/drain": {
+            "post": operation("Drain a shard: no new jobs; its jobs still run", "admin", shard_changed,
+                              params=shard, errors=("503",)),
+        },
+        "/v1/store/shards/{number}/undrain": {
+            "post": operation("Let a draining shard take new jobs again", "admin", shard_changed,
+                              params=shard, errors=("503",)),
         },
         "/healthz": {"get": operation("The process is alive", None, {
             "200": answer("Alive", ref("Status"))}, errors=())},

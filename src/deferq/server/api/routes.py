@@ -14,6 +14,7 @@ from starlette.requests import Request
 from starlette.routing import Route
 
 from ...backends.base import Backend, missing_from, queue_table
+from ...backends.redis import reshard
 from ...flows import batch as batches
 from ...job import Job, JobState
 from ...options import MAX_REMARK, queue_name
@@ -23,6 +24,7 @@ from ..process.web import JSON, authorize, read_json, service_of, wait_holder
 from ..topics import topic as topics_module
 from . import job_search, models
 from . import jobs as jobs_module
+from . import shards as shards_api
 from .openapi import document
 from .store_parts import store_parts
 
@@ -449,6 +451,31 @@ async def list_store_parts(request: Request) -> JSON:
     return JSON(await asyncio.to_thread(store_parts, service.backend))
 
 
+@needs(READER)
+async def list_shards(request: Request) -> JSON:
+    service = service_of(request)
+    return JSON(await service.store(shards_api.described, service.backend))
+
+
+@needs(ADMIN)
+async def add_shard(request: Request) -> JSON:
+    service = service_of(request)
+    asked = fields.parse(models.ShardRequest, await read_json(request), "a shard")
+    who = await caller(request)
+    return JSON(await shards_api.changed(service, reshard.add_shard, asked.server, who), 201)
+
+
+def shard_action(change: Callable[..., dict[str, Any]]) -> Handler:
+    @needs(ADMIN)
+    async def act(request: Request) -> JSON:
+        service = service_of(request)
+        who = await caller(request)
+        return JSON(await shards_api.changed(service, change, _path(request, "number"), who))
+
+    act.__name__ = change.__name__
+    return act
+
+
 # -- health ----------------------------------------------------------------------------
 
 
@@ -486,6 +513,10 @@ ROUTES: dict[str, dict[str, Handler]] = {
     "/v1/tokens/{token_id}": {"DELETE": delete_token},
     "/v1/settings/alerts": {"GET": get_alerts, "PUT": put_alerts},
     "/v1/store/parts": {"GET": list_store_parts},
+    "/v1/store/shards": {"GET": list_shards, "POST": add_shard},
+    "/v1/store/shards/{number}": {"DELETE": shard_action(reshard.remove_shard)},
+    "/v1/store/shards/{number}/drain": {"POST": shard_action(reshard.drain_shard)},
+    "/v1/store/shards/{number}/undrain": {"POST": shard_action(shards_api.undrain)},
     "/healthz": {"GET": healthz},
     "/readyz": {"GET": readyz},
 }
