@@ -394,6 +394,12 @@ class JobAdmin(ABC):
         next heartbeat; the job ends cancelled). False when it is finished or unknown."""
 
     @abstractmethod
+    def wake(self, job_id: str) -> bool:
+        """Make a job that waits for its due time due now (a durable step's event came:
+        flows/steps.py). False when it is not waiting for a due time (due already,
+        running, finished or unknown)."""
+
+    @abstractmethod
     def retry_dead(self, job_id: str) -> bool:
         """Return a dead job to queued with its attempts reset. False if not dead."""
 

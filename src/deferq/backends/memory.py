@@ -326,6 +326,15 @@ class MemoryBackend(MemoryHistory, Backend):
                 self._release([job_id])
             return True
 
+    def wake(self, job_id: str) -> bool:
+        with self._changed:
+            job, now = self._jobs.get(job_id), self.now()
+            if job is None or job.state != _WAITING or job.run_at <= now:
+                return False
+            self._jobs[job_id] = replace(job, run_at=now, updated_at=now)
+            self._changed.notify_all()
+            return True
+
     def retry_dead(self, job_id: str) -> bool:
         with self._changed:
             job = self._jobs.get(job_id)

@@ -30,6 +30,7 @@ import uuid
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
@@ -43,6 +44,7 @@ from ..errors import DeferqError, JobTimeout
 from ..flows.chains import with_inputs
 from ..job import Job, JobState
 from ..registry import TaskSpec
+from ..steps.checkpoints import JobSteps
 from .priorities import PriorityRotation
 
 if TYPE_CHECKING:
@@ -123,6 +125,7 @@ class Worker:
         self._half = max(1, self.config.concurrency // 2)  # free slots the lease loop fills itself
         self.last_beat = time.monotonic()  # when a heartbeat last reached the store
         # progress reports of running jobs, throttled, on a thread of their own (progress.py)
+        self.steps_for = partial(JobSteps, self.backend, self.lease)  # a job's durable steps (flows/steps.py)
         self.progress = ProgressWriter(lambda jobs: self._store_call(self.backend.record_progress, jobs))
 
     # -- life cycle -------------------------------------------------------------------
@@ -219,7 +222,8 @@ class Worker:
         now = time.monotonic()
         report = self.progress.report
         jobs = [with_inputs(self.backend, job) if job.meta else job for job in jobs or ()]
-        started = [(self.registry.spec_for(job), job, JobControl(report)) for job in jobs]
+        steps = self.steps_for
+        started = [(self.registry.spec_for(job), job, JobControl(report, steps)) for job in jobs]
         with self.lock:
             self.claimed -= claimed
             for spec, job, control in started:

@@ -67,7 +67,7 @@ def _load(name: str) -> Script:
 ADD, ENQUEUE, RESERVE, HEARTBEAT, SETTLE, RECOVER, NEXT_DUE = map(
     _load, ("add", "enqueue", "reserve", "heartbeat", "settle", "recover", "next_due")
 )
-CANCEL, RETRY_DEAD, PURGE, STATS = map(_load, ("cancel", "retry_dead", "purge", "stats"))
+CANCEL, RETRY_DEAD, PURGE, STATS, WAKE = map(_load, ("cancel", "retry_dead", "purge", "stats", "wake"))
 KV_PUT, KV_LIST, KV_DELETE = map(_load, ("kv_put", "kv_list", "kv_delete"))
 PROGRESS, STEP_UP, PAUSE, REMARK, DELETE = map(_load, ("progress", "step_up", "pause", "remark", "delete"))
 RATE_TAKE, SLOT_TAKE, SLOT_HOLDERS, SLOT_RELEASE = map(

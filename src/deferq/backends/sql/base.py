@@ -547,6 +547,9 @@ class SQLBackend(SQLHistory, SQLSearch, Backend):
             self.release([job_id])
         return cancelled
 
+    def wake(self, job_id: str) -> bool:
+        return self.run(self._count(self.q["wake"], {"id": job_id})) == 1
+
     def retry_dead(self, job_id: str) -> bool:
         try:
             return self.run(self._count(self.q["retry_dead"], {"id": job_id})) == 1

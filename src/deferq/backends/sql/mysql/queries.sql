@@ -203,6 +203,11 @@ UPDATE {jobs} SET
     state = CASE WHEN state IN ('queued', 'blocked') THEN 'cancelled' ELSE state END
 WHERE id = %(id)s AND state IN ('queued', 'active', 'blocked')
 
+-- name: wake
+-- A job waiting for its due time is due now (a durable step's event came).
+UPDATE {jobs} SET run_at = {now}, updated_at = {now}
+WHERE id = %(id)s AND state = 'queued' AND run_at > {now}
+
 -- name: retry_dead
 -- Unlike PostgreSQL, the job keeps its seq: moving an AUTO_INCREMENT key by hand can
 -- leave the counter behind it on MariaDB. Its new due time (now) already puts it

@@ -236,6 +236,11 @@ UPDATE {jobs} SET
     updated_at = {now}
 WHERE id = %(id)s AND state IN ('queued', 'active', 'blocked')
 
+-- name: wake
+-- A job waiting for its due time is due now (a durable step's event came).
+UPDATE {jobs} SET run_at = {now}, updated_at = {now}
+WHERE id = %(id)s AND state = 'queued' AND run_at > {now}
+
 -- name: retry_dead
 -- Back to the end of the line: a fresh seq. Fails on deferq_jobs_live_key when a newer
 -- job holds its key (the caller answers False). MySQL keeps the old seq (see there).

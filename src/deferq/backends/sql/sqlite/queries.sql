@@ -167,6 +167,11 @@ UPDATE {jobs} SET
     updated_at = {now}
 WHERE id = :id AND state IN ('queued', 'active', 'blocked')
 
+-- name: wake
+-- A job waiting for its due time is due now (a durable step's event came).
+UPDATE {jobs} SET run_at = {now}, updated_at = {now}
+WHERE id = :id AND state = 'queued' AND run_at > {now}
+
 -- name: retry_dead
 -- Back to the end of the line: a fresh seq (seq is the rowid; one writer at a time,
 -- so max + 1 is free). Fails on deferq_jobs_live_key when a newer job holds its key
