@@ -90,7 +90,7 @@ def test_each_dialect_inserts_every_field_a_new_job_sets(dialect):
 
 @pytest.mark.parametrize("dialect", DIALECTS)
 def test_each_dialect_has_a_column_for_every_stored_field(dialect):
-    schema = (SQL / dialect / "schema.txt").read_text()
+    schema = (Path(__file__).parent / "sql_schemas" / f"{dialect}.txt").read_text()
     held = set(re.findall(r"^column: deferq_jobs \| (\w+) ", schema, re.MULTILINE))
     if dialect == "mysql":  # SHOW CREATE TABLE
         table = schema.split("CREATE TABLE `deferq_jobs`")[1].split(";")[0]

@@ -1,4 +1,4 @@
-"""Migrations produce the reference schema (`<dialect>/schema.txt`, a normalized
+"""Migrations produce the reference schema (`tests/sql_schemas/<dialect>.txt`, a normalized
 catalog dump); `deferq migrate` applies them once; a store older than the code, opened
 with ?migrate=false, says to run `deferq migrate`. A SQLite file made before SQLite had
 migrations keeps working.
@@ -35,6 +35,7 @@ from .stores.mysql import SERVER as MYSQL_SERVER
 from .stores.postgres import BASE_URL as POSTGRES_BASE
 
 SQL_DIR = Path(__file__).parent.parent / "src" / "deferq" / "backends" / "sql"
+SCHEMAS = Path(__file__).parent / "sql_schemas"  # the reference schema of each dialect
 
 
 def postgres_catalog(conn, schema: str) -> str:
@@ -90,7 +91,7 @@ def sqlite_catalog(path: Path) -> str:
 
 
 def check_reference(dialect: str, catalog: str) -> None:
-    reference = SQL_DIR / dialect / "schema.txt"
+    reference = SCHEMAS / f"{dialect}.txt"
     if os.environ.get("DEFERQ_WRITE_SCHEMA") == "1":
         reference.write_text(catalog)
     assert catalog == reference.read_text(), (
@@ -237,7 +238,7 @@ def test_a_sqlite_file_from_before_migrations_keeps_working(tmp_path):
 
     # version 1 recognised and recorded (not re-created), the later ones applied
     assert app.backend.applied_versions() == list(range(1, app.backend.schema_version + 1))
-    assert sqlite_catalog(path) == (SQL_DIR / "sqlite" / "schema.txt").read_text()
+    assert sqlite_catalog(path) == (SCHEMAS / "sqlite.txt").read_text()
     assert app.backend.kv_get("topics", "t") == b"\x01"
     assert double.options(key="unique-1").enqueue(7).id == "old-1"  # the old job holds its key
     new = double.enqueue(21)

@@ -129,12 +129,13 @@ class Stored:
     column: str  # the SQL column (and Redis hash field) it is kept in; fields sharing one derive from it
     new: bool = False  # a new job sets it: `fresh_job` takes it and every store's insert writes it
     http: str | None = ""  # its name in the HTTP API's job ("" = the field's own), None: not shown
+    json: bool = False  # kept as JSON text (NULL: the field's default); a tuple is a JSON array
 
 
 def stored(column: str, default: Any = MISSING, *, factory: Any = MISSING, new: bool = False,
-           http: str | None = "") -> Any:
+           http: str | None = "", json: bool = False) -> Any:
     """A field of the stored job record (a dataclass field that carries its `Stored`)."""
-    return field(default=default, default_factory=factory, metadata={"deferq": Stored(column, new, http)})
+    return field(default=default, default_factory=factory, metadata={"deferq": Stored(column, new, http, json)})
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,7 +187,7 @@ class Job(_Held, Generic[R]):
     lease_until: float | None = stored("lease_until", None, http=None)
     worker: str | None = stored("worker", None)
     error: str | None = stored("error", None)
-    result: Any = stored("result", None)
+    result: Any = stored("result", None, json=True)
     finished_at: float | None = stored("finished_at", None)
     # carried for middleware (e.g. trace context)
     meta: dict[str, Any] = stored("payload", factory=dict, new=True, http=None)

@@ -39,7 +39,7 @@ from .adapters import driver_connection, safe_name
 from .base import TABLES, SQLBackend
 from .plans import Plan, Reply, Step, T, drive
 from .queries import Migration
-from .rows import WIDTH, job_of, stored_view
+from .rows import WIDTH, job_of, new_values, stored_view
 
 POLL_MIN, POLL_MAX = 0.005, 0.05  # seconds between looks while waiting for work
 CONNECTION_ERRORS = (pymysql.err.OperationalError, pymysql.err.InterfaceError)
@@ -308,12 +308,9 @@ class MySQLBackend(SQLBackend):
             _check_lengths(job)
             run_at = job.run_at or now + items[i].delay
             views[i] = stored_view(items[i], run_at, now)
-            rows.append({
-                "id": job.id, "task": job.task, "payload": self.payload(items[i]).decode(), "queue": job.queue,
-                "priority": job.priority, "state": "queued", "max_attempts": job.max_attempts,
-                "timeout": job.timeout, "key": job.key, "run_at": run_at, "created_at": now,
-                "expires_at": views[i].expires_at, "remark": job.remark,
-            })
+            row = new_values(job, self.payload(items[i]).decode())
+            row["run_at"], row["created_at"], row["expires_at"] = run_at, now, views[i].expires_at
+            rows.append(row)
         yield Step(self.q["enqueue"], rows, many=True, batch=True)
         if not any(items[i].job.key for i in indexes):
             return views  # without keys nothing can have been skipped

@@ -39,7 +39,7 @@ from .adapters import driver_connection, safe_name
 from .base import TABLES, Settled, SQLBackend, parent_verdicts
 from .plans import Plan, Reply, Step, T, drive, drive_async
 from .queries import Migration
-from .rows import WIDTH, job_of, stored_view
+from .rows import WIDTH, job_of, new_values, stored_view
 
 # Connection lost or refused, server shutting down or starting, or a failed-over
 # database still read-only: all pass; the caller backs off and tries again.
@@ -278,15 +278,12 @@ class PostgresBackend(SQLBackend):
         # The payload as the producer encoded it: text for one job, a JSON fragment
         # spliced into the batch document as it is (not decoded and encoded again).
         one = len(indexes) == 1
-        rows: list[dict[str, Any]] = [
-            {"id": job.id, "task": job.task, "queue": job.queue, "priority": job.priority,
-             "max_attempts": job.max_attempts, "timeout": job.timeout, "unique_key": job.key,
-             "run_at": job.run_at, "delay": items[i].delay,
-             "expires_at": job.expires_at, "expires_in": items[i].expires_in, "remark": job.remark,
-             "payload": self.payload(items[i]).decode() if one else orjson.Fragment(self.payload(items[i]))}
-            for i in indexes
-            for job in (items[i].job,)
-        ]
+        rows: list[dict[str, Any]] = []
+        for i in indexes:
+            payload = self.payload(items[i])
+            row = new_values(items[i].job, payload.decode() if one else orjson.Fragment(payload))
+            row["delay"], row["expires_in"] = items[i].delay, items[i].expires_in  # due and expiry by {now}
+            rows.append(row)
         if one:
             reply = yield Step(self.q["enqueue_one"], rows[0])
         else:

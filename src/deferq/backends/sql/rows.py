@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ...job import COLUMNS, NEW_COLUMNS, RECORD, Job, JobState, decode_payload, loads
+from ...job import COLUMNS, NEW_COLUMNS, RECORD, Job, JobState, decode_payload, dumps, loads
 from ..base import LEVELS, Enqueue, state_for_waiting
 
 WIDTH = len(COLUMNS)  # columns of `job_columns`; a job read puts the store's clock right after them
@@ -22,9 +22,17 @@ _READ = {
     "args": "_p[0]", "kwargs": "_p[1]", "meta": "_p[2]",
     "priority": "priority % LEVELS",  # a job held back is stored raised (base.BEHIND)
     "state": "state_for_waiting(run_at, now) if state == 'queued' else JobState(state)",
-    "result": "None if result is None else loads(result)",
     "cancel_requested": "cancel_requested_at is not None",
 }
+_READ.update({name: f"_json({spec.column}, {name}_empty)" for name, spec in RECORD.items() if spec.json})
+
+
+def _json(text: Any, empty: Any) -> Any:
+    """A field kept as JSON text (`Stored.json`); NULL is its default."""
+    if text is None:
+        return empty
+    value = loads(text)
+    return tuple(value) if isinstance(empty, tuple) else value
 
 
 def _payload(payload: Any) -> tuple[tuple[Any, ...], dict[str, Any], dict[str, Any]]:
@@ -45,8 +53,10 @@ def _reader() -> Callable[[Sequence[Any], float], Job]:
         "    _p = _payload(payload)",
         f"    return Job({', '.join(_READ.get(name, spec.column) for name, spec in RECORD.items())})",
     ])
-    scope: dict[str, Any] = {"Job": Job, "JobState": JobState, "LEVELS": LEVELS, "loads": loads,
+    scope: dict[str, Any] = {"Job": Job, "JobState": JobState, "LEVELS": LEVELS, "_json": _json,
                              "state_for_waiting": state_for_waiting, "_payload": _payload}
+    scope.update({f"{name}_empty": Job.__dataclass_fields__[name].default for name, spec in RECORD.items()
+                  if spec.json})
     exec(source, scope)  # noqa: S102 - our own field names, nothing from outside
     reader: Callable[[Sequence[Any], float], Job] = scope["job_from_row"]
     reader.__doc__ = "A row of `job_columns`, read at store time `now`."
@@ -61,20 +71,32 @@ def job_of(row: Sequence[Any]) -> Job:
 job_from_row = _reader()
 
 
-def _writer() -> Callable[[Job, bytes], tuple[Any, ...]]:
-    """`new_row(job, payload)`: the values of `job.NEW_COLUMNS` for a job just stored
-    (Enqueue.stored), in order: what an insert writes. Waiting jobs are stored 'queued'
-    (a read tells scheduled from queued by run_at)."""
+def _dumps(value: Any) -> str | None:
+    """A new job's JSON field as its column keeps it: NULL when empty (the default)."""
+    return dumps(value, "a job field").decode() if value else None
+
+
+def _writer(by_name: bool) -> Callable[[Job, Any], Any]:
+    """What an insert writes of a job just stored (Enqueue.stored), written out from the
+    declaration: the values of `job.NEW_COLUMNS` in order, or by column name. Waiting
+    jobs are stored 'queued' (a read tells scheduled from queued by run_at)."""
     values = {"payload": "payload", "state": "'queued'"}
-    row = ", ".join(values.get(c, f"job.{c}") for c in NEW_COLUMNS)
-    source = f"def new_row(job, payload):\n    return ({row},)"
-    scope: dict[str, Any] = {}
-    exec(source, scope)  # noqa: S102 - our own field names, nothing from outside
-    writer: Callable[[Job, bytes], tuple[Any, ...]] = scope["new_row"]
+    values.update({spec.column: f"_dumps(job.{name})" for name, spec in RECORD.items() if spec.json and spec.new})
+    items = [values.get(c, f"job.{c}") for c in NEW_COLUMNS]
+    if by_name:
+        body = "{" + ", ".join(f"{c!r}: {v}" for c, v in zip(NEW_COLUMNS, items, strict=True)) + "}"
+    else:
+        body = "(" + ", ".join(items) + ",)"
+    scope: dict[str, Any] = {"_dumps": _dumps}
+    exec(f"def write(job, payload):\n    return {body}", scope)  # noqa: S102 - our own field names
+    writer: Callable[[Job, Any], Any] = scope["write"]
     return writer
 
 
-new_row = _writer()
+# The values in column order (SQLite's positional insert) ...
+new_row: Callable[[Job, Any], tuple[Any, ...]] = _writer(by_name=False)
+# ... and by column name (PostgreSQL's and MySQL's named parameters, which add their own).
+new_values: Callable[[Job, Any], dict[str, Any]] = _writer(by_name=True)
 
 
 def stored_view(item: Enqueue, run_at: float, now: float) -> Job:

@@ -27,13 +27,13 @@ SELECT {now}
 INSERT INTO {jobs} (id, task, payload, queue, priority, state, max_attempts, timeout,
                     unique_key, run_at, created_at, expires_at, remark, updated_at)
 SELECT i.id, i.task, i.payload, i.queue, i.priority, 'queued', i.max_attempts, i.timeout,
-       i.unique_key, CASE WHEN i.run_at > 0 THEN i.run_at ELSE {now} + i.delay END, {now},
+       i.key, CASE WHEN i.run_at > 0 THEN i.run_at ELSE {now} + i.delay END, {now},
        coalesce(i.expires_at, {now} + i.expires_in), i.remark, {now}
 FROM ROWS FROM (jsonb_to_recordset(%(jobs)s::jsonb) AS (
          id text, task text, payload jsonb, queue text, priority smallint, max_attempts int,
-         timeout float8, unique_key text, run_at float8, delay float8, expires_at float8,
+         timeout float8, key text, run_at float8, delay float8, expires_at float8,
          expires_in float8, remark text))
-     WITH ORDINALITY AS i(id, task, payload, queue, priority, max_attempts, timeout, unique_key,
+     WITH ORDINALITY AS i(id, task, payload, queue, priority, max_attempts, timeout, key,
                           run_at, delay, expires_at, expires_in, remark, n)
 ORDER BY i.n
 ON CONFLICT DO NOTHING
@@ -45,7 +45,7 @@ RETURNING id, run_at, created_at
 INSERT INTO {jobs} (id, task, payload, queue, priority, state, max_attempts, timeout,
                     unique_key, run_at, created_at, expires_at, remark, updated_at)
 VALUES (%(id)s, %(task)s, %(payload)s::jsonb, %(queue)s, %(priority)s, 'queued',
-        %(max_attempts)s, %(timeout)s, %(unique_key)s,
+        %(max_attempts)s, %(timeout)s, %(key)s,
         CASE WHEN %(run_at)s > 0 THEN %(run_at)s ELSE {now} + %(delay)s END, {now},
         coalesce(%(expires_at)s::float8, {now} + %(expires_in)s::float8), %(remark)s, {now})
 ON CONFLICT DO NOTHING
