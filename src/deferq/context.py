@@ -171,17 +171,20 @@ class RunningJob:
     def sleep(self, name: str, delay: float | timedelta) -> None:
         """Leave the worker for `delay` (seconds or a timedelta) from when the job first
         reached this sleep; the job runs again then, and passes it."""
-        self.control.steps(self.job).sleep(name, delay=duration(delay, "a sleep's delay"))
+        seconds = duration(delay, "a sleep's delay")
+        self.control.steps(self.job).sleep(name, delay=seconds)
 
     def sleep_until(self, name: str, when: datetime | float) -> None:
         """`sleep` until `when` (an aware datetime, or epoch seconds)."""
-        self.control.steps(self.job).sleep(name, until=_epoch(when))
+        until = _epoch(when)
+        self.control.steps(self.job).sleep(name, until=until)
 
     def wait_for(self, name: str, event: str, key: str, timeout: float | timedelta) -> Any:
         """Leave the worker until `app.send_event(event, key, data)` (then return its
         data) or `timeout` after the job first reached this wait (then return None). An
         event sent since the job was created, while it was not yet waiting, counts."""
-        return self.control.steps(self.job).wait_for(name, event, key, duration(timeout, "a wait's timeout"))
+        seconds = duration(timeout, "a wait's timeout")
+        return self.control.steps(self.job).wait_for(name, event, key, seconds)
 
     async def sleep_async(self, name: str, delay: float | timedelta) -> None:
         await asyncio.to_thread(self.sleep, name, delay)

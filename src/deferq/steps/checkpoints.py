@@ -34,7 +34,6 @@ EVENTS = "deferq.events"
 DONE = "\tdone"  # + the name of a wait: its answer
 RESULT_LIMIT = 64 * 1024  # bytes of a step's stored result (JSON)
 NAME_LIMIT, EVENT_LIMIT, KEY_LIMIT = 150, 60, 100  # characters (the SQL stores' key columns)
-EVENT_KEEP = 7 * 86400.0  # seconds an event is kept for jobs that wait for it later
 KINDS = ("step", "sleep", "wait")
 
 

@@ -12,7 +12,6 @@ from ..errors import PayloadError
 from ..job import dumps, loads, new_job_id
 from .checkpoints import (
     DONE,
-    EVENT_KEEP,
     EVENT_LIMIT,
     EVENTS,
     KEY_LIMIT,
@@ -21,6 +20,8 @@ from .checkpoints import (
     WAITERS,
     checked_name,
 )
+
+EVENT_KEEP = 7 * 86400.0  # seconds an event is kept for jobs that wait for it later
 
 
 def send_event(store: Backend, event: str, key: str, data: Any = None,

@@ -9,6 +9,7 @@ from ...flows import batch as batches
 from ...flows.batch import BATCH_OF, MEMBER_OF
 from ...job import HTTP_FIELDS, Job
 from ...options import HTTP_OPTIONS, JobOptions
+from ...steps.events import timeline
 from ...task import AFTER, CHILDREN, Call, build_enqueue
 from ..http import fields
 from ..http.errors import ApiError, Invalid
@@ -105,7 +106,8 @@ def workflow(store: Any, job: Job) -> dict[str, Any]:
     if batch is not None and batch["role"] == "member":
         children += batch["callbacks"].values()
     return {"after": after, "waiting": waiting, "parents": _links(store, after),
-            "children": _links(store, list(dict.fromkeys(children))), "batch": batch}
+            "children": _links(store, list(dict.fromkeys(children))), "batch": batch,
+            "steps": timeline(store, job.id)}
 
 
 def _links(store: Any, ids: list[str]) -> list[dict[str, Any]]:

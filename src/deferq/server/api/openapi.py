@@ -110,6 +110,11 @@ def _paths() -> dict[str, Any]:
             "get": operation("A batch's counts and callbacks", "reader",
                              {"200": answer("The batch", ref("Batch"))}, params=[path_param("batch_id")]),
         },
+        "/v1/events": {
+            "post": operation("Send an event: wake the jobs waiting for it (job.wait_for), keep it for later ones",
+                              "producer", {"200": answer("Sent", ref("EventSent"))}, ref("EventRequest"),
+                              errors=("422", "503")),
+        },
         "/v1/jobs/{job_id}/remark": {
             "put": operation("Set a job's remark (free text; null clears it)", "admin",
                              {"200": answer("Set", ref("Remark"))}, ref("RemarkRequest"), params=job_id),

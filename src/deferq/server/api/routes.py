@@ -16,6 +16,7 @@ from ...backends.base import Backend, missing_from, queue_table
 from ...flows import batch as batches
 from ...job import JobState
 from ...options import queue_name
+from ...steps import events as step_events
 from ..http import auth, fields, settings
 from ..http.errors import ApiError, Invalid, not_found
 from ..process.web import JSON, authorize, read_json, service_of, wait_holder
@@ -213,6 +214,15 @@ async def set_remark(request: Request) -> JSON:
     return JSON({"id": job_id, "remark": remark})
 
 
+@needs(PRODUCER)
+async def send_event(request: Request) -> JSON:
+    service = service_of(request)
+    sent = fields.parse(models.EventRequest, await read_json(request), "the event")
+    woken = await service.store(step_events.send_event, service.backend, sent.event, sent.key, sent.data,
+                                sent.keep)
+    return JSON({"event": sent.event, "key": sent.key, "woken": woken})
+
+
 def _delete_dead(backend: Backend, ids: list[str]) -> dict[str, Any]:
     """Delete the dead letters among `ids` (a job retried meanwhile is kept)."""
     not_deleted = []
@@ -381,6 +391,7 @@ ROUTES: dict[str, dict[str, Handler]] = {
     "/v1/jobs/{job_id}": {"GET": get_job, "DELETE": cancel_job},
     "/v1/batches/{batch_id}": {"GET": get_batch},
     "/v1/jobs/{job_id}/remark": {"PUT": set_remark},
+    "/v1/events": {"POST": send_event},
     "/v1/queues": {"GET": list_queues},
     "/v1/queues/{queue}/pause": {"POST": pause_queue},
     "/v1/queues/{queue}/resume": {"POST": resume_queue},
