@@ -12,8 +12,8 @@ import pytest
 import deferq
 from deferq import testing
 from deferq.job import JobState
-from deferq.steps.checkpoints import RESULT_LIMIT
 from deferq.server import ServerConfig, create_app
+from deferq.steps.checkpoints import RESULT_LIMIT
 from tests.server_helpers import TestClient
 
 DAY = 86400.0
