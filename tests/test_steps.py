@@ -209,3 +209,34 @@ def test_send_event_over_http_wakes_the_job_and_its_page_shows_the_steps(tmp_pat
     testing.drain(app)
     assert ended(app, job).result == {"amount": 10}
     app.close()
+
+
+def test_the_command_line_sends_events_and_shows_the_steps(tmp_path):
+    from click.testing import CliRunner
+
+    from deferq.cli.main import main
+
+    url = f"sqlite:///{tmp_path}/deferq.db"
+    app = deferq.App(url)
+
+    @app.task()
+    def signup(user: int) -> object:
+        job = deferq.current_job()
+        assert job is not None
+        job.step("welcome", str, user)
+        return job.wait_for("confirmed", "confirm", str(user), 600)
+
+    job = signup.enqueue(5)
+    testing.drain(app)
+    runner = CliRunner()
+    shown = runner.invoke(main, ["job", job.id, "--url", url])
+    assert shown.exit_code == 0, shown.output
+    assert "1. welcome (step) done" in shown.output
+    assert "2. confirmed (wait) waiting: confirm 5 until" in shown.output
+    sent = runner.invoke(main, ["event", "send", "confirm", "5", "--data", '{"ok": 1}', "--url", url])
+    assert sent.exit_code == 0 and "woke 1 waiting job" in sent.output
+    bad = runner.invoke(main, ["event", "send", "confirm", "5", "--data", "{nope", "--url", url])
+    assert bad.exit_code == 2 and "--data is not JSON" in bad.output
+    testing.drain(app)
+    assert ended(app, job).result == {"ok": 1}
+    app.close()
