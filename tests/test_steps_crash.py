@@ -58,13 +58,7 @@ def run_steps_crash(url: str, tmp_path: Path) -> None:
     assert again <= sum(held_at_kills) <= KILLS * MOST_HELD, (again, held_at_kills)
 
 
-def test_steps_survive_sigkill_sqlite(tmp_path):
-    run_steps_crash(f"sqlite:///{tmp_path}/steps.db", tmp_path)
-
-
-def test_steps_survive_sigkill_redis(redis_url, tmp_path):
-    run_steps_crash(redis_url, tmp_path)
-
-
-def test_steps_survive_sigkill_postgres(postgres_url, tmp_path):
-    run_steps_crash(postgres_url, tmp_path)
+@pytest.mark.parametrize("store", ["sqlite", "redis", "postgres"])
+def test_steps_survive_sigkill(store, request, tmp_path):
+    url = f"sqlite:///{tmp_path}/steps.db" if store == "sqlite" else request.getfixturevalue(f"{store}_url")
+    run_steps_crash(url, tmp_path)
