@@ -240,3 +240,27 @@ def test_the_command_line_sends_events_and_shows_the_steps(tmp_path):
     testing.drain(app)
     assert ended(app, job).result == {"ok": 1}
     app.close()
+
+
+def test_steps_go_with_the_result_and_a_dead_job_keeps_them_for_its_retry(app):
+    fail = {"now": True}
+
+    @app.task(max_attempts=1)
+    def once() -> str:
+        job = deferq.current_job()
+        assert job is not None
+        job.step("first", str, "kept")
+        if fail["now"]:
+            raise RuntimeError("boom")
+        return "ok"
+
+    job = once.enqueue()
+    testing.drain(app)
+    testing.travel(app, app.result_ttl + 5)
+    assert ended(app, job).state == JobState.DEAD and len(app.steps(job.id)) == 1
+    fail["now"] = False
+    assert app.retry_dead(job.id)
+    testing.drain(app)
+    assert ended(app, job).result == "ok" and app.steps(job.id)[0]["attempt"] == 1
+    testing.travel(app, app.result_ttl + 5)
+    assert app.steps(job.id) == []

@@ -49,6 +49,8 @@ class Checkpoints(Protocol):
 
     def wait_for(self, name: str, event: str, key: str, timeout: float) -> Any: ...
 
+    def expire(self, ttl: float) -> None: ...
+
 
 MESSAGE_LIMIT = 500  # characters of a progress message that are stored
 

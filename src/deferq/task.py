@@ -29,6 +29,7 @@ class Runtime(Protocol[Reg]):
 
     tasks: dict[str, Task[..., Any]]
     lease: float
+    result_ttl: float
     periodic_jobs: list[Any]
     _backend: Backend | None
 

@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..backends.base import Backend
+from ..backends.base import Backend, OutcomeKind
 from ..errors import ConfigError, DeferqError, PayloadError, Snooze, StepMismatch
 from ..job import Job, dumps, loads
 
@@ -35,6 +35,9 @@ DONE = "\tdone"  # + the name of a wait: its answer
 RESULT_LIMIT = 64 * 1024  # bytes of a step's stored result (JSON)
 NAME_LIMIT, EVENT_LIMIT, KEY_LIMIT = 150, 60, 100  # characters (the SQL stores' key columns)
 KINDS = ("step", "sleep", "wait")
+# Outcomes after which a job's checkpoints are kept only as long as its result (a dead
+# job keeps them: `deferq dead retry` resumes it where it stopped).
+ENDS_STEPS = frozenset({OutcomeKind.SUCCEEDED, OutcomeKind.CANCELLED})
 
 
 class Suspend(Snooze):
@@ -138,6 +141,11 @@ class JobSteps:
                                f"{RESULT_LIMIT}-byte limit: keep large data elsewhere and return its id")
         self.fence()
         return self.write(name, loads(encoded))["result"]
+
+    def expire(self, ttl: float) -> None:
+        """The job has ended: its checkpoints go `ttl` seconds from now, with its result."""
+        for name, record in self.load().items():
+            self.store.kv_put(self.namespace, name, dumps(record), ttl=max(ttl, 1.0))
 
     # -- the three checkpoints ----------------------------------------------------------
 

@@ -44,7 +44,7 @@ from ..errors import DeferqError, JobTimeout
 from ..flows.chains import with_inputs
 from ..job import Job, JobState
 from ..registry import TaskSpec
-from ..steps.checkpoints import JobSteps
+from ..steps.checkpoints import ENDS_STEPS, JobSteps
 from .priorities import PriorityRotation
 
 if TYPE_CHECKING:
@@ -369,6 +369,7 @@ class Worker:
             if applied is None and self.stopping.is_set():
                 break  # the store is gone during shutdown: leases will expire, nothing lost
         ran = {}  # job id -> seconds it ran
+        stepped = {}  # job id -> its durable steps, if it has any
         with self.lock:
             for outcome in outcomes:
                 running = self.running.get(outcome.job.id)
@@ -376,6 +377,8 @@ class Worker:
                 if running is not None and running.job.attempts == outcome.job.attempts:
                     del self.running[outcome.job.id]
                     ran[outcome.job.id] = (running.ended or time.monotonic()) - running.started
+                    if running.control.checkpoints is not None:
+                        stepped[outcome.job.id] = running.control.checkpoints
             self.processed += len(outcomes)
             self.in_settle -= attempts
         self.slot_freed.set()
@@ -385,6 +388,8 @@ class Worker:
                 log.warning("job %s (%s) finished after losing its lease (%s); outcome dropped",
                             job.id, job.task, self._why_lost())
                 continue
+            if job.id in stepped and outcome.kind in ENDS_STEPS:  # kept as long as its result
+                self._store_call(stepped[job.id].expire, self.result_ttl)
             # the chain's after_settle hooks: the App's history and job log line among them
             self.chain.run_after_settle(Outcome(job, outcome.kind, outcome.delay, outcome.error, outcome.result,
                                                 ran.get(job.id, 0.0)), exc)
