@@ -60,3 +60,30 @@ async def results() -> None:
     reveal_type(await (await ping.enqueue_async("u")).wait_async())
     count: int = await total.enqueue([2.0]).wait_async()  # error
     print(count)
+
+
+def lookup(user: int, *, verbose: bool = False) -> str:
+    return str(user)
+
+
+async def fetch(user: int) -> bytes:
+    return b""
+
+
+@app.task
+def stepped(user: int) -> None:
+    job = deferq.current_job()
+    assert job is not None
+    name: str = job.step("lookup", lookup, user, verbose=True)
+    count: int = job.step("lookup again", lookup, user)  # error
+    job.step("bad args", lookup, "u")  # error
+    job.sleep("nap", 3.0)
+    print(name, count)
+
+
+async def async_steps() -> None:
+    job = deferq.current_job()
+    assert job is not None
+    body: bytes = await job.step_async("fetch", fetch, 1)
+    text: str = await job.step_async("fetch again", fetch, 1)  # error
+    print(body, text)
