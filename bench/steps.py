@@ -3,9 +3,10 @@
 1. The cost of a step: 200 new steps of one leased job (each a lease check and a
    write), then the same steps on the replay path (the job run again: its checkpoints
    read once, each finished step a look-up), and that read.
-2. N jobs that sleep at once (2 s + 4 ms a job), with one in-process worker (8 threads): the worker's
-   CPU while they sleep, and how late each woke (when its next step began, past the
-   sleep's end: p50 / p99).
+2. N jobs that sleep until one moment (2 s + 4 ms a job from now), with one in-process
+   worker (8 threads): the worker's CPU while they sleep, and how late each woke (when
+   its next step began, past that moment: p50 / p99); then, to compare, as many plain
+   jobs due at one moment (how late each began).
 3. N jobs waiting for one (event, key): the time from `send_event` until every one has
    finished.
 """
@@ -56,11 +57,15 @@ def run(url: str, count: int) -> list[str]:
     def noop() -> None: ...
 
     @app.task(name="bench-sleeper")
-    def sleeper() -> None:
+    def sleeper(until: float) -> float:
         job = deferq.current_job()
         assert job is not None
-        job.sleep("nap", SLEEP_BASE + SLEEP_PER_JOB * count)
-        job.step("woke", time.time)
+        job.sleep_until("nap", until)
+        return job.step("woke", time.time) - until
+
+    @app.task(name="bench-plain")
+    def plain(due: float) -> float:
+        return time.time() - due
 
     @app.task(name="bench-waiter")
     def waiter() -> object:
@@ -73,20 +78,21 @@ def run(url: str, count: int) -> list[str]:
     thread = threading.Thread(target=worker.run, daemon=True)
     thread.start()
     try:
-        jobs = app.enqueue_many([sleeper.call() for _ in range(count)])
+        until = time.time() + SLEEP_BASE + SLEEP_PER_JOB * count
+        jobs = app.enqueue_many([sleeper.call(until) for _ in range(count)])
         wait_until(lambda: scheduled(app) >= count, 600)
         cpu, wall = time.process_time(), time.monotonic()
         time.sleep(1.0)  # the sleepers sleep: what does the worker spend meanwhile?
         idle = (time.process_time() - cpu) / (time.monotonic() - wall)
-        for job in jobs:
-            app.wait(job.id, timeout=600)
-        late = []
-        for job in jobs:
-            steps = {row["name"]: row for row in app.steps(job.id)}
-            late.append(steps["woke"]["at"] - steps["nap"]["until"])
+        late = [app.wait(job.id, timeout=600) for job in jobs]
         p50, p99 = percentile(late, 50) * 1e3, percentile(late, 99) * 1e3
         lines.append(f"{count} sleeping jobs: worker CPU while they sleep {idle * 100:.1f}% of a core; "
                      f"woke late by p50 {p50:.0f} ms, p99 {p99:.0f} ms")
+        due = time.time() + SLEEP_BASE + SLEEP_PER_JOB * count
+        jobs = app.enqueue_many([plain.options(delay=due - time.time()).call(due) for _ in range(count)])
+        late = [app.wait(job.id, timeout=600) for job in jobs]
+        p50, p99 = percentile(late, 50) * 1e3, percentile(late, 99) * 1e3
+        lines.append(f"{count} plain jobs due at one moment: began late by p50 {p50:.0f} ms, p99 {p99:.0f} ms")
 
         jobs = app.enqueue_many([waiter.call() for _ in range(count)])
         wait_until(lambda: scheduled(app) >= count, 600)

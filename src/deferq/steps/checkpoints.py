@@ -69,7 +69,7 @@ class JobSteps:
         self.store, self.lease, self.job = store, lease, job
         self.namespace = STEPS + job.id
         self.records: dict[str, dict[str, Any]] | None = None
-        self.reached: list[str] = []  # names reached in this run, in order
+        self.reached: dict[str, int] = {}  # names reached in this run -> their order
         self.clock = (0.0, 0.0)  # (store time, monotonic time) when the records were read
 
     # -- reading ----------------------------------------------------------------------
@@ -93,8 +93,7 @@ class JobSteps:
         if name in self.reached:
             raise StepMismatch(f"the step name {name!r} is reached twice in one run of job {self.job.id}: "
                                "each step, sleep and wait of a job needs a name of its own")
-        index = len(self.reached)
-        self.reached.append(name)
+        index = self.reached[name] = len(self.reached)
         record = self.load().get(name)
         if record is None:
             return None
@@ -128,7 +127,7 @@ class JobSteps:
         return record
 
     def started(self, name: str, kind: str, **fields: Any) -> dict[str, Any]:
-        fields.update(kind=kind, index=self.reached.index(name), at=self.now(), attempt=self.job.attempts)
+        fields.update(kind=kind, index=self.reached[name], at=self.now(), attempt=self.job.attempts)
         return fields
 
     def kept(self, name: str, fn: Callable[..., Any], result: Any, started: float) -> Any:
