@@ -264,3 +264,92 @@ def test_steps_go_with_the_result_and_a_dead_job_keeps_them_for_its_retry(app):
     assert ended(app, job).result == "ok" and app.steps(job.id)[0]["attempt"] == 1
     testing.travel(app, app.result_ttl + 5)
     assert app.steps(job.id) == []
+
+
+def check_step_in_transaction(app: deferq.App, connect, table: str) -> None:
+    """A step's rows and its checkpoint are committed together, or neither."""
+    from deferq.steps.checkpoints import JobSteps
+
+    job = app.enqueue("order")
+    [leased] = app.backend.reserve(["default"], 1, "tx-steps", 30, (0, 1, 2))
+    conn = connect()
+    ran: list[int] = []
+
+    def insert(n: int) -> int:
+        ran.append(n)
+        with conn.cursor() as cur:
+            cur.execute(f"INSERT INTO {table} (n) VALUES ({n})")
+        return n * 10
+
+    def rows() -> list[int]:
+        with conn.cursor() as cur:
+            cur.execute(f"SELECT n FROM {table} ORDER BY n")
+            found = [row[0] for row in cur.fetchall()]
+        conn.commit()
+        return found
+
+    try:
+        assert JobSteps(app.backend, 30, leased).step_within(conn, "pay", insert, (1,), {}) == 10
+        conn.rollback()
+        assert rows() == [] and app.steps(job.id) == []
+        assert JobSteps(app.backend, 30, leased).step_within(conn, "pay", insert, (2,), {}) == 20
+        conn.commit()
+        assert rows() == [2] and [s["result"] for s in app.steps(job.id)] == [20]
+        assert JobSteps(app.backend, 30, leased).step_within(conn, "pay", insert, (3,), {}) == 20
+        assert ran == [1, 2]
+    finally:
+        conn.close()
+
+
+def test_a_step_in_a_postgres_transaction(postgres_url):
+    import psycopg
+
+    from tests.stores.postgres import BASE_URL
+
+    app = deferq.App(postgres_url)
+    with psycopg.connect(BASE_URL, autocommit=True) as admin:
+        admin.execute("DROP TABLE IF EXISTS deferq_steps_orders")
+        admin.execute("CREATE TABLE deferq_steps_orders (n int)")
+    try:
+        check_step_in_transaction(app, lambda: psycopg.connect(BASE_URL), "deferq_steps_orders")
+    finally:
+        with psycopg.connect(BASE_URL, autocommit=True) as admin:
+            admin.execute("DROP TABLE deferq_steps_orders")
+        app.close()
+
+
+def test_a_step_in_a_mysql_transaction(mysql_url, mysql_session_url):
+    from urllib.parse import urlsplit
+
+    import pymysql
+
+    parts = urlsplit(mysql_session_url)
+
+    def connect() -> pymysql.Connection:
+        return pymysql.connect(host=parts.hostname, port=parts.port, user=parts.username,
+                               database=parts.path.lstrip("/"))
+
+    app = deferq.App(mysql_url)
+    admin = connect()
+    with admin.cursor() as cur:
+        cur.execute("CREATE TABLE IF NOT EXISTS deferq_steps_orders (n int) ENGINE = InnoDB")
+        cur.execute("DELETE FROM deferq_steps_orders")
+    admin.commit()
+    try:
+        check_step_in_transaction(app, connect, "deferq_steps_orders")
+    finally:
+        with admin.cursor() as cur:
+            cur.execute("DROP TABLE deferq_steps_orders")
+        admin.close()
+        app.close()
+
+
+def test_a_step_in_a_transaction_needs_postgres_or_mysql(tmp_path):
+    from deferq.steps.checkpoints import JobSteps
+
+    app = deferq.App(f"sqlite:///{tmp_path}/deferq.db")
+    app.enqueue("order")
+    [leased] = app.backend.reserve(["default"], 1, "tx-steps", 30, (0, 1, 2))
+    with pytest.raises(deferq.ConfigError, match="needs PostgreSQL or MySQL"):
+        JobSteps(app.backend, 30, leased).step_within(object(), "pay", int, (1,), {})
+    app.close()

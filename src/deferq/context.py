@@ -45,6 +45,9 @@ class Checkpoints(Protocol):
 
     def step(self, name: str, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any: ...
 
+    def step_within(self, connection: Any, name: str, fn: Callable[..., Any], args: tuple[Any, ...],
+                    kwargs: dict[str, Any]) -> Any: ...
+
     def sleep(self, name: str, delay: float | None = None, until: float | None = None) -> None: ...
 
     def wait_for(self, name: str, event: str, key: str, timeout: float) -> Any: ...
@@ -150,6 +153,14 @@ class RunningJob:
         keep its result (JSON) in the store; when the job runs again (after a sleep, an
         event, a crash or a retry) return the kept result without running `fn`."""
         return self.control.steps(self.job).step(name, fn, args, kwargs)  # type: ignore[no-any-return]
+
+    def step_in_transaction(self, connection: Any, name: str, fn: Callable[P, T], /,
+                            *args: P.args, **kwargs: P.kwargs) -> T:
+        """`step`, with its checkpoint written on your open database `connection`
+        (PostgreSQL, MySQL) inside the transaction where `fn` writes its own rows: commit
+        it, and both the rows and the checkpoint are kept, or neither. If another attempt
+        kept the step first, this raises `StepTaken`: roll back."""
+        return self.control.steps(self.job).step_within(connection, name, fn, args, kwargs)  # type: ignore[no-any-return]
 
     @overload
     async def step_async(self, name: str, fn: Callable[P, Awaitable[T]], /,

@@ -481,6 +481,13 @@ class Records(ABC):
         """Store a small record. With `only_new`, store it only if absent (or expired) and
         say whether it was stored: an atomic "first one wins" for many processes."""
 
+    def kv_put_within(self, connection: Any, namespace: str, key: str, value: bytes) -> bool:
+        """`kv_put(..., only_new=True)` on the caller's open database `connection`, inside
+        its transaction (a durable step's checkpoint committed with the step's own rows):
+        PostgreSQL and MySQL; other stores refuse it."""
+        raise ConfigError(f"{type(self).__name__} cannot write inside a caller's transaction: "
+                          "a step in your transaction needs PostgreSQL or MySQL")
+
     @abstractmethod
     def kv_get(self, namespace: str, key: str) -> bytes | None:
         """A record, or None if absent or expired."""

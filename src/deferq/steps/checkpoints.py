@@ -45,6 +45,11 @@ class Suspend(Snooze):
     the attempt is not counted). Let it through: a task that catches it stays here."""
 
 
+class StepTaken(DeferqError):
+    """Another attempt kept this step's result first: the caller's transaction, which
+    holds this attempt's writes, must be rolled back."""
+
+
 class LeaseLost(DeferqError):
     """This attempt lost its lease (another worker runs the job now): its step result
     is not kept."""
@@ -130,16 +135,38 @@ class JobSteps:
         fields.update(kind=kind, index=self.reached[name], at=self.now(), attempt=self.job.attempts)
         return fields
 
-    def kept(self, name: str, fn: Callable[..., Any], result: Any, started: float) -> Any:
-        """A step's result, kept (or the one another run kept first)."""
+    def encoded(self, name: str, fn: Callable[..., Any], result: Any, started: float) -> bytes:
+        """A step's checkpoint as stored: its result, refused past the size limit."""
         record = self.started(name, "step", fn=function_name(fn), result=result)
         record.update(at=started, took=round(self.now() - started, 6))
         encoded = dumps(record, f"the result of step {name!r}")
         if len(encoded) > RESULT_LIMIT:
             raise PayloadError(f"the result of step {name!r} is {len(encoded)} bytes as JSON, over the "
                                f"{RESULT_LIMIT}-byte limit: keep large data elsewhere and return its id")
+        return encoded
+
+    def kept(self, name: str, fn: Callable[..., Any], result: Any, started: float) -> Any:
+        """A step's result, kept (or the one another run kept first)."""
+        encoded = self.encoded(name, fn, result, started)
         self.fence()
         return self.write(name, loads(encoded))["result"]
+
+    def step_within(self, connection: Any, name: str, fn: Callable[..., Any], args: tuple[Any, ...],
+                    kwargs: dict[str, Any]) -> Any:
+        """`step`, its checkpoint written on the caller's `connection`, inside the transaction
+        where `fn` wrote its own rows: both are committed together, or neither."""
+        record = self.reach(name, "step", fn)
+        if record is not None:
+            return record["result"]
+        started = self.now()
+        result = fn(*args, **kwargs)
+        encoded = self.encoded(name, fn, result, started)
+        self.fence()
+        if not self.store.kv_put_within(connection, self.namespace, name, encoded):
+            raise StepTaken(f"step {name!r} of job {self.job.id} was kept by another attempt first: "
+                            "roll this transaction back (the job's next run reads the kept result)")
+        self.load()[name] = loads(encoded)
+        return self.load()[name]["result"]
 
     def expire(self, ttl: float) -> None:
         """The job has ended: its checkpoints go `ttl` seconds from now, with its result."""

@@ -625,6 +625,16 @@ class SQLBackend(SQLHistory, SQLSearch, Backend):
 
         return self.run(plan(), atomic=True)
 
+    def kv_put_within(self, connection: Any, namespace: str, key: str, value: bytes) -> bool:
+        params = {"namespace": namespace, "key": key, "value": bytes(value), "ttl": None}
+
+        def plan() -> Plan[bool]:
+            yield Step(self.q["kv_delete_expired"], params)
+            reply = yield Step(self.q["kv_insert_new"], params)
+            return reply.rowcount == 1
+
+        return self.run(plan(), connection=connection)
+
     def rate_take(self, key: str, interval: float) -> tuple[float, float]:
         """The limit's next free time is a kv record ("rate" namespace), moved on under
         its row lock."""
