@@ -29,12 +29,12 @@ STEPS = 200
 def step_costs(app: deferq.App) -> str:
     job = app.enqueue("bench-steps")
     [leased] = app.backend.reserve(["default"], 1, "bench", 60, (0, 1, 2))
-    fresh = JobSteps(app.backend, 60, leased)
+    fresh = JobSteps(app.backend, 60, 3600, leased)
     started = time.perf_counter()
     for i in range(STEPS):
         fresh.step(f"s{i}", int, (i,), {})
     new = (time.perf_counter() - started) / STEPS
-    again = JobSteps(app.backend, 60, leased)
+    again = JobSteps(app.backend, 60, 3600, leased)
     started = time.perf_counter()
     again.load()
     loaded = time.perf_counter()

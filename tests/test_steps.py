@@ -206,6 +206,8 @@ def test_send_event_over_http_wakes_the_job_and_its_page_shows_the_steps(tmp_pat
         sent = api.post("/v1/events", json={"event": "payment", "key": "user:42", "data": {"amount": 10}})
         assert sent.status_code == 200 and sent.json() == {"event": "payment", "key": "user:42", "woken": 1}
         assert api.post("/v1/events", json={"event": "payment"}).status_code == 422
+        [kept] = api.get("/v1/events").json()["events"]
+        assert (kept["event"], kept["key"], kept["data"]) == ("payment", "user:42", {"amount": 10})
     testing.drain(app)
     assert ended(app, job).result == {"amount": 10}
     app.close()
@@ -237,6 +239,8 @@ def test_the_command_line_sends_events_and_shows_the_steps(tmp_path):
     assert sent.exit_code == 0 and "woke 1 waiting job" in sent.output
     bad = runner.invoke(main, ["event", "send", "confirm", "5", "--data", "{nope", "--url", url])
     assert bad.exit_code == 2 and "--data is not JSON" in bad.output
+    listed = runner.invoke(main, ["event", "list", "--url", url])
+    assert listed.exit_code == 0 and 'confirm 5  {"ok":1}' in listed.output
     testing.drain(app)
     assert ended(app, job).result == {"ok": 1}
     app.close()
@@ -289,13 +293,13 @@ def check_step_in_transaction(app: deferq.App, connect, table: str) -> None:
         return found
 
     try:
-        assert JobSteps(app.backend, 30, leased).step_within(conn, "pay", insert, (1,), {}) == 10
+        assert JobSteps(app.backend, 30, 3600, leased).step_within(conn, "pay", insert, (1,), {}) == 10
         conn.rollback()
         assert rows() == [] and app.steps(job.id) == []
-        assert JobSteps(app.backend, 30, leased).step_within(conn, "pay", insert, (2,), {}) == 20
+        assert JobSteps(app.backend, 30, 3600, leased).step_within(conn, "pay", insert, (2,), {}) == 20
         conn.commit()
         assert rows() == [2] and [s["result"] for s in app.steps(job.id)] == [20]
-        assert JobSteps(app.backend, 30, leased).step_within(conn, "pay", insert, (3,), {}) == 20
+        assert JobSteps(app.backend, 30, 3600, leased).step_within(conn, "pay", insert, (3,), {}) == 20
         assert ran == [1, 2]
     finally:
         conn.close()
@@ -351,5 +355,5 @@ def test_a_step_in_a_transaction_needs_postgres_or_mysql(tmp_path):
     app.enqueue("order")
     [leased] = app.backend.reserve(["default"], 1, "tx-steps", 30, (0, 1, 2))
     with pytest.raises(deferq.ConfigError, match="needs PostgreSQL or MySQL"):
-        JobSteps(app.backend, 30, leased).step_within(object(), "pay", int, (1,), {})
+        JobSteps(app.backend, 30, 3600, leased).step_within(object(), "pay", int, (1,), {})
     app.close()

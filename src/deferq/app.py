@@ -317,6 +317,11 @@ class App:
                                keep: float | timedelta = step_events.EVENT_KEEP) -> int:
         return await asyncio.to_thread(self.send_event, event, key, data, keep)
 
+    def events(self) -> list[dict[str, Any]]:
+        """The events kept for jobs that wait for them later (`send_event`'s `keep`),
+        newest first: event, key, id, when it was sent (`at`) and its data."""
+        return step_events.kept_events(self.backend)
+
     def steps(self, job_id: str) -> list[dict[str, Any]]:
         """A job's durable steps, sleeps and waits in the order it reached them, each with
         its state, when it started and its result (or what it waits for)."""

@@ -34,7 +34,7 @@ from .errors import ConfigError
 from .job import WAITING_STATES, Job, Priority, dumps, loads
 from .middleware import Middleware
 from .registry import Registry
-from .steps.checkpoints import ENDS_STEPS, JobSteps
+from .steps.checkpoints import JobSteps
 from .task import Runtime, Task
 
 WORKER = "eager"
@@ -70,7 +70,7 @@ def run_here(app: Runtime[Registry], job: Job, retry_at_once: bool = False) -> O
     registry = app.registry
     spec = registry.spec_for(job)
     progress = ProgressWriter(app.backend.record_progress)  # as in a worker: throttled
-    control = JobControl(progress.report, partial(JobSteps, app.backend, app.lease))
+    control = JobControl(progress.report, partial(JobSteps, app.backend, app.lease, app.result_ttl))
     if spec.is_async:
         outcome, exc = asyncio.run(run_async(spec, job, registry.chain, control))
     else:
@@ -81,8 +81,6 @@ def run_here(app: Runtime[Registry], job: Job, retry_at_once: bool = False) -> O
     if retry_at_once and outcome.kind == OutcomeKind.RETRY:
         outcome = Outcome(job, OutcomeKind.RETRY, delay=0.0, error=outcome.error)
     if app.backend.settle([outcome]) == [True]:
-        if control.checkpoints is not None and outcome.kind in ENDS_STEPS:
-            control.checkpoints.expire(app.result_ttl)
         registry.chain.run_after_settle(outcome, exc)
     return outcome
 

@@ -120,11 +120,11 @@ def test_a_stale_attempt_keeps_no_step_result(app: deferq.App) -> None:
         time.sleep(0.05)
     new = app.backend.reserve(["default"], 1, "new", 5, ORDER)[0]
     assert new.id == job.id and new.attempts == 2
-    stale = JobSteps(app.backend, 5, old)
+    stale = JobSteps(app.backend, 5, 3600, old)
     with pytest.raises(LeaseLost):
         stale.step("pay", lambda: "stale", (), {})
-    assert JobSteps(app.backend, 5, new).step("pay", lambda: "fresh", (), {}) == "fresh"
-    assert JobSteps(app.backend, 5, new).step("pay", lambda: "again", (), {}) == "fresh"
+    assert JobSteps(app.backend, 5, 3600, new).step("pay", lambda: "fresh", (), {}) == "fresh"
+    assert JobSteps(app.backend, 5, 3600, new).step("pay", lambda: "again", (), {}) == "fresh"
 
 
 def test_reordered_steps_end_the_job_dead_with_a_sentence(app: deferq.App) -> None:

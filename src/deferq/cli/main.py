@@ -60,6 +60,7 @@ EXAMPLES = {
     "cancel": f"deferq cancel {EXAMPLE_ID}",
     "stats": "deferq stats --url redis://127.0.0.1:6379/0 --watch",
     "event": "deferq event send payment user:42 --data '{\"amount\": 10}'",
+    "event list": "deferq event list --json",
     "event send": "deferq event send payment user:42 --data '{\"amount\": 10}'",
     "remark": "deferq remark 06H0G30DX5YKGH6BGCZVYCJVWC 'refunded by support, ticket 4711'",
     "queue": "deferq queue pause email",
@@ -321,6 +322,22 @@ def step_line(step: dict[str, Any]) -> str:
 @main.group()
 def event() -> None:
     """Events for jobs waiting in job.wait_for(...)."""
+
+
+@event.command("list")
+@existing_store_options
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def event_list(app: App, as_json: bool) -> None:
+    """The events kept for jobs that wait for them later, newest first."""
+    events = app.events()
+    if as_json:
+        print_json(events)
+        return
+    for sent in events:
+        data = orjson.dumps(sent["data"]).decode()[:80]
+        click.echo(f"{when(sent['at'])}  {sent['event']} {sent['key']}  {data}")
+    if not events:
+        click.echo("no events kept")
 
 
 @event.command("send")

@@ -20,6 +20,7 @@ makes a waiting job due at once (`wake`).
 from __future__ import annotations
 
 import inspect
+import logging
 import time
 from collections.abc import Callable
 from typing import Any
@@ -27,6 +28,8 @@ from typing import Any
 from ..backends.base import Backend, OutcomeKind
 from ..errors import ConfigError, DeferqError, PayloadError, Snooze, StepMismatch
 from ..job import Job, dumps, loads
+
+log = logging.getLogger("deferq.worker")
 
 STEPS = "deferq.steps:"  # + job id
 WAITERS = "deferq.waiters:"  # + event \t key
@@ -37,7 +40,7 @@ NAME_LIMIT, EVENT_LIMIT, KEY_LIMIT = 150, 60, 100  # characters (the SQL stores'
 KINDS = ("step", "sleep", "wait")
 # Outcomes after which a job's checkpoints are kept only as long as its result (a dead
 # job keeps them: `deferq dead retry` resumes it where it stopped).
-ENDS_STEPS = frozenset({OutcomeKind.SUCCEEDED, OutcomeKind.CANCELLED})
+ENDS_STEPS = frozenset({OutcomeKind.SUCCEEDED.value, OutcomeKind.CANCELLED.value})
 
 
 class Suspend(Snooze):
@@ -70,8 +73,8 @@ class JobSteps:
     """The checkpoints of one running job: read once when the job first reaches one,
     kept here, written as new ones finish. One per run (JobControl makes it)."""
 
-    def __init__(self, store: Backend, lease: float, job: Job) -> None:
-        self.store, self.lease, self.job = store, lease, job
+    def __init__(self, store: Backend, lease: float, keep: float, job: Job) -> None:
+        self.store, self.lease, self.keep, self.job = store, lease, keep, job
         self.namespace = STEPS + job.id
         self.records: dict[str, dict[str, Any]] | None = None
         self.reached: dict[str, int] = {}  # names reached in this run -> their order
@@ -168,10 +171,18 @@ class JobSteps:
         self.load()[name] = loads(encoded)
         return self.load()[name]["result"]
 
-    def expire(self, ttl: float) -> None:
-        """The job has ended: its checkpoints go `ttl` seconds from now, with its result."""
-        for name, record in self.load().items():
-            self.store.kv_put(self.namespace, name, dumps(record), ttl=max(ttl, 1.0))
+    def ended(self, outcome: str) -> None:
+        """The run ended with `outcome`: a job that succeeded or was cancelled keeps its
+        checkpoints as long as its result (`keep` seconds). Written by the run itself,
+        on its runner thread, so a worker's settles never wait for it; a store error is
+        logged (the checkpoints then stay), never the job's."""
+        if outcome not in ENDS_STEPS or not self.records:
+            return
+        try:
+            for name, record in self.records.items():
+                self.store.kv_put(self.namespace, name, dumps(record), ttl=max(self.keep, 1.0))
+        except DeferqError as exc:
+            log.warning("could not set the expiry of job %s's checkpoints: %s", self.job.id, exc)
 
     # -- the three checkpoints ----------------------------------------------------------
 

@@ -48,6 +48,17 @@ def send_event(store: Backend, event: str, key: str, data: Any = None,
     return woken
 
 
+def kept_events(store: Backend) -> list[dict[str, Any]]:
+    """The events kept for jobs that wait for them later, newest first: event, key, id,
+    when it was sent and its data."""
+    events = []
+    for topic, raw in store.kv_list(EVENTS).items():
+        event, _, key = topic.partition("\t")
+        sent = loads(raw)
+        events.append({"event": event, "key": key, "id": sent["id"], "at": sent["at"], "data": sent["data"]})
+    return sorted(events, key=lambda e: e["at"], reverse=True)
+
+
 def timeline(store: Backend, job_id: str) -> list[dict[str, Any]]:
     """A job's checkpoints in the order it reached them, for its page, `deferq job` and
     GET /v1/jobs/{id}: name, kind, when it started and what it gave (or awaits)."""

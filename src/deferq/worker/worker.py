@@ -44,7 +44,7 @@ from ..errors import DeferqError, JobTimeout
 from ..flows.chains import with_inputs
 from ..job import Job, JobState
 from ..registry import TaskSpec
-from ..steps.checkpoints import ENDS_STEPS, JobSteps
+from ..steps.checkpoints import JobSteps
 from .priorities import PriorityRotation
 
 if TYPE_CHECKING:
@@ -124,8 +124,9 @@ class Worker:
         self.max_leases = self.config.concurrency + (self.config.prefetch or 0)
         self._half = max(1, self.config.concurrency // 2)  # free slots the lease loop fills itself
         self.last_beat = time.monotonic()  # when a heartbeat last reached the store
+        # a running job's durable steps (steps/checkpoints.py), kept as long as results once it ends
+        self.steps_for = partial(JobSteps, self.backend, self.lease, self.result_ttl)
         # progress reports of running jobs, throttled, on a thread of their own (progress.py)
-        self.steps_for = partial(JobSteps, self.backend, self.lease)  # a job's durable steps (flows/steps.py)
         self.progress = ProgressWriter(lambda jobs: self._store_call(self.backend.record_progress, jobs))
 
     # -- life cycle -------------------------------------------------------------------
@@ -369,7 +370,6 @@ class Worker:
             if applied is None and self.stopping.is_set():
                 break  # the store is gone during shutdown: leases will expire, nothing lost
         ran = {}  # job id -> seconds it ran
-        stepped = {}  # job id -> its durable steps, if it has any
         with self.lock:
             for outcome in outcomes:
                 running = self.running.get(outcome.job.id)
@@ -377,8 +377,6 @@ class Worker:
                 if running is not None and running.job.attempts == outcome.job.attempts:
                     del self.running[outcome.job.id]
                     ran[outcome.job.id] = (running.ended or time.monotonic()) - running.started
-                    if running.control.checkpoints is not None:
-                        stepped[outcome.job.id] = running.control.checkpoints
             self.processed += len(outcomes)
             self.in_settle -= attempts
         self.slot_freed.set()
@@ -388,8 +386,6 @@ class Worker:
                 log.warning("job %s (%s) finished after losing its lease (%s); outcome dropped",
                             job.id, job.task, self._why_lost())
                 continue
-            if job.id in stepped and outcome.kind in ENDS_STEPS:  # kept as long as its result
-                self._store_call(stepped[job.id].expire, self.result_ttl)
             # the chain's after_settle hooks: the App's history and job log line among them
             self.chain.run_after_settle(Outcome(job, outcome.kind, outcome.delay, outcome.error, outcome.result,
                                                 ran.get(job.id, 0.0)), exc)

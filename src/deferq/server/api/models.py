@@ -414,6 +414,18 @@ class EventSent(Struct):
     woken: Annotated[int, Meta(description="How many waiting jobs it woke.")]
 
 
+class KeptEvent(Struct):
+    event: str
+    key: str
+    id: str
+    at: Annotated[float, Meta(description="When it was sent.")]
+    data: Any
+
+
+class EventList(Struct):
+    events: list[KeptEvent]
+
+
 class Step(Struct):
     """One durable step, sleep or wait of a job, in the order the job reached them."""
 
@@ -557,5 +569,5 @@ MODELS: tuple[Any, ...] = (
     TopicJob, TaskJob, BatchRequest, TopicRequest, TokenRequest, AlertSettings, Error, Receipt,
     Receipts, Job, JobList, Batch, JobStateAnswer, QueueList, Topic, TopicList, Token, TokenList,
     Deleted, Purged, Retried, Alerts, SavedAlerts, Status, QueuePaused, Remark, RemarkRequest, IdsRequest,
-    DeletedBatch, StorePart, StoreParts, History, EventRequest, EventSent, Step,
+    DeletedBatch, StorePart, StoreParts, History, EventRequest, EventSent, Step, KeptEvent, EventList,
 )

@@ -223,6 +223,12 @@ async def send_event(request: Request) -> JSON:
     return JSON({"event": sent.event, "key": sent.key, "woken": woken})
 
 
+@needs(READER)
+async def list_events(request: Request) -> JSON:
+    service = service_of(request)
+    return JSON({"events": await service.store(step_events.kept_events, service.backend)})
+
+
 def _delete_dead(backend: Backend, ids: list[str]) -> dict[str, Any]:
     """Delete the dead letters among `ids` (a job retried meanwhile is kept)."""
     not_deleted = []
@@ -391,7 +397,7 @@ ROUTES: dict[str, dict[str, Handler]] = {
     "/v1/jobs/{job_id}": {"GET": get_job, "DELETE": cancel_job},
     "/v1/batches/{batch_id}": {"GET": get_batch},
     "/v1/jobs/{job_id}/remark": {"PUT": set_remark},
-    "/v1/events": {"POST": send_event},
+    "/v1/events": {"POST": send_event, "GET": list_events},
     "/v1/queues": {"GET": list_queues},
     "/v1/queues/{queue}/pause": {"POST": pause_queue},
     "/v1/queues/{queue}/resume": {"POST": resume_queue},
