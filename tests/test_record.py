@@ -46,7 +46,7 @@ SAMPLE = {
     "lease_until": 2_000_000_030.0, "worker": "w-1", "error": "boom", "result": {"ok": [1, 2]},
     "finished_at": 2_000_000_020.0, "meta": {"trace": "t-1"}, "progress": 0.5, "progress_message": "half",
     "cancel_requested": True, "expires_at": 2_100_000_000.0, "updated_at": 2_000_000_010.0,
-    "remark": "for people", "last_worker": "w-0",
+    "remark": "for people", "last_worker": "w-0", "tags": ("billing", "customer:42"),
 }
 
 
@@ -55,6 +55,9 @@ def test_every_field_has_a_sample_that_is_not_its_default():
     for f in fields(Job):
         default = f.default_factory() if f.default_factory is not MISSING else f.default
         assert SAMPLE[f.name] != default, f.name
+
+
+JSON_FIELDS = [name for name, spec in RECORD.items() if spec.json]  # kept as JSON text (Stored.json)
 
 
 def sample() -> Job:
@@ -102,7 +105,8 @@ def test_the_sql_row_reader_reads_every_field():
     job = sample()
     row = [getattr(job, c, None) for c in COLUMNS]
     row[COLUMNS.index("payload")] = dumps([list(job.args), job.kwargs, job.meta])
-    row[COLUMNS.index("result")] = dumps(job.result)
+    for name in JSON_FIELDS:
+        row[COLUMNS.index(name)] = dumps(getattr(job, name))
     row[COLUMNS.index("cancel_requested_at")] = 1.0
     row[COLUMNS.index("state")] = "active"
     assert rows.job_from_row(row, now=2_000_000_000.0) == job
@@ -113,14 +117,16 @@ def test_the_sql_insert_row_writes_every_field_a_new_job_sets():
     row = dict(zip(NEW_COLUMNS, rows.new_row(job, b"PAYLOAD"), strict=True))
     assert row.pop("payload") == b"PAYLOAD"
     assert row.pop("state") == "queued"
-    assert row == {c: getattr(job, c) for c in NEW_COLUMNS if c not in ("payload", "state")}
+    assert row == {c: dumps(getattr(job, c)).decode() if c in JSON_FIELDS else getattr(job, c)
+                   for c in NEW_COLUMNS if c not in ("payload", "state")}
 
 
 def redis_hash(job: Job) -> dict[bytes, bytes]:
     """The job's hash as the Lua scripts write it (id and queue are in its keys)."""
     values = {c: getattr(job, c, None) for c in COLUMNS if c not in ("id", "queue")}
+    values.update({name: dumps(getattr(job, name)).decode() for name in JSON_FIELDS})
     values.update(payload=dumps([list(job.args), job.kwargs, job.meta]).decode(),
-                  result=dumps(job.result).decode(), cancel_requested_at=1.0, state=str(job.state))
+                  cancel_requested_at=1.0, state=str(job.state))
     return {name.encode(): str(value).encode() for name, value in values.items()}
 
 

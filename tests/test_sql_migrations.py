@@ -28,7 +28,6 @@ from deferq.backends.sql.plans import Plan, Step
 from deferq.cli.main import main
 from deferq.errors import SchemaOutdated
 from deferq.job import JobState
-from deferq.task import build_enqueue
 from deferq.worker import Worker, WorkerConfig
 
 from .stores.mysql import SERVER as MYSQL_SERVER
@@ -255,25 +254,25 @@ def check_blocked_before_blocker_counts(url: str) -> None:
     old = open_backend(url, prepare_schema=False)
     old.migrations = [m for m in old.migrations if m.version <= 10]
     old.migrate()
-    calls = [deferq.Call("t", (i,), {}) for i in range(3)]
-    first, second, child = old.enqueue_many([build_enqueue(call, None, 0.0) for call in calls])
     jobs, deps = old.names["jobs"], old.names["deps"]
 
-    def block_as_version_10_did() -> Plan[None]:
-        yield Step(f"UPDATE {jobs} SET state = 'blocked' WHERE id = '{child.id}'")
-        for parent in (first, second):
-            yield Step(f"INSERT INTO {deps} (parent, child) VALUES ('{parent.id}', '{child.id}')")
+    def block_as_version_10_did() -> Plan[None]:  # its columns: today's insert writes later ones
+        for job_id, state in (("parent-1", "queued"), ("parent-2", "queued"), ("child", "blocked")):
+            yield Step(f"INSERT INTO {jobs} (id, task, payload, queue, priority, state, max_attempts, run_at, "
+                       f"created_at) VALUES ('{job_id}', 't', '[[0], {{}}]', 'default', 1, '{state}', 3, 0, 0)")
+        for parent in ("parent-1", "parent-2"):
+            yield Step(f"INSERT INTO {deps} (parent, child) VALUES ('{parent}', 'child')")
 
     old.run(block_as_version_10_did(), atomic=True)
     old.close()
     new = open_backend(url)
     try:
         leased = new.reserve(["default"], 10, "w", 60, (0, 1, 2))
-        assert sorted(job.id for job in leased) == sorted([first.id, second.id])
+        assert sorted(job.id for job in leased) == ["parent-1", "parent-2"]
         new.settle([Outcome(leased[0], "succeeded")])
-        assert new.get(child.id).state == JobState.BLOCKED
+        assert new.get("child").state == JobState.BLOCKED
         new.settle([Outcome(leased[1], "succeeded")])
-        assert new.get(child.id).state == JobState.QUEUED
+        assert new.get("child").state == JobState.QUEUED
     finally:
         new.close()
 

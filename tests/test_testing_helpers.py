@@ -67,6 +67,30 @@ def test_arguments_arrive_as_a_worker_would_see_them(app, deferq_drain):
     assert seen == [([1, 2], "2030-01-01")]  # a tuple arrives as a list: JSON, as in production
 
 
+def test_drain_and_eager_mode_pass_each_step_the_results_before_it(deferq_drain):
+    """A chain's step gets the step before's result and a chord's callback the list of
+    its members', as from a worker: under drain and in eager mode alike."""
+    for eager in (False, True):
+        app = deferq.App("memory://", eager=eager)
+
+        @app.task()
+        def add_one(x: int) -> int:
+            return x + 1
+
+        @app.task()
+        def times(y: int, k: int = 10) -> int:
+            return y * k
+
+        @app.task()
+        def total(values: list[int]) -> int:
+            return sum(values)
+
+        steps = deferq.chain(add_one.call(1), times.partial(k=100)).enqueue()
+        members = deferq.chord([add_one.call(1), add_one.call(2)], total.partial()).enqueue()
+        deferq_drain(app)
+        assert (steps.wait(timeout=5), members.wait(timeout=5)) == (200, 5), f"eager={eager}"
+
+
 def test_eager_mode_decodes_arguments_like_production():
     app = deferq.App("memory://", eager=True)
 

@@ -239,3 +239,61 @@ def test_graceful_stop_releases_unfinished_jobs(app):
         gate.set()
     back = app.get(job.id)
     assert back.state == JobState.QUEUED and back.attempts == 0
+
+
+def test_jobs_ending_together_share_one_settle_round_trip(app):
+    """The settler, woken by the first of several running jobs to end, waits (briefly)
+    for the others: short jobs that end within a fraction of a millisecond of each other
+    are settled once each, in shared calls (usually one; a loaded machine may split it)."""
+    together = threading.Barrier(8, timeout=10)
+
+    @app.task()
+    def short(i):
+        together.wait()
+        time.sleep(0.00002 * i)  # they end one after another, each letting the settler run
+        return i
+
+    jobs = [short.enqueue(i) for i in range(8)]
+    worker = Worker(app, WorkerConfig(queues=("default",), concurrency=8, burst=True))
+    settle_calls = []
+    settle_and_reserve = worker.backend.settle_and_reserve
+
+    def counted(outcomes, *args):
+        settle_calls.append(len(outcomes))
+        return settle_and_reserve(outcomes, *args)
+
+    worker.backend = type("Counted", (), {"__getattr__": lambda _, name: getattr(app.backend, name),
+                                          "settle_and_reserve": staticmethod(counted)})()
+    assert worker.run() == 0
+    assert [app.get(job.id).result for job in jobs] == list(range(8))
+    assert sum(settle_calls) == 8 and len(settle_calls) <= 4, settle_calls  # each once, in batches
+
+
+def test_the_settler_waits_for_the_running_jobs_until_the_last_one_ends(app, monkeypatch):
+    """How a batch gathers: no wait when nothing runs; else until the last running job
+    ends (it wakes the settler), never the whole GATHER when they end sooner."""
+    from deferq.backends.base import Outcome, OutcomeKind
+    from deferq.worker import worker as worker_module
+
+    @app.task()
+    def quick():
+        return None
+
+    worker = Worker(app, WorkerConfig(queues=("default",), concurrency=4))
+    started = time.monotonic()
+    worker._gather()  # nothing runs: at once
+    assert not worker.gathering and time.monotonic() - started < 1
+    monkeypatch.setattr(worker_module, "GATHER", 30.0)
+    worker.busy = 2
+    settler = threading.Thread(target=worker._gather)
+    settler.start()
+    deadline = time.monotonic() + 10
+    while not worker.gathering and time.monotonic() < deadline:
+        time.sleep(0.001)
+    first, last = quick.enqueue(), quick.enqueue()
+    worker._finished(first, Outcome(first, OutcomeKind.SUCCEEDED), None)
+    settler.join(0.2)
+    assert settler.is_alive()  # one job still runs: the settler waits on
+    worker._finished(last, Outcome(last, OutcomeKind.SUCCEEDED), None)
+    settler.join(10)
+    assert not settler.is_alive() and not worker.gathering and worker.outcomes.qsize() == 2

@@ -58,3 +58,40 @@ def test_a_job_retried_at_once_is_still_tracked_when_leased_in_the_same_round_tr
         job = bad.enqueue()
         assert Worker(app, WorkerConfig(queues=("default", "mail"), burst=True, concurrency=2)).run() == 0
         assert (app.get(job.id).state, app.get(job.id).attempts) == ("dead", 2)
+
+
+def test_text_lines_keep_their_form_and_the_jobs_logger_filters_them():
+    """A job's line skips logging's search for its caller, not the logger's filters:
+    a filter on `deferq.jobs` still drops lines, and the text form is unchanged."""
+    stream = io.StringIO()
+    setup_logging("info", "text", stream)
+    jobs_logger = logging.getLogger("deferq.jobs")
+
+    class NoSecret(logging.Filter):
+        def filter(self, record: logging.LogRecord) -> bool:
+            return record.__dict__.get("task") != "secret"
+
+    dropping = NoSecret()
+    jobs_logger.addFilter(dropping)
+    try:
+        app = deferq.App("memory://")
+
+        @app.task
+        def shown() -> None:
+            return None
+
+        @app.task
+        def secret() -> None:
+            return None
+
+        job = shown.enqueue()
+        secret.enqueue()
+        assert Worker(app, WorkerConfig(burst=True, concurrency=1)).run() == 0
+    finally:
+        jobs_logger.removeFilter(dropping)
+        logging.getLogger("deferq").handlers.clear()
+    lines = [line for line in stream.getvalue().splitlines() if "deferq.jobs" in line]
+    assert len(lines) == 1
+    clock, level, logger, rest = lines[0].split(maxsplit=3)
+    assert len(clock) == 8 and clock[2] == clock[5] == ":" and (level, logger) == ("INFO", "deferq.jobs:")
+    assert rest.startswith(f"job {job.id} shown succeeded in ") and rest.endswith(" ms")

@@ -23,16 +23,19 @@ def lines(path: Path) -> list[str]:
 
 
 KILLS = 4
+# A member caught by every kill (its lease lost each time, an attempt spent) still succeeds:
+# what is checked is that nothing is lost, not how many attempts a kill costs.
+MEMBER = deferq.options.JobOptions(max_attempts=KILLS + 3)
 
 
 def run_workflow_crash(url: str, tmp_path: Path) -> None:
     log = tmp_path / "record.log"
     app = deferq.App(url)
     app.task(name="record")(record.fn)  # the producer knows the tasks by name, as the workers do
-    handle = deferq.chord([deferq.Call("record", (i, 0.002), {}) for i in range(MEMBERS)],
+    handle = deferq.chord([deferq.Call("record", (i, 0.002), {}, MEMBER) for i in range(MEMBERS)],
                           deferq.Call("chord_done", (), {})).enqueue(app)
     with app.batch(on_complete=deferq.Call("batch_done", (), {})) as batch:
-        app.enqueue_many([deferq.Call("record", (i, 0.002), {}) for i in range(MEMBERS)])
+        app.enqueue_many([deferq.Call("record", (i, 0.002), {}, MEMBER) for i in range(MEMBERS)])
     workers = [start_worker(url, log), start_worker(url, log)]
     try:
         for index in range(KILLS):  # spread over the run, each at a random point

@@ -17,6 +17,7 @@ from .backends import Backend, open_backend
 from .backends.base import Enqueue, QueueStats, QueueTable, missing_from, queue_table
 from .errors import ConfigError
 from .flows import batch as batches
+from .flows.chains import with_inputs
 from .job import Job, JobState, Origin, held, new_job_ids
 from .limits import Limits
 from .middleware import Middleware
@@ -279,6 +280,11 @@ class App:
         return held(jobs, self._origin)
 
     # -- inspecting and managing -------------------------------------------------
+
+    def with_inputs(self, job: Job) -> Job:
+        """A leased job as its task is called: a workflow step's parents' results in
+        front of its arguments, a batch callback's summary (read from the store now)."""
+        return with_inputs(self.backend, job) if job.meta else job
 
     def get(self, job_id: str) -> Job | None:
         """The job as stored now (its `wait()` waits on this App's store), or None."""

@@ -11,6 +11,7 @@ field here plus its column in the stores: nothing else lists names.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, fields, replace
 from datetime import datetime, timedelta
@@ -35,8 +36,10 @@ _TIME = r"T(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\.[0-9]{1,6})?(?:Z|[+-](
 DUE_TIME = f"^(?:{_YEAR}-{_MONTH_DAY}|{_LEAP_DAY}){_TIME}$"
 QUEUE_NAME = r"^[^{}\x00 ]+$"
 NO_NUL = r"^[^\x00]*$"  # PostgreSQL cannot store NUL: refused in text on every store
+TAG = r"^[^\x00-\x1f\x7f\",\\]{1,100}$"  # JSON writes it as itself: a store finds a tag by its text
 PATTERN_WORDS = {DUE_TIME: "an ISO 8601 time with a zone, like 2030-01-01T09:00:00Z (years 1971-9998)",
                  QUEUE_NAME: "1-100 characters without spaces or braces",
+                 TAG: "1-100 characters without control characters, quotes, backslashes or commas",
                  NO_NUL: "text without the NUL character (\\u0000)"}
 
 
@@ -144,6 +147,16 @@ def remark_text(value: Any, name: str = "remark") -> str:
     return value
 
 
+MAX_TAGS = 20
+def tag_list(value: Any, name: str = "tags") -> tuple[str, ...]:
+    """Up to 20 labels (one text is one label), in the order given, each once."""
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list | tuple) or len(items) > MAX_TAGS or not all(
+            isinstance(tag, str) and re.fullmatch(TAG, tag) for tag in items):
+        raise ValueError(f"{name} must be up to {MAX_TAGS} texts of {PATTERN_WORDS[TAG]}, got {value!r:.60}")
+    return tuple(dict.fromkeys(items))
+
+
 def backoff_fn(value: Any, name: str = "backoff") -> Callable[[int], float]:
     if not callable(value):
         raise ValueError(f"{name} must be a callable (attempt) -> seconds, e.g. backoff.fixed(5)")
@@ -195,6 +208,9 @@ TIMEOUT = Option(positive, "seconds an attempt may run (the seeds' ttr)", period
                  openapi={"type": "number", "exclusiveMinimum": True, "minimum": 0, "maximum": 86400})
 
 
+TAGS = Option(tag_list, "labels kept with the job (a job's own replace its task's)",
+              periodic=True, http="tags", openapi={"type": "array", "maxItems": MAX_TAGS, "items": {
+                  "type": "string", "minLength": 1, "maxLength": 100, "pattern": TAG}})
 DUE_AT = {"description": "Due time: epoch seconds or ISO 8601 with a zone.",
           "oneOf": [{"type": "number", "minimum": 0, "exclusiveMaximum": LATEST_DUE},
                     {"type": "string", "pattern": DUE_TIME}]}
@@ -217,6 +233,7 @@ class TaskDefaults:
     concurrency_key: str | None = option(None, Option(
         key_template, "one concurrency limit per key, named from the call's arguments, "
         'e.g. "customer:{customer_id}"'))
+    tags: tuple[str, ...] = option((), TAGS)
 
     @classmethod
     def parse(cls, **options: Any) -> TaskDefaults:
@@ -268,6 +285,7 @@ class JobOptions:
         "may lose the last moments of jobs if the database server crashes", http="durable",
         openapi={"type": "boolean"}))
     connection: Any = option(None, Option(anything, "your open database connection (transactional enqueue)"))
+    tags: tuple[str, ...] | None = option(None, TAGS)
     after: tuple[str, ...] = option((), Option(
         parents, "jobs (or their ids) this one runs after: it waits, blocked, until they all succeed"))
     after_any_outcome: bool = option(False, Option(
@@ -304,6 +322,7 @@ class TaskOptions(TypedDict, total=False):
     rate_key: str | None
     concurrency: int | None
     concurrency_key: str | None
+    tags: str | Sequence[str]
 
 
 class JobOptionsKw(TypedDict, total=False):
@@ -323,6 +342,7 @@ class JobOptionsKw(TypedDict, total=False):
     remark: str | None
     durable: bool | None
     connection: Any
+    tags: str | Sequence[str] | None
     after: Job | str | Sequence[Job | str]
     after_any_outcome: bool
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Generic, ParamSpec, Protocol, TypeVar, Unpack, overload
+from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar, Unpack, overload
 
 from .backends.base import Backend, Enqueue
 from .codec import ArgsCodec, codec_for, unknown_task_codec
@@ -14,8 +14,15 @@ from .options import JobOptions, JobOptionsKw, TaskDefaults, conflict_rules
 
 Hook = Callable[..., Any]
 P = ParamSpec("P")
-R = TypeVar("R")
+Rest = ParamSpec("Rest")  # a task's parameters after its first
+R = TypeVar("R", covariant=True)  # covariant: an async task (any coroutine) matches Coroutine[..., T]
 T = TypeVar("T")
+if TYPE_CHECKING:  # a bare `Call` is a Call[Any] (TypeVar's default is Python 3.13's)
+    from typing_extensions import TypeVar as DefaultedTypeVar
+
+    T_co = DefaultedTypeVar("T_co", covariant=True, default=Any)
+else:
+    T_co = TypeVar("T_co", covariant=True)
 Reg = TypeVar("Reg", covariant=True)
 
 
@@ -45,6 +52,8 @@ class Runtime(Protocol[Reg]):
 
     def cancel(self, job_id: str) -> bool: ...
 
+    def with_inputs(self, job: Job) -> Job: ...
+
     def enqueue_many(self, calls: Iterable[Call]) -> list[Job]: ...
 
     async def enqueue_many_async(self, calls: Iterable[Call]) -> list[Job]: ...
@@ -54,9 +63,16 @@ class Runtime(Protocol[Reg]):
     async def _enqueue_items_async(self, items: list[Enqueue], connection: Any) -> list[Job]: ...
 
 
+class _Base:
+    """An empty first base: slot_init's faster __init__ needs one other than Generic."""
+
+    __slots__ = ()
+
+
 @dataclass(frozen=True, slots=True)
-class Call:
+class Call(_Base, Generic[T_co]):
     """A task call not yet stored; `app.enqueue_many([t.call(...), ...])` stores many.
+    `T_co` is the task's result type (what a workflow step after it receives).
 
     `source`: the Task that made it (`task.call(...)`), whose App a workflow of calls
     is stored in; None for a call made by hand. Not compared."""
@@ -66,6 +82,10 @@ class Call:
     kwargs: dict[str, Any]
     options: JobOptions = field(default_factory=JobOptions)
     source: Task[..., Any] | None = field(default=None, compare=False, repr=False)
+
+    if TYPE_CHECKING:  # for type checkers only: what a workflow ending with this call gives
+        @property
+        def _result(self) -> T_co: ...
 
 
 slot_init(Call)  # one per job a producer enqueues
@@ -118,7 +138,27 @@ class Task(Generic[P, R]):
             self.explicit,
         )
 
-    def call(self, *args: P.args, **kwargs: P.kwargs) -> Call:
+    @overload
+    def call(self: Task[P, Coroutine[Any, Any, T]], *args: P.args, **kwargs: P.kwargs) -> Call[T]: ...
+
+    @overload
+    def call(self: Task[P, T], *args: P.args, **kwargs: P.kwargs) -> Call[T]: ...
+
+    def call(self, *args: P.args, **kwargs: P.kwargs) -> Call[Any]:
+        return Call(self.name, args, kwargs, self._options, self)
+
+    # A workflow step after another: the step before gives the first argument.
+    @overload
+    def partial(self: Task[Concatenate[Any, Rest], Coroutine[Any, Any, T]], *args: Rest.args,
+                **kwargs: Rest.kwargs) -> Call[T]: ...
+
+    @overload
+    def partial(self: Task[Concatenate[Any, Rest], T], *args: Rest.args, **kwargs: Rest.kwargs) -> Call[T]: ...
+
+    def partial(self, *args: Any, **kwargs: Any) -> Call[Any]:
+        """A call without its first argument, for a step of `chain` or `chord` whose step
+        before passes its result as that argument (`resize.partial(width=800)`): the
+        same as `call` at run time; a type checker holds the rest to the signature."""
         return Call(self.name, args, kwargs, self._options, self)
 
     # The job's type is its result's: an async task's job gives what its coroutine returns.
@@ -164,6 +204,7 @@ class _Rules:
     max_wait: float | None
     durable: bool | None
     remark: str | None
+    tags: tuple[str, ...]
 
     @classmethod
     def of(cls, opts: JobOptions, task: Task[..., Any] | None, name: str) -> _Rules:
@@ -177,7 +218,7 @@ class _Rules:
             opts.at or 0.0, opts.expires.at if opts.expires else None, opts.delay,
             opts.expires.within if opts.expires else None,
             conflict_rules(opts.on_conflict, opts.key, opts.max_wait), opts.max_wait, opts.durable,
-            opts.remark,
+            opts.remark, defaults.tags if opts.tags is None else opts.tags,
         )
 
 
@@ -203,6 +244,7 @@ def build_enqueue(
     job = fresh_job(
         job_id or new_job_id(), call.task, args, kwargs, rules.queue, rules.priority, JobState.QUEUED,
         rules.max_attempts, rules.timeout, rules.key, rules.run_at, now, {}, rules.expires_at, None, rules.remark,
+        rules.tags,
     )
     payload = encode_payload(call.task, args, kwargs)
     item = Enqueue(job, rules.delay, payload, rules.within, rules.mode, rules.max_wait,

@@ -66,7 +66,9 @@ class EagerRunner(Middleware):
 
 
 def run_here(app: Runtime[Registry], job: Job, retry_at_once: bool = False) -> Outcome:
-    """Run one leased job in this thread, settle it and fire the after-settle hooks."""
+    """Run one leased job in this thread, as a worker does (a workflow step gets the
+    results before it), settle it and fire the after-settle hooks."""
+    job = app.with_inputs(job)
     registry = app.registry
     spec = registry.spec_for(job)
     progress = ProgressWriter(app.backend.record_progress)  # as in a worker: throttled

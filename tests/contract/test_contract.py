@@ -878,6 +878,22 @@ def test_job_record_keeps_remark_update_time_and_last_worker(app, backend):
     assert app.set_remark("01NOSUCHJOB0000000000000000", "x") is False
 
 
+def test_tags_are_kept_from_enqueue_through_lease_and_outcome(app, backend):
+    task = app.task(name="tagged", tags=["billing"])(lambda i: i)
+    plain, own = task.enqueue(0), task.options(tags=["billing", "customer:42", "ünïcode"]).enqueue(1)
+    batch = app.enqueue_many([task.call(2)] * 3)  # a batch takes the task's tags too
+    untagged = app.enqueue("noop", [0])
+    assert app.get(plain.id).tags == ("billing",) and app.get(untagged.id).tags == ()
+    assert app.get(own.id).tags == ("billing", "customer:42", "ünïcode")  # a job's own replace the task's
+    assert {app.get(job.id).tags for job in batch} == {("billing",)}
+    leased = {job.id: job for job in reserve(backend, limit=10)}
+    assert leased[own.id].tags == ("billing", "customer:42", "ünïcode") and leased[untagged.id].tags == ()
+    backend.settle([Outcome(leased[own.id], "succeeded")])
+    assert app.get(own.id).tags == ("billing", "customer:42", "ünïcode")
+    with pytest.raises(ValueError, match="tags must be up to 20 texts"):
+        task.options(tags=["a,b"])
+
+
 def test_every_state_change_moves_updated_at(app, backend):
     job = app.enqueue("noop", [0], max_attempts=1)
     times = [app.get(job.id).updated_at]

@@ -62,6 +62,18 @@ async def results() -> None:
     print(count)
 
 
+@app.task
+def receipt(amount: float) -> str:
+    return f"{amount:.2f}"
+
+
+reveal_type(deferq.chain(total.call([1.0]), receipt.partial()).enqueue().wait())
+reveal_type(deferq.chord([ping.call("a"), ping.call("b")], total.partial()).enqueue().wait())
+reveal_type(deferq.group(ping.call("a"), ping.call("b")).enqueue().wait())
+flow_count: int = deferq.chain(ping.call("a"), receipt.partial()).enqueue().wait()  # error
+deferq.chain(total.call([1.0]), send.partial(email=3))  # error
+
+
 def lookup(user: int, *, verbose: bool = False) -> str:
     return str(user)
 

@@ -92,13 +92,18 @@ def workers(url: str, processes: int, concurrency: int) -> Iterator[list[subproc
     try:
         yield procs
     finally:
-        for proc in procs:
-            proc.terminate()
-        for proc in procs:
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        stop(procs)
+
+
+def stop(procs: list[subprocess.Popen[bytes]]) -> None:
+    """Stop worker processes as a user would (SIGTERM), and reap them."""
+    for proc in procs:
+        proc.terminate()
+    for proc in procs:
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
 
 
 def rss_mib(procs: list[subprocess.Popen[bytes]]) -> float:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, overload
 
 from .. import results
 from ..backends.base import Enqueue, JobAdmin
@@ -25,29 +25,45 @@ from ..job import FINISHED_STATES, Job, JobState
 from ..task import CHILDREN, SHOWN_CHILDREN, Call, Runtime, build_enqueue, linked, with_meta
 from .batch import BATCH_OF, summary
 
+T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
+
+
+class Step(Protocol[T_co]):
+    """A workflow step as a type checker sees it: a `Call[T]` gives T, a `Group[T]` a
+    list[T]; a chain's handle is typed by its last step's."""
+
+    @property
+    def _result(self) -> T_co: ...
+
+
 RESULTS_OF = "deferq.results_of"  # meta: ids whose results come first in the arguments
 RESULTS_AS = "deferq.results_as"  # meta: "one" (a job's result) or "list" (a group's, in order)
 
 
 @dataclass(frozen=True)
-class Group:
+class Group(Generic[T_co]):
     """Calls that run side by side; its result is the list of theirs, in order."""
 
-    calls: tuple[Call, ...]
+    calls: tuple[Call[T_co], ...]
 
-    def enqueue(self, app: Runtime[object] | None = None) -> Handle:
+    if TYPE_CHECKING:
+        @property
+        def _result(self) -> list[T_co]: ...
+
+    def enqueue(self, app: Runtime[object] | None = None) -> Handle[list[T_co]]:
         return chain(self).enqueue(app)
 
-    async def enqueue_async(self, app: Runtime[object] | None = None) -> Handle:
+    async def enqueue_async(self, app: Runtime[object] | None = None) -> Handle[list[T_co]]:
         return await chain(self).enqueue_async(app)
 
 
 @dataclass(frozen=True)
-class Chain:
+class Chain(Generic[T_co]):
     """Steps (calls or groups) that run one after another; with `pass_result`, each
-    step's result is the first argument of the next."""
+    step's result is the first argument of the next. `T_co`: the last step's result."""
 
-    steps: tuple[Call | Group, ...]
+    steps: tuple[Call[Any] | Group[Any], ...]
     pass_result: bool = True
 
     def plan(self, app: Runtime[object]) -> tuple[list[Enqueue], list[int], bool]:
@@ -70,14 +86,14 @@ class Chain:
             previous, as_list = [items[i].job.id for i in last], isinstance(step, Group)
         return items, last, as_list
 
-    def enqueue(self, app: Runtime[object] | None = None) -> Handle:
+    def enqueue(self, app: Runtime[object] | None = None) -> Handle[T_co]:
         app = app or app_of(self.steps)
         items, last, as_list = self.plan(app)
         refuse_held_keys(app.backend, items)
         jobs = app._enqueue_items(items, None)
         return Handle(app, [j.id for j in jobs], [jobs[i].id for i in last], as_list)
 
-    async def enqueue_async(self, app: Runtime[object] | None = None) -> Handle:
+    async def enqueue_async(self, app: Runtime[object] | None = None) -> Handle[T_co]:
         app = app or app_of(self.steps)
         items, last, as_list = self.plan(app)
         await asyncio.to_thread(refuse_held_keys, app.backend, items)
@@ -85,7 +101,27 @@ class Chain:
         return Handle(app, [j.id for j in jobs], [jobs[i].id for i in last], as_list)
 
 
-def chain(*steps: Call | Group, pass_result: bool = True) -> Chain:
+# A chain is typed by its last step (up to six steps; longer ones are Chain[Any]).
+@overload
+def chain(s1: Step[T], /, *, pass_result: bool = True) -> Chain[T]: ...
+@overload
+def chain(s1: Step[Any], s2: Step[T], /, *, pass_result: bool = True) -> Chain[T]: ...
+@overload
+def chain(s1: Step[Any], s2: Step[Any], s3: Step[T], /, *, pass_result: bool = True) -> Chain[T]: ...
+@overload
+def chain(s1: Step[Any], s2: Step[Any], s3: Step[Any], s4: Step[T], /, *,
+          pass_result: bool = True) -> Chain[T]: ...
+@overload
+def chain(s1: Step[Any], s2: Step[Any], s3: Step[Any], s4: Step[Any], s5: Step[T], /, *,
+          pass_result: bool = True) -> Chain[T]: ...
+@overload
+def chain(s1: Step[Any], s2: Step[Any], s3: Step[Any], s4: Step[Any], s5: Step[Any], s6: Step[T], /, *,
+          pass_result: bool = True) -> Chain[T]: ...
+@overload
+def chain(*steps: Step[Any], pass_result: bool = True) -> Chain[Any]: ...
+
+
+def chain(*steps: Any, pass_result: bool = True) -> Chain[Any]:
     """Run steps one after another; each step's result is the next one's first argument
     (unless `pass_result=False`). A step may be a group: the next step then gets the
     list of its members' results."""
@@ -97,7 +133,7 @@ def chain(*steps: Call | Group, pass_result: bool = True) -> Chain:
     return Chain(tuple(steps), pass_result)
 
 
-def group(*calls: Call | Iterable[Call]) -> Group:
+def group(*calls: Call[T] | Iterable[Call[T]]) -> Group[T]:
     """Run calls side by side: `group(a.call(1), a.call(2))` or `group(calls)`."""
     flat = tuple(c for item in calls for c in ((item,) if isinstance(item, Call) else item))
     if not flat:
@@ -107,12 +143,12 @@ def group(*calls: Call | Iterable[Call]) -> Group:
     return Group(flat)
 
 
-def chord(members: Group | Iterable[Call], callback: Call) -> Chain:
+def chord(members: Group[Any] | Iterable[Call[Any]], callback: Call[T]) -> Chain[T]:
     """Run `callback` with the list of the members' results, once all have succeeded."""
     return chain(members if isinstance(members, Group) else group(members), callback)
 
 
-class Handle:
+class Handle(Generic[T_co]):
     """A stored workflow: `id` (the job whose result is the workflow's: the last step,
     or a group's first member), `state`, `wait()`, `wait_async()`, `cancel()`."""
 
@@ -130,16 +166,16 @@ class Handle:
         states = [job.state if (job := self.app.get(i)) else JobState.CANCELLED for i in self.result_ids]
         return next((s for s in states if s != JobState.SUCCEEDED), JobState.SUCCEEDED)
 
-    def wait(self, timeout: float | None = None) -> Any:
+    def wait(self, timeout: float | None = None) -> T_co:
         """The workflow's result (a list for a group); JobFailed names the job that
         failed first (not the steps cancelled after it)."""
         try:
             values = [results.wait(self.app, i, timeout) for i in self.result_ids]
         except JobFailed as failed:
             raise self._first_failure() or failed from None
-        return values if self.as_list else values[0]
+        return values if self.as_list else values[0]  # type: ignore[return-value]  # T_co: list or one
 
-    async def wait_async(self, timeout: float | None = None) -> Any:
+    async def wait_async(self, timeout: float | None = None) -> T_co:
         return await asyncio.to_thread(self.wait, timeout)
 
     def cancel(self) -> int:
@@ -186,7 +222,7 @@ def _stored_form(app: Runtime[object], call: Call, after: Sequence[str], results
     return linked(item, after, False, **{RESULTS_OF: list(after), RESULTS_AS: "list" if results_as else "one"})
 
 
-def app_of(steps: Sequence[Call | Group]) -> Runtime[object]:
+def app_of(steps: Sequence[Call[Any] | Group[Any]]) -> Runtime[object]:
     """The App of a workflow's first call (`task.call(...)` knows its task's App): the
     one it is stored in when `enqueue()` names none."""
     calls = [c for step in steps for c in (step.calls if isinstance(step, Group) else (step,))]

@@ -22,8 +22,7 @@ _RESERVED = set(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {"mess
 class JSONFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         entry = {
-            "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
-            + f".{int(record.msecs):03d}Z",
+            "time": f"{_second(record.created)}.{int(record.msecs):03d}Z",
             "level": record.levelname.lower(),
             "logger": record.name,
             "message": record.getMessage(),
@@ -34,14 +33,37 @@ class JSONFormatter(logging.Formatter):
         return orjson.dumps(entry, default=str).decode()
 
 
+class _TextFormatter(logging.Formatter):
+    """The text lines' formatter: the clock text is made once a second, not once a line
+    (a worker at INFO writes a line per job)."""
+
+    _at: tuple[int, str] = (-1, "")
+
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:  # noqa: N802
+        second = int(record.created)
+        if self._at[0] != second:
+            self._at = (second, super().formatTime(record, datefmt))
+        return self._at[1]
+
+
+_gm: tuple[int, str] = (-1, "")
+
+
+def _second(created: float) -> str:
+    """The UTC second of a JSON line's time, made once a second."""
+    global _gm
+    second = int(created)
+    if _gm[0] != second:
+        _gm = (second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second)))
+    return _gm[1]
+
+
 def setup_logging(level: str = "info", fmt: str = "text", stream=None) -> None:  # type: ignore[no-untyped-def]
     handler = logging.StreamHandler(stream or sys.stderr)
     if fmt == "json":
         handler.setFormatter(JSONFormatter())
     else:
-        handler.setFormatter(
-            logging.Formatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s", "%H:%M:%S")
-        )
+        handler.setFormatter(_TextFormatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s", "%H:%M:%S"))
     root = logging.getLogger("deferq")
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
@@ -68,20 +90,26 @@ def report(outcome: Outcome, seconds: float) -> None:
     fields: dict[str, Any] = {"job_id": job.id, "task": job.task, "queue": job.queue,
                               "attempt": job.attempts, "duration_ms": round(seconds * 1000, 1)}
     if outcome.kind == OutcomeKind.SUCCEEDED:
-        job_log.info("job %s %s succeeded in %.0f ms", job.id, job.task, seconds * 1000, extra=fields)
+        _emit(logging.INFO, "job %s %s succeeded in %.0f ms", (job.id, job.task, seconds * 1000), fields)
     elif outcome.kind == OutcomeKind.RETRY:
         fields["error"] = first_line(outcome.error)
-        job_log.info("job %s %s failed (attempt %d/%d), retry in %.1fs: %s", job.id, job.task, job.attempts,
-                     job.max_attempts, outcome.delay, fields["error"], extra=fields)
+        _emit(logging.INFO, "job %s %s failed (attempt %d/%d), retry in %.1fs: %s",
+              (job.id, job.task, job.attempts, job.max_attempts, outcome.delay, fields["error"]), fields)
     elif outcome.kind == OutcomeKind.SNOOZE:
-        job_log.debug("job %s %s snoozed for %.1fs (attempt not counted)", job.id, job.task, outcome.delay,
-                      extra=fields)
+        _emit(logging.DEBUG, "job %s %s snoozed for %.1fs (attempt not counted)",
+              (job.id, job.task, outcome.delay), fields)
     elif outcome.kind == OutcomeKind.CANCELLED:
-        job_log.info("job %s %s cancelled while running", job.id, job.task, extra=fields)
+        _emit(logging.INFO, "job %s %s cancelled while running", (job.id, job.task), fields)
     elif outcome.kind == OutcomeKind.DEAD:
         fields["error"] = first_line(outcome.error)
-        job_log.warning("job %s %s is dead after %d attempt(s): %s", job.id, job.task, job.attempts,
-                        fields["error"], extra=fields)
+        _emit(logging.WARNING, "job %s %s is dead after %d attempt(s): %s",
+              (job.id, job.task, job.attempts, fields["error"]), fields)
+
+
+def _emit(level: int, message: str, args: tuple[Any, ...], fields: dict[str, Any]) -> None:
+    """`job_log.log(...)` without its search of the stack for the caller (half the cost
+    of a line): a job's line always comes from here."""
+    job_log.handle(job_log.makeRecord(job_log.name, level, __file__, 0, message, args, None, "report", fields))
 
 
 _LEVELS = {OutcomeKind.SNOOZE: logging.DEBUG, OutcomeKind.DEAD: logging.WARNING}  # report()'s, else INFO

@@ -6,8 +6,9 @@ Threads, each with one job:
   blocks in the store's `wait_for_work`.
 - runners: a thread pool for sync tasks; one event-loop thread for async tasks
   (a sync task never runs on the loop thread).
-- settler: takes finished outcomes, settles them in one round trip per batch, fires
-  hooks, frees the slots.
+- settler: takes finished outcomes, settles them in one round trip per batch (a small
+  batch first waits, at most GATHER, for the jobs still running to end), fires hooks,
+  frees the slots; the same round trip leases jobs for the freed slots.
 - keeper: renews leases (heartbeats), enforces timeouts, recovers expired leases of
   dead workers, purges old results, publishes what this worker runs.
 
@@ -53,6 +54,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("deferq.worker")
 
 EXIT_OK, EXIT_ERROR, EXIT_OVERRAN = 0, 1, 3
+# The longest a small settle batch waits for the jobs still running to end and join it:
+# one round trip for several short jobs (a job ending later than that is settled next).
+GATHER = 0.0005
 T = TypeVar("T")
 
 
@@ -112,6 +116,9 @@ class Worker:
         self.exit_code = EXIT_OK
         self.processed = 0
         self.settling = False  # the settler holds outcomes: it will lease for their slots
+        self.to_claim = False  # the settler holds outcomes and has not yet claimed free slots for them
+        self.gathering = False  # the settler waits for the running jobs to end (_gather)
+        self.gathered = threading.Event()  # set when the last of them ended
         self.in_settle: set[tuple[str, int]] = set()  # (job id, attempt) whose settle call is in flight
         self.to_run: queue.SimpleQueue[tuple[TaskSpec, Job, JobControl] | None] = queue.SimpleQueue()
         self._runners = [
@@ -276,10 +283,13 @@ class Worker:
 
     def _settler_will_lease(self) -> bool:
         """Finished jobs are waiting to be settled: the settler leases for their slots in
-        the same round trip, so the lease loop leaves a few free slots to it. When half
-        the slots or more are idle, the lease loop fills them at once: a second call in
-        flight beside the settler's."""
-        if not (self.settling or not self.outcomes.empty()):
+        the same round trip, so the lease loop leaves the free slots to it while its next
+        call is about to go out (one round trip settles and refills, not two). While its
+        call is in flight, the lease loop leaves it a few, and fills them itself when half
+        the slots or more are idle: a second call beside the settler's."""
+        if self.to_claim or (not self.settling and not self.outcomes.empty()):
+            return True
+        if not self.settling:
             return False
         with self.lock:
             free = self.config.concurrency - self.busy - self.claimed
@@ -312,9 +322,12 @@ class Worker:
                 del self.running[job.id]  # already settled as timed out
             elif running is not None:
                 running.ended = time.monotonic()
-            # the settler leases for this slot when it settles the outcome; the lease loop
-            # only takes slots from it when half or more are free (_settler_will_lease)
-            wake = self.config.concurrency - self.busy - self.claimed >= self._half or abandoned
+            # the settler leases for this slot when it settles the outcome (an idle one
+            # wakes for it); the lease loop only takes slots from a settler in flight when
+            # half or more are free (_settler_will_lease)
+            wake = (self.settling and self.config.concurrency - self.busy - self.claimed >= self._half
+                    ) or abandoned
+            gathered = self.gathering and not self.busy
         if self.progress.knows(job.id):  # its last report is written first, then the outcome
             self.progress.finish(job.id, _nothing if abandoned else lambda: self.outcomes.put((outcome, exc)))
             wake = True  # the settler may not hear of it yet: the lease loop takes the slot
@@ -322,6 +335,8 @@ class Worker:
             self.outcomes.put((outcome, exc))
         if wake:
             self.slot_freed.set()
+        if gathered:
+            self.gathered.set()
 
     def _event_loop(self) -> asyncio.AbstractEventLoop:
         if self._loop is None:
@@ -336,7 +351,9 @@ class Worker:
     def _settle_loop(self) -> None:
         while True:
             item = self.outcomes.get()
-            self.settling = True
+            self.settling = self.to_claim = True
+            if item is not None and self.outcomes.qsize() < self._half - 1:
+                self._gather()
             batch = []
             while item is not None:
                 batch.append(item)
@@ -346,10 +363,20 @@ class Worker:
                     break
             if batch:
                 self._settle(batch)
-            self.settling = False
+            self.settling = self.to_claim = False
             self.slot_freed.set()  # slots the settler could not fill are the lease loop's again
             if item is None:
                 return
+
+    def _gather(self) -> None:
+        """Wait, at most GATHER, for the jobs running now to end, so that their outcomes
+        share the round trip (woken once, by the last of them)."""
+        self.gathered.clear()
+        with self.lock:
+            self.gathering = self.busy > 0
+        if self.gathering:
+            self.gathered.wait(GATHER)
+            self.gathering = False
 
     def _settle(self, batch: list[tuple[Outcome, BaseException | None]]) -> None:
         """Settle a batch and, in the same round trip, lease jobs for the free slots."""
@@ -361,6 +388,7 @@ class Worker:
             self.in_settle |= attempts
         while applied is None:
             claimed = self._claim_slots()
+            self.to_claim = False
             reply = self._store_call(
                 self.backend.settle_and_reserve, outcomes, cfg.queues, claimed, cfg.name,
                 self.lease, self.rotation.next_order(),

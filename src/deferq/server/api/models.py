@@ -61,7 +61,7 @@ JobId = Annotated[str, Meta(min_length=1, max_length=100)]
 #
 _BASES: dict[str, type] = {"string": str, "integer": int, "number": float, "boolean": bool}
 _METAS = {"minimum": "ge", "maximum": "le", "exclusiveMaximum": "lt", "minLength": "min_length",
-          "maxLength": "max_length", "description": "description"}
+          "maxLength": "max_length", "maxItems": "max_length", "description": "description"}
 
 
 def option_schema(http_name: str, spec: Option) -> dict[str, Any]:
@@ -81,6 +81,8 @@ def option_type(schema: dict[str, Any]) -> Any:
             base = base | member
     elif "enum" in schema:
         base = Literal[tuple(schema["enum"])]
+    elif schema.get("type") == "array":
+        base = list[option_type(schema["items"])]  # type: ignore[misc]  # a type made at import
     else:
         base = _BASES[schema["type"]]
     for key, value in schema.items():
@@ -91,7 +93,7 @@ def option_type(schema: dict[str, Any]) -> Any:
             meta.pop("ge", None)
         elif key == "pattern":
             metas.append(matching(value, PATTERN_WORDS.get(value, f"a string matching {value}")))
-        elif key not in ("type", "enum", "oneOf", "anyOf"):
+        elif key not in ("type", "enum", "oneOf", "anyOf", "items"):
             raise ValueError(f"option schema keyword {key!r} is not checked by the HTTP models")
     if "gt" in meta:
         meta.pop("ge", None)
@@ -317,6 +319,7 @@ class Job(Struct):
     remark: Annotated[str, Meta(description="Free text kept with the job for people.")] | None = None
     worker: Annotated[str, Meta(description="The worker holding its lease, while it runs.")] | None = None
     last_worker: Annotated[str, Meta(description="The worker that last ran it (kept after).")] | None = None
+    tags: Annotated[list[str], Meta(description="Labels kept with the job.")] = msgspec.field(default_factory=list)
     # GET /v1/jobs/{id} only: the job's place in a workflow (jobs.workflow)
     after: Annotated[list[str], Meta(description="The ids of the jobs it runs after.")] | None = None
     waiting: Annotated[list[str], Meta(description="The ids of the jobs still waiting for it.")] | None = None

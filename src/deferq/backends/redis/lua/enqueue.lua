@@ -8,12 +8,12 @@
 -- KEYS[7]     key -> job waiting behind its running holder ({P:q:Q}:behind)
 -- KEYS[8]     zset of waiting jobs held back from claims ({P:q:Q}:held)
 -- KEYS[8+i]   job hash of item i                     ({P:q:Q}:job:<id>)
--- ARGV, 13 per item: id, task, payload (JSON [args, kwargs]), priority (0|1|2),
+-- ARGV, 14 per item: id, task, payload (JSON [args, kwargs]), priority (0|1|2),
 --             max_attempts, timeout ('none' = none), unique key ('' = none),
 --             run_at (epoch seconds, 0 = now + delay), delay (seconds),
 --             expiry ('' = none, '@' .. epoch seconds, or '+' .. seconds from now),
 --             on_conflict (ignore | replace | debounce), max_wait ('' = none),
---             remark ('' = none); priority, max_attempts and timeout are '' when they
+--             remark ('' = none), tags (a JSON array, '' = none); priority, max_attempts and timeout are '' when they
 --             are the defaults the readers know (codec.py): left out of the hash.
 -- then, only for items that run after other jobs (options.after): item number (1-based),
 --             'all' or 'any' (after_any), how many parent ids, the parent ids.
@@ -29,6 +29,7 @@
 -- is stored to wait behind it, held back from claims until step_up.lua.
 -- Returns {now as text, one entry per item}: 0 when the item was stored, or
 -- {id, HGETALL...} of the job that answers for it.
+local STRIDE = 14 -- ARGV values per item (codec.ENQUEUE_STRIDE)
 local now, nows, micros = clock()
 local micros_s = string.format('%.0f', micros)
 now = tonumber(nows)
@@ -41,9 +42,9 @@ local function state_of(id)
 end
 local items = #KEYS - 8
 local links = nil -- item number -> ARGV position of its 'all' | 'any'
-if #ARGV > items * 13 then
+if #ARGV > items * STRIDE then
   links = {}
-  local at = items * 13 + 1
+  local at = items * STRIDE + 1
   while at < #ARGV do
     links[tonumber(ARGV[at])] = at + 1
     at = at + 3 + tonumber(ARGV[at + 2])
@@ -51,7 +52,7 @@ if #ARGV > items * 13 then
 end
 local tag = string.sub(KEYS[6], 1, -5)
 for i = 0, items - 1 do
-  local b = i * 13
+  local b = i * STRIDE
   local id, key, mode = ARGV[b + 1], ARGV[b + 7], ARGV[b + 11]
   local holder, behind = nil, nil
   if key ~= '' then
@@ -102,6 +103,9 @@ for i = 0, items - 1 do
     redis.call('HSET', job, unpack(fields))
     if ARGV[b + 13] ~= '' then
       redis.call('HSET', job, 'remark', ARGV[b + 13])
+    end
+    if ARGV[b + 14] ~= '' then
+      redis.call('HSET', job, 'tags', ARGV[b + 14])
     end
     local expiry = ARGV[b + 10]
     if expiry ~= '' then

@@ -13,7 +13,7 @@
 -- name: job_columns
 id, task, payload, queue, priority, state, attempts, max_attempts, timeout,
 unique_key, run_at, created_at, lease_until, worker, error, result, finished_at,
-progress, progress_message, cancel_requested_at, expires_at, updated_at, remark, last_worker
+progress, progress_message, cancel_requested_at, expires_at, updated_at, remark, last_worker, tags
 
 -- name: clock
 SELECT {now}
@@ -24,9 +24,10 @@ SELECT {now}
 -- clock read just before). A held unique key is a duplicate on deferq_jobs_live_key:
 -- the no-op update skips the row. There is no RETURNING: stored_ids tells.
 INSERT INTO {jobs} (id, task, payload, queue, priority, state, max_attempts, timeout,
-                    unique_key, run_at, created_at, expires_at, remark, updated_at)
+                    unique_key, run_at, created_at, expires_at, remark, tags, updated_at)
 VALUES (%(id)s, %(task)s, %(payload)s, %(queue)s, %(priority)s, %(state)s, %(max_attempts)s,
-        %(timeout)s, %(key)s, %(run_at)s, %(created_at)s, %(expires_at)s, %(remark)s, %(created_at)s)
+        %(timeout)s, %(key)s, %(run_at)s, %(created_at)s, %(expires_at)s, %(remark)s, %(tags)s,
+        %(created_at)s)
 ON DUPLICATE KEY UPDATE seq = seq
 
 -- name: stored_ids

@@ -12,7 +12,7 @@ date_part('epoch', now())
 -- as text costs the same as its normal output and leaves decoding to orjson.
 id, task, payload::text, queue, priority, state, attempts, max_attempts, timeout,
 unique_key, run_at, created_at, lease_until, worker, error, result::text, finished_at,
-progress, progress_message, cancel_requested_at, expires_at, updated_at, remark, last_worker
+progress, progress_message, cancel_requested_at, expires_at, updated_at, remark, last_worker, tags
 
 -- name: clock
 SELECT {now}
@@ -25,16 +25,16 @@ SELECT {now}
 -- behind a running holder when another already waits there (deferq_jobs_behind).
 -- RETURNING says which went in.
 INSERT INTO {jobs} (id, task, payload, queue, priority, state, max_attempts, timeout,
-                    unique_key, run_at, created_at, expires_at, remark, updated_at)
+                    unique_key, run_at, created_at, expires_at, remark, tags, updated_at)
 SELECT i.id, i.task, i.payload, i.queue, i.priority, 'queued', i.max_attempts, i.timeout,
        i.key, CASE WHEN i.run_at > 0 THEN i.run_at ELSE {now} + i.delay END, {now},
-       coalesce(i.expires_at, {now} + i.expires_in), i.remark, {now}
+       coalesce(i.expires_at, {now} + i.expires_in), i.remark, i.tags, {now}
 FROM ROWS FROM (jsonb_to_recordset(%(jobs)s::jsonb) AS (
          id text, task text, payload jsonb, queue text, priority smallint, max_attempts int,
          timeout float8, key text, run_at float8, delay float8, expires_at float8,
-         expires_in float8, remark text))
+         expires_in float8, remark text, tags text))
      WITH ORDINALITY AS i(id, task, payload, queue, priority, max_attempts, timeout, key,
-                          run_at, delay, expires_at, expires_in, remark, n)
+                          run_at, delay, expires_at, expires_in, remark, tags, n)
 ORDER BY i.n
 ON CONFLICT DO NOTHING
 RETURNING id, run_at, created_at
@@ -43,11 +43,11 @@ RETURNING id, run_at, created_at
 -- The same for one job, the commonest call: plain values plan and bind faster than
 -- a document to unpack (a third less time per single enqueue, measured).
 INSERT INTO {jobs} (id, task, payload, queue, priority, state, max_attempts, timeout,
-                    unique_key, run_at, created_at, expires_at, remark, updated_at)
+                    unique_key, run_at, created_at, expires_at, remark, tags, updated_at)
 VALUES (%(id)s, %(task)s, %(payload)s::jsonb, %(queue)s, %(priority)s, 'queued',
         %(max_attempts)s, %(timeout)s, %(key)s,
         CASE WHEN %(run_at)s > 0 THEN %(run_at)s ELSE {now} + %(delay)s END, {now},
-        coalesce(%(expires_at)s::float8, {now} + %(expires_in)s::float8), %(remark)s, {now})
+        coalesce(%(expires_at)s::float8, {now} + %(expires_in)s::float8), %(remark)s, %(tags)s, {now})
 ON CONFLICT DO NOTHING
 RETURNING id, run_at, created_at
 

@@ -14,7 +14,7 @@
 -- Every job read returns these, in this order (rows.py decodes them).
 id, task, payload, queue, priority, state, attempts, max_attempts, timeout,
 key, run_at, created_at, lease_until, worker, error, result, finished_at,
-progress, progress_message, cancel_requested_at, expires_at, updated_at, remark, last_worker
+progress, progress_message, cancel_requested_at, expires_at, updated_at, remark, last_worker, tags
 
 -- name: data_version
 -- Changes whenever another connection commits: a read of shared memory, no I/O.
@@ -28,8 +28,8 @@ PRAGMA data_version
 -- Positional parameters, in the order of the column list (job.NEW_COLUMNS, rows.new_row):
 -- the commonest write binds a tuple, cheaper than looking up names.
 INSERT OR IGNORE INTO {jobs} (id, task, payload, queue, priority, state, max_attempts, timeout,
-                              key, run_at, created_at, expires_at, updated_at, remark)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)
+                              key, run_at, created_at, expires_at, updated_at, remark, tags)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)
 
 -- name: holders
 -- The unfinished jobs with these keys: each key's holder, and a job waiting behind a
