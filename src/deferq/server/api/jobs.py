@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ...backends.base import Enqueue
+from ...errors import StoreUnavailable
 from ...flows import batch as batches
 from ...flows.batch import BATCH_OF, MEMBER_OF
 from ...job import HTTP_FIELDS, Job
@@ -107,7 +108,16 @@ def workflow(store: Any, job: Job) -> dict[str, Any]:
         children += batch["callbacks"].values()
     return {"after": after, "waiting": waiting, "parents": _links(store, after),
             "children": _links(store, list(dict.fromkeys(children))), "batch": batch,
-            "steps": timeline(store, job.id)}
+            "steps": _steps(store, job)}
+
+
+def _steps(store: Any, job: Job) -> list[dict[str, Any]] | None:
+    """The job's durable steps; None when the part of the store that keeps them does not
+    answer (a Redis shard): the job's page still shows the job."""
+    try:
+        return timeline(store, job.id)
+    except StoreUnavailable:
+        return None
 
 
 def _links(store: Any, ids: list[str]) -> list[dict[str, Any]]:
