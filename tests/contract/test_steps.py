@@ -156,3 +156,17 @@ def test_wake_makes_only_a_scheduled_job_due(app: deferq.App, backend) -> None:
     from deferq.backends.base import Outcome
     backend.settle([Outcome(job, OutcomeKind.SUCCEEDED) for job in leased])
     assert not backend.wake(later.id)
+
+
+def test_a_namespace_expires_at_once(backend) -> None:
+    backend.kv_put("steps-test", "a", b"1")
+    backend.kv_put("steps-test", "b", b"2", ttl=3600)
+    backend.kv_put("steps-other", "a", b"3")
+    assert backend.kv_expire("steps-test", 3600) == 2
+    assert backend.kv_list("steps-test") == {"a": b"1", "b": b"2"}
+    assert backend.kv_expire("steps-test", 0.05) == 2
+    deadline = time.monotonic() + 5
+    while backend.kv_list("steps-test"):
+        assert time.monotonic() < deadline, "the records did not expire"
+        time.sleep(0.02)
+    assert backend.kv_list("steps-other") == {"a": b"3"}

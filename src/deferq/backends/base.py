@@ -481,6 +481,14 @@ class Records(ABC):
         """Store a small record. With `only_new`, store it only if absent (or expired) and
         say whether it was stored: an atomic "first one wins" for many processes."""
 
+    def kv_expire(self, namespace: str, ttl: float) -> int:
+        """Every live record of a namespace expires `ttl` seconds from now; returns how
+        many. Stores that can do it in one statement override this."""
+        records = self.kv_list(namespace)
+        for key, value in records.items():
+            self.kv_put(namespace, key, value, ttl=ttl)
+        return len(records)
+
     def kv_put_within(self, connection: Any, namespace: str, key: str, value: bytes) -> bool:
         """`kv_put(..., only_new=True)` on the caller's open database `connection`, inside
         its transaction (a durable step's checkpoint committed with the step's own rows):

@@ -477,6 +477,14 @@ class MemoryBackend(MemoryHistory, Backend):
         with self._changed:
             return self._slots.get(scope, {}).pop(holder, None) is not None
 
+    def kv_expire(self, namespace: str, ttl: float) -> int:
+        with self._changed:
+            live = [(key, value) for (ns, key), (value, _) in self._kv.items()
+                    if ns == namespace and self._live(ns, key) is not None]
+            for key, value in live:
+                self._kv[(namespace, key)] = (value, self.now() + ttl)
+            return len(live)
+
     def kv_get(self, namespace: str, key: str) -> bytes | None:
         with self._changed:
             return self._live(namespace, key)

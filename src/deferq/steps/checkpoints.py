@@ -179,8 +179,7 @@ class JobSteps:
         if outcome not in ENDS_STEPS or not self.records:
             return
         try:
-            for name, record in self.records.items():
-                self.store.kv_put(self.namespace, name, dumps(record), ttl=max(self.keep, 1.0))
+            self.store.kv_expire(self.namespace, max(self.keep, 1.0))
         except DeferqError as exc:
             log.warning("could not set the expiry of job %s's checkpoints: %s", self.job.id, exc)
 

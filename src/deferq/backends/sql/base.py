@@ -625,6 +625,9 @@ class SQLBackend(SQLHistory, SQLSearch, Backend):
 
         return self.run(plan(), atomic=True)
 
+    def kv_expire(self, namespace: str, ttl: float) -> int:
+        return self.run(self._count(self.q["kv_expire"], {"namespace": namespace, "ttl": float(ttl)}))
+
     def kv_put_within(self, connection: Any, namespace: str, key: str, value: bytes) -> bool:
         params = {"namespace": namespace, "key": key, "value": bytes(value), "ttl": None}
 

@@ -276,6 +276,12 @@ INSERT INTO {kv} (namespace, `key`, value, expires_at)
 VALUES (%(namespace)s, %(key)s, %(value)s, {now} + %(ttl)s)
 ON DUPLICATE KEY UPDATE value = VALUES(value), expires_at = VALUES(expires_at)
 
+-- name: kv_expire
+-- Every live record of a namespace expires ttl seconds from now (a job's checkpoints
+-- once it has ended: steps/checkpoints.py).
+UPDATE {kv} SET expires_at = {now} + %(ttl)s
+WHERE namespace = %(namespace)s AND (expires_at IS NULL OR expires_at > {now})
+
 -- name: kv_delete_expired
 DELETE FROM {kv} WHERE namespace = %(namespace)s AND `key` = %(key)s AND expires_at <= {now}
 

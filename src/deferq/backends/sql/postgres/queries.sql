@@ -307,6 +307,12 @@ INSERT INTO {kv} (namespace, key, value, expires_at)
 VALUES (%(namespace)s, %(key)s, %(value)s, {now} + %(ttl)s::float8)
 ON CONFLICT (namespace, key) DO UPDATE SET value = EXCLUDED.value, expires_at = EXCLUDED.expires_at
 
+-- name: kv_expire
+-- Every live record of a namespace expires ttl seconds from now (a job's checkpoints
+-- once it has ended: steps/checkpoints.py).
+UPDATE {kv} SET expires_at = {now} + %(ttl)s::float8
+WHERE namespace = %(namespace)s AND (expires_at IS NULL OR expires_at > {now})
+
 -- name: kv_delete_expired
 DELETE FROM {kv} WHERE namespace = %(namespace)s AND key = %(key)s AND expires_at <= {now}
 

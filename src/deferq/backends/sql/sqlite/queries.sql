@@ -235,6 +235,12 @@ SELECT queue, paused_at FROM {paused}
 INSERT OR REPLACE INTO {kv} (namespace, key, value, expires_at)
 VALUES (:namespace, :key, :value, {now} + :ttl)
 
+-- name: kv_expire
+-- Every live record of a namespace expires ttl seconds from now (a job's checkpoints
+-- once it has ended: steps/checkpoints.py).
+UPDATE {kv} SET expires_at = {now} + :ttl
+WHERE namespace = :namespace AND (expires_at IS NULL OR expires_at > {now})
+
 -- name: kv_delete_expired
 DELETE FROM {kv} WHERE namespace = :namespace AND key = :key AND expires_at <= {now}
 
