@@ -59,6 +59,12 @@ class Snooze(DeferqError):
         self.reason = reason
 
 
+class StepMismatch(DeferqError, ValueError):
+    """A durable step's name no longer matches what the job stored under it when it first
+    ran (another function, another kind, another order): the job ends dead, since no
+    retry can make old checkpoints fit new code."""
+
+
 class JobTimeout(DeferqError):
     """A job ran past its timeout."""
 

@@ -63,6 +63,9 @@ EXAMPLES = {
     "run-now": f"deferq run-now {EXAMPLE_ID}",
     "retrying": "deferq retrying --queue payments",
     "stats": "deferq stats --url redis://127.0.0.1:6379/0 --watch",
+    "event": "deferq event send payment user:42 --data '{\"amount\": 10}'",
+    "event list": "deferq event list --json",
+    "event send": "deferq event send payment user:42 --data '{\"amount\": 10}'",
     "remark": "deferq remark 06H0G30DX5YKGH6BGCZVYCJVWC 'refunded by support, ticket 4711'",
     "queue": "deferq queue pause email",
     "queue list": "deferq queue list --json",
@@ -312,13 +315,70 @@ def show_job(app: App, job_id: str, as_json: bool) -> None:
     if job is None:
         raise click.ClickException(f"no job {job_id}")
     links = app.dependencies(job)
+    steps = app.steps(job.id)
     if as_json:
-        print_json({**job.to_dict(), **links})
+        print_json({**job.to_dict(), **links, "steps": steps})
         return
     print_job(job, as_json)
     for label, ids in (("runs after", links["after"]), ("waited on by", links["waiting"])):
         if ids:
             click.echo(f"{label + ':':<13} {', '.join(ids)}")
+    for number, step in enumerate(steps, 1):
+        click.echo(f"{'steps:' if number == 1 else '':<13} {number}. {step_line(step)}")
+
+
+def step_line(step: dict[str, Any]) -> str:
+    """One durable step of `deferq job`: its name, kind and state, and what it gave or awaits."""
+    text = f"{step['name']} ({step['kind']}) {step['state']}"
+    if step["kind"] == "step":
+        text += f" in {step['took']:.3f}s: {orjson.dumps(step['result']).decode()[:60]}"
+    elif step["state"] in ("sleeping", "waiting"):
+        awaited = f"{step['event']} {step['key']} " if step["kind"] == "wait" else ""
+        text += f": {awaited}until {when(step['until'])}"
+    elif step["kind"] == "wait" and step["state"] == "done":
+        text += f": {orjson.dumps(step['result']).decode()[:60]}"
+    return text
+
+
+@main.group()
+def event() -> None:
+    """Events for jobs waiting in job.wait_for(...)."""
+
+
+@event.command("list")
+@existing_store_options
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def event_list(app: App, as_json: bool) -> None:
+    """The events kept for jobs that wait for them later, newest first."""
+    events = app.events()
+    if as_json:
+        print_json(events)
+        return
+    for sent in events:
+        data = orjson.dumps(sent["data"]).decode()[:80]
+        click.echo(f"{when(sent['at'])}  {sent['event']} {sent['key']}  {data}")
+    if not events:
+        click.echo("no events kept")
+
+
+@event.command("send")
+@existing_store_options
+@click.argument("name")
+@click.argument("key")
+@click.option("--data", default="null", help="The event's data, as JSON.")
+@click.option("--keep", type=float, default=7 * 86400.0, show_default=True,
+              help="Seconds the event is kept for jobs that wait for it later.")
+def event_send(app: App, name: str, key: str, data: str, keep: float) -> None:
+    """Send event NAME for KEY: wake the jobs waiting for it."""
+    try:
+        value = orjson.loads(data)
+    except ValueError as exc:
+        raise click.BadParameter(f"--data is not JSON: {exc}") from None
+    try:
+        woken = app.send_event(name, key, value, keep)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+    click.echo(f"sent {name} {key}: woke {woken} waiting job{'s' if woken != 1 else ''}")
 
 
 @main.command()

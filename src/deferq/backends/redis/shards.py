@@ -523,6 +523,9 @@ class ShardedRedisBackend(Backend):
     def cancel(self, job_id: str) -> bool:
         return self._by_id(job_id, lambda b: b.cancel(job_id), bool)
 
+    def wake(self, job_id: str) -> bool:
+        return self._by_id(job_id, lambda b: b.wake(job_id), bool)
+
     def retry_dead(self, job_id: str) -> bool:
         return self._by_id(job_id, lambda b: b.retry_dead(job_id), bool)
 

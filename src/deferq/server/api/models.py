@@ -333,6 +333,16 @@ class RemarkRequest(Struct, forbid_unknown_fields=True):
     remark: Annotated[str, Meta(max_length=MAX_REMARK)] | None
 
 
+class EventRequest(Struct, forbid_unknown_fields=True):
+    """An event for the jobs waiting for it (`job.wait_for(name, event=..., key=...)`)."""
+
+    event: Annotated[str, Meta(min_length=1, max_length=60, pattern=r"^[^\x00-\x1f]+$")]
+    key: Annotated[str, Meta(min_length=1, max_length=100, pattern=r"^[^\x00-\x1f]+$")]
+    data: Any = None
+    keep: Annotated[float, Meta(ge=0, le=366 * 86400, description=(
+        "Seconds the event is kept for jobs that wait for it later (default a week)."))] = 7 * 86400.0
+
+
 class IdsRequest(Struct, forbid_unknown_fields=True):
     """Jobs named by id (those a console filter matched)."""
 
@@ -421,6 +431,7 @@ class Job(Struct):
         "The jobs that run after it (the first 50): those enqueued with it (a chain's next step, "
         "a chord's callback, a batch's callbacks) and those still waiting for it."))] | None = None
     batch: Annotated[JobBatch, Meta(description="The batch it is a member or a callback of.")] | None = None
+    steps: Annotated[list[Step], Meta(description="Its durable steps, sleeps and waits.")] | None = None
 
 
 class JobLink(Struct):
@@ -506,6 +517,40 @@ class QueuePaused(Struct):
 class Remark(Struct):
     id: str
     remark: str | None
+
+
+class EventSent(Struct):
+    event: str
+    key: str
+    woken: Annotated[int, Meta(description="How many waiting jobs it woke.")]
+
+
+class KeptEvent(Struct):
+    event: str
+    key: str
+    id: str
+    at: Annotated[float, Meta(description="When it was sent.")]
+    data: Any
+
+
+class EventList(Struct):
+    events: list[KeptEvent]
+
+
+class Step(Struct):
+    """One durable step, sleep or wait of a job, in the order the job reached them."""
+
+    name: str
+    kind: Literal["step", "sleep", "wait"]
+    state: Literal["done", "sleeping", "waiting", "timed out"]
+    at: Annotated[float, Meta(description="When the job first reached it.")]
+    attempt: int | None
+    took: float | None = None
+    result: Any = None
+    fn: str | None = None
+    until: Annotated[float, Meta(description="A sleep's end, or a wait's timeout.")] | None = None
+    event: str | None = None
+    key: str | None = None
 
 
 class DeletedBatch(Struct):
@@ -668,4 +713,5 @@ MODELS: tuple[Any, ...] = (
     Deleted, Purged, Retried, Alerts, SavedAlerts, Status, QueuePaused, Remark, RemarkRequest, IdsRequest,
     DeletedBatch, StorePart, StoreParts, ShardRequest, Shard, ShardChange, Shards, History, CancelBatchRequest,
     CancelledBatch, DeletedJobs, CronSchedule, EverySchedule, Schedule, ScheduleList,
+    EventRequest, EventSent, Step, KeptEvent, EventList,
 )

@@ -129,6 +129,13 @@ def _paths() -> dict[str, Any]:
                              {"200": answer("The batch", ref("Batch"))},
                              params=[path_param("batch_id"), *query(models.BatchQuery)]),
         },
+        "/v1/events": {
+            "post": operation("Send an event: wake the jobs waiting for it (job.wait_for), keep it for later ones",
+                              "producer", {"200": answer("Sent", ref("EventSent"))}, ref("EventRequest"),
+                              errors=("422", "503")),
+            "get": operation("The events kept for jobs that wait for them later, newest first", "reader",
+                             {"200": answer("Events", ref("EventList"))}, errors=("503",)),
+        },
         "/v1/jobs/{job_id}/remark": {
             "put": operation("Set a job's remark (free text; null clears it)", "admin",
                              {"200": answer("Set", ref("Remark"))}, ref("RemarkRequest"), params=job_id),

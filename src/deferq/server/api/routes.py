@@ -18,6 +18,7 @@ from ...backends.redis import reshard
 from ...flows import batch as batches
 from ...job import Job, JobState
 from ...options import MAX_REMARK, queue_name
+from ...steps import events as step_events
 from ..http import auth, fields, settings
 from ..http.errors import ApiError, Invalid, not_found
 from ..process.web import JSON, authorize, read_json, service_of, wait_holder
@@ -304,6 +305,21 @@ async def set_remark(request: Request) -> JSON:
     return JSON({"id": job_id, "remark": remark})
 
 
+@needs(PRODUCER)
+async def send_event(request: Request) -> JSON:
+    service = service_of(request)
+    sent = fields.parse(models.EventRequest, await read_json(request), "the event")
+    woken = await service.store(step_events.send_event, service.backend, sent.event, sent.key, sent.data,
+                                sent.keep)
+    return JSON({"event": sent.event, "key": sent.key, "woken": woken})
+
+
+@needs(READER)
+async def list_events(request: Request) -> JSON:
+    service = service_of(request)
+    return JSON({"events": await service.store(step_events.kept_events, service.backend)})
+
+
 def _delete_dead(backend: Backend, ids: list[str]) -> dict[str, Any]:
     """Delete the dead letters among `ids` (a job retried meanwhile is kept)."""
     not_deleted = []
@@ -500,6 +516,7 @@ ROUTES: dict[str, dict[str, Handler]] = {
     "/v1/batches/{batch_id}": {"GET": get_batch},
     "/v1/jobs/{job_id}/remark": {"PUT": set_remark},
     "/v1/jobs/{job_id}/run-now": {"POST": run_now},
+    "/v1/events": {"POST": send_event, "GET": list_events},
     "/v1/queues": {"GET": list_queues},
     "/v1/queues/{queue}/pause": {"POST": pause_queue},
     "/v1/queues/{queue}/resume": {"POST": resume_queue},
