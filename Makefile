@@ -30,7 +30,8 @@ browser:
 # servers, browsers or worker processes), under a minute on 2 cores. `make test` is the whole.
 FAST_TESTS := tests/contract tests/test_codec.py tests/test_properties.py tests/test_layers.py \
 	tests/test_workflow_properties.py tests/test_middleware.py tests/test_history.py tests/test_workflows.py \
-	tests/test_worker.py tests/test_testing_helpers.py tests/test_results.py
+	tests/test_worker.py tests/test_testing_helpers.py tests/test_results.py tests/test_steps.py \
+	tests/test_steps_properties.py
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_PROCESSES) -m "not slow" \
 		-k "memory or sqlite or not (redis or postgres or mysql or cluster or shards)" $(FAST_TESTS)

@@ -62,3 +62,19 @@ def chord_done(values: list[int]) -> int:
 @app.task()
 def batch_done(batch: dict) -> None:  # type: ignore[type-arg]
     _record(f"batch {batch['total']} {batch['succeeded']} {batch['dead']}")
+
+
+@app.task(max_attempts=20)
+def stepped(i: int) -> int:
+    """Durable steps under crashes (tests/test_steps_crash.py): each step records itself
+    once it ran; plain work between steps (re-run on every resume) gives kills a target."""
+    job = deferq.current_job()
+    assert job is not None
+    job.step("one", _record, f"one {i}")
+    time.sleep(0.01)
+    job.sleep("nap", 0.2)
+    job.step("two", _record, f"two {i}")
+    time.sleep(0.01)
+    paid = job.wait_for("answer", event="answer", key=str(i), timeout=60)
+    job.step("three", _record, f"three {i} {paid}")
+    return i

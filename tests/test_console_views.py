@@ -18,6 +18,7 @@ import pytest
 from playwright.sync_api import expect
 
 import deferq
+from deferq import testing
 from deferq.backends.base import Outcome
 from deferq.server.topics import delivery
 from deferq.server.topics.signing import SIGNATURE_HEADER
@@ -715,3 +716,37 @@ def test_the_jobs_list_pages_by_cursor_and_searches_text(served):
     assert "tag=import" in page.url
     no_errors(page)
     page.context.close()
+
+
+def test_the_job_page_shows_its_durable_steps(served):
+    """A job that ran a step and waits for an event: its steps as a timeline (the step
+    done with its result, the wait with its event and key); then gone, as the job."""
+    world, base, browser = served
+    app = deferq.App(world.url)
+
+    @app.task(name="console.onboard", queue="steps-demo")
+    def onboard(user: int) -> object:
+        job = deferq.current_job()
+        assert job is not None
+        job.step("welcome", lambda: {"mail": user})
+        return job.wait_for("paid", "payment", f"user:{user}", 3600)
+
+    job = onboard.enqueue(7)
+    [leased] = app.backend.reserve(["steps-demo"], 1, "console-test", 30, (0, 1, 2))
+    testing.run_here(app, leased)
+    try:
+        page = signed_in(browser, base, world.reader, width=390)
+        page.goto(f"{base}/dashboard/jobs/{job.id}")
+        steps = page.locator("#job-steps li")
+        expect(steps).to_have_count(2)
+        expect(steps.nth(0)).to_contain_text("welcome")
+        expect(steps.nth(0)).to_contain_text('{"mail":7}')
+        expect(steps.nth(1)).to_contain_text("waiting")
+        expect(steps.nth(1)).to_contain_text("payment user:7")
+        no_errors(page)
+        fits(page)
+        page.context.close()
+    finally:
+        app.cancel(job.id)
+        app.backend.delete(job.id)
+        app.close()

@@ -26,7 +26,9 @@ FLOORS: list[tuple[str, set[str]]] = [
                 "deferq.context", "deferq.net"}),
     ("stores", {"deferq.backends"}),
     ("jobs", {"deferq.middleware", "deferq.limits", "deferq.options", "deferq.task", "deferq.registry",
-              "deferq.results", "deferq.observe", "deferq.attempt", "deferq.testing"}),
+              "deferq.results", "deferq.observe", "deferq.attempt", "deferq.testing",
+              # durable steps: kept by a running job (the worker, deferq.testing), read by the App
+              "deferq.steps"}),
     ("features between jobs", {"deferq.flows"}),
     ("the App", {"deferq", "deferq.app", "deferq.loading"}),
     ("processes", {"deferq.worker", "deferq.supervisor", "deferq.server.http", "deferq.server.topics"}),

@@ -18,7 +18,7 @@ from deferq.flows.firing import GRACE, LEASE, current_leader
 from tests.supervisor_harness import FIXTURES, ROOT, TREE_PATH, all_jobs, store_url, wait_until
 
 EVERY = 2.0
-RUN = 30.0  # seconds of ticks in all; the leader is killed a third of the way in
+RUN = 60.0  # a minute of ticks; the leader is killed a third of the way in
 
 
 @pytest.fixture

@@ -9,6 +9,7 @@ import os
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from datetime import timedelta
 from typing import Any, ParamSpec, TypeVar, Unpack, overload
 
 from . import results
@@ -27,6 +28,7 @@ from .observe.history import History, HistoryRecorder
 from .observe.logs import JobLog
 from .options import JobOptions, JobOptionsKw, TaskDefaults, TaskOptions, queue_name, remark_text
 from .registry import EVENTS, Registry
+from .steps import events as step_events
 from .task import AFTER, Call, Hook, Task, build_enqueue
 
 log = logging.getLogger("deferq")
@@ -320,6 +322,27 @@ class App:
         """{"after": the jobs it runs after (as enqueued), "waiting": the jobs still
         waiting for it}."""
         return {"after": list(job.meta.get(AFTER, ())), "waiting": self.backend.dependents(job.id)}
+
+    def send_event(self, event: str, key: str, data: Any = None,
+                   keep: float | timedelta = step_events.EVENT_KEEP) -> int:
+        """Wake every job waiting in `job.wait_for(..., event=event, key=key)` with `data`
+        (JSON), and keep the event `keep` seconds (a week) for jobs that wait for it later.
+        Returns how many waiting jobs it woke (docs/steps.md)."""
+        return step_events.send_event(self.backend, event, key, data, keep)
+
+    async def send_event_async(self, event: str, key: str, data: Any = None,
+                               keep: float | timedelta = step_events.EVENT_KEEP) -> int:
+        return await asyncio.to_thread(self.send_event, event, key, data, keep)
+
+    def events(self) -> list[dict[str, Any]]:
+        """The events kept for jobs that wait for them later (`send_event`'s `keep`),
+        newest first: event, key, id, when it was sent (`at`) and its data."""
+        return step_events.kept_events(self.backend)
+
+    def steps(self, job_id: str) -> list[dict[str, Any]]:
+        """A job's durable steps, sleeps and waits in the order it reached them, each with
+        its state, when it started and its result (or what it waits for)."""
+        return step_events.timeline(self.backend, job_id)
 
     def wait(self, job_id: str, timeout: float | None = None) -> Any:
         """The result of a job once it has finished (see `Job.wait`)."""

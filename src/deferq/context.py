@@ -3,18 +3,25 @@
 A context variable, so each runner thread and each asyncio task sees its own job.
 What it holds is a `RunningJob`: the Job's attributes (id, attempts, args, ...), and
 what a task may say to or hear from its worker while it runs: `progress(...)`,
-`cancel_requested`, and its concurrency slot's `slot_fence` and `holds_slot()`.
+`cancel_requested`, its concurrency slot's `slot_fence` and `holds_slot()`, and its
+durable steps (`step`, `sleep`, `wait_for`: flows/steps.py keeps them in the store).
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import math
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
-from typing import Any, Protocol
+from datetime import datetime, timedelta
+from typing import Any, ParamSpec, Protocol, TypeVar, overload
 
+from .errors import ConfigError
 from .job import Job
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 
 class Slot(Protocol):
@@ -27,6 +34,27 @@ class Slot(Protocol):
     def report_lost(self, job: Job, when: str) -> None: ...
 
 
+class Checkpoints(Protocol):
+    """A running job's durable steps, kept in the store (flows.steps.JobSteps)."""
+
+    def reach(self, name: str, kind: str, fn: Callable[..., Any] | None = None) -> dict[str, Any] | None: ...
+
+    def now(self) -> float: ...
+
+    def kept(self, name: str, fn: Callable[..., Any], result: Any, started: float) -> Any: ...
+
+    def step(self, name: str, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any: ...
+
+    def step_within(self, connection: Any, name: str, fn: Callable[..., Any], args: tuple[Any, ...],
+                    kwargs: dict[str, Any]) -> Any: ...
+
+    def sleep(self, name: str, delay: float | None = None, until: float | None = None) -> None: ...
+
+    def wait_for(self, name: str, event: str, key: str, timeout: float) -> Any: ...
+
+    def ended(self, outcome: str) -> None: ...
+
+
 MESSAGE_LIMIT = 500  # characters of a progress message that are stored
 
 #: where a running job's progress goes: (job, fraction, message), never blocking the task
@@ -37,13 +65,24 @@ class JobControl:
     """The worker's side of one running job: where its progress goes and whether
     someone asked it to stop (`app.cancel(id)` on an active job)."""
 
-    __slots__ = ("cancelled", "report", "slot", "task")
+    __slots__ = ("cancelled", "checkpoints", "report", "slot", "steps_for", "task")
 
-    def __init__(self, report: Reporter | None = None) -> None:
+    def __init__(self, report: Reporter | None = None,
+                 steps_for: Callable[[Job], Checkpoints] | None = None) -> None:
         self.cancelled = False  # a plain flag: one thread sets it, the task's reads it
         self.report = report
         self.task: asyncio.Task[Any] | None = None  # an async job's task, to cancel it
         self.slot: Slot | None = None  # the concurrency slot this run took (limits.py)
+        self.steps_for = steps_for  # makes the job's durable steps when it first reaches one
+        self.checkpoints: Checkpoints | None = None
+
+    def steps(self, job: Job) -> Checkpoints:
+        if self.checkpoints is None:
+            if self.steps_for is None:
+                raise ConfigError("durable steps need the job to run under a worker "
+                                  "(or deferq.testing), where its store is known")
+            self.checkpoints = self.steps_for(job)
+        return self.checkpoints
 
     def request_cancel(self) -> None:
         """Set the flag a sync task reads; cancel an async task at its next await."""
@@ -106,6 +145,84 @@ class RunningJob:
         and another job of the same key may run. False for a task without a
         concurrency limit; store errors are raised."""
         return self.control.slot is not None and self.control.slot.held()
+
+    # -- durable steps (docs/steps.md) --------------------------------------------------------
+
+    def step(self, name: str, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        """Run `fn(*args, **kwargs)` the first time the job reaches the step `name` and
+        keep its result (JSON) in the store; when the job runs again (after a sleep, an
+        event, a crash or a retry) return the kept result without running `fn`."""
+        return self.control.steps(self.job).step(name, fn, args, kwargs)  # type: ignore[no-any-return]
+
+    def step_in_transaction(self, connection: Any, name: str, fn: Callable[P, T], /,
+                            *args: P.args, **kwargs: P.kwargs) -> T:
+        """`step`, with its checkpoint written on your open database `connection`
+        (PostgreSQL, MySQL) inside the transaction where `fn` writes its own rows: commit
+        it, and both the rows and the checkpoint are kept, or neither. If another attempt
+        kept the step first, this raises `StepTaken`: roll back."""
+        return self.control.steps(self.job).step_within(connection, name, fn, args, kwargs)  # type: ignore[no-any-return]
+
+    @overload
+    async def step_async(self, name: str, fn: Callable[P, Awaitable[T]], /,
+                         *args: P.args, **kwargs: P.kwargs) -> T: ...
+
+    @overload
+    async def step_async(self, name: str, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T: ...
+
+    async def step_async(self, name: str, fn: Callable[P, Any], /, *args: P.args, **kwargs: P.kwargs) -> Any:
+        """`step` for async tasks: `fn` may be a coroutine function."""
+        steps = self.control.steps(self.job)
+        record = await asyncio.to_thread(steps.reach, name, "step", fn)
+        if record is not None:
+            return record["result"]
+        started = steps.now()
+        result = fn(*args, **kwargs)
+        if inspect.isawaitable(result):
+            result = await result
+        return await asyncio.to_thread(steps.kept, name, fn, result, started)
+
+    def sleep(self, name: str, delay: float | timedelta) -> None:
+        """Leave the worker for `delay` (seconds or a timedelta) from when the job first
+        reached this sleep; the job runs again then, and passes it."""
+        seconds = duration(delay, "a sleep's delay")
+        self.control.steps(self.job).sleep(name, delay=seconds)
+
+    def sleep_until(self, name: str, when: datetime | float) -> None:
+        """`sleep` until `when` (an aware datetime, or epoch seconds)."""
+        until = _epoch(when)
+        self.control.steps(self.job).sleep(name, until=until)
+
+    def wait_for(self, name: str, event: str, key: str, timeout: float | timedelta) -> Any:
+        """Leave the worker until `app.send_event(event, key, data)` (then return its
+        data) or `timeout` after the job first reached this wait (then return None). An
+        event sent since the job was created, while it was not yet waiting, counts."""
+        seconds = duration(timeout, "a wait's timeout")
+        return self.control.steps(self.job).wait_for(name, event, key, seconds)
+
+    async def sleep_async(self, name: str, delay: float | timedelta) -> None:
+        await asyncio.to_thread(self.sleep, name, delay)
+
+    async def sleep_until_async(self, name: str, when: datetime | float) -> None:
+        await asyncio.to_thread(self.sleep_until, name, when)
+
+    async def wait_for_async(self, name: str, event: str, key: str, timeout: float | timedelta) -> Any:
+        return await asyncio.to_thread(self.wait_for, name, event, key, timeout)
+
+
+def duration(value: float | timedelta, what: str) -> float:
+    """Seconds given as a number or a timedelta, checked."""
+    number = value.total_seconds() if isinstance(value, timedelta) else value
+    if isinstance(number, bool) or not isinstance(number, int | float) or not math.isfinite(number) or number < 0:
+        raise ConfigError(f"{what} must be seconds or a timedelta, 0 or more, got {value!r:.60}")
+    return float(number)
+
+
+def _epoch(when: datetime | float) -> float:
+    if isinstance(when, datetime):
+        if when.tzinfo is None:
+            raise ConfigError(f"sleep_until needs an aware datetime (with a time zone), got {when}")
+        return when.timestamp()
+    return duration(when, "sleep_until's time")
 
 
 running_job: ContextVar[RunningJob | None] = ContextVar("deferq_current_job", default=None)

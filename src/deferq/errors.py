@@ -92,6 +92,12 @@ def _retry_after(value: str | float | None) -> float | None:
     return None if when.tzinfo is None else max(0.0, when.timestamp() - time.time())
 
 
+class StepMismatch(DeferqError, ValueError):
+    """A durable step's name no longer matches what the job stored under it when it first
+    ran (another function, another kind, another order): the job ends dead, since no
+    retry can make old checkpoints fit new code."""
+
+
 class JobTimeout(DeferqError):
     """A job ran past its timeout."""
 

@@ -36,6 +36,7 @@ class Runtime(Protocol[Reg]):
 
     tasks: dict[str, Task[..., Any]]
     lease: float
+    result_ttl: float
     periodic_jobs: list[Any]
     _backend: Backend | None
 

@@ -21,6 +21,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 from .attempt.progress import ProgressWriter
@@ -33,6 +34,7 @@ from .errors import ConfigError
 from .job import WAITING_STATES, Job, Priority, dumps, loads
 from .middleware import Middleware
 from .registry import Registry
+from .steps.checkpoints import JobSteps
 from .task import Runtime, Task
 
 WORKER = "eager"
@@ -70,7 +72,7 @@ def run_here(app: Runtime[Registry], job: Job, retry_at_once: bool = False) -> O
     registry = app.registry
     spec = registry.spec_for(job)
     progress = ProgressWriter(app.backend.record_progress)  # as in a worker: throttled
-    control = JobControl(progress.report)
+    control = JobControl(progress.report, partial(JobSteps, app.backend, app.lease, app.result_ttl))
     if spec.is_async:
         outcome, exc = asyncio.run(run_async(spec, job, registry.chain, control))
     else:

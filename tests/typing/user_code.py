@@ -72,3 +72,30 @@ reveal_type(deferq.chord([ping.call("a"), ping.call("b")], total.partial()).enqu
 reveal_type(deferq.group(ping.call("a"), ping.call("b")).enqueue().wait())
 flow_count: int = deferq.chain(ping.call("a"), receipt.partial()).enqueue().wait()  # error
 deferq.chain(total.call([1.0]), send.partial(email=3))  # error
+
+
+def lookup(user: int, *, verbose: bool = False) -> str:
+    return str(user)
+
+
+async def fetch(user: int) -> bytes:
+    return b""
+
+
+@app.task
+def stepped(user: int) -> None:
+    job = deferq.current_job()
+    assert job is not None
+    name: str = job.step("lookup", lookup, user, verbose=True)
+    count: int = job.step("lookup again", lookup, user)  # error
+    job.step("bad args", lookup, "u")  # error
+    job.sleep("nap", 3.0)
+    print(name, count)
+
+
+async def async_steps() -> None:
+    job = deferq.current_job()
+    assert job is not None
+    body: bytes = await job.step_async("fetch", fetch, 1)
+    text: str = await job.step_async("fetch again", fetch, 1)  # error
+    print(body, text)

@@ -14,7 +14,7 @@ import orjson
 
 from ..backends.base import Outcome, OutcomeKind
 from ..context import JobControl, RunningJob, current_job, running_job
-from ..errors import JobTimeout, PayloadError, Retry, Snooze
+from ..errors import JobTimeout, PayloadError, Retry, Snooze, StepMismatch
 from ..job import Job
 from ..middleware import Chain
 from ..registry import TaskSpec
@@ -44,6 +44,8 @@ def run_sync(
         running_job.reset(token)
     if control is not None and control.cancelled:  # asked to stop: whatever it did, it stopped
         outcome = stopped(job)
+    if control is not None and control.checkpoints is not None:
+        control.checkpoints.ended(outcome.kind)
     chain.run_after(chain.after_run, job, outcome, exc)
     return outcome, exc
 
@@ -75,6 +77,8 @@ async def run_async(
         running_job.reset(token)
     if control.cancelled:
         outcome = stopped(job)
+    if control.checkpoints is not None:
+        await asyncio.to_thread(control.checkpoints.ended, outcome.kind)
     chain.run_after(chain.after_run, job, outcome, exc)
     return outcome, exc
 
@@ -108,7 +112,7 @@ def decide_failure(spec: TaskSpec, job: Job, exc: BaseException) -> Outcome:
     """Retry with the task's backoff while attempts remain (the job's max_attempts, or the
     worker's --tries for a task that set none), else dead. `deferq.Snooze` is no failure:
     the job waits its delay and the attempt is not counted."""
-    if isinstance(exc, UnknownTask | PayloadError):  # no retry can help: dead at once
+    if isinstance(exc, UnknownTask | PayloadError | StepMismatch):  # no retry can help: dead at once
         return Outcome(job, OutcomeKind.DEAD, error=str(exc))
     if isinstance(exc, Snooze):  # not a failure: back later, the attempt not counted
         return Outcome(job, OutcomeKind.SNOOZE, delay=exc.delay)

@@ -397,6 +397,12 @@ class JobAdmin(ABC):
         next heartbeat; the job ends cancelled). False when it is finished or unknown."""
 
     @abstractmethod
+    def wake(self, job_id: str) -> bool:
+        """Make a job that waits for its due time due now (a durable step's event came:
+        flows/steps.py). False when it is not waiting for a due time (due already,
+        running, finished or unknown)."""
+
+    @abstractmethod
     def retry_dead(self, job_id: str) -> bool:
         """Return a dead job to queued with its attempts reset. False if not dead."""
 
@@ -483,6 +489,21 @@ class Records(ABC):
     ) -> bool:
         """Store a small record. With `only_new`, store it only if absent (or expired) and
         say whether it was stored: an atomic "first one wins" for many processes."""
+
+    def kv_expire(self, namespace: str, ttl: float) -> int:
+        """Every live record of a namespace expires `ttl` seconds from now; returns how
+        many. Stores that can do it in one statement override this."""
+        records = self.kv_list(namespace)
+        for key, value in records.items():
+            self.kv_put(namespace, key, value, ttl=ttl)
+        return len(records)
+
+    def kv_put_within(self, connection: Any, namespace: str, key: str, value: bytes) -> bool:
+        """`kv_put(..., only_new=True)` on the caller's open database `connection`, inside
+        its transaction (a durable step's checkpoint committed with the step's own rows):
+        PostgreSQL and MySQL; other stores refuse it."""
+        raise ConfigError(f"{type(self).__name__} cannot write inside a caller's transaction: "
+                          "a step in your transaction needs PostgreSQL or MySQL")
 
     @abstractmethod
     def kv_swap(self, namespace: str, key: str, expected: bytes, value: bytes, ttl: float | None = None) -> bool:

@@ -326,6 +326,15 @@ class MemoryBackend(MemoryHistory, Backend):
                 self._release([job_id])
             return True
 
+    def wake(self, job_id: str) -> bool:
+        with self._changed:
+            job, now = self._jobs.get(job_id), self.now()
+            if job is None or job.state != _WAITING or job.run_at <= now:
+                return False
+            self._jobs[job_id] = replace(job, run_at=now, updated_at=now)
+            self._changed.notify_all()
+            return True
+
     def retry_dead(self, job_id: str) -> bool:
         with self._changed:
             job = self._jobs.get(job_id)
@@ -484,6 +493,14 @@ class MemoryBackend(MemoryHistory, Backend):
     def slot_release(self, scope: str, holder: str) -> bool:
         with self._changed:
             return self._slots.get(scope, {}).pop(holder, None) is not None
+
+    def kv_expire(self, namespace: str, ttl: float) -> int:
+        with self._changed:
+            live = [(key, value) for (ns, key), (value, _) in self._kv.items()
+                    if ns == namespace and self._live(ns, key) is not None]
+            for key, value in live:
+                self._kv[(namespace, key)] = (value, self.now() + ttl)
+            return len(live)
 
     def kv_get(self, namespace: str, key: str) -> bytes | None:
         with self._changed:

@@ -63,6 +63,9 @@ EXAMPLES = {
     "run-now": f"deferq run-now {EXAMPLE_ID}",
     "retrying": "deferq retrying --queue payments",
     "stats": "deferq stats --url redis://127.0.0.1:6379/0 --watch",
+    "event": "deferq event send payment user:42 --data '{\"amount\": 10}'",
+    "event list": "deferq event list --json",
+    "event send": "deferq event send payment user:42 --data '{\"amount\": 10}'",
     "remark": "deferq remark 06H0G30DX5YKGH6BGCZVYCJVWC 'refunded by support, ticket 4711'",
     "queue": "deferq queue pause email",
     "queue list": "deferq queue list --json",
@@ -91,6 +94,12 @@ EXAMPLES = {
     "run": "deferq run --config deferq.toml --app myproj.tasks:app",
     "status": "deferq status --url redis://127.0.0.1:6379/0",
     "serve": "deferq serve --url redis://127.0.0.1:6379/0 --port 8088 --workers 2",
+    "shard": "deferq shard list --url 'redis+shards://10.0.0.1:6379/0,10.0.0.2:6379/0'",
+    "shard list": "deferq shard list --json",
+    "shard add": "deferq shard add 10.0.0.3:6379/0",
+    "shard drain": "deferq shard drain 10.0.0.3:6379/0",
+    "shard undrain": "deferq shard undrain 10.0.0.3:6379/0",
+    "shard remove": "deferq shard remove 10.0.0.3:6379/0",
     "token": "deferq token create --scope producer --note shop",
     "token create": "deferq token create --scope producer --note shop",
     "token list": "deferq token list --url redis://127.0.0.1:6379/0",
@@ -312,13 +321,70 @@ def show_job(app: App, job_id: str, as_json: bool) -> None:
     if job is None:
         raise click.ClickException(f"no job {job_id}")
     links = app.dependencies(job)
+    steps = app.steps(job.id)
     if as_json:
-        print_json({**job.to_dict(), **links})
+        print_json({**job.to_dict(), **links, "steps": steps})
         return
     print_job(job, as_json)
     for label, ids in (("runs after", links["after"]), ("waited on by", links["waiting"])):
         if ids:
             click.echo(f"{label + ':':<13} {', '.join(ids)}")
+    for number, step in enumerate(steps, 1):
+        click.echo(f"{'steps:' if number == 1 else '':<13} {number}. {step_line(step)}")
+
+
+def step_line(step: dict[str, Any]) -> str:
+    """One durable step of `deferq job`: its name, kind and state, and what it gave or awaits."""
+    text = f"{step['name']} ({step['kind']}) {step['state']}"
+    if step["kind"] == "step":
+        text += f" in {step['took']:.3f}s: {orjson.dumps(step['result']).decode()[:60]}"
+    elif step["state"] in ("sleeping", "waiting"):
+        awaited = f"{step['event']} {step['key']} " if step["kind"] == "wait" else ""
+        text += f": {awaited}until {when(step['until'])}"
+    elif step["kind"] == "wait" and step["state"] == "done":
+        text += f": {orjson.dumps(step['result']).decode()[:60]}"
+    return text
+
+
+@main.group()
+def event() -> None:
+    """Events for jobs waiting in job.wait_for(...)."""
+
+
+@event.command("list")
+@existing_store_options
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def event_list(app: App, as_json: bool) -> None:
+    """The events kept for jobs that wait for them later, newest first."""
+    events = app.events()
+    if as_json:
+        print_json(events)
+        return
+    for sent in events:
+        data = orjson.dumps(sent["data"]).decode()[:80]
+        click.echo(f"{when(sent['at'])}  {sent['event']} {sent['key']}  {data}")
+    if not events:
+        click.echo("no events kept")
+
+
+@event.command("send")
+@existing_store_options
+@click.argument("name")
+@click.argument("key")
+@click.option("--data", default="null", help="The event's data, as JSON.")
+@click.option("--keep", type=float, default=7 * 86400.0, show_default=True,
+              help="Seconds the event is kept for jobs that wait for it later.")
+def event_send(app: App, name: str, key: str, data: str, keep: float) -> None:
+    """Send event NAME for KEY: wake the jobs waiting for it."""
+    try:
+        value = orjson.loads(data)
+    except ValueError as exc:
+        raise click.BadParameter(f"--data is not JSON: {exc}") from None
+    try:
+        woken = app.send_event(name, key, value, keep)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+    click.echo(f"sent {name} {key}: woke {woken} waiting job{'s' if woken != 1 else ''}")
 
 
 @main.command()
@@ -769,6 +835,89 @@ def token_revoke(app: App, token_id: str) -> None:
     if not revoke(app.backend, token_id):
         raise click.ClickException(f"no token with id {token_id}")
     click.echo(f"revoked {token_id}")
+
+@main.group()
+def shard() -> None:
+    """The servers of a redis+shards:// store: add one, drain one, remove a drained one.
+    Every producer, worker and server follows within seconds, without a restart."""
+
+
+def shard_change(app: App, change: Callable[..., dict[str, Any]], what: str) -> None:
+    import getpass
+    import socket
+
+    from ..backends.redis import reshard
+
+    who = f"{getpass.getuser()}@{socket.gethostname()} from the command line"
+    try:
+        shown = change(reshard.sharded(app.backend), what, who)
+    except reshard.TopologyRefused as exc:
+        raise click.ClickException(str(exc)) from None
+    print_shards(shown, as_json=False)
+
+
+def print_shards(shown: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        print_json(shown)
+        return
+    for row in shown["shards"]:
+        click.echo(f"{row['number']:>3}  {row['name']:<28}  {row['role']:<7}  {row['state']}")
+    for change in shown["log"][-5:]:
+        click.echo(f"  {when(change['at'])}  {change['action']} {change['shard']} by {change['who']}")
+
+
+@shard.command("list")
+@existing_store_options
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def shard_list(app: App, as_json: bool) -> None:
+    """Each shard (number, host:port/db, anchor or added, state) and the latest changes."""
+    from ..backends.redis import reshard
+
+    try:
+        print_shards(reshard.describe(reshard.sharded(app.backend)), as_json)
+    except reshard.TopologyRefused as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+@shard.command("add")
+@existing_store_options
+@click.argument("server")
+def shard_add(app: App, server: str) -> None:
+    """Add SERVER (host:port[/db], empty of this store's jobs): it takes new jobs at once."""
+    from ..backends.redis.reshard import add_shard
+
+    shard_change(app, add_shard, server)
+
+
+@shard.command("drain")
+@existing_store_options
+@click.argument("name")
+def shard_drain(app: App, name: str) -> None:
+    """No new jobs for shard NAME (host:port/db or number); its jobs still run."""
+    from ..backends.redis.reshard import drain_shard
+
+    shard_change(app, drain_shard, name)
+
+
+@shard.command("undrain")
+@existing_store_options
+@click.argument("name")
+def shard_undrain(app: App, name: str) -> None:
+    """Let a draining shard take new jobs again."""
+    from ..backends.redis.reshard import drain_shard
+
+    shard_change(app, functools.partial(drain_shard, drain=False), name)
+
+
+@shard.command("remove")
+@existing_store_options
+@click.argument("name")
+def shard_remove(app: App, name: str) -> None:
+    """Remove a drained shard; refused while it holds unfinished jobs."""
+    from ..backends.redis.reshard import remove_shard
+
+    shard_change(app, remove_shard, name)
+
 
 def document(command: click.Command, path: str = "") -> set[str]:
     """Give `command` (and each command under it) an epilog listing the environment

@@ -31,6 +31,7 @@ import uuid
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
@@ -45,6 +46,7 @@ from ..flows.chains import with_inputs
 from ..flows.firing import Firer
 from ..job import Job, JobState
 from ..registry import TaskSpec
+from ..steps.checkpoints import JobSteps
 from . import orders
 from .priorities import PriorityRotation
 
@@ -135,6 +137,8 @@ class Worker:
         self.max_leases = self.config.concurrency + (self.config.prefetch or 0)
         self._half = max(1, self.config.concurrency // 2)  # free slots the lease loop fills itself
         self.last_beat = time.monotonic()  # when a heartbeat last reached the store
+        # a running job's durable steps (steps/checkpoints.py), kept as long as results once it ends
+        self.steps_for = partial(JobSteps, self.backend, self.lease, self.result_ttl)
         # progress reports of running jobs, throttled, on a thread of their own (progress.py)
         self.progress = ProgressWriter(lambda jobs: self._store_call(self.backend.record_progress, jobs))
         fires = self.config.schedules and not (self.config.burst or self.config.once)
@@ -242,7 +246,8 @@ class Worker:
         now = time.monotonic()
         report = self.progress.report
         jobs = [with_inputs(self.backend, job) if job.meta else job for job in jobs or ()]
-        started = [(self.registry.spec_for(job), job, JobControl(report)) for job in jobs]
+        steps = self.steps_for
+        started = [(self.registry.spec_for(job), job, JobControl(report, steps)) for job in jobs]
         with self.lock:
             self.claimed -= claimed
             for spec, job, control in started:
@@ -282,7 +287,8 @@ class Worker:
                 )
             else:
                 jobs = self._store_call(self.backend.reserve, cfg.queues, claimed, cfg.name, self.lease, order)
-            if jobs and self.stopping.is_set():  # stopped while the store was asked: not ours to run
+            # stopped or ordered quiet while the store was asked (a wait can last idle_wait): not ours to run
+            if jobs and (self.stopping.is_set() or self.quiet.is_set()):
                 self._store_call(self.backend.settle, [Outcome(job, OutcomeKind.RELEASE) for job in jobs])
                 jobs = []
             self._accept(jobs, claimed)

@@ -140,6 +140,13 @@ class Admin:
         return bool(done)
 
     @guarded
+    def wake(self, job_id: str) -> bool:
+        def keys(qk: QueueKeys) -> list[str]:
+            return [qk.job(job_id), *qk.waiting, qk.wake]
+
+        return self._on_job(job_id, scripts.WAKE, keys)
+
+    @guarded
     def retry_dead(self, job_id: str) -> bool:
         def keys(qk: QueueKeys) -> list[str]:
             return [qk.job(job_id), qk.dead, *qk.waiting, qk.unique, qk.wake, qk.job_prefix]

@@ -67,7 +67,8 @@ def _load(name: str) -> Script:
 ADD, ENQUEUE, RESERVE, HEARTBEAT, SETTLE, RECOVER, NEXT_DUE = map(
     _load, ("add", "enqueue", "reserve", "heartbeat", "settle", "recover", "next_due")
 )
-CANCEL, RETRY_DEAD, RUN_NOW, PURGE, STATS = map(_load, ("cancel", "retry_dead", "run_now", "purge", "stats"))
+CANCEL, RETRY_DEAD, RUN_NOW, PURGE, STATS, WAKE = map(
+    _load, ("cancel", "retry_dead", "run_now", "purge", "stats", "wake"))
 KV_PUT, KV_LIST, KV_DELETE, KV_SWAP = map(_load, ("kv_put", "kv_list", "kv_delete", "kv_swap"))
 PROGRESS, STEP_UP, PAUSE, REMARK, DELETE = map(_load, ("progress", "step_up", "pause", "remark", "delete"))
 RATE_TAKE, SLOT_TAKE, SLOT_HOLDERS, SLOT_RELEASE = map(

@@ -8,17 +8,19 @@ producers send new jobs to the healthy servers, workers keep draining the others
 and `get`/`cancel`/`retry_dead` answer for every job on a server that answers.
 
 - A job's id names its server: the backend re-marks the id it is given with the
-  server's position in the URL (`mark_id`, `shard_of_id`; docs/redis.md "Shards"), so
-  a look-up by id asks that server alone. Servers may be added at the end of the URL,
-  never removed or reordered.
-- A job without a unique key goes to the next healthy server, round robin per call
-  (a batch stays together: still one round trip).
-- A job with a unique key always goes to the server its key hashes to, so the key
-  stays unique and `get_by_key` asks one server; while that server is down such
-  enqueues fail with StoreUnavailable.
+  server's number (its position in the URL, then the order shards were added at run
+  time; `mark_id`, `shard_of_id`; docs/redis.md "Shards"), so a look-up by id asks
+  that server alone. Servers may be added at the end of the URL, never removed or
+  reordered; at run time, through `add_shard`, `drain_shard` and `remove_shard`
+  (topology.py: the record every process re-reads).
+- A job without a unique key goes to the next healthy live server, round robin per
+  call (a batch stays together: still one round trip); a draining one takes none.
+- A job with a unique key always goes to the URL's server (an anchor) its key hashes
+  to, so the key stays unique across shards coming and going, and `get_by_key` asks
+  one server; while that server is down such enqueues fail with StoreUnavailable.
 - `stats()` and `list_jobs()` answer from the servers that answered and name the
   others in `missing` (base.Stats, base.JobList).
-- kv records live on the server their namespace and name hash to.
+- kv records live on the anchor their namespace and name hash to.
 - A server that failed is skipped for `RETRY_DOWN` seconds, then tried again.
 """
 
@@ -38,10 +40,11 @@ from ...job import _CROCKFORD, _PAIRS, FINISHED_STATES, Job, JobState
 from ..base import Backend, Enqueue, Heartbeat, JobList, JobStore, Outcome, QueueStats, Stats
 from ..history import Row
 from ..search import JobPage, JobQuery, scan_page
-from . import flows
+from . import flows, topology
 from .backend import RedisBackend
 from .connection import LOST, Waiter
 from .search import is_position
+from .topology import DRAINING, LIVE, REFRESH, REMOVED, Topology
 
 RETRY_DOWN = 1.0
 T = TypeVar("T")
@@ -111,24 +114,87 @@ class ShardedRedisBackend(Backend):
     keys_per_queue = True  # as on each shard
 
     def __init__(self, url: str, **options: Any) -> None:
-        self.shards = [RedisBackend(u, **options) for u in shard_urls(url)]
-        for shard in self.shards:  # what a shard ends by itself is counted where all history is
-            shard.history_sink = self.history_add
-        self._down_until = [0.0] * len(self.shards)
-        self._full_until = [0.0] * len(self.shards)  # out of memory: no new jobs for a while
+        self.shards: list[RedisBackend] = []
+        self._down_until: list[float] = []
+        self._full_until: list[float] = []  # out of memory: no new jobs for a while
+        self._options = options
+        self._query = urlsplit(url).query
+        for u in shard_urls(url):
+            self._open(u)
+        self.anchors = len(self.shards)  # the URL's: keys and kv are routed over these alone
+        self.state = [LIVE] * self.anchors  # per shard number: live, draining or removed
+        self.topology_seen = Topology()
+        self._next_read = 0.0
         self._turn = itertools.count()
         self._owner: dict[str, int] = {}  # leased job with an unmarked id -> shard
         self._settled: dict[tuple[str, int, str], bool] = {}  # applied before a partial failure
         self._lock = threading.Lock()
         self._waiter = Waiter()
-        for shard in self.shards:  # a workflow's jobs may sit on several servers (flows.py)
-            shard.homes = self._homes
+
+    def server_url(self, server: str) -> str:
+        """A redis:// URL for one server part, with this store's query (prefix, timeouts)."""
+        return f"redis://{server}" + (f"?{self._query}" if self._query else "")
+
+    def _open(self, url: str) -> None:
+        shard = RedisBackend(url, **self._options)
+        shard.history_sink = self.history_add  # what a shard ends by itself is counted where all history is
+        shard.homes = self._homes  # a workflow's jobs may sit on several servers (flows.py)
+        self._down_until.append(0.0)
+        self._full_until.append(0.0)
+        self.shards.append(shard)
+
+    # -- the shards added at run time (topology.py) -------------------------------------
+
+    def present(self) -> list[int]:
+        """Numbers of the shards in the set (not removed)."""
+        self.sync()
+        return [i for i, state in enumerate(self.state) if state != REMOVED]
+
+    def sync(self, force: bool = False, max_age: float = REFRESH) -> None:
+        """Follow the topology record (when the last read is `max_age` old, or now): the
+        newest version any anchor that answers holds."""
+        now = time.monotonic()
+        if not force and now < self._next_read - REFRESH + max_age:
+            return
+        self._next_read = now + REFRESH
+        found = self.newest_topology(skip_down=not force)
+        if found.version > self.topology_seen.version:
+            self._follow(found)
+
+    def newest_topology(self, skip_down: bool = False) -> Topology:
+        """The newest version of the record among the anchors that answer (one that lost
+        its data answers an older one, or none)."""
+        found = Topology()
+        now = time.monotonic()
+        for anchor in range(self.anchors):
+            if skip_down and self._down_until[anchor] > now:
+                continue  # known down: not waited for again until RETRY_DOWN is over
+            try:
+                seen = Topology.decode(self.shards[anchor].kv_get(topology.NAMESPACE, "current"))
+            except StoreUnavailable as exc:
+                self._failed(anchor, exc)
+                continue
+            if seen.version > found.version:
+                found = seen
+        return found
+
+    def _follow(self, seen: Topology) -> None:
+        with self._lock:
+            if seen.version <= self.topology_seen.version:
+                return
+            for added in seen.added:
+                if added.number == len(self.shards):
+                    self._open(self.server_url(added.server))
+                    self.state.append(added.state)
+                elif added.number < len(self.shards):
+                    self.state[added.number] = added.state
+            self.topology_seen = seen
 
     def _homes(self, job_id: str) -> Sequence[RedisBackend]:
         """The servers that may hold a job: the one its id is marked for, else every one
         (a server that is down then fails the call, rather than be passed over)."""
         home = self._home(job_id)
-        return (self.shards[home],) if home is not None else self.shards
+        return (self.shards[home],) if home is not None else [self.shards[i] for i in self.present()]
 
     # -- choosing servers -------------------------------------------------------------
 
@@ -137,11 +203,15 @@ class ShardedRedisBackend(Backend):
         target = self.shards[shard].target
         return f"{target.where}/{target.db}" if ":" in target.where else target.where
 
-    def _live(self, start: int = 0) -> list[int]:
-        """Shard numbers not known to be down, starting at `start` (round robin)."""
+    def _live(self, start: int = 0, new: bool = False) -> list[int]:
+        """Shard numbers in the set and not known to be down, starting at `start` (round
+        robin); for `new` jobs, only live ones (not draining)."""
+        present = self.present()
         now = time.monotonic()
-        n = len(self.shards)
-        return [i % n for i in range(start, start + n) if self._down_until[i % n] <= now]
+        n = len(present)
+        taking = (LIVE,) if new else (LIVE, DRAINING)
+        turn = [present[i % n] for i in range(start, start + n)]
+        return [s for s in turn if self._down_until[s] <= now and self.state[s] in taking]
 
     def _failed(self, shard: int, exc: StoreUnavailable | None = None) -> None:
         """A call to `shard` failed: skip it for a while (only for new jobs when it is full)."""
@@ -167,10 +237,10 @@ class ShardedRedisBackend(Backend):
     def _missing(self, answered: Iterable[tuple[int, Any]]) -> list[str]:
         """Names of the shards without an answer among `answered`."""
         found = {shard for shard, _ in answered}
-        return [self.name(s) for s in range(len(self.shards)) if s not in found]
+        return [self.name(s) for s in self.present() if s not in found]
 
     def _all_down(self) -> StoreUnavailable:
-        return StoreUnavailable(f"none of the {len(self.shards)} Redis shards can be reached")
+        return StoreUnavailable(f"none of the {len(self.present())} Redis shards can be reached")
 
     def _complete(self, fn: Callable[[RedisBackend], T]) -> list[T]:
         """fn on every shard; for answers that must not miss one (e.g. 'no such record')."""
@@ -183,12 +253,17 @@ class ShardedRedisBackend(Backend):
         return [result for _, result in found]
 
     def _key_shard(self, *parts: str) -> int:
-        return zlib.crc32("\0".join(parts).encode()) % len(self.shards)
+        """The anchor a key (or a kv name) belongs to: over the URL's servers alone, so
+        it stays where it is whatever shards are added or removed."""
+        return zlib.crc32("\0".join(parts).encode()) % self.anchors
 
     def _home(self, job_id: str) -> int | None:
-        """The shard a job id names, if it names one of ours."""
+        """The shard a job id names, if it names one in the set (a shard added by
+        another process since the last read is looked up first)."""
         shard = shard_of_id(job_id)
-        return shard if shard is not None and shard < len(self.shards) else None
+        if shard is not None and shard >= len(self.shards) and shard < MAX_SHARDS:
+            self.sync(max_age=0.1)  # not at every look-up of an id that names no shard at all
+        return shard if shard is not None and shard < len(self.shards) and self.state[shard] != REMOVED else None
 
     def _by_id(self, job_id: str, fn: Callable[[RedisBackend], T], found: Callable[[T], bool]) -> T:
         """fn on the shard holding `job_id`. An id that names no shard (not made by this
@@ -247,7 +322,7 @@ class ShardedRedisBackend(Backend):
         given, unmarked: a workflow names its jobs before they are stored (in each
         other's `after`, in meta for results, in a batch's record), so a look-up of one
         asks every server."""
-        unkeyed = self._live(next(self._turn))
+        unkeyed = self._live(next(self._turn), new=True)
         if not unkeyed:
             raise self._all_down()
         place: dict[int, list[int]] = {}
@@ -283,8 +358,8 @@ class ShardedRedisBackend(Backend):
 
     def _enqueue_any(self, batch: list[Enqueue]) -> list[Job]:
         """On the next healthy shard; full ones last (they may have room again)."""
+        live = self._live(next(self._turn), new=True)
         now = time.monotonic()
-        live = self._live(next(self._turn))
         error: StoreUnavailable | None = None
         for shard in sorted(live, key=lambda s: self._full_until[s] > now):
             try:
@@ -434,7 +509,7 @@ class ShardedRedisBackend(Backend):
         groups: dict[int, list[str]] = {}
         for job_id in dict.fromkeys(ids):
             home = self._home(job_id)
-            for shard in [home] if home is not None else range(len(self.shards)):
+            for shard in [home] if home is not None else self.present():
                 groups.setdefault(shard, []).append(job_id)
         for shard, group in groups.items():
             for job in self.shards[shard].get_many(group):
@@ -447,6 +522,9 @@ class ShardedRedisBackend(Backend):
 
     def cancel(self, job_id: str) -> bool:
         return self._by_id(job_id, lambda b: b.cancel(job_id), bool)
+
+    def wake(self, job_id: str) -> bool:
+        return self._by_id(job_id, lambda b: b.wake(job_id), bool)
 
     def retry_dead(self, job_id: str) -> bool:
         return self._by_id(job_id, lambda b: b.retry_dead(job_id), bool)
@@ -489,12 +567,12 @@ class ShardedRedisBackend(Backend):
     def find_jobs(self, query: JobQuery) -> JobPage:
         """Every server's pages merged in their common order (state, then score and id,
         highest first); the position holds each server's own."""
-        pagers = [shard.job_pages(query) for shard in self.shards]
+        pagers = [(i, self.shards[i].job_pages(query)) for i in self.present()]
 
         def pages(position: dict[str, Any] | None, size: int) -> list[tuple[Job | None, dict[str, Any]]]:
             position = dict(position or {})
             merged = []
-            for i, pager in enumerate(pagers):
+            for i, pager in pagers:
                 merged += [(job, after, str(i)) for job, after in pager(position.get(str(i)), size)]
             merged.sort(key=lambda entry: (-entry[1][0], entry[1][1], entry[1][2]), reverse=True)
             taken = []
@@ -582,7 +660,8 @@ class ShardedRedisBackend(Backend):
     def check(self) -> list[str]:
         """Every server is asked (also those skipped for a while); raises when none answers."""
         answers, errors = [], []
-        for shard, backend in enumerate(self.shards):
+        for shard in self.present():
+            backend = self.shards[shard]
             try:
                 backend.ping()
             except StoreUnavailable as exc:
@@ -596,7 +675,7 @@ class ShardedRedisBackend(Backend):
         return self._missing(answers)
 
     def parts(self) -> list[tuple[str, JobStore]]:
-        return [(self.name(i), shard) for i, shard in enumerate(self.shards)]
+        return [(self.name(i), self.shards[i]) for i in self.present()]
 
     def close(self) -> None:
         self._waiter.reset()

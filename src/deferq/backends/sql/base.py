@@ -547,6 +547,9 @@ class SQLBackend(SQLHistory, SQLSearch, Backend):
             self.release([job_id])
         return cancelled
 
+    def wake(self, job_id: str) -> bool:
+        return self.run(self._count(self.q["wake"], {"id": job_id})) == 1
+
     def retry_dead(self, job_id: str) -> bool:
         try:
             return self.run(self._count(self.q["retry_dead"], {"id": job_id})) == 1
@@ -629,6 +632,19 @@ class SQLBackend(SQLHistory, SQLSearch, Backend):
         params = {"namespace": namespace, "key": key, "expected": bytes(expected), "value": bytes(value),
                   "ttl": ttl or None}
         return self.run(self._count(self.q["kv_swap"], params)) == 1
+
+    def kv_expire(self, namespace: str, ttl: float) -> int:
+        return self.run(self._count(self.q["kv_expire"], {"namespace": namespace, "ttl": float(ttl)}))
+
+    def kv_put_within(self, connection: Any, namespace: str, key: str, value: bytes) -> bool:
+        params = {"namespace": namespace, "key": key, "value": bytes(value), "ttl": None}
+
+        def plan() -> Plan[bool]:
+            yield Step(self.q["kv_delete_expired"], params)
+            reply = yield Step(self.q["kv_insert_new"], params)
+            return reply.rowcount == 1
+
+        return self.run(plan(), connection=connection)
 
     def rate_take(self, key: str, interval: float) -> tuple[float, float]:
         """The limit's next free time is a kv record ("rate" namespace), moved on under

@@ -34,7 +34,7 @@ from typing import Any
 
 from ...errors import ConfigError, StoreFull, StoreUnavailable
 from ...job import Job, dumps
-from ..base import Enqueue, Outcome
+from ..base import Backend, Enqueue, Outcome
 from ..history import Row
 from ..search import JobQuery
 from .base import TABLES, UNCOUNTED, Settled, SQLBackend
@@ -60,6 +60,7 @@ SEARCH_INDEXES = 10  # batches a text search indexes first, at most
 
 class SQLiteBackend(SQLBackend):
     schemes = ("sqlite",)
+    kv_put_within = Backend.kv_put_within  # refused: no caller's transaction to write in
     dialect = "sqlite"
     options_known = ("migrate", "synchronous")
 

@@ -5,10 +5,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ...backends.base import Enqueue
+from ...errors import StoreUnavailable
 from ...flows import batch as batches
 from ...flows.batch import BATCH_OF, MEMBER_OF
 from ...job import HTTP_FIELDS, Job
 from ...options import HTTP_OPTIONS, JobOptions
+from ...steps.events import timeline
 from ...task import AFTER, CHILDREN, Call, build_enqueue
 from ..http import fields
 from ..http.errors import ApiError, Invalid
@@ -105,7 +107,17 @@ def workflow(store: Any, job: Job) -> dict[str, Any]:
     if batch is not None and batch["role"] == "member":
         children += batch["callbacks"].values()
     return {"after": after, "waiting": waiting, "parents": links(store, after),
-            "children": links(store, list(dict.fromkeys(children))), "batch": batch}
+            "children": links(store, list(dict.fromkeys(children))), "batch": batch,
+            "steps": _steps(store, job)}
+
+
+def _steps(store: Any, job: Job) -> list[dict[str, Any]] | None:
+    """The job's durable steps; None when the part of the store that keeps them does not
+    answer (a Redis shard): the job's page still shows the job."""
+    try:
+        return timeline(store, job.id)
+    except StoreUnavailable:
+        return None
 
 
 def links(store: Any, ids: list[str], shown: int = SHOWN_LINKS) -> list[dict[str, Any]]:

@@ -347,6 +347,16 @@ class LimitRequest(Struct, forbid_unknown_fields=True):
                                    "seconds.")] | None = None
 
 
+class EventRequest(Struct, forbid_unknown_fields=True):
+    """An event for the jobs waiting for it (`job.wait_for(name, event=..., key=...)`)."""
+
+    event: Annotated[str, Meta(min_length=1, max_length=60, pattern=r"^[^\x00-\x1f]+$")]
+    key: Annotated[str, Meta(min_length=1, max_length=100, pattern=r"^[^\x00-\x1f]+$")]
+    data: Any = None
+    keep: Annotated[float, Meta(ge=0, le=366 * 86400, description=(
+        "Seconds the event is kept for jobs that wait for it later (default a week)."))] = 7 * 86400.0
+
+
 class IdsRequest(Struct, forbid_unknown_fields=True):
     """Jobs named by id (those a console filter matched)."""
 
@@ -435,6 +445,7 @@ class Job(Struct):
         "The jobs that run after it (the first 50): those enqueued with it (a chain's next step, "
         "a chord's callback, a batch's callbacks) and those still waiting for it."))] | None = None
     batch: Annotated[JobBatch, Meta(description="The batch it is a member or a callback of.")] | None = None
+    steps: Annotated[list[Step], Meta(description="Its durable steps, sleeps and waits.")] | None = None
 
 
 class JobLink(Struct):
@@ -532,6 +543,40 @@ class Remark(Struct):
     remark: str | None
 
 
+class EventSent(Struct):
+    event: str
+    key: str
+    woken: Annotated[int, Meta(description="How many waiting jobs it woke.")]
+
+
+class KeptEvent(Struct):
+    event: str
+    key: str
+    id: str
+    at: Annotated[float, Meta(description="When it was sent.")]
+    data: Any
+
+
+class EventList(Struct):
+    events: list[KeptEvent]
+
+
+class Step(Struct):
+    """One durable step, sleep or wait of a job, in the order the job reached them."""
+
+    name: str
+    kind: Literal["step", "sleep", "wait"]
+    state: Literal["done", "sleeping", "waiting", "timed out"]
+    at: Annotated[float, Meta(description="When the job first reached it.")]
+    attempt: int | None
+    took: float | None = None
+    result: Any = None
+    fn: str | None = None
+    until: Annotated[float, Meta(description="A sleep's end, or a wait's timeout.")] | None = None
+    event: str | None = None
+    key: str | None = None
+
+
 class DeletedBatch(Struct):
     deleted: int
     not_deleted: Annotated[list[str], Meta(description="Ids that were not dead letters (any more).")]
@@ -549,6 +594,37 @@ class StorePart(Struct):
 
 class StoreParts(Struct):
     parts: list[StorePart]
+
+
+class ShardRequest(Struct, forbid_unknown_fields=True):
+    """A Redis server to add to a redis+shards:// store."""
+
+    server: Annotated[str, Meta(min_length=1, max_length=300, description=(
+        "host:port[/db] as in the store's URL (with [[user]:password@] before it if needed); "
+        "the URL's query (prefix, timeouts) applies to it."))]
+
+
+class Shard(Struct):
+    number: Annotated[int, Meta(description="The number its jobs' ids are marked with; never reused.")]
+    name: Annotated[str, Meta(description="host:port/db")]
+    role: Annotated[Literal["anchor", "added"], Meta(description=(
+        "anchor: named in the URL (unique keys and records live there); added: at run time."))]
+    state: Literal["live", "draining", "removed"]
+    since: Annotated[float, Meta(description="When it got its state (Unix seconds).")] | None
+
+
+class ShardChange(Struct):
+    at: float
+    who: str
+    action: Literal["add", "drain", "undrain", "remove"]
+    shard: str
+
+
+class Shards(Struct):
+    sharded: Annotated[bool, Meta(description="False for a store that is not redis+shards://.")]
+    version: int
+    shards: list[Shard]
+    log: Annotated[list[ShardChange], Meta(description="Who changed the shards and when, newest last.")]
 
 
 class Topic(Struct):
@@ -659,6 +735,7 @@ MODELS: tuple[Any, ...] = (
     TopicJob, TaskJob, BatchRequest, TopicRequest, TokenRequest, AlertSettings, Error, Receipt,
     Receipts, Job, JobList, Batch, JobStateAnswer, QueueList, Topic, TopicList, Token, TokenList,
     Deleted, Purged, Retried, Alerts, SavedAlerts, Status, QueuePaused, Remark, RemarkRequest, IdsRequest,
-    DeletedBatch, StorePart, StoreParts, History, CancelBatchRequest, CancelledBatch, DeletedJobs,
-    CronSchedule, EverySchedule, Schedule, ScheduleList, LimitRequest, LimitSetting, LimitList,
+    DeletedBatch, StorePart, StoreParts, ShardRequest, Shard, ShardChange, Shards, History, CancelBatchRequest,
+    CancelledBatch, DeletedJobs, CronSchedule, EverySchedule, Schedule, ScheduleList,
+    EventRequest, EventSent, Step, KeptEvent, EventList, LimitRequest, LimitSetting, LimitList,
 )

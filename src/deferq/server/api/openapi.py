@@ -86,6 +86,9 @@ def _paths() -> dict[str, Any]:
     limit = [path_param("name", f"^[^\\x00]{{1,{NAME_LENGTH}}}$")]
     jobs = answer("Jobs", ref("JobList"))
     refused = ("404", "422", "429", "503")  # 404: a topic that does not exist
+    shard = [path_param("number", "^[0-9]{1,3}$")]
+    shard_changed = {"200": answer("Changed", ref("Shards")),
+                     "409": answer("Refused (the message says why)", ref("Error"))}
     return {
         "/v1/jobs": {
             "post": operation("Enqueue a job", "producer",
@@ -127,6 +130,13 @@ def _paths() -> dict[str, Any]:
             "get": operation("A batch's counts, callbacks and members", "reader",
                              {"200": answer("The batch", ref("Batch"))},
                              params=[path_param("batch_id"), *query(models.BatchQuery)]),
+        },
+        "/v1/events": {
+            "post": operation("Send an event: wake the jobs waiting for it (job.wait_for), keep it for later ones",
+                              "producer", {"200": answer("Sent", ref("EventSent"))}, ref("EventRequest"),
+                              errors=("422", "503")),
+            "get": operation("The events kept for jobs that wait for them later, newest first", "reader",
+                             {"200": answer("Events", ref("EventList"))}, errors=("503",)),
         },
         "/v1/jobs/{job_id}/remark": {
             "put": operation("Set a job's remark (free text; null clears it)", "admin",
@@ -204,6 +214,25 @@ def _paths() -> dict[str, Any]:
         "/v1/store/parts": {
             "get": operation("Each part of the store (every Redis shard): up or down, ping, version, memory",
                              "reader", {"200": answer("The parts", ref("StoreParts"))}, errors=()),
+        },
+        "/v1/store/shards": {
+            "get": operation("The shards of a redis+shards:// store, their states and who changed them",
+                             "reader", {"200": answer("The shards", ref("Shards"))}, errors=("503",)),
+            "post": operation("Add a Redis server as a shard: it takes new jobs at once", "admin",
+                              {"201": answer("Added", ref("Shards")), "409": answer("Refused", ref("Error"))},
+                              ref("ShardRequest"), errors=("422", "503")),
+        },
+        "/v1/store/shards/{number}": {
+            "delete": operation("Remove a drained shard that holds no unfinished job", "admin", shard_changed,
+                                params=shard, errors=("503",)),
+        },
+        "/v1/store/shards/{number}/drain": {
+            "post": operation("Drain a shard: no new jobs; its jobs still run", "admin", shard_changed,
+                              params=shard, errors=("503",)),
+        },
+        "/v1/store/shards/{number}/undrain": {
+            "post": operation("Let a draining shard take new jobs again", "admin", shard_changed,
+                              params=shard, errors=("503",)),
         },
         "/healthz": {"get": operation("The process is alive", None, {
             "200": answer("Alive", ref("Status"))}, errors=())},

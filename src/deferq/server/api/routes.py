@@ -14,17 +14,20 @@ from starlette.requests import Request
 from starlette.routing import Route
 
 from ...backends.base import Backend, missing_from, queue_table
+from ...backends.redis import reshard
 from ...errors import ConfigError
 from ...flows import batch as batches
 from ...job import Job, JobState
 from ...limits.runtime import LimitsAdmin, Override, limit_name
 from ...options import MAX_REMARK, queue_name
+from ...steps import events as step_events
 from ..http import auth, fields, settings
 from ..http.errors import ApiError, Invalid, not_found
 from ..process.web import JSON, authorize, read_json, service_of, wait_holder
 from ..topics import topic as topics_module
 from . import job_search, models
 from . import jobs as jobs_module
+from . import shards as shards_api
 from .openapi import document
 from .store_parts import store_parts
 
@@ -352,6 +355,21 @@ async def set_remark(request: Request) -> JSON:
     return JSON({"id": job_id, "remark": remark})
 
 
+@needs(PRODUCER)
+async def send_event(request: Request) -> JSON:
+    service = service_of(request)
+    sent = fields.parse(models.EventRequest, await read_json(request), "the event")
+    woken = await service.store(step_events.send_event, service.backend, sent.event, sent.key, sent.data,
+                                sent.keep)
+    return JSON({"event": sent.event, "key": sent.key, "woken": woken})
+
+
+@needs(READER)
+async def list_events(request: Request) -> JSON:
+    service = service_of(request)
+    return JSON({"events": await service.store(step_events.kept_events, service.backend)})
+
+
 def _delete_dead(backend: Backend, ids: list[str]) -> dict[str, Any]:
     """Delete the dead letters among `ids` (a job retried meanwhile is kept)."""
     not_deleted = []
@@ -499,6 +517,31 @@ async def list_store_parts(request: Request) -> JSON:
     return JSON(await asyncio.to_thread(store_parts, service.backend))
 
 
+@needs(READER)
+async def list_shards(request: Request) -> JSON:
+    service = service_of(request)
+    return JSON(await service.store(shards_api.described, service.backend))
+
+
+@needs(ADMIN)
+async def add_shard(request: Request) -> JSON:
+    service = service_of(request)
+    asked = fields.parse(models.ShardRequest, await read_json(request), "a shard")
+    who = await caller(request)
+    return JSON(await shards_api.changed(service, reshard.add_shard, asked.server, who), 201)
+
+
+def shard_action(change: Callable[..., dict[str, Any]]) -> Handler:
+    @needs(ADMIN)
+    async def act(request: Request) -> JSON:
+        service = service_of(request)
+        who = await caller(request)
+        return JSON(await shards_api.changed(service, change, _path(request, "number"), who))
+
+    act.__name__ = change.__name__
+    return act
+
+
 # -- health ----------------------------------------------------------------------------
 
 
@@ -523,6 +566,7 @@ ROUTES: dict[str, dict[str, Handler]] = {
     "/v1/batches/{batch_id}": {"GET": get_batch},
     "/v1/jobs/{job_id}/remark": {"PUT": set_remark},
     "/v1/jobs/{job_id}/run-now": {"POST": run_now},
+    "/v1/events": {"POST": send_event, "GET": list_events},
     "/v1/queues": {"GET": list_queues},
     "/v1/queues/{queue}/pause": {"POST": pause_queue},
     "/v1/queues/{queue}/resume": {"POST": resume_queue},
@@ -538,6 +582,10 @@ ROUTES: dict[str, dict[str, Handler]] = {
     "/v1/tokens/{token_id}": {"DELETE": delete_token},
     "/v1/settings/alerts": {"GET": get_alerts, "PUT": put_alerts},
     "/v1/store/parts": {"GET": list_store_parts},
+    "/v1/store/shards": {"GET": list_shards, "POST": add_shard},
+    "/v1/store/shards/{number}": {"DELETE": shard_action(reshard.remove_shard)},
+    "/v1/store/shards/{number}/drain": {"POST": shard_action(reshard.drain_shard)},
+    "/v1/store/shards/{number}/undrain": {"POST": shard_action(shards_api.undrain)},
     "/healthz": {"GET": healthz},
     "/readyz": {"GET": readyz},
 }

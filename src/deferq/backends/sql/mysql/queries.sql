@@ -204,6 +204,11 @@ UPDATE {jobs} SET
     state = CASE WHEN state IN ('queued', 'blocked') THEN 'cancelled' ELSE state END
 WHERE id = %(id)s AND state IN ('queued', 'active', 'blocked')
 
+-- name: wake
+-- A job waiting for its due time is due now (a durable step's event came).
+UPDATE {jobs} SET run_at = {now}, updated_at = {now}
+WHERE id = %(id)s AND state = 'queued' AND run_at > {now}
+
 -- name: retry_dead
 -- Unlike PostgreSQL, the job keeps its seq: moving an AUTO_INCREMENT key by hand can
 -- leave the counter behind it on MariaDB. Its new due time (now) already puts it
@@ -275,6 +280,12 @@ SELECT queue, paused_at FROM {paused}
 INSERT INTO {kv} (namespace, `key`, value, expires_at)
 VALUES (%(namespace)s, %(key)s, %(value)s, {now} + %(ttl)s)
 ON DUPLICATE KEY UPDATE value = VALUES(value), expires_at = VALUES(expires_at)
+
+-- name: kv_expire
+-- Every live record of a namespace expires ttl seconds from now (a job's checkpoints
+-- once it has ended: steps/checkpoints.py).
+UPDATE {kv} SET expires_at = {now} + %(ttl)s
+WHERE namespace = %(namespace)s AND (expires_at IS NULL OR expires_at > {now})
 
 -- name: kv_delete_expired
 DELETE FROM {kv} WHERE namespace = %(namespace)s AND `key` = %(key)s AND expires_at <= {now}

@@ -236,6 +236,11 @@ UPDATE {jobs} SET
     updated_at = {now}
 WHERE id = %(id)s AND state IN ('queued', 'active', 'blocked')
 
+-- name: wake
+-- A job waiting for its due time is due now (a durable step's event came).
+UPDATE {jobs} SET run_at = {now}, updated_at = {now}
+WHERE id = %(id)s AND state = 'queued' AND run_at > {now}
+
 -- name: retry_dead
 -- Back to the end of the line: a fresh seq. Fails on deferq_jobs_live_key when a newer
 -- job holds its key (the caller answers False). MySQL keeps the old seq (see there).
@@ -306,6 +311,12 @@ SELECT queue, paused_at FROM {paused}
 INSERT INTO {kv} (namespace, key, value, expires_at)
 VALUES (%(namespace)s, %(key)s, %(value)s, {now} + %(ttl)s::float8)
 ON CONFLICT (namespace, key) DO UPDATE SET value = EXCLUDED.value, expires_at = EXCLUDED.expires_at
+
+-- name: kv_expire
+-- Every live record of a namespace expires ttl seconds from now (a job's checkpoints
+-- once it has ended: steps/checkpoints.py).
+UPDATE {kv} SET expires_at = {now} + %(ttl)s::float8
+WHERE namespace = %(namespace)s AND (expires_at IS NULL OR expires_at > {now})
 
 -- name: kv_delete_expired
 DELETE FROM {kv} WHERE namespace = %(namespace)s AND key = %(key)s AND expires_at <= {now}

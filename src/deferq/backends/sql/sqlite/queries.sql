@@ -167,6 +167,11 @@ UPDATE {jobs} SET
     updated_at = {now}
 WHERE id = :id AND state IN ('queued', 'active', 'blocked')
 
+-- name: wake
+-- A job waiting for its due time is due now (a durable step's event came).
+UPDATE {jobs} SET run_at = {now}, updated_at = {now}
+WHERE id = :id AND state = 'queued' AND run_at > {now}
+
 -- name: retry_dead
 -- Back to the end of the line: a fresh seq (seq is the rowid; one writer at a time,
 -- so max + 1 is free). Fails on deferq_jobs_live_key when a newer job holds its key
@@ -234,6 +239,12 @@ SELECT queue, paused_at FROM {paused}
 -- name: kv_put
 INSERT OR REPLACE INTO {kv} (namespace, key, value, expires_at)
 VALUES (:namespace, :key, :value, {now} + :ttl)
+
+-- name: kv_expire
+-- Every live record of a namespace expires ttl seconds from now (a job's checkpoints
+-- once it has ended: steps/checkpoints.py).
+UPDATE {kv} SET expires_at = {now} + :ttl
+WHERE namespace = :namespace AND (expires_at IS NULL OR expires_at > {now})
 
 -- name: kv_delete_expired
 DELETE FROM {kv} WHERE namespace = :namespace AND key = :key AND expires_at <= {now}

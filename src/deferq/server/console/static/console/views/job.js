@@ -60,9 +60,10 @@ export function mount(root, ctx) {
   resultPanel.append(result);
   const gone = h("div", {hidden: true});
   const flow = workflowPanel();
+  const steps = stepsPanel();
   const body = h("div", {class: "job-grid"},
     h("div", {class: "job-main"}, progressPanel, h("section", {class: "panel"}, argsTitle, argsLabel, args, kwargsLabel, kwargs),
-      flow.el, errorPanel, resultPanel),
+      steps.el, flow.el, errorPanel, resultPanel),
     h("div", {class: "job-side"}, remark.el, section("Details", details), section("Times", times), leasePanel));
   root.append(head, message.el, gone, body);
   let job = null;
@@ -140,6 +141,7 @@ export function mount(root, ctx) {
     setText(f.lastWorker.value, data.last_worker || "—");
     remark.show(data.remark);
     flow.show(data);
+    steps.show(data.steps || []);
     errorPanel.hidden = !data.error;
     setText(error, data.error || "");
     resultPanel.hidden = data.result === null || data.result === undefined;
@@ -219,6 +221,34 @@ function workflowPanel() {
       list(parents, parentsTitle, p, (data.after || []).length, "Runs after");
       list(children, childrenTitle, c, c.length, "Then");
       showBatch(data.batch);
+    },
+  };
+}
+
+// The job's durable steps, sleeps and waits (GET /v1/jobs/{id}: steps) as a timeline, in
+// the order it reached them: name, kind, state, when it started, and how long it took and
+// what it gave, or until when it sleeps or what event it waits for.
+const STEP_COLOURS = {"done": "succeeded", "sleeping": "scheduled", "waiting": "scheduled", "timed out": "cancelled"};
+
+function stepsPanel() {
+  const list = h("ol", {class: "links steps", id: "job-steps"});
+  const el = section("Steps", list);
+  el.hidden = true;
+
+  function what(step) {
+    if (step.kind === "step") return `${duration(step.took || 0)} → ${JSON.stringify(step.result)}`;
+    const awaited = step.kind === "wait" ? `${step.event} ${step.key}` : "";
+    if (step.state === "sleeping" || step.state === "waiting") return `${awaited} until ${local(step.until)}`;
+    return step.kind === "wait" ? `${awaited} → ${JSON.stringify(step.result)}` : `until ${local(step.until)}`;
+  }
+
+  return {
+    el,
+    show(items) {
+      el.hidden = !items.length;
+      setChildren(list, JSON.stringify(items), () => items.map((step) => h("li", {},
+        h("span", {class: `badge state-${STEP_COLOURS[step.state]}`, text: step.state}), h("strong", {text: step.name}), h("span", {class: "muted", text: step.kind}),
+        h("span", {class: "muted", text: local(step.at)}), h("span", {class: "mono", text: what(step).slice(0, 200)}))));
     },
   };
 }

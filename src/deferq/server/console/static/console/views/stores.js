@@ -5,6 +5,7 @@ import {lineChart} from "../chart.js";
 import {code, h, note, reconcile, row, section, setText, table} from "../dom.js";
 import {local} from "../format.js";
 import {card, pageHead} from "./common.js";
+import {shardsPanel} from "./shards.js";
 
 const KEEP = 300; // latency samples kept by this tab (10 minutes at one per 2 s)
 const KEY = "deferq-latency";
@@ -42,8 +43,9 @@ export function mount(root, ctx) {
   const chart = lineChart(chartPanel, {height: 160, least: 1, empty: "Collecting samples…"});
   const columns = [["part"], ["state"], ["ping", "num"], ["version"], ["memory / size", "num"], ["error"]];
   const parts = table(columns, {id: "store-parts"});
+  const shards = shardsPanel(ctx);
   root.append(head.el, h("div", {class: "cards"}, state.el, latency.el, skew.el), section("The store", facts),
-    section("Parts", parts.el), chartPanel,
+    section("Parts", parts.el), shards.el, chartPanel,
     note("One store per server: the one its --url names (", code("GET /v1/store"), "). Its parts (",
       code("GET /v1/store/parts"), ") are the servers of a redis+shards:// URL, each up or down on its own: ",
       "while one is down, jobs stored on the others run on. A Redis Cluster is one part (it fails over itself). ",
@@ -66,6 +68,7 @@ export function mount(root, ctx) {
 
   async function refresh() {
     ctx.api("/v1/store/parts").then((answer) => ctx.alive() && showParts(answer.parts), () => {});
+    shards.refresh();
     const report = await ctx.api("/v1/store");
     if (!ctx.alive()) return;
     setText(state.number, report.up ? "up" : "down");

@@ -1,0 +1,127 @@
+"""Durable steps on one store: `python -m bench.steps URL [N]`.
+
+1. The cost of a step: 200 new steps of one leased job (each a lease check and a
+   write), then the same steps on the replay path (the job run again: its checkpoints
+   read once, each finished step a look-up), and that read.
+2. N jobs that sleep until one moment (2 s + 20 ms a job from now), with one in-process
+   worker (8 threads): the worker's CPU while they sleep, and how late each woke (when
+   its next step began, past that moment: p50 / p99); then, to compare, as many plain
+   jobs due at one moment (how late each began).
+3. N jobs waiting for one (event, key): the time from `send_event` until every one has
+   finished.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import threading
+import time
+
+import deferq
+from deferq.steps.checkpoints import JobSteps
+from deferq.worker import Worker, WorkerConfig
+
+SLEEP_BASE, SLEEP_PER_JOB = 2.0, 0.02  # seconds: long enough for every job to be asleep at once
+STEPS = 200
+
+
+def step_costs(app: deferq.App) -> str:
+    job = app.enqueue("bench-steps")
+    [leased] = app.backend.reserve(["default"], 1, "bench", 60, (0, 1, 2))
+    fresh = JobSteps(app.backend, 60, 3600, leased)
+    started = time.perf_counter()
+    for i in range(STEPS):
+        fresh.step(f"s{i}", int, (i,), {})
+    new = (time.perf_counter() - started) / STEPS
+    again = JobSteps(app.backend, 60, 3600, leased)
+    started = time.perf_counter()
+    again.load()
+    loaded = time.perf_counter()
+    for i in range(STEPS):
+        again.step(f"s{i}", int, (i,), {})
+    replay = (time.perf_counter() - loaded) / STEPS
+    app.cancel(job.id)
+    return (f"new step {new * 1e3:.2f} ms; finished step on replay {replay * 1e6:.1f} µs "
+            f"(after reading {STEPS} checkpoints once: {(loaded - started) * 1e3:.1f} ms)")
+
+
+def percentile(values: list[float], q: float) -> float:
+    return statistics.quantiles(values, n=100)[int(q) - 1] if len(values) > 1 else values[0]
+
+
+def run(url: str, count: int) -> list[str]:
+    app = deferq.App(url)
+
+    @app.task(name="bench-steps")
+    def noop() -> None: ...
+
+    @app.task(name="bench-sleeper")
+    def sleeper(until: float) -> float:
+        job = deferq.current_job()
+        assert job is not None
+        job.sleep_until("nap", until)
+        return job.step("woke", time.time) - until
+
+    @app.task(name="bench-plain")
+    def plain(due: float) -> float:
+        return time.time() - due
+
+    @app.task(name="bench-waiter")
+    def waiter() -> object:
+        job = deferq.current_job()
+        assert job is not None
+        return job.wait_for("go", "bench-go", "all", 3600)
+
+    lines = [step_costs(app)]
+    worker = Worker(app, WorkerConfig(queues=("default",), concurrency=8, idle_wait=0.05))
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    try:
+        until = time.time() + SLEEP_BASE + SLEEP_PER_JOB * count
+        jobs = app.enqueue_many([sleeper.call(until) for _ in range(count)])
+        wait_until(lambda: scheduled(app) >= count, 600)
+        cpu, wall = time.process_time(), time.monotonic()
+        time.sleep(1.0)  # the sleepers sleep: what does the worker spend meanwhile?
+        idle = (time.process_time() - cpu) / (time.monotonic() - wall)
+        late = [app.wait(job.id, timeout=600) for job in jobs]
+        p50, p99 = percentile(late, 50) * 1e3, percentile(late, 99) * 1e3
+        lines.append(f"{count} sleeping jobs: worker CPU while they sleep {idle * 100:.1f}% of a core; "
+                     f"woke late by p50 {p50:.0f} ms, p99 {p99:.0f} ms")
+        due = time.time() + SLEEP_BASE + SLEEP_PER_JOB * count
+        jobs = app.enqueue_many([plain.options(delay=due - time.time()).call(due) for _ in range(count)])
+        late = [app.wait(job.id, timeout=600) for job in jobs]
+        p50, p99 = percentile(late, 50) * 1e3, percentile(late, 99) * 1e3
+        lines.append(f"{count} plain jobs due at one moment: began late by p50 {p50:.0f} ms, p99 {p99:.0f} ms")
+
+        jobs = app.enqueue_many([waiter.call() for _ in range(count)])
+        wait_until(lambda: scheduled(app) >= count, 600)
+        started = time.perf_counter()
+        woken = app.send_event("bench-go", "all", 1)
+        sent = time.perf_counter()
+        for job in jobs:
+            app.wait(job.id, timeout=600)
+        lines.append(f"one event to {woken} waiting jobs: sent in {sent - started:.2f} s, "
+                     f"all finished {time.perf_counter() - started:.2f} s after it was sent")
+    finally:
+        worker.stop()
+        thread.join(timeout=30)
+        app.close()
+    return [f"{url.split(':')[0]}: {line}" for line in lines]
+
+
+def scheduled(app: deferq.App) -> int:
+    return int(app.stats().get("default", {}).get("scheduled", 0))
+
+
+def wait_until(predicate: object, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():  # type: ignore[operator]
+        if time.monotonic() > deadline:
+            raise TimeoutError("the jobs did not reach their sleep or wait in time")
+        time.sleep(0.05)
+
+
+if __name__ == "__main__":
+    for line in run(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 10_000):
+        print(line)

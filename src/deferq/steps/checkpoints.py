@@ -1,0 +1,239 @@
+"""A running job's durable steps: named checkpoints kept in the store, so that a task
+sleeps and waits for events without holding a worker, and resumes after a crash without
+redoing a step that finished (`job.step`, `job.sleep`, `job.wait_for`; docs/steps.md).
+
+Everything is kept in the store's small records (`Records`), so it works on every store:
+- `deferq.steps:<job id>`: one record per checkpoint, keyed by its name: a step's result,
+  a sleep's due time, a wait's event, key and deadline; `<name>\\tdone` the wait's answer
+  (the event's data, or a timeout). Each is written once: the first writer wins
+  (`only_new`), and a step's result only by an attempt that still holds its lease (a
+  fenced heartbeat just before), so every later run reads the same answer.
+- `deferq.waiters:<event>\\t<key>`: `<job id>\\t<wait name>` of each job waiting for it.
+- `deferq.events`: `<event>\\t<key>` -> the last event sent, kept `keep` seconds, so an
+  event sent before a job starts waiting is not lost.
+
+A sleep or a wait leaves the worker as a snooze (`Suspend`): the job is stored again,
+due at the end of the sleep or the wait's timeout, its attempt not counted. An event
+makes a waiting job due at once (`wake`).
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from ..backends.base import Backend, OutcomeKind
+from ..errors import ConfigError, DeferqError, PayloadError, Snooze, StepMismatch
+from ..job import Job, dumps, loads
+
+log = logging.getLogger("deferq.worker")
+
+STEPS = "deferq.steps:"  # + job id
+WAITERS = "deferq.waiters:"  # + event \t key
+EVENTS = "deferq.events"
+DONE = "\tdone"  # + the name of a wait: its answer
+RESULT_LIMIT = 64 * 1024  # bytes of a step's stored result (JSON)
+NAME_LIMIT, EVENT_LIMIT, KEY_LIMIT = 150, 60, 100  # characters (the SQL stores' key columns)
+KINDS = ("step", "sleep", "wait")
+# Outcomes after which a job's checkpoints are kept only as long as its result (a dead
+# job keeps them: `deferq dead retry` resumes it where it stopped).
+ENDS_STEPS = frozenset({OutcomeKind.SUCCEEDED.value, OutcomeKind.CANCELLED.value})
+
+
+class Suspend(Snooze):
+    """The job leaves the worker until its sleep ends or its event comes (a snooze:
+    the attempt is not counted). Let it through: a task that catches it stays here."""
+
+
+class StepTaken(DeferqError):
+    """Another attempt kept this step's result first: the caller's transaction, which
+    holds this attempt's writes, must be rolled back."""
+
+
+class LeaseLost(DeferqError):
+    """This attempt lost its lease (another worker runs the job now): its step result
+    is not kept."""
+
+
+def checked_name(name: object, what: str = "a step name", limit: int = NAME_LIMIT) -> str:
+    if not isinstance(name, str) or not name or len(name) > limit or any(c < " " for c in name):
+        raise ConfigError(f"{what} must be a non-empty string of at most {limit} characters "
+                          f"without control characters, got {name!r:.60}")
+    return name
+
+
+def function_name(fn: Callable[..., Any]) -> str:
+    return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', type(fn).__name__)}"
+
+
+class JobSteps:
+    """The checkpoints of one running job: read once when the job first reaches one,
+    kept here, written as new ones finish. One per run (JobControl makes it)."""
+
+    def __init__(self, store: Backend, lease: float, keep: float, job: Job) -> None:
+        self.store, self.lease, self.keep, self.job = store, lease, keep, job
+        self.namespace = STEPS + job.id
+        self.records: dict[str, dict[str, Any]] | None = None
+        self.reached: dict[str, int] = {}  # names reached in this run -> their order
+        self.clock = (0.0, 0.0)  # (store time, monotonic time) when the records were read
+
+    # -- reading ----------------------------------------------------------------------
+
+    def load(self) -> dict[str, dict[str, Any]]:
+        if self.records is None:
+            raw = self.store.kv_list(self.namespace)
+            self.clock = (self.store.now(), time.monotonic())
+            self.records = {name: loads(value) for name, value in raw.items()}
+        return self.records
+
+    def now(self) -> float:
+        """The store's clock, read once a run and carried on by this process's."""
+        self.load()
+        return self.clock[0] + time.monotonic() - self.clock[1]
+
+    def reach(self, name: str, kind: str, fn: Callable[..., Any] | None = None) -> dict[str, Any] | None:
+        """The checkpoint `name` as a run reaches it: its record if it has one (checked
+        against the code that reaches it now), else None."""
+        checked_name(name)
+        if name in self.reached:
+            raise StepMismatch(f"the step name {name!r} is reached twice in one run of job {self.job.id}: "
+                               "each step, sleep and wait of a job needs a name of its own")
+        index = self.reached[name] = len(self.reached)
+        record = self.load().get(name)
+        if record is None:
+            return None
+        if record["kind"] != kind:
+            raise StepMismatch(f"{name!r} was a {record['kind']} when job {self.job.id} first reached it, "
+                               f"and is a {kind} now: rename it to change what it does")
+        if fn is not None and record.get("fn") != function_name(fn):
+            raise StepMismatch(f"step {name!r} of job {self.job.id} ran {record.get('fn')} and now names "
+                               f"{function_name(fn)}: rename the step to change its function")
+        if record["index"] != index:
+            raise StepMismatch(f"step {name!r} of job {self.job.id} was checkpoint {record['index'] + 1} "
+                               f"and is checkpoint {index + 1} now: the steps were reordered; "
+                               "add new steps under new names after the old ones")
+        return record
+
+    # -- writing ----------------------------------------------------------------------
+
+    def fence(self) -> None:
+        """Raise LeaseLost unless this attempt still holds the job (the lease renewed)."""
+        if self.job.id in self.store.heartbeat([self.job], self.lease):
+            raise LeaseLost(f"job {self.job.id} attempt {self.job.attempts} lost its lease: "
+                            "another worker runs it, and this attempt's step is not kept")
+
+    def write(self, name: str, record: dict[str, Any]) -> dict[str, Any]:
+        """Keep a checkpoint unless one is there already; the one kept is returned."""
+        if not self.store.kv_put(self.namespace, name, dumps(record, f"the result of step {name!r}"),
+                                 only_new=True):
+            raw = self.store.kv_get(self.namespace, name)
+            record = loads(raw) if raw is not None else record
+        self.load()[name] = record
+        return record
+
+    def started(self, name: str, kind: str, **fields: Any) -> dict[str, Any]:
+        fields.update(kind=kind, index=self.reached[name], at=self.now(), attempt=self.job.attempts)
+        return fields
+
+    def encoded(self, name: str, fn: Callable[..., Any], result: Any, started: float) -> bytes:
+        """A step's checkpoint as stored: its result, refused past the size limit."""
+        record = self.started(name, "step", fn=function_name(fn), result=result)
+        record.update(at=started, took=round(self.now() - started, 6))
+        encoded = dumps(record, f"the result of step {name!r}")
+        if len(encoded) > RESULT_LIMIT:
+            raise PayloadError(f"the result of step {name!r} is {len(encoded)} bytes as JSON, over the "
+                               f"{RESULT_LIMIT}-byte limit: keep large data elsewhere and return its id")
+        return encoded
+
+    def kept(self, name: str, fn: Callable[..., Any], result: Any, started: float) -> Any:
+        """A step's result, kept (or the one another run kept first)."""
+        encoded = self.encoded(name, fn, result, started)
+        self.fence()
+        return self.write(name, loads(encoded))["result"]
+
+    def step_within(self, connection: Any, name: str, fn: Callable[..., Any], args: tuple[Any, ...],
+                    kwargs: dict[str, Any]) -> Any:
+        """`step`, its checkpoint written on the caller's `connection`, inside the transaction
+        where `fn` wrote its own rows: both are committed together, or neither."""
+        record = self.reach(name, "step", fn)
+        if record is not None:
+            return record["result"]
+        started = self.now()
+        result = fn(*args, **kwargs)
+        encoded = self.encoded(name, fn, result, started)
+        self.fence()
+        if not self.store.kv_put_within(connection, self.namespace, name, encoded):
+            raise StepTaken(f"step {name!r} of job {self.job.id} was kept by another attempt first: "
+                            "roll this transaction back (the job's next run reads the kept result)")
+        self.load()[name] = loads(encoded)
+        return self.load()[name]["result"]
+
+    def ended(self, outcome: str) -> None:
+        """The run ended with `outcome`: a job that succeeded or was cancelled keeps its
+        checkpoints as long as its result (`keep` seconds). Written by the run itself,
+        on its runner thread, so a worker's settles never wait for it; a store error is
+        logged (the checkpoints then stay), never the job's."""
+        if outcome not in ENDS_STEPS or not self.records:
+            return
+        try:
+            self.store.kv_expire(self.namespace, max(self.keep, 1.0))
+        except DeferqError as exc:
+            log.warning("could not set the expiry of job %s's checkpoints: %s", self.job.id, exc)
+
+    # -- the three checkpoints ----------------------------------------------------------
+
+    def step(self, name: str, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        record = self.reach(name, "step", fn)
+        if record is not None:
+            return record["result"]
+        started = self.now()
+        result = fn(*args, **kwargs)
+        if inspect.isawaitable(result):
+            raise ConfigError(f"step {name!r} returned an awaitable: use `await job.step_async(...)`")
+        return self.kept(name, fn, result, started)
+
+    def sleep(self, name: str, delay: float | None = None, until: float | None = None) -> None:
+        record = self.reach(name, "sleep")
+        if record is None:
+            self.fence()
+            due = self.now() + (delay or 0.0) if until is None else until
+            record = self.write(name, self.started(name, "sleep", until=due))
+        left = record["until"] - self.now()
+        if left > 0:
+            raise Suspend(left, f"sleeping in {name!r}")
+
+    def wait_for(self, name: str, event: str, key: str, timeout: float) -> Any:
+        checked_name(event, "an event name", EVENT_LIMIT)
+        checked_name(key, "an event key", KEY_LIMIT)
+        record = self.reach(name, "wait")
+        if record is None:
+            self.fence()
+            record = self.write(name, self.started(name, "wait", event=event, key=key, until=self.now() + timeout))
+        if (answer := self.load().get(name + DONE)) is not None:
+            return answer.get("data")
+        topic, waiter = f"{record['event']}\t{record['key']}", f"{self.job.id}\t{name}"
+        left = record["until"] - self.now()
+        self.store.kv_put(WAITERS + topic, waiter, b"1", ttl=max(left, 0) + 60)
+        sent = self.store.kv_get(EVENTS, topic)
+        event_record = loads(sent) if sent is not None else None
+        if event_record is not None and self.unconsumed(event_record):
+            return self.answer(name, waiter, topic, {"data": event_record["data"], "event": event_record["id"],
+                                                     "at": self.now()})
+        if left <= 0:
+            return self.answer(name, waiter, topic, {"data": None, "timeout": True, "at": self.now()})
+        raise Suspend(left, f"waiting for {record['event']} {record['key']} in {name!r}")
+
+    def unconsumed(self, sent: dict[str, Any]) -> bool:
+        """An event this job has not had yet, sent since the job was created."""
+        if sent["at"] < self.job.created_at:
+            return False
+        answers = (record for name, record in self.load().items() if name.endswith(DONE))
+        return all(answer.get("event") != sent["id"] for answer in answers)
+
+    def answer(self, name: str, waiter: str, topic: str, answer: dict[str, Any]) -> Any:
+        kept = self.write(name + DONE, answer)
+        self.store.kv_delete(WAITERS + topic, waiter)
+        return kept.get("data")

@@ -1,0 +1,81 @@
+"""Events for jobs waiting in `job.wait_for` (`app.send_event`, POST /v1/events), and a
+job's checkpoints as a timeline (its console page, `deferq job`, GET /v1/jobs/{id})."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from ..backends.base import Backend
+from ..context import duration
+from ..errors import PayloadError
+from ..job import dumps, loads, new_job_id
+from .checkpoints import (
+    DONE,
+    EVENT_LIMIT,
+    EVENTS,
+    KEY_LIMIT,
+    RESULT_LIMIT,
+    STEPS,
+    WAITERS,
+    checked_name,
+)
+
+EVENT_KEEP = 7 * 86400.0  # seconds an event is kept for jobs that wait for it later
+
+
+def send_event(store: Backend, event: str, key: str, data: Any = None,
+               keep: float | timedelta = EVENT_KEEP) -> int:
+    """Deliver an event to every job waiting for (`event`, `key`) and keep it `keep`
+    seconds for jobs that wait for it later. Returns how many waiting jobs it woke."""
+    checked_name(event, "an event name", EVENT_LIMIT)
+    checked_name(key, "an event key", KEY_LIMIT)
+    keep = duration(keep, "keep")
+    topic, now = f"{event}\t{key}", store.now()
+    sent = {"id": new_job_id(), "data": data, "at": now}
+    encoded = dumps(sent, "the event's data")
+    if len(encoded) > RESULT_LIMIT:
+        raise PayloadError(f"the event's data is {len(encoded)} bytes as JSON, over the {RESULT_LIMIT}-byte limit")
+    if keep > 0:
+        store.kv_put(EVENTS, topic, encoded, ttl=keep)
+    woken = 0
+    answer = dumps({"data": data, "event": sent["id"], "at": now})
+    for waiter in store.kv_list(WAITERS + topic):
+        job_id, _, name = waiter.partition("\t")
+        store.kv_put(STEPS + job_id, name + DONE, answer, only_new=True)
+        woken += store.wake(job_id)
+        store.kv_delete(WAITERS + topic, waiter)
+    return woken
+
+
+def kept_events(store: Backend) -> list[dict[str, Any]]:
+    """The events kept for jobs that wait for them later, newest first: event, key, id,
+    when it was sent and its data."""
+    events = []
+    for topic, raw in store.kv_list(EVENTS).items():
+        event, _, key = topic.partition("\t")
+        sent = loads(raw)
+        events.append({"event": event, "key": key, "id": sent["id"], "at": sent["at"], "data": sent["data"]})
+    return sorted(events, key=lambda e: e["at"], reverse=True)
+
+
+def timeline(store: Backend, job_id: str) -> list[dict[str, Any]]:
+    """A job's checkpoints in the order it reached them, for its page, `deferq job` and
+    GET /v1/jobs/{id}: name, kind, when it started and what it gave (or awaits)."""
+    records = {name: loads(raw) for name, raw in store.kv_list(STEPS + job_id).items()}
+    now = store.now()
+    rows = []
+    for name, record in sorted(((n, r) for n, r in records.items() if not n.endswith(DONE)),
+                               key=lambda item: item[1]["index"]):
+        row = {"name": name, "kind": record["kind"], "at": record["at"], "attempt": record.get("attempt")}
+        if record["kind"] == "step":
+            row.update(state="done", took=record.get("took"), result=record.get("result"), fn=record.get("fn"))
+        elif record["kind"] == "sleep":
+            row.update(state="done" if record["until"] <= now else "sleeping", until=record["until"])
+        else:
+            answer = records.get(name + DONE)
+            state = "waiting" if answer is None else "timed out" if answer.get("timeout") else "done"
+            row.update(state=state, event=record["event"], key=record["key"], until=record["until"],
+                       result=None if answer is None else answer.get("data"))
+        rows.append(row)
+    return rows

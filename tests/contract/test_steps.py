@@ -1,0 +1,172 @@
+"""Durable steps on every store: a finished step never runs again, a sleep or a wait
+leaves the worker (the job is stored again, its attempt not counted), an event wakes
+exactly the jobs waiting for its (event, key), and a stale attempt keeps no result."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+import deferq
+from deferq.backends.base import OutcomeKind
+from deferq.job import JobState
+from deferq.steps.checkpoints import JobSteps, LeaseLost
+from deferq.steps.events import send_event, timeline
+from deferq.testing import run_here
+
+ORDER = (0, 1, 2)
+
+
+def run_next(app: deferq.App, timeout: float = 5.0) -> deferq.Job:
+    """Lease the next job as soon as it is due (bounded), run it here, return it as stored."""
+    deadline = time.monotonic() + timeout
+    while not (leased := app.backend.reserve(["default"], 1, "w", app.lease, ORDER)):
+        assert time.monotonic() < deadline, "no job came due in time"
+        app.backend.wait_for_work(["default"], 0.05)
+    run_here(app, leased[0])
+    found = app.get(leased[0].id)
+    assert found is not None
+    return found
+
+
+def test_a_finished_step_is_not_run_again_after_a_sleep(app: deferq.App) -> None:
+    calls: list[str] = []
+
+    @app.task(name="onboard")
+    def onboard(user: int) -> str:
+        job = deferq.current_job()
+        assert job is not None
+        first = job.step("welcome", lambda u: calls.append(f"welcome {u}") or u * 2, user)
+        job.sleep("nap", 0.3)
+        second = job.step("nudge", lambda: calls.append("nudge") or "nudged")
+        return f"{first} {second}"
+
+    stored = onboard.enqueue(21)
+    slept = run_next(app)
+    assert slept.state == JobState.SCHEDULED and slept.attempts == 0  # the sleep is no attempt
+    assert slept.run_at >= app.backend.now() + 0.1
+    assert calls == ["welcome 21"]
+    done = run_next(app)
+    assert done.state == JobState.SUCCEEDED and done.result == "42 nudged"
+    assert calls == ["welcome 21", "nudge"]
+    assert [(row["name"], row["kind"], row["state"]) for row in timeline(app.backend, stored.id)] == [
+        ("welcome", "step", "done"), ("nap", "sleep", "done"), ("nudge", "step", "done")]
+
+
+def test_a_failing_step_retries_without_redoing_the_steps_before_it(app: deferq.App) -> None:
+    calls: list[str] = []
+
+    @app.task(name="flaky", max_attempts=3, backoff=deferq.backoff.fixed(0))
+    def flaky() -> int:
+        job = deferq.current_job()
+        assert job is not None
+        job.step("charge", calls.append, "charge")
+        return job.step("confirm", confirm)
+
+    def confirm() -> int:
+        calls.append("confirm")
+        if calls.count("confirm") < 2:
+            raise RuntimeError("downstream not ready")
+        return 7
+
+    flaky.enqueue()
+    assert run_next(app).state == JobState.QUEUED  # retried at once
+    assert run_next(app).result == 7
+    assert calls == ["charge", "confirm", "confirm"]
+
+
+def test_an_event_wakes_its_waiters_only(app: deferq.App) -> None:
+    @app.task(name="checkout")
+    def checkout(user: int) -> object:
+        job = deferq.current_job()
+        assert job is not None
+        return job.wait_for("paid", event="payment", key=f"user:{user}", timeout=600)
+
+    waiting, other = checkout.enqueue(1), checkout.enqueue(2)
+    assert run_next(app).state == JobState.SCHEDULED
+    assert run_next(app).state == JobState.SCHEDULED
+    assert app.get(waiting.id).run_at > app.backend.now() + 500  # due at its timeout
+    assert send_event(app.backend, "payment", "user:1", {"amount": 10}) == 1
+    done = run_next(app, timeout=2)
+    assert (done.id, done.state, done.result) == (waiting.id, JobState.SUCCEEDED, {"amount": 10})
+    assert app.get(other.id).state == JobState.SCHEDULED
+    assert [row["state"] for row in timeline(app.backend, other.id)] == ["waiting"]
+
+
+def test_an_event_sent_before_the_wait_is_kept_and_consumed_once(app: deferq.App) -> None:
+    @app.task(name="twice")
+    def twice() -> list[object]:
+        job = deferq.current_job()
+        assert job is not None
+        first = job.wait_for("first", event="answer", key="k", timeout=0.3)
+        second = job.wait_for("second", event="answer", key="k", timeout=0.3)
+        return [first, second]
+
+    twice.enqueue()
+    assert send_event(app.backend, "answer", "k", "yes") == 0  # nobody waits yet: kept
+    assert run_next(app).state == JobState.SCHEDULED  # first answered at once; second waits
+    done = run_next(app)
+    assert done.result == ["yes", None]  # the same event is not had twice: the second times out
+    assert [row["state"] for row in timeline(app.backend, done.id)] == ["done", "timed out"]
+
+
+def test_a_stale_attempt_keeps_no_step_result(app: deferq.App) -> None:
+    job = app.enqueue("stale")
+    old = app.backend.reserve(["default"], 1, "old", 0.2, ORDER)[0]
+    deadline = time.monotonic() + 5
+    while not app.backend.recover_expired():
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    new = app.backend.reserve(["default"], 1, "new", 5, ORDER)[0]
+    assert new.id == job.id and new.attempts == 2
+    stale = JobSteps(app.backend, 5, 3600, old)
+    with pytest.raises(LeaseLost):
+        stale.step("pay", lambda: "stale", (), {})
+    assert JobSteps(app.backend, 5, 3600, new).step("pay", lambda: "fresh", (), {}) == "fresh"
+    assert JobSteps(app.backend, 5, 3600, new).step("pay", lambda: "again", (), {}) == "fresh"
+
+
+def test_reordered_steps_end_the_job_dead_with_a_sentence(app: deferq.App) -> None:
+    version = {"n": 1}
+
+    @app.task(name="reorder")
+    def reorder() -> None:
+        job = deferq.current_job()
+        assert job is not None
+        names = ["a", "b"] if version["n"] == 1 else ["b", "a"]
+        for name in names:
+            job.step(name, str, name)
+        job.sleep("nap", 0.2)
+
+    reorder.enqueue()
+    assert run_next(app).state == JobState.SCHEDULED
+    version["n"] = 2
+    dead = run_next(app)
+    assert dead.state == JobState.DEAD and "reordered" in (dead.error or "")
+
+
+def test_wake_makes_only_a_scheduled_job_due(app: deferq.App, backend) -> None:
+    later = app.enqueue("noop", delay=600)
+    now = app.enqueue("noop")
+    assert backend.wake(later.id) and app.get(later.id).state == JobState.QUEUED
+    assert not backend.wake(now.id) and not backend.wake("0" * 26)
+    leased = backend.reserve(["default"], 2, "w", 5, ORDER)
+    assert len(leased) == 2 and not backend.wake(later.id)
+    from deferq.backends.base import Outcome
+    backend.settle([Outcome(job, OutcomeKind.SUCCEEDED) for job in leased])
+    assert not backend.wake(later.id)
+
+
+def test_a_namespace_expires_at_once(backend) -> None:
+    backend.kv_put("steps-test", "a", b"1")
+    backend.kv_put("steps-test", "b", b"2", ttl=3600)
+    backend.kv_put("steps-other", "a", b"3")
+    assert backend.kv_expire("steps-test", 3600) == 2
+    assert backend.kv_list("steps-test") == {"a": b"1", "b": b"2"}
+    assert backend.kv_expire("steps-test", 0.05) == 2
+    deadline = time.monotonic() + 5
+    while backend.kv_list("steps-test"):
+        assert time.monotonic() < deadline, "the records did not expire"
+        time.sleep(0.02)
+    assert backend.kv_list("steps-other") == {"a": b"3"}
