@@ -9,12 +9,14 @@ import tempfile
 import warnings
 from collections.abc import Callable
 
+import jsonschema_rs
 import pytest
 import schemathesis
 import schemathesis.core.jsonschema
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from schemathesis.core.parameters import ParameterLocation
+from schemathesis.specs.openapi.checks import negative_data_rejection
 
 import deferq
 from deferq.backends.search import decode_cursor, encode_cursor
@@ -108,6 +110,25 @@ def test_the_drawn_retry_conditions_parse(condition):
     Condition(condition)
 
 
+DOCUMENT = schema.raw_schema
+ELSEWHERE = (ParameterLocation.HEADER, ParameterLocation.QUERY, ParameterLocation.PATH)
+
+
+def drawn_invalid_body_is_valid(case) -> bool:
+    """schemathesis makes a body invalid by changing one branch of an anyOf or oneOf; where
+    the change lands in another branch (a JSON value takes any type: a number made an
+    object is still a JSON value) the body is one the document allows, and the server is
+    right to take it. Such a case is checked as the valid request it is."""
+    meta = case.meta
+    if meta is None or not meta.is_negative_at(ParameterLocation.BODY) or any(map(meta.is_negative_at, ELSEWHERE)):
+        return False
+    body = case.operation.definition.raw["requestBody"]["content"]["application/json"]["schema"]
+    try:
+        return bool(jsonschema_rs.Draft202012Validator({**DOCUMENT, **body}).is_valid(case.body))
+    except (ValueError, TypeError, UnicodeError):  # a text it cannot read (a lone surrogate): not judged here
+        return False
+
+
 @schema.parametrize()
 @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
 def test_the_api_matches_its_openapi_document(case):
@@ -119,4 +140,6 @@ def test_the_api_matches_its_openapi_document(case):
         drawn_invalid = case.meta is not None and case.meta.is_negative_at(ParameterLocation.HEADER)
         swap = "Authorization" in (case.headers or {}) and not drawn_invalid
         headers = {"Authorization": f"Bearer {ADMIN}"} if swap else {}
-        case.call_and_validate(headers=headers)  # every check, positive data acceptance included
+        # every check, positive data acceptance included
+        skipped = [negative_data_rejection] if drawn_invalid_body_is_valid(case) else []
+        case.call_and_validate(headers=headers, excluded_checks=skipped)

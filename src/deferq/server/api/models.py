@@ -146,6 +146,9 @@ KEYED_CONFLICTS = {  # replace and debounce need a key; max_wait_ms is for debou
          "then": {"required": ["key"], "properties": {"key": {"type": "string"}}}},
         {"if": {"required": ["max_wait_ms"], "properties": {"max_wait_ms": _GIVEN}},
          "then": {"required": ["on_conflict"], "properties": {"on_conflict": {"const": "debounce"}}}},
+        # a deduplication window needs a key (options.window_rules); 0 is no window
+        {"if": {"required": ["unique_for_ms"], "properties": {"unique_for_ms": {"type": "integer", "minimum": 1}}},
+         "then": {"required": ["key"], "properties": {"key": {"type": "string"}}}},
     ],
 }
 JOB_RULES = {**ONE_DUE_TIME, **KEYED_CONFLICTS}
