@@ -1,6 +1,7 @@
-"""Two plain `deferq worker` processes and no master fire a 2-second schedule: each tick
-once, none missed, and still so after the leader is SIGKILLed (the other takes over
-within one lease and fires the ticks of the gap late, each once)."""
+"""Two plain `deferq worker` processes and no master fire a 2-second schedule for a minute:
+each tick once, none missed, and still so after the leader is SIGKILLed (the other takes
+over within one lease and fires the ticks of the gap late, each once). SQLite, Redis and
+PostgreSQL side by side, in one minute."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import signal
 import subprocess
 import sys
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -21,9 +23,22 @@ EVERY = 2.0
 RUN = 60.0  # a minute of ticks; the leader is killed a third of the way in
 
 
+KINDS = ("sqlite", "redis", "postgres")
+
+
+class _Kind:
+    """What store_url reads of a request: the kind of store, and the fixtures."""
+
+    def __init__(self, request: pytest.FixtureRequest, kind: str) -> None:
+        self.param, self.getfixturevalue = kind, request.getfixturevalue
+
+
 @pytest.fixture
-def url(request, tmp_path):
-    yield from store_url(request, tmp_path)
+def urls(request, tmp_path):
+    stores = [store_url(_Kind(request, kind), tmp_path) for kind in KINDS]
+    yield {kind: next(store) for kind, store in zip(KINDS, stores, strict=True)}
+    for store in stores:
+        next(store, None)  # its clean-up
 
 
 def start_worker(url: str, log: Path) -> subprocess.Popen[bytes]:
@@ -35,8 +50,19 @@ def start_worker(url: str, log: Path) -> subprocess.Popen[bytes]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("url", ["sqlite", "redis", "postgres"], indirect=True)
-def test_two_workers_fire_each_tick_once_across_a_killed_leader(tmp_path, url):
+def test_two_workers_fire_each_tick_once_across_a_killed_leader(tmp_path, urls):
+    with ThreadPoolExecutor(len(urls)) as pool:
+        runs = {kind: pool.submit(two_workers_across_a_killed_leader, tmp_path / kind, url)
+                for kind, url in urls.items()}
+    for kind, run in runs.items():
+        try:
+            run.result()
+        except AssertionError as failed:
+            raise AssertionError(f"{kind}: {failed}") from None
+
+
+def two_workers_across_a_killed_leader(tmp_path: Path, url: str) -> None:
+    tmp_path.mkdir()
     store = deferq.App(url)
     pulse = deferq.schedule.PeriodicJob("pulse", None, "tick", every=EVERY, options={"queue": "ticks"})
     store.schedules.put(pulse, "api")
