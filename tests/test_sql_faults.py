@@ -239,13 +239,14 @@ def full_disk_scenario(directory: str) -> dict:
     blob = "x" * 4000
     acknowledged = [pad.enqueue(blob).id for _ in range(10)]
     worker = Worker(app, WorkerConfig(concurrency=2, idle_wait=0.1))
-    runner = threading.Thread(target=worker.run)
+    runner = threading.Thread(target=worker.run, daemon=True)  # a failed step still ends the process
     runner.start()
-    with (path / "ballast").open("wb") as ballast:  # fill the disk
+    # Unbuffered: a buffered file keeps the bytes the full disk refused and raises
+    # ENOSPC again from truncate() or close().
+    with (path / "ballast").open("wb", buffering=0) as ballast:  # fill the disk
         try:
             while True:
                 ballast.write(b"\0" * 65536)
-                ballast.flush()
         except OSError as exc:
             assert exc.errno == errno.ENOSPC, exc
         ballast.truncate(max(ballast.tell() - 512 * 1024, 0))  # room for some more jobs, not many
@@ -282,7 +283,7 @@ def in_a_small_tmpfs(directory: Path, code: str) -> subprocess.CompletedProcess[
     env = {**os.environ, "PYTHONPATH": TREE_PATH}
     done = subprocess.run(
         ["unshare", *namespace, "sh", "-c", mount, str(directory), sys.executable, "-c", code],
-        capture_output=True, text=True, timeout=120, cwd=ROOT, env=env,
+        capture_output=True, text=True, timeout=90, cwd=ROOT, env=env,
     )
     if done.returncode != 0 and ("mount" in done.stderr or "unshare" in done.stderr):
         pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()[:200]}")
