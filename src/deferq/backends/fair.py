@@ -23,7 +23,6 @@ from collections.abc import Hashable, Iterable, Sequence
 
 from typing import TYPE_CHECKING
 
-from ..job import Priority
 
 if TYPE_CHECKING:
     from .base import Enqueue
@@ -42,8 +41,12 @@ def claim_levels(priorities: Sequence[int], fair_first: bool | None = None) -> t
     return tuple(levels)
 
 
-def is_fair_level(level: int) -> bool:
-    return FAIR <= level < FAIR + len(Priority.LEVELS)
+def levels_of(priorities: Sequence[int]) -> tuple[int, ...]:
+    """`claim_levels` of a caller's priorities; levels already chosen (a claim over several
+    Redis servers asks each in one order) as they are."""
+    if any(p >= FAIR for p in priorities):
+        return tuple(priorities)
+    return claim_levels(priorities)
 
 
 def plain_level(level: int) -> int:

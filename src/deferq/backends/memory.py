@@ -201,7 +201,7 @@ class MemoryBackend(MemoryHistory, Backend):
         expired: list[Job] = []
         with self._changed:
             now = self.now()
-            rank = {p: i for i, p in enumerate(fair.claim_levels(priorities))}  # levels not named are not taken
+            rank = {p: i for i, p in enumerate(fair.levels_of(priorities))}  # levels not named are not taken
             due = [
                 j
                 for j in self._jobs.values()

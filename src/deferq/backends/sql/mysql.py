@@ -357,7 +357,7 @@ class MySQLBackend(SQLBackend):
         """SKIP LOCKED: every (level, queue) range in one round trip, each read in index
         order; the best `limit` rows are leased. The others were locked for a moment
         only (until this transaction ends, a round trip later)."""
-        levels = fair.claim_levels(priorities)
+        levels = fair.levels_of(priorities)
         ranges = [
             (self.q["claim_fair" if level >= fair.FAIR else "claim"], {"queue": queue, "priority": level, "limit": limit})
             for level in levels for queue in queues
@@ -396,7 +396,7 @@ class MySQLBackend(SQLBackend):
         """Update first (each statement commits by itself), then select what I own."""
         token = uuid.uuid4().hex
         taken = 0
-        levels = fair.claim_levels(priorities)
+        levels = fair.levels_of(priorities)
         for level in levels:
             if taken >= limit:
                 break

@@ -298,7 +298,7 @@ class PostgresBackend(SQLBackend):
     def claim_plan(
         self, queues: Sequence[str], limit: int, worker: str, lease: float, priorities: Sequence[int]
     ) -> Plan[list[Job]]:
-        levels = fair.claim_levels(priorities)
+        levels = fair.levels_of(priorities)
         params = {
             "queue": queues[0], "queues": list(queues), "limit": limit, "worker": worker,
             "lease": lease, "priorities": list(levels),

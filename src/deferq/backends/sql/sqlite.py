@@ -294,7 +294,7 @@ class SQLiteBackend(SQLBackend):
             return []
         now = self.now()
         chosen: list[int] = []
-        for level, priority in enumerate(fair.claim_levels(priorities)):  # the first probe begins the transaction
+        for level, priority in enumerate(fair.levels_of(priorities)):  # the first probe begins the transaction
             want = limit - len(chosen)
             if want <= 0:
                 break
