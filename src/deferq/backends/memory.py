@@ -183,7 +183,9 @@ class MemoryBackend(MemoryHistory, Backend):
             waiting = [self._vtime[j.id] for j in self._jobs.values()
                        if j.state == _WAITING and (j.queue, j.priority) == scope and j.id in self._vtime]
             reached = [at for (at_scope, _), at in self._fair_next.items() if at_scope == scope]
-            floors[scope] = min(waiting) if waiting else max(reached, default=0.0)
+            floors[scope] = floor = min(waiting) if waiting else max(reached, default=0.0)
+            for name in [name for name, at in self._fair_next.items() if name[0] == scope and at < floor]:
+                del self._fair_next[name]
         return floors
 
     def _step_up(self) -> None:

@@ -200,6 +200,8 @@ class SQLBackend(SQLHistory, SQLSearch, Backend):
         for scope in sorted({scope for scope, _, _ in entries}):
             reply = yield Step(self.q["fair_floor"], {"queue": scope[0], "level": scope[1]})
             floors[scope] = float(reply.rows[0][0]) if reply.rows and reply.rows[0][0] is not None else 0.0
+            # keys behind the floor are as good as without a record: their rows go
+            yield Step(self.q["fair_forget"], {"queue": scope[0], "level": scope[1], "floor": floors[scope]})
         for scope, key in sorted({(scope, key) for scope, key, _ in entries}):
             reply = yield Step(self.q["fair_next"], {"queue": scope[0], "level": scope[1], "key": key})
             if reply.rows:

@@ -263,9 +263,9 @@ class SQLiteBackend(SQLBackend):
 
     def enqueue_many(self, items: Sequence[Enqueue], connection: Any = None) -> list[Job]:
         self.refuse_connection(connection)
-        if len(items) == 1 and items[0].job.key is None and not items[0].after:
+        if len(items) == 1 and items[0].job.key is None and not items[0].after and items[0].job.fair_key is None:
             # The commonest call: one INSERT, a transaction by itself (no BEGIN/COMMIT),
-            # and with no key nothing to resolve.
+            # and with no key nothing to resolve (nor a virtual time to give).
             return list(self.run(self.insert_plan(items, (0,))).values())
         return self.run(self.enqueue_plan(items), atomic=True) if items else []
 

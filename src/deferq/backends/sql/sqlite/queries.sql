@@ -96,6 +96,11 @@ SELECT coalesce(
     (SELECT next_vtime FROM {fair} WHERE queue = :queue AND priority = :level
      ORDER BY next_vtime DESC LIMIT 1))
 
+-- name: fair_forget
+-- The keys whose next virtual time is behind the floor: they would start at the floor
+-- anyway (one range of deferq_fair_reached).
+DELETE FROM {fair} WHERE queue = :queue AND priority = :level AND next_vtime < :floor
+
 -- name: fair_next
 -- A key's next virtual time at a fair level (no row: it has none).
 SELECT next_vtime FROM {fair} WHERE queue = :queue AND priority = :level AND fair_key = :key
