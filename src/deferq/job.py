@@ -201,7 +201,7 @@ class Job(_Held, Generic[R]):
     remark: str | None = stored("remark", None, new=True)  # free text for people
     last_worker: str | None = stored("last_worker", None)  # the worker that last leased it; kept after it ends
     tags: tuple[str, ...] = stored("tags", (), new=True, json=True)  # labels to find jobs by
-    fair_key: str | None = stored("fair_key", None, new=True)  # served round-robin with its queue's other keys
+    fair_key: str | None = stored("fair_key", None, new=True)  # its queue serves its keys round-robin
 
     @property
     def priority_name(self) -> str:
@@ -304,7 +304,8 @@ def fresh_job(
     cheaper than by name: every job a producer enqueues is built this way, twice."""
     return Job(
         id, task, args, kwargs, queue, priority, state, 0, max_attempts, timeout, key, run_at, created_at,
-        None, None, None, None, None, meta, None, None, False, expires_at, updated_at, remark, None, tags, fair_key,
+        None, None, None, None, None, meta, None, None, False, expires_at, updated_at, remark, None, tags,
+        fair_key,
     )
 
 

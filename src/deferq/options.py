@@ -230,7 +230,8 @@ TAGS = Option(tag_list, "labels kept with the job (a job's own replace its task'
                   "type": "string", "minLength": 1, "maxLength": 100, "pattern": TAG}})
 FAIR_WEIGHT = Option(fair_weight, "the fair key's share of its queue: weight 2 is served twice as often as 1",
                      periodic=True, http="fair_weight",
-                     openapi={"type": "number", "exclusiveMinimum": True, "minimum": 0, "maximum": MAX_FAIR_WEIGHT})
+                     openapi={"type": "number", "exclusiveMinimum": True, "minimum": 0,
+                              "maximum": MAX_FAIR_WEIGHT})
 DUE_AT = {"description": "Due time: epoch seconds or ISO 8601 with a zone.",
           "oneOf": [{"type": "number", "minimum": 0, "exclusiveMaximum": LATEST_DUE},
                     {"type": "string", "pattern": DUE_TIME}]}

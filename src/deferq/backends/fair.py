@@ -20,9 +20,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Hashable, Iterable, Sequence
-
 from typing import TYPE_CHECKING
-
 
 if TYPE_CHECKING:
     from .base import Enqueue

@@ -39,7 +39,7 @@ class MemoryBackend(MemoryHistory, Backend):
         self._jobs: dict[str, Job] = {}
         self._order: dict[str, int] = {}  # enqueue order, for FIFO among equal due times
         self._vtime: dict[str, float] = {}  # job id -> virtual time, while it waits at a fair level (fair.py)
-        self._fair_next: dict[tuple[object, str], float] = {}  # ((queue, level), fair key) -> its next virtual time
+        self._fair_next: dict[tuple[object, str], float] = {}  # ((queue, level), key) -> its next virtual time
         self._seq = itertools.count()
         self._kv: dict[tuple[str, str], tuple[bytes, float | None]] = {}
         self._paused: dict[str, float] = {}  # queue -> when it was paused
@@ -167,7 +167,7 @@ class MemoryBackend(MemoryHistory, Backend):
             job = job.evolve(args=args, kwargs=kwargs, meta=meta)
         if floors is not None and fair.due_fair(item):
             scope = (job.queue, job.priority + fair.FAIR)
-            self._vtime[job.id] = fair.virtual_times([(scope, job.fair_key, item.fair_weight)], floors,
+            self._vtime[job.id] = fair.virtual_times([(scope, job.fair_key or "", item.fair_weight)], floors,
                                                      self._fair_next)[0]
             raise_by += fair.FAIR
         self._jobs[job.id] = job.evolve(state=_WAITING, priority=job.priority + raise_by)
@@ -211,8 +211,8 @@ class MemoryBackend(MemoryHistory, Backend):
                 and j.queue not in self._paused
             ]
             vtime = self._vtime
-            due.sort(key=lambda j: (rank[j.priority], vtime.get(j.id, 0.0) if j.priority >= fair.FAIR else j.run_at,
-                                    self._order[j.id]))
+            due.sort(key=lambda j: (rank[j.priority], vtime.get(j.id, 0.0) if j.priority >= fair.FAIR
+                                    else j.run_at, self._order[j.id]))
             taken = []
             for job in due[:limit]:
                 if job.expires_at is not None and job.expires_at <= now:  # never run: cancelled

@@ -359,7 +359,8 @@ class MySQLBackend(SQLBackend):
         only (until this transaction ends, a round trip later)."""
         levels = fair.levels_of(priorities)
         ranges = [
-            (self.q["claim_fair" if level >= fair.FAIR else "claim"], {"queue": queue, "priority": level, "limit": limit})
+            (self.q["claim_fair" if level >= fair.FAIR else "claim"],
+             {"queue": queue, "priority": level, "limit": limit})
             for level in levels for queue in queues
         ]
         reply = yield Step("", ranges, many=True, begin=True)  # each range its own statement, one packet
