@@ -82,7 +82,7 @@ FOR UPDATE SKIP LOCKED
 -- The same for a fair level (a priority + 10, fair.py), in (virtual time, seq) order
 -- through deferq_jobs_fair; the backend sends it in the claim's packet (Step.many, a
 -- run's own statement).
-SELECT {job_columns}, {now}, seq, priority, vtime FROM {jobs}
+SELECT {job_columns}, {now}, seq, priority, vtime FROM {jobs} FORCE INDEX (deferq_jobs_fair)
 WHERE state = 'queued' AND queue = %(queue)s AND priority = %(priority)s AND vtime IS NOT NULL
   AND run_at <= {now} AND {unpaused}
 ORDER BY vtime, seq

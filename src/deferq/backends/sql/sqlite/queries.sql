@@ -80,8 +80,9 @@ LIMIT ?4
 
 -- name: claim_fair
 -- The same for a fair level (a priority + 10, fair.py): in (virtual time, seq) order,
--- one range of deferq_jobs_fair. Every job there was due when stored.
-SELECT vtime, seq FROM {jobs}
+-- one range of deferq_jobs_fair (named: with due times in the query, the planner may
+-- prefer deferq_jobs_waiting and sort every row of the level). Every job there is due.
+SELECT vtime, seq FROM {jobs} INDEXED BY deferq_jobs_fair
 WHERE state = 'queued' AND queue = ?1 AND priority = ?2 AND vtime IS NOT NULL AND run_at <= ?3
   AND NOT EXISTS (SELECT 1 FROM {paused} WHERE queue = ?1)
 ORDER BY vtime, seq
