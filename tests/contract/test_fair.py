@@ -85,3 +85,11 @@ def test_fair_jobs_wait_count_cancel_and_retry_like_others(app, backend, fair_ta
     assert backend.settle([Outcome(first, "retry", delay=0.0, error="again")]) == [True]
     taken = {job.id for job in reserve(backend, 5, queues=("fair",))}
     assert taken == {jobs[0].id, jobs[2].id}  # the retried job is claimed again; the delayed one waits
+
+
+def test_a_replaced_fair_job_waits_for_its_new_due_time(app, backend, fair_task):
+    first = fair_task.options(key="report:1").enqueue("a", 1)
+    again = fair_task.options(key="report:1", on_conflict="replace", delay=3600).enqueue("a", 2)
+    assert again.id == first.id and app.get(first.id).state == JobState.SCHEDULED
+    assert reserve(backend, 5, queues=("fair",)) == []  # moved to its new due time, out of the fair line
+    assert app.get(first.id).args == ("a", 2) and app.get(first.id).fair_key == "tenant:a"

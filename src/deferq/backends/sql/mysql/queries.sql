@@ -45,7 +45,7 @@ WHERE unique_key IN %(keys)s AND state IN ('queued', 'active')
 -- Guarded: a job claimed meanwhile is left alone (the backend looks again).
 -- A job at its fair level goes back to its plain one, due-time order (fair.py).
 UPDATE {jobs} SET payload = %(payload)s, run_at = %(run_at)s, updated_at = {now},
-                  priority = CASE WHEN priority % 20 >= 10 THEN priority - 10 ELSE priority END, vtime = NULL
+                  priority = CASE WHEN mod(priority, 20) >= 10 THEN priority - 10 ELSE priority END, vtime = NULL
 WHERE id = %(id)s AND state = 'queued'
 
 -- name: step_up
@@ -102,6 +102,20 @@ WHERE seq IN %(seqs)s
 UPDATE {jobs} SET state = 'cancelled', updated_at = {now}, error = 'expired', finished_at = %(now)s, updated_at = %(now)s
 WHERE seq IN %(seqs)s
 
+-- name: claim_update_set
+-- What an update-first claim sets: the lease and this claim's token, except on rows
+-- whose expiry has passed, which are cancelled instead. `state` is assigned first: the
+-- CASEs after it read only expires_at.
+    state = CASE WHEN expires_at <= {now} THEN 'cancelled' ELSE 'active' END,
+    attempts = CASE WHEN expires_at <= {now} THEN attempts ELSE attempts + 1 END,
+    worker = CASE WHEN expires_at <= {now} THEN NULL ELSE %(worker)s END,
+    lease_until = CASE WHEN expires_at <= {now} THEN NULL ELSE {now} + %(lease)s END,
+    error = CASE WHEN expires_at <= {now} THEN 'expired' ELSE error END,
+    finished_at = CASE WHEN expires_at <= {now} THEN {now} END,
+    last_worker = CASE WHEN expires_at <= {now} THEN last_worker ELSE %(worker)s END,
+    updated_at = {now},
+    claim_token = %(token)s
+
 -- name: claim_update
 -- Without SKIP LOCKED (older servers, or ?claim=update): the seed's "update first,
 -- then select what I own" (S3-1). One statement marks up to %(limit)s rows with this
@@ -112,18 +126,8 @@ WHERE seq IN %(seqs)s
 -- and sort them, locking them all, so concurrent claims deadlock; through the waiting
 -- index it reads (and locks) the rows it takes.
 -- Rows whose expiry has passed are cancelled instead ("expired", the attempt not
--- counted), and `claimed` reads them back too, for the history. `state` is
--- assigned first: the CASEs after it read only expires_at.
-UPDATE {jobs} FORCE INDEX (deferq_jobs_waiting) SET
-    state = CASE WHEN expires_at <= {now} THEN 'cancelled' ELSE 'active' END,
-    attempts = CASE WHEN expires_at <= {now} THEN attempts ELSE attempts + 1 END,
-    worker = CASE WHEN expires_at <= {now} THEN NULL ELSE %(worker)s END,
-    lease_until = CASE WHEN expires_at <= {now} THEN NULL ELSE {now} + %(lease)s END,
-    error = CASE WHEN expires_at <= {now} THEN 'expired' ELSE error END,
-    finished_at = CASE WHEN expires_at <= {now} THEN {now} END,
-    last_worker = CASE WHEN expires_at <= {now} THEN last_worker ELSE %(worker)s END,
-    updated_at = {now},
-    claim_token = %(token)s
+-- counted), and `claimed` reads them back too, for the history ({claim_update_set}).
+UPDATE {jobs} FORCE INDEX (deferq_jobs_waiting) SET {claim_update_set}
 WHERE state = 'queued' AND queue IN %(queues)s AND priority = %(priority)s AND run_at <= {now}
   AND queue NOT IN (SELECT queue FROM {paused})
 ORDER BY run_at, seq
@@ -131,16 +135,7 @@ LIMIT %(limit)s
 
 -- name: claim_update_fair
 -- The same for a fair level (a priority + 10, fair.py), in (virtual time, seq) order.
-UPDATE {jobs} FORCE INDEX (deferq_jobs_fair) SET
-    state = CASE WHEN expires_at <= {now} THEN 'cancelled' ELSE 'active' END,
-    attempts = CASE WHEN expires_at <= {now} THEN attempts ELSE attempts + 1 END,
-    worker = CASE WHEN expires_at <= {now} THEN NULL ELSE %(worker)s END,
-    lease_until = CASE WHEN expires_at <= {now} THEN NULL ELSE {now} + %(lease)s END,
-    error = CASE WHEN expires_at <= {now} THEN 'expired' ELSE error END,
-    finished_at = CASE WHEN expires_at <= {now} THEN {now} END,
-    last_worker = CASE WHEN expires_at <= {now} THEN last_worker ELSE %(worker)s END,
-    updated_at = {now},
-    claim_token = %(token)s
+UPDATE {jobs} FORCE INDEX (deferq_jobs_fair) SET {claim_update_set}
 WHERE state = 'queued' AND queue IN %(queues)s AND priority = %(priority)s AND vtime IS NOT NULL
   AND run_at <= {now}
   AND queue NOT IN (SELECT queue FROM {paused})

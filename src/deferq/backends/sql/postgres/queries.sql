@@ -64,7 +64,7 @@ WHERE unique_key = ANY(%(keys)s::text[]) AND state IN ('queued', 'active')
 -- Guarded: a job claimed meanwhile is left alone (the backend looks again).
 -- A job at its fair level goes back to its plain one, due-time order (fair.py).
 UPDATE {jobs} SET payload = %(payload)s::jsonb, run_at = %(run_at)s, updated_at = {now},
-                  priority = CASE WHEN priority % 20 >= 10 THEN priority - 10 ELSE priority END, vtime = NULL
+                  priority = CASE WHEN mod(priority, 20) >= 10 THEN priority - 10 ELSE priority END, vtime = NULL
 WHERE id = %(id)s AND state = 'queued'
 
 -- name: step_up
