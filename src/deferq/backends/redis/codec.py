@@ -51,6 +51,9 @@ def _stored_settings(job: Job) -> tuple[str, str, str]:
     )
 
 
+_NO_FAIR = ("", "")  # fair key and weight of a job without a key
+
+
 def enqueue_args(item: Enqueue) -> tuple[Any, ...]:
     """The 16 ARGV values of one job for enqueue.lua."""
     job = item.job
@@ -60,7 +63,8 @@ def enqueue_args(item: Enqueue) -> tuple[Any, ...]:
         job.key or "", repr(job.run_at), repr(item.delay),
         "" if expiry is None else ("@" if job.expires_at is not None else "+") + repr(expiry),
         item.on_conflict, "" if item.max_wait is None else repr(item.max_wait), job.remark or "",
-        dumps(job.tags, "tags") if job.tags else "", job.fair_key or "", repr(item.fair_weight),
+        dumps(job.tags, "tags") if job.tags else "",
+        *((job.fair_key, repr(item.fair_weight)) if job.fair_key else _NO_FAIR),
     )
 
 

@@ -411,6 +411,8 @@ class MySQLBackend(SQLBackend):
             return []
         reply = yield Step(self.q["claimed"], {"token": token})
         found = [(job_of(row), row[WIDTH + 1], row[WIDTH + 2], row[WIDTH + 3]) for row in reply.rows]
+        if any(level >= fair.FAIR for _, _, level, _ in found):
+            yield Step(self.q["claimed_leave_fair"], {"token": token})
         return self.claim_order(found, levels)
 
     def recover_plan(self) -> Plan[list[tuple[str, str, str]]]:

@@ -93,13 +93,22 @@ FOR UPDATE SKIP LOCKED
 NOT EXISTS (SELECT 1 FROM {paused} WHERE queue = %(queue)s)
 
 -- name: lease
+-- A job leased from its fair level leaves it ({leave_fair}).
 UPDATE {jobs} SET state = 'active', attempts = attempts + 1, worker = %(worker)s,
-                  lease_until = %(lease_until)s, last_worker = %(worker)s, updated_at = %(now)s
+                  lease_until = %(lease_until)s, last_worker = %(worker)s, updated_at = %(now)s, {leave_fair}
 WHERE seq IN %(seqs)s
+
+-- name: leave_fair
+-- A fair job that stops waiting leaves its fair level and deferq_jobs_fair, which has no
+-- `state` (MySQL has no partial index: a state in it would be rewritten at every lease
+-- and settle of every job): a fair claim then never passes over rows that stopped
+-- waiting. A job without a key is left as it is (no index is written).
+priority = CASE WHEN priority >= 10 AND priority < 20 THEN priority - 10 ELSE priority END, vtime = NULL
 
 -- name: expire
 -- Chosen rows whose expiry has passed: cancelled instead of leased (never run).
-UPDATE {jobs} SET state = 'cancelled', updated_at = {now}, error = 'expired', finished_at = %(now)s, updated_at = %(now)s
+UPDATE {jobs} SET state = 'cancelled', updated_at = {now}, error = 'expired', finished_at = %(now)s, updated_at = %(now)s,
+                  {leave_fair}
 WHERE seq IN %(seqs)s
 
 -- name: claim_update_set
@@ -141,6 +150,11 @@ WHERE state = 'queued' AND queue IN %(queues)s AND priority = %(priority)s AND v
   AND queue NOT IN (SELECT queue FROM {paused})
 ORDER BY vtime, seq
 LIMIT %(limit)s
+
+-- name: claimed_leave_fair
+-- The fair jobs an update-first claim took leave their level (leave_fair), once
+-- `claimed` has read their virtual times (the claim's order).
+UPDATE {jobs} SET {leave_fair} WHERE claim_token = %(token)s AND vtime IS NOT NULL
 
 -- name: claimed
 -- What the claim leased, and what it cancelled because it had expired (reserve counts those).
@@ -260,6 +274,7 @@ UPDATE {jobs} SET
     finished_at = CASE WHEN state IN ('queued', 'blocked') THEN {now} ELSE finished_at END,
     cancel_requested_at = CASE WHEN state = 'active' THEN coalesce(cancel_requested_at, {now}) END,
     updated_at = {now},
+    vtime = CASE WHEN state = 'queued' THEN NULL ELSE vtime END,
     state = CASE WHEN state IN ('queued', 'blocked') THEN 'cancelled' ELSE state END
 WHERE id = %(id)s AND state IN ('queued', 'active', 'blocked')
 
