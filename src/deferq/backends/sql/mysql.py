@@ -188,7 +188,7 @@ class MySQLBackend(SQLBackend):
         # Several statements in one round trip (our connections allow it), read back
         # result by result, with the transaction's BEGIN / COMMIT in the same packet.
         runs = step.params if step.many else [step.params]
-        statements = [cur.mogrify(step.sql, params) if step.sql else cur.mogrify(*params) for params in runs]
+        statements = [cur.mogrify(step.sql, params) for params in runs]
         statements = ["BEGIN"] * step.begin + statements + ["COMMIT"] * step.commit
         rows: list[tuple[Any, ...]] = []
         counts = []
@@ -358,12 +358,11 @@ class MySQLBackend(SQLBackend):
         order; the best `limit` rows are leased. The others were locked for a moment
         only (until this transaction ends, a round trip later)."""
         levels = fair.levels_of(priorities)
-        ranges = [
-            (self.q["claim_fair" if level >= fair.FAIR else "claim"],
-             {"queue": queue, "priority": level, "limit": limit})
-            for level in levels for queue in queues
+        ranges = [  # each priority's plain and fair levels in one statement
+            {"queue": queue, "priority": level, "limit": limit} for level in levels if level < fair.FAIR
+            for queue in queues
         ]
-        reply = yield Step("", ranges, many=True, begin=True)  # each range its own statement, one packet
+        reply = yield Step(self.q["claim"], ranges, many=True, begin=True)
         found = [(job_of(row), row[WIDTH + 1], row[WIDTH + 2], row[WIDTH + 3]) for row in reply.rows]
         chosen = self.claim_order(list(found), levels)[:limit]
         if not chosen:

@@ -66,28 +66,26 @@ WHERE s.behind_key IS NOT NULL AND h.seq IS NULL
 -- name: claim
 -- Due jobs of one queue and priority, oldest first, locked for the claim. SKIP LOCKED
 -- needs MySQL 8 / MariaDB 10.6. One range of deferq_jobs_waiting in index order; the
--- backend asks level by level in the caller's preference order (PostgreSQL does
+-- backend asks priority by priority in the caller's preference order (PostgreSQL does
 -- that inside one statement with a lateral join, which MariaDB lacks) and then
 -- leases the rows with `lease` below, in the same transaction. A paused queue gives
--- nothing ({unpaused} names the queue, not the row: one look-up per statement). The
--- last columns: its stored level and the order it was read in (claim_fair's match).
-SELECT {job_columns}, {now}, seq, priority, run_at FROM {jobs}
-WHERE state = 'queued' AND queue = %(queue)s AND priority = %(priority)s AND run_at <= {now}
-  AND {unpaused}
-ORDER BY run_at, seq
-LIMIT %(limit)s
-FOR UPDATE SKIP LOCKED
-
--- name: claim_fair
--- The same for a fair level (a priority + 10, fair.py), in (virtual time, seq) order
--- through deferq_jobs_fair; the backend sends it in the claim's packet (Step.many, a
--- run's own statement).
-SELECT {job_columns}, {now}, seq, priority, vtime FROM {jobs} FORCE INDEX (deferq_jobs_fair)
-WHERE state = 'queued' AND queue = %(queue)s AND priority = %(priority)s AND vtime IS NOT NULL
-  AND run_at <= {now} AND {unpaused}
-ORDER BY vtime, seq
-LIMIT %(limit)s
-FOR UPDATE SKIP LOCKED
+-- nothing ({unpaused} names the queue, not the row: one look-up per statement).
+-- With it, in the same statement, the priority's fair level (+ 10, fair.py) in
+-- (virtual time, seq) order through deferq_jobs_fair: one statement per priority, as
+-- before fair queues. The last columns: the stored level and the order it was read in.
+(SELECT {job_columns}, {now}, seq, priority, run_at FROM {jobs}
+ WHERE state = 'queued' AND queue = %(queue)s AND priority = %(priority)s AND run_at <= {now}
+   AND {unpaused}
+ ORDER BY run_at, seq
+ LIMIT %(limit)s
+ FOR UPDATE SKIP LOCKED)
+UNION ALL
+(SELECT {job_columns}, {now}, seq, priority, vtime FROM {jobs} FORCE INDEX (deferq_jobs_fair)
+ WHERE state = 'queued' AND queue = %(queue)s AND priority = %(priority)s + 10 AND vtime IS NOT NULL
+   AND run_at <= {now} AND {unpaused}
+ ORDER BY vtime, seq
+ LIMIT %(limit)s
+ FOR UPDATE SKIP LOCKED)
 
 -- name: unpaused
 NOT EXISTS (SELECT 1 FROM {paused} WHERE queue = %(queue)s)
