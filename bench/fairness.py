@@ -7,8 +7,9 @@ Tenant A enqueues `--backlog` jobs, then tenants B-J `--each` jobs each; one wor
 8 slots (in this process) runs them, a task that only notes when it started. Printed per
 mode (`plain`: no fair key, every store's order before fair queues; `fair`:
 `fair_key="tenant:{tenant}"`): the seconds from the worker's start until every B-J job
-has started, until the first B-J job has, and until A's backlog is done, with the
-worker's rate. In enqueue order every B-J job waits behind all of A's; with fair keys
+has started, until the first B-J job has, and until A's backlog is done, the worker's
+rate, and how many jobs started before the last B-J job (a count, which the machine's
+load does not blur). In enqueue order every B-J job waits behind all of A's; with fair keys
 each tenant gets a job per round.
 
 Then the claim's own cost (`--rounds` rounds, the modes interleaved): the same jobs
@@ -63,10 +64,13 @@ def run(url: str, mode: str, backlog: int, each: int) -> dict[str, float]:
     total = backlog + each * (len(TENANTS) - 1)
     assert len(small) + len(started["A"]) == total, "every job ran"
     done = max(small + started["A"])
+    starts = sorted((t, tenant) for tenant, times in started.items() for t in times)
+    last_small = max(i for i, (_, tenant) in enumerate(starts) if tenant != "A")
     app.purge([deferq.JobState.SUCCEEDED])
     app.close()
     return {"all_small_started_s": max(small) - begun, "first_small_started_s": min(small) - begun,
-            "backlog_done_s": max(started["A"]) - begun, "jobs_per_s": total / (done - begun)}
+            "backlog_done_s": max(started["A"]) - begun, "jobs_per_s": total / (done - begun),
+            "last_small_start_position": last_small}
 
 
 def claim_cost(url: str, mode: str, backlog: int, each: int) -> float:
@@ -100,12 +104,13 @@ def main(argv: list[str] | None = None) -> int:
     modes = MODES if args.mode == "both" else (args.mode,)
     for mode in () if args.claims_only else modes:
         result = run(args.url, mode, args.backlog, args.each)
-        print(f"{mode}: " + " ".join(f"{name}={value:.2f}" for name, value in result.items()), flush=True)
+        print(f"{mode}: " + " ".join(f"{name}={value:.2f}" if isinstance(value, float) else f"{name}={value}"
+                                     for name, value in result.items()), flush=True)
     costs: dict[str, list[float]] = {mode: [] for mode in modes}
     for _ in range(args.rounds):
         for mode in modes:
             costs[mode].append(claim_cost(args.url, mode, args.backlog, args.each))
-    for mode in modes:
+    for mode in modes if args.rounds else ():
         print(f"{mode}: claim_us_per_job median {statistics.median(costs[mode]):.1f} "
               f"(rounds: {', '.join(f'{c:.1f}' for c in costs[mode])})", flush=True)
     return 0
