@@ -106,3 +106,15 @@ def test_every_store_claims_fair_jobs_in_the_memory_stores_order(store, request)
     expected = claims_of("memory://", plan, rounds)
     assert claims_of(url, plan, rounds) == expected
     assert sum(map(len, expected)) == 60
+
+
+def test_a_fair_key_template_names_the_tasks_parameters():
+    app = deferq.App("memory://")
+    with pytest.raises(deferq.ConfigError, match="fair_key 'customer:{nope}' names 'nope'"):
+        app.task(name="bad", fair_key="customer:{nope}")(lambda customer_id: customer_id)
+    task = app.task(name="ok", fair_key="customer:{customer_id}")(lambda customer_id, region="eu": customer_id)
+    assert task.enqueue(customer_id=7).fair_key == "customer:7"
+    assert task.options(fair_key="vip").enqueue(8).fair_key == "vip"  # a job's own key, as written
+    with pytest.raises(ValueError, match="the fair key 'customer:{customer_id}' of ok: the call does not fit"):
+        task.enqueue()
+    assert app.enqueue("noop", [1]).fair_key is None
