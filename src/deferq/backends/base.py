@@ -74,6 +74,11 @@ class Enqueue:
     # Seconds: a job with `job.key` that succeeded this recently answers instead of a new
     # one (options.unique_for; flows/dedupe.py looks before the store is asked)
     unique_for: float | None = None
+    # The share of `job.fair_key` in its queue's round-robin (options.fair_weight): its
+    # jobs' virtual times are 1 / weight apart (backends/fair.py).
+    fair_weight: float = 1.0
+    # Set by a store that claims by virtual time (SQL): this job's, when it has a fair key.
+    vtime: float | None = None
 
     def due(self, now: float) -> float:
         """When the job is due if stored at store time `now`."""

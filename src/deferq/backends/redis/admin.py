@@ -131,7 +131,7 @@ class Admin:
         if queue is None:
             return False
         qk = self.keys.queue(queue)
-        keys = [qk.job(job_id), *qk.waiting, qk.cancelled, qk.held, qk.blocked, qk.parents(job_id)]
+        keys = [qk.job(job_id), *qk.waiting, qk.cancelled, qk.held, qk.blocked, qk.parents(job_id), *qk.fair]
         done = self._run(Call(scripts.CANCEL, keys, [job_id]))
         if done:  # a job waiting behind it, if it held a key, takes its place
             self._run(Call(scripts.STEP_UP, list(qk.step_up_keys), []))
@@ -189,7 +189,7 @@ class Admin:
                 commands.append((q, ("zrange", qk.active, 0, -1, False, True)))
             else:
                 high, low = ("+inf", f"({now}") if state == JobState.SCHEDULED else (now, "-inf")
-                waiting = (*qk.waiting, qk.held)
+                waiting = (*qk.waiting, qk.held, *qk.fair)
                 commands += [(q, ("zrevrangebyscore", key, high, low, 0, limit, True)) for key in waiting]
         return commands
 
@@ -213,7 +213,7 @@ class Admin:
         calls = []
         for q in queues:
             qk = self.keys.queue(q)
-            keys = [*qk.waiting, qk.active, qk.succeeded, qk.dead, qk.cancelled, qk.held, qk.blocked]
+            keys = [*qk.waiting, qk.active, qk.succeeded, qk.dead, qk.cancelled, qk.held, qk.blocked, *qk.fair]
             calls.append(Call(scripts.STATS, keys, []))
         result = {}
         names = ("scheduled", "queued", "active", "succeeded", "dead", "cancelled")
