@@ -1,6 +1,7 @@
-"""Durable steps through the App: time travel with deferq.testing (the seeds' reminder,
-payment check and re-notify), async tasks, refusals in a sentence, the HTTP endpoint
-and the job's steps in GET /v1/jobs/{id}. The stores' side is tests/contract/test_steps.py."""
+"""Durable steps through the App: time travel with deferq.testing, async tasks, refusals
+in a sentence, the HTTP endpoint and the job's steps in GET /v1/jobs/{id}. The stores'
+side is tests/contract/test_steps.py; the reminder, payment check and re-notify of
+examples/durable_steps are tests/test_examples_steps.py."""
 
 from __future__ import annotations
 
@@ -30,91 +31,6 @@ def ended(app: deferq.App, job: deferq.Job) -> deferq.Job:
     found = app.get(job.id)
     assert found is not None
     return found
-
-
-def test_the_membership_reminder_runs_three_days_before_expiry(app):
-    sent: list[str] = []
-
-    @app.task()
-    def remind(member: int, expires: float) -> str:
-        job = deferq.current_job()
-        assert job is not None
-        job.sleep_until("three days before", expires - 3 * DAY)
-        return job.step("remind", lambda: sent.append(f"remind {member}") or "reminded")
-
-    expires = app.backend.now() + 10 * DAY
-    job = remind.enqueue(7, expires)
-    testing.drain(app)
-    assert sent == [] and ended(app, job).state == JobState.SCHEDULED
-    testing.travel(app, 7 * DAY - 60)
-    testing.drain(app)
-    assert sent == []
-    testing.travel(app, 61)
-    testing.drain(app)
-    assert sent == ["remind 7"] and ended(app, job).result == "reminded"
-
-
-def test_the_payment_check_five_minutes_later(app):
-    checks: list[int] = []
-
-    @app.task()
-    def check_payment(order: int) -> bool:
-        job = deferq.current_job()
-        assert job is not None
-        job.sleep("five minutes", timedelta(minutes=5))
-        return job.step("check", lambda: checks.append(order) or True)
-
-    job = check_payment.enqueue(3)
-    testing.drain(app)
-    testing.travel(app, 299)
-    testing.drain(app)
-    assert checks == []
-    testing.travel(app, 2)
-    testing.drain(app)
-    assert checks == [3] and ended(app, job).result is True
-
-
-def renotify_task(app: deferq.App, notes: list[str]):
-    @app.task()
-    def renotify(ticket: int) -> str:
-        """Notify at 1, 3, 5 and 7 minutes until the other side answers."""
-        job = deferq.current_job()
-        assert job is not None
-        for minute, gap in zip((1, 3, 5, 7), (1, 2, 2, 2), strict=True):
-            answer = job.wait_for(f"answer before {minute}", event="answered", key=str(ticket),
-                                  timeout=timedelta(minutes=gap))
-            if answer is not None:
-                return f"answered: {answer}"
-            job.step(f"notify at {minute}", notes.append, f"{ticket} at {minute}")
-        return "no answer"
-
-    return renotify
-
-
-def test_renotify_stops_when_the_other_side_answers(app):
-    notes: list[str] = []
-    job = renotify_task(app, notes).enqueue(9)
-    testing.drain(app)
-    for _ in range(2):  # notified at 1 and 3 minutes
-        testing.travel(app, 120)
-        testing.drain(app)
-    assert notes == ["9 at 1", "9 at 3"]
-    assert app.send_event("answered", "9", "on it") == 1
-    testing.drain(app)
-    assert notes == ["9 at 1", "9 at 3"] and ended(app, job).result == "answered: on it"
-    states = [(row["name"], row["state"]) for row in app.steps(job.id)]
-    assert states == [("answer before 1", "timed out"), ("notify at 1", "done"), ("answer before 3", "timed out"),
-                      ("notify at 3", "done"), ("answer before 5", "done")]
-
-
-def test_renotify_gives_up_after_seven_minutes(app):
-    notes: list[str] = []
-    job = renotify_task(app, notes).enqueue(4)
-    testing.drain(app)
-    for _ in range(5):
-        testing.travel(app, 120)
-        testing.drain(app)
-    assert notes == ["4 at 1", "4 at 3", "4 at 5", "4 at 7"] and ended(app, job).result == "no answer"
 
 
 def test_async_tasks_step_sleep_and_wait(app):
