@@ -22,6 +22,7 @@ from .checkpoints import (
 )
 
 EVENT_KEEP = 7 * 86400.0  # seconds an event is kept for jobs that wait for it later
+WAKE_BATCH = 1000  # waiters of an event woken per batch: bounds one store call's size
 
 
 def send_event(store: Backend, event: str, key: str, data: Any = None,
@@ -38,13 +39,22 @@ def send_event(store: Backend, event: str, key: str, data: Any = None,
         raise PayloadError(f"the event's data is {len(encoded)} bytes as JSON, over the {RESULT_LIMIT}-byte limit")
     if keep > 0:
         store.kv_put(EVENTS, topic, encoded, ttl=keep)
-    woken = 0
     answer = dumps({"data": data, "event": sent["id"], "at": now})
-    for waiter in store.kv_list(WAITERS + topic):
-        job_id, _, name = waiter.partition("\t")
-        store.kv_put(STEPS + job_id, name + DONE, answer, only_new=True)
-        woken += store.wake(job_id)
-        store.kv_delete(WAITERS + topic, waiter)
+    waiters = list(store.kv_list(WAITERS + topic))
+    woken = 0
+    for first in range(0, len(waiters), WAKE_BATCH):
+        woken += deliver(store, topic, answer, waiters[first:first + WAKE_BATCH])
+    return woken
+
+
+def deliver(store: Backend, topic: str, answer: bytes, waiters: list[str]) -> int:
+    """One batch of an event's waiters, in a few store round trips however many: each
+    wait's answer written first, then its job woken, then its waiter record dropped (a
+    sender that dies halfway leaves the rest to find the kept event at their timeout)."""
+    waits = [waiter.partition("\t") for waiter in waiters]
+    store.kv_put_many([(STEPS + job_id, name + DONE, answer) for job_id, _, name in waits], only_new=True)
+    woken = store.wake_many([job_id for job_id, _, _ in waits])
+    store.kv_delete_many(WAITERS + topic, waiters)
     return woken
 
 
