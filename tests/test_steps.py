@@ -119,6 +119,8 @@ def test_send_event_over_http_wakes_the_job_and_its_page_shows_the_steps(tmp_pat
         page = api.get(f"/v1/jobs/{job.id}").json()
         assert [(s["name"], s["state"]) for s in page["steps"]] == [("invoice", "done"), ("paid", "waiting")]
         assert page["steps"][1]["event"] == "payment" and page["steps"][1]["key"] == "user:42"
+        assert page["state"] == "scheduled" and page["waiting_for"] == {
+            "step": "paid", "event": "payment", "key": "user:42", "until": page["steps"][1]["until"]}
         sent = api.post("/v1/events", json={"event": "payment", "key": "user:42", "data": {"amount": 10}})
         assert sent.status_code == 200 and sent.json() == {"event": "payment", "key": "user:42", "woken": 1}
         assert api.post("/v1/events", json={"event": "payment"}).status_code == 422
@@ -149,6 +151,7 @@ def test_the_command_line_sends_events_and_shows_the_steps(tmp_path):
     runner = CliRunner()
     shown = runner.invoke(main, ["job", job.id, "--url", url])
     assert shown.exit_code == 0, shown.output
+    assert f"job {job.id}: {signup.name}, waiting" in shown.output
     assert "1. welcome (step) done" in shown.output
     assert "2. confirmed (wait) waiting: confirm 5 until" in shown.output
     sent = runner.invoke(main, ["event", "send", "confirm", "5", "--data", '{"ok": 1}', "--url", url])
@@ -159,6 +162,7 @@ def test_the_command_line_sends_events_and_shows_the_steps(tmp_path):
     assert listed.exit_code == 0 and 'confirm 5  {"ok":1}' in listed.output
     testing.drain(app)
     assert ended(app, job).result == {"ok": 1}
+    assert f"{signup.name}, succeeded" in runner.invoke(main, ["job", job.id, "--url", url]).output
     app.close()
 
 

@@ -27,6 +27,7 @@ from ..loading import NO_CREATE, load_app, missing_extra, open_store, require
 from ..observe.logs import setup_logging
 from ..observe.output import clip, job_lines, last_error_line, print_json, say, when, width
 from ..server.http.auth import SCOPES
+from ..steps.events import shown_state, waiting_for
 from ..values import format_duration
 from .run import no_create_option, run_command, status_command
 from .schedules import schedule_group
@@ -323,9 +324,9 @@ def show_job(app: App, job_id: str, as_json: bool) -> None:
     links = app.dependencies(job)
     steps = app.steps(job.id)
     if as_json:
-        print_json({**job.to_dict(), **links, "steps": steps})
+        print_json({**job.to_dict(), **links, "steps": steps, "waiting_for": waiting_for(job, steps)})
         return
-    print_job(job, as_json)
+    click.echo("\n".join(job_lines({**job.to_dict(), "state": shown_state(job, steps)})))
     for label, ids in (("runs after", links["after"]), ("waited on by", links["waiting"])):
         if ids:
             click.echo(f"{label + ':':<13} {', '.join(ids)}")

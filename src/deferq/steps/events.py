@@ -9,7 +9,7 @@ from typing import Any
 from ..backends.base import Backend
 from ..context import duration
 from ..errors import PayloadError
-from ..job import dumps, loads, new_job_id
+from ..job import Job, JobState, dumps, loads, new_job_id
 from .checkpoints import (
     DONE,
     EVENT_LIMIT,
@@ -67,6 +67,20 @@ def kept_events(store: Backend) -> list[dict[str, Any]]:
         sent = loads(raw)
         events.append({"event": event, "key": key, "id": sent["id"], "at": sent["at"], "data": sent["data"]})
     return sorted(events, key=lambda e: e["at"], reverse=True)
+
+
+def waiting_for(job: Job, steps: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The wait a scheduled job is in (its last checkpoint, a wait with no answer yet):
+    what makes it show as `waiting` rather than `scheduled`. None for any other job."""
+    last = steps[-1] if steps else None
+    if job.state != JobState.SCHEDULED or last is None or last["state"] != "waiting":
+        return None
+    return {"step": last["name"], "event": last["event"], "key": last["key"], "until": last["until"]}
+
+
+def shown_state(job: Job, steps: list[dict[str, Any]]) -> str:
+    """The job's state as people see it: `waiting` for a scheduled job in a wait."""
+    return "waiting" if waiting_for(job, steps) is not None else str(job.state)
 
 
 def timeline(store: Backend, job_id: str) -> list[dict[str, Any]]:

@@ -449,6 +449,19 @@ class Job(Struct):
         "a chord's callback, a batch's callbacks) and those still waiting for it."))] | None = None
     batch: Annotated[JobBatch, Meta(description="The batch it is a member or a callback of.")] | None = None
     steps: Annotated[list[Step], Meta(description="Its durable steps, sleeps and waits.")] | None = None
+    waiting_for: Annotated[WaitingFor, Meta(description=(
+        "The event a scheduled job waits for (`job.wait_for`); the console shows such a job as "
+        "`waiting`. Null for every other job."))] | None = None
+
+
+class WaitingFor(Struct):
+    """The wait a scheduled job is in: its step's name, the event and key it waits for,
+    and when it times out."""
+
+    step: str
+    event: str
+    key: str
+    until: float
 
 
 class JobLink(Struct):

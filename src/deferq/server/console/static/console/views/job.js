@@ -1,6 +1,6 @@
 // /dashboard/jobs/{id}: everything about one job, and what may be done with it.
 
-import {badge, copyButton, empty, h, link, reconcile, section, setBadge, setChildren, setJSON, setText} from "../dom.js";
+import {badge, copyButton, empty, h, link, reconcile, section, setAttr, setBadge, setChildren, setJSON, setText} from "../dom.js";
 import {ago, count, duration, local, shortId} from "../format.js";
 import {actionsFor, act} from "./actions.js";
 import {jobName, messageLine} from "./common.js";
@@ -119,7 +119,10 @@ export function mount(root, ctx) {
   }
 
   function show(data) {
-    setBadge(state, data.state);
+    // A scheduled job in a durable wait shows as "waiting" (GET /v1/jobs/{id}: waiting_for).
+    setBadge(state, data.waiting_for ? "waiting" : data.state);
+    const wait = data.waiting_for;
+    setAttr(state, "title", wait ? `scheduled, waiting for ${wait.event} ${wait.key} until ${local(wait.until)}` : null);
     setText(name, jobName(data));
     const topic = data.topic !== null && data.topic !== undefined;
     setText(argsTitle, topic ? "Body (sent to the topic's URL)" : "Arguments");
