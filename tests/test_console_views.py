@@ -743,10 +743,51 @@ def test_the_job_page_shows_its_durable_steps(served):
         expect(steps.nth(0)).to_contain_text('{"mail":7}')
         expect(steps.nth(1)).to_contain_text("waiting")
         expect(steps.nth(1)).to_contain_text("payment user:7")
+        expect(page.locator(".page-head .badge").first).to_have_text("waiting")  # scheduled, in a wait
         no_errors(page)
         fits(page)
         page.context.close()
     finally:
         app.cancel(job.id)
         app.backend.delete(job.id)
+        app.close()
+
+
+def test_the_events_page_lists_the_kept_events(served):
+    """Events kept for durable waits, newest first: name, key, when, how many jobs each
+    woke, the size of its data; at 1280 px and at 390 px."""
+    world, base, browser = served
+    app = deferq.App(world.url)
+
+    @app.task(name="console.checkout", queue="events-demo")
+    def checkout(user: int) -> object:
+        job = deferq.current_job()
+        assert job is not None
+        return job.wait_for("paid", "console-paid", f"user:{user}", 3600)
+
+    jobs = [checkout.enqueue(8), checkout.enqueue(8)]
+    for leased in app.backend.reserve(["events-demo"], 2, "console-test", 30, (0, 1, 2)):
+        testing.run_here(app, leased)
+    assert app.send_event("console-paid", "user:8", {"amount": 12, "note": "x" * 2000}) == 2
+    app.send_event("console-shipped", "order:1050", None)
+    try:
+        for width in (1280, 390):
+            page = signed_in(browser, base, world.reader, width=width)
+            page.goto(f"{base}/dashboard/events")
+            rows = page.locator("#events tbody tr")
+            expect(rows.first).to_contain_text("console-shipped")
+            paid = rows.filter(has_text="console-paid")
+            expect(paid).to_contain_text("user:8")
+            expect(paid.locator("td").nth(3)).to_have_text("2")
+            expect(paid.locator("td").nth(4)).to_have_text("2.0 KiB")
+            expect(page.locator("#nav a", has_text="Events")).to_have_attribute("aria-current", "page")
+            no_errors(page)
+            fits(page)
+            page.context.close()
+    finally:
+        for job in jobs:
+            app.cancel(job.id)
+            app.backend.delete(job.id)
+        app.backend.kv_delete("deferq.events", "console-paid\tuser:8")
+        app.backend.kv_delete("deferq.events", "console-shipped\torder:1050")
         app.close()

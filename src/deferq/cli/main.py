@@ -363,7 +363,7 @@ def event_list(app: App, as_json: bool) -> None:
         return
     for sent in events:
         data = orjson.dumps(sent["data"]).decode()[:80]
-        click.echo(f"{when(sent['at'])}  {sent['event']} {sent['key']}  {data}")
+        click.echo(f"{when(sent['at'])}  {sent['event']} {sent['key']}  {data}  (woke {sent['woke']})")
     if not events:
         click.echo("no events kept")
 

@@ -44,6 +44,8 @@ def send_event(store: Backend, event: str, key: str, data: Any = None,
     woken = 0
     for first in range(0, len(waiters), WAKE_BATCH):
         woken += deliver(store, topic, answer, waiters[first:first + WAKE_BATCH])
+    if keep > 0 and woken:  # how many it woke, for the event list (unless a newer event replaced it)
+        store.kv_swap(EVENTS, topic, encoded, dumps({**sent, "woke": woken}), ttl=keep)
     return woken
 
 
@@ -60,12 +62,14 @@ def deliver(store: Backend, topic: str, answer: bytes, waiters: list[str]) -> in
 
 def kept_events(store: Backend) -> list[dict[str, Any]]:
     """The events kept for jobs that wait for them later, newest first: event, key, id,
-    when it was sent and its data."""
+    when it was sent, its data, the data's size (bytes of JSON) and how many waiting jobs
+    it woke when it was sent (jobs that found it kept later are not counted)."""
     events = []
     for topic, raw in store.kv_list(EVENTS).items():
         event, _, key = topic.partition("\t")
         sent = loads(raw)
-        events.append({"event": event, "key": key, "id": sent["id"], "at": sent["at"], "data": sent["data"]})
+        events.append({"event": event, "key": key, "id": sent["id"], "at": sent["at"], "data": sent["data"],
+                       "size": len(dumps(sent["data"])), "woke": sent.get("woke", 0)})
     return sorted(events, key=lambda e: e["at"], reverse=True)
 
 

@@ -571,6 +571,8 @@ class KeptEvent(Struct):
     id: str
     at: Annotated[float, Meta(description="When it was sent.")]
     data: Any
+    size: Annotated[int, Meta(description="Bytes of its data as JSON.")] = 0
+    woke: Annotated[int, Meta(description="How many waiting jobs it woke when it was sent.")] = 0
 
 
 class EventList(Struct):
