@@ -277,3 +277,96 @@ def test_a_step_in_a_transaction_needs_postgres_or_mysql(tmp_path):
     with pytest.raises(deferq.ConfigError, match="needs PostgreSQL or MySQL"):
         JobSteps(app.backend, 30, 3600, leased).step_within(object(), "pay", int, (1,), {})
     app.close()
+
+
+def flaky(fails: int, calls: list[str]):
+    """A step function that raises `fails` times, then returns how many calls it took."""
+    def charge(order: int) -> int:
+        calls.append(f"charge {order}")
+        if len(calls) <= fails:
+            raise TimeoutError("the gateway did not answer")
+        return len(calls)
+    return charge
+
+
+def test_a_step_retries_on_its_own_without_redoing_earlier_steps(app):
+    calls: list[str] = []
+    charge = flaky(2, calls)
+    invoices: list[int] = []
+
+    @app.task(max_attempts=1)
+    def pay(order: int) -> int:
+        job = deferq.current_job()
+        assert job is not None
+        job.step("invoice", invoices.append, order)
+        retry = deferq.StepRetry(max_attempts=3, backoff=deferq.backoff.fixed(30), retry_on=(TimeoutError,))
+        return job.step_with_retry("charge", retry, charge, order)
+
+    job = pay.enqueue(5)
+    testing.drain(app)
+    [invoice, charging] = app.steps(job.id)
+    assert (charging["name"], charging["state"], charging["failures"]) == ("charge", "retrying", 1)
+    assert "TimeoutError: the gateway did not answer" in charging["error"]
+    assert ended(app, job).state == JobState.SCHEDULED and ended(app, job).attempts == 0  # not an attempt
+    testing.travel(app, 29)
+    testing.drain(app)
+    assert len(calls) == 1
+    for _ in range(2):
+        testing.travel(app, 31)
+        testing.drain(app)
+    assert ended(app, job).result == 3 and invoices == [5] and len(calls) == 3
+    assert [(s["name"], s["state"], s["failures"]) for s in app.steps(job.id)] == [
+        ("invoice", "done", None), ("charge", "done", 2)]
+
+
+def test_a_step_out_of_tries_fails_the_run_and_other_errors_are_not_retried(app):
+    calls: list[str] = []
+
+    @app.task(max_attempts=1)
+    def pay(order: int, error: str) -> None:
+        job = deferq.current_job()
+        assert job is not None
+
+        def charge() -> None:
+            calls.append(error)
+            raise {"timeout": TimeoutError, "value": ValueError}[error](f"{error} {order}")
+
+        job.step_with_retry("charge", deferq.StepRetry(2, deferq.backoff.fixed(0), (TimeoutError,)), charge)
+
+    timing_out, refused = pay.enqueue(1, "timeout"), pay.enqueue(2, "value")
+    testing.drain(app)
+    assert calls.count("timeout") == 2 and calls.count("value") == 1
+    assert "TimeoutError: timeout 1" in ended(app, timing_out).error
+    assert ended(app, timing_out).state == ended(app, refused).state == JobState.DEAD
+    assert app.steps(timing_out.id) == []  # out of tries: the count is dropped for the task's next run
+
+
+def test_an_async_step_retries_on_its_own(app):
+    calls: list[str] = []
+    charge = flaky(1, calls)
+
+    async def charge_async(order: int) -> int:
+        return charge(order)
+
+    @app.task()
+    async def pay(order: int) -> int:
+        job = deferq.current_job()
+        assert job is not None
+        return await job.step_with_retry_async("charge", deferq.StepRetry(backoff=deferq.backoff.fixed(1)),
+                                               charge_async, order)
+
+    job = pay.enqueue(6)
+    testing.drain(app)
+    testing.travel(app, 2)
+    testing.drain(app)
+    assert ended(app, job).result == 2
+
+
+@pytest.mark.parametrize(("options", "sentence"), [
+    ({"max_attempts": 0}, "max_attempts must be a whole number"),
+    ({"backoff": 5}, "backoff must be a deferq.backoff policy"),
+    ({"retry_on": (str,)}, "retry_on must be exception classes"),
+])
+def test_step_retry_options_are_checked_in_a_sentence(options, sentence):
+    with pytest.raises(deferq.ConfigError, match=sentence):
+        deferq.StepRetry(**options)

@@ -198,3 +198,27 @@ def test_one_event_wakes_many_waiters_in_a_few_calls(app: deferq.App) -> None:
     assert send_event(app.backend, "go", "all", 7) == 5
     assert sorted(run_next(app).result for _ in jobs) == [7] * 5
     assert app.backend.kv_list("deferq.waiters:go\tall") == {}
+
+
+def test_a_step_with_retries_of_its_own_leaves_the_worker_between_tries(app: deferq.App) -> None:
+    calls: list[int] = []
+
+    @app.task(name="retried-step", max_attempts=1)
+    def retried() -> int:
+        job = deferq.current_job()
+        assert job is not None
+
+        def charge() -> int:
+            calls.append(1)
+            if len(calls) < 2:
+                raise TimeoutError("no answer")
+            return len(calls)
+
+        return job.step_with_retry("charge", deferq.StepRetry(3, deferq.backoff.fixed(0.2)), charge)
+
+    retried.enqueue()
+    waiting = run_next(app)
+    assert waiting.state == JobState.SCHEDULED and waiting.attempts == 0
+    assert [(s["state"], s["failures"]) for s in timeline(app.backend, waiting.id)] == [("retrying", 1)]
+    done = run_next(app)
+    assert done.result == 2 and [s["failures"] for s in timeline(app.backend, done.id)] == [1]

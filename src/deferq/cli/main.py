@@ -337,7 +337,9 @@ def show_job(app: App, job_id: str, as_json: bool) -> None:
 def step_line(step: dict[str, Any]) -> str:
     """One durable step of `deferq job`: its name, kind and state, and what it gave or awaits."""
     text = f"{step['name']} ({step['kind']}) {step['state']}"
-    if step["kind"] == "step":
+    if step["state"] == "retrying":
+        text += f": try {step['failures']} failed: {step['error'][:60]}"
+    elif step["kind"] == "step":
         text += f" in {step['took']:.3f}s: {orjson.dumps(step['result']).decode()[:60]}"
     elif step["state"] in ("sleeping", "waiting"):
         awaited = f"{step['event']} {step['key']} " if step["kind"] == "wait" else ""

@@ -14,6 +14,7 @@ from .checkpoints import (
     DONE,
     EVENT_LIMIT,
     EVENTS,
+    FAILED,
     KEY_LIMIT,
     RESULT_LIMIT,
     STEPS,
@@ -91,13 +92,23 @@ def timeline(store: Backend, job_id: str) -> list[dict[str, Any]]:
     """A job's checkpoints in the order it reached them, for its page, `deferq job` and
     GET /v1/jobs/{id}: name, kind, when it started and what it gave (or awaits)."""
     records = {name: loads(raw) for name, raw in store.kv_list(STEPS + job_id).items()}
+    for name in [n for n in records if n.endswith(FAILED)]:  # a step with retries of its own
+        failed, step = records.pop(name), name.removesuffix(FAILED)
+        if step in records:
+            records[step]["failures"] = failed["failures"]
+        else:  # it has not succeeded yet: it waits for its next try
+            records[step] = {"kind": "step", "retrying": True, "at": failed["at"], "index": failed["index"],
+                             "failures": failed["failures"], "error": failed["error"]}
     now = store.now()
     rows = []
     for name, record in sorted(((n, r) for n, r in records.items() if not n.endswith(DONE)),
                                key=lambda item: item[1]["index"]):
         row = {"name": name, "kind": record["kind"], "at": record["at"], "attempt": record.get("attempt")}
-        if record["kind"] == "step":
-            row.update(state="done", took=record.get("took"), result=record.get("result"), fn=record.get("fn"))
+        if record.get("retrying"):
+            row.update(state="retrying", failures=record["failures"], error=record["error"])
+        elif record["kind"] == "step":
+            row.update(state="done", took=record.get("took"), result=record.get("result"), fn=record.get("fn"),
+                       failures=record.get("failures"))
         elif record["kind"] == "sleep":
             row.update(state="done" if record["until"] <= now else "sleeping", until=record["until"])
         else:

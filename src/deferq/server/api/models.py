@@ -584,7 +584,7 @@ class Step(Struct):
 
     name: str
     kind: Literal["step", "sleep", "wait"]
-    state: Literal["done", "sleeping", "waiting", "timed out"]
+    state: Literal["done", "sleeping", "waiting", "timed out", "retrying"]
     at: Annotated[float, Meta(description="When the job first reached it.")]
     attempt: int | None
     took: float | None = None
@@ -593,6 +593,8 @@ class Step(Struct):
     until: Annotated[float, Meta(description="A sleep's end, or a wait's timeout.")] | None = None
     event: str | None = None
     key: str | None = None
+    failures: Annotated[int, Meta(description="Failed tries of a step with retries of its own.")] | None = None
+    error: Annotated[str, Meta(description="A retrying step's last error.")] | None = None
 
 
 class DeletedBatch(Struct):

@@ -231,7 +231,8 @@ function workflowPanel() {
 // The job's durable steps, sleeps and waits (GET /v1/jobs/{id}: steps) as a timeline, in
 // the order it reached them: name, kind, state, when it started, and how long it took and
 // what it gave, or until when it sleeps or what event it waits for.
-const STEP_COLOURS = {"done": "succeeded", "sleeping": "scheduled", "waiting": "scheduled", "timed out": "cancelled"};
+const STEP_COLOURS = {"done": "succeeded", "sleeping": "scheduled", "waiting": "scheduled", "timed out": "cancelled",
+  "retrying": "retrying"};
 
 function stepsPanel() {
   const list = h("ol", {class: "links steps", id: "job-steps"});
@@ -239,7 +240,9 @@ function stepsPanel() {
   el.hidden = true;
 
   function what(step) {
-    if (step.kind === "step") return `${duration(step.took || 0)} → ${JSON.stringify(step.result)}`;
+    if (step.state === "retrying") return `try ${step.failures} failed: ${step.error}`;
+    const tries = step.failures ? ` (after ${step.failures} failed ${step.failures === 1 ? "try" : "tries"})` : "";
+    if (step.kind === "step") return `${duration(step.took || 0)} → ${JSON.stringify(step.result)}${tries}`;
     const awaited = step.kind === "wait" ? `${step.event} ${step.key}` : "";
     if (step.state === "sleeping" || step.state === "waiting") return `${awaited} until ${local(step.until)}`;
     return step.kind === "wait" ? `${awaited} → ${JSON.stringify(step.result)}` : `until ${local(step.until)}`;
