@@ -327,6 +327,10 @@ class JobStore(ABC):
     def now(self) -> float:
         """The store's clock, epoch seconds (invariant 4)."""
 
+    #: True when `now()` is this machine's clock, read without a round trip (memory,
+    #: SQLite): callers that may reuse a remote clock's offset ask each time instead.
+    local_clock = False
+
     def is_new(self, item: Enqueue, job: Job) -> bool:
         """Whether `job`, which `enqueue_many` returned for `item`, is `item` stored (True)
         or the unfinished job that already held its unique key (False). Stores that keep

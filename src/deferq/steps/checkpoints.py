@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import inspect
 import logging
+import math
 import time
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -41,6 +43,8 @@ FAILED = "\tfailed"  # + the name of a step with its own retries: its failed tri
 RESULT_LIMIT = 64 * 1024  # bytes of a step's stored result (JSON)
 NAME_LIMIT, EVENT_LIMIT, KEY_LIMIT = 150, 60, 100  # characters (the SQL stores' key columns)
 KINDS = ("step", "sleep", "wait")
+CLOCK_REUSE = 30.0  # seconds a remote store's clock offset is reused (store_now)
+_clock_offsets: weakref.WeakKeyDictionary[Backend, tuple[float, float]] = weakref.WeakKeyDictionary()
 # Outcomes after which a job's checkpoints are kept only as long as its result (a dead
 # job keeps them: `deferq dead retry` resumes it where it stopped).
 ENDS_STEPS = frozenset({OutcomeKind.SUCCEEDED.value, OutcomeKind.CANCELLED.value})
@@ -59,6 +63,20 @@ class StepTaken(DeferqError):
 class LeaseLost(DeferqError):
     """This attempt lost its lease (another worker runs the job now): its step result
     is not kept."""
+
+
+def store_now(store: Backend) -> float:
+    """The store's clock without a round trip in every run: a store whose clock is not
+    this machine's (Redis, PostgreSQL, MySQL) is asked at most every CLOCK_REUSE seconds,
+    and its offset from this process's clock is used in between."""
+    if store.local_clock:
+        return store.now()
+    now = time.time()
+    offset, asked = _clock_offsets.get(store, (0.0, -math.inf))
+    if now - asked > CLOCK_REUSE:
+        offset = store.now() - time.time()
+        _clock_offsets[store] = (offset, now)
+    return now + offset
 
 
 def checked_name(name: object, what: str = "a step name", limit: int = NAME_LIMIT) -> str:
@@ -88,7 +106,7 @@ class JobSteps:
     def load(self) -> dict[str, dict[str, Any]]:
         if self.records is None:
             raw = self.store.kv_list(self.namespace)
-            self.clock = (self.store.now(), time.monotonic())
+            self.clock = (store_now(self.store), time.monotonic())
             self.records = {name: loads(value) for name, value in raw.items()}
         return self.records
 
