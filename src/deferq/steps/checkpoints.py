@@ -223,9 +223,9 @@ class JobSteps:
 
     def failed(self, name: str, retry: StepRetry | None, exc: Exception) -> None:
         """A try of step `name` raised `exc` (deferq's own signals, such as a time limit,
-        pass through). With tries of its own left, keep the count
-        and leave the worker until the next (Suspend); else return, and the caller raises
-        `exc` (the count is dropped: the task's next run gives the step its tries again)."""
+        pass through). With tries of its own left, keep the count and leave the worker
+        until the next (Suspend); else return, and the caller raises `exc` (the count is
+        dropped: the task's next run gives the step its tries again)."""
         if retry is None or isinstance(exc, DeferqError) or not isinstance(exc, retry.retry_on):
             return
         failures = int(self.load().get(name + FAILED, {}).get("failures", 0)) + 1
