@@ -51,6 +51,8 @@ class MemoryBackend(MemoryHistory, Backend):
         self._blockers: dict[str, set[str]] = {}  # blocked child id -> ids of unfinished parents
         self.clock_offset = 0.0  # seconds added to the wall clock: see advance()
 
+    local_clock = True  # now() is this machine's clock (time travel included): no round trip
+
     def now(self) -> float:
         return time.time() + self.clock_offset
 

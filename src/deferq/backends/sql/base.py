@@ -559,6 +559,13 @@ class SQLBackend(SQLHistory, SQLSearch, Backend):
         reply = yield Step(sql, params or {})
         return reply.rowcount
 
+    @staticmethod
+    def _count_each(sql: str, runs: list[dict[str, Any]]) -> Plan[int]:
+        """One statement run once per entry (pipelined, or in one packet, where the
+        driver can), the rows counted over all."""
+        reply = yield Step(sql, runs, many=True)
+        return reply.rowcount
+
     def now(self) -> float:
         def plan() -> Plan[float]:
             reply = yield Step(self.q["clock"])
@@ -583,6 +590,11 @@ class SQLBackend(SQLHistory, SQLSearch, Backend):
 
     def wake(self, job_id: str) -> bool:
         return self.run(self._count(self.q["wake"], {"id": job_id})) == 1
+
+    def wake_many(self, job_ids: Sequence[str]) -> int:
+        if not job_ids:
+            return 0
+        return self.run(self._count_each(self.q["wake"], [{"id": job_id} for job_id in job_ids]), atomic=True)
 
     def retry_dead(self, job_id: str) -> bool:
         try:
@@ -659,6 +671,19 @@ class SQLBackend(SQLHistory, SQLSearch, Backend):
             yield Step(self.q["kv_delete_expired"], params)
             reply = yield Step(self.q["kv_insert_new"], params)
             return reply.rowcount == 1
+
+        return self.run(plan(), atomic=True)
+
+    def kv_put_many(self, records: Sequence[tuple[str, str, bytes]], only_new: bool = False) -> int:
+        runs = [{"namespace": namespace, "key": key, "value": bytes(value), "ttl": None}
+                for namespace, key, value in records]
+        if not runs:
+            return 0
+
+        def plan() -> Plan[int]:
+            if only_new:
+                yield Step(self.q["kv_delete_expired"], runs, many=True)
+            return (yield from self._count_each(self.q["kv_insert_new" if only_new else "kv_put"], runs))
 
         return self.run(plan(), atomic=True)
 
@@ -745,6 +770,12 @@ class SQLBackend(SQLHistory, SQLSearch, Backend):
 
     def kv_delete(self, namespace: str, key: str) -> bool:
         return self.run(self._count(self.q["kv_delete"], {"namespace": namespace, "key": key})) == 1
+
+    def kv_delete_many(self, namespace: str, keys: Sequence[str]) -> int:
+        if not keys:
+            return 0
+        runs = [{"namespace": namespace, "key": key} for key in keys]
+        return self.run(self._count_each(self.q["kv_delete"], runs), atomic=True)
 
     def kv_list(self, namespace: str) -> dict[str, bytes]:
         def plan() -> Plan[dict[str, bytes]]:
