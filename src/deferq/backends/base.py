@@ -479,6 +479,13 @@ class JobAdmin(ABC):
     def paused(self) -> dict[str, float]:
         """The paused queues, each with when it was paused (store clock)."""
 
+    def forget_queue(self, queue: str) -> bool:
+        """Drop `queue` from the store's list of queues if it holds no job and is not
+        paused; say whether it is gone. For a queue nothing enqueues to any more (`deferq
+        bench`'s own): a producer that names it again lists it again. Stores that keep
+        no list of queues apart from their jobs have nothing to drop."""
+        return queue not in self.stats() and queue not in self.paused()
+
 
 class Records(ABC):
     """Small shared records: topics, tokens, masters, workers, periodic ticks."""

@@ -261,6 +261,15 @@ class Admin:
         return self._pause_call(queue, "resume")
 
     @guarded
+    def forget_queue(self, queue: str) -> bool:
+        qk = self.keys.queue(queue)
+        keys = [*qk.waiting, qk.active, qk.succeeded, qk.dead, qk.cancelled, qk.held, qk.blocked]
+        counts = self._run(Call(scripts.STATS, keys, []))
+        if any(int(n) for i, n in enumerate(counts) if i != 6) or self.client.exists(qk.paused, qk.new):
+            return False  # reply[6] is the oldest due job's wait, not a count
+        self.client.srem(self.keys.queues, queue)
+        return True
+
     def paused(self) -> dict[str, float]:
         queues = self._queues()
         flags = self._read([("get", self.keys.queue(q).paused) for q in queues]) if queues else []

@@ -496,6 +496,10 @@ GROUP BY minute, field
 -- name: history_prune
 DELETE FROM {history} WHERE minute < %(before)s
 
+-- name: history_forget
+-- One queue's counters of a span of minutes (`deferq bench` removes its own).
+DELETE FROM {history} WHERE queue = %(queue)s AND minute >= %(first)s AND minute < %(end)s
+
 -- name: find_jobs
 -- Listing and searching (backends/search.py, sql/search.py): this, then the find_*
 -- conditions that apply joined by AND, then find_order. seq last: the keyset cursor.
