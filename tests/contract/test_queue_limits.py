@@ -9,6 +9,7 @@ import time
 import uuid
 
 from deferq.job import JobState
+from deferq.limits.in_force import in_force
 from deferq.limits.runtime import REFRESH
 from tests.server_helpers import wait_until
 from tests.test_rate_limits import most_in_any_window
@@ -78,3 +79,26 @@ def test_a_queue_rate_holds_for_all_its_tasks_and_a_pause_stops_them(app):
         assert app.limits.clear(f"queue:{queue}")
     finally:
         stop_worker(worker, thread)
+
+
+def test_the_limits_in_force_name_each_kind_with_its_use(app, backend):
+    """What the console's Limits page lists (limits/in_force.py): declared and set limits,
+    a pause alone, and the slots held of a limit with one scope."""
+    queue = f"q-{uuid.uuid4().hex[:6]}"
+    app.limits.set(f"queue:{queue}", rate="10/s", concurrency=3)
+    app.limits.set("customer:9", concurrency=1)
+    app.limits.pause("ql.paused", 60)
+    assert backend.slot_take(f"queue:{queue}", 3, "job1:1") > 0
+    declared = {"ql.sync": {"rate": "5/s", "rate_key": "c:{c}", "concurrency": 2, "concurrency_key": "c:{c}",
+                            "queue": queue}}
+    rows = {row["name"]: row for row in in_force(backend, declared, set())}
+    assert [rows[n]["kind"] for n in (f"queue:{queue}", "ql.sync", "ql.paused", "customer:9")] == [
+        "queue", "task", "task", "key"]
+    assert rows[f"queue:{queue}"]["running"] == 1 and rows[f"queue:{queue}"]["rate"] == "10/s"
+    assert rows[f"queue:{queue}"]["recent_per_s"] == 0
+    assert rows["ql.sync"]["running"] is None  # per key: no one scope to count
+    assert rows["ql.paused"]["set"] is None and 55 < rows["ql.paused"]["paused_for"] <= 60
+    assert rows["customer:9"] | {"paused_for": None} == {
+        "name": "customer:9", "kind": "key", "queue": None, "declared": None,
+        "set": {"rate": None, "concurrency": 1}, "paused_for": None, "rate": None, "concurrency": 1,
+        "running": 0, "recent_per_s": None}

@@ -89,6 +89,11 @@ class Limited:
         """What `deferq.Backoff` pauses: the rate's key, else the concurrency's, else the task."""
         return self.key(self.rate_key or self.concurrency_key, args, kwargs)
 
+    def to_dict(self) -> dict[str, Any]:
+        """As a worker's heartbeat tells the console (the Limits page) what its code declares."""
+        return {"rate": self.rate.text if self.rate else None, "rate_key": self.rate_key,
+                "concurrency": self.concurrency, "concurrency_key": self.concurrency_key}
+
     def check(self, args: Any, kwargs: dict[str, Any]) -> None:
         for template in (self.rate_key, self.concurrency_key):
             if template is not None:
