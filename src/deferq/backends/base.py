@@ -72,8 +72,15 @@ class Enqueue:
     after: tuple[str, ...] = ()
     after_any: bool = False
     # Seconds: a job with `job.key` that succeeded this recently answers instead of a new
-    # one (options.unique_for; flows/dedupe.py looks before the store is asked)
+    # one (options.unique_for): flows/dedupe.py looks before the store is asked, and the
+    # store checks again in the step that stores (racing producers make no new job)
     unique_for: float | None = None
+
+    def answered_by(self, newest: Job | None, now: float) -> bool:
+        """Whether `newest`, the newest job with this item's key, succeeded within the
+        item's window (store time `now`), and so answers for it."""
+        return (self.unique_for is not None and newest is not None and newest.state == JobState.SUCCEEDED
+                and newest.finished_at is not None and newest.finished_at >= now - self.unique_for)
 
     def due(self, now: float) -> float:
         """When the job is due if stored at store time `now`."""

@@ -8,8 +8,10 @@ before the store is asked. A job that went dead or was cancelled does not hold i
 the next enqueue makes a new one, so a failure can be retried by enqueuing again.
 
 One store read per job with a window, none for the others. The look and the store's
-step are two calls: a job that succeeds in between (one round trip) lets one new job
-through, as if it had been enqueued an instant later.
+step are two calls, so the store checks the window again in the step that stores (the
+enqueue script on Redis, the insert's transaction in SQL, under the memory store's
+lock): a job that succeeds in between answers too, and producers that race make no
+new job (tests/contract: test_unique_for_race).
 """
 
 from __future__ import annotations
@@ -29,10 +31,10 @@ def finished_within(backend: Backend, items: list[Enqueue]) -> dict[int, Job]:
         if item.unique_for is None or key is None:
             continue
         job = backend.get_by_key(key)
-        if job is None or job.state != JobState.SUCCEEDED or job.finished_at is None:
+        if job is None or job.state != JobState.SUCCEEDED:
             continue
         now = backend.now() if now is None else now
-        if job.finished_at >= now - item.unique_for:
+        if item.answered_by(job, now):
             found[i] = job
     return found
 

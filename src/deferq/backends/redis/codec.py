@@ -26,7 +26,7 @@ from typing import Any
 from ...job import DEFAULT_MAX_ATTEMPTS, DEFAULT_TIMEOUT, Job, JobState, Priority, decode_payload, dumps, loads
 from ..base import Enqueue, state_for_waiting
 
-ENQUEUE_STRIDE = 14  # ARGV values per job in enqueue.lua
+ENQUEUE_STRIDE = 15  # ARGV values per job in enqueue.lua
 # Values a new hash leaves out, read back when the field is absent: the task defaults,
 # so that most jobs store none of them (the hashes are most of a store's memory).
 PRIORITY, MAX_ATTEMPTS, TIMEOUT = Priority.NORMAL, DEFAULT_MAX_ATTEMPTS, DEFAULT_TIMEOUT
@@ -52,7 +52,7 @@ def _stored_settings(job: Job) -> tuple[str, str, str]:
 
 
 def enqueue_args(item: Enqueue) -> tuple[Any, ...]:
-    """The 14 ARGV values of one job for enqueue.lua."""
+    """The 15 ARGV values of one job for enqueue.lua."""
     job = item.job
     expiry = job.expires_at if job.expires_at is not None else item.expires_in
     return (
@@ -60,7 +60,7 @@ def enqueue_args(item: Enqueue) -> tuple[Any, ...]:
         job.key or "", repr(job.run_at), repr(item.delay),
         "" if expiry is None else ("@" if job.expires_at is not None else "+") + repr(expiry),
         item.on_conflict, "" if item.max_wait is None else repr(item.max_wait), job.remark or "",
-        dumps(job.tags, "tags") if job.tags else "",
+        dumps(job.tags, "tags") if job.tags else "", "" if item.unique_for is None else repr(item.unique_for),
     )
 
 

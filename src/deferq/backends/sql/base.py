@@ -170,18 +170,40 @@ class SQLBackend(SQLHistory, SQLSearch, Backend):
         if not items:
             return []
         linked = any(item.after for item in items)  # the jobs and their edges: all or nothing
+        windowed = any(item.unique_for and item.job.key for item in items)  # the insert and its check
         durable = any(item.durable for item in items)
-        return self.run(self.enqueue_plan(items), atomic=linked, connection=connection, durable=durable)
+        return self.run(self.enqueue_plan(items), atomic=linked or windowed, connection=connection,
+                        durable=durable)
 
     def enqueue_plan(self, items: Sequence[Enqueue]) -> Plan[list[Job]]:
-        stored = yield from self.insert_plan(items, range(len(items)))
+        answered: dict[int, Job] = {}
+        if any(item.unique_for and item.job.key for item in items):
+            answered = yield from self.window_plan(items)
+        rest = [i for i in range(len(items)) if i not in answered]
+        stored = (yield from self.insert_plan(items, rest)) if rest else {}
+        stored.update(answered)
         if len(stored) == len(items):
-            jobs = list(stored.values())  # inserted in index order
+            jobs = [stored[i] for i in range(len(items))]
         else:
             jobs = yield from self.resolve_keys(items, stored, partial(self.insert_plan, items))
         if any(item.after for item in items):
             jobs = yield from self.link_plan(items, jobs)
         return jobs
+
+    def window_plan(self, items: Sequence[Enqueue]) -> Plan[dict[int, Job]]:
+        """The deduplication window, in the enqueue's transaction before its insert: {item
+        index: the job that answers it}, the newest job with its key when that succeeded
+        within its window. Read under a lock on that job's row (window_holder), so a
+        settle of it either came first or waits until this transaction has inserted (a
+        producer racing on the key waits on the same row, then meets what this one
+        stored); keys are locked in their order, so two batches never wait on each other."""
+        windowed = sorted((key, i) for i, item in enumerate(items) if item.unique_for and (key := item.job.key))
+        answered: dict[int, Job] = {}
+        for key, i in windowed:
+            reply = yield Step(self.q["window_holder"], {"key": key})
+            if reply.rows and items[i].answered_by(newest := job_of(reply.rows[0]), float(reply.rows[0][WIDTH])):
+                answered[i] = newest
+        return answered
 
     # -- dependencies (deps.py) -----------------------------------------------------------
 

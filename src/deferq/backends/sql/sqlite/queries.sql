@@ -157,6 +157,12 @@ SELECT {job_columns}, {now} FROM {jobs} WHERE id = :id
 -- name: get_by_key
 SELECT {job_columns}, {now} FROM {jobs} WHERE key = :key ORDER BY seq DESC LIMIT 1
 
+-- name: window_holder
+-- The newest job with a key, in the enqueue's transaction before its insert (the
+-- deduplication window: base.py window_plan).
+-- (the write transaction, BEGIN IMMEDIATE, already keeps every other writer out).
+SELECT {job_columns}, {now} FROM {jobs} WHERE key = :key ORDER BY seq DESC LIMIT 1
+
 -- name: cancel
 -- A waiting job is cancelled; an active one is asked to stop: its worker hears it at
 -- its next heartbeat, and its outcome is stored as cancelled.
