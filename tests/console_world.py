@@ -205,6 +205,36 @@ def seed(url: str) -> World:
 
 
 @contextmanager
+def served_world(kind: str, folder: Any, timeout_ms: int) -> Iterator[tuple[World, str, Any, deferq.App]]:
+    """The world seeded on a fresh store (`kind`: sqlite in `folder`, or redis under a
+    prefix of its own, deleted after), `deferq serve` on it, Chromium, and an App on the
+    store: what the console's action tests share."""
+    from playwright.sync_api import expect
+
+    from tests.server_helpers import running_server
+    from tests.stores.redis import delete_prefix, shared_answers, shared_url, unique_prefix
+
+    prefix = None
+    if kind == "sqlite":
+        url = f"sqlite:///{folder}/deferq.db"
+    else:
+        if not shared_answers():
+            need_service("Redis", "the shared Redis does not answer")
+        prefix = unique_prefix()
+        url = shared_url(prefix=prefix)
+    world = seed(url)
+    app = deferq.App(url)
+    try:
+        with running_server(url) as base, chromium() as browser:
+            expect.set_options(timeout=timeout_ms)
+            yield world, base, browser, app
+    finally:
+        app.close()
+        if prefix:
+            delete_prefix(prefix)
+
+
+@contextmanager
 def chromium() -> Iterator[Any]:
     """Debian's Chromium (never a downloaded browser), headless, through Playwright."""
     if not os.path.exists(CHROMIUM):

@@ -13,9 +13,7 @@ import pytest
 from playwright.sync_api import expect
 
 import deferq
-from tests.console_world import World, chromium, seed, signed_in
-from tests.server_helpers import running_server
-from tests.stores.redis import delete_prefix, shared_answers, shared_url, unique_prefix
+from tests.console_world import World, served_world, signed_in
 
 TIMEOUT = 10_000  # ms for anything a page should show
 WIDTHS = (1280, 390)
@@ -23,26 +21,8 @@ WIDTHS = (1280, 390)
 
 @pytest.fixture(scope="module", params=["sqlite", "redis"])
 def served(request, tmp_path_factory) -> Iterator[tuple[World, str, Any, deferq.App]]:
-    prefix = None
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path_factory.mktemp('limits')}/deferq.db"
-    else:
-        if not shared_answers():
-            from tests.conftest import need_service
-
-            need_service("Redis", "the shared Redis does not answer")
-        prefix = unique_prefix()
-        url = shared_url(prefix=prefix)
-    world = seed(url)
-    app = deferq.App(url)
-    try:
-        with running_server(url) as base, chromium() as browser:
-            expect.set_options(timeout=TIMEOUT)
-            yield world, base, browser, app
-    finally:
-        app.close()
-        if prefix:
-            delete_prefix(prefix)
+    with served_world(request.param, tmp_path_factory.mktemp("limits"), TIMEOUT) as served:
+        yield served
 
 
 def row(page: Any, name: str) -> Any:

@@ -1,9 +1,10 @@
 """The deduplication window (`unique_for`) is kept by the store's own step, on every
 store: a producer that looked before the key's job succeeded, and stores after, gets
-that job back, and producers racing on the key make no new job (flows/dedupe.py)."""
+that job back, and producers racing on the key make no new job (Enqueue.answered_by)."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import uuid
 
@@ -15,11 +16,16 @@ PRIORITIES = (0, 1, 2)
 AFTER_SUCCESS = 3  # enqueues each producer makes once the key's job has succeeded
 
 
+def windowed(app: deferq.App, key: str, queue: str) -> list:
+    """An enqueue of `key` with a window, as the store's step takes it."""
+    items, _ = app._prepare([deferq.Call("noop", (1,), {}, JobOptions.parse(key=key, unique_for=60, queue=queue))])
+    return items
+
+
 def store_step(app: deferq.App, key: str, queue: str) -> str:
     """One enqueue of `key` by the store's step alone, as a producer whose look came too
     early would make it (no look before it); the id that answers."""
-    items, _ = app._prepare([deferq.Call("noop", (1,), {}, JobOptions.parse(key=key, unique_for=60, queue=queue))])
-    return app.backend.enqueue_many(items)[0].id
+    return app.backend.enqueue_many(windowed(app, key, queue))[0].id
 
 
 def test_a_producer_that_looked_too_early_gets_the_job_that_succeeded(app, backend):
@@ -28,6 +34,7 @@ def test_a_producer_that_looked_too_early_gets_the_job_that_succeeded(app, backe
     (leased,) = backend.reserve([queue], 1, "w", 30, PRIORITIES)
     assert backend.settle([Outcome(leased, "succeeded")]) == [True]
     assert store_step(app, "early", queue) == holder.id
+    assert asyncio.run(backend.enqueue_many_async(windowed(app, "early", queue)))[0].id == holder.id  # async too
     assert backend.get_by_key("early").id == holder.id
 
 

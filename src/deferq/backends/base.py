@@ -72,8 +72,9 @@ class Enqueue:
     after: tuple[str, ...] = ()
     after_any: bool = False
     # Seconds: a job with `job.key` that succeeded this recently answers instead of a new
-    # one (options.unique_for): flows/dedupe.py looks before the store is asked, and the
-    # store checks again in the step that stores (racing producers make no new job)
+    # one (options.unique_for, the deduplication window). Every store checks it in the
+    # atomic step that stores (`answered_by`), so producers racing on the key, or the
+    # key's job succeeding meanwhile, never make a second job.
     unique_for: float | None = None
 
     def answered_by(self, newest: Job | None, now: float) -> bool:

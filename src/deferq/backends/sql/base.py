@@ -57,6 +57,12 @@ class Settled(list[bool]):
         self.linked = linked
 
 
+def one_transaction(items: Sequence[Enqueue]) -> bool:
+    """Whether an enqueue must be one transaction: jobs with their edges (all or nothing),
+    or a deduplication window (its check and the insert, window_plan)."""
+    return any(item.after or (item.unique_for and item.job.key) for item in items)
+
+
 class SQLBackend(SQLHistory, SQLSearch, Backend):
     """The contract over named queries. Subclasses: SQLiteBackend, PostgresBackend,
     MySQLBackend.
@@ -169,10 +175,8 @@ class SQLBackend(SQLHistory, SQLSearch, Backend):
     def enqueue_many(self, items: Sequence[Enqueue], connection: Any = None) -> list[Job]:
         if not items:
             return []
-        linked = any(item.after for item in items)  # the jobs and their edges: all or nothing
-        windowed = any(item.unique_for and item.job.key for item in items)  # the insert and its check
         durable = any(item.durable for item in items)
-        return self.run(self.enqueue_plan(items), atomic=linked or windowed, connection=connection,
+        return self.run(self.enqueue_plan(items), atomic=one_transaction(items), connection=connection,
                         durable=durable)
 
     def enqueue_plan(self, items: Sequence[Enqueue]) -> Plan[list[Job]]:

@@ -4,7 +4,7 @@
 
 import {code, empty, h, note, reconcile, row, section, setAttr, setChildren, setText, table} from "../dom.js";
 import {compact} from "../format.js";
-import {messageLine, pageHead} from "./common.js";
+import {labelled, messageLine, pageHead} from "./common.js";
 
 // On a phone: the limit, what is in force, its use and the buttons (the rest: opt).
 const COLUMNS = [["limit"], ["kind", "opt"], ["in force"], ["use now", "nowrap"],
@@ -30,11 +30,6 @@ function useText(l) {
   if (l.running !== null) parts.push(`${l.running} of ${l.concurrency} running`);
   if (l.recent_per_s !== null) parts.push(`${l.recent_per_s < 10 ? l.recent_per_s.toFixed(2) : Math.round(l.recent_per_s)}/s`);
   return parts.length ? parts.join(" · ") : "—";
-}
-
-function labelled(label, control, hint) {
-  return h("label", {class: "field"}, h("span", {class: "field-label", text: label}), control,
-    hint ? h("span", {class: "hint", text: hint}) : null);
 }
 
 export function mount(root, ctx) {
