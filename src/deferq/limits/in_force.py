@@ -1,4 +1,4 @@
-"""The limits in force, as the console's Limits page shows them (GET /v1/limits/in-force):
+"""The limits in force, as the console's Limits page shows them (GET /v1/stats/limits):
 what the code declares (each worker's heartbeat carries its App's declared limits), what
 was set at run time (runtime.py), the pauses, and what each uses now where the store can
 say so cheaply: the slots held of a concurrency limit with one scope (a task's own, a

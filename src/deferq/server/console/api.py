@@ -408,7 +408,7 @@ ROUTES: dict[str, dict[str, Handler]] = {
     "/v1/workers": {"GET": list_workers},
     **{path: {"POST": handler} for path, handler in ORDER_ROUTES.items()},
     "/v1/periodic": {"GET": list_periodic},
-    "/v1/limits/in-force": {"GET": limits_in_force},
+    "/v1/stats/limits": {"GET": limits_in_force},
     "/v1/store": {"GET": store_health},
     "/v1/conditions/evaluate": {"POST": evaluate_condition},
     "/v1/backoff/preview": {"POST": preview_backoff},
@@ -457,7 +457,7 @@ def paths() -> dict[str, Any]:
         "/v1/periodic": {"get": operation(
             "Periodic schedules: next ticks and the last one enqueued", "reader",
             ok("Schedules", cm.PeriodicSchedules), errors=("503",))},
-        "/v1/limits/in-force": {"get": operation(
+        "/v1/stats/limits": {"get": operation(
             "The limits in force (declared, set at run time, paused) with the slots held and runs a second",
             "reader", ok("Limits", cm.LimitsInForce), errors=("503",))},
         "/v1/store": {"get": operation(

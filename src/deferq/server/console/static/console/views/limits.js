@@ -125,7 +125,7 @@ export function mount(root, ctx) {
   const latest = new Map(); // name -> the limit as last listed (what the buttons act on)
 
   async function refresh() {
-    const data = await ctx.api("/v1/limits/in-force");
+    const data = await ctx.api("/v1/stats/limits");
     if (!ctx.alive()) return;
     nothing.hidden = data.limits.length > 0;
     t.el.hidden = !data.limits.length;
