@@ -20,6 +20,9 @@ from deferq.worker import Worker, WorkerConfig
 from tests.console_world import World, served_world, signed_in
 from tests.server_helpers import wait_until
 
+# Its tests share a module fixture: one xdist worker runs them all and builds it once.
+pytestmark = pytest.mark.xdist_group("console_actions")
+
 TIMEOUT = 10_000  # ms for anything a page should show
 WORKER = "vm:77:console-actions"
 WIDTHS = (1280, 390)

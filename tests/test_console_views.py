@@ -27,6 +27,9 @@ from tests.alert_receivers import free_port
 from tests.console_world import World, chromium, seed, signed_in
 from tests.server_helpers import Receiver, running_server, wait_until
 
+# Its tests share a module fixture: one xdist worker runs them all and builds it once.
+pytestmark = pytest.mark.xdist_group("console_views")
+
 CONDITION = "{res.code}!=200 && {res.data.status}!=2"
 TIMEOUT = 10_000  # ms for anything a page should show
 

@@ -76,6 +76,11 @@ class Enqueue:
     # atomic step that stores (`answered_by`), so producers racing on the key, or the
     # key's job succeeding meanwhile, never make a second job.
     unique_for: float | None = None
+    # The share of `job.fair_key` in its queue's round-robin (options.fair_weight): its
+    # jobs' virtual times are 1 / weight apart (backends/fair.py).
+    fair_weight: float = 1.0
+    # Set by a store that claims by virtual time (SQL): this job's, when it has a fair key.
+    vtime: float | None = None
 
     def answered_by(self, newest: Job | None, now: float) -> bool:
         """Whether `newest`, the newest job with this item's key, succeeded within the

@@ -131,7 +131,7 @@ class Admin:
         if queue is None:
             return False
         qk = self.keys.queue(queue)
-        keys = [qk.job(job_id), *qk.waiting, qk.cancelled, qk.held, qk.blocked, qk.parents(job_id)]
+        keys = [qk.job(job_id), *qk.waiting, qk.cancelled, qk.held, qk.blocked, qk.parents(job_id), *qk.fair]
         done = self._run(Call(scripts.CANCEL, keys, [job_id]))
         if done:  # a job waiting behind it, if it held a key, takes its place
             self._run(Call(scripts.STEP_UP, list(qk.step_up_keys), []))
@@ -189,7 +189,7 @@ class Admin:
                 commands.append((q, ("zrange", qk.active, 0, -1, False, True)))
             else:
                 high, low = ("+inf", f"({now}") if state == JobState.SCHEDULED else (now, "-inf")
-                waiting = (*qk.waiting, qk.held)
+                waiting = (*qk.waiting, qk.held, *qk.fair)
                 commands += [(q, ("zrevrangebyscore", key, high, low, 0, limit, True)) for key in waiting]
         return commands
 
@@ -212,9 +212,7 @@ class Admin:
         queues = self._queues()
         calls = []
         for q in queues:
-            qk = self.keys.queue(q)
-            keys = [*qk.waiting, qk.active, qk.succeeded, qk.dead, qk.cancelled, qk.held, qk.blocked]
-            calls.append(Call(scripts.STATS, keys, []))
+            calls.append(self._stats_call(q))
         result = {}
         names = ("scheduled", "queued", "active", "succeeded", "dead", "cancelled")
         for queue, reply in zip(queues, self._run_all(calls) if calls else [], strict=True):
@@ -260,11 +258,15 @@ class Admin:
     def resume(self, queue: str) -> bool:
         return self._pause_call(queue, "resume")
 
+    def _stats_call(self, queue: str) -> Call:
+        qk = self.keys.queue(queue)
+        keys = [*qk.waiting, qk.active, qk.succeeded, qk.dead, qk.cancelled, qk.held, qk.blocked, *qk.fair]
+        return Call(scripts.STATS, keys, [])
+
     @guarded
     def forget_queue(self, queue: str) -> bool:
         qk = self.keys.queue(queue)
-        keys = [*qk.waiting, qk.active, qk.succeeded, qk.dead, qk.cancelled, qk.held, qk.blocked]
-        counts = self._run(Call(scripts.STATS, keys, []))
+        counts = self._run(self._stats_call(queue))
         if any(int(n) for i, n in enumerate(counts) if i != 6) or self.client.exists(qk.paused, qk.new):
             return False  # reply[6] is the oldest due job's wait, not a count
         self.client.srem(self.keys.queues, queue)

@@ -37,6 +37,7 @@ from urllib.parse import urlsplit
 
 from ...errors import ConfigError, StoreFull, StoreUnavailable
 from ...job import _CROCKFORD, _PAIRS, FINISHED_STATES, Job, JobState
+from .. import fair
 from ..base import Backend, Enqueue, Heartbeat, JobList, JobStore, Outcome, QueueStats, Stats
 from ..history import Row
 from ..search import JobPage, JobQuery, scan_page
@@ -378,6 +379,7 @@ class ShardedRedisBackend(Backend):
         preference hold across servers as on one."""
         if limit <= 0:
             return []
+        priorities = fair.levels_of(priorities)  # every server asked in one order
         rank = {p: i for i, p in enumerate(priorities)}
         candidates = self._each(lambda b: b.peek(queues, limit, priorities), next(self._turn))
         merged = sorted(

@@ -20,8 +20,8 @@ import orjson
 
 from ...errors import ConfigError, SchemaOutdated
 from ...job import FINISHED_STATES, Job, JobState, dumps
-from .. import deps
-from ..base import BEHIND, Backend, Enqueue, Heartbeat, Outcome, QueueStats, finished_only
+from .. import deps, fair
+from ..base import BEHIND, LEVELS, Backend, Enqueue, Heartbeat, Outcome, QueueStats, finished_only
 from ..history import recovered
 from .adapters import flag, url_options
 from .history import SQLHistory
@@ -35,7 +35,7 @@ log = logging.getLogger("deferq.sql")
 #: The tables, named once. Dialects qualify them (schema / database) with `table_names`.
 TABLES = {
     "jobs": "deferq_jobs", "kv": "deferq_kv", "migrations": "deferq_migrations", "paused": "deferq_paused",
-    "deps": "deferq_deps", "history": "deferq_history",
+    "deps": "deferq_deps", "history": "deferq_history", "fair": "deferq_fair",
 }
 PURGE_BATCH = 5000  # rows per purge transaction
 KEY_RETRIES = 5  # a key freed between our insert and our look-up: try the insert again
@@ -58,9 +58,11 @@ class Settled(list[bool]):
 
 
 def one_transaction(items: Sequence[Enqueue]) -> bool:
-    """Whether an enqueue must be one transaction: jobs with their edges (all or nothing),
-    or a deduplication window (its check and the insert, window_plan)."""
-    return any(item.after or (item.unique_for and item.job.key) for item in items)
+    """Whether an enqueue must be one transaction: jobs with their edges, or their fair
+    keys' virtual times (all or nothing), or a deduplication window (its check and the
+    insert, window_plan)."""
+    return any(item.after or item.job.fair_key is not None or (item.unique_for and item.job.key)
+               for item in items)
 
 
 class SQLBackend(SQLHistory, SQLSearch, Backend):
@@ -183,6 +185,9 @@ class SQLBackend(SQLHistory, SQLSearch, Backend):
         answered: dict[int, Job] = {}
         if any(item.unique_for and item.job.key for item in items):
             answered = yield from self.window_plan(items)
+        due_fair = [i for i, item in enumerate(items) if fair.due_fair(item) and i not in answered]
+        if due_fair:
+            items = yield from self.fair_plan(items, due_fair)
         rest = [i for i in range(len(items)) if i not in answered]
         stored = (yield from self.insert_plan(items, rest)) if rest else {}
         stored.update(answered)
@@ -192,6 +197,8 @@ class SQLBackend(SQLHistory, SQLSearch, Backend):
             jobs = yield from self.resolve_keys(items, stored, partial(self.insert_plan, items))
         if any(item.after for item in items):
             jobs = yield from self.link_plan(items, jobs)
+        if due_fair:  # stored at the fair level: shown at their own
+            jobs = [job.evolve(priority=job.priority % LEVELS) if job.priority >= LEVELS else job for job in jobs]
         return jobs
 
     def window_plan(self, items: Sequence[Enqueue]) -> Plan[dict[int, Job]]:
@@ -208,6 +215,33 @@ class SQLBackend(SQLHistory, SQLSearch, Backend):
             if reply.rows and items[i].answered_by(newest := job_of(reply.rows[0]), float(reply.rows[0][WIDTH])):
                 answered[i] = newest
         return answered
+
+    def fair_plan(self, items: Sequence[Enqueue], indexes: list[int]) -> Plan[list[Enqueue]]:
+        """`items` with those at `indexes` (fair keys, due now) at their fair level with their
+        virtual times (fair.py), the keys' next virtual times saved: in the enqueue's
+        transaction, so a producer that fails leaves them as they were."""
+        entries = [((items[i].job.queue, items[i].job.priority + fair.FAIR), items[i].job.fair_key or "",
+                    items[i].fair_weight) for i in indexes]
+        floors: dict[Any, float] = {}
+        nexts: dict[tuple[Any, str], float] = {}
+        for scope in sorted({scope for scope, _, _ in entries}):
+            reply = yield Step(self.q["fair_floor"], {"queue": scope[0], "level": scope[1]})
+            floors[scope] = float(reply.rows[0][0]) if reply.rows and reply.rows[0][0] is not None else 0.0
+            # keys behind the floor are as good as without a record: their rows go
+            yield Step(self.q["fair_forget"], {"queue": scope[0], "level": scope[1], "floor": floors[scope]})
+        for scope, key in sorted({(scope, key) for scope, key, _ in entries}):
+            reply = yield Step(self.q["fair_next"], {"queue": scope[0], "level": scope[1], "key": key})
+            if reply.rows:
+                nexts[(scope, key)] = float(reply.rows[0][0])
+        vtimes = fair.virtual_times(entries, floors, nexts)
+        out = list(items)
+        for i, vtime in zip(indexes, vtimes, strict=True):
+            job = items[i].job
+            out[i] = replace(items[i], job=job.evolve(priority=job.priority + fair.FAIR), vtime=vtime)
+        saved = [{"queue": scope[0], "level": scope[1], "key": key, "next": at}
+                 for (scope, key), at in sorted(nexts.items())]
+        yield self.rows_step(self.q["fair_save"], saved)
+        return out
 
     # -- dependencies (deps.py) -----------------------------------------------------------
 
@@ -412,11 +446,12 @@ class SQLBackend(SQLHistory, SQLSearch, Backend):
         return leased
 
     @staticmethod
-    def claim_order(jobs: list[tuple[Job, int]], priorities: Sequence[int]) -> list[Job]:
-        """(job, seq) pairs in claim order: preferred priority, due time, enqueue order."""
-        rank = {p: i for i, p in enumerate(priorities)}
-        jobs.sort(key=lambda pair: (rank.get(pair[0].priority, 9), pair[0].run_at, pair[1]))
-        return [job for job, _ in jobs]
+    def claim_order(jobs: list[tuple[Job, int, int, float]], levels: Sequence[int]) -> list[Job]:
+        """(job, seq, stored level, order) in claim order: the levels' order (fair.claim_levels),
+        then `order` (due time, or virtual time at a fair level), then enqueue order."""
+        rank = {p: i for i, p in enumerate(levels)}
+        jobs.sort(key=lambda found: (rank.get(found[2], 99), found[3], found[1]))
+        return [found[0] for found in jobs]
 
     @staticmethod
     def fence_params(jobs: Sequence[Job], extra: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -440,6 +440,7 @@ class Job(Struct):
     worker: Annotated[str, Meta(description="The worker holding its lease, while it runs.")] | None = None
     last_worker: Annotated[str, Meta(description="The worker that last ran it (kept after).")] | None = None
     tags: Annotated[list[str], Meta(description="Labels kept with the job.")] = msgspec.field(default_factory=list)
+    fair_key: Annotated[str, Meta(description="Its key in its queue's round-robin (fair queues).")] | None = None
     # GET /v1/jobs/{id} only: the job's place in a workflow (jobs.workflow)
     after: Annotated[list[str], Meta(description="The ids of the jobs it runs after.")] | None = None
     waiting: Annotated[list[str], Meta(description="The ids of the jobs still waiting for it.")] | None = None

@@ -36,12 +36,12 @@ export function mount(root, ctx) {
 
   const f = {
     queue: field("queue"), priority: field("priority"), attempts: field("attempts"), ttr: field("time limit"),
-    key: field("key"), tags: field("tags"), created: field("created"), due: field("due"), finished: field("finished"),
+    key: field("key"), fairKey: field("fair key"), tags: field("tags"), created: field("created"), due: field("due"), finished: field("finished"),
     updated: field("last change"), worker: field("lease holder"), lease: field("lease until"),
     lastWorker: field("last run by"),
   };
-  const details = h("dl", {class: "facts"}, f.queue.el, f.priority.el, f.attempts.el, f.ttr.el, f.key.el, f.tags.el,
-    f.lastWorker.el);
+  const details = h("dl", {class: "facts"}, f.queue.el, f.priority.el, f.attempts.el, f.ttr.el, f.key.el, f.fairKey.el,
+    f.tags.el, f.lastWorker.el);
   const times = h("dl", {class: "facts"}, f.created.el, f.due.el, f.finished.el, f.updated.el);
   const remark = remarkPanel(ctx, id, message, () => refresh());
   const lease = h("dl", {class: "facts"}, f.worker.el, f.lease.el);
@@ -131,6 +131,7 @@ export function mount(root, ctx) {
     setText(f.attempts.value, `${data.attempts} of ${data.max_attempts}`);
     setText(f.ttr.value, data.ttr ? duration(data.ttr) : "none");
     setText(f.key.value, data.key || "—");
+    setText(f.fairKey.value, data.fair_key || "—");
     const tags = data.tags || [];  // each a link to the jobs with that tag
     setChildren(f.tags.value, tags.join(","), () => tags.length ? tags.flatMap((tag, i) =>
       [i ? ", " : "", link(`/dashboard/jobs?tag=${encodeURIComponent(tag)}`, tag)]) : "—");
