@@ -19,7 +19,7 @@ from deferq.worker import Worker, WorkerConfig
 from tests.console_world import chromium, publish_heartbeats, seed, signed_in
 from tests.server_helpers import running_server
 
-PHONE = ("overview", "job", "workflow", "jobs", "batches")
+PHONE = ("overview", "job", "workflow", "jobs", "batches", "limits")
 MAX_HEIGHT = 1500  # px: a long list is cut there
 
 
@@ -72,7 +72,8 @@ def main() -> None:
         "batch": f"/dashboard/jobs/{world.ids['batch_member']}",
         "batches": f"/dashboard/batches/{world.ids['batch']}", "running": f"/dashboard/jobs/{world.ids['active']}",
         "dead": "/dashboard/dead", "workers": "/dashboard/workers",
-        "periodic": "/dashboard/periodic", "topics": "/dashboard/topics", "topic": "/dashboard/topics/order-paid",
+        "periodic": "/dashboard/periodic", "limits": "/dashboard/limits",
+        "topics": "/dashboard/topics", "topic": "/dashboard/topics/order-paid",
         "alerts": "/dashboard/alerts", "stores": "/dashboard/stores", "tokens": "/dashboard/tokens",
     }
     with running_server(url, "--app", "tests.console_world:app") as base, chromium() as browser:

@@ -66,6 +66,22 @@ def _settle(backend: Any, queue: str, kind: str, worker: str, **outcome: Any) ->
 
 
 WORKER = f"{socket.gethostname()}:4242:console-test"
+# What the worker's code declares (its heartbeat carries it to the Limits page).
+DECLARED_LIMITS = {
+    "shop.tasks.charge_card": {"rate": "100/m", "rate_key": "customer:{customer_id}", "concurrency": None,
+                               "concurrency_key": None, "queue": "payments"},
+    "shop.tasks.render_invoice": {"rate": None, "rate_key": None, "concurrency": 2, "concurrency_key": None,
+                                  "queue": "reports"},
+}
+
+
+def seed_limits(world_app: deferq.App, active: str) -> None:
+    """Limits set at run time on a queue, a task and a key, a pause, and a slot held."""
+    world_app.limits.set("queue:email", rate="20/s", concurrency=4)
+    world_app.limits.set("shop.tasks.charge_card", rate="50/m")
+    world_app.limits.set("customer:7", rate="1/s", concurrency=1)
+    world_app.limits.pause("customer:7", 900)
+    world_app.backend.slot_take("shop.tasks.render_invoice", 2, f"{active}:1")
 
 
 def publish_heartbeats(backend: Any, running: str) -> None:
@@ -75,7 +91,7 @@ def publish_heartbeats(backend: Any, running: str) -> None:
               "queues": ["email", "reports", "payments"], "concurrency": 8, "processed": 1289,
               "running": [{"id": running, "task": "shop.tasks.render_invoice",
                            "started": time.monotonic() - 12.5}],
-              "seen": now, "monotonic": time.monotonic()}
+              "seen": now, "monotonic": time.monotonic(), "limits": DECLARED_LIMITS}
     backend.kv_put("workers", WORKER, orjson.dumps(status), 600)
     master = {"id": "m-console", "pid": 4240, "host": socket.gethostname(), "started": now - 7200, "seen": now,
               "url": "postgresql://deferq:s3cret@db.internal/deferq", "config": "/etc/deferq.toml",
@@ -168,6 +184,7 @@ def seed(url: str) -> World:
     assert backend.cancel(ids["cancelled"])
     ids.update(seed_workflows(world_app))
     publish_heartbeats(backend, ids["active"])
+    seed_limits(world_app, ids["active"])
     seed_history(backend)
     now = time.time()
     tick = (now // 900) * 900  # the last tick of refresh-rates, fired (a stand-in job)
@@ -185,6 +202,36 @@ def seed(url: str) -> World:
     producer, _ = auth.create(backend, "producer", "shop backend")
     world_app.close()
     return World(url, admin, reader, producer, ids)
+
+
+@contextmanager
+def served_world(kind: str, folder: Any, timeout_ms: int) -> Iterator[tuple[World, str, Any, deferq.App]]:
+    """The world seeded on a fresh store (`kind`: sqlite in `folder`, or redis under a
+    prefix of its own, deleted after), `deferq serve` on it, Chromium, and an App on the
+    store: what the console's action tests share."""
+    from playwright.sync_api import expect
+
+    from tests.server_helpers import running_server
+    from tests.stores.redis import delete_prefix, shared_answers, shared_url, unique_prefix
+
+    prefix = None
+    if kind == "sqlite":
+        url = f"sqlite:///{folder}/deferq.db"
+    else:
+        if not shared_answers():
+            need_service("Redis", "the shared Redis does not answer")
+        prefix = unique_prefix()
+        url = shared_url(prefix=prefix)
+    world = seed(url)
+    app = deferq.App(url)
+    try:
+        with running_server(url) as base, chromium() as browser:
+            expect.set_options(timeout=timeout_ms)
+            yield world, base, browser, app
+    finally:
+        app.close()
+        if prefix:
+            delete_prefix(prefix)
 
 
 @contextmanager

@@ -17,9 +17,8 @@ from playwright.sync_api import expect
 import deferq
 from deferq.backends.base import Outcome
 from deferq.worker import Worker, WorkerConfig
-from tests.console_world import World, chromium, seed, signed_in
-from tests.server_helpers import running_server, wait_until
-from tests.stores.redis import delete_prefix, shared_answers, shared_url, unique_prefix
+from tests.console_world import World, served_world, signed_in
+from tests.server_helpers import wait_until
 
 # Its tests share a module fixture: one xdist worker runs them all and builds it once.
 pytestmark = pytest.mark.xdist_group("console_actions")
@@ -32,26 +31,8 @@ fresh = itertools.count()
 
 @pytest.fixture(scope="module", params=["sqlite", "redis"])
 def served(request, tmp_path_factory) -> Iterator[tuple[World, str, Any, deferq.App]]:
-    prefix = None
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path_factory.mktemp('actions')}/deferq.db"
-    else:
-        if not shared_answers():
-            from tests.conftest import need_service
-
-            need_service("Redis", "the shared Redis does not answer")
-        prefix = unique_prefix()
-        url = shared_url(prefix=prefix)
-    world = seed(url)
-    app = deferq.App(url)
-    try:
-        with running_server(url) as base, chromium() as browser:
-            expect.set_options(timeout=TIMEOUT)
-            yield world, base, browser, app
-    finally:
-        app.close()
-        if prefix:
-            delete_prefix(prefix)
+    with served_world(request.param, tmp_path_factory.mktemp("actions"), TIMEOUT) as served:
+        yield served
 
 
 def queue_of_its_own(app: deferq.App, task: str, count: int = 1, **options: Any) -> tuple[str, list[str]]:
@@ -170,7 +151,8 @@ def test_a_reader_sees_no_action_and_no_admin_page(served, width):
     world, base, _, _ = served
     page, job = running_job_page(served, world.reader, width, 0.5)
     expect(page.locator(".job-actions button")).to_have_count(0)
-    expect(page.locator("#nav a")).to_have_text(["Overview", "Jobs", "Dead", "Workers", "Periodic", "Stores"])
+    expect(page.locator("#nav a")).to_have_text(
+        ["Overview", "Jobs", "Dead", "Workers", "Periodic", "Limits", "Stores"])
     page.goto(f"{base}/dashboard/jobs")
     expect(page.locator(".jobs tbody tr").first).to_be_visible()
     expect(page.locator(".jobs input[type=checkbox]")).to_have_count(0)
@@ -194,7 +176,7 @@ def test_the_phone_nav_shows_that_it_scrolls(served):
     expect(page.locator("#nav-right")).to_be_visible()
     wide = signed_in(browser, base, world.admin, width=1280)
     wide.goto(f"{base}/dashboard/")
-    expect(wide.locator("#nav a")).to_have_count(9)
+    expect(wide.locator("#nav a")).to_have_count(10)
     expect(wide.locator("#nav-right")).to_be_hidden()
     assert page.errors == [] and wide.errors == []
 

@@ -104,6 +104,7 @@ def views(world: World) -> list[tuple[str, str, str]]:
         ("/dashboard/dead", f'.jobs tr[data-key="{ids["dead"]}"]', "insufficient_funds"),
         ("/dashboard/workers", "#workers tbody tr", "render_invoice"),
         ("/dashboard/periodic", '#periodic tr[data-key="refresh-rates"]', "*/15 * * * *"),
+        ("/dashboard/limits", '#limits tr[data-key="queue:email"]', "rate 20/s"),
         ("/dashboard/topics", '#topics tr[data-key="order-paid"]', "https://shop.example/hooks/paid"),
         ("/dashboard/topics/order-paid", "#backoff-preview li", "attempt 2"),
         ("/dashboard/topics/new", "#try-verdict", "Delivered"),

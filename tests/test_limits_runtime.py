@@ -50,8 +50,9 @@ def test_a_wrong_limit_is_refused_in_one_sentence():
         (lambda: app.limits.set("t"), "needs a rate"),
         (lambda: app.limits.set("t", rate="lots"), 'rate must look like "100/m"'),
         (lambda: app.limits.set("t", concurrency=0), "concurrency must be a whole number"),
-        (lambda: app.limits.set("", rate="1/s"), "named by a task or a limit key"),
+        (lambda: app.limits.set("", rate="1/s"), "named by a task, a limit key or queue:<queue>"),
         (lambda: app.limits.pause("t", -1), "a pause lasts more than 0"),
+        (lambda: app.limits.set("queue:", rate="1/s"), "names its queue"),
     ]:
         with pytest.raises(deferq.ConfigError, match=message):
             call()

@@ -18,7 +18,6 @@ from .backends.base import Enqueue, QueueStats, QueueTable, missing_from, queue_
 from .backends.search import JobPage, JobQuery
 from .errors import ConfigError
 from .flows import batch as batches
-from .flows import dedupe
 from .flows.chains import with_inputs
 from .job import Job, JobState, Origin, held, new_job_ids
 from .limits import Limits
@@ -274,8 +273,8 @@ class App:
         if not items:
             return []
         backend = self.backend
-        store = dedupe.windowed(backend, items, lambda stored: backend.enqueue_many(stored, connection))
-        return held(self.registry.chain.enqueue(items, store), self._origin)
+        return held(self.registry.chain.enqueue(items, lambda stored: backend.enqueue_many(stored, connection)),
+                    self._origin)
 
     async def enqueue_many_async(self, calls: Iterable[Call]) -> list[Job]:
         return await self._enqueue_items_async(*self._prepare(calls))
@@ -286,9 +285,8 @@ class App:
         if self.eager:  # runs the jobs: not on the caller's event loop
             return await asyncio.to_thread(self._enqueue_items, items, connection)
         backend = self.backend
-        store = dedupe.windowed_async(
-            backend, items, lambda stored: backend.enqueue_many_async(stored, connection), asyncio.to_thread)
-        return held(await self.registry.chain.enqueue_async(items, store), self._origin)
+        return held(await self.registry.chain.enqueue_async(
+            items, lambda stored: backend.enqueue_many_async(stored, connection)), self._origin)
 
     # -- inspecting and managing -------------------------------------------------
 

@@ -11,6 +11,7 @@ import uuid
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 
+from deferq.backends.base import Outcome, OutcomeKind
 from deferq.job import JobState
 from deferq.observe.history import retention_minutes
 
@@ -68,6 +69,32 @@ def test_prune_drops_old_minutes_only(backend):
     assert backend.history_read(base, base + 1) == [(base, "enqueued", 1)]
     if pruned:  # Redis lets the keys expire instead
         assert backend.history_read(base - 5, base - 4) == []
+
+
+def test_forget_drops_one_queue_in_a_span_of_minutes(backend):
+    base = fresh_minute(backend)
+    backend.history_add([(base - 1, "gone", "t", "enqueued", 1), (base, "gone", "t", "enqueued", 2),
+                         (base, "gone", "u", "dead", 1), (base, "gone2", "t", "enqueued", 4),
+                         (base + 2, "gone", "t", "enqueued", 8)], KEEP)
+    backend.history_forget("gone", base, base + 2)
+    assert sorted(backend.history_read(base - 1, base + 3)) == [
+        (base - 1, "enqueued", 1), (base, "enqueued", 4), (base + 2, "enqueued", 8)]
+    assert backend.history_read(base, base + 1, "gone2") == [(base, "enqueued", 4)]
+
+
+def test_a_queue_is_forgotten_only_when_it_holds_nothing(app, backend):
+    queue = f"forget-{uuid.uuid4().hex[:8]}"
+    job = app.enqueue("forget.me", [1], queue=queue)
+    assert not backend.forget_queue(queue)
+    [leased] = backend.reserve([queue], 1, "w", 30, (0, 1, 2))
+    backend.settle([Outcome(leased, OutcomeKind.SUCCEEDED)])
+    assert not backend.forget_queue(queue)  # its finished job is still kept
+    assert backend.delete(job.id)
+    backend.pause(queue)
+    assert not backend.forget_queue(queue)
+    backend.resume(queue)
+    assert backend.forget_queue(queue)
+    assert queue not in backend.stats() and queue not in backend.paused()
 
 
 def test_the_store_counts_the_jobs_it_ends_by_itself(app, backend):

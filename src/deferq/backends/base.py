@@ -75,13 +75,21 @@ class Enqueue:
     after: tuple[str, ...] = ()
     after_any: bool = False
     # Seconds: a job with `job.key` that succeeded this recently answers instead of a new
-    # one (options.unique_for; flows/dedupe.py looks before the store is asked)
+    # one (options.unique_for, the deduplication window). Every store checks it in the
+    # atomic step that stores (`answered_by`), so producers racing on the key, or the
+    # key's job succeeding meanwhile, never make a second job.
     unique_for: float | None = None
     # The share of `job.fair_key` in its queue's round-robin (options.fair_weight): its
     # jobs' virtual times are 1 / weight apart (backends/fair.py).
     fair_weight: float = 1.0
     # Set by a store that claims by virtual time (SQL): this job's, when it has a fair key.
     vtime: float | None = None
+
+    def answered_by(self, newest: Job | None, now: float) -> bool:
+        """Whether `newest`, the newest job with this item's key, succeeded within the
+        item's window (store time `now`), and so answers for it."""
+        return (self.unique_for is not None and newest is not None and newest.state == JobState.SUCCEEDED
+                and newest.finished_at is not None and newest.finished_at >= now - self.unique_for)
 
     def due(self, now: float) -> float:
         """When the job is due if stored at store time `now`."""
@@ -495,6 +503,13 @@ class JobAdmin(ABC):
     @abstractmethod
     def paused(self) -> dict[str, float]:
         """The paused queues, each with when it was paused (store clock)."""
+
+    def forget_queue(self, queue: str) -> bool:
+        """Drop `queue` from the store's list of queues if it holds no job and is not
+        paused; say whether it is gone. For a queue nothing enqueues to any more (`deferq
+        bench`'s own): a producer that names it again lists it again. Stores that keep
+        no list of queues apart from their jobs have nothing to drop."""
+        return queue not in self.stats() and queue not in self.paused()
 
 
 class Records(ABC):

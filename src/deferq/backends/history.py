@@ -61,6 +61,11 @@ class HistoryStore(ABC):
     def history_prune(self, before: int) -> int:
         """Delete the counters of minutes before `before`; how many (0 where they expire)."""
 
+    @abstractmethod
+    def history_forget(self, queue: str, first: int, end: int) -> None:
+        """Delete the counters of `queue` in minutes [first, end) (what a benchmark's
+        own queue counted: `deferq bench` leaves nothing of itself behind)."""
+
     # Where `count_ended` writes: the store itself, or (a shard of several) their whole's.
     history_sink: Callable[[Sequence[Row], int], None] | None = None
 
@@ -115,3 +120,9 @@ class MemoryHistory(HistoryStore):
             for cell in old:
                 del cells[cell]
         return len(old)
+
+    def history_forget(self, queue: str, first: int, end: int) -> None:
+        cells = self._history_cells()
+        with self._history_lock:
+            for cell in [c for c in cells if c[1] == queue and first <= c[0] < end]:
+                del cells[cell]

@@ -94,7 +94,10 @@ class MemoryBackend(MemoryHistory, Backend):
                 if holder is None and behind is not None:  # its holder is gone: it holds the key
                     self._step_up()
                     holder, behind = self._unfinished_with_key(job.key or ""), None
-                if holder is None and behind is None:
+                recent = self.get_by_key(job.key) if job.key and item.unique_for and holder is None else None
+                if recent is not None and behind is None and item.answered_by(recent, now):
+                    stored.append(recent)  # the window, checked under the lock that stores
+                elif holder is None and behind is None:
                     stored.append(self._insert(item, now, floors=floors))
                 elif item.on_conflict == "ignore":
                     stored.append(self._view(behind or holder, now))  # type: ignore[arg-type]

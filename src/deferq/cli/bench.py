@@ -7,6 +7,10 @@
 - pickup:  idle workers; one job at a time; enqueue-to-start latency
 - delay:   500 jobs all due 2 s ahead; lateness of each start against its due time
 - rss:     resident memory of the worker processes after the processing run
+
+It leaves the store as it found it: only its own queue's jobs are deleted (never other
+queues' finished jobs), its workers take no part in firing schedules, and at the end
+its queue's history counters and its place in the store's list of queues are removed.
 """
 
 from __future__ import annotations
@@ -25,19 +29,21 @@ import orjson
 
 from ..app import App
 from ..backends.base import Outcome, OutcomeKind
-from ..job import Job
+from ..backends.history import minute_of
+from ..job import Job, JobState
 
 app = App(os.environ.get("DEFERQ_URL", "memory://"))
 ARG = "x" * 32
+QUEUE = "bench"
 WORKLOADS = ("enqueue", "batch", "process", "pickup", "delay")
 
 
-@app.task(queue="bench")
+@app.task(queue=QUEUE)
 def bench_noop(i: int, text: str) -> None:
     return None
 
 
-@app.task(queue="bench")
+@app.task(queue=QUEUE)
 def bench_stamp(i: int) -> float:
     return time.time()  # when the job started, on this machine's clock
 
@@ -84,7 +90,7 @@ def workers(url: str, processes: int, concurrency: int) -> Iterator[list[subproc
     procs = [
         subprocess.Popen(
             [sys.executable, "-m", "deferq", "worker", "--app", "deferq.cli.bench:app",
-             "--url", url, "-q", "bench", "-c", str(concurrency), "--log-level", "warning"],
+             "--url", url, "-q", QUEUE, "-c", str(concurrency), "--log-level", "warning", "--no-schedules"],
             env=env, stdout=subprocess.DEVNULL,
         )
         for _ in range(processes)
@@ -128,7 +134,7 @@ def wait_for(predicate: Callable[[], bool], timeout: float, interval: float = 0.
 
 
 def succeeded(bound: App) -> int:
-    count: int = bound.stats().get("bench", {}).get("succeeded", 0)
+    count: int = bound.stats().get(QUEUE, {}).get("succeeded", 0)
     return count
 
 
@@ -155,7 +161,7 @@ def measure_process(bound: App, url: str, jobs: int, processes: int, concurrency
             done = now_done
         memory = rss_mib(procs)
     finished = [j.finished_at for j in map(bound.get, first_ids) if j and j.finished_at]
-    last = bound.list_jobs("succeeded", "bench", limit=1)[0].finished_at or 0
+    last = bound.list_jobs("succeeded", QUEUE, limit=1)[0].finished_at or 0
     return rate(jobs - 1, last - min(finished)), memory
 
 
@@ -205,7 +211,19 @@ def started_at(bound: App, job: Job) -> float:
 
 
 def clean(bound: App) -> None:
-    bound.purge(["succeeded", "dead", "cancelled"])
+    """Delete the bench queue's finished jobs (and no other queue's)."""
+    for state in ("succeeded", "dead", "cancelled"):
+        while found := bound.backend.list_jobs(JobState(state), QUEUE, limit=1000):
+            for job in found:
+                bound.backend.delete(job.id)
+
+
+def forget(bound: App, started: float) -> None:
+    """Remove what the store still keeps of the bench queue once its jobs are deleted:
+    its history counters since the run started, and its place in the list of queues."""
+    backend = bound.backend
+    backend.history_forget(QUEUE, minute_of(started), minute_of(time.time()) + 2)
+    backend.forget_queue(QUEUE)
 
 
 # -- the command ----------------------------------------------------------------------
@@ -226,6 +244,7 @@ def run_bench(url: str | None, jobs: int, processes: int, as_json: bool,
     wanted = only or set(WORKLOADS)
     results: dict[str, Any] = {"url": _redact(url), "jobs": jobs, "processes": processes}
     console = Console(stderr=True)
+    started = time.time()
     try:
         with Progress(console=console, transient=True, disable=as_json) as progress:
 
@@ -254,8 +273,11 @@ def run_bench(url: str | None, jobs: int, processes: int, as_json: bool,
                 results["delay_late_ms"] = {"p50": p50, "p99": p99}
                 clean(app)
     finally:
-        app.close()
-        if tempdir is not None:
+        app.close()  # its history counts are written now, so the next line finds them
+        if tempdir is None:
+            forget(app, started)
+            app.close()
+        else:
             tempdir.cleanup()
     if as_json:
         print(orjson.dumps(results, option=orjson.OPT_INDENT_2).decode())
@@ -287,7 +309,7 @@ def describe(results: dict[str, Any]) -> list[tuple[str, str]]:
 
 def clean_waiting(bound: App) -> None:
     """Drop the jobs an enqueue workload left waiting, so the next workload starts empty."""
-    while leased := bound.backend.reserve(["bench"], 5000, "bench-drain", 60, (0, 1, 2)):
+    while leased := bound.backend.reserve([QUEUE], 5000, "bench-drain", 60, (0, 1, 2)):
         bound.backend.settle([Outcome(job, OutcomeKind.SUCCEEDED) for job in leased])
     clean(bound)
 

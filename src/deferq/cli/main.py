@@ -608,8 +608,9 @@ def limits_list(app: App, as_json: bool) -> None:
 @click.option("--rate", help='Runs per period, like "50/s" or "100/m".')
 @click.option("--concurrency", type=int, help="Runs at once, across the fleet.")
 def limits_set(app: App, name: str, rate: str | None, concurrency: int | None) -> None:
-    """Set the limit of a task or a limit key (NAME: a task's name, or a key like customer:7);
-    it replaces what was set before."""
+    """Set the limit of a task, a limit key or a queue (NAME: a task's name, a key like
+    customer:7, or queue:emails for every job of the queue emails); it replaces what was
+    set before."""
     try:
         setting = app.limits.set(name, rate=rate, concurrency=concurrency)
     except ConfigError as exc:
@@ -623,7 +624,7 @@ def limits_set(app: App, name: str, rate: str | None, concurrency: int | None) -
 @click.argument("name")
 @click.argument("seconds", type=float)
 def limits_pause(app: App, name: str, seconds: float) -> None:
-    """No job under a task or limit key starts for SECONDS."""
+    """No job under a task, a limit key or a queue (queue:NAME) starts for SECONDS."""
     try:
         app.limits.pause(name, seconds)
     except ConfigError as exc:

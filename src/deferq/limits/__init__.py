@@ -33,7 +33,7 @@ from ..context import current_job
 from ..errors import Backoff, Snooze
 from ..job import Job, JobState
 from ..middleware import Middleware
-from .runtime import Known, pause
+from .runtime import Known, pause, queue_limit
 from .values import Rate
 
 if TYPE_CHECKING:
@@ -102,6 +102,11 @@ class Limited:
         """What `deferq.Backoff` pauses: the rate's key, else the concurrency's, else the task."""
         return self.key(self.rate_key or self.concurrency_key, args, kwargs)
 
+    def to_dict(self) -> dict[str, Any]:
+        """As a worker's heartbeat tells the console (the Limits page) what its code declares."""
+        return {"rate": self.rate.text if self.rate else None, "rate_key": self.rate_key,
+                "concurrency": self.concurrency, "concurrency_key": self.concurrency_key}
+
     def check(self, args: Any, kwargs: dict[str, Any]) -> None:
         for template in (self.rate_key, self.concurrency_key):
             if template is not None:
@@ -131,7 +136,7 @@ class Limits(Middleware):
         self.limits = limits
         self.backend = backend
         self.known = Known()
-        self.held: dict[str, HeldSlot] = {}  # holder -> the slot its run took (dict ops are atomic)
+        self.held: dict[str, list[HeldSlot]] = {}  # holder -> the slots its run took (dict ops are atomic)
         self._plain: dict[str, Limited] = {}  # task name -> no declared limit (keys: the task's name)
 
     def before_enqueue(self, items: list[Enqueue]) -> list[Enqueue]:
@@ -159,43 +164,68 @@ class Limits(Middleware):
             return  # the call does not fit the task: running it says so
         rate_key = limit.key(limit.rate_key, job.args, job.kwargs)
         slot_key = limit.key(limit.concurrency_key, job.args, job.kwargs)
+        queue_key = queue_limit(job.queue)
         names = (rate_key, slot_key, job.task)  # the most specific first
-        left = known.pause_left(names)
+        left = known.pause_left((*names, queue_key))
         if left > 0:
             raise Snooze(left, f"the limits of {job.task} are paused for {left:.3g}s")
-        concurrency = known.concurrency(names, limit.concurrency)
+        on_queue = known.overrides.get(queue_key)
+        slots = [(slot_key, known.concurrency(names, limit.concurrency)),
+                 (queue_key, on_queue.concurrency if on_queue else None)]
         keys = [limit.key(t, job.args, job.kwargs) for t in (limit.rate_key, limit.concurrency_key) if t]
         rate, turns_key = known.rate(keys, job.task, limit.rate)
-        backend = self.backend()
+        if rate is not None:
+            turns_key = turns_key or rate_key
+            if rate is not limit.rate:  # set at run time: turns of their own, from now on
+                turns_key = f"{turns_key}@{rate.text}"
+        turns = [(rate, turns_key)]
+        if on_queue is not None and on_queue.rate is not None:  # set at run time: turns of its own
+            turns.append((on_queue.rate, f"{queue_key}@{on_queue.rate.text}"))
         try:
-            if concurrency is not None:
-                fence = take_slot(backend, slot_key, concurrency, job)
-                if not fence:
-                    raise Snooze(CONCURRENCY_WAIT, f"all {concurrency} slot(s) of {slot_key} are taken")
-                slot = self.held[holder_of(job)] = HeldSlot(backend, slot_key, holder_of(job), fence)
-                running = current_job()
-                if running is not None:  # its fence and holds_slot() for the task and its worker
-                    running.control.slot = slot
-            if rate is not None:
-                turns_key = turns_key or rate_key
-                if rate is not limit.rate:  # set at run time: turns of their own, from now on
-                    turns_key = f"{turns_key}@{rate.text}"
-                wait = take_turn(backend, rate, turns_key, job.id)
-                if wait > 0:
-                    raise Snooze(wait, f"rate {rate.text} of {turns_key}: its turn is in {wait:.3g}s")
+            self.take_slots(job, [(key, n) for key, n in slots if n is not None])
+            self.take_turns(job, [(r, key) for r, key in turns if r is not None and key is not None])
         except Snooze:
-            raise
+            raise  # the slots taken are given back after the run (after_run), as for any run
         except Exception as exc:  # noqa: BLE001 - no turn, no run: try again shortly
             log.warning("job %s (%s): its limits could not be checked (%s); trying again in %gs",
                         job.id, job.task, exc, STORE_DOWN_SNOOZE)
             raise Snooze(STORE_DOWN_SNOOZE, "limits: store unreachable") from None
 
+    def take_slots(self, job: Job, wanted: list[tuple[str, int]]) -> None:
+        """A slot of each concurrency limit in `wanted` (the task's, then the queue's); a
+        Snooze when one is full (after_run gives back those taken before it)."""
+        if not wanted:
+            return
+        backend, holder = self.backend(), holder_of(job)
+        held = self.held[holder] = []
+        for key, limit in wanted:
+            fence = take_slot(backend, key, limit, job)
+            if not fence:
+                raise Snooze(CONCURRENCY_WAIT, f"all {limit} slot(s) of {key} are taken")
+            held.append(HeldSlot(backend, key, holder, fence))
+        running = current_job()
+        if running is not None:  # its fence and holds_slot() for the task and its worker (the first slot)
+            running.control.slot = held[0]
+
+    def take_turns(self, job: Job, rates: list[tuple[Rate, str]]) -> None:
+        """A turn of each rate (the task's, the queue's); a Snooze until the latest when
+        one is later than now. Each later turn is reserved for the job, so it runs when
+        it comes back; a turn of one rate that came due while it waited for the other's
+        and passed by more than half a turn is taken anew (take_turn)."""
+        latest, why = 0.0, ""
+        for rate, key in rates:
+            wait = take_turn(self.backend(), rate, key, job.id)
+            if wait > latest:
+                latest, why = wait, f"rate {rate.text} of {key.partition('@')[0]}: its turn is in {wait:.3g}s"
+        if latest > 0:
+            raise Snooze(latest, why)
+
     def after_run(self, job: Job, outcome: Outcome, exc: BaseException | None) -> None:
         if isinstance(exc, Backoff):
             self.back_off(job, exc.delay)
-        slot = self.held.pop(holder_of(job), None)
-        if slot is not None and not self.backend().slot_release(slot.key, slot.holder):
-            slot.report_lost(job, "while it ran")
+        for slot in self.held.pop(holder_of(job), []):
+            if not self.backend().slot_release(slot.key, slot.holder):
+                slot.report_lost(job, "while it ran")
 
     def back_off(self, job: Job, seconds: float) -> None:
         """Pause the job's limit key for every worker (this one at once, the others within

@@ -2,12 +2,14 @@
 
 Kept in the store, in the kv namespace "limits": `set|<name>` holds a limit's new value
 (`{"rate": "50/s", "concurrency": 3}`), `pause|<name>` the store time a pause ends (the
-record expires with it). `<name>` is a task's name, or a limit key as a task's
-`rate_key` or `concurrency_key` names it for one call ("customer:7").
+record expires with it). `<name>` is a task's name, a limit key as a task's `rate_key`
+or `concurrency_key` names it for one call ("customer:7"), or `queue:<queue>`: a limit
+on every job of that queue, which holds beside the task's own (both must let it run).
 
 Every worker reads the namespace again at most once a second (one `kv_list`, by the
-first job that starts after the second is over), so a change holds on every worker
-within a second of being stored, and a worker pays one store read a second for it. A
+first job that starts after the second is over; jobs starting meanwhile wait for it), so
+a change holds on every worker within a second of being stored, and a worker pays one
+store read a second for it. A
 limit set on a key wins over one set on its task, which wins over the task's declared
 one; clearing it gives the declared one back.
 """
@@ -60,12 +62,20 @@ class Override:
 
 
 NAME_LENGTH = 180  # the kv key, "pause|" in front, fits MySQL's 191 characters
+QUEUE = "queue:"  # a name that starts so limits every job of a queue
+
+
+def queue_limit(queue: str) -> str:
+    """The name of the limit on every job of `queue`."""
+    return QUEUE + queue
 
 
 def limit_name(value: Any) -> str:
     if not isinstance(value, str) or not 1 <= len(value) <= NAME_LENGTH or "\x00" in value:
-        raise ConfigError(f"a limit is named by a task or a limit key of 1-{NAME_LENGTH} characters, "
-                          f"got {value!r:.60}")
+        raise ConfigError(f"a limit is named by a task, a limit key or queue:<queue>, of 1-{NAME_LENGTH} "
+                          f"characters, got {value!r:.60}")
+    if value == QUEUE:
+        raise ConfigError('a queue\'s limit names its queue, like "queue:emails"')
     return value
 
 
@@ -148,7 +158,6 @@ class Known:
         self.overrides: dict[str, Override] = {}
         self.paused: dict[str, float] = {}  # name -> time.time() its pause ends
         self.next_read = 0.0  # time.monotonic()
-        self.ready = False  # read once
         self._reading = threading.Lock()
 
     @property
@@ -156,10 +165,13 @@ class Known:
         return not self.overrides and not self.paused
 
     def refresh(self, backend: Backend) -> None:
-        """Read the store again when the copy is a second old: one thread reads, the
-        others go on with the copy they have (the first read, they wait for). A store
-        that does not answer leaves the copy as it was; the next job asks a second later."""
-        if time.monotonic() < self.next_read or not self._reading.acquire(blocking=not self.ready):
+        """Read the store again when the copy is a second old: one thread reads, and the
+        threads that start a job meanwhile wait for its answer (one store read, at most
+        once a second), so no job starts on a copy older than that (a worker idle for a
+        minute would otherwise start a burst on the minute-old one). A store that does
+        not answer within a second leaves the waiting threads the copy as it was, and the
+        next job asks again a second later."""
+        if time.monotonic() < self.next_read or not self._reading.acquire(timeout=REFRESH):
             return
         try:
             if time.monotonic() < self.next_read:
@@ -172,7 +184,6 @@ class Known:
             log.warning("limits: the store's limits could not be read (%s); keeping the last ones", exc)
         finally:
             self.next_read = time.monotonic() + REFRESH
-            self.ready = True
             self._reading.release()
 
     def pause_left(self, names: Iterable[str]) -> float:

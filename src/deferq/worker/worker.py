@@ -506,11 +506,18 @@ class Worker:
             "queues": list(self.config.queues), "concurrency": self.config.concurrency,
             "processed": self.processed, "running": doing, "seen": time.time(),
             "monotonic": time.monotonic(), "quiet": self.quiet.is_set(), "stopping": self.stopping.is_set(),
+            "limits": self._declared_limits(),
         }
         self._store_call(
             self.backend.kv_put, "workers", self.config.name, orjson.dumps(status),
             self.lease * 2,
         )
+
+    def _declared_limits(self) -> dict[str, dict[str, Any]]:
+        """What the code declares, for the console's Limits page: task -> its limits and queue."""
+        tasks = self.registry.tasks
+        return {name: {**limit.to_dict(), "queue": tasks[name].defaults.queue}
+                for name, limit in self.registry.limits.items() if name in tasks}
 
     def _obey(self, order: dict[str, Any] | None) -> None:
         """An order left in the store (orders.py): quiet, or stop."""

@@ -219,9 +219,7 @@ class Admin:
         queues = self._queues()
         calls = []
         for q in queues:
-            qk = self.keys.queue(q)
-            keys = [*qk.waiting, qk.active, qk.succeeded, qk.dead, qk.cancelled, qk.held, qk.blocked, *qk.fair]
-            calls.append(Call(scripts.STATS, keys, []))
+            calls.append(self._stats_call(q))
         result = {}
         names = ("scheduled", "queued", "active", "succeeded", "dead", "cancelled")
         for queue, reply in zip(queues, self._run_all(calls) if calls else [], strict=True):
@@ -267,7 +265,20 @@ class Admin:
     def resume(self, queue: str) -> bool:
         return self._pause_call(queue, "resume")
 
+    def _stats_call(self, queue: str) -> Call:
+        qk = self.keys.queue(queue)
+        keys = [*qk.waiting, qk.active, qk.succeeded, qk.dead, qk.cancelled, qk.held, qk.blocked, *qk.fair]
+        return Call(scripts.STATS, keys, [])
+
     @guarded
+    def forget_queue(self, queue: str) -> bool:
+        qk = self.keys.queue(queue)
+        counts = self._run(self._stats_call(queue))
+        if any(int(n) for i, n in enumerate(counts) if i != 6) or self.client.exists(qk.paused, qk.new):
+            return False  # reply[6] is the oldest due job's wait, not a count
+        self.client.srem(self.keys.queues, queue)
+        return True
+
     def paused(self) -> dict[str, float]:
         queues = self._queues()
         flags = self._read([("get", self.keys.queue(q).paused) for q in queues]) if queues else []

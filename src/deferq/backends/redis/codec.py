@@ -26,7 +26,7 @@ from typing import Any
 from ...job import DEFAULT_MAX_ATTEMPTS, DEFAULT_TIMEOUT, Job, JobState, Priority, decode_payload, dumps, loads
 from ..base import Enqueue, state_for_waiting
 
-ENQUEUE_STRIDE = 16  # ARGV values per job in enqueue.lua
+ENQUEUE_STRIDE = 17  # ARGV values per job in enqueue.lua
 # Values a new hash leaves out, read back when the field is absent: the task defaults,
 # so that most jobs store none of them (the hashes are most of a store's memory).
 PRIORITY, MAX_ATTEMPTS, TIMEOUT = Priority.NORMAL, DEFAULT_MAX_ATTEMPTS, DEFAULT_TIMEOUT
@@ -55,7 +55,7 @@ _NO_FAIR = ("", "")  # fair key and weight of a job without a key
 
 
 def enqueue_args(item: Enqueue) -> tuple[Any, ...]:
-    """The 16 ARGV values of one job for enqueue.lua."""
+    """The 17 ARGV values of one job for enqueue.lua."""
     job = item.job
     expiry = job.expires_at if job.expires_at is not None else item.expires_in
     return (
@@ -65,6 +65,7 @@ def enqueue_args(item: Enqueue) -> tuple[Any, ...]:
         item.on_conflict, "" if item.max_wait is None else repr(item.max_wait), job.remark or "",
         dumps(job.tags, "tags") if job.tags else "",
         *((job.fair_key, repr(item.fair_weight)) if job.fair_key else _NO_FAIR),
+        "" if item.unique_for is None else repr(item.unique_for),
     )
 
 

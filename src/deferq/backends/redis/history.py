@@ -40,3 +40,7 @@ class RedisHistory(HistoryStore):
 
     def history_prune(self, before: int) -> int:
         return 0  # the keys expire
+
+    @guarded
+    def history_forget(self, queue: str, first: int, end: int) -> None:
+        self._run(Call(scripts.HISTORY_FORGET, [self.keys.history_prefix], [first, end, queue]))

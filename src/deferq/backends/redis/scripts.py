@@ -75,7 +75,8 @@ PROGRESS, STEP_UP, PAUSE, REMARK, DELETE = map(_load, ("progress", "step_up", "p
 RATE_TAKE, SLOT_TAKE, SLOT_HOLDERS, SLOT_RELEASE = map(
     _load, ("rate_take", "slot_take", "slot_holders", "slot_release")
 )
-HISTORY_ADD, HISTORY_READ, PAGE = map(_load, ("history_add", "history_read", "page"))
+HISTORY_ADD, HISTORY_READ, HISTORY_FORGET, PAGE = map(
+    _load, ("history_add", "history_read", "history_forget", "page"))
 LINK, LINKED, RELEASE, RELEASED, WATCH = map(_load, ("link", "linked", "release", "released", "watch"))
 
 

@@ -672,6 +672,13 @@ class ShardedRedisBackend(Backend):
     def history_prune(self, before: int) -> int:
         return 0  # the keys expire
 
+    def history_forget(self, queue: str, first: int, end: int) -> None:
+        self._kv_shard("history", "").history_forget(queue, first, end)
+
+    def forget_queue(self, queue: str) -> bool:
+        """On every server; raises, after those that answer, when one does not."""
+        return all(self._complete(lambda b: b.forget_queue(queue)))
+
     # -- life cycle ---------------------------------------------------------------------------
 
     def ping(self) -> None:

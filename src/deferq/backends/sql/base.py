@@ -57,6 +57,14 @@ class Settled(list[bool]):
         self.linked = linked
 
 
+def one_transaction(items: Sequence[Enqueue]) -> bool:
+    """Whether an enqueue must be one transaction: jobs with their edges, or their fair
+    keys' virtual times (all or nothing), or a deduplication window (its check and the
+    insert, window_plan)."""
+    return any(item.after or item.job.fair_key is not None or (item.unique_for and item.job.key)
+               for item in items)
+
+
 class SQLBackend(SQLHistory, SQLSearch, Backend):
     """The contract over named queries. Subclasses: SQLiteBackend, PostgresBackend,
     MySQLBackend.
@@ -169,18 +177,22 @@ class SQLBackend(SQLHistory, SQLSearch, Backend):
     def enqueue_many(self, items: Sequence[Enqueue], connection: Any = None) -> list[Job]:
         if not items:
             return []
-        # the jobs and their edges, or their keys' virtual times: all or nothing
-        atomic = any(item.after or item.job.fair_key is not None for item in items)
         durable = any(item.durable for item in items)
-        return self.run(self.enqueue_plan(items), atomic=atomic, connection=connection, durable=durable)
+        return self.run(self.enqueue_plan(items), atomic=one_transaction(items), connection=connection,
+                        durable=durable)
 
     def enqueue_plan(self, items: Sequence[Enqueue]) -> Plan[list[Job]]:
-        due_fair = [i for i, item in enumerate(items) if fair.due_fair(item)]
+        answered: dict[int, Job] = {}
+        if any(item.unique_for and item.job.key for item in items):
+            answered = yield from self.window_plan(items)
+        due_fair = [i for i, item in enumerate(items) if fair.due_fair(item) and i not in answered]
         if due_fair:
             items = yield from self.fair_plan(items, due_fair)
-        stored = yield from self.insert_plan(items, range(len(items)))
+        rest = [i for i in range(len(items)) if i not in answered]
+        stored = (yield from self.insert_plan(items, rest)) if rest else {}
+        stored.update(answered)
         if len(stored) == len(items):
-            jobs = list(stored.values())  # inserted in index order
+            jobs = [stored[i] for i in range(len(items))]
         else:
             jobs = yield from self.resolve_keys(items, stored, partial(self.insert_plan, items))
         if any(item.after for item in items):
@@ -188,6 +200,21 @@ class SQLBackend(SQLHistory, SQLSearch, Backend):
         if due_fair:  # stored at the fair level: shown at their own
             jobs = [job.evolve(priority=job.priority % LEVELS) if job.priority >= LEVELS else job for job in jobs]
         return jobs
+
+    def window_plan(self, items: Sequence[Enqueue]) -> Plan[dict[int, Job]]:
+        """The deduplication window, in the enqueue's transaction before its insert: {item
+        index: the job that answers it}, the newest job with its key when that succeeded
+        within its window. Read under a lock on that job's row (window_holder), so a
+        settle of it either came first or waits until this transaction has inserted (a
+        producer racing on the key waits on the same row, then meets what this one
+        stored); keys are locked in their order, so two batches never wait on each other."""
+        windowed = sorted((key, i) for i, item in enumerate(items) if item.unique_for and (key := item.job.key))
+        answered: dict[int, Job] = {}
+        for key, i in windowed:
+            reply = yield Step(self.q["window_holder"], {"key": key})
+            if reply.rows and items[i].answered_by(newest := job_of(reply.rows[0]), float(reply.rows[0][WIDTH])):
+                answered[i] = newest
+        return answered
 
     def fair_plan(self, items: Sequence[Enqueue], indexes: list[int]) -> Plan[list[Enqueue]]:
         """`items` with those at `indexes` (fair keys, due now) at their fair level with their

@@ -47,3 +47,9 @@ class SQLHistory(HistoryStore):
 
         pruned: int = self.run(plan(), durable=False)
         return pruned
+
+    def history_forget(self, queue: str, first: int, end: int) -> None:
+        def plan() -> Plan[None]:
+            yield Step(self.q["history_forget"], {"queue": queue, "first": first, "end": end})
+
+        self.run(plan(), durable=False)

@@ -37,7 +37,7 @@ from ..base import Enqueue, Outcome
 from ..history import Row
 from ..search import JobQuery, like_pattern
 from .adapters import driver_connection, safe_name
-from .base import TABLES, Settled, SQLBackend, parent_verdicts
+from .base import TABLES, Settled, SQLBackend, one_transaction, parent_verdicts
 from .plans import Plan, Reply, Step, T, drive, drive_async
 from .queries import Migration
 from .rows import WIDTH, job_of, new_values, stored_view
@@ -195,8 +195,8 @@ class PostgresBackend(SQLBackend):
             fast = conn is None and not any(item.durable for item in items)
             if conn is None:
                 conn = await self.loop_connection()
-            linked = connection is None and any(item.after for item in items)  # all or nothing
-            async with conn.transaction() if linked or fast else nullcontext(), conn.cursor() as cur:
+            whole = connection is None and one_transaction(items)
+            async with conn.transaction() if whole or fast else nullcontext(), conn.cursor() as cur:
                 if fast:
                     await cur.execute("SET LOCAL synchronous_commit = off")
                 return await drive_async(self.enqueue_plan(items), partial(self.execute_async, cur))

@@ -340,7 +340,8 @@ class RemarkRequest(Struct, forbid_unknown_fields=True):
 
 
 class LimitRequest(Struct, forbid_unknown_fields=True):
-    """A limit set at run time on a task or a limit key: a rate, a concurrency, or both
+    """A limit set at run time on a task, a limit key or a queue (`queue:NAME`, every job of
+    the queue): a rate, a concurrency, or both
     (it replaces what was set before); `pause_s` pauses it as well."""
 
     rate: Annotated[str, matching(POSITIVE_RATE, 'runs per period, like "50/s" or "100/m"', max_length=40,

@@ -159,7 +159,8 @@ def _paths() -> dict[str, Any]:
                              {"200": answer("Limits", ref("LimitList"))}),
         },
         "/v1/limits/{name}": {
-            "put": operation("Set a task's or a limit key's rate and concurrency (every worker within a second)",
+            "put": operation("Set a task's, a limit key's or a queue's (queue:NAME) rate and concurrency "
+                             "(every worker within a second)",
                              "admin", {"200": answer("Set", ref("LimitSetting"))}, ref("LimitRequest"),
                              params=limit, errors=("422", "503")),
             "delete": operation("Clear a limit set at run time (the declared one holds again)", "admin",

@@ -27,6 +27,7 @@ from starlette.routing import Route
 from ...backends.base import Backend
 from ...backoff import exponential
 from ...job import ALL_STATES, Job, JobState
+from ...limits.in_force import in_force
 from ...supervisor.alerts import AlertConfig, Alerter
 from ...supervisor.status import _decoded, running_masters, worker_view
 from ...worker import orders
@@ -265,6 +266,24 @@ async def list_periodic(request: Request) -> JSON:
     return JSON(await service.store(_periodic, service))
 
 
+def _limits(service: Service) -> dict[str, Any]:
+    declared: dict[str, dict[str, Any]] = {}
+    for status in _decoded(service.backend.kv_list("workers")):
+        declared.update(status.get("limits") or {})
+    registry = service.app.registry  # a server started with --app knows its tasks too
+    for name, limit in registry.limits.items():
+        if name in registry.tasks:
+            declared.setdefault(name, {**limit.to_dict(), "queue": registry.tasks[name].defaults.queue})
+    return {"time": time.time(), "limits": in_force(service.backend, declared, set(registry.tasks))}
+
+
+@needs(READER)
+async def limits_in_force(request: Request) -> JSON:
+    """The limits in force: declared in code, set at run time, paused; with their use."""
+    service = service_of(request)
+    return JSON(await service.store(_limits, service))
+
+
 def _store_health(service: Service) -> dict[str, Any]:
     url = service.app.url
     report: dict[str, Any] = {
@@ -389,6 +408,7 @@ ROUTES: dict[str, dict[str, Handler]] = {
     "/v1/workers": {"GET": list_workers},
     **{path: {"POST": handler} for path, handler in ORDER_ROUTES.items()},
     "/v1/periodic": {"GET": list_periodic},
+    "/v1/stats/limits": {"GET": limits_in_force},
     "/v1/store": {"GET": store_health},
     "/v1/conditions/evaluate": {"POST": evaluate_condition},
     "/v1/backoff/preview": {"POST": preview_backoff},
@@ -437,6 +457,9 @@ def paths() -> dict[str, Any]:
         "/v1/periodic": {"get": operation(
             "Periodic schedules: next ticks and the last one enqueued", "reader",
             ok("Schedules", cm.PeriodicSchedules), errors=("503",))},
+        "/v1/stats/limits": {"get": operation(
+            "The limits in force (declared, set at run time, paused) with the slots held and runs a second",
+            "reader", ok("Limits", cm.LimitsInForce), errors=("503",))},
         "/v1/store": {"get": operation(
             "The store: kind, URL without password, up or down, ping latency", "reader",
             ok("The store", cm.StoreHealth), errors=())},

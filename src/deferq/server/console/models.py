@@ -129,6 +129,38 @@ class PeriodicSchedules(Struct):
     leader: str | None = None  # the process firing schedules now (None: none does)
 
 
+class DeclaredLimit(Struct):
+    rate: str | None
+    rate_key: Annotated[str | None, Meta(description="A key per call, like customer:{customer_id}.")]
+    concurrency: int | None
+    concurrency_key: str | None
+
+
+class SetLimit(Struct):
+    rate: str | None
+    concurrency: int | None
+
+
+class LimitInForce(Struct):
+    name: Annotated[str, Meta(description="A task's name, a limit key, or queue:NAME.")]
+    kind: Annotated[str, Meta(description="task, key or queue")]
+    queue: Annotated[str | None, Meta(description="The queue limited, or the declaring task's queue.")]
+    declared: Annotated[DeclaredLimit | None, Meta(description="What the code declares (from the workers' "
+                                                   "heartbeats).")]
+    set: Annotated[SetLimit | None, Meta(description="Set at run time: it wins over the declared one.")]
+    paused_for: Annotated[float | None, Meta(description="Seconds left of a pause.")]
+    rate: Annotated[str | None, Meta(description="The rate in force.")]
+    concurrency: Annotated[int | None, Meta(description="The concurrency in force.")]
+    running: Annotated[int | None, Meta(description="Slots held now (null: per key, or no concurrency).")]
+    recent_per_s: Annotated[float | None, Meta(description="Runs a second over the last one to two minutes "
+                                                "(null: a key's).")]
+
+
+class LimitsInForce(Struct):
+    time: float
+    limits: list[LimitInForce]
+
+
 class StoreHealth(Struct):
     kind: str
     url: str

@@ -20,7 +20,6 @@ from ...app import App
 from ...backends.base import Backend, Enqueue
 from ...backends.guard import STORE_FAILURES
 from ...errors import ConfigError, MissingExtra
-from ...flows import dedupe
 from ...flows.firing import Firer
 from ...flows.schedules import Schedules
 from ...job import UNFINISHED_STATES, Job
@@ -213,8 +212,7 @@ class Service:
         """Store jobs through the App's middleware chain, as every enqueue goes (its
         history among them), the store call batched with other requests'; count them
         by queue."""
-        store = dedupe.windowed_async(self.backend, items, self.batcher.enqueue, self.store)
-        jobs = await self.app.registry.chain.enqueue_async(items, store)
+        jobs = await self.app.registry.chain.enqueue_async(items, self.batcher.enqueue)
         for item in items:
             self.metrics.count_enqueued(item.job.queue)
         return jobs

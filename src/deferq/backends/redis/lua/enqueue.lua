@@ -8,13 +8,14 @@
 -- KEYS[7]     key -> job waiting behind its running holder ({P:q:Q}:behind)
 -- KEYS[8]     zset of waiting jobs held back from claims ({P:q:Q}:held)
 -- KEYS[8+i]   job hash of item i                     ({P:q:Q}:job:<id>)
--- ARGV, 14 per item: id, task, payload (JSON [args, kwargs]), priority (0|1|2),
+-- ARGV, 17 per item: id, task, payload (JSON [args, kwargs]), priority (0|1|2),
 --             max_attempts, timeout ('none' = none), unique key ('' = none),
 --             run_at (epoch seconds, 0 = now + delay), delay (seconds),
 --             expiry ('' = none, '@' .. epoch seconds, or '+' .. seconds from now),
 --             on_conflict (ignore | replace | debounce), max_wait ('' = none),
 --             remark ('' = none), tags (a JSON array, '' = none), fair key ('' = none),
---             fair weight; priority, max_attempts and timeout are '' when they
+--             fair weight, unique_for (seconds, '' = none); priority, max_attempts and
+--             timeout are '' when they
 --             are the defaults the readers know (codec.py): left out of the hash.
 -- then, only for items that run after other jobs (options.after): item number (1-based),
 --             'all' or 'any' (after_any), how many parent ids, the parent ids.
@@ -28,9 +29,11 @@
 -- `debounce` give that job, if it waits, the item's payload and due time (debounce:
 -- at most max_wait after it was stored); a running holder is never changed: the item
 -- is stored to wait behind it, held back from claims until step_up.lua.
+-- A free key whose newest job succeeded within the item's unique_for answers with that
+-- job (the deduplication window, checked here so that racing producers make none).
 -- Returns {now as text, one entry per item}: 0 when the item was stored, or
 -- {id, HGETALL...} of the job that answers for it.
-local STRIDE = 16 -- ARGV values per item (codec.ENQUEUE_STRIDE)
+local STRIDE = 17 -- ARGV values per item (codec.ENQUEUE_STRIDE)
 local now, nows, micros = clock()
 local micros_s = string.format('%.0f', micros)
 now = tonumber(nows)
@@ -55,9 +58,15 @@ local tag = string.sub(KEYS[6], 1, -5)
 for i = 0, items - 1 do
   local b = i * STRIDE
   local id, key, mode = ARGV[b + 1], ARGV[b + 7], ARGV[b + 11]
-  local holder, behind = nil, nil
+  local holder, behind, recent = nil, nil, nil
   if key ~= '' then
     holder = redis.call('HGET', KEYS[4], key)
+    if holder and ARGV[b + 17] ~= '' then -- the window: the newest job, if it succeeded in it
+      local f = redis.call('HMGET', KEYS[6] .. holder, 'state', 'finished_at')
+      if f[1] == 'succeeded' and tonumber(f[2] or '') and tonumber(f[2]) >= now - tonumber(ARGV[b + 17]) then
+        recent = holder
+      end
+    end
     if not unfinished(state_of(holder)) then holder = nil end
     behind = redis.call('HGET', KEYS[7], key)
     if state_of(behind) ~= 'queued' then behind = nil end
@@ -76,7 +85,9 @@ for i = 0, items - 1 do
   end
   local target = behind
   if not target and holder and state_of(holder) == 'queued' then target = holder end
-  if (holder or behind) and (mode == 'ignore' or target) then
+  if recent and not holder and not behind then
+    out[i + 2] = {recent, redis.call('HGETALL', KEYS[6] .. recent)}
+  elseif (holder or behind) and (mode == 'ignore' or target) then
     local answer = behind or holder
     if mode ~= 'ignore' then -- replace / debounce: the waiting job takes payload and due time
       answer = target

@@ -264,6 +264,13 @@ SELECT {job_columns}, {now} FROM {jobs} WHERE id = %(id)s
 -- name: get_by_key
 SELECT {job_columns}, {now} FROM {jobs} WHERE unique_key = %(key)s ORDER BY seq DESC LIMIT 1
 
+-- name: window_holder
+-- The newest job with a key, in the enqueue's transaction before its insert (the
+-- deduplication window: base.py window_plan).
+-- FOR UPDATE: a settle of that job waits for this transaction, or this one for the
+-- settle (then reads the job as settled), so the check and the insert after it see one state.
+SELECT {job_columns}, {now} FROM {jobs} WHERE unique_key = %(key)s ORDER BY seq DESC LIMIT 1 FOR UPDATE
+
 -- name: cancel
 -- A waiting job is cancelled; an active one is asked to stop: its worker hears it at
 -- its next heartbeat, and its outcome is stored as cancelled. `state` is assigned
@@ -489,6 +496,10 @@ GROUP BY minute, field
 
 -- name: history_prune
 DELETE FROM {history} WHERE minute < %(before)s
+
+-- name: history_forget
+-- One queue's counters of a span of minutes (`deferq bench` removes its own).
+DELETE FROM {history} WHERE queue = %(queue)s AND minute >= %(first)s AND minute < %(end)s
 
 -- name: find_jobs
 -- Listing and searching (backends/search.py, sql/search.py): this, then the find_*

@@ -197,6 +197,12 @@ SELECT {job_columns}, {now} FROM {jobs} WHERE id = :id
 -- name: get_by_key
 SELECT {job_columns}, {now} FROM {jobs} WHERE key = :key ORDER BY seq DESC LIMIT 1
 
+-- name: window_holder
+-- The newest job with a key, in the enqueue's transaction before its insert (the
+-- deduplication window: base.py window_plan).
+-- (the write transaction, BEGIN IMMEDIATE, already keeps every other writer out).
+SELECT {job_columns}, {now} FROM {jobs} WHERE key = :key ORDER BY seq DESC LIMIT 1
+
 -- name: cancel
 -- A waiting job is cancelled; an active one is asked to stop: its worker hears it at
 -- its next heartbeat, and its outcome is stored as cancelled.
@@ -414,6 +420,10 @@ GROUP BY minute, field
 
 -- name: history_prune
 DELETE FROM {history} WHERE minute < :before
+
+-- name: history_forget
+-- One queue's counters of a span of minutes (`deferq bench` removes its own).
+DELETE FROM {history} WHERE queue = :queue AND minute >= :first AND minute < :end
 
 -- name: find_jobs
 -- Listing and searching (backends/search.py, sql/search.py): this, then the find_*

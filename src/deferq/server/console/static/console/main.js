@@ -10,6 +10,7 @@ import * as dead from "./views/dead.js";
 import * as events from "./views/events.js";
 import * as job from "./views/job.js";
 import * as jobs from "./views/jobs.js";
+import * as limits from "./views/limits.js";
 import * as overview from "./views/overview.js";
 import * as periodic from "./views/periodic.js";
 import * as queue from "./views/queue.js";
@@ -34,6 +35,7 @@ const ROUTES = [
   [/^\/dashboard\/workers\/?$/, workers, "Workers", "workers"],
   [/^\/dashboard\/periodic\/?$/, periodic, "Periodic", "periodic"],
   [/^\/dashboard\/events\/?$/, events, "Events", "events"],
+  [/^\/dashboard\/limits\/?$/, limits, "Limits", "limits"],
   [/^\/dashboard\/topics\/?$/, topics, "Topics", "topics"],
   [/^\/dashboard\/topics\/([^/]+)\/?$/, topic, "Topic", "topics"],
   [/^\/dashboard\/alerts\/?$/, alerts, "Alerts", "alerts"],
@@ -44,6 +46,7 @@ const ROUTES = [
 const NAV = [["overview", "Overview", "/", "reader"], ["jobs", "Jobs", "/jobs", "reader"],
   ["dead", "Dead", "/dead", "reader"], ["workers", "Workers", "/workers", "reader"],
   ["periodic", "Periodic", "/periodic", "reader"], ["events", "Events", "/events", "reader"],
+  ["limits", "Limits", "/limits", "reader"],
   ["topics", "Topics", "/topics", "admin"],
   ["alerts", "Alerts", "/alerts", "admin"], ["stores", "Stores", "/stores", "reader"],
   ["tokens", "Tokens", "/tokens", "admin"]];

@@ -1,12 +1,7 @@
 // /dashboard/alerts: where alerts go (e-mail, webhook), how often, on what; a test alert.
 
 import {code, h, note, section, setText} from "../dom.js";
-import {adminOnly, messageLine, pageHead} from "./common.js";
-
-function labelled(label, control, hint) {
-  return h("label", {class: "field"}, h("span", {class: "field-label", text: label}), control,
-    hint ? h("span", {class: "hint", text: hint}) : null);
-}
+import {adminOnly, labelled, messageLine, pageHead} from "./common.js";
 
 export function mount(root, ctx) {
   if (!ctx.can("admin")) return adminOnly(root, ctx, "Alert settings", "They may hold an SMTP password.");

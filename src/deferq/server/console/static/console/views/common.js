@@ -50,6 +50,12 @@ export function card(label, value, sub) {
   return {el, number, small};
 }
 
+// A form field: its label, the control, and a hint under it.
+export function labelled(label, control, hint) {
+  return h("label", {class: "field"}, h("span", {class: "field-label", text: label}), control,
+    hint ? h("span", {class: "hint", text: hint}) : null);
+}
+
 // A line for what went wrong with the last action or load (the banner is for the store).
 export function messageLine() {
   const el = h("p", {class: "message", role: "status", hidden: true});

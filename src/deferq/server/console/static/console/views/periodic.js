@@ -3,7 +3,7 @@
 
 import {badge, code, empty, h, link, note, reconcile, row, section, setAttr, setChildren, setText, table} from "../dom.js";
 import {ago, local} from "../format.js";
-import {messageLine, pageHead} from "./common.js";
+import {labelled, messageLine, pageHead} from "./common.js";
 
 const COLUMNS = [["schedule"], ["timing", "nowrap"], ["task"], ["enqueues", "opt wide"], ["state"], ["next ticks (its zone)"],
   ["last tick"], ["last run"], ["", "nowrap"]];
@@ -25,11 +25,6 @@ function inZone(seconds, tz) {
     zoned.set(zone, new Intl.DateTimeFormat(undefined, {timeZone: zone, dateStyle: "short", timeStyle: "medium"}));
   }
   return zoned.get(zone).format(new Date(seconds * 1000));
-}
-
-function labelled(label, control, hint) {
-  return h("label", {class: "field"}, h("span", {class: "field-label", text: label}), control,
-    hint ? h("span", {class: "hint", text: hint}) : null);
 }
 
 function jsonOf(text, kind, what) {

@@ -4,7 +4,7 @@
 
 import {code, copyButton, debounce, empty, h, note, section, setText} from "../dom.js";
 import {ago, duration, local} from "../format.js";
-import {adminOnly, messageLine} from "./common.js";
+import {adminOnly, labelled, messageLine} from "./common.js";
 
 const BACKOFF_FIELDS = {
   fixed: [["seconds", "seconds", 10]],
@@ -18,11 +18,6 @@ const SAMPLE = '{"code": 200, "data": {"status": 2, "msg": "ok"}}';
 function newSecret() {
   const bytes = crypto.getRandomValues(new Uint8Array(24));
   return "whsec_" + btoa(String.fromCharCode(...bytes)).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
-}
-
-function labelled(label, control, hint) {
-  return h("label", {class: "field"}, h("span", {class: "field-label", text: label}), control,
-    hint ? h("span", {class: "hint", text: hint}) : null);
 }
 
 function numberInput(name, placeholder, attrs) {
