@@ -1,0 +1,116 @@
+"""The worker's runner threads for sync jobs, woken one at a time.
+
+Handing each job to a thread of its own costs a thread wake-up (and a turn of the GIL)
+per job: the largest part of a short job's CPU. Here jobs wait in one queue and a
+submit wakes one parked runner. A runner that takes a job while others still wait
+decides by the job's task:
+- a task whose runs have been short (under SHORT, a moving average per task), while
+  the next job has waited less than SHORT: it runs the job and comes back for the
+  next, so short jobs run back to back on one thread;
+- any other (long, blocking on I/O, not seen yet, or jobs queued behind it for SHORT
+  already): it first wakes the next runner, which does the same, so such jobs start
+  side by side within a wake-up each.
+
+A "short" task that suddenly runs long holds the jobs queued behind it until the keeper
+thread's next tick (`nudge`, at most STALL apart while jobs run), which wakes a runner.
+
+There are as many runners as slots and the worker submits a job only for a free slot,
+so a submitted job always has a runner.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+SHORT = 0.001  # seconds: a task whose runs average less runs back to back with the next jobs
+STALL = 0.05  # seconds: how often the keeper nudges while jobs run (the longest a queued job waits)
+
+
+class Runners(Generic[T]):
+    def __init__(self, count: int, run: Callable[[T], None], task_of: Callable[[T], str],
+                 name: str = "deferq-run") -> None:
+        self._run = run
+        self._task_of = task_of
+        self._typical: dict[str, float] = {}  # task name -> moving average of its run time
+        self._pending: deque[tuple[T, float]] = deque()  # (job, when queued)
+        self._parked: list[threading.Lock] = []  # one held lock per parked runner, the latest last
+        self._waking = False  # a parked runner was released and has not yet looked for work
+        self._closed = False
+        self._mutex = threading.Lock()
+        self._threads = [threading.Thread(target=self._loop, name=f"{name}-{i}", daemon=True)
+                         for i in range(count)]
+
+    def start(self) -> None:
+        for thread in self._threads:
+            thread.start()
+
+    def submit(self, items: list[T]) -> None:
+        now = time.perf_counter()
+        with self._mutex:
+            self._pending.extend((item, now) for item in items)
+            park = self._next_to_wake()
+        if park is not None:
+            park.release()
+
+    def nudge(self) -> None:
+        """Jobs still queued (behind a run longer than its task's usual): wake a runner."""
+        if self._pending:
+            with self._mutex:
+                park = self._next_to_wake()
+            if park is not None:
+                park.release()
+
+    def close(self) -> None:
+        """Let every runner exit once the queue is empty (a running job is not waited for)."""
+        with self._mutex:
+            self._closed = True
+            parked, self._parked = self._parked, []
+        for park in parked:
+            park.release()
+
+    def _next_to_wake(self) -> threading.Lock | None:
+        """With the mutex held: the parked runner to wake for the queued jobs, if any.
+        The most recently parked one: its stack and caches are the warmest."""
+        if self._waking or not self._pending or not self._parked:
+            return None
+        self._waking = True
+        return self._parked.pop()
+
+    def _loop(self) -> None:
+        park = threading.Lock()
+        park.acquire()
+        woken = False
+        typical = self._typical
+        while True:
+            with self._mutex:
+                if woken:
+                    self._waking = woken = False
+                took = bool(self._pending)
+                if took:
+                    item, _ = self._pending.popleft()
+                    task = self._task_of(item)
+                    # more jobs queued behind this one: the next runner takes them, unless
+                    # this one will be back for them soon
+                    soon = typical.get(task, SHORT) < SHORT and not (
+                        self._pending and time.perf_counter() - self._pending[0][1] >= SHORT)
+                    after = None if soon else self._next_to_wake()
+                elif self._closed:
+                    return
+                else:
+                    self._parked.append(park)
+            if not took:
+                park.acquire()  # released by submit, nudge, a runner taking a job, or close
+                woken = True
+                continue
+            if after is not None:
+                after.release()
+            started = time.perf_counter()
+            self._run(item)
+            ran = time.perf_counter() - started
+            typical[task] = ran if task not in typical else typical[task] * 0.75 + ran * 0.25
