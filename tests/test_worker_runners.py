@@ -20,31 +20,46 @@ class Recorder:
         self.lock = threading.Lock()
         self.done = threading.Semaphore(0)
         self.release = threading.Event()
+        self.batches: list[list[tuple[str, int]]] = []  # what each call of `done` was given
+        self.returned = threading.Semaphore(0)
 
-    def run(self, item: tuple[str, int]) -> None:
+    def ended(self, results: list[tuple[str, int]]) -> None:
+        with self.lock:
+            self.batches.append(results)
+        for _ in results:
+            self.returned.release()
+
+    def run(self, item: tuple[str, int]) -> tuple[str, int]:
         task, _ = item
         if task == "stuck":
             self.release.wait(10)
-        else:
-            time.sleep(self.seconds.get(task, 0))
+        elif task in self.seconds:
+            time.sleep(self.seconds[task])
         with self.lock:
             self.threads.setdefault(task, []).append(threading.current_thread().name)
         self.done.release()
+        return item
 
     def wait_all(self, count: int) -> None:
         for _ in range(count):
             assert self.done.acquire(timeout=10), "a submitted job was never run"
 
+    def wait_returned(self, count: int) -> None:
+        for _ in range(count):
+            assert self.returned.acquire(timeout=10), "a job's result never reached done"
 
-def runners_for(recorder: Recorder, count: int = 4) -> Runners[tuple[str, int]]:
-    runners: Runners[tuple[str, int]] = Runners(count, recorder.run, lambda item: item[0])
+
+def runners_for(recorder: Recorder, count: int = 4, short: float = SHORT
+                ) -> Runners[tuple[str, int], tuple[str, int]]:
+    runners: Runners[tuple[str, int], tuple[str, int]] = Runners(count, recorder.run, recorder.ended,
+                                                                 lambda item: item[0], short=short)
     runners.start()
     return runners
 
 
 def test_short_jobs_run_back_to_back_on_one_thread() -> None:
     recorder = Recorder()
-    runners = runners_for(recorder)
+    runners = runners_for(recorder, short=1.0)  # "short" wide enough for a loaded machine
     try:
         runners.submit([("quick", 0)])  # a first run: the task's time becomes known
         recorder.wait_all(1)
@@ -55,6 +70,11 @@ def test_short_jobs_run_back_to_back_on_one_thread() -> None:
         names = recorder.threads["quick"][1:]
         changes = sum(a != b for a, b in zip(names, names[1:], strict=False))
         assert changes < len(names) // 2
+        # and their results reached `done` together: fewer calls than jobs, none lost
+        recorder.wait_returned(81)
+        assert sorted(r for batch in recorder.batches for r in batch) == sorted(
+            [("quick", 0)] + [("quick", i) for _ in range(20) for i in range(4)])
+        assert len(recorder.batches) < 81
     finally:
         runners.close()
 
@@ -108,7 +128,10 @@ def test_every_job_runs_once_from_many_submitters() -> None:
         for thread in threads:
             thread.join()
         recorder.wait_all(200)
+        recorder.wait_returned(200)
         assert sum(len(names) for names in recorder.threads.values()) == 200
+        assert sorted(r[1] for batch in recorder.batches for r in batch) == sorted(
+            n * 1000 + i for n in range(4) for i in range(50))
     finally:
         runners.close()
 

@@ -11,6 +11,10 @@ decides by the job's task:
   already): it first wakes the next runner, which does the same, so such jobs start
   side by side within a wake-up each.
 
+What a runner's jobs return goes to `done` in one call per run of short jobs: when it
+is about to park, to run a job that is not short, or when the first of them ended
+SHORT ago (so the settler hears of a batch of short jobs at once, not job by job).
+
 A "short" task that suddenly runs long holds the jobs queued behind it until the keeper
 thread's next tick (`nudge`, at most STALL apart while jobs run), which wakes a runner.
 
@@ -27,15 +31,18 @@ from collections.abc import Callable
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 SHORT = 0.001  # seconds: a task whose runs average less runs back to back with the next jobs
 STALL = 0.05  # seconds: how often the keeper nudges while jobs run (the longest a queued job waits)
 
 
-class Runners(Generic[T]):
-    def __init__(self, count: int, run: Callable[[T], None], task_of: Callable[[T], str],
-                 name: str = "deferq-run") -> None:
+class Runners(Generic[T, R]):
+    def __init__(self, count: int, run: Callable[[T], R], done: Callable[[list[R]], None],
+                 task_of: Callable[[T], str], name: str = "deferq-run", short: float = SHORT) -> None:
         self._run = run
+        self._short = short
+        self._done = done
         self._task_of = task_of
         self._typical: dict[str, float] = {}  # task name -> moving average of its run time
         self._pending: deque[tuple[T, float]] = deque()  # (job, when queued)
@@ -86,7 +93,9 @@ class Runners(Generic[T]):
         park = threading.Lock()
         park.acquire()
         woken = False
-        typical = self._typical
+        typical, limit = self._typical, self._short
+        ended: list[R] = []  # what the short jobs run since the last `done` returned
+        first_end = 0.0  # when the first of them ended
         while True:
             with self._mutex:
                 if woken:
@@ -95,15 +104,20 @@ class Runners(Generic[T]):
                 if took:
                     item, _ = self._pending.popleft()
                     task = self._task_of(item)
+                    short = typical.get(task, limit) < limit
                     # more jobs queued behind this one: the next runner takes them, unless
                     # this one will be back for them soon
-                    soon = typical.get(task, SHORT) < SHORT and not (
-                        self._pending and time.perf_counter() - self._pending[0][1] >= SHORT)
+                    soon = short and not (self._pending and time.perf_counter() - self._pending[0][1] >= limit)
                     after = None if soon else self._next_to_wake()
-                elif self._closed:
-                    return
-                else:
+                elif not ended:
+                    if self._closed:
+                        return
                     self._parked.append(park)
+            if ended and not (took and short and time.perf_counter() - first_end < limit):
+                self._done(ended)
+                ended = []
+                if not took:
+                    continue  # look again before parking: the queue may have changed meanwhile
             if not took:
                 park.acquire()  # released by submit, nudge, a runner taking a job, or close
                 woken = True
@@ -111,6 +125,10 @@ class Runners(Generic[T]):
             if after is not None:
                 after.release()
             started = time.perf_counter()
-            self._run(item)
-            ran = time.perf_counter() - started
+            result = self._run(item)
+            now = time.perf_counter()
+            if not ended:
+                first_end = now
+            ended.append(result)
+            ran = now - started
             typical[task] = ran if task not in typical else typical[task] * 0.75 + ran * 0.25

@@ -62,6 +62,7 @@ EXIT_OK, EXIT_ERROR, EXIT_OVERRAN = 0, 1, 3
 # one round trip for several short jobs (a job ending later than that is settled next).
 GATHER = 0.0005
 T = TypeVar("T")
+Ended = tuple[Job, Outcome, "BaseException | None", float]  # a sync job that returned, and when
 
 
 @dataclass
@@ -128,8 +129,8 @@ class Worker:
         self.gathering = False  # the settler waits for the running jobs to end (_gather)
         self.gathered = threading.Event()  # set when the last of them ended
         self.in_settle: set[tuple[str, int]] = set()  # (job id, attempt) whose settle call is in flight
-        self.runners: Runners[tuple[TaskSpec, Job, JobControl]] = Runners(
-            self.config.concurrency, self._run_sync, lambda item: item[0].name)
+        self.runners: Runners[tuple[TaskSpec, Job, JobControl], Ended] = Runners(
+            self.config.concurrency, self._run_sync, self._finished_many, lambda item: item[0].name)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._threads: list[threading.Thread] = []
         self.guard = StoreGuard(log)
@@ -319,16 +320,25 @@ class Worker:
         future = asyncio.run_coroutine_threadsafe(coro, self._event_loop())
         future.add_done_callback(lambda f: self._finished(job, *_result(spec, job, f)))
 
-    def _run_sync(self, item: tuple[TaskSpec, Job, JobControl]) -> None:
-        """On a runner thread (runners.py): one sync job (no futures: they cost on the hot path)."""
+    def _run_sync(self, item: tuple[TaskSpec, Job, JobControl]) -> Ended:
+        """On a runner thread (runners.py): one sync job (no futures: they cost on the hot
+        path). Its outcome goes to `_finished_many` with those of the short jobs the same
+        runner ran next."""
         spec, job, control = item
         try:
             outcome, exc = run_sync(spec, job, self.chain, control)
         except BaseException as error:  # noqa: BLE001 - a runner bug must not lose the job
             outcome, exc = decide_failure(spec, job, error), error
-        self._finished(job, outcome, exc)
+        at = time.monotonic()
+        if (running := self.running.get(job.id)) is not None and running.job is job:
+            running.ended = at  # returned: no timeout applies while its outcome waits for the others
+        return job, outcome, exc, at
 
-    def _finished(self, job: Job, outcome: Outcome, exc: BaseException | None) -> None:
+    def _finished_many(self, ended: list[Ended]) -> None:
+        for job, outcome, exc, at in ended:
+            self._finished(job, outcome, exc, at)
+
+    def _finished(self, job: Job, outcome: Outcome, exc: BaseException | None, at: float | None = None) -> None:
         with self.lock:
             self.busy -= 1
             running = self.running.get(job.id)
@@ -336,7 +346,7 @@ class Worker:
             if abandoned:
                 del self.running[job.id]  # already settled as timed out
             elif running is not None:
-                running.ended = time.monotonic()
+                running.ended = at or time.monotonic()
             # the settler leases for this slot when it settles the outcome (an idle one
             # wakes for it); the lease loop only takes slots from a settler in flight when
             # half or more are free (_settler_will_lease)
@@ -555,7 +565,8 @@ class Worker:
         with self.lock:
             for running in self.running.values():
                 is_sync = not running.spec.is_async
-                if is_sync and running.deadline and now > running.deadline and not running.abandoned:
+                if (is_sync and running.deadline and now > running.deadline and not running.abandoned
+                        and running.ended is None):
                     running.abandoned = True
                     overran.append(running)
         for running in overran:
