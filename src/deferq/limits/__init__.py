@@ -139,7 +139,7 @@ class Limits(Middleware):
 
     def before_run(self, job: Job) -> None:
         known = self.known
-        known.refresh(self.backend())
+        known.refresh(self.backend)
         if known.empty and job.task not in self.limits:
             return
         limit = self.limit_of(job)
@@ -183,7 +183,7 @@ class Limits(Middleware):
     def after_run(self, job: Job, outcome: Outcome, exc: BaseException | None) -> None:
         if isinstance(exc, Backoff):
             self.back_off(job, exc.delay)
-        slot = self.held.pop(holder_of(job), None)
+        slot = self.held.pop(holder_of(job), None) if self.held else None  # most runs hold no slot
         if slot is not None and not self.backend().slot_release(slot.key, slot.holder):
             slot.report_lost(job, "while it ran")
 

@@ -155,7 +155,7 @@ class Known:
     def empty(self) -> bool:
         return not self.overrides and not self.paused
 
-    def refresh(self, backend: Backend) -> None:
+    def refresh(self, backend_of: Callable[[], Backend]) -> None:
         """Read the store again when the copy is a second old: one thread reads, the
         others go on with the copy they have (the first read, they wait for). A store
         that does not answer leaves the copy as it was; the next job asks a second later."""
@@ -164,6 +164,7 @@ class Known:
         try:
             if time.monotonic() < self.next_read:
                 return  # read by another thread while this one waited
+            backend = backend_of()  # only now: a fresh copy costs no store look-up
             overrides, pauses = read(backend.kv_list(NAMESPACE))
             offset = backend.now() - time.time() if pauses else 0.0
             self.overrides = overrides
