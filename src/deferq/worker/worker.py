@@ -185,11 +185,17 @@ class Worker:
         if threading.current_thread() is not threading.main_thread():
             return
 
-        def on_signal(signum: int, _frame: object) -> None:
+        def stop_on(signum: int) -> None:
             if self.stopping.is_set() and signum == signal.SIGINT:
                 log.warning("second interrupt: releasing running jobs now")
                 self.config.grace = 0
             self.stop()
+
+        def on_signal(signum: int, _frame: object) -> None:
+            # A handler runs in the main thread between two bytecodes, perhaps inside a
+            # wait on one of the worker's events, holding its lock: setting that event
+            # here would wait for the lock forever. So the stop happens on a thread.
+            threading.Thread(target=stop_on, args=(signum,), name="deferq-stop", daemon=True).start()
 
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, on_signal)
