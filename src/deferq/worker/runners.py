@@ -4,12 +4,14 @@ Handing each job to a thread of its own costs a thread wake-up (and a turn of th
 per job: the largest part of a short job's CPU. Here jobs wait in one queue and a
 submit wakes one parked runner. A runner that takes a job while others still wait
 decides by the job's task:
-- a task whose runs have been short (under SHORT, a moving average per task), while
-  the next job has waited less than SHORT: it runs the job and comes back for the
-  next, so short jobs run back to back on one thread;
-- any other (long, blocking on I/O, not seen yet, or jobs queued behind it for SHORT
+- a task whose runs have been short (under SHORT, a moving average per task) and
+  busy (running Python for at least half of that time, not waiting on I/O or a lock),
+  while the next job has waited less than SHORT: it runs the job and comes back for
+  the next, so short busy jobs run back to back on one thread (side by side they would
+  only take turns on the GIL);
+- any other (long, waiting on I/O, not seen yet, or jobs queued behind it for SHORT
   already): it first wakes the next runner, which does the same, so such jobs start
-  side by side within a wake-up each.
+  side by side within a wake-up each, and their waits overlap.
 
 What a runner's jobs return goes to `done` in one call per run of short jobs: when it
 is about to park, to run a job that is not short, or when the first of them ended
@@ -33,7 +35,7 @@ from typing import Generic, TypeVar
 T = TypeVar("T")
 R = TypeVar("R")
 
-SHORT = 0.001  # seconds: a task whose runs average less runs back to back with the next jobs
+SHORT = 0.001  # seconds: a busy task whose runs average less runs back to back with the next jobs
 STALL = 0.05  # seconds: how often the keeper nudges while jobs run (the longest a queued job waits)
 
 
@@ -124,11 +126,14 @@ class Runners(Generic[T, R]):
                 continue
             if after is not None:
                 after.release()
-            started = time.perf_counter()
+            started, cpu = time.perf_counter(), time.thread_time()
             result = self._run(item)
             now = time.perf_counter()
             if not ended:
                 first_end = now
             ended.append(result)
             ran = now - started
-            typical[task] = ran if task not in typical else typical[task] * 0.75 + ran * 0.25
+            # a run that waited for half its time or more counts as long: such jobs gain
+            # from running side by side, however short
+            cost = ran if time.thread_time() - cpu >= ran / 2 else ran + limit
+            typical[task] = cost if task not in typical else typical[task] * 0.75 + cost * 0.25
