@@ -38,9 +38,11 @@ test-fast: $(STAMP)
 
 # Two test processes (pytest-xdist): most tests wait on stores, workers and browsers,
 # so two share this 2-core machine well; TEST_PROCESSES=0 runs them in this process.
+# --dist loadgroup: a module marked xdist_group (its tests share a server, a browser or a
+# wheel built once per module) runs on one process instead of building it on each.
 TEST_PROCESSES ?= 2
 test: $(STAMP) services browser
-	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_PROCESSES) $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_PROCESSES) --dist loadgroup $(PYTEST_ARGS)
 	$(MAKE) --no-print-directory test-redis-oldest
 
 # The Redis tests again on the oldest redis-py that the `redis` extra allows (the newest

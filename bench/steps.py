@@ -1,4 +1,5 @@
-"""Durable steps on one store: `python -m bench.steps URL [N]`.
+"""Durable steps on one store: `python -m bench.steps URL [N] [PARTS]` (PARTS: any of
+`steps,sleep,event`, comma-separated; all by default).
 
 1. The cost of a step: 200 new steps of one leased job (each a lease check and a
    write), then the same steps on the replay path (the job run again: its checkpoints
@@ -17,6 +18,8 @@ import statistics
 import sys
 import threading
 import time
+from collections.abc import Sequence
+from typing import Any
 
 import deferq
 from deferq.steps.checkpoints import JobSteps
@@ -24,6 +27,7 @@ from deferq.worker import Worker, WorkerConfig
 
 SLEEP_BASE, SLEEP_PER_JOB = 2.0, 0.02  # seconds: long enough for every job to be asleep at once
 STEPS = 200
+PARTS = ("steps", "sleep", "event")
 
 
 def step_costs(app: deferq.App) -> str:
@@ -50,7 +54,27 @@ def percentile(values: list[float], q: float) -> float:
     return statistics.quantiles(values, n=100)[int(q) - 1] if len(values) > 1 else values[0]
 
 
-def run(url: str, count: int) -> list[str]:
+def sleepers_and_plain_jobs(app: deferq.App, sleeper: Any, plain: Any, count: int) -> list[str]:
+    lines = []
+    until = time.time() + SLEEP_BASE + SLEEP_PER_JOB * count
+    jobs = app.enqueue_many([sleeper.call(until) for _ in range(count)])
+    wait_until(lambda: scheduled(app) >= count, 600)
+    cpu, wall = time.process_time(), time.monotonic()
+    time.sleep(1.0)  # the sleepers sleep: what does the worker spend meanwhile?
+    idle = (time.process_time() - cpu) / (time.monotonic() - wall)
+    late = [app.wait(job.id, timeout=600) for job in jobs]
+    p50, p99 = percentile(late, 50) * 1e3, percentile(late, 99) * 1e3
+    lines.append(f"{count} sleeping jobs: worker CPU while they sleep {idle * 100:.1f}% of a core; "
+                 f"woke late by p50 {p50:.0f} ms, p99 {p99:.0f} ms")
+    due = time.time() + SLEEP_BASE + SLEEP_PER_JOB * count
+    jobs = app.enqueue_many([plain.options(delay=due - time.time()).call(due) for _ in range(count)])
+    late = [app.wait(job.id, timeout=600) for job in jobs]
+    p50, p99 = percentile(late, 50) * 1e3, percentile(late, 99) * 1e3
+    lines.append(f"{count} plain jobs due at one moment: began late by p50 {p50:.0f} ms, p99 {p99:.0f} ms")
+    return lines
+
+
+def run(url: str, count: int, parts: Sequence[str] = PARTS) -> list[str]:
     app = deferq.App(url)
 
     @app.task(name="bench-steps")
@@ -73,36 +97,23 @@ def run(url: str, count: int) -> list[str]:
         assert job is not None
         return job.wait_for("go", "bench-go", "all", 3600)
 
-    lines = [step_costs(app)]
+    lines = [step_costs(app)] if "steps" in parts else []
     worker = Worker(app, WorkerConfig(queues=("default",), concurrency=8, idle_wait=0.05))
     thread = threading.Thread(target=worker.run, daemon=True)
     thread.start()
     try:
-        until = time.time() + SLEEP_BASE + SLEEP_PER_JOB * count
-        jobs = app.enqueue_many([sleeper.call(until) for _ in range(count)])
-        wait_until(lambda: scheduled(app) >= count, 600)
-        cpu, wall = time.process_time(), time.monotonic()
-        time.sleep(1.0)  # the sleepers sleep: what does the worker spend meanwhile?
-        idle = (time.process_time() - cpu) / (time.monotonic() - wall)
-        late = [app.wait(job.id, timeout=600) for job in jobs]
-        p50, p99 = percentile(late, 50) * 1e3, percentile(late, 99) * 1e3
-        lines.append(f"{count} sleeping jobs: worker CPU while they sleep {idle * 100:.1f}% of a core; "
-                     f"woke late by p50 {p50:.0f} ms, p99 {p99:.0f} ms")
-        due = time.time() + SLEEP_BASE + SLEEP_PER_JOB * count
-        jobs = app.enqueue_many([plain.options(delay=due - time.time()).call(due) for _ in range(count)])
-        late = [app.wait(job.id, timeout=600) for job in jobs]
-        p50, p99 = percentile(late, 50) * 1e3, percentile(late, 99) * 1e3
-        lines.append(f"{count} plain jobs due at one moment: began late by p50 {p50:.0f} ms, p99 {p99:.0f} ms")
-
-        jobs = app.enqueue_many([waiter.call() for _ in range(count)])
-        wait_until(lambda: scheduled(app) >= count, 600)
-        started = time.perf_counter()
-        woken = app.send_event("bench-go", "all", 1)
-        sent = time.perf_counter()
-        for job in jobs:
-            app.wait(job.id, timeout=600)
-        lines.append(f"one event to {woken} waiting jobs: sent in {sent - started:.2f} s, "
-                     f"all finished {time.perf_counter() - started:.2f} s after it was sent")
+        if "sleep" in parts:
+            lines += sleepers_and_plain_jobs(app, sleeper, plain, count)
+        if "event" in parts:
+            jobs = app.enqueue_many([waiter.call() for _ in range(count)])
+            wait_until(lambda: scheduled(app) >= count, 600)
+            started = time.perf_counter()
+            woken = app.send_event("bench-go", "all", 1)
+            sent = time.perf_counter()
+            for job in jobs:
+                app.wait(job.id, timeout=600)
+            lines.append(f"one event to {woken} waiting jobs: sent in {sent - started:.2f} s, "
+                         f"all finished {time.perf_counter() - started:.2f} s after it was sent")
     finally:
         worker.stop()
         thread.join(timeout=30)
@@ -123,5 +134,6 @@ def wait_until(predicate: object, timeout: float) -> None:
 
 
 if __name__ == "__main__":
-    for line in run(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 10_000):
+    chosen = sys.argv[3].split(",") if len(sys.argv) > 3 else PARTS
+    for line in run(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 10_000, chosen):
         print(line)

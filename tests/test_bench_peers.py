@@ -13,6 +13,9 @@ from bench.peers import report, run, stores
 
 from tests.stores.redis import RedisServer, _need_redis_server
 
+# Its tests share a module fixture: one xdist worker runs them all and builds it once.
+pytestmark = pytest.mark.xdist_group("bench_peers")
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

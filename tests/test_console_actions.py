@@ -21,6 +21,9 @@ from tests.console_world import World, chromium, seed, signed_in
 from tests.server_helpers import running_server, wait_until
 from tests.stores.redis import delete_prefix, shared_answers, shared_url, unique_prefix
 
+# Its tests share a module fixture: one xdist worker runs them all and builds it once.
+pytestmark = pytest.mark.xdist_group("console_actions")
+
 TIMEOUT = 10_000  # ms for anything a page should show
 WORKER = "vm:77:console-actions"
 WIDTHS = (1280, 390)

@@ -22,6 +22,9 @@ from tests.console_world import app as periodic_app
 from tests.console_world import seed
 from tests.server_helpers import TestClient
 
+# Its tests share a module fixture: one xdist worker runs them all and builds it once.
+pytestmark = pytest.mark.xdist_group("console_api")
+
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):

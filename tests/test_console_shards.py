@@ -18,6 +18,9 @@ from tests.console_world import chromium, signed_in
 from tests.server_helpers import running_server
 from tests.stores.redis import RedisServer, _need_redis_server, unique_prefix
 
+# Its tests share a module fixture: one xdist worker runs them all and builds it once.
+pytestmark = pytest.mark.xdist_group("console_shards")
+
 TIMEOUT = 10_000  # ms for anything a page should show
 
 

@@ -27,6 +27,9 @@ from tests.alert_receivers import free_port
 from tests.console_world import World, chromium, seed, signed_in
 from tests.server_helpers import Receiver, running_server, wait_until
 
+# Its tests share a module fixture: one xdist worker runs them all and builds it once.
+pytestmark = pytest.mark.xdist_group("console_views")
+
 CONDITION = "{res.code}!=200 && {res.data.status}!=2"
 TIMEOUT = 10_000  # ms for anything a page should show
 
@@ -718,22 +721,30 @@ def test_the_jobs_list_pages_by_cursor_and_searches_text(served):
     page.context.close()
 
 
+def jobs_waiting_for(app: deferq.App, queue: str, event: str, users: list[int],
+                     welcome: bool = False) -> list[deferq.Job]:
+    """Jobs that wait for `event` (keyed `user:N`), after a step "welcome" if asked, each
+    run here until it waits."""
+    @app.task(name=f"console.{queue}", queue=queue)
+    def checkout(user: int) -> object:
+        job = deferq.current_job()
+        assert job is not None
+        if welcome:
+            job.step("welcome", lambda: {"mail": user})
+        return job.wait_for("paid", event, f"user:{user}", 3600)
+
+    jobs = [checkout.enqueue(user) for user in users]
+    for leased in app.backend.reserve([queue], len(users), "console-test", 30, (0, 1, 2)):
+        testing.run_here(app, leased)
+    return jobs
+
+
 def test_the_job_page_shows_its_durable_steps(served):
     """A job that ran a step and waits for an event: its steps as a timeline (the step
     done with its result, the wait with its event and key); then gone, as the job."""
     world, base, browser = served
     app = deferq.App(world.url)
-
-    @app.task(name="console.onboard", queue="steps-demo")
-    def onboard(user: int) -> object:
-        job = deferq.current_job()
-        assert job is not None
-        job.step("welcome", lambda: {"mail": user})
-        return job.wait_for("paid", "payment", f"user:{user}", 3600)
-
-    job = onboard.enqueue(7)
-    [leased] = app.backend.reserve(["steps-demo"], 1, "console-test", 30, (0, 1, 2))
-    testing.run_here(app, leased)
+    [job] = jobs_waiting_for(app, "steps-demo", "payment", [7], welcome=True)
     try:
         page = signed_in(browser, base, world.reader, width=390)
         page.goto(f"{base}/dashboard/jobs/{job.id}")
@@ -743,10 +754,42 @@ def test_the_job_page_shows_its_durable_steps(served):
         expect(steps.nth(0)).to_contain_text('{"mail":7}')
         expect(steps.nth(1)).to_contain_text("waiting")
         expect(steps.nth(1)).to_contain_text("payment user:7")
+        expect(page.locator(".page-head .badge").first).to_have_text("waiting")  # scheduled, in a wait
         no_errors(page)
         fits(page)
         page.context.close()
     finally:
         app.cancel(job.id)
         app.backend.delete(job.id)
+        app.close()
+
+
+def test_the_events_page_lists_the_kept_events(served):
+    """Events kept for durable waits, newest first: name, key, when, how many jobs each
+    woke, the size of its data; at 1280 px and at 390 px."""
+    world, base, browser = served
+    app = deferq.App(world.url)
+    jobs = jobs_waiting_for(app, "events-demo", "console-paid", [8, 8])
+    assert app.send_event("console-paid", "user:8", {"amount": 12, "note": "x" * 2000}) == 2
+    app.send_event("console-shipped", "order:1050", None)
+    try:
+        for width in (1280, 390):
+            page = signed_in(browser, base, world.reader, width=width)
+            page.goto(f"{base}/dashboard/events")
+            rows = page.locator("#events tbody tr")
+            expect(rows.first).to_contain_text("console-shipped")
+            paid = rows.filter(has_text="console-paid")
+            expect(paid).to_contain_text("user:8")
+            expect(paid.locator("td").nth(3)).to_have_text("2")
+            expect(paid.locator("td").nth(4)).to_have_text("2.0 KiB")
+            expect(page.locator("#nav a", has_text="Events")).to_have_attribute("aria-current", "page")
+            no_errors(page)
+            fits(page)
+            page.context.close()
+    finally:
+        for job in jobs:
+            app.cancel(job.id)
+            app.backend.delete(job.id)
+        app.backend.kv_delete("deferq.events", "console-paid\tuser:8")
+        app.backend.kv_delete("deferq.events", "console-shipped\torder:1050")
         app.close()

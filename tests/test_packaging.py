@@ -15,6 +15,9 @@ from pathlib import Path
 
 import pytest
 
+# Its tests share a module fixture: one xdist worker runs them all and builds it once.
+pytestmark = pytest.mark.xdist_group("packaging")
+
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE = ROOT / "src" / "deferq"
 DATA_SUFFIXES = {".lua", ".sql", ".txt"}

@@ -513,3 +513,18 @@ def test_a_worker_whose_jobs_report_progress_keeps_its_connections(redis_url: st
     assert [(j.state, j.progress_message) for j in done] == expected
     assert app.backend._lane.open_connections() <= 4
     app.close()
+
+
+def test_an_expiring_namespace_takes_its_index_with_it(redis_app) -> None:  # type: ignore[no-untyped-def]
+    """kv_expire sets every record's and the index's expiry in one call (a job's checkpoints
+    leave no index behind); a record put later without expiry keeps the index alive."""
+    backend = redis_app.backend
+    index = backend.keys.kv_index("ns-expire")
+    backend.kv_put("ns-expire", "a", b"1")
+    backend.kv_put("ns-expire", "b", b"2")
+    assert backend.kv_expire("ns-expire", 60) == 2
+    assert 0 < backend.client.pttl(index) <= 60_000
+    backend.kv_put("ns-expire", "c", b"3", ttl=120)
+    assert backend.client.pttl(index) > 60_000  # as long as its longest record
+    backend.kv_put("ns-expire", "d", b"4")
+    assert backend.client.pttl(index) == -1 and len(backend.kv_list("ns-expire")) == 4

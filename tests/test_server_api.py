@@ -18,6 +18,9 @@ from deferq.server.http import auth as auth_module
 from tests.alert_receivers import free_port
 from tests.server_helpers import TestClient, running_server
 
+# Its tests share a module fixture: one xdist worker runs them all and builds it once.
+pytestmark = pytest.mark.xdist_group("server_api")
+
 
 def client_for(url: str, **config: object) -> TestClient:
     app = deferq.App(url)

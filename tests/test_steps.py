@@ -1,6 +1,7 @@
-"""Durable steps through the App: time travel with deferq.testing (the seeds' reminder,
-payment check and re-notify), async tasks, refusals in a sentence, the HTTP endpoint
-and the job's steps in GET /v1/jobs/{id}. The stores' side is tests/contract/test_steps.py."""
+"""Durable steps through the App: time travel with deferq.testing, async tasks, refusals
+in a sentence, the HTTP endpoint and the job's steps in GET /v1/jobs/{id}. The stores'
+side is tests/contract/test_steps.py; the reminder, payment check and re-notify of
+examples/durable_steps are tests/test_examples_steps.py."""
 
 from __future__ import annotations
 
@@ -30,91 +31,6 @@ def ended(app: deferq.App, job: deferq.Job) -> deferq.Job:
     found = app.get(job.id)
     assert found is not None
     return found
-
-
-def test_the_membership_reminder_runs_three_days_before_expiry(app):
-    sent: list[str] = []
-
-    @app.task()
-    def remind(member: int, expires: float) -> str:
-        job = deferq.current_job()
-        assert job is not None
-        job.sleep_until("three days before", expires - 3 * DAY)
-        return job.step("remind", lambda: sent.append(f"remind {member}") or "reminded")
-
-    expires = app.backend.now() + 10 * DAY
-    job = remind.enqueue(7, expires)
-    testing.drain(app)
-    assert sent == [] and ended(app, job).state == JobState.SCHEDULED
-    testing.travel(app, 7 * DAY - 60)
-    testing.drain(app)
-    assert sent == []
-    testing.travel(app, 61)
-    testing.drain(app)
-    assert sent == ["remind 7"] and ended(app, job).result == "reminded"
-
-
-def test_the_payment_check_five_minutes_later(app):
-    checks: list[int] = []
-
-    @app.task()
-    def check_payment(order: int) -> bool:
-        job = deferq.current_job()
-        assert job is not None
-        job.sleep("five minutes", timedelta(minutes=5))
-        return job.step("check", lambda: checks.append(order) or True)
-
-    job = check_payment.enqueue(3)
-    testing.drain(app)
-    testing.travel(app, 299)
-    testing.drain(app)
-    assert checks == []
-    testing.travel(app, 2)
-    testing.drain(app)
-    assert checks == [3] and ended(app, job).result is True
-
-
-def renotify_task(app: deferq.App, notes: list[str]):
-    @app.task()
-    def renotify(ticket: int) -> str:
-        """Notify at 1, 3, 5 and 7 minutes until the other side answers."""
-        job = deferq.current_job()
-        assert job is not None
-        for minute, gap in zip((1, 3, 5, 7), (1, 2, 2, 2), strict=True):
-            answer = job.wait_for(f"answer before {minute}", event="answered", key=str(ticket),
-                                  timeout=timedelta(minutes=gap))
-            if answer is not None:
-                return f"answered: {answer}"
-            job.step(f"notify at {minute}", notes.append, f"{ticket} at {minute}")
-        return "no answer"
-
-    return renotify
-
-
-def test_renotify_stops_when_the_other_side_answers(app):
-    notes: list[str] = []
-    job = renotify_task(app, notes).enqueue(9)
-    testing.drain(app)
-    for _ in range(2):  # notified at 1 and 3 minutes
-        testing.travel(app, 120)
-        testing.drain(app)
-    assert notes == ["9 at 1", "9 at 3"]
-    assert app.send_event("answered", "9", "on it") == 1
-    testing.drain(app)
-    assert notes == ["9 at 1", "9 at 3"] and ended(app, job).result == "answered: on it"
-    states = [(row["name"], row["state"]) for row in app.steps(job.id)]
-    assert states == [("answer before 1", "timed out"), ("notify at 1", "done"), ("answer before 3", "timed out"),
-                      ("notify at 3", "done"), ("answer before 5", "done")]
-
-
-def test_renotify_gives_up_after_seven_minutes(app):
-    notes: list[str] = []
-    job = renotify_task(app, notes).enqueue(4)
-    testing.drain(app)
-    for _ in range(5):
-        testing.travel(app, 120)
-        testing.drain(app)
-    assert notes == ["4 at 1", "4 at 3", "4 at 5", "4 at 7"] and ended(app, job).result == "no answer"
 
 
 def test_async_tasks_step_sleep_and_wait(app):
@@ -203,6 +119,8 @@ def test_send_event_over_http_wakes_the_job_and_its_page_shows_the_steps(tmp_pat
         page = api.get(f"/v1/jobs/{job.id}").json()
         assert [(s["name"], s["state"]) for s in page["steps"]] == [("invoice", "done"), ("paid", "waiting")]
         assert page["steps"][1]["event"] == "payment" and page["steps"][1]["key"] == "user:42"
+        assert page["state"] == "scheduled" and page["waiting_for"] == {
+            "step": "paid", "event": "payment", "key": "user:42", "until": page["steps"][1]["until"]}
         sent = api.post("/v1/events", json={"event": "payment", "key": "user:42", "data": {"amount": 10}})
         assert sent.status_code == 200 and sent.json() == {"event": "payment", "key": "user:42", "woken": 1}
         assert api.post("/v1/events", json={"event": "payment"}).status_code == 422
@@ -233,6 +151,7 @@ def test_the_command_line_sends_events_and_shows_the_steps(tmp_path):
     runner = CliRunner()
     shown = runner.invoke(main, ["job", job.id, "--url", url])
     assert shown.exit_code == 0, shown.output
+    assert f"job {job.id}: {signup.name}, waiting" in shown.output
     assert "1. welcome (step) done" in shown.output
     assert "2. confirmed (wait) waiting: confirm 5 until" in shown.output
     sent = runner.invoke(main, ["event", "send", "confirm", "5", "--data", '{"ok": 1}', "--url", url])
@@ -243,6 +162,7 @@ def test_the_command_line_sends_events_and_shows_the_steps(tmp_path):
     assert listed.exit_code == 0 and 'confirm 5  {"ok":1}' in listed.output
     testing.drain(app)
     assert ended(app, job).result == {"ok": 1}
+    assert f"{signup.name}, succeeded" in runner.invoke(main, ["job", job.id, "--url", url]).output
     app.close()
 
 
@@ -357,3 +277,96 @@ def test_a_step_in_a_transaction_needs_postgres_or_mysql(tmp_path):
     with pytest.raises(deferq.ConfigError, match="needs PostgreSQL or MySQL"):
         JobSteps(app.backend, 30, 3600, leased).step_within(object(), "pay", int, (1,), {})
     app.close()
+
+
+def flaky(fails: int, calls: list[str]):
+    """A step function that raises `fails` times, then returns how many calls it took."""
+    def charge(order: int) -> int:
+        calls.append(f"charge {order}")
+        if len(calls) <= fails:
+            raise TimeoutError("the gateway did not answer")
+        return len(calls)
+    return charge
+
+
+def test_a_step_retries_on_its_own_without_redoing_earlier_steps(app):
+    calls: list[str] = []
+    charge = flaky(2, calls)
+    invoices: list[int] = []
+
+    @app.task(max_attempts=1)
+    def pay(order: int) -> int:
+        job = deferq.current_job()
+        assert job is not None
+        job.step("invoice", invoices.append, order)
+        retry = deferq.StepRetry(max_attempts=3, backoff=deferq.backoff.fixed(30), retry_on=(TimeoutError,))
+        return job.step_with_retry("charge", retry, charge, order)
+
+    job = pay.enqueue(5)
+    testing.drain(app)
+    [invoice, charging] = app.steps(job.id)
+    assert (charging["name"], charging["state"], charging["failures"]) == ("charge", "retrying", 1)
+    assert "TimeoutError: the gateway did not answer" in charging["error"]
+    assert ended(app, job).state == JobState.SCHEDULED and ended(app, job).attempts == 0  # not an attempt
+    testing.travel(app, 29)
+    testing.drain(app)
+    assert len(calls) == 1
+    for _ in range(2):
+        testing.travel(app, 31)
+        testing.drain(app)
+    assert ended(app, job).result == 3 and invoices == [5] and len(calls) == 3
+    assert [(s["name"], s["state"], s["failures"]) for s in app.steps(job.id)] == [
+        ("invoice", "done", None), ("charge", "done", 2)]
+
+
+def test_a_step_out_of_tries_fails_the_run_and_other_errors_are_not_retried(app):
+    calls: list[str] = []
+
+    @app.task(max_attempts=1)
+    def pay(order: int, error: str) -> None:
+        job = deferq.current_job()
+        assert job is not None
+
+        def charge() -> None:
+            calls.append(error)
+            raise {"timeout": TimeoutError, "value": ValueError}[error](f"{error} {order}")
+
+        job.step_with_retry("charge", deferq.StepRetry(2, deferq.backoff.fixed(0), (TimeoutError,)), charge)
+
+    timing_out, refused = pay.enqueue(1, "timeout"), pay.enqueue(2, "value")
+    testing.drain(app)
+    assert calls.count("timeout") == 2 and calls.count("value") == 1
+    assert "TimeoutError: timeout 1" in ended(app, timing_out).error
+    assert ended(app, timing_out).state == ended(app, refused).state == JobState.DEAD
+    assert app.steps(timing_out.id) == []  # out of tries: the count is dropped for the task's next run
+
+
+def test_an_async_step_retries_on_its_own(app):
+    calls: list[str] = []
+    charge = flaky(1, calls)
+
+    async def charge_async(order: int) -> int:
+        return charge(order)
+
+    @app.task()
+    async def pay(order: int) -> int:
+        job = deferq.current_job()
+        assert job is not None
+        return await job.step_with_retry_async("charge", deferq.StepRetry(backoff=deferq.backoff.fixed(1)),
+                                               charge_async, order)
+
+    job = pay.enqueue(6)
+    testing.drain(app)
+    testing.travel(app, 2)
+    testing.drain(app)
+    assert ended(app, job).result == 2
+
+
+@pytest.mark.parametrize(("options", "sentence"), [
+    ({"max_attempts": 0}, "max_attempts must be a whole number"),
+    ({"backoff": 5}, "backoff must be a deferq.backoff policy"),
+    ({"retry_on": (str,)}, "retry_on must be exception classes"),
+])
+def test_step_retry_options_are_checked_in_a_sentence(options, sentence):
+    with pytest.raises(deferq.ConfigError, match=sentence):
+        deferq.StepRetry(**options)

@@ -8,7 +8,7 @@ from types import ModuleType
 
 from . import backoff
 from .app import App
-from .context import current_job
+from .context import StepRetry, current_job
 from .errors import (
     Backoff,
     ConfigError,
@@ -31,7 +31,8 @@ from .task import Call, Task
 __all__ = [
     "App", "Backoff", "Call", "ConfigError", "DeferqError", "Job", "JobFailed", "JobState", "JobTimeout",
     "Middleware", "MissingExtra", "PayloadError", "Priority", "Retry", "SchemaOutdated",
-    "Snooze", "StoreFull", "StoreUnavailable", "Task", "backoff", "chain", "chord", "current_job", "group",
+    "Snooze", "StepRetry", "StoreFull", "StoreUnavailable", "Task", "backoff", "chain", "chord", "current_job",
+    "group",
 ]
 __version__ = "0.1.0"
 

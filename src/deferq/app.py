@@ -336,7 +336,8 @@ class App:
 
     def events(self) -> list[dict[str, Any]]:
         """The events kept for jobs that wait for them later (`send_event`'s `keep`),
-        newest first: event, key, id, when it was sent (`at`) and its data."""
+        newest first: event, key, id, when it was sent (`at`), its data, the data's `size`
+        (bytes of JSON) and how many waiting jobs it `woke` when it was sent."""
         return step_events.kept_events(self.backend)
 
     def steps(self, job_id: str) -> list[dict[str, Any]]:

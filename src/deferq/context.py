@@ -14,9 +14,11 @@ import inspect
 import math
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, ParamSpec, Protocol, TypeVar, overload
 
+from . import backoff as backoffs
 from .errors import ConfigError
 from .job import Job
 
@@ -34,6 +36,31 @@ class Slot(Protocol):
     def report_lost(self, job: Job, when: str) -> None: ...
 
 
+@dataclass(frozen=True)
+class StepRetry:
+    """Retries of one step of its own (`job.step_with_retry`), apart from the task's: up to
+    `max_attempts` tries in all, `backoff(failures)` seconds apart, for errors of the types
+    in `retry_on`. Between tries the job leaves the worker, as in a sleep (not counted as
+    an attempt of the job); the steps before it are not redone. When the tries are used up,
+    the step's last error fails the run, and the task's own retries take over (each run
+    of the task gives the step `max_attempts` tries again)."""
+
+    max_attempts: int = 3
+    backoff: Callable[[int], float] = field(default_factory=lambda: backoffs.exponential(first=1.0, cap=60.0))
+    retry_on: tuple[type[BaseException], ...] = (Exception,)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.max_attempts, bool) or not isinstance(self.max_attempts, int) or self.max_attempts < 1:
+            raise ConfigError(f"StepRetry max_attempts must be a whole number, 1 or more, "
+                              f"got {self.max_attempts!r}")
+        if not callable(self.backoff):
+            raise ConfigError("StepRetry backoff must be a deferq.backoff policy (attempt -> seconds)")
+        kinds = self.retry_on if isinstance(self.retry_on, tuple) else (self.retry_on,)
+        if not kinds or not all(isinstance(k, type) and issubclass(k, BaseException) for k in kinds):
+            raise ConfigError("StepRetry retry_on must be exception classes, e.g. (TimeoutError, OSError)")
+        object.__setattr__(self, "retry_on", kinds)
+
+
 class Checkpoints(Protocol):
     """A running job's durable steps, kept in the store (flows.steps.JobSteps)."""
 
@@ -43,7 +70,10 @@ class Checkpoints(Protocol):
 
     def kept(self, name: str, fn: Callable[..., Any], result: Any, started: float) -> Any: ...
 
-    def step(self, name: str, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any: ...
+    def step(self, name: str, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
+             retry: StepRetry | None = None) -> Any: ...
+
+    def failed(self, name: str, retry: StepRetry | None, exc: Exception) -> None: ...
 
     def step_within(self, connection: Any, name: str, fn: Callable[..., Any], args: tuple[Any, ...],
                     kwargs: dict[str, Any]) -> Any: ...
@@ -171,14 +201,41 @@ class RunningJob:
 
     async def step_async(self, name: str, fn: Callable[P, Any], /, *args: P.args, **kwargs: P.kwargs) -> Any:
         """`step` for async tasks: `fn` may be a coroutine function."""
+        return await self._step_async(name, None, fn, args, kwargs)
+
+    def step_with_retry(self, name: str, retry: StepRetry, fn: Callable[P, T], /,
+                        *args: P.args, **kwargs: P.kwargs) -> T:
+        """`step`, with tries of its own (`deferq.StepRetry`): a try that raises leaves the
+        worker until the next try (its attempt not counted, earlier steps not redone)."""
+        return self.control.steps(self.job).step(name, fn, args, kwargs, retry)  # type: ignore[no-any-return]
+
+    @overload
+    async def step_with_retry_async(self, name: str, retry: StepRetry, fn: Callable[P, Awaitable[T]], /,
+                                    *args: P.args, **kwargs: P.kwargs) -> T: ...
+
+    @overload
+    async def step_with_retry_async(self, name: str, retry: StepRetry, fn: Callable[P, T], /,
+                                    *args: P.args, **kwargs: P.kwargs) -> T: ...
+
+    async def step_with_retry_async(self, name: str, retry: StepRetry, fn: Callable[P, Any], /,
+                                    *args: P.args, **kwargs: P.kwargs) -> Any:
+        """`step_with_retry` for async tasks: `fn` may be a coroutine function."""
+        return await self._step_async(name, retry, fn, args, kwargs)
+
+    async def _step_async(self, name: str, retry: StepRetry | None, fn: Callable[..., Any],
+                          args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         steps = self.control.steps(self.job)
         record = await asyncio.to_thread(steps.reach, name, "step", fn)
         if record is not None:
             return record["result"]
         started = steps.now()
-        result = fn(*args, **kwargs)
-        if inspect.isawaitable(result):
-            result = await result
+        try:
+            result = fn(*args, **kwargs)
+            if inspect.isawaitable(result):
+                result = await result
+        except Exception as exc:
+            await asyncio.to_thread(steps.failed, name, retry, exc)
+            raise
         return await asyncio.to_thread(steps.kept, name, fn, result, started)
 
     def sleep(self, name: str, delay: float | timedelta) -> None:

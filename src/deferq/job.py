@@ -201,6 +201,7 @@ class Job(_Held, Generic[R]):
     remark: str | None = stored("remark", None, new=True)  # free text for people
     last_worker: str | None = stored("last_worker", None)  # the worker that last leased it; kept after it ends
     tags: tuple[str, ...] = stored("tags", (), new=True, json=True)  # labels to find jobs by
+    fair_key: str | None = stored("fair_key", None, new=True)  # its queue serves its keys round-robin
 
     @property
     def priority_name(self) -> str:
@@ -297,13 +298,14 @@ def fresh_job(
     id: str, task: str, args: tuple[Any, ...], kwargs: dict[str, Any], queue: str, priority: int, state: JobState,
     max_attempts: int, timeout: float | None, key: str | None, run_at: float, created_at: float,
     meta: dict[str, Any], expires_at: float | None, updated_at: float | None, remark: str | None,
-    tags: tuple[str, ...],
+    tags: tuple[str, ...], fair_key: str | None,
 ) -> Job:
     """A job never run: these fields, every other at its default. By position, a third
     cheaper than by name: every job a producer enqueues is built this way, twice."""
     return Job(
         id, task, args, kwargs, queue, priority, state, 0, max_attempts, timeout, key, run_at, created_at,
         None, None, None, None, None, meta, None, None, False, expires_at, updated_at, remark, None, tags,
+        fair_key,
     )
 
 

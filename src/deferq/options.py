@@ -165,6 +165,15 @@ def tag_list(value: Any, name: str = "tags") -> tuple[str, ...]:
     return tuple(dict.fromkeys(items))
 
 
+MAX_FAIR_WEIGHT = 1000.0
+
+
+def fair_weight(value: Any, name: str = "fair_weight") -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= MAX_FAIR_WEIGHT:
+        raise ValueError(f"{name} must be a number above 0 and at most {MAX_FAIR_WEIGHT:g}, got {value!r:.60}")
+    return float(value)
+
+
 def backoff_fn(value: Any, name: str = "backoff") -> Callable[[int], float]:
     if not callable(value):
         raise ValueError(f"{name} must be a callable (attempt) -> seconds, e.g. backoff.fixed(5)")
@@ -219,6 +228,10 @@ TIMEOUT = Option(positive, "seconds an attempt may run (the seeds' ttr)", period
 TAGS = Option(tag_list, "labels kept with the job (a job's own replace its task's)",
               periodic=True, http="tags", openapi={"type": "array", "maxItems": MAX_TAGS, "items": {
                   "type": "string", "minLength": 1, "maxLength": 100, "pattern": TAG}})
+FAIR_WEIGHT = Option(fair_weight, "the fair key's share of its queue: weight 2 is served twice as often as 1",
+                     periodic=True, http="fair_weight",
+                     openapi={"type": "number", "exclusiveMinimum": True, "minimum": 0,
+                              "maximum": MAX_FAIR_WEIGHT})
 DUE_AT = {"description": "Due time: epoch seconds or ISO 8601 with a zone.",
           "oneOf": [{"type": "number", "minimum": 0, "exclusiveMaximum": LATEST_DUE},
                     {"type": "string", "pattern": DUE_TIME}]}
@@ -242,6 +255,10 @@ class TaskDefaults:
         key_template, "one concurrency limit per key, named from the call's arguments, "
         'e.g. "customer:{customer_id}"'))
     tags: tuple[str, ...] = option((), TAGS)
+    fair_key: str | None = option(None, Option(
+        key_template, "fair queueing: the queue serves the keys with work round-robin; named from the "
+        'call\'s arguments, e.g. "customer:{customer_id}"'))
+    fair_weight: float = option(1.0, FAIR_WEIGHT)
 
     @classmethod
     def parse(cls, **options: Any) -> TaskDefaults:
@@ -298,6 +315,11 @@ class JobOptions:
         openapi={"type": "boolean"}))
     connection: Any = option(None, Option(anything, "your open database connection (transactional enqueue)"))
     tags: tuple[str, ...] | None = option(None, TAGS)
+    fair_key: str | None = option(None, Option(
+        unique_key, "fair queueing: the job's key among the keys its queue serves round-robin "
+        "(replaces the task's fair_key template)", periodic=True, http="fair_key",
+        openapi={"type": "string", "minLength": 1, "maxLength": 200, "pattern": NO_NUL}))
+    fair_weight: float | None = option(None, FAIR_WEIGHT)
     after: tuple[str, ...] = option((), Option(
         parents, "jobs (or their ids) this one runs after: it waits, blocked, until they all succeed"))
     after_any_outcome: bool = option(False, Option(
@@ -335,6 +357,8 @@ class TaskOptions(TypedDict, total=False):
     concurrency: int | None
     concurrency_key: str | None
     tags: str | Sequence[str]
+    fair_key: str | None
+    fair_weight: float
 
 
 class JobOptionsKw(TypedDict, total=False):
@@ -356,6 +380,8 @@ class JobOptionsKw(TypedDict, total=False):
     durable: bool | None
     connection: Any
     tags: str | Sequence[str] | None
+    fair_key: str | None
+    fair_weight: float | None
     after: Job | str | Sequence[Job | str]
     after_any_outcome: bool
 

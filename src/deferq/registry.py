@@ -11,6 +11,7 @@ stored jobs.
 
 from __future__ import annotations
 
+import inspect
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -20,7 +21,7 @@ from . import backoff as backoff_module
 from .backends.base import Outcome, OutcomeKind
 from .codec import Decoder, codec_for
 from .job import Job
-from .limits import Limited, limited
+from .limits import Limited, check_fields, limited
 from .middleware import Chain, Middleware
 from .options import TaskDefaults
 from .task import Hook, Task
@@ -69,6 +70,8 @@ class Registry:
                 task.name, task.fn, rate=d.rate, rate_key=d.rate_key,
                 concurrency=d.concurrency, concurrency_key=d.concurrency_key,
             )
+        if d.fair_key is not None:
+            check_fields("fair_key", d.fair_key, task.name, inspect.signature(task.fn))
         if task.on_success or task.on_failure:
             self._use_event_hooks()
 

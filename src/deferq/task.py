@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, Protocol
 from .backends.base import Backend, Enqueue
 from .codec import ArgsCodec, codec_for, unknown_task_codec
 from .job import Job, JobState, encode_payload, fresh_job, new_job_id, slot_init
-from .options import JobOptions, JobOptionsKw, TaskDefaults, conflict_rules, window_rules
+from .limits import filled
+from .options import JobOptions, JobOptionsKw, TaskDefaults, conflict_rules, unique_key, window_rules
 
 Hook = Callable[..., Any]
 P = ParamSpec("P")
@@ -206,6 +207,10 @@ class _Rules:
     durable: bool | None
     remark: str | None
     tags: tuple[str, ...]
+    fair_key: str | None  # the call's own key, else the task's template (filled per call)
+    fair_template: bool  # fair_key is the task's template
+    fair_weight: float
+    signature: inspect.Signature | None
 
     @classmethod
     def of(cls, opts: JobOptions, task: Task[..., Any] | None, name: str) -> _Rules:
@@ -221,7 +226,15 @@ class _Rules:
             conflict_rules(opts.on_conflict, opts.key, opts.max_wait), opts.max_wait,
             window_rules(opts.unique_for, opts.key), opts.durable,
             opts.remark, defaults.tags if opts.tags is None else opts.tags,
+            opts.fair_key or defaults.fair_key, opts.fair_key is None and defaults.fair_key is not None,
+            defaults.fair_weight if opts.fair_weight is None else opts.fair_weight,
+            inspect.signature(task.fn) if task is not None and defaults.fair_key is not None else None,
         )
+
+    def fair_key_of(self, task: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
+        if not self.fair_template or self.fair_key is None or self.signature is None:
+            return self.fair_key
+        return unique_key(filled(self.fair_key, self.signature, task, args, kwargs, "the fair key"), "fair_key")
 
 
 def build_enqueue(
@@ -246,11 +259,12 @@ def build_enqueue(
     job = fresh_job(
         job_id or new_job_id(), call.task, args, kwargs, rules.queue, rules.priority, JobState.QUEUED,
         rules.max_attempts, rules.timeout, rules.key, rules.run_at, now, {}, rules.expires_at, None, rules.remark,
-        rules.tags,
+        rules.tags, rules.fair_key_of(call.task, args, kwargs) if rules.fair_key else None,
     )
     payload = encode_payload(call.task, args, kwargs)
     item = Enqueue(job, rules.delay, payload, rules.within, rules.mode, rules.max_wait,
-                   durable if rules.durable is None else rules.durable, unique_for=rules.unique_for)
+                   durable if rules.durable is None else rules.durable, unique_for=rules.unique_for,
+                   fair_weight=rules.fair_weight)
     return linked(item, opts.after, opts.after_any_outcome) if opts.after else item
 
 

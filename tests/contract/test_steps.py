@@ -170,3 +170,55 @@ def test_a_namespace_expires_at_once(backend) -> None:
         assert time.monotonic() < deadline, "the records did not expire"
         time.sleep(0.02)
     assert backend.kv_list("steps-other") == {"a": b"3"}
+
+
+def test_batches_wake_write_and_delete_many_at_once(app: deferq.App, backend) -> None:
+    later = [app.enqueue("noop", delay=600, queue=queue) for queue in ("default", "other", "default")]
+    due = app.enqueue("noop")
+    assert backend.wake_many([job.id for job in later] + [due.id, "0" * 26]) == 3
+    assert {app.get(job.id).state for job in later} == {JobState.QUEUED}
+    assert backend.wake_many([]) == 0 and backend.wake_many([later[0].id]) == 0
+    assert backend.kv_put_many([("batch-a", "x", b"1"), ("batch-b", "y", b"2")]) == 2
+    assert backend.kv_put_many([("batch-a", "x", b"3"), ("batch-a", "z", b"4")], only_new=True) == 1
+    assert backend.kv_list("batch-a") == {"x": b"1", "z": b"4"} and backend.kv_get("batch-b", "y") == b"2"
+    assert backend.kv_delete_many("batch-a", ["x", "z", "gone"]) == 2 and backend.kv_list("batch-a") == {}
+    assert backend.kv_delete_many("batch-a", []) == 0
+
+
+def test_one_event_wakes_many_waiters_in_a_few_calls(app: deferq.App) -> None:
+    @app.task(name="many")
+    def many() -> object:
+        job = deferq.current_job()
+        assert job is not None
+        return job.wait_for("go", event="go", key="all", timeout=600)
+
+    jobs = [many.enqueue() for _ in range(5)]
+    for _ in jobs:
+        assert run_next(app).state == JobState.SCHEDULED
+    assert send_event(app.backend, "go", "all", 7) == 5
+    assert sorted(run_next(app).result for _ in jobs) == [7] * 5
+    assert app.backend.kv_list("deferq.waiters:go\tall") == {}
+
+
+def test_a_step_with_retries_of_its_own_leaves_the_worker_between_tries(app: deferq.App) -> None:
+    calls: list[int] = []
+
+    @app.task(name="retried-step", max_attempts=1)
+    def retried() -> int:
+        job = deferq.current_job()
+        assert job is not None
+
+        def charge() -> int:
+            calls.append(1)
+            if len(calls) < 2:
+                raise TimeoutError("no answer")
+            return len(calls)
+
+        return job.step_with_retry("charge", deferq.StepRetry(3, deferq.backoff.fixed(0.2)), charge)
+
+    retried.enqueue()
+    waiting = run_next(app)
+    assert waiting.state == JobState.SCHEDULED and waiting.attempts == 0
+    assert [(s["state"], s["failures"]) for s in timeline(app.backend, waiting.id)] == [("retrying", 1)]
+    done = run_next(app)
+    assert done.result == 2 and [s["failures"] for s in timeline(app.backend, done.id)] == [1]

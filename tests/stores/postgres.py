@@ -47,6 +47,6 @@ def postgres_url(postgres_admin, postgres_session_url) -> str:
     from deferq.backends.sql.base import TABLES
 
     conn, schema = postgres_admin
-    tables = ", ".join(f'"{schema}".{TABLES[t]}' for t in ("jobs", "kv", "paused"))
+    tables = ", ".join(f'"{schema}".{TABLES[t]}' for t in ("jobs", "kv", "paused", "fair"))
     conn.execute(f"TRUNCATE {tables} RESTART IDENTITY")
     return postgres_session_url

@@ -25,15 +25,18 @@ from __future__ import annotations
 import asyncio
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeVar
 
 from ..errors import ConfigError
 from ..job import ALL_STATES, FINISHED_STATES, Job, JobState, slot_init, stamped
 from .history import HistoryStore
 from .search import SearchStore
+
+T = TypeVar("T")
+K = TypeVar("K", bound=Hashable)
 
 # Waiting jobs that claims must pass over are stored with their priority level raised
 # out of the levels claims read (0-2), so they stay out of the claim index while they
@@ -74,6 +77,11 @@ class Enqueue:
     # Seconds: a job with `job.key` that succeeded this recently answers instead of a new
     # one (options.unique_for; flows/dedupe.py looks before the store is asked)
     unique_for: float | None = None
+    # The share of `job.fair_key` in its queue's round-robin (options.fair_weight): its
+    # jobs' virtual times are 1 / weight apart (backends/fair.py).
+    fair_weight: float = 1.0
+    # Set by a store that claims by virtual time (SQL): this job's, when it has a fair key.
+    vtime: float | None = None
 
     def due(self, now: float) -> float:
         """When the job is due if stored at store time `now`."""
@@ -324,6 +332,10 @@ class JobStore(ABC):
     def now(self) -> float:
         """The store's clock, epoch seconds (invariant 4)."""
 
+    #: True when `now()` is this machine's clock, read without a round trip (memory,
+    #: SQLite): callers that may reuse a remote clock's offset ask each time instead.
+    local_clock = False
+
     def is_new(self, item: Enqueue, job: Job) -> bool:
         """Whether `job`, which `enqueue_many` returned for `item`, is `item` stored (True)
         or the unfinished job that already held its unique key (False). Stores that keep
@@ -401,6 +413,11 @@ class JobAdmin(ABC):
         """Make a job that waits for its due time due now (a durable step's event came:
         flows/steps.py). False when it is not waiting for a due time (due already,
         running, finished or unknown)."""
+
+    def wake_many(self, job_ids: Sequence[str]) -> int:
+        """`wake` of each id (an event's waiting jobs); returns how many were woken.
+        Stores that can wake many in a few round trips override this."""
+        return sum(self.wake(job_id) for job_id in job_ids)
 
     @abstractmethod
     def retry_dead(self, job_id: str) -> bool:
@@ -490,6 +507,17 @@ class Records(ABC):
         """Store a small record. With `only_new`, store it only if absent (or expired) and
         say whether it was stored: an atomic "first one wins" for many processes."""
 
+    def kv_put_many(self, records: Sequence[tuple[str, str, bytes]], only_new: bool = False) -> int:
+        """`kv_put` of each (namespace, key, value), without expiry; returns how many
+        were stored. Not one transaction: each record is stored, or not, on its own.
+        Stores that can write many in a few round trips override this."""
+        return sum(self.kv_put(namespace, key, value, only_new=only_new) for namespace, key, value in records)
+
+    def kv_delete_many(self, namespace: str, keys: Sequence[str]) -> int:
+        """`kv_delete` of each key of one namespace; returns how many existed. Stores
+        that can delete many in one round trip override this."""
+        return sum(self.kv_delete(namespace, key) for key in keys)
+
     def kv_expire(self, namespace: str, ttl: float) -> int:
         """Every live record of a namespace expires `ttl` seconds from now; returns how
         many. Stores that can do it in one statement override this."""
@@ -552,6 +580,14 @@ class Records(ABC):
 class Backend(JobStore, JobAdmin, Records, HistoryStore, SearchStore):
     """A whole store: the hot path, admin (with `find_jobs`), records and the per-minute
     history. Every store deferq ships is one."""
+
+
+def grouped(items: Iterable[T], home: Callable[[T], K]) -> dict[K, list[T]]:
+    """Items by where they go (a server, a queue), each group in the items' order."""
+    groups: dict[K, list[T]] = {}
+    for item in items:
+        groups.setdefault(home(item), []).append(item)
+    return groups
 
 
 def finished_only(states: Iterable[JobState | str]) -> list[JobState]:

@@ -14,7 +14,7 @@ from dataclasses import replace
 from typing import Any, TypedDict
 
 from ..job import Job, JobState, decode_payload
-from . import deps
+from . import deps, fair
 from .base import (
     BEHIND,
     LEVELS,
@@ -38,6 +38,8 @@ class MemoryBackend(MemoryHistory, Backend):
     def __init__(self, url: str = "memory://", **_: Any) -> None:
         self._jobs: dict[str, Job] = {}
         self._order: dict[str, int] = {}  # enqueue order, for FIFO among equal due times
+        self._vtime: dict[str, float] = {}  # job id -> virtual time, while it waits at a fair level (fair.py)
+        self._fair_next: dict[tuple[object, str], float] = {}  # ((queue, level), key) -> its next virtual time
         self._seq = itertools.count()
         self._kv: dict[tuple[str, str], tuple[bytes, float | None]] = {}
         self._paused: dict[str, float] = {}  # queue -> when it was paused
@@ -48,6 +50,8 @@ class MemoryBackend(MemoryHistory, Backend):
         self._children: dict[str, dict[str, bool]] = {}  # parent id -> {child id: after_any}
         self._blockers: dict[str, set[str]] = {}  # blocked child id -> ids of unfinished parents
         self.clock_offset = 0.0  # seconds added to the wall clock: see advance()
+
+    local_clock = True  # now() is this machine's clock (time travel included): no round trip
 
     def now(self) -> float:
         return time.time() + self.clock_offset
@@ -82,6 +86,7 @@ class MemoryBackend(MemoryHistory, Backend):
         with self._changed:
             now = self.now()
             stored = []
+            floors = self._fair_floors(items, now)
             for item in items:
                 job = item.job
                 holder = self._unfinished_with_key(job.key) if job.key else None
@@ -90,7 +95,7 @@ class MemoryBackend(MemoryHistory, Backend):
                     self._step_up()
                     holder, behind = self._unfinished_with_key(job.key or ""), None
                 if holder is None and behind is None:
-                    stored.append(self._insert(item, now))
+                    stored.append(self._insert(item, now, floors=floors))
                 elif item.on_conflict == "ignore":
                     stored.append(self._view(behind or holder, now))  # type: ignore[arg-type]
                 elif target := behind or (holder if holder and holder.state == _WAITING else None):
@@ -156,14 +161,34 @@ class MemoryBackend(MemoryHistory, Backend):
                     now = self.now()
                     self._jobs[child] = job.evolve(state=_WAITING, run_at=max(job.run_at, now), updated_at=now)
 
-    def _insert(self, item: Enqueue, now: float, raise_by: int = 0) -> Job:
+    def _insert(self, item: Enqueue, now: float, raise_by: int = 0, floors: dict[object, float] | None = None
+                ) -> Job:
         job = item.stored(now)
         if item.payload:  # what a worker would read back from a real store
             args, kwargs, meta = decode_payload(item.payload)
             job = job.evolve(args=args, kwargs=kwargs, meta=meta)
+        if floors is not None and fair.due_fair(item):
+            scope = (job.queue, job.priority + fair.FAIR)
+            self._vtime[job.id] = fair.virtual_times([(scope, job.fair_key or "", item.fair_weight)], floors,
+                                                     self._fair_next)[0]
+            raise_by += fair.FAIR
         self._jobs[job.id] = job.evolve(state=_WAITING, priority=job.priority + raise_by)
         self._order[job.id] = next(self._seq)
         return job
+
+    def _fair_floors(self, items: Sequence[Enqueue], now: float) -> dict[object, float]:
+        """Each (queue, fair level) floor the batch needs (fair.py): the least virtual time
+        waiting there, else the most any key has reached."""
+        scopes = {(item.job.queue, item.job.priority + fair.FAIR) for item in items if item.job.fair_key}
+        floors: dict[object, float] = {}
+        for scope in scopes:
+            waiting = [self._vtime[j.id] for j in self._jobs.values()
+                       if j.state == _WAITING and (j.queue, j.priority) == scope and j.id in self._vtime]
+            reached = [at for (at_scope, _), at in self._fair_next.items() if at_scope == scope]
+            floors[scope] = floor = min(waiting) if waiting else max(reached, default=0.0)
+            for name in [name for name, at in self._fair_next.items() if name[0] == scope and at < floor]:
+                del self._fair_next[name]
+        return floors
 
     def _step_up(self) -> None:
         """A job waiting behind the holder of its key takes the key once the holder has
@@ -180,14 +205,16 @@ class MemoryBackend(MemoryHistory, Backend):
         expired: list[Job] = []
         with self._changed:
             now = self.now()
-            rank = {p: i for i, p in enumerate(priorities)}  # levels not named are not taken
+            rank = {p: i for i, p in enumerate(fair.levels_of(priorities))}  # levels not named are not taken
             due = [
                 j
                 for j in self._jobs.values()
                 if j.state == _WAITING and j.queue in queues and j.run_at <= now and j.priority in rank
                 and j.queue not in self._paused
             ]
-            due.sort(key=lambda j: (rank[j.priority], j.run_at, self._order[j.id]))
+            vtime = self._vtime
+            due.sort(key=lambda j: (rank[j.priority], vtime.get(j.id, 0.0) if j.priority >= fair.FAIR
+                                    else j.run_at, self._order[j.id]))
             taken = []
             for job in due[:limit]:
                 if job.expires_at is not None and job.expires_at <= now:  # never run: cancelled
@@ -206,8 +233,8 @@ class MemoryBackend(MemoryHistory, Backend):
                     last_worker=worker,
                     updated_at=now,
                 )
-                self._jobs[job.id] = job
-                taken.append(job)
+                self._jobs[job.id] = job  # keeps its virtual time: a lease that expires puts it back in place
+                taken.append(self._view(job, now))
         self.count_ended((job.queue, job.task, "expired") for job in expired)
         return taken
 
@@ -535,13 +562,15 @@ def _settled(job: Job, outcome: Outcome, now: float) -> Job:
     if outcome.kind == "succeeded":
         return replace(job, state=JobState.SUCCEEDED, result=outcome.result, finished_at=now, **common)
     if outcome.kind == "retry":
-        return replace(job, state=_WAITING, run_at=now + outcome.delay, error=outcome.error, **common)
+        return replace(job, state=_WAITING, run_at=now + outcome.delay, error=outcome.error,
+                       priority=fair.plain_level(job.priority), **common)
     if outcome.kind == "dead":
         return replace(job, state=JobState.DEAD, error=outcome.error, finished_at=now, **common)
     if outcome.kind == "release":
         return replace(job, state=_WAITING, attempts=job.attempts - 1, **common)
     if outcome.kind == "snooze":
-        return replace(job, state=_WAITING, attempts=job.attempts - 1, run_at=now + outcome.delay, **common)
+        return replace(job, state=_WAITING, attempts=job.attempts - 1, run_at=now + outcome.delay,
+                       priority=fair.plain_level(job.priority), **common)
     raise ValueError(f"unknown outcome {outcome.kind!r}")
 
 

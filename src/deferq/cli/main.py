@@ -27,6 +27,7 @@ from ..loading import NO_CREATE, load_app, missing_extra, open_store, require
 from ..observe.logs import setup_logging
 from ..observe.output import clip, job_lines, last_error_line, print_json, say, when, width
 from ..server.http.auth import SCOPES
+from ..steps.events import shown_state, waiting_for
 from ..values import format_duration
 from .run import no_create_option, run_command, status_command
 from .schedules import schedule_group
@@ -323,9 +324,9 @@ def show_job(app: App, job_id: str, as_json: bool) -> None:
     links = app.dependencies(job)
     steps = app.steps(job.id)
     if as_json:
-        print_json({**job.to_dict(), **links, "steps": steps})
+        print_json({**job.to_dict(), **links, "steps": steps, "waiting_for": waiting_for(job, steps)})
         return
-    print_job(job, as_json)
+    click.echo("\n".join(job_lines({**job.to_dict(), "state": shown_state(job, steps)})))
     for label, ids in (("runs after", links["after"]), ("waited on by", links["waiting"])):
         if ids:
             click.echo(f"{label + ':':<13} {', '.join(ids)}")
@@ -336,7 +337,9 @@ def show_job(app: App, job_id: str, as_json: bool) -> None:
 def step_line(step: dict[str, Any]) -> str:
     """One durable step of `deferq job`: its name, kind and state, and what it gave or awaits."""
     text = f"{step['name']} ({step['kind']}) {step['state']}"
-    if step["kind"] == "step":
+    if step["state"] == "retrying":
+        text += f": try {step['failures']} failed: {step['error'][:60]}"
+    elif step["kind"] == "step":
         text += f" in {step['took']:.3f}s: {orjson.dumps(step['result']).decode()[:60]}"
     elif step["state"] in ("sleeping", "waiting"):
         awaited = f"{step['event']} {step['key']} " if step["kind"] == "wait" else ""
@@ -362,7 +365,7 @@ def event_list(app: App, as_json: bool) -> None:
         return
     for sent in events:
         data = orjson.dumps(sent["data"]).decode()[:80]
-        click.echo(f"{when(sent['at'])}  {sent['event']} {sent['key']}  {data}")
+        click.echo(f"{when(sent['at'])}  {sent['event']} {sent['key']}  {data}  (woke {sent['woke']})")
     if not events:
         click.echo("no events kept")
 

@@ -61,6 +61,25 @@ def fields_of(template: str) -> list[str]:
     return [field for _, field, _, _ in string.Formatter().parse(template) if field]
 
 
+def check_fields(name: str, template: str | None, task: str, signature: inspect.Signature) -> None:
+    """When a task is declared: every {field} of its key template must be one of its parameters."""
+    unknown = [f for f in fields_of(template) if f not in signature.parameters] if template else []
+    if unknown:
+        raise ValueError(f"{name} {template!r} names {unknown[0]!r}, which is not a parameter of {task}")
+
+
+def filled(template: str, signature: inspect.Signature, task: str, args: Any, kwargs: dict[str, Any],
+           what: str) -> str:
+    """A key template filled from one call's arguments (limit keys, fair keys); ValueError
+    (one sentence) when the call cannot fill it."""
+    try:
+        bound = signature.bind(*args, **kwargs)
+    except TypeError as exc:
+        raise ValueError(f"{what} {template!r} of {task}: the call does not fit the task ({exc})") from None
+    bound.apply_defaults()
+    return template.format_map({name: _text(value) for name, value in bound.arguments.items()})
+
+
 @dataclass(frozen=True)
 class Limited:
     """A task's limits, and how to name their keys from one call."""
@@ -77,13 +96,7 @@ class Limited:
         (one sentence) when the call cannot fill the template."""
         if template is None:
             return self.task
-        try:
-            bound = self.signature.bind(*args, **kwargs)
-        except TypeError as exc:
-            raise ValueError(f"the limit key {template!r} of {self.task}: the call does not fit the task ({exc})"
-                             ) from None
-        bound.apply_defaults()
-        return template.format_map({name: _text(value) for name, value in bound.arguments.items()})
+        return filled(template, self.signature, self.task, args, kwargs, "the limit key")
 
     def pause_key(self, args: Any, kwargs: dict[str, Any]) -> str:
         """What `deferq.Backoff` pauses: the rate's key, else the concurrency's, else the task."""
@@ -103,10 +116,7 @@ def limited(task: str, fn: Callable[..., Any], **limits: Any) -> Limited:
     """Checked when the task is declared: every {field} must be one of its parameters."""
     signature = inspect.signature(fn)
     for name in ("rate_key", "concurrency_key"):
-        template = limits.get(name)
-        unknown = [f for f in fields_of(template) if f not in signature.parameters] if template else []
-        if unknown:
-            raise ValueError(f"{name} {template!r} names {unknown[0]!r}, which is not a parameter of {task}")
+        check_fields(name, limits.get(name), task, signature)
     return Limited(task, signature, **limits)
 
 

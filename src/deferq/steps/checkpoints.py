@@ -5,7 +5,8 @@ redoing a step that finished (`job.step`, `job.sleep`, `job.wait_for`; docs/step
 Everything is kept in the store's small records (`Records`), so it works on every store:
 - `deferq.steps:<job id>`: one record per checkpoint, keyed by its name: a step's result,
   a sleep's due time, a wait's event, key and deadline; `<name>\\tdone` the wait's answer
-  (the event's data, or a timeout). Each is written once: the first writer wins
+  (the event's data, or a timeout); `<name>\\tfailed` the failed tries of a step with
+  its own retries (`StepRetry`). Each is written once: the first writer wins
   (`only_new`), and a step's result only by an attempt that still holds its lease (a
   fenced heartbeat just before), so every later run reads the same answer.
 - `deferq.waiters:<event>\\t<key>`: `<job id>\\t<wait name>` of each job waiting for it.
@@ -21,11 +22,14 @@ from __future__ import annotations
 
 import inspect
 import logging
+import math
 import time
+import weakref
 from collections.abc import Callable
 from typing import Any
 
 from ..backends.base import Backend, OutcomeKind
+from ..context import StepRetry
 from ..errors import ConfigError, DeferqError, PayloadError, Snooze, StepMismatch
 from ..job import Job, dumps, loads
 
@@ -35,9 +39,12 @@ STEPS = "deferq.steps:"  # + job id
 WAITERS = "deferq.waiters:"  # + event \t key
 EVENTS = "deferq.events"
 DONE = "\tdone"  # + the name of a wait: its answer
+FAILED = "\tfailed"  # + the name of a step with its own retries: its failed tries so far
 RESULT_LIMIT = 64 * 1024  # bytes of a step's stored result (JSON)
 NAME_LIMIT, EVENT_LIMIT, KEY_LIMIT = 150, 60, 100  # characters (the SQL stores' key columns)
 KINDS = ("step", "sleep", "wait")
+CLOCK_REUSE = 30.0  # seconds a remote store's clock offset is reused (store_now)
+_clock_offsets: weakref.WeakKeyDictionary[Backend, tuple[float, float]] = weakref.WeakKeyDictionary()
 # Outcomes after which a job's checkpoints are kept only as long as its result (a dead
 # job keeps them: `deferq dead retry` resumes it where it stopped).
 ENDS_STEPS = frozenset({OutcomeKind.SUCCEEDED.value, OutcomeKind.CANCELLED.value})
@@ -56,6 +63,20 @@ class StepTaken(DeferqError):
 class LeaseLost(DeferqError):
     """This attempt lost its lease (another worker runs the job now): its step result
     is not kept."""
+
+
+def store_now(store: Backend) -> float:
+    """The store's clock without a round trip in every run: a store whose clock is not
+    this machine's (Redis, PostgreSQL, MySQL) is asked at most every CLOCK_REUSE seconds,
+    and its offset from this process's clock is used in between."""
+    if store.local_clock:
+        return store.now()
+    now = time.time()
+    offset, asked = _clock_offsets.get(store, (0.0, -math.inf))
+    if now - asked > CLOCK_REUSE:
+        offset = store.now() - time.time()
+        _clock_offsets[store] = (offset, now)
+    return now + offset
 
 
 def checked_name(name: object, what: str = "a step name", limit: int = NAME_LIMIT) -> str:
@@ -85,7 +106,7 @@ class JobSteps:
     def load(self) -> dict[str, dict[str, Any]]:
         if self.records is None:
             raw = self.store.kv_list(self.namespace)
-            self.clock = (self.store.now(), time.monotonic())
+            self.clock = (store_now(self.store), time.monotonic())
             self.records = {name: loads(value) for name, value in raw.items()}
         return self.records
 
@@ -185,15 +206,39 @@ class JobSteps:
 
     # -- the three checkpoints ----------------------------------------------------------
 
-    def step(self, name: str, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    def step(self, name: str, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
+             retry: StepRetry | None = None) -> Any:
         record = self.reach(name, "step", fn)
         if record is not None:
             return record["result"]
         started = self.now()
-        result = fn(*args, **kwargs)
+        try:
+            result = fn(*args, **kwargs)
+        except Exception as exc:
+            self.failed(name, retry, exc)
+            raise
         if inspect.isawaitable(result):
             raise ConfigError(f"step {name!r} returned an awaitable: use `await job.step_async(...)`")
         return self.kept(name, fn, result, started)
+
+    def failed(self, name: str, retry: StepRetry | None, exc: Exception) -> None:
+        """A try of step `name` raised `exc` (deferq's own signals, such as a time limit,
+        pass through). With tries of its own left, keep the count and leave the worker
+        until the next (Suspend); else return, and the caller raises `exc` (the count is
+        dropped: the task's next run gives the step its tries again)."""
+        if retry is None or isinstance(exc, DeferqError) or not isinstance(exc, retry.retry_on):
+            return
+        failures = int(self.load().get(name + FAILED, {}).get("failures", 0)) + 1
+        if failures >= retry.max_attempts:
+            self.store.kv_delete(self.namespace, name + FAILED)
+            return
+        self.fence()
+        record = {"failures": failures, "error": f"{type(exc).__name__}: {exc}"[:500], "at": self.now(),
+                  "index": self.reached[name]}
+        self.store.kv_put(self.namespace, name + FAILED, dumps(record, "a step's failure"))
+        self.load()[name + FAILED] = record
+        delay = max(0.0, float(retry.backoff(failures)))
+        raise Suspend(delay, f"step {name!r} failed (try {failures} of {retry.max_attempts}): retrying") from exc
 
     def sleep(self, name: str, delay: float | None = None, until: float | None = None) -> None:
         record = self.reach(name, "sleep")

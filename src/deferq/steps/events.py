@@ -9,11 +9,12 @@ from typing import Any
 from ..backends.base import Backend
 from ..context import duration
 from ..errors import PayloadError
-from ..job import dumps, loads, new_job_id
+from ..job import Job, JobState, dumps, loads, new_job_id
 from .checkpoints import (
     DONE,
     EVENT_LIMIT,
     EVENTS,
+    FAILED,
     KEY_LIMIT,
     RESULT_LIMIT,
     STEPS,
@@ -22,6 +23,7 @@ from .checkpoints import (
 )
 
 EVENT_KEEP = 7 * 86400.0  # seconds an event is kept for jobs that wait for it later
+WAKE_BATCH = 1000  # waiters of an event woken per batch: bounds one store call's size
 
 
 def send_event(store: Backend, event: str, key: str, data: Any = None,
@@ -38,38 +40,75 @@ def send_event(store: Backend, event: str, key: str, data: Any = None,
         raise PayloadError(f"the event's data is {len(encoded)} bytes as JSON, over the {RESULT_LIMIT}-byte limit")
     if keep > 0:
         store.kv_put(EVENTS, topic, encoded, ttl=keep)
-    woken = 0
     answer = dumps({"data": data, "event": sent["id"], "at": now})
-    for waiter in store.kv_list(WAITERS + topic):
-        job_id, _, name = waiter.partition("\t")
-        store.kv_put(STEPS + job_id, name + DONE, answer, only_new=True)
-        woken += store.wake(job_id)
-        store.kv_delete(WAITERS + topic, waiter)
+    waiters = list(store.kv_list(WAITERS + topic))
+    woken = 0
+    for first in range(0, len(waiters), WAKE_BATCH):
+        woken += deliver(store, topic, answer, waiters[first:first + WAKE_BATCH])
+    if keep > 0 and woken:  # how many it woke, for the event list (unless a newer event replaced it)
+        store.kv_swap(EVENTS, topic, encoded, dumps({**sent, "woke": woken}), ttl=keep)
+    return woken
+
+
+def deliver(store: Backend, topic: str, answer: bytes, waiters: list[str]) -> int:
+    """One batch of an event's waiters, in a few store round trips however many: each
+    wait's answer written first, then its job woken, then its waiter record dropped (a
+    sender that dies halfway leaves the rest to find the kept event at their timeout)."""
+    waits = [waiter.partition("\t") for waiter in waiters]
+    store.kv_put_many([(STEPS + job_id, name + DONE, answer) for job_id, _, name in waits], only_new=True)
+    woken = store.wake_many([job_id for job_id, _, _ in waits])
+    store.kv_delete_many(WAITERS + topic, waiters)
     return woken
 
 
 def kept_events(store: Backend) -> list[dict[str, Any]]:
     """The events kept for jobs that wait for them later, newest first: event, key, id,
-    when it was sent and its data."""
+    when it was sent, its data, the data's size (bytes of JSON) and how many waiting jobs
+    it woke when it was sent (jobs that found it kept later are not counted)."""
     events = []
     for topic, raw in store.kv_list(EVENTS).items():
         event, _, key = topic.partition("\t")
         sent = loads(raw)
-        events.append({"event": event, "key": key, "id": sent["id"], "at": sent["at"], "data": sent["data"]})
+        events.append({"event": event, "key": key, "id": sent["id"], "at": sent["at"], "data": sent["data"],
+                       "size": len(dumps(sent["data"])), "woke": sent.get("woke", 0)})
     return sorted(events, key=lambda e: e["at"], reverse=True)
+
+
+def waiting_for(job: Job, steps: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The wait a scheduled job is in (its last checkpoint, a wait with no answer yet):
+    what makes it show as `waiting` rather than `scheduled`. None for any other job."""
+    last = steps[-1] if steps else None
+    if job.state != JobState.SCHEDULED or last is None or last["state"] != "waiting":
+        return None
+    return {"step": last["name"], "event": last["event"], "key": last["key"], "until": last["until"]}
+
+
+def shown_state(job: Job, steps: list[dict[str, Any]]) -> str:
+    """The job's state as people see it: `waiting` for a scheduled job in a wait."""
+    return "waiting" if waiting_for(job, steps) is not None else str(job.state)
 
 
 def timeline(store: Backend, job_id: str) -> list[dict[str, Any]]:
     """A job's checkpoints in the order it reached them, for its page, `deferq job` and
     GET /v1/jobs/{id}: name, kind, when it started and what it gave (or awaits)."""
     records = {name: loads(raw) for name, raw in store.kv_list(STEPS + job_id).items()}
+    for name in [n for n in records if n.endswith(FAILED)]:  # a step with retries of its own
+        failed, step = records.pop(name), name.removesuffix(FAILED)
+        if step in records:
+            records[step]["failures"] = failed["failures"]
+        else:  # it has not succeeded yet: it waits for its next try
+            records[step] = {"kind": "step", "retrying": True, "at": failed["at"], "index": failed["index"],
+                             "failures": failed["failures"], "error": failed["error"]}
     now = store.now()
     rows = []
     for name, record in sorted(((n, r) for n, r in records.items() if not n.endswith(DONE)),
                                key=lambda item: item[1]["index"]):
         row = {"name": name, "kind": record["kind"], "at": record["at"], "attempt": record.get("attempt")}
-        if record["kind"] == "step":
-            row.update(state="done", took=record.get("took"), result=record.get("result"), fn=record.get("fn"))
+        if record.get("retrying"):
+            row.update(state="retrying", failures=record["failures"], error=record["error"])
+        elif record["kind"] == "step":
+            row.update(state="done", took=record.get("took"), result=record.get("result"), fn=record.get("fn"),
+                       failures=record.get("failures"))
         elif record["kind"] == "sleep":
             row.update(state="done" if record["until"] <= now else "sleeping", until=record["until"])
         else:

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from ...job import FINISHED_STATES, Job, JobState
-from ..base import QueueStats, finished_only
+from ..base import QueueStats, finished_only, grouped
 from . import flows, scripts
 from .codec import job_from_hash, pairs, record_fields
 from .connection import guarded
@@ -131,7 +131,7 @@ class Admin:
         if queue is None:
             return False
         qk = self.keys.queue(queue)
-        keys = [qk.job(job_id), *qk.waiting, qk.cancelled, qk.held, qk.blocked, qk.parents(job_id)]
+        keys = [qk.job(job_id), *qk.waiting, qk.cancelled, qk.held, qk.blocked, qk.parents(job_id), *qk.fair]
         done = self._run(Call(scripts.CANCEL, keys, [job_id]))
         if done:  # a job waiting behind it, if it held a key, takes its place
             self._run(Call(scripts.STEP_UP, list(qk.step_up_keys), []))
@@ -141,10 +141,17 @@ class Admin:
 
     @guarded
     def wake(self, job_id: str) -> bool:
-        def keys(qk: QueueKeys) -> list[str]:
-            return [qk.job(job_id), *qk.waiting, qk.wake]
+        return self.wake_many([job_id]) == 1
 
-        return self._on_job(job_id, scripts.WAKE, keys)
+    @guarded
+    def wake_many(self, job_ids: Sequence[str]) -> int:
+        """Two round trips however many: where each id is, then one call per queue."""
+        where = self.queues_of(job_ids)
+        calls = []
+        for queue, ids in grouped(where, where.__getitem__).items():
+            qk = self.keys.queue(queue)
+            calls.append(Call(scripts.WAKE, [*qk.waiting, qk.wake, *(qk.job(i) for i in ids)], ids))
+        return sum(int(woken) for woken in self._run_all(calls)) if calls else 0
 
     @guarded
     def retry_dead(self, job_id: str) -> bool:
@@ -189,7 +196,7 @@ class Admin:
                 commands.append((q, ("zrange", qk.active, 0, -1, False, True)))
             else:
                 high, low = ("+inf", f"({now}") if state == JobState.SCHEDULED else (now, "-inf")
-                waiting = (*qk.waiting, qk.held)
+                waiting = (*qk.waiting, qk.held, *qk.fair)
                 commands += [(q, ("zrevrangebyscore", key, high, low, 0, limit, True)) for key in waiting]
         return commands
 
@@ -213,7 +220,7 @@ class Admin:
         calls = []
         for q in queues:
             qk = self.keys.queue(q)
-            keys = [*qk.waiting, qk.active, qk.succeeded, qk.dead, qk.cancelled, qk.held, qk.blocked]
+            keys = [*qk.waiting, qk.active, qk.succeeded, qk.dead, qk.cancelled, qk.held, qk.blocked, *qk.fair]
             calls.append(Call(scripts.STATS, keys, []))
         result = {}
         names = ("scheduled", "queued", "active", "succeeded", "dead", "cancelled")
@@ -277,6 +284,19 @@ class Admin:
         return bool(self._run(Call(scripts.KV_PUT, keys, [key, value, ttl_ms, int(only_new)])))
 
     @guarded
+    def kv_put_many(self, records: Sequence[tuple[str, str, bytes]], only_new: bool = False) -> int:
+        """One round trip on a server (pipelined); one per record on a cluster, whose
+        records of different namespaces live in different slots."""
+        calls = [Call(scripts.KV_PUT, [self.keys.kv_record(namespace, key), self.keys.kv_index(namespace)],
+                      [key, value, 0, int(only_new)]) for namespace, key, value in records]
+        return sum(int(stored) for stored in self._run_all(calls)) if calls else 0
+
+    @guarded
+    def kv_expire(self, namespace: str, ttl: float) -> int:
+        keys = [self.keys.kv_index(namespace), self.keys.kv_record_prefix(namespace)]
+        return int(self._run(Call(scripts.KV_EXPIRE, keys, [math.ceil(ttl * 1000)])))
+
+    @guarded
     def kv_swap(self, namespace: str, key: str, expected: bytes, value: bytes, ttl: float | None = None) -> bool:
         ttl_ms = math.ceil(ttl * 1000) if ttl else 0
         return bool(self._run(Call(scripts.KV_SWAP, [self.keys.kv_record(namespace, key)],
@@ -308,8 +328,15 @@ class Admin:
 
     @guarded
     def kv_delete(self, namespace: str, key: str) -> bool:
-        keys = [self.keys.kv_record(namespace, key), self.keys.kv_index(namespace)]
-        return bool(self._run(Call(scripts.KV_DELETE, keys, [key])))
+        return self.kv_delete_many(namespace, [key]) == 1
+
+    @guarded
+    def kv_delete_many(self, namespace: str, keys: Sequence[str]) -> int:
+        """One call: a namespace's records share its slot."""
+        if not keys:
+            return 0
+        records = [self.keys.kv_record(namespace, key) for key in keys]
+        return int(self._run(Call(scripts.KV_DELETE, [self.keys.kv_index(namespace), *records], list(keys))))
 
     @guarded
     def kv_list(self, namespace: str) -> dict[str, bytes]:

@@ -24,6 +24,7 @@ from redis.exceptions import NoScriptError
 
 from ...errors import StoreUnavailable
 from ...job import Job, dumps
+from .. import fair
 from ..base import Backend, Enqueue, Heartbeat, Outcome
 from ..history import recovered
 from . import flows, scripts
@@ -234,7 +235,7 @@ class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
         self, group: list[str], want: int, worker: str, lease: float, priorities: Sequence[int]
     ) -> Call:
         keys = [k for q in group for k in self._reserve_keys(self.keys.queue(q))]
-        return Call(scripts.RESERVE, keys, [want, worker, repr(lease), "take", *priorities])
+        return Call(scripts.RESERVE, keys, [want, worker, repr(lease), "take", *fair.levels_of(priorities)])
 
     def _leased(self, group: list[str], worker: str, reply: list[Any]) -> list[Job]:
         now_text, lease_until = reply[0], reply[1]
@@ -257,6 +258,7 @@ class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
         self, queues: Sequence[str], limit: int, worker: str, lease: float, priorities: Sequence[int]
     ) -> list[Job]:
         jobs: list[Job] = []
+        priorities = fair.levels_of(priorities)  # one order for every slot group
         for group in self._by_slot(queues):
             want = limit - len(jobs)
             if want <= 0:
@@ -292,7 +294,7 @@ class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
         found: list[tuple[int, float, str]] = []
         for group in self._by_slot(queues):
             keys = [k for q in group for k in self._reserve_keys(self.keys.queue(q))]
-            reply = self._run(Call(scripts.RESERVE, keys, [limit, "", "0", "peek", *priorities]))
+            reply = self._run(Call(scripts.RESERVE, keys, [limit, "", "0", "peek", *fair.levels_of(priorities)]))
             found += [(int(reply[i]), float(reply[i + 1]), reply[i + 2].decode()) for i in range(1, len(reply), 3)]
         return found
 
@@ -525,7 +527,7 @@ class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
 
     @staticmethod
     def _next_due_keys(qk: QueueKeys) -> tuple[str, ...]:
-        return (*qk.waiting, qk.paused)
+        return (*qk.waiting, *qk.fair, qk.paused)
 
     def wake_groups(self, queues: Sequence[str]) -> list[WakeGroup]:
         """The wake lists of `queues`, grouped so that one BLPOP watches each group."""

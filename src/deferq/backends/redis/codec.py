@@ -3,7 +3,7 @@
 A job hash holds: task, payload (JSON [args, kwargs]), priority, state, attempts,
 max_attempts, timeout, key, run_at, ct (or created_at), lease_until, worker, error, result,
 finished_at, progress, progress_message, cancel_requested_at, expires_at, updated_at, remark,
-last_worker, tags (a JSON array; left out when none); for workflows after_any and notify
+last_worker, tags (a JSON array; left out when none), fair_key; for workflows after_any and notify
 (docs/redis.md, "Workflows"), which this reading leaves alone.
 
 A new job's hash holds its creation time as ct (integer microseconds: the store keeps
@@ -26,7 +26,7 @@ from typing import Any
 from ...job import DEFAULT_MAX_ATTEMPTS, DEFAULT_TIMEOUT, Job, JobState, Priority, decode_payload, dumps, loads
 from ..base import Enqueue, state_for_waiting
 
-ENQUEUE_STRIDE = 14  # ARGV values per job in enqueue.lua
+ENQUEUE_STRIDE = 16  # ARGV values per job in enqueue.lua
 # Values a new hash leaves out, read back when the field is absent: the task defaults,
 # so that most jobs store none of them (the hashes are most of a store's memory).
 PRIORITY, MAX_ATTEMPTS, TIMEOUT = Priority.NORMAL, DEFAULT_MAX_ATTEMPTS, DEFAULT_TIMEOUT
@@ -51,8 +51,11 @@ def _stored_settings(job: Job) -> tuple[str, str, str]:
     )
 
 
+_NO_FAIR = ("", "")  # fair key and weight of a job without a key
+
+
 def enqueue_args(item: Enqueue) -> tuple[Any, ...]:
-    """The 14 ARGV values of one job for enqueue.lua."""
+    """The 16 ARGV values of one job for enqueue.lua."""
     job = item.job
     expiry = job.expires_at if job.expires_at is not None else item.expires_in
     return (
@@ -61,12 +64,13 @@ def enqueue_args(item: Enqueue) -> tuple[Any, ...]:
         "" if expiry is None else ("@" if job.expires_at is not None else "+") + repr(expiry),
         item.on_conflict, "" if item.max_wait is None else repr(item.max_wait), job.remark or "",
         dumps(job.tags, "tags") if job.tags else "",
+        *((job.fair_key, repr(item.fair_weight)) if job.fair_key else _NO_FAIR),
     )
 
 
 def add_args(items: Sequence[Enqueue]) -> list[Any] | None:
     """The ARGV of add.lua for `items`, or None when they need enqueue.lua: when one has a
-    unique key, parents, an expiry, a remark or tags (or a task name with a line break, which
+    unique key, parents, an expiry, a remark, tags or a fair key (or a task name with a line break, which
     the record cannot hold), or they differ in queue, priority, max_attempts, timeout or
     due time."""
     first = items[0]
@@ -77,7 +81,7 @@ def add_args(items: Sequence[Enqueue]) -> list[Any] | None:
         job = item.job
         if (
             job.key is not None or item.after or job.expires_at is not None or item.expires_in is not None
-            or job.remark is not None or job.tags or "\n" in job.task
+            or job.remark is not None or job.tags or job.fair_key is not None or "\n" in job.task
             or (job.queue, job.priority, job.max_attempts, job.timeout, job.run_at, item.delay) != shared
         ):
             return None
@@ -179,7 +183,7 @@ def _read_well_formed(
         int(get(b"max_attempts") or MAX_ATTEMPTS), TIMEOUT if timeout is None else _number(timeout),
         _text(get(b"key")), run_at, created_at, lease_until, worker, error, result, finished_at, meta, progress,
         progress_message, cancel_requested, _number(get(b"expires_at")), updated_at, _text(get(b"remark")),
-        last_worker, _tags(get(b"tags")),
+        last_worker, _tags(get(b"tags")), _text(get(b"fair_key")),
     )
 
 
@@ -233,7 +237,7 @@ def _read_carefully(job_id: str, queue: str, fields: dict[bytes, bytes], now: fl
         cancel_requested=bool(reader.text("cancel_requested_at")),
         expires_at=reader.number("expires_at", None), updated_at=reader.number("updated_at", created_at),
         remark=reader.text("remark"), last_worker=reader.text("last_worker"),
-        tags=tuple(reader.json(reader.text("tags"), "tags") or ()),
+        tags=tuple(reader.json(reader.text("tags"), "tags") or ()), fair_key=reader.text("fair_key"),
     )
     if reader.problems and "_unreadable_payload" not in job.kwargs:
         unreadable = "unreadable job hash: " + ", ".join(reader.problems)

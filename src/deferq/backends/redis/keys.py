@@ -14,6 +14,9 @@ Layout of one queue (P = prefix, Q = queue):
   {P:q:Q}:wait:0|1|2   zset  waiting jobs of priority high|normal|low, score = due time.
                              Jobs due later are the "delay bucket"; the part with a
                              score <= now is the ready queue (see docs/redis.md).
+  {P:q:Q}:fair:0|1|2   zset  due jobs with a fair key (backends/fair.py), score = virtual
+                             time: claimed in that order, each key in turn
+  {P:q:Q}:fairnext:0|1|2 zset fair key -> the virtual time of its next job
   {P:q:Q}:active       zset  leased jobs, score = lease deadline
   {P:q:Q}:succeeded    zset  finished jobs, score = finished_at (also dead, cancelled)
   {P:q:Q}:unique       hash  unique key -> id of the newest job with that key
@@ -63,6 +66,7 @@ class QueueKeys:
     name: str
     tag: str
     waiting: tuple[str, ...]  # indexed by priority level
+    fair: tuple[str, ...]  # indexed by priority level: due jobs with a fair key, by virtual time
     active: str
     succeeded: str
     dead: str
@@ -123,6 +127,7 @@ class KeySpace:
                 name=name,
                 tag=tag,
                 waiting=tuple(f"{tag}:wait:{level}" for level in Priority.LEVELS),
+                fair=tuple(f"{tag}:fair:{level}" for level in Priority.LEVELS),
                 active=f"{tag}:active",
                 succeeded=f"{tag}:succeeded",
                 dead=f"{tag}:dead",

@@ -173,7 +173,7 @@ class RedisSearch(SearchStore):
         if state == JobState.BLOCKED:
             return [(qk.blocked, "+inf", "-inf")]
         high, low = ("+inf", f"({now}") if state == JobState.SCHEDULED else (now, "-inf")
-        return [(key, high, low) for key in (*qk.waiting, qk.held)]
+        return [(key, high, low) for key in (*qk.waiting, qk.held, *qk.fair)]
 
     def _state_page(
         self,

@@ -37,7 +37,8 @@ from urllib.parse import urlsplit
 
 from ...errors import ConfigError, StoreFull, StoreUnavailable
 from ...job import _CROCKFORD, _PAIRS, FINISHED_STATES, Job, JobState
-from ..base import Backend, Enqueue, Heartbeat, JobList, JobStore, Outcome, QueueStats, Stats
+from .. import fair
+from ..base import Backend, Enqueue, Heartbeat, JobList, JobStore, Outcome, QueueStats, Stats, grouped
 from ..history import Row
 from ..search import JobPage, JobQuery, scan_page
 from . import flows, topology
@@ -378,6 +379,7 @@ class ShardedRedisBackend(Backend):
         preference hold across servers as on one."""
         if limit <= 0:
             return []
+        priorities = fair.levels_of(priorities)  # every server asked in one order
         rank = {p: i for i, p in enumerate(priorities)}
         candidates = self._each(lambda b: b.peek(queues, limit, priorities), next(self._turn))
         merged = sorted(
@@ -526,6 +528,13 @@ class ShardedRedisBackend(Backend):
     def wake(self, job_id: str) -> bool:
         return self._by_id(job_id, lambda b: b.wake(job_id), bool)
 
+    def wake_many(self, job_ids: Sequence[str]) -> int:
+        """Each server once for the ids it holds; an id that names no server, alone."""
+        homes = grouped(job_ids, self._home)
+        strays = homes.pop(None, [])
+        return (sum(self.shards[shard].wake_many(ids) for shard, ids in homes.items() if shard is not None)
+                + sum(self.wake(job_id) for job_id in strays))
+
     def retry_dead(self, job_id: str) -> bool:
         return self._by_id(job_id, lambda b: b.retry_dead(job_id), bool)
 
@@ -633,6 +642,17 @@ class ShardedRedisBackend(Backend):
     def kv_delete(self, namespace: str, key: str) -> bool:
         return self._kv_shard(namespace, key).kv_delete(namespace, key)
 
+    def kv_put_many(self, records: Sequence[tuple[str, str, bytes]], only_new: bool = False) -> int:
+        groups = grouped(records, lambda record: self._key_shard(record[0], record[1]))
+        return sum(self.shards[shard].kv_put_many(group, only_new) for shard, group in groups.items())
+
+    def kv_delete_many(self, namespace: str, keys: Sequence[str]) -> int:
+        groups = grouped(keys, lambda key: self._key_shard(namespace, key))
+        return sum(self.shards[shard].kv_delete_many(namespace, group) for shard, group in groups.items())
+
+    def kv_expire(self, namespace: str, ttl: float) -> int:
+        return sum(self._complete(lambda b: b.kv_expire(namespace, ttl)))
+
     def kv_list(self, namespace: str) -> dict[str, bytes]:
         merged: dict[str, bytes] = {}
         for found in self._complete(lambda b: b.kv_list(namespace)):
@@ -685,3 +705,4 @@ class ShardedRedisBackend(Backend):
 
 def _settle_id(outcome: Outcome) -> tuple[str, int, str]:
     return (outcome.job.id, outcome.job.attempts, outcome.kind)
+

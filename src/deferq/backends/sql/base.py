@@ -20,8 +20,8 @@ import orjson
 
 from ...errors import ConfigError, SchemaOutdated
 from ...job import FINISHED_STATES, Job, JobState, dumps
-from .. import deps
-from ..base import BEHIND, Backend, Enqueue, Heartbeat, Outcome, QueueStats, finished_only
+from .. import deps, fair
+from ..base import BEHIND, LEVELS, Backend, Enqueue, Heartbeat, Outcome, QueueStats, finished_only
 from ..history import recovered
 from .adapters import flag, url_options
 from .history import SQLHistory
@@ -35,7 +35,7 @@ log = logging.getLogger("deferq.sql")
 #: The tables, named once. Dialects qualify them (schema / database) with `table_names`.
 TABLES = {
     "jobs": "deferq_jobs", "kv": "deferq_kv", "migrations": "deferq_migrations", "paused": "deferq_paused",
-    "deps": "deferq_deps", "history": "deferq_history",
+    "deps": "deferq_deps", "history": "deferq_history", "fair": "deferq_fair",
 }
 PURGE_BATCH = 5000  # rows per purge transaction
 KEY_RETRIES = 5  # a key freed between our insert and our look-up: try the insert again
@@ -169,11 +169,15 @@ class SQLBackend(SQLHistory, SQLSearch, Backend):
     def enqueue_many(self, items: Sequence[Enqueue], connection: Any = None) -> list[Job]:
         if not items:
             return []
-        linked = any(item.after for item in items)  # the jobs and their edges: all or nothing
+        # the jobs and their edges, or their keys' virtual times: all or nothing
+        atomic = any(item.after or item.job.fair_key is not None for item in items)
         durable = any(item.durable for item in items)
-        return self.run(self.enqueue_plan(items), atomic=linked, connection=connection, durable=durable)
+        return self.run(self.enqueue_plan(items), atomic=atomic, connection=connection, durable=durable)
 
     def enqueue_plan(self, items: Sequence[Enqueue]) -> Plan[list[Job]]:
+        due_fair = [i for i, item in enumerate(items) if fair.due_fair(item)]
+        if due_fair:
+            items = yield from self.fair_plan(items, due_fair)
         stored = yield from self.insert_plan(items, range(len(items)))
         if len(stored) == len(items):
             jobs = list(stored.values())  # inserted in index order
@@ -181,7 +185,36 @@ class SQLBackend(SQLHistory, SQLSearch, Backend):
             jobs = yield from self.resolve_keys(items, stored, partial(self.insert_plan, items))
         if any(item.after for item in items):
             jobs = yield from self.link_plan(items, jobs)
+        if due_fair:  # stored at the fair level: shown at their own
+            jobs = [job.evolve(priority=job.priority % LEVELS) if job.priority >= LEVELS else job for job in jobs]
         return jobs
+
+    def fair_plan(self, items: Sequence[Enqueue], indexes: list[int]) -> Plan[list[Enqueue]]:
+        """`items` with those at `indexes` (fair keys, due now) at their fair level with their
+        virtual times (fair.py), the keys' next virtual times saved: in the enqueue's
+        transaction, so a producer that fails leaves them as they were."""
+        entries = [((items[i].job.queue, items[i].job.priority + fair.FAIR), items[i].job.fair_key or "",
+                    items[i].fair_weight) for i in indexes]
+        floors: dict[Any, float] = {}
+        nexts: dict[tuple[Any, str], float] = {}
+        for scope in sorted({scope for scope, _, _ in entries}):
+            reply = yield Step(self.q["fair_floor"], {"queue": scope[0], "level": scope[1]})
+            floors[scope] = float(reply.rows[0][0]) if reply.rows and reply.rows[0][0] is not None else 0.0
+            # keys behind the floor are as good as without a record: their rows go
+            yield Step(self.q["fair_forget"], {"queue": scope[0], "level": scope[1], "floor": floors[scope]})
+        for scope, key in sorted({(scope, key) for scope, key, _ in entries}):
+            reply = yield Step(self.q["fair_next"], {"queue": scope[0], "level": scope[1], "key": key})
+            if reply.rows:
+                nexts[(scope, key)] = float(reply.rows[0][0])
+        vtimes = fair.virtual_times(entries, floors, nexts)
+        out = list(items)
+        for i, vtime in zip(indexes, vtimes, strict=True):
+            job = items[i].job
+            out[i] = replace(items[i], job=job.evolve(priority=job.priority + fair.FAIR), vtime=vtime)
+        saved = [{"queue": scope[0], "level": scope[1], "key": key, "next": at}
+                 for (scope, key), at in sorted(nexts.items())]
+        yield self.rows_step(self.q["fair_save"], saved)
+        return out
 
     # -- dependencies (deps.py) -----------------------------------------------------------
 
@@ -386,11 +419,12 @@ class SQLBackend(SQLHistory, SQLSearch, Backend):
         return leased
 
     @staticmethod
-    def claim_order(jobs: list[tuple[Job, int]], priorities: Sequence[int]) -> list[Job]:
-        """(job, seq) pairs in claim order: preferred priority, due time, enqueue order."""
-        rank = {p: i for i, p in enumerate(priorities)}
-        jobs.sort(key=lambda pair: (rank.get(pair[0].priority, 9), pair[0].run_at, pair[1]))
-        return [job for job, _ in jobs]
+    def claim_order(jobs: list[tuple[Job, int, int, float]], levels: Sequence[int]) -> list[Job]:
+        """(job, seq, stored level, order) in claim order: the levels' order (fair.claim_levels),
+        then `order` (due time, or virtual time at a fair level), then enqueue order."""
+        rank = {p: i for i, p in enumerate(levels)}
+        jobs.sort(key=lambda found: (rank.get(found[2], 99), found[3], found[1]))
+        return [found[0] for found in jobs]
 
     @staticmethod
     def fence_params(jobs: Sequence[Job], extra: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -525,6 +559,13 @@ class SQLBackend(SQLHistory, SQLSearch, Backend):
         reply = yield Step(sql, params or {})
         return reply.rowcount
 
+    @staticmethod
+    def _count_each(sql: str, runs: list[dict[str, Any]]) -> Plan[int]:
+        """One statement run once per entry (pipelined, or in one packet, where the
+        driver can), the rows counted over all."""
+        reply = yield Step(sql, runs, many=True)
+        return reply.rowcount
+
     def now(self) -> float:
         def plan() -> Plan[float]:
             reply = yield Step(self.q["clock"])
@@ -549,6 +590,11 @@ class SQLBackend(SQLHistory, SQLSearch, Backend):
 
     def wake(self, job_id: str) -> bool:
         return self.run(self._count(self.q["wake"], {"id": job_id})) == 1
+
+    def wake_many(self, job_ids: Sequence[str]) -> int:
+        if not job_ids:
+            return 0
+        return self.run(self._count_each(self.q["wake"], [{"id": job_id} for job_id in job_ids]), atomic=True)
 
     def retry_dead(self, job_id: str) -> bool:
         try:
@@ -625,6 +671,19 @@ class SQLBackend(SQLHistory, SQLSearch, Backend):
             yield Step(self.q["kv_delete_expired"], params)
             reply = yield Step(self.q["kv_insert_new"], params)
             return reply.rowcount == 1
+
+        return self.run(plan(), atomic=True)
+
+    def kv_put_many(self, records: Sequence[tuple[str, str, bytes]], only_new: bool = False) -> int:
+        runs = [{"namespace": namespace, "key": key, "value": bytes(value), "ttl": None}
+                for namespace, key, value in records]
+        if not runs:
+            return 0
+
+        def plan() -> Plan[int]:
+            if only_new:
+                yield Step(self.q["kv_delete_expired"], runs, many=True)
+            return (yield from self._count_each(self.q["kv_insert_new" if only_new else "kv_put"], runs))
 
         return self.run(plan(), atomic=True)
 
@@ -711,6 +770,12 @@ class SQLBackend(SQLHistory, SQLSearch, Backend):
 
     def kv_delete(self, namespace: str, key: str) -> bool:
         return self.run(self._count(self.q["kv_delete"], {"namespace": namespace, "key": key})) == 1
+
+    def kv_delete_many(self, namespace: str, keys: Sequence[str]) -> int:
+        if not keys:
+            return 0
+        runs = [{"namespace": namespace, "key": key} for key in keys]
+        return self.run(self._count_each(self.q["kv_delete"], runs), atomic=True)
 
     def kv_list(self, namespace: str) -> dict[str, bytes]:
         def plan() -> Plan[dict[str, bytes]]:

@@ -33,6 +33,7 @@ from pymysql.constants import CLIENT, SERVER_STATUS
 
 from ...errors import ConfigError, StoreFull, StoreUnavailable
 from ...job import Job, JobState
+from .. import fair
 from ..base import Enqueue, finished_only
 from ..search import JobQuery, like_pattern
 from .adapters import driver_connection, safe_name
@@ -310,6 +311,7 @@ class MySQLBackend(SQLBackend):
             views[i] = stored_view(items[i], run_at, now)
             row = new_values(job, self.payload(items[i]).decode())
             row["run_at"], row["created_at"], row["expires_at"] = run_at, now, views[i].expires_at
+            row["vtime"] = items[i].vtime
             rows.append(row)
         yield Step(self.q["enqueue"], rows, many=True, batch=True)
         if not any(items[i].job.key for i in indexes):
@@ -355,16 +357,18 @@ class MySQLBackend(SQLBackend):
         """SKIP LOCKED: every (level, queue) range in one round trip, each read in index
         order; the best `limit` rows are leased. The others were locked for a moment
         only (until this transaction ends, a round trip later)."""
-        ranges = [
-            {"queue": queue, "priority": priority, "limit": limit} for priority in priorities for queue in queues
+        levels = fair.levels_of(priorities)
+        ranges = [  # each priority's plain and fair levels in one statement
+            {"queue": queue, "priority": level, "limit": limit} for level in levels if level < fair.FAIR
+            for queue in queues
         ]
         reply = yield Step(self.q["claim"], ranges, many=True, begin=True)
-        found = [(job_of(row), row[WIDTH + 1]) for row in reply.rows]
-        chosen = self.claim_order(list(found), priorities)[:limit]
+        found = [(job_of(row), row[WIDTH + 1], row[WIDTH + 2], row[WIDTH + 3]) for row in reply.rows]
+        chosen = self.claim_order(list(found), levels)[:limit]
         if not chosen:
             yield Step("COMMIT")
             return []
-        seq_of = {job.id: seq for job, seq in found}
+        seq_of = {job.id: seq for job, seq, *_ in found}
         now = reply.rows[0][WIDTH]
         expired = [job for job in chosen if job.expires_at is not None and job.expires_at <= now]
         if expired:  # never run: cancelled instead, in the same transaction (reserve counts them)
@@ -392,19 +396,23 @@ class MySQLBackend(SQLBackend):
         """Update first (each statement commits by itself), then select what I own."""
         token = uuid.uuid4().hex
         taken = 0
-        for priority in priorities:
+        levels = fair.levels_of(priorities)
+        for level in levels:
             if taken >= limit:
                 break
             params = {
                 "worker": worker, "lease": lease, "token": token, "queues": tuple(queues),
-                "priority": priority, "limit": limit - taken,
+                "priority": level, "limit": limit - taken,
             }
-            taken += (yield Step(self.q["claim_update"], params)).rowcount
+            sql = self.q["claim_update_fair" if level >= fair.FAIR else "claim_update"]
+            taken += (yield Step(sql, params)).rowcount
         if not taken:
             return []
         reply = yield Step(self.q["claimed"], {"token": token})
-        pairs = [(job_of(row), row[WIDTH + 1]) for row in reply.rows]
-        return self.claim_order(pairs, priorities)
+        found = [(job_of(row), row[WIDTH + 1], row[WIDTH + 2], row[WIDTH + 3]) for row in reply.rows]
+        if any(level >= fair.FAIR for _, _, level, _ in found):
+            yield Step(self.q["claimed_leave_fair"], {"token": token})
+        return self.claim_order(found, levels)
 
     def recover_plan(self) -> Plan[list[tuple[str, str, str]]]:
         """No RETURNING on an UPDATE: the expired leases are read and locked first, then

@@ -32,6 +32,7 @@ from psycopg_pool import ConnectionPool
 
 from ...errors import ConfigError, StoreFull, StoreUnavailable
 from ...job import FINISHED_STATES, Job, JobState, dumps
+from .. import fair
 from ..base import Enqueue, Outcome
 from ..history import Row
 from ..search import JobQuery, like_pattern
@@ -295,6 +296,7 @@ class PostgresBackend(SQLBackend):
             payload = self.payload(items[i])
             row = new_values(items[i].job, payload.decode() if one else orjson.Fragment(payload))
             row["delay"], row["expires_in"] = items[i].delay, items[i].expires_in  # due and expiry by {now}
+            row["vtime"] = items[i].vtime
             rows.append(row)
         plain = "" if any(items[i].job.key for i in indexes) else "_plain"
         if one:
@@ -309,16 +311,17 @@ class PostgresBackend(SQLBackend):
     def claim_plan(
         self, queues: Sequence[str], limit: int, worker: str, lease: float, priorities: Sequence[int]
     ) -> Plan[list[Job]]:
+        levels = fair.levels_of(priorities)
         params = {
             "queue": queues[0], "queues": list(queues), "limit": limit, "worker": worker,
-            "lease": lease, "priorities": list(priorities),
+            "lease": lease, "priorities": list(levels),
         }
         reply = yield Step(self.q["claim" if len(queues) == 1 else "claim_queues"], params)
-        pairs = [(job_of(row), row[WIDTH + 1]) for row in reply.rows]
+        found = [(job_of(row), row[WIDTH + 1], row[WIDTH + 3], row[WIDTH + 4]) for row in reply.rows]
         # jobs others wait on settle with their release (an expired one is never settled)
-        self._waited_for.update(job.id for (job, _), row in zip(pairs, reply.rows, strict=True)
+        self._waited_for.update(job.id for (job, *_), row in zip(found, reply.rows, strict=True)
                                 if row[WIDTH + 2] and job.state == JobState.ACTIVE)
-        return self.claim_order(pairs, priorities)  # the expired too, cancelled: reserve counts them
+        return self.claim_order(found, levels)  # the expired too, cancelled: reserve counts them
 
     def fenced_step(self, sql: str, params: list[dict[str, Any]]) -> Step:
         """One statement over arrays (one element per job)."""

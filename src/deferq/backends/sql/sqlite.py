@@ -34,6 +34,7 @@ from typing import Any
 
 from ...errors import ConfigError, StoreFull, StoreUnavailable
 from ...job import Job, dumps
+from .. import fair
 from ..base import Backend, Enqueue, Outcome
 from ..history import Row
 from ..search import JobQuery
@@ -214,6 +215,8 @@ class SQLiteBackend(SQLBackend):
                 except sqlite3.Error:
                     pass  # the error that got us here says what went wrong
 
+    local_clock = True  # now() is this machine's clock: no round trip
+
     def now(self) -> float:
         return time.time()
 
@@ -262,9 +265,9 @@ class SQLiteBackend(SQLBackend):
 
     def enqueue_many(self, items: Sequence[Enqueue], connection: Any = None) -> list[Job]:
         self.refuse_connection(connection)
-        if len(items) == 1 and items[0].job.key is None and not items[0].after:
+        if len(items) == 1 and items[0].job.key is None and not items[0].after and items[0].job.fair_key is None:
             # The commonest call: one INSERT, a transaction by itself (no BEGIN/COMMIT),
-            # and with no key nothing to resolve.
+            # and with no key nothing to resolve (nor a virtual time to give).
             return list(self.run(self.insert_plan(items, (0,))).values())
         return self.run(self.enqueue_plan(items), atomic=True) if items else []
 
@@ -275,7 +278,7 @@ class SQLiteBackend(SQLBackend):
             item = items[i]
             job = jobs[i] = item.stored(now)
             keyed = keyed or job.key is not None
-            rows.append(new_row(job, item.payload or payload(item)))
+            rows.append((*new_row(job, item.payload or payload(item)), item.vtime))
         if len(rows) == 1 and not keyed:  # one row: execute, cheaper than executemany of one
             yield Step(self.q["enqueue"], rows[0])
             return jobs
@@ -293,12 +296,13 @@ class SQLiteBackend(SQLBackend):
             return []
         now = self.now()
         chosen: list[int] = []
-        for level, priority in enumerate(priorities):  # the first probe begins the transaction
+        for level, priority in enumerate(fair.levels_of(priorities)):  # the first probe begins the transaction
             want = limit - len(chosen)
             if want <= 0:
                 break
             probes = [(queue, priority, now, want) for queue in queues]
-            reply = yield Step(self.q["claim"], probes, many=True, begin=level == 0)
+            sql = self.q["claim_fair" if priority >= fair.FAIR else "claim"]
+            reply = yield Step(sql, probes, many=True, begin=level == 0)
             chosen += [seq for _, seq in sorted(reply.rows)[:want]]
         if not chosen:
             yield Step("COMMIT")

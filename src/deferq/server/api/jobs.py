@@ -10,7 +10,7 @@ from ...flows import batch as batches
 from ...flows.batch import BATCH_OF, MEMBER_OF
 from ...job import HTTP_FIELDS, Job
 from ...options import HTTP_OPTIONS, JobOptions
-from ...steps.events import timeline
+from ...steps.events import timeline, waiting_for
 from ...task import AFTER, CHILDREN, Call, build_enqueue
 from ..http import fields
 from ..http.errors import ApiError, Invalid
@@ -106,9 +106,10 @@ def workflow(store: Any, job: Job) -> dict[str, Any]:
     children = [*job.meta.get(CHILDREN, ()), *waiting]
     if batch is not None and batch["role"] == "member":
         children += batch["callbacks"].values()
+    steps = _steps(store, job)
     return {"after": after, "waiting": waiting, "parents": links(store, after),
             "children": links(store, list(dict.fromkeys(children))), "batch": batch,
-            "steps": _steps(store, job)}
+            "steps": steps, "waiting_for": waiting_for(job, steps or [])}
 
 
 def _steps(store: Any, job: Job) -> list[dict[str, Any]] | None:

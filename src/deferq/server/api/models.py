@@ -439,6 +439,7 @@ class Job(Struct):
     worker: Annotated[str, Meta(description="The worker holding its lease, while it runs.")] | None = None
     last_worker: Annotated[str, Meta(description="The worker that last ran it (kept after).")] | None = None
     tags: Annotated[list[str], Meta(description="Labels kept with the job.")] = msgspec.field(default_factory=list)
+    fair_key: Annotated[str, Meta(description="Its key in its queue's round-robin (fair queues).")] | None = None
     # GET /v1/jobs/{id} only: the job's place in a workflow (jobs.workflow)
     after: Annotated[list[str], Meta(description="The ids of the jobs it runs after.")] | None = None
     waiting: Annotated[list[str], Meta(description="The ids of the jobs still waiting for it.")] | None = None
@@ -449,6 +450,19 @@ class Job(Struct):
         "a chord's callback, a batch's callbacks) and those still waiting for it."))] | None = None
     batch: Annotated[JobBatch, Meta(description="The batch it is a member or a callback of.")] | None = None
     steps: Annotated[list[Step], Meta(description="Its durable steps, sleeps and waits.")] | None = None
+    waiting_for: Annotated[WaitingFor, Meta(description=(
+        "The event a scheduled job waits for (`job.wait_for`); the console shows such a job as "
+        "`waiting`. Null for every other job."))] | None = None
+
+
+class WaitingFor(Struct):
+    """The wait a scheduled job is in: its step's name, the event and key it waits for,
+    and when it times out."""
+
+    step: str
+    event: str
+    key: str
+    until: float
 
 
 class JobLink(Struct):
@@ -558,6 +572,8 @@ class KeptEvent(Struct):
     id: str
     at: Annotated[float, Meta(description="When it was sent.")]
     data: Any
+    size: Annotated[int, Meta(description="Bytes of its data as JSON.")] = 0
+    woke: Annotated[int, Meta(description="How many waiting jobs it woke when it was sent.")] = 0
 
 
 class EventList(Struct):
@@ -569,7 +585,7 @@ class Step(Struct):
 
     name: str
     kind: Literal["step", "sleep", "wait"]
-    state: Literal["done", "sleeping", "waiting", "timed out"]
+    state: Literal["done", "sleeping", "waiting", "timed out", "retrying"]
     at: Annotated[float, Meta(description="When the job first reached it.")]
     attempt: int | None
     took: float | None = None
@@ -578,6 +594,8 @@ class Step(Struct):
     until: Annotated[float, Meta(description="A sleep's end, or a wait's timeout.")] | None = None
     event: str | None = None
     key: str | None = None
+    failures: Annotated[int, Meta(description="Failed tries of a step with retries of its own.")] | None = None
+    error: Annotated[str, Meta(description="A retrying step's last error.")] | None = None
 
 
 class DeletedBatch(Struct):

@@ -187,3 +187,22 @@ local function step_up_one(key, next_id)
   redis.call('ZREM', KEYS[8], next_id)
   redis.call('ZADD', KEYS[level(f[1]) + 1], due_at(f[2], f[3], f[4]), next_id)
 end
+
+-- A due job with a fair key joins its queue's fair zset of level `p` (tag: the queue's
+-- "{P:q:Q}:") at its virtual time (backends/fair.py): its key's next, or the floor when
+-- that is later. The floor is the least virtual time waiting there, else the most any
+-- key has reached; the key's next moves on by 1 / weight.
+local function fair_place(tag, p, fair_key, weight, id)
+  local zset, nexts = tag .. 'fair:' .. p, tag .. 'fairnext:' .. p
+  local low = redis.call('ZRANGE', zset, 0, 0, 'WITHSCORES')
+  local floor = tonumber(low[2])
+  if not floor then
+    local high = redis.call('ZREVRANGE', nexts, 0, 0, 'WITHSCORES')
+    floor = tonumber(high[2]) or 0
+  end
+  redis.call('ZREMRANGEBYSCORE', nexts, '-inf', '(' .. fmt(floor)) -- behind the floor: as good as none
+  local at = tonumber(redis.call('ZSCORE', nexts, fair_key)) or floor
+  if at < floor then at = floor end
+  redis.call('ZADD', nexts, at + 1 / weight, fair_key)
+  redis.call('ZADD', zset, at, id)
+end

@@ -8,6 +8,7 @@
 -- KEYS[6]     zset of waiting jobs held back from claims
 -- KEYS[7]     blocked zset of its queue
 -- KEYS[8]     its set of unfinished parents ({P:q:Q}:parents:<id>)
+-- KEYS[9..11] fair zsets of priority 0, 1, 2 of its queue
 -- ARGV[1]     job id
 -- Returns 1 when cancelled or asked to stop, 2 when cancelled and jobs run after it
 -- (the caller releases them: flows.py), 0 otherwise.
@@ -25,7 +26,7 @@ if state == 'blocked' then
   redis.call('ZREM', KEYS[7], ARGV[1])
   redis.call('DEL', KEYS[8])
 elseif state == 'queued' then
-  for _, k in ipairs({2, 3, 4, 6}) do redis.call('ZREM', KEYS[k], ARGV[1]) end
+  for _, k in ipairs({2, 3, 4, 6, 9, 10, 11}) do redis.call('ZREM', KEYS[k], ARGV[1]) end
 else
   return 0
 end

@@ -13,7 +13,8 @@
 --             run_at (epoch seconds, 0 = now + delay), delay (seconds),
 --             expiry ('' = none, '@' .. epoch seconds, or '+' .. seconds from now),
 --             on_conflict (ignore | replace | debounce), max_wait ('' = none),
---             remark ('' = none), tags (a JSON array, '' = none); priority, max_attempts and timeout are '' when they
+--             remark ('' = none), tags (a JSON array, '' = none), fair key ('' = none),
+--             fair weight; priority, max_attempts and timeout are '' when they
 --             are the defaults the readers know (codec.py): left out of the hash.
 -- then, only for items that run after other jobs (options.after): item number (1-based),
 --             'all' or 'any' (after_any), how many parent ids, the parent ids.
@@ -29,7 +30,7 @@
 -- is stored to wait behind it, held back from claims until step_up.lua.
 -- Returns {now as text, one entry per item}: 0 when the item was stored, or
 -- {id, HGETALL...} of the job that answers for it.
-local STRIDE = 14 -- ARGV values per item (codec.ENQUEUE_STRIDE)
+local STRIDE = 16 -- ARGV values per item (codec.ENQUEUE_STRIDE)
 local now, nows, micros = clock()
 local micros_s = string.format('%.0f', micros)
 now = tonumber(nows)
@@ -88,8 +89,10 @@ for i = 0, items - 1 do
       redis.call('HSET', job, 'payload', ARGV[b + 3], 'run_at', run_s, 'updated_at', nows)
       if target == behind then
         redis.call('ZADD', KEYS[8], run_s, target)
-      else
-        redis.call('ZADD', KEYS[level(redis.call('HGET', job, 'priority')) + 1], run_s, target)
+      else -- at its plain level, in due-time order (a fair job too: fair.py)
+        local p = level(redis.call('HGET', job, 'priority'))
+        redis.call('ZREM', tag .. 'fair:' .. p, target)
+        redis.call('ZADD', KEYS[p + 1], run_s, target)
       end
       stored = true
     end
@@ -106,6 +109,10 @@ for i = 0, items - 1 do
     end
     if ARGV[b + 14] ~= '' then
       redis.call('HSET', job, 'tags', ARGV[b + 14])
+    end
+    local fair_key = ARGV[b + 15]
+    if fair_key ~= '' then
+      redis.call('HSET', job, 'fair_key', fair_key)
     end
     local expiry = ARGV[b + 10]
     if expiry ~= '' then
@@ -135,7 +142,11 @@ for i = 0, items - 1 do
       if key ~= '' then redis.call('HSET', KEYS[4], key, id) end
     else
       if key ~= '' then redis.call('HSET', KEYS[4], key, id) end
-      collect(adds, KEYS[level(ARGV[b + 4]) + 1], run_s, id)
+      if fair_key ~= '' and run_at == 0 and delay == 0 then -- due now: claimed by virtual time
+        fair_place(tag, level(ARGV[b + 4]), fair_key, tonumber(ARGV[b + 16]), id)
+      else
+        collect(adds, KEYS[level(ARGV[b + 4]) + 1], run_s, id)
+      end
       stored = true
     end
     out[i + 2] = 0

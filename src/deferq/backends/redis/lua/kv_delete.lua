@@ -1,8 +1,12 @@
--- kv_delete: delete a record and its name in the namespace's index.
+-- kv_delete: delete records of one namespace and their names in its index.
 --
--- KEYS[1]     the record                    ({P:kv:NS}:r:<name>)
--- KEYS[2]     the namespace's index set     ({P:kv:NS}:index)
--- ARGV[1]     record name
--- Returns 1 when a live record was deleted, else 0.
-redis.call('SREM', KEYS[2], ARGV[1])
-return redis.call('DEL', KEYS[1])
+-- KEYS[1]     the namespace's index set     ({P:kv:NS}:index)
+-- KEYS[2..]   the records, one per ARGV entry ({P:kv:NS}:r:<name>)
+-- ARGV        record names
+-- Returns how many live records were deleted.
+local deleted = 0
+for i, name in ipairs(ARGV) do
+  redis.call('SREM', KEYS[1], name)
+  deleted = deleted + redis.call('DEL', KEYS[i + 1])
+end
+return deleted

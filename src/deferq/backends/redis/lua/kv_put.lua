@@ -15,4 +15,13 @@ if tonumber(ARGV[3]) > 0 then
 end
 if not redis.call(unpack(args)) then return 0 end
 redis.call('SADD', KEYS[2], ARGV[1])
+local left = redis.call('PTTL', KEYS[2])
+if left >= 0 then  -- the namespace expires (kv_expire.lua): the index lives as long as this record
+  local ttl = tonumber(ARGV[3])
+  if ttl == 0 then
+    redis.call('PERSIST', KEYS[2])
+  elseif ttl > left then
+    redis.call('PEXPIRE', KEYS[2], ttl)
+  end
+end
 return 1

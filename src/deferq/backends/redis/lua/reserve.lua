@@ -8,9 +8,11 @@
 -- ARGV[3]     lease seconds
 -- ARGV[4]     'take', or 'peek': only say which jobs would be taken (shards.py merges
 --             the candidates of several servers into one order this way)
--- ARGV[5..]   priority levels in preference order (the caller's weighted rotation)
--- Jobs are taken by priority preference, then due time, then enqueue order (ids of
--- equal due time sort by enqueue order). Each taken job's attempts grows by one.
+-- ARGV[5..]   stored levels in preference order (the caller's weighted rotation, each
+--             priority p as p and as its fair level p + 10: fair.claim_levels)
+-- Jobs are taken by level preference, then due time (at a fair level: virtual time, from
+-- the queue's fair zset, whose jobs are all due), then enqueue order (ids of equal due
+-- time sort by enqueue order). Each taken job's attempts grows by one.
 -- A job add.lua stored gets its hash from its record in `new` (record_fields). A job id
 -- with neither (deleted by hand) is dropped from the queue. A job
 -- whose expiry has passed is not leased: it is cancelled ("expired"), its attempt not
@@ -34,6 +36,21 @@ for q = 1, nq do
   if not is_paused(KEYS[q * 8]) then open[#open + 1] = q end
 end
 
+-- The zset of queue q's stored level p: its waiting zset, or at a fair level its fair one
+-- (named from its job-key prefix, "{P:q:Q}:job:": same slot).
+local function set_of(q, p)
+  if p >= 10 then return string.sub(KEYS[(q - 1) * 8 + 6], 1, -5) .. 'fair:' .. (p - 10) end
+  return KEYS[(q - 1) * 8 + p + 1]
+end
+local function due(zset, p, want, scores)
+  if p >= 10 then
+    if scores then return redis.call('ZRANGE', zset, 0, want - 1, 'WITHSCORES') end
+    return redis.call('ZRANGE', zset, 0, want - 1)
+  end
+  if scores then return redis.call('ZRANGEBYSCORE', zset, '-inf', now, 'WITHSCORES', 'LIMIT', 0, want) end
+  return redis.call('ZRANGEBYSCORE', zset, '-inf', now, 'LIMIT', 0, want)
+end
+
 local peek = ARGV[4] == 'peek'
 for pi = 5, #ARGV do
   local p = tonumber(ARGV[pi])
@@ -41,15 +58,14 @@ for pi = 5, #ARGV do
   if want <= 0 then break end
   if #open == 1 and not peek then -- one queue: its zset's order, no scores to merge by
     local q = open[1]
-    local ids = redis.call('ZRANGEBYSCORE', KEYS[(q - 1) * 8 + p + 1], '-inf', now, 'LIMIT', 0, want)
+    local ids = due(set_of(q, p), p, want, false)
     for j = 1, #ids do
       taken[#taken + 1] = {ids[j], q, p}
     end
   else
     local found = {}
     for _, q in ipairs(open) do
-      local ids = redis.call('ZRANGEBYSCORE', KEYS[(q - 1) * 8 + p + 1], '-inf', now,
-        'WITHSCORES', 'LIMIT', 0, want)
+      local ids = due(set_of(q, p), p, want, true)
       for j = 1, #ids, 2 do
         found[#found + 1] = {tonumber(ids[j + 1]), ids[j], q, ids[j + 1]}
       end
@@ -81,7 +97,7 @@ local removed, leased, placed, recorded = {}, {}, {}, {}
 for _, item in ipairs(taken) do
   local id, q, p = item[1], item[2], item[3]
   local b = (q - 1) * 8
-  collect(removed, KEYS[b + p + 1], id)
+  collect(removed, set_of(q, p), id)
   local job = KEYS[b + 6] .. id
   local new = new_key(job, id)
   local record = redis.call('HGET', new, id)
@@ -134,8 +150,9 @@ flush('ZADD', placed)
 if #taken >= limit then
   for _, q in ipairs(open) do
     local b = (q - 1) * 8
-    for p = 1, 3 do
-      if #redis.call('ZRANGEBYSCORE', KEYS[b + p], '-inf', now, 'LIMIT', 0, 1) > 0 then
+    for p = 0, 2 do
+      if #redis.call('ZRANGEBYSCORE', KEYS[b + p + 1], '-inf', now, 'LIMIT', 0, 1) > 0
+          or redis.call('ZCARD', set_of(q, p + 10)) > 0 then
         wake(KEYS[b + 5])
         break
       end

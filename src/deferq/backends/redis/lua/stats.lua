@@ -5,11 +5,13 @@
 -- KEYS[5..7]  succeeded, dead, cancelled zsets
 -- KEYS[8]     zset of waiting jobs held back from claims (counted as waiting)
 -- KEYS[9]     blocked zset
+-- KEYS[10..12] fair zsets of priority 0, 1, 2 (their jobs are all due: queued)
 -- ARGV        none
 -- Returns {scheduled, queued, active, succeeded, dead, cancelled, oldest wait as text,
 -- blocked}.
 local now, nows = clock()
 local scheduled, queued, oldest = 0, 0, 0
+for k = 10, 12 do queued = queued + redis.call('ZCARD', KEYS[k]) end -- fair zsets: all due
 for _, k in ipairs({1, 2, 3, 8}) do
   local due = redis.call('ZCOUNT', KEYS[k], '-inf', nows)
   queued = queued + due

@@ -1,19 +1,26 @@
--- wake: a job waiting for its due time is due now (a durable step's event came).
+-- wake: jobs of one queue waiting for their due time are due now (a durable step's
+-- event came: one call for all of an event's waiting jobs in the queue).
 --
--- KEYS[1]     job hash
--- KEYS[2..4]  waiting zsets of priority 0, 1, 2
--- KEYS[5]     wake list
--- ARGV[1]     job id
--- Returns 1 when done, 0 when the job is not waiting for a due time.
+-- KEYS[1..3]  waiting zsets of priority 0, 1, 2
+-- KEYS[4]     wake list
+-- KEYS[5..]   job hashes, one per ARGV entry
+-- ARGV        job ids
+-- Returns how many were woken (a job not waiting for a due time is left alone).
 local now, nows = clock()
-local id = ARGV[1]
-materialize(KEYS[1], id)
-local f = redis.call('HMGET', KEYS[1], 'state', 'priority')
-if f[1] ~= 'queued' then return 0 end
-local waiting = KEYS[level(f[2]) + 2]
-local due = redis.call('ZSCORE', waiting, id)
-if not due or tonumber(due) <= now then return 0 end
-redis.call('ZADD', waiting, nows, id)
-redis.call('HSET', KEYS[1], 'run_at', nows, 'updated_at', nows)
-wake(KEYS[5])
-return 1
+local woken = 0
+for i, id in ipairs(ARGV) do
+  local job = KEYS[i + 4]
+  materialize(job, id)
+  local f = redis.call('HMGET', job, 'state', 'priority')
+  if f[1] == 'queued' then
+    local waiting = KEYS[level(f[2]) + 1]
+    local due = redis.call('ZSCORE', waiting, id)
+    if due and tonumber(due) > now then
+      redis.call('ZADD', waiting, nows, id)
+      redis.call('HSET', job, 'run_at', nows, 'updated_at', nows)
+      woken = woken + 1
+    end
+  end
+end
+if woken > 0 then wake(KEYS[4]) end
+return woken

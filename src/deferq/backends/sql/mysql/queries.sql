@@ -13,7 +13,7 @@
 -- name: job_columns
 id, task, payload, queue, priority, state, attempts, max_attempts, timeout,
 unique_key, run_at, created_at, lease_until, worker, error, result, finished_at,
-progress, progress_message, cancel_requested_at, expires_at, updated_at, remark, last_worker, tags
+progress, progress_message, cancel_requested_at, expires_at, updated_at, remark, last_worker, tags, fair_key
 
 -- name: clock
 SELECT {now}
@@ -24,10 +24,10 @@ SELECT {now}
 -- clock read just before). A held unique key is a duplicate on deferq_jobs_live_key:
 -- the no-op update skips the row. There is no RETURNING: stored_ids tells.
 INSERT INTO {jobs} (id, task, payload, queue, priority, state, max_attempts, timeout,
-                    unique_key, run_at, created_at, expires_at, remark, tags, updated_at)
+                    unique_key, run_at, created_at, expires_at, remark, tags, fair_key, vtime, updated_at)
 VALUES (%(id)s, %(task)s, %(payload)s, %(queue)s, %(priority)s, %(state)s, %(max_attempts)s,
         %(timeout)s, %(key)s, %(run_at)s, %(created_at)s, %(expires_at)s, %(remark)s, %(tags)s,
-        %(created_at)s)
+        %(fair_key)s, %(vtime)s, %(created_at)s)
 ON DUPLICATE KEY UPDATE seq = seq
 
 -- name: stored_ids
@@ -43,7 +43,9 @@ WHERE unique_key IN %(keys)s AND state IN ('queued', 'active')
 -- name: replace
 -- on_conflict replace / debounce: a waiting job takes the new arguments and due time.
 -- Guarded: a job claimed meanwhile is left alone (the backend looks again).
-UPDATE {jobs} SET payload = %(payload)s, run_at = %(run_at)s, updated_at = {now}
+-- A job at its fair level goes back to its plain one, due-time order (fair.py).
+UPDATE {jobs} SET payload = %(payload)s, run_at = %(run_at)s, updated_at = {now},
+                  priority = CASE WHEN mod(priority, 20) >= 10 THEN priority - 10 ELSE priority END, vtime = NULL
 WHERE id = %(id)s AND state = 'queued'
 
 -- name: step_up
@@ -64,29 +66,62 @@ WHERE s.behind_key IS NOT NULL AND h.seq IS NULL
 -- name: claim
 -- Due jobs of one queue and priority, oldest first, locked for the claim. SKIP LOCKED
 -- needs MySQL 8 / MariaDB 10.6. One range of deferq_jobs_waiting in index order; the
--- backend asks level by level in the caller's preference order (PostgreSQL does
+-- backend asks priority by priority in the caller's preference order (PostgreSQL does
 -- that inside one statement with a lateral join, which MariaDB lacks) and then
 -- leases the rows with `lease` below, in the same transaction. A paused queue gives
 -- nothing ({unpaused} names the queue, not the row: one look-up per statement).
-SELECT {job_columns}, {now}, seq FROM {jobs}
-WHERE state = 'queued' AND queue = %(queue)s AND priority = %(priority)s AND run_at <= {now}
-  AND {unpaused}
-ORDER BY run_at, seq
-LIMIT %(limit)s
-FOR UPDATE SKIP LOCKED
+-- With it, in the same statement, the priority's fair level (+ 10, fair.py) in
+-- (virtual time, seq) order through deferq_jobs_fair: one statement per priority, as
+-- before fair queues. The last columns: the stored level and the order it was read in.
+(SELECT {job_columns}, {now}, seq, priority, run_at FROM {jobs}
+ WHERE state = 'queued' AND queue = %(queue)s AND priority = %(priority)s AND run_at <= {now}
+   AND {unpaused}
+ ORDER BY run_at, seq
+ LIMIT %(limit)s
+ FOR UPDATE SKIP LOCKED)
+UNION ALL
+(SELECT {job_columns}, {now}, seq, priority, vtime FROM {jobs} FORCE INDEX (deferq_jobs_fair)
+ WHERE state = 'queued' AND queue = %(queue)s AND priority = %(priority)s + 10 AND vtime IS NOT NULL
+   AND run_at <= {now} AND {unpaused}
+ ORDER BY vtime, seq
+ LIMIT %(limit)s
+ FOR UPDATE SKIP LOCKED)
 
 -- name: unpaused
 NOT EXISTS (SELECT 1 FROM {paused} WHERE queue = %(queue)s)
 
 -- name: lease
+-- A job leased from its fair level leaves it ({leave_fair}).
 UPDATE {jobs} SET state = 'active', attempts = attempts + 1, worker = %(worker)s,
-                  lease_until = %(lease_until)s, last_worker = %(worker)s, updated_at = %(now)s
+                  lease_until = %(lease_until)s, last_worker = %(worker)s, updated_at = %(now)s, {leave_fair}
 WHERE seq IN %(seqs)s
+
+-- name: leave_fair
+-- A fair job that stops waiting leaves its fair level and deferq_jobs_fair, which has no
+-- `state` (MySQL has no partial index: a state in it would be rewritten at every lease
+-- and settle of every job): a fair claim then never passes over rows that stopped
+-- waiting. A job without a key is left as it is (no index is written).
+priority = CASE WHEN priority >= 10 AND priority < 20 THEN priority - 10 ELSE priority END, vtime = NULL
 
 -- name: expire
 -- Chosen rows whose expiry has passed: cancelled instead of leased (never run).
-UPDATE {jobs} SET state = 'cancelled', updated_at = {now}, error = 'expired', finished_at = %(now)s, updated_at = %(now)s
+UPDATE {jobs} SET state = 'cancelled', updated_at = {now}, error = 'expired', finished_at = %(now)s, updated_at = %(now)s,
+                  {leave_fair}
 WHERE seq IN %(seqs)s
+
+-- name: claim_update_set
+-- What an update-first claim sets: the lease and this claim's token, except on rows
+-- whose expiry has passed, which are cancelled instead. `state` is assigned first: the
+-- CASEs after it read only expires_at.
+    state = CASE WHEN expires_at <= {now} THEN 'cancelled' ELSE 'active' END,
+    attempts = CASE WHEN expires_at <= {now} THEN attempts ELSE attempts + 1 END,
+    worker = CASE WHEN expires_at <= {now} THEN NULL ELSE %(worker)s END,
+    lease_until = CASE WHEN expires_at <= {now} THEN NULL ELSE {now} + %(lease)s END,
+    error = CASE WHEN expires_at <= {now} THEN 'expired' ELSE error END,
+    finished_at = CASE WHEN expires_at <= {now} THEN {now} END,
+    last_worker = CASE WHEN expires_at <= {now} THEN last_worker ELSE %(worker)s END,
+    updated_at = {now},
+    claim_token = %(token)s
 
 -- name: claim_update
 -- Without SKIP LOCKED (older servers, or ?claim=update): the seed's "update first,
@@ -98,26 +133,56 @@ WHERE seq IN %(seqs)s
 -- and sort them, locking them all, so concurrent claims deadlock; through the waiting
 -- index it reads (and locks) the rows it takes.
 -- Rows whose expiry has passed are cancelled instead ("expired", the attempt not
--- counted), and `claimed` reads them back too, for the history. `state` is
--- assigned first: the CASEs after it read only expires_at.
-UPDATE {jobs} FORCE INDEX (deferq_jobs_waiting) SET
-    state = CASE WHEN expires_at <= {now} THEN 'cancelled' ELSE 'active' END,
-    attempts = CASE WHEN expires_at <= {now} THEN attempts ELSE attempts + 1 END,
-    worker = CASE WHEN expires_at <= {now} THEN NULL ELSE %(worker)s END,
-    lease_until = CASE WHEN expires_at <= {now} THEN NULL ELSE {now} + %(lease)s END,
-    error = CASE WHEN expires_at <= {now} THEN 'expired' ELSE error END,
-    finished_at = CASE WHEN expires_at <= {now} THEN {now} END,
-    last_worker = CASE WHEN expires_at <= {now} THEN last_worker ELSE %(worker)s END,
-    updated_at = {now},
-    claim_token = %(token)s
+-- counted), and `claimed` reads them back too, for the history ({claim_update_set}).
+UPDATE {jobs} FORCE INDEX (deferq_jobs_waiting) SET {claim_update_set}
 WHERE state = 'queued' AND queue IN %(queues)s AND priority = %(priority)s AND run_at <= {now}
   AND queue NOT IN (SELECT queue FROM {paused})
 ORDER BY run_at, seq
 LIMIT %(limit)s
 
+-- name: claim_update_fair
+-- The same for a fair level (a priority + 10, fair.py), in (virtual time, seq) order.
+UPDATE {jobs} FORCE INDEX (deferq_jobs_fair) SET {claim_update_set}
+WHERE state = 'queued' AND queue IN %(queues)s AND priority = %(priority)s AND vtime IS NOT NULL
+  AND run_at <= {now}
+  AND queue NOT IN (SELECT queue FROM {paused})
+ORDER BY vtime, seq
+LIMIT %(limit)s
+
+-- name: claimed_leave_fair
+-- The fair jobs an update-first claim took leave their level (leave_fair), once
+-- `claimed` has read their virtual times (the claim's order).
+UPDATE {jobs} SET {leave_fair} WHERE claim_token = %(token)s AND vtime IS NOT NULL
+
 -- name: claimed
 -- What the claim leased, and what it cancelled because it had expired (reserve counts those).
-SELECT {job_columns}, {now}, seq FROM {jobs} WHERE state IN ('active', 'cancelled') AND claim_token = %(token)s
+SELECT {job_columns}, {now}, seq, priority, coalesce(vtime, run_at) FROM {jobs}
+WHERE state IN ('active', 'cancelled') AND claim_token = %(token)s
+
+-- name: fair_floor
+-- A fair level's floor (fair.py): the least virtual time waiting there, else the most
+-- a key of it has reached. Two index probes.
+SELECT coalesce(
+    (SELECT vtime FROM {jobs} WHERE state = 'queued' AND queue = %(queue)s AND priority = %(level)s
+       AND vtime IS NOT NULL ORDER BY vtime LIMIT 1),
+    (SELECT next_vtime FROM {fair} WHERE queue = %(queue)s AND priority = %(level)s
+     ORDER BY next_vtime DESC LIMIT 1))
+
+-- name: fair_forget
+-- The keys whose next virtual time is behind the floor: they would start at the floor
+-- anyway (one range of deferq_fair_reached).
+DELETE FROM {fair} WHERE queue = %(queue)s AND priority = %(level)s AND next_vtime < %(floor)s
+
+-- name: fair_next
+-- A key's next virtual time at a fair level (no row: it has none), locked until the
+-- enqueue commits: two producers of one key take turns.
+SELECT next_vtime FROM {fair} WHERE queue = %(queue)s AND priority = %(level)s AND fair_key = %(key)s
+FOR UPDATE
+
+-- name: fair_save
+-- A key's next virtual time, never moved back.
+INSERT INTO {fair} (queue, priority, fair_key, next_vtime) VALUES (%(queue)s, %(level)s, %(key)s, %(next)s)
+ON DUPLICATE KEY UPDATE next_vtime = GREATEST(next_vtime, VALUES(next_vtime))
 
 -- name: heartbeat
 -- One job (MySQL has no arrays to unnest; the batch is one transaction). Our
@@ -146,6 +211,9 @@ UPDATE {jobs} FORCE INDEX (deferq_jobs_id) SET
                  ELSE %(state)s END,
     attempts = attempts - %(released)s,
     run_at = CASE WHEN %(kind)s IN ('retry', 'snooze') THEN {now} + %(delay)s ELSE run_at END,
+    -- due later: a job at its fair level waits at its plain one (fair.py)
+    priority = CASE WHEN %(kind)s IN ('retry', 'snooze') AND priority >= 10 THEN priority - 10 ELSE priority END,
+    vtime = CASE WHEN %(kind)s IN ('retry', 'snooze') THEN NULL ELSE vtime END,
     error = CASE WHEN %(kind)s IN ('retry', 'dead', 'cancelled') THEN %(error)s ELSE error END,
     result = CASE WHEN %(kind)s = 'succeeded' THEN %(result)s ELSE result END,
     finished_at = CASE WHEN %(state)s <> 'queued' OR cancel_requested_at IS NOT NULL THEN {now} END,
@@ -185,6 +253,9 @@ SELECT (SELECT MIN(run_at) FROM {jobs} WHERE state = 'queued' AND queue = %(queu
                                       AND {unpaused}),
        (SELECT MIN(run_at) FROM {jobs} WHERE state = 'queued' AND queue = %(queue)s AND priority = 2
                                       AND {unpaused}),
+       -- the fair levels (fair.py): every job there is due
+       (SELECT {now} FROM {jobs} WHERE state = 'queued' AND queue = %(queue)s AND priority IN (10, 11, 12)
+                                  AND vtime IS NOT NULL AND {unpaused} LIMIT 1),
        {now}
 
 -- name: get
@@ -201,6 +272,7 @@ UPDATE {jobs} SET
     finished_at = CASE WHEN state IN ('queued', 'blocked') THEN {now} ELSE finished_at END,
     cancel_requested_at = CASE WHEN state = 'active' THEN coalesce(cancel_requested_at, {now}) END,
     updated_at = {now},
+    vtime = CASE WHEN state = 'queued' THEN NULL ELSE vtime END,
     state = CASE WHEN state IN ('queued', 'blocked') THEN 'cancelled' ELSE state END
 WHERE id = %(id)s AND state IN ('queued', 'active', 'blocked')
 

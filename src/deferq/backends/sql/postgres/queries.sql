@@ -12,7 +12,7 @@ date_part('epoch', now())
 -- as text costs the same as its normal output and leaves decoding to orjson.
 id, task, payload::text, queue, priority, state, attempts, max_attempts, timeout,
 unique_key, run_at, created_at, lease_until, worker, error, result::text, finished_at,
-progress, progress_message, cancel_requested_at, expires_at, updated_at, remark, last_worker, tags
+progress, progress_message, cancel_requested_at, expires_at, updated_at, remark, last_worker, tags, fair_key
 
 -- name: clock
 SELECT {now}
@@ -25,16 +25,16 @@ SELECT {now}
 -- behind a running holder when another already waits there (deferq_jobs_behind).
 -- RETURNING says which went in.
 INSERT INTO {jobs} (id, task, payload, queue, priority, state, max_attempts, timeout,
-                    unique_key, run_at, created_at, expires_at, remark, tags, updated_at)
+                    unique_key, run_at, created_at, expires_at, remark, tags, fair_key, vtime, updated_at)
 SELECT i.id, i.task, i.payload, i.queue, i.priority, 'queued', i.max_attempts, i.timeout,
        i.key, CASE WHEN i.run_at > 0 THEN i.run_at ELSE {now} + i.delay END, {now},
-       coalesce(i.expires_at, {now} + i.expires_in), i.remark, i.tags, {now}
+       coalesce(i.expires_at, {now} + i.expires_in), i.remark, i.tags, i.fair_key, i.vtime, {now}
 FROM ROWS FROM (jsonb_to_recordset(%(jobs)s::jsonb) AS (
          id text, task text, payload jsonb, queue text, priority smallint, max_attempts int,
          timeout float8, key text, run_at float8, delay float8, expires_at float8,
-         expires_in float8, remark text, tags text))
+         expires_in float8, remark text, tags text, fair_key text, vtime float8))
      WITH ORDINALITY AS i(id, task, payload, queue, priority, max_attempts, timeout, key,
-                          run_at, delay, expires_at, expires_in, remark, tags, n)
+                          run_at, delay, expires_at, expires_in, remark, tags, fair_key, vtime, n)
 ORDER BY i.n
 ON CONFLICT DO NOTHING
 RETURNING id, run_at, created_at
@@ -43,11 +43,12 @@ RETURNING id, run_at, created_at
 -- The same for one job, the commonest call: plain values plan and bind faster than
 -- a document to unpack (a third less time per single enqueue, measured).
 INSERT INTO {jobs} (id, task, payload, queue, priority, state, max_attempts, timeout,
-                    unique_key, run_at, created_at, expires_at, remark, tags, updated_at)
+                    unique_key, run_at, created_at, expires_at, remark, tags, fair_key, vtime, updated_at)
 VALUES (%(id)s, %(task)s, %(payload)s::jsonb, %(queue)s, %(priority)s, 'queued',
         %(max_attempts)s, %(timeout)s, %(key)s,
         CASE WHEN %(run_at)s > 0 THEN %(run_at)s ELSE {now} + %(delay)s END, {now},
-        coalesce(%(expires_at)s::float8, {now} + %(expires_in)s::float8), %(remark)s, %(tags)s, {now})
+        coalesce(%(expires_at)s::float8, {now} + %(expires_in)s::float8), %(remark)s, %(tags)s,
+        %(fair_key)s, %(vtime)s::float8, {now})
 ON CONFLICT DO NOTHING
 RETURNING id, run_at, created_at
 
@@ -61,7 +62,9 @@ WHERE unique_key = ANY(%(keys)s::text[]) AND state IN ('queued', 'active')
 -- name: replace
 -- on_conflict replace / debounce: a waiting job takes the new arguments and due time.
 -- Guarded: a job claimed meanwhile is left alone (the backend looks again).
-UPDATE {jobs} SET payload = %(payload)s::jsonb, run_at = %(run_at)s, updated_at = {now}
+-- A job at its fair level goes back to its plain one, due-time order (fair.py).
+UPDATE {jobs} SET payload = %(payload)s::jsonb, run_at = %(run_at)s, updated_at = {now},
+                  priority = CASE WHEN mod(priority, 20) >= 10 THEN priority - 10 ELSE priority END, vtime = NULL
 WHERE id = %(id)s AND state = 'queued'
 
 -- name: step_up
@@ -105,20 +108,33 @@ NOT EXISTS (SELECT 1 FROM {paused} WHERE queue = %(queue)s)
 -- worker is claiming right now instead of waiting for it. The rows are then updated
 -- by ctid (their address, stable while locked): no second index look-up. The last
 -- column says whether jobs wait for it (its settle then releases them too).
+-- A fair level (priority + 10, fair.py) is read in (virtual time, seq) order from
+-- deferq_jobs_fair instead: the test on p.priority names no row, so each level runs one
+-- branch of the two (a one-time filter), and FOR UPDATE sits in each branch's own
+-- subquery (PostgreSQL refuses it beside UNION).
 UPDATE {jobs} SET {lease_or_expire}
 WHERE ctid = ANY(ARRAY(
     SELECT c.ctid
     FROM unnest(%(priorities)s::smallint[]) AS p(priority)
     CROSS JOIN LATERAL (
-        SELECT ctid FROM {jobs}
-        WHERE state = 'queued' AND queue = %(queue)s AND priority = p.priority AND run_at <= {now}
-          AND {unpaused}
-        ORDER BY run_at, seq
-        LIMIT %(limit)s
-        FOR UPDATE SKIP LOCKED
+        SELECT plain.ctid FROM (
+            SELECT ctid FROM {jobs}
+            WHERE state = 'queued' AND queue = %(queue)s AND priority = p.priority AND run_at <= {now}
+              AND p.priority < 10 AND {unpaused}
+            ORDER BY run_at, seq
+            LIMIT %(limit)s
+            FOR UPDATE SKIP LOCKED) AS plain
+        UNION ALL
+        SELECT fair.ctid FROM (
+            SELECT ctid FROM {jobs}
+            WHERE state = 'queued' AND queue = %(queue)s AND priority = p.priority AND vtime IS NOT NULL
+              AND run_at <= {now} AND p.priority >= 10 AND {unpaused}
+            ORDER BY vtime, seq
+            LIMIT %(limit)s
+            FOR UPDATE SKIP LOCKED) AS fair
     ) AS c
     LIMIT %(limit)s))
-RETURNING {job_columns}, {now}, seq, waited_for
+RETURNING {job_columns}, {now}, seq, waited_for, priority, coalesce(vtime, run_at)
 
 -- name: claim_queues
 -- The same over several queues: each queue's range is read in order and the ranges
@@ -133,19 +149,54 @@ WHERE ctid = ANY(ARRAY(
         SELECT c.ctid
         FROM unnest(%(queues)s::text[]) AS q(queue)
         CROSS JOIN LATERAL (
-            SELECT ctid, run_at, seq FROM {jobs}
-            WHERE state = 'queued' AND queue = q.queue AND priority = p.priority
-              AND run_at <= {now}
-            ORDER BY run_at, seq
-            LIMIT %(limit)s
-            FOR UPDATE SKIP LOCKED
+            SELECT plain.ctid, plain.run_at AS rank, plain.seq FROM (
+                SELECT ctid, run_at, seq FROM {jobs}
+                WHERE state = 'queued' AND queue = q.queue AND priority = p.priority
+                  AND run_at <= {now} AND p.priority < 10
+                ORDER BY run_at, seq
+                LIMIT %(limit)s
+                FOR UPDATE SKIP LOCKED) AS plain
+            UNION ALL
+            SELECT fair.ctid, fair.vtime, fair.seq FROM (
+                SELECT ctid, vtime, seq FROM {jobs}
+                WHERE state = 'queued' AND queue = q.queue AND priority = p.priority AND vtime IS NOT NULL
+                  AND run_at <= {now} AND p.priority >= 10
+                ORDER BY vtime, seq
+                LIMIT %(limit)s
+                FOR UPDATE SKIP LOCKED) AS fair
         ) AS c
         WHERE q.queue NOT IN (SELECT queue FROM {paused})
-        ORDER BY c.run_at, c.seq
+        ORDER BY c.rank, c.seq
         LIMIT %(limit)s
     ) AS m
     LIMIT %(limit)s))
-RETURNING {job_columns}, {now}, seq, waited_for
+RETURNING {job_columns}, {now}, seq, waited_for, priority, coalesce(vtime, run_at)
+
+-- name: fair_floor
+-- A fair level's floor (fair.py): the least virtual time waiting there, else the most
+-- a key of it has reached. Two index probes.
+SELECT coalesce(
+    (SELECT vtime FROM {jobs} WHERE state = 'queued' AND queue = %(queue)s AND priority = %(level)s
+       AND vtime IS NOT NULL ORDER BY vtime LIMIT 1),
+    (SELECT next_vtime FROM {fair} WHERE queue = %(queue)s AND priority = %(level)s
+     ORDER BY next_vtime DESC LIMIT 1))
+
+-- name: fair_forget
+-- The keys whose next virtual time is behind the floor: they would start at the floor
+-- anyway (one range of deferq_fair_reached).
+DELETE FROM {fair} WHERE queue = %(queue)s AND priority = %(level)s AND next_vtime < %(floor)s
+
+-- name: fair_next
+-- A key's next virtual time at a fair level (no row: it has none), locked until the
+-- enqueue commits: two producers of one key take turns.
+SELECT next_vtime FROM {fair} WHERE queue = %(queue)s AND priority = %(level)s AND fair_key = %(key)s
+FOR UPDATE
+
+-- name: fair_save
+-- Keys' next virtual times (arrays, one element per key), never moved back.
+INSERT INTO {fair} (queue, priority, fair_key, next_vtime)
+SELECT * FROM unnest(%(queue)s::text[], %(level)s::smallint[], %(key)s::text[], %(next)s::float8[])
+ON CONFLICT (queue, priority, fair_key) DO UPDATE SET next_vtime = greatest({fair}.next_vtime, excluded.next_vtime)
 
 -- name: heartbeat
 -- A batch in one statement (arrays in, one element per job), fenced by (worker,
@@ -181,6 +232,10 @@ UPDATE {jobs} AS j SET
                  ELSE o.state END,
     attempts = j.attempts - o.released,
     run_at = CASE WHEN o.kind IN ('retry', 'snooze') THEN {now} + o.delay ELSE j.run_at END,
+    -- due later: a job at its fair level waits at its plain one (fair.py)
+    priority = CASE WHEN o.kind IN ('retry', 'snooze') AND j.priority >= 10 THEN j.priority - 10
+                    ELSE j.priority END,
+    vtime = CASE WHEN o.kind IN ('retry', 'snooze') THEN NULL ELSE j.vtime END,
     error = CASE WHEN o.kind IN ('retry', 'dead', 'cancelled') THEN o.error ELSE j.error END,
     result = CASE WHEN o.kind = 'succeeded' THEN o.result::jsonb ELSE j.result END,
     finished_at = CASE WHEN o.state <> 'queued' OR j.cancel_requested_at IS NOT NULL THEN {now} END,
@@ -212,7 +267,7 @@ RETURNING queue, task, state
 -- and priority (a plain min() over `queue = ANY` would read every waiting row).
 SELECT min(d.run_at), {now}
 FROM unnest(%(queues)s::text[]) AS q(queue)
-CROSS JOIN unnest(ARRAY[0, 1, 2]::smallint[]) AS p(priority)
+CROSS JOIN unnest(ARRAY[0, 1, 2, 10, 11, 12]::smallint[]) AS p(priority)
 CROSS JOIN LATERAL (
     SELECT run_at FROM {jobs}
     WHERE state = 'queued' AND queue = q.queue AND priority = p.priority

@@ -14,7 +14,7 @@
 -- Every job read returns these, in this order (rows.py decodes them).
 id, task, payload, queue, priority, state, attempts, max_attempts, timeout,
 key, run_at, created_at, lease_until, worker, error, result, finished_at,
-progress, progress_message, cancel_requested_at, expires_at, updated_at, remark, last_worker, tags
+progress, progress_message, cancel_requested_at, expires_at, updated_at, remark, last_worker, tags, fair_key
 
 -- name: data_version
 -- Changes whenever another connection commits: a read of shared memory, no I/O.
@@ -25,11 +25,12 @@ PRAGMA data_version
 -- One job with what a new job has; the other columns start NULL or at their default.
 -- The backend computes the due time, so a batch runs as one prepared statement. A job
 -- whose key an unfinished job holds conflicts on deferq_jobs_live_key and is skipped.
--- Positional parameters, in the order of the column list (job.NEW_COLUMNS, rows.new_row):
--- the commonest write binds a tuple, cheaper than looking up names.
+-- Positional parameters, in the order of the column list (job.NEW_COLUMNS, rows.new_row),
+-- then the virtual time of a job at its fair level (fair.py; else NULL): the commonest
+-- write binds a tuple, cheaper than looking up names.
 INSERT OR IGNORE INTO {jobs} (id, task, payload, queue, priority, state, max_attempts, timeout,
-                              key, run_at, created_at, expires_at, updated_at, remark, tags)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)
+                              key, run_at, created_at, expires_at, updated_at, remark, tags, fair_key, vtime)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)
 
 -- name: holders
 -- The unfinished jobs with these keys: each key's holder, and a job waiting behind a
@@ -41,7 +42,10 @@ WHERE key IN (SELECT value FROM json_each(:keys)) AND state IN ('queued', 'activ
 -- name: replace
 -- on_conflict replace / debounce: a waiting job takes the new arguments and due time.
 -- Guarded: a job claimed meanwhile is left alone (the backend looks again).
-UPDATE {jobs} SET payload = :payload, run_at = :run_at, updated_at = {now} WHERE id = :id AND state = 'queued'
+-- A job at its fair level goes back to its plain one, due-time order (fair.py).
+UPDATE {jobs} SET payload = :payload, run_at = :run_at, updated_at = {now},
+                  priority = CASE WHEN priority % 20 >= 10 THEN priority - 10 ELSE priority END, vtime = NULL
+WHERE id = :id AND state = 'queued'
 
 -- name: step_up
 -- Jobs waiting behind the holder of their key take its place once it is gone: their
@@ -73,6 +77,39 @@ WHERE state = 'queued' AND queue = ?1 AND priority = ?2 AND run_at <= ?3
   AND NOT EXISTS (SELECT 1 FROM {paused} WHERE queue = ?1)
 ORDER BY run_at, seq
 LIMIT ?4
+
+-- name: claim_fair
+-- The same for a fair level (a priority + 10, fair.py): in (virtual time, seq) order,
+-- one range of deferq_jobs_fair (named: with due times in the query, the planner may
+-- prefer deferq_jobs_waiting and sort every row of the level). Every job there is due.
+SELECT vtime, seq FROM {jobs} INDEXED BY deferq_jobs_fair
+WHERE state = 'queued' AND queue = ?1 AND priority = ?2 AND vtime IS NOT NULL AND run_at <= ?3
+  AND NOT EXISTS (SELECT 1 FROM {paused} WHERE queue = ?1)
+ORDER BY vtime, seq
+LIMIT ?4
+
+-- name: fair_floor
+-- A fair level's floor (fair.py): the least virtual time waiting there, else the most
+-- a key of it has reached. Two index probes.
+SELECT coalesce(
+    (SELECT vtime FROM {jobs} WHERE state = 'queued' AND queue = :queue AND priority = :level
+       AND vtime IS NOT NULL ORDER BY vtime LIMIT 1),
+    (SELECT next_vtime FROM {fair} WHERE queue = :queue AND priority = :level
+     ORDER BY next_vtime DESC LIMIT 1))
+
+-- name: fair_forget
+-- The keys whose next virtual time is behind the floor: they would start at the floor
+-- anyway (one range of deferq_fair_reached).
+DELETE FROM {fair} WHERE queue = :queue AND priority = :level AND next_vtime < :floor
+
+-- name: fair_next
+-- A key's next virtual time at a fair level (no row: it has none).
+SELECT next_vtime FROM {fair} WHERE queue = :queue AND priority = :level AND fair_key = :key
+
+-- name: fair_save
+-- A key's next virtual time, never moved back.
+INSERT INTO {fair} (queue, priority, fair_key, next_vtime) VALUES (:queue, :level, :key, :next)
+ON CONFLICT (queue, priority, fair_key) DO UPDATE SET next_vtime = max(next_vtime, excluded.next_vtime)
 
 -- name: lease
 -- The chosen rows leased, except those whose expiry has passed: cancelled instead
@@ -114,6 +151,9 @@ UPDATE {jobs} SET
     run_at = CASE WHEN :kind IN ('retry', 'snooze') THEN {now} + :delay ELSE run_at END,
     error = CASE WHEN :kind IN ('retry', 'dead', 'cancelled') THEN :error ELSE error END,
     result = CASE WHEN :kind = 'succeeded' THEN :result ELSE result END,
+    -- due later: a job at its fair level waits at its plain one (fair.py)
+    priority = CASE WHEN :kind IN ('retry', 'snooze') AND priority >= 10 THEN priority - 10 ELSE priority END,
+    vtime = CASE WHEN :kind IN ('retry', 'snooze') THEN NULL ELSE vtime END,
     finished_at = CASE WHEN :state <> 'queued' OR cancel_requested_at IS NOT NULL THEN {now} END,
     worker = NULL,
     lease_until = NULL,
@@ -148,7 +188,7 @@ SELECT min((SELECT run_at FROM {jobs}
             WHERE state = 'queued' AND queue = q.value AND priority = p.value
             ORDER BY run_at LIMIT 1)),
        {now}
-FROM json_each(:queues) AS q, json_each('[0, 1, 2]') AS p
+FROM json_each(:queues) AS q, json_each('[0, 1, 2, 10, 11, 12]') AS p
 WHERE q.value NOT IN (SELECT queue FROM {paused})
 
 -- name: get

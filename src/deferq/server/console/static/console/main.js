@@ -7,6 +7,7 @@ import {h} from "./dom.js";
 import * as alerts from "./views/alerts.js";
 import * as batch from "./views/batch.js";
 import * as dead from "./views/dead.js";
+import * as events from "./views/events.js";
 import * as job from "./views/job.js";
 import * as jobs from "./views/jobs.js";
 import * as overview from "./views/overview.js";
@@ -32,6 +33,7 @@ const ROUTES = [
   [/^\/dashboard\/dead\/?$/, dead, "Dead", "dead"],
   [/^\/dashboard\/workers\/?$/, workers, "Workers", "workers"],
   [/^\/dashboard\/periodic\/?$/, periodic, "Periodic", "periodic"],
+  [/^\/dashboard\/events\/?$/, events, "Events", "events"],
   [/^\/dashboard\/topics\/?$/, topics, "Topics", "topics"],
   [/^\/dashboard\/topics\/([^/]+)\/?$/, topic, "Topic", "topics"],
   [/^\/dashboard\/alerts\/?$/, alerts, "Alerts", "alerts"],
@@ -41,7 +43,8 @@ const ROUTES = [
 // [entry, label, path, the scope that may open it]: a reader sees no admin-only entry.
 const NAV = [["overview", "Overview", "/", "reader"], ["jobs", "Jobs", "/jobs", "reader"],
   ["dead", "Dead", "/dead", "reader"], ["workers", "Workers", "/workers", "reader"],
-  ["periodic", "Periodic", "/periodic", "reader"], ["topics", "Topics", "/topics", "admin"],
+  ["periodic", "Periodic", "/periodic", "reader"], ["events", "Events", "/events", "reader"],
+  ["topics", "Topics", "/topics", "admin"],
   ["alerts", "Alerts", "/alerts", "admin"], ["stores", "Stores", "/stores", "reader"],
   ["tokens", "Tokens", "/tokens", "admin"]];
 

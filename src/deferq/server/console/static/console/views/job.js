@@ -1,6 +1,6 @@
 // /dashboard/jobs/{id}: everything about one job, and what may be done with it.
 
-import {badge, copyButton, empty, h, link, reconcile, section, setBadge, setChildren, setJSON, setText} from "../dom.js";
+import {badge, copyButton, empty, h, link, reconcile, section, setAttr, setBadge, setChildren, setJSON, setText} from "../dom.js";
 import {ago, count, duration, local, shortId} from "../format.js";
 import {actionsFor, act} from "./actions.js";
 import {jobName, messageLine} from "./common.js";
@@ -36,12 +36,12 @@ export function mount(root, ctx) {
 
   const f = {
     queue: field("queue"), priority: field("priority"), attempts: field("attempts"), ttr: field("time limit"),
-    key: field("key"), tags: field("tags"), created: field("created"), due: field("due"), finished: field("finished"),
+    key: field("key"), fairKey: field("fair key"), tags: field("tags"), created: field("created"), due: field("due"), finished: field("finished"),
     updated: field("last change"), worker: field("lease holder"), lease: field("lease until"),
     lastWorker: field("last run by"),
   };
-  const details = h("dl", {class: "facts"}, f.queue.el, f.priority.el, f.attempts.el, f.ttr.el, f.key.el, f.tags.el,
-    f.lastWorker.el);
+  const details = h("dl", {class: "facts"}, f.queue.el, f.priority.el, f.attempts.el, f.ttr.el, f.key.el, f.fairKey.el,
+    f.tags.el, f.lastWorker.el);
   const times = h("dl", {class: "facts"}, f.created.el, f.due.el, f.finished.el, f.updated.el);
   const remark = remarkPanel(ctx, id, message, () => refresh());
   const lease = h("dl", {class: "facts"}, f.worker.el, f.lease.el);
@@ -119,7 +119,10 @@ export function mount(root, ctx) {
   }
 
   function show(data) {
-    setBadge(state, data.state);
+    // A scheduled job in a durable wait shows as "waiting" (GET /v1/jobs/{id}: waiting_for).
+    setBadge(state, data.waiting_for ? "waiting" : data.state);
+    const wait = data.waiting_for;
+    setAttr(state, "title", wait ? `scheduled, waiting for ${wait.event} ${wait.key} until ${local(wait.until)}` : null);
     setText(name, jobName(data));
     const topic = data.topic !== null && data.topic !== undefined;
     setText(argsTitle, topic ? "Body (sent to the topic's URL)" : "Arguments");
@@ -131,6 +134,7 @@ export function mount(root, ctx) {
     setText(f.attempts.value, `${data.attempts} of ${data.max_attempts}`);
     setText(f.ttr.value, data.ttr ? duration(data.ttr) : "none");
     setText(f.key.value, data.key || "—");
+    setText(f.fairKey.value, data.fair_key || "—");
     const tags = data.tags || [];  // each a link to the jobs with that tag
     setChildren(f.tags.value, tags.join(","), () => tags.length ? tags.flatMap((tag, i) =>
       [i ? ", " : "", link(`/dashboard/jobs?tag=${encodeURIComponent(tag)}`, tag)]) : "—");
@@ -228,7 +232,8 @@ function workflowPanel() {
 // The job's durable steps, sleeps and waits (GET /v1/jobs/{id}: steps) as a timeline, in
 // the order it reached them: name, kind, state, when it started, and how long it took and
 // what it gave, or until when it sleeps or what event it waits for.
-const STEP_COLOURS = {"done": "succeeded", "sleeping": "scheduled", "waiting": "scheduled", "timed out": "cancelled"};
+const STEP_COLOURS = {"done": "succeeded", "sleeping": "scheduled", "waiting": "scheduled", "timed out": "cancelled",
+  "retrying": "retrying"};
 
 function stepsPanel() {
   const list = h("ol", {class: "links steps", id: "job-steps"});
@@ -236,7 +241,9 @@ function stepsPanel() {
   el.hidden = true;
 
   function what(step) {
-    if (step.kind === "step") return `${duration(step.took || 0)} → ${JSON.stringify(step.result)}`;
+    if (step.state === "retrying") return `try ${step.failures} failed: ${step.error}`;
+    const tries = step.failures ? ` (after ${step.failures} failed ${step.failures === 1 ? "try" : "tries"})` : "";
+    if (step.kind === "step") return `${duration(step.took || 0)} → ${JSON.stringify(step.result)}${tries}`;
     const awaited = step.kind === "wait" ? `${step.event} ${step.key}` : "";
     if (step.state === "sleeping" || step.state === "waiting") return `${awaited} until ${local(step.until)}`;
     return step.kind === "wait" ? `${awaited} → ${JSON.stringify(step.result)}` : `until ${local(step.until)}`;
