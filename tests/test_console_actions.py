@@ -152,7 +152,7 @@ def test_a_reader_sees_no_action_and_no_admin_page(served, width):
     page, job = running_job_page(served, world.reader, width, 0.5)
     expect(page.locator(".job-actions button")).to_have_count(0)
     expect(page.locator("#nav a")).to_have_text(
-        ["Overview", "Jobs", "Dead", "Workers", "Periodic", "Limits", "Stores"])
+        ["Overview", "Jobs", "Dead", "Workers", "Periodic", "Events", "Limits", "Stores"])
     page.goto(f"{base}/dashboard/jobs")
     expect(page.locator(".jobs tbody tr").first).to_be_visible()
     expect(page.locator(".jobs input[type=checkbox]")).to_have_count(0)
@@ -176,7 +176,7 @@ def test_the_phone_nav_shows_that_it_scrolls(served):
     expect(page.locator("#nav-right")).to_be_visible()
     wide = signed_in(browser, base, world.admin, width=1280)
     wide.goto(f"{base}/dashboard/")
-    expect(wide.locator("#nav a")).to_have_count(10)
+    expect(wide.locator("#nav a")).to_have_count(11)
     expect(wide.locator("#nav-right")).to_be_hidden()
     assert page.errors == [] and wide.errors == []
 

@@ -101,10 +101,11 @@ def stopped(job: Job) -> Outcome:
 
 
 def succeeded(job: Job, result: Any) -> Outcome:
-    try:
-        orjson.dumps(result)
-    except TypeError:
-        result = repr(result)  # results are informative; never fail a job over one
+    if result is not None:  # most tasks return nothing: nothing to try
+        try:
+            orjson.dumps(result)
+        except TypeError:
+            result = repr(result)  # results are informative; never fail a job over one
     return Outcome(job, OutcomeKind.SUCCEEDED, result=result)
 
 

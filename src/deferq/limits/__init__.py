@@ -154,7 +154,7 @@ class Limits(Middleware):
 
     def before_run(self, job: Job) -> None:
         known = self.known
-        known.refresh(self.backend())
+        known.refresh(self.backend)
         if known.empty and job.task not in self.limits:
             return
         limit = self.limit_of(job)
@@ -223,7 +223,7 @@ class Limits(Middleware):
     def after_run(self, job: Job, outcome: Outcome, exc: BaseException | None) -> None:
         if isinstance(exc, Backoff):
             self.back_off(job, exc.delay)
-        for slot in self.held.pop(holder_of(job), []):
+        for slot in self.held.pop(holder_of(job), ()) if self.held else ():  # most runs hold no slot
             if not self.backend().slot_release(slot.key, slot.holder):
                 slot.report_lost(job, "while it ran")
 

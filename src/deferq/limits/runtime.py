@@ -164,7 +164,7 @@ class Known:
     def empty(self) -> bool:
         return not self.overrides and not self.paused
 
-    def refresh(self, backend: Backend) -> None:
+    def refresh(self, backend_of: Callable[[], Backend]) -> None:
         """Read the store again when the copy is a second old: one thread reads, and the
         threads that start a job meanwhile wait for its answer (one store read, at most
         once a second), so no job starts on a copy older than that (a worker idle for a
@@ -176,6 +176,7 @@ class Known:
         try:
             if time.monotonic() < self.next_read:
                 return  # read by another thread while this one waited
+            backend = backend_of()  # only now: a fresh copy costs no store look-up
             overrides, pauses = read(backend.kv_list(NAMESPACE))
             offset = backend.now() - time.time() if pauses else 0.0
             self.overrides = overrides

@@ -4,8 +4,9 @@ Threads, each with one job:
 - main: leases as many due jobs as there are free slots (never more, so no job
   waits behind a long one while a slot idles) and hands each to a runner; idle, it
   blocks in the store's `wait_for_work`.
-- runners: a thread pool for sync tasks; one event-loop thread for async tasks
-  (a sync task never runs on the loop thread).
+- runners: a thread per slot for sync tasks, woken one at a time (runners.py: short
+  jobs run back to back on one thread); one event-loop thread for async tasks (a sync
+  task never runs on the loop thread).
 - settler: takes finished outcomes, settles them in one round trip per batch (a small
   batch first waits, at most GATHER, for the jobs still running to end), fires hooks,
   frees the slots; the same round trip leases jobs for the freed slots.
@@ -49,6 +50,7 @@ from ..registry import TaskSpec
 from ..steps.checkpoints import JobSteps
 from . import orders
 from .priorities import PriorityRotation
+from .runners import STALL, Runners
 
 if TYPE_CHECKING:
     from ..app import App
@@ -60,6 +62,7 @@ EXIT_OK, EXIT_ERROR, EXIT_OVERRAN = 0, 1, 3
 # one round trip for several short jobs (a job ending later than that is settled next).
 GATHER = 0.0005
 T = TypeVar("T")
+Ended = tuple[Job, Outcome, "BaseException | None", float]  # a sync job that returned, and when
 
 
 @dataclass
@@ -126,11 +129,8 @@ class Worker:
         self.gathering = False  # the settler waits for the running jobs to end (_gather)
         self.gathered = threading.Event()  # set when the last of them ended
         self.in_settle: set[tuple[str, int]] = set()  # (job id, attempt) whose settle call is in flight
-        self.to_run: queue.SimpleQueue[tuple[TaskSpec, Job, JobControl] | None] = queue.SimpleQueue()
-        self._runners = [
-            threading.Thread(target=self._run_sync_jobs, name=f"deferq-run-{i}", daemon=True)
-            for i in range(self.config.concurrency)
-        ]
+        self.runners: Runners[tuple[TaskSpec, Job, JobControl], Ended] = Runners(
+            self.config.concurrency, self._run_sync, self._finished_many, lambda item: item[0].name)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._threads: list[threading.Thread] = []
         self.guard = StoreGuard(log)
@@ -153,8 +153,7 @@ class Worker:
             "worker %s started: queues %s, concurrency %d",
             self.config.name, ",".join(self.config.queues), self.config.concurrency,
         )
-        for runner in self._runners:
-            runner.start()
+        self.runners.start()
         targets: list[Callable[[], None]] = [self._settle_loop, self._keeper_loop]
         if self.firer is not None:
             targets.append(self._schedule_loop)
@@ -186,11 +185,17 @@ class Worker:
         if threading.current_thread() is not threading.main_thread():
             return
 
-        def on_signal(signum: int, _frame: object) -> None:
+        def stop_on(signum: int) -> None:
             if self.stopping.is_set() and signum == signal.SIGINT:
                 log.warning("second interrupt: releasing running jobs now")
                 self.config.grace = 0
             self.stop()
+
+        def on_signal(signum: int, _frame: object) -> None:
+            # A handler runs in the main thread between two bytecodes, perhaps inside a
+            # wait on one of the worker's events, holding its lock: setting that event
+            # here would wait for the lock forever. So the stop happens on a thread.
+            threading.Thread(target=stop_on, args=(signum,), name="deferq-stop", daemon=True).start()
 
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, on_signal)
@@ -214,8 +219,7 @@ class Worker:
         self._store_call(self.history.flush)  # this worker's last seconds of counts
         self._store_call(self.backend.kv_delete, "workers", self.config.name)
         self._store_call(orders.clear, self.backend, self.config.name)
-        for _ in self._runners:
-            self.to_run.put(None)
+        self.runners.close()
         if self._loop is not None:
             self._loop.call_soon_threadsafe(self._loop.stop)
         log.info("worker %s stopped after %d job(s)", self.config.name, self.processed)
@@ -254,8 +258,13 @@ class Worker:
                 deadline = now + spec.timeout if spec.timeout else None
                 self.running[job.id] = Running(job, spec, now, deadline, control)
             self.busy += len(started)
-        for spec, job, control in started:
-            self._start(spec, job, control)
+        sync = [item for item in started if not item[0].is_async]
+        if sync:
+            self.runners.submit(sync)
+        if len(sync) < len(started):
+            for spec, job, control in started:
+                if spec.is_async:
+                    self._start_async(spec, job, control)
 
     def _done_taking(self) -> bool:
         """Called with the lock held."""
@@ -312,25 +321,30 @@ class Worker:
             free = self.config.concurrency - self.busy - self.claimed
         return free < self._half
 
-    def _start(self, spec: TaskSpec, job: Job, control: JobControl) -> None:
-        if spec.is_async:
-            coro = run_async(spec, job, self.chain, control)
-            future = asyncio.run_coroutine_threadsafe(coro, self._event_loop())
-            future.add_done_callback(lambda f: self._finished(job, *_result(spec, job, f)))
-        else:
-            self.to_run.put((spec, job, control))
+    def _start_async(self, spec: TaskSpec, job: Job, control: JobControl) -> None:
+        coro = run_async(spec, job, self.chain, control)
+        future = asyncio.run_coroutine_threadsafe(coro, self._event_loop())
+        future.add_done_callback(lambda f: self._finished(job, *_result(spec, job, f)))
 
-    def _run_sync_jobs(self) -> None:
-        """A runner thread: sync jobs one at a time (no futures: they cost on the hot path)."""
-        while (item := self.to_run.get()) is not None:
-            spec, job, control = item
-            try:
-                outcome, exc = run_sync(spec, job, self.chain, control)
-            except BaseException as error:  # noqa: BLE001 - a runner bug must not lose the job
-                outcome, exc = decide_failure(spec, job, error), error
-            self._finished(job, outcome, exc)
+    def _run_sync(self, item: tuple[TaskSpec, Job, JobControl]) -> Ended:
+        """On a runner thread (runners.py): one sync job (no futures: they cost on the hot
+        path). Its outcome goes to `_finished_many` with those of the short jobs the same
+        runner ran next."""
+        spec, job, control = item
+        try:
+            outcome, exc = run_sync(spec, job, self.chain, control)
+        except BaseException as error:  # noqa: BLE001 - a runner bug must not lose the job
+            outcome, exc = decide_failure(spec, job, error), error
+        at = time.monotonic()
+        if (running := self.running.get(job.id)) is not None and running.job is job:
+            running.ended = at  # returned: no timeout applies while its outcome waits for the others
+        return job, outcome, exc, at
 
-    def _finished(self, job: Job, outcome: Outcome, exc: BaseException | None) -> None:
+    def _finished_many(self, ended: list[Ended]) -> None:
+        for job, outcome, exc, at in ended:
+            self._finished(job, outcome, exc, at)
+
+    def _finished(self, job: Job, outcome: Outcome, exc: BaseException | None, at: float | None = None) -> None:
         with self.lock:
             self.busy -= 1
             running = self.running.get(job.id)
@@ -338,7 +352,7 @@ class Worker:
             if abandoned:
                 del self.running[job.id]  # already settled as timed out
             elif running is not None:
-                running.ended = time.monotonic()
+                running.ended = at or time.monotonic()
             # the settler leases for this slot when it settles the outcome (an idle one
             # wakes for it); the lease loop only takes slots from a settler in flight when
             # half or more are free (_settler_will_lease)
@@ -381,9 +395,19 @@ class Worker:
             if batch:
                 self._settle(batch)
             self.settling = self.to_claim = False
-            self.slot_freed.set()  # slots the settler could not fill are the lease loop's again
+            self._wake_for_free_slots()  # slots the settler could not fill are the lease loop's again
             if item is None:
                 return
+
+    def _wake_for_free_slots(self) -> None:
+        """Wake the lease loop when slots are free that no outcome waiting to be settled
+        will lease for (the settler leases for those): while every slot is busy or about
+        to be refilled by the settler, the lease loop sleeps on (a wake-up a batch saved)."""
+        with self.lock:
+            free = self.config.concurrency - self.busy - self.claimed
+            done = not self.running and not self.claimed
+        if free > self.outcomes.qsize() or done or self.stopping.is_set():
+            self.slot_freed.set()
 
     def _gather(self) -> None:
         """Wait, at most GATHER, for the jobs running now to end, so that their outcomes
@@ -424,7 +448,7 @@ class Worker:
                     ran[outcome.job.id] = (running.ended or time.monotonic()) - running.started
             self.processed += len(outcomes)
             self.in_settle -= attempts
-        self.slot_freed.set()
+        self._wake_for_free_slots()
         for (outcome, exc), ok in zip(batch, applied or [False] * len(batch), strict=True):
             job = outcome.job
             if not ok:
@@ -455,6 +479,7 @@ class Worker:
         while not (self.stopping.is_set() and not self.running):
             now = time.monotonic()
             self._enforce_timeouts(now)
+            self.runners.nudge()
             if now >= next_beat:
                 self._heartbeat()
                 next_beat = now + beat_every
@@ -467,11 +492,12 @@ class Worker:
                     self.backend.purge, [JobState.SUCCEEDED, JobState.CANCELLED], self.result_ttl
                 )
                 next_purge = now + 60
-            time.sleep(0.05 if self._nearest_deadline() else min(beat_every, 0.5))
+            time.sleep(STALL if self._ticks_often() else min(beat_every, 0.5))
 
-    def _nearest_deadline(self) -> bool:
+    def _ticks_often(self) -> bool:
+        """Jobs run: timeouts to enforce, and queued jobs a runner may have to be woken for."""
         with self.lock:
-            return any(r.deadline for r in self.running.values() if not r.abandoned)
+            return bool(self.running)
 
     def _heartbeat(self) -> None:
         with self.lock:
@@ -552,7 +578,8 @@ class Worker:
         with self.lock:
             for running in self.running.values():
                 is_sync = not running.spec.is_async
-                if is_sync and running.deadline and now > running.deadline and not running.abandoned:
+                if (is_sync and running.deadline and now > running.deadline and not running.abandoned
+                        and running.ended is None):
                     running.abandoned = True
                     overran.append(running)
         for running in overran:

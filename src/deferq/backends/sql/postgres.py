@@ -60,6 +60,14 @@ TRANSIENT = ("starting up", "shutting down", "too many", "recovery", "remaining 
 logging.getLogger("psycopg.pool").addHandler(logging.NullHandler())
 
 
+def without_conflict_clause(sql: str) -> str:
+    """An enqueue statement without its ON CONFLICT DO NOTHING (see insert_plan)."""
+    clause = "\nON CONFLICT DO NOTHING\n"
+    if clause not in sql:
+        raise AssertionError("the enqueue statement lost its ON CONFLICT clause")
+    return sql.replace(clause, "\n")
+
+
 class PostgresBackend(SQLBackend):
     _trigrams: bool | None = None  # whether migration 0009 made the trigram index (else words)
     seq_ordered = False  # seq has no index of its own: a list of every state is merged per state
@@ -85,6 +93,10 @@ class PostgresBackend(SQLBackend):
             raise ConfigError("pool_size must be a whole number") from None
         self._pid = os.getpid()
         self._lock = threading.Lock()
+        # Jobs without a unique key cannot conflict (their ids are new): they go in with
+        # a plain INSERT, without the speculative insertion ON CONFLICT costs per row.
+        for name in ("enqueue", "enqueue_one"):
+            self.q[f"{name}_plain"] = without_conflict_clause(self.q[name])
         self._pools: dict[bool, ConnectionPool] = {}
         self._listener: psycopg.Connection | None = None
         self._channel: str | None = None
@@ -286,10 +298,11 @@ class PostgresBackend(SQLBackend):
             row["delay"], row["expires_in"] = items[i].delay, items[i].expires_in  # due and expiry by {now}
             row["vtime"] = items[i].vtime
             rows.append(row)
+        plain = "" if any(items[i].job.key for i in indexes) else "_plain"
         if one:
-            reply = yield Step(self.q["enqueue_one"], rows[0])
+            reply = yield Step(self.q["enqueue_one" + plain], rows[0])
         else:
-            reply = yield Step(self.q["enqueue"], {"jobs": dumps(rows, "the arguments").decode()})
+            reply = yield Step(self.q["enqueue" + plain], {"jobs": dumps(rows, "the arguments").decode()})
         times = {job_id: (run_at, now) for job_id, run_at, now in reply.rows}
         return {i: stored_view(items[i], *times[items[i].job.id]) for i in indexes if items[i].job.id in times}
 
