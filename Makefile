@@ -36,11 +36,12 @@ test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_PROCESSES) -m "not slow" \
 		-k "memory or sqlite or not (redis or postgres or mysql or cluster or shards)" $(FAST_TESTS)
 
-# Two test processes (pytest-xdist): most tests wait on stores, workers and browsers,
-# so two share this 2-core machine well; TEST_PROCESSES=0 runs them in this process.
+# Three test processes (pytest-xdist): most tests wait on stores, workers and browsers
+# (two kept a 2-core machine at a load of 1.5), so three share it well; TEST_PROCESSES=0
+# runs them in this process.
 # --dist loadgroup: a module marked xdist_group (its tests share a server, a browser or a
 # wheel built once per module) runs on one process instead of building it on each.
-TEST_PROCESSES ?= 2
+TEST_PROCESSES ?= 3
 test: $(STAMP) services browser
 	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_PROCESSES) --dist loadgroup $(PYTEST_ARGS)
 	$(MAKE) --no-print-directory test-redis-oldest
