@@ -65,12 +65,13 @@ def leftover_workers(bench_url: str) -> list[int]:
     return found
 
 
-def run_rows(tmp_path: Path, bench_url: str, peers: list[str], timeout: float) -> list[str]:
-    """A small run of `peers` (one run, 300 jobs, 10 pickups): their table rows (no "A vs
-    raw" column unless raw is among them)."""
+def run_rows(tmp_path: Path, bench_url: str, peers: list[str], timeout: float, *store: str) -> list[str]:
+    """A small run of `peers` (one run, 300 jobs, 10 pickups) on `store` (Redis unless
+    `--sqlite` or `--postgres`): their table rows (no "A vs raw" column unless raw is
+    among them)."""
     output = tmp_path / "peers.md"
     done = subprocess.run(
-        [sys.executable, "-m", "bench.peers.run", "--only", ",".join(peers), "--jobs", "300",
+        [sys.executable, "-m", "bench.peers.run", *store, "--only", ",".join(peers), "--jobs", "300",
          "--runs", "1", "--pickups", "10", "--output", str(output)],
         cwd=ROOT, env={**os.environ, "BENCH_REDIS_URL": bench_url},
         capture_output=True, text=True, timeout=timeout,
@@ -86,6 +87,13 @@ def run_rows(tmp_path: Path, bench_url: str, peers: list[str], timeout: float) -
 def test_raw_and_deferq_rows_on_redis(tmp_path, bench_redis):
     rows = run_rows(tmp_path, bench_redis, ["raw", "deferq"], timeout=100)
     assert rows[0].split("|")[3].strip() == "1.00x"  # A vs raw, for raw itself
+
+
+@pytest.mark.slow
+def test_deferq_row_on_sqlite_and_its_files_removed(tmp_path, bench_redis):
+    (row,) = run_rows(tmp_path, bench_redis, ["deferq"], 100, "--sqlite")
+    assert row.startswith("| deferq (SQLite) |") and "/" in row.split("|")[5], row  # C measured
+    assert not stores.SQLITE_DIR.exists() or not any(stores.SQLITE_DIR.glob("deferq.db*"))
 
 
 @pytest.mark.slow
