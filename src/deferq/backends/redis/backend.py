@@ -2,7 +2,8 @@
 
 Layout and reasons: keys.py and docs/redis.md. In short: per queue, one sorted set
 of waiting jobs per priority (score = due time; the part due now is the ready
-queue, so no timer has to move jobs and none can be moved twice), a sorted set of
+queue, so no timer has to move jobs and none can be moved twice), beside it a list of
+plain jobs due at their creation (first in, first out), a sorted set of
 leases, sorted sets of finished jobs, a unique-key index, a wake list that idle
 workers block on, and one hash per job. All keys of a queue share a hash tag, so
 each script runs in one Cluster slot; operations over several queues make one
@@ -137,7 +138,7 @@ class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
         queue = job.queue
         if (plain := add_args(items)) is not None:  # the commonest calls: add.lua, lean
             qk = self.keys.queue(queue)
-            call = Call(scripts.ADD, [qk.waiting[job.priority], qk.new, qk.wake], plain)
+            call = Call(scripts.ADD, [qk.waiting[job.priority], qk.new, qk.wake, qk.ready[job.priority]], plain)
             new = [] if queue in self._registered else [queue]
             return _EnqueuePlan([call], [list(range(len(items)))], new, plain=True)
         if all(item.job.queue == queue for item in items):  # the usual case, kept lean
@@ -229,7 +230,7 @@ class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
 
     @staticmethod
     def _reserve_keys(qk: QueueKeys) -> list[str]:
-        return [*qk.waiting, qk.active, qk.wake, qk.job_prefix, qk.cancelled, qk.paused]
+        return [*qk.waiting, qk.active, qk.wake, qk.job_prefix, qk.cancelled, qk.paused, *qk.ready, qk.gone]
 
     def _reserve_call(
         self, group: list[str], want: int, worker: str, lease: float, priorities: Sequence[int]
@@ -527,7 +528,7 @@ class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
 
     @staticmethod
     def _next_due_keys(qk: QueueKeys) -> tuple[str, ...]:
-        return (*qk.waiting, *qk.fair, qk.paused)
+        return (*qk.waiting, *qk.fair, *qk.ready, qk.paused)
 
     def wake_groups(self, queues: Sequence[str]) -> list[WakeGroup]:
         """The wake lists of `queues`, grouped so that one BLPOP watches each group."""
