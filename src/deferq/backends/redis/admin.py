@@ -131,7 +131,8 @@ class Admin:
         if queue is None:
             return False
         qk = self.keys.queue(queue)
-        keys = [qk.job(job_id), *qk.waiting, qk.cancelled, qk.held, qk.blocked, qk.parents(job_id), *qk.fair, qk.gone]
+        keys = [qk.job(job_id), *qk.waiting, qk.cancelled, qk.held, qk.blocked, qk.parents(job_id), *qk.fair,
+                qk.gone]
         done = self._run(Call(scripts.CANCEL, keys, [job_id]))
         if done:  # a job waiting behind it, if it held a key, takes its place
             self._run(Call(scripts.STEP_UP, list(qk.step_up_keys), []))
