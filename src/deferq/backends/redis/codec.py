@@ -77,7 +77,12 @@ def add_args(items: Sequence[Enqueue]) -> list[Any] | None:
     first = items[0]
     job = first.job
     shared = (job.queue, job.priority, job.max_attempts, job.timeout, job.run_at, first.delay)
-    args: list[Any] = [*_stored_settings(job), repr(job.run_at), repr(first.delay)]
+    settings = _stored_settings(job)
+    args: list[Any] = [*settings, repr(job.run_at), repr(first.delay)]
+    # Due at once (the ready list): the record after its creation time, made here
+    rest = b"\n" + (",".join(("", *settings)).encode() if any(settings) else b"") + b"\n"
+    due_now = not job.run_at and not first.delay
+    heads: dict[str, bytes] = {}
     for item in items:
         job = item.job
         if (
@@ -86,7 +91,13 @@ def add_args(items: Sequence[Enqueue]) -> list[Any] | None:
             or (job.queue, job.priority, job.max_attempts, job.timeout, job.run_at, item.delay) != shared
         ):
             return None
-        args += (job.id, job.task, _payload(item))
+        if due_now:
+            head = heads.get(job.task)
+            if head is None:
+                head = heads[job.task] = b"\n" + job.task.encode() + rest
+            args += (job.id, head + _payload(item))
+        else:
+            args += (job.id, job.task, _payload(item))
     return args
 
 

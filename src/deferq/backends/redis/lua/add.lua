@@ -12,7 +12,9 @@
 -- KEYS[4]     the ready list of their priority      ({P:q:Q}:ready:N)
 -- ARGV[1..5]  priority, max_attempts, timeout ('' = the default, left out of the record;
 --             timeout 'none' = none), run_at (epoch seconds, 0 = now + delay), delay
--- ARGV[6..]   id, task, payload (JSON [args, kwargs]) of each job
+-- ARGV[6..]   per job due at once (run_at and delay 0): id, the rest of its record
+--             after the creation time ("\n<task>\n<settings>\n<payload>", the caller knows
+--             it all); per job due later: id, task, payload (JSON [args, kwargs])
 -- A call repeated after its reply was lost (its first job has a record or a hash
 -- already: the script ran whole) stores nothing again.
 -- Returns the jobs' creation time as text, from which the caller derives each job's due
@@ -32,20 +34,20 @@ local settings = ''
 if run_s ~= nows or ARGV[1] .. ARGV[2] .. ARGV[3] ~= '' then
   settings = (run_s ~= nows and run_s or '') .. ',' .. ARGV[1] .. ',' .. ARGV[2] .. ',' .. ARGV[3]
 end
-local head = string.format('%.0f', micros) .. '\n'
-local tail = '\n' .. settings .. '\n'
+local ct = string.format('%.0f', micros)
 local records, members, n = {}, {}, 0
-if run_s == nows then -- due at once: the ready list, in enqueue order
-  for i = 6, #ARGV, 3 do
+if run_at == 0 and delay == 0 then -- due at once: the ready list, in enqueue order
+  for i = 6, #ARGV, 2 do
     local id = ARGV[i]
     records[n + n + 1] = id
     n = n + 1
-    records[n + n] = head .. ARGV[i + 1] .. tail .. ARGV[i + 2]
+    records[n + n] = ct .. ARGV[i + 1]
     members[n] = id
   end
   call_chunked('HSET', KEYS[2], records)
   call_chunked('LPUSH', KEYS[4], members)
 else
+  local head, tail = ct .. '\n', '\n' .. settings .. '\n'
   for i = 6, #ARGV, 3 do
     local id = ARGV[i]
     records[n + 1] = id
