@@ -67,8 +67,8 @@ local function from_set(q, p, want)
 end
 
 -- Queue q's ready list of level p from its tail, up to `want` jobs in claim order:
--- {due, id, q, due text, record}, and per entry looked at (oldest first) whether it
--- is a job's (else it is to be dropped).
+-- {due, id, q, due text (with a record: its creation time in microseconds), record},
+-- and per entry looked at (oldest first) whether it is a job's (else it is dropped).
 local function from_list(q, p, want)
   local b = (q - 1) * K
   local list, prefix = KEYS[b + 9 + p], KEYS[b + 6]
@@ -80,8 +80,14 @@ local function from_list(q, p, want)
     local records = redis.call('HMGET', new, unpack(ids))
     for j = #ids, 1, -1 do -- oldest first
       local id, record = ids[j], records[j]
-      local due = entry_due(prefix, id, record)
-      local item = due and {tonumber(due), id, q, due, record}
+      local item = nil
+      if record then -- (its due time as text only if peeking: ct kept in [4])
+        local ct = string.match(record, '^%d+') or '0'
+        item = {tonumber(ct) / 1000000, id, q, ct, record}
+      else
+        local due = entry_due(prefix, id, record)
+        item = due and {tonumber(due), id, q, due, false}
+      end
       entries[#entries + 1] = item ~= nil
       if item then items[#items + 1] = item end
     end
@@ -130,7 +136,7 @@ if peek then
   local out = {nows}
   for _, item in ipairs(taken) do
     out[#out + 1] = item[3]
-    out[#out + 1] = item[4]
+    out[#out + 1] = item[6] and created(false, item[4]) or item[4]
     out[#out + 1] = item[1]
   end
   return out
