@@ -76,25 +76,29 @@ def add_args(items: Sequence[Enqueue]) -> list[Any] | None:
     due time."""
     first = items[0]
     job = first.job
-    shared = (job.queue, job.priority, job.max_attempts, job.timeout, job.run_at, first.delay)
+    queue, priority, max_attempts, timeout, run_at, delay = (
+        job.queue, job.priority, job.max_attempts, job.timeout, job.run_at, first.delay)
     settings = _stored_settings(job)
-    args: list[Any] = [*settings, repr(job.run_at), repr(first.delay)]
+    args: list[Any] = [*settings, repr(run_at), repr(delay)]
     # Due at once (the ready list): the record after its creation time, made here
     rest = b"\n" + (",".join(("", *settings)).encode() if any(settings) else b"") + b"\n"
-    due_now = not job.run_at and not first.delay
-    heads: dict[str, bytes] = {}
+    due_now = not run_at and not delay
+    heads: dict[str, bytes] = {}  # task -> the record's part before the payload
     for item in items:
         job = item.job
         if (
             job.key is not None or item.after or job.expires_at is not None or item.expires_in is not None
-            or job.remark is not None or job.tags or job.fair_key is not None or "\n" in job.task
-            or (job.queue, job.priority, job.max_attempts, job.timeout, job.run_at, item.delay) != shared
+            or job.remark is not None or job.tags or job.fair_key is not None or job.queue != queue
+            or job.priority != priority or job.max_attempts != max_attempts or job.timeout != timeout
+            or job.run_at != run_at or item.delay != delay
         ):
             return None
+        head = heads.get(job.task)
+        if head is None:
+            if "\n" in job.task:
+                return None
+            head = heads[job.task] = b"\n" + job.task.encode() + rest
         if due_now:
-            head = heads.get(job.task)
-            if head is None:
-                head = heads[job.task] = b"\n" + job.task.encode() + rest
             args += (job.id, head + _payload(item))
         else:
             args += (job.id, job.task, _payload(item))
