@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 import deferq
-from deferq.backends.base import Enqueue
+from deferq.backends.base import Enqueue, Outcome, OutcomeKind
 from deferq.backends.redis import scripts
 from deferq.backends.search import JobQuery
 from deferq.job import Job, JobState, new_job_id
@@ -106,7 +106,7 @@ def test_a_cancelled_job_in_a_list_is_neither_counted_nor_claimed(app: deferq.Ap
     backend.delete(jobs[1].id)  # gone altogether: its entry is dropped too
     assert ids(backend.reserve(["default"], 10, "w", 30, (0, 1, 2))) == [jobs[0].id, jobs[2].id]
     assert backend.client.exists(*qk.ready) == 0
-    assert int(backend.client.hget(qk.gone, "1")) == 0
+    assert backend.client.hget(qk.gone, "1") is None  # the list emptied: nothing left to subtract
     assert backend.stats()["default"].counts["queued"] == 0
 
 
@@ -122,7 +122,7 @@ def test_a_job_touched_while_in_a_list_keeps_its_place(app: deferq.App) -> None:
     assert ids(leased) == ids(jobs)
     assert leased[0].remark == "looked at" and leased[0].attempts == 1
     # Back to waiting (a retry): its zset holds it now; nothing of the list is claimed again
-    assert backend.settle([deferq.backends.base.Outcome(leased[0], "release")]) == [True]
+    assert backend.settle([Outcome(leased[0], OutcomeKind.RELEASE)]) == [True]
     assert ids(backend.reserve(["default"], 3, "w", 30, (0, 1, 2))) == [jobs[0].id]
 
 
@@ -175,3 +175,14 @@ def test_stats_say_how_long_the_oldest_job_in_a_list_waited(app: deferq.App) -> 
     app.resume("default")
     assert ids(backend.reserve(["default"], 1, "w", 30, (0, 1, 2))) == [job.id]
     assert backend.next_due(["default"]) is None
+
+
+def test_queues_claimed_together_merge_lists_and_zsets_by_due_time(app: deferq.App) -> None:
+    backend: Any = app.backend
+    older = stored_by_previous_release(backend, 1)  # in queue default's zset
+    [newer] = backend.enqueue_many([Enqueue(Job(id=new_job_id(), task="t", args=(2,), queue="other"))])
+    [newest] = backend.enqueue_many([plain(3)])
+    backend.cancel(newest.id)
+    [last] = backend.enqueue_many([plain(4)])
+    assert ids(backend.reserve(["other", "default"], 10, "w", 30, (0, 1, 2))) == [older, newer.id, last.id]
+    assert backend.stats()["default"].counts["queued"] == 0

@@ -156,7 +156,9 @@ for _, s in ipairs(lists) do
   end
   if cut > 0 then
     redis.call('LTRIM', s.list, 0, -cut - 1)
-    if dropped > 0 then -- the entries of cancelled jobs left the list: no longer counted
+    if redis.call('EXISTS', s.list) == 0 then -- emptied: none of its entries is a cancelled job's
+      redis.call('HDEL', s.gone, s.level)
+    elseif dropped > 0 then -- the entries of cancelled jobs left the list: no longer counted
       local gone = tonumber(redis.call('HGET', s.gone, s.level)) or 0
       if gone > 0 then redis.call('HINCRBY', s.gone, s.level, -math.min(gone, dropped)) end
     end
