@@ -105,6 +105,29 @@ def add_args(items: Sequence[Enqueue]) -> list[Any] | None:
     return args
 
 
+ADD_GROUPS = 8  # at most this many add.lua calls for one batch of plain jobs of several kinds
+
+
+def add_groups(items: Sequence[Enqueue]) -> list[tuple[list[int], list[Any]]] | None:
+    """add.lua calls for plain `items` of a few kinds (queue, priority, settings, due
+    time): (positions, ARGV) of each, or None when one needs enqueue.lua, or when they
+    are of more than ADD_GROUPS kinds (one enqueue.lua call per queue is then fewer)."""
+    groups: dict[tuple[Any, ...], list[int]] = {}
+    for i, item in enumerate(items):
+        job = item.job
+        kind = (job.queue, job.priority, job.max_attempts, job.timeout, job.run_at, item.delay)
+        groups.setdefault(kind, []).append(i)
+        if len(groups) > ADD_GROUPS:
+            return None
+    calls = []
+    for positions in groups.values():
+        args = add_args([items[i] for i in positions])
+        if args is None:
+            return None
+        calls.append((positions, args))
+    return calls
+
+
 _SETTINGS = (b"run_at", b"priority", b"max_attempts", b"timeout")
 
 
