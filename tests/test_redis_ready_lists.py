@@ -188,17 +188,16 @@ def test_queues_claimed_together_merge_lists_and_zsets_by_due_time(app: deferq.A
     assert backend.stats()["default"].counts["queued"] == 0
 
 
-def test_a_batch_of_plain_jobs_of_a_few_queues_and_priorities_is_one_add_a_kind(app: deferq.App) -> None:
+def test_a_batch_of_plain_jobs_of_a_few_queues_is_one_add_a_queue(app: deferq.App) -> None:
     backend: Any = app.backend
-    items = [plain(0, priority=2), plain(1), plain(2, priority=0), plain(3),
-             Enqueue(Job(id=new_job_id(), task="t", args=(4,), queue="other"))]
+    items = [plain(0), Enqueue(Job(id=new_job_id(), task="t", args=(1,), queue="other", priority=0)), plain(2)]
     plan = backend.enqueue_plan(items)
-    assert plan.plain and len(plan.calls) == 4
+    assert plan.plain and len(plan.calls) == 2
     stored = backend.enqueue_many(items)
-    assert [j.args[0] for j in stored] == [0, 1, 2, 3, 4]
+    assert [j.args[0] for j in stored] == [0, 1, 2]
     assert [backend.get(j.id) for j in stored] == stored
-    qk = backend.keys.queue("default")
-    assert [backend.client.llen(key) for key in qk.ready] == [1, 2, 1]
-    assert [j.args[0] for j in backend.reserve(["default", "other"], 10, "w", 30, (0, 1, 2))] == [2, 1, 3, 4, 0]
-    at = [Enqueue(Job(id=new_job_id(), task="t", args=(n,), run_at=backend.now() + n)) for n in range(10)]
-    assert not backend.enqueue_plan(at).plain  # ten due times: one enqueue.lua
+    assert backend.client.llen(backend.keys.queue("default").ready[1]) == 2
+    assert backend.client.llen(backend.keys.queue("other").ready[0]) == 1
+    assert [j.args[0] for j in backend.reserve(["default", "other"], 10, "w", 30, (0, 1, 2))] == [1, 0, 2]
+    mixed = [plain(3, priority=2), plain(4)]  # one queue, two kinds: one enqueue.lua, all or nothing
+    assert not backend.enqueue_plan(mixed).plain

@@ -105,18 +105,17 @@ def add_args(items: Sequence[Enqueue]) -> list[Any] | None:
     return args
 
 
-ADD_GROUPS = 8  # at most this many add.lua calls for one batch of plain jobs of several kinds
+ADD_GROUPS = 8  # at most this many add.lua calls for one batch of plain jobs of several queues
 
 
 def add_groups(items: Sequence[Enqueue]) -> list[tuple[list[int], list[Any]]] | None:
-    """add.lua calls for plain `items` of a few kinds (queue, priority, settings, due
-    time): (positions, ARGV) of each, or None when one needs enqueue.lua, or when they
-    are of more than ADD_GROUPS kinds (one enqueue.lua call per queue is then fewer)."""
-    groups: dict[tuple[Any, ...], list[int]] = {}
+    """add.lua calls for plain `items` of a few queues, each queue's jobs of one kind
+    (priority, settings, due time): (positions, ARGV) of each queue's; None when one
+    needs enqueue.lua, when a queue's jobs differ (one script a queue keeps each queue's
+    jobs all or nothing), or when they are of more than ADD_GROUPS queues."""
+    groups: dict[str, list[int]] = {}
     for i, item in enumerate(items):
-        job = item.job
-        kind = (job.queue, job.priority, job.max_attempts, job.timeout, job.run_at, item.delay)
-        groups.setdefault(kind, []).append(i)
+        groups.setdefault(item.job.queue, []).append(i)
         if len(groups) > ADD_GROUPS:
             return None
     calls = []
