@@ -201,3 +201,24 @@ def test_a_batch_of_plain_jobs_of_a_few_queues_is_one_add_a_queue(app: deferq.Ap
     assert [j.args[0] for j in backend.reserve(["default", "other"], 10, "w", 30, (0, 1, 2))] == [1, 0, 2]
     mixed = [plain(3, priority=2), plain(4)]  # one queue, two kinds: one enqueue.lua, all or nothing
     assert not backend.enqueue_plan(mixed).plain
+
+
+def test_jobs_enqueue_lua_stores_due_at_once_without_a_key_wait_in_the_lists_too(app: deferq.App) -> None:
+    backend: Any = app.backend
+    qk = backend.keys.queue("default")
+    tagged = app.enqueue("t", [0], tags=["a"])  # enqueue.lua: a hash at once
+    mixed = backend.enqueue_many([plain(1, priority=2), plain(2)])  # one queue, two kinds: enqueue.lua
+    keyed = app.enqueue("t", [3], key="k")  # its zset: a replace may move its due time
+    expires = Job(id=new_job_id(), task="t", args=(4,), expires_at=backend.now())  # passed at the claim
+    [expiring] = backend.enqueue_many([Enqueue(expires)])
+    assert backend.client.lrange(qk.ready[1], 0, -1) == [j.id.encode() for j in (expiring, mixed[1], tagged)]
+    assert backend.client.lrange(qk.ready[2], 0, -1) == [mixed[0].id.encode()]
+    assert backend.client.zrange(qk.waiting[1], 0, -1) == [keyed.id.encode()]
+    assert backend.stats()["default"].counts["queued"] == 5
+    plan = backend.enqueue_plan([Enqueue(Job(id=tagged.id, task="t", args=(0,), tags=("a",)))])
+    assert backend._run(plan.calls[0])[1:] == [0]  # the same call again: stored already, nothing more
+    assert backend.client.llen(qk.ready[1]) == 3
+    leased = backend.reserve(["default"], 10, "w", 30, (0, 1, 2))
+    assert ids(leased) == [tagged.id, mixed[1].id, keyed.id, mixed[0].id]  # the expired one cancelled
+    assert leased[0].tags == ("a",)
+    assert backend.get(expiring.id).state == JobState.CANCELLED

@@ -14,7 +14,8 @@ Layout of one queue (P = prefix, Q = queue):
   {P:q:Q}:wait:0|1|2   zset  waiting jobs of priority high|normal|low, score = due time.
                              Jobs due later are the "delay bucket"; the part with a
                              score <= now is the ready queue (see docs/redis.md).
-  {P:q:Q}:ready:0|1|2  list  plain jobs (add.lua) due at their creation, priority high|normal|low:
+  {P:q:Q}:ready:0|1|2  list  new jobs due at their creation without a unique key, fair key or
+                             parents (add.lua, enqueue.lua), priority high|normal|low:
                              LPUSHed, taken from the tail (oldest first); claimed with the
                              waiting zset of their level by due time (reserve.lua)
   {P:q:Q}:gone         hash  level -> how many ready-list entries are of jobs cancelled
