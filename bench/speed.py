@@ -177,7 +177,7 @@ def m_memory(jobs: int) -> dict[str, float]:
     for first in range(0, jobs, 1000):
         bench.app.enqueue_many([task.call(i, ARG) for i in range(first, min(first + 1000, jobs))])
     out = {"deferq": (key_bytes(r) - before_keys) / jobs, "deferq_info": (used_memory(r) - before) / jobs}
-    ready = bench.app.backend.keys.queue("bench").waiting[1]  # type: ignore[attr-defined]
+    ready = bench.app.backend.keys.queue("bench").ready[1]  # type: ignore[attr-defined]
     out["deferq_ready"] = (r.memory_usage(ready, samples=0) or 0) / jobs
     out["deferq_hash"] = out["deferq"] - out["deferq_ready"]
     flush()
@@ -377,7 +377,7 @@ def render(results: dict[str, dict[str, float]], runs: int) -> str:
         if figure == "memory":
             lines.append(f"| (INFO used_memory delta per job) | {m['deferq_info']:,.0f} bytes | "
                          f"{m['raw_info']:,.0f} | | | |")
-            lines.append(f"| (of which: job hash and key / ready-set entry) | {m['deferq_hash']:,.0f} / "
+            lines.append(f"| (of which: job record / ready-list entry) | {m['deferq_hash']:,.0f} / "
                          f"{m['deferq_ready']:,.0f} bytes | | | | |")
         if figure == "b":
             pickup = "met" if m["pickup_p50_deferq"] <= 0.6 and m["pickup_p99_deferq"] <= 1.5 else "not met"

@@ -131,7 +131,8 @@ class Admin:
         if queue is None:
             return False
         qk = self.keys.queue(queue)
-        keys = [qk.job(job_id), *qk.waiting, qk.cancelled, qk.held, qk.blocked, qk.parents(job_id), *qk.fair]
+        keys = [qk.job(job_id), *qk.waiting, qk.cancelled, qk.held, qk.blocked, qk.parents(job_id), *qk.fair,
+                qk.gone]
         done = self._run(Call(scripts.CANCEL, keys, [job_id]))
         if done:  # a job waiting behind it, if it held a key, takes its place
             self._run(Call(scripts.STEP_UP, list(qk.step_up_keys), []))
@@ -174,6 +175,12 @@ class Admin:
         scored: list[tuple[float, str, str]] = []
         for (q, _), reply in zip(commands, self._read([c for _, c in commands]), strict=True):
             scored += [(score, member.decode(), q) for member, score in reply]
+        if state == JobState.QUEUED:  # and the ready lists' newest (page.lua reads their due times)
+            lists = [(q, key) for q in queues for key in self.keys.queue(q).ready]
+            calls = [Call(scripts.PAGE, [key, self.keys.queue(q).job_prefix], ["+inf", "-inf", "", "", limit, ""])
+                     for q, key in lists]
+            for (q, _), reply in zip(lists, self._run_all(calls), strict=True):
+                scored += [(float(reply[i + 1]), reply[i].decode(), q) for i in range(0, len(reply), 2)]
         if state == JobState.ACTIVE:  # most recently due first, as for waiting jobs
             jobs = self._fetch([(q, i) for _, i, q in scored])
             jobs.sort(key=lambda j: (j.run_at, j.id), reverse=True)
@@ -267,7 +274,8 @@ class Admin:
 
     def _stats_call(self, queue: str) -> Call:
         qk = self.keys.queue(queue)
-        keys = [*qk.waiting, qk.active, qk.succeeded, qk.dead, qk.cancelled, qk.held, qk.blocked, *qk.fair]
+        keys = [*qk.waiting, qk.active, qk.succeeded, qk.dead, qk.cancelled, qk.held, qk.blocked, *qk.fair,
+                *qk.ready, qk.gone]
         return Call(scripts.STATS, keys, [])
 
     @guarded

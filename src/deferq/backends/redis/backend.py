@@ -2,7 +2,8 @@
 
 Layout and reasons: keys.py and docs/redis.md. In short: per queue, one sorted set
 of waiting jobs per priority (score = due time; the part due now is the ready
-queue, so no timer has to move jobs and none can be moved twice), a sorted set of
+queue, so no timer has to move jobs and none can be moved twice), beside it a list of
+plain jobs due at their creation (first in, first out), a sorted set of
 leases, sorted sets of finished jobs, a unique-key index, a wake list that idle
 workers block on, and one hash per job. All keys of a queue share a hash tag, so
 each script runs in one Cluster slot; operations over several queues make one
@@ -23,13 +24,13 @@ from urllib.parse import parse_qsl, urlsplit
 from redis.exceptions import NoScriptError
 
 from ...errors import StoreUnavailable
-from ...job import Job, dumps
+from ...job import Job, JobState, dumps, stamped
 from .. import fair
 from ..base import Backend, Enqueue, Heartbeat, Outcome
 from ..history import recovered
 from . import flows, scripts
 from .admin import BATCH, Admin
-from .codec import MAX_ATTEMPTS, add_args, enqueue_args, job_from_hash, leased_job, pairs
+from .codec import MAX_ATTEMPTS, add_args, add_groups, enqueue_args, job_from_hash, leased_job, pairs
 from .connection import (
     CLIENT_DEFAULTS,
     Target,
@@ -50,6 +51,7 @@ T = TypeVar("T")
 # settle.lua: where an outcome's target zset is in its queue's block of keys (_settle_keys)
 _FINISHED_AT = {"cancelled": 3, "succeeded": 5, "dead": 6}
 _WAITING_AT = 7  # + the job's priority
+QUEUED = JobState.QUEUED
 _BACK = frozenset(("retry", "release", "snooze"))  # outcomes that put the job back to waiting
 SWEEP_BATCHES = 10  # at most this many BATCHes of marks per sweep (the next sweep goes on)
 WAIT_SLICE = 5.0  # seconds one blocking wait for a job's finish may last (below socket_timeout)
@@ -132,14 +134,21 @@ class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
 
     # -- producing --------------------------------------------------------------------
 
+    def _add_call(self, job: Job, args: list[Any]) -> Call:
+        qk = self.keys.queue(job.queue)
+        return Call(scripts.ADD, [qk.waiting[job.priority], qk.new, qk.wake, qk.ready[job.priority]], args)
+
     def enqueue_plan(self, items: Sequence[Enqueue]) -> _EnqueuePlan:
         job = items[0].job
         queue = job.queue
         if (plain := add_args(items)) is not None:  # the commonest calls: add.lua, lean
-            qk = self.keys.queue(queue)
-            call = Call(scripts.ADD, [qk.waiting[job.priority], qk.new, qk.wake], plain)
             new = [] if queue in self._registered else [queue]
-            return _EnqueuePlan([call], [list(range(len(items)))], new, plain=True)
+            return _EnqueuePlan([self._add_call(job, plain)], [list(range(len(items)))], new, plain=True)
+        if (groups := add_groups(items)) is not None:  # plain jobs of a few queues or priorities
+            calls = [self._add_call(items[positions[0]].job, args) for positions, args in groups]
+            queues = dict.fromkeys(items[positions[0]].job.queue for positions, _ in groups)
+            new = [q for q in queues if q not in self._registered]
+            return _EnqueuePlan(calls, [positions for positions, _ in groups], new, plain=True)
         if all(item.job.queue == queue for item in items):  # the usual case, kept lean
             by_queue = {queue: list(range(len(items)))}
         else:
@@ -172,10 +181,15 @@ class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
             self._registered.update(queues)
 
     def enqueue_results(self, items: Sequence[Enqueue], plan: _EnqueuePlan, replies: list[Any]) -> list[Job]:
-        if plan.plain:  # add.lua: all stored, its reply is when
-            now = float(replies[0])
-            return [item.stored(now) for item in items]
+        if plan.plain and len(replies) == 1:  # add.lua: all stored, its reply is when
+            return self._added(items, float(replies[0]))
         stored: list[Job | None] = [None] * len(items)
+        if plan.plain:  # one add.lua a kind
+            for positions, reply in zip(plan.positions, replies, strict=True):
+                added = self._added([items[i] for i in positions], float(reply))
+                for i, job in zip(positions, added, strict=True):
+                    stored[i] = job
+            return stored  # type: ignore[return-value]
         for positions, reply in zip(plan.positions, replies, strict=True):
             now = float(reply[0])
             if len(reply) == len(positions) + 1 and reply.count(0) == len(positions):  # all stored: no holder
@@ -189,6 +203,14 @@ class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
                     holder_id, fields = entry
                     stored[i] = job_from_hash(holder_id.decode(), items[i].job.queue, pairs(fields), now)
         return stored  # type: ignore[return-value]
+
+    @staticmethod
+    def _added(items: Sequence[Enqueue], now: float) -> list[Job]:
+        """Jobs of one add.lua call as stored at `now` (they share their due time)."""
+        first = items[0]
+        if not first.job.run_at and not first.delay:  # all due at once (add_args): stamped here
+            return [stamped(item.job, QUEUED, now, now, None, now) for item in items]
+        return [item.stored(now) for item in items]
 
     @guarded
     def enqueue_many(self, items: Sequence[Enqueue], connection: Any = None) -> list[Job]:
@@ -229,7 +251,7 @@ class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
 
     @staticmethod
     def _reserve_keys(qk: QueueKeys) -> list[str]:
-        return [*qk.waiting, qk.active, qk.wake, qk.job_prefix, qk.cancelled, qk.paused]
+        return [*qk.waiting, qk.active, qk.wake, qk.job_prefix, qk.cancelled, qk.paused, *qk.ready, qk.gone]
 
     def _reserve_call(
         self, group: list[str], want: int, worker: str, lease: float, priorities: Sequence[int]
@@ -527,7 +549,7 @@ class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
 
     @staticmethod
     def _next_due_keys(qk: QueueKeys) -> tuple[str, ...]:
-        return (*qk.waiting, *qk.fair, qk.paused)
+        return (*qk.waiting, *qk.fair, *qk.ready, qk.paused)
 
     def wake_groups(self, queues: Sequence[str]) -> list[WakeGroup]:
         """The wake lists of `queues`, grouped so that one BLPOP watches each group."""

@@ -76,18 +76,55 @@ def add_args(items: Sequence[Enqueue]) -> list[Any] | None:
     due time."""
     first = items[0]
     job = first.job
-    shared = (job.queue, job.priority, job.max_attempts, job.timeout, job.run_at, first.delay)
-    args: list[Any] = [*_stored_settings(job), repr(job.run_at), repr(first.delay)]
+    queue, priority, max_attempts, timeout, run_at, delay = (
+        job.queue, job.priority, job.max_attempts, job.timeout, job.run_at, first.delay)
+    settings = _stored_settings(job)
+    args: list[Any] = [*settings, repr(run_at), repr(delay)]
+    # Due at once (the ready list): the record after its creation time, made here
+    rest = b"\n" + (",".join(("", *settings)).encode() if any(settings) else b"") + b"\n"
+    due_now = not run_at and not delay
+    heads: dict[str, bytes] = {}  # task -> the record's part before the payload
     for item in items:
         job = item.job
         if (
             job.key is not None or item.after or job.expires_at is not None or item.expires_in is not None
-            or job.remark is not None or job.tags or job.fair_key is not None or "\n" in job.task
-            or (job.queue, job.priority, job.max_attempts, job.timeout, job.run_at, item.delay) != shared
+            or job.remark is not None or job.tags or job.fair_key is not None or job.queue != queue
+            or job.priority != priority or job.max_attempts != max_attempts or job.timeout != timeout
+            or job.run_at != run_at or item.delay != delay
         ):
             return None
-        args += (job.id, job.task, _payload(item))
+        head = heads.get(job.task)
+        if head is None:
+            if "\n" in job.task:
+                return None
+            head = heads[job.task] = b"\n" + job.task.encode() + rest
+        if due_now:
+            args += (job.id, head + _payload(item))
+        else:
+            args += (job.id, job.task, _payload(item))
     return args
+
+
+ADD_GROUPS = 8  # at most this many add.lua calls for one batch of plain jobs of several queues
+
+
+def add_groups(items: Sequence[Enqueue]) -> list[tuple[list[int], list[Any]]] | None:
+    """add.lua calls for plain `items` of a few queues, each queue's jobs of one kind
+    (priority, settings, due time): (positions, ARGV) of each queue's; None when one
+    needs enqueue.lua, when a queue's jobs differ (one script a queue keeps each queue's
+    jobs all or nothing), or when they are of more than ADD_GROUPS queues."""
+    groups: dict[str, list[int]] = {}
+    for i, item in enumerate(items):
+        groups.setdefault(item.job.queue, []).append(i)
+        if len(groups) > ADD_GROUPS:
+            return None
+    calls = []
+    for positions in groups.values():
+        args = add_args([items[i] for i in positions])
+        if args is None:
+            return None
+        calls.append((positions, args))
+    return calls
 
 
 _SETTINGS = (b"run_at", b"priority", b"max_attempts", b"timeout")

@@ -14,6 +14,12 @@ Layout of one queue (P = prefix, Q = queue):
   {P:q:Q}:wait:0|1|2   zset  waiting jobs of priority high|normal|low, score = due time.
                              Jobs due later are the "delay bucket"; the part with a
                              score <= now is the ready queue (see docs/redis.md).
+  {P:q:Q}:ready:0|1|2  list  new jobs due at their creation without a unique key, fair key or
+                             parents (add.lua, enqueue.lua), priority high|normal|low:
+                             LPUSHed, taken from the tail (oldest first); claimed with the
+                             waiting zset of their level by due time (reserve.lua)
+  {P:q:Q}:gone         hash  level -> how many ready-list entries are of jobs cancelled
+                             there (left for the claim to drop: stats subtracts them)
   {P:q:Q}:fair:0|1|2   zset  due jobs with a fair key (backends/fair.py), score = virtual
                              time: claimed in that order, each key in turn
   {P:q:Q}:fairnext:0|1|2 zset fair key -> the virtual time of its next job
@@ -66,6 +72,8 @@ class QueueKeys:
     name: str
     tag: str
     waiting: tuple[str, ...]  # indexed by priority level
+    ready: tuple[str, ...]  # indexed by priority level: lists of plain jobs due at their creation
+    gone: str
     fair: tuple[str, ...]  # indexed by priority level: due jobs with a fair key, by virtual time
     active: str
     succeeded: str
@@ -127,6 +135,8 @@ class KeySpace:
                 name=name,
                 tag=tag,
                 waiting=tuple(f"{tag}:wait:{level}" for level in Priority.LEVELS),
+                ready=tuple(f"{tag}:ready:{level}" for level in Priority.LEVELS),
+                gone=f"{tag}:gone",
                 fair=tuple(f"{tag}:fair:{level}" for level in Priority.LEVELS),
                 active=f"{tag}:active",
                 succeeded=f"{tag}:succeeded",

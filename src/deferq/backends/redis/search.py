@@ -127,7 +127,7 @@ class RedisSearch(SearchStore):
             queue, key, high, low = sets[i]
             after = ["", ""] if where is None else [repr(float(where[0])), str(where[1])]
             prefix = self.keys.queue(queue).job_prefix
-            calls.append(Call(scripts.PAGE, [key], [high, low, *after, k, prefix, task]))
+            calls.append(Call(scripts.PAGE, self._page_keys(queue, key), [high, low, *after, k, prefix, task]))
         looked = 0
         for i, reply in zip(ahead, self._run_all(calls), strict=True):
             queue, _, high, low = sets[i]
@@ -172,8 +172,16 @@ class RedisSearch(SearchStore):
             return [(qk.active, "+inf", "-inf")]
         if state == JobState.BLOCKED:
             return [(qk.blocked, "+inf", "-inf")]
-        high, low = ("+inf", f"({now}") if state == JobState.SCHEDULED else (now, "-inf")
-        return [(key, high, low) for key in (*qk.waiting, qk.held, *qk.fair)]
+        if state == JobState.SCHEDULED:
+            return [(key, "+inf", f"({now}") for key in (*qk.waiting, qk.held, *qk.fair)]
+        return [*((key, now, "-inf") for key in (*qk.waiting, qk.held, *qk.fair)),
+                *((key, "+inf", "-inf") for key in qk.ready)]  # (all due: at their creation)
+
+    def _page_keys(self, queue: str, key: str) -> list[str]:
+        """KEYS of page.lua for one of `_sets`: a ready list's entries are read with their
+        jobs (their due times are the jobs' creation times)."""
+        qk = self.keys.queue(queue)
+        return [key, qk.job_prefix] if key in qk.ready else [key]
 
     def _state_page(
         self,
@@ -191,7 +199,8 @@ class RedisSearch(SearchStore):
             return []
         by_task = query.task is not None
         prefixes = {q: self.keys.queue(q).job_prefix if by_task else "" for q in queues}
-        calls = [Call(scripts.PAGE, [key], [high, low, *after, size, prefixes[q]]) for q, key, high, low in sets]
+        calls = [Call(scripts.PAGE, self._page_keys(q, key), [high, low, *after, size, prefixes[q]])
+                 for q, key, high, low in sets]
         stride = 3 if by_task else 2
         found: list[tuple[float, str, str, bool]] = []  # (score, id, queue, whether its task matches)
         for (queue, _, high, low), reply in zip(sets, self._run_all(calls), strict=True):

@@ -123,6 +123,21 @@ local function due_at(run_at, created_at, created_us)
   return run_at or created(created_at, created_us)
 end
 
+-- An entry `id` of a ready list (add.lua) of the queue whose job-key prefix is `prefix`
+-- ({P:q:Q}:job:), with the job's record in `new` (false when it has none): the job's due
+-- time as text while the entry is the job's, else nil (a cancelled or deleted job, or one
+-- back in a waiting zset: the entry is to be dropped). Without a record, the entry is
+-- the job's while the job is queued and in no waiting zset: something (a remark, a
+-- waiter, a link) gave it a hash while it waited in the list.
+local function entry_due(prefix, id, record)
+  if record then return created(false, string.match(record, '^%d+') or '0') end
+  local f = redis.call('HMGET', prefix .. id, 'state', 'priority', 'run_at', 'created_at', 'ct')
+  if f[1] == 'queued' and not redis.call('ZSCORE', string.sub(prefix, 1, -5) .. 'wait:' .. level(f[2]), id) then
+    return due_at(f[3], f[4], f[5]) or '0'
+  end
+  return nil
+end
+
 -- Leave one token in a queue's wake list, so a worker blocked on it looks again.
 -- One token is enough: a worker that takes a full batch passes the token on.
 local function wake(key)

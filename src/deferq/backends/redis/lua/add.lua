@@ -2,18 +2,27 @@
 -- run after, no expiry, no remark (enqueue.lua does those). By far the commonest
 -- enqueue, so it is lean: what the jobs share comes once, then three values per job,
 -- and each job is one field of the queue's `new` hash (its record, record_fields) and
--- one member of a waiting zset: no key of its own until something touches it (a
--- third of the memory of a hash per job, and one HSET per batch).
+-- one entry of its priority's ready list when due at once (pushed at the head, claimed
+-- from the tail: first in, first out), else one member of its waiting zset: no key of
+-- its own until something touches it.
 --
 -- KEYS[1]     the waiting zset of their priority    ({P:q:Q}:wait:N)
 -- KEYS[2]     the queue's hash of new jobs' records ({P:q:Q}:new)
 -- KEYS[3]     wake list                             ({P:q:Q}:wake)
+-- KEYS[4]     the ready list of their priority      ({P:q:Q}:ready:N)
 -- ARGV[1..5]  priority, max_attempts, timeout ('' = the default, left out of the record;
 --             timeout 'none' = none), run_at (epoch seconds, 0 = now + delay), delay
--- ARGV[6..]   id, task, payload (JSON [args, kwargs]) of each job
--- Returns now as text: each job's creation time, from which the caller derives its
--- due time exactly as stored.
+-- ARGV[6..]   per job due at once (run_at and delay 0): id, the rest of its record
+--             after the creation time ("\n<task>\n<settings>\n<payload>", the caller knows
+--             it all); per job due later: id, task, payload (JSON [args, kwargs])
+-- A call repeated after its reply was lost (its first job has a record or a hash
+-- already: the script ran whole) stores nothing again.
+-- Returns the jobs' creation time as text, from which the caller derives each job's due
+-- time exactly as stored.
 local now, nows, micros = clock()
+local first = redis.call('HGET', KEYS[2], ARGV[6])
+if first then return created(false, string.match(first, '^%d+')) end
+if redis.call('EXISTS', string.sub(KEYS[2], 1, -4) .. 'job:' .. ARGV[6]) == 1 then return nows end
 local run_s = nows
 local run_at, delay = tonumber(ARGV[4]), tonumber(ARGV[5])
 if run_at ~= 0 then
@@ -25,16 +34,30 @@ local settings = ''
 if run_s ~= nows or ARGV[1] .. ARGV[2] .. ARGV[3] ~= '' then
   settings = (run_s ~= nows and run_s or '') .. ',' .. ARGV[1] .. ',' .. ARGV[2] .. ',' .. ARGV[3]
 end
-local head = string.format('%.0f', micros) .. '\n'
-local tail = '\n' .. settings .. '\n'
-local records, members = {}, {}
-for i = 6, #ARGV, 3 do
-  records[#records + 1] = ARGV[i]
-  records[#records + 1] = head .. ARGV[i + 1] .. tail .. ARGV[i + 2]
-  members[#members + 1] = run_s
-  members[#members + 1] = ARGV[i]
+local ct = string.format('%.0f', micros)
+local records, members, n = {}, {}, 0
+if run_at == 0 and delay == 0 then -- due at once: the ready list, in enqueue order
+  for i = 6, #ARGV, 2 do
+    local id = ARGV[i]
+    records[n + n + 1] = id
+    n = n + 1
+    records[n + n] = ct .. ARGV[i + 1]
+    members[n] = id
+  end
+  call_chunked('HSET', KEYS[2], records)
+  call_chunked('LPUSH', KEYS[4], members)
+else
+  local head, tail = ct .. '\n', '\n' .. settings .. '\n'
+  for i = 6, #ARGV, 3 do
+    local id = ARGV[i]
+    records[n + 1] = id
+    records[n + 2] = head .. ARGV[i + 1] .. tail .. ARGV[i + 2]
+    members[n + 1] = run_s
+    members[n + 2] = id
+    n = n + 2
+  end
+  call_chunked('HSET', KEYS[2], records)
+  call_chunked('ZADD', KEYS[1], members)
 end
-call_chunked('HSET', KEYS[2], records)
-call_chunked('ZADD', KEYS[1], members)
 wake(KEYS[3])
 return nows

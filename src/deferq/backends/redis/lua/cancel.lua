@@ -9,12 +9,14 @@
 -- KEYS[7]     blocked zset of its queue
 -- KEYS[8]     its set of unfinished parents ({P:q:Q}:parents:<id>)
 -- KEYS[9..11] fair zsets of priority 0, 1, 2 of its queue
+-- KEYS[12]    its queue's count of cancelled entries left in its ready lists (a job in
+--             no zset waits in one: reserve.lua drops the entry when it meets it)
 -- ARGV[1]     job id
 -- Returns 1 when cancelled or asked to stop, 2 when cancelled and jobs run after it
 -- (the caller releases them: flows.py), 0 otherwise.
 local now, nows = clock()
 materialize(KEYS[1], ARGV[1])
-local f = redis.call('HMGET', KEYS[1], 'state', 'notify')
+local f = redis.call('HMGET', KEYS[1], 'state', 'notify', 'priority')
 local state = f[1]
 if state == 'active' then
   if redis.call('HSETNX', KEYS[1], 'cancel_requested_at', nows) == 1 then
@@ -26,7 +28,9 @@ if state == 'blocked' then
   redis.call('ZREM', KEYS[7], ARGV[1])
   redis.call('DEL', KEYS[8])
 elseif state == 'queued' then
-  for _, k in ipairs({2, 3, 4, 6, 9, 10, 11}) do redis.call('ZREM', KEYS[k], ARGV[1]) end
+  local removed = 0
+  for _, k in ipairs({2, 3, 4, 6, 9, 10, 11}) do removed = removed + redis.call('ZREM', KEYS[k], ARGV[1]) end
+  if removed == 0 then redis.call('HINCRBY', KEYS[12], level(f[3]), 1) end
 else
   return 0
 end

@@ -22,6 +22,9 @@
 --             Such an item is stored BLOCKED: in the queue's blocked zset, with its
 --             parents in {P:q:Q}:parents:<id>, and in the queue's linking zset (due for
 --             the sweep 10 s on) until the caller has linked it (flows.py).
+-- A job due at once without a unique key, fair key or parents waits in its priority's
+-- ready list ({P:q:Q}:ready:N, named from the job-key prefix), as add.lua's: an item
+-- whose hash exists already is then not stored again (the same call run again).
 -- The due time is run_at, else now + delay, computed from `now` as returned, so
 -- the caller derives exactly the stored value without reading it back.
 -- A key held by an unfinished job: `ignore` answers with the job that will run next
@@ -55,6 +58,15 @@ if #ARGV > items * STRIDE then
   end
 end
 local tag = string.sub(KEYS[6], 1, -5)
+local pushes = {}
+-- Whether item i, once stored, waits in its priority's ready list (as add.lua's jobs due
+-- at once): due at once, without a unique key (a holder's replace moves its due time in
+-- its zset), a fair key or jobs to run after.
+local function listed(i)
+  local b = i * STRIDE
+  return ARGV[b + 7] == '' and ARGV[b + 15] == '' and tonumber(ARGV[b + 8]) == 0 and tonumber(ARGV[b + 9]) == 0
+    and not (links and links[i + 1])
+end
 for i = 0, items - 1 do
   local b = i * STRIDE
   local id, key, mode = ARGV[b + 1], ARGV[b + 7], ARGV[b + 11]
@@ -108,8 +120,9 @@ for i = 0, items - 1 do
       stored = true
     end
     out[i + 2] = {answer, redis.call('HGETALL', KEYS[6] .. answer)}
-  elseif links and links[i + 1] and redis.call('EXISTS', KEYS[9 + i]) == 1 then
-    out[i + 2] = 0 -- stored by this very call, run again (a lost reply): its edges may have moved on
+  elseif (links and links[i + 1] or listed(i)) and redis.call('EXISTS', KEYS[9 + i]) == 1 then
+    out[i + 2] = 0 -- stored by this very call, run again (a lost reply): its edges may have moved
+    -- on; a job bound for a ready list is there already, or claimed since
   else
     local job = KEYS[9 + i]
     local fields = new_hash(micros_s, run_s, nows, ARGV[b + 4], ARGV[b + 5], ARGV[b + 6])
@@ -155,6 +168,8 @@ for i = 0, items - 1 do
       if key ~= '' then redis.call('HSET', KEYS[4], key, id) end
       if fair_key ~= '' and run_at == 0 and delay == 0 then -- due now: claimed by virtual time
         fair_place(tag, level(ARGV[b + 4]), fair_key, tonumber(ARGV[b + 16]), id)
+      elseif listed(i) then -- due now, no key: its priority's ready list, in enqueue order
+        collect(pushes, tag .. 'ready:' .. level(ARGV[b + 4]), id)
       else
         collect(adds, KEYS[level(ARGV[b + 4]) + 1], run_s, id)
       end
@@ -164,5 +179,6 @@ for i = 0, items - 1 do
   end
 end
 flush('ZADD', adds)
+flush('LPUSH', pushes)
 if stored then wake(KEYS[5]) end
 return out

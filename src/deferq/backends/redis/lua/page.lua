@@ -1,7 +1,9 @@
 -- page: the next members of one sorted set of jobs, highest score first, for a keyset
 -- page (backends/redis/search.py).
 --
--- KEYS[1]     the sorted set (a queue's waiting, active or finished jobs)
+-- KEYS[1]     the sorted set (a queue's waiting, active or finished jobs), or a ready list
+-- KEYS[2]     (only with a ready list) its queue's job-key prefix: the list is read as the
+--             set of its jobs scored by due time (their creation: newest at the head)
 -- ARGV[1]     highest score wanted ('+inf', or a score)
 -- ARGV[2]     lowest score wanted ('-inf', or '(' score): the caller drops what is below
 -- ARGV[3]     the cursor's score ('' on the first page)
@@ -45,6 +47,43 @@ local function with_tasks(items)
     out[#out + 1] = task_of(items[i]) or ''
   end
   return out
+end
+if KEYS[2] then -- a ready list: its entries stand in (due, id) order, highest first
+  local prefix = KEYS[2]
+  local new = string.sub(prefix, 1, -5) .. 'new'
+  local n = redis.call('LLEN', key)
+  local function due_of(i) -- entry i's due time (number and text) and id; nil: not a job's
+    local id = redis.call('LINDEX', key, i)
+    local text = id and entry_due(prefix, id, redis.call('HGET', new, id))
+    if text then return tonumber(text), text, id end
+  end
+  local cursor, high = tonumber(ARGV[3]), tonumber(ARGV[1]) or math.huge
+  local function past(i) -- whether the first job's entry from i on comes after the cursor
+    while i < n do
+      local due, _, id = due_of(i)
+      if due then
+        if cursor then return due < cursor or (due == cursor and id < ARGV[4]) end
+        return due <= high
+      end
+      i = i + 1
+    end
+    return true
+  end
+  local lo, hi = 0, n
+  while lo < hi do
+    local mid = math.floor((lo + hi) / 2)
+    if past(mid) then hi = mid else lo = mid + 1 end
+  end
+  local items = {}
+  while lo < n and #items < limit * 2 do
+    local due, text, id = due_of(lo)
+    if due then
+      items[#items + 1] = id
+      items[#items + 1] = text
+    end
+    lo = lo + 1
+  end
+  return with_tasks(items)
 end
 if ARGV[3] ~= '' then
   local first = redis.call('ZREVRANK', key, ARGV[4])

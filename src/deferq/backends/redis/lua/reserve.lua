@@ -1,8 +1,9 @@
 -- reserve: lease up to `limit` due jobs of one or more queues to a worker.
 --
--- KEYS, 8 per queue: waiting zsets of priority 0, 1, 2; active zset; wake list;
+-- KEYS, 12 per queue: waiting zsets of priority 0, 1, 2; active zset; wake list;
 --             job-key prefix (leased jobs' hashes are prefix .. id, same slot);
---             cancelled zset; paused flag (a paused queue is passed over)
+--             cancelled zset; paused flag (a paused queue is passed over); ready lists of
+--             priority 0, 1, 2 (add.lua); hash of cancelled entries left in those lists
 -- ARGV[1]     limit
 -- ARGV[2]     worker name
 -- ARGV[3]     lease seconds
@@ -12,9 +13,14 @@
 --             priority p as p and as its fair level p + 10: fair.claim_levels)
 -- Jobs are taken by level preference, then due time (at a fair level: virtual time, from
 -- the queue's fair zset, whose jobs are all due), then enqueue order (ids of equal due
--- time sort by enqueue order). Each taken job's attempts grows by one.
+-- time sort by enqueue order). At a level p, the due part of the waiting zset and the
+-- ready list (its jobs are due at their creation, oldest at the tail) are merged in that
+-- order. Each taken job's attempts grows by one.
 -- A job add.lua stored gets its hash from its record in `new` (record_fields). A job id
--- with neither (deleted by hand) is dropped from the queue. A job
+-- with neither (deleted by hand) is dropped from the queue. An entry of a ready list is
+-- the job's while the job has its record, or is queued and in no waiting zset (something
+-- gave it a hash while it waited there); else it is dropped (a cancelled job, counted in
+-- the queue's `gone` hash until then). A job
 -- whose expiry has passed is not leased: it is cancelled ("expired"), its attempt not
 -- counted, and left out of the answer (so fewer than `limit` may come back); jobs that
 -- run after it hear of it at the next sweep (on_finish).
@@ -29,56 +35,100 @@ local now, nows = clock()
 local limit = tonumber(ARGV[1])
 local worker = ARGV[2]
 local lease_until = fmt(now + tonumber(ARGV[3]))
-local nq = #KEYS / 8
+local K = 12
+local nq = #KEYS / K
 local taken = {}
 local open = {}
 for q = 1, nq do
-  if not is_paused(KEYS[q * 8]) then open[#open + 1] = q end
+  if not is_paused(KEYS[q * K - 4]) then open[#open + 1] = q end
 end
+local peek = ARGV[4] == 'peek'
 
 -- The zset of queue q's stored level p: its waiting zset, or at a fair level its fair one
 -- (named from its job-key prefix, "{P:q:Q}:job:": same slot).
 local function set_of(q, p)
-  if p >= 10 then return string.sub(KEYS[(q - 1) * 8 + 6], 1, -5) .. 'fair:' .. (p - 10) end
-  return KEYS[(q - 1) * 8 + p + 1]
-end
-local function due(zset, p, want, scores)
-  if p >= 10 then
-    if scores then return redis.call('ZRANGE', zset, 0, want - 1, 'WITHSCORES') end
-    return redis.call('ZRANGE', zset, 0, want - 1)
-  end
-  if scores then return redis.call('ZRANGEBYSCORE', zset, '-inf', now, 'WITHSCORES', 'LIMIT', 0, want) end
-  return redis.call('ZRANGEBYSCORE', zset, '-inf', now, 'LIMIT', 0, want)
+  if p >= 10 then return string.sub(KEYS[(q - 1) * K + 6], 1, -5) .. 'fair:' .. (p - 10) end
+  return KEYS[(q - 1) * K + p + 1]
 end
 
-local peek = ARGV[4] == 'peek'
+-- Queue q's due jobs of level p in its zset, in claim order: {due, id, q, due text}.
+local function from_set(q, p, want)
+  local zset, ids = set_of(q, p), nil
+  if p >= 10 then
+    ids = redis.call('ZRANGE', zset, 0, want - 1, 'WITHSCORES')
+  else
+    ids = redis.call('ZRANGEBYSCORE', zset, '-inf', now, 'WITHSCORES', 'LIMIT', 0, want)
+  end
+  local items = {}
+  for j = 1, #ids, 2 do
+    items[#items + 1] = {tonumber(ids[j + 1]), ids[j], q, ids[j + 1]}
+  end
+  return {items = items}
+end
+
+-- Queue q's ready list of level p from its tail, up to `want` jobs in claim order:
+-- {due, id, q, due text (with a record: its creation time in microseconds), record},
+-- and per entry looked at (oldest first) whether it is a job's (else it is dropped).
+local function from_list(q, p, want)
+  local b = (q - 1) * K
+  local list, prefix = KEYS[b + 9 + p], KEYS[b + 6]
+  local new = string.sub(prefix, 1, -5) .. 'new'
+  local items, entries, seen = {}, {}, 0
+  while #items < want and seen < want + 1000 do -- (a long run of dropped entries: the next call goes on)
+    local ids = redis.call('LRANGE', list, -(seen + want - #items), -(seen + 1))
+    if #ids == 0 then break end
+    local records = redis.call('HMGET', new, unpack(ids))
+    for j = #ids, 1, -1 do -- oldest first
+      local id, record = ids[j], records[j]
+      local item = nil
+      if record then -- (its due time as text only if peeking: ct kept in [4])
+        local ct = string.match(record, '^%d+') or '0'
+        item = {tonumber(ct) / 1000000, id, q, ct, record}
+      else
+        local due = entry_due(prefix, id, record)
+        item = due and {tonumber(due), id, q, due, false}
+      end
+      entries[#entries + 1] = item ~= nil
+      if item then items[#items + 1] = item end
+    end
+    seen = seen + #ids
+  end
+  return {items = items, entries = entries, list = list, level = p, gone = KEYS[b + 12]}
+end
+
+local function before(a, b)
+  if a[1] ~= b[1] then return a[1] < b[1] end
+  return a[2] < b[2]
+end
+
+local lists = {}
 for pi = 5, #ARGV do
   local p = tonumber(ARGV[pi])
   local want = limit - #taken
   if want <= 0 then break end
-  if #open == 1 and not peek then -- one queue: its zset's order, no scores to merge by
-    local q = open[1]
-    local ids = due(set_of(q, p), p, want, false)
-    for j = 1, #ids do
-      taken[#taken + 1] = {ids[j], q, p}
-    end
-  else
-    local found = {}
-    for _, q in ipairs(open) do
-      local ids = due(set_of(q, p), p, want, true)
-      for j = 1, #ids, 2 do
-        found[#found + 1] = {tonumber(ids[j + 1]), ids[j], q, ids[j + 1]}
+  local streams = {}
+  for _, q in ipairs(open) do
+    local s = from_set(q, p, want)
+    if #s.items > 0 then streams[#streams + 1] = s end
+    if p < 10 then
+      s = from_list(q, p, want)
+      if #s.entries > 0 then
+        streams[#streams + 1] = s
+        lists[#lists + 1] = s
       end
     end
-    if nq > 1 then
-      table.sort(found, function(a, b)
-        if a[1] ~= b[1] then return a[1] < b[1] end
-        return a[2] < b[2]
-      end)
+  end
+  for _, s in ipairs(streams) do s.next = 1 end
+  while #taken < limit do -- merge the streams, each in its own order
+    local best = nil
+    for _, s in ipairs(streams) do
+      local item = s.items[s.next]
+      if item and (best == nil or before(item, best.items[best.next])) then best = s end
     end
-    for j = 1, math.min(want, #found) do
-      taken[#taken + 1] = {found[j][2], found[j][3], p, found[j][4]}
-    end
+    if best == nil then break end
+    local item = best.items[best.next]
+    best.next = best.next + 1
+    taken[#taken + 1] = {item[2], item[3], p, item[4], best.entries and true or false, item[5]}
   end
 end
 
@@ -86,21 +136,47 @@ if peek then
   local out = {nows}
   for _, item in ipairs(taken) do
     out[#out + 1] = item[3]
-    out[#out + 1] = item[4]
+    out[#out + 1] = item[6] and created(false, item[4]) or item[4]
     out[#out + 1] = item[1]
   end
   return out
 end
 
+-- The ready lists lose the entries taken and those dropped before the first left.
+for _, s in ipairs(lists) do
+  local used, kept, dropped = s.next - 1, 0, 0
+  local cut = #s.entries
+  for j, mine in ipairs(s.entries) do
+    if mine then
+      kept = kept + 1
+      if kept > used then cut = j - 1; break end
+    else
+      dropped = dropped + 1
+    end
+  end
+  if cut > 0 then
+    redis.call('LTRIM', s.list, 0, -cut - 1)
+    if redis.call('EXISTS', s.list) == 0 then -- emptied: none of its entries is a cancelled job's
+      redis.call('HDEL', s.gone, s.level)
+    elseif dropped > 0 then -- the entries of cancelled jobs left the list: no longer counted
+      local gone = tonumber(redis.call('HGET', s.gone, s.level)) or 0
+      if gone > 0 then redis.call('HINCRBY', s.gone, s.level, -math.min(gone, dropped)) end
+    end
+  end
+end
+
 local out = {nows, lease_until}
 local removed, leased, placed, recorded = {}, {}, {}, {}
 for _, item in ipairs(taken) do
-  local id, q, p = item[1], item[2], item[3]
-  local b = (q - 1) * 8
-  collect(removed, set_of(q, p), id)
+  local id, q, p, listed = item[1], item[2], item[3], item[5]
+  local b = (q - 1) * K
   local job = KEYS[b + 6] .. id
   local new = new_key(job, id)
-  local record = redis.call('HGET', new, id)
+  local record = item[6]
+  if not listed then
+    collect(removed, set_of(q, p), id)
+    record = redis.call('HGET', new, id)
+  end
   local fields
   if record then -- a job add.lua stored: its hash is made below, with its lease
     fields = record_fields(record)
@@ -149,10 +225,10 @@ flush('ZADD', placed)
 
 if #taken >= limit then
   for _, q in ipairs(open) do
-    local b = (q - 1) * 8
+    local b = (q - 1) * K
     for p = 0, 2 do
       if #redis.call('ZRANGEBYSCORE', KEYS[b + p + 1], '-inf', now, 'LIMIT', 0, 1) > 0
-          or redis.call('ZCARD', set_of(q, p + 10)) > 0 then
+          or redis.call('LLEN', KEYS[b + 9 + p]) > 0 or redis.call('ZCARD', set_of(q, p + 10)) > 0 then
         wake(KEYS[b + 5])
         break
       end
