@@ -4,8 +4,9 @@
   one statement, so one round trip and one commit. `enqueue_many_async` runs the
   same plan on an asyncio connection.
 - Claims: `FOR UPDATE SKIP LOCKED`, one statement for a whole batch (queries.sql).
-- Idle workers LISTEN; a trigger notifies when a job becomes due now, at most once
-  per queue and transaction (the migration explains it).
+- Idle workers LISTEN; an enqueue notifies when a job becomes due now and a worker
+  waits (queries.sql, wake_waiters), an update through a trigger (migration 0001), at
+  most once per queue and transaction.
 - URL options: `schema=NAME` (tables in that schema, created if missing),
   `migrate=false` (never change the schema; fail with SchemaOutdated instead),
   `pool_size=N` (default 8). Any other option goes to libpq (sslmode=..., ...).
@@ -50,6 +51,10 @@ CONNECTION_ERRORS = (
     psycopg.errors.ReadOnlySqlTransaction,
 )
 FINISHED = {str(state) for state in FINISHED_STATES}
+# An idle worker that could not take the wait lock (wait_for_work) looks again after
+# this long, doubling each time up to WAIT_RETRY_MAX.
+WAIT_RETRY = 0.002
+WAIT_RETRY_MAX = 0.05
 # Refusals worth waiting out; any other FATAL at connect is a wrong URL.
 TRANSIENT = ("starting up", "shutting down", "too many", "recovery", "remaining connection")
 
@@ -303,7 +308,7 @@ class PostgresBackend(SQLBackend):
             reply = yield Step(self.q["enqueue_one" + plain], rows[0])
         else:
             reply = yield Step(self.q["enqueue" + plain], {"jobs": dumps(rows, "the arguments").decode()})
-        times = {job_id: (run_at, now) for job_id, run_at, now in reply.rows}
+        times = {job_id: (run_at, now) for job_id, run_at, now, _woke in reply.rows}
         return {i: stored_view(items[i], *times[items[i].job.id]) for i in indexes if items[i].job.id in times}
 
     # -- consuming ----------------------------------------------------------------------------
@@ -382,27 +387,46 @@ class PostgresBackend(SQLBackend):
         return [entry["id"] in applied for entry in params]
 
     def wait_for_work(self, queues: Sequence[str], timeout: float) -> None:
+        """Sleep until a notification for one of `queues`, the next due time or `timeout`.
+        The worker holds the wait lock meanwhile (queries.sql, wake_waiters: enqueues
+        notify only while a worker holds it), taken before it looks at the store. While
+        an enqueue's transaction holds the lock the worker cannot take it: it looks
+        again after WAIT_RETRY, doubling up to WAIT_RETRY_MAX, until it has it."""
         deadline = time.monotonic() + timeout
         try:
             listener = self.listener()
             for _ in listener.notifies(timeout=0):
                 pass  # older news: the look-up below sees what they announced
-            while True:
-                next_due, now = self.next_due(queues)
-                wait = deadline - time.monotonic()
-                if next_due is not None:
-                    wait = min(wait, next_due - now)
-                if wait <= 0:
-                    return
-                wake_at = time.monotonic() + wait
-                for note in listener.notifies(timeout=wait, stop_after=1):
-                    if note.payload in queues:
-                        return  # due now or soon: the claim (or the next wait) will tell
-                if time.monotonic() >= wake_at:
-                    return  # the due time or the deadline: no need to ask again
+            waiting, retry = self.begin_wait(listener), WAIT_RETRY
+            try:
+                while True:
+                    next_due, now = self.next_due(queues)
+                    until = deadline - time.monotonic()
+                    if next_due is not None:
+                        until = min(until, next_due - now)
+                    if until <= 0:
+                        return
+                    wait = until if waiting else min(until, retry)
+                    wake_at = time.monotonic() + wait
+                    for note in listener.notifies(timeout=wait, stop_after=1):
+                        if note.payload in queues:
+                            return  # due now or soon: the claim (or the next wait) will tell
+                    if time.monotonic() >= wake_at and wait == until:
+                        return  # the due time or the deadline: no need to ask again
+                    if not waiting:
+                        waiting, retry = self.begin_wait(listener), min(retry * 2, WAIT_RETRY_MAX)
+            finally:
+                if waiting and not listener.closed:
+                    listener.execute(self.q["wait_end"])
         except CONNECTION_ERRORS as exc:
             self.drop_listener()
             raise self.unavailable(exc) from None
+
+    def begin_wait(self, listener: psycopg.Connection) -> bool:
+        """Take the wait lock (shared with other idle workers); False while an
+        enqueue's transaction holds it."""
+        row = listener.execute(self.q["wait_begin"]).fetchone()
+        return bool(row and row[0])
 
     def listener(self) -> psycopg.Connection:
         """This process's LISTEN connection (kept apart from the pool)."""
