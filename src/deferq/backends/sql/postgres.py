@@ -162,7 +162,9 @@ class PostgresBackend(SQLBackend):
             cur.executemany(step.sql, step.params)
             return Reply((), cur.rowcount)
         cur.execute(step.sql, step.params)
-        return Reply(cur.fetchall() if cur.description else [], cur.rowcount)
+        # rownumber, not description: a statement without rows either way, and no
+        # Column objects built per call (~10 µs of an enqueue's client time)
+        return Reply(cur.fetchall() if cur.rownumber is not None else [], cur.rowcount)
 
     @staticmethod
     async def execute_async(cur: psycopg.AsyncCursor, step: Step) -> Reply:
@@ -170,7 +172,7 @@ class PostgresBackend(SQLBackend):
             await cur.executemany(step.sql, step.params)
             return Reply((), cur.rowcount)
         await cur.execute(step.sql, step.params)
-        return Reply(await cur.fetchall() if cur.description else [], cur.rowcount)
+        return Reply(await cur.fetchall() if cur.rownumber is not None else [], cur.rowcount)
 
     def run(self, plan: Plan[T], *, atomic: bool = False, connection: Any = None, durable: bool = True) -> T:
         try:
