@@ -30,9 +30,11 @@ SELECT {now}
 -- visible, and looks at the store after it has the lock: it finds the job. An enqueue
 -- that finds the lock taken (a worker waits, or another enqueue's transaction holds
 -- it) notifies; PostgreSQL folds identical notifications of a transaction into one,
--- sent at commit, and a rolled-back transaction notifies nobody. The schema's name
--- (the channel is "deferq:<schema>") is looked up only then.
-CASE WHEN run_at > {now} + 1 OR pg_try_advisory_xact_lock({wait_key}) THEN NULL
+-- sent at commit, and a rolled-back transaction notifies nobody. The lock is tried
+-- and the schema's name (the channel is "deferq:<schema>") looked up at most once a
+-- statement (sub-selects without a reference to the row: PostgreSQL evaluates them
+-- once, when first needed).
+CASE WHEN run_at > {now} + 1 OR (SELECT pg_try_advisory_xact_lock({wait_key})) THEN NULL
      ELSE pg_notify('deferq:' || left((SELECT n.nspname FROM pg_class AS c JOIN pg_namespace AS n
                                            ON n.oid = c.relnamespace WHERE c.oid = '{jobs}'::regclass), 50),
                     queue) END
