@@ -88,13 +88,15 @@ ENDURANCE_MINUTES ?= 10
 endurance: $(STAMP) services
 	$(BIN)/python -m bench.endurance --minutes $(ENDURANCE_MINUTES) $(ENDURANCE_ARGS)
 
-# deferq against celery, rq, dramatiq, huey, arq, saq, taskiq (Redis) and procrastinate (PostgreSQL):
+# deferq against celery, rq, dramatiq, huey, arq, saq, taskiq (Redis), procrastinate (PostgreSQL) and
+# huey's SQLite storage (SQLite):
 # docs/bench-peers.md. arq goes in with --no-deps: it caps redis-py below 6 and runs on ours.
 bench-peers: $(STAMP) services
 	$(BIN)/pip install -q -e '.[peers]'
 	$(BIN)/pip install -q --no-deps 'arq>=0.28'
 	$(BIN)/python -m bench.peers.run $(BENCH_ARGS)
 	$(BIN)/python -m bench.peers.run --postgres $(BENCH_ARGS)
+	$(BIN)/python -m bench.peers.run --sqlite $(BENCH_ARGS)
 
 # issue 16's figures, each as a ratio to its raw reference in the same run, medians of 3
 # (bench/speed.py): Redis enqueue/batch/workers/B/pickup/delay/memory, SQLite

@@ -32,7 +32,7 @@ def bench_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 def test_a_peer_that_cannot_load_fails_in_its_row_only():
-    peer = run.load_peer("no_such_library", postgres=False)
+    peer = run.load_peer("no_such_library", "redis")
     cells = run.run_peer(peer, run.workloads.Sizes(jobs=10, pickups=1))
     assert all(isinstance(c, run.Failure) for c in cells.values())
     line = report.row(peer.label, {m: cells.get(m) for m in run.METRICS}, None)

@@ -15,6 +15,8 @@ from playwright.sync_api import expect
 import deferq
 from tests.console_world import World, served_world, signed_in
 
+# Its tests share a module fixture per store: one xdist worker runs them all and builds each once.
+pytestmark = pytest.mark.xdist_group("console_limits")
 TIMEOUT = 10_000  # ms for anything a page should show
 WIDTHS = (1280, 390)
 

@@ -99,7 +99,9 @@ def test_titles_and_a_killed_child_is_replaced_nothing_lost(master, store):
 def test_sigterm_lets_running_jobs_finish_and_loses_nothing(master, store, url):
     m = master()
     wait_until(lambda: len(m.children()) == 2, 20, "two children")
-    enqueue_naps(store, 10, 1.5)
+    # three turns of four 2-second naps: long enough for `deferq status` (a new process,
+    # slow to start on a loaded machine) to find both children busy
+    enqueue_naps(store, 12, 2.0)
     wait_until(lambda: job_states(store)["active"] == 4, 20, "four jobs running")
 
     def status() -> dict:
@@ -122,14 +124,14 @@ def test_sigterm_lets_running_jobs_finish_and_loses_nothing(master, store, url):
         return subprocess.run([sys.executable, "-m", "deferq", "status", "--url", url],
                               capture_output=True, text=True, cwd=ROOT, check=True).stdout
 
-    # the naps run in turns of 1.5 s: the text report shows one of them running
+    # the naps run in turns of 2 s: the text report shows one of them running
     text = wait_until(lambda: (t := status_text()) and "nap " in t and t, 20, "a nap in deferq status", every=0.3)
     assert f"(pid {m.pid})" in text and "pool main: queues default" in text and "#1 pid" in text
     running = {j.id for j in store.list_jobs(JobState.ACTIVE)}
     assert m.stop(timeout=30) == 0
     states = job_states(store)
     assert states["active"] == 0
-    assert states["succeeded"] + states["queued"] == 10  # nothing lost, nothing left leased
+    assert states["succeeded"] + states["queued"] == 12  # nothing lost, nothing left leased
     for job_id in running:  # the jobs in flight at the signal were allowed to finish
         assert store.get(job_id).state == JobState.SUCCEEDED
     assert "master stopped" in m.log()

@@ -24,7 +24,8 @@ def lines(path: Path) -> list[str]:
 
 KILLS = 4
 # A member caught by every kill (its lease lost each time, an attempt spent) still succeeds:
-# what is checked is that nothing is lost, not how many attempts a kill costs.
+# what is checked is that nothing is lost, not how many attempts a kill costs. The callbacks
+# get as many: on a loaded machine a live worker can miss its 2 s lease too.
 MEMBER = deferq.options.JobOptions(max_attempts=KILLS + 3)
 
 
@@ -33,8 +34,8 @@ def run_workflow_crash(url: str, tmp_path: Path) -> None:
     app = deferq.App(url)
     app.task(name="record")(record.fn)  # the producer knows the tasks by name, as the workers do
     handle = deferq.chord([deferq.Call("record", (i, 0.002), {}, MEMBER) for i in range(MEMBERS)],
-                          deferq.Call("chord_done", (), {})).enqueue(app)
-    with app.batch(on_complete=deferq.Call("batch_done", (), {})) as batch:
+                          deferq.Call("chord_done", (), {}, MEMBER)).enqueue(app)
+    with app.batch(on_complete=deferq.Call("batch_done", (), {}, MEMBER)) as batch:
         app.enqueue_many([deferq.Call("record", (i, 0.002), {}, MEMBER) for i in range(MEMBERS)])
     workers = [start_worker(url, log), start_worker(url, log)]
     try:
@@ -58,7 +59,7 @@ def run_workflow_crash(url: str, tmp_path: Path) -> None:
     for callback, line in (("chord ", f"chord {MEMBERS} {MEMBERS * (MEMBERS - 1) // 2}"),
                            ("batch ", f"batch {MEMBERS} {MEMBERS} 0")):
         runs = [ln for ln in found if ln.startswith(callback)]
-        assert set(runs) == {line} and len(runs) <= 1 + KILLS, runs
+        assert set(runs) == {line} and len(runs) <= MEMBER.max_attempts, runs
     info = app.get_batch(batch.id)
     assert info is not None and (info.pending, info.succeeded, info.state) == (0, MEMBERS, "complete")
     assert handle.wait(timeout=5) == MEMBERS

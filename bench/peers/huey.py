@@ -23,15 +23,16 @@ class Peer(base.Peer):
     name = "huey"
     dists = ("huey",)
     batch = True
+    tasks = TASKS
 
     def send(self, task: str, args: tuple[Any, ...], due: float | None = None) -> None:
         if due is None:
-            TASKS[task](*args)
+            self.tasks[task](*args)
         else:
-            TASKS[task].schedule(args, delay=max(0.0, due - time.time()))
+            self.tasks[task].schedule(args, delay=max(0.0, due - time.time()))
 
     def send_batch(self, task: str, args: Sequence[tuple[Any, ...]], due: float | None = None) -> None:
-        TASKS[task].map(args)
+        self.tasks[task].map(args)
 
     def worker_commands(self) -> list[list[str]]:
         return [[base.cli("huey_consumer"), "bench.peers.huey.huey", "-k", "process",

@@ -101,7 +101,7 @@ def render(peers: list[Peer], cells: dict[str, dict[str, Any]], args: argparse.N
     versions = ", ".join(f"{d} {version(d)}" for p in peers for d in p.dists)
     lines = [
         f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on {os.cpu_count()} cores "
-        f"({cpu_model()}), Python {platform.python_version()}, {server_versions(args.postgres)}.",
+        f"({cpu_model()}), Python {platform.python_version()}, {server_versions(args.store == 'postgres')}.",
         f"{args.jobs:,} jobs, median of {args.runs} run(s), {args.pickups} pickups per run, "
         f"2 worker processes per peer, library defaults; the whole run took {elapsed:.0f} s.",
         f"Versions: {versions}.",

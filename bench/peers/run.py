@@ -2,6 +2,7 @@
 
     python -m bench.peers.run                 # Redis: raw redis-py, deferq, celery, rq, ...
     python -m bench.peers.run --postgres      # PostgreSQL: deferq and procrastinate
+    python -m bench.peers.run --sqlite        # SQLite: deferq and huey (SqliteHuey)
     python -m bench.peers.run --quick         # a small smoke run (2,000 jobs, 1 run)
     python -m bench.peers.run --only deferq,huey --runs 1 --jobs 5000
 
@@ -24,13 +25,16 @@ from typing import Any
 from . import workloads
 from .base import ROOT, Peer
 from .report import render
-from .stores import drop, reset
+from .stores import drop, reset, sqlite_url
 from .workers import Workers
 
 REDIS_PEERS = ("raw", "deferq", "huey", "dramatiq", "celery", "rq", "arq", "saq", "taskiq")
-PG_PEERS = ("deferq", "procrastinate")
-PG_DEFERQ_URL = "postgresql://postgres@127.0.0.1:5432/bench_peers_deferq"
-MODULES = {"procrastinate": "procrastinate_pg"}
+PEERS = {"redis": REDIS_PEERS, "postgres": ("deferq", "procrastinate"), "sqlite": ("deferq", "huey")}
+DEFERQ_ON = {  # deferq's store and row when the table is not Redis's
+    "postgres": ("postgresql://postgres@127.0.0.1:5432/bench_peers_deferq", "deferq (PostgreSQL)"),
+    "sqlite": (sqlite_url("deferq"), "deferq (SQLite)"),
+}
+MODULES = {("postgres", "procrastinate"): "procrastinate_pg", ("sqlite", "huey"): "huey_sqlite"}
 METRICS = ("a", "a_batch", "b", "b_alt", "c", "d", "rss")
 
 
@@ -51,11 +55,11 @@ class Unavailable(Peer):
         self.name, self.label, self.failure = name, name, failure
 
 
-def load_peer(name: str, postgres: bool) -> Peer:
+def load_peer(name: str, store: str) -> Peer:
     try:
-        module = importlib.import_module(f"bench.peers.{MODULES.get(name, name)}")
-        if postgres and name == "deferq":
-            return module.Peer(PG_DEFERQ_URL, "deferq (PostgreSQL)")
+        module = importlib.import_module(f"bench.peers.{MODULES.get((store, name), name)}")
+        if name == "deferq" and store in DEFERQ_ON:
+            return module.Peer(*DEFERQ_ON[store])
         return module.Peer()
     except Exception as exc:  # a missing or broken library must not stop the others
         return Unavailable(name, Failure.of(exc))
@@ -138,10 +142,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--jobs", type=int, default=20_000, help="jobs for A and B (default 20000)")
     parser.add_argument("--pickups", type=int, default=200, help="D samples per run (default 200)")
     parser.add_argument("--quick", action="store_true", help="a smoke run: 2,000 jobs, 1 run")
-    parser.add_argument("--postgres", action="store_true", help="deferq vs procrastinate on PostgreSQL")
+    stores = parser.add_mutually_exclusive_group()
+    stores.add_argument("--postgres", action="store_const", dest="store", const="postgres",
+                        help="deferq vs procrastinate on PostgreSQL")
+    stores.add_argument("--sqlite", action="store_const", dest="store", const="sqlite",
+                        help="deferq vs huey on SQLite")
     parser.add_argument("--only", default="", help="comma-separated peers, e.g. raw,deferq,huey")
     parser.add_argument("--output", help="the markdown file (default bench/results/peers-<store>.md)")
     args = parser.parse_args(argv)
+    args.store = args.store or "redis"
     if args.quick:
         args.jobs, args.runs, args.pickups = 2_000, 1, 50
     if args.runs < 1 or args.jobs < 2 or args.pickups < 1:
@@ -151,7 +160,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    names = PG_PEERS if args.postgres else REDIS_PEERS
+    names = PEERS[args.store]
     if args.only:
         wanted = [n.strip() for n in args.only.split(",") if n.strip()]
         unknown = [n for n in wanted if n not in names]
@@ -159,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
             sys.exit(f"unknown peer {unknown[0]!r}: choose from {', '.join(names)}")
         names = tuple(n for n in names if n in wanted)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so every worker gets stopped
-    peers = [load_peer(name, args.postgres) for name in names]
+    peers = [load_peer(name, args.store) for name in names]
     sizes = workloads.Sizes(jobs=args.jobs, pickups=args.pickups)
     runs: dict[str, list[dict[str, Any]]] = {peer.label: [] for peer in peers}
     started = time.time()
@@ -178,8 +187,7 @@ def main(argv: list[str] | None = None) -> int:
              for label, results in runs.items()}
     table = render(peers, cells, args, time.time() - started)
     print(table)
-    store = "postgres" if args.postgres else "redis"
-    output = args.output or str(ROOT / "bench" / "results" / f"peers-{store}.md")
+    output = args.output or str(ROOT / "bench" / "results" / f"peers-{args.store}.md")
     with open(output, "w") as out:
         out.write(table)
     print(f"written to {output}", file=sys.stderr)
