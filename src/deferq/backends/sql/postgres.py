@@ -51,10 +51,9 @@ CONNECTION_ERRORS = (
     psycopg.errors.ReadOnlySqlTransaction,
 )
 FINISHED = {str(state) for state in FINISHED_STATES}
-# An idle worker that could not take the wait lock (wait_for_work) looks again after
-# this long, doubling each time up to WAIT_RETRY_MAX.
-WAIT_RETRY = 0.002
-WAIT_RETRY_MAX = 0.05
+# The longest an idle worker waits for an enqueue's transaction to release the wait
+# lock (wait_for_work) before it looks at the store and asks again.
+WAIT_BLOCK = 0.05
 # Refusals worth waiting out; any other FATAL at connect is a wrong URL.
 TRANSIENT = ("starting up", "shutting down", "too many", "recovery", "remaining connection")
 
@@ -391,15 +390,15 @@ class PostgresBackend(SQLBackend):
     def wait_for_work(self, queues: Sequence[str], timeout: float) -> None:
         """Sleep until a notification for one of `queues`, the next due time or `timeout`.
         The worker holds the wait lock meanwhile (queries.sql, wake_waiters: enqueues
-        notify only while a worker holds it), taken before it looks at the store. While
-        an enqueue's transaction holds the lock the worker cannot take it: it looks
-        again after WAIT_RETRY, doubling up to WAIT_RETRY_MAX, until it has it."""
+        notify only while a worker holds it), taken before it looks at the store; taking
+        it waits for an enqueue's transaction that holds it, at most WAIT_BLOCK each
+        time (a longer one: the worker looks at the store, then asks again)."""
         deadline = time.monotonic() + timeout
         try:
             listener = self.listener()
             for _ in listener.notifies(timeout=0):
                 pass  # older news: the look-up below sees what they announced
-            waiting, retry = self.begin_wait(listener), WAIT_RETRY
+            waiting = self.begin_wait(listener)
             try:
                 while True:
                     next_due, now = self.next_due(queues)
@@ -408,15 +407,17 @@ class PostgresBackend(SQLBackend):
                         until = min(until, next_due - now)
                     if until <= 0:
                         return
-                    wait = until if waiting else min(until, retry)
-                    wake_at = time.monotonic() + wait
-                    for note in listener.notifies(timeout=wait, stop_after=1):
+                    if not waiting:
+                        if any(note.payload in queues for note in listener.notifies(timeout=0)):
+                            return
+                        waiting = self.begin_wait(listener)
+                        continue  # a look at the store after each try, and after the lock
+                    wake_at = time.monotonic() + until
+                    for note in listener.notifies(timeout=until, stop_after=1):
                         if note.payload in queues:
                             return  # due now or soon: the claim (or the next wait) will tell
-                    if time.monotonic() >= wake_at and wait == until:
+                    if time.monotonic() >= wake_at:
                         return  # the due time or the deadline: no need to ask again
-                    if not waiting:
-                        waiting, retry = self.begin_wait(listener), min(retry * 2, WAIT_RETRY_MAX)
             finally:
                 if waiting and not listener.closed:
                     listener.execute(self.q["wait_end"])
@@ -425,10 +426,13 @@ class PostgresBackend(SQLBackend):
             raise self.unavailable(exc) from None
 
     def begin_wait(self, listener: psycopg.Connection) -> bool:
-        """Take the wait lock (shared with other idle workers); False while an
-        enqueue's transaction holds it."""
-        row = listener.execute(self.q["wait_begin"]).fetchone()
-        return bool(row and row[0])
+        """Take the wait lock (shared with other idle workers); False when an enqueue's
+        transaction held it for WAIT_BLOCK."""
+        try:
+            listener.execute(self.q["wait_begin"], {"timeout": f"{WAIT_BLOCK * 1000:.0f}ms"})
+        except psycopg.errors.LockNotAvailable:
+            return False
+        return True
 
     def listener(self) -> psycopg.Connection:
         """This process's LISTEN connection (kept apart from the pool)."""

@@ -41,8 +41,10 @@ CASE WHEN run_at > {now} + 1 OR (SELECT pg_try_advisory_xact_lock({wait_key})) T
 
 -- name: wait_begin
 -- An idle worker is waiting (on its LISTEN connection): enqueues notify from now on.
--- False while an enqueue's transaction holds the lock (the worker looks again soon).
-SELECT pg_try_advisory_lock_shared({wait_key})
+-- While an enqueue's transaction holds the lock, this waits for its end (its job is
+-- visible by then), at most %(timeout)s (lock_timeout, on this connection only): a
+-- longer transaction fails it, and the worker looks at the store and asks again.
+SELECT set_config('lock_timeout', %(timeout)s, false), pg_advisory_lock_shared({wait_key})
 
 -- name: wait_end
 SELECT pg_advisory_unlock_shared({wait_key})
