@@ -40,6 +40,8 @@ def test_limits_are_set_listed_paused_and_cleared_in_the_store(app):
     assert listed["customer:7"]["concurrency"] == 2 and 28 < listed["customer:7"]["paused_for"] <= 30
     app.limits.set("send_sms", concurrency=4)  # a new value replaces the old one whole
     assert app.limits.get("send_sms") == {"rate": None, "concurrency": 4, "paused_for": None}
+    assert app.limits.resume("customer:7") and not app.limits.resume("customer:7")  # the pause alone ends
+    assert app.limits.get("customer:7") == {"rate": "1/m", "concurrency": 2, "paused_for": None}
     assert app.limits.clear("customer:7") and not app.limits.clear("customer:7")
     assert app.limits.clear("send_sms") and app.limits.list() == {}
 
