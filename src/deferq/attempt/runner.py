@@ -44,8 +44,6 @@ def run_sync(
         running_job.reset(token)
     if control is not None and control.cancelled:  # asked to stop: whatever it did, it stopped
         outcome = stopped(job)
-    if control is not None and control.checkpoints is not None:
-        control.checkpoints.ended(outcome.kind)
     chain.run_after(chain.after_run, job, outcome, exc)
     return outcome, exc
 
@@ -77,8 +75,6 @@ async def run_async(
         running_job.reset(token)
     if control.cancelled:
         outcome = stopped(job)
-    if control.checkpoints is not None:
-        await asyncio.to_thread(control.checkpoints.ended, outcome.kind)
     chain.run_after(chain.after_run, job, outcome, exc)
     return outcome, exc
 

@@ -596,6 +596,26 @@ class Backend(JobStore, JobAdmin, Records, HistoryStore, SearchStore):
     """A whole store: the hot path, admin (with `find_jobs`), records and the per-minute
     history. Every store deferq ships is one."""
 
+    def kv_put_leased(self, job: Job, lease: float, namespace: str, key: str,
+                      value: bytes) -> tuple[bool, bytes | None]:
+        """A leased job's own record (a durable step's checkpoint), kept only while the
+        job's lease holds: renew the lease as `heartbeat` does (fenced by worker and
+        attempts) and, if it held, `kv_put(..., only_new=True)`. Returns (whether the
+        lease held, the record another writer kept first: None when this one was stored
+        or the lease was lost). Stores that can do both in one round trip (one
+        transaction, one script) override this."""
+        if job.id in self.heartbeat([job], lease):
+            return False, None
+        if self.kv_put(namespace, key, value, only_new=True):
+            return True, None
+        return True, self.kv_get(namespace, key)
+
+    def kv_expire_many(self, namespaces: Sequence[str], ttl: float) -> int:
+        """`kv_expire` of each namespace (the checkpoints of the jobs a worker settled
+        in one batch); returns how many records will expire. Stores that can do it in
+        one round trip override this."""
+        return sum(self.kv_expire(namespace, ttl) for namespace in namespaces)
+
 
 def grouped(items: Iterable[T], home: Callable[[T], K]) -> dict[K, list[T]]:
     """Items by where they go (a server, a queue), each group in the items' order."""

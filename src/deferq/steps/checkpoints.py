@@ -79,6 +79,19 @@ def store_now(store: Backend) -> float:
     return now + offset
 
 
+def expire_ended(store: Backend, keep: float, namespaces: list[str]) -> None:
+    """The checkpoints of jobs just settled as succeeded or cancelled (`expiring`) expire
+    `keep` seconds from now, in one store call per batch (the worker's settler, after
+    the settle: an outcome dropped as its lease was lost leaves them be). A store error
+    is logged (the checkpoints then stay), never the jobs'."""
+    if not namespaces:
+        return
+    try:
+        store.kv_expire_many(namespaces, max(keep, 1.0))
+    except DeferqError as exc:
+        log.warning("could not set the expiry of the checkpoints of %d job(s): %s", len(namespaces), exc)
+
+
 def checked_name(name: object, what: str = "a step name", limit: int = NAME_LIMIT) -> str:
     if not isinstance(name, str) or not name or len(name) > limit or any(c < " " for c in name):
         raise ConfigError(f"{what} must be a non-empty string of at most {limit} characters "
@@ -155,6 +168,20 @@ class JobSteps:
         self.load()[name] = record
         return record
 
+    def put(self, name: str, record: dict[str, Any]) -> dict[str, Any]:
+        """`fence` then `write`, in one store call (`kv_put_leased`: one transaction or
+        script where the store can): a checkpoint only an attempt that holds the job's
+        lease may keep. The one kept is returned."""
+        held, raw = self.store.kv_put_leased(self.job, self.lease, self.namespace, name,
+                                             dumps(record, f"the result of step {name!r}"))
+        if not held:
+            raise LeaseLost(f"job {self.job.id} attempt {self.job.attempts} lost its lease: "
+                            "another worker runs it, and this attempt's step is not kept")
+        if raw is not None:
+            record = loads(raw)
+        self.load()[name] = record
+        return record
+
     def started(self, name: str, kind: str, **fields: Any) -> dict[str, Any]:
         fields.update(kind=kind, index=self.reached[name], at=self.now(), attempt=self.job.attempts)
         return fields
@@ -171,9 +198,7 @@ class JobSteps:
 
     def kept(self, name: str, fn: Callable[..., Any], result: Any, started: float) -> Any:
         """A step's result, kept (or the one another run kept first)."""
-        encoded = self.encoded(name, fn, result, started)
-        self.fence()
-        return self.write(name, loads(encoded))["result"]
+        return self.put(name, loads(self.encoded(name, fn, result, started)))["result"]
 
     def step_within(self, connection: Any, name: str, fn: Callable[..., Any], args: tuple[Any, ...],
                     kwargs: dict[str, Any]) -> Any:
@@ -192,17 +217,12 @@ class JobSteps:
         self.load()[name] = loads(encoded)
         return self.load()[name]["result"]
 
-    def ended(self, outcome: str) -> None:
-        """The run ended with `outcome`: a job that succeeded or was cancelled keeps its
-        checkpoints as long as its result (`keep` seconds). Written by the run itself,
-        on its runner thread, so a worker's settles never wait for it; a store error is
-        logged (the checkpoints then stay), never the job's."""
-        if outcome not in ENDS_STEPS or not self.records:
-            return
-        try:
-            self.store.kv_expire(self.namespace, max(self.keep, 1.0))
-        except DeferqError as exc:
-            log.warning("could not set the expiry of job %s's checkpoints: %s", self.job.id, exc)
+    def expiring(self, outcome: str) -> str | None:
+        """The namespace of checkpoints to expire once this run's `outcome` is settled (a
+        job that succeeded or was cancelled keeps them as long as its result): None for
+        any other outcome, or a run that reached no checkpoint. `expire_ended` expires a
+        settled batch's in one store call."""
+        return self.namespace if outcome in ENDS_STEPS and self.records else None
 
     # -- the three checkpoints ----------------------------------------------------------
 
@@ -243,9 +263,8 @@ class JobSteps:
     def sleep(self, name: str, delay: float | None = None, until: float | None = None) -> None:
         record = self.reach(name, "sleep")
         if record is None:
-            self.fence()
             due = self.now() + (delay or 0.0) if until is None else until
-            record = self.write(name, self.started(name, "sleep", until=due))
+            record = self.put(name, self.started(name, "sleep", until=due))
         left = record["until"] - self.now()
         if left > 0:
             raise Suspend(left, f"sleeping in {name!r}")
@@ -255,8 +274,7 @@ class JobSteps:
         checked_name(key, "an event key", KEY_LIMIT)
         record = self.reach(name, "wait")
         if record is None:
-            self.fence()
-            record = self.write(name, self.started(name, "wait", event=event, key=key, until=self.now() + timeout))
+            record = self.put(name, self.started(name, "wait", event=event, key=key, until=self.now() + timeout))
         if (answer := self.load().get(name + DONE)) is not None:
             return answer.get("data")
         topic, waiter = f"{record['event']}\t{record['key']}", f"{self.job.id}\t{name}"

@@ -315,6 +315,19 @@ class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
         return self._fenced(scripts.HEARTBEAT, jobs, keys, lambda job: (), [repr(lease)])
 
     @guarded
+    def kv_put_leased(self, job: Job, lease: float, namespace: str, key: str,
+                      value: bytes) -> tuple[bool, bytes | None]:
+        """One script on a server; a cluster keeps the job and the record in different
+        slots: the heartbeat, then the record, as the base does."""
+        if self.cluster:
+            return super().kv_put_leased(job, lease, namespace, key, value)
+        qk = self.keys.queue(job.queue)
+        keys = [qk.job(job.id), qk.active, self.keys.kv_record(namespace, key), self.keys.kv_index(namespace)]
+        reply = self._run(Call(scripts.KV_PUT_LEASED, keys,
+                               [repr(lease), job.id, job.worker or "", job.attempts, key, value]))
+        return bool(reply[0]), bytes(reply[1]) if len(reply) > 1 else None
+
+    @guarded
     def record_progress(self, jobs: Sequence[Job]) -> set[str]:
         def args(job: Job) -> tuple[Any, ...]:
             return ("" if job.progress is None else repr(job.progress), job.progress_message or "")

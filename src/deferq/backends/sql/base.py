@@ -722,6 +722,30 @@ class SQLBackend(SQLHistory, SQLSearch, Backend):
     def kv_expire(self, namespace: str, ttl: float) -> int:
         return self.run(self._count(self.q["kv_expire"], {"namespace": namespace, "ttl": float(ttl)}))
 
+    def kv_expire_many(self, namespaces: Sequence[str], ttl: float) -> int:
+        if not namespaces:
+            return 0
+        runs = [{"namespace": namespace, "ttl": float(ttl)} for namespace in namespaces]
+        return self.run(self._count_each(self.q["kv_expire"], runs), atomic=True, durable=False)
+
+    def kv_put_leased(self, job: Job, lease: float, namespace: str, key: str,
+                      value: bytes) -> tuple[bool, bytes | None]:
+        """One transaction: the fenced lease renewal, then the record if new (or the one kept)."""
+        return self.run(self.kv_put_leased_plan(job, lease, namespace, key, value), atomic=True)
+
+    def kv_put_leased_plan(self, job: Job, lease: float, namespace: str, key: str,
+                           value: bytes) -> Plan[tuple[bool, bytes | None]]:
+        """Each statement in turn (SQLite, MySQL); PostgreSQL does it in one."""
+        [fence] = self.fence_params([job], [{"lease": lease}])
+        params = {"namespace": namespace, "key": key, "value": bytes(value), "ttl": None}
+        if (yield Step(self.q["heartbeat"], fence)).rowcount != 1:
+            return False, None
+        yield Step(self.q["kv_delete_expired"], params)
+        if (yield Step(self.q["kv_insert_new"], params)).rowcount == 1:
+            return True, None
+        kept = (yield Step(self.q["kv_get"], params)).rows
+        return True, bytes(kept[0][0]) if kept else None
+
     def kv_put_within(self, connection: Any, namespace: str, key: str, value: bytes) -> bool:
         params = {"namespace": namespace, "key": key, "value": bytes(value), "ttl": None}
 
