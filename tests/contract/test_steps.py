@@ -9,7 +9,7 @@ import time
 import pytest
 
 import deferq
-from deferq.backends.base import OutcomeKind
+from deferq.backends.base import Outcome, OutcomeKind
 from deferq.job import JobState
 from deferq.steps.checkpoints import JobSteps, LeaseLost
 from deferq.steps.events import send_event, timeline
@@ -153,7 +153,6 @@ def test_wake_makes_only_a_scheduled_job_due(app: deferq.App, backend) -> None:
     assert not backend.wake(now.id) and not backend.wake("0" * 26)
     leased = backend.reserve(["default"], 2, "w", 5, ORDER)
     assert len(leased) == 2 and not backend.wake(later.id)
-    from deferq.backends.base import Outcome
     backend.settle([Outcome(job, OutcomeKind.SUCCEEDED) for job in leased])
     assert not backend.wake(later.id)
 
@@ -170,6 +169,31 @@ def test_a_namespace_expires_at_once(backend) -> None:
         assert time.monotonic() < deadline, "the records did not expire"
         time.sleep(0.02)
     assert backend.kv_list("steps-other") == {"a": b"3"}
+
+
+def test_a_leased_record_is_stored_once_and_only_by_the_holder(app: deferq.App, backend) -> None:
+    app.enqueue("leased")
+    [job] = backend.reserve(["default"], 1, "w", 5, ORDER)
+    assert backend.kv_put_leased(job, 5, "leased-test", "a", b"1") == (True, None)
+    assert backend.kv_put_leased(job, 5, "leased-test", "a", b"2") == (True, b"1")  # the first one wins
+    other = job.evolve(worker="someone else")
+    assert backend.kv_put_leased(other, 5, "leased-test", "b", b"3") == (False, None)
+    stale = job.evolve(attempts=job.attempts + 1)
+    assert backend.kv_put_leased(stale, 5, "leased-test", "b", b"3") == (False, None)
+    backend.kv_put("leased-test", "c", b"old", ttl=0.05)
+    deadline = time.monotonic() + 5
+    while backend.kv_get("leased-test", "c") is not None:  # an expired record is replaced
+        assert time.monotonic() < deadline, "the record did not expire"
+        time.sleep(0.02)
+    assert backend.kv_put_leased(job, 5, "leased-test", "c", b"new") == (True, None)
+    assert backend.kv_list("leased-test") == {"a": b"1", "c": b"new"}
+    backend.settle([Outcome(job, OutcomeKind.SUCCEEDED)])
+    assert backend.kv_put_leased(job, 5, "leased-test", "d", b"4") == (False, None)  # it ended
+    assert backend.kv_expire_many(["leased-test", "leased-none"], 0.05) == 2
+    while backend.kv_list("leased-test"):
+        assert time.monotonic() < deadline, "the records did not expire"
+        time.sleep(0.02)
+    assert backend.kv_expire_many([], 1) == 0
 
 
 def test_batches_wake_write_and_delete_many_at_once(app: deferq.App, backend) -> None:

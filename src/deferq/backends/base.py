@@ -598,12 +598,13 @@ class Backend(JobStore, JobAdmin, Records, HistoryStore, SearchStore):
 
     def kv_put_leased(self, job: Job, lease: float, namespace: str, key: str,
                       value: bytes) -> tuple[bool, bytes | None]:
-        """A leased job's own record (a durable step's checkpoint), kept only while the
-        job's lease holds: renew the lease as `heartbeat` does (fenced by worker and
-        attempts) and, if it held, `kv_put(..., only_new=True)`. Returns (whether the
-        lease held, the record another writer kept first: None when this one was stored
-        or the lease was lost). Stores that can do both in one round trip (one
-        transaction, one script) override this."""
+        """A leased job's own record (a durable step's checkpoint), stored only while this
+        attempt still holds the job (fenced by worker and attempts, as `heartbeat` is)
+        and only if no live record has the name (`kv_put(..., only_new=True)`). Returns
+        (whether the lease held, the record another writer kept first: None when this
+        one was stored or the lease was lost). Here: a heartbeat, then the record; stores
+        that can check and store in one round trip (one statement, one script) override
+        this and leave the lease as it is."""
         if job.id in self.heartbeat([job], lease):
             return False, None
         if self.kv_put(namespace, key, value, only_new=True):

@@ -321,10 +321,9 @@ class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
         slots: the heartbeat, then the record, as the base does."""
         if self.cluster:
             return super().kv_put_leased(job, lease, namespace, key, value)
-        qk = self.keys.queue(job.queue)
-        keys = [qk.job(job.id), qk.active, self.keys.kv_record(namespace, key), self.keys.kv_index(namespace)]
-        reply = self._run(Call(scripts.KV_PUT_LEASED, keys,
-                               [repr(lease), job.id, job.worker or "", job.attempts, key, value]))
+        keys = [self.keys.queue(job.queue).job(job.id), self.keys.kv_record(namespace, key),
+                self.keys.kv_index(namespace)]
+        reply = self._run(Call(scripts.KV_PUT_LEASED, keys, [job.worker or "", job.attempts, key, value]))
         return bool(reply[0]), bytes(reply[1]) if len(reply) > 1 else None
 
     @guarded

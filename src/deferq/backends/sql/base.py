@@ -730,12 +730,24 @@ class SQLBackend(SQLHistory, SQLSearch, Backend):
 
     def kv_put_leased(self, job: Job, lease: float, namespace: str, key: str,
                       value: bytes) -> tuple[bool, bytes | None]:
-        """One transaction: the fenced lease renewal, then the record if new (or the one kept)."""
-        return self.run(self.kv_put_leased_plan(job, lease, namespace, key, value), atomic=True)
+        """The record stored in one statement where the lease holds (SQLite), else in one
+        transaction (MySQL: the fenced lease renewal, then the record)."""
+        if "kv_put_leased" not in self.q:
+            return self.run(self.kv_put_leased_plan(job, lease, namespace, key, value), atomic=True)
+        params = {"id": job.id, "worker": job.worker, "attempts": job.attempts,
+                  "namespace": namespace, "key": key, "value": bytes(value)}
+
+        def plan() -> Plan[tuple[bool, bytes | None]]:
+            if (yield Step(self.q["kv_put_leased"], params)).rowcount == 1:
+                return True, None
+            [(held, kept)] = (yield Step(self.q["kv_lease_check"], params)).rows
+            return bool(held), None if kept is None or not held else bytes(kept)
+
+        return self.run(plan())
 
     def kv_put_leased_plan(self, job: Job, lease: float, namespace: str, key: str,
                            value: bytes) -> Plan[tuple[bool, bytes | None]]:
-        """Each statement in turn (SQLite, MySQL); PostgreSQL does it in one."""
+        """The fenced lease renewal, then the record unless one is there (or the one kept)."""
         [fence] = self.fence_params([job], [{"lease": lease}])
         params = {"namespace": namespace, "key": key, "value": bytes(value), "ttl": None}
         if (yield Step(self.q["heartbeat"], fence)).rowcount != 1:

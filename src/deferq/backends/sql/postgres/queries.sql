@@ -389,15 +389,15 @@ VALUES (%(namespace)s, %(key)s, %(value)s, {now} + %(ttl)s::float8)
 ON CONFLICT (namespace, key) DO NOTHING
 
 -- name: kv_put_leased
--- A leased job's own record (a durable step's checkpoint) in one statement: the lease
--- renewed, fenced like heartbeat, and only if it held the record stored unless a live
--- one is there (an expired one is replaced). Returns whether the lease held, whether
--- this record was stored, and the record kept before (as this statement began: an
--- insert racing it may leave that NULL, and the caller reads it).
+-- A leased job's own record (a durable step's checkpoint) in one statement: stored only
+-- while the job is still this attempt's (fenced like heartbeat, its lease not
+-- extended), unless a live record is there (an expired one is replaced). Returns
+-- whether the lease held, whether this record was stored, and the record kept before
+-- (as this statement began: an insert racing it may leave that NULL, and the caller
+-- reads it).
 WITH held AS (
-    UPDATE {jobs} SET lease_until = {now} + %(lease)s::float8
+    SELECT 1 FROM {jobs}
     WHERE id = %(id)s AND state = 'active' AND worker = %(worker)s AND attempts = %(attempts)s
-    RETURNING id
 ), stored AS (
     INSERT INTO {kv} AS kv (namespace, key, value, expires_at)
     SELECT %(namespace)s, %(key)s, %(value)s, NULL FROM held

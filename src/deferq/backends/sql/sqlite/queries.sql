@@ -299,6 +299,25 @@ DELETE FROM {kv} WHERE namespace = :namespace AND key = :key AND expires_at <= {
 INSERT OR IGNORE INTO {kv} (namespace, key, value, expires_at)
 VALUES (:namespace, :key, :value, {now} + :ttl)
 
+-- name: kv_put_leased
+-- A leased job's own record (a durable step's checkpoint) in one statement: stored only
+-- while the job is still this attempt's (fenced like heartbeat), unless a live record
+-- is there (an expired one is replaced). 1 row: stored; 0: the lease was lost or a
+-- record won (`kv_lease_check` says which).
+INSERT INTO {kv} (namespace, key, value, expires_at)
+SELECT :namespace, :key, :value, NULL FROM {jobs}
+WHERE id = :id AND state = 'active' AND worker = :worker AND attempts = :attempts
+ON CONFLICT (namespace, key) DO UPDATE SET value = excluded.value, expires_at = NULL
+WHERE expires_at <= {now}
+
+-- name: kv_lease_check
+-- After a kv_put_leased that stored nothing: whether the job is still this attempt's,
+-- and the live record that won.
+SELECT EXISTS (SELECT 1 FROM {jobs}
+               WHERE id = :id AND state = 'active' AND worker = :worker AND attempts = :attempts),
+       (SELECT value FROM {kv}
+        WHERE namespace = :namespace AND key = :key AND (expires_at IS NULL OR expires_at > {now}))
+
 -- name: kv_lock
 -- A kv record the write transaction (BEGIN IMMEDIATE) holds (rate_take, slot_take).
 SELECT value, {now} FROM {kv} WHERE namespace = :namespace AND key = :key
