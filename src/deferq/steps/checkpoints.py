@@ -168,12 +168,13 @@ class JobSteps:
         self.load()[name] = record
         return record
 
-    def put(self, name: str, record: dict[str, Any]) -> dict[str, Any]:
-        """`fence` then `write`, in one store call (`kv_put_leased`: one transaction or
-        script where the store can): a checkpoint only an attempt that holds the job's
-        lease may keep. The one kept is returned."""
-        held, raw = self.store.kv_put_leased(self.job, self.lease, self.namespace, name,
-                                             dumps(record, f"the result of step {name!r}"))
+    def put(self, name: str, record: dict[str, Any], encoded: bytes | None = None) -> dict[str, Any]:
+        """`fence` then `write`, in one store call (`kv_put_leased`: one statement or
+        script where the store can): a checkpoint only an attempt that still holds the
+        job may keep. The one kept is returned (`encoded`: the record as JSON, if made)."""
+        if encoded is None:
+            encoded = dumps(record, f"the result of step {name!r}")
+        held, raw = self.store.kv_put_leased(self.job, self.lease, self.namespace, name, encoded)
         if not held:
             raise LeaseLost(f"job {self.job.id} attempt {self.job.attempts} lost its lease: "
                             "another worker runs it, and this attempt's step is not kept")
@@ -198,7 +199,8 @@ class JobSteps:
 
     def kept(self, name: str, fn: Callable[..., Any], result: Any, started: float) -> Any:
         """A step's result, kept (or the one another run kept first)."""
-        return self.put(name, loads(self.encoded(name, fn, result, started)))["result"]
+        encoded = self.encoded(name, fn, result, started)
+        return self.put(name, loads(encoded), encoded)["result"]
 
     def step_within(self, connection: Any, name: str, fn: Callable[..., Any], args: tuple[Any, ...],
                     kwargs: dict[str, Any]) -> Any:
