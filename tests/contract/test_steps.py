@@ -171,6 +171,36 @@ def test_a_namespace_expires_at_once(backend) -> None:
     assert backend.kv_list("steps-other") == {"a": b"3"}
 
 
+def test_waiting_jobs_are_marked_and_listed_without_reading_their_steps(app: deferq.App) -> None:
+    @app.task(name="waits")
+    def waits() -> object:
+        job = deferq.current_job()
+        assert job is not None
+        answer = job.wait_for("paid", event="paid", key="k1", timeout=600)
+        job.sleep("after", 600)
+        return answer
+
+    @app.task(name="sleeps")
+    def sleeps() -> None:
+        job = deferq.current_job()
+        assert job is not None
+        job.sleep("nap", 600)
+
+    waiter, sleeper, plain = waits.enqueue(), sleeps.enqueue(), app.enqueue("noop", delay=600)
+    assert run_next(app).state == JobState.SCHEDULED and run_next(app).state == JobState.SCHEDULED
+    stored = app.get(waiter.id)
+    assert stored is not None and stored.waits_for == "paid\tk1" and stored.waiting
+    assert {job.id: job.waiting for job in (app.get(sleeper.id), app.get(plain.id)) if job} == {
+        sleeper.id: False, plain.id: False}
+    assert [job.id for job in app.find_jobs(state="waiting").jobs] == [waiter.id]
+    assert {job.id for job in app.find_jobs(state="scheduled").jobs} == {waiter.id, sleeper.id, plain.id}
+    assert send_event(app.backend, "paid", "k1", 5) == 1
+    assert run_next(app).state == JobState.SCHEDULED  # its answer taken, now asleep: no longer waiting
+    resumed = app.get(waiter.id)
+    assert resumed is not None and resumed.waits_for is None and not resumed.waiting
+    assert app.find_jobs(state="waiting").jobs == []
+
+
 def test_a_leased_record_is_stored_once_and_only_by_the_holder(app: deferq.App, backend) -> None:
     app.enqueue("leased")
     [job] = backend.reserve(["default"], 1, "w", 5, ORDER)

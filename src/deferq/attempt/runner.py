@@ -112,7 +112,7 @@ def decide_failure(spec: TaskSpec, job: Job, exc: BaseException) -> Outcome:
     if isinstance(exc, UnknownTask | PayloadError | StepMismatch):  # no retry can help: dead at once
         return Outcome(job, OutcomeKind.DEAD, error=str(exc))
     if isinstance(exc, Snooze):  # not a failure: back later, the attempt not counted
-        return Outcome(job, OutcomeKind.SNOOZE, delay=exc.delay)
+        return Outcome(job, OutcomeKind.SNOOZE, delay=exc.delay, waits_for=getattr(exc, "waits_for", None))
     error = describe(exc)
     if job.attempts >= (job.max_attempts if spec.max_attempts is None else spec.max_attempts):
         return Outcome(job, OutcomeKind.DEAD, error=error)

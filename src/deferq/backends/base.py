@@ -144,6 +144,7 @@ class Outcome:
     error: str | None = None
     result: Any = None
     ran: float | None = None
+    waits_for: str | None = None  # a snooze into a durable wait: "<event>\t<key>" (Job.waits_for)
 
     KINDS = tuple(OutcomeKind)
 

@@ -52,7 +52,13 @@ ENDS_STEPS = frozenset({OutcomeKind.SUCCEEDED.value, OutcomeKind.CANCELLED.value
 
 class Suspend(Snooze):
     """The job leaves the worker until its sleep ends or its event comes (a snooze:
-    the attempt is not counted). Let it through: a task that catches it stays here."""
+    the attempt is not counted). Let it through: a task that catches it stays here.
+    `waits_for`: "<event>\t<key>" of a wait, stored on the job by its outcome's settle
+    (what lists filter as `waiting`)."""
+
+    def __init__(self, delay: float, reason: str = "snoozed", waits_for: str | None = None) -> None:
+        super().__init__(delay, reason)
+        self.waits_for = waits_for
 
 
 class StepTaken(DeferqError):
@@ -289,7 +295,7 @@ class JobSteps:
                                                      "at": self.now()})
         if left <= 0:
             return self.answer(name, waiter, topic, {"data": None, "timeout": True, "at": self.now()})
-        raise Suspend(left, f"waiting for {record['event']} {record['key']} in {name!r}")
+        raise Suspend(left, f"waiting for {record['event']} {record['key']} in {name!r}", topic)
 
     def unconsumed(self, sent: dict[str, Any]) -> bool:
         """An event this job has not had yet, sent since the job was created."""

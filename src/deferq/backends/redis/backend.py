@@ -25,7 +25,7 @@ from redis.exceptions import NoScriptError
 from ...errors import StoreUnavailable
 from ...job import Job, dumps
 from .. import fair
-from ..base import Backend, Enqueue, Heartbeat, Outcome
+from ..base import Backend, Enqueue, Heartbeat, Outcome, OutcomeKind
 from ..history import recovered
 from . import flows, scripts
 from .admin import BATCH, Admin
@@ -383,8 +383,9 @@ class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
                 kind = outcome.kind
                 target = first + (_WAITING_AT + job.priority if kind in _BACK else _FINISHED_AT[kind])
                 result = "" if outcome.result is None else dumps(outcome.result, "the task's result")
+                error = outcome.waits_for if kind == OutcomeKind.SNOOZE else outcome.error
                 args += (target, kind, job.id, job.worker or "", job.attempts, repr(outcome.delay),
-                         outcome.error or "", result)
+                         error or "", result)
             calls.append(Call(scripts.SETTLE, keys, args))
         return groups, calls
 

@@ -539,6 +539,7 @@ class SQLBackend(SQLHistory, SQLSearch, Backend):
                 "kind": outcome.kind, "state": STORED_STATE[outcome.kind],
                 "released": int(outcome.kind in UNCOUNTED), "delay": float(outcome.delay),
                 "error": outcome.error, "result": result,
+                "waits_for": outcome.waits_for if outcome.kind == "snooze" else None,
             })
         return self.fence_params([o.job for o in outcomes], extra)
 

@@ -12,7 +12,7 @@ date_part('epoch', now())
 -- as text costs the same as its normal output and leaves decoding to orjson.
 id, task, payload::text, queue, priority, state, attempts, max_attempts, timeout,
 unique_key, run_at, created_at, lease_until, worker, error, result::text, finished_at,
-progress, progress_message, cancel_requested_at, expires_at, updated_at, remark, last_worker, tags, fair_key
+progress, progress_message, cancel_requested_at, expires_at, updated_at, remark, last_worker, tags, fair_key, waits_for
 
 -- name: clock
 SELECT {now}
@@ -239,13 +239,14 @@ UPDATE {jobs} AS j SET
     error = CASE WHEN o.kind IN ('retry', 'dead', 'cancelled') THEN o.error ELSE j.error END,
     result = CASE WHEN o.kind = 'succeeded' THEN o.result::jsonb ELSE j.result END,
     finished_at = CASE WHEN o.state <> 'queued' OR j.cancel_requested_at IS NOT NULL THEN {now} END,
+    waits_for = o.waits_for,
     worker = NULL,
     lease_until = NULL,
     updated_at = {now}
 FROM unnest(%(id)s::text[], %(worker)s::text[], %(attempts)s::int[], %(kind)s::text[],
             %(state)s::text[], %(released)s::int[], %(delay)s::float8[], %(error)s::text[],
-            %(result)s::text[])
-     AS o(id, worker, attempts, kind, state, released, delay, error, result)
+            %(result)s::text[], %(waits_for)s::text[])
+     AS o(id, worker, attempts, kind, state, released, delay, error, result, waits_for)
 WHERE j.id = o.id AND j.state = 'active' AND j.worker = o.worker AND j.attempts = o.attempts
 
 -- name: recover_expired

@@ -14,7 +14,7 @@
 -- Every job read returns these, in this order (rows.py decodes them).
 id, task, payload, queue, priority, state, attempts, max_attempts, timeout,
 key, run_at, created_at, lease_until, worker, error, result, finished_at,
-progress, progress_message, cancel_requested_at, expires_at, updated_at, remark, last_worker, tags, fair_key
+progress, progress_message, cancel_requested_at, expires_at, updated_at, remark, last_worker, tags, fair_key, waits_for
 
 -- name: data_version
 -- Changes whenever another connection commits: a read of shared memory, no I/O.
@@ -155,6 +155,7 @@ UPDATE {jobs} SET
     priority = CASE WHEN :kind IN ('retry', 'snooze') AND priority >= 10 THEN priority - 10 ELSE priority END,
     vtime = CASE WHEN :kind IN ('retry', 'snooze') THEN NULL ELSE vtime END,
     finished_at = CASE WHEN :state <> 'queued' OR cancel_requested_at IS NOT NULL THEN {now} END,
+    waits_for = :waits_for,
     worker = NULL,
     lease_until = NULL,
     updated_at = {now}
