@@ -555,8 +555,9 @@ def queue_resume(app: App, name: str) -> None:
 
 @main.command("jobs")
 @existing_store_options
-@click.option("--state", type=click.Choice([*(str(s) for s in JobState), *SCHEDULED_KINDS]),
-              help="Only jobs in this state (retrying, waiting: parts of the scheduled ones).")
+@click.option("--state", type=click.Choice([*(str(s) for s in JobState), *SCHEDULED_KINDS]), metavar="STATE",
+              help=f"Only jobs in this state: {', '.join(map(str, JobState))}; or retrying, waiting "
+                   "(scheduled jobs that failed before, scheduled jobs in a durable wait).")
 @click.option("--queue", help="Only jobs of this queue.")
 @click.option("--task", help="Only jobs of this task.")
 @click.option("--tag", help="Only jobs with this tag.")
