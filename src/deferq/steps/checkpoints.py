@@ -7,15 +7,16 @@ Everything is kept in the store's small records (`Records`), so it works on ever
   a sleep's due time, a wait's event, key and deadline; `<name>\\tdone` the wait's answer
   (the event's data, or a timeout); `<name>\\tfailed` the failed tries of a step with
   its own retries (`StepRetry`). Each is written once: the first writer wins
-  (`only_new`), and a step's result only by an attempt that still holds its lease (a
-  fenced heartbeat just before), so every later run reads the same answer.
+  (`only_new`), and only by an attempt that still holds the job's lease (the write is
+  fenced: `kv_put_leased`, one store call), so every later run reads the same answer.
 - `deferq.waiters:<event>\\t<key>`: `<job id>\\t<wait name>` of each job waiting for it.
 - `deferq.events`: `<event>\\t<key>` -> the last event sent, kept `keep` seconds, so an
   event sent before a job starts waiting is not lost.
 
 A sleep or a wait leaves the worker as a snooze (`Suspend`): the job is stored again,
-due at the end of the sleep or the wait's timeout, its attempt not counted. An event
-makes a waiting job due at once (`wake`).
+due at the end of the sleep or the wait's timeout, its attempt not counted; a wait's
+snooze also stores its event and key on the job (`Job.waits_for`: lists filter
+`waiting` by it). An event makes a waiting job due at once (`wake`).
 """
 
 from __future__ import annotations
