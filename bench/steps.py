@@ -1,10 +1,10 @@
 """Durable steps on one store: `python -m bench.steps URL [N] [PARTS]` (PARTS: any of
 `steps,sleep,event`, comma-separated; all by default).
 
-1. The cost of a step: 200 new steps of one leased job (each a lease check and a
-   write), then the same steps on the replay path (the job run again: its checkpoints
-   read once, each finished step a look-up), and that read.
-2. N jobs that sleep until one moment (2 s + 20 ms a job from now), with one in-process
+1. The cost of a step: 200 new steps of one leased job (each one fenced write),
+   then the same steps on the replay path (the job run again: its checkpoints read
+   once, each finished step a look-up), and that read.
+2. N jobs that sleep until one moment (2 s + 5 ms a job from now), with one in-process
    worker (8 threads): the worker's CPU while they sleep, and how late each woke (when
    its next step began, past that moment: p50 / p99); then, to compare, as many plain
    jobs due at one moment (how late each began).
@@ -25,7 +25,7 @@ import deferq
 from deferq.steps.checkpoints import JobSteps
 from deferq.worker import Worker, WorkerConfig
 
-SLEEP_BASE, SLEEP_PER_JOB = 2.0, 0.02  # seconds: long enough for every job to be asleep at once
+SLEEP_BASE, SLEEP_PER_JOB = 2.0, 0.005  # seconds: long enough for every job to be asleep at once
 STEPS = 200
 PARTS = ("steps", "sleep", "event")
 

@@ -307,6 +307,8 @@ def test_links_the_back_button_and_reload_keep_the_view(served):
     page.go_back()
     expect(page).to_have_url(base + "/dashboard/jobs")
     expect(page.locator('select[name="state"]')).to_have_value("")
+    page.select_option('select[name="state"]', "waiting")  # jobs in a durable wait: none here
+    expect(page).to_have_url(re.compile(r"/dashboard/jobs\?state=waiting"))
     no_errors(page)
     page.context.close()
 

@@ -15,7 +15,7 @@ from typing import Any, ParamSpec, TypeVar, Unpack, overload
 from . import results
 from .backends import Backend, open_backend
 from .backends.base import Enqueue, QueueStats, QueueTable, missing_from, queue_table
-from .backends.search import JobPage, JobQuery
+from .backends.search import SCHEDULED_KINDS, JobPage, JobQuery, find_scheduled
 from .errors import ConfigError
 from .flows import batch as batches
 from .flows.chains import with_inputs
@@ -409,9 +409,14 @@ class App:
     def find_jobs(self, *, state: str | JobState | None = None, queue: str | None = None, task: str | None = None,
                   tag: str | None = None, text: str = "", limit: int = 50, cursor: str | None = None) -> JobPage:
         """A page of the jobs that match every filter given, newest first; `page.cursor`
-        asks for the next (backends/search.py: what each store looks at to answer)."""
-        page = self.backend.find_jobs(JobQuery(None if state is None else JobState(state), queue, task, tag, text,
-                                               cursor, limit))
+        asks for the next (backends/search.py: what each store looks at to answer).
+        `state` may also be `retrying` (scheduled jobs that failed before) or `waiting`
+        (scheduled jobs in a durable wait)."""
+        if state in SCHEDULED_KINDS:
+            page = find_scheduled(self.backend, JobQuery(None, queue, task, tag, text, cursor, limit), str(state))
+        else:
+            page = self.backend.find_jobs(JobQuery(None if state is None else JobState(state), queue, task, tag,
+                                                   text, cursor, limit))
         page.jobs = held(page.jobs, self._origin)
         return page
 

@@ -202,6 +202,14 @@ class Job(_Held, Generic[R]):
     last_worker: str | None = stored("last_worker", None)  # the worker that last leased it; kept after it ends
     tags: tuple[str, ...] = stored("tags", (), new=True, json=True)  # labels to find jobs by
     fair_key: str | None = stored("fair_key", None, new=True)  # its queue serves its keys round-robin
+    # "<event>\t<key>" of the durable wait (job.wait_for) a scheduled job handed itself back
+    # for, set by that outcome and cleared by the next: what lists filter as `waiting`
+    waits_for: str | None = stored("waits_for", None, http=None)
+
+    @property
+    def waiting(self) -> bool:
+        """A scheduled job in a durable wait (`job.wait_for`): shown and filtered as `waiting`."""
+        return self.waits_for is not None and self.state == JobState.SCHEDULED
 
     @property
     def priority_name(self) -> str:
@@ -305,7 +313,7 @@ def fresh_job(
     return Job(
         id, task, args, kwargs, queue, priority, state, 0, max_attempts, timeout, key, run_at, created_at,
         None, None, None, None, None, meta, None, None, False, expires_at, updated_at, remark, None, tags,
-        fair_key,
+        fair_key, None,
     )
 
 

@@ -34,7 +34,7 @@ from .errors import ConfigError
 from .job import WAITING_STATES, Job, Priority, dumps, loads
 from .middleware import Middleware
 from .registry import Registry
-from .steps.checkpoints import JobSteps
+from .steps.checkpoints import JobSteps, expire_ended
 from .task import Runtime, Task
 
 WORKER = "eager"
@@ -83,6 +83,8 @@ def run_here(app: Runtime[Registry], job: Job, retry_at_once: bool = False) -> O
     if retry_at_once and outcome.kind == OutcomeKind.RETRY:
         outcome = Outcome(job, OutcomeKind.RETRY, delay=0.0, error=outcome.error)
     if app.backend.settle([outcome]) == [True]:
+        if control.checkpoints is not None and (steps := control.checkpoints.expiring(outcome.kind)):
+            expire_ended(app.backend, app.result_ttl, [steps])
         registry.chain.run_after_settle(outcome, exc)
     return outcome
 

@@ -9,7 +9,7 @@ import time
 import pytest
 
 import deferq
-from deferq.backends.base import OutcomeKind
+from deferq.backends.base import Outcome, OutcomeKind
 from deferq.job import JobState
 from deferq.steps.checkpoints import JobSteps, LeaseLost
 from deferq.steps.events import send_event, timeline
@@ -153,7 +153,6 @@ def test_wake_makes_only_a_scheduled_job_due(app: deferq.App, backend) -> None:
     assert not backend.wake(now.id) and not backend.wake("0" * 26)
     leased = backend.reserve(["default"], 2, "w", 5, ORDER)
     assert len(leased) == 2 and not backend.wake(later.id)
-    from deferq.backends.base import Outcome
     backend.settle([Outcome(job, OutcomeKind.SUCCEEDED) for job in leased])
     assert not backend.wake(later.id)
 
@@ -170,6 +169,61 @@ def test_a_namespace_expires_at_once(backend) -> None:
         assert time.monotonic() < deadline, "the records did not expire"
         time.sleep(0.02)
     assert backend.kv_list("steps-other") == {"a": b"3"}
+
+
+def test_waiting_jobs_are_marked_and_listed_without_reading_their_steps(app: deferq.App) -> None:
+    @app.task(name="waits")
+    def waits() -> object:
+        job = deferq.current_job()
+        assert job is not None
+        answer = job.wait_for("paid", event="paid", key="k1", timeout=600)
+        job.sleep("after", 600)
+        return answer
+
+    @app.task(name="sleeps")
+    def sleeps() -> None:
+        job = deferq.current_job()
+        assert job is not None
+        job.sleep("nap", 600)
+
+    waiter, sleeper, plain = waits.enqueue(), sleeps.enqueue(), app.enqueue("noop", delay=600)
+    assert run_next(app).state == JobState.SCHEDULED and run_next(app).state == JobState.SCHEDULED
+    stored = app.get(waiter.id)
+    assert stored is not None and stored.waits_for == "paid\tk1" and stored.waiting
+    assert {job.id: job.waiting for job in (app.get(sleeper.id), app.get(plain.id)) if job} == {
+        sleeper.id: False, plain.id: False}
+    assert [job.id for job in app.find_jobs(state="waiting").jobs] == [waiter.id]
+    assert {job.id for job in app.find_jobs(state="scheduled").jobs} == {waiter.id, sleeper.id, plain.id}
+    assert send_event(app.backend, "paid", "k1", 5) == 1
+    assert run_next(app).state == JobState.SCHEDULED  # its answer taken, now asleep: no longer waiting
+    resumed = app.get(waiter.id)
+    assert resumed is not None and resumed.waits_for is None and not resumed.waiting
+    assert app.find_jobs(state="waiting").jobs == []
+
+
+def test_a_leased_record_is_stored_once_and_only_by_the_holder(app: deferq.App, backend) -> None:
+    app.enqueue("leased")
+    [job] = backend.reserve(["default"], 1, "w", 5, ORDER)
+    assert backend.kv_put_leased(job, 5, "leased-test", "a", b"1") == (True, None)
+    assert backend.kv_put_leased(job, 5, "leased-test", "a", b"2") == (True, b"1")  # the first one wins
+    other = job.evolve(worker="someone else")
+    assert backend.kv_put_leased(other, 5, "leased-test", "b", b"3") == (False, None)
+    stale = job.evolve(attempts=job.attempts + 1)
+    assert backend.kv_put_leased(stale, 5, "leased-test", "b", b"3") == (False, None)
+    backend.kv_put("leased-test", "c", b"old", ttl=0.05)
+    deadline = time.monotonic() + 5
+    while backend.kv_get("leased-test", "c") is not None:  # an expired record is replaced
+        assert time.monotonic() < deadline, "the record did not expire"
+        time.sleep(0.02)
+    assert backend.kv_put_leased(job, 5, "leased-test", "c", b"new") == (True, None)
+    assert backend.kv_list("leased-test") == {"a": b"1", "c": b"new"}
+    backend.settle([Outcome(job, OutcomeKind.SUCCEEDED)])
+    assert backend.kv_put_leased(job, 5, "leased-test", "d", b"4") == (False, None)  # it ended
+    assert backend.kv_expire_many(["leased-test", "leased-none"], 0.05) == 2
+    while backend.kv_list("leased-test"):
+        assert time.monotonic() < deadline, "the records did not expire"
+        time.sleep(0.02)
+    assert backend.kv_expire_many([], 1) == 0
 
 
 def test_batches_wake_write_and_delete_many_at_once(app: deferq.App, backend) -> None:

@@ -44,8 +44,6 @@ def run_sync(
         running_job.reset(token)
     if control is not None and control.cancelled:  # asked to stop: whatever it did, it stopped
         outcome = stopped(job)
-    if control is not None and control.checkpoints is not None:
-        control.checkpoints.ended(outcome.kind)
     chain.run_after(chain.after_run, job, outcome, exc)
     return outcome, exc
 
@@ -77,8 +75,6 @@ async def run_async(
         running_job.reset(token)
     if control.cancelled:
         outcome = stopped(job)
-    if control.checkpoints is not None:
-        await asyncio.to_thread(control.checkpoints.ended, outcome.kind)
     chain.run_after(chain.after_run, job, outcome, exc)
     return outcome, exc
 
@@ -116,7 +112,7 @@ def decide_failure(spec: TaskSpec, job: Job, exc: BaseException) -> Outcome:
     if isinstance(exc, UnknownTask | PayloadError | StepMismatch):  # no retry can help: dead at once
         return Outcome(job, OutcomeKind.DEAD, error=str(exc))
     if isinstance(exc, Snooze):  # not a failure: back later, the attempt not counted
-        return Outcome(job, OutcomeKind.SNOOZE, delay=exc.delay)
+        return Outcome(job, OutcomeKind.SNOOZE, delay=exc.delay, waits_for=getattr(exc, "waits_for", None))
     error = describe(exc)
     if job.attempts >= (job.max_attempts if spec.max_attempts is None else spec.max_attempts):
         return Outcome(job, OutcomeKind.DEAD, error=error)

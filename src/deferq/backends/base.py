@@ -144,6 +144,7 @@ class Outcome:
     error: str | None = None
     result: Any = None
     ran: float | None = None
+    waits_for: str | None = None  # a snooze into a durable wait: "<event>\t<key>" (Job.waits_for)
 
     KINDS = tuple(OutcomeKind)
 
@@ -595,6 +596,27 @@ class Records(ABC):
 class Backend(JobStore, JobAdmin, Records, HistoryStore, SearchStore):
     """A whole store: the hot path, admin (with `find_jobs`), records and the per-minute
     history. Every store deferq ships is one."""
+
+    def kv_put_leased(self, job: Job, lease: float, namespace: str, key: str,
+                      value: bytes) -> tuple[bool, bytes | None]:
+        """A leased job's own record (a durable step's checkpoint), stored only while this
+        attempt still holds the job (fenced by worker and attempts, as `heartbeat` is)
+        and only if no live record has the name (`kv_put(..., only_new=True)`). Returns
+        (whether the lease held, the record another writer kept first: None when this
+        one was stored or the lease was lost). Here: a heartbeat, then the record; stores
+        that can check and store in one round trip (one statement, one script) override
+        this and leave the lease as it is."""
+        if job.id in self.heartbeat([job], lease):
+            return False, None
+        if self.kv_put(namespace, key, value, only_new=True):
+            return True, None
+        return True, self.kv_get(namespace, key)
+
+    def kv_expire_many(self, namespaces: Sequence[str], ttl: float) -> int:
+        """`kv_expire` of each namespace (the checkpoints of the jobs a worker settled
+        in one batch); returns how many records will expire. Stores that can do it in
+        one round trip override this."""
+        return sum(self.kv_expire(namespace, ttl) for namespace in namespaces)
 
 
 def grouped(items: Iterable[T], home: Callable[[T], K]) -> dict[K, list[T]]:

@@ -554,11 +554,13 @@ class _Unleased(TypedDict):
     worker: None
     lease_until: None
     updated_at: float
+    waits_for: str | None
 
 
 def _settled(job: Job, outcome: Outcome, now: float) -> Job:
     """The job after an outcome: the one place the memory store applies outcomes."""
-    common: _Unleased = {"worker": None, "lease_until": None, "updated_at": now}
+    common: _Unleased = {"worker": None, "lease_until": None, "updated_at": now,
+                         "waits_for": outcome.waits_for if outcome.kind == "snooze" else None}
     if job.cancel_requested and outcome.kind != "succeeded" or outcome.kind == "cancelled":
         error = outcome.error if outcome.kind in ("cancelled", "dead", "retry") else job.error
         return replace(job, state=JobState.CANCELLED, error=error, finished_at=now, **common)
@@ -579,7 +581,7 @@ def _settled(job: Job, outcome: Outcome, now: float) -> Job:
 
 def _expired(job: Job, now: float) -> Job:
     error = f"lease expired (worker {job.worker} stopped heartbeating)"
-    common: _Unleased = {"worker": None, "lease_until": None, "updated_at": now}
+    common: _Unleased = {"worker": None, "lease_until": None, "updated_at": now, "waits_for": None}
     if job.cancel_requested:
         return replace(job, state=JobState.CANCELLED, error=error, finished_at=now, **common)
     if job.attempts >= job.max_attempts:

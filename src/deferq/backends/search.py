@@ -62,14 +62,23 @@ class SearchStore(ABC):
         """One page of the jobs matching `query`, newest first (module doc)."""
 
 
-RETRYING_ROUNDS = 8  # store pages one page of retrying jobs reads at most
+RETRYING_ROUNDS = 8  # store pages one page of retrying (or waiting) jobs reads at most
+
+# The filters that are a part of the scheduled jobs, told apart by a field of the job
+# itself (no read per job): `retrying`, scheduled jobs that failed before; `waiting`,
+# scheduled jobs in a durable wait (job.wait_for, Job.waits_for).
+SCHEDULED_KINDS: dict[str, Callable[[Job], bool]] = {
+    "retrying": lambda job: job.attempts > 0,
+    "waiting": lambda job: job.waits_for is not None,
+}
 
 
-def find_retrying(store: SearchStore, find: JobQuery) -> JobPage:
-    """Scheduled jobs that failed before (attempts > 0), from the store's pages of scheduled
+def find_scheduled(store: SearchStore, find: JobQuery, kind: str) -> JobPage:
+    """Scheduled jobs of one of SCHEDULED_KINDS, from the store's pages of scheduled
     jobs: each store page asks for no more than the places left, so the cursor of the last
     one is exactly where the next page goes on. Stops at `find.window` jobs looked at, or
     after a few store pages (a shorter page, its cursor going on: the next page goes on)."""
+    wanted = SCHEDULED_KINDS[kind]
     found: list[Job] = []
     cursor, scanned, page = find.cursor, 0, None
     for _ in range(RETRYING_ROUNDS):
@@ -77,12 +86,17 @@ def find_retrying(store: SearchStore, find: JobQuery) -> JobPage:
             break
         size = min(find.limit - len(found), find.window - scanned)
         page = store.find_jobs(replace(find, state=JobState.SCHEDULED, cursor=cursor, limit=size))
-        found += [job for job in page.jobs if job.attempts > 0]
+        found += [job for job in page.jobs if wanted(job)]
         scanned += page.scanned or len(page.jobs)
         cursor = page.cursor
         if cursor is None or not page.complete:
             break
     return JobPage(found, cursor, page.text_search if page else None, scanned, page is None or page.complete)
+
+
+def find_retrying(store: SearchStore, find: JobQuery) -> JobPage:
+    """Scheduled jobs that failed before (attempts > 0): `find_scheduled`."""
+    return find_scheduled(store, find, "retrying")
 
 
 def encode_cursor(value: Any) -> str:

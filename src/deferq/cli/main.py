@@ -20,7 +20,7 @@ import click
 import orjson
 
 from ..app import App
-from ..backends.search import JobQuery, find_retrying
+from ..backends.search import SCHEDULED_KINDS, JobQuery, find_retrying
 from ..errors import ConfigError, DeferqError
 from ..job import Job, JobState
 from ..loading import NO_CREATE, load_app, missing_extra, open_store, require
@@ -556,7 +556,9 @@ def queue_resume(app: App, name: str) -> None:
 
 @main.command("jobs")
 @existing_store_options
-@click.option("--state", type=click.Choice([str(s) for s in JobState]), help="Only jobs in this state.")
+@click.option("--state", type=click.Choice([*(str(s) for s in JobState), *SCHEDULED_KINDS]), metavar="STATE",
+              help=f"Only jobs in this state: {', '.join(map(str, JobState))}; or retrying, waiting "
+                   "(scheduled jobs that failed before, scheduled jobs in a durable wait).")
 @click.option("--queue", help="Only jobs of this queue.")
 @click.option("--task", help="Only jobs of this task.")
 @click.option("--tag", help="Only jobs with this tag.")
@@ -573,7 +575,8 @@ def find_jobs(app: App, state: str | None, queue: str | None, task: str | None, 
     columns = width()
     for job in page.jobs:
         tags = f"  [{', '.join(job.tags)}]" if job.tags else ""
-        click.echo(clip(f"{job.id}  {job.state:<9}  {job.task}  (queue {job.queue}){tags}", columns))
+        shown = "waiting" if job.waiting else str(job.state)
+        click.echo(clip(f"{job.id}  {shown:<9}  {job.task}  (queue {job.queue}){tags}", columns))
     if not page.jobs:
         click.echo("no jobs match")
     if page.cursor is not None or not page.complete:

@@ -7,15 +7,16 @@ Everything is kept in the store's small records (`Records`), so it works on ever
   a sleep's due time, a wait's event, key and deadline; `<name>\\tdone` the wait's answer
   (the event's data, or a timeout); `<name>\\tfailed` the failed tries of a step with
   its own retries (`StepRetry`). Each is written once: the first writer wins
-  (`only_new`), and a step's result only by an attempt that still holds its lease (a
-  fenced heartbeat just before), so every later run reads the same answer.
+  (`only_new`), and only by an attempt that still holds the job's lease (the write is
+  fenced: `kv_put_leased`, one store call), so every later run reads the same answer.
 - `deferq.waiters:<event>\\t<key>`: `<job id>\\t<wait name>` of each job waiting for it.
 - `deferq.events`: `<event>\\t<key>` -> the last event sent, kept `keep` seconds, so an
   event sent before a job starts waiting is not lost.
 
 A sleep or a wait leaves the worker as a snooze (`Suspend`): the job is stored again,
-due at the end of the sleep or the wait's timeout, its attempt not counted. An event
-makes a waiting job due at once (`wake`).
+due at the end of the sleep or the wait's timeout, its attempt not counted; a wait's
+snooze also stores its event and key on the job (`Job.waits_for`: lists filter
+`waiting` by it). An event makes a waiting job due at once (`wake`).
 """
 
 from __future__ import annotations
@@ -52,7 +53,13 @@ ENDS_STEPS = frozenset({OutcomeKind.SUCCEEDED.value, OutcomeKind.CANCELLED.value
 
 class Suspend(Snooze):
     """The job leaves the worker until its sleep ends or its event comes (a snooze:
-    the attempt is not counted). Let it through: a task that catches it stays here."""
+    the attempt is not counted). Let it through: a task that catches it stays here.
+    `waits_for`: "<event>\t<key>" of a wait, stored on the job by its outcome's settle
+    (what lists filter as `waiting`)."""
+
+    def __init__(self, delay: float, reason: str = "snoozed", waits_for: str | None = None) -> None:
+        super().__init__(delay, reason)
+        self.waits_for = waits_for
 
 
 class StepTaken(DeferqError):
@@ -77,6 +84,19 @@ def store_now(store: Backend) -> float:
         offset = store.now() - time.time()
         _clock_offsets[store] = (offset, now)
     return now + offset
+
+
+def expire_ended(store: Backend, keep: float, namespaces: list[str]) -> None:
+    """The checkpoints of jobs just settled as succeeded or cancelled (`expiring`) expire
+    `keep` seconds from now, in one store call per batch (the worker's settler, after
+    the settle: an outcome dropped as its lease was lost leaves them be). A store error
+    is logged (the checkpoints then stay), never the jobs'."""
+    if not namespaces:
+        return
+    try:
+        store.kv_expire_many(namespaces, max(keep, 1.0))
+    except DeferqError as exc:
+        log.warning("could not set the expiry of the checkpoints of %d job(s): %s", len(namespaces), exc)
 
 
 def checked_name(name: object, what: str = "a step name", limit: int = NAME_LIMIT) -> str:
@@ -155,6 +175,21 @@ class JobSteps:
         self.load()[name] = record
         return record
 
+    def put(self, name: str, record: dict[str, Any], encoded: bytes | None = None) -> dict[str, Any]:
+        """`fence` then `write`, in one store call (`kv_put_leased`: one statement or
+        script where the store can): a checkpoint only an attempt that still holds the
+        job may keep. The one kept is returned (`encoded`: the record as JSON, if made)."""
+        if encoded is None:
+            encoded = dumps(record, f"the result of step {name!r}")
+        held, raw = self.store.kv_put_leased(self.job, self.lease, self.namespace, name, encoded)
+        if not held:
+            raise LeaseLost(f"job {self.job.id} attempt {self.job.attempts} lost its lease: "
+                            "another worker runs it, and this attempt's step is not kept")
+        if raw is not None:
+            record = loads(raw)
+        self.load()[name] = record
+        return record
+
     def started(self, name: str, kind: str, **fields: Any) -> dict[str, Any]:
         fields.update(kind=kind, index=self.reached[name], at=self.now(), attempt=self.job.attempts)
         return fields
@@ -172,8 +207,7 @@ class JobSteps:
     def kept(self, name: str, fn: Callable[..., Any], result: Any, started: float) -> Any:
         """A step's result, kept (or the one another run kept first)."""
         encoded = self.encoded(name, fn, result, started)
-        self.fence()
-        return self.write(name, loads(encoded))["result"]
+        return self.put(name, loads(encoded), encoded)["result"]
 
     def step_within(self, connection: Any, name: str, fn: Callable[..., Any], args: tuple[Any, ...],
                     kwargs: dict[str, Any]) -> Any:
@@ -192,17 +226,12 @@ class JobSteps:
         self.load()[name] = loads(encoded)
         return self.load()[name]["result"]
 
-    def ended(self, outcome: str) -> None:
-        """The run ended with `outcome`: a job that succeeded or was cancelled keeps its
-        checkpoints as long as its result (`keep` seconds). Written by the run itself,
-        on its runner thread, so a worker's settles never wait for it; a store error is
-        logged (the checkpoints then stay), never the job's."""
-        if outcome not in ENDS_STEPS or not self.records:
-            return
-        try:
-            self.store.kv_expire(self.namespace, max(self.keep, 1.0))
-        except DeferqError as exc:
-            log.warning("could not set the expiry of job %s's checkpoints: %s", self.job.id, exc)
+    def expiring(self, outcome: str) -> str | None:
+        """The namespace of checkpoints to expire once this run's `outcome` is settled (a
+        job that succeeded or was cancelled keeps them as long as its result): None for
+        any other outcome, or a run that reached no checkpoint. `expire_ended` expires a
+        settled batch's in one store call."""
+        return self.namespace if outcome in ENDS_STEPS and self.records else None
 
     # -- the three checkpoints ----------------------------------------------------------
 
@@ -243,9 +272,8 @@ class JobSteps:
     def sleep(self, name: str, delay: float | None = None, until: float | None = None) -> None:
         record = self.reach(name, "sleep")
         if record is None:
-            self.fence()
             due = self.now() + (delay or 0.0) if until is None else until
-            record = self.write(name, self.started(name, "sleep", until=due))
+            record = self.put(name, self.started(name, "sleep", until=due))
         left = record["until"] - self.now()
         if left > 0:
             raise Suspend(left, f"sleeping in {name!r}")
@@ -255,8 +283,7 @@ class JobSteps:
         checked_name(key, "an event key", KEY_LIMIT)
         record = self.reach(name, "wait")
         if record is None:
-            self.fence()
-            record = self.write(name, self.started(name, "wait", event=event, key=key, until=self.now() + timeout))
+            record = self.put(name, self.started(name, "wait", event=event, key=key, until=self.now() + timeout))
         if (answer := self.load().get(name + DONE)) is not None:
             return answer.get("data")
         topic, waiter = f"{record['event']}\t{record['key']}", f"{self.job.id}\t{name}"
@@ -269,7 +296,7 @@ class JobSteps:
                                                      "at": self.now()})
         if left <= 0:
             return self.answer(name, waiter, topic, {"data": None, "timeout": True, "at": self.now()})
-        raise Suspend(left, f"waiting for {record['event']} {record['key']} in {name!r}")
+        raise Suspend(left, f"waiting for {record['event']} {record['key']} in {name!r}", topic)
 
     def unconsumed(self, sent: dict[str, Any]) -> bool:
         """An event this job has not had yet, sent since the job was created."""

@@ -47,7 +47,7 @@ from ..flows.chains import with_inputs
 from ..flows.firing import Firer
 from ..job import Job, JobState
 from ..registry import TaskSpec
-from ..steps.checkpoints import JobSteps
+from ..steps.checkpoints import JobSteps, expire_ended
 from . import orders
 from .priorities import PriorityRotation
 from .runners import STALL, Runners
@@ -439,6 +439,7 @@ class Worker:
             if applied is None and self.stopping.is_set():
                 break  # the store is gone during shutdown: leases will expire, nothing lost
         ran = {}  # job id -> seconds it ran
+        steps = {}  # job id -> its checkpoints, for those whose run reached one
         with self.lock:
             for outcome in outcomes:
                 running = self.running.get(outcome.job.id)
@@ -446,9 +447,16 @@ class Worker:
                 if running is not None and running.job.attempts == outcome.job.attempts:
                     del self.running[outcome.job.id]
                     ran[outcome.job.id] = (running.ended or time.monotonic()) - running.started
+                    if running.control.checkpoints is not None:
+                        steps[outcome.job.id] = running.control.checkpoints
             self.processed += len(outcomes)
             self.in_settle -= attempts
         self._wake_for_free_slots()
+        if steps:  # the checkpoints of jobs that ended here expire with their results: one call
+            expire_ended(self.backend, self.result_ttl, [
+                namespace for outcome, ok in zip(outcomes, applied or (), strict=False)
+                if ok and (checkpoints := steps.get(outcome.job.id)) is not None
+                and (namespace := checkpoints.expiring(outcome.kind)) is not None])
         for (outcome, exc), ok in zip(batch, applied or [False] * len(batch), strict=True):
             job = outcome.job
             if not ok:

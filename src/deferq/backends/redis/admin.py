@@ -316,6 +316,13 @@ class Admin:
         return int(self._run(Call(scripts.KV_EXPIRE, keys, [math.ceil(ttl * 1000)])))
 
     @guarded
+    def kv_expire_many(self, namespaces: Sequence[str], ttl: float) -> int:
+        """One round trip on a server (pipelined); one per namespace on a cluster."""
+        calls = [Call(scripts.KV_EXPIRE, [self.keys.kv_index(ns), self.keys.kv_record_prefix(ns)],
+                      [math.ceil(ttl * 1000)]) for ns in namespaces]
+        return sum(int(count) for count in self._run_all(calls)) if calls else 0
+
+    @guarded
     def kv_swap(self, namespace: str, key: str, expected: bytes, value: bytes, ttl: float | None = None) -> bool:
         ttl_ms = math.ceil(ttl * 1000) if ttl else 0
         return bool(self._run(Call(scripts.KV_SWAP, [self.keys.kv_record(namespace, key)],

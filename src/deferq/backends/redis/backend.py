@@ -26,7 +26,7 @@ from redis.exceptions import NoScriptError
 from ...errors import StoreUnavailable
 from ...job import Job, JobState, dumps, stamped
 from .. import fair
-from ..base import Backend, Enqueue, Heartbeat, Outcome
+from ..base import Backend, Enqueue, Heartbeat, Outcome, OutcomeKind
 from ..history import recovered
 from . import flows, scripts
 from .admin import BATCH, Admin
@@ -337,6 +337,18 @@ class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
         return self._fenced(scripts.HEARTBEAT, jobs, keys, lambda job: (), [repr(lease)])
 
     @guarded
+    def kv_put_leased(self, job: Job, lease: float, namespace: str, key: str,
+                      value: bytes) -> tuple[bool, bytes | None]:
+        """One script on a server; a cluster keeps the job and the record in different
+        slots: the heartbeat, then the record, as the base does."""
+        if self.cluster:
+            return super().kv_put_leased(job, lease, namespace, key, value)
+        keys = [self.keys.queue(job.queue).job(job.id), self.keys.kv_record(namespace, key),
+                self.keys.kv_index(namespace)]
+        reply = self._run(Call(scripts.KV_PUT_LEASED, keys, [job.worker or "", job.attempts, key, value]))
+        return bool(reply[0]), bytes(reply[1]) if len(reply) > 1 else None
+
+    @guarded
     def record_progress(self, jobs: Sequence[Job]) -> set[str]:
         def args(job: Job) -> tuple[Any, ...]:
             return ("" if job.progress is None else repr(job.progress), job.progress_message or "")
@@ -393,8 +405,9 @@ class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
                 kind = outcome.kind
                 target = first + (_WAITING_AT + job.priority if kind in _BACK else _FINISHED_AT[kind])
                 result = "" if outcome.result is None else dumps(outcome.result, "the task's result")
+                error = outcome.waits_for if kind == OutcomeKind.SNOOZE else outcome.error
                 args += (target, kind, job.id, job.worker or "", job.attempts, repr(outcome.delay),
-                         outcome.error or "", result)
+                         error or "", result)
             calls.append(Call(scripts.SETTLE, keys, args))
         return groups, calls
 

@@ -3,7 +3,8 @@
 A job hash holds: task, payload (JSON [args, kwargs]), priority, state, attempts,
 max_attempts, timeout, key, run_at, ct (or created_at), lease_until, worker, error, result,
 finished_at, progress, progress_message, cancel_requested_at, expires_at, updated_at, remark,
-last_worker, tags (a JSON array; left out when none), fair_key; for workflows after_any and notify
+last_worker, tags (a JSON array; left out when none), fair_key, waits_for (a durable wait's
+"<event>\\t<key>" while the job waits in it: settle.lua); for workflows after_any and notify
 (docs/redis.md, "Workflows"), which this reading leaves alone.
 
 A new job's hash holds its creation time as ct (integer microseconds: the store keeps
@@ -221,7 +222,7 @@ def _read_well_formed(
         int(get(b"max_attempts") or MAX_ATTEMPTS), TIMEOUT if timeout is None else _number(timeout),
         _text(get(b"key")), run_at, created_at, lease_until, worker, error, result, finished_at, meta, progress,
         progress_message, cancel_requested, _number(get(b"expires_at")), updated_at, _text(get(b"remark")),
-        last_worker, _tags(get(b"tags")), _text(get(b"fair_key")),
+        last_worker, _tags(get(b"tags")), _text(get(b"fair_key")), _text(get(b"waits_for")),
     )
 
 
@@ -276,6 +277,7 @@ def _read_carefully(job_id: str, queue: str, fields: dict[bytes, bytes], now: fl
         expires_at=reader.number("expires_at", None), updated_at=reader.number("updated_at", created_at),
         remark=reader.text("remark"), last_worker=reader.text("last_worker"),
         tags=tuple(reader.json(reader.text("tags"), "tags") or ()), fair_key=reader.text("fair_key"),
+        waits_for=reader.text("waits_for"),
     )
     if reader.problems and "_unreadable_payload" not in job.kwargs:
         unreadable = "unreadable job hash: " + ", ".join(reader.problems)

@@ -69,8 +69,8 @@ ADD, ENQUEUE, RESERVE, HEARTBEAT, SETTLE, RECOVER, NEXT_DUE = map(
 )
 CANCEL, RETRY_DEAD, RUN_NOW, PURGE, STATS, WAKE = map(
     _load, ("cancel", "retry_dead", "run_now", "purge", "stats", "wake"))
-KV_PUT, KV_LIST, KV_DELETE, KV_SWAP, KV_EXPIRE = map(
-    _load, ("kv_put", "kv_list", "kv_delete", "kv_swap", "kv_expire"))
+KV_PUT, KV_LIST, KV_DELETE, KV_SWAP, KV_EXPIRE, KV_PUT_LEASED = map(
+    _load, ("kv_put", "kv_list", "kv_delete", "kv_swap", "kv_expire", "kv_put_leased"))
 PROGRESS, STEP_UP, PAUSE, REMARK, DELETE = map(_load, ("progress", "step_up", "pause", "remark", "delete"))
 RATE_TAKE, SLOT_TAKE, SLOT_HOLDERS, SLOT_RELEASE = map(
     _load, ("rate_take", "slot_take", "slot_holders", "slot_release")

@@ -653,6 +653,18 @@ class ShardedRedisBackend(Backend):
     def kv_expire(self, namespace: str, ttl: float) -> int:
         return sum(self._complete(lambda b: b.kv_expire(namespace, ttl)))
 
+    def kv_expire_many(self, namespaces: Sequence[str], ttl: float) -> int:
+        return sum(self._complete(lambda b: b.kv_expire_many(namespaces, ttl)))
+
+    def kv_put_leased(self, job: Job, lease: float, namespace: str, key: str,
+                      value: bytes) -> tuple[bool, bytes | None]:
+        """One script when the job and the record live on one server; else the
+        heartbeat on the job's, then the record on its own (as the base does)."""
+        shard = self._owner_of(job.id)
+        if shard == self._key_shard(namespace, key):
+            return self.shards[shard].kv_put_leased(job, lease, namespace, key, value)
+        return super().kv_put_leased(job, lease, namespace, key, value)
+
     def kv_list(self, namespace: str) -> dict[str, bytes]:
         merged: dict[str, bytes] = {}
         for found in self._complete(lambda b: b.kv_list(namespace)):

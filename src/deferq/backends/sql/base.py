@@ -539,6 +539,7 @@ class SQLBackend(SQLHistory, SQLSearch, Backend):
                 "kind": outcome.kind, "state": STORED_STATE[outcome.kind],
                 "released": int(outcome.kind in UNCOUNTED), "delay": float(outcome.delay),
                 "error": outcome.error, "result": result,
+                "waits_for": outcome.waits_for if outcome.kind == "snooze" else None,
             })
         return self.fence_params([o.job for o in outcomes], extra)
 
@@ -721,6 +722,42 @@ class SQLBackend(SQLHistory, SQLSearch, Backend):
 
     def kv_expire(self, namespace: str, ttl: float) -> int:
         return self.run(self._count(self.q["kv_expire"], {"namespace": namespace, "ttl": float(ttl)}))
+
+    def kv_expire_many(self, namespaces: Sequence[str], ttl: float) -> int:
+        if not namespaces:
+            return 0
+        runs = [{"namespace": namespace, "ttl": float(ttl)} for namespace in namespaces]
+        return self.run(self._count_each(self.q["kv_expire"], runs), atomic=True, durable=False)
+
+    def kv_put_leased(self, job: Job, lease: float, namespace: str, key: str,
+                      value: bytes) -> tuple[bool, bytes | None]:
+        """The record stored in one statement where the lease holds (SQLite), else in one
+        transaction (MySQL: the fenced lease renewal, then the record)."""
+        if "kv_put_leased" not in self.q:
+            return self.run(self.kv_put_leased_plan(job, lease, namespace, key, value), atomic=True)
+        params = {"id": job.id, "worker": job.worker, "attempts": job.attempts,
+                  "namespace": namespace, "key": key, "value": bytes(value)}
+
+        def plan() -> Plan[tuple[bool, bytes | None]]:
+            if (yield Step(self.q["kv_put_leased"], params)).rowcount == 1:
+                return True, None
+            [(held, kept)] = (yield Step(self.q["kv_lease_check"], params)).rows
+            return bool(held), None if kept is None or not held else bytes(kept)
+
+        return self.run(plan())
+
+    def kv_put_leased_plan(self, job: Job, lease: float, namespace: str, key: str,
+                           value: bytes) -> Plan[tuple[bool, bytes | None]]:
+        """The fenced lease renewal, then the record unless one is there (or the one kept)."""
+        [fence] = self.fence_params([job], [{"lease": lease}])
+        params = {"namespace": namespace, "key": key, "value": bytes(value), "ttl": None}
+        if (yield Step(self.q["heartbeat"], fence)).rowcount != 1:
+            return False, None
+        yield Step(self.q["kv_delete_expired"], params)
+        if (yield Step(self.q["kv_insert_new"], params)).rowcount == 1:
+            return True, None
+        kept = (yield Step(self.q["kv_get"], params)).rows
+        return True, bytes(kept[0][0]) if kept else None
 
     def kv_put_within(self, connection: Any, namespace: str, key: str, value: bytes) -> bool:
         params = {"namespace": namespace, "key": key, "value": bytes(value), "ttl": None}

@@ -333,6 +333,23 @@ class PostgresBackend(SQLBackend):
         """One statement over arrays (one element per job)."""
         return Step(sql, {name: [entry[name] for entry in params] for name in params[0]})
 
+    def kv_put_leased(self, job: Job, lease: float, namespace: str, key: str,
+                      value: bytes) -> tuple[bool, bytes | None]:
+        """One statement: one round trip, no transaction around it."""
+        params = {"id": job.id, "worker": job.worker, "attempts": job.attempts,
+                  "namespace": namespace, "key": key, "value": bytes(value)}
+
+        def plan() -> Plan[tuple[bool, bytes | None]]:
+            [(held, stored, kept)] = (yield Step(self.q["kv_put_leased"], params)).rows
+            if not held or stored:
+                return bool(held), None
+            if kept is None:  # an insert that raced this statement won: its record, as committed
+                rows = (yield Step(self.q["kv_get"], params)).rows
+                kept = rows[0][0] if rows else None
+            return True, None if kept is None else bytes(kept)
+
+        return self.run(plan())
+
     def rows_step(self, sql: str, rows: list[dict[str, Any]]) -> Step:
         """One statement over arrays (`link`, `block` take unnest): a batch of
         100,000 members links its callback in one round trip, not 100,000."""

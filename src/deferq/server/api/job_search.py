@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from msgspec import UNSET
 
 from ...backends.base import Backend
-from ...backends.search import MIN_TEXT, JobPage, JobQuery, find_retrying
+from ...backends.search import MIN_TEXT, SCHEDULED_KINDS, JobPage, JobQuery, find_scheduled
 from ...job import Job, JobState
 from ..http.errors import Invalid
 from . import jobs as jobs_module
@@ -38,25 +38,26 @@ def _exact(backend: Backend, q: str, find: JobQuery) -> list[Job]:
     return [job for job in unique.values() if passes(job)]
 
 
-def _search(backend: Backend, q: str, find: JobQuery, retrying: bool) -> tuple[list[Job], JobPage | None]:
+def _search(backend: Backend, q: str, find: JobQuery, kind: str | None) -> tuple[list[Job], JobPage | None]:
+    """`kind`: one of SCHEDULED_KINDS (`retrying`, `waiting`), a part of the scheduled jobs."""
     exact = _exact(backend, q, find) if q and find.cursor is None else []
-    if retrying:
-        exact = [job for job in exact if job.attempts > 0]
+    if kind is not None:
+        exact = [job for job in exact if SCHEDULED_KINDS[kind](job)]
     if q and len(q) < MIN_TEXT:
         return exact, None
-    return exact, find_retrying(backend, find) if retrying else backend.find_jobs(find)
+    return exact, find_scheduled(backend, find, kind) if kind is not None else backend.find_jobs(find)
 
 
 async def page(service: Service, query: models.JobsQuery) -> dict[str, Any]:
     q = (_given(query.q) or "").strip()
     state = _given(query.state)
-    retrying = state == "retrying"
-    as_state = JobState.SCHEDULED if retrying else None if state is None else JobState(state)
+    kind = state if state in SCHEDULED_KINDS else None
+    as_state = JobState.SCHEDULED if kind else None if state is None else JobState(state)
     find = JobQuery(state=as_state, queue=_given(query.queue), task=_given(query.task), tag=_given(query.tag),
                     text=q if len(q) >= MIN_TEXT else "", cursor=_given(query.cursor),
                     limit=query.limit, window=query.window)
     try:
-        exact, found = await service.store(_search, service.backend, q, find, retrying)
+        exact, found = await service.store(_search, service.backend, q, find, kind)
     except ValueError as exc:  # a cursor this store did not make
         raise Invalid(str(exc)) from None
     seen = {job.id for job in exact}

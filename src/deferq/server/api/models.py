@@ -42,8 +42,9 @@ FORMATS = {
 
 TOPIC_NAME = Annotated[str, matching(NAME_PATTERN.pattern, "1-100 letters, digits and _.:-")]
 STATES = tuple(str(s) for s in JobState)
-# "retrying": scheduled jobs that failed before (attempts > 0), a filter of GET /v1/jobs
-STATE_FILTERS = (*STATES, "retrying")
+# "retrying": scheduled jobs that failed before (attempts > 0), and "waiting": scheduled
+# jobs in a durable wait (job.wait_for), filters of GET /v1/jobs
+STATE_FILTERS = (*STATES, "retrying", "waiting")
 if TYPE_CHECKING:  # the choices are made at run time, from the names they stand for
     State: TypeAlias = str
     StateFilter: TypeAlias = str
@@ -286,7 +287,8 @@ class JobsQuery(Struct, forbid_unknown_fields=True):
     key: Annotated[str, Meta(description="The job with this unique key.")] | UnsetType = UNSET
     state: Annotated[StateFilter, Meta(description="Jobs in this state (every state if left out); `retrying`: "
                                        "the scheduled ones that failed before and wait for their next "
-                                       "attempt.")] | UnsetType = UNSET
+                                       "attempt; `waiting`: the scheduled ones in a durable wait "
+                                       "(`job.wait_for`), until its event or timeout.")] | UnsetType = UNSET
     queue: Annotated[str, Meta(description="Only jobs of this queue.")] | UnsetType = UNSET
     task: Annotated[str, Meta(description="Only jobs of this task (its exact name).")] | UnsetType = UNSET
     tag: Annotated[str, Meta(description="Only jobs with this tag (exact, among theirs).")] | UnsetType = UNSET

@@ -8,7 +8,9 @@
 --             priority for retry, release and snooze, else the succeeded, dead or
 --             cancelled zset; the job's queue is that key's block of 10), kind, id,
 --             worker, attempts (the lease fence), delay seconds (retry, snooze), error
---             (dead and retry), result JSON ('' = none)
+--             (dead and retry; for a snooze, the durable wait it hands the job back
+--             for, "<event>\t<key>", kept in the hash's `waits_for`; '' = none), result
+--             JSON ('' = none)
 -- (Each queue's keys once, not each outcome's: a worker's batch is mostly one queue.)
 -- An outcome applies only while the lease fence holds. A job whose cancel was
 -- requested ends cancelled unless it succeeded (base.py).
@@ -57,6 +59,7 @@ for b = 0, #ARGV - 1, 8 do
       local run_at = fmt(now + tonumber(ARGV[b + 6]))
       redis.call('HSET', job, 'state', 'queued', 'run_at', run_at, 'error', ARGV[b + 7],
         'worker', '', 'lease_until', '', 'updated_at', nows)
+      redis.call('HDEL', job, 'waits_for')
       collect(placed, target, run_at, id)
       woken[wake_key] = true
       finished = false
@@ -64,6 +67,8 @@ for b = 0, #ARGV - 1, 8 do
       local run_at = fmt(now + tonumber(ARGV[b + 6]))
       redis.call('HSET', job, 'state', 'queued', 'run_at', run_at, 'attempts', tonumber(attempts) - 1,
         'worker', '', 'lease_until', '', 'updated_at', nows)
+      if ARGV[b + 7] == '' then redis.call('HDEL', job, 'waits_for')
+      else redis.call('HSET', job, 'waits_for', ARGV[b + 7]) end
       collect(placed, target, run_at, id)
       woken[wake_key] = true
       finished = false

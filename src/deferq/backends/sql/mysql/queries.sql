@@ -13,7 +13,7 @@
 -- name: job_columns
 id, task, payload, queue, priority, state, attempts, max_attempts, timeout,
 unique_key, run_at, created_at, lease_until, worker, error, result, finished_at,
-progress, progress_message, cancel_requested_at, expires_at, updated_at, remark, last_worker, tags, fair_key
+progress, progress_message, cancel_requested_at, expires_at, updated_at, remark, last_worker, tags, fair_key, waits_for
 
 -- name: clock
 SELECT {now}
@@ -222,6 +222,7 @@ UPDATE {jobs} FORCE INDEX (deferq_jobs_id) SET
     error = CASE WHEN %(kind)s IN ('retry', 'dead', 'cancelled') THEN %(error)s ELSE error END,
     result = CASE WHEN %(kind)s = 'succeeded' THEN %(result)s ELSE result END,
     finished_at = CASE WHEN %(state)s <> 'queued' OR cancel_requested_at IS NOT NULL THEN {now} END,
+    waits_for = %(waits_for)s,
     worker = NULL,
     lease_until = NULL,
     updated_at = {now}

@@ -12,7 +12,7 @@ date_part('epoch', now())
 -- as text costs the same as its normal output and leaves decoding to orjson.
 id, task, payload::text, queue, priority, state, attempts, max_attempts, timeout,
 unique_key, run_at, created_at, lease_until, worker, error, result::text, finished_at,
-progress, progress_message, cancel_requested_at, expires_at, updated_at, remark, last_worker, tags, fair_key
+progress, progress_message, cancel_requested_at, expires_at, updated_at, remark, last_worker, tags, fair_key, waits_for
 
 -- name: clock
 SELECT {now}
@@ -271,13 +271,14 @@ UPDATE {jobs} AS j SET
     error = CASE WHEN o.kind IN ('retry', 'dead', 'cancelled') THEN o.error ELSE j.error END,
     result = CASE WHEN o.kind = 'succeeded' THEN o.result::jsonb ELSE j.result END,
     finished_at = CASE WHEN o.state <> 'queued' OR j.cancel_requested_at IS NOT NULL THEN {now} END,
+    waits_for = o.waits_for,
     worker = NULL,
     lease_until = NULL,
     updated_at = {now}
 FROM unnest(%(id)s::text[], %(worker)s::text[], %(attempts)s::int[], %(kind)s::text[],
             %(state)s::text[], %(released)s::int[], %(delay)s::float8[], %(error)s::text[],
-            %(result)s::text[])
-     AS o(id, worker, attempts, kind, state, released, delay, error, result)
+            %(result)s::text[], %(waits_for)s::text[])
+     AS o(id, worker, attempts, kind, state, released, delay, error, result, waits_for)
 WHERE j.id = o.id AND j.state = 'active' AND j.worker = o.worker AND j.attempts = o.attempts
 
 -- name: recover_expired
@@ -419,6 +420,26 @@ DELETE FROM {kv} WHERE namespace = %(namespace)s AND key = %(key)s AND expires_a
 INSERT INTO {kv} (namespace, key, value, expires_at)
 VALUES (%(namespace)s, %(key)s, %(value)s, {now} + %(ttl)s::float8)
 ON CONFLICT (namespace, key) DO NOTHING
+
+-- name: kv_put_leased
+-- A leased job's own record (a durable step's checkpoint) in one statement: stored only
+-- while the job is still this attempt's (fenced like heartbeat, its lease not
+-- extended), unless a live record is there (an expired one is replaced). Returns
+-- whether the lease held, whether this record was stored, and the record kept before
+-- (as this statement began: an insert racing it may leave that NULL, and the caller
+-- reads it).
+WITH held AS (
+    SELECT 1 FROM {jobs}
+    WHERE id = %(id)s AND state = 'active' AND worker = %(worker)s AND attempts = %(attempts)s
+), stored AS (
+    INSERT INTO {kv} AS kv (namespace, key, value, expires_at)
+    SELECT %(namespace)s, %(key)s, %(value)s, NULL FROM held
+    ON CONFLICT (namespace, key) DO UPDATE SET value = EXCLUDED.value, expires_at = NULL
+    WHERE kv.expires_at <= {now}
+    RETURNING 1
+)
+SELECT EXISTS (SELECT 1 FROM held), EXISTS (SELECT 1 FROM stored),
+       (SELECT value FROM {kv} WHERE namespace = %(namespace)s AND key = %(key)s)
 
 -- name: kv_lock
 -- A kv record locked until the transaction ends (rate_take, slot_take): read, then written.

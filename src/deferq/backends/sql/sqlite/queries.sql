@@ -14,7 +14,7 @@
 -- Every job read returns these, in this order (rows.py decodes them).
 id, task, payload, queue, priority, state, attempts, max_attempts, timeout,
 key, run_at, created_at, lease_until, worker, error, result, finished_at,
-progress, progress_message, cancel_requested_at, expires_at, updated_at, remark, last_worker, tags, fair_key
+progress, progress_message, cancel_requested_at, expires_at, updated_at, remark, last_worker, tags, fair_key, waits_for
 
 -- name: data_version
 -- Changes whenever another connection commits: a read of shared memory, no I/O.
@@ -155,6 +155,7 @@ UPDATE {jobs} SET
     priority = CASE WHEN :kind IN ('retry', 'snooze') AND priority >= 10 THEN priority - 10 ELSE priority END,
     vtime = CASE WHEN :kind IN ('retry', 'snooze') THEN NULL ELSE vtime END,
     finished_at = CASE WHEN :state <> 'queued' OR cancel_requested_at IS NOT NULL THEN {now} END,
+    waits_for = :waits_for,
     worker = NULL,
     lease_until = NULL,
     updated_at = {now}
@@ -298,6 +299,25 @@ DELETE FROM {kv} WHERE namespace = :namespace AND key = :key AND expires_at <= {
 -- name: kv_insert_new
 INSERT OR IGNORE INTO {kv} (namespace, key, value, expires_at)
 VALUES (:namespace, :key, :value, {now} + :ttl)
+
+-- name: kv_put_leased
+-- A leased job's own record (a durable step's checkpoint) in one statement: stored only
+-- while the job is still this attempt's (fenced like heartbeat), unless a live record
+-- is there (an expired one is replaced). 1 row: stored; 0: the lease was lost or a
+-- record won (`kv_lease_check` says which).
+INSERT INTO {kv} (namespace, key, value, expires_at)
+SELECT :namespace, :key, :value, NULL FROM {jobs}
+WHERE id = :id AND state = 'active' AND worker = :worker AND attempts = :attempts
+ON CONFLICT (namespace, key) DO UPDATE SET value = excluded.value, expires_at = NULL
+WHERE expires_at <= {now}
+
+-- name: kv_lease_check
+-- After a kv_put_leased that stored nothing: whether the job is still this attempt's,
+-- and the live record that won.
+SELECT EXISTS (SELECT 1 FROM {jobs}
+               WHERE id = :id AND state = 'active' AND worker = :worker AND attempts = :attempts),
+       (SELECT value FROM {kv}
+        WHERE namespace = :namespace AND key = :key AND (expires_at IS NULL OR expires_at > {now}))
 
 -- name: kv_lock
 -- A kv record the write transaction (BEGIN IMMEDIATE) holds (rate_take, slot_take).

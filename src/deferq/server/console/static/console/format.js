@@ -86,3 +86,7 @@ export function shortId(id) {
 export const STATES = ["blocked", "scheduled", "queued", "active", "succeeded", "dead", "cancelled"];
 // The states a list filters by: `retrying` is the scheduled jobs that failed before.
 export const FILTER_STATES = ["blocked", "scheduled", "retrying", "queued", "active", "succeeded", "dead", "cancelled"];
+// The job list's state filter also has `waiting`: the scheduled jobs in a durable wait
+// (job.wait_for). No card counts them: no store keeps that count apart from scheduled.
+export const LIST_STATES = ["blocked", "scheduled", "retrying", "waiting", "queued", "active", "succeeded", "dead",
+  "cancelled"];

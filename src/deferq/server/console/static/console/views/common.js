@@ -2,7 +2,7 @@
 
 import {query} from "../api.js";
 import {empty, h, setAttr, setText} from "../dom.js";
-import {FILTER_STATES, STATES, count, time} from "../format.js";
+import {LIST_STATES, STATES, count, time} from "../format.js";
 
 export function pageHead(title, ...tools) {
   const stamp = h("span", {class: "muted stamp"});
@@ -99,7 +99,7 @@ export function queueSelect(name, value, anyLabel) {
 
 export function stateSelect(name, value, anyLabel) {
   const select = h("select", {name, "aria-label": "state"}, h("option", {value: "", text: anyLabel || "any state"}),
-    FILTER_STATES.map((state) => h("option", {value: state, text: state})));
+    LIST_STATES.map((state) => h("option", {value: state, text: state})));
   select.value = value || "";
   return select;
 }

@@ -28,7 +28,8 @@ export function mount(root, ctx) {
     note("Newest first, ", LIMIT, " a page. The search box finds a job by its id or unique key, however old, ",
       "and text (3 characters or more) in arguments and errors: through the store's text index on SQLite and ",
       "PostgreSQL; on MySQL and Redis among the newest jobs only, as the line above the list says. ",
-      "“retrying”: scheduled jobs that failed before and wait for their next attempt. The API: ",
+      "“retrying”: scheduled jobs that failed before and wait for their next attempt; “waiting”: scheduled ",
+      "jobs in a durable wait, until its event or timeout. The API: ",
       code("GET /v1/jobs"), ", ", code("POST /v1/jobs/cancel-batch"), ", ", code("POST /v1/jobs/delete-batch"), "."));
 
   async function refresh() {
