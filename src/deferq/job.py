@@ -305,8 +305,8 @@ def slot_builder(cls: type[Any], name: str, params: str, values: dict[str, str],
     set on its twin before it becomes a `cls`: one class change, not `__init__`'s two."""
     lines = [f"def {name}({params}):", "    self = _new(_twin)"]
     lines += [f"    self.{f.name} = {values[f.name]}" for f in fields(cls)]
-    lines += ["    self.__class__ = _cls", *(["    self.__post_init__()"] if hasattr(cls, "__post_init__") else []),
-              "    return self"]
+    post_init = ["    self.__post_init__()"] if hasattr(cls, "__post_init__") else []
+    lines += ["    self.__class__ = _cls", *post_init, "    return self"]
     scope = {**scope, "_new": object.__new__, "_twin": _TWINS[cls], "_cls": cls}
     exec("\n".join(lines), scope)  # noqa: S102 - our own field names, nothing from outside
     made: Callable[..., Any] = scope[name]
@@ -408,7 +408,7 @@ def loads(data: bytes | str) -> Any:
 
 
 _dumps = orjson.dumps
-_COPIED = 8192  # bytes: payloads up to this size are copied out of orjson's block (measured: quicker up to ~16 KiB)
+_COPIED = 8192  # bytes: payloads up to this size are copied out of orjson's block (quicker up to ~16 KiB)
 
 
 def encode_payload(
