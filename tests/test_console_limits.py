@@ -1,7 +1,7 @@
 """The console's Limits page, in Debian's Chromium against a real `deferq serve`, on SQLite
 and Redis, at 1280 px and 390 px: the limits declared in code (from a worker's heartbeat)
 and set at run time, per task, key and queue, with their pause and their use; an admin
-sets a queue's limit, pauses it and clears it through the API; a reader only looks."""
+sets a queue's limit, pauses it, resumes it and clears it through the API; a reader only looks."""
 
 from __future__ import annotations
 
@@ -54,7 +54,7 @@ def test_the_limits_in_force_with_their_pause_and_use(served, width):
 
 
 @pytest.mark.parametrize("width", WIDTHS)
-def test_an_admin_sets_pauses_and_clears_a_queue_limit(served, width):
+def test_an_admin_sets_pauses_resumes_and_clears_a_queue_limit(served, width):
     world, base, browser, app = served
     name = f"queue:reports-{width}"
     page = signed_in(browser, base, world.admin, width=width)
@@ -77,6 +77,14 @@ def test_an_admin_sets_pauses_and_clears_a_queue_limit(served, width):
     expect(row(page, name).locator(".badge.paused")).to_be_visible()
     limit = app.limits.get(name)
     assert limit["rate"] == "5/s" and 55 < limit["paused_for"] <= 60  # a pause keeps the limit
+    expect(row(page, name).locator("[data-action=pause]")).to_have_count(0)  # paused: Resume in its place
+
+    row(page, name).locator("[data-action=resume]").click()
+    expect(row(page, name).locator(".badge.paused")).to_have_count(0)
+    expect(row(page, name).locator("td").nth(2)).to_have_text("rate 5/s · 2 at once ")
+    assert app.limits.get(name) == {"rate": "5/s", "concurrency": 2, "paused_for": None}  # the limit stays
+    expect(row(page, name).locator("[data-action=pause]")).to_be_visible()
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
 
     row(page, name).locator("[data-action=clear]").click()
     page.locator("dialog.confirm button.danger").click()

@@ -118,3 +118,59 @@ def test_a_fair_key_template_names_the_tasks_parameters():
     with pytest.raises(ValueError, match="the fair key 'customer:{customer_id}' of ok: the call does not fit"):
         task.enqueue()
     assert app.enqueue("noop", [1]).fair_key is None
+
+
+def test_a_fair_queue_keys_its_jobs_unless_the_job_or_its_task_has_a_key():
+    app = deferq.App("memory://")
+    app.fair_queue("reports", key="customer:{customer_id}", weights={"customer:7": 3, "vip": 5})
+    build = app.task(name="build", queue="reports")(lambda customer_id, month="11": customer_id)
+    mine = app.task(name="mine", queue="reports", fair_key="region:{region}")(lambda region, customer_id: 0)
+    weighed = app.task(name="weighed", queue="reports", fair_weight=2)(lambda customer_id: 0)
+    elsewhere = app.task(name="elsewhere")(lambda customer_id: 0)
+
+    def stored(call):
+        [item] = app._prepare([call])[0]
+        return item.job.fair_key, item.fair_weight
+
+    assert stored(build.call(7)) == ("customer:7", 3.0)  # the queue's key and its weight
+    assert stored(build.call(customer_id=8)) == ("customer:8", 1.0)
+    assert stored(build.options(fair_key="vip").call(7)) == ("vip", 5.0)  # the job's key wins
+    assert stored(build.options(fair_weight=0.5).call(7)) == ("customer:7", 0.5)  # so does its weight
+    assert stored(mine.call("eu", 7)) == ("region:eu", 1.0)  # the task's own template wins
+    assert stored(weighed.call(7)) == ("customer:7", 2.0)  # the task's declared weight wins
+    assert stored(elsewhere.call(7)) == (None, 1.0)  # not on the queue
+    assert stored(elsewhere.options(queue="reports").call(7)) == ("customer:7", 3.0)  # sent to it
+    assert stored(deferq.Call("unknown", (), {"customer_id": 9}, deferq.options.JobOptions(queue="reports"))) == (
+        "customer:9", 1.0)  # a task this App does not declare: its arguments by name
+    with pytest.raises(ValueError, match="unknown, a task this App does not declare, must pass 'customer_id' by"):
+        app.enqueue("unknown", [9], queue="reports")
+    assert app.enqueue("unknown", [9], queue="reports", fair_key="c9").fair_key == "c9"
+    assert app.get(build.enqueue(7).id).fair_key == "customer:7"
+
+
+def test_a_fair_queue_refuses_a_task_that_cannot_fill_its_key_whichever_comes_first():
+    app = deferq.App("memory://")
+    app.task(name="early", queue="reports")(lambda: None)
+    with pytest.raises(deferq.ConfigError, match="'customer_id' is not a parameter of early: give the task a "
+                       "fair_key of its own"):
+        app.fair_queue("reports", key="customer:{customer_id}")
+    assert app.fair_queues == {}
+    app.fair_queue("exports", key="customer:{customer_id}")
+    with pytest.raises(deferq.ConfigError, match="'customer_id' is not a parameter of late"):
+        app.task(name="late", queue="exports")(lambda: None)
+    assert "late" not in app.tasks
+    own = app.task(name="late", queue="exports", fair_key="late")(lambda: None)
+    assert own.enqueue().fair_key == "late"  # a constant template: all its jobs one key
+    sent = app.task(name="sent")(lambda: None)
+    with pytest.raises(ValueError, match="not a parameter of sent: .*, or the job one"):
+        sent.options(queue="exports").enqueue()
+    app.fair_queue("exports", key="customer:{customer_id}")  # the same declaration again: kept
+    with pytest.raises(deferq.ConfigError, match="already declared fair by 'customer:{customer_id}'"):
+        app.fair_queue("exports", key="tenant:{customer_id}")
+    for bad, words in [({"key": "c:{x!r}"}, "key fields must be plain argument names"),
+                       ({"key": "c", "weights": {"c": 0}}, "the weight of 'c' must be a number above 0"),
+                       ({"key": "c", "weights": ["c"]}, "weights must map fair keys to weights")]:
+        with pytest.raises(deferq.ConfigError, match=words):
+            app.fair_queue("other", **bad)
+    with pytest.raises(deferq.ConfigError, match="queue name"):
+        app.fair_queue("two words", key="c")

@@ -16,8 +16,9 @@ from hypothesis import strategies as st
 import deferq
 from deferq.job import JobState
 from deferq.limits.values import POSITIVE_RATE, Rate
+from deferq.server import ServerConfig, create_app
 from tests.conftest import STORES
-from tests.server_helpers import wait_until
+from tests.server_helpers import TestClient, wait_until
 from tests.test_rate_limits import most_in_any_window
 from tests.test_worker import start_worker, stop_worker, wait_for_state
 
@@ -40,6 +41,8 @@ def test_limits_are_set_listed_paused_and_cleared_in_the_store(app):
     assert listed["customer:7"]["concurrency"] == 2 and 28 < listed["customer:7"]["paused_for"] <= 30
     app.limits.set("send_sms", concurrency=4)  # a new value replaces the old one whole
     assert app.limits.get("send_sms") == {"rate": None, "concurrency": 4, "paused_for": None}
+    assert app.limits.resume("customer:7") and not app.limits.resume("customer:7")  # the pause alone ends
+    assert app.limits.get("customer:7") == {"rate": "1/m", "concurrency": 2, "paused_for": None}
     assert app.limits.clear("customer:7") and not app.limits.clear("customer:7")
     assert app.limits.clear("send_sms") and app.limits.list() == {}
 
@@ -67,8 +70,16 @@ def test_backoff_reads_retry_after_as_seconds_or_a_date():
     assert isinstance(deferq.Backoff(1), deferq.Snooze)
 
 
+def lower_over_http(app: deferq.App, name: str, rate: str) -> None:
+    """PUT /v1/limits/NAME on a server of the store (in this process, as a client sees it)."""
+    server = create_app(ServerConfig(auth=False, error_log="off"), app)
+    answer = TestClient(server).put(f"/v1/limits/{name}", json={"rate": rate})
+    assert answer.status_code == 200 and answer.json()["rate"] == rate, answer.text
+
+
 @kinds
-def test_a_rate_lowered_while_workers_run_holds_within_a_second(app):
+@pytest.mark.parametrize("through", ["python", "http"])
+def test_a_rate_lowered_while_workers_run_holds_within_a_second(app, through):
     started: list[float] = []
     lock = threading.Lock()
 
@@ -82,7 +93,10 @@ def test_a_rate_lowered_while_workers_run_holds_within_a_second(app):
     try:
         wait_until(lambda: len(started) >= 2, what="the first jobs run at 10/s")
         changed = time.time()
-        app.limits.set("send", rate="4/s")
+        if through == "http":
+            lower_over_http(app, "send", "4/s")
+        else:
+            app.limits.set("send", rate="4/s")
         for job in jobs:
             wait_for_state(app, job.id, JobState.SUCCEEDED, timeout=30)
     finally:

@@ -202,6 +202,10 @@ def test_limits_are_set_paused_listed_and_cleared_over_the_api(api, store):
     refused = api.put("/v1/limits/send_sms", json={"rate": "lots"})
     assert refused.status_code == 422 and 'rate must be runs per period, like "50/s"' in error_of(refused)
     assert api.put("/v1/limits/x", json={"concurrency": 0}).status_code == 422
+    assert api.post("/v1/limits/customer:7/resume").json() == {  # the pause ends, the limit stays
+        "rate": None, "concurrency": 2, "paused_for": None}
+    assert api.post("/v1/limits/customer:7/resume").status_code == 404  # not paused
+    assert "limit 'nothing' is not paused" in error_of(api.post("/v1/limits/nothing/resume"))
     assert api.delete("/v1/limits/send_sms").json() == {"deleted": "send_sms"}
     assert api.delete("/v1/limits/send_sms").status_code == 404
 

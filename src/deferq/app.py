@@ -7,7 +7,7 @@ import gc
 import logging
 import os
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any, ParamSpec, TypeVar, Unpack, overload
@@ -28,7 +28,7 @@ from .observe.logs import JobLog
 from .options import JobOptions, JobOptionsKw, TaskDefaults, TaskOptions, queue_name, remark_text
 from .registry import EVENTS, Registry
 from .steps import events as step_events
-from .task import AFTER, Call, Hook, Task, build_enqueue
+from .task import AFTER, Call, FairQueue, Hook, Task, build_enqueue
 
 log = logging.getLogger("deferq")
 P = ParamSpec("P")
@@ -103,6 +103,7 @@ class App:
         self.registry = Registry()
         self.tasks: dict[str, Task[..., Any]] = self.registry.tasks  # the same dict: name -> Task
         self.hooks: dict[str, list[Hook]] = self.registry.hooks
+        self.fair_queues: dict[str, FairQueue] = self.registry.fair_queues  # app.fair_queue: queue -> it
         self.periodic_jobs: list[Any] = []  # filled by app.periodic; written to the store at start
         self._backend_options = backend_options
         self._backend: Backend | None = None
@@ -200,6 +201,21 @@ class App:
 
         return register(fn) if fn is not None else register
 
+    def fair_queue(self, queue: str, *, key: str, weights: Mapping[str, float] | None = None) -> FairQueue:
+        """Make `queue` a fair queue: ``app.fair_queue("reports", key="customer:{customer_id}")``.
+        Every job this App stores on it gets a fair key (docs/flow-control.md, Fair queues):
+        its own `options(fair_key=...)` first, else its task's `fair_key`, else `key`
+        filled from the call's arguments. `weights` ({key: weight}) give keys their share
+        where neither the job nor its task chose a `fair_weight`. Refused (ConfigError)
+        when a task declared on the queue has no parameter a field of `key` names and no
+        fair_key of its own, whichever of the two is declared first."""
+        try:
+            fair = FairQueue.parse(queue, key, weights)
+            self.registry.add_fair_queue(fair)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        return fair
+
     def on(self, event: str) -> Callable[[Hook], Hook]:
         """Register an app-wide hook: ``@app.on("dead") def alert(job, error): ...``."""
         if event not in EVENTS:
@@ -249,12 +265,12 @@ class App:
         """Validate calls into stored form, and find the caller's connection, if any."""
         calls = calls if type(calls) is list else list(calls)
         items: list[Enqueue] = []
-        tasks, durable, add = self.registry.tasks, self.durable, items.append
+        tasks, durable, add, fair_queues = self.registry.tasks, self.durable, items.append, self.fair_queues
         connection: Any = _NO_CALL
         for call, job_id in zip(calls, new_job_ids(len(calls)), strict=True):  # the ids made at once: cheaper
             if not isinstance(call, Call):
                 raise TypeError(f"enqueue_many takes task.call(...) values, got {call!r:.60}")
-            add(build_enqueue(call, tasks.get(call.task), 0.0, durable, job_id))
+            add(build_enqueue(call, tasks.get(call.task), 0.0, durable, job_id, fair_queues))
             if call.options.connection is not connection:
                 if connection is not _NO_CALL:
                     raise ValueError("all jobs of one enqueue_many must use the same connection")

@@ -24,7 +24,7 @@ from .job import Job
 from .limits import Limited, check_fields, limited
 from .middleware import Chain, Middleware
 from .options import TaskDefaults
-from .task import Hook, Task
+from .task import FairQueue, Hook, Task
 
 log = logging.getLogger("deferq.worker")
 
@@ -54,6 +54,7 @@ class Registry:
         self.chain = Chain()
         self._specs: dict[str, TaskSpec] = {}
         self.limits: dict[str, Limited] = {}  # task name -> its rate limit (limits.py)
+        self.fair_queues: dict[str, FairQueue] = {}  # queue name -> its declaration (App.fair_queue)
         self._event_hooks = False
         self._worker_attempts: int | None = None
         self._worker_backoff: Callable[[int], float] | None = None
@@ -62,6 +63,10 @@ class Registry:
         known = self.tasks.get(task.name)
         if known is not None and known.fn is not task.fn:
             raise ValueError(f"a task named {task.name!r} is already registered")
+        fair = self.fair_queues.get(task.defaults.queue) if task.defaults.fair_key is None else None
+        refusal = fair.refusal(task) if fair is not None else None
+        if refusal:
+            raise ValueError(refusal)
         self.tasks[task.name] = task
         self._specs.pop(task.name, None)  # made on first use: see _spec
         d = task.defaults
@@ -74,6 +79,18 @@ class Registry:
             check_fields("fair_key", d.fair_key, task.name, inspect.signature(task.fn))
         if task.on_success or task.on_failure:
             self._use_event_hooks()
+
+    def add_fair_queue(self, fair: FairQueue) -> None:
+        """Declare a fair queue; refused when a task declared on it cannot fill its key."""
+        known = self.fair_queues.get(fair.name)
+        if known is not None and known != fair:
+            raise ValueError(f"queue {fair.name!r} is already declared fair by {known.key!r}")
+        for task in self.tasks.values():
+            keyed = task.defaults.queue == fair.name and task.defaults.fair_key is None
+            refusal = fair.refusal(task) if keyed else None
+            if refusal:
+                raise ValueError(refusal)
+        self.fair_queues[fair.name] = fair
 
     def use_worker_defaults(self, max_attempts: int | None = None,
                             backoff: Callable[[int], float] | None = None) -> None:

@@ -3,15 +3,24 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Coroutine, Iterable, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar, Unpack, overload
 
 from .backends.base import Backend, Enqueue, make_enqueue
 from .codec import ArgsCodec, codec_for, unknown_task_codec
 from .job import Job, JobState, encode_payload, fresh_job, new_job_id, slot_init
-from .limits import filled
-from .options import JobOptions, JobOptionsKw, TaskDefaults, conflict_rules, unique_key, window_rules
+from .limits import fields_of, filled, key_template
+from .options import (
+    JobOptions,
+    JobOptionsKw,
+    TaskDefaults,
+    conflict_rules,
+    fair_weight,
+    queue_name,
+    unique_key,
+    window_rules,
+)
 
 Hook = Callable[..., Any]
 P = ParamSpec("P")
@@ -36,6 +45,7 @@ class Runtime(Protocol[Reg]):
     module; who needs no registry takes a `Runtime[object]`."""
 
     tasks: dict[str, Task[..., Any]]
+    fair_queues: dict[str, FairQueue]  # app.fair_queue's declarations, by queue
     lease: float
     result_ttl: float
     periodic_jobs: list[Any]
@@ -186,6 +196,65 @@ class Task(Generic[P, R]):
         return (await self.app.enqueue_many_async([self.call(*args, **kwargs)]))[0]
 
 
+@dataclass(frozen=True)
+class FairQueue:
+    """A queue declared fair (`app.fair_queue(name, key=..., weights=...)`): a job stored
+    on it that has no fair key of its own (`options(fair_key=...)`) nor its task's
+    (`@app.task(fair_key=...)`) gets one, `key` filled from the call's arguments; a job
+    that chose no `fair_weight` (nor its task) gets its key's weight from `weights`."""
+
+    name: str
+    key: str
+    weights: Mapping[str, float] = field(default_factory=dict)
+    _signatures: dict[str, inspect.Signature] = field(default_factory=dict, compare=False, repr=False)
+
+    @classmethod
+    def parse(cls, name: str, key: Any, weights: Any = None) -> FairQueue:
+        """A declaration checked: ValueError (one sentence) for a bad one."""
+        if weights is not None and not isinstance(weights, Mapping):
+            raise ValueError(f"weights must map fair keys to weights, e.g. {{\"customer:7\": 3}}, "
+                             f"got {weights!r:.60}")
+        checked = {unique_key(k, "a key of weights"): fair_weight(v, f"the weight of {k!r:.60}")
+                   for k, v in (weights or {}).items()}
+        return cls(queue_name(name), key_template(key, "key"), checked)
+
+    def refusal(self, task: Task[..., Any]) -> str | None:
+        """Why `task`'s jobs cannot be keyed by this queue's template, or None."""
+        unknown = [f for f in fields_of(self.key) if f not in self._signature(task).parameters]
+        if not unknown:
+            return None
+        return (f"queue {self.name!r} is fair by {self.key!r}, whose field {unknown[0]!r} is not a parameter "
+                f"of {task.name}: give the task a fair_key of its own (fair_key=\"{task.name}\" makes its "
+                "jobs one key)")
+
+    def _signature(self, task: Task[..., Any]) -> inspect.Signature:
+        signature = self._signatures.get(task.name)
+        if signature is None:
+            signature = self._signatures[task.name] = inspect.signature(task.fn)
+        return signature
+
+    def key_of(self, task: Task[..., Any] | None, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+        """The fair key of one call on this queue; ValueError (one sentence) when the call
+        cannot fill the template."""
+        what = f"queue {self.name!r}'s fair key"
+        if task is not None:
+            problem = self.refusal(task)
+            if problem:
+                raise ValueError(f"{problem}, or the job one (options(fair_key=...))")
+            return unique_key(filled(self.key, self._signature(task), name, args, kwargs, what), "fair_key")
+        # a task this App does not declare: only the arguments given by name are known
+        missing = [f for f in fields_of(self.key) if f not in kwargs]
+        if missing:
+            raise ValueError(f"queue {self.name!r} is fair by {self.key!r}: {name}, a task this App does not "
+                             f"declare, must pass {missing[0]!r} by name (kwargs), or the job needs a fair_key")
+        params = [inspect.Parameter("args", inspect.Parameter.VAR_POSITIONAL)]
+        params += [inspect.Parameter(k, inspect.Parameter.KEYWORD_ONLY) for k in kwargs]
+        return unique_key(filled(self.key, inspect.Signature(params), name, args, kwargs, what), "fair_key")
+
+    def weight_of(self, key: str, weight: float) -> float:
+        return self.weights.get(key, weight)
+
+
 @dataclass(frozen=True, slots=True)
 class _Rules:
     """What a call's options and its task's defaults make of every job they enqueue:
@@ -210,6 +279,7 @@ class _Rules:
     fair_key: str | None  # the call's own key, else the task's template (filled per call)
     fair_template: bool  # fair_key is the task's template
     fair_weight: float
+    fair_weight_chosen: bool  # by the call or the task: a fair queue's weights do not replace it
     signature: inspect.Signature | None
 
     @classmethod
@@ -228,6 +298,7 @@ class _Rules:
             opts.remark, defaults.tags if opts.tags is None else opts.tags,
             opts.fair_key or defaults.fair_key, opts.fair_key is None and defaults.fair_key is not None,
             defaults.fair_weight if opts.fair_weight is None else opts.fair_weight,
+            opts.fair_weight is not None or (task is not None and "fair_weight" in task.explicit),
             inspect.signature(task.fn) if task is not None and defaults.fair_key is not None else None,
         )
 
@@ -238,7 +309,8 @@ class _Rules:
 
 
 def build_enqueue(
-    call: Call, task: Task[..., Any] | None, now: float, durable: bool = True, job_id: str | None = None
+    call: Call, task: Task[..., Any] | None, now: float, durable: bool = True, job_id: str | None = None,
+    fair_queues: Mapping[str, FairQueue] | None = None,
 ) -> Enqueue:
     """The stored form of a call: task defaults overridden by the call's options, its
     arguments encoded exactly (codec.py) or refused.
@@ -246,7 +318,8 @@ def build_enqueue(
     `task` is None when the producer does not know the task (enqueue by name): then
     the timeout is left to the worker's task definition. `durable` is the App's
     default for calls that do not say (options.durable). `job_id`: one of a batch's
-    ids (job.new_job_ids), else a new one.
+    ids (job.new_job_ids), else a new one. `fair_queues`: the App's fair queues, whose
+    key a job on one of them gets when neither it nor its task has one.
     """
     opts = call.options
     if task is not None and opts is task._options:  # the usual call: the task's own options
@@ -256,15 +329,19 @@ def build_enqueue(
     else:
         rules = _Rules.of(opts, task, call.task)
     args, kwargs = rules.codec.encode(call.args, call.kwargs)
+    fair_key, weight = rules.fair_key_of(call.task, args, kwargs) if rules.fair_key else None, rules.fair_weight
+    if fair_queues and (fair := fair_queues.get(rules.queue)) is not None:
+        fair_key = fair_key or fair.key_of(task, call.task, args, kwargs)
+        weight = weight if rules.fair_weight_chosen else fair.weight_of(fair_key, weight)
     job = fresh_job(
         job_id or new_job_id(), call.task, args, kwargs, rules.queue, rules.priority, JobState.QUEUED,
         rules.max_attempts, rules.timeout, rules.key, rules.run_at, now, {}, rules.expires_at, None, rules.remark,
-        rules.tags, rules.fair_key_of(call.task, args, kwargs) if rules.fair_key else None,
+        rules.tags, fair_key,
     )
     payload = encode_payload(call.task, args, kwargs)
     item = make_enqueue(job, rules.delay, payload, rules.within, rules.mode, rules.max_wait,
                         durable if rules.durable is None else rules.durable, (), False, rules.unique_for,
-                        rules.fair_weight)
+                        weight)
     return linked(item, opts.after, opts.after_any_outcome) if opts.after else item
 
 

@@ -93,3 +93,14 @@ def test_a_replaced_fair_job_waits_for_its_new_due_time(app, backend, fair_task)
     assert again.id == first.id and app.get(first.id).state == JobState.SCHEDULED
     assert reserve(backend, 5, queues=("fair",)) == []  # moved to its new due time, out of the fair line
     assert app.get(first.id).args == ("a", 2) and app.get(first.id).fair_key == "tenant:a"
+
+
+def test_a_fair_queue_serves_its_tasks_keys_round_robin(app, backend):
+    app.fair_queue("fair", key="tenant:{tenant}", weights={"tenant:b": 2})
+    task = app.task(name="fair.queued", queue="fair")(lambda tenant, i: i)
+    app.enqueue_many([task.call("a", i) for i in range(30)])
+    app.enqueue_many([task.call(tenant, i) for tenant in "bc" for i in range(6)])
+    taken = drain(backend, limit=2, most=12)
+    counts = {key: sum(k == key for k, _ in taken) for key in ("tenant:a", "tenant:b", "tenant:c")}
+    assert counts["tenant:b"] >= 5 and counts["tenant:c"] >= 2 and counts["tenant:a"] <= 4  # 2:1:1 from the start
+    assert [i for k, i in taken if k == "tenant:b"] == sorted(i for k, i in taken if k == "tenant:b")

@@ -76,6 +76,7 @@ EXAMPLES = {
     "limits list": "deferq limits list --json",
     "limits set": "deferq limits set customer:7 --rate 10/s --concurrency 2",
     "limits pause": "deferq limits pause send_sms 30",
+    "limits resume": "deferq limits resume send_sms",
     "limits clear": "deferq limits clear send_sms",
     "queue resume": "deferq queue resume email",
     "schedule": "deferq schedule list",
@@ -630,6 +631,21 @@ def limits_pause(app: App, name: str, seconds: float) -> None:
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from None
     click.echo(f"{name}: paused for {seconds:g}s")
+
+
+@limits.command("resume")
+@existing_store_options
+@click.argument("name")
+def limits_resume(app: App, name: str) -> None:
+    """End the pause of a task, a limit key or a queue (queue:NAME) now; a limit set on it
+    stays."""
+    try:
+        resumed = app.limits.resume(name)
+    except ConfigError as exc:
+        raise click.UsageError(str(exc)) from None
+    if not resumed:
+        raise click.ClickException(f"{name} is not paused")
+    click.echo(f"{name}: resumed (every worker within a second)")
 
 
 @limits.command("clear")

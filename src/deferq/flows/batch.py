@@ -103,7 +103,7 @@ class Batch:
             self.app._enqueue_items(list(items.values()), None)
 
     def _callback(self, call: Call, any_outcome: bool) -> Enqueue:
-        item = build_enqueue(call, self.app.tasks.get(call.task), 0.0)
+        item = build_enqueue(call, self.app.tasks.get(call.task), 0.0, fair_queues=self.app.fair_queues)
         if not self.members:  # nothing to wait for: complete (and successful) at once
             return with_meta(item, **{BATCH_OF: self.id})
         return linked(item, self.members, any_outcome, **{BATCH_OF: self.id})

@@ -214,7 +214,7 @@ def refuse_held_keys(store: JobAdmin, items: Sequence[Enqueue]) -> None:
 
 def _stored_form(app: Runtime[object], call: Call, after: Sequence[str], results_as: bool | None) -> Enqueue:
     """A call as stored: after the previous step; naming its results when it takes them."""
-    item = build_enqueue(call, app.tasks.get(call.task), 0.0)
+    item = build_enqueue(call, app.tasks.get(call.task), 0.0, fair_queues=app.fair_queues)
     if not after:
         return item
     if results_as is None:

@@ -107,6 +107,13 @@ class LimitsAdmin:
         """No job under `name` starts for `seconds` (what `raise deferq.Backoff` does)."""
         pause(self.backend(), limit_name(name), pause_seconds(seconds))
 
+    def resume(self, name: str) -> bool:
+        """End the pause of `name` now, keeping the limit set on it; False: it was not
+        paused. Every worker lets its jobs start again within a second."""
+        paused = (self.get(name) or {}).get("paused_for") is not None
+        self.backend().kv_delete(NAMESPACE, PAUSE + name)  # an expired record too: it is gone anyway
+        return paused
+
     def list(self) -> dict[str, dict[str, Any]]:
         """Every limit set and every pause running: name -> rate, concurrency, paused_for."""
         backend = self.backend()

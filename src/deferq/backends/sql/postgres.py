@@ -4,8 +4,9 @@
   one statement, so one round trip and one commit. `enqueue_many_async` runs the
   same plan on an asyncio connection.
 - Claims: `FOR UPDATE SKIP LOCKED`, one statement for a whole batch (queries.sql).
-- Idle workers LISTEN; a trigger notifies when a job becomes due now, at most once
-  per queue and transaction (the migration explains it).
+- Idle workers LISTEN; an enqueue notifies when a job becomes due now and a worker
+  waits (queries.sql, wake_waiters), an update through a trigger (migration 0001), at
+  most once per queue and transaction.
 - URL options: `schema=NAME` (tables in that schema, created if missing),
   `migrate=false` (never change the schema; fail with SchemaOutdated instead),
   `pool_size=N` (default 8). Any other option goes to libpq (sslmode=..., ...).
@@ -50,6 +51,9 @@ CONNECTION_ERRORS = (
     psycopg.errors.ReadOnlySqlTransaction,
 )
 FINISHED = {str(state) for state in FINISHED_STATES}
+# The longest an idle worker waits for an enqueue's transaction to release the wait
+# lock (wait_for_work) before it looks at the store and asks again.
+WAIT_BLOCK = 0.05
 # Refusals worth waiting out; any other FATAL at connect is a wrong URL.
 TRANSIENT = ("starting up", "shutting down", "too many", "recovery", "remaining connection")
 
@@ -157,7 +161,9 @@ class PostgresBackend(SQLBackend):
             cur.executemany(step.sql, step.params)
             return Reply((), cur.rowcount)
         cur.execute(step.sql, step.params)
-        return Reply(cur.fetchall() if cur.description else [], cur.rowcount)
+        # rownumber, not description: a statement without rows either way, and no
+        # Column objects built per call (~10 µs of an enqueue's client time)
+        return Reply(cur.fetchall() if cur.rownumber is not None else [], cur.rowcount)
 
     @staticmethod
     async def execute_async(cur: psycopg.AsyncCursor, step: Step) -> Reply:
@@ -165,7 +171,7 @@ class PostgresBackend(SQLBackend):
             await cur.executemany(step.sql, step.params)
             return Reply((), cur.rowcount)
         await cur.execute(step.sql, step.params)
-        return Reply(await cur.fetchall() if cur.description else [], cur.rowcount)
+        return Reply(await cur.fetchall() if cur.rownumber is not None else [], cur.rowcount)
 
     def run(self, plan: Plan[T], *, atomic: bool = False, connection: Any = None, durable: bool = True) -> T:
         try:
@@ -303,7 +309,7 @@ class PostgresBackend(SQLBackend):
             reply = yield Step(self.q["enqueue_one" + plain], rows[0])
         else:
             reply = yield Step(self.q["enqueue" + plain], {"jobs": dumps(rows, "the arguments").decode()})
-        times = {job_id: (run_at, now) for job_id, run_at, now in reply.rows}
+        times = {job_id: (run_at, now) for job_id, run_at, now, _woke in reply.rows}
         return {i: stored_view(items[i], *times[items[i].job.id]) for i in indexes if items[i].job.id in times}
 
     # -- consuming ----------------------------------------------------------------------------
@@ -382,27 +388,51 @@ class PostgresBackend(SQLBackend):
         return [entry["id"] in applied for entry in params]
 
     def wait_for_work(self, queues: Sequence[str], timeout: float) -> None:
+        """Sleep until a notification for one of `queues`, the next due time or `timeout`.
+        The worker holds the wait lock meanwhile (queries.sql, wake_waiters: enqueues
+        notify only while a worker holds it), taken before it looks at the store; taking
+        it waits for an enqueue's transaction that holds it, at most WAIT_BLOCK each
+        time (a longer one: the worker looks at the store, then asks again)."""
         deadline = time.monotonic() + timeout
         try:
             listener = self.listener()
             for _ in listener.notifies(timeout=0):
                 pass  # older news: the look-up below sees what they announced
-            while True:
-                next_due, now = self.next_due(queues)
-                wait = deadline - time.monotonic()
-                if next_due is not None:
-                    wait = min(wait, next_due - now)
-                if wait <= 0:
-                    return
-                wake_at = time.monotonic() + wait
-                for note in listener.notifies(timeout=wait, stop_after=1):
-                    if note.payload in queues:
-                        return  # due now or soon: the claim (or the next wait) will tell
-                if time.monotonic() >= wake_at:
-                    return  # the due time or the deadline: no need to ask again
+            waiting = self.begin_wait(listener)
+            try:
+                while True:
+                    next_due, now = self.next_due(queues)
+                    until = deadline - time.monotonic()
+                    if next_due is not None:
+                        until = min(until, next_due - now)
+                    if until <= 0:
+                        return
+                    if not waiting:
+                        if any(note.payload in queues for note in listener.notifies(timeout=0)):
+                            return
+                        waiting = self.begin_wait(listener)
+                        continue  # a look at the store after each try, and after the lock
+                    wake_at = time.monotonic() + until
+                    for note in listener.notifies(timeout=until, stop_after=1):
+                        if note.payload in queues:
+                            return  # due now or soon: the claim (or the next wait) will tell
+                    if time.monotonic() >= wake_at:
+                        return  # the due time or the deadline: no need to ask again
+            finally:
+                if waiting and not listener.closed:
+                    listener.execute(self.q["wait_end"])
         except CONNECTION_ERRORS as exc:
             self.drop_listener()
             raise self.unavailable(exc) from None
+
+    def begin_wait(self, listener: psycopg.Connection) -> bool:
+        """Take the wait lock (shared with other idle workers); False when an enqueue's
+        transaction held it for WAIT_BLOCK."""
+        try:
+            listener.execute(self.q["wait_begin"], {"timeout": f"{WAIT_BLOCK * 1000:.0f}ms"})
+        except psycopg.errors.LockNotAvailable:
+            return False
+        return True
 
     def listener(self) -> psycopg.Connection:
         """This process's LISTEN connection (kept apart from the pool)."""

@@ -53,7 +53,7 @@ async def parse_job(service: Service, data: Any, where: str = "the job") -> Enqu
         task = service.app.tasks.get(request.task)
         call = Call(request.task, tuple(request.args or ()), request.kwargs or {}, JobOptions(**options))
     try:  # as App.enqueue builds it: the same defaults, options and checks
-        return build_enqueue(call, task, 0.0, service.app.durable)
+        return build_enqueue(call, task, 0.0, service.app.durable, fair_queues=service.app.fair_queues)
     except (TypeError, ValueError) as exc:
         raise Invalid(str(exc)) from None
 

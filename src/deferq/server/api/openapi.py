@@ -166,6 +166,11 @@ def _paths() -> dict[str, Any]:
             "delete": operation("Clear a limit set at run time (the declared one holds again)", "admin",
                                 {"200": answer("Cleared", ref("Deleted"))}, params=limit),
         },
+        "/v1/limits/{name}/resume": {
+            "post": operation("End a limit's pause now, keeping the limit set on it (every worker within a "
+                              "second)", "admin", {"200": answer("Resumed", ref("LimitSetting"))}, params=limit,
+                              errors=("404", "422", "503")),
+        },
         "/v1/dead": {
             "get": operation("Dead letters, newest first", "admin", {"200": jobs},
                              params=query(models.DeadQuery)),

@@ -346,6 +346,23 @@ async def delete_limit(request: Request) -> JSON:
 
 
 @needs(ADMIN)
+async def resume_limit(request: Request) -> JSON:
+    """End a limit's pause now, keeping the limit set on it; 404 when it is not paused."""
+    service = service_of(request)
+    name = _limit_name(request)
+    limits = LimitsAdmin(lambda: service.backend)
+
+    def resume() -> dict[str, Any] | None:
+        return (limits.get(name) or {"rate": None, "concurrency": None, "paused_for": None}) \
+            if limits.resume(name) else None
+
+    answer = await service.store(resume)
+    if answer is None:
+        raise ApiError(404, "not_found", f"limit {name!r:.200} is not paused")
+    return JSON(answer)
+
+
+@needs(ADMIN)
 async def set_remark(request: Request) -> JSON:
     service = service_of(request)
     job_id = _path(request, "job_id")
@@ -572,6 +589,7 @@ ROUTES: dict[str, dict[str, Handler]] = {
     "/v1/queues/{queue}/resume": {"POST": resume_queue},
     "/v1/limits": {"GET": list_limits},
     "/v1/limits/{name}": {"PUT": put_limit, "DELETE": delete_limit},
+    "/v1/limits/{name}/resume": {"POST": resume_limit},
     "/v1/dead": {"GET": list_dead, "DELETE": purge_dead},
     "/v1/dead/retry": {"POST": retry_all_dead},
     "/v1/dead/delete-batch": {"POST": delete_dead_batch},

@@ -73,6 +73,11 @@ WHERE s.behind_key IS NOT NULL AND h.seq IS NULL
 -- With it, in the same statement, the priority's fair level (+ 10, fair.py) in
 -- (virtual time, seq) order through deferq_jobs_fair: one statement per priority, as
 -- before fair queues. The last columns: the stored level and the order it was read in.
+-- No `vtime IS NOT NULL` there: every job waiting at a fair level has one (leave_fair
+-- clears both at once), and with equalities alone the read is a `ref` of (queue,
+-- level), which stops at the level's end; a range read of an empty level walks on
+-- through the next level's entries of jobs leased a moment ago that InnoDB has not
+-- purged yet (measured: hundreds of pages a claim while a backlog drains).
 (SELECT {job_columns}, {now}, seq, priority, run_at FROM {jobs}
  WHERE state = 'queued' AND queue = %(queue)s AND priority = %(priority)s AND run_at <= {now}
    AND {unpaused}
@@ -81,7 +86,7 @@ WHERE s.behind_key IS NOT NULL AND h.seq IS NULL
  FOR UPDATE SKIP LOCKED)
 UNION ALL
 (SELECT {job_columns}, {now}, seq, priority, vtime FROM {jobs} FORCE INDEX (deferq_jobs_fair)
- WHERE state = 'queued' AND queue = %(queue)s AND priority = %(priority)s + 10 AND vtime IS NOT NULL
+ WHERE state = 'queued' AND queue = %(queue)s AND priority = %(priority)s + 10
    AND run_at <= {now} AND {unpaused}
  ORDER BY vtime, seq
  LIMIT %(limit)s
@@ -143,7 +148,7 @@ LIMIT %(limit)s
 -- name: claim_update_fair
 -- The same for a fair level (a priority + 10, fair.py), in (virtual time, seq) order.
 UPDATE {jobs} FORCE INDEX (deferq_jobs_fair) SET {claim_update_set}
-WHERE state = 'queued' AND queue IN %(queues)s AND priority = %(priority)s AND vtime IS NOT NULL
+WHERE state = 'queued' AND queue IN %(queues)s AND priority = %(priority)s
   AND run_at <= {now}
   AND queue NOT IN (SELECT queue FROM {paused})
 ORDER BY vtime, seq

@@ -17,13 +17,45 @@ progress, progress_message, cancel_requested_at, expires_at, updated_at, remark,
 -- name: clock
 SELECT {now}
 
+-- name: wait_key
+-- The advisory lock key of idle workers: one per jobs table ('dfqw', the table's oid).
+1684435319, '{jobs}'::regclass::oid::int4
+
+-- name: wake_waiters
+-- The enqueue statements' last column. A job due now or within the second (as the
+-- update trigger's, migration 0001) wakes idle workers, but only when one waits: an
+-- idle worker holds the wait lock (shared) while it waits (wait_begin), and an enqueue
+-- that finds it free takes it itself, exclusive until its commit, and notifies nobody.
+-- A worker that starts waiting meanwhile gets the lock only once that commit is
+-- visible, and looks at the store after it has the lock: it finds the job. An enqueue
+-- that finds the lock taken (a worker waits, or another enqueue's transaction holds
+-- it) notifies; PostgreSQL folds identical notifications of a transaction into one,
+-- sent at commit, and a rolled-back transaction notifies nobody. The lock is tried
+-- and the schema's name (the channel is "deferq:<schema>") looked up at most once a
+-- statement (sub-selects without a reference to the row: PostgreSQL evaluates them
+-- once, when first needed).
+CASE WHEN run_at > {now} + 1 OR (SELECT pg_try_advisory_xact_lock({wait_key})) THEN NULL
+     ELSE pg_notify('deferq:' || left((SELECT n.nspname FROM pg_class AS c JOIN pg_namespace AS n
+                                           ON n.oid = c.relnamespace WHERE c.oid = '{jobs}'::regclass), 50),
+                    queue) END
+
+-- name: wait_begin
+-- An idle worker is waiting (on its LISTEN connection): enqueues notify from now on.
+-- While an enqueue's transaction holds the lock, this waits for its end (its job is
+-- visible by then), at most %(timeout)s (lock_timeout, on this connection only): a
+-- longer transaction fails it, and the worker looks at the store and asks again.
+SELECT set_config('lock_timeout', %(timeout)s, false), pg_advisory_lock_shared({wait_key})
+
+-- name: wait_end
+SELECT pg_advisory_unlock_shared({wait_key})
+
 -- name: enqueue
 -- A whole batch in one statement: one JSON document in (a list of jobs, built by
 -- orjson in one call), one row per job, inserted in list order. A job whose key is
 -- held by an unfinished job conflicts on the partial unique index and is skipped
 -- (MySQL emulates that index with a generated column); so is one stored to wait
 -- behind a running holder when another already waits there (deferq_jobs_behind).
--- RETURNING says which went in.
+-- RETURNING says which went in, and wakes idle workers (wake_waiters).
 INSERT INTO {jobs} (id, task, payload, queue, priority, state, max_attempts, timeout,
                     unique_key, run_at, created_at, expires_at, remark, tags, fair_key, vtime, updated_at)
 SELECT i.id, i.task, i.payload, i.queue, i.priority, 'queued', i.max_attempts, i.timeout,
@@ -37,7 +69,7 @@ FROM ROWS FROM (jsonb_to_recordset(%(jobs)s::jsonb) AS (
                           run_at, delay, expires_at, expires_in, remark, tags, fair_key, vtime, n)
 ORDER BY i.n
 ON CONFLICT DO NOTHING
-RETURNING id, run_at, created_at
+RETURNING id, run_at, created_at, {wake_waiters}
 
 -- name: enqueue_one
 -- The same for one job, the commonest call: plain values plan and bind faster than
@@ -50,7 +82,7 @@ VALUES (%(id)s, %(task)s, %(payload)s::jsonb, %(queue)s, %(priority)s, 'queued',
         coalesce(%(expires_at)s::float8, {now} + %(expires_in)s::float8), %(remark)s, %(tags)s,
         %(fair_key)s, %(vtime)s::float8, {now})
 ON CONFLICT DO NOTHING
-RETURNING id, run_at, created_at
+RETURNING id, run_at, created_at, {wake_waiters}
 
 -- name: holders
 -- The unfinished jobs with these keys: each key's holder, and a job waiting behind a

@@ -1,6 +1,7 @@
 // /dashboard/limits: the rate and concurrency limits in force (declared in code, set at
 // run time, paused), per task, per key and per queue, with what each uses now; an admin
-// sets, changes, pauses and clears them (PUT and DELETE /v1/limits/NAME).
+// sets, changes, pauses, resumes and clears them (PUT and DELETE /v1/limits/NAME, POST
+// /v1/limits/NAME/resume: a pause ends, the limit set stays).
 
 import {code, empty, h, note, reconcile, row, section, setAttr, setChildren, setText, table} from "../dom.js";
 import {compact} from "../format.js";
@@ -67,7 +68,8 @@ export function mount(root, ctx) {
     note("A limit set at run time on a task replaces the declared one (its key template kept); one on a key ",
       "wins over its task's; one on ", code("queue:NAME"), " holds for every job of the queue beside its task's. ",
       "Use now: the slots held of a limit with one scope, and the runs a second over the last one to two ",
-      "minutes. The API: ", code("GET /v1/limits"), ", ", code("PUT/DELETE /v1/limits/NAME"), "."));
+      "minutes. The API: ", code("GET /v1/limits"), ", ", code("PUT/DELETE /v1/limits/NAME"), ", ",
+      code("POST /v1/limits/NAME/resume"), "."));
 
   function openForm(l, pausing) {
     form.hidden = false;
@@ -122,6 +124,17 @@ export function mount(root, ctx) {
     refresh();
   }
 
+  async function resume(l) {
+    message.clear();
+    try {
+      await ctx.api(`/v1/limits/${encodeURIComponent(l.name)}/resume`, {method: "POST"});
+      ctx.toast(`Limit ${l.name} resumed: its jobs start again within a second.`, "ok");
+    } catch (error) {
+      message.show(`Could not resume ${l.name}: ${error.message}`);
+    }
+    refresh();
+  }
+
   const latest = new Map(); // name -> the limit as last listed (what the buttons act on)
 
   async function refresh() {
@@ -143,11 +156,14 @@ export function mount(root, ctx) {
       setText(cells[3], useText(l));
       setText(cells[4], limitText(l.declared));
       setText(cells[5], limitText(l.set));
-      setChildren(cells[6], `${admin}:${Boolean(l.set || l.paused_for)}`, () => admin ? h("span", {class: "row-buttons"},
+      const paused = l.paused_for !== null;
+      setChildren(cells[6], `${admin}:${Boolean(l.set || paused)}:${paused}`, () => admin ? h("span", {class: "row-buttons"},
         h("button", {type: "button", class: "small", "data-action": "change", text: "Change",
           onclick: () => openForm(latest.get(l.name), false)}),
-        h("button", {type: "button", class: "small", "data-action": "pause", text: "Pause",
-          onclick: () => openForm(latest.get(l.name), true)}),
+        paused ? h("button", {type: "button", class: "small", "data-action": "resume", text: "Resume",
+          title: "End the pause now; the limit stays", onclick: () => resume(latest.get(l.name))})
+          : h("button", {type: "button", class: "small", "data-action": "pause", text: "Pause",
+            onclick: () => openForm(latest.get(l.name), true)}),
         l.set || l.paused_for ? h("button", {type: "button", class: "small danger", "data-action": "clear",
           text: "Clear", onclick: () => clear(latest.get(l.name))}) : null) : "");
     });
