@@ -123,6 +123,70 @@ def test_jobs_built_by_the_fast_init_are_whole_frozen_jobs_and_subclasses_still_
     assert type(tagged) is Tagged and (tagged.id, tagged.priority, tagged.meta) == ("b", 0, {})
 
 
+def test_the_quicker_builders_make_the_same_frozen_records():
+    """job.slot_builder: fresh_job, stamped, a Call and an Enqueue built on their twin
+    are instances of the class itself, frozen, equal to the ones built by name, with
+    a new default per instance."""
+    import dataclasses
+
+    from deferq.backends.base import Enqueue, make_enqueue
+    from deferq.job import Job, JobState, fresh_job, stamped
+    from deferq.task import Call, _make_call
+
+    job = fresh_job("a", "t", (1,), {}, "q", 0, JobState.QUEUED, 5, 2.0, None, 0.0, 1.0, {}, None, None,
+                    "r", ("x",), None)
+    assert type(job) is Job and job == Job("a", "t", (1,), {}, "q", 0, max_attempts=5, timeout=2.0,
+                                           created_at=1.0, remark="r", tags=("x",))
+    done = stamped(job, JobState.QUEUED, 3.0, 3.0, None, 3.0)
+    assert type(done) is Job and (done.run_at, done.remark, done.result) == (3.0, "r", None)
+    assert done.meta is job.meta  # what a new job sets is the job's own
+    call = _make_call("t", (1,), {})
+    assert type(call) is Call and call == Call("t", (1,), {}) and call.source is None
+    assert call.options is not _make_call("t", (1,), {}).options  # a new default per instance
+    item = make_enqueue(job, 1.0, b"[]", unique_for=5.0)
+    assert type(item) is Enqueue and item == Enqueue(job, 1.0, b"[]", unique_for=5.0)
+    for made in (job, done, call, item):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(made, dataclasses.fields(made)[1].name, "other")
+
+
+def test_payloads_are_the_json_of_the_arguments_whatever_their_size():
+    """encode_payload copies small payloads out of orjson's buffer: the same bytes."""
+    import orjson
+
+    from deferq.job import encode_payload
+
+    for text in ("", "x" * 100, "é" * 5000, "y" * 20_000):
+        payload = encode_payload("t", (1, text), {"k": [text]})
+        assert type(payload) is bytes and payload == orjson.dumps([[1, text], {"k": [text]}])
+
+
+def test_ids_keep_their_order_and_a_forked_child_draws_its_own():
+    """job.new_job_id: written out pair by pair, the ids of one process sort in the
+    order they were made; a child process made by fork in the same millisecond does not
+    continue the parent's sequence (its next id would be the parent's next)."""
+    import os
+
+    from deferq.job import _CROCKFORD, new_job_id, new_job_ids
+
+    ids = [new_job_id() for _ in range(2000)] + new_job_ids(300) + [new_job_id()]
+    assert ids == sorted(ids) and len(set(ids)) == len(ids)
+    assert all(len(i) == 26 and set(i) <= set(_CROCKFORD) for i in ids)
+    if not hasattr(os, "fork"):
+        return
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its first id, to the parent
+        os.write(write, new_job_id().encode())
+        os._exit(0)
+    mine = new_job_id()
+    os.waitpid(pid, 0)
+    theirs = os.read(read, 26).decode()
+    os.close(read)
+    os.close(write)
+    assert len(theirs) == 26 and theirs != mine and theirs[10:] != mine[10:]  # other randomness
+
+
 def test_a_big_batch_leaves_the_garbage_collector_as_it_found_it():
     """enqueue_many of 100+ calls holds off cyclic collection until stored (app.py):
     on again afterwards, even when a call is refused, and left off if the program
