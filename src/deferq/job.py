@@ -353,6 +353,7 @@ def held(jobs: list[Job], origin: Origin) -> list[Job]:
         _set_origin(job, origin)
     return jobs
 
+
 RECORD = {f.name: f.metadata["deferq"] for f in fields(Job)}  # field -> Stored
 COLUMNS = tuple(dict.fromkeys(spec.column for spec in RECORD.values()))  # in field order, each once
 NEW_FIELDS = tuple(name for name, spec in RECORD.items() if spec.new)  # fresh_job's parameters
