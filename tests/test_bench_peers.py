@@ -87,6 +87,7 @@ def run_rows(tmp_path: Path, bench_url: str, peers: list[str], timeout: float, *
 def test_raw_and_deferq_rows_on_redis(tmp_path, bench_redis):
     rows = run_rows(tmp_path, bench_redis, ["raw", "deferq"], timeout=100)
     assert rows[0].split("|")[3].strip() == "1.00x"  # A vs raw, for raw itself
+    assert all(float(row.split("|")[-2].replace(",", "")) > 0 for row in rows), rows  # B's CPU measured
 
 
 @pytest.mark.slow

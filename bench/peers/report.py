@@ -15,7 +15,7 @@ from . import probe
 from .base import Peer
 
 COLUMNS = ("peer", "A enqueue/s", "A vs raw", "A batch/s", "B processed/s", "C late p50/p99 ms",
-           "D pickup p50/p99 ms", "worker RSS MiB (procs)")
+           "D pickup p50/p99 ms", "worker RSS MiB (procs)", "B worker CPU ms per 1,000 jobs")
 RATIO = COLUMNS.index("A vs raw")  # shown only when the raw reference ran
 
 
@@ -70,6 +70,8 @@ def cell(value: Any, shape: str) -> str:
         return "failed: " + value.reason.replace("|", "/")
     if shape == "rate":
         return f"{value:,.0f}"
+    if shape == "cpu":
+        return f"{value:,.0f}"
     if shape == "pair":
         return f"{number(value[0])}/{number(value[1])}"
     return f"{value[0]:.0f} ({value[1]:.0f})"  # rss
@@ -85,7 +87,8 @@ def row(label: str, cells: dict[str, Any], raw_a: Any) -> list[str]:
     if cells.get("b_alt") is not None:
         b += " / " + cell(cells["b_alt"], "rate")
     return [label, cell(a, "rate"), ratio, cell(cells["a_batch"], "rate"), b,
-            cell(cells["c"], "pair"), cell(cells["d"], "pair"), cell(cells["rss"], "rss")]
+            cell(cells["c"], "pair"), cell(cells["d"], "pair"), cell(cells["rss"], "rss"),
+            cell(cells.get("b_cpu"), "cpu")]
 
 
 def table(rows: list[list[str]], with_ratio: bool) -> list[str]:

@@ -35,6 +35,15 @@ def group_members(pgid: int) -> list[int]:
     return members
 
 
+def cpu_ticks(pid: int) -> int:
+    """User and system CPU of `pid` and of its children it has reaped, in clock ticks."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0
+    return sum(int(f) for f in fields[11:15])  # utime, stime, cutime, cstime
+
+
 def rss_kib(pid: int) -> int:
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -87,6 +96,25 @@ class Workers:
         """MiB resident over every process of every worker group, and how many processes."""
         pids = [pid for proc in self.procs for pid in group_members(proc.pid)]
         return sum(rss_kib(pid) for pid in pids) / 1024, len(pids)
+
+    def cpu_seconds(self) -> float:
+        """CPU seconds spent so far by every process of every worker group."""
+        pids = [pid for proc in self.procs for pid in group_members(proc.pid)]
+        return sum(cpu_ticks(pid) for pid in pids) / os.sysconf("SC_CLK_TCK")
+
+    def settled_cpu(self, quiet: float = 0.02, longest: float = 15.0) -> float:
+        """Their CPU seconds once they are idle: when half a second adds less than `quiet`
+        seconds (start-up done), or after `longest` seconds."""
+        deadline = time.monotonic() + longest
+        before = self.cpu_seconds()
+        while time.monotonic() < deadline:
+            time.sleep(0.5)
+            self.check()
+            now = self.cpu_seconds()
+            if now - before < quiet:
+                return now
+            before = now
+        return before
 
     def stop(self) -> None:
         """SIGTERM each group, then SIGKILL whatever is left of it (children included)."""
