@@ -345,6 +345,35 @@ def build_enqueue(
     return linked(item, opts.after, opts.after_any_outcome) if opts.after else item
 
 
+def enqueue_builder(
+    task: Task[..., Any] | None, opts: JobOptions, durable: bool, fair_queues: Mapping[str, FairQueue] | None,
+) -> Callable[[Call, str], Enqueue]:
+    """build_enqueue for a batch's calls of one task with its own options (`now` 0), with
+    what they share resolved once: the commonest batch, ~0.4 µs a job quicker. Calls
+    with a fair key, parents or options of their own go through build_enqueue."""
+    rules = None if task is None or opts is not task._options else task._rules or _Rules.of(opts, task, task.name)
+    if rules is None or opts.after or rules.fair_key is not None or (fair_queues and rules.queue in fair_queues):
+        return lambda call, job_id: build_enqueue(call, task, 0.0, durable, job_id, fair_queues)
+    assert task is not None  # noqa: S101 - for the type checker: rules come from the task
+    task._rules = rules
+    encode, queued = rules.codec.encode, JobState.QUEUED
+    queue, priority, max_attempts, timeout, key = (
+        rules.queue, rules.priority, rules.max_attempts, rules.timeout, rules.key)
+    run_at, expires_at, remark, tags, delay = rules.run_at, rules.expires_at, rules.remark, rules.tags, rules.delay
+    within, mode, max_wait, unique_for, weight = (
+        rules.within, rules.mode, rules.max_wait, rules.unique_for, rules.fair_weight)
+    durable = durable if rules.durable is None else rules.durable
+
+    def build(call: Call, job_id: str) -> Enqueue:
+        name = call.task
+        args, kwargs = encode(call.args, call.kwargs)
+        job = fresh_job(job_id, name, args, kwargs, queue, priority, queued, max_attempts, timeout, key, run_at,
+                        0.0, {}, expires_at, None, remark, tags, None)
+        return make_enqueue(job, delay, encode_payload(name, args, kwargs), within, mode, max_wait, durable, (),
+                            False, unique_for, weight)
+    return build
+
+
 AFTER = "deferq.after"  # meta: the ids a job runs after, for `deferq job` and the API
 SHOWN_PARENTS = 100  # a batch callback after 100,000 members records the first ones
 
