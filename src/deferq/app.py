@@ -273,7 +273,7 @@ class App:
                 raise TypeError(f"enqueue_many takes task.call(...) values, got {call!r:.60}")
             if call.options is not options or call.task != name or build is None:
                 options, name = call.options, call.task
-                build = enqueue_builder(tasks.get(name), options, durable, fair_queues)
+                build = enqueue_builder(call, tasks.get(name), durable, fair_queues)
                 if options.connection is not connection:
                     if connection is not _NO_CALL:
                         raise ValueError("all jobs of one enqueue_many must use the same connection")
