@@ -209,3 +209,28 @@ def test_a_big_batch_leaves_the_garbage_collector_as_it_found_it():
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_a_batch_of_calls_alike_and_loops_of_option_copies_keep_each_calls_options():
+    app = deferq.App("memory://")
+
+    @app.task(queue="q", max_attempts=4)
+    def f(x):
+        return x
+
+    @app.task()
+    def g(x):
+        return x
+
+    urgent, later = f.options(priority=0, queue="urgent"), f.options(delay=60)
+    calls = [f.call(1), f.call(2), urgent.call(3), urgent.call(4), g.call(5), f.call(6), later.call(7)]
+    jobs = app.enqueue_many(calls)
+    assert [(j.task, j.queue, j.priority, j.max_attempts, j.args) for j in jobs] == [
+        ("f", "q", 1, 4, (1,)), ("f", "q", 1, 4, (2,)), ("f", "urgent", 0, 4, (3,)), ("f", "urgent", 0, 4, (4,)),
+        ("g", "default", 1, 3, (5,)), ("f", "q", 1, 4, (6,)), ("f", "q", 1, 4, (7,))]
+    assert jobs[-1].run_at >= jobs[-1].created_at + 60 and jobs[0].run_at == jobs[0].created_at
+    for n in range(3):  # a copy's rules, resolved once, stay its own
+        assert (urgent.enqueue(n).queue, later.enqueue(n).queue, f.enqueue(n).queue) == ("urgent", "q", "q")
+    with pytest.raises(TypeError, match="task.call"):
+        app.enqueue_many([f.call(1), f.call(2), "not a call"])  # type: ignore[list-item]
+    app.close()

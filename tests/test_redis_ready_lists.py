@@ -140,6 +140,19 @@ def test_an_add_repeated_after_a_lost_reply_stores_nothing_twice(app: deferq.App
     assert backend.client.llen(qk.ready[1]) == 2
 
 
+def test_the_jobs_a_batch_returned_keep_their_times_when_its_items_go_in_again(app: deferq.App) -> None:
+    backend: Any = app.backend
+    items = [plain(n) for n in range(3)]
+    first = backend.enqueue_many(items)  # the items' own jobs, stamped with the store's times
+    assert all(job.state == JobState.QUEUED and job.created_at > 0 and job.run_at == job.created_at
+               for job in first)
+    times = [(job.created_at, job.updated_at) for job in first]
+    again = backend.enqueue_many(items)  # the same ids: stored once (add.lua), copies returned
+    assert [(job.created_at, job.updated_at) for job in first] == times
+    assert ids(again) == ids(first) and all(a is not b for a, b in zip(again, first, strict=True))
+    assert backend.client.llen(backend.keys.queue("default").ready[1]) == 3
+
+
 def test_listings_page_through_lists_and_zsets_newest_first(app: deferq.App) -> None:
     backend: Any = app.backend
     keyed = app.enqueue("t", [0], key="k")  # enqueue.lua: its zset

@@ -28,7 +28,7 @@ from .observe.logs import JobLog
 from .options import JobOptions, JobOptionsKw, TaskDefaults, TaskOptions, queue_name, remark_text
 from .registry import EVENTS, Registry
 from .steps import events as step_events
-from .task import AFTER, Call, FairQueue, Hook, Task, build_enqueue
+from .task import AFTER, Call, FairQueue, Hook, Task, build_enqueue, enqueue_builder
 
 log = logging.getLogger("deferq")
 P = ParamSpec("P")
@@ -267,14 +267,21 @@ class App:
         items: list[Enqueue] = []
         tasks, durable, add, fair_queues = self.registry.tasks, self.durable, items.append, self.fair_queues
         connection: Any = _NO_CALL
+        options, name, build = None, None, None  # a run of calls alike shares a builder from its second
         for call, job_id in zip(calls, new_job_ids(len(calls)), strict=True):  # the ids made at once: cheaper
             if not isinstance(call, Call):
                 raise TypeError(f"enqueue_many takes task.call(...) values, got {call!r:.60}")
-            add(build_enqueue(call, tasks.get(call.task), 0.0, durable, job_id, fair_queues))
-            if call.options.connection is not connection:
+            if call.options is options and call.task == name:
+                if build is None:
+                    build = enqueue_builder(call, tasks.get(name), durable, fair_queues)
+                add(build(call, job_id))
+                continue
+            options, name, build = call.options, call.task, None
+            if options.connection is not connection:
                 if connection is not _NO_CALL:
                     raise ValueError("all jobs of one enqueue_many must use the same connection")
-                connection = call.options.connection
+                connection = options.connection
+            add(build_enqueue(call, tasks.get(name), 0.0, durable, job_id, fair_queues))
         return items, (None if connection is _NO_CALL else connection)
 
     def enqueue_many(self, calls: Iterable[Call]) -> list[Job]:

@@ -404,6 +404,29 @@ else:
     fresh_job, stamped = _builders()
 
 
+_SET_STATE, _SET_RUN_AT, _SET_CREATED_AT, _SET_UPDATED_AT = (
+    Job.__dict__[name].__set__ for name in ("state", "run_at", "created_at", "updated_at"))
+
+
+def stored_now(jobs: list[Job], now: float) -> list[Job]:
+    """`jobs`, just stored at store time `now` and due then, as `stamped` would make them
+    (queued, no expiry). A job `fresh_job` made for this store call and never stored
+    before (created_at 0) is stamped in place, not copied: one `Job` a job enqueued, not
+    two; any other is copied."""
+    out = jobs
+    for i, job in enumerate(jobs):
+        if job.created_at or job.expires_at is not None or type(job) is not Job:
+            if out is jobs:
+                out = list(jobs)
+            out[i] = stamped(job, JobState.QUEUED, now, now, None, now)
+            continue
+        _SET_STATE(job, JobState.QUEUED)
+        _SET_RUN_AT(job, now)
+        _SET_CREATED_AT(job, now)
+        _SET_UPDATED_AT(job, now)
+    return out
+
+
 def _check_fresh_job() -> None:
     """`fresh_job`, written by position for speed, must take the declared new fields in
     order and leave every other field at its default: checked once, at import."""

@@ -308,6 +308,22 @@ class _Rules:
         return unique_key(filled(self.fair_key, self.signature, task, args, kwargs, "the fair key"), "fair_key")
 
 
+def _rules_of(call: Call, task: Task[..., Any] | None) -> _Rules:
+    """`call`'s rules (`task`: the producer's task of its name), kept on the Task whose
+    own options the call carries: `task` itself, or the `task.options(...)` copy of it
+    that made the call (the same function and defaults), so that a loop of
+    `task.options(...).enqueue()` resolves them once."""
+    opts = call.options
+    holder = task if task is not None and opts is task._options else call.source
+    if (task is None or holder is None or holder._options is not opts or holder.fn is not task.fn
+            or holder.defaults is not task.defaults or holder.explicit is not task.explicit):
+        return _Rules.of(opts, task, call.task)
+    rules = holder._rules
+    if rules is None:
+        rules = holder._rules = _Rules.of(opts, task, call.task)
+    return rules
+
+
 def build_enqueue(
     call: Call, task: Task[..., Any] | None, now: float, durable: bool = True, job_id: str | None = None,
     fair_queues: Mapping[str, FairQueue] | None = None,
@@ -322,12 +338,7 @@ def build_enqueue(
     key a job on one of them gets when neither it nor its task has one.
     """
     opts = call.options
-    if task is not None and opts is task._options:  # the usual call: the task's own options
-        rules = task._rules
-        if rules is None:
-            rules = task._rules = _Rules.of(opts, task, call.task)
-    else:
-        rules = _Rules.of(opts, task, call.task)
+    rules = _rules_of(call, task)
     args, kwargs = rules.codec.encode(call.args, call.kwargs)
     fair_key, weight = rules.fair_key_of(call.task, args, kwargs) if rules.fair_key else None, rules.fair_weight
     if fair_queues and (fair := fair_queues.get(rules.queue)) is not None:
@@ -343,6 +354,33 @@ def build_enqueue(
                         durable if rules.durable is None else rules.durable, (), False, rules.unique_for,
                         weight)
     return linked(item, opts.after, opts.after_any_outcome) if opts.after else item
+
+
+def enqueue_builder(
+    call: Call, task: Task[..., Any] | None, durable: bool, fair_queues: Mapping[str, FairQueue] | None,
+) -> Callable[[Call, str], Enqueue]:
+    """build_enqueue (`now` 0) for a batch's run of calls like `call` (the same task name
+    and options), with what they share resolved once: ~0.4 µs a job quicker. Calls
+    with a fair key or parents go through build_enqueue."""
+    rules = _rules_of(call, task)
+    if call.options.after or rules.fair_key is not None or (fair_queues and rules.queue in fair_queues):
+        return lambda call, job_id: build_enqueue(call, task, 0.0, durable, job_id, fair_queues)
+    encode, queued = rules.codec.encode, JobState.QUEUED
+    queue, priority, max_attempts, timeout, key = (
+        rules.queue, rules.priority, rules.max_attempts, rules.timeout, rules.key)
+    run_at, expires_at, remark, tags, delay = rules.run_at, rules.expires_at, rules.remark, rules.tags, rules.delay
+    within, mode, max_wait, unique_for, weight = (
+        rules.within, rules.mode, rules.max_wait, rules.unique_for, rules.fair_weight)
+    durable = durable if rules.durable is None else rules.durable
+
+    def build(call: Call, job_id: str) -> Enqueue:
+        name = call.task
+        args, kwargs = encode(call.args, call.kwargs)
+        job = fresh_job(job_id, name, args, kwargs, queue, priority, queued, max_attempts, timeout, key, run_at,
+                        0.0, {}, expires_at, None, remark, tags, None)
+        return make_enqueue(job, delay, encode_payload(name, args, kwargs), within, mode, max_wait, durable, (),
+                            False, unique_for, weight)
+    return build
 
 
 AFTER = "deferq.after"  # meta: the ids a job runs after, for `deferq job` and the API

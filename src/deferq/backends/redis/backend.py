@@ -24,7 +24,7 @@ from urllib.parse import parse_qsl, urlsplit
 from redis.exceptions import NoScriptError
 
 from ...errors import StoreUnavailable
-from ...job import Job, JobState, dumps, stamped
+from ...job import Job, dumps, stored_now
 from .. import fair
 from ..base import Backend, Enqueue, Heartbeat, Outcome, OutcomeKind
 from ..history import recovered
@@ -51,7 +51,6 @@ T = TypeVar("T")
 # settle.lua: where an outcome's target zset is in its queue's block of keys (_settle_keys)
 _FINISHED_AT = {"cancelled": 3, "succeeded": 5, "dead": 6}
 _WAITING_AT = 7  # + the job's priority
-QUEUED = JobState.QUEUED
 _BACK = frozenset(("retry", "release", "snooze"))  # outcomes that put the job back to waiting
 SWEEP_BATCHES = 10  # at most this many BATCHes of marks per sweep (the next sweep goes on)
 WAIT_SLICE = 5.0  # seconds one blocking wait for a job's finish may last (below socket_timeout)
@@ -209,7 +208,7 @@ class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
         """Jobs of one add.lua call as stored at `now` (they share their due time)."""
         first = items[0]
         if not first.job.run_at and not first.delay:  # all due at once (add_args): stamped here
-            return [stamped(item.job, QUEUED, now, now, None, now) for item in items]
+            return stored_now([item.job for item in items], now)
         return [item.stored(now) for item in items]
 
     @guarded

@@ -72,6 +72,14 @@ def without_conflict_clause(sql: str) -> str:
     return sql.replace(clause, "\n")
 
 
+def lean(item: Enqueue) -> bool:
+    """Whether `item` goes in with `enqueue_lean` (queries.sql): a plain job due a delay
+    from now, whose other columns are their defaults."""
+    job = item.job
+    return (job.key is None and not job.run_at and job.expires_at is None and item.expires_in is None
+            and job.remark is None and not job.tags and job.fair_key is None and item.vtime is None)
+
+
 class PostgresBackend(SQLBackend):
     _trigrams: bool | None = None  # whether migration 0009 made the trigram index (else words)
     seq_ordered = False  # seq has no index of its own: a list of every state is merged per state
@@ -297,6 +305,13 @@ class PostgresBackend(SQLBackend):
         # The payload as the producer encoded it: text for one job, a JSON fragment
         # spliced into the batch document as it is (not decoded and encoded again).
         one = len(indexes) == 1
+        if one and lean(item := items[indexes[0]]):
+            job = item.job
+            reply = yield Step(self.q["enqueue_lean"], (
+                job.id, job.task, self.payload(item).decode(), job.queue, job.priority, job.max_attempts,
+                job.timeout, item.delay))
+            now = reply.rows[0][0]
+            return {indexes[0]: stored_view(item, now + item.delay, now)}
         rows: list[dict[str, Any]] = []
         for i in indexes:
             payload = self.payload(items[i])
