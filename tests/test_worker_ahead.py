@@ -128,3 +128,37 @@ def test_a_job_leased_ahead_keeps_its_lease_and_its_timeout_counts_from_its_star
     finally:
         release.set()
         app.close()
+
+
+@pytest.mark.parametrize("store_url", ["sqlite", "redis"], indirect=True)
+def test_a_job_leased_ahead_and_cancelled_before_its_start_never_runs(store_url):
+    app = deferq.App(store_url, lease=1)
+    running, release = threading.Event(), threading.Event()
+    ran: list[int] = []
+
+    @app.task()
+    def hold() -> None:
+        running.set()
+        release.wait(20)
+
+    @app.task()
+    def counted(i: int) -> None:
+        ran.append(i)
+
+    try:
+        calls = iter(range(100))
+        blocker, after = short_jobs_then(app, hold.enqueue, lambda: counted.enqueue(next(calls)))
+        worker = Worker(app, WorkerConfig(concurrency=1, schedules=False, burst=True))
+        thread = start(worker)
+        assert running.wait(15)
+        held = held_behind(app, worker, blocker)
+        assert app.cancel(held.id)
+        until(lambda: app.get(held.id).state == JobState.CANCELLED)  # at the next heartbeat, still held
+        assert app.get(blocker.id).state == JobState.ACTIVE
+        release.set()
+        thread.join(30)
+        assert not thread.is_alive() and worker.exit_code == 0
+        assert held.args[0] not in ran and len(ran) == len(after) - 1
+    finally:
+        release.set()
+        app.close()

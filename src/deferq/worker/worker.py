@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import orjson
 
 from ..attempt.progress import ProgressWriter
-from ..attempt.runner import decide_failure, run_async, run_sync
+from ..attempt.runner import decide_failure, run_async, run_sync, stopped
 from ..backends.base import Outcome, OutcomeKind
 from ..backends.guard import StoreGuard
 from ..context import Checkpoints, JobControl, Slot
@@ -257,13 +257,20 @@ class Worker:
         """Stopping or ordered quiet: the jobs leased ahead go back to their queues at
         once, their attempt not counted (another worker runs them now)."""
         with self.lock:
-            jobs = [job for _, job, _ in self.held]
-            self.held.clear()
-            for job in jobs:
-                del self.running[job.id]
+            jobs = self._unhold(None)
         if jobs:
             log.info("giving back %d job(s) leased ahead", len(jobs))
             self._store_call(self.backend.settle, [Outcome(job, OutcomeKind.RELEASE) for job in jobs])
+
+    def _unhold(self, ids: set[str] | None, keep: bool = False) -> list[Job]:
+        """Called with the lock held: take the jobs leased ahead (those of `ids`, or all)
+        off the waiting line, and unless `keep`, forget them."""
+        dropped = [job for _, job, _ in self.held if ids is None or job.id in ids]
+        if dropped:
+            self.held = deque(item for item in self.held if ids is not None and item[1].id not in ids)
+            for job in dropped if not keep else ():
+                del self.running[job.id]
+        return dropped
 
     def _claim_slots(self, settling: int = 0) -> int:
         """Promise the free slots to one reserve call, so two threads never over-lease.
@@ -627,6 +634,14 @@ class Worker:
                     stop = [self.running[j.id] for j in jobs if j.id in beat.cancel_requested and self._holds(j)]
                     limited = [(r.job, r.control.slot) for j in sorted(lost)
                                if (r := self.running[j]).control.slot is not None]
+                    if lost and self.held:  # not started: never will be (another worker has it, or it ended)
+                        self._unhold(lost)
+                    if self.held and (unstarted := {r.job.id for r in stop if r.held}):
+                        self._unhold(unstarted, keep=True)  # cancelled before it started: not run
+                        stop = [r for r in stop if r.job.id not in unstarted]
+                        for job_id in sorted(unstarted):
+                            self.running[job_id].held, self.running[job_id].ended = False, time.monotonic()
+                            self.outcomes.put((stopped(self.running[job_id].job), None))
                 for job_id in sorted(lost):
                     log.warning("job %s: lease lost (%s)", job_id, self._why_lost())
                 for job, slot in limited:
