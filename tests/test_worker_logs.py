@@ -141,3 +141,30 @@ def test_a_job_line_written_directly_is_the_line_logging_would_write():
         jobs_logger.removeFilter(passing)
         logging.getLogger("deferq").handlers.clear()
         app.close()
+
+
+def test_a_settle_batch_writes_its_job_lines_at_once():
+    from deferq.backends.base import Outcome, OutcomeKind
+    from deferq.observe.logs import lines_together, report
+
+    app = deferq.App("memory://")
+
+    @app.task
+    def quick() -> None:
+        return None
+
+    jobs = [quick.enqueue() for _ in range(3)]
+    stream = io.StringIO()
+    setup_logging("info", "text", stream)
+    try:
+        with lines_together():
+            for job in jobs:
+                report(Outcome(job, OutcomeKind.SUCCEEDED), 0.001)
+            assert stream.getvalue() == ""
+        lines = stream.getvalue().splitlines()
+        assert [line.split()[4] for line in lines] == [job.id for job in jobs]
+        report(Outcome(jobs[0], OutcomeKind.SUCCEEDED), 0.001)  # outside a batch: at once
+        assert len(stream.getvalue().splitlines()) == 4
+    finally:
+        logging.getLogger("deferq").handlers.clear()
+        app.close()

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import logging
 import sys
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import orjson
@@ -150,15 +153,44 @@ def _emit(level: int, message: str, args: tuple[Any, ...], fields: dict[str, Any
     direct = _direct_handler()
     if direct is not None and level >= direct[0].level:
         handler, formatter = direct
-        line = formatter.line(time.time(), level, job_log.name, message % args, fields)
-        try:
-            with handler.lock:  # type: ignore[union-attr]
-                handler.stream.write(line + handler.terminator)
-                handler.flush()
+        line = formatter.line(time.time(), level, job_log.name, message % args, fields) + handler.terminator
+        if _held is not None and _held[0] == threading.get_ident():
+            _held[1].append(line)
             return
-        except Exception:  # noqa: BLE001 - a closed stream, say: the logging module reports it
-            pass
+        if _write(handler, line):
+            return
     job_log.handle(job_log.makeRecord(job_log.name, level, __file__, 0, message, args, None, "report", fields))
+
+
+def _write(handler: logging.StreamHandler[Any], text: str) -> bool:
+    try:
+        with handler.lock:  # type: ignore[union-attr]
+            handler.stream.write(text)
+            handler.flush()
+        return True
+    except Exception:  # noqa: BLE001 - a closed stream, say: the logging module reports it
+        return False
+
+
+_held: tuple[int, list[str]] | None = None  # the thread holding its job lines, and them
+
+
+@contextmanager
+def lines_together() -> Iterator[None]:
+    """The job lines this thread writes inside are written at the end, in one write (a
+    worker's settle batch). Outside the CLI's logging, or on another thread, they are
+    written as they come."""
+    global _held
+    if _held is not None or _direct is None:
+        yield
+        return
+    _held = (threading.get_ident(), [])
+    try:
+        yield
+    finally:
+        lines, _held = _held[1], None
+        if lines:
+            _write(_direct[0], "".join(lines))
 
 
 _LEVELS = {OutcomeKind.SNOOZE: logging.DEBUG, OutcomeKind.DEAD: logging.WARNING}  # report()'s, else INFO

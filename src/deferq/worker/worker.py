@@ -52,6 +52,7 @@ from ..errors import DeferqError, JobTimeout
 from ..flows.chains import with_inputs
 from ..flows.firing import Firer
 from ..job import Job, JobState
+from ..observe.logs import lines_together
 from ..registry import TaskSpec
 from ..steps.checkpoints import JobSteps, expire_ended
 from . import orders
@@ -535,15 +536,16 @@ class Worker:
                 namespace for outcome, ok in zip(outcomes, applied or (), strict=False)
                 if ok and (checkpoints := steps.get(outcome.job.id)) is not None
                 and (namespace := checkpoints.expiring(outcome.kind)) is not None])
-        for (outcome, exc), ok in zip(batch, applied or [False] * len(batch), strict=True):
-            job = outcome.job
-            if not ok:
-                log.warning("job %s (%s) finished after losing its lease (%s); outcome dropped",
-                            job.id, job.task, self._why_lost())
-                continue
-            # the chain's after_settle hooks: the App's history and job log line among them
-            self.chain.run_after_settle(Outcome(job, outcome.kind, outcome.delay, outcome.error, outcome.result,
-                                                ran.get(job.id, 0.0)), exc)
+        with lines_together():  # the batch's job lines: one write
+            for (outcome, exc), ok in zip(batch, applied or [False] * len(batch), strict=True):
+                job = outcome.job
+                if not ok:
+                    log.warning("job %s (%s) finished after losing its lease (%s); outcome dropped",
+                                job.id, job.task, self._why_lost())
+                    continue
+                # the chain's after_settle hooks: the App's history and job log line among them
+                self.chain.run_after_settle(Outcome(job, outcome.kind, outcome.delay, outcome.error,
+                                                    outcome.result, ran.get(job.id, 0.0)), exc)
 
     def _drop_settled(self, outcomes: list[Outcome], attempts: set[tuple[str, int]]
                       ) -> tuple[dict[str, float], dict[str, Checkpoints]]:
