@@ -273,13 +273,16 @@ class Worker:
                 del self.running[job.id]
         return dropped
 
-    def _claim_slots(self, settling: int = 0) -> int:
+    def _claim_slots(self, settling: int = 0, ahead: bool = True) -> int:
         """Promise the free slots to one reserve call, so two threads never over-lease.
-        `settling`: leases that the same call ends (a settle's batch)."""
+        `settling`: leases that the same call ends (a settle's batch); `ahead`: and the
+        jobs to lease ahead (not for a wait on an empty queue: a burst that ends it is
+        shared with the other workers)."""
         with self.lock:
             if self.stopping.is_set() or self.quiet.is_set() or self._done_taking():
                 return 0
-            free = self.config.concurrency + self.ahead - self.busy - len(self.held) - self.claimed
+            free = (self.config.concurrency + (self.ahead if ahead else 0)
+                    - self.busy - len(self.held) - self.claimed)
             # a finished job holds its lease until settled: never hold more than
             # max_leases, however far settling falls behind
             free = min(free, self.max_leases - (len(self.running) - settling) - self.claimed)
@@ -302,7 +305,7 @@ class Worker:
                 self.running[job.id] = Running(job, spec, now, None, control, held=True)
             self.held.extend(started)
             started = self._take_held(now, len(self.held))
-        if self.held and self.stopping.is_set():
+        if self.held and (self.stopping.is_set() or self.quiet.is_set()):
             self._give_back_held()
         self._launch(started)
 
@@ -327,7 +330,7 @@ class Worker:
         cfg = self.config
         drained = False  # the last lease took fewer jobs than it asked for: wait before the next
         while not self.stopping.is_set():
-            claimed = 0 if self._settler_will_lease() else self._claim_slots()
+            claimed = 0 if self._settler_will_lease() else self._claim_slots(ahead=not drained)
             if claimed <= 0:
                 with self.lock:
                     finished = self._done_taking() and not self.running and not self.claimed
