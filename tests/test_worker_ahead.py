@@ -27,13 +27,15 @@ def until(check: Callable[[], object], seconds: float = 15.0) -> None:
         time.sleep(0.01)
 
 
-def held_behind(app: deferq.App, worker: Worker, blocker: Job) -> Job:
-    """The job leased by `worker` while its one slot runs `blocker`."""
+def held_behind(app: deferq.App, worker: Worker, after: list[Job]) -> Job:
+    """One of the jobs enqueued `after` the one that blocks the worker's only slot,
+    leased by the worker while that one runs."""
     found: list[Job] = []
+    ids = {job.id for job in after}
 
     def leased_ahead() -> bool:
         active = app.backend.list_jobs(JobState.ACTIVE, None, 100)
-        found[:] = [j for j in active if j.worker == worker.config.name and j.id != blocker.id]
+        found[:] = [j for j in active if j.worker == worker.config.name and j.id in ids]
         return bool(found)
 
     until(leased_ahead)
@@ -69,12 +71,12 @@ def test_a_stop_gives_back_the_jobs_leased_ahead_unspent_and_another_worker_runs
     def later() -> str:
         return "done"
 
-    blocker, _ = short_jobs_then(app, hold.enqueue, later.enqueue)
+    blocker, after = short_jobs_then(app, hold.enqueue, later.enqueue)
     first = Worker(app, WorkerConfig(concurrency=1, schedules=False, grace=20))
     thread = start(first)
     try:
         assert running.wait(15)
-        held = held_behind(app, first, blocker)
+        held = held_behind(app, first, after)
         assert held.attempts == 1  # leased: the store counts an attempt until it is given back
         first.stop()
         until(lambda: app.get(held.id).state == JobState.QUEUED)  # at once: the running job still runs
@@ -115,7 +117,7 @@ def test_a_job_leased_ahead_keeps_its_lease_and_its_timeout_counts_from_its_star
         worker = Worker(app, WorkerConfig(concurrency=1, schedules=False, burst=True))
         thread = start(worker)
         assert running.wait(15)
-        held = held_behind(app, worker, blocker)
+        held = held_behind(app, worker, after)
         time.sleep(2.5)
         waiting = app.get(held.id)
         assert waiting.state == JobState.ACTIVE and waiting.worker == worker.config.name  # renewed
@@ -151,7 +153,7 @@ def test_a_job_leased_ahead_and_cancelled_before_its_start_never_runs(store_url)
         worker = Worker(app, WorkerConfig(concurrency=1, schedules=False, burst=True))
         thread = start(worker)
         assert running.wait(15)
-        held = held_behind(app, worker, blocker)
+        held = held_behind(app, worker, after)
         assert app.cancel(held.id)
         until(lambda: app.get(held.id).state == JobState.CANCELLED)  # at the next heartbeat, still held
         assert app.get(blocker.id).state == JobState.ACTIVE
