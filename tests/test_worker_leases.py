@@ -1,5 +1,7 @@
-"""A worker never holds more leases than its slots plus its prefetch, however far its
-settling falls behind (here: beside processes that take every core)."""
+"""A worker never holds more leases of jobs that started than its slots plus its
+prefetch (what a crash can make run twice), nor more leases than that plus the jobs it
+leases ahead, however far its settling falls behind (here: beside processes that take
+every core)."""
 
 from __future__ import annotations
 
@@ -34,8 +36,8 @@ def test_leases_held_never_exceed_slots_plus_prefetch_beside_a_cpu_hog(app):
     def watch() -> None:
         nonlocal most_held, most_active
         while not done.is_set():
-            with worker.lock:
-                most_held = max(most_held, len(worker.running) + worker.claimed)
+            with worker.lock:  # running, ended (awaiting their settle), not those leased ahead
+                most_held = max(most_held, len(worker.running) - len(worker.held))
             active = app.backend.list_jobs(JobState.ACTIVE, None, 1000)
             most_active = max(most_active, sum(1 for j in active if j.worker == config.name))
             time.sleep(0.005)
@@ -53,4 +55,4 @@ def test_leases_held_never_exceed_slots_plus_prefetch_beside_a_cpu_hog(app):
         for hog in hogs:
             hog.terminate()
     assert app.stats()["default"]["succeeded"] == 3000
-    assert most_held <= 8 and most_active <= 8, (most_held, most_active)
+    assert most_held <= 8 and most_active <= 8 + 4, (most_held, most_active)

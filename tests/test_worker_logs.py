@@ -95,3 +95,76 @@ def test_text_lines_keep_their_form_and_the_jobs_logger_filters_them():
     clock, level, logger, rest = lines[0].split(maxsplit=3)
     assert len(clock) == 8 and clock[2] == clock[5] == ":" and (level, logger) == ("INFO", "deferq.jobs:")
     assert rest.startswith(f"job {job.id} shown succeeded in ") and rest.endswith(" ms")
+
+
+def test_a_job_line_written_directly_is_the_line_logging_would_write():
+    """With the CLI's logging as set up, a job's line goes to the stream without a
+    LogRecord; any filter on the way (here one that drops nothing) takes the logging
+    module's path again. Both write the same line, text and JSON alike."""
+    from deferq.backends.base import Outcome, OutcomeKind
+    from deferq.observe.logs import _direct_handler, report
+
+    app = deferq.App("memory://")
+
+    @app.task
+    def flaky() -> None:
+        return None
+
+    job = flaky.enqueue()
+    outcomes = [Outcome(job, OutcomeKind.SUCCEEDED), Outcome(job, OutcomeKind.RETRY, 1.5, "boom\nsecond line"),
+                Outcome(job, OutcomeKind.DEAD, 0, "gone")]
+    jobs_logger = logging.getLogger("deferq.jobs")
+    passing = logging.Filter()  # lets every record through
+    try:
+        for fmt in ("text", "json"):
+            lines = []
+            for filtered in (False, True):
+                stream = io.StringIO()
+                setup_logging("info", fmt, stream)
+                if filtered:
+                    jobs_logger.addFilter(passing)
+                assert (_direct_handler() is None) == filtered
+                for outcome in outcomes:
+                    report(outcome, 0.0123)
+                jobs_logger.removeFilter(passing)
+                lines.append(stream.getvalue().splitlines())
+            direct, through_logging = lines
+            assert len(direct) == len(outcomes) == len(through_logging)
+            for mine, theirs in zip(direct, through_logging, strict=True):
+                if fmt == "json":
+                    mine_entry, their_entry = orjson.loads(mine), orjson.loads(theirs)
+                    assert len(mine_entry.pop("time")) == len(their_entry.pop("time")) == 24
+                    assert mine_entry == their_entry
+                else:
+                    assert mine.split(" ", 1)[1] == theirs.split(" ", 1)[1] and len(mine.split()[0]) == 8
+    finally:
+        jobs_logger.removeFilter(passing)
+        logging.getLogger("deferq").handlers.clear()
+        app.close()
+
+
+def test_a_settle_batch_writes_its_job_lines_at_once():
+    from deferq.backends.base import Outcome, OutcomeKind
+    from deferq.observe.logs import lines_together, report
+
+    app = deferq.App("memory://")
+
+    @app.task
+    def quick() -> None:
+        return None
+
+    jobs = [quick.enqueue() for _ in range(3)]
+    stream = io.StringIO()
+    setup_logging("info", "text", stream)
+    try:
+        with lines_together():
+            for job in jobs:
+                report(Outcome(job, OutcomeKind.SUCCEEDED), 0.001)
+            assert stream.getvalue() == ""
+        lines = stream.getvalue().splitlines()
+        assert [line.split()[4] for line in lines] == [job.id for job in jobs]
+        report(Outcome(jobs[0], OutcomeKind.SUCCEEDED), 0.001)  # outside a batch: at once
+        assert len(stream.getvalue().splitlines()) == 4
+    finally:
+        logging.getLogger("deferq").handlers.clear()
+        app.close()

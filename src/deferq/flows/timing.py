@@ -12,6 +12,9 @@ Cron is read on the wall clock of its zone (`tz`, an IANA name such as
 So each wall time a cron expression names fires exactly once. For "every N seconds"
 whatever the wall clock does, use `every`: ticks fall on whole multiples of the
 interval since the Unix epoch, so every process computes the same ones.
+
+croniter and zoneinfo are imported when a cron schedule or a zone is first read: a
+worker whose app declares none does not hold them.
 """
 
 from __future__ import annotations
@@ -19,11 +22,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-
-from croniter import croniter
+from typing import TYPE_CHECKING
 
 from ..errors import ConfigError
+
+if TYPE_CHECKING:
+    from zoneinfo import ZoneInfo
+
+    from croniter import croniter
 
 SHIFT = timedelta(hours=3)  # more than any zone's daylight-saving change (candidates looked past)
 
@@ -32,6 +38,8 @@ def zone(name: str | None) -> ZoneInfo | None:
     """The zone named, or None for UTC; an unknown name is refused in one sentence."""
     if name is None or name == "UTC":
         return None
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
     try:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError):
@@ -49,7 +57,7 @@ class Timing:
     def __post_init__(self) -> None:
         if (self.cron is None) == (self.every is None):
             raise ConfigError("a schedule needs either cron or every (not both)")
-        if self.cron is not None and (not isinstance(self.cron, str) or not croniter.is_valid(self.cron)):
+        if self.cron is not None and (not isinstance(self.cron, str) or not _croniter().is_valid(self.cron)):
             raise ConfigError(f"{self.cron!r} is not a valid cron expression (five fields, or six with seconds)")
         if self.every is not None:
             if isinstance(self.every, bool) or not isinstance(self.every, int | float) or not math.isfinite(
@@ -64,6 +72,7 @@ class Timing:
         if self.every is not None:
             return float((math.floor(moment / self.every) + 1) * self.every)
         assert self.cron is not None
+        croniter = _croniter()
         where = zone(self.tz)
         if where is None:
             return float(croniter(self.cron, moment).get_next(float))
@@ -99,3 +108,9 @@ class Timing:
 def local_time(moment: float, tz: str | None) -> str:
     """A tick as its zone's wall clock shows it, with the offset: 2026-03-29 03:30:00+02:00."""
     return datetime.fromtimestamp(moment, zone(tz) or UTC).isoformat(sep=" ")
+
+
+def _croniter() -> type[croniter]:
+    from croniter import croniter
+
+    return croniter

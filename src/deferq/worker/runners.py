@@ -21,7 +21,8 @@ A "short" task that suddenly runs long holds the jobs queued behind it until the
 thread's next tick (`nudge`, at most STALL apart while jobs run), which wakes a runner.
 
 There are as many runners as slots and the worker submits a job only for a free slot,
-so a submitted job always has a runner.
+so a submitted job always has a runner; a job `put` by a runner inside its `run` is the
+one that runner takes next.
 """
 
 from __future__ import annotations
@@ -66,6 +67,11 @@ class Runners(Generic[T, R]):
             park = self._next_to_wake()
         if park is not None:
             park.release()
+
+    def put(self, item: T) -> None:
+        """From a runner, inside `run`: the job it takes next (no runner is woken for it)."""
+        with self._mutex:
+            self._pending.append((item, time.perf_counter()))
 
     def nudge(self) -> None:
         """Jobs still queued (behind a run longer than its task's usual): wake a runner."""

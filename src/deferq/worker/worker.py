@@ -1,9 +1,14 @@
 """The worker process: lease jobs for free slots, run them, settle outcomes in batches.
 
 Threads, each with one job:
-- main: leases as many due jobs as there are free slots (never more, so no job
-  waits behind a long one while a slot idles) and hands each to a runner; idle, it
-  blocks in the store's `wait_for_work`.
+- main: leases as many due jobs as there are free slots and hands each to a runner;
+  idle, it blocks in the store's `wait_for_work`. While jobs run shorter than a round
+  trip to the store, it leases a few more (`ahead`, at most concurrency): they wait in
+  the worker, leased and heartbeated, and a slot that frees starts the next of them at
+  once (a runner that finishes a job takes it itself), so slots do not idle through the
+  settler's round trip. Their timeout counts from their start; a stop or a quiet
+  order gives them back at once, the attempt not counted. Long jobs lease no more than
+  the free slots (no job waits behind a long one while another worker idles).
 - runners: a thread per slot for sync tasks, woken one at a time (runners.py: short
   jobs run back to back on one thread); one event-loop thread for async tasks (a sync
   task never runs on the loop thread).
@@ -29,6 +34,7 @@ import socket
 import threading
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -38,14 +44,15 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import orjson
 
 from ..attempt.progress import ProgressWriter
-from ..attempt.runner import decide_failure, run_async, run_sync
+from ..attempt.runner import decide_failure, run_async, run_sync, stopped
 from ..backends.base import Outcome, OutcomeKind
 from ..backends.guard import StoreGuard
-from ..context import JobControl, Slot
+from ..context import Checkpoints, JobControl, Slot
 from ..errors import DeferqError, JobTimeout
 from ..flows.chains import with_inputs
 from ..flows.firing import Firer
 from ..job import Job, JobState
+from ..observe.logs import lines_together
 from ..registry import TaskSpec
 from ..steps.checkpoints import JobSteps, expire_ended
 from . import orders
@@ -61,6 +68,9 @@ EXIT_OK, EXIT_ERROR, EXIT_OVERRAN = 0, 1, 3
 # The longest a small settle batch waits for the jobs still running to end and join it:
 # one round trip for several short jobs (a job ending later than that is settled next).
 GATHER = 0.0005
+# How fast the worker's measures of a job's run time and of a settle's round trip follow
+# the latest batch (moving averages): what decides how many jobs it leases ahead.
+FOLLOW = 0.25
 T = TypeVar("T")
 Ended = tuple[Job, Outcome, "BaseException | None", float]  # a sync job that returned, and when
 
@@ -81,6 +91,9 @@ class WorkerConfig:
     # stop signal is noticed within it.
     idle_wait: float = 1.0
     prefetch: int | None = None  # leases beyond concurrency (finished, awaiting settle); None = concurrency
+    # Jobs leased beyond the free slots while jobs run shorter than a round trip (they wait
+    # in the worker for a slot): at most this many; None = concurrency, 0 = never.
+    ahead: int | None = None
     # Take part in firing the store's schedules (one process leads, flows/firing.py);
     # a --burst or --once worker never does.
     schedules: bool = True
@@ -93,6 +106,7 @@ class Running:
     started: float
     deadline: float | None
     control: JobControl
+    held: bool = False  # leased ahead, waiting in the worker for a slot (not started)
     abandoned: bool = False  # settled as timed out while its thread still runs
     ended: float | None = None  # when the task returned (monotonic)
 
@@ -114,6 +128,10 @@ class Worker:
         self.rotation = PriorityRotation(app.priority_weights)
         self.running: dict[str, Running] = {}  # leased and not yet settled
         self.busy = 0  # jobs executing now: a slot frees when its job returns, before settling
+        self.held: deque[tuple[TaskSpec, Job, JobControl]] = deque()  # leased ahead, not started
+        self.ahead = 0  # jobs to lease beyond the free slots now (_measure)
+        self.job_time: float | None = None  # moving average of a job's run, seconds
+        self.trip_time: float | None = None  # moving average of a settle's round trip, seconds
         self.claimed = 0  # slots promised to a reserve call in flight
         self.lock = threading.Lock()
         self.slot_freed = threading.Event()
@@ -134,7 +152,12 @@ class Worker:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._threads: list[threading.Thread] = []
         self.guard = StoreGuard(log)
-        self.max_leases = self.config.concurrency + (self.config.prefetch or 0)
+        # a finished job holds its lease until settled: never hold more than concurrency +
+        # prefetch leases of jobs that started (crash re-runs), plus those leased ahead
+        self.started_leases = self.config.concurrency + (self.config.prefetch or 0)
+        if self.config.ahead is None:
+            self.config.ahead = 0 if self.config.once else self.config.concurrency
+        self.max_leases = self.started_leases + self.config.ahead
         self._half = max(1, self.config.concurrency // 2)  # free slots the lease loop fills itself
         self.last_beat = time.monotonic()  # when a heartbeat last reached the store
         # a running job's durable steps (steps/checkpoints.py), kept as long as results once it ends
@@ -202,6 +225,7 @@ class Worker:
 
     def _shutdown(self) -> None:
         self.stopping.set()
+        self._give_back_held()
         deadline = time.monotonic() + self.config.grace
         while self._live_count() and time.monotonic() < deadline:
             self.slot_freed.wait(0.05)
@@ -228,17 +252,40 @@ class Worker:
 
     def _live_count(self) -> int:
         with self.lock:
-            return sum(1 for r in self.running.values() if not r.abandoned)
+            return sum(1 for r in self.running.values() if not (r.abandoned or r.held))
 
-    def _claim_slots(self) -> int:
-        """Promise the free slots to one reserve call, so two threads never over-lease."""
+    def _give_back_held(self) -> None:
+        """Stopping or ordered quiet: the jobs leased ahead go back to their queues at
+        once, their attempt not counted (another worker runs them now)."""
+        with self.lock:
+            jobs = self._unhold(None)
+        if jobs:
+            log.info("giving back %d job(s) leased ahead", len(jobs))
+            self._store_call(self.backend.settle, [Outcome(job, OutcomeKind.RELEASE) for job in jobs])
+
+    def _unhold(self, ids: set[str] | None, keep: bool = False) -> list[Job]:
+        """Called with the lock held: take the jobs leased ahead (those of `ids`, or all)
+        off the waiting line, and unless `keep`, forget them."""
+        dropped = [job for _, job, _ in self.held if ids is None or job.id in ids]
+        if dropped:
+            self.held = deque(item for item in self.held if ids is not None and item[1].id not in ids)
+            for job in dropped if not keep else ():
+                del self.running[job.id]
+        return dropped
+
+    def _claim_slots(self, settling: int = 0, ahead: bool = True) -> int:
+        """Promise the free slots to one reserve call, so two threads never over-lease.
+        `settling`: leases that the same call ends (a settle's batch); `ahead`: and the
+        jobs to lease ahead (not for a wait on an empty queue: a burst that ends it is
+        shared with the other workers)."""
         with self.lock:
             if self.stopping.is_set() or self.quiet.is_set() or self._done_taking():
                 return 0
-            free = self.config.concurrency - self.busy - self.claimed
+            free = (self.config.concurrency + (self.ahead if ahead else 0)
+                    - self.busy - len(self.held) - self.claimed)
             # a finished job holds its lease until settled: never hold more than
-            # concurrency + prefetch, however far settling falls behind
-            free = min(free, self.max_leases - len(self.running) - self.claimed)
+            # max_leases, however far settling falls behind
+            free = min(free, self.max_leases - (len(self.running) - settling) - self.claimed)
             if self.config.max_jobs is not None:
                 free = min(free, self.config.max_jobs - self.processed - len(self.running) - self.claimed)
             free = max(free, 0)
@@ -254,10 +301,15 @@ class Worker:
         started = [(self.registry.spec_for(job), job, JobControl(report, steps)) for job in jobs]
         with self.lock:
             self.claimed -= claimed
-            for spec, job, control in started:
-                deadline = now + spec.timeout if spec.timeout else None
-                self.running[job.id] = Running(job, spec, now, deadline, control)
-            self.busy += len(started)
+            for spec, job, control in started:  # a free slot starts it now, else it waits (leased ahead)
+                self.running[job.id] = Running(job, spec, now, None, control, held=True)
+            self.held.extend(started)
+            started = self._take_held(now, len(self.held))
+        if self.held and (self.stopping.is_set() or self.quiet.is_set()):
+            self._give_back_held()
+        self._launch(started)
+
+    def _launch(self, started: list[tuple[TaskSpec, Job, JobControl]]) -> None:
         sync = [item for item in started if not item[0].is_async]
         if sync:
             self.runners.submit(sync)
@@ -278,7 +330,7 @@ class Worker:
         cfg = self.config
         drained = False  # the last lease took fewer jobs than it asked for: wait before the next
         while not self.stopping.is_set():
-            claimed = 0 if self._settler_will_lease() else self._claim_slots()
+            claimed = 0 if self._settler_will_lease() else self._claim_slots(ahead=not drained)
             if claimed <= 0:
                 with self.lock:
                     finished = self._done_taking() and not self.running and not self.claimed
@@ -336,17 +388,50 @@ class Worker:
         except BaseException as error:  # noqa: BLE001 - a runner bug must not lose the job
             outcome, exc = decide_failure(spec, job, error), error
         at = time.monotonic()
-        if (running := self.running.get(job.id)) is not None and running.job is job:
-            running.ended = at  # returned: no timeout applies while its outcome waits for the others
+        with self.lock:
+            self.busy -= 1  # the slot is free now; its outcome follows with the others this runner ran
+            if (running := self.running.get(job.id)) is not None and running.job is job:
+                running.ended = at  # returned: no timeout applies while its outcome waits for the others
+            after = self._take_held(at, 1) if self.held else ()
+        for spec, job_after, control in after:  # this runner runs it next (or the event loop)
+            if spec.is_async:
+                self._start_async(spec, job_after, control)
+            else:
+                self.runners.put((spec, job_after, control))
         return job, outcome, exc, at
+
+    def _take_held(self, now: float, most: int) -> list[tuple[TaskSpec, Job, JobControl]]:
+        """Called with the lock held: start up to `most` jobs leased ahead, as slots are
+        free (their timeout counts from now), unless stopping or quiet."""
+        taken: list[tuple[TaskSpec, Job, JobControl]] = []
+        while (self.held and len(taken) < most and self.busy < self.config.concurrency
+               and not (self.stopping.is_set() or self.quiet.is_set())
+               and len(self.running) - len(self.held) < self.started_leases):
+            spec, job, control = item = self.held.popleft()
+            running = self.running[job.id]
+            running.held, running.started = False, now
+            running.deadline = now + spec.timeout if spec.timeout else None
+            self.busy += 1
+            taken.append(item)
+        return taken
+
+    def _start_held(self) -> None:
+        """A slot freed by an async job: start the jobs leased ahead that fit."""
+        with self.lock:
+            items = self._take_held(time.monotonic(), self.config.concurrency) if self.held else []
+        self._launch(items)
 
     def _finished_many(self, ended: list[Ended]) -> None:
         for job, outcome, exc, at in ended:
-            self._finished(job, outcome, exc, at)
+            self._finished(job, outcome, exc, at, freed=False)
 
-    def _finished(self, job: Job, outcome: Outcome, exc: BaseException | None, at: float | None = None) -> None:
+    def _finished(self, job: Job, outcome: Outcome, exc: BaseException | None, at: float | None = None,
+                  freed: bool = True) -> None:
+        """A job's outcome, for the settler. `freed`: its slot is freed here (a sync job's
+        was freed as it returned, by _run_sync)."""
         with self.lock:
-            self.busy -= 1
+            if freed:
+                self.busy -= 1
             running = self.running.get(job.id)
             abandoned = running is not None and running.abandoned
             if abandoned:
@@ -368,6 +453,8 @@ class Worker:
             self.slot_freed.set()
         if gathered:
             self.gathered.set()
+        if freed and self.held:
+            self._start_held()
 
     def _event_loop(self) -> asyncio.AbstractEventLoop:
         if self._loop is None:
@@ -404,7 +491,7 @@ class Worker:
         will lease for (the settler leases for those): while every slot is busy or about
         to be refilled by the settler, the lease loop sleeps on (a wake-up a batch saved)."""
         with self.lock:
-            free = self.config.concurrency - self.busy - self.claimed
+            free = self.config.concurrency - self.busy - len(self.held) - self.claimed
             done = not self.running and not self.claimed
         if free > self.outcomes.qsize() or done or self.stopping.is_set():
             self.slot_freed.set()
@@ -427,23 +514,51 @@ class Worker:
         attempts = {(o.job.id, o.job.attempts) for o in outcomes}
         with self.lock:
             self.in_settle |= attempts
-        while applied is None:
-            claimed = self._claim_slots()
+        while True:
+            # the batch's leases end in the call that takes the new ones: they are not counted
+            claimed = self._claim_slots(len(outcomes))
             self.to_claim = False
+            sent = time.perf_counter()
             reply = self._store_call(
                 self.backend.settle_and_reserve, outcomes, cfg.queues, claimed, cfg.name,
                 self.lease, self.rotation.next_order(),
             )
+            trip = time.perf_counter() - sent
             applied, jobs = reply if reply is not None else (None, None)
+            # the store is gone during shutdown: leases will expire, nothing lost
+            if applied is not None or self.stopping.is_set():
+                break
             self._accept(jobs, claimed)
-            if applied is None and self.stopping.is_set():
-                break  # the store is gone during shutdown: leases will expire, nothing lost
-        ran = {}  # job id -> seconds it ran
-        steps = {}  # job id -> its checkpoints, for those whose run reached one
+        ran, steps = self._drop_settled(outcomes, attempts)  # first: a job may be leased anew by this call
+        self._accept(jobs, claimed)  # starts the jobs leased ahead that the dropped leases allow too
+        if applied is not None:
+            self._measure(trip, ran)
+        self._wake_for_free_slots()
+        if steps:  # the checkpoints of jobs that ended here expire with their results: one call
+            expire_ended(self.backend, self.result_ttl, [
+                namespace for outcome, ok in zip(outcomes, applied or (), strict=False)
+                if ok and (checkpoints := steps.get(outcome.job.id)) is not None
+                and (namespace := checkpoints.expiring(outcome.kind)) is not None])
+        with lines_together():  # the batch's job lines: one write
+            for (outcome, exc), ok in zip(batch, applied or [False] * len(batch), strict=True):
+                job = outcome.job
+                if not ok:
+                    log.warning("job %s (%s) finished after losing its lease (%s); outcome dropped",
+                                job.id, job.task, self._why_lost())
+                    continue
+                # the chain's after_settle hooks: the App's history and job log line among them
+                self.chain.run_after_settle(Outcome(job, outcome.kind, outcome.delay, outcome.error,
+                                                    outcome.result, ran.get(job.id, 0.0)), exc)
+
+    def _drop_settled(self, outcomes: list[Outcome], attempts: set[tuple[str, int]]
+                      ) -> tuple[dict[str, float], dict[str, Checkpoints]]:
+        """The settled jobs are no longer this worker's: how long each ran, and the
+        checkpoints of those whose run reached one."""
+        ran: dict[str, float] = {}  # job id -> seconds it ran
+        steps: dict[str, Checkpoints] = {}  # job id -> its checkpoints
         with self.lock:
             for outcome in outcomes:
                 running = self.running.get(outcome.job.id)
-                # the same job may be running again already: leased anew by this very call
                 if running is not None and running.job.attempts == outcome.job.attempts:
                     del self.running[outcome.job.id]
                     ran[outcome.job.id] = (running.ended or time.monotonic()) - running.started
@@ -451,21 +566,20 @@ class Worker:
                         steps[outcome.job.id] = running.control.checkpoints
             self.processed += len(outcomes)
             self.in_settle -= attempts
-        self._wake_for_free_slots()
-        if steps:  # the checkpoints of jobs that ended here expire with their results: one call
-            expire_ended(self.backend, self.result_ttl, [
-                namespace for outcome, ok in zip(outcomes, applied or (), strict=False)
-                if ok and (checkpoints := steps.get(outcome.job.id)) is not None
-                and (namespace := checkpoints.expiring(outcome.kind)) is not None])
-        for (outcome, exc), ok in zip(batch, applied or [False] * len(batch), strict=True):
-            job = outcome.job
-            if not ok:
-                log.warning("job %s (%s) finished after losing its lease (%s); outcome dropped",
-                            job.id, job.task, self._why_lost())
-                continue
-            # the chain's after_settle hooks: the App's history and job log line among them
-            self.chain.run_after_settle(Outcome(job, outcome.kind, outcome.delay, outcome.error, outcome.result,
-                                                ran.get(job.id, 0.0)), exc)
+        return ran, steps
+
+    def _measure(self, trip: float, ran: dict[str, float]) -> None:
+        """Follow a settle's round trip and the jobs' run time; lease ahead as many jobs as
+        the slots would finish during one round trip (at most `ahead`): none for jobs that
+        run longer than a round trip, so a long job never holds jobs another worker could run."""
+        if ran:
+            mean = sum(ran.values()) / len(ran)
+            self.job_time = mean if self.job_time is None else self.job_time + FOLLOW * (mean - self.job_time)
+        self.trip_time = trip if self.trip_time is None else self.trip_time + FOLLOW * (trip - self.trip_time)
+        most = self.config.ahead or 0
+        if self.job_time is not None:
+            per_trip = self.config.concurrency * self.trip_time / self.job_time if self.job_time > 0 else most
+            self.ahead = min(most, int(per_trip))
 
     def _counted_from_the_end(self, outcomes: list[Outcome]) -> list[Outcome]:
         """A snooze waits from when the job ended, not from when its settle reaches the
@@ -512,7 +626,7 @@ class Worker:
             jobs = [r.job for r in self.running.values() if not r.abandoned]
             doing = [
                 {"id": r.job.id, "task": r.job.task, "started": r.started}
-                for r in self.running.values()
+                for r in self.running.values() if not r.held
             ]
         if jobs:
             beat = self._store_call(self.backend.heartbeat, jobs, self.lease)
@@ -525,6 +639,14 @@ class Worker:
                     stop = [self.running[j.id] for j in jobs if j.id in beat.cancel_requested and self._holds(j)]
                     limited = [(r.job, r.control.slot) for j in sorted(lost)
                                if (r := self.running[j]).control.slot is not None]
+                    if lost and self.held:  # not started: never will be (another worker has it, or it ended)
+                        self._unhold(lost)
+                    if self.held and (unstarted := {r.job.id for r in stop if r.held}):
+                        self._unhold(unstarted, keep=True)  # cancelled before it started: not run
+                        stop = [r for r in stop if r.job.id not in unstarted]
+                        for job_id in sorted(unstarted):
+                            self.running[job_id].held, self.running[job_id].ended = False, time.monotonic()
+                            self.outcomes.put((stopped(self.running[job_id].job), None))
                 for job_id in sorted(lost):
                     log.warning("job %s: lease lost (%s)", job_id, self._why_lost())
                 for job, slot in limited:
@@ -561,6 +683,7 @@ class Worker:
             log.info("worker %s: ordered %s by %s: taking no new job", self.config.name, order["order"],
                      order.get("by", "?"))
             self.quiet.set()
+            self._give_back_held()
         if order["order"] == "stop":
             self.stop()
 

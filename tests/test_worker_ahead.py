@@ -1,0 +1,166 @@
+"""Jobs leased ahead: while jobs run shorter than a round trip to the store, a worker
+leases a few beyond its free slots; they wait in it for a slot. Such a job's lease is
+renewed while it waits, its timeout counts from its start, and a stop gives it back at
+once, its attempt not counted, for another worker to run."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+import pytest
+
+import deferq
+from deferq.job import Job, JobState
+from deferq.worker import Worker, WorkerConfig
+
+pytestmark = pytest.mark.timeout(60)
+
+WARM_UP = 40  # short jobs first: the worker learns they run shorter than a round trip
+
+
+def until(check: Callable[[], object], seconds: float = 15.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not check():
+        assert time.monotonic() < deadline, "timed out waiting"
+        time.sleep(0.01)
+
+
+def held_behind(app: deferq.App, worker: Worker, after: list[Job]) -> Job:
+    """One of the jobs enqueued `after` the one that blocks the worker's only slot,
+    leased by the worker while that one runs."""
+    found: list[Job] = []
+    ids = {job.id for job in after}
+
+    def leased_ahead() -> bool:
+        active = app.backend.list_jobs(JobState.ACTIVE, None, 100)
+        found[:] = [j for j in active if j.worker == worker.config.name and j.id in ids]
+        return bool(found)
+
+    until(leased_ahead)
+    return found[0]
+
+
+def start(worker: Worker) -> threading.Thread:
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    return thread
+
+
+def short_jobs_then(app: deferq.App, blocking: Callable[[], Job], after: Callable[[], Job]
+                    ) -> tuple[Job, list[Job]]:
+    @app.task()
+    def quick(i: int) -> int:
+        return i
+
+    app.enqueue_many([quick.call(i) for i in range(WARM_UP)])
+    return blocking(), [after() for _ in range(4)]
+
+
+@pytest.mark.parametrize("store_url", ["sqlite", "redis"], indirect=True)
+def test_a_stop_gives_back_the_jobs_leased_ahead_unspent_and_another_worker_runs_them(app):
+    running, release = threading.Event(), threading.Event()
+
+    @app.task()
+    def hold() -> None:
+        running.set()
+        release.wait(20)
+
+    @app.task()
+    def later() -> str:
+        return "done"
+
+    blocker, after = short_jobs_then(app, hold.enqueue, later.enqueue)
+    first = Worker(app, WorkerConfig(concurrency=1, schedules=False, grace=20))
+    thread = start(first)
+    try:
+        assert running.wait(15)
+        held = held_behind(app, first, after)
+        assert held.attempts == 1  # leased: the store counts an attempt until it is given back
+        first.stop()
+        until(lambda: app.get(held.id).state == JobState.QUEUED)  # at once: the running job still runs
+        assert app.get(blocker.id).state == JobState.ACTIVE
+        given_back = app.get(held.id)
+        assert given_back.attempts == 0 and given_back.worker is None
+    finally:
+        release.set()
+        thread.join(20)
+    assert not thread.is_alive() and first.exit_code == 0
+    second = Worker(app, WorkerConfig(concurrency=2, schedules=False, burst=True))
+    assert second.run() == 0
+    done = app.get(held.id)
+    assert done.state == JobState.SUCCEEDED and done.attempts == 1
+    assert done.last_worker == second.config.name
+    assert app.stats()["default"]["succeeded"] == WARM_UP + 1 + 4
+
+
+@pytest.mark.parametrize("store_url", ["sqlite", "redis"], indirect=True)
+def test_a_job_leased_ahead_keeps_its_lease_and_its_timeout_counts_from_its_start(store_url):
+    """Lease 1 s; the job leased ahead waits 2.5 s (over two leases) behind a long one,
+    then runs 0.3 s of its 1 s timeout: one attempt, succeeded, the worker exits cleanly."""
+    app = deferq.App(store_url, lease=1)
+    running, release = threading.Event(), threading.Event()
+
+    @app.task()
+    def hold() -> None:
+        running.set()
+        release.wait(20)
+
+    @app.task(timeout=1.0)
+    def timed() -> str:
+        time.sleep(0.3)
+        return "in time"
+
+    try:
+        blocker, after = short_jobs_then(app, hold.enqueue, timed.enqueue)
+        worker = Worker(app, WorkerConfig(concurrency=1, schedules=False, burst=True))
+        thread = start(worker)
+        assert running.wait(15)
+        held = held_behind(app, worker, after)
+        time.sleep(2.5)
+        waiting = app.get(held.id)
+        assert waiting.state == JobState.ACTIVE and waiting.worker == worker.config.name  # renewed
+        release.set()
+        thread.join(30)
+        assert not thread.is_alive() and worker.exit_code == 0  # no timeout overran
+        for job in [held, *after]:
+            done = app.get(job.id)
+            assert done.state == JobState.SUCCEEDED and done.attempts == 1, done
+    finally:
+        release.set()
+        app.close()
+
+
+@pytest.mark.parametrize("store_url", ["sqlite", "redis"], indirect=True)
+def test_a_job_leased_ahead_and_cancelled_before_its_start_never_runs(store_url):
+    app = deferq.App(store_url, lease=1)
+    running, release = threading.Event(), threading.Event()
+    ran: list[int] = []
+
+    @app.task()
+    def hold() -> None:
+        running.set()
+        release.wait(20)
+
+    @app.task()
+    def counted(i: int) -> None:
+        ran.append(i)
+
+    try:
+        calls = iter(range(100))
+        blocker, after = short_jobs_then(app, hold.enqueue, lambda: counted.enqueue(next(calls)))
+        worker = Worker(app, WorkerConfig(concurrency=1, schedules=False, burst=True))
+        thread = start(worker)
+        assert running.wait(15)
+        held = held_behind(app, worker, after)
+        assert app.cancel(held.id)
+        until(lambda: app.get(held.id).state == JobState.CANCELLED)  # at the next heartbeat, still held
+        assert app.get(blocker.id).state == JobState.ACTIVE
+        release.set()
+        thread.join(30)
+        assert not thread.is_alive() and worker.exit_code == 0
+        assert held.args[0] not in ran and len(ran) == len(after) - 1
+    finally:
+        release.set()
+        app.close()
