@@ -19,8 +19,10 @@ KEEP = retention_minutes()
 
 
 def fresh_minute(backend) -> int:
-    """A minute of the past no other test of the session wrote to (stores are shared)."""
-    return int(backend.now() // 60) - random.randrange(1000, 2000) * 50
+    """A minute of the past no other test of the session wrote to (stores are shared):
+    1 to 6 days back, inside the retention (7 days), so a worker's pruning elsewhere in
+    the suite does not take it away mid-test."""
+    return int(backend.now() // 60) - random.randrange(1440 // 5, 6 * 1440 // 5) * 5
 
 
 def test_counters_add_up_and_filter_by_queue_and_task(backend):
@@ -63,7 +65,8 @@ def test_many_writers_never_lose_a_count(backend):
 
 
 def test_prune_drops_old_minutes_only(backend):
-    base = fresh_minute(backend)
+    # Older than every other test's minutes (fresh_minute): pruning before it takes none of theirs.
+    base = int(backend.now() // 60) - int(6.5 * 1440) - random.randrange(100)
     backend.history_add([(base - 5, "q", "t", "enqueued", 1), (base, "q", "t", "enqueued", 1)], KEEP)
     pruned = backend.history_prune(base)
     assert backend.history_read(base, base + 1) == [(base, "enqueued", 1)]
