@@ -848,6 +848,24 @@ class SQLBackend(SQLHistory, SQLSearch, Backend):
 
         return self.run(plan())
 
+    def kv_list_many(self, namespaces: Sequence[str]) -> dict[str, dict[str, bytes]]:
+        """One statement."""
+        found: dict[str, dict[str, bytes]] = {}
+        if not namespaces:
+            return found
+
+        def plan() -> Plan[dict[str, dict[str, bytes]]]:
+            reply = yield Step(self.q["kv_list_many"], {"namespaces": self.in_param(namespaces)})
+            for namespace, key, value in reply.rows:
+                found.setdefault(namespace, {})[key] = bytes(value)
+            return found
+
+        return self.run(plan())
+
+    def in_param(self, values: Sequence[str]) -> Any:
+        """A list of values as the dialect binds it for `IN` / `= ANY`."""
+        return list(values)
+
 
 def deps_changes(edges: Iterable[Sequence[Any]]) -> list[dict[str, Any]]:
     """What the edges taken away (parent, child, after_any, parent state) do to each

@@ -402,6 +402,11 @@ WHERE namespace = %(namespace)s AND `key` = %(key)s AND (expires_at IS NULL OR e
 SELECT `key`, value FROM {kv}
 WHERE namespace = %(namespace)s AND (expires_at IS NULL OR expires_at > {now})
 
+-- name: kv_list_many
+-- The live records of several namespaces (the checkpoints of jobs just leased).
+SELECT namespace, `key`, value FROM {kv}
+WHERE namespace IN %(namespaces)s AND (expires_at IS NULL OR expires_at > {now})
+
 -- name: create_migrations_table
 CREATE TABLE IF NOT EXISTS {migrations} (
     version    INT NOT NULL PRIMARY KEY,
