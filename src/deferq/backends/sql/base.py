@@ -726,8 +726,8 @@ class SQLBackend(SQLHistory, SQLSearch, Backend):
     def kv_expire_many(self, namespaces: Sequence[str], ttl: float) -> int:
         if not namespaces:
             return 0
-        runs = [{"namespace": namespace, "ttl": float(ttl)} for namespace in namespaces]
-        return self.run(self._count_each(self.q["kv_expire"], runs), atomic=True, durable=False)
+        params = {"namespaces": self.in_param(namespaces), "ttl": float(ttl)}
+        return self.run(self._count(self.q["kv_expire_many"], params), durable=False)
 
     def kv_put_leased(self, job: Job, lease: float, namespace: str, key: str,
                       value: bytes) -> tuple[bool, bytes | None]:

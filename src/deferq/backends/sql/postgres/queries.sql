@@ -417,6 +417,11 @@ ON CONFLICT (namespace, key) DO UPDATE SET value = EXCLUDED.value, expires_at = 
 UPDATE {kv} SET expires_at = {now} + %(ttl)s::float8
 WHERE namespace = %(namespace)s AND (expires_at IS NULL OR expires_at > {now})
 
+-- name: kv_expire_many
+-- The same for several namespaces (the checkpoints of a settled batch's jobs).
+UPDATE {kv} SET expires_at = {now} + %(ttl)s::float8
+WHERE namespace = ANY(%(namespaces)s::text[]) AND (expires_at IS NULL OR expires_at > {now})
+
 -- name: kv_delete_expired
 DELETE FROM {kv} WHERE namespace = %(namespace)s AND key = %(key)s AND expires_at <= {now}
 

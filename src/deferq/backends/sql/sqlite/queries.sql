@@ -294,6 +294,11 @@ VALUES (:namespace, :key, :value, {now} + :ttl)
 UPDATE {kv} SET expires_at = {now} + :ttl
 WHERE namespace = :namespace AND (expires_at IS NULL OR expires_at > {now})
 
+-- name: kv_expire_many
+-- The same for several namespaces (the checkpoints of a settled batch's jobs).
+UPDATE {kv} SET expires_at = {now} + :ttl
+WHERE namespace IN (SELECT value FROM json_each(:namespaces)) AND (expires_at IS NULL OR expires_at > {now})
+
 -- name: kv_delete_expired
 DELETE FROM {kv} WHERE namespace = :namespace AND key = :key AND expires_at <= {now}
 
