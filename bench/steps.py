@@ -84,7 +84,8 @@ def arrivals(tally: Tally, moment: float) -> float:
 
 
 def late(values: list[float]) -> str:
-    return f"min {min(values) * 1e3:.0f} ms, p50 {percentile(values, 50) * 1e3:.0f} ms, p99 {percentile(values, 99) * 1e3:.0f} ms"
+    p50, p99 = percentile(values, 50) * 1e3, percentile(values, 99) * 1e3
+    return f"min {min(values) * 1e3:.0f} ms, p50 {p50:.0f} ms, p99 {p99:.0f} ms"
 
 
 def sleepers_and_plain_jobs(app: deferq.App, sleeper: Any, plain: Any, count: int) -> list[str]:

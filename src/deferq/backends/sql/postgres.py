@@ -20,6 +20,7 @@ import os
 import threading
 import time
 import weakref
+from base64 import b64decode
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from functools import partial
@@ -327,9 +328,8 @@ class PostgresBackend(SQLBackend):
         # jobs others wait on settle with their release (an expired one is never settled)
         self._waited_for.update(job.id for (job, *_), row in zip(found, reply.rows, strict=True)
                                 if row[WIDTH + 2] and job.state == JobState.ACTIVE)
-        for (job, *_), row in zip(found, reply.rows, strict=True):
-            if not row[WIDTH + 5]:  # no checkpoints: none to read as it runs (with_checkpoints)
-                carry(job, {})
+        for (job, *_), row in zip(found, reply.rows, strict=True):  # its checkpoints: none read as it runs
+            carry(job, {name: b64decode(record) for name, record in row[WIDTH + 5] or ()})
         return self.claim_order(found, levels)  # the expired too, cancelled: reserve counts them
 
     def fenced_step(self, sql: str, params: list[dict[str, Any]]) -> Step:

@@ -140,8 +140,8 @@ NOT EXISTS (SELECT 1 FROM {paused} WHERE queue = %(queue)s)
 -- worker is claiming right now instead of waiting for it. The rows are then updated
 -- by ctid (their address, stable while locked): no second index look-up. The last
 -- columns: whether jobs wait for it (its settle then releases them too), its order,
--- and whether it has durable-step checkpoints (one probe of the records' key: those
--- without need no read as they run, with_checkpoints).
+-- and its durable-step checkpoints, [[name, base64 record], ...] or NULL (one range of
+-- the records' key: its run reads none of its own, with_checkpoints).
 -- A fair level (priority + 10, fair.py) is read in (virtual time, seq) order from
 -- deferq_jobs_fair instead: the test on p.priority names no row, so each level runs one
 -- branch of the two (a one-time filter), and FOR UPDATE sits in each branch's own
@@ -169,7 +169,8 @@ WHERE ctid = ANY(ARRAY(
     ) AS c
     LIMIT %(limit)s))
 RETURNING {job_columns}, {now}, seq, waited_for, priority, coalesce(vtime, run_at),
-    EXISTS (SELECT 1 FROM {kv} WHERE namespace = %(steps)s || id)
+    (SELECT json_agg(json_build_array(key, encode(value, 'base64'))) FROM {kv}
+     WHERE namespace = %(steps)s || id AND (expires_at IS NULL OR expires_at > {now}))
 
 -- name: claim_queues
 -- The same over several queues: each queue's range is read in order and the ranges
@@ -206,7 +207,8 @@ WHERE ctid = ANY(ARRAY(
     ) AS m
     LIMIT %(limit)s))
 RETURNING {job_columns}, {now}, seq, waited_for, priority, coalesce(vtime, run_at),
-    EXISTS (SELECT 1 FROM {kv} WHERE namespace = %(steps)s || id)
+    (SELECT json_agg(json_build_array(key, encode(value, 'base64'))) FROM {kv}
+     WHERE namespace = %(steps)s || id AND (expires_at IS NULL OR expires_at > {now}))
 
 -- name: fair_floor
 -- A fair level's floor (fair.py): the least virtual time waiting there, else the most
