@@ -5,9 +5,11 @@
    then the same steps on the replay path (the job run again: its checkpoints read
    once, each finished step a look-up), and that read.
 2. N jobs that sleep until one moment (2 s + 5 ms a job from now), with one in-process
-   worker (8 threads): the worker's CPU while they sleep, and how late each woke (when
-   its next step began, past that moment: p50 / p99); then, to compare, as many plain
-   jobs due at one moment (how late each began).
+   worker (8 threads): the worker's CPU while they sleep, how late each resumed (when
+   its sleep returned, past that moment: p50 / p99) and how late its next step (one
+   fenced write) had been kept; then, with the same worker, as many plain jobs due at
+   one moment, how late each began. For both: this process's CPU per job from that
+   moment until the last one got there (the worker's, and SQLite's, which runs in it).
 3. N jobs waiting for one (event, key): the time from `send_event` until every one has
    finished.
 """
@@ -54,23 +56,57 @@ def percentile(values: list[float], q: float) -> float:
     return statistics.quantiles(values, n=100)[int(q) - 1] if len(values) > 1 else values[0]
 
 
+class Tally:
+    """What the jobs of one phase report from inside their runs (same process), and
+    when all have."""
+
+    def __init__(self, count: int) -> None:
+        self.count, self.rows = count, list[tuple[float, ...]]()
+        self.lock, self.done = threading.Lock(), threading.Event()
+
+    def add(self, *row: float) -> None:
+        with self.lock:
+            self.rows.append(row)
+            if len(self.rows) >= self.count:
+                self.done.set()
+
+
+TALLY = [Tally(0)]  # the phase running now
+
+
+def arrivals(tally: Tally, moment: float) -> float:
+    """Wait for every job of `tally` past `moment`; this process's CPU per job meanwhile."""
+    time.sleep(max(0.0, moment - time.time() - 0.05))
+    cpu = time.process_time()
+    if not tally.done.wait(600):
+        raise TimeoutError(f"only {len(tally.rows)} of {tally.count} jobs reported")
+    return (time.process_time() - cpu) / tally.count
+
+
+def late(values: list[float]) -> str:
+    p50, p99 = percentile(values, 50) * 1e3, percentile(values, 99) * 1e3
+    return f"min {min(values) * 1e3:.0f} ms, p50 {p50:.0f} ms, p99 {p99:.0f} ms"
+
+
 def sleepers_and_plain_jobs(app: deferq.App, sleeper: Any, plain: Any, count: int) -> list[str]:
     lines = []
+    TALLY[0] = tally = Tally(count)
     until = time.time() + SLEEP_BASE + SLEEP_PER_JOB * count
-    jobs = app.enqueue_many([sleeper.call(until) for _ in range(count)])
+    app.enqueue_many([sleeper.call(until) for _ in range(count)])
     wait_until(lambda: scheduled(app) >= count, 600)
     cpu, wall = time.process_time(), time.monotonic()
     time.sleep(1.0)  # the sleepers sleep: what does the worker spend meanwhile?
     idle = (time.process_time() - cpu) / (time.monotonic() - wall)
-    late = [app.wait(job.id, timeout=600) for job in jobs]
-    p50, p99 = percentile(late, 50) * 1e3, percentile(late, 99) * 1e3
+    per_job = arrivals(tally, until)
     lines.append(f"{count} sleeping jobs: worker CPU while they sleep {idle * 100:.1f}% of a core; "
-                 f"woke late by p50 {p50:.0f} ms, p99 {p99:.0f} ms")
+                 f"resumed late by {late([row[0] for row in tally.rows])}; CPU {per_job * 1e3:.2f} ms a job")
+    lines.append(f"{count} sleeping jobs: their next step kept late by {late([row[1] for row in tally.rows])}")
+    TALLY[0] = tally = Tally(count)
     due = time.time() + SLEEP_BASE + SLEEP_PER_JOB * count
-    jobs = app.enqueue_many([plain.options(delay=due - time.time()).call(due) for _ in range(count)])
-    late = [app.wait(job.id, timeout=600) for job in jobs]
-    p50, p99 = percentile(late, 50) * 1e3, percentile(late, 99) * 1e3
-    lines.append(f"{count} plain jobs due at one moment: began late by p50 {p50:.0f} ms, p99 {p99:.0f} ms")
+    app.enqueue_many([plain.options(delay=due - time.time()).call(due) for _ in range(count)])
+    per_job = arrivals(tally, due)
+    lines.append(f"{count} plain jobs due at one moment: began late by {late([row[0] for row in tally.rows])}; "
+                 f"CPU {per_job * 1e3:.2f} ms a job")
     return lines
 
 
@@ -81,15 +117,17 @@ def run(url: str, count: int, parts: Sequence[str] = PARTS) -> list[str]:
     def noop() -> None: ...
 
     @app.task(name="bench-sleeper")
-    def sleeper(until: float) -> float:
+    def sleeper(until: float) -> None:
         job = deferq.current_job()
         assert job is not None
         job.sleep_until("nap", until)
-        return job.step("woke", time.time) - until
+        woke = time.time() - until
+        job.step("woke", time.time)
+        TALLY[0].add(woke, time.time() - until)
 
     @app.task(name="bench-plain")
-    def plain(due: float) -> float:
-        return time.time() - due
+    def plain(due: float) -> None:
+        TALLY[0].add(time.time() - due)
 
     @app.task(name="bench-waiter")
     def waiter() -> object:

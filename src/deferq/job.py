@@ -169,13 +169,15 @@ class Origin:
 
 
 class _Held:
-    """A slot beside the job's fields for its Origin: never stored, compared, copied
-    or pickled (the dataclass's methods see only fields)."""
+    """Slots beside the job's fields: its Origin, and the durable-step checkpoints its
+    claim brought (`carried`): never stored, compared, copied or pickled (the
+    dataclass's methods see only fields)."""
 
-    __slots__ = ("_origin",)
+    __slots__ = ("_origin", "_checkpoints")
 
 
 _set_origin = _Held.__dict__["_origin"].__set__
+_set_checkpoints = _Held.__dict__["_checkpoints"].__set__
 
 
 @dataclass(frozen=True, slots=True)
@@ -352,6 +354,22 @@ def held(jobs: list[Job], origin: Origin) -> list[Job]:
     for job in jobs:
         _set_origin(job, origin)
     return jobs
+
+
+def carry(job: Job, checkpoints: dict[str, bytes]) -> None:
+    """Give a just-claimed job its durable-step checkpoints as stored (name -> record):
+    its run reads them from here, not from the store (steps/checkpoints.py)."""
+    _set_checkpoints(job, checkpoints)
+
+
+def carried(job: Job, take: bool = False) -> dict[str, bytes] | None:
+    """The checkpoints `carry` gave this job; None: not known (its run reads them).
+    `take`: and forget them (a run takes them: another run of the same job object, as
+    tests make, reads the store)."""
+    found: dict[str, bytes] | None = getattr(job, "_checkpoints", None)
+    if take and found is not None:
+        _set_checkpoints(job, None)
+    return found
 
 
 RECORD = {f.name: f.metadata["deferq"] for f in fields(Job)}  # field -> Stored

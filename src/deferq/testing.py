@@ -69,6 +69,7 @@ def run_here(app: Runtime[Registry], job: Job, retry_at_once: bool = False) -> O
     """Run one leased job in this thread, as a worker does (a workflow step gets the
     results before it), settle it and fire the after-settle hooks."""
     job = app.with_inputs(job)
+    app.backend.with_checkpoints([job])  # as a worker takes it: its checkpoints come with it
     registry = app.registry
     spec = registry.spec_for(job)
     progress = ProgressWriter(app.backend.record_progress)  # as in a worker: throttled

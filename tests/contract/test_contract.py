@@ -654,6 +654,17 @@ def test_kv_records(backend):
     assert backend.kv_list("other") == {}
 
 
+def test_kv_list_many_reads_several_namespaces_at_once(backend):
+    names = [f"many-{i}" for i in range(12)]  # spread over a cluster's nodes and shards
+    backend.kv_put_many([(ns, key, f"{ns}/{key}".encode()) for ns in names[:10] for key in ("x", "y")])
+    backend.kv_put(names[0], "gone", b"old", ttl=0.2)
+    assert wait_until(lambda: backend.kv_get(names[0], "gone") is None, timeout=3)
+    found = backend.kv_list_many(names)
+    assert {ns: records for ns, records in found.items() if records} == {
+        ns: {"x": f"{ns}/x".encode(), "y": f"{ns}/y".encode()} for ns in names[:10]}
+    assert backend.kv_list_many([]) == {}
+
+
 def test_kv_swap_is_a_compare_and_set(backend):
     assert backend.kv_swap("ns", "s", b"", b"1") is False  # absent: nothing to replace
     backend.kv_put("ns", "s", b"1")

@@ -54,6 +54,29 @@ def test_a_finished_step_is_not_run_again_after_a_sleep(app: deferq.App) -> None
         ("welcome", "step", "done"), ("nap", "sleep", "done"), ("nudge", "step", "done")]
 
 
+def test_a_resumed_job_reads_no_checkpoints_of_its_own(app: deferq.App, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The checkpoints come with the claimed job: none for a job never leased before, the
+    stored ones for a job that slept (one batched read per claim); its run reads none."""
+    calls: list[str] = []
+    reads: list[str] = []
+
+    @app.task(name="resumed")
+    def resumed() -> str:
+        job = deferq.current_job()
+        assert job is not None
+        first = job.step("first", lambda: calls.append("first") or "a")
+        job.sleep("nap", 0.2)
+        return first + job.step("second", lambda: calls.append("second") or "b")
+
+    resumed.enqueue()
+    read_one = app.backend.kv_list
+    monkeypatch.setattr(app.backend, "kv_list", lambda namespace: reads.append(namespace) or read_one(namespace))
+    assert run_next(app).state == JobState.SCHEDULED
+    done = run_next(app)
+    assert done.state == JobState.SUCCEEDED and done.result == "ab"
+    assert calls == ["first", "second"] and [ns for ns in reads if ns.startswith("deferq.steps:")] == []
+
+
 def test_a_failing_step_retries_without_redoing_the_steps_before_it(app: deferq.App) -> None:
     calls: list[str] = []
 

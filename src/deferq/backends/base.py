@@ -23,6 +23,7 @@ Conventions for every backend:
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Hashable, Iterable, Sequence
@@ -30,12 +31,15 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, TypeVar
 
-from ..errors import ConfigError
-from ..job import ALL_STATES, FINISHED_STATES, Job, JobState, slot_init, stamped
+from ..errors import ConfigError, DeferqError
+from ..job import ALL_STATES, FINISHED_STATES, Job, JobState, carried, carry, slot_init, stamped
 from .history import HistoryStore
 from .search import SearchStore
 
 T = TypeVar("T")
+log = logging.getLogger("deferq.worker")
+# the namespace of a job's durable-step checkpoints (steps/checkpoints.py): + its id
+STEPS = "deferq.steps:"
 K = TypeVar("K", bound=Hashable)
 
 # Waiting jobs that claims must pass over are stored with their priority level raised
@@ -617,6 +621,27 @@ class Backend(JobStore, JobAdmin, Records, HistoryStore, SearchStore):
         in one batch); returns how many records will expire. Stores that can do it in
         one round trip override this."""
         return sum(self.kv_expire(namespace, ttl) for namespace in namespaces)
+
+    def kv_list_many(self, namespaces: Sequence[str]) -> dict[str, dict[str, bytes]]:
+        """`kv_list` of each namespace (those with no live record may be left out).
+        Stores that can do it in one round trip override this."""
+        return {namespace: self.kv_list(namespace) for namespace in namespaces}
+
+    def with_checkpoints(self, jobs: Sequence[Job]) -> None:
+        """Give each just-leased job its durable-step checkpoints (`carry`), so that its
+        run reads none of its own: those whose claim knew them already (a job never
+        leased before has none) keep them; the others' in one batched read
+        (`kv_list_many`). A store error is logged and leaves them to their runs."""
+        unknown = [job for job in jobs if carried(job) is None]
+        if not unknown:
+            return
+        try:
+            found = self.kv_list_many([STEPS + job.id for job in unknown])
+        except DeferqError as exc:
+            log.warning("could not read the checkpoints of %d job(s) as they were leased: %s", len(unknown), exc)
+            return
+        for job in unknown:
+            carry(job, found.get(STEPS + job.id) or {})
 
 
 def grouped(items: Iterable[T], home: Callable[[T], K]) -> dict[K, list[T]]:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import Any, TypedDict
 
-from ..job import Job, JobState, decode_payload
+from ..job import Job, JobState, carry, decode_payload
 from . import deps, fair
 from .base import (
     BEHIND,
@@ -227,6 +227,7 @@ class MemoryBackend(MemoryHistory, Backend):
                     self._step_up()
                     self._release([job.id])
                     continue
+                fresh = job.last_worker is None
                 job = replace(
                     job,
                     state=JobState.ACTIVE,
@@ -238,6 +239,8 @@ class MemoryBackend(MemoryHistory, Backend):
                 )
                 self._jobs[job.id] = job  # keeps its virtual time: a lease that expires puts it back in place
                 taken.append(self._view(job, now))
+                if fresh:  # never leased before: no durable-step checkpoints (with_checkpoints)
+                    carry(taken[-1], {})
         self.count_ended((job.queue, job.task, "expired") for job in expired)
         return taken
 
@@ -546,6 +549,14 @@ class MemoryBackend(MemoryHistory, Backend):
         with self._changed:
             keys = [k for ns, k in self._kv if ns == namespace]
             return {k: v for k in keys if (v := self._live(namespace, k)) is not None}
+
+    def kv_list_many(self, namespaces: Sequence[str]) -> dict[str, dict[str, bytes]]:
+        wanted: dict[str, dict[str, bytes]] = {namespace: {} for namespace in namespaces}
+        with self._changed:
+            for ns, k in [key for key in self._kv if key[0] in wanted]:
+                if (v := self._live(ns, k)) is not None:
+                    wanted[ns][k] = v
+        return wanted
 
 
 class _Unleased(TypedDict):

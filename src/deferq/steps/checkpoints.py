@@ -29,14 +29,14 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+from ..backends.base import STEPS as STEPS  # re-exported: + a job id
 from ..backends.base import Backend, OutcomeKind
 from ..context import StepRetry
 from ..errors import ConfigError, DeferqError, PayloadError, Snooze, StepMismatch
-from ..job import Job, dumps, loads
+from ..job import Job, carried, dumps, loads
 
 log = logging.getLogger("deferq.worker")
 
-STEPS = "deferq.steps:"  # + job id
 WAITERS = "deferq.waiters:"  # + event \t key
 EVENTS = "deferq.events"
 DONE = "\tdone"  # + the name of a wait: its answer
@@ -111,8 +111,8 @@ def function_name(fn: Callable[..., Any]) -> str:
 
 
 class JobSteps:
-    """The checkpoints of one running job: read once when the job first reaches one,
-    kept here, written as new ones finish. One per run (JobControl makes it)."""
+    """The checkpoints of one running job: brought by its claim (or read once when the
+    job first reaches one), kept here, written as new ones finish. One per run (JobControl makes it)."""
 
     def __init__(self, store: Backend, lease: float, keep: float, job: Job) -> None:
         self.store, self.lease, self.keep, self.job = store, lease, keep, job
@@ -124,8 +124,12 @@ class JobSteps:
     # -- reading ----------------------------------------------------------------------
 
     def load(self) -> dict[str, dict[str, Any]]:
+        """The checkpoints as the job's claim brought them (`Backend.with_checkpoints`),
+        else read now (one store call)."""
         if self.records is None:
-            raw = self.store.kv_list(self.namespace)
+            raw = carried(self.job, take=True)
+            if raw is None:
+                raw = self.store.kv_list(self.namespace)
             self.clock = (store_now(self.store), time.monotonic())
             self.records = {name: loads(value) for name, value in raw.items()}
         return self.records

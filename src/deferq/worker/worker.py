@@ -297,6 +297,7 @@ class Worker:
         now = time.monotonic()
         report = self.progress.report
         jobs = [with_inputs(self.backend, job) if job.meta else job for job in jobs or ()]
+        self.backend.with_checkpoints(jobs)  # their durable steps' checkpoints: none read in their runs
         steps = self.steps_for
         started = [(self.registry.spec_for(job), job, JobControl(report, steps)) for job in jobs]
         with self.lock:

@@ -26,6 +26,7 @@ class Admin:
     client: Any
     _run: Callable[[Call], Any]
     _run_all: Callable[[list[Call]], list[Any]]
+    _lane: scripts.DirectLane | None
     _queues: Callable[[], list[str]]
     _repeat: Callable[[Callable[[str], Call], Sequence[str]], int]
     now: Callable[[], float]
@@ -368,3 +369,15 @@ class Admin:
     def kv_list(self, namespace: str) -> dict[str, bytes]:
         keys = [self.keys.kv_index(namespace), self.keys.kv_record_prefix(namespace)]
         return {k.decode(): v for k, v in pairs(self._run(Call(scripts.KV_LIST, keys, []))).items()}
+
+    @guarded
+    def kv_list_many(self, namespaces: Sequence[str]) -> dict[str, dict[str, bytes]]:
+        """One round trip on a server; on a cluster one pipeline, sent to each node at once."""
+        calls = [Call(scripts.KV_LIST, [self.keys.kv_index(ns), self.keys.kv_record_prefix(ns)], [])
+                 for ns in namespaces]
+        if not calls:
+            return {}
+        lane = self._lane
+        replies = lane.run_many(calls) if lane is not None else scripts.run_pipelined(self.client, calls)
+        return {ns: {k.decode(): v for k, v in pairs(reply).items()}
+                for ns, reply in zip(namespaces, replies, strict=True) if reply}

@@ -24,7 +24,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ...job import DEFAULT_MAX_ATTEMPTS, DEFAULT_TIMEOUT, Job, JobState, Priority, decode_payload, dumps, loads
+from ...job import (
+    DEFAULT_MAX_ATTEMPTS,
+    DEFAULT_TIMEOUT,
+    Job,
+    JobState,
+    Priority,
+    carry,
+    decode_payload,
+    dumps,
+    loads,
+)
 from ..base import Enqueue, state_for_waiting
 
 ENQUEUE_STRIDE = 17  # ARGV values per job in enqueue.lua
@@ -230,24 +240,30 @@ def leased_job(job_id: str, queue: str, flat: list[Any], now: float, worker: str
                attempts: int, now_text: bytes) -> Job:
     """The job reserve.lua just leased: its hash as it was before the lease (`flat`, a
     flat HGETALL, or its record's fields), and what the lease wrote (state, worker,
-    lease, attempts, updated_at): the job `job_from_hash` reads from the hash after."""
+    lease, attempts, updated_at): the job `job_from_hash` reads from the hash after.
+    A job never leased before (no last_worker) carries no durable-step checkpoints."""
     it = iter(flat)
     f: dict[bytes, bytes] = dict(zip(it, it, strict=False))  # an HGETALL: always pairs
+    fresh = not f.get(b"last_worker")
     try:
         if len(f) == 4 and b"ct" in f and b"state" in f:  # a new job: every other field at its default
             args, kwargs, meta = decode_payload(f[b"payload"])
             created_at = int(f[b"ct"]) / 1_000_000
-            return Job(
+            job = Job(
                 job_id, f[b"task"].decode(), args, kwargs, queue, PRIORITY, JobState.ACTIVE, int(attempts),
                 MAX_ATTEMPTS, TIMEOUT, None, created_at, created_at, float(lease_until), worker or None, None,
                 None, None, meta, None, None, False, None, now or created_at, None, worker or None,
             )
-        return _read_well_formed(job_id, queue, f, now, (worker, float(lease_until), int(attempts)))
+        else:
+            job = _read_well_formed(job_id, queue, f, now, (worker, float(lease_until), int(attempts)))
     except (ValueError, TypeError, KeyError, AttributeError):
         name = worker.encode()
         f.update({b"state": b"active", b"worker": name, b"lease_until": lease_until, b"last_worker": name,
                   b"updated_at": now_text, b"attempts": b"%d" % attempts})
-        return _read_carefully(job_id, queue, f, now)
+        job = _read_carefully(job_id, queue, f, now)
+    if fresh:
+        carry(job, {})
+    return job
 
 
 def _read_carefully(job_id: str, queue: str, fields: dict[bytes, bytes], now: float) -> Job:

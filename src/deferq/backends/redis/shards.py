@@ -671,6 +671,14 @@ class ShardedRedisBackend(Backend):
             merged.update(found)
         return merged
 
+    def kv_list_many(self, namespaces: Sequence[str]) -> dict[str, dict[str, bytes]]:
+        """One round trip per server (a namespace's records are spread by name)."""
+        merged: dict[str, dict[str, bytes]] = {}
+        for found in self._complete(lambda b: b.kv_list_many(namespaces)):
+            for namespace, records in found.items():
+                merged.setdefault(namespace, {}).update(records)
+        return merged
+
     # -- history: on the server the name "history" hashes to -------------------------------
 
     def history_add(self, rows: Sequence[Row], keep_minutes: int) -> None:

@@ -726,8 +726,8 @@ class SQLBackend(SQLHistory, SQLSearch, Backend):
     def kv_expire_many(self, namespaces: Sequence[str], ttl: float) -> int:
         if not namespaces:
             return 0
-        runs = [{"namespace": namespace, "ttl": float(ttl)} for namespace in namespaces]
-        return self.run(self._count_each(self.q["kv_expire"], runs), atomic=True, durable=False)
+        params = {"namespaces": self.in_param(namespaces), "ttl": float(ttl)}
+        return self.run(self._count(self.q["kv_expire_many"], params), durable=False)
 
     def kv_put_leased(self, job: Job, lease: float, namespace: str, key: str,
                       value: bytes) -> tuple[bool, bytes | None]:
@@ -847,6 +847,24 @@ class SQLBackend(SQLHistory, SQLSearch, Backend):
             return {key: bytes(value) for key, value in reply.rows}
 
         return self.run(plan())
+
+    def kv_list_many(self, namespaces: Sequence[str]) -> dict[str, dict[str, bytes]]:
+        """One statement."""
+        found: dict[str, dict[str, bytes]] = {}
+        if not namespaces:
+            return found
+
+        def plan() -> Plan[dict[str, dict[str, bytes]]]:
+            reply = yield Step(self.q["kv_list_many"], {"namespaces": self.in_param(namespaces)})
+            for namespace, key, value in reply.rows:
+                found.setdefault(namespace, {})[key] = bytes(value)
+            return found
+
+        return self.run(plan())
+
+    def in_param(self, values: Sequence[str]) -> Any:
+        """A list of values as the dialect binds it for `IN` / `= ANY`."""
+        return list(values)
 
 
 def deps_changes(edges: Iterable[Sequence[Any]]) -> list[dict[str, Any]]:

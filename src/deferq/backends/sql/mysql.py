@@ -32,7 +32,7 @@ import pymysql
 from pymysql.constants import CLIENT, SERVER_STATUS
 
 from ...errors import ConfigError, StoreFull, StoreUnavailable
-from ...job import Job, JobState
+from ...job import Job, JobState, carry
 from .. import fair
 from ..base import Enqueue, finished_only
 from ..search import JobQuery, like_pattern
@@ -344,6 +344,9 @@ class MySQLBackend(SQLBackend):
             self._poll = POLL_MIN  # busy: look again soon when it runs dry
         return jobs
 
+    def in_param(self, values: Sequence[str]) -> Any:
+        return tuple(values)
+
     def claim_plan(
         self, queues: Sequence[str], limit: int, worker: str, lease: float, priorities: Sequence[int]
     ) -> Plan[list[Job]]:
@@ -384,11 +387,15 @@ class MySQLBackend(SQLBackend):
             "worker": worker, "lease_until": lease_until, "now": now,
             "seqs": tuple(seq_of[job.id] for job in chosen),
         }, commit=True)
-        return [
+        leased = [
             job.with_state(JobState.ACTIVE, attempts=job.attempts + 1, worker=worker, lease_until=lease_until,
                            last_worker=worker, updated_at=now)
             for job in chosen
-        ] + expired
+        ]
+        for job, was in zip(leased, chosen, strict=True):
+            if was.last_worker is None:  # never leased before: no checkpoints to read (with_checkpoints)
+                carry(job, {})
+        return leased + expired
 
     def claim_update_plan(
         self, queues: Sequence[str], limit: int, worker: str, lease: float, priorities: Sequence[int]

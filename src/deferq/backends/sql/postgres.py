@@ -20,6 +20,7 @@ import os
 import threading
 import time
 import weakref
+from base64 import b64decode
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from functools import partial
@@ -32,9 +33,9 @@ from psycopg import sql as pgsql
 from psycopg_pool import ConnectionPool
 
 from ...errors import ConfigError, StoreFull, StoreUnavailable
-from ...job import FINISHED_STATES, Job, JobState, dumps
+from ...job import FINISHED_STATES, Job, JobState, carry, dumps
 from .. import fair
-from ..base import Enqueue, Outcome
+from ..base import STEPS, Enqueue, Outcome
 from ..history import Row
 from ..search import JobQuery, like_pattern
 from .adapters import driver_connection, safe_name
@@ -335,13 +336,15 @@ class PostgresBackend(SQLBackend):
         levels = fair.levels_of(priorities)
         params = {
             "queue": queues[0], "queues": list(queues), "limit": limit, "worker": worker,
-            "lease": lease, "priorities": list(levels),
+            "lease": lease, "priorities": list(levels), "steps": STEPS,
         }
         reply = yield Step(self.q["claim" if len(queues) == 1 else "claim_queues"], params)
         found = [(job_of(row), row[WIDTH + 1], row[WIDTH + 3], row[WIDTH + 4]) for row in reply.rows]
         # jobs others wait on settle with their release (an expired one is never settled)
         self._waited_for.update(job.id for (job, *_), row in zip(found, reply.rows, strict=True)
                                 if row[WIDTH + 2] and job.state == JobState.ACTIVE)
+        for (job, *_), row in zip(found, reply.rows, strict=True):  # its checkpoints: none read as it runs
+            carry(job, {name: b64decode(record) for name, record in row[WIDTH + 5] or ()})
         return self.claim_order(found, levels)  # the expired too, cancelled: reserve counts them
 
     def fenced_step(self, sql: str, params: list[dict[str, Any]]) -> Step:

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import ConfigError, StoreFull, StoreUnavailable
-from ...job import Job, dumps
+from ...job import Job, carry, dumps
 from .. import fair
 from ..base import Backend, Enqueue, Outcome
 from ..history import Row
@@ -296,6 +296,7 @@ class SQLiteBackend(SQLBackend):
             return []
         now = self.now()
         chosen: list[int] = []
+        fresh: set[int] = set()  # never leased before: no checkpoints to read (with_checkpoints)
         for level, priority in enumerate(fair.levels_of(priorities)):  # the first probe begins the transaction
             want = limit - len(chosen)
             if want <= 0:
@@ -303,7 +304,10 @@ class SQLiteBackend(SQLBackend):
             probes = [(queue, priority, now, want) for queue in queues]
             sql = self.q["claim_fair" if priority >= fair.FAIR else "claim"]
             reply = yield Step(sql, probes, many=True, begin=level == 0)
-            chosen += [seq for _, seq in sorted(reply.rows)[:want]]
+            for _, seq, new in sorted(reply.rows)[:want]:
+                chosen.append(seq)
+                if new:
+                    fresh.add(seq)
         if not chosen:
             yield Step("COMMIT")
             return []
@@ -311,7 +315,11 @@ class SQLiteBackend(SQLBackend):
         reply = yield Step(self.q["lease"], params, commit=True)
         order = {seq: i for i, seq in enumerate(chosen)}
         rows = sorted(reply.rows, key=lambda row: order[row[-1]])
-        return [job_of(row) for row in rows]  # the expired too, cancelled: reserve counts them
+        jobs = [job_of(row) for row in rows]  # the expired too, cancelled: reserve counts them
+        for job, row in zip(jobs, rows, strict=True):
+            if row[-1] in fresh:
+                carry(job, {})
+        return jobs
 
     def settle_plan(self, outcomes: Sequence[Outcome]) -> Plan[list[bool]]:
         """The outcomes, then the release of the settled jobs' edges (most have none:

@@ -372,6 +372,11 @@ ON DUPLICATE KEY UPDATE value = VALUES(value), expires_at = VALUES(expires_at)
 UPDATE {kv} SET expires_at = {now} + %(ttl)s
 WHERE namespace = %(namespace)s AND (expires_at IS NULL OR expires_at > {now})
 
+-- name: kv_expire_many
+-- The same for several namespaces (the checkpoints of a settled batch's jobs).
+UPDATE {kv} SET expires_at = {now} + %(ttl)s
+WHERE namespace IN %(namespaces)s AND (expires_at IS NULL OR expires_at > {now})
+
 -- name: kv_delete_expired
 DELETE FROM {kv} WHERE namespace = %(namespace)s AND `key` = %(key)s AND expires_at <= {now}
 
@@ -401,6 +406,11 @@ WHERE namespace = %(namespace)s AND `key` = %(key)s AND (expires_at IS NULL OR e
 -- name: kv_list
 SELECT `key`, value FROM {kv}
 WHERE namespace = %(namespace)s AND (expires_at IS NULL OR expires_at > {now})
+
+-- name: kv_list_many
+-- The live records of several namespaces (the checkpoints of jobs just leased).
+SELECT namespace, `key`, value FROM {kv}
+WHERE namespace IN %(namespaces)s AND (expires_at IS NULL OR expires_at > {now})
 
 -- name: create_migrations_table
 CREATE TABLE IF NOT EXISTS {migrations} (

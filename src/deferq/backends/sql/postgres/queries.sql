@@ -151,7 +151,9 @@ NOT EXISTS (SELECT 1 FROM {paused} WHERE queue = %(queue)s)
 -- deferq_jobs_waiting, read in claim order; SKIP LOCKED passes over rows another
 -- worker is claiming right now instead of waiting for it. The rows are then updated
 -- by ctid (their address, stable while locked): no second index look-up. The last
--- column says whether jobs wait for it (its settle then releases them too).
+-- columns: whether jobs wait for it (its settle then releases them too), its order,
+-- and its durable-step checkpoints, [[name, base64 record], ...] or NULL (one range of
+-- the records' key: its run reads none of its own, with_checkpoints).
 -- A fair level (priority + 10, fair.py) is read in (virtual time, seq) order from
 -- deferq_jobs_fair instead: the test on p.priority names no row, so each level runs one
 -- branch of the two (a one-time filter), and FOR UPDATE sits in each branch's own
@@ -178,7 +180,9 @@ WHERE ctid = ANY(ARRAY(
             FOR UPDATE SKIP LOCKED) AS fair
     ) AS c
     LIMIT %(limit)s))
-RETURNING {job_columns}, {now}, seq, waited_for, priority, coalesce(vtime, run_at)
+RETURNING {job_columns}, {now}, seq, waited_for, priority, coalesce(vtime, run_at),
+    (SELECT json_agg(json_build_array(key, encode(value, 'base64'))) FROM {kv}
+     WHERE namespace = %(steps)s || id AND (expires_at IS NULL OR expires_at > {now}))
 
 -- name: claim_queues
 -- The same over several queues: each queue's range is read in order and the ranges
@@ -214,7 +218,9 @@ WHERE ctid = ANY(ARRAY(
         LIMIT %(limit)s
     ) AS m
     LIMIT %(limit)s))
-RETURNING {job_columns}, {now}, seq, waited_for, priority, coalesce(vtime, run_at)
+RETURNING {job_columns}, {now}, seq, waited_for, priority, coalesce(vtime, run_at),
+    (SELECT json_agg(json_build_array(key, encode(value, 'base64'))) FROM {kv}
+     WHERE namespace = %(steps)s || id AND (expires_at IS NULL OR expires_at > {now}))
 
 -- name: fair_floor
 -- A fair level's floor (fair.py): the least virtual time waiting there, else the most
@@ -425,6 +431,11 @@ ON CONFLICT (namespace, key) DO UPDATE SET value = EXCLUDED.value, expires_at = 
 UPDATE {kv} SET expires_at = {now} + %(ttl)s::float8
 WHERE namespace = %(namespace)s AND (expires_at IS NULL OR expires_at > {now})
 
+-- name: kv_expire_many
+-- The same for several namespaces (the checkpoints of a settled batch's jobs).
+UPDATE {kv} SET expires_at = {now} + %(ttl)s::float8
+WHERE namespace = ANY(%(namespaces)s::text[]) AND (expires_at IS NULL OR expires_at > {now})
+
 -- name: kv_delete_expired
 DELETE FROM {kv} WHERE namespace = %(namespace)s AND key = %(key)s AND expires_at <= {now}
 
@@ -474,6 +485,11 @@ WHERE namespace = %(namespace)s AND key = %(key)s AND (expires_at IS NULL OR exp
 -- name: kv_list
 SELECT key, value FROM {kv}
 WHERE namespace = %(namespace)s AND (expires_at IS NULL OR expires_at > {now})
+
+-- name: kv_list_many
+-- The live records of several namespaces (the checkpoints of jobs just leased).
+SELECT namespace, key, value FROM {kv}
+WHERE namespace = ANY(%(namespaces)s::text[]) AND (expires_at IS NULL OR expires_at > {now})
 
 -- name: create_migrations_table
 CREATE TABLE IF NOT EXISTS {migrations} (

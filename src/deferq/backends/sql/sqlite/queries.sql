@@ -70,9 +70,10 @@ WHERE key IS NOT NULL AND state = 'queued' AND priority >= 20
 -- time) and goes on to the next level only when short, then leases the chosen rows
 -- with `lease`, all in one BEGIN IMMEDIATE transaction: no one else can claim them
 -- in between, which is what SKIP LOCKED buys elsewhere. Positional parameters, a
--- tuple per probe: (queue, priority, now, limit). A paused queue gives nothing: the
+-- tuple per probe: (queue, priority, now, limit). The last column: never leased before
+-- (the job has no durable-step checkpoints yet). A paused queue gives nothing: the
 -- test names the queue, not the row, so it is made once per probe.
-SELECT run_at, seq FROM {jobs}
+SELECT run_at, seq, last_worker IS NULL FROM {jobs}
 WHERE state = 'queued' AND queue = ?1 AND priority = ?2 AND run_at <= ?3
   AND NOT EXISTS (SELECT 1 FROM {paused} WHERE queue = ?1)
 ORDER BY run_at, seq
@@ -82,7 +83,7 @@ LIMIT ?4
 -- The same for a fair level (a priority + 10, fair.py): in (virtual time, seq) order,
 -- one range of deferq_jobs_fair (named: with due times in the query, the planner may
 -- prefer deferq_jobs_waiting and sort every row of the level). Every job there is due.
-SELECT vtime, seq FROM {jobs} INDEXED BY deferq_jobs_fair
+SELECT vtime, seq, last_worker IS NULL FROM {jobs} INDEXED BY deferq_jobs_fair
 WHERE state = 'queued' AND queue = ?1 AND priority = ?2 AND vtime IS NOT NULL AND run_at <= ?3
   AND NOT EXISTS (SELECT 1 FROM {paused} WHERE queue = ?1)
 ORDER BY vtime, seq
@@ -293,6 +294,11 @@ VALUES (:namespace, :key, :value, {now} + :ttl)
 UPDATE {kv} SET expires_at = {now} + :ttl
 WHERE namespace = :namespace AND (expires_at IS NULL OR expires_at > {now})
 
+-- name: kv_expire_many
+-- The same for several namespaces (the checkpoints of a settled batch's jobs).
+UPDATE {kv} SET expires_at = {now} + :ttl
+WHERE namespace IN (SELECT value FROM json_each(:namespaces)) AND (expires_at IS NULL OR expires_at > {now})
+
 -- name: kv_delete_expired
 DELETE FROM {kv} WHERE namespace = :namespace AND key = :key AND expires_at <= {now}
 
@@ -340,6 +346,11 @@ WHERE namespace = :namespace AND key = :key AND (expires_at IS NULL OR expires_a
 -- name: kv_list
 SELECT key, value FROM {kv}
 WHERE namespace = :namespace AND (expires_at IS NULL OR expires_at > {now})
+
+-- name: kv_list_many
+-- The live records of several namespaces (the checkpoints of jobs just leased).
+SELECT namespace, key, value FROM {kv}
+WHERE namespace IN (SELECT value FROM json_each(:namespaces)) AND (expires_at IS NULL OR expires_at > {now})
 
 -- name: migrations_table
 -- Whether the migrations table exists (a new file has none; PostgreSQL and MySQL
