@@ -1,15 +1,17 @@
 """Durable steps on one store: `python -m bench.steps URL [N] [PARTS]` (PARTS: any of
-`steps,sleep,event`, comma-separated; all by default).
+`steps,sleep,sleep-step,event`, comma-separated; `steps,sleep,event` by default).
 
 1. The cost of a step: 200 new steps of one leased job (each one fenced write),
    then the same steps on the replay path (the job run again: its checkpoints read
    once, each finished step a look-up), and that read.
 2. N jobs that sleep until one moment (2 s + 5 ms a job from now), with one in-process
-   worker (8 threads): the worker's CPU while they sleep, how late each resumed (when
-   its sleep returned, past that moment: p50 / p99) and how late its next step (one
-   fenced write) had been kept; then, with the same worker, as many plain jobs due at
-   one moment, how late each began. For both: this process's CPU per job from that
+   worker (8 threads): the worker's CPU while they sleep and how late each resumed
+   (when its sleep returned, past that moment: p50 / p99), each ending there as a
+   plain job ends when it starts; then, with the same worker, as many plain jobs due
+   at one moment, how late each began. For both: this process's CPU per job from that
    moment until the last one got there (the worker's, and SQLite's, which runs in it).
+   `sleep-step`: the same, the sleepers keeping one more step (one fenced write) after
+   they resume, and how late that step was kept.
 3. N jobs waiting for one (event, key): the time from `send_event` until every one has
    finished.
 """
@@ -88,11 +90,13 @@ def late(values: list[float]) -> str:
     return f"min {min(values) * 1e3:.0f} ms, p50 {p50:.0f} ms, p99 {p99:.0f} ms"
 
 
-def sleepers_and_plain_jobs(app: deferq.App, sleeper: Any, plain: Any, count: int) -> list[str]:
+def sleepers_and_plain_jobs(app: deferq.App, sleeper: Any, plain: Any, count: int, then_step: bool) -> list[str]:
+    """Sleepers that, once resumed, end (as a plain job does when it starts) or, with
+    `then_step`, keep one more step first; then as many plain jobs."""
     lines = []
     TALLY[0] = tally = Tally(count)
     until = time.time() + SLEEP_BASE + SLEEP_PER_JOB * count
-    app.enqueue_many([sleeper.call(until) for _ in range(count)])
+    app.enqueue_many([sleeper.call(until, then_step) for _ in range(count)])
     wait_until(lambda: scheduled(app) >= count, 600)
     cpu, wall = time.process_time(), time.monotonic()
     time.sleep(1.0)  # the sleepers sleep: what does the worker spend meanwhile?
@@ -100,7 +104,8 @@ def sleepers_and_plain_jobs(app: deferq.App, sleeper: Any, plain: Any, count: in
     per_job = arrivals(tally, until)
     lines.append(f"{count} sleeping jobs: worker CPU while they sleep {idle * 100:.1f}% of a core; "
                  f"resumed late by {late([row[0] for row in tally.rows])}; CPU {per_job * 1e3:.2f} ms a job")
-    lines.append(f"{count} sleeping jobs: their next step kept late by {late([row[1] for row in tally.rows])}")
+    if then_step:
+        lines.append(f"{count} sleeping jobs: their next step kept late by {late([row[1] for row in tally.rows])}")
     TALLY[0] = tally = Tally(count)
     due = time.time() + SLEEP_BASE + SLEEP_PER_JOB * count
     app.enqueue_many([plain.options(delay=due - time.time()).call(due) for _ in range(count)])
@@ -117,12 +122,13 @@ def run(url: str, count: int, parts: Sequence[str] = PARTS) -> list[str]:
     def noop() -> None: ...
 
     @app.task(name="bench-sleeper")
-    def sleeper(until: float) -> None:
+    def sleeper(until: float, then_step: bool = False) -> None:
         job = deferq.current_job()
         assert job is not None
         job.sleep_until("nap", until)
         woke = time.time() - until
-        job.step("woke", time.time)
+        if then_step:
+            job.step("woke", time.time)
         TALLY[0].add(woke, time.time() - until)
 
     @app.task(name="bench-plain")
@@ -140,8 +146,9 @@ def run(url: str, count: int, parts: Sequence[str] = PARTS) -> list[str]:
     thread = threading.Thread(target=worker.run, daemon=True)
     thread.start()
     try:
-        if "sleep" in parts:
-            lines += sleepers_and_plain_jobs(app, sleeper, plain, count)
+        for part in ("sleep", "sleep-step"):
+            if part in parts:
+                lines += sleepers_and_plain_jobs(app, sleeper, plain, count, part == "sleep-step")
         if "event" in parts:
             jobs = app.enqueue_many([waiter.call() for _ in range(count)])
             wait_until(lambda: scheduled(app) >= count, 600)
