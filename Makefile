@@ -98,7 +98,7 @@ bench-peers: $(STAMP) services
 	$(BIN)/python -m bench.peers.run --postgres $(BENCH_ARGS)
 	$(BIN)/python -m bench.peers.run --sqlite $(BENCH_ARGS)
 
-# issue 16's figures, each as a ratio to its raw reference in the same run, medians of 3
+# the speed figures, each as a ratio to its raw reference in the same run, medians of 3
 # (bench/speed.py): Redis enqueue/batch/workers/B/pickup/delay/memory, SQLite
 # enqueue_many vs a bare executemany, PostgreSQL durable=False vs durable.
 # SPEED_ARGS for more (--runs, --scale, --only enqueue,batch,...).

@@ -1,4 +1,4 @@
-"""`make bench-speed`: issue 16's figures, each beside its raw reference measured in the
+"""`make bench-speed`: the speed figures, each beside its raw reference measured in the
 same run, medians of 3 runs (each ratio is the median of the runs' own ratios).
 
     .venv/bin/python -m bench.speed                  # every figure, 3 runs
