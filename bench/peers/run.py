@@ -98,14 +98,11 @@ def run_peer(peer: Peer, sizes: workloads.Sizes) -> dict[str, Any]:
             fresh(peer)
             attempt("a_batch", lambda: workloads.enqueue_rate(peer, sizes.jobs, batched=True))
         fresh(peer)
-        with Workers(f"{peer.name}-idle", peer.worker_commands(), peer.env) as workers:
-            startup = workers.settled_cpu()  # what starting costs, to take off B's CPU
-        fresh(peer)
         workloads.prefill(peer, sizes.jobs)
         with Workers(peer.name, peer.worker_commands(), peer.env) as workers:
-            attempt("b", lambda: workloads.processing_rate(r, sizes.jobs, workers))
+            attempt("b", lambda: workloads.processing(r, sizes.jobs, workers))
             if "b" in out and not isinstance(out["b"], Failure):
-                out["b_cpu"] = (workers.cpu_seconds() - startup) * 1e6 / sizes.jobs
+                out["b"], out["b_cpu"] = out["b"]
             if peer.delays:
                 attempt("c", lambda: workloads.delay_lateness(peer, r, workers))
             attempt("d", lambda: workloads.pickup_latency(peer, r, workers, sizes.pickups))

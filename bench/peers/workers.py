@@ -102,20 +102,6 @@ class Workers:
         pids = [pid for proc in self.procs for pid in group_members(proc.pid)]
         return sum(cpu_ticks(pid) for pid in pids) / os.sysconf("SC_CLK_TCK")
 
-    def settled_cpu(self, quiet: float = 0.02, longest: float = 15.0) -> float:
-        """Their CPU seconds once they are idle: when half a second adds less than `quiet`
-        seconds (start-up done), or after `longest` seconds."""
-        deadline = time.monotonic() + longest
-        before = self.cpu_seconds()
-        while time.monotonic() < deadline:
-            time.sleep(0.5)
-            self.check()
-            now = self.cpu_seconds()
-            if now - before < quiet:
-                return now
-            before = now
-        return before
-
     def stop(self) -> None:
         """SIGTERM each group, then SIGKILL whatever is left of it (children included)."""
         for proc in self.procs:

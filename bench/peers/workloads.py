@@ -74,19 +74,40 @@ def prefill(peer: Peer, total: int) -> None:
 
 def processing_rate(r: redis.Redis, total: int, workers: Workers) -> float:
     """B: wait for the incr job that completes the count; (N-1)/(last - first)."""
-    seen, progressed = 0, time.monotonic()
+    return processing(r, total, workers)[0]
+
+
+def processing(r: redis.Redis, total: int, workers: Workers) -> tuple[float, float]:
+    """B's rate, and the workers' CPU microseconds per job counted from the first job done
+    to the last (start-up excluded by construction: a separate start-up run to subtract
+    varies by more than a short run's whole CPU on a busy machine)."""
+    cpu_at, done_at = first_progress(r, workers)
+    seen, progressed = done_at, time.monotonic()
     while True:
         workers.check()
         popped = r.blpop([probe.LAST], timeout=0.5)
         if popped:
+            cpu = (workers.cpu_seconds() - cpu_at) * 1e6 / max(total - done_at, 1)
             last = float(popped[1])
             first = float(r.lindex(probe.FIRST, 0) or last)
-            return (total - 1) / max(last - first, 1e-9)
+            return (total - 1) / max(last - first, 1e-9), cpu
         count = int(r.get(probe.COUNT) or 0)
         if count != seen:
             seen, progressed = count, time.monotonic()
         elif time.monotonic() - progressed > STALL_AFTER:
             raise TimeoutError(f"stalled at {count}/{total} jobs for {STALL_AFTER:.0f} s")
+
+
+def first_progress(r: redis.Redis, workers: Workers) -> tuple[float, int]:
+    """The workers' CPU seconds and the count of jobs done when the first job is seen done."""
+    progressed = time.monotonic()
+    while time.monotonic() - progressed < STALL_AFTER:
+        workers.check()
+        count = int(r.get(probe.COUNT) or 0)
+        if count:
+            return workers.cpu_seconds(), count
+        time.sleep(0.002)
+    raise TimeoutError(f"no job done {STALL_AFTER:.0f} s after the workers started")
 
 
 def delay_lateness(peer: Peer, r: redis.Redis, workers: Workers) -> tuple[float, float]:
