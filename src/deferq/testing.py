@@ -84,8 +84,7 @@ def run_here(app: Runtime[Registry], job: Job, retry_at_once: bool = False) -> O
     if retry_at_once and outcome.kind == OutcomeKind.RETRY:
         outcome = Outcome(job, OutcomeKind.RETRY, delay=0.0, error=outcome.error)
     if app.backend.settle([outcome]) == [True]:
-        if control.checkpoints is not None and (steps := control.checkpoints.expiring(outcome.kind)):
-            expire_ended(app.backend, app.result_ttl, [steps])
+        expire_ended(app.backend, [outcome])
         registry.chain.run_after_settle(outcome, exc)
     return outcome
 

@@ -54,6 +54,28 @@ def test_a_finished_step_is_not_run_again_after_a_sleep(app: deferq.App) -> None
         ("welcome", "step", "done"), ("nap", "sleep", "done"), ("nudge", "step", "done")]
 
 
+def test_jobs_sleeping_until_one_moment_are_due_then_and_resume_in_enqueue_order(app: deferq.App) -> None:
+    """A sleep's end is stored as the moment itself (not the settle's now plus what was
+    left), so jobs sleeping until one moment resume in the order they were enqueued."""
+    moment = round(app.backend.now() + 0.4, 3)
+    ran: list[int] = []
+
+    @app.task(name="alarm")
+    def alarm(n: int) -> None:
+        job = deferq.current_job()
+        assert job is not None
+        job.sleep_until("alarm", moment)
+        ran.append(n)
+
+    for n in range(3):
+        alarm.enqueue(n)
+    slept = [run_next(app) for _ in range(3)]
+    assert [job.run_at for job in slept] == [moment] * 3
+    for _ in range(3):
+        run_next(app)
+    assert ran == [0, 1, 2]
+
+
 def test_a_resumed_job_reads_no_checkpoints_of_its_own(app: deferq.App, monkeypatch: pytest.MonkeyPatch) -> None:
     """The checkpoints come with the claimed job: none for a job never leased before, the
     stored ones for a job that slept (one batched read per claim); its run reads none."""

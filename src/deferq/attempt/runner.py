@@ -44,6 +44,8 @@ def run_sync(
         running_job.reset(token)
     if control is not None and control.cancelled:  # asked to stop: whatever it did, it stopped
         outcome = stopped(job)
+    if control is not None and control.checkpoints is not None:  # a durable job: its checkpoints may end too
+        outcome = control.checkpoints.ended(outcome)
     chain.run_after(chain.after_run, job, outcome, exc)
     return outcome, exc
 
@@ -75,6 +77,8 @@ async def run_async(
         running_job.reset(token)
     if control.cancelled:
         outcome = stopped(job)
+    if control.checkpoints is not None:
+        outcome = control.checkpoints.ended(outcome)
     chain.run_after(chain.after_run, job, outcome, exc)
     return outcome, exc
 
@@ -112,7 +116,8 @@ def decide_failure(spec: TaskSpec, job: Job, exc: BaseException) -> Outcome:
     if isinstance(exc, UnknownTask | PayloadError | StepMismatch):  # no retry can help: dead at once
         return Outcome(job, OutcomeKind.DEAD, error=str(exc))
     if isinstance(exc, Snooze):  # not a failure: back later, the attempt not counted
-        return Outcome(job, OutcomeKind.SNOOZE, delay=exc.delay, waits_for=getattr(exc, "waits_for", None))
+        return Outcome(job, OutcomeKind.SNOOZE, delay=exc.delay, waits_for=getattr(exc, "waits_for", None),
+                       due=getattr(exc, "due", None))
     error = describe(exc)
     if job.attempts >= (job.max_attempts if spec.max_attempts is None else spec.max_attempts):
         return Outcome(job, OutcomeKind.DEAD, error=error)

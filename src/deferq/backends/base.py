@@ -149,6 +149,8 @@ class Outcome:
     result: Any = None
     ran: float | None = None
     waits_for: str | None = None  # a snooze into a durable wait: "<event>\t<key>" (Job.waits_for)
+    due: float | None = None  # a snooze to a moment (a durable sleep's end, the store's clock): not now + delay
+    steps_keep: float | None = None  # a durable job that ended: its checkpoints expire this long after
 
     KINDS = tuple(OutcomeKind)
 
@@ -615,6 +617,11 @@ class Backend(JobStore, JobAdmin, Records, HistoryStore, SearchStore):
         if self.kv_put(namespace, key, value, only_new=True):
             return True, None
         return True, self.kv_get(namespace, key)
+
+    #: True when `settle` also expires the checkpoints of the outcomes that say so
+    #: (`Outcome.steps_keep`) in its own transaction; else the worker asks
+    #: `kv_expire_many` after it (steps/checkpoints.py `expire_ended`).
+    settles_steps = False
 
     def kv_expire_many(self, namespaces: Sequence[str], ttl: float) -> int:
         """`kv_expire` of each namespace (the checkpoints of the jobs a worker settled

@@ -585,7 +585,8 @@ def _settled(job: Job, outcome: Outcome, now: float) -> Job:
     if outcome.kind == "release":
         return replace(job, state=_WAITING, attempts=job.attempts - 1, **common)
     if outcome.kind == "snooze":
-        return replace(job, state=_WAITING, attempts=job.attempts - 1, run_at=now + outcome.delay,
+        due = now + outcome.delay if outcome.due is None else outcome.due
+        return replace(job, state=_WAITING, attempts=job.attempts - 1, run_at=due,
                        priority=fair.plain_level(job.priority), **common)
     raise ValueError(f"unknown outcome {outcome.kind!r}")
 

@@ -26,11 +26,11 @@ import logging
 import math
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..backends.base import STEPS as STEPS  # re-exported: + a job id
-from ..backends.base import Backend, OutcomeKind
+from ..backends.base import Backend, Outcome, OutcomeKind
 from ..context import StepRetry
 from ..errors import ConfigError, DeferqError, PayloadError, Snooze, StepMismatch
 from ..job import Job, carried, dumps, loads
@@ -57,9 +57,10 @@ class Suspend(Snooze):
     `waits_for`: "<event>\t<key>" of a wait, stored on the job by its outcome's settle
     (what lists filter as `waiting`)."""
 
-    def __init__(self, delay: float, reason: str = "snoozed", waits_for: str | None = None) -> None:
+    def __init__(self, delay: float, reason: str = "snoozed", waits_for: str | None = None,
+                 due: float | None = None) -> None:
         super().__init__(delay, reason)
-        self.waits_for = waits_for
+        self.waits_for, self.due = waits_for, due
 
 
 class StepTaken(DeferqError):
@@ -86,13 +87,18 @@ def store_now(store: Backend) -> float:
     return now + offset
 
 
-def expire_ended(store: Backend, keep: float, namespaces: list[str]) -> None:
-    """The checkpoints of jobs just settled as succeeded or cancelled (`expiring`) expire
-    `keep` seconds from now, in one store call per batch (the worker's settler, after
-    the settle: an outcome dropped as its lease was lost leaves them be). A store error
-    is logged (the checkpoints then stay), never the jobs'."""
-    if not namespaces:
+def expire_ended(store: Backend, settled: Iterable[Outcome]) -> None:
+    """The checkpoints of jobs just settled as succeeded or cancelled (`Outcome.steps_keep`,
+    `JobSteps.ended`) expire as long after as their results, in one store call per batch
+    (the worker's settler, after the settle: an outcome dropped as its lease was lost
+    leaves them be), unless the store's settle did it (`Backend.settles_steps`). A store
+    error is logged (the checkpoints then stay), never the jobs'."""
+    if store.settles_steps:
         return
+    ended = [o for o in settled if o.steps_keep is not None]
+    if not ended:
+        return
+    namespaces, keep = [STEPS + o.job.id for o in ended], max(o.steps_keep or 0.0 for o in ended)
     try:
         store.kv_expire_many(namespaces, max(keep, 1.0))
     except DeferqError as exc:
@@ -230,12 +236,15 @@ class JobSteps:
         self.load()[name] = loads(encoded)
         return self.load()[name]["result"]
 
-    def expiring(self, outcome: str) -> str | None:
-        """The namespace of checkpoints to expire once this run's `outcome` is settled (a
-        job that succeeded or was cancelled keeps them as long as its result): None for
-        any other outcome, or a run that reached no checkpoint. `expire_ended` expires a
-        settled batch's in one store call."""
-        return self.namespace if outcome in ENDS_STEPS and self.records else None
+    def ended(self, outcome: Outcome) -> Outcome:
+        """This run's `outcome`, saying to expire the checkpoints with it when the job
+        succeeded or was cancelled (it keeps them as long as its result): unchanged for
+        any other outcome, or a run that reached no checkpoint. The settle (or
+        `expire_ended`, after it) expires a batch's together."""
+        if outcome.kind in ENDS_STEPS and self.records:
+            o = outcome  # built, not dataclasses.replace: a third of the cost
+            return Outcome(o.job, o.kind, o.delay, o.error, o.result, o.ran, o.waits_for, o.due, self.keep)
+        return outcome
 
     # -- the three checkpoints ----------------------------------------------------------
 
@@ -280,7 +289,7 @@ class JobSteps:
             record = self.put(name, self.started(name, "sleep", until=due))
         left = record["until"] - self.now()
         if left > 0:
-            raise Suspend(left, f"sleeping in {name!r}")
+            raise Suspend(left, f"sleeping in {name!r}", due=record["until"])
 
     def wait_for(self, name: str, event: str, key: str, timeout: float) -> Any:
         checked_name(event, "an event name", EVENT_LIMIT)
@@ -300,7 +309,7 @@ class JobSteps:
                                                      "at": self.now()})
         if left <= 0:
             return self.answer(name, waiter, topic, {"data": None, "timeout": True, "at": self.now()})
-        raise Suspend(left, f"waiting for {record['event']} {record['key']} in {name!r}", topic)
+        raise Suspend(left, f"waiting for {record['event']} {record['key']} in {name!r}", topic, record["until"])
 
     def unconsumed(self, sent: dict[str, Any]) -> bool:
         """An event this job has not had yet, sent since the job was created."""

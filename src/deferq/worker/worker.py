@@ -47,7 +47,7 @@ from ..attempt.progress import ProgressWriter
 from ..attempt.runner import decide_failure, run_async, run_sync, stopped
 from ..backends.base import Outcome, OutcomeKind
 from ..backends.guard import StoreGuard
-from ..context import Checkpoints, JobControl, Slot
+from ..context import JobControl, Slot
 from ..errors import DeferqError, JobTimeout
 from ..flows.chains import with_inputs
 from ..flows.firing import Firer
@@ -530,16 +530,13 @@ class Worker:
             if applied is not None or self.stopping.is_set():
                 break
             self._accept(jobs, claimed)
-        ran, steps = self._drop_settled(outcomes, attempts)  # first: a job may be leased anew by this call
+        ran = self._drop_settled(outcomes, attempts)  # first: a job may be leased anew by this call
         self._accept(jobs, claimed)  # starts the jobs leased ahead that the dropped leases allow too
         if applied is not None:
             self._measure(trip, ran)
         self._wake_for_free_slots()
-        if steps:  # the checkpoints of jobs that ended here expire with their results: one call
-            expire_ended(self.backend, self.result_ttl, [
-                namespace for outcome, ok in zip(outcomes, applied or (), strict=False)
-                if ok and (checkpoints := steps.get(outcome.job.id)) is not None
-                and (namespace := checkpoints.expiring(outcome.kind)) is not None])
+        # the checkpoints of durable jobs that ended here expire with their results: one call
+        expire_ended(self.backend, (o for o, ok in zip(outcomes, applied or (), strict=False) if ok))
         with lines_together():  # the batch's job lines: one write
             for (outcome, exc), ok in zip(batch, applied or [False] * len(batch), strict=True):
                 job = outcome.job
@@ -551,23 +548,18 @@ class Worker:
                 self.chain.run_after_settle(Outcome(job, outcome.kind, outcome.delay, outcome.error,
                                                     outcome.result, ran.get(job.id, 0.0)), exc)
 
-    def _drop_settled(self, outcomes: list[Outcome], attempts: set[tuple[str, int]]
-                      ) -> tuple[dict[str, float], dict[str, Checkpoints]]:
-        """The settled jobs are no longer this worker's: how long each ran, and the
-        checkpoints of those whose run reached one."""
+    def _drop_settled(self, outcomes: list[Outcome], attempts: set[tuple[str, int]]) -> dict[str, float]:
+        """The settled jobs are no longer this worker's: how long each ran."""
         ran: dict[str, float] = {}  # job id -> seconds it ran
-        steps: dict[str, Checkpoints] = {}  # job id -> its checkpoints
         with self.lock:
             for outcome in outcomes:
                 running = self.running.get(outcome.job.id)
                 if running is not None and running.job.attempts == outcome.job.attempts:
                     del self.running[outcome.job.id]
                     ran[outcome.job.id] = (running.ended or time.monotonic()) - running.started
-                    if running.control.checkpoints is not None:
-                        steps[outcome.job.id] = running.control.checkpoints
             self.processed += len(outcomes)
             self.in_settle -= attempts
-        return ran, steps
+        return ran
 
     def _measure(self, trip: float, ran: dict[str, float]) -> None:
         """Follow a settle's round trip and the jobs' run time; lease ahead as many jobs as

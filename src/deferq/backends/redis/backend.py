@@ -405,7 +405,8 @@ class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
                 target = first + (_WAITING_AT + job.priority if kind in _BACK else _FINISHED_AT[kind])
                 result = "" if outcome.result is None else dumps(outcome.result, "the task's result")
                 error = outcome.waits_for if kind == OutcomeKind.SNOOZE else outcome.error
-                args += (target, kind, job.id, job.worker or "", job.attempts, repr(outcome.delay),
+                delay = repr(outcome.delay) if outcome.due is None else f"@{outcome.due!r}"
+                args += (target, kind, job.id, job.worker or "", job.attempts, delay,
                          error or "", result)
             calls.append(Call(scripts.SETTLE, keys, args))
         return groups, calls

@@ -21,7 +21,7 @@ import orjson
 from ...errors import ConfigError, SchemaOutdated
 from ...job import FINISHED_STATES, Job, JobState, dumps
 from .. import deps, fair
-from ..base import BEHIND, LEVELS, Backend, Enqueue, Heartbeat, Outcome, QueueStats, finished_only
+from ..base import BEHIND, LEVELS, STEPS, Backend, Enqueue, Heartbeat, Outcome, QueueStats, finished_only
 from ..history import recovered
 from .adapters import flag, url_options
 from .history import SQLHistory
@@ -521,7 +521,19 @@ class SQLBackend(SQLHistory, SQLSearch, Backend):
         params = self.settle_params(outcomes)
         reply = yield self.fenced_step(self.q["settle"], params)._replace(begin=False, commit=False)
         yield Step(self.q["step_up"], {"keys": keys})
-        return self.applied(reply, params)
+        applied = self.applied(reply, params)
+        if self.settles_steps:
+            yield from self.steps_expiry_plan(outcomes, applied)
+        return applied
+
+    def steps_expiry_plan(self, outcomes: Sequence[Outcome], applied: Sequence[bool]) -> Plan[None]:
+        """Inside a settle's transaction (`settles_steps`): the checkpoints of the durable
+        jobs that ended expire with their results. Nothing for a batch without one."""
+        ended = [o for o, ok in zip(outcomes, applied, strict=True) if ok and o.steps_keep is not None]
+        if ended:
+            keep = max(max(o.steps_keep or 0.0 for o in ended), 1.0)
+            namespaces = self.in_param([STEPS + o.job.id for o in ended])
+            yield Step(self.q["kv_expire_many"], {"namespaces": namespaces, "ttl": keep})
 
     def settle_plan(self, outcomes: Sequence[Outcome]) -> Plan[list[bool]]:
         """The `settle` query, fenced; a dialect may have a faster path for some batches."""
@@ -540,6 +552,7 @@ class SQLBackend(SQLHistory, SQLSearch, Backend):
                 "released": int(outcome.kind in UNCOUNTED), "delay": float(outcome.delay),
                 "error": outcome.error, "result": result,
                 "waits_for": outcome.waits_for if outcome.kind == "snooze" else None,
+                "due": outcome.due if outcome.kind == "snooze" else None,
             })
         return self.fence_params([o.job for o in outcomes], extra)
 

@@ -64,6 +64,7 @@ class SQLiteBackend(SQLBackend):
     kv_put_within = Backend.kv_put_within  # refused: no caller's transaction to write in
     dialect = "sqlite"
     options_known = ("migrate", "synchronous")
+    settles_steps = True  # one write transaction fewer a batch: writers queue for the one lock
 
     # -- connections ------------------------------------------------------------------
 
@@ -329,6 +330,7 @@ class SQLiteBackend(SQLBackend):
         finished = [o.job.id for o, ok in zip(outcomes, applied, strict=True) if ok and o.kind not in UNCOUNTED]
         if finished:
             yield from self.release_plan(dict.fromkeys(finished), own_transaction=False)
+        yield from self.steps_expiry_plan(outcomes, applied)
         yield Step("COMMIT")
         return Settled(applied, {})  # released
 

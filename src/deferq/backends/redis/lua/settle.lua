@@ -7,7 +7,8 @@
 -- ARGV, 8 per outcome: its target zset as a KEYS index (the waiting zset of the job's
 --             priority for retry, release and snooze, else the succeeded, dead or
 --             cancelled zset; the job's queue is that key's block of 10), kind, id,
---             worker, attempts (the lease fence), delay seconds (retry, snooze), error
+--             worker, attempts (the lease fence), delay seconds (retry, snooze; a snooze
+--             to a moment: '@' and its epoch seconds), error
 --             (dead and retry; for a snooze, the durable wait it hands the job back
 --             for, "<event>\t<key>", kept in the hash's `waits_for`; '' = none), result
 --             JSON ('' = none)
@@ -63,8 +64,9 @@ for b = 0, #ARGV - 1, 8 do
       collect(placed, target, run_at, id)
       woken[wake_key] = true
       finished = false
-    elseif kind == 'snooze' then -- due again after the delay, the attempt not counted
-      local run_at = fmt(now + tonumber(ARGV[b + 6]))
+    elseif kind == 'snooze' then -- due again after the delay (or at the moment), the attempt not counted
+      local delay = ARGV[b + 6]
+      local run_at = string.sub(delay, 1, 1) == '@' and string.sub(delay, 2) or fmt(now + tonumber(delay))
       redis.call('HSET', job, 'state', 'queued', 'run_at', run_at, 'attempts', tonumber(attempts) - 1,
         'worker', '', 'lease_until', '', 'updated_at', nows)
       if ARGV[b + 7] == '' then redis.call('HDEL', job, 'waits_for')

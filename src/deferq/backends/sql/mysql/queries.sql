@@ -215,7 +215,7 @@ UPDATE {jobs} FORCE INDEX (deferq_jobs_id) SET
     state = CASE WHEN cancel_requested_at IS NOT NULL AND %(state)s <> 'succeeded' THEN 'cancelled'
                  ELSE %(state)s END,
     attempts = attempts - %(released)s,
-    run_at = CASE WHEN %(kind)s IN ('retry', 'snooze') THEN {now} + %(delay)s ELSE run_at END,
+    run_at = CASE WHEN %(kind)s IN ('retry', 'snooze') THEN coalesce(%(due)s, {now} + %(delay)s) ELSE run_at END,
     -- due later: a job at its fair level waits at its plain one (fair.py)
     priority = CASE WHEN %(kind)s IN ('retry', 'snooze') AND priority >= 10 THEN priority - 10 ELSE priority END,
     vtime = CASE WHEN %(kind)s IN ('retry', 'snooze') THEN NULL ELSE vtime END,

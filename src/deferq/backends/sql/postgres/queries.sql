@@ -281,7 +281,7 @@ UPDATE {jobs} AS j SET
     state = CASE WHEN j.cancel_requested_at IS NOT NULL AND o.state <> 'succeeded' THEN 'cancelled'
                  ELSE o.state END,
     attempts = j.attempts - o.released,
-    run_at = CASE WHEN o.kind IN ('retry', 'snooze') THEN {now} + o.delay ELSE j.run_at END,
+    run_at = CASE WHEN o.kind IN ('retry', 'snooze') THEN coalesce(o.due, {now} + o.delay) ELSE j.run_at END,
     -- due later: a job at its fair level waits at its plain one (fair.py)
     priority = CASE WHEN o.kind IN ('retry', 'snooze') AND j.priority >= 10 THEN j.priority - 10
                     ELSE j.priority END,
@@ -295,8 +295,8 @@ UPDATE {jobs} AS j SET
     updated_at = {now}
 FROM unnest(%(id)s::text[], %(worker)s::text[], %(attempts)s::int[], %(kind)s::text[],
             %(state)s::text[], %(released)s::int[], %(delay)s::float8[], %(error)s::text[],
-            %(result)s::text[], %(waits_for)s::text[])
-     AS o(id, worker, attempts, kind, state, released, delay, error, result, waits_for)
+            %(result)s::text[], %(waits_for)s::text[], %(due)s::float8[])
+     AS o(id, worker, attempts, kind, state, released, delay, error, result, waits_for, due)
 WHERE j.id = o.id AND j.state = 'active' AND j.worker = o.worker AND j.attempts = o.attempts
 
 -- name: recover_expired

@@ -149,7 +149,7 @@ UPDATE {jobs} SET
     state = CASE WHEN cancel_requested_at IS NOT NULL AND :state <> 'succeeded' THEN 'cancelled'
                  ELSE :state END,
     attempts = attempts - :released,
-    run_at = CASE WHEN :kind IN ('retry', 'snooze') THEN {now} + :delay ELSE run_at END,
+    run_at = CASE WHEN :kind IN ('retry', 'snooze') THEN coalesce(:due, {now} + :delay) ELSE run_at END,
     error = CASE WHEN :kind IN ('retry', 'dead', 'cancelled') THEN :error ELSE error END,
     result = CASE WHEN :kind = 'succeeded' THEN :result ELSE result END,
     -- due later: a job at its fair level waits at its plain one (fair.py)
