@@ -24,9 +24,9 @@ from urllib.parse import parse_qsl, urlsplit
 from redis.exceptions import NoScriptError
 
 from ...errors import StoreUnavailable
-from ...job import Job, dumps, stored_now
+from ...job import Job, carry, dumps, stored_now
 from .. import fair
-from ..base import Backend, Enqueue, Heartbeat, Outcome, OutcomeKind
+from ..base import STEPS, Backend, Enqueue, Heartbeat, Outcome, OutcomeKind
 from ..history import recovered
 from . import flows, scripts
 from .admin import BATCH, Admin
@@ -79,6 +79,9 @@ class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
         self.cluster = self.target.cluster
         self.client = sync_client(self.target)
         self._lane = None if self.cluster else scripts.DirectLane(self.client.connection_pool)
+        # a claim brings its jobs' checkpoints when they live on its server (not on a
+        # cluster's other slots, nor on a shard set's other servers: shards.py says so)
+        self.steps_in_reserve = not self.cluster
         self._async: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
         self._registered: set[str] = set()
         self._waiter = Waiter()
@@ -256,20 +259,25 @@ class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
         self, group: list[str], want: int, worker: str, lease: float, priorities: Sequence[int]
     ) -> Call:
         keys = [k for q in group for k in self._reserve_keys(self.keys.queue(q))]
-        return Call(scripts.RESERVE, keys, [want, worker, repr(lease), "take", *fair.levels_of(priorities)])
+        mode = self.keys.kv_tag(STEPS)[:-1] if self.steps_in_reserve else "take"  # "{P:kv:deferq.steps:"
+        return Call(scripts.RESERVE, keys, [want, worker, repr(lease), mode, *fair.levels_of(priorities)])
 
     def _leased(self, group: list[str], worker: str, reply: list[Any]) -> list[Job]:
         now_text, lease_until = reply[0], reply[1]
         now = float(now_text)
         jobs = []
         expired = []
-        for i in range(2, len(reply), 4):
+        stride = 5 if self.steps_in_reserve else 4  # the fifth: the job's checkpoints
+        for i in range(2, len(reply), stride):
             q = reply[i]
             if q < 0:  # expired: cancelled instead of leased (reserve.lua)
                 expired.append((group[-q - 1], pairs(reply[i + 3]).get(b"task", b"").decode(), "expired"))
                 continue
-            jobs.append(leased_job(reply[i + 1].decode(), group[q - 1], reply[i + 3], now, worker, lease_until,
-                                   reply[i + 2], now_text))
+            job = leased_job(reply[i + 1].decode(), group[q - 1], reply[i + 3], now, worker, lease_until,
+                             reply[i + 2], now_text)
+            if stride == 5 and reply[i + 4] != 0:  # 0: never leased before (carried already)
+                carry(job, {k.decode(): v for k, v in pairs(reply[i + 4]).items()})
+            jobs.append(job)
         if expired:
             self.count_ended(expired)
         return jobs

@@ -8,7 +8,9 @@
 -- ARGV[2]     worker name
 -- ARGV[3]     lease seconds
 -- ARGV[4]     'take', or 'peek': only say which jobs would be taken (shards.py merges
---             the candidates of several servers into one order this way)
+--             the candidates of several servers into one order this way), or the head of
+--             a durable-step namespace's kv tag ("{P:kv:deferq.steps:"): take, and bring
+--             each job's checkpoints (one server only: they live in other slots)
 -- ARGV[5..]   stored levels in preference order (the caller's weighted rotation, each
 --             priority p as p and as its fair level p + 10: fair.claim_levels)
 -- Jobs are taken by level preference, then due time (at a fair level: virtual time, from
@@ -29,7 +31,9 @@
 -- Returns {now as text, lease deadline as text, then per job: queue number
 -- (1-based), id, attempts, HGETALL of the job as it was before this lease (the
 -- caller applies state, attempts, worker and lease deadline itself); an expired job
--- the same way, its queue number negative (the caller counts it in the history)};
+-- the same way, its queue number negative (the caller counts it in the history);
+-- bringing checkpoints, a fifth: the job's records as {name, value, ...}, or 0 for a
+-- job never leased before (it has none)};
 -- when peeking, {now as text, then per job: priority, due time as text, id}.
 local now, nows = clock()
 local limit = tonumber(ARGV[1])
@@ -43,6 +47,7 @@ for q = 1, nq do
   if not is_paused(KEYS[q * K - 4]) then open[#open + 1] = q end
 end
 local peek = ARGV[4] == 'peek'
+local steps = string.sub(ARGV[4], 1, 1) == '{' and ARGV[4] or nil
 
 -- The zset of queue q's stored level p: its waiting zset, or at a fair level its fair one
 -- (named from its job-key prefix, "{P:q:Q}:job:": same slot).
@@ -165,6 +170,20 @@ for _, s in ipairs(lists) do
   end
 end
 
+-- A job's live durable-step records (kv_list.lua's reading; expired names are left
+-- for kv_list to drop).
+local function checkpoints(tag)
+  local found = {}
+  for _, name in ipairs(redis.call('SMEMBERS', tag .. ':index')) do
+    local value = redis.call('GET', tag .. ':r:' .. name)
+    if value then
+      found[#found + 1] = name
+      found[#found + 1] = value
+    end
+  end
+  return found
+end
+
 local out = {nows, lease_until}
 local removed, leased, placed, recorded = {}, {}, {}, {}
 for _, item in ipairs(taken) do
@@ -184,11 +203,12 @@ for _, item in ipairs(taken) do
   else
     fields = redis.call('HGETALL', job)
   end
-  local attempts, expires = 0, nil
+  local attempts, expires, fresh = 0, nil, true
   for j = 1, #fields, 2 do
     local name = fields[j]
     if name == 'attempts' then attempts = num(fields[j + 1], 0)
-    elseif name == 'expires_at' then expires = tonumber(fields[j + 1]) end
+    elseif name == 'expires_at' then expires = tonumber(fields[j + 1])
+    elseif name == 'last_worker' and fields[j + 1] ~= '' then fresh = false end
   end
   if expires and expires <= now then -- never run: cancelled instead
     redis.call('HSET', job, 'state', 'cancelled', 'error', 'expired', 'finished_at', nows, 'updated_at', nows)
@@ -198,6 +218,7 @@ for _, item in ipairs(taken) do
     out[#out + 1] = id
     out[#out + 1] = 0
     out[#out + 1] = fields
+    if steps then out[#out + 1] = 0 end
   elseif #fields > 0 then
     attempts = attempts + 1
     local lease = {'state', 'active', 'attempts', attempts, 'worker', worker,
@@ -216,6 +237,7 @@ for _, item in ipairs(taken) do
     out[#out + 1] = id
     out[#out + 1] = attempts
     out[#out + 1] = fields
+    if steps then out[#out + 1] = fresh and 0 or checkpoints(steps .. id .. '}') end
   end
 end
 flush('ZREM', removed)
