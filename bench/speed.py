@@ -128,12 +128,14 @@ def m_process(jobs: int) -> dict[str, float]:
     use(REDIS_URL)
     deferq_rate, _ = bench.measure_process(bench.app, REDIS_URL, jobs, 2, 16, lambda n: None)
     flush()
+    cli_rate, _ = bench.measure_process(bench.app, REDIS_URL, jobs, 2, None, lambda n: None)  # as a user starts it
+    flush()
     r = workloads.driver()
     lpush_pipelined(redis.Redis.from_url(probe.REDIS_URL), jobs)
     command = [sys.executable, "-m", "bench.peers.raw", "16", str(jobs)]
     with Workers("speed-raw", [command, command], {}) as workers:
         raw_rate = workloads.processing_rate(r, jobs, workers)
-    return {"deferq": deferq_rate, "raw": raw_rate}
+    return {"deferq": deferq_rate, "cli": cli_rate, "raw": raw_rate}
 
 
 def m_b(jobs: int) -> dict[str, float]:
@@ -354,6 +356,8 @@ def median_run(runs: list[dict[str, float]]) -> dict[str, float]:
     out = {key: statistics.median(run[key] for run in runs) for key in keys}
     if "raw" in keys:
         out["ratio"] = statistics.median(run["deferq"] / run["raw"] for run in runs)
+    if "cli" in keys:
+        out["cli_ratio"] = statistics.median(run["cli"] / run["raw"] for run in runs)
     return out
 
 
@@ -374,6 +378,10 @@ def render(results: dict[str, dict[str, float]], runs: int) -> str:
         label, unit, reference, target = ROWS[figure]
         lines.append(f"| {label} | {m['deferq']:,.0f} {unit} | {reference}: {m['raw']:,.0f} | "
                      f"{m['ratio']:.2f}x | {target} | {met(figure, m)} |")
+        if figure == "process":
+            cli = "met" if m["cli_ratio"] >= 0.15 else "not met"
+            lines.append(f"| the same, `deferq worker` with its defaults | {m['cli']:,.0f} {unit} | "
+                         f"{reference}: {m['raw']:,.0f} | {m['cli_ratio']:.2f}x | >= 0.15 | {cli} |")
         if figure == "memory":
             lines.append(f"| (INFO used_memory delta per job) | {m['deferq_info']:,.0f} bytes | "
                          f"{m['raw_info']:,.0f} | | | |")

@@ -84,17 +84,16 @@ def measure_batch(bound: App, jobs: int, tick: Callable[[int], None], size: int 
 
 
 @contextmanager
-def workers(url: str, processes: int, concurrency: int) -> Iterator[list[subprocess.Popen[bytes]]]:
-    """Worker processes running this module's tasks; stopped (and reaped) on exit."""
+def workers(url: str, processes: int, concurrency: int | None) -> Iterator[list[subprocess.Popen[bytes]]]:
+    """Worker processes running this module's tasks; stopped (and reaped) on exit.
+    `concurrency` None: the worker's defaults as a user starts it (its slots, job lines
+    at INFO, schedules on), else these slots, warnings only and no schedules."""
     env = {**os.environ, "DEFERQ_URL": url}
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-m", "deferq", "worker", "--app", "deferq.cli.bench:app",
-             "--url", url, "-q", QUEUE, "-c", str(concurrency), "--log-level", "warning", "--no-schedules"],
-            env=env, stdout=subprocess.DEVNULL,
-        )
-        for _ in range(processes)
-    ]
+    command = [sys.executable, "-m", "deferq", "worker", "--app", "deferq.cli.bench:app",
+               "--url", url, "-q", QUEUE]
+    if concurrency is not None:
+        command += ["-c", str(concurrency), "--log-level", "warning", "--no-schedules"]
+    procs = [subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL) for _ in range(processes)]
     try:
         yield procs
     finally:
@@ -138,9 +137,10 @@ def succeeded(bound: App) -> int:
     return count
 
 
-def measure_process(bound: App, url: str, jobs: int, processes: int, concurrency: int,
+def measure_process(bound: App, url: str, jobs: int, processes: int, concurrency: int | None,
                     tick: Callable[[int], None]) -> tuple[float, float]:
-    """Rate of no-op jobs by `processes` workers; and their RSS in MiB."""
+    """Rate of no-op jobs by `processes` workers (`concurrency` None: as `deferq worker`
+    starts with its defaults); and their RSS in MiB."""
     task = bound.tasks["bench_noop"]
     first_ids: list[str] = []
     for first in range(0, jobs, 1000):
