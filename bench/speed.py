@@ -61,8 +61,11 @@ Measure = Callable[[int], dict[str, float]]
 
 
 def flush() -> None:
+    """Empty the benchmark's databases, and drop what the bench app learned of them (its
+    store would skip registering a queue it saw before the flush: no worker finds it)."""
     for url in (REDIS_URL, probe.REDIS_URL):
         redis.Redis.from_url(url).flushdb()
+    bench.app.close()
 
 
 def use(url: str) -> None:

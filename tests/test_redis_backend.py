@@ -528,3 +528,27 @@ def test_an_expiring_namespace_takes_its_index_with_it(redis_app) -> None:  # ty
     assert backend.client.pttl(index) > 60_000  # as long as its longest record
     backend.kv_put("ns-expire", "d", b"4")
     assert backend.client.pttl(index) == -1 and len(backend.kv_list("ns-expire")) == 4
+
+
+def test_a_producer_names_its_queues_again_after_the_server_lost_them(redis_app, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A server that lost its data (restarted without persistence) forgets the queue
+    registry; a long-lived producer names its queues again within REGISTER_AGAIN, so the
+    recovery sweep and the stats see the jobs it enqueues after (here the registry entry
+    alone is dropped, and the window shortened to cross it)."""
+    from deferq.backends.redis import backend as redis_backend
+
+    monkeypatch.setattr(redis_backend, "REGISTER_AGAIN", 0.3)
+    app = redis_app
+
+    @app.task(name="renamed-noop", queue="renamed-q")
+    def noop() -> None: ...
+
+    noop.enqueue()
+    assert "renamed-q" in app.stats()
+    app.backend.client.srem(app.backend.keys.queues, "renamed-q")  # the server lost it
+    deadline = time.monotonic() + 5
+    while "renamed-q" not in app.stats():
+        assert time.monotonic() < deadline, "the queue was never named again"
+        noop.enqueue()
+        time.sleep(0.05)
+    assert app.stats()["renamed-q"]["queued"] >= 2

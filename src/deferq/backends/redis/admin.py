@@ -31,6 +31,7 @@ class Admin:
     _repeat: Callable[[Callable[[str], Call], Sequence[str]], int]
     now: Callable[[], float]
     homes: flows.Homes
+    _registered: dict[str, float]
 
     # -- inspecting and managing ------------------------------------------------------
 
@@ -286,6 +287,7 @@ class Admin:
         if any(int(n) for i, n in enumerate(counts) if i != 6) or self.client.exists(qk.paused, qk.new):
             return False  # reply[6] is the oldest due job's wait, not a count
         self.client.srem(self.keys.queues, queue)
+        self._registered.pop(queue, None)  # named again by this process's next job
         return True
 
     def paused(self) -> dict[str, float]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import threading
+import time
 import weakref
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -54,6 +55,10 @@ _WAITING_AT = 7  # + the job's priority
 _BACK = frozenset(("retry", "release", "snooze"))  # outcomes that put the job back to waiting
 SWEEP_BATCHES = 10  # at most this many BATCHes of marks per sweep (the next sweep goes on)
 WAIT_SLICE = 5.0  # seconds one blocking wait for a job's finish may last (below socket_timeout)
+# seconds a producer trusts that its queues are still named in the registry: a server that
+# lost its data (restarted without persistence) has them named again within this, so
+# the recovery sweep and the console see their jobs (docs/guarantees.md)
+REGISTER_AGAIN = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +88,7 @@ class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
         # cluster's other slots, nor on a shard set's other servers: shards.py says so)
         self.steps_in_reserve = not self.cluster
         self._async: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
-        self._registered: set[str] = set()
+        self._registered: dict[str, float] = {}  # queue -> when to name it again (REGISTER_AGAIN)
         self._waiter = Waiter()
         self._wait_lock = threading.Lock()
         # The backends that may hold a job id (flows.py): this one; shards.py says more.
@@ -144,12 +149,12 @@ class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
         job = items[0].job
         queue = job.queue
         if (plain := add_args(items)) is not None:  # the commonest calls: add.lua, lean
-            new = [] if queue in self._registered else [queue]
+            new = [] if self._registered.get(queue, 0.0) > time.monotonic() else [queue]
             return _EnqueuePlan([self._add_call(job, plain)], [list(range(len(items)))], new, plain=True)
         if (groups := add_groups(items)) is not None:  # plain jobs of a few queues or priorities
             calls = [self._add_call(items[positions[0]].job, args) for positions, args in groups]
             queues = dict.fromkeys(items[positions[0]].job.queue for positions, _ in groups)
-            new = [q for q in queues if q not in self._registered]
+            new = self._unregistered(queues)
             return _EnqueuePlan(calls, [positions for positions, _ in groups], new, plain=True)
         if all(item.job.queue == queue for item in items):  # the usual case, kept lean
             by_queue = {queue: list(range(len(items)))}
@@ -173,14 +178,24 @@ class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
                 args += links
                 linked = True
             calls.append(Call(scripts.ENQUEUE, keys, args))
-        new = [q for q in by_queue if q not in self._registered]
+        new = self._unregistered(by_queue)
         return _EnqueuePlan(calls, list(by_queue.values()), new, linked)
 
+    def _unregistered(self, queues: Iterable[str]) -> list[str]:
+        """Those of `queues` to name in the registry before their jobs go in."""
+        now = time.monotonic()
+        return [q for q in queues if self._registered.get(q, 0.0) <= now]
+
+    def _registered_now(self, queues: Iterable[str]) -> None:
+        again = time.monotonic() + REGISTER_AGAIN
+        self._registered.update(dict.fromkeys(queues, again))
+
     def register_queues(self, queues: list[str]) -> None:
-        """Name new queues in the registry (before their first job goes in)."""
+        """Name new queues in the registry (before their first job goes in), and again
+        every REGISTER_AGAIN seconds."""
         if queues:
             self.client.sadd(self.keys.queues, *queues)
-            self._registered.update(queues)
+            self._registered_now(queues)
 
     def enqueue_results(self, items: Sequence[Enqueue], plan: _EnqueuePlan, replies: list[Any]) -> list[Job]:
         if plan.plain and len(replies) == 1:  # add.lua: all stored, its reply is when
@@ -237,7 +252,7 @@ class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
         with reported(self.target, "enqueue"):
             if plan.new_queues:
                 await client.sadd(self.keys.queues, *plan.new_queues)
-                self._registered.update(plan.new_queues)
+                self._registered_now(plan.new_queues)
             replies = [await scripts.arun(client, call) for call in plan.calls]
         return self.enqueue_results(items, plan, replies)
 
