@@ -108,13 +108,17 @@ class Soak:
             began = time.monotonic()
             self.workers = [self.start_worker() for _ in range(args.workers)]
             deadline = began + args.timeout
-            next_kill = began + self.rng.uniform(args.kill_min, args.kill_max)
+            # the first kill as soon as jobs are done (a fast machine finishes a short run
+            # within kill-min of the start), then one every kill-min..kill-max seconds
+            next_kill: float | None = None
             done = 0
             while time.monotonic() < deadline:
                 done = self.succeeded(store)
                 if done >= args.jobs:
                     break
-                if time.monotonic() >= next_kill:
+                if next_kill is None and done:
+                    next_kill = time.monotonic()
+                if next_kill is not None and time.monotonic() >= next_kill:
                     self.kill_one(store)
                     next_kill = time.monotonic() + self.rng.uniform(args.kill_min, args.kill_max)
                 time.sleep(0.2)

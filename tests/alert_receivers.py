@@ -122,8 +122,9 @@ def banner_listener() -> Iterator[tuple[int, list[str]]]:
                 accepted.append(peer[0])
                 conn.sendall(BANNER)
                 conn.settimeout(1.0)
-                try:
-                    conn.recv(65536)
+                try:  # read all the client wrote before closing: unread bytes make the close a reset
+                    while conn.recv(65536):
+                        pass
                 except OSError:
                     pass
 

@@ -87,7 +87,8 @@ def run_rows(tmp_path: Path, bench_url: str, peers: list[str], timeout: float, *
 def test_raw_and_deferq_rows_on_redis(tmp_path, bench_redis):
     rows = run_rows(tmp_path, bench_redis, ["raw", "deferq"], timeout=100)
     assert rows[0].split("|")[3].strip() == "1.00x"  # A vs raw, for raw itself
-    assert all(float(row.split("|")[-2].replace(",", "")) > 0 for row in rows), rows  # B's CPU measured
+    cpu = [float(row.split("|")[-2].replace(",", "")) for row in rows]  # B's CPU, measured for both
+    assert cpu[0] >= 0 and cpu[1] > 0, rows  # (a raw run of 300 jobs may spend under one 10 ms tick)
 
 
 @pytest.mark.slow

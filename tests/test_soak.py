@@ -17,7 +17,7 @@ pytestmark = pytest.mark.slow
 
 def test_a_short_soak_loses_nothing_and_stays_within_the_bound():
     done = subprocess.run(
-        [sys.executable, "-m", "bench.soak", "--jobs", "4000", "--kill-min", "0.5", "--kill-max", "1",
+        [sys.executable, "-m", "bench.soak", "--jobs", "10000", "--kill-min", "0.5", "--kill-max", "1",
          "--lease", "2", "--concurrency", "4", "--seed", "7", "--timeout", "120", "--json"],
         capture_output=True, text=True, timeout=180, cwd=ROOT,
     )

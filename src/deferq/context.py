@@ -16,14 +16,11 @@ from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar, overload
+from typing import Any, ParamSpec, Protocol, TypeVar, overload
 
 from . import backoff as backoffs
 from .errors import ConfigError
 from .job import Job
-
-if TYPE_CHECKING:
-    from .backends.base import Outcome
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -85,7 +82,7 @@ class Checkpoints(Protocol):
 
     def wait_for(self, name: str, event: str, key: str, timeout: float) -> Any: ...
 
-    def ended(self, outcome: Outcome) -> Outcome: ...
+    def ended(self, outcome: Any) -> Any: ...  # the run's Outcome (a floor up), saying if its checkpoints end
 
 
 MESSAGE_LIMIT = 500  # characters of a progress message that are stored
