@@ -34,6 +34,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .. import forks
 from ..backends.guard import StoreGuard
 from ..backends.history import MAX_MINUTES as MAX_MINUTES  # GET /v1/stats/history's longest window
 from ..backends.history import minute_of, retention_minutes
@@ -178,7 +179,7 @@ class HistoryRecorder:
         self.backend = backend
         self.every = every
         self.buffer = HistoryBuffer()
-        self._pid = os.getpid()
+        self._pid = forks.pid
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
         self._start_lock = threading.Lock()
@@ -234,11 +235,11 @@ class HistoryRecorder:
     # -- writing ------------------------------------------------------------------------------
 
     def _started(self) -> None:
-        if self._thread is not None and self._pid == os.getpid():
+        if self._thread is not None and self._pid == forks.pid:
             return
         with self._start_lock:
-            if self._pid != os.getpid():  # forked: the parent's thread is not ours, nor its counts
-                self._pid, self._thread, self.buffer = os.getpid(), None, HistoryBuffer()
+            if self._pid != forks.pid:  # forked: the parent's thread is not ours, nor its counts
+                self._pid, self._thread, self.buffer = forks.pid, None, HistoryBuffer()
             if self._thread is None and not self._closed:
                 self._thread = threading.Thread(target=self._loop, name="deferq-history", daemon=True)
                 self._thread.start()
@@ -275,7 +276,7 @@ class HistoryRecorder:
             return
         self._closed = True
         self._wake.set()
-        if self._pid == os.getpid() and self.buffer:
+        if self._pid == forks.pid and self.buffer:
             try:
                 self.flush()
             except Exception as exc:  # noqa: BLE001 - at exit: say so, lose the last seconds

@@ -56,6 +56,7 @@ from ..observe.logs import lines_together
 from ..registry import TaskSpec
 from ..steps.checkpoints import JobSteps, expire_ended
 from . import orders
+from .memory import Trimmer
 from .priorities import PriorityRotation
 from .runners import STALL, Runners
 
@@ -160,6 +161,7 @@ class Worker:
         self.max_leases = self.started_leases + self.config.ahead
         self._half = max(1, self.config.concurrency // 2)  # free slots the lease loop fills itself
         self.last_beat = time.monotonic()  # when a heartbeat last reached the store
+        self.trimmer = Trimmer()  # gives freed memory back when the worker goes idle
         # a running job's durable steps (steps/checkpoints.py), kept as long as results once it ends
         self.steps_for = partial(JobSteps, self.backend, self.lease, self.result_ttl)
         # progress reports of running jobs, throttled, on a thread of their own (progress.py)
@@ -602,6 +604,8 @@ class Worker:
                 self._store_call(self.backend.recover_expired)
                 self._store_call(self.backend.promote_due)
                 next_recover = now + max(self.lease / 2, 0.5)
+            if not self.running:
+                self.trimmer.idle(self.processed, now)
             if now >= next_purge:
                 self._store_call(
                     self.backend.purge, [JobState.SUCCEEDED, JobState.CANCELLED], self.result_ttl

@@ -10,7 +10,6 @@ or restarted) gets the source once, which also caches it there.
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 import weakref
 from collections.abc import Callable
@@ -21,6 +20,8 @@ from typing import Any
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from ... import forks
 
 _pack: Callable[[tuple[Any, ...]], bytes] | None
 try:  # hiredis packs a command in C, twice as fast as redis-py's encoder
@@ -141,11 +142,11 @@ class DirectLane:
         self.pool = pool
         self._idle: list[Any] = []
         self._all: weakref.WeakSet[Any] = weakref.WeakSet()
-        self._pid = os.getpid()
+        self._pid = forks.pid
 
     def _borrow(self) -> Any:
-        if self._pid != os.getpid():  # forked: never share the parent's sockets
-            self._idle, self._all, self._pid = [], weakref.WeakSet(), os.getpid()
+        if self._pid != forks.pid:  # forked: never share the parent's sockets
+            self._idle, self._all, self._pid = [], weakref.WeakSet(), forks.pid
         try:
             return self._idle.pop()  # atomic under the GIL, as append() is
         except IndexError:
@@ -154,7 +155,7 @@ class DirectLane:
             return conn
 
     def _give_back(self, conn: Any) -> None:
-        if self._pid == os.getpid():
+        if self._pid == forks.pid:
             self._idle.append(conn)
 
     def open_connections(self) -> int:

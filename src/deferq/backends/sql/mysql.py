@@ -16,7 +16,6 @@
 
 from __future__ import annotations
 
-import os
 import random
 import re
 import threading
@@ -31,6 +30,7 @@ from urllib.parse import unquote, urlsplit
 import pymysql
 from pymysql.constants import CLIENT, SERVER_STATUS
 
+from ... import forks
 from ...errors import ConfigError, StoreFull, StoreUnavailable
 from ...job import Job, JobState, carry
 from .. import fair
@@ -117,7 +117,7 @@ class MySQLBackend(SQLBackend):
         self._claim = claim
         self._idle: list[pymysql.connections.Connection] = []
         self._lock = threading.Lock()
-        self._pid = os.getpid()
+        self._pid = forks.pid
         self._poll = POLL_MIN
 
     def detect_claim(self) -> None:
@@ -135,8 +135,8 @@ class MySQLBackend(SQLBackend):
         """A pooled connection; one that failed is closed, and so are the idle ones
         (a server restart or KILL broke them too)."""
         with self._lock:
-            if self._pid != os.getpid():  # forked: the parent's sockets are not ours
-                self._idle, self._pid = [], os.getpid()
+            if self._pid != forks.pid:  # forked: the parent's sockets are not ours
+                self._idle, self._pid = [], forks.pid
             conn = self._idle.pop() if self._idle else None
         if conn is None:
             conn = pymysql.connect(**self.connect_args)

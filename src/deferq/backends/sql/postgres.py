@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import threading
 import time
 import weakref
@@ -32,6 +31,7 @@ import psycopg
 from psycopg import sql as pgsql
 from psycopg_pool import ConnectionPool
 
+from ... import forks
 from ...errors import ConfigError, StoreFull, StoreUnavailable
 from ...job import FINISHED_STATES, Job, JobState, carry, dumps
 from .. import fair
@@ -104,7 +104,7 @@ class PostgresBackend(SQLBackend):
             self.pool_size = int(self.options.get("pool_size", 8))
         except ValueError:
             raise ConfigError("pool_size must be a whole number") from None
-        self._pid = os.getpid()
+        self._pid = forks.pid
         self._lock = threading.Lock()
         # Jobs without a unique key cannot conflict (their ids are new): they go in with
         # a plain INSERT, without the speculative insertion ON CONFLICT costs per row.
@@ -123,10 +123,10 @@ class PostgresBackend(SQLBackend):
     def pool(self, durable: bool = True) -> ConnectionPool:
         """The pool for durable work, or the one whose commits do not wait for the
         disk (synchronous_commit=off: for the worker's bookkeeping, see `run`)."""
-        if self._pid != os.getpid():  # a forked child opens its own connections
+        if self._pid != forks.pid:  # a forked child opens its own connections
             with self._lock:
-                if self._pid != os.getpid():
-                    self._pools, self._listener, self._pid = {}, None, os.getpid()
+                if self._pid != forks.pid:
+                    self._pools, self._listener, self._pid = {}, None, forks.pid
         pool = self._pools.get(durable)
         if pool is None:
             with self._lock:
@@ -143,7 +143,7 @@ class PostgresBackend(SQLBackend):
 
     def close(self) -> None:
         with self._lock:
-            if self._pid == os.getpid():
+            if self._pid == forks.pid:
                 for pool in self._pools.values():
                     pool.close()
             if self._listener is not None:
@@ -492,12 +492,12 @@ class PostgresBackend(SQLBackend):
         local = self._done_listeners.__dict__
         conn: psycopg.Connection | None = local.get("conn")
         try:
-            if conn is None or conn.closed or local.get("pid") != os.getpid():
+            if conn is None or conn.closed or local.get("pid") != forks.pid:
                 conn = psycopg.connect(self.conninfo, autocommit=True)
                 schema = conn.execute("SELECT current_schema()").fetchone()
                 name = self.options.get("schema") or (schema[0] if schema else "public")
                 conn.execute(pgsql.SQL("LISTEN {}").format(pgsql.Identifier(f"deferq_done:{name[:45]}")))
-                local.update(conn=conn, pid=os.getpid())
+                local.update(conn=conn, pid=forks.pid)
                 return True  # listening from now on: the caller looks again at once
             return any(True for _ in conn.notifies(timeout=timeout, stop_after=1))
         except CONNECTION_ERRORS as exc:

@@ -1,0 +1,43 @@
+"""Giving the memory a busy spell freed back to the system once the worker goes idle.
+
+CPython frees objects into the C allocator, which keeps the pages for reuse: a worker's
+resident size stays at its busiest moment (a burst of 20,000 short jobs leaves ~2 MiB
+behind, the start-up's imports another ~2). glibc's `malloc_trim` returns the free
+pages. Elsewhere (musl, macOS) there is no such call and nothing is done.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import time
+from collections.abc import Callable
+
+TRIM_EVERY = 2.0  # seconds: the least time between two trims (each ~0.1-1 ms of CPU)
+
+
+def _malloc_trim() -> Callable[[int], int] | None:
+    try:
+        return ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):
+        return None
+
+
+_TRIM = _malloc_trim()
+
+
+class Trimmer:
+    """Trims when told the worker is idle, once per busy spell (`processed` moved since
+    the last trim) and at most every TRIM_EVERY seconds; the first call always trims
+    (what start-up's imports freed)."""
+
+    def __init__(self) -> None:
+        self.processed: int | None = None
+        self.at = 0.0
+
+    def idle(self, processed: int, now: float | None = None) -> bool:
+        now = time.monotonic() if now is None else now
+        if processed == self.processed or now - self.at < TRIM_EVERY or _TRIM is None:
+            return False
+        _TRIM(0)
+        self.processed, self.at = processed, now
+        return True
