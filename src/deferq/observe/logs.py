@@ -35,11 +35,11 @@ class JSONFormatter(logging.Formatter):
             entry["error"] = self.formatException(record.exc_info)
         return orjson.dumps(entry, default=str).decode()
 
-    def line(self, created: float, level: int, name: str, message: str, fields: dict[str, Any]) -> str:
+    def line(self, created: float, level: int, name: str, message: str, fields: dict[str, Any] | None) -> str:
         """What format() makes of a record without exception or stack, from its parts."""
         msecs = int((created - int(created)) * 1000)
         entry = {"time": f"{_second(created)}.{msecs:03d}Z", "level": logging.getLevelName(level).lower(),
-                 "logger": name, "message": message, **fields}
+                 "logger": name, "message": message, **(fields or {})}
         return orjson.dumps(entry, default=str).decode()
 
 
@@ -55,12 +55,13 @@ class _TextFormatter(logging.Formatter):
             self._at = (second, super().formatTime(record, datefmt))
         return self._at[1]
 
-    def line(self, created: float, level: int, name: str, message: str, fields: dict[str, Any]) -> str:
-        """What format() makes of a record without exception or stack, from its parts."""
+    def line(self, created: float, level: int, name: str, message: str, fields: dict[str, Any] | None) -> str:
+        """What format() makes of a record without exception or stack, from its parts
+        (`fields` are not shown in a text line)."""
         second = int(created)
         if self._at[0] != second:
             self._at = (second, time.strftime(self.datefmt or "%H:%M:%S", self.converter(created)))
-        return f"{self._at[1]} {logging.getLevelName(level):<7} {name}: {message}"
+        return f"{self._at[1]} {_LEVEL_NAMES.get(level) or f'{logging.getLevelName(level):<7}'} {name}: {message}"
 
 
 _gm: tuple[int, str] = (-1, "")
@@ -76,6 +77,8 @@ def _second(created: float) -> str:
 
 
 _TEXT = "%(asctime)s %(levelname)-7s %(name)s: %(message)s"
+_LEVEL_NAMES = {level: f"{logging.getLevelName(level):<7}"  # a text line's, padded once
+                for level in (logging.DEBUG, logging.INFO, logging.WARNING)}
 _Lines = _TextFormatter | JSONFormatter
 _direct: tuple[logging.StreamHandler[Any], _Lines] | None = None  # setup_logging's handler
 
@@ -124,42 +127,53 @@ class JobLog(Middleware):
 
 
 def report(outcome: Outcome, seconds: float) -> None:
-    if not job_log.isEnabledFor(_LEVELS.get(outcome.kind, logging.INFO)):
-        return  # `--log-level warning`, say: no fields built per job
+    level = _LEVELS.get(outcome.kind, logging.INFO)
+    if not job_log.isEnabledFor(level):
+        return  # `--log-level warning`, say: nothing built per job
+    job, kind = outcome.job, outcome.kind
+    if kind == OutcomeKind.SUCCEEDED:
+        _emit(level, "job %s %s succeeded in %.0f ms", (job.id, job.task, seconds * 1000), outcome, seconds)
+    elif kind == OutcomeKind.RETRY:
+        _emit(level, "job %s %s failed (attempt %d/%d), retry in %.1fs: %s",
+              (job.id, job.task, job.attempts, job.max_attempts, outcome.delay, first_line(outcome.error)),
+              outcome, seconds)
+    elif kind == OutcomeKind.SNOOZE:
+        _emit(level, "job %s %s snoozed for %.1fs (attempt not counted)", (job.id, job.task, outcome.delay),
+              outcome, seconds)
+    elif kind == OutcomeKind.CANCELLED:
+        _emit(level, "job %s %s cancelled while running", (job.id, job.task), outcome, seconds)
+    elif kind == OutcomeKind.DEAD:
+        _emit(level, "job %s %s is dead after %d attempt(s): %s",
+              (job.id, job.task, job.attempts, first_line(outcome.error)), outcome, seconds)
+
+
+def _fields(outcome: Outcome, seconds: float) -> dict[str, Any]:
+    """A job line's fields (JSON lines carry them; a text line does not)."""
     job = outcome.job
     fields: dict[str, Any] = {"job_id": job.id, "task": job.task, "queue": job.queue,
                               "attempt": job.attempts, "duration_ms": round(seconds * 1000, 1)}
-    if outcome.kind == OutcomeKind.SUCCEEDED:
-        _emit(logging.INFO, "job %s %s succeeded in %.0f ms", (job.id, job.task, seconds * 1000), fields)
-    elif outcome.kind == OutcomeKind.RETRY:
+    if outcome.kind in (OutcomeKind.RETRY, OutcomeKind.DEAD):
         fields["error"] = first_line(outcome.error)
-        _emit(logging.INFO, "job %s %s failed (attempt %d/%d), retry in %.1fs: %s",
-              (job.id, job.task, job.attempts, job.max_attempts, outcome.delay, fields["error"]), fields)
-    elif outcome.kind == OutcomeKind.SNOOZE:
-        _emit(logging.DEBUG, "job %s %s snoozed for %.1fs (attempt not counted)",
-              (job.id, job.task, outcome.delay), fields)
-    elif outcome.kind == OutcomeKind.CANCELLED:
-        _emit(logging.INFO, "job %s %s cancelled while running", (job.id, job.task), fields)
-    elif outcome.kind == OutcomeKind.DEAD:
-        fields["error"] = first_line(outcome.error)
-        _emit(logging.WARNING, "job %s %s is dead after %d attempt(s): %s",
-              (job.id, job.task, job.attempts, fields["error"]), fields)
+    return fields
 
 
-def _emit(level: int, message: str, args: tuple[Any, ...], fields: dict[str, Any]) -> None:
+def _emit(level: int, message: str, args: tuple[Any, ...], outcome: Outcome, seconds: float) -> None:
     """`job_log.log(...)` without its search of the stack for the caller (half the cost
     of a line): a job's line always comes from here. With the CLI's logging as set up,
-    the same line is written without a LogRecord (a third of the cost)."""
+    the same line is written without a LogRecord (a third of the cost), and a text
+    line without the fields only JSON shows."""
     direct = _direct_handler()
     if direct is not None and level >= direct[0].level:
         handler, formatter = direct
+        fields = None if type(formatter) is _TextFormatter else _fields(outcome, seconds)
         line = formatter.line(time.time(), level, job_log.name, message % args, fields) + handler.terminator
         if _held is not None and _held[0] == threading.get_ident():
             _held[1].append(line)
             return
         if _write(handler, line):
             return
-    job_log.handle(job_log.makeRecord(job_log.name, level, __file__, 0, message, args, None, "report", fields))
+    job_log.handle(job_log.makeRecord(job_log.name, level, __file__, 0, message, args, None, "report",
+                                      _fields(outcome, seconds)))
 
 
 def _write(handler: logging.StreamHandler[Any], text: str) -> bool:
