@@ -25,7 +25,10 @@ pytestmark = pytest.mark.slow
 
 
 CONCURRENCY = 4  # start_worker's; prefetch is the worker's default, = concurrency
-MOST_HELD = 2 * CONCURRENCY  # leases a worker may hold: concurrency + prefetch
+MOST_STARTED = 2 * CONCURRENCY  # leases of started jobs a worker may hold: concurrency + prefetch
+# and with the jobs leased ahead (while jobs run shorter than a round trip: up to
+# concurrency more, never started, so never re-run by a kill; docs/worker.md)
+MOST_HELD = MOST_STARTED + CONCURRENCY
 
 
 def start_worker(url: str, record: Path, concurrency: int = CONCURRENCY) -> subprocess.Popen:
@@ -96,7 +99,7 @@ def run_crash_scenario(url: str, tmp_path: Path, jobs: int = 1000) -> None:
     assert sum(held_at_kills) > 0, "the kills landed while the workers held nothing"
     assert max(held_at_kills) <= MOST_HELD, f"a worker held {held_at_kills} leases when killed"
     reruns = sum(starts.values()) - jobs
-    assert reruns <= sum(held_at_kills), (reruns, held_at_kills)
+    assert reruns <= min(sum(held_at_kills), MOST_STARTED * len(held_at_kills)), (reruns, held_at_kills)
 
 
 def test_sigkilled_workers_lose_nothing_sqlite(tmp_path):

@@ -14,7 +14,7 @@ import pytest
 
 import deferq
 from deferq.steps.events import send_event
-from tests.test_crash import MOST_HELD, all_succeeded, start_worker, stop_all, wait_for
+from tests.test_crash import MOST_HELD, MOST_STARTED, all_succeeded, start_worker, stop_all, wait_for
 
 pytestmark = pytest.mark.slow
 JOBS, KILLS = 40, 4
@@ -56,6 +56,7 @@ def run_steps_crash(url: str, tmp_path: Path) -> None:
     again = sum(runs.values()) - len(runs)
     assert sum(held_at_kills) > 0, "the kills landed while the workers held nothing"
     assert again <= sum(held_at_kills) <= KILLS * MOST_HELD, (again, held_at_kills)
+    assert again <= KILLS * MOST_STARTED, (again, held_at_kills)  # a job leased ahead never started
 
 
 @pytest.mark.parametrize("store", ["sqlite", "redis", "postgres"])
