@@ -264,6 +264,9 @@ class App:
     def _prepare(self, calls: Iterable[Call]) -> tuple[list[Enqueue], Any]:
         """Validate calls into stored form, and find the caller's connection, if any."""
         calls = calls if type(calls) is list else list(calls)
+        if len(calls) == 1 and isinstance(call := calls[0], Call):  # task.enqueue(): the commonest call
+            task = self.registry.tasks.get(call.task)
+            return [build_enqueue(call, task, 0.0, self.durable, None, self.fair_queues)], call.options.connection
         items: list[Enqueue] = []
         tasks, durable, add, fair_queues = self.registry.tasks, self.durable, items.append, self.fair_queues
         connection: Any = _NO_CALL

@@ -18,8 +18,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 from urllib.parse import parse_qsl, urlsplit
 
 from redis.exceptions import NoScriptError
@@ -61,8 +60,7 @@ WAIT_SLICE = 5.0  # seconds one blocking wait for a job's finish may last (below
 REGISTER_AGAIN = 30.0
 
 
-@dataclass(frozen=True, slots=True)
-class _EnqueuePlan:
+class _EnqueuePlan(NamedTuple):
     """enqueue_many as script calls: one per queue, with the items' positions; `linked`
     when some item runs after other jobs (flows.py stores those)."""
 
@@ -198,12 +196,12 @@ class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
             self._registered_now(queues)
 
     def enqueue_results(self, items: Sequence[Enqueue], plan: _EnqueuePlan, replies: list[Any]) -> list[Job]:
-        if plan.plain and len(replies) == 1:  # add.lua: all stored, its reply is when
-            return self._added(items, float(replies[0]))
+        if plan.plain and len(replies) == 1:  # add.lua: all stored, its reply is when (µs)
+            return self._added(items, int(replies[0]) / 1e6)
         stored: list[Job | None] = [None] * len(items)
         if plan.plain:  # one add.lua a kind
             for positions, reply in zip(plan.positions, replies, strict=True):
-                added = self._added([items[i] for i in positions], float(reply))
+                added = self._added([items[i] for i in positions], int(reply) / 1e6)
                 for i, job in zip(positions, added, strict=True):
                     stored[i] = job
             return stored  # type: ignore[return-value]
@@ -234,6 +232,11 @@ class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
         self.refuse_connection(connection)
         if not items:
             return []
+        if len(items) == 1 and (plain := add_args(items)) is not None:  # task.enqueue(): the commonest call
+            job = items[0].job
+            if self._registered.get(job.queue, 0.0) <= time.monotonic():
+                self.register_queues([job.queue])
+            return self._added(items, int(self._run(self._add_call(job, plain))) / 1e6)
         plan = self.enqueue_plan(items)
         if plan.linked:
             return flows.enqueue_linked([(self, items)], self.homes)[0]

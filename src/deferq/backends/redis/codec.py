@@ -21,6 +21,7 @@ worker marks it dead with the reason.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -53,11 +54,10 @@ def _payload(item: Enqueue) -> bytes:
     return item.payload or dumps([job.args, job.kwargs], f"arguments of {job.task}()")
 
 
-def _stored_settings(job: Job) -> tuple[str, str, str]:
+def _settings(priority: int, max_attempts: int, timeout: float | None) -> tuple[str, str, str]:
     """priority, max_attempts, timeout as the scripts take them ('' = the default)."""
-    timeout = job.timeout
     return (
-        _or_left_out(int(job.priority), PRIORITY), _or_left_out(job.max_attempts, MAX_ATTEMPTS),
+        _or_left_out(int(priority), PRIORITY), _or_left_out(max_attempts, MAX_ATTEMPTS),
         "none" if timeout is None else _or_left_out(float(timeout), TIMEOUT),
     )
 
@@ -70,7 +70,7 @@ def enqueue_args(item: Enqueue) -> tuple[Any, ...]:
     job = item.job
     expiry = job.expires_at if job.expires_at is not None else item.expires_in
     return (
-        job.id, job.task, _payload(item), *_stored_settings(job),
+        job.id, job.task, _payload(item), *_settings(job.priority, job.max_attempts, job.timeout),
         job.key or "", repr(job.run_at), repr(item.delay),
         "" if expiry is None else ("@" if job.expires_at is not None else "+") + repr(expiry),
         item.on_conflict, "" if item.max_wait is None else repr(item.max_wait), job.remark or "",
@@ -78,6 +78,22 @@ def enqueue_args(item: Enqueue) -> tuple[Any, ...]:
         *((job.fair_key, repr(item.fair_weight)) if job.fair_key else _NO_FAIR),
         "" if item.unique_for is None else repr(item.unique_for),
     )
+
+
+@functools.lru_cache(maxsize=1024)
+def _add_kind(
+    task: str, priority: int, max_attempts: int, timeout: float | None
+) -> tuple[tuple[str, ...], bytes | None]:
+    """What add.lua's jobs of one task and settings share, made once: the ARGV before the
+    jobs when due at once (the due time's two values follow the three settings), and a
+    record's part between its creation time and its payload; None for a task name with
+    a line break, which the record cannot hold."""
+    settings = _settings(priority, max_attempts, timeout)
+    head = None
+    if "\n" not in task:
+        rest = ",".join(("", *settings)) if any(settings) else ""
+        head = f"\n{task}\n{rest}\n".encode()
+    return (*settings, repr(0.0), repr(0.0)), head
 
 
 def add_args(items: Sequence[Enqueue]) -> list[Any] | None:
@@ -89,12 +105,10 @@ def add_args(items: Sequence[Enqueue]) -> list[Any] | None:
     job = first.job
     queue, priority, max_attempts, timeout, run_at, delay = (
         job.queue, job.priority, job.max_attempts, job.timeout, job.run_at, first.delay)
-    settings = _stored_settings(job)
-    args: list[Any] = [*settings, repr(run_at), repr(delay)]
-    # Due at once (the ready list): the record after its creation time, made here
-    rest = b"\n" + (",".join(("", *settings)).encode() if any(settings) else b"") + b"\n"
     due_now = not run_at and not delay
-    heads: dict[str, bytes] = {}  # task -> the record's part before the payload
+    shared, head = _add_kind(job.task, priority, max_attempts, timeout)
+    args: list[Any] = list(shared) if due_now else [*shared[:3], repr(run_at), repr(delay)]
+    heads: dict[str, bytes | None] = {job.task: head}  # task -> the record's part before the payload
     for item in items:
         job = item.job
         if (
@@ -104,11 +118,11 @@ def add_args(items: Sequence[Enqueue]) -> list[Any] | None:
             or job.run_at != run_at or item.delay != delay
         ):
             return None
-        head = heads.get(job.task)
+        head = heads.get(job.task, b"")
+        if head == b"":  # another task
+            head = heads[job.task] = _add_kind(job.task, priority, max_attempts, timeout)[1]
         if head is None:
-            if "\n" in job.task:
-                return None
-            head = heads[job.task] = b"\n" + job.task.encode() + rest
+            return None
         if due_now:
             args += (job.id, head + _payload(item))
         else:

@@ -15,7 +15,7 @@ import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any
+from typing import Any, NamedTuple
 
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, ResponseError
@@ -81,8 +81,10 @@ HISTORY_ADD, HISTORY_READ, HISTORY_FORGET, PAGE = map(
 LINK, LINKED, RELEASE, RELEASED, WATCH = map(_load, ("link", "linked", "release", "released", "watch"))
 
 
-@dataclass(frozen=True, slots=True)
-class Call:
+class Call(NamedTuple):
+    """One script invocation (a tuple: made on every store call, a frozen dataclass's
+    checked field writes would cost a microsecond)."""
+
     script: Script
     keys: list[str]
     args: list[Any]

@@ -17,25 +17,16 @@
 --             it all); per job due later: id, task, payload (JSON [args, kwargs])
 -- A call repeated after its reply was lost (its first job has a record or a hash
 -- already: the script ran whole) stores nothing again.
--- Returns the jobs' creation time as text, from which the caller derives each job's due
--- time exactly as stored.
-local now, nows, micros = clock()
+-- Returns the jobs' creation time in integer microseconds (as text; the caller divides by
+-- 1e6 as clock() does), from which it derives each job's due time exactly as stored. The
+-- common path formats no number: read from TIME, the microseconds are only joined.
+local t = redis.call('TIME')
+local ct = t[1] .. string.sub('00000' .. t[2], -6)
 local first = redis.call('HGET', KEYS[2], ARGV[6])
-if first then return created(false, string.match(first, '^%d+')) end
-if redis.call('EXISTS', string.sub(KEYS[2], 1, -4) .. 'job:' .. ARGV[6]) == 1 then return nows end
-local run_s = nows
-local run_at, delay = tonumber(ARGV[4]), tonumber(ARGV[5])
-if run_at ~= 0 then
-  run_s = fmt(run_at)
-elseif delay ~= 0 then
-  run_s = fmt(now + delay)
-end
-local settings = ''
-if run_s ~= nows or ARGV[1] .. ARGV[2] .. ARGV[3] ~= '' then
-  settings = (run_s ~= nows and run_s or '') .. ',' .. ARGV[1] .. ',' .. ARGV[2] .. ',' .. ARGV[3]
-end
-local ct = string.format('%.0f', micros)
+if first then return string.match(first, '^%d+') end
+if redis.call('EXISTS', string.sub(KEYS[2], 1, -4) .. 'job:' .. ARGV[6]) == 1 then return ct end
 local records, members, n = {}, {}, 0
+local run_at, delay = tonumber(ARGV[4]), tonumber(ARGV[5])
 if run_at == 0 and delay == 0 then -- due at once: the ready list, in enqueue order
   for i = 6, #ARGV, 2 do
     local id = ARGV[i]
@@ -47,6 +38,13 @@ if run_at == 0 and delay == 0 then -- due at once: the ready list, in enqueue or
   call_chunked('HSET', KEYS[2], records)
   call_chunked('LPUSH', KEYS[4], members)
 else
+  local now = tonumber(ct) / 1000000
+  local nows = fmt(now)
+  local run_s = run_at ~= 0 and fmt(run_at) or fmt(now + delay)
+  local settings = ''
+  if run_s ~= nows or ARGV[1] .. ARGV[2] .. ARGV[3] ~= '' then
+    settings = (run_s ~= nows and run_s or '') .. ',' .. ARGV[1] .. ',' .. ARGV[2] .. ',' .. ARGV[3]
+  end
   local head, tail = ct .. '\n', '\n' .. settings .. '\n'
   for i = 6, #ARGV, 3 do
     local id = ARGV[i]
@@ -60,4 +58,4 @@ else
   call_chunked('ZADD', KEYS[1], members)
 end
 wake(KEYS[3])
-return nows
+return ct
