@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import urllib.request
 
@@ -54,3 +55,30 @@ def test_served_over_http():
     WorkerMetrics()  # the default registry, as `deferq worker --metrics-port` uses
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as answer:
         assert b"deferq_tasks_in_flight" in answer.read()
+
+
+def test_a_scrape_while_a_process_creates_its_file_sums_the_others(tmp_path):
+    """The master of `deferq run` sums its children's files; a child that starts in the
+    instant of a scrape has its file open and still empty: the scrape leaves it out
+    (prometheus-client's own collector fails the whole scrape on it)."""
+    import subprocess
+    import sys
+
+    from prometheus_client import CollectorRegistry, generate_latest
+    from prometheus_client.multiprocess import MultiProcessCollector
+
+    from deferq.worker.metric_files import summed_registry
+
+    counting = ("from prometheus_client import Counter\n"
+                "Counter('deferq_test_runs', 'runs', ['task']).labels('nap').inc(3)\n")
+    subprocess.run([sys.executable, "-c", counting], check=True, timeout=60,
+                   env={**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path)})
+    (tmp_path / "counter_999999.db").touch()  # a child starting: opened, not yet sized
+
+    text = generate_latest(summed_registry(str(tmp_path))).decode()
+    assert 'deferq_test_runs_total{task="nap"} 3.0' in text
+
+    plain = CollectorRegistry()
+    MultiProcessCollector(plain, str(tmp_path))
+    with pytest.raises(Exception, match="buffer"):  # the failure this collector avoids
+        generate_latest(plain)

@@ -81,9 +81,8 @@ def serve(port: int, host: str = "127.0.0.1") -> None:
 
     client = prometheus()
     registry = client.REGISTRY
-    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-        from prometheus_client import multiprocess
+    if directory := os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        from .metric_files import summed_registry
 
-        registry = client.CollectorRegistry()
-        multiprocess.MultiProcessCollector(registry)
+        registry = summed_registry(directory)
     client.start_http_server(port, addr=host, registry=registry)

@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
-from prometheus_client.multiprocess import MultiProcessCollector
 
+from ...worker.metric_files import summed_registry
 from ..http.cache import Cached
 from ..topics import stats as delivery_stats
 
@@ -170,8 +170,7 @@ class Metrics:
         """The exposition text (blocking: reads the store)."""
         registry = self.registry
         if self.multiprocess_dir:  # every process's counters, from their shared files
-            registry = CollectorRegistry(auto_describe=False)
-            MultiProcessCollector(registry, self.multiprocess_dir)
+            registry = summed_registry(self.multiprocess_dir)
         registry_with_store = CollectorRegistry(auto_describe=False)
         registry_with_store.register(_Both(registry, StoreCollector(self.service)))
         return generate_latest(registry_with_store)
