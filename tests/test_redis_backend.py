@@ -552,3 +552,69 @@ def test_a_producer_names_its_queues_again_after_the_server_lost_them(redis_app,
         noop.enqueue()
         time.sleep(0.05)
     assert app.stats()["renamed-q"]["queued"] >= 2
+
+
+def test_async_enqueues_reuse_one_connection_and_outlive_a_restart(tmp_path: Path) -> None:
+    """`enqueue_async` on one server sends its script on the event loop's own lane: one
+    connection for calls made one after another; after Redis restarts (the connection
+    is dead), the next call retries on a fresh one and stores its job."""
+    import asyncio
+
+    server = RedisServer(tmp_path / "r").start()
+    app = deferq.App(f"redis://127.0.0.1:{server.port}/0")
+    send = app.task(name="send")(lambda n: n)
+    try:
+        async def produce() -> tuple[list[deferq.Job], int, deferq.Job]:
+            before = [await send.enqueue_async(n) for n in range(20)]
+            _, lane = app.backend._async_client()
+            held = len(lane._idle)
+            server.kill()
+            server.start()  # same port, no data: the lane's connection is dead
+            after = await send.enqueue_async(99)
+            return before, held, after
+
+        before, held, after = asyncio.run(produce())
+        assert held == 1
+        assert [j.args for j in before] == [(n,) for n in range(20)]
+        new = app.backend.keys.queue("default").new
+        assert app.backend.client.hkeys(new) == [after.id.encode()]  # stored anew; the restart lost the rest
+    finally:
+        app.close()
+        server.stop()
+
+
+def test_an_async_enqueue_to_a_stalled_server_ends_at_the_socket_timeout(tmp_path: Path) -> None:
+    """A server that stops answering (SIGSTOP) fails an `enqueue_async` with one sentence
+    once the socket timeout has run out, for the call and its one retry; the connection
+    it stalled on is dropped, and the next call after the server wakes works."""
+    import asyncio
+    import os
+    import signal
+
+    server = RedisServer(tmp_path / "r").start()
+    app = deferq.App(f"redis://127.0.0.1:{server.port}/0?socket_timeout=0.5")
+    send = app.task(name="send")(lambda n: n)
+    assert server.process is not None
+    try:
+        async def produce() -> tuple[float, str, int, deferq.Job]:
+            await send.enqueue_async(1)
+            os.kill(server.process.pid, signal.SIGSTOP)
+            started = time.monotonic()
+            try:
+                with pytest.raises(StoreUnavailable) as raised:
+                    await send.enqueue_async(2)
+                took = time.monotonic() - started
+            finally:
+                os.kill(server.process.pid, signal.SIGCONT)
+            _, lane = app.backend._async_client()
+            idle = len(lane._idle)
+            return took, str(raised.value), idle, await send.enqueue_async(3)
+
+        took, said, idle, later = asyncio.run(produce())
+        assert 0.9 <= took < 5, took  # 0.5 s for the call, 0.5 for its retry on a fresh connection
+        assert "\n" not in said and "Traceback" not in said
+        assert idle == 0
+        assert app.get(later.id).args == (3,)
+    finally:
+        app.close()
+        server.stop()

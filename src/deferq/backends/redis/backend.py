@@ -248,7 +248,7 @@ class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
         self.refuse_connection(connection)
         if not items:
             return []
-        client = self._async_client()
+        client, lane = self._async_client()
         plan = self.enqueue_plan(items)
         if plan.linked:
             return await asyncio.to_thread(self.enqueue_many, items)
@@ -256,16 +256,22 @@ class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
             if plan.new_queues:
                 await client.sadd(self.keys.queues, *plan.new_queues)
                 self._registered_now(plan.new_queues)
-            replies = [await scripts.arun(client, call) for call in plan.calls]
+            if lane is not None:
+                replies = [await lane.run(call) for call in plan.calls]
+            else:
+                replies = [await scripts.arun(client, call) for call in plan.calls]
         return self.enqueue_results(items, plan, replies)
 
-    def _async_client(self) -> Any:
-        """redis.asyncio clients belong to one event loop: one client per loop."""
+    def _async_client(self) -> tuple[Any, scripts.AsyncLane | None]:
+        """redis.asyncio clients belong to one event loop: one client per loop, and on one
+        server a lane for its script calls."""
         loop = asyncio.get_running_loop()
-        client = self._async.get(loop)
-        if client is None:
-            client = self._async[loop] = async_client(self.target)
-        return client
+        found = self._async.get(loop)
+        if found is None:
+            client = async_client(self.target)
+            lane = None if self.cluster else scripts.AsyncLane(client.connection_pool)
+            found = self._async[loop] = (client, lane)
+        return found
 
     # -- consuming --------------------------------------------------------------------
 
