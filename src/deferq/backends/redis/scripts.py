@@ -165,10 +165,6 @@ class DirectLane:
         """How many connections the lane holds (idle or in a call)."""
         return len(self._all)
 
-    @staticmethod
-    def _packed(conn: Any, command: tuple[Any, ...]) -> Any:
-        return [_pack(command)] if _pack is not None else conn.pack_command(*command)
-
     def run(self, call: Call) -> Any:
         conn = self._borrow()
         try:
@@ -179,11 +175,11 @@ class DirectLane:
     def _run_on(self, conn: Any, call: Call) -> Any:
         for attempt in (1, 2):
             try:
-                conn.send_packed_command(self._packed(conn, call.evalsha()), check_health=False)
+                conn.send_packed_command(_packed(conn, call.evalsha()), check_health=False)
                 try:
                     return conn.read_response()
                 except NoScriptError:
-                    conn.send_packed_command(self._packed(conn, call.eval()), check_health=False)
+                    conn.send_packed_command(_packed(conn, call.eval()), check_health=False)
                     return conn.read_response()
             except ResponseError:
                 raise  # the reply was read: the connection is still in step
@@ -201,7 +197,7 @@ class DirectLane:
         conn = self._borrow()
         try:
             conn.send_packed_command(
-                [part for call in calls for part in self._packed(conn, call.evalsha())],
+                [part for call in calls for part in _packed(conn, call.evalsha())],
                 check_health=False,
             )
             replies = []
@@ -268,15 +264,16 @@ class AsyncLane:
 
     @staticmethod
     async def _call(conn: Any, call: Call) -> Any:
-        await conn.send_packed_command(_packed_async(conn, call.evalsha()), check_health=False)
+        await conn.send_packed_command(_packed(conn, call.evalsha()), check_health=False)
         try:
             return await conn.read_response()
         except NoScriptError:
-            await conn.send_packed_command(_packed_async(conn, call.eval()), check_health=False)
+            await conn.send_packed_command(_packed(conn, call.eval()), check_health=False)
             return await conn.read_response()
 
 
-def _packed_async(conn: Any, command: tuple[Any, ...]) -> Any:
+def _packed(conn: Any, command: tuple[Any, ...]) -> Any:
+    """`command` as bytes to send on `conn` (either lane's), packed by hiredis when it is there."""
     return [_pack(command)] if _pack is not None else conn.pack_command(*command)
 
 
