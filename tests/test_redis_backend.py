@@ -618,3 +618,33 @@ def test_an_async_enqueue_to_a_stalled_server_ends_at_the_socket_timeout(tmp_pat
     finally:
         app.close()
         server.stop()
+
+
+def test_async_enqueues_from_one_asyncio_run_after_another_keep_no_sockets(redis_url: str) -> None:
+    """A script that calls asyncio.run() for each enqueue has a new event loop each time;
+    the connections of a finished loop are let go, not kept for a loop that will never
+    run again (30 runs: sockets and loops held stay flat)."""
+    import asyncio
+    import gc
+    import os
+
+    def sockets() -> int:
+        found = 0
+        for fd in os.listdir("/proc/self/fd"):
+            try:
+                found += os.readlink(f"/proc/self/fd/{fd}").startswith("socket:")
+            except FileNotFoundError:  # the listing's own descriptor, closed by now
+                continue
+        return found
+
+    app = deferq.App(redis_url)
+    send = app.task(name="send")(lambda n: n)
+    asyncio.run(send.enqueue_async(0))
+    gc.collect()
+    before = sockets()
+    jobs = [asyncio.run(send.enqueue_async(n)) for n in range(1, 31)]
+    gc.collect()
+    assert sockets() <= before + 2, f"{sockets() - before} sockets more after 30 runs"
+    assert len(app.backend._async) == 1
+    assert [app.get(j.id).args for j in jobs] == [(n,) for n in range(1, 31)]
+    app.close()

@@ -16,7 +16,6 @@ import asyncio
 import functools
 import threading
 import time
-import weakref
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NamedTuple, TypeVar
 from urllib.parse import parse_qsl, urlsplit
@@ -85,7 +84,9 @@ class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
         # a claim brings its jobs' checkpoints when they live on its server (not on a
         # cluster's other slots, nor on a shard set's other servers: shards.py says so)
         self.steps_in_reserve = not self.cluster
-        self._async: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+        # per event loop: its redis.asyncio client and script lane (their connections
+        # hold the loop, so a weak key would never let go: closed loops are dropped instead)
+        self._async: dict[asyncio.AbstractEventLoop, tuple[Any, scripts.AsyncLane | None]] = {}
         self._registered: dict[str, float] = {}  # queue -> when to name it again (REGISTER_AGAIN)
         self._waiter = Waiter()
         self._wait_lock = threading.Lock()
@@ -268,6 +269,8 @@ class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
         loop = asyncio.get_running_loop()
         found = self._async.get(loop)
         if found is None:
+            for ended in [other for other in self._async if other.is_closed()]:
+                del self._async[ended]  # each asyncio.run() has a loop of its own: its sockets go with it
             client = async_client(self.target)
             lane = None if self.cluster else scripts.AsyncLane(client.connection_pool)
             found = self._async[loop] = (client, lane)
