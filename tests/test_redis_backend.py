@@ -648,3 +648,22 @@ def test_async_enqueues_from_one_asyncio_run_after_another_keep_no_sockets(redis
     assert len(app.backend._async) == 1
     assert [app.get(j.id).args for j in jobs] == [(n,) for n in range(1, 31)]
     app.close()
+
+
+def test_many_async_enqueues_at_once_share_at_most_max_connections(redis_url: str) -> None:
+    """200 coroutines enqueueing at once on one event loop: every job stored, on no more
+    connections than the URL's max_connections (the rest wait for one)."""
+    import asyncio
+
+    app = deferq.App(f"{redis_url}&max_connections=4")
+    send = app.task(name="send")(lambda n: n)
+
+    async def produce() -> tuple[list[deferq.Job], int]:
+        jobs = await asyncio.gather(*(send.enqueue_async(n) for n in range(200)))
+        _, lane = app.backend._async_client()
+        return list(jobs), len(lane._idle)
+
+    jobs, held = asyncio.run(produce())
+    assert 1 <= held <= 4
+    assert sorted(app.get(j.id).args[0] for j in jobs) == list(range(200))
+    app.close()

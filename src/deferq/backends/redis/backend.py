@@ -255,7 +255,8 @@ class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
             return await asyncio.to_thread(self.enqueue_many, items)
         with reported(self.target, "enqueue"):
             if plan.new_queues:
-                await client.sadd(self.keys.queues, *plan.new_queues)
+                register = ("SADD", self.keys.queues, *plan.new_queues)
+                await (lane.command(register) if lane is not None else client.execute_command(*register))
                 self._registered_now(plan.new_queues)
             if lane is not None:
                 replies = [await lane.run(call) for call in plan.calls]

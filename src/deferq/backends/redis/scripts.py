@@ -229,12 +229,15 @@ class AsyncLane:
     (its encoder in Python, a task per write for the write's timeout, its metrics
     hooks): `enqueue_async` 278-301 -> 231-255 µs a call here. A call has one
     deadline, the client's socket timeout, for its write and its reply together; one
-    retry on a fresh connection when the old one died, as the client."""
+    retry on a fresh connection when the old one died, as the client. At most the
+    pool's `max_connections` calls at once (redis-py's 100 by default): more wait for a
+    connection (redis.asyncio's own pool refuses them: "Too many connections")."""
 
     def __init__(self, pool: Any) -> None:
         self.pool = pool  # redis.asyncio's: makes the connections, holds none of them
         self.timeout: float | None = pool.connection_kwargs.get("socket_timeout")
         self._idle: list[Any] = []
+        self._slots = asyncio.Semaphore(pool.max_connections)
 
     def _connection(self) -> Any:
         if self._idle:
@@ -242,33 +245,41 @@ class AsyncLane:
         return self.pool.connection_class(**{**self.pool.connection_kwargs, "socket_timeout": None})
 
     async def run(self, call: Call) -> Any:
-        conn = self._connection()
-        for attempt in (1, 2):
-            try:
-                async with asyncio.timeout(self.timeout):
-                    reply = await self._call(conn, call)
-            except ResponseError:
-                self._idle.append(conn)  # the reply was read: the connection is still in step
-                raise
-            except (RedisConnectionError, RedisTimeoutError, OSError):  # TimeoutError is an OSError
-                await conn.disconnect(nowait=True)
-                if attempt == 2:
+        return await self.command(call.evalsha(), call.eval())
+
+    async def command(self, command: tuple[Any, ...], source: tuple[Any, ...] | None = None) -> Any:
+        """One command; `source`: what to send instead when the server answers that it
+        does not know the script (EVAL for an EVALSHA)."""
+        async with self._slots:
+            conn = self._connection()
+            for attempt in (1, 2):
+                try:
+                    async with asyncio.timeout(self.timeout):
+                        reply = await self._send(conn, command, source)
+                except ResponseError:
+                    self._idle.append(conn)  # the reply was read: the connection is still in step
                     raise
-                continue
-            except BaseException:
-                await conn.disconnect(nowait=True)  # cancelled mid-reply: never reuse it
-                raise
-            self._idle.append(conn)
-            return reply
+                except (RedisConnectionError, RedisTimeoutError, OSError):  # TimeoutError is an OSError
+                    await conn.disconnect(nowait=True)
+                    if attempt == 2:
+                        raise
+                    continue
+                except BaseException:
+                    await conn.disconnect(nowait=True)  # cancelled mid-reply: never reuse it
+                    raise
+                self._idle.append(conn)
+                return reply
         raise AssertionError("unreachable")
 
     @staticmethod
-    async def _call(conn: Any, call: Call) -> Any:
-        await conn.send_packed_command(_packed(conn, call.evalsha()), check_health=False)
+    async def _send(conn: Any, command: tuple[Any, ...], source: tuple[Any, ...] | None) -> Any:
+        await conn.send_packed_command(_packed(conn, command), check_health=False)
         try:
             return await conn.read_response()
         except NoScriptError:
-            await conn.send_packed_command(_packed(conn, call.eval()), check_health=False)
+            if source is None:
+                raise
+            await conn.send_packed_command(_packed(conn, source), check_health=False)
             return await conn.read_response()
 
 
