@@ -19,9 +19,10 @@ local function clock()
 end
 
 -- One command over many arguments (ZADD pairs, ZREM members), in chunks that
--- Lua's unpack can take: one call per key instead of one per job.
-local function call_chunked(command, key, items)
-  for i = 1, #items, 1000 do
+-- Lua's unpack can take: one call per key instead of one per job. `from`: the first
+-- item to send (default 1); none left, no call.
+local function call_chunked(command, key, items, from)
+  for i = from or 1, #items, 1000 do
     redis.call(command, key, unpack(items, i, math.min(i + 999, #items)))
   end
 end

@@ -22,10 +22,8 @@
 -- common path formats no number: read from TIME, the microseconds are only joined.
 local t = redis.call('TIME')
 local ct = t[1] .. string.sub('00000' .. t[2], -6)
-local first = redis.call('HGET', KEYS[2], ARGV[6])
-if first then return string.match(first, '^%d+') end
-if redis.call('EXISTS', string.sub(KEYS[2], 1, -4) .. 'job:' .. ARGV[6]) == 1 then return ct end
 local records, members, n = {}, {}, 0
+local into, key
 local run_at, delay = tonumber(ARGV[4]), tonumber(ARGV[5])
 if run_at == 0 and delay == 0 then -- due at once: the ready list, in enqueue order
   for i = 6, #ARGV, 2 do
@@ -35,8 +33,7 @@ if run_at == 0 and delay == 0 then -- due at once: the ready list, in enqueue or
     records[n + n] = ct .. ARGV[i + 1]
     members[n] = id
   end
-  call_chunked('HSET', KEYS[2], records)
-  call_chunked('LPUSH', KEYS[4], members)
+  into, key = 'LPUSH', KEYS[4]
 else
   local now = tonumber(ct) / 1000000
   local nows = fmt(now)
@@ -54,8 +51,19 @@ else
     members[n + 2] = id
     n = n + 2
   end
-  call_chunked('HSET', KEYS[2], records)
-  call_chunked('ZADD', KEYS[1], members)
+  into, key = 'ZADD', KEYS[1]
 end
+-- The first job's record goes in only if it is not there: a repeated call finds it (or,
+-- leased since, the job's own key) and stores nothing again. One command where a look
+-- first would take two: a single job's call is most of its time in these commands.
+if redis.call('HSETNX', KEYS[2], records[1], records[2]) == 0 then
+  return string.match(redis.call('HGET', KEYS[2], records[1]), '^%d+')
+end
+if redis.call('EXISTS', string.sub(KEYS[2], 1, -4) .. 'job:' .. records[1]) == 1 then
+  redis.call('HDEL', KEYS[2], records[1])
+  return ct
+end
+call_chunked('HSET', KEYS[2], records, 3)
+call_chunked(into, key, members)
 wake(KEYS[3])
 return ct
