@@ -111,6 +111,8 @@ class PostgresBackend(SQLBackend):
         # a plain INSERT, without the speculative insertion ON CONFLICT costs per row.
         for name in ("enqueue", "enqueue_one"):
             self.q[f"{name}_plain"] = without_conflict_clause(self.q[name])
+        # The enqueue statements name the wake-up channel: put in at the first enqueue
+        self._unbound = {name: self.q[name] for name in NOTIFYING}
         self._pools: dict[bool, ConnectionPool] = {}
         self._listener: psycopg.Connection | None = None
         self._channel: str | None = None
@@ -306,6 +308,8 @@ class PostgresBackend(SQLBackend):
     def insert_plan(self, items: Sequence[Enqueue], indexes: Sequence[int]) -> Plan[dict[int, Job]]:
         # The payload as the producer encoded it: text for one job, a JSON fragment
         # spliced into the batch document as it is (not decoded and encoded again).
+        if self._channel is None:
+            self.bind_channel((yield Step(self.q["jobs_schema"])).rows)
         one = len(indexes) == 1
         if one and lean(item := items[indexes[0]]):
             job = item.job
@@ -475,16 +479,20 @@ class PostgresBackend(SQLBackend):
         self.pool(durable=False)  # after a fork: forgets the parent's listener
         if self._listener is None or self._listener.closed:
             conn = psycopg.connect(self.conninfo, autocommit=True)
-            if self._channel is None:
-                schema = conn.execute(
-                    "SELECT nspname FROM pg_namespace WHERE oid = "
-                    "(SELECT relnamespace FROM pg_class WHERE oid = to_regclass(%s))",
-                    [self.names["jobs"]],
-                ).fetchone()
-                self._channel = f"deferq:{(schema[0] if schema else 'public')[:50]}"
-            conn.execute(pgsql.SQL("LISTEN {}").format(pgsql.Identifier(self._channel)))
+            channel = self._channel or self.bind_channel(conn.execute(self.q["jobs_schema"]).fetchall())
+            conn.execute(pgsql.SQL("LISTEN {}").format(pgsql.Identifier(channel)))
             self._listener = conn
         return self._listener
+
+    def bind_channel(self, rows: Sequence[Any]) -> str:
+        """The channel of idle workers (from the jobs_schema query's rows), now also in the
+        enqueue statements that notify it."""
+        channel = f"deferq:{(rows[0][0] if rows else 'public')[:50]}"
+        literal = "'" + channel.replace("'", "''") + "'"
+        for name, sql in self._unbound.items():
+            self.q[name] = sql.replace("{channel}", literal)
+        self._channel = channel
+        return channel
 
     def changes(self, job_id: str, timeout: float) -> bool:
         """A job finished somewhere (NOTIFY "deferq_done:<schema>", migration 0010) within
@@ -511,6 +519,9 @@ class PostgresBackend(SQLBackend):
                 self._listener.close()
             finally:
                 self._listener = None
+
+
+NOTIFYING = ("enqueue", "enqueue_plain", "enqueue_one", "enqueue_one_plain", "enqueue_lean")
 
 
 class _Stack(deque[Any]):
