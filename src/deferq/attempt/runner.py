@@ -7,7 +7,6 @@ runner never looks anything up in the App.
 from __future__ import annotations
 
 import asyncio
-import traceback
 from typing import Any
 
 import orjson
@@ -18,6 +17,7 @@ from ..errors import JobTimeout, PayloadError, Retry, Snooze, StepMismatch
 from ..job import Job
 from ..middleware import Chain
 from ..registry import TaskSpec
+from .tracebacks import format_error
 
 __all__ = ["UnknownTask", "current_job", "decide_failure", "describe", "run_async", "run_sync"]
 
@@ -129,18 +129,8 @@ def decide_failure(spec: TaskSpec, job: Job, exc: BaseException) -> Outcome:
 
 
 def describe(exc: BaseException) -> str:
-    """The error a job keeps: its traceback's last 4,000 characters (the end says the most),
-    without Python's `^^^^` lines under each frame: finding their columns parses every
-    frame's source line, half the time a failed job spends here, and they would take a
-    third of the kept text."""
+    """The error a job keeps: its traceback (tracebacks.py), its last 4,000 characters
+    when longer: the end says the most."""
     if isinstance(exc, Retry | JobTimeout):
         return f"{type(exc).__name__}: {exc}"
-    report = traceback.TracebackException.from_exception(exc)
-    chained: list[traceback.TracebackException] = [report]
-    while chained:
-        one = chained.pop()
-        for frame in one.stack:
-            frame.colno = None  # no columns, no carets (FrameSummary's public attribute)
-        chained += [e for e in (one.__cause__, one.__context__) if e is not None]
-        chained += one.exceptions or []
-    return "".join(report.format())[-4000:]
+    return format_error(exc)[-4000:]
