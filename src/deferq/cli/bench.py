@@ -93,11 +93,20 @@ def workers(url: str, processes: int, concurrency: int | None) -> Iterator[list[
                "--url", url, "-q", QUEUE]
     if concurrency is not None:
         command += ["-c", str(concurrency), "--log-level", "warning", "--no-schedules"]
-    procs = [subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL) for _ in range(processes)]
-    try:
-        yield procs
-    finally:
-        stop(procs)
+    # Their job lines go to a file, as a deployed worker's do, not among the figures;
+    # its end is shown if the measurement fails.
+    with tempfile.TemporaryFile() as log:
+        procs = [subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=log)
+                 for _ in range(processes)]
+        try:
+            yield procs
+        except BaseException:
+            stop(procs)
+            log.seek(max(0, log.seek(0, os.SEEK_END) - 3000))
+            sys.stderr.write(log.read().decode(errors="replace"))
+            raise
+        finally:
+            stop(procs)
 
 
 def stop(procs: list[subprocess.Popen[bytes]]) -> None:

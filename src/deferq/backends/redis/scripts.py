@@ -46,17 +46,21 @@ class Script:
     sha: str
 
 
+_CALLED = re.compile(r"\b(\w+)\(")
+
+
 def _helpers_for(body: str) -> str:
     """The helpers a script uses, and theirs: Redis re-creates every function a
-    script defines on each call, so unused helpers would cost time per call."""
-    used: list[str] = []
-    text = body
-    while True:
-        wanted = [n for n in _HELPERS if n not in used and re.search(rf"\b{n}\(", text)]
-        if not wanted:
-            break
-        used += wanted
-        text = body + "".join(_HELPERS[n] for n in used)
+    script defines on each call, so unused helpers would cost time per call. Each text
+    is scanned once for the names it calls (a search per helper name took ~0.3 s of
+    every process's start)."""
+    used: set[str] = set()
+    unread = [body]
+    while unread:
+        for name in _CALLED.findall(unread.pop()):
+            if name in _HELPERS and name not in used:
+                used.add(name)
+                unread.append(_HELPERS[name])
     return "".join(_HELPERS[n] + "\n\n" for n in _HELPERS if n in used)
 
 
