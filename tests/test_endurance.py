@@ -69,3 +69,16 @@ def test_a_figure_that_keeps_growing_fails_and_a_flat_one_passes():
         samples([3, 20, 24, 28, 32, 36, 40, 44, 48, 52], [40, 60, 70, 80, 90, 100, 110, 120, 130, 140]), 10, 90
     )
     assert not leaking["connections"]["ok"] and not leaking["worker_rss_mb"]["ok"]
+
+
+def test_a_count_that_rises_late_but_stays_under_its_ceiling_passes():
+    """SQLite's connections: one a thread, opened at its first use of the store, so the
+    count may reach the threads' only after the baseline; above the ceiling fails."""
+    from bench.endurance import flat
+
+    def samples(connections: list[int], ceiling: int) -> list[dict[str, float]]:
+        return [{"t": 10 * n, "connections": c, "connections_ceiling": ceiling} for n, c in enumerate(connections)]
+
+    late = flat(samples([3, 20, 22, 22, 22, 24, 26, 27, 27, 27], 34), 10, 90)
+    assert late["connections"] == {"baseline": 22, "limit": 34, "tail": 27, "ok": True}
+    assert not flat(samples([3, 20, 22, 22, 22, 30, 33, 36, 38, 40], 34), 10, 90)["connections"]["ok"]
