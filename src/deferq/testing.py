@@ -34,7 +34,7 @@ from .errors import ConfigError
 from .job import WAITING_STATES, Job, Priority, dumps, loads
 from .middleware import Middleware
 from .registry import Registry
-from .steps.checkpoints import JobSteps, expire_ended
+from .steps.checkpoints import JobSteps, expire_ended, wake_answered
 from .task import Runtime, Task
 
 WORKER = "eager"
@@ -85,6 +85,7 @@ def run_here(app: Runtime[Registry], job: Job, retry_at_once: bool = False) -> O
         outcome = Outcome(job, OutcomeKind.RETRY, delay=0.0, error=outcome.error)
     if app.backend.settle([outcome]) == [True]:
         expire_ended(app.backend, [outcome])
+        wake_answered(app.backend, [(outcome, exc)])
         registry.chain.run_after_settle(outcome, exc)
     return outcome
 

@@ -11,7 +11,7 @@ import pytest
 import deferq
 from deferq.backends.base import Outcome, OutcomeKind
 from deferq.job import JobState
-from deferq.steps.checkpoints import JobSteps, LeaseLost
+from deferq.steps.checkpoints import JobSteps, LeaseLost, Suspend
 from deferq.steps.events import send_event, timeline
 from deferq.testing import run_here
 
@@ -141,6 +141,27 @@ def test_an_event_wakes_its_waiters_only(app: deferq.App) -> None:
     assert (done.id, done.state, done.result) == (waiting.id, JobState.SUCCEEDED, {"amount": 10})
     assert app.get(other.id).state == JobState.SCHEDULED
     assert [row["state"] for row in timeline(app.backend, other.id)] == ["waiting"]
+
+
+def test_an_event_that_comes_while_its_waiter_is_being_settled_wakes_it_at_once(app: deferq.App) -> None:
+    """The sender's wake finds the job still running (it has registered as a waiter and
+    not yet been stored as waiting): the job must not sleep to its wait's timeout."""
+
+    @app.task(name="pay")
+    def pay(user: int) -> object:
+        job = deferq.current_job()
+        assert job is not None
+        try:
+            return job.wait_for("paid", event="payment", key=f"user:{user}", timeout=600)
+        except Suspend:  # on its way to the settle: the event comes now
+            assert send_event(app.backend, "payment", f"user:{user}", "paid") == 0  # found nobody waiting yet
+            raise
+
+    job = pay.enqueue(7)
+    suspended = run_next(app)
+    assert suspended.state == JobState.QUEUED  # due now, not in 600 s
+    done = run_next(app, timeout=2)
+    assert (done.id, done.state, done.result) == (job.id, JobState.SUCCEEDED, "paid")
 
 
 def test_an_event_sent_before_the_wait_is_kept_and_consumed_once(app: deferq.App) -> None:

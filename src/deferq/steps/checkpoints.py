@@ -55,12 +55,12 @@ class Suspend(Snooze):
     """The job leaves the worker until its sleep ends or its event comes (a snooze:
     the attempt is not counted). Let it through: a task that catches it stays here.
     `waits_for`: "<event>\t<key>" of a wait, stored on the job by its outcome's settle
-    (what lists filter as `waiting`)."""
+    (what lists filter as `waiting`); `wait`: the wait's name (`wake_answered`)."""
 
     def __init__(self, delay: float, reason: str = "snoozed", waits_for: str | None = None,
-                 due: float | None = None) -> None:
+                 due: float | None = None, wait: str | None = None) -> None:
         super().__init__(delay, reason)
-        self.waits_for, self.due = waits_for, due
+        self.waits_for, self.due, self.wait = waits_for, due, wait
 
 
 class StepTaken(DeferqError):
@@ -103,6 +103,23 @@ def expire_ended(store: Backend, settled: Iterable[Outcome]) -> None:
         store.kv_expire_many(namespaces, max(keep, 1.0))
     except DeferqError as exc:
         log.warning("could not set the expiry of the checkpoints of %d job(s): %s", len(namespaces), exc)
+
+
+def wake_answered(store: Backend, settled: Iterable[tuple[Outcome, BaseException | None]]) -> None:
+    """Jobs just settled into a durable wait whose event came while they were settling
+    wake now. A sender writes each waiter's answer, then wakes the waiters the store holds
+    as waiting for their due time: a job between registering as a waiter and its settle
+    is still running then, and would sleep to its wait's timeout. Its answer was written
+    before that wake, so after the settle it is found here (one read per wait; a wake
+    that comes after the settle finds the job waiting and needs none of this)."""
+    for outcome, exc in settled:
+        if isinstance(exc, Suspend) and exc.wait is not None:
+            try:
+                if store.kv_get(STEPS + outcome.job.id, exc.wait + DONE) is not None:
+                    store.wake(outcome.job.id)
+            except DeferqError as error:
+                log.warning("job %s: could not look for an answer to its wait %r (%s); it resumes at the "
+                            "wait's timeout or its event", outcome.job.id, exc.wait, error)
 
 
 def checked_name(name: object, what: str = "a step name", limit: int = NAME_LIMIT) -> str:
@@ -309,7 +326,8 @@ class JobSteps:
                                                      "at": self.now()})
         if left <= 0:
             return self.answer(name, waiter, topic, {"data": None, "timeout": True, "at": self.now()})
-        raise Suspend(left, f"waiting for {record['event']} {record['key']} in {name!r}", topic, record["until"])
+        raise Suspend(left, f"waiting for {record['event']} {record['key']} in {name!r}", topic, record["until"],
+                      name)
 
     def unconsumed(self, sent: dict[str, Any]) -> bool:
         """An event this job has not had yet, sent since the job was created."""

@@ -54,7 +54,7 @@ from ..flows.firing import Firer
 from ..job import Job, JobState
 from ..observe.logs import lines_together
 from ..registry import TaskSpec
-from ..steps.checkpoints import JobSteps, expire_ended
+from ..steps.checkpoints import JobSteps, expire_ended, wake_answered
 from . import orders
 from .memory import Trimmer
 from .priorities import PriorityRotation
@@ -539,6 +539,7 @@ class Worker:
         self._wake_for_free_slots()
         # the checkpoints of durable jobs that ended here expire with their results: one call
         expire_ended(self.backend, (o for o, ok in zip(outcomes, applied or (), strict=False) if ok))
+        wake_answered(self.backend, (ended for ended, ok in zip(batch, applied or (), strict=False) if ok))
         with lines_together():  # the batch's job lines: one write
             for (outcome, exc), ok in zip(batch, applied or [False] * len(batch), strict=True):
                 job = outcome.job
