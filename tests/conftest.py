@@ -46,6 +46,15 @@ def backend(app: deferq.App):
     return app.backend
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """`--dist loadgroup` runs a module marked xdist_group on one test process, which
+    builds its server, browser or wheel once. pytest-xdist 3.8 does that by renaming the
+    tests, which pytest 9 no longer allows: it would spread them silently."""
+    if config.getoption("dist", "no") == "loadgroup" and int(pytest.__version__.split(".")[0]) >= 9:
+        raise pytest.UsageError(f"--dist loadgroup needs pytest < 9 (this is {pytest.__version__}): pytest-xdist "
+                                "cannot group tests under it; `make .venv/.installed` installs the right one")
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The longest tests first: the endurance slice (minutes, in processes of its own)
     then starts on one test process while the other takes the rest, instead of at the

@@ -9,8 +9,8 @@ import math
 import os
 import socket
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -205,33 +205,54 @@ def seed(url: str) -> World:
 
 
 @contextmanager
-def served_world(kind: str, folder: Any, timeout_ms: int) -> Iterator[tuple[World, str, Any, deferq.App]]:
-    """The world seeded on a fresh store (`kind`: sqlite in `folder`, or redis under a
-    prefix of its own, deleted after), `deferq serve` on it, Chromium, and an App on the
-    store: what the console's action tests share."""
+def served_worlds(folder: Any, timeout_ms: int) -> Iterator[Callable[[str], tuple[World, str, Any, deferq.App]]]:
+    """What the console's action tests of a module share: `world(kind)` is the world
+    seeded on a fresh store (`kind`: sqlite in `folder`, or redis under a prefix of its
+    own, deleted after), `deferq serve` on it, Chromium and an App on the store. Each
+    kind's is built when first asked for and kept until the module ends, and one Chromium
+    serves them all: pytest-xdist runs a module's tests in its own order (by name), so a
+    fixture with the kinds as params would be built again at every switch."""
     from playwright.sync_api import expect
 
     from tests.server_helpers import running_server
+
+    built: dict[str, tuple[World, str, Any, deferq.App]] = {}
+    with ExitStack() as stack:
+        browser = None
+
+        def world(kind: str) -> tuple[World, str, Any, deferq.App]:
+            nonlocal browser
+            if kind not in built:
+                url = stack.enter_context(_store(kind, folder))
+                seeded = seed(url)
+                app = deferq.App(url)
+                stack.callback(app.close)
+                base = stack.enter_context(running_server(url))
+                if browser is None:
+                    browser = stack.enter_context(chromium())
+                    expect.set_options(timeout=timeout_ms)
+                built[kind] = (seeded, base, browser, app)
+            return built[kind]
+
+        yield world
+
+
+@contextmanager
+def _store(kind: str, folder: Any) -> Iterator[str]:
+    """A fresh store's URL: an SQLite file in `folder`, or the shared Redis under a prefix
+    of its own, deleted after."""
+    if kind == "sqlite":
+        yield f"sqlite:///{folder}/deferq.db"
+        return
     from tests.stores.redis import delete_prefix, shared_answers, shared_url, unique_prefix
 
-    prefix = None
-    if kind == "sqlite":
-        url = f"sqlite:///{folder}/deferq.db"
-    else:
-        if not shared_answers():
-            need_service("Redis", "the shared Redis does not answer")
-        prefix = unique_prefix()
-        url = shared_url(prefix=prefix)
-    world = seed(url)
-    app = deferq.App(url)
+    if not shared_answers():
+        need_service("Redis", "the shared Redis does not answer")
+    prefix = unique_prefix()
     try:
-        with running_server(url) as base, chromium() as browser:
-            expect.set_options(timeout=timeout_ms)
-            yield world, base, browser, app
+        yield shared_url(prefix=prefix)
     finally:
-        app.close()
-        if prefix:
-            delete_prefix(prefix)
+        delete_prefix(prefix)
 
 
 @contextmanager
