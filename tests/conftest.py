@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 
 import pytest
@@ -44,6 +45,18 @@ def app(store_url: str):
 @pytest.fixture
 def backend(app: deferq.App):
     return app.backend
+
+
+@pytest.fixture(autouse=True)
+def _deferq_logger_as_found():
+    """deferq's logger as the test found it: a test that sets logging up in this process
+    (the CLI's setup_logging stops propagation to the root) must not hide the next
+    tests' log lines from their caplog."""
+    logger = logging.getLogger("deferq")
+    handlers, level, propagate = logger.handlers[:], logger.level, logger.propagate
+    yield
+    logger.handlers[:], logger.propagate = handlers, propagate
+    logger.setLevel(level)
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -204,14 +204,29 @@ def seed(url: str) -> World:
     return World(url, admin, reader, producer, ids)
 
 
+def served_worlds(name: str, timeout_ms: int) -> tuple[Any, Any]:
+    """The fixtures a console action module shares (assign both at its top):
+    `served`, param sqlite or redis, is the world seeded on a fresh store of that kind,
+    `deferq serve` on it, Chromium and an App on the store. Each kind's world is built
+    when a test first asks for it and kept until the module ends, and one Chromium
+    serves both: pytest-xdist runs a module's tests in its own order, so a module
+    fixture with the kinds as params could be built again at every switch."""
+    import pytest
+
+    @pytest.fixture(scope="module")
+    def worlds(tmp_path_factory: Any) -> Iterator[Callable[[str], tuple[World, str, Any, deferq.App]]]:
+        with _worlds(tmp_path_factory.mktemp(name), timeout_ms) as world:
+            yield world
+
+    @pytest.fixture(params=["sqlite", "redis"])
+    def served(request: Any, worlds: Callable[[str], tuple[World, str, Any, deferq.App]]) -> Any:
+        return worlds(request.param)
+
+    return worlds, served
+
+
 @contextmanager
-def served_worlds(folder: Any, timeout_ms: int) -> Iterator[Callable[[str], tuple[World, str, Any, deferq.App]]]:
-    """What the console's action tests of a module share: `world(kind)` is the world
-    seeded on a fresh store (`kind`: sqlite in `folder`, or redis under a prefix of its
-    own, deleted after), `deferq serve` on it, Chromium and an App on the store. Each
-    kind's is built when first asked for and kept until the module ends, and one Chromium
-    serves them all: pytest-xdist runs a module's tests in its own order (by name), so a
-    fixture with the kinds as params would be built again at every switch."""
+def _worlds(folder: Any, timeout_ms: int) -> Iterator[Callable[[str], tuple[World, str, Any, deferq.App]]]:
     from playwright.sync_api import expect
 
     from tests.server_helpers import running_server

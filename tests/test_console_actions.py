@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import itertools
 import threading
-from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -17,7 +16,7 @@ from playwright.sync_api import expect
 import deferq
 from deferq.backends.base import Outcome
 from deferq.worker import Worker, WorkerConfig
-from tests.console_world import World, served_worlds, signed_in
+from tests.console_world import served_worlds, signed_in
 from tests.server_helpers import wait_until
 
 # Its tests share a module fixture: one xdist worker runs them all and builds it once.
@@ -29,15 +28,7 @@ WIDTHS = (1280, 390)
 fresh = itertools.count()
 
 
-@pytest.fixture(scope="module")
-def worlds(tmp_path_factory) -> Iterator[Callable[[str], tuple[World, str, Any, deferq.App]]]:
-    with served_worlds(tmp_path_factory.mktemp("actions"), TIMEOUT) as world:
-        yield world
-
-
-@pytest.fixture(params=["sqlite", "redis"])
-def served(request, worlds) -> tuple[World, str, Any, deferq.App]:
-    return worlds(request.param)
+worlds, served = served_worlds("actions", TIMEOUT)  # the module's fixtures: served[sqlite|redis]
 
 
 def queue_of_its_own(app: deferq.App, task: str, count: int = 1, **options: Any) -> tuple[str, list[str]]:

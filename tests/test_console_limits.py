@@ -6,14 +6,12 @@ sets a queue's limit, pauses it, resumes it and clears it through the API; a rea
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 from playwright.sync_api import expect
 
-import deferq
-from tests.console_world import World, served_worlds, signed_in
+from tests.console_world import served_worlds, signed_in
 
 # Its tests share a module fixture per store: one xdist worker runs them all and builds each once.
 pytestmark = pytest.mark.xdist_group("console_limits")
@@ -21,15 +19,7 @@ TIMEOUT = 10_000  # ms for anything a page should show
 WIDTHS = (1280, 390)
 
 
-@pytest.fixture(scope="module")
-def worlds(tmp_path_factory) -> Iterator[Callable[[str], tuple[World, str, Any, deferq.App]]]:
-    with served_worlds(tmp_path_factory.mktemp("limits"), TIMEOUT) as world:
-        yield world
-
-
-@pytest.fixture(params=["sqlite", "redis"])
-def served(request, worlds) -> tuple[World, str, Any, deferq.App]:
-    return worlds(request.param)
+worlds, served = served_worlds("limits", TIMEOUT)  # the module's fixtures: served[sqlite|redis]
 
 
 def row(page: Any, name: str) -> Any:
