@@ -68,6 +68,7 @@ def pytest_configure(config: pytest.Config) -> None:
                                 "cannot group tests under it; `make .venv/.installed` installs the right one")
 
 
+@pytest.hookimpl(trylast=True)  # after pytest's own reordering (by fixture params), or it undoes this
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The longest tests first: the endurance slice (minutes, in processes of its own)
     then starts on one test process while the other takes the rest, instead of at the

@@ -66,13 +66,13 @@ def leftover_workers(bench_url: str) -> list[int]:
 
 
 def run_rows(tmp_path: Path, bench_url: str, peers: list[str], timeout: float, *store: str) -> list[str]:
-    """A small run of `peers` (one run, 300 jobs, 10 pickups) on `store` (Redis unless
+    """A small run of `peers` (one run, 300 jobs, 10 pickups, 100 jobs due at once) on `store` (Redis unless
     `--sqlite` or `--postgres`): their table rows (no "A vs raw" column unless raw is
     among them)."""
     output = tmp_path / "peers.md"
     done = subprocess.run(
         [sys.executable, "-m", "bench.peers.run", *store, "--only", ",".join(peers), "--jobs", "300",
-         "--runs", "1", "--pickups", "10", "--output", str(output)],
+         "--runs", "1", "--pickups", "10", "--delayed", "100", "--output", str(output)],
         cwd=ROOT, env={**os.environ, "BENCH_REDIS_URL": bench_url},
         capture_output=True, text=True, timeout=timeout,
     )

@@ -130,7 +130,7 @@ def drawn_invalid_body_is_valid(case) -> bool:
 
 
 @schema.parametrize()
-@settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=10, deadline=None, suppress_health_check=list(HealthCheck))
 def test_the_api_matches_its_openapi_document(case):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

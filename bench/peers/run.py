@@ -104,7 +104,7 @@ def run_peer(peer: Peer, sizes: workloads.Sizes) -> dict[str, Any]:
             if "b" in out and not isinstance(out["b"], Failure):
                 out["b"], out["b_cpu"] = out["b"]
             if peer.delays:
-                attempt("c", lambda: workloads.delay_lateness(peer, r, workers))
+                attempt("c", lambda: workloads.delay_lateness(peer, r, workers, sizes.delayed))
             attempt("d", lambda: workloads.pickup_latency(peer, r, workers, sizes.pickups))
             attempt("rss", workers.rss)
         if peer.alt_b:
@@ -143,6 +143,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--runs", type=int, default=3, help="runs; cells are medians (default 3)")
     parser.add_argument("--jobs", type=int, default=20_000, help="jobs for A and B (default 20000)")
     parser.add_argument("--pickups", type=int, default=200, help="D samples per run (default 200)")
+    parser.add_argument("--delayed", type=int, default=workloads.DELAYED_JOBS,
+                        help=f"C: jobs due at one moment (default {workloads.DELAYED_JOBS})")
     parser.add_argument("--quick", action="store_true", help="a smoke run: 2,000 jobs, 1 run")
     stores = parser.add_mutually_exclusive_group()
     stores.add_argument("--postgres", action="store_const", dest="store", const="postgres",
@@ -155,8 +157,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args.store = args.store or "redis"
     if args.quick:
         args.jobs, args.runs, args.pickups = 2_000, 1, 50
-    if args.runs < 1 or args.jobs < 2 or args.pickups < 1:
-        parser.error("--runs, --pickups must be at least 1 and --jobs at least 2")
+    if args.runs < 1 or args.jobs < 2 or args.pickups < 1 or args.delayed < 1:
+        parser.error("--runs, --pickups, --delayed must be at least 1 and --jobs at least 2")
     return args
 
 
@@ -171,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
         names = tuple(n for n in names if n in wanted)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so every worker gets stopped
     peers = [load_peer(name, args.store) for name in names]
-    sizes = workloads.Sizes(jobs=args.jobs, pickups=args.pickups)
+    sizes = workloads.Sizes(jobs=args.jobs, pickups=args.pickups, delayed=args.delayed)
     runs: dict[str, list[dict[str, Any]]] = {peer.label: [] for peer in peers}
     started = time.time()
     try:

@@ -38,6 +38,7 @@ PICKUP_MIN = 20  # samples D takes whatever its budget
 class Sizes:
     jobs: int = 20_000  # A, A batch, B
     pickups: int = 200  # D samples
+    delayed: int = DELAYED_JOBS  # C: jobs due at one moment
 
 
 def driver() -> redis.Redis:
@@ -110,19 +111,19 @@ def first_progress(r: redis.Redis, workers: Workers) -> tuple[float, int]:
     raise TimeoutError(f"no job done {STALL_AFTER:.0f} s after the workers started")
 
 
-def delay_lateness(peer: Peer, r: redis.Redis, workers: Workers) -> tuple[float, float]:
-    """C: 500 jobs due at one moment 2 s ahead; p50/p99 of start minus due, in ms."""
+def delay_lateness(peer: Peer, r: redis.Redis, workers: Workers, count: int = DELAYED_JOBS) -> tuple[float, float]:
+    """C: `count` jobs (500) due at one moment 2 s ahead; p50/p99 of start minus due, in ms."""
     r.delete(probe.LATE)
     due = time.time() + DELAY_AHEAD
     if peer.due_whole_seconds:
         due = math.ceil(due)
     if peer.batch_due:  # the scheduler is measured here, not enqueue speed
-        peer.batches("stamp", [(due,)] * DELAYED_JOBS, BATCH_SIZE, due)
+        peer.batches("stamp", [(due,)] * count, BATCH_SIZE, due)
     else:
-        peer.each("stamp", [(due,)] * DELAYED_JOBS, due)
+        peer.each("stamp", [(due,)] * count, due)
     if time.time() > due:
-        raise RuntimeError(f"enqueueing {DELAYED_JOBS} delayed jobs took over {DELAY_AHEAD} s")
-    late = wait_for_list(r, probe.LATE, DELAYED_JOBS, workers)
+        raise RuntimeError(f"enqueueing {count} delayed jobs took over {DELAY_AHEAD} s")
+    late = wait_for_list(r, probe.LATE, count, workers)
     return percentiles(late)
 
 
