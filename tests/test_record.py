@@ -176,6 +176,15 @@ def test_the_typed_option_keywords_name_every_option(keywords, schema):
     assert keywords.__required_keys__ == frozenset()
 
 
+def test_the_periodic_keywords_name_every_option_a_schedule_may_set():
+    """`@app.periodic(...)` is typed by PeriodicOptions: the same names as PERIODIC_OPTIONS,
+    each typed as `task.options(...)` types it."""
+    assert list(options.PeriodicOptions.__annotations__) == list(options.PERIODIC_OPTIONS)
+    assert options.PeriodicOptions.__required_keys__ == frozenset()
+    for name in options.PERIODIC_OPTIONS:
+        assert options.PeriodicOptions.__annotations__[name] == JobOptionsKw.__annotations__[name], name
+
+
 def test_the_option_keywords_type_the_public_calls():
     import deferq
     from deferq.task import Task

@@ -1,6 +1,8 @@
 """The typed public API: mypy --strict and pyright (strict) hold a user's enqueue calls
-to the task's own signature and a job's result to the task's return type
-(tests/typing/user_code.py marks the lines that must fail)."""
+to the task's own signature and a job's result to the task's return type; a schedule's
+`every=`, `tz=` and job options, `app.schedules` and `app.limits` are checked, and a task
+under `@app.periodic` keeps its signature (tests/typing/user_code.py marks the lines that
+must fail)."""
 
 from __future__ import annotations
 
@@ -30,7 +32,7 @@ def test_mypy_checks_enqueue_against_the_task_signature():
     # a job is typed by its task's result: wait() and wait_async() give that type (an
     # async task's: what its coroutine returns); a workflow by its last step's
     assert revealed == ["deferq.job.Job[None]", "deferq.job.Job[int]", "float", "int", "int",
-                        *WORKFLOWS], run.stdout
+                        *WORKFLOWS, "deferq.task.Task[[n: int, label: str], int]"], run.stdout
 
 
 def test_pyright_checks_the_same_mistakes_and_types(tmp_path):
@@ -47,4 +49,5 @@ def test_pyright_checks_the_same_mistakes_and_types(tmp_path):
     errors = {d["range"]["start"]["line"] + 1 for d in found if d["severity"] == "error"}
     assert errors == expected_errors(), run.stdout
     revealed = [re.search(r'is "(.+)"$', d["message"])[1] for d in found if d["severity"] == "information"]
-    assert revealed == ["Job[None]", "Job[int]", "float", "int", "int", *WORKFLOWS], run.stdout
+    assert revealed == ["Job[None]", "Job[int]", "float", "int", "int", *WORKFLOWS,
+                        "Task[(n: int, label: str), int]"], run.stdout

@@ -8,7 +8,7 @@ from types import ModuleType
 
 from . import backoff
 from .app import App
-from .context import StepRetry, current_job
+from .context import RunningJob, StepRetry, current_job
 from .errors import (
     Backoff,
     ConfigError,
@@ -30,7 +30,7 @@ from .task import Call, Task
 
 __all__ = [
     "App", "Backoff", "Call", "ConfigError", "DeferqError", "Job", "JobFailed", "JobState", "JobTimeout",
-    "Middleware", "MissingExtra", "PayloadError", "Priority", "Retry", "SchemaOutdated",
+    "Middleware", "MissingExtra", "PayloadError", "Priority", "Retry", "RunningJob", "SchemaOutdated",
     "Snooze", "StepRetry", "StoreFull", "StoreUnavailable", "Task", "backoff", "chain", "chord", "current_job",
     "group",
 ]

@@ -10,7 +10,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import timedelta
-from typing import Any, ParamSpec, TypeVar, Unpack, overload
+from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar, Unpack, overload
 
 from . import results
 from .backends import Backend, open_backend
@@ -25,10 +25,22 @@ from .limits.runtime import LimitsAdmin
 from .middleware import Middleware
 from .observe.history import History, HistoryRecorder
 from .observe.logs import JobLog
-from .options import JobOptions, JobOptionsKw, TaskDefaults, TaskOptions, queue_name, remark_text
+from .options import (
+    JobOptions,
+    JobOptionsKw,
+    PeriodicOptions,
+    Seconds,
+    TaskDefaults,
+    TaskOptions,
+    queue_name,
+    remark_text,
+)
 from .registry import EVENTS, Registry
 from .steps import events as step_events
 from .task import AFTER, Call, FairQueue, Hook, Task, build_enqueue, enqueue_builder
+
+if TYPE_CHECKING:
+    from .flows.schedules import Schedules
 
 log = logging.getLogger("deferq")
 P = ParamSpec("P")
@@ -231,17 +243,30 @@ class App:
         """Run `middleware`'s hooks around every job of this app (see deferq.middleware)."""
         self.registry.add_middleware(middleware)
 
-    def periodic(self, cron: str | None = None, **schedule: Any) -> Any:
+    def periodic(
+        self,
+        cron: str | None = None,
+        *,
+        name: str | None = None,
+        args: tuple[Any, ...] | list[Any] = (),
+        kwargs: dict[str, Any] | None = None,
+        every: Seconds | None = None,
+        tz: str | None = None,
+        jitter: Seconds = 0.0,
+        missed: Literal["skip", "latest", "all"] = "skip",
+        **options: Unpack[PeriodicOptions],
+    ) -> Callable[[Callable[P, R]], Task[P, R]]:
         """Enqueue a task on a schedule, fired by any worker (docs/schedules.md):
         ``@app.periodic("0 9 * * 1-5", tz="Europe/Berlin", queue="reports")`` or
-        ``@app.periodic(every=timedelta(seconds=30))``. Options: name, args, kwargs,
-        every, tz, jitter, missed, queue, priority, max_attempts, timeout, expires, remark."""
+        ``@app.periodic(every=timedelta(seconds=30))``. `options` are the job options a
+        schedule's jobs may set (`deferq.options.PeriodicOptions`)."""
         from .flows.schedule import register_periodic
 
-        return register_periodic(self, cron, **schedule)
+        return register_periodic(self, cron, name=name, args=args, kwargs=kwargs, every=every, tz=tz,
+                                 jitter=jitter, missed=missed, **options)
 
     @property
-    def schedules(self) -> Any:
+    def schedules(self) -> Schedules:
         """The store's schedules, managed at run time: ``app.schedules.add(name,
         task.call(...), cron=..., tz=...)``, ``.pause(name)``, ``.remove(name)`` (flows/schedules.py)."""
         from .flows.schedules import Schedules

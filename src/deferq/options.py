@@ -397,6 +397,21 @@ def names(cls: type[Any]) -> tuple[str, ...]:
 
 
 PERIODIC_OPTIONS = tuple(name for name, spec in specs(JobOptions) if spec.periodic)
+
+
+class PeriodicOptions(TypedDict, total=False):
+    """The job options of `@app.periodic(...)`: those of `JobOptionsKw` a schedule's
+    jobs may set (`PERIODIC_OPTIONS`; tests/test_record.py holds the two together)."""
+
+    queue: str | None
+    priority: PriorityName | int | None
+    max_attempts: int | None
+    timeout: Seconds | None
+    expires: When | timedelta | None
+    remark: str | None
+    tags: str | Sequence[str] | None
+    fair_key: str | None
+    fair_weight: float | None
 HTTP_OPTIONS = {spec.http: (name, spec) for name, spec in specs(JobOptions) if spec.http}
 
 

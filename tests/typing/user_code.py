@@ -99,3 +99,39 @@ async def async_steps() -> None:
     body: bytes = await job.step_async("fetch", fetch, 1)
     text: str = await job.step_async("fetch again", fetch, 1)  # error
     print(body, text)
+
+
+@app.periodic("0 9 * * 1-5", tz="Europe/Berlin", queue="reports", priority="low")
+def report() -> None:
+    return None
+
+
+@app.periodic(every=timedelta(seconds=30), jitter=2.0, missed="latest", name="tick-30s", args=[1, "a"])
+def tick(n: int, label: str) -> int:
+    return n
+
+
+@app.periodic(every=30)
+@app.task(queue="reports")
+def scheduled_task() -> str:
+    return ""
+
+
+reveal_type(tick)
+tick.enqueue(1, "a")
+tick.enqueue("a")  # error
+app.periodic(every="30s")  # error
+app.periodic("* * * * *", tz=1)  # error
+app.periodic("* * * * *", missed="some")  # error
+app.periodic("* * * * *", queu="reports")  # error
+app.schedules.add("nightly", report.call(), cron="0 3 * * *", tz="UTC")
+app.schedules.pause(3)  # error
+app.limits.set("report", rate="5/s", concurrency=2)
+app.limits.set("report", concurrency="2")  # error
+
+
+def progress_of(job: deferq.RunningJob) -> None:
+    job.progress(0.5, "half")
+
+
+running: deferq.RunningJob | None = deferq.current_job()

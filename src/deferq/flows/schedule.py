@@ -18,7 +18,7 @@ import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from ..errors import ConfigError
 from ..options import PERIODIC_OPTIONS, JobOptions
@@ -30,6 +30,8 @@ JOB_OPTIONS = PERIODIC_OPTIONS  # the job options a periodic job may set (deferq
 TIMING_KEYS = ("cron", "every", "tz", "jitter", "missed")
 TABLE_KEYS = ("task", "args", "kwargs", *TIMING_KEYS, *JOB_OPTIONS)
 MISSED = ("skip", "latest", "all")
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 def seconds(value: Any, what: str) -> float | None:
@@ -119,12 +121,12 @@ def register_periodic(
     args: tuple[Any, ...] | list[Any] = (),
     kwargs: dict[str, Any] | None = None,
     **options: Any,
-) -> Callable[[Any], Task[..., Any]]:
+) -> Callable[[Callable[P, R]], Task[P, R]]:
     """The decorator behind ``App.periodic``: schedule a task (registering a plain
     function as a task first)."""
 
-    def schedule(fn: Any) -> Task[..., Any]:
-        task = fn if isinstance(fn, Task) else app.task(fn)
+    def schedule(fn: Callable[P, R]) -> Task[P, R]:
+        task: Task[P, R] = fn if isinstance(fn, Task) else app.task(fn)
         job = make_schedule(name or task.name, task.name, args, kwargs, cron=cron, **options)
         if any(existing.name == job.name for existing in app.periodic_jobs):
             raise ValueError(f"a periodic job named {job.name!r} is already registered")

@@ -91,7 +91,7 @@ class LimitsAdmin:
     def __init__(self, backend: Callable[[], Backend]) -> None:
         self.backend = backend
 
-    def set(self, name: str, *, rate: Any = None, concurrency: Any = None) -> dict[str, Any]:
+    def set(self, name: str, *, rate: str | Rate | None = None, concurrency: int | None = None) -> dict[str, Any]:
         """Set (or replace) the limit `name`: `rate="50/s"`, `concurrency=3`, or both."""
         value = Override.parse(rate, concurrency)
         self.backend().kv_put(NAMESPACE, SET + limit_name(name), orjson.dumps(value.to_dict()))
