@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast test-redis-oldest services browser lint docs bench bench-peers bench-speed bench-capacity soak endurance clean
+.PHONY: demo test test-fast test-redis-oldest services browser lint docs docs-fresh bench bench-peers bench-speed bench-capacity soak endurance clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -72,6 +72,13 @@ docs: $(VENV)/.docs
 $(VENV)/.docs: $(BIN)/python pyproject.toml
 	$(BIN)/pip install -q -e '.[docs]'
 	touch $@
+
+# `make docs` as on a fresh clone: a new venv with the docs extra alone (.ci/run builds it so)
+docs-fresh:
+	rm -rf .venv-docs
+	$(PY) -m venv .venv-docs
+	.venv-docs/bin/pip install -q -e '.[docs]'
+	NO_MKDOCS_2_WARNING=1 .venv-docs/bin/mkdocs build --strict --site-dir site
 
 bench: $(VENV)/.demo
 	$(BIN)/deferq bench

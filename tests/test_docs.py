@@ -176,3 +176,73 @@ def test_the_python_reference_documents_every_public_name() -> None:
     for name in deferq.__all__:
         assert f"::: deferq.{name}" in page
     assert "::: deferq.testing" in page
+
+
+# --- the docs extra: what `make docs` may import on a fresh clone ----------------------
+
+# Runs the reference hook's pages with only what `pip install -e '.[docs]'` installs
+# importable: a top-level module of any other installed distribution is refused.
+ONLY_THE_DOCS_EXTRA = """
+import importlib.util, json, sys
+from importlib.metadata import packages_distributions
+allowed = set(json.loads(sys.argv[1]))
+owners = packages_distributions()
+
+class Refuse:
+    def find_spec(self, name, path=None, target=None):
+        top = name.partition(".")[0]
+        dists = {d.lower().replace("_", "-") for d in owners.get(top, ())}
+        if dists and not dists & allowed:
+            raise ModuleNotFoundError(f"No module named {top!r} (not in the docs extra)", name=top)
+        return None
+
+sys.meta_path.insert(0, Refuse())
+spec = importlib.util.spec_from_file_location("docs_reference", sys.argv[2])
+reference = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(reference)
+for page in (reference.cli_page, reference.python_page, reference.http_page):
+    assert page()
+"""
+
+
+def extra_closure(extras: set[str]) -> set[str]:
+    """The distributions `pip install -e '.[extras]'` installs: deferq's own requirements
+    read from this tree's pyproject.toml, theirs from what is installed here."""
+    import tomllib
+    from importlib.metadata import PackageNotFoundError, requires
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+
+    def requirements(name: str, wanted: frozenset[str]) -> list[Requirement]:
+        if name == "deferq":
+            lines = project["dependencies"] + [r for e in wanted for r in project["optional-dependencies"][e]]
+            reqs = [Requirement(line) for line in lines]
+            return [r for r in reqs if r.marker is None or r.marker.evaluate({"extra": ""})]
+        try:
+            reqs = [Requirement(line) for line in requires(name) or []]
+        except PackageNotFoundError:
+            return []
+        return [r for r in reqs
+                if r.marker is None or any(r.marker.evaluate({"extra": e}) for e in wanted or {""})]
+
+    found: set[str] = set()
+    todo, seen = [("deferq", frozenset(extras))], set()
+    while todo:
+        name, wanted = todo.pop()
+        if (name, wanted) not in seen:
+            seen.add((name, wanted))
+            found.add(name)
+            todo += [(canonicalize_name(r.name), frozenset(r.extras)) for r in requirements(name, wanted)]
+    return found
+
+
+def test_the_reference_pages_build_with_the_docs_extra_alone() -> None:
+    """`make docs` on a fresh clone installs `.[docs]` only: the reference pages, made
+    from the code, must import nothing that extra leaves out (starlette, redis)."""
+    allowed = sorted(extra_closure({"docs"}))
+    done = run([sys.executable, "-c", ONLY_THE_DOCS_EXTRA, json.dumps(allowed),
+                str(ROOT / "docs" / "hooks" / "reference.py")], ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
