@@ -22,12 +22,12 @@ from click.testing import CliRunner
 
 import deferq
 from deferq.backends import open_backend
-from deferq.backends.base import Outcome
+from deferq.backends.base import Enqueue, Outcome
 from deferq.backends.sql.base import TABLES
 from deferq.backends.sql.plans import Plan, Step
 from deferq.cli.main import main
 from deferq.errors import SchemaOutdated
-from deferq.job import JobState
+from deferq.job import Job, JobState, new_job_id
 from deferq.worker import Worker, WorkerConfig
 
 from .stores.mysql import SERVER as MYSQL_SERVER
@@ -289,3 +289,24 @@ def test_jobs_blocked_before_blocker_counts_postgres(postgres_admin):
 def test_jobs_blocked_before_blocker_counts_mysql(mysql_admin):
     with fresh_mysql_database(mysql_admin[0], "deferq_blocked") as database:
         check_blocked_before_blocker_counts(f"{MYSQL_SERVER}/{database}")
+
+
+def test_mysql_keys_stored_before_exact_names_are_kept_and_told_apart(mysql_admin):
+    """A database of schema version 14 (PAD SPACE: 'k' = 'k '), with a job holding key
+    'k' and a kv record: migration 0015 keeps both, and then 'k ' is a key of its own."""
+    with fresh_mysql_database(mysql_admin[0], "deferq_exact") as database:
+        url = f"{MYSQL_SERVER}/{database}"
+        old = open_backend(url, prepare_schema=False)
+        old.migrations = [m for m in old.migrations if m.version <= 14]
+        old.migrate()
+        holder = old.enqueue_many([Enqueue(Job(id=new_job_id(), task="t", key="k"))])[0]
+        old.kv_put("ns", "a", b"1")
+        old.close()
+        new = open_backend(url)
+        try:
+            assert new.get_by_key("k").id == holder.id and new.kv_get("ns", "a") == b"1"
+            spaced = new.enqueue_many([Enqueue(Job(id=new_job_id(), task="t", key="k "))])[0]
+            assert spaced.id != holder.id and new.get_by_key("k ").id == spaced.id
+            assert new.kv_get("ns", "a ") is None
+        finally:
+            new.close()

@@ -9,6 +9,8 @@
 - No LISTEN/NOTIFY in MySQL: idle workers poll the next due time, every 5 ms while
   work keeps arriving, backing off to every 50 ms when idle (POLL_* below), and
   never past the next due time.
+- Names compare exactly ('k' and 'k ' differ): the tables use a NO PAD collation
+  (migration 0015, `exact_collation`), not utf8mb4_bin, which is PAD SPACE.
 - URL: mysql://user:password@host:3306/database. Options: `migrate=false`,
   `pool_size=N` (idle connections kept, default 8), `claim=auto|skip_locked|update`,
   `connect_timeout=S`.
@@ -39,7 +41,7 @@ from ..search import JobQuery, like_pattern
 from .adapters import driver_connection, safe_name
 from .base import TABLES, SQLBackend
 from .plans import Plan, Reply, Step, T, drive
-from .queries import Migration
+from .queries import Migration, render
 from .rows import WIDTH, job_of, new_values, stored_view
 
 POLL_MIN, POLL_MAX = 0.005, 0.05  # seconds between looks while waiting for work
@@ -52,6 +54,22 @@ BUSY = {1205, 1213}  # lock wait timeout, deadlock: retried by the caller, on th
 # (1205, already a long wait): workers contending for the same rows, not an outage.
 BUSY_TRIES = {1213: 5, 1205: 2}
 FULL = {1021, 1114}  # disk full, table full (its tablespace cannot grow)
+# NO PAD binary collations of utf8mb4, by preference: MariaDB 10.2+, MySQL 8.0.17+
+# (utf8mb4_bin is PAD SPACE on both: 'k' = 'k ').
+EXACT_COLLATIONS = ("utf8mb4_nopad_bin", "utf8mb4_0900_bin")
+
+
+def exact_collation(cur: Any) -> str:
+    """The server's NO PAD binary collation of utf8mb4 ({exact} in the migrations), in
+    which 'k' and 'k ' differ; ConfigError on a server that has none (MySQL before 8.0.17)."""
+    cur.execute("SELECT COLLATION_NAME FROM information_schema.COLLATIONS WHERE COLLATION_NAME IN %s",
+                (EXACT_COLLATIONS,))
+    found = {row[0] for row in cur.fetchall()}
+    for name in EXACT_COLLATIONS:
+        if name in found:
+            return name
+    raise ConfigError("this MySQL server has no NO PAD collation, which deferq needs to tell 'k' from 'k ' "
+                      "(PAD SPACE calls them equal): use MySQL 8.0.17+ or MariaDB 10.2+")
 
 
 def supports_skip_locked(version: str) -> bool:
@@ -284,12 +302,13 @@ class MySQLBackend(SQLBackend):
                 cur.execute("SELECT GET_LOCK(%s, 60)", lock)
                 try:
                     cur.execute(self.q["create_migrations_table"])
+                    server_names = {"exact": exact_collation(cur)}
 
                     def apply(migration: Migration) -> None:
                         # DDL commits by itself in MySQL: each statement stands alone,
                         # and the migration is recorded after its last one.
                         for statement in migration.statements:
-                            cur.execute(statement)
+                            cur.execute(render(statement, server_names))
                         cur.execute(self.q["record_migration"], migration.record)
 
                     yield apply

@@ -39,7 +39,7 @@ CREATE TABLE IF NOT EXISTS {jobs} (
     KEY deferq_jobs_finished (state, finished_at)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
 
--- utf8mb4_bin: keys and queue names compare exactly, as on PostgreSQL.
+-- utf8mb4_bin: keys and queue names compare by code point (but PAD SPACE: 0015).
 CREATE TABLE IF NOT EXISTS {kv} (
     namespace  VARCHAR(191) NOT NULL,
     `key`      VARCHAR(191) NOT NULL,
