@@ -100,6 +100,15 @@ def test_nesting_past_100_levels_is_a_422(api):
     assert post_raw(api, b'{"topic": "orders", "body": ' + nested(99) + b"}").status_code == 201
 
 
+def test_an_event_whose_data_is_over_its_limit_is_a_422_and_stores_nothing(api):
+    """The data of an event is kept for later waiters: over 64 KiB of JSON it is refused,
+    with the sentence the Python call raises (PayloadError), not a 500."""
+    refused(api.post("/v1/events", json={"event": "paid", "key": "k", "data": "x" * 70_000}),
+            "over the 65536-byte limit")
+    assert api.get("/v1/events").json()["events"] == []
+    assert api.post("/v1/events", json={"event": "paid", "key": "k", "data": "x" * 60_000}).status_code == 200
+
+
 def _cursor(raw: bytes) -> str:
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 

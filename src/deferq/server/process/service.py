@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 from ...app import App
 from ...backends.base import Backend, Enqueue
 from ...backends.guard import STORE_FAILURES
-from ...errors import ConfigError, MissingExtra
+from ...errors import ConfigError, MissingExtra, PayloadError
 from ...flows.firing import Firer
 from ...flows.schedules import Schedules
 from ...job import UNFINISHED_STATES, Job
@@ -27,7 +27,7 @@ from ...task import Task
 from ..http import auth, logfiles
 from ..http.cache import Cached
 from ..http.config import ServerConfig
-from ..http.errors import ApiError
+from ..http.errors import ApiError, Invalid
 from ..topics import delivery
 from ..topics import topic as topics_module
 from .metrics import Metrics
@@ -197,9 +197,13 @@ class Service:
         return await self.translated(call, getattr(fn, "__name__", str(fn)))
 
     async def translated(self, call: Awaitable[T], name: str) -> T:
-        """`call`'s result; a store failure is logged and becomes a 503."""
+        """`call`'s result; a store failure is logged and becomes a 503, data of the
+        caller's that deferq refuses to store (PayloadError, raised before anything is
+        written: an event's data over its size limit, say) a 422."""
         try:
             return await call
+        except PayloadError as exc:
+            raise Invalid(str(exc)) from None
         except Exception as exc:
             failure = store_error(exc, self.config.retry_after)
             if failure is None:
