@@ -4,6 +4,7 @@ did not answer; new jobs go to the servers left (issue 11, item 12)."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -15,6 +16,8 @@ from deferq.backends.base import Enqueue, Outcome, OutcomeKind, Stats, missing_f
 from deferq.backends.redis.shards import mark_id, shard_of_id
 from deferq.errors import StoreUnavailable
 from deferq.job import Job, JobState, new_job_id
+from deferq.observe import history
+from deferq.worker import Worker, WorkerConfig
 from tests.stores.redis import RedisServer, _need_redis_server, unique_prefix
 
 ORDER = (1, 0, 2)
@@ -236,3 +239,33 @@ def test_a_workflow_keeps_its_ids_and_links_across_servers(two_servers) -> None:
     assert backend.cancel(again[0].id)
     assert backend.get(chain[0].id).state == JobState.CANCELLED and again[0].id in backend.get(chain[0].id).error
     app.close()
+
+
+def test_history_on_a_killed_shard_is_said_once_and_written_when_it_is_back(two_servers, caplog) -> None:
+    """History is a side record kept on one server of the set: while that server is down,
+    producers and workers go on, the outage is one warning line (not one per job, nor an
+    error from the worker), and the counts kept meanwhile are written once it is back."""
+    app = deferq.App(shards_url(two_servers), lease=30)
+    task = app.task(name="hist.t")(lambda n: n)
+    backend = app.backend
+    home = backend.shards.index(backend._kv_shard("history", ""))
+    try:
+        with caplog.at_level(logging.INFO):
+            two_servers[home].kill()
+            jobs = [task.enqueue(n) for n in range(20)]  # on the server that answers
+            assert Worker(app, WorkerConfig(burst=True, concurrency=2)).run() == 0  # it writes at its stop
+            for _ in range(3):  # the recorder's next rounds, and leases the store ends by itself
+                app.history.write()
+                backend.shards[1 - home].count_ended([("default", "hist.t", "expired")])
+            assert {app.get(job.id).state for job in jobs} == {JobState.SUCCEEDED}
+            said = [(r.name, r.levelname, r.getMessage()) for r in caplog.records if "history" in r.getMessage()]
+            assert [(name, level) for name, level, _ in said] == [("deferq.history", "WARNING")], said
+            assert said[0][2].startswith("history not written (kept for the next try)")
+            two_servers[home].start()  # empty again: what was kept is all there is
+            backend._down_until[home] = 0.0
+            app.history.write()
+        assert any(r.getMessage().startswith("history written again") for r in caplog.records)
+        totals = history.read(backend, 5, 5, task="hist.t")["totals"]
+        assert (totals["enqueued"], totals["succeeded"]) == (20, 20)
+    finally:
+        app.close()

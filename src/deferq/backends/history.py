@@ -18,7 +18,9 @@ import os
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+
+from .guard import StoreGuard
 
 Row = tuple[int, str, str, str, int]  # (minute, queue, task, field, amount)
 Ended = tuple[str, str, str]  # (queue, task, what the job became: a field of COUNTS)
@@ -66,12 +68,12 @@ class HistoryStore(ABC):
         """Delete the counters of `queue` in minutes [first, end) (what a benchmark's
         own queue counted: `deferq bench` leaves nothing of itself behind)."""
 
-    # Where `count_ended` writes: the store itself, or (a shard of several) their whole's.
-    history_sink: Callable[[Sequence[Row], int], None] | None = None
+    # Where `count_ended` writes: the store itself, or (a shard of several) their whole.
+    history_home: HistoryStore | None = None
 
     def count_ended(self, ended: Iterable[Ended]) -> None:
         """Count, in this minute, jobs the store just ended by itself (module doc). Never
-        raises: a count that cannot be written is lost, said in the log."""
+        raises: a count that cannot be written is lost, said once per outage (`history_guard`)."""
         minute = minute_of(time.time())
         cells: dict[tuple[str, str, str], int] = {}
         for cell in ended:
@@ -79,10 +81,33 @@ class HistoryStore(ABC):
         if not cells:
             return
         rows = [(minute, queue, task, field, n) for (queue, task, field), n in sorted(cells.items())]
+        home = self.history_home or self
+        guard = history_guard(home)
         try:
-            (self.history_sink or self.history_add)(rows, retention_minutes())
+            home.history_add(rows, retention_minutes())
         except Exception as exc:  # noqa: BLE001 - history must never stop a lease or a recovery
-            log.warning("%d jobs the store ended were not counted in the history: %s", len(rows), exc)
+            guard.failed(exc)
+        else:
+            guard.succeeded()
+
+
+_guards_lock = threading.Lock()
+
+
+def history_guard(store: HistoryStore) -> StoreGuard:
+    """The one guard of this process's history writes to `store` (the recorders' flushes,
+    `count_ended`): history is a side record, so while the server that keeps it is down
+    (one Redis shard of several, say) that is said once, as a warning, and once when it
+    is written again; jobs go on as before."""
+    guard: StoreGuard | None = getattr(store, "_history_guard", None)
+    if guard is None:
+        with _guards_lock:
+            guard = getattr(store, "_history_guard", None)
+            if guard is None:
+                guard = StoreGuard(log, down="history not written (kept for the next try): %s",
+                                   back="history written again after %.1fs", down_level=logging.WARNING)
+                store._history_guard = guard  # type: ignore[attr-defined]
+    return guard
 
 
 class MemoryHistory(HistoryStore):

@@ -35,9 +35,8 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .. import forks
-from ..backends.guard import StoreGuard
 from ..backends.history import MAX_MINUTES as MAX_MINUTES  # GET /v1/stats/history's longest window
-from ..backends.history import minute_of, retention_minutes
+from ..backends.history import history_guard, minute_of, retention_minutes
 from ..middleware import Middleware
 
 if TYPE_CHECKING:
@@ -187,8 +186,7 @@ class HistoryRecorder:
         self._pruned = time.monotonic() - PRUNE_EVERY + 30  # the first prune ~30 s after start
         self._closed = False
         # said once when writes start failing (a store or shard down) and once when they work again
-        self._guard = StoreGuard(log, down="history not written (kept for the next try): %s",
-                                 back="history written again after %.1fs", down_level=logging.WARNING)
+        self._guard = history_guard(backend)
         _RECORDERS.add(self)
 
     # -- what processes count -----------------------------------------------------------------
@@ -248,12 +246,17 @@ class HistoryRecorder:
         while not self._closed:
             self._wake.wait(self.every)
             self._wake.clear()
-            try:
-                self.flush()
-            except Exception as exc:  # noqa: BLE001 - history must never stop anything
-                self._guard.failed(exc)
-            else:
-                self._guard.succeeded()
+            self.write()
+
+    def write(self) -> None:
+        """`flush`, never raising: a failure is said once per outage (history_guard) and
+        the counts are kept for the next try (a worker's last write, at its stop)."""
+        try:
+            self.flush()
+        except Exception as exc:  # noqa: BLE001 - history must never stop anything
+            self._guard.failed(exc)
+        else:
+            self._guard.succeeded()
 
     def flush(self) -> int:
         """Write what was counted (one store call); prune now and then. Rows written."""
@@ -279,8 +282,9 @@ class HistoryRecorder:
         if self._pid == forks.pid and self.buffer:
             try:
                 self.flush()
-            except Exception as exc:  # noqa: BLE001 - at exit: say so, lose the last seconds
-                log.warning("history not written at exit: %s", exc)
+            except Exception as exc:  # noqa: BLE001 - at exit: lose the last seconds, said once
+                if self._guard.up:  # else the outage was said already
+                    log.warning("history not written at exit: %s", exc)
 
 
 OUTCOME_FIELD = {"succeeded": "succeeded", "retry": "retried", "dead": "dead", "cancelled": "cancelled"}

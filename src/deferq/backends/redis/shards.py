@@ -139,7 +139,7 @@ class ShardedRedisBackend(Backend):
     def _open(self, url: str) -> None:
         shard = RedisBackend(url, **self._options)
         shard.steps_in_reserve = False  # a job's checkpoints are spread over the servers by name
-        shard.history_sink = self.history_add  # what a shard ends by itself is counted where all history is
+        shard.history_home = self  # what a shard ends by itself is counted where all history is
         shard.homes = self._homes  # a workflow's jobs may sit on several servers (flows.py)
         self._down_until.append(0.0)
         self._full_until.append(0.0)
