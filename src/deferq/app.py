@@ -16,6 +16,7 @@ from . import results
 from .backends import Backend, open_backend
 from .backends.base import Enqueue, QueueStats, QueueTable, missing_from, queue_table
 from .backends.search import SCHEDULED_KINDS, JobPage, JobQuery, find_scheduled
+from .backends.urls import check_options
 from .errors import ConfigError
 from .flows import batch as batches
 from .flows.chains import with_inputs
@@ -99,6 +100,7 @@ class App:
         **backend_options: Any,
     ) -> None:
         self.url = url or os.environ.get("DEFERQ_URL") or DEFAULT_URL
+        check_options(self.url)  # a misspelt option is refused here, not at the first call
         self.eager = eager or "eager=1" in self.url or "eager=true" in self.url
         if self.eager and not self.url.startswith("memory:"):
             raise ConfigError("eager mode runs on memory:// only (it is for unit tests)")

@@ -8,6 +8,7 @@ from urllib.parse import urlsplit
 
 from ..errors import ConfigError, MissingExtra
 from .base import Backend, Enqueue, Outcome, QueueStats
+from .urls import check_options
 
 __all__ = ["Backend", "Enqueue", "Outcome", "QueueStats", "open_backend", "SCHEMES"]
 
@@ -33,6 +34,7 @@ def open_backend(url: str, **options: object) -> Backend:
     if scheme not in SCHEMES:
         known = ", ".join(f"{s}://" for s in SCHEMES)
         raise ConfigError(f"unknown store URL {url!r}: it must start with one of {known}")
+    check_options(url)
     module_name, class_name, extra, driver = SCHEMES[scheme]
     if driver is not None:
         try:

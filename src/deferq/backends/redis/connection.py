@@ -3,7 +3,7 @@
 URLs: redis://[[user]:password@]host[:port][/db], rediss://... (TLS),
 unix:///path/to/redis.sock[?db=N], redis+cluster://host:port[,host:port...].
 deferq's own query option, `prefix=` (default "deferq"), is removed before the rest
-of the query goes to redis-py (e.g. `socket_timeout=3`).
+of the query goes to redis-py (e.g. `socket_timeout=3`; backends/urls.py lists the options).
 
 How a failure reaches the caller (`reported`, docs/redis.md "Errors"):
 - the server is gone, loading, failing over: StoreUnavailable (retried by workers);
@@ -51,7 +51,6 @@ from .keys import DEFAULT_PREFIX
 # at once (every script is safe to run twice: enqueue writes the same id, the lease
 # fence refuses a second settle).
 CLIENT_DEFAULTS: dict[str, Any] = {"socket_connect_timeout": 2.0, "socket_timeout": 10.0}
-OUR_OPTIONS = ("prefix",)
 F = TypeVar("F", bound=Callable[..., Any])
 # A server that is gone, loading its data, failing over (read-only, cluster down,
 # try again): all "not reachable right now", retried by the worker. (A refused password

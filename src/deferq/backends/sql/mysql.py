@@ -38,6 +38,7 @@ from ...job import Job, JobState, carry
 from .. import fair
 from ..base import Enqueue, finished_only
 from ..search import JobQuery, like_pattern
+from ..urls import own_options
 from .adapters import driver_connection, safe_name
 from .base import TABLES, SQLBackend
 from .plans import Plan, Reply, Step, T, drive
@@ -84,7 +85,7 @@ def supports_skip_locked(version: str) -> bool:
 class MySQLBackend(SQLBackend):
     schemes = ("mysql", "mariadb")
     dialect = "mysql"
-    options_known = ("migrate", "pool_size", "claim", "connect_timeout")
+    options_known = own_options("mysql")
 
     # -- connections ------------------------------------------------------------------
 

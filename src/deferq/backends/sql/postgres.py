@@ -39,6 +39,7 @@ from .. import fair
 from ..base import STEPS, Enqueue, Outcome
 from ..history import Row
 from ..search import JobQuery, like_pattern
+from ..urls import own_options
 from .adapters import driver_connection, safe_name
 from .base import TABLES, Settled, SQLBackend, one_transaction, parent_verdicts
 from .plans import Plan, Reply, Step, T, drive, drive_async
@@ -87,7 +88,7 @@ class PostgresBackend(SQLBackend):
     seq_ordered = False  # seq has no index of its own: a list of every state is merged per state
     schemes = ("postgresql", "postgres")
     dialect = "postgres"
-    options_known = ("migrate", "pool_size", "schema")
+    options_known = own_options("postgresql")
 
     # -- connections --------------------------------------------------------------------
 

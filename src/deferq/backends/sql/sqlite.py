@@ -38,6 +38,7 @@ from .. import fair
 from ..base import Backend, Enqueue, Outcome
 from ..history import Row
 from ..search import JobQuery
+from ..urls import own_options
 from .base import TABLES, UNCOUNTED, Settled, SQLBackend
 from .plans import Plan, Reply, Step, T, drive
 from .queries import Migration
@@ -63,7 +64,7 @@ class SQLiteBackend(SQLBackend):
     schemes = ("sqlite",)
     kv_put_within = Backend.kv_put_within  # refused: no caller's transaction to write in
     dialect = "sqlite"
-    options_known = ("migrate", "synchronous")
+    options_known = own_options("sqlite")
     settles_steps = True  # one write transaction fewer a batch: writers queue for the one lock
 
     # -- connections ------------------------------------------------------------------
