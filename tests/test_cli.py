@@ -379,7 +379,7 @@ def test_no_auth_beyond_loopback_serves_the_address_listened_on():
 def test_serve_names_every_interface_open_auth_and_hides_passwords():
     from deferq.cli.serve import ServerConfig, announce
 
-    lines = announce(ServerConfig(auth=False), "0.0.0.0", 8088, 2, "redis://:s3cret@cache:6379/0")
+    lines = announce(ServerConfig(auth=False), "0.0.0.0", 8088, (2, 2), "redis://:s3cret@cache:6379/0")
     assert lines[:2] == ["serving on http://0.0.0.0:8088 (every interface), 2 processes",
                          "store redis://:***@cache:6379/0"]
     assert lines[2] == "console http://127.0.0.1:8088/dashboard/, metrics http://127.0.0.1:8088/metrics"

@@ -27,6 +27,7 @@ from ..loading import NO_CREATE, load_app, missing_extra, open_store, require
 from ..observe.logs import setup_logging
 from ..observe.output import clip, job_lines, last_error_line, print_json, say, when, width
 from ..server.http.auth import SCOPES
+from ..server.http.overload import OVERLOADS, Overload
 from ..steps.events import shown_state, waiting_for
 from ..values import format_duration
 from .run import no_create_option, run_command, status_command
@@ -781,7 +782,8 @@ main.add_command(status_command)  # deferq status: masters, pools, children
 @no_create_option
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=8088, show_default=True)
-@click.option("--workers", default=1, show_default=True, help="Server processes sharing the port.")
+@click.option("--workers", default="1", show_default=True,
+              help="Server processes sharing the port: N, or LO..HI to grow them under a waiting queue.")
 @click.option("--no-auth", is_flag=True, help="Open every route without a token (development; loopback only).")
 @click.option("--no-auth-beyond-loopback", is_flag=True,
               help="Allow --no-auth on a --host that is not loopback (anyone who reaches it may do anything).")
@@ -790,7 +792,17 @@ main.add_command(status_command)  # deferq status: masters, pools, children
 @click.option("--max-body", default=1024 * 1024, show_default=True, help="Largest request body, bytes.")
 @click.option("--max-queue-length", type=int, default=None, help="Unfinished jobs a queue may hold (429 past it).")
 @click.option("--queue-limit", multiple=True, help="QUEUE=N: a limit for one queue (repeatable).")
-@click.option("--max-inflight", type=int, default=None, help="API requests one process answers at once.")
+@click.option("--max-inflight", type=click.IntRange(1), default=None,
+              help="API requests one process answers at once; past it, see --overload.")
+@click.option("--overload", type=click.Choice(OVERLOADS), default="refuse", show_default=True,
+              help="Past --max-inflight: refuse (503 busy at once) or shed-oldest (wait in a queue; "
+                   "when full, the oldest waiting is answered busy).")
+@click.option("--max-waiting", type=click.IntRange(1), default=None,
+              help="shed-oldest: requests one process keeps waiting for a slot.")
+@click.option("--max-wait", type=click.FloatRange(0, min_open=True), default=None,
+              help="shed-oldest: seconds a request may wait before it is answered busy.")
+@click.option("--calm", type=click.FloatRange(0), default=30.0, show_default=True,
+              help="--workers LO..HI: seconds without a waiting request before a process is retired.")
 @click.option("--wait-threads", type=click.IntRange(1), default=16, show_default=True,
               help="?wait= requests blocked in the store at once per process; more poll.")
 @click.option("--waits-per-token", type=click.IntRange(1), default=8, show_default=True,
@@ -799,9 +811,10 @@ main.add_command(status_command)  # deferq status: masters, pools, children
 @click.option("--error-log", default="-", show_default=True, help="File, - (stderr) or off.")
 @click.option("--schedules/--no-schedules", default=True, show_default=True,
               help="Take part in firing the store's schedules (one process at a time fires them).")
-def serve(url: str | None, app_path: str | None, no_create: bool, host: str, port: int, workers: int,
+def serve(url: str | None, app_path: str | None, no_create: bool, host: str, port: int, workers: str,
           no_auth: bool, no_auth_beyond_loopback: bool, allowed_host: tuple[str, ...], max_body: int,
           max_queue_length: int | None, queue_limit: tuple[str, ...], max_inflight: int | None,
+          overload: Overload, max_waiting: int | None, max_wait: float | None, calm: float,
           wait_threads: int, waits_per_token: int, request_log: str, error_log: str, schedules: bool) -> None:
     """The HTTP API (jobs, topics with signed callbacks, dead letters, metrics) and the
     operator console at http://HOST:PORT/dashboard/ (docs/http.md, docs/console.md).
@@ -809,16 +822,19 @@ def serve(url: str | None, app_path: str | None, no_create: bool, host: str, por
     The API and the console need a token: `deferq token create --scope reader` makes
     one that looks only (producer: writes jobs; admin: everything); paste it into the
     console's sign-in. --no-auth opens both without one, on loopback only."""
-    from .serve import ServerConfig, check_no_auth, parse_queue_limits
+    from .serve import ServerConfig, check_no_auth, check_overload, parse_queue_limits, parse_workers
     from .serve import serve as run_server
 
     allowed = check_no_auth(no_auth, host, no_auth_beyond_loopback, allowed_host)
+    processes = parse_workers(workers)
+    check_overload(overload, max_inflight, max_waiting, max_wait, processes)
     config = ServerConfig(url=url, app_path=app_path, auth=not no_auth, allowed_hosts=allowed, max_body=max_body,
                           max_queue_length=max_queue_length,
                           queue_limits=parse_queue_limits(queue_limit), max_inflight=max_inflight,
+                          overload=overload, max_waiting=max_waiting or 0, max_wait=max_wait,
                           wait_threads=wait_threads, waits_per_token=waits_per_token,
                           request_log=request_log, error_log=error_log, schedules=schedules)
-    run_server(config, host, port, workers, create=not no_create)
+    run_server(config, host, port, processes, create=not no_create, calm=calm)
 
 
 @main.group()

@@ -6,6 +6,7 @@ import os
 import shutil
 import socket
 import tempfile
+from typing import Any
 
 import click
 
@@ -47,11 +48,42 @@ def check_no_auth(no_auth: bool, host: str, beyond_loopback: bool, allowed_hosts
     return [*allowed_hosts, *([] if host in ("0.0.0.0", "::") else [host])]
 
 
-def serve(config: ServerConfig, host: str, port: int, workers: int, create: bool = True) -> None:
-    """Run the API on uvicorn; several processes share the port with --workers. Says where
-    it listens, the dashboard's address and whether auth is on, once the port is free."""
-    if workers < 1:
+SERVER_APP = "deferq.server.app:create_app_from_env"  # each server process builds its app from ENV
+
+
+def parse_workers(value: str) -> tuple[int, int]:
+    """--workers N or LO..HI: the fewest and the most server processes."""
+    low, dots, high = value.partition("..")
+    if not (low.strip().isdigit() and (not dots or high.strip().isdigit())):
+        raise click.BadParameter(f"{value!r} must be a number of processes (4) or a range (2..8)",
+                                 param_hint="--workers")
+    fewest, most = int(low), int(high) if dots else int(low)
+    if fewest < 1:
         raise click.BadParameter("must be at least 1", param_hint="--workers")
+    if most < fewest:
+        raise click.BadParameter(f"{value!r}: a range's top must be at least its bottom", param_hint="--workers")
+    return fewest, most
+
+
+def check_overload(overload: str, max_inflight: int | None, max_waiting: int | None, max_wait: float | None,
+                   processes: tuple[int, int]) -> None:
+    """Refuse, in one sentence, overload settings that would mean nothing."""
+    if overload == "shed-oldest" and (max_inflight is None or max_waiting is None):
+        raise click.UsageError("--overload shed-oldest needs --max-inflight (the requests answered at once) "
+                               "and --max-waiting (the requests kept waiting past it)")
+    if overload == "refuse" and (max_waiting is not None or max_wait is not None):
+        raise click.UsageError("--max-waiting and --max-wait only mean something with --overload shed-oldest "
+                               "(refuse answers busy at once)")
+    if processes[1] > processes[0] and max_inflight is None:
+        raise click.UsageError("--workers LO..HI grows the processes while requests wait or are refused past "
+                               "--max-inflight: give --max-inflight too")
+
+
+def serve(config: ServerConfig, host: str, port: int, workers: tuple[int, int], create: bool = True,
+          calm: float = 30.0) -> None:
+    """Run the API on uvicorn; several processes share the port with --workers (a range
+    grows and shrinks them: scaling.py). Says where it listens, the dashboard's address
+    and whether auth is on, once the port is free."""
     require("starlette", "uvicorn", "httpx", "prometheus_client", needed_by="deferq serve")
     import uvicorn
 
@@ -70,13 +102,18 @@ def serve(config: ServerConfig, host: str, port: int, workers: int, create: bool
         say(line)
     os.environ[ENV] = config.to_env()
     metrics_dir = None
-    if workers > 1 and not os.environ.get(MULTIPROCESS_ENV):
+    if workers[1] > 1 and not os.environ.get(MULTIPROCESS_ENV):
         metrics_dir = tempfile.mkdtemp(prefix="deferq-metrics-")  # counters of all processes
         os.environ[MULTIPROCESS_ENV] = metrics_dir
+    settings: dict[str, Any] = dict(factory=True, host=host, port=port, workers=workers[0], access_log=False,
+                                    log_level="warning", server_header=False, date_header=False)
     try:
-        uvicorn.run("deferq.server.app:create_app_from_env", factory=True, host=host, port=port,
-                    workers=workers, access_log=False, log_level="warning",
-                    server_header=False, date_header=False)
+        if workers[0] == workers[1]:
+            uvicorn.run(SERVER_APP, **settings)
+        else:
+            from .scaling import run_scaled
+
+            run_scaled(uvicorn.Config(SERVER_APP, **settings), workers, os.environ[MULTIPROCESS_ENV], calm)
     finally:
         if metrics_dir:
             shutil.rmtree(metrics_dir, ignore_errors=True)
@@ -94,12 +131,14 @@ def check_address(host: str, port: int) -> None:
                                      param_hint="--host/--port") from None
 
 
-def announce(config: ServerConfig, host: str, port: int, workers: int, url: str) -> list[str]:
+def announce(config: ServerConfig, host: str, port: int, workers: tuple[int, int], url: str) -> list[str]:
     """What `deferq serve` says when it starts."""
     shown = f"[{host}]" if ":" in host else host
     local = {"0.0.0.0": "127.0.0.1", "::": "[::1]"}.get(host, shown)  # where a browser here finds it
     anywhere = " (every interface)" if host in ("0.0.0.0", "::") else ""
-    processes = f"{workers} processes" if workers > 1 else "1 process"
+    fewest, most = workers
+    processes = (f"{fewest} to {most} processes (more while requests wait)" if most > fewest
+                 else f"{most} processes" if most > 1 else "1 process")
     auth = ("auth on: the API and the console need a token; sign in to the console with one from "
             "`deferq token create --scope reader` (looks only; producer writes jobs, admin does everything)"
             if config.auth

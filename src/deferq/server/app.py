@@ -19,6 +19,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from ..app import App
 from .api import history as history_api
+from .api import load as load_api
 from .api import schedules as schedules_api
 from .api.openapi import document, requests_kept_exactly
 from .api.routes import PRODUCER, api_routes, create_job, enqueue_job
@@ -29,6 +30,7 @@ from .console.page import routes as dashboard_routes
 from .http import logfiles
 from .http.config import ServerConfig
 from .http.errors import ApiError, Invalid
+from .http.overload import BUSY_MESSAGES
 from .http.sameorigin import SameOrigin
 from .process.metrics import CONTENT_TYPE
 from .process.service import Service
@@ -62,8 +64,9 @@ async def internal_error(request: Request, exc: Exception) -> Response:
 @functools.cache
 def full_document() -> dict[str, Any]:
     """The API's document with the console's routes (kept apart: console_api imports openapi)."""
-    base = document(console_models.MODELS)
-    paths = {**base["paths"], **console_api_paths(), **history_api.paths(), **schedules_api.paths()}
+    base = document((*console_models.MODELS, *load_api.MODELS))
+    paths = {**base["paths"], **console_api_paths(), **history_api.paths(), **schedules_api.paths(),
+             **load_api.paths()}
     return requests_kept_exactly({**base, "paths": paths})
 
 
@@ -117,10 +120,10 @@ class Front:
         self.starlette = starlette
         self.service = service
         self.state = starlette.state
-        self.inflight = 0  # API requests being answered by this process
-        retry_after = str(service.config.retry_after)
-        self.busy = ApiError(503, "busy", "the server is busy: retry later",
-                             {"Retry-After": retry_after})
+        self.admission = service.admission
+        retry_after = {"Retry-After": str(service.config.retry_after)}
+        self.busy = {reason: ApiError(503, "busy", message, retry_after)
+                     for reason, message in BUSY_MESSAGES.items()}
         # without tokens, refuse what a web page in a browser could send (sameorigin.py)
         self.guard = None if service.config.auth else SameOrigin(service.config.allowed_hosts)
 
@@ -137,19 +140,21 @@ class Front:
                 status = message["status"]
             await send(message)
 
-        limit = self.service.config.max_inflight
-        counted = scope["path"].startswith("/v1/")
+        # what the server reports of its own load is never made to wait behind that load
+        counted = scope["path"].startswith("/v1/") and scope["path"] != load_api.PATH
         try:
             refused = self.guard and self.guard.refusal(scope, dict(scope["headers"]))
             if refused:
                 counted = False
                 await send_json(send_and_note, refused.status, refused.body(), refused.headers)
                 return
-            if counted and limit is not None and self.inflight >= limit:
-                counted = False  # S3-4: past the bound, answer at once without the store
-                await send_json(send_and_note, self.busy.status, self.busy.body(), self.busy.headers)
-                return
-            self.inflight += counted
+            if counted and not self.admission.try_enter():
+                shed = await self.admission.wait_turn()  # S3-4: refused at once, or waits its turn
+                if shed is not None:
+                    counted = False  # answered without the store
+                    busy = self.busy[shed]
+                    await send_json(send_and_note, busy.status, busy.body(), busy.headers)
+                    return
             if "\0" in scope["path"] or b"%00" in scope["query_string"]:
                 await send_json(send_and_note, NUL_IN_URL.status, NUL_IN_URL.body(), {})
             elif scope["path"] == "/v1/jobs" and scope["method"] == "POST" and not scope["query_string"]:
@@ -158,7 +163,8 @@ class Front:
             else:
                 await self.starlette(scope, receive, send_and_note)
         finally:
-            self.inflight -= counted
+            if counted:
+                self.admission.leave()
             self.note(scope, status, time.perf_counter() - started)
 
     async def enqueue(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -197,8 +203,8 @@ def create_app(config: ServerConfig | None = None, app: App | None = None) -> Fr
     logfiles.route(logfiles.ERROR_LOG, config.error_log)
     service = Service(config, app)
     routes = [*api_routes(), *console_api_routes(), *history_api.routes(), *schedules_api.routes(),
-              Route("/openapi.json", openapi, methods=["GET"]), Route("/metrics", metrics, methods=["GET"]),
-              *dashboard_routes()]
+              *load_api.routes(), Route("/openapi.json", openapi, methods=["GET"]),
+              Route("/metrics", metrics, methods=["GET"]), *dashboard_routes()]
 
     @asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:

@@ -8,6 +8,8 @@ from typing import Any
 
 import orjson
 
+from .overload import Overload
+
 ENV = "DEFERQ_SERVER_CONFIG"  # how `deferq serve --workers N` hands settings to each process
 STORE_THREADS = min(32, (os.cpu_count() or 1) + 4)  # as many as asyncio's own default pool
 
@@ -22,7 +24,10 @@ class ServerConfig:
     max_batch: int = 1000  # jobs in one POST /v1/jobs/batch
     max_queue_length: int | None = None  # unfinished jobs a queue may hold; more is a 429
     queue_limits: dict[str, int] = field(default_factory=dict)  # per-queue overrides
-    max_inflight: int | None = None  # API requests one process answers at once; more: 503 busy
+    max_inflight: int | None = None  # API requests one process answers at once; more: see overload
+    overload: Overload = "refuse"  # past max_inflight: refuse at once, or shed-oldest (overload.py)
+    max_waiting: int = 0  # shed-oldest: requests one process keeps waiting for a slot
+    max_wait: float | None = None  # shed-oldest: seconds a request may wait before it is answered busy
     retry_after: int = 1  # seconds, the Retry-After of a 429 or 503
     request_log: str | None = "off"  # file, "-" (stderr) or "off"
     error_log: str | None = "-"

@@ -28,11 +28,12 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Protocol
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from ...worker.metric_files import summed_registry
 from ..http.cache import Cached
+from ..http.overload import SHED_REASONS
 from ..topics import stats as delivery_stats
 
 if TYPE_CHECKING:
@@ -49,6 +50,8 @@ class HasStore(Protocol):
 MULTIPROCESS_ENV = "PROMETHEUS_MULTIPROC_DIR"
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 RENDER_SECONDS = 1.0  # how old the body a scrape gets may be
+WAITING = "deferq_http_waiting"
+SHED = "deferq_http_shed"
 BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 
 
@@ -114,6 +117,17 @@ class Metrics:
                                   registry=self.registry, buckets=BUCKETS)
         self.enqueued = Counter("deferq_jobs_enqueued", "Jobs stored through this API",
                                 ["queue"], registry=self.registry)
+        # S3-4 overload (http/overload.py): requests waiting for a slot now, summed over the live
+        # processes (the master of `--workers LO..HI` reads it to grow them), those answered busy,
+        # and how long the admitted ones waited; kept at once, not at the next flush
+        self.waiting = Gauge(WAITING, "API requests waiting for a slot (--overload shed-oldest)",
+                             registry=self.registry, multiprocess_mode="livesum")
+        self.shed = Counter(SHED, "API requests answered 503 busy past --max-inflight, by reason (refused: "
+                            "nothing may wait; full: the oldest waiting when the queue was full; waited: "
+                            "past --max-wait)", ["reason"], registry=self.registry)
+        self.waited = Histogram("deferq_http_wait_seconds", "Time admitted API requests waited for a slot",
+                                registry=self.registry, buckets=BUCKETS)
+        self.shed_counts = dict.fromkeys(SHED_REASONS, 0)  # this process's, for GET /v1/server
         self.multiprocess_dir = os.environ.get(MULTIPROCESS_ENV)
         self._requests: dict[tuple[str, str, int], int] = {}
         self._durations: dict[str, list[float]] = {}
@@ -147,6 +161,15 @@ class Metrics:
         durations.append(seconds)
         if time.monotonic() - self._flushed >= self.FLUSH_SECONDS:
             self.flush()
+
+    def admission(self, outcome: str, waited: float | None, queued: int) -> None:
+        """What the overload admission did with a request past --max-inflight."""
+        self.waiting.set(queued)
+        if outcome in self.shed_counts:
+            self.shed_counts[outcome] += 1
+            self.shed.labels(outcome).inc()
+        elif outcome == "admitted" and waited is not None:
+            self.waited.observe(waited)
 
     def count_enqueued(self, queue: str, count: int = 1) -> None:
         self._enqueued[queue] = self._enqueued.get(queue, 0) + count

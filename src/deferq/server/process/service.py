@@ -28,6 +28,7 @@ from ..http import auth, logfiles
 from ..http.cache import Cached
 from ..http.config import ServerConfig
 from ..http.errors import ApiError, Invalid
+from ..http.overload import Admission
 from ..topics import delivery
 from ..topics import topic as topics_module
 from .metrics import Metrics
@@ -173,6 +174,8 @@ class Service:
         self._stop_firing = threading.Event()
         self.queue_lengths = QueueLengths(self)
         self.metrics = Metrics(self)
+        self.admission = Admission(config.max_inflight, config.overload, config.max_waiting, config.max_wait,
+                                   self.metrics.admission)
         self.waits = Waits(lambda: self.backend, config, self.store, self.translated)
         self._pool: ThreadPoolExecutor | None = None
 

@@ -11,7 +11,9 @@ export function mount(root, ctx) {
   const totals = stateCards((state) => `/dashboard/jobs?state=${state}`, FILTER_STATES);
   const store = card("store");
   const workers = card("workers online");
-  const health = h("div", {class: "cards side"}, store.el, workers.el);
+  const server = card("server load");  // GET /v1/server: this process's slots, all processes' queue and busy answers
+  server.el.classList.add("wide-card");
+  const health = h("div", {class: "cards side"}, store.el, workers.el, server.el);
   store.el.classList.add("link-card");
   workers.el.classList.add("link-card");
   const storeLink = h("a", {href: "/dashboard/stores", class: "card-link", "aria-label": "the store"});
@@ -31,12 +33,13 @@ export function mount(root, ctx) {
     section("Queues", queues.el, nothing));
 
   async function refresh() {
-    const [q, s, w, r] = await Promise.allSettled([ctx.api("/v1/queues"), ctx.api("/v1/store"),
-      ctx.api("/v1/workers"), retryingCount(ctx, null), charts.refresh()]);
+    const [q, s, w, r, l] = await Promise.allSettled([ctx.api("/v1/queues"), ctx.api("/v1/store"),
+      ctx.api("/v1/workers"), retryingCount(ctx, null), ctx.api("/v1/server"), charts.refresh()]);
     if (!ctx.alive()) return;
     if (q.status === "fulfilled") showQueues(q.value.queues, r.status === "fulfilled" ? r.value : null);
     if (s.status === "fulfilled") showStore(s.value);
     if (w.status === "fulfilled") showWorkers(w.value);
+    if (l.status === "fulfilled") showLoad(l.value);
     head.updated();
   }
 
@@ -80,6 +83,16 @@ export function mount(root, ctx) {
     setText(workers.small, report.workers.length ? `${busy}/${slots} busy` +
       (report.masters.length ? ` · ${report.masters.length} master${report.masters.length > 1 ? "s" : ""}` : "") :
       "start one: deferq worker");
+  }
+
+  function showLoad(load) {
+    const busy = Object.values(load.shed).reduce((n, c) => n + c, 0);
+    setText(server.number, load.max_inflight ? `${count(load.inflight)}/${count(load.max_inflight)}` : count(load.inflight));
+    const waiting = load.overload === "shed-oldest" ? ` · ${count(load.waiting)} waiting` : "";
+    setText(server.small, load.max_inflight ? `in flight · ${load.overload}${waiting} · ${count(busy)} busy` :
+      "in flight · no --max-inflight bound");
+    if (busy || load.waiting) server.el.dataset.health = "warn";
+    else delete server.el.dataset.health;
   }
 
   return {refresh, unmount: () => charts.destroy()};
