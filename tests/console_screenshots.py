@@ -76,7 +76,8 @@ def main() -> None:
         "topics": "/dashboard/topics", "topic": "/dashboard/topics/order-paid",
         "alerts": "/dashboard/alerts", "stores": "/dashboard/stores", "tokens": "/dashboard/tokens",
     }
-    with running_server(url, "--app", "tests.console_world:app") as base, chromium() as browser:
+    overload = ("--max-inflight", "64", "--overload", "shed-oldest", "--max-waiting", "256")  # the load card
+    with running_server(url, "--app", "tests.console_world:app", *overload) as base, chromium() as browser:
         page = signed_in(browser, base, world.admin)
         page.goto(base + "/dashboard/")
         busy_worker(url, args.busy)  # its counts reach the store's history within seconds

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -253,3 +254,37 @@ def _answers(base: str) -> Any:
 
 if os.name != "posix":  # pragma: no cover - /proc and signals
     pytest.skip("POSIX only", allow_module_level=True)
+
+
+def test_the_console_overview_shows_the_server_load(tmp_path: Path) -> None:
+    from playwright.sync_api import expect
+
+    from tests.console_world import chromium, signed_in
+
+    options = ["--no-auth", "--overload", "shed-oldest", "--max-inflight", "1", "--max-waiting", "1"]
+    with running_server(f"sqlite:///{tmp_path}/deferq.db", *options) as base, chromium() as browser:
+        port = int(base.rsplit(":", 1)[1])
+        client = httpx.Client(base_url=base, trust_env=False, timeout=10)
+        slow = hold_slot(port)
+        wait_until(lambda: client.get("/v1/server").json()["inflight"] == 1, 10, "the slot held")
+        answers: list[int] = []
+        first = threading.Thread(target=lambda: answers.append(httpx.get(base + "/v1/queues", trust_env=False,
+                                                                         timeout=10).status_code))
+        first.start()
+        wait_until(lambda: client.get("/v1/server").json()["waiting"] == 1, 10, "one waiting")
+        second = threading.Thread(target=lambda: httpx.get(base + "/v1/queues", trust_env=False, timeout=10))
+        second.start()  # the queue holds one: the first is answered busy
+        first.join(10)
+        assert answers == [503]
+        assert finish(slow, "slow") == 201
+        second.join(10)
+        page = signed_in(browser, base, "")
+        page.goto(base + "/dashboard/")
+        card = page.locator(".card", has_text="server load")
+        # the console's own requests count too: with one slot, some of them wait or are shed as well
+        expect(card).to_contain_text(re.compile(r"in flight · shed-oldest · \d+ waiting · [1-9]\d* busy"))
+        expect(card.locator(".number")).to_contain_text("/1")
+        expect(card).to_have_attribute("data-health", "warn")
+        # the browser logs each 503 it got; nothing else may go wrong on the page
+        assert [error for error in page.errors if "status of 503" not in error] == []
+        page.context.close()

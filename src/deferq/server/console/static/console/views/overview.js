@@ -11,8 +11,10 @@ export function mount(root, ctx) {
   const totals = stateCards((state) => `/dashboard/jobs?state=${state}`, FILTER_STATES);
   const store = card("store");
   const workers = card("workers online");
-  const server = card("server load");  // GET /v1/server: this process's slots, all processes' queue and busy answers
+  // GET /v1/server: this process's slots, all processes' queue and busy answers; shown with --max-inflight
+  const server = card("server load");
   server.el.classList.add("wide-card");
+  server.el.hidden = true;
   const health = h("div", {class: "cards side"}, store.el, workers.el, server.el);
   store.el.classList.add("link-card");
   workers.el.classList.add("link-card");
@@ -86,11 +88,11 @@ export function mount(root, ctx) {
   }
 
   function showLoad(load) {
+    server.el.hidden = !load.max_inflight;
     const busy = Object.values(load.shed).reduce((n, c) => n + c, 0);
-    setText(server.number, load.max_inflight ? `${count(load.inflight)}/${count(load.max_inflight)}` : count(load.inflight));
+    setText(server.number, `${count(load.inflight)}/${count(load.max_inflight)}`);
     const waiting = load.overload === "shed-oldest" ? ` · ${count(load.waiting)} waiting` : "";
-    setText(server.small, load.max_inflight ? `in flight · ${load.overload}${waiting} · ${count(busy)} busy` :
-      "in flight · no --max-inflight bound");
+    setText(server.small, `in flight · ${load.overload}${waiting} · ${count(busy)} busy`);
     if (busy || load.waiting) server.el.dataset.health = "warn";
     else delete server.el.dataset.health;
   }
