@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import math
+import time
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -21,6 +22,7 @@ from typing import Any, ParamSpec, Protocol, TypeVar, overload
 from . import backoff as backoffs
 from .errors import ConfigError
 from .job import Job
+from .values import MAX_DELAY
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -267,19 +269,28 @@ class RunningJob:
 
 
 def duration(value: float | timedelta, what: str) -> float:
-    """Seconds given as a number or a timedelta, checked."""
+    """Seconds given as a number or a timedelta, checked: at most MAX_DELAY (ten years)."""
     number = value.total_seconds() if isinstance(value, timedelta) else value
     if isinstance(number, bool) or not isinstance(number, int | float) or not math.isfinite(number) or number < 0:
         raise ConfigError(f"{what} must be seconds or a timedelta, 0 or more, got {value!r:.60}")
+    if number > MAX_DELAY:
+        raise ConfigError(f"{what} must be at most ten years ({MAX_DELAY:g} seconds), got {value!r:.60}")
     return float(number)
 
 
 def _epoch(when: datetime | float) -> float:
+    """A sleep's end: at most MAX_DELAY (ten years) from now."""
     if isinstance(when, datetime):
         if when.tzinfo is None:
             raise ConfigError(f"sleep_until needs an aware datetime (with a time zone), got {when}")
-        return when.timestamp()
-    return duration(when, "sleep_until's time")
+        until = when.timestamp()
+    elif isinstance(when, bool) or not isinstance(when, int | float) or not math.isfinite(when) or when < 0:
+        raise ConfigError(f"sleep_until's time must be an aware datetime or epoch seconds, got {when!r:.60}")
+    else:
+        until = float(when)
+    if until - time.time() > MAX_DELAY:
+        raise ConfigError(f"sleep_until's time must be within ten years of now, got {when!r:.60}")
+    return until
 
 
 running_job: ContextVar[RunningJob | None] = ContextVar("deferq_current_job", default=None)

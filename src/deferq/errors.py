@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import email.utils
+import math
 import time
 
 
@@ -41,7 +42,8 @@ class MissingExtra(DeferqError, ImportError):
 class Retry(DeferqError):
     """Raise from a task to ask for another attempt after `delay` seconds.
 
-    The attempt still counts; when attempts are used up the job goes dead.
+    The attempt still counts; when attempts are used up the job goes dead. A delay over
+    ten years (inf) is clamped to ten years with a warning; NaN, or none, is the task's backoff.
     """
 
     def __init__(self, delay: float | None = None, reason: str = "retry requested") -> None:
@@ -53,7 +55,8 @@ class Retry(DeferqError):
 class Snooze(DeferqError):
     """Raise from a task, or from a middleware's `before_run`, to put the job back for
     `delay` seconds without counting the attempt: the job is not failing, it has to
-    wait (a limit, a resource not ready yet). A job that snoozes forever never ends.
+    wait (a limit, a resource not ready yet). A job that snoozes forever never ends. A
+    delay over ten years (inf) is clamped to ten years with a warning; NaN is 0.
     """
 
     def __init__(self, delay: float, reason: str = "snoozed") -> None:
@@ -67,7 +70,9 @@ class Backoff(Snooze):
     the job waits `seconds`, its attempt not counted, and the task's limit key (its
     `rate_key`, else its `concurrency_key`, else the task's name) is paused as long for
     every worker. `retry_after` takes a `Retry-After` header as sent (seconds, or an
-    HTTP date); one that cannot be read falls back to `seconds`."""
+    HTTP date); one that cannot be read (NaN too) falls back to `seconds`. The worker
+    clamps a wait longer than 7 days (inf, a date in the year 9999) to 7 days, the longest
+    pause, and logs a warning."""
 
     def __init__(self, seconds: float = 30.0, *, retry_after: str | float | None = None,
                  reason: str = "backing off") -> None:
@@ -80,11 +85,13 @@ def _retry_after(value: str | float | None) -> float | None:
     if value is None or isinstance(value, bool):
         return None
     if isinstance(value, int | float):
-        return max(0.0, float(value))
+        return None if math.isnan(value) else max(0.0, float(value))
     try:
-        return max(0.0, float(value.strip()))
+        seconds = float(value.strip())
     except ValueError:
         pass
+    else:
+        return None if math.isnan(seconds) else max(0.0, seconds)
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError, IndexError):

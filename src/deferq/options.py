@@ -21,10 +21,7 @@ from . import backoff as backoff_module
 from .job import DEFAULT_MAX_ATTEMPTS, DEFAULT_TIMEOUT, Job, Priority
 from .limits import key_template
 from .limits.values import Rate, rate_option, slots
-
-LATEST_DUE = 253402300799.0  # 9999-12-31T23:59:59Z: later due times are refused
-MAX_DELAY = 10 * 365 * 86400.0  # ten years
-
+from .values import LATEST_DUE, MAX_DELAY
 
 # Patterns of the HTTP fragments below, so that every value the API's schema allows is
 # one the check accepts (the API's typed models and its OpenAPI document use them).

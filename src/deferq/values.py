@@ -1,4 +1,5 @@
-"""Checking values of configuration files: durations ("90s", "5m", "1h30m"), keys, addresses.
+"""Checking values of configuration files: durations ("90s", "5m", "1h30m"), keys, addresses;
+and how long a job may wait, the caps of every delay (one place for each).
 
 A leaf beside errors.py, not part of the supervisor: the [alerts] table (read by the
 supervisor and by the HTTP service) and the [periodic] tables (schedule.py, core) are
@@ -11,6 +12,19 @@ import re
 from typing import Any
 
 from .errors import ConfigError
+
+# The longest waits. A producer's delay or due time, a durable sleep or wait beyond them is
+# refused with a sentence; a delay a task raises (Retry, Snooze, Backoff: often a called
+# service's Retry-After) is clamped to them, with a warning.
+MAX_DELAY = 10 * 365 * 86400.0  # ten years: enqueue's delay, a sleep, a wait, a Retry, a Snooze
+LATEST_DUE = 253402300799.0  # 9999-12-31T23:59:59Z: later due times are refused
+MAX_PAUSE = 7 * 86400.0  # seven days: a limit's pause, set (PUT /v1/limits) or by a Backoff
+
+
+def capped(seconds: float, cap: float = MAX_DELAY) -> float:
+    """`seconds` within 0..`cap`: inf is `cap`, NaN and below 0 are 0."""
+    return min(seconds, cap) if seconds > 0 else 0.0
+
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")

@@ -7,17 +7,22 @@ runner never looks anything up in the App.
 from __future__ import annotations
 
 import asyncio
+import logging
+import math
 from typing import Any
 
 import orjson
 
 from ..backends.base import Outcome, OutcomeKind
 from ..context import JobControl, RunningJob, current_job, running_job
-from ..errors import JobTimeout, PayloadError, Retry, Snooze, StepMismatch
+from ..errors import Backoff, JobTimeout, PayloadError, Retry, Snooze, StepMismatch
 from ..job import Job
 from ..middleware import Chain
 from ..registry import TaskSpec
+from ..values import MAX_DELAY, MAX_PAUSE, capped
 from .tracebacks import format_error
+
+log = logging.getLogger("deferq.worker")
 
 __all__ = ["UnknownTask", "current_job", "decide_failure", "describe", "run_async", "run_sync"]
 
@@ -116,21 +121,33 @@ def decide_failure(spec: TaskSpec, job: Job, exc: BaseException) -> Outcome:
     if isinstance(exc, UnknownTask | PayloadError | StepMismatch):  # no retry can help: dead at once
         return Outcome(job, OutcomeKind.DEAD, error=str(exc))
     if isinstance(exc, Snooze):  # not a failure: back later, the attempt not counted
-        return Outcome(job, OutcomeKind.SNOOZE, delay=exc.delay, waits_for=getattr(exc, "waits_for", None),
+        delay = asked(job, exc.delay, MAX_PAUSE if isinstance(exc, Backoff) else MAX_DELAY, type(exc).__name__)
+        return Outcome(job, OutcomeKind.SNOOZE, delay=delay, waits_for=getattr(exc, "waits_for", None),
                        due=getattr(exc, "due", None))
     error = describe(exc)
     if job.attempts >= (job.max_attempts if spec.max_attempts is None else spec.max_attempts):
         return Outcome(job, OutcomeKind.DEAD, error=error)
-    if isinstance(exc, Retry) and exc.delay is not None:
-        delay = max(0.0, float(exc.delay))
+    wanted = float(exc.delay) if isinstance(exc, Retry) and exc.delay is not None else math.nan
+    if math.isnan(wanted):  # no delay asked (or NaN): the task's backoff
+        delay = asked(job, float(spec.backoff(job.attempts)), MAX_DELAY, "backoff")
     else:
-        delay = max(0.0, float(spec.backoff(job.attempts)))
+        delay = asked(job, wanted, MAX_DELAY, "Retry")
     return Outcome(job, OutcomeKind.RETRY, delay=delay, error=error)
+
+
+def asked(job: Job, seconds: float, cap: float, what: str) -> float:
+    """A delay a task asked for, often a called service's Retry-After: within 0..`cap`
+    (values.py), with a warning when it was longer (inf, a date in the year 9999)."""
+    delay = capped(seconds, cap)
+    if delay < seconds:
+        log.warning("job %s (%s): its %s of %.6g seconds is clamped to %g seconds (%g days), the longest "
+                    "deferq allows", job.id, job.task, what, seconds, cap, cap / 86400)
+    return delay
 
 
 def describe(exc: BaseException) -> str:
     """The error a job keeps: its traceback (tracebacks.py), its last 4,000 characters
     when longer: the end says the most."""
-    if isinstance(exc, Retry | JobTimeout):
-        return f"{type(exc).__name__}: {exc}"
-    return format_error(exc)[-4000:]
+    text = f"{type(exc).__name__}: {exc}" if isinstance(exc, Retry | JobTimeout) else format_error(exc)[-4000:]
+    # PostgreSQL keeps no NUL in text: written out, so the error reads the same on every store
+    return text.replace("\x00", "\\x00") if "\x00" in text else text

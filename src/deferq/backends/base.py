@@ -31,8 +31,9 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, TypeVar
 
-from ..errors import ConfigError, DeferqError
+from ..errors import ConfigError, DeferqError, SchemaOutdated, StoreUnavailable
 from ..job import ALL_STATES, FINISHED_STATES, Job, JobState, carried, carry, slot_init, stamped
+from ..values import MAX_DELAY, capped
 from .history import HistoryStore
 from .search import SearchStore
 
@@ -157,6 +158,12 @@ class Outcome:
     def __post_init__(self) -> None:
         if type(self.kind) is not OutcomeKind:
             object.__setattr__(self, "kind", OutcomeKind(self.kind))
+        # No store sees a wait it cannot keep (inf, NaN, beyond the caps): one such outcome
+        # would fail the settle of its batch. The attempt's runner clamps and says so first.
+        if not 0.0 <= self.delay <= MAX_DELAY:
+            object.__setattr__(self, "delay", capped(self.delay))
+        if self.due is not None and not 0.0 <= self.due <= (latest := time.time() + MAX_DELAY):
+            object.__setattr__(self, "due", min(self.due, latest) if self.due > 0 else 0.0)
 
 
 slot_init(Outcome)  # one per job a worker runs
@@ -292,6 +299,33 @@ class JobStore(ABC):
         Returns, per outcome, whether it applied (False: the lease was lost and the
         job belongs to someone else now).
         """
+
+    def settle_each(self, outcomes: Sequence[Outcome]) -> list[bool]:
+        """`settle`, one outcome a call: after the store refused a batch (not an outage),
+        no outcome fails the others. One it refuses alone is stored as what it can keep,
+        said in the job's error: a success without its result, else dead (`deferq dead
+        retry` runs it again); if it refuses that too, the lease expires and recovery
+        runs the job again."""
+        applied = []
+        for outcome in outcomes:
+            try:
+                applied.extend(self.settle([outcome]))
+                continue
+            except (StoreUnavailable, SchemaOutdated):
+                raise
+            except Exception as exc:  # noqa: BLE001 - what the store refused is this outcome alone
+                why = f"the store refused this attempt's outcome ({outcome.kind}): {type(exc).__name__}"
+                log.error("job %s (%s): %s: %s", outcome.job.id, outcome.job.task, why, exc)
+            kept = OutcomeKind.SUCCEEDED if outcome.kind == OutcomeKind.SUCCEEDED else OutcomeKind.DEAD
+            try:
+                applied.extend(self.settle([Outcome(outcome.job, kept, error=why, ran=outcome.ran)]))
+            except (StoreUnavailable, SchemaOutdated):
+                raise
+            except Exception as exc:  # noqa: BLE001
+                log.error("job %s (%s): not even its %s outcome could be stored (%s); it runs again "
+                          "when its lease expires", outcome.job.id, outcome.job.task, kept, exc)
+                applied.append(False)
+        return applied
 
     def settle_and_reserve(
         self,

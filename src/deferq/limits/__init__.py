@@ -33,6 +33,7 @@ from ..context import current_job
 from ..errors import Backoff, Snooze
 from ..job import Job, JobState
 from ..middleware import Middleware
+from ..values import MAX_PAUSE, capped
 from .runtime import Known, pause, queue_limit
 from .values import Rate
 
@@ -229,7 +230,10 @@ class Limits(Middleware):
 
     def back_off(self, job: Job, seconds: float) -> None:
         """Pause the job's limit key for every worker (this one at once, the others within
-        a second); a store that does not answer leaves the pause to this job alone."""
+        a second); a store that does not answer leaves the pause to this job alone. At
+        most MAX_PAUSE: a Retry-After of inf, or of a date in the year 9999, pauses that long
+        (the job's runner said so when it clamped the job's own wait)."""
+        seconds = capped(seconds, MAX_PAUSE)
         try:
             name = self.limit_of(job).pause_key(job.args, job.kwargs)
         except ValueError:

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from ..errors import ConfigError
+from ..values import MAX_PAUSE
 from .values import Rate, rate_option, slots
 
 if TYPE_CHECKING:
@@ -36,7 +37,6 @@ log = logging.getLogger("deferq.limits")
 NAMESPACE = "limits"
 SET, PAUSE = "set|", "pause|"
 REFRESH = 1.0  # seconds: how stale a worker's copy of the store's limits may be
-MAX_PAUSE = 7 * 86400.0
 
 
 @dataclass(frozen=True)

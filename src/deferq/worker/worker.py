@@ -46,9 +46,9 @@ import orjson
 from ..attempt.progress import ProgressWriter
 from ..attempt.runner import decide_failure, run_async, run_sync, stopped
 from ..backends.base import Outcome, OutcomeKind
-from ..backends.guard import StoreGuard
+from ..backends.guard import STORE_FAILURES, StoreGuard
 from ..context import JobControl, Slot
-from ..errors import DeferqError, JobTimeout
+from ..errors import DeferqError, JobTimeout, first_line
 from ..flows.chains import with_inputs
 from ..flows.firing import Firer
 from ..job import Job, JobState
@@ -512,7 +512,6 @@ class Worker:
     def _settle(self, batch: list[tuple[Outcome, BaseException | None]]) -> None:
         """Settle a batch and, in the same round trip, lease jobs for the free slots."""
         outcomes = self._counted_from_the_end([outcome for outcome, _ in batch])
-        cfg = self.config
         applied = None
         attempts = {(o.job.id, o.job.attempts) for o in outcomes}
         with self.lock:
@@ -522,10 +521,7 @@ class Worker:
             claimed = self._claim_slots(len(outcomes))
             self.to_claim = False
             sent = time.perf_counter()
-            reply = self._store_call(
-                self.backend.settle_and_reserve, outcomes, cfg.queues, claimed, cfg.name,
-                self.lease, self.rotation.next_order(),
-            )
+            reply = self._store_call(self._settle_and_reserve, outcomes, claimed)
             trip = time.perf_counter() - sent
             applied, jobs = reply if reply is not None else (None, None)
             # the store is gone during shutdown: leases will expire, nothing lost
@@ -550,6 +546,21 @@ class Worker:
                 # the chain's after_settle hooks: the App's history and job log line among them
                 self.chain.run_after_settle(Outcome(job, outcome.kind, outcome.delay, outcome.error,
                                                     outcome.result, ran.get(job.id, 0.0)), exc)
+
+    def _settle_and_reserve(self, outcomes: list[Outcome], claimed: int) -> tuple[list[bool], list[Job]]:
+        """The batch's settle and the next leases in one call; a batch the store refuses
+        (an outcome it cannot keep, not an outage) settles one by one, leasing nothing:
+        one job's outcome never fails the others'."""
+        cfg = self.config
+        try:
+            return self.backend.settle_and_reserve(outcomes, cfg.queues, claimed, cfg.name, self.lease,
+                                                   self.rotation.next_order())
+        except STORE_FAILURES:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the store refused the batch: each outcome alone
+            log.warning("the store refused a settle of %d job(s) (%s); settling each alone",
+                        len(outcomes), first_line(str(exc)) or type(exc).__name__)
+        return self.backend.settle_each(outcomes), []
 
     def _drop_settled(self, outcomes: list[Outcome], attempts: set[tuple[str, int]]) -> dict[str, float]:
         """The settled jobs are no longer this worker's: how long each ran."""

@@ -23,6 +23,7 @@ from ...job import JobState
 from ...limits.values import POSITIVE_RATE
 from ...observe.history import MAX_MINUTES as MAX_HISTORY_MINUTES
 from ...options import HTTP_OPTIONS, MAX_REMARK, PATTERN_WORDS, Option
+from ...values import MAX_PAUSE
 from ..http.auth import SCOPES
 from ..http.config import ServerConfig
 from ..http.fields import matching
@@ -349,7 +350,7 @@ class LimitRequest(Struct, forbid_unknown_fields=True):
     rate: Annotated[str, matching(POSITIVE_RATE, 'runs per period, like "50/s" or "100/m"', max_length=40,
                                   description='Runs per period, like "50/s" or "100/m".')] | None = None
     concurrency: Annotated[int, Meta(ge=1, le=10_000, description="Runs at once, across the fleet.")] | None = None
-    pause_s: Annotated[float, Meta(gt=0, le=7 * 86400, description="No job under it starts for this many "
+    pause_s: Annotated[float, Meta(gt=0, le=MAX_PAUSE, description="No job under it starts for this many "
                                    "seconds.")] | None = None
 
 
