@@ -31,11 +31,11 @@ MOST_STARTED = 2 * CONCURRENCY  # leases of started jobs a worker may hold: conc
 MOST_HELD = MOST_STARTED + CONCURRENCY
 
 
-def start_worker(url: str, record: Path, concurrency: int = CONCURRENCY) -> subprocess.Popen:
+def start_worker(url: str, record: Path, concurrency: int = CONCURRENCY, *options: str) -> subprocess.Popen:
     env = {**os.environ, "DEFERQ_URL": url, "DEFERQ_TEST_RECORD": str(record), "PYTHONPATH": TREE_PATH}
     return subprocess.Popen(
         [sys.executable, "-m", "deferq", "worker", "--app", "tests.fixtures:app",
-         "--url", url, "-c", str(concurrency), "--log-level", "warning"],
+         "--url", url, "-c", str(concurrency), "--log-level", "warning", *options],
         env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )
 
@@ -284,12 +284,14 @@ def test_a_poison_job_ends_dead_after_max_attempts_and_the_pool_lives_on(tmp_pat
         store.close()
 
 
-def test_overrunning_sync_job_exits_3_and_the_job_retries(tmp_path):
+def test_overrunning_sync_job_exits_3_under_once_and_the_job_retries(tmp_path):
+    """`deferq worker --once` whose job overran exits 3 (without --once the worker
+    restarts itself in place and carries on: tests/test_worker_overrun.py)."""
     url = f"sqlite:///{tmp_path}/hang.db"
     record = tmp_path / "record.log"
     app = deferq.App(url)
     job = app.enqueue("hang", [1], max_attempts=2)  # by name: the producer sets attempts
-    worker = start_worker(url, record)
+    worker = start_worker(url, record, CONCURRENCY, "--once")
     try:
         assert worker.wait(timeout=30) == 3
     finally:
@@ -297,7 +299,7 @@ def test_overrunning_sync_job_exits_3_and_the_job_retries(tmp_path):
     failed = app.get(job.id)
     assert failed.attempts == 1 and "timed out after 0.5s" in failed.error
     assert failed.state in ("scheduled", "queued")
-    second = start_worker(url, record)
+    second = start_worker(url, record, CONCURRENCY, "--once")
     try:
         assert second.wait(timeout=30) == 3
     finally:

@@ -137,8 +137,6 @@ def run_demo(url: str | None = None, timeout: float = 55.0) -> int:
         with Live(_state_table(), console=console, refresh_per_second=4) as live:
             while _unfinished() and time.monotonic() - started < timeout:
                 time.sleep(0.25)
-                if any(w.poll() is not None for w in workers):
-                    workers = [_restart(w, env, url, queues) for w in workers]
                 live.update(Group(_state_table(), f"{time.monotonic() - started:.1f} s"))
     finally:
         for worker in workers:
@@ -161,10 +159,3 @@ def _start_worker(env: dict[str, str], url: str, queues: list[str]) -> subproces
          "--url", url, "-c", "4", "--log-level", "error", *queues],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
-
-
-def _restart(
-    worker: subprocess.Popen[bytes], env: dict[str, str], url: str, queues: list[str]
-) -> subprocess.Popen[bytes]:
-    """A worker whose sync job overran its timeout exits 3 and is replaced, as a supervisor does."""
-    return worker if worker.poll() is None else _start_worker(env, url, queues)

@@ -222,7 +222,9 @@ def worker(app: App, queues: tuple[str, ...], concurrency: int, burst: bool, onc
     """Run jobs from the given queues (default: every queue your tasks use)."""
     from ..backoff import fixed
     from ..worker import Worker, WorkerConfig
+    from .restart import exit_code_or_restart, take_handover
 
+    handover = take_handover()  # from this process's image before, if a job overran there
     if not app.tasks:
         raise click.UsageError("the worker needs your tasks: pass --app module:app")
     queues = queues or tuple(sorted({t.defaults.queue for t in app.tasks.values()}))
@@ -230,11 +232,13 @@ def worker(app: App, queues: tuple[str, ...], concurrency: int, burst: bool, onc
         app.registry.use_worker_defaults(tries, None if delay is None else fixed(delay))
     if metrics_port is not None:
         serve_worker_metrics(app, metrics_port, metrics_host)
-    config = WorkerConfig(queues=queues, concurrency=concurrency, burst=burst, once=once,
-                          grace=grace, max_jobs=max_jobs, idle_wait=poll_interval, schedules=schedules)
+    config = WorkerConfig(queues=queues, concurrency=concurrency, burst=burst, once=once, grace=grace,
+                          max_jobs=handover.jobs_left(max_jobs), idle_wait=poll_interval, schedules=schedules)
     if not (schedules and not burst and not once):
         warn_unscheduled(app)
-    code = Worker(app, config).run()
+    runner = Worker(app, config)
+    handover.resume(runner)
+    code = exit_code_or_restart(runner, runner.run(), handover)  # after an overrun: restarts in place
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)  # never wait on a hung job's thread

@@ -19,7 +19,9 @@ Threads, each with one job:
   dead workers, purges old results, publishes what this worker runs.
 
 Exit codes: 0 after a normal stop, 3 when a sync job overran its timeout (its thread
-cannot be killed, so the process asks to be replaced), 1 on an unexpected error.
+cannot be killed, so the process asks to be replaced: `deferq run` starts another child,
+a plain `deferq worker` starts itself again in place, cli/restart.py), 1 on an
+unexpected error.
 """
 
 from __future__ import annotations
@@ -142,6 +144,7 @@ class Worker:
         self.stopping = threading.Event()
         self.quiet = threading.Event()  # ordered quiet (orders.py): take no new job, stay up
         self.exit_code = EXIT_OK
+        self.asked_to_stop = False  # by a signal, an order or a caller (not by an overrun)
         self.processed = 0
         self.settling = False  # the settler holds outcomes: it will lease for their slots
         self.to_claim = False  # the settler holds outcomes and has not yet claimed free slots for them
@@ -199,8 +202,10 @@ class Worker:
         assert self.firer is not None
         self.firer.run(self.stopping)
 
-    def stop(self) -> None:
-        """Stop taking jobs; running jobs get the grace period to finish."""
+    def stop(self, asked: bool = True) -> None:
+        """Stop taking jobs; running jobs get the grace period to finish. `asked`: not
+        the worker's own stop after an overrun (then a plain worker starts again)."""
+        self.asked_to_stop |= asked
         if not self.stopping.is_set():
             log.info("worker %s stopping: finishing %d running job(s)", self.config.name, len(self.running))
         self.stopping.set()
@@ -219,7 +224,9 @@ class Worker:
         def on_signal(signum: int, _frame: object) -> None:
             # A handler runs in the main thread between two bytecodes, perhaps inside a
             # wait on one of the worker's events, holding its lock: setting that event
-            # here would wait for the lock forever. So the stop happens on a thread.
+            # here would wait for the lock forever. So the stop happens on a thread
+            # (the ask is noted at once: a restart after an overrun must not miss it).
+            self.asked_to_stop = True
             threading.Thread(target=stop_on, args=(signum,), name="deferq-stop", daemon=True).start()
 
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -729,7 +736,7 @@ class Worker:
                       "replacing this worker", job.id, job.task, timeout)
             self.outcomes.put((decide_failure(running.spec, job, exc), exc))
             self.exit_code = EXIT_OVERRAN
-            self.stop()
+            self.stop(asked=False)
 
     # -- store errors -----------------------------------------------------------------
 
