@@ -179,3 +179,75 @@ def test_a_restart_that_cannot_start_exits_non_zero(tmp_path):
         worker.kill()
     assert app.get(job.id).attempts == 1 and "timed out" in app.get(job.id).error
     app.close()
+
+
+def test_a_stop_signal_sent_as_the_worker_restarts_stops_it_with_0(tmp_path):
+    """SIGTERM the moment the worker says it restarts: the signal waits for the new image,
+    which stops (exit 0) instead of dying of it during its start-up."""
+    url = f"sqlite:///{tmp_path}/restarting.db"
+    app = deferq.App(url)
+    app.enqueue("hang", [1])
+    worker = PlainWorker(tmp_path, url)
+    try:
+        wait_until(lambda: "restarting in place" in worker.log(), 30, "the restart", every=0.005)
+        assert worker.stop() == 0, worker.log()
+    finally:
+        worker.kill()
+        app.close()
+
+
+def test_max_jobs_counts_across_a_restart(tmp_path):
+    """--max-jobs 3: the overrun job is one, so the restarted worker runs two more and
+    exits 0, leaving the third waiting."""
+    url = f"sqlite:///{tmp_path}/max.db"
+    app = deferq.App(url)
+    hang = app.enqueue("hang", [1], max_attempts=1)
+    later = app.enqueue_many([deferq.Call("record", (i,), {}) for i in range(3)])
+    worker = PlainWorker(tmp_path, url, "-c", "1", "--max-jobs", "3")
+    try:
+        assert worker.process.wait(timeout=60) == 0, worker.log()
+    finally:
+        worker.kill()
+    assert app.get(hang.id).state == "dead"
+    assert sorted(app.get(job.id).state for job in later) == ["queued", "succeeded", "succeeded"]
+    assert RESTARTED.format(pid=worker.process.pid, n=1) in worker.log()
+    app.close()
+
+
+def test_a_quiet_worker_stays_quiet_after_its_restart(tmp_path):
+    """Ordered quiet while its job runs, then the job overruns: the restarted worker
+    (same PID, a new name) is quiet from its start and takes no job."""
+    from deferq.worker import orders
+
+    (tmp_path / "slow.py").write_text(
+        "import os, time\nimport deferq\n"
+        "app = deferq.App(os.environ['DEFERQ_URL'], lease=1)\n\n"
+        "@app.task(timeout=2)\ndef hangs():\n    time.sleep(60)\n\n"
+        "@app.task()\ndef fine():\n    pass\n"
+    )
+    url = f"sqlite:///{tmp_path}/quiet.db"
+    app = deferq.App(url)
+    app.enqueue("hangs")
+    worker = PlainWorker(tmp_path, url, app="slow:app", cwd=tmp_path)
+
+    def status(**want: object) -> dict | None:
+        import orjson
+
+        for raw in app.backend.kv_list("workers").values():
+            seen = orjson.loads(raw)
+            if all(seen.get(k) == v for k, v in want.items()):
+                return seen
+        return None
+
+    try:
+        first = wait_until(lambda: status(pid=worker.process.pid), 30, "the worker's status")
+        orders.give(app.backend, first["name"], "quiet", "test")
+        wait_until(lambda: status(name=first["name"], quiet=True), 30, "the worker quiet")
+        waiting = app.enqueue("fine")
+        again = wait_until(lambda: (s := status(pid=worker.process.pid, quiet=True)) and s["name"] != first["name"]
+                           and s, 30, "the restarted worker's status")
+        assert again["processed"] == 0 and app.get(waiting.id).state == "queued"
+        assert worker.stop() == 0
+    finally:
+        worker.kill()
+        app.close()
