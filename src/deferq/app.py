@@ -205,6 +205,11 @@ class App:
             raise ConfigError(str(exc)) from None
 
         def register(func: Callable[P, R]) -> Task[P, R]:
+            if name is None and getattr(func, "__name__", None) == "<lambda>":
+                raise ConfigError(
+                    "a task needs a named module-level function the worker can import: define it with "
+                    "def at the top of a module (or give the lambda a name=)"
+                )
             task = Task(self, func, name or func.__name__, task_defaults, on_success, on_failure,
                         explicit=frozenset(defaults))
             try:

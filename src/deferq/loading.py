@@ -104,6 +104,13 @@ def open_store(app: App, create: bool, say: Callable[[str], None], why: str = NO
         say(created_store(new))
 
 
+def where_imports_come_from() -> str:
+    """Where Python looked for the app's own module, and how to point it there."""
+    path = os.environ.get("PYTHONPATH") or "not set"
+    return (f"; Python looks for it in the working directory ({os.getcwd()}) and on PYTHONPATH ({path}): "
+            "start deferq in your project's directory, or set PYTHONPATH to that directory")
+
+
 def load_app(spec: str | None, url: str | None = None) -> App:
     """The App that `spec` ("module:attr"; "module" means "module:app") names, or without
     a spec (nor DEFERQ_APP) a bare App with no tasks. `url`, when given, wins over the
@@ -120,11 +127,12 @@ def load_app(spec: str | None, url: str | None = None) -> App:
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        missing = exc.name or ""
+        own = f"{module_name}.".startswith(f"{exc.name or ''}.")  # the app's own module (or package) is missing
         extra = missing_extra(exc, f"the app {spec!r}")
-        if extra is not None and not f"{module_name}.".startswith(f"{missing}."):  # not the app's own module
+        if extra is not None and not own:
             raise extra from None
-        raise ConfigError(f"cannot import {module_name!r} for the app {spec!r}: {exc}") from None
+        where = where_imports_come_from() if own else ""
+        raise ConfigError(f"cannot import {module_name!r} for the app {spec!r}: {exc}{where}") from None
     app = getattr(module, attr, None)
     if not isinstance(app, App):
         found = "nothing" if app is None else f"an object of type {type(app).__name__}"

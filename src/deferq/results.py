@@ -13,9 +13,11 @@ import typing
 from collections.abc import Callable
 from typing import Any
 
+import orjson
+
 from .codec import NATIVE
-from .errors import JobFailed, PayloadError
-from .job import Job, JobState
+from .errors import DeferqError, JobFailed, PayloadError
+from .job import WAITING_STATES, Job, JobState
 from .task import Runtime
 
 
@@ -46,7 +48,28 @@ def wait(app: Runtime[object], job_id: str, timeout: float | None = None) -> Any
             return result_of(app, job)
         budget -= step
         if budget <= 0:
-            raise TimeoutError(f"job {job_id} is still {job.state} after {timeout:g}s")
+            raise TimeoutError(f"job {job_id} is still {job.state} after {timeout:g}s{no_worker_hint(app, job)}")
+
+
+def no_worker_hint(app: Runtime[object], job: Job) -> str:
+    """Why a job that waits may never start: no live worker serves its queue (from the
+    heartbeats workers keep in kv "workers", each for twice its lease); "" otherwise."""
+    if job.state not in WAITING_STATES:
+        return ""
+    try:
+        records = app.backend.kv_list("workers")
+    except DeferqError:
+        return ""  # only a hint: the timeout is the answer
+    served: set[str] = set()
+    for raw in records.values():
+        try:
+            served.update(orjson.loads(raw).get("queues", []))
+        except (orjson.JSONDecodeError, AttributeError, TypeError):
+            continue
+    if job.queue in served:
+        return ""
+    online = f"the workers online serve {', '.join(sorted(served))}" if served else "no worker is online"
+    return f"; no worker serves its queue {job.queue!r} ({online}): start one with deferq worker -q {job.queue}"
 
 
 async def wait_async(app: Runtime[object], job_id: str, timeout: float | None = None) -> Any:

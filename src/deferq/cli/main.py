@@ -179,6 +179,12 @@ class FriendlyGroup(click.Group):
                 raise
             click.echo(f"deferq: {hint}", err=True)
             ctx.exit(2)
+        except BrokenPipeError:
+            # what reads stdout left (`deferq jobs | head -1`): end quietly, as a Unix tool
+            # killed by SIGPIPE does (141); stdout now goes nowhere, so the last flush at
+            # exit cannot fail again
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            ctx.exit(141)
         except (ConnectionError, OSError) as exc:
             click.echo(f"deferq: the store cannot be reached: {exc}", err=True)
             ctx.exit(2)
