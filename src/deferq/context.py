@@ -68,6 +68,8 @@ class Checkpoints(Protocol):
 
     def reach(self, name: str, kind: str, fn: Callable[..., Any] | None = None) -> dict[str, Any] | None: ...
 
+    def start(self, name: str, fn: Callable[..., Any]) -> dict[str, Any] | None: ...
+
     def now(self) -> float: ...
 
     def kept(self, name: str, fn: Callable[..., Any], result: Any, started: float) -> Any: ...
@@ -227,7 +229,7 @@ class RunningJob:
     async def _step_async(self, name: str, retry: StepRetry | None, fn: Callable[..., Any],
                           args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         steps = self.control.steps(self.job)
-        record = await asyncio.to_thread(steps.reach, name, "step", fn)
+        record = await asyncio.to_thread(steps.start, name, fn)  # None: run it, the lease held
         if record is not None:
             return record["result"]
         started = steps.now()

@@ -31,6 +31,7 @@ from typing import Any
 
 import orjson
 
+from ..attempt.pauses import pause_at
 from ..errors import DeferqError
 from ..options import JobOptions
 from ..task import Call, Runtime
@@ -186,6 +187,7 @@ class Firer:
                 return fired  # another process moved this schedule on: it fires the rest
             run, record = claim, orjson.loads(claim)
             if enqueue:
+                pause_at("schedule.claim")
                 fired += 1
                 done = self._finish(info.schedule, run, record)
                 if done is None:
@@ -200,6 +202,7 @@ class Firer:
         key = tick_key(schedule.name, tick)
         job = self.app.backend.get_by_key(key)
         if job is None:
+            pause_at("schedule.enqueue")
             delay = random.uniform(0, schedule.jitter) if schedule.jitter else 0.0
             options = JobOptions.parse(**schedule.options, key=key, delay=delay)
             job = self.app.enqueue_many([Call(schedule.task, schedule.args, schedule.kwargs, options)])[0]

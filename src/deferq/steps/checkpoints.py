@@ -29,6 +29,7 @@ import weakref
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from ..attempt.pauses import pause_at
 from ..backends.base import STEPS as STEPS  # re-exported: + a job id
 from ..backends.base import Backend, Outcome, OutcomeKind
 from ..context import StepRetry
@@ -187,11 +188,31 @@ class JobSteps:
 
     # -- writing ----------------------------------------------------------------------
 
-    def fence(self) -> None:
-        """Raise LeaseLost unless this attempt still holds the job (the lease renewed)."""
-        if self.job.id in self.store.heartbeat([self.job], self.lease):
+    def fence(self, before: str | None = None) -> None:
+        """Raise LeaseLost unless this attempt still holds the job, its lease renewed (a
+        heartbeat: one store round trip). `before`: the step about to start, if one is."""
+        if self.job.id not in self.store.heartbeat([self.job], self.lease):
+            return
+        if before is None:
             raise LeaseLost(f"job {self.job.id} attempt {self.job.attempts} lost its lease: "
                             "another worker runs it, and this attempt's step is not kept")
+        log.warning("job %s (%s) attempt %d lost its lease before step %r: another worker runs the job "
+                    "now; this attempt stops without running the step", self.job.id, self.job.task,
+                    self.job.attempts, before)
+        raise LeaseLost(f"job {self.job.id} attempt {self.job.attempts} lost its lease before step {before!r}: "
+                        "another worker runs the job, and this attempt ran no more of it")
+
+    def start(self, name: str, fn: Callable[..., Any]) -> dict[str, Any] | None:
+        """Step `name` as a run reaches it: its record if it was kept, else None once
+        this attempt has renewed its lease and so still holds the job (`fence`). A worker
+        frozen past its lease between two steps (a GC pause, a suspended VM) stops here,
+        the step not run, as another worker owns the job (docs/steps.md)."""
+        record = self.reach(name, "step", fn)
+        if record is None:
+            pause_at("step.before")
+            self.fence(before=name)
+            pause_at("step.run")
+        return record
 
     def write(self, name: str, record: dict[str, Any]) -> dict[str, Any]:
         """Keep a checkpoint unless one is there already; the one kept is returned."""
@@ -234,13 +255,15 @@ class JobSteps:
     def kept(self, name: str, fn: Callable[..., Any], result: Any, started: float) -> Any:
         """A step's result, kept (or the one another run kept first)."""
         encoded = self.encoded(name, fn, result, started)
-        return self.put(name, loads(encoded), encoded)["result"]
+        record = self.put(name, loads(encoded), encoded)
+        pause_at("step.after")
+        return record["result"]
 
     def step_within(self, connection: Any, name: str, fn: Callable[..., Any], args: tuple[Any, ...],
                     kwargs: dict[str, Any]) -> Any:
         """`step`, its checkpoint written on the caller's `connection`, inside the transaction
         where `fn` wrote its own rows: both are committed together, or neither."""
-        record = self.reach(name, "step", fn)
+        record = self.start(name, fn)
         if record is not None:
             return record["result"]
         started = self.now()
@@ -267,7 +290,7 @@ class JobSteps:
 
     def step(self, name: str, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
              retry: StepRetry | None = None) -> Any:
-        record = self.reach(name, "step", fn)
+        record = self.start(name, fn)
         if record is not None:
             return record["result"]
         started = self.now()

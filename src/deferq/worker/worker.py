@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
 
+from ..attempt.pauses import pause_at
 from ..attempt.progress import ProgressWriter
 from ..attempt.runner import decide_failure, run_async, run_sync, stopped
 from ..backends.base import Outcome, OutcomeKind
@@ -518,6 +519,7 @@ class Worker:
 
     def _settle(self, batch: list[tuple[Outcome, BaseException | None]]) -> None:
         """Settle a batch and, in the same round trip, lease jobs for the free slots."""
+        pause_at("settle.before")
         outcomes = self._counted_from_the_end([outcome for outcome, _ in batch])
         applied = None
         attempts = {(o.job.id, o.job.attempts) for o in outcomes}

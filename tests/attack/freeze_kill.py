@@ -1,0 +1,241 @@
+"""The freeze-and-kill harness: a real worker process is held at a named point of a job's
+attempt or of firing a schedule (`deferq.attempt.pauses`, DEFERQ_TEST_PAUSE_AT), then
+frozen there past its lease (SIGSTOP; another worker takes the job over and finishes it;
+SIGCONT) or killed there (SIGKILL), and what the docs promise at that point is checked:
+
+- no job is lost: it succeeds, with the result of its steps;
+- a step's function runs twice only when the kill landed inside it, or the freeze
+  between its lease check and its first side effect (docs/steps.md), else once;
+- a finished job never runs again: the frozen worker's outcome is refused;
+- a schedule's tick is enqueued at most once, and none is missed (docs/schedules.md).
+
+Its worker processes load this module's `app` (`--app tests.attack.freeze_kill:app`):
+it imports nothing of the tests but deferq, so they start as fast as a user's worker.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import deferq
+from deferq.attempt.pauses import POINTS, pause_at
+from deferq.job import JobState
+
+LEASE = 2.0  # seconds: a frozen worker loses its jobs soon
+app = deferq.App(os.environ.get("DEFERQ_URL", "memory://"), lease=LEASE)
+
+INSIDE = "step.inside"  # not deferq's: the step function below holds itself there
+STEP_POINTS = ("step.before", "step.run", INSIDE, "step.after", "settle.before")
+SCHEDULE_POINTS = ("schedule.claim", "schedule.enqueue")
+MODES = ("freeze", "kill")
+EVERY = 2.0  # seconds between the ticks of the schedule the harness fires
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def note(what: str) -> None:
+    """Append "<what> <pid>" to DEFERQ_TEST_RECORD (atomic with O_APPEND, across processes)."""
+    fd = os.open(os.environ["DEFERQ_TEST_RECORD"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, f"{what} {os.getpid()}\n".encode())
+    finally:
+        os.close(fd)
+
+
+def first(n: int) -> int:
+    note("one")  # the step's side effect, then a point the test may hold this process at
+    pause_at(INSIDE)
+    return n + 1
+
+
+def second(n: int) -> int:
+    note("two")
+    return n * 10
+
+
+@app.task(timeout=60, max_attempts=5)
+def stepped(n: int) -> int:
+    """Two durable steps; their functions note each run."""
+    job = deferq.current_job()
+    assert job is not None
+    return job.step("two", second, job.step("one", first, n))
+
+
+@app.task()
+def beat() -> None:
+    """The schedule's task."""
+    note("beat")
+
+
+# -- the harness (the test process) ------------------------------------------------------
+
+
+class Worker:
+    """One `deferq worker` process of this module's app, one slot, held at `point` if given."""
+
+    def __init__(self, url: str, folder: Path, name: str, point: str | None = None) -> None:
+        self.url, self.log, self.pause = url, folder / f"{name}.log", folder / f"{name}.pause"
+        env = {**os.environ, "DEFERQ_URL": url, "DEFERQ_TEST_RECORD": str(folder / "record.log"),
+               "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}
+        env.pop("DEFERQ_TEST_PAUSE_AT", None)
+        if point is not None:
+            env.update(DEFERQ_TEST_PAUSE_AT=point, DEFERQ_TEST_PAUSE_FILE=str(self.pause))
+        with self.log.open("ab") as out:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "deferq", "worker", "--app", "tests.attack.freeze_kill:app",
+                 "--url", url, "-c", "1", "--log-level", "info"],
+                env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=out,
+            )
+
+    def held(self) -> bool:
+        return self.pause.exists() and bool(self.pause.read_text().strip())
+
+    def said(self, text: str) -> bool:
+        return text in self.log.read_text()
+
+    def freeze(self) -> None:
+        """SIGSTOP it. On SQLite, not while it holds the write lock: a stopped writer would
+        stop every process on the file, which is SQLite, not what is tested here."""
+        if not self.url.startswith("sqlite"):
+            os.kill(self.process.pid, signal.SIGSTOP)
+            return
+        for _ in range(100):
+            os.kill(self.process.pid, signal.SIGSTOP)
+            probe = sqlite3.connect(self.url.split("///", 1)[1], timeout=0, isolation_level=None)
+            try:
+                probe.execute("BEGIN IMMEDIATE")
+                probe.execute("ROLLBACK")
+                return
+            except sqlite3.OperationalError:
+                os.kill(self.process.pid, signal.SIGCONT)
+                time.sleep(0.01)
+            finally:
+                probe.close()
+        raise AssertionError("the worker always held the SQLite write lock")
+
+    def thaw(self) -> None:
+        """Let it go on from the point it is held at."""
+        Path(f"{self.pause}.go").touch()
+        os.kill(self.process.pid, signal.SIGCONT)
+
+    def kill(self) -> None:
+        self.process.kill()
+        self.process.wait(timeout=10)
+
+    def stop(self) -> None:
+        """A clean stop (SIGTERM), resumed first if frozen; killed if it hangs."""
+        if self.process.poll() is None:
+            Path(f"{self.pause}.go").touch()
+            os.kill(self.process.pid, signal.SIGCONT)
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+def wait_for(check: Callable[[], Any], timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while not (value := check()):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+    return value
+
+
+def notes(folder: Path) -> Counter[str]:
+    record = folder / "record.log"
+    return Counter(line.split()[0] for line in record.read_text().splitlines()) if record.exists() else Counter()
+
+
+def step_runs(point: str, mode: str) -> dict[str, int]:
+    """How often each step's function runs when the first worker is held at `point`,
+    then frozen past its lease or killed there (docs/steps.md): twice only for a kill
+    inside the step, or a freeze between its lease check and its first side effect."""
+    twice = point == INSIDE or (point == "step.run" and mode == "freeze")
+    return {"one": 2 if twice else 1, "two": 1}
+
+
+def take_over(url: str, folder: Path, point: str, mode: str, finished: Callable[[], Any],
+              woke: str) -> tuple[Any, Worker]:
+    """Hold a worker at `point`, freeze it there or kill it, and start another, until
+    `finished()` says the other one did the work; a frozen worker is then thawed, past its
+    lease, and goes on until its log says `woke`. Both are stopped at the end. Returns what
+    `finished` returned, and the held worker (its log stays)."""
+    held, other = Worker(url, folder, "held", point), None
+    try:
+        wait_for(held.held, 60, f"a worker held at {point}")
+        if mode == "freeze":
+            held.freeze()
+        else:
+            held.kill()
+        other = Worker(url, folder, "other")
+        done = wait_for(finished, 60, "the other worker to do the work")
+        if mode == "freeze":
+            held.thaw()
+            wait_for(lambda: held.said(woke), 30, f"the thawed worker to say {woke!r}")
+        return done, held
+    finally:
+        for worker in (held, other):
+            if worker is not None:
+                worker.stop()
+
+
+def run_step_case(url: str, folder: Path, point: str, mode: str) -> None:
+    """A job of two steps; its first worker held at `point`, then frozen or killed there;
+    a second worker takes it over. Checked: the job succeeded with its steps' result,
+    once; each step's function ran as often as the docs allow; a frozen worker, thawed
+    after the job finished, changed nothing (its outcome refused) and said why."""
+    assert point in STEP_POINTS and mode in MODES and (point == INSIDE or point in POINTS)
+    store = deferq.App(url)
+    try:
+        job = store.enqueue("stepped", [4])
+        done, held = take_over(url, folder, point, mode,
+                               lambda: (j := store.get(job.id)) is not None and j.state.finished and j,
+                               "after losing its lease")
+        after = store.get(job.id)
+    finally:
+        store.close()
+    assert after is not None
+    assert (done.state, done.result) == ("succeeded", 50), (done.state, done.error)
+    assert (after.state, after.result, after.attempts) == ("succeeded", 50, done.attempts), "it ran again"
+    runs = notes(folder)
+    assert {step: runs[step] for step in ("one", "two")} == step_runs(point, mode), runs
+    if mode == "freeze" and point in ("step.before", "step.after"):  # stopped by its lease check
+        assert held.said(f"lost its lease before step {'one' if point == 'step.before' else 'two'!r}")
+
+
+def ticks(store: deferq.App, states: tuple[JobState, ...] = tuple(JobState)) -> Counter[float]:
+    """How many jobs each tick of the schedule "beat" enqueued (of those in `states`)."""
+    jobs = {job.id: job for state in states for job in store.list_jobs(state, limit=10_000)}  # one a job:
+    # a job that moved on between two lists is in both
+    keys = [job.key for job in jobs.values() if (job.key or "").startswith("schedule:beat:")]
+    return Counter(float(key.rsplit(":", 1)[1]) for key in keys)
+
+
+def run_schedule_case(url: str, folder: Path, point: str, mode: str) -> None:
+    """A schedule every EVERY seconds; the leader held at `point` of its first tick, then
+    frozen past the leader's lease (10 s) or killed; a second worker leads then. Checked,
+    after the frozen leader woke and went on: each tick enqueued at most once, none
+    missed (the late ones fire within GRACE)."""
+    assert point in SCHEDULE_POINTS and mode in MODES
+    store = deferq.App(url)
+    try:
+        store.schedules.put(deferq.schedule.PeriodicJob("beat", None, "beat", every=EVERY), "api")
+        # three ticks' jobs finished: a unique key holds only while its job is unfinished
+        take_over(url, folder, point, mode, lambda: len(ticks(store, (JobState.SUCCEEDED,))) >= 3,
+                  "stopped firing schedules")
+        fired = ticks(store)
+    finally:
+        store.close()
+    assert max(fired.values()) == 1, f"a tick was enqueued twice: {fired}"
+    times = sorted(fired)
+    assert times == [times[0] + EVERY * n for n in range(len(times))], f"a tick was missed: {times}"
