@@ -131,6 +131,28 @@ def test_a_stop_signal_while_the_overrun_winds_down_stops_the_worker_with_0(tmp_
         app.close()
 
 
+def test_a_stop_order_while_the_overrun_winds_down_stops_the_worker_with_0(tmp_path):
+    """A `stop` order (the console's, through the store) heard at a heartbeat while a job
+    beside the overrun finishes: no restart, exit 0."""
+    from deferq.worker import orders
+
+    url = f"sqlite:///{tmp_path}/order.db"
+    app = deferq.App(url)
+    beside = app.enqueue("record", [1, 3.0])
+    app.enqueue("hang", [2])
+    worker = PlainWorker(tmp_path, url, "-c", "2", "--grace", "10")
+    try:
+        wait_until(lambda: "overran its timeout" in worker.log(), 30, "the overrun")
+        (name,) = [n for n in app.backend.kv_list("workers")]
+        orders.give(app.backend, name, "stop", "test")
+        assert worker.process.wait(timeout=30) == 0, worker.log()
+        assert settled(app, beside, "succeeded") is not None
+        assert "restart" not in worker.log().split("overran its timeout", 1)[1]
+    finally:
+        worker.kill()
+        app.close()
+
+
 def test_once_exits_3_when_its_job_overran_and_burst_carries_on(tmp_path):
     """--once: its one job overran, the attempt failed, exit 3 (no restart). --burst:
     restarts after each overrun and exits 0 once no job is due."""

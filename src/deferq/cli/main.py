@@ -225,7 +225,10 @@ def print_job(job: Job, as_json: bool) -> None:
 def worker(app: App, queues: tuple[str, ...], concurrency: int, burst: bool, once: bool,
            grace: float, max_jobs: int | None, tries: int | None, delay: float | None,
            poll_interval: float, metrics_port: int | None, metrics_host: str, schedules: bool) -> None:
-    """Run jobs from the given queues (default: every queue your tasks use)."""
+    """Run jobs from the given queues (default: every queue your tasks use).
+
+    A sync job that overruns its timeout fails its attempt; the worker then restarts
+    itself in place (same PID) to leave the job's thread behind, and serves on."""
     from ..backoff import fixed
     from ..worker import Worker, WorkerConfig
     from .restart import exit_code_or_restart, take_handover

@@ -694,8 +694,9 @@ class Worker:
                 for name, limit in self.registry.limits.items() if name in tasks}
 
     def _obey(self, order: dict[str, Any] | None) -> None:
-        """An order left in the store (orders.py): quiet, or stop."""
-        if not order or self.stopping.is_set():
+        """An order left in the store (orders.py): quiet, or stop. One that comes while
+        the worker winds down after an overrun is kept for what follows (cli/restart.py)."""
+        if not order or self.asked_to_stop:
             return
         if not self.quiet.is_set():
             log.info("worker %s: ordered %s by %s: taking no new job", self.config.name, order["order"],
