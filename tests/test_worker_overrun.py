@@ -113,38 +113,25 @@ def test_the_jobs_held_beside_an_overrun_finish_or_come_back(tmp_path):
         app.close()
 
 
-def test_a_stop_signal_while_the_overrun_winds_down_stops_the_worker_with_0(tmp_path):
-    """SIGTERM after the overrun, while a job beside it finishes: the stop wins, no
+@pytest.mark.parametrize("stop_by", ["signal", "order"])
+def test_a_stop_while_the_overrun_winds_down_stops_the_worker_with_0(stop_by, tmp_path):
+    """SIGTERM, or a `stop` order (the console's, through the store, heard at a
+    heartbeat), after the overrun while a job beside it finishes: the stop wins, no
     restart, exit 0, and the job beside it still finishes."""
-    url = f"sqlite:///{tmp_path}/stop.db"
-    app = deferq.App(url)
-    beside = app.enqueue("record", [1, 2.0])
-    app.enqueue("hang", [2])
-    worker = PlainWorker(tmp_path, url, "-c", "2", "--grace", "10")
-    try:
-        wait_until(lambda: "overran its timeout" in worker.log(), 30, "the overrun")
-        assert worker.stop() == 0, worker.log()
-        assert settled(app, beside, "succeeded") is not None
-        assert "restart" not in worker.log().split("overran its timeout", 1)[1]
-    finally:
-        worker.kill()
-        app.close()
-
-
-def test_a_stop_order_while_the_overrun_winds_down_stops_the_worker_with_0(tmp_path):
-    """A `stop` order (the console's, through the store) heard at a heartbeat while a job
-    beside the overrun finishes: no restart, exit 0."""
     from deferq.worker import orders
 
-    url = f"sqlite:///{tmp_path}/order.db"
+    url = f"sqlite:///{tmp_path}/stop.db"
     app = deferq.App(url)
     beside = app.enqueue("record", [1, 3.0])
     app.enqueue("hang", [2])
     worker = PlainWorker(tmp_path, url, "-c", "2", "--grace", "10")
     try:
         wait_until(lambda: "overran its timeout" in worker.log(), 30, "the overrun")
-        (name,) = [n for n in app.backend.kv_list("workers")]
-        orders.give(app.backend, name, "stop", "test")
+        if stop_by == "signal":
+            worker.process.send_signal(signal.SIGTERM)
+        else:
+            (name,) = app.backend.kv_list("workers")
+            orders.give(app.backend, name, "stop", "test")
         assert worker.process.wait(timeout=30) == 0, worker.log()
         assert settled(app, beside, "succeeded") is not None
         assert "restart" not in worker.log().split("overran its timeout", 1)[1]
