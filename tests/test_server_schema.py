@@ -24,6 +24,8 @@ from deferq.backends.sql.search import is_sql_position
 from deferq.errors import ConfigError
 from deferq.flows.timing import Timing, zone
 from deferq.server import ServerConfig, create_app
+from deferq.server.api.openapi import exact_json_values
+from deferq.server.app import full_document
 from deferq.server.http import auth as auth_module
 from deferq.server.topics.condition import Condition
 from deferq.server.topics.topic import check_url
@@ -97,7 +99,10 @@ FORMAT_CHECKS = {"callback-url": _holds(check_url), "retry-condition": _holds(Co
 _formats = schemathesis.core.jsonschema.supplemental_formats
 schemathesis.core.jsonschema.supplemental_formats = lambda cls: {**(_formats(cls) or {}), **FORMAT_CHECKS}
 
-schema = schemathesis.openapi.from_asgi("/openapi.json", WEB)
+# The document /openapi.json serves, with JsonValue's rules stated at every level of a
+# value (the served one says them in words below its first level, for client generators).
+schema = schemathesis.openapi.from_dict(exact_json_values(full_document()))
+schema.app, schema.location = WEB, "/openapi.json"
 # The document refuses NUL in every string and object key of a request (a pattern, and
 # propertyNames), but schemathesis draws object keys without reading propertyNames: it
 # is told to leave NUL out, and tests/test_server_input.py checks each NUL refusal.

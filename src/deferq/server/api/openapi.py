@@ -260,24 +260,51 @@ def schemas(more: tuple[type[msgspec.Struct], ...] = ()) -> dict[str, Any]:
     components["JobRequest"] = {"type": "object", "properties": fields, **models.JOB_REQUEST}
     components["ScheduleRequest"] = models.SCHEDULE_REQUEST
     components["JsonValue"] = JSON_VALUE  # requests_kept_exactly names it
-    return {name: _ecma(schema) for name, schema in sorted(components.items())}
+    return {name: _ecma(_typed_items(schema)) for name, schema in sorted(components.items())}
 
 
 # A value deferq keeps exactly (bodies.py): no NUL, no integer beyond 64 bits. JSON Schema
 # cannot tell 1e30 from an integer, so whole numbers are the bounded integers; the nesting
-# limit is said in words.
+# limit is said in words. The document states the rules of the value itself, and those
+# of the values inside it in words: client generators (openapi-python-client) cannot
+# make a type of a union that names itself. `exact_json_values` gives the document that
+# states them at every level (what tests/test_server_schema.py holds the server to).
 NO_NUL = {"pattern": options.NO_NUL}
-JSON_VALUE = {
+JSON_VALUE: dict[str, Any] = {
     "description": "Any JSON value that deferq keeps exactly: no string or object key holding NUL "
-                   "(\\u0000), no integer beyond 64 bits (send those as strings), and the request nesting "
-                   f"arrays and objects at most {MAX_DEPTH} levels deep (JSON Schema counts 1e30 an integer: "
-                   "deferq keeps it, as the float it is written as).",
-    "anyOf": [{"type": ["null", "boolean", "string"], **NO_NUL},
+                   "(\\u0000), no integer beyond 64 bits (send those as strings), at every level of it, and "
+                   f"the request nesting arrays and objects at most {MAX_DEPTH} levels deep (JSON Schema counts "
+                   "1e30 an integer: deferq keeps it, as the float it is written as).",
+    "anyOf": [{"type": "null"}, {"type": "boolean"}, {"type": "string", **NO_NUL},
               {"type": "integer", "minimum": INT_RANGE[0], "maximum": INT_RANGE[1]},
               {"type": "number", "not": {"type": "integer"}},
-              {"type": "array", "items": ref("JsonValue")},
-              {"type": "object", "additionalProperties": ref("JsonValue"), "propertyNames": NO_NUL}],
+              {"type": "array", "items": {}},
+              {"type": "object", "additionalProperties": {}, "propertyNames": NO_NUL}],
 }
+
+
+def exact_json_values(doc: dict[str, Any]) -> dict[str, Any]:
+    """`doc` with JsonValue's rules stated at every level (a value inside an array or an
+    object is a JsonValue too): what the server holds requests to, for checkers that read
+    a schema that names itself (schemathesis)."""
+    value = JSON_VALUE["anyOf"]
+    exact = {**JSON_VALUE, "anyOf": [*value[:5], {**value[5], "items": ref("JsonValue")},
+                                     {**value[6], "additionalProperties": ref("JsonValue")}]}
+    schemas = {**doc["components"]["schemas"], "JsonValue": _ecma(exact)}
+    return {**doc, "components": {**doc["components"], "schemas": schemas}}
+
+
+def _typed_items(schema: Any) -> Any:
+    """`schema` with each array's items stated ({} where msgspec leaves them out, for
+    list[Any]): client generators refuse an array without items."""
+    if isinstance(schema, list):
+        return [_typed_items(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {key: _typed_items(value) for key, value in schema.items()}
+    if out.get("type") == "array" and not out.keys() & {"items", "prefixItems"}:
+        out["items"] = {}
+    return out
 
 
 def requests_kept_exactly(doc: dict[str, Any]) -> dict[str, Any]:

@@ -204,5 +204,5 @@ class TestAlert(Struct):
 MODELS: tuple[Any, ...] = (
     RetryBatchRequest, ConditionTrial, BackoffTrial, WhoAmI,
     SearchAnswer, Lease, RetriedBatch, WorkerOrder,
-    Workers, PeriodicSchedules, StoreHealth, Verdict, BackoffPreview, TestAlert,
+    Workers, PeriodicSchedules, LimitsInForce, StoreHealth, Verdict, BackoffPreview, TestAlert,
 )
