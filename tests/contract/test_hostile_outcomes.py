@@ -10,6 +10,7 @@ import math
 import threading
 
 import deferq
+from deferq.attempt.runner import RESULT_LIMIT
 from deferq.backends.base import Outcome
 from deferq.job import JobState
 from deferq.values import MAX_DELAY, MAX_PAUSE
@@ -121,3 +122,43 @@ def test_a_worker_settles_every_job_beside_one_the_store_refuses(app):
     assert app.get(returned.id).state == JobState.SUCCEEDED  # PostgreSQL: without its result
     failed = app.get(raised.id)
     assert failed.state == JobState.DEAD and "ValueError: a\\x00b" in failed.error  # the same on every store
+
+
+def test_a_batch_of_large_results_settles_whole(app, backend):
+    """Each result within RESULT_LIMIT, 17 MiB in all: past MariaDB's default packet of
+    16 MiB, which a batch sent in one packet met as "server has gone away" at every try."""
+    taken = leased(app, 17)
+    result = "x" * (RESULT_LIMIT - 2)  # its JSON: RESULT_LIMIT bytes
+    assert backend.settle([Outcome(job, "succeeded", result=result) for job in taken]) == [True] * 17
+    assert all(app.get(job.id).result == result for job in taken[::8])
+
+
+def test_a_worker_keeps_a_note_for_a_result_too_large_to_store(app, caplog):
+    """A task that returns 17 MiB: a note is kept in its place (and said), and the jobs
+    beside it settle; before, MariaDB refused the statement at every try and the worker
+    took the store for down."""
+    ran = threading.Event()
+
+    @app.task()
+    def plain(i):
+        ran.wait(5)
+        return i
+
+    @app.task()
+    def huge():
+        ran.set()
+        return "x" * (17 * 1024 * 1024)
+
+    jobs = [plain.enqueue(i) for i in range(3)]
+    big = huge.enqueue()
+    worker = Worker(app, WorkerConfig(queues=("default",), concurrency=4, burst=True))
+    thread = threading.Thread(target=worker.run, daemon=True)
+    with caplog.at_level(logging.WARNING, "deferq"):
+        thread.start()
+        thread.join(30)
+    assert not thread.is_alive(), "the worker's burst did not end"
+    assert [app.get(j.id).result for j in jobs] == [0, 1, 2]
+    kept = app.get(big.id)
+    assert kept.state == JobState.SUCCEEDED and kept.result.startswith("result not kept: 17825794 bytes of JSON")
+    said = [r.getMessage() for r in caplog.records if big.id in r.getMessage()]
+    assert any("over the 1048576 a job keeps" in line for line in said)

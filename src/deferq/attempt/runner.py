@@ -24,6 +24,10 @@ from .tracebacks import format_error
 
 log = logging.getLogger("deferq.worker")
 
+# Bytes of a job's result as JSON: what every store keeps in one statement of a settle
+# (MySQL's smallest default max_allowed_packet is 4 MiB, escaping may double a text).
+RESULT_LIMIT = 1024 * 1024
+
 __all__ = ["UnknownTask", "current_job", "decide_failure", "describe", "run_async", "run_sync"]
 
 
@@ -106,11 +110,18 @@ def stopped(job: Job) -> Outcome:
 
 
 def succeeded(job: Job, result: Any) -> Outcome:
+    """Results are informative: never fail a job over one. One JSON cannot carry is kept
+    as its repr; one over RESULT_LIMIT as a sentence that says so, with a warning."""
     if result is not None:  # most tasks return nothing: nothing to try
         try:
-            orjson.dumps(result)
+            size = len(orjson.dumps(result))
         except TypeError:
-            result = repr(result)  # results are informative; never fail a job over one
+            result = repr(result)
+            size = len(orjson.dumps(result))
+        if size > RESULT_LIMIT:
+            log.warning("job %s (%s): its result of %d bytes (JSON) is over the %d a job keeps; a note is "
+                        "kept instead", job.id, job.task, size, RESULT_LIMIT)
+            result = f"result not kept: {size} bytes of JSON, over the {RESULT_LIMIT} a job's result may be"
     return Outcome(job, OutcomeKind.SUCCEEDED, result=result)
 
 

@@ -57,6 +57,11 @@ BUSY_TRIES = {1213: 5, 1205: 2}
 FULL = {1021, 1114}  # disk full, table full (its tablespace cannot grow)
 # NO PAD binary collations of utf8mb4, by preference: MariaDB 10.2+, MySQL 8.0.17+
 # (utf8mb4_bin is PAD SPACE on both: 'k' = 'k ').
+# Characters of statements sent in one packet (4 bytes each at most): a settle of many
+# large results goes in several (one transaction still), never past a server's
+# max_allowed_packet (4 MiB at the least, by default) into a "server has gone away" that
+# every retry of the batch would meet again.
+PACKET = 1024 * 1024
 EXACT_COLLATIONS = ("utf8mb4_nopad_bin", "utf8mb4_0900_bin")
 
 
@@ -211,13 +216,14 @@ class MySQLBackend(SQLBackend):
         statements = ["BEGIN"] * step.begin + statements + ["COMMIT"] * step.commit
         rows: list[tuple[Any, ...]] = []
         counts = []
-        cur.execute(";\n".join(statements))
-        while True:
-            if cur.description:
-                rows += cur.fetchall()
-            counts.append(cur.rowcount)
-            if not cur.nextset():
-                break
+        for packet in packets(statements):
+            cur.execute(packet)
+            while True:
+                if cur.description:
+                    rows += cur.fetchall()
+                counts.append(cur.rowcount)
+                if not cur.nextset():
+                    break
         counts = counts[int(step.begin) : len(counts) - int(step.commit)]
         return Reply(rows, sum(counts), counts)
 
@@ -496,3 +502,18 @@ def _check_lengths(job: Job) -> None:
     for what, value in (("task name", job.task), ("unique key", job.key)):
         if value is not None and len(value) > MAX_NAME:
             raise ConfigError(f"the {what} {value[:40]!r}... is longer than {MAX_NAME} characters")
+
+
+def packets(statements: list[str]) -> Iterator[str]:
+    """The statements joined, in packets of PACKET characters at most (one statement
+    longer than that goes alone)."""
+    packet: list[str] = []
+    size = 0
+    for statement in statements:
+        if packet and size + len(statement) > PACKET:
+            yield ";\n".join(packet)
+            packet, size = [], 0
+        packet.append(statement)
+        size += len(statement) + 2
+    if packet:
+        yield ";\n".join(packet)
