@@ -26,6 +26,15 @@ def leased(app, n):
     return sorted(taken, key=lambda job: job.id)
 
 
+def burst(app, concurrency, timeout=20.0):
+    """A worker of `concurrency` slots runs every due job here, then stops (bounded)."""
+    worker = Worker(app, WorkerConfig(queues=("default",), concurrency=concurrency, burst=True))
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    thread.join(timeout)
+    assert not thread.is_alive(), "the worker's burst did not end"
+
+
 def test_a_hostile_wait_never_fails_the_settle_of_its_batch(app, backend):
     plain, *hostile = leased(app, 5)
     applied = backend.settle([
@@ -75,12 +84,8 @@ def test_a_worker_settles_every_job_beside_a_retry_after_of_inf(app, caplog):
 
     jobs = [plain.enqueue(i) for i in range(3)]
     bad = [hostile.enqueue("inf"), hostile.enqueue("Fri, 31 Dec 9999 23:59:59 GMT")]
-    worker = Worker(app, WorkerConfig(queues=("default",), concurrency=5, burst=True))
-    thread = threading.Thread(target=worker.run, daemon=True)
     with caplog.at_level(logging.WARNING, "deferq"):
-        thread.start()
-        thread.join(20)
-    assert not thread.is_alive(), "the worker's burst did not end"
+        burst(app, concurrency=5)
     assert [app.get(j.id).state for j in jobs] == [JobState.SUCCEEDED] * 3
     now = app.backend.now()
     for job in bad:
@@ -113,11 +118,7 @@ def test_a_worker_settles_every_job_beside_one_the_store_refuses(app):
 
     jobs = [plain.enqueue(i) for i in range(3)]
     returned, raised = nul_result.enqueue(), nul_error.enqueue()
-    worker = Worker(app, WorkerConfig(queues=("default",), concurrency=5, burst=True))
-    thread = threading.Thread(target=worker.run, daemon=True)
-    thread.start()
-    thread.join(20)
-    assert not thread.is_alive(), "the worker's burst did not end"
+    burst(app, concurrency=5)
     assert [app.get(j.id).result for j in jobs] == [0, 1, 2]
     assert app.get(returned.id).state == JobState.SUCCEEDED  # PostgreSQL: without its result
     failed = app.get(raised.id)
@@ -151,12 +152,8 @@ def test_a_worker_keeps_a_note_for_a_result_too_large_to_store(app, caplog):
 
     jobs = [plain.enqueue(i) for i in range(3)]
     big = huge.enqueue()
-    worker = Worker(app, WorkerConfig(queues=("default",), concurrency=4, burst=True))
-    thread = threading.Thread(target=worker.run, daemon=True)
     with caplog.at_level(logging.WARNING, "deferq"):
-        thread.start()
-        thread.join(30)
-    assert not thread.is_alive(), "the worker's burst did not end"
+        burst(app, concurrency=4, timeout=30)
     assert [app.get(j.id).result for j in jobs] == [0, 1, 2]
     kept = app.get(big.id)
     assert kept.state == JobState.SUCCEEDED and kept.result.startswith("result not kept: 17825794 bytes of JSON")
