@@ -58,8 +58,11 @@ class World:
     ids: dict[str, str]  # a job id per state, and a few more by name
 
 
-def _settle(backend: Any, queue: str, kind: str, worker: str, **outcome: Any) -> str:
+def _settle(backend: Any, queue: str, kind: str, worker: str, progress: tuple[float, str] | None = None,
+            **outcome: Any) -> str:
     (job,) = backend.reserve([queue], 1, worker, 300.0, PRIORITIES)
+    if progress is not None:  # what the task reported while it ran
+        backend.record_progress([job.evolve(progress=progress[0], progress_message=progress[1])])
     if kind != "active":
         assert backend.settle([Outcome(job, kind, **outcome)]) == [True]
     return str(job.id)
@@ -169,7 +172,8 @@ def seed(url: str) -> World:
     ids["retrying"] = _settle(backend, "payments", "retry", WORKER, delay=3600,
                               error="shop.gateway.GatewayError: the gateway timed out")
     world_app.enqueue("shop.tasks.send_receipt", [1041], queue="email")
-    ids["succeeded"] = _settle(backend, "email", "succeeded", WORKER, result={"message_id": "<r-1041@shop>"})
+    ids["succeeded"] = _settle(backend, "email", "succeeded", WORKER, progress=(1.0, "sent to 1 of 1"),
+                               result={"message_id": "<r-1041@shop>"})
     world_app.enqueue("shop.tasks.render_invoice", [1043], {"format": "pdf"}, queue="reports", timeout=120)
     (running,) = backend.reserve(["reports"], 1, WORKER, 300.0, PRIORITIES)
     backend.record_progress([running.evolve(progress=0.42, progress_message="page 21 of 50")])

@@ -405,16 +405,22 @@ def _get(address: str) -> int | None:
 @pytest.mark.parametrize(
     ("hide", "args", "says"),
     [
-        (("starlette",), ["serve"], "deferq serve needs the 'starlette' package: pip install 'deferq[server]'"),
-        (("uvicorn",), ["serve"], "deferq serve needs the 'uvicorn' package: pip install 'deferq[server]'"),
+        (("starlette",), ["serve"], "deferq serve needs the 'starlette' package: install deferq's server extra "
+         "from your copy of deferq (pip install '/path/to/deferq[server]')"),
+        (("uvicorn",), ["serve"], "deferq serve needs the 'uvicorn' package: install deferq's server extra "
+         "from your copy of deferq (pip install '/path/to/deferq[server]')"),
         (("prometheus_client",), ["worker", "--app", "{tasks}:app", "--metrics-port", "1"],
-         "--metrics-port needs the 'prometheus_client' package: pip install 'deferq[server]'"),
+         "--metrics-port needs the 'prometheus_client' package: install deferq's server extra from your "
+         "copy of deferq (pip install '/path/to/deferq[server]')"),
         (("httpx",), ["worker", "--app", "deferq.server.tasks:app"],
-         "the app 'deferq.server.tasks:app' needs the 'httpx' package: pip install 'deferq[server]'"),
+         "the app 'deferq.server.tasks:app' needs the 'httpx' package: install deferq's server extra from your "
+         "copy of deferq (pip install '/path/to/deferq[server]')"),
         (("redis",), ["stats", "--url", "redis://127.0.0.1:6379/0"],
-         "this backend needs the 'redis' package: pip install 'deferq[redis]'"),
+         "this backend needs the 'redis' package: install deferq's redis extra from your "
+         "copy of deferq (pip install '/path/to/deferq[redis]')"),
         (("prometheus_client",), ["run", "--config", "metrics.toml"],
-         "metrics_port needs the 'prometheus_client' package: pip install 'deferq[server]'"),
+         "metrics_port needs the 'prometheus_client' package: install deferq's server extra from your "
+         "copy of deferq (pip install '/path/to/deferq[server]')"),
     ],
 )
 def test_a_missing_extra_is_one_install_hint(tmp_path, tasks, url, hide, args, says):

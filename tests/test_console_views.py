@@ -656,6 +656,20 @@ def test_pausing_a_queue_stops_a_running_worker_until_it_is_resumed(served):
         app.close()
 
 
+def test_the_job_page_keeps_the_progress_of_an_ended_job(served):
+    """docs/flow-control.md: the last progress report stays on a job after it ends, and
+    its page shows it (the table of running jobs shows only running ones)."""
+    world, base, browser = served
+    page = signed_in(browser, base, world.admin)
+    page.goto(f"{base}/dashboard/jobs/{world.ids['succeeded']}")
+    expect(page.locator(".job-side")).to_contain_text("finished")
+    panel = page.locator("section", has=page.locator("#job-progress"))
+    expect(panel).to_be_visible()
+    expect(panel).to_contain_text("100% · sent to 1 of 1")
+    no_errors(page)
+    page.context.close()
+
+
 def test_a_remark_is_set_from_the_job_page_and_kept(served, worker):
     world, base, browser = served
     job_id = world.ids["succeeded"]

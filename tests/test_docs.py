@@ -129,6 +129,22 @@ def test_a_fragment_marker_is_seen_and_a_file_block_is_named() -> None:
     assert blocks[1].code == "print(1)\n"
 
 
+# `pip install deferq` or `'deferq[redis]'`: from a package index, where deferq is not
+INDEX_INSTALL = re.compile(r"pip install\s+(?:-\S+\s+)*['\"]?deferq(?:\[[\w,]+\])?['\"]?(?:[\s`]|$)")
+
+
+def test_no_page_says_to_install_deferq_from_a_package_index() -> None:
+    """deferq is on no package index: a page says to install it from your copy (a path,
+    a git URL with `@`, a wheel), never `pip install 'deferq[redis]'`."""
+    pages = [*PAGES, ROOT / "examples" / "README.md"]
+    found = [f"{page.relative_to(ROOT)}:{number}: {line.strip()}"
+             for page in pages for number, line in enumerate(page.read_text().splitlines(), 1)
+             if INDEX_INSTALL.search(line) and " @ " not in line]
+    assert found == []
+    assert INDEX_INSTALL.search("`pip install 'deferq[redis]'`") and INDEX_INSTALL.search("pip install deferq")
+    assert not INDEX_INSTALL.search("pip install '/path/to/deferq[redis]'")
+
+
 # --- the generated reference pages ------------------------------------------------------
 
 def reference() -> ModuleType:

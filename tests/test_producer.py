@@ -56,7 +56,7 @@ def test_missing_extra_names_the_pip_command(monkeypatch):
 
     monkeypatch.setattr(builtins, "__import__", no_redis)
     monkeypatch.delitem(__import__("sys").modules, "redis", raising=False)
-    with pytest.raises(MissingExtra, match=r"pip install 'deferq\[redis\]'"):
+    with pytest.raises(MissingExtra, match=r"pip install '/path/to/deferq\[redis\]'"):
         deferq.App("redis://127.0.0.1:6379/0").backend
 
 

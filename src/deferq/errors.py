@@ -36,7 +36,8 @@ class MissingExtra(DeferqError, ImportError):
     """An optional part (a backend, `deferq serve`, metrics) is used without its package."""
 
     def __init__(self, extra: str, module: str, needed_by: str = "this backend") -> None:
-        super().__init__(f"{needed_by} needs the {module!r} package: pip install 'deferq[{extra}]'")
+        super().__init__(f"{needed_by} needs the {module!r} package: install deferq's {extra} extra from your "
+                         f"copy of deferq (pip install '/path/to/deferq[{extra}]')")
 
 
 class Retry(DeferqError):

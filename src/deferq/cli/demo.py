@@ -65,18 +65,28 @@ def remind(user: str, what: str) -> str:
     return f"reminded {user}: {what}"
 
 
-STEPS: list[tuple[str, Callable[[], list[Job]]]] = [
-    ("3 welcome e-mails, enqueued now", lambda: [send_welcome_email.enqueue(u) for u in ("ana", "bo", "chen")]),
-    ("1 password reset at high priority", lambda: [send_password_reset.enqueue("dana")]),
+def same_key_twice(jobs: list[Job]) -> str:
+    """What the second enqueue with the first one's key returned."""
+    first, second = jobs
+    if second.id == first.id:
+        return f"the second call returned {second.id} again: no second job"
+    return f"the second call made another job, {second.id}"  # never: the key forbids it
+
+
+# (what is enqueued, how, and what to say of the jobs it returned)
+STEPS: list[tuple[str, Callable[[], list[Job]], Callable[[list[Job]], str] | None]] = [
+    ("3 welcome e-mails, enqueued now",
+     lambda: [send_welcome_email.enqueue(u) for u in ("ana", "bo", "chen")], None),
+    ("1 password reset at high priority", lambda: [send_password_reset.enqueue("dana")], None),
     ("2 reminders due in 4 s and 8 s", lambda: [remind.options(delay=4).enqueue("eve", "renew plan"),
-                                                remind.options(delay=8).enqueue("fay", "check payment")]),
-    ("1 SMS whose gateway fails twice, then succeeds", lambda: [send_sms.enqueue("+15550100")]),
+                                                remind.options(delay=8).enqueue("fay", "check payment")], None),
+    ("1 SMS whose gateway fails twice, then succeeds", lambda: [send_sms.enqueue("+15550100")], None),
     ("1 webhook that always fails: dead after 3 attempts",
-     lambda: [call_partner_webhook.enqueue("https://partner.example/hook")]),
-    ("1 async report that overruns its 1 s timeout", lambda: [build_report.enqueue("q3")]),
-    ("1 duplicate reminder with the same key: no second job",
+     lambda: [call_partner_webhook.enqueue("https://partner.example/hook")], None),
+    ("1 async report that overruns its 1 s timeout", lambda: [build_report.enqueue("q3")], None),
+    ("1 reminder with the key remind:eve, then the same reminder again",
      lambda: [remind.options(key="remind:eve", delay=4).enqueue("eve", "x"),
-              remind.options(key="remind:eve", delay=4).enqueue("eve", "x")]),
+              remind.options(key="remind:eve", delay=4).enqueue("eve", "x")], same_key_twice),
 ]
 
 
@@ -124,9 +134,12 @@ def run_demo(url: str | None = None, timeout: float = 55.0) -> int:
     console.rule("[bold]deferq demo")
     console.print(f"Store: [cyan]{url}[/] (an embedded SQLite file: nothing else to run)\n")
     jobs: list[Job] = []
-    for text, enqueue in STEPS:
-        jobs += enqueue()
+    for text, enqueue, say in STEPS:
+        made = enqueue()
+        jobs += made
         console.print(f"  enqueued {text}")
+        if say is not None:
+            console.print(f"    {say(made)}")
     console.print("\nStarting 2 worker processes: "
                   "[cyan]deferq worker --app deferq.cli.demo:app -c 4[/]\n")
     env = {**os.environ, "DEFERQ_URL": url}

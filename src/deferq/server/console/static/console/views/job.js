@@ -30,7 +30,7 @@ export function mount(root, ctx) {
   const buttons = h("span", {class: "job-actions"});
   const head = h("div", {class: "page-head"}, title, state, stopping, name,
     h("div", {class: "page-tools"}, copyButton(() => id, "Copy id"), buttons));
-  const progress = progressBar("job-progress");
+  const progress = progressBar("job-progress", null, false, true);
   const progressPanel = section("Progress", progress.el);
   progressPanel.hidden = true;
 

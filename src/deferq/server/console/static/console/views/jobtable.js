@@ -27,11 +27,12 @@ export function argumentText(job) {
 }
 
 // A progress bar with its message (hidden while the job reports none); `existing`: one
-// made before, found again in the page; `brief`: the percentage only, the message on hover.
-export function progressBar(id, existing, brief) {
+// made before, found again in the page; `brief`: the percentage only, the message on hover;
+// `kept`: also once the job has stopped or ended (a job's page: the last report stays).
+export function progressBar(id, existing, brief, kept) {
   const el = existing || h("span", {class: "progress", hidden: true},
     h("progress", {max: 100, value: 0, id: id || null}), h("span", {class: "progress-text"}));
-  return {el, show: (job) => showProgress(el, job, brief)};
+  return {el, show: (job) => showProgress(el, job, brief, kept)};
 }
 
 // The arguments cell: truncated, the whole in its title; a click opens it in place.
@@ -135,9 +136,10 @@ export function jobTable(options) {
   return {el: t.el, update, sync};
 }
 
-// Fill a progressBar's element from a job: shown while the job runs and reports progress.
-function showProgress(el, job, brief) {
-  const known = job.state === "active" && job.progress !== null && job.progress !== undefined;
+// Fill a progressBar's element from a job: shown while the job runs and reports progress
+// (with `kept`, whatever its state).
+function showProgress(el, job, brief, kept) {
+  const known = (kept || job.state === "active") && job.progress !== null && job.progress !== undefined;
   el.hidden = !known;
   if (!known) return;
   const percent = Math.round(job.progress * 100);
