@@ -4,12 +4,14 @@ exactly the jobs waiting for its (event, key), and a stale attempt keeps no resu
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import pytest
 
 import deferq
 from deferq.backends.base import Outcome, OutcomeKind
+from deferq.context import JobControl, RunningJob
 from deferq.job import JobState
 from deferq.steps.checkpoints import JobSteps, LeaseLost, Suspend
 from deferq.steps.events import send_event, timeline
@@ -181,7 +183,9 @@ def test_an_event_sent_before_the_wait_is_kept_and_consumed_once(app: deferq.App
     assert [row["state"] for row in timeline(app.backend, done.id)] == ["done", "timed out"]
 
 
-def test_a_stale_attempt_keeps_no_step_result(app: deferq.App) -> None:
+def test_a_stale_attempt_keeps_no_step_result_and_runs_no_step(app: deferq.App, caplog) -> None:
+    """An attempt whose lease another attempt took (a worker frozen past its lease) runs
+    no step's function, sync or async: it checks its lease first, and says so."""
     job = app.enqueue("stale")
     old = app.backend.reserve(["default"], 1, "old", 0.2, ORDER)[0]
     deadline = time.monotonic() + 5
@@ -190,9 +194,15 @@ def test_a_stale_attempt_keeps_no_step_result(app: deferq.App) -> None:
         time.sleep(0.05)
     new = app.backend.reserve(["default"], 1, "new", 5, ORDER)[0]
     assert new.id == job.id and new.attempts == 2
+    ran: list[str] = []
     stale = JobSteps(app.backend, 5, 3600, old)
     with pytest.raises(LeaseLost):
-        stale.step("pay", lambda: "stale", (), {})
+        stale.step("pay", lambda: ran.append("sync") or "stale", (), {})
+    running = RunningJob(old, JobControl(steps_for=lambda j: JobSteps(app.backend, 5, 3600, j)))
+    with pytest.raises(LeaseLost):
+        asyncio.run(running.step_async("pay", lambda: ran.append("async") or "stale"))
+    assert ran == []
+    assert f"job {job.id} (stale) attempt 1 lost its lease before step 'pay'" in caplog.text
     assert JobSteps(app.backend, 5, 3600, new).step("pay", lambda: "fresh", (), {}) == "fresh"
     assert JobSteps(app.backend, 5, 3600, new).step("pay", lambda: "again", (), {}) == "fresh"
 
