@@ -241,26 +241,35 @@ def test_a_workflow_keeps_its_ids_and_links_across_servers(two_servers) -> None:
     app.close()
 
 
-def test_history_on_a_killed_shard_is_said_once_and_written_when_it_is_back(two_servers, caplog) -> None:
-    """History is a side record kept on one server of the set: while that server is down,
-    producers and workers go on, the outage is one warning line (not one per job, nor an
-    error from the worker), and the counts kept meanwhile are written once it is back."""
+def test_side_records_on_a_killed_shard_are_said_once_and_history_written_when_it_is_back(two_servers,
+                                                                                          caplog) -> None:
+    """History and a worker's own records (its status, its orders) are side records kept
+    on one server of the set: while that server is down, producers and workers go on,
+    each is one warning line (not one per job, nor the worker's "store unreachable"
+    error), and the history counts kept meanwhile are written once it is back."""
     app = deferq.App(shards_url(two_servers), lease=30)
     task = app.task(name="hist.t")(lambda n: n)
     backend = app.backend
     home = backend.shards.index(backend._kv_shard("history", ""))
+    name = next(name for n in range(1000) if all(  # a worker whose records are kept there too
+        backend._kv_shard(namespace, name := f"w{n}") is backend.shards[home]
+        for namespace in ("workers", "worker-orders")))
     try:
         with caplog.at_level(logging.INFO):
             two_servers[home].kill()
             jobs = [task.enqueue(n) for n in range(20)]  # on the server that answers
-            assert Worker(app, WorkerConfig(burst=True, concurrency=2)).run() == 0  # it writes at its stop
+            assert Worker(app, WorkerConfig(name=name, burst=True, concurrency=2)).run() == 0  # writes at its stop
             for _ in range(3):  # the recorder's next rounds, and leases the store ends by itself
                 app.history.write()
                 backend.shards[1 - home].count_ended([("default", "hist.t", "expired")])
             assert {app.get(job.id).state for job in jobs} == {JobState.SUCCEEDED}
-            said = [(r.name, r.levelname, r.getMessage()) for r in caplog.records if "history" in r.getMessage()]
-            assert [(name, level) for name, level, _ in said] == [("deferq.history", "WARNING")], said
-            assert said[0][2].startswith("history not written (kept for the next try)")
+            said = {r.name: r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING}
+            warned = [(r.name, r.levelname) for r in caplog.records if r.levelno >= logging.WARNING]
+            assert sorted(warned) == [("deferq.history", "WARNING"), ("deferq.limits", "WARNING"),
+                                      ("deferq.worker", "WARNING")], said  # once each
+            assert said["deferq.worker"].startswith("this worker's status and orders cannot be reached")
+            assert said["deferq.history"].startswith("history not written (kept for the next try)")
+            assert said["deferq.limits"].startswith("limits: the store's limits could not be read")
             two_servers[home].start()  # empty again: what was kept is all there is
             backend._down_until[home] = 0.0
             app.history.write()

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from ..backends.guard import StoreGuard
 from ..errors import ConfigError
 from ..values import MAX_PAUSE
 from .values import Rate, rate_option, slots
@@ -166,6 +167,10 @@ class Known:
         self.paused: dict[str, float] = {}  # name -> time.time() its pause ends
         self.next_read = 0.0  # time.monotonic()
         self._reading = threading.Lock()
+        # a store (or the shard keeping the limits) down: said once, and once when read again
+        self._guard = StoreGuard(
+            log, down="limits: the store's limits could not be read (%s); keeping the last ones",
+            back="limits: read again after %.1fs", down_level=logging.WARNING)
 
     @property
     def empty(self) -> bool:
@@ -189,7 +194,9 @@ class Known:
             self.overrides = overrides
             self.paused = {name: until - offset for name, until in pauses.items()}
         except Exception as exc:  # noqa: BLE001 - the copy stays; limits hold as they were
-            log.warning("limits: the store's limits could not be read (%s); keeping the last ones", exc)
+            self._guard.failed(exc)
+        else:
+            self._guard.succeeded()
         finally:
             self.next_read = time.monotonic() + REFRESH
             self._reading.release()

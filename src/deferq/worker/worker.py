@@ -157,6 +157,13 @@ class Worker:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._threads: list[threading.Thread] = []
         self.guard = StoreGuard(log)
+        # This worker's own records (its status for the console, the orders left for it) are
+        # side records: on a store of several servers the one keeping them may be down while
+        # jobs flow. Said once, as a warning; never a reason to back off (_side_call).
+        self.side_guard = StoreGuard(
+            log, down="this worker's status and orders cannot be reached (the console may not list it, "
+                      "orders to it wait): %s",
+            back="this worker's status and orders reached again after %.1fs", down_level=logging.WARNING)
         # a finished job holds its lease until settled: never hold more than concurrency +
         # prefetch leases of jobs that started (crash re-runs), plus those leased ahead
         self.started_leases = self.config.concurrency + (self.config.prefetch or 0)
@@ -251,8 +258,8 @@ class Worker:
         for thread in self._threads:
             thread.join(timeout=5)
         self.history.write()  # this worker's last seconds of counts (a side record: never waits out an outage)
-        self._store_call(self.backend.kv_delete, "workers", self.config.name)
-        self._store_call(orders.clear, self.backend, self.config.name)
+        self._side_call(self.backend.kv_delete, "workers", self.config.name)
+        self._side_call(orders.clear, self.backend, self.config.name)
         self.runners.close()
         if self._loop is not None:
             self._loop.call_soon_threadsafe(self._loop.stop)
@@ -674,7 +681,7 @@ class Worker:
                         log.info("job %s %s: cancel requested, stopping it", running.job.id, running.job.task)
                         running.control.request_cancel()
                 self.last_beat = time.monotonic()
-        self._obey(self._store_call(orders.read, self.backend, self.config.name))
+        self._obey(self._side_call(orders.read, self.backend, self.config.name))
         status = {
             "name": self.config.name, "pid": os.getpid(), "host": socket.gethostname(),
             "queues": list(self.config.queues), "concurrency": self.config.concurrency,
@@ -682,7 +689,7 @@ class Worker:
             "monotonic": time.monotonic(), "quiet": self.quiet.is_set(), "stopping": self.stopping.is_set(),
             "limits": self._declared_limits(),
         }
-        self._store_call(
+        self._side_call(
             self.backend.kv_put, "workers", self.config.name, orjson.dumps(status),
             self.lease * 2,
         )
@@ -742,6 +749,18 @@ class Worker:
             self.stop(asked=False)
 
     # -- store errors -----------------------------------------------------------------
+
+    def _side_call(self, fn: Callable[..., T], *args: Any) -> T | None:
+        """A call for this worker's own records (side_guard): None when it failed, said once
+        while the store otherwise answers (when it is down as a whole, `guard` says so)."""
+        try:
+            result = fn(*args)
+        except STORE_FAILURES as exc:
+            if self.guard.up:
+                self.side_guard.failed(exc)
+            return None
+        self.side_guard.succeeded()
+        return result
 
     def _store_call(self, fn: Callable[..., T], *args: Any) -> T | None:
         """Call the store; while it is down, say so once, back off and return None."""
