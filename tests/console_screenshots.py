@@ -19,7 +19,7 @@ from deferq.worker import Worker, WorkerConfig
 from tests.console_world import chromium, publish_heartbeats, seed, signed_in
 from tests.server_helpers import running_server
 
-PHONE = ("overview", "job", "workflow", "jobs", "batches", "limits")
+PHONE = ("overview", "job", "workflow", "flow", "jobs", "batches", "limits", "periodic")
 MAX_HEIGHT = 1500  # px: a long list is cut there
 
 
@@ -69,6 +69,7 @@ def main() -> None:
     views = {
         "overview": "/dashboard/", "queue": "/dashboard/queues/reports", "jobs": "/dashboard/jobs",
         "job": f"/dashboard/jobs/{world.ids['dead']}", "workflow": f"/dashboard/jobs/{world.ids['chain_middle']}",
+        "flow": f"/dashboard/jobs/{world.ids['batch_member']}/flow",
         "batch": f"/dashboard/jobs/{world.ids['batch_member']}",
         "batches": f"/dashboard/batches/{world.ids['batch']}", "running": f"/dashboard/jobs/{world.ids['active']}",
         "dead": "/dashboard/dead", "workers": "/dashboard/workers",

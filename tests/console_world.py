@@ -78,6 +78,18 @@ DECLARED_LIMITS = {
 }
 
 
+def seed_attempts(backend: Any, job_id: str) -> None:
+    """The dead job's three attempts, as the workers that ran them note them (observe/attempts.py)."""
+    from deferq.observe import attempts
+
+    now = time.time()
+    errors = ["shop.gateway.GatewayError: the gateway timed out", "shop.gateway.GatewayError: 502 Bad Gateway",
+              TRACEBACK]
+    kept = [{"attempt": n + 1, "worker": WORKER, "started_at": now - 3600 + 1200 * n, "seconds": 30.0 + n,
+             "outcome": "dead" if n == 2 else "retry", "error": error} for n, error in enumerate(errors)]
+    backend.kv_put(attempts.NAMESPACE, job_id, orjson.dumps(kept), attempts.KEEP_SECONDS)
+
+
 def seed_limits(world_app: deferq.App, active: str) -> None:
     """Limits set at run time on a queue, a task and a key, a pause, and a slot held."""
     world_app.limits.set("queue:email", rate="20/s", concurrency=4)
@@ -167,6 +179,7 @@ def seed(url: str) -> World:
                       max_attempts=3, key="charge:1042",
                       remark="order 1042: the customer asked for a retry tonight")
     ids["dead"] = _settle(backend, "payments", "dead", WORKER, error=TRACEBACK)
+    seed_attempts(backend, ids["dead"])
     world_app.enqueue("shop.tasks.charge_card", [1044], {"amount": 12.5, "currency": "EUR"}, queue="payments",
                       max_attempts=5, tags=["vip", "eu"])
     ids["retrying"] = _settle(backend, "payments", "retry", WORKER, delay=3600,

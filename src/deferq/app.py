@@ -24,6 +24,7 @@ from .job import Job, JobState, Origin, held, new_job_ids
 from .limits import Limits
 from .limits.runtime import LimitsAdmin
 from .middleware import Middleware
+from .observe.attempts import Attempts
 from .observe.history import History, HistoryRecorder
 from .observe.logs import JobLog
 from .options import (
@@ -125,7 +126,7 @@ class App:
         # deferq's own middleware, first: their before-hooks run before, their after-hooks
         # after, every other middleware's (the order of middleware.Chain)
         self._history = History(lambda: self.backend, self.lease)
-        for middleware in (batches.BatchJoin(), self._history, JobLog(),
+        for middleware in (batches.BatchJoin(), self._history, JobLog(), Attempts(lambda: self.backend),
                            Limits(self.registry.limits, lambda: self.backend)):
             self.registry.add_middleware(middleware)
         # limits set, changed and cleared at run time, kept in the store (limits/runtime.py)

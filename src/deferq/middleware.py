@@ -25,9 +25,10 @@ is logged and isolated: it never fails the job or stops the other hooks (the enq
 hooks excepted: their error is the enqueue's). Hooks that a middleware does not override
 cost nothing: `Chain` keeps only the overridden ones.
 
-The App installs three of its own first, so they run before every other before-hook and
-after every other after-hook: batch joining (flows/batch.BatchJoin), the per-minute
-history (observe/history.History) and the per-job log line (observe/logs.JobLog).
+The App installs its own first, so they run before every other before-hook and after
+every other after-hook: batch joining (flows/batch.BatchJoin), the per-minute history
+(observe/history.History), the per-job log line (observe/logs.JobLog), the attempts of
+jobs that failed (observe/attempts.Attempts) and run-time limits (limits.Limits).
 """
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ from starlette.routing import Route
 from starlette.types import Message, Receive, Scope, Send
 
 from ..app import App
+from .api import flow as flow_api
 from .api import history as history_api
 from .api import load as load_api
 from .api import schedules as schedules_api
@@ -64,9 +65,9 @@ async def internal_error(request: Request, exc: Exception) -> Response:
 @functools.cache
 def full_document() -> dict[str, Any]:
     """The API's document with the console's routes (kept apart: console_api imports openapi)."""
-    base = document((*console_models.MODELS, *load_api.MODELS))
+    base = document((*console_models.MODELS, *load_api.MODELS, *flow_api.MODELS))
     paths = {**base["paths"], **console_api_paths(), **history_api.paths(), **schedules_api.paths(),
-             **load_api.paths()}
+             **load_api.paths(), **flow_api.paths()}
     return requests_kept_exactly({**base, "paths": paths})
 
 
@@ -203,7 +204,7 @@ def create_app(config: ServerConfig | None = None, app: App | None = None) -> Fr
     logfiles.route(logfiles.ERROR_LOG, config.error_log)
     service = Service(config, app)
     routes = [*api_routes(), *console_api_routes(), *history_api.routes(), *schedules_api.routes(),
-              *load_api.routes(), Route("/openapi.json", openapi, methods=["GET"]),
+              *load_api.routes(), *flow_api.routes(), Route("/openapi.json", openapi, methods=["GET"]),
               Route("/metrics", metrics, methods=["GET"]), *dashboard_routes()]
 
     @asynccontextmanager

@@ -8,7 +8,8 @@ from ...backends.base import Enqueue
 from ...errors import StoreUnavailable
 from ...flows import batch as batches
 from ...flows.batch import BATCH_OF, MEMBER_OF
-from ...job import HTTP_FIELDS, Job
+from ...job import HTTP_FIELDS, Job, JobState
+from ...observe import attempts
 from ...options import HTTP_OPTIONS, JobOptions
 from ...steps.events import timeline, waiting_for
 from ...task import AFTER, CHILDREN, Call, build_enqueue
@@ -107,9 +108,10 @@ def workflow(store: Any, job: Job) -> dict[str, Any]:
     if batch is not None and batch["role"] == "member":
         children += batch["callbacks"].values()
     steps = _steps(store, job)
+    tried = attempts.read(store, job.id) if job.error is not None or job.attempts > 1 else []
     return {"after": after, "waiting": waiting, "parents": links(store, after),
             "children": links(store, list(dict.fromkeys(children))), "batch": batch,
-            "steps": steps, "waiting_for": waiting_for(job, steps or [])}
+            "steps": steps, "waiting_for": waiting_for(job, steps or []) or _waits(job), "attempt_log": tried}
 
 
 def _steps(store: Any, job: Job) -> list[dict[str, Any]] | None:
@@ -157,5 +159,15 @@ def view(job: Job) -> dict[str, Any]:
         "args": None if is_topic else list(job.args),
         "kwargs": None if is_topic else job.kwargs,
         "ttr": job.timeout - TIMEOUT_MARGIN if is_topic and job.timeout else job.timeout,
+        "waiting_for": _waits(job),
     })
     return shown
+
+
+def _waits(job: Job) -> dict[str, Any] | None:
+    """The event and key a job in a durable wait waits for, from its record (no read): what
+    a list row shows; GET /v1/jobs/{id} adds the step and the timeout from its checkpoints."""
+    if job.waits_for is None or job.state != JobState.SCHEDULED:
+        return None
+    event, _, key = job.waits_for.partition("\t")
+    return {"step": None, "event": event, "key": key, "until": job.run_at}

@@ -457,16 +457,32 @@ class Job(Struct):
     waiting_for: Annotated[WaitingFor, Meta(description=(
         "The event a scheduled job waits for (`job.wait_for`); the console shows such a job as "
         "`waiting`. Null for every other job."))] | None = None
+    attempt_log: Annotated[list[Attempt], Meta(description=(
+        "GET /v1/jobs/{id} only: each attempt of a job that failed at least once (start, worker, "
+        "time, outcome, error), oldest first; the newest 25, kept 30 days. Empty for a job that "
+        "never failed."))] | None = None
 
 
 class WaitingFor(Struct):
     """The wait a scheduled job is in: its step's name, the event and key it waits for,
-    and when it times out."""
+    and when it times out. In a list, the step is null (GET /v1/jobs/{id} has it)."""
 
-    step: str
+    step: str | None
     event: str
     key: str
     until: float
+
+
+class Attempt(Struct):
+    """One attempt of a job: when it started (store clock), the worker, how long it ran,
+    how it ended (succeeded, retry, dead, cancelled) and its error."""
+
+    attempt: int
+    worker: str | None
+    started_at: float
+    seconds: float | None
+    outcome: str
+    error: str | None
 
 
 class JobLink(Struct):

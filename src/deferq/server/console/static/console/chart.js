@@ -31,13 +31,19 @@ export function lineChart(container, options) {
       // From zero, and at least `least` high: a flat line of small values stays at the bottom.
       scales: {x: {time: true}, y: {range: (self, low, high) => [0, Math.max(high * 1.1, least)]}},
       series: [{}, ...labels.map((label, i) => ({
-        label, stroke: colorOf(label, i), width: 2, points: {show: false}, spanGaps: true,
+        // a series with one value so far (a fresh install's first minute) has no line to draw: a dot
+        label, stroke: colorOf(label, i), width: 2, points: {show: lonely(data[i + 1]), size: 7}, spanGaps: true,
       }))],
       axes: [{...axis, space: 70}, {...axis, size: 48}],  // x: time labels apart on a phone
       legend: {live: true},
       cursor: {drag: {x: false, y: false}},
     }, data, box);
-    shownLabels = JSON.stringify(labels);
+    shownLabels = shape(labels, data);
+  }
+
+  // What a plot is built for: the labels, and which series are drawn as dots.
+  function shape(labels, data) {
+    return JSON.stringify([labels, data.slice(1).map(lonely)]);
   }
 
   function update(labels, data) {
@@ -46,7 +52,7 @@ export function lineChart(container, options) {
     hint.hidden = enough;
     box.hidden = !enough;
     if (!enough) return;
-    if (!plot || JSON.stringify(labels) !== shownLabels) build(labels, data);
+    if (!plot || shape(labels, data) !== shownLabels) build(labels, data);
     else plot.setData(data);
   }
 
@@ -69,4 +75,11 @@ export function lineChart(container, options) {
 
 export function stateColor(state) {
   return css(`--state-${state}`) || PALETTE[0];
+}
+
+// True for a series holding exactly one value (the rest null).
+function lonely(values) {
+  let found = 0;
+  for (const value of values || []) if (value !== null && value !== undefined && ++found > 1) return false;
+  return found === 1;
 }

@@ -8,6 +8,7 @@ import * as alerts from "./views/alerts.js";
 import * as batch from "./views/batch.js";
 import * as dead from "./views/dead.js";
 import * as events from "./views/events.js";
+import * as flow from "./views/flow.js";
 import * as job from "./views/job.js";
 import * as jobs from "./views/jobs.js";
 import * as limits from "./views/limits.js";
@@ -27,9 +28,10 @@ const BASE = "/dashboard";
 // [path pattern, view, title, nav entry]
 const ROUTES = [
   [/^\/dashboard\/?$/, overview, "Overview", "overview"],
-  [/^\/dashboard\/queues\/([^/]+)\/?$/, queue, "Queue", "overview"],
+  [/^\/dashboard\/queues\/([^/]+)\/?$/, queue, "Queue", null],  // reached from any list: no nav entry of its own
   [/^\/dashboard\/jobs\/?$/, jobs, "Jobs", "jobs"],
   [/^\/dashboard\/jobs\/([^/]+)\/?$/, job, "Job", "jobs"],
+  [/^\/dashboard\/jobs\/([^/]+)\/flow\/?$/, flow, "Workflow", "jobs"],
   [/^\/dashboard\/batches\/([^/]+)\/?$/, batch, "Batch", "jobs"],
   [/^\/dashboard\/dead\/?$/, dead, "Dead", "dead"],
   [/^\/dashboard\/workers\/?$/, workers, "Workers", "workers"],

@@ -89,8 +89,9 @@ export function rowActions(ctx, message, after) {
 
 // The bar over a list with checkboxes: how many are checked, "all N that match" (the
 // filter's every page, walked by cursor), and retry / cancel / delete on them.
-// list: pagedList; selected: the Set of checked ids.
-export function bulkBar(ctx, {list, selected, message, after}) {
+// list: pagedList; selected: the Set of checked ids; offered: the actions that mean something
+// on that list (a dead letter cannot be cancelled: the dead page offers retry and delete).
+export function bulkBar(ctx, {list, selected, message, after, offered}) {
   let everything = false; // "all that match" rather than the checked rows
   const label = h("span", {class: "bulk-count", role: "status"});
   const widen = h("button", {type: "button", class: "link-button", id: "select-matching"});
@@ -98,7 +99,7 @@ export function bulkBar(ctx, {list, selected, message, after}) {
   const buttons = [
     ["retry", "Retry", "primary", "admin"], ["cancel", "Cancel", "danger", "producer"],
     ["delete", "Delete", "danger", "admin"],
-  ].filter(([, , , scope]) => ctx.can(scope)).map(([name, text, cls]) => {
+  ].filter(([name, , , scope]) => ctx.can(scope) && (!offered || offered.includes(name))).map(([name, text, cls]) => {
     const button = h("button", {type: "button", class: `small ${cls}`, text, dataset: {bulk: name}});
     button.addEventListener("click", () => run(name, text));
     return button;

@@ -32,7 +32,7 @@ export function mount(root, ctx) {
     emptyFiltered: ["No dead letter matches this filter.", "Clear the filter to see every dead letter."],
     emptyAll: ["No dead letters.", "Nothing has run out of attempts. Jobs that do will wait here to be retried."],
   });
-  const bulk = bulkBar(ctx, {list, selected, message, after: () => refresh()});
+  const bulk = bulkBar(ctx, {list, selected, message, after: () => refresh(), offered: ["retry", "delete"]});
   root.append(head.el,
     h("section", {class: "panel"}, list.form, admin ? h("div", {class: "actions"}, retryAll, deleteAll, purge) : null,
       bulk.el, message.el, list.list),

@@ -1,9 +1,10 @@
 // /dashboard/jobs/{id}: everything about one job, and what may be done with it.
 
-import {badge, copyButton, empty, h, link, reconcile, section, setAttr, setBadge, setChildren, setJSON, setText} from "../dom.js";
+import {badge, copyButton, empty, h, link, reconcile, row, section, setAttr, setBadge, setChildren, setJSON, setText,
+  table} from "../dom.js";
 import {ago, count, duration, local, shortId} from "../format.js";
 import {actionsFor, act} from "./actions.js";
-import {jobName, messageLine} from "./common.js";
+import {jobName, labelled, messageLine} from "./common.js";
 import {progressBar} from "./jobtable.js";
 
 function field(label) {
@@ -59,11 +60,13 @@ export function mount(root, ctx) {
   const result = h("pre", {class: "json", id: "job-result"});
   resultPanel.append(result);
   const gone = h("div", {hidden: true});
-  const flow = workflowPanel();
+  const flow = workflowPanel(id);
   const steps = stepsPanel();
+  const tries = attemptsPanel();
+  const event = eventPanel(ctx, message, () => refresh());
   const body = h("div", {class: "job-grid"},
-    h("div", {class: "job-main"}, progressPanel, h("section", {class: "panel"}, argsTitle, argsLabel, args, kwargsLabel, kwargs),
-      steps.el, flow.el, errorPanel, resultPanel),
+    h("div", {class: "job-main"}, progressPanel, event.el, h("section", {class: "panel"}, argsTitle, argsLabel, args, kwargsLabel, kwargs),
+      steps.el, flow.el, errorPanel, tries.el, resultPanel),
     h("div", {class: "job-side"}, remark.el, section("Details", details), section("Times", times), leasePanel));
   root.append(head, message.el, gone, body);
   let job = null;
@@ -146,6 +149,8 @@ export function mount(root, ctx) {
     remark.show(data.remark);
     flow.show(data);
     steps.show(data.steps || []);
+    tries.show(data.attempt_log || []);
+    event.show(data.waiting_for);
     errorPanel.hidden = !data.error;
     setText(error, data.error || "");
     resultPanel.hidden = data.result === null || data.result === undefined;
@@ -163,7 +168,7 @@ export function mount(root, ctx) {
 // as a small graph: the jobs it runs after → this job → those that run after it, each node
 // with its state and a link; its batch's counts and a link to the batch. Hidden for a job
 // on its own.
-function workflowPanel() {
+function workflowPanel(id) {
   const parents = h("ul", {class: "links nodes", id: "job-parents"});
   const children = h("ul", {class: "links nodes", id: "job-children"});
   const parentsTitle = h("h3", {text: "Runs after"});
@@ -176,7 +181,9 @@ function workflowPanel() {
   const graph = h("div", {class: "flow-graph", id: "job-graph"}, before, toSelf,
     h("div", {class: "flow-col"}, h("h3", {text: "This job"}), h("ul", {class: "links nodes"}, self)), fromSelf, after);
   const batch = h("div", {class: "batch", id: "job-batch"});
-  const el = section("Workflow", graph, batch);
+  const whole = h("p", {class: "whole-flow"},
+    link(`/dashboard/jobs/${encodeURIComponent(id)}/flow`, "See the whole workflow →", {id: "whole-flow"}));
+  const el = section("Workflow", graph, batch, whole);
   el.hidden = true;
 
   function list(ul, title, links, total, what) {
@@ -256,6 +263,91 @@ function stepsPanel() {
       setChildren(list, JSON.stringify(items), () => items.map((step) => h("li", {},
         h("span", {class: `badge state-${STEP_COLOURS[step.state]}`, text: step.state}), h("strong", {text: step.name}), h("span", {class: "muted", text: step.kind}),
         h("span", {class: "muted", text: local(step.at)}), h("span", {class: "mono", text: what(step).slice(0, 200)}))));
+    },
+  };
+}
+
+// Each attempt of a job that failed at least once (GET /v1/jobs/{id}: attempt_log): when it
+// started, the worker, how long it ran, how it ended, and its error (the first line; the
+// whole on a click). The Error panel above keeps the last error in full.
+function attemptsPanel() {
+  const columns = [["#", "num"], ["started", "nowrap"], ["worker", "opt"], ["ran", "num"], ["outcome"], ["error", "wide"]];
+  const t = table(columns, {id: "job-attempts"});
+  const el = section("Attempts", t.el);
+  el.hidden = true;
+  return {
+    el,
+    show(items) {
+      el.hidden = !items.length;
+      reconcile(t.body, items, (a) => `${a.attempt}`, () => row(columns.length, columns.map((c) => c[1])),
+        (tr, a) => {
+          const cells = tr.children;
+          setText(cells[0], `${a.attempt}`);
+          setText(cells[1], local(a.started_at));
+          setText(cells[2], a.worker || "—");
+          setText(cells[3], a.seconds === null ? "—" : duration(a.seconds));
+          setChildren(cells[4], a.outcome, () => badge({retry: "retrying"}[a.outcome] || a.outcome));
+          setChildren(cells[5], a.error || "", () => a.error ? errorText(a.error) : "—");
+        });
+    },
+  };
+}
+
+// An error's first line; a click shows the whole text in place.
+function errorText(text) {
+  const lines = text.trim().split("\n");
+  const first = lines[lines.length - 1];  // a traceback's last line says what was raised
+  const shown = h("code", {class: "error-line", text: first});
+  if (lines.length < 2) return shown;
+  const whole = h("pre", {class: "traceback", text, hidden: true});
+  const open = h("button", {type: "button", class: "link-button", "aria-expanded": "false", text: "traceback"});
+  open.addEventListener("click", () => {
+    whole.hidden = !whole.hidden;
+    open.setAttribute("aria-expanded", String(!whole.hidden));
+  });
+  return [shown, " ", open, whole];
+}
+
+// A job in a durable wait: what it waits for, and (producer scope) a form that sends that
+// event with the data the waiting job will get (POST /v1/events).
+function eventPanel(ctx, message, refresh) {
+  const what = h("p", {class: "muted"});
+  const data = h("textarea", {rows: 3, "aria-label": "event data (JSON)", placeholder: '{"status": "paid"}'});
+  const send = h("button", {type: "button", class: "small primary", id: "send-event", text: "Send the event"});
+  const form = h("div", {class: "remark-form"}, labelled("data (JSON)", data), h("div", {class: "actions"}, send));
+  const el = section("Waiting for an event", what, ctx.can("producer") ? form : null);
+  el.id = "job-waiting";
+  el.hidden = true;
+  let waiting = null;
+  send.addEventListener("click", async () => {
+    message.clear();
+    let value = null;
+    try {
+      value = data.value.trim() ? JSON.parse(data.value) : null;
+    } catch (error) {
+      message.show(`The data is not JSON: ${error.message}`);
+      return;
+    }
+    send.disabled = true;
+    try {
+      const sent = await ctx.api("/v1/events", {method: "POST",
+        body: {event: waiting.event, key: waiting.key, data: value}});
+      ctx.toast(`Event sent: ${count(sent.woken)} waiting job(s) woken.`, "ok");
+      data.value = "";
+    } catch (error) {
+      message.show(`Could not send the event: ${error.message}`);
+    }
+    send.disabled = false;
+    refresh();
+  });
+  return {
+    el,
+    show(wait) {
+      waiting = wait;
+      el.hidden = !wait;
+      if (!wait) return;
+      setText(what, `It waits for the event ${wait.event} with the key ${wait.key}` +
+        (wait.step ? ` (step ${wait.step})` : "") + `, until ${local(wait.until)}.`);
     },
   };
 }

@@ -18,6 +18,14 @@ function moment(job) {
   return ["created", job.created_at];
 }
 
+// The state a row shows: a scheduled job in a durable wait is "waiting", one due again
+// after a failed attempt "retrying" (the same words as the Jobs filter).
+export function shownState(job) {
+  if (job.state !== "scheduled") return job.state;
+  if (job.waiting_for) return "waiting";
+  return job.attempts > 0 ? "retrying" : "scheduled";
+}
+
 // A job's arguments as one line of JSON: positional ones, then name=value.
 export function argumentText(job) {
   if (job.topic !== null && job.topic !== undefined) return JSON.stringify(job.body ?? null);
@@ -118,16 +126,20 @@ export function jobTable(options) {
       setText(cells[1], jobName(job));
       argumentCell(cells[2], job);
       setChildren(cells[3], job.queue, () => link(`/dashboard/queues/${encodeURIComponent(job.queue)}`, job.queue));
-      setChildren(cells[4], `${job.state}`, () => [badge(job.state), progressBar().el]);
+      const shown = shownState(job);
+      setChildren(cells[4], shown, () => [badge(shown), progressBar().el]);
+      setAttr(cells[4].firstChild, "title", shown === job.state ? null : `${job.state}: ${shown}`);
       progressBar(null, cells[4].querySelector(".progress"), true).show(job);
       setText(cells[5], `${job.attempts}/${job.max_attempts}`);
       const [what, when] = moment(job);
       setText(cells[6], when ? `${what} ${ago(when)}` : "—");
       setAttr(cells[6], "title", when ? local(when) : null);
       const tags = (job.tags || []).join(" ");
-      setChildren(cells[7], `${job.error}\u0000${job.key}\u0000${tags}`, () => [
+      const wait = job.waiting_for;
+      setChildren(cells[7], `${job.error}\u0000${job.key}\u0000${tags}\u0000${wait && wait.event}`, () => [
+        wait ? h("span", {class: "waits", text: `waits for ${wait.event} · ${wait.key}`}) : null,
         job.error ? h("span", {class: "error-text", text: firstLine(job.error)}) :
-          job.key ? h("span", {text: `key ${job.key}`}) : null,
+          job.key && !wait ? h("span", {text: `key ${job.key}`}) : null,
         ...(job.tags || []).map((tag) => h("span", {class: "tag", text: tag}))]);
       if (extra) setChildren(cells[8], `${job.state}`, () => extra(job));
     });
