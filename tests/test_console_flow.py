@@ -73,6 +73,9 @@ class World:
         self.batch = batch
         app.schedules.add("hourly-member", member.call(1), every=3600)
         drain(app)
+        with app.batch(on_complete=done.call()) as big:  # a fan-out of 1,000 left queued (nothing drains "bulk")
+            app.enqueue_many([member.options(queue="bulk").call(n) for n in range(1000)])
+        self.big = big
 
 
 @pytest.fixture(scope="module")
@@ -224,5 +227,23 @@ def test_at_phone_width_every_rows_buttons_are_on_screen(served: tuple[World, st
     for box in [buttons.nth(i).bounding_box() for i in range(min(buttons.count(), 12))]:
         assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= 390, box
     assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    assert page.errors == []
+    page.context.close()
+
+
+def test_a_fan_out_of_a_thousand_stays_readable(served: tuple[World, str, Any]) -> None:
+    world, base, browser = served
+    found = world.app.get_batch(world.big.id)
+    assert found is not None
+    callback = found.callbacks["on_complete"]
+    graph = api(base, f"/v1/jobs/{callback}/flow")
+    assert len(graph["nodes"]) == 1001 and len(graph["edges"]) == 1000 and not graph["truncated"]
+    page = signed_in(browser, base, "")
+    page.goto(f"{base}/dashboard/jobs/{callback}/flow")
+    column = page.locator('#flow .flow-col[data-column="0"]')
+    expect(column.locator("details.group")).to_have_count(1)  # 1,000 queued jobs: one line
+    expect(column.locator("summary")).to_contain_text("1,000")
+    expect(page.locator("#flow-summary")).to_contain_text("1,001 job(s) in 2 step(s)")
+    assert page.evaluate("document.documentElement.scrollHeight") < 2000
     assert page.errors == []
     page.context.close()
