@@ -182,7 +182,7 @@ def test_every_option_list_derives_from_the_schema():
     with pytest.raises(deferq.ConfigError, match="unknown task option 'colour'"):
         deferq.App("memory://").task(colour="red")
     with pytest.raises(ValueError, match="unknown option 'colour'"):
-        deferq.App("memory://").task()(lambda: None).options(colour="red")
+        deferq.App("memory://").task(name="t")(lambda: None).options(colour="red")
 
 
 @pytest.mark.parametrize("moment", [253402300800, "9999-12-31T23:59:59.5+00:00", "10000-01-01T00:00:00Z"])
