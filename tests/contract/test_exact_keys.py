@@ -59,3 +59,11 @@ def test_a_trailing_space_makes_another_kv_record(backend):
     assert backend.kv_list("exact ") == {"a": b"3"}
     assert backend.kv_delete("exact", "a ") is True
     assert (backend.kv_get("exact", "a"), backend.kv_get("exact", "a ")) == (b"1", None)
+
+
+def test_a_trailing_space_makes_another_limit_name(app):
+    app.limits.set("report", rate="5/s")
+    app.limits.pause("report ", 60)
+    assert app.limits.get("report")["paused_for"] is None
+    assert app.limits.get("report ")["rate"] is None
+    assert app.limits.clear("report ") is True and app.limits.get("report")["rate"] == "5/s"
