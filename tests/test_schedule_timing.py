@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
@@ -152,3 +153,69 @@ def test_missed_cron_ticks_after_long_downtime_are_found_quickly():
     assert ticks[-1] == after + 10 * 86400 and MISSED_LIMIT + GRACE <= len(ticks) <= 4 * MISSED_LIMIT
     yearly = make_schedule("y", "t", cron="0 0 1 1 *", missed="all")
     assert len(due_ticks(yearly, after, after + 5 * 366 * 86400)) == 5
+
+
+def walked_next(cron: str, tz: str, moment: float) -> float:
+    """A slow reference: every matching wall time from three hours before `moment`'s,
+    read with fold=0, the least after `moment` (stopping three hours past the best)."""
+    from croniter import croniter
+
+    zone = ZoneInfo(tz)
+    walk = croniter(cron, datetime.fromtimestamp(moment, zone).replace(tzinfo=None) - timedelta(hours=3),
+                    second_at_beginning=True)
+    best, best_wall = None, None
+    while True:
+        wall = walk.get_next(datetime)
+        if best_wall is not None and wall > best_wall + timedelta(hours=3):
+            return best
+        fires = wall.replace(tzinfo=zone, fold=0).timestamp()
+        if fires > moment and (best is None or fires < best):
+            best, best_wall = fires, wall
+
+
+@settings(max_examples=150, deadline=None)
+@given(zone=st.sampled_from(["Europe/Berlin", "America/New_York", "Australia/Lord_Howe", "Europe/Moscow",
+                             "Pacific/Apia", "America/Santiago", "Asia/Tehran"]),
+       near=st.sampled_from([*TRANSITIONS, datetime(2011, 12, 29, 10, tzinfo=UTC),
+                             datetime(2026, 4, 5, 2, tzinfo=UTC), datetime(2026, 9, 6, 4, tzinfo=UTC)]),
+       offset=st.floats(-30 * 3600, 30 * 3600),
+       cron=st.sampled_from(["*/20 * * * * *", "30 */7 * * * *", "*/15 * * * *", "30 2 * * *", "0 0 * * *",
+                             "59 23 31 12 *", "0 3 * * 0", "*/45 1-3 * * *", "0 0 29 2 *", "15 0 1 * *"]))
+def test_the_next_tick_in_a_zone_agrees_with_walking_every_wall_time(zone, near, offset, cron):
+    moment = near.timestamp() + offset
+    assert Timing(cron, tz=zone).next_after(moment) == walked_next(cron, zone, moment)
+
+
+def test_six_fields_are_read_seconds_first():
+    start = datetime(2026, 12, 7, 9, 0, 3, tzinfo=UTC).timestamp()
+    ticks = Timing("*/10 * * * * *").upcoming(start, 3)
+    assert [datetime.fromtimestamp(t, UTC).strftime("%H:%M:%S") for t in ticks] == ["09:00:10", "09:00:20",
+                                                                                 "09:00:30"]
+    assert Timing("*/10 * * * * *").describe(start) == ("*/10 * * * * * (UTC): next 2026-12-07 09:00:10+00:00, "
+                                                        "09:00:20, 09:00:30")
+    assert Timing("0 9 * * *", tz="America/New_York").describe(start, 2) == (
+        "0 9 * * * (America/New_York): next 2026-12-07 09:00:00-05:00, 2026-12-08 09:00:00-05:00")
+
+
+@pytest.mark.parametrize(("cron", "tz", "sentence"), [
+    ("0 0 31 2 *", None, "'0 0 31 2 *' never fires: no date matches it"),
+    ("0 0 30 2 *", "Europe/Berlin", "never fires"),
+    ("* * * * * * *", None, "has 7 fields"),
+    ("* * * *", None, "has 4 fields"),
+    ("H * * * *", None, "hashed (H) values are not supported"),
+    ("0 R * * *", None, "random (R)"),
+    ("@often", None, "the shortcuts are"),
+    ("* " * 200, None, "1 to 200 characters"),
+    ("* * * * *", "x" * 10_000, "unknown time zone"),
+    ("* * * * *", "../../etc/passwd", "unknown time zone"),
+    ("* * * * *", "Europe/Berlin\n", "unknown time zone"),
+])
+def test_crons_that_can_never_fire_are_refused_in_one_sentence(cron, tz, sentence):
+    with pytest.raises(ConfigError, match=re.escape(sentence)) as caught:
+        Timing(cron, tz=tz)
+    assert "\n" not in str(caught.value) and len(str(caught.value)) < 300
+
+
+def test_names_and_weekday_words_that_are_fine():
+    assert Timing("0 9 * * MON-FRI").next_after(0) and Timing("@daily", tz="Asia/Tokyo").next_after(0)
+    assert make_schedule("é 😀 x:1", "t", every=5).name == "é 😀 x:1"

@@ -3,8 +3,11 @@
 
 from __future__ import annotations
 
+import re
 import threading
+from urllib.parse import quote
 
+import orjson
 import pytest
 
 import deferq
@@ -69,7 +72,7 @@ def test_code_schedules_are_declared_and_code_wins_at_the_next_start(app):
 
 
 @pytest.mark.parametrize(("keywords", "sentence"), [
-    ({"cron": "not cron"}, "is not a valid cron expression"),
+    ({"cron": "not cron"}, "has 2 fields: a cron expression has five"),
     ({"cron": "0 9 * * *", "tz": "Nowhere/Atlantis"}, "unknown time zone"),
     ({"every": 0.2}, "every must be at least one second"),
 ])
@@ -151,3 +154,98 @@ def test_jitter_delays_a_ticks_job_but_not_its_tick(app):
     assert firing.Firer(app, "one").fire_due(info, tick + 1) == 1
     (job,) = app.list_jobs("scheduled") + app.list_jobs("queued")
     assert job.key == firing.tick_key("spread", tick) and job.created_at <= job.run_at <= job.created_at + 30
+
+
+ADMIN_REFUSALS = [  # (name, body, what the sentence says): each refused with 422, nothing stored
+    ("feb30", {"task": "ping", "cron": "0 0 31 2 *"}, "never fires"),
+    ("seven", {"task": "ping", "cron": "0 0 * * * * 2030"}, "has 7 fields"),
+    ("hashed", {"task": "ping", "cron": "H * * * *"}, "hashed (H)"),
+    ("zoned", {"task": "ping", "cron": "0 9 * * *", "tz": "x" * 10_000}, "tz"),
+    ("zoned2", {"task": "ping", "cron": "0 9 * * *", "tz": "Europe/" + "x" * 50}, "unknown time zone"),
+    ("l" * 151, {"task": "ping", "every": 5}, "1 to 150 characters"),
+    ("l" * 180, {"task": "ping", "every": 5}, "1 to 150 characters"),
+    ("new\nline", {"task": "ping", "every": 5}, "control characters"),
+    ("tab\there", {"task": "ping", "every": 5}, "control characters"),
+    ("trailing ", {"task": "ping", "every": 5}, "spaces at either end"),
+]
+
+
+@pytest.mark.parametrize(("name", "body", "says"), ADMIN_REFUSALS, ids=[n[:10] for n, _, _ in ADMIN_REFUSALS])
+def test_the_http_api_refuses_what_can_never_fire_or_fit_and_stores_nothing(app, name, body, says):
+    admin = {"authorization": f"Bearer {auth.create(app.backend, 'admin')[0]}"}
+    with TestClient(create_app(ServerConfig(error_log="off"), app)) as client:
+        refused = client.put(f"/v1/schedules/{quote(name, safe='')}", json=body, headers=admin)
+        assert refused.status_code == 422 and says in refused.json()["error"]["message"], refused.text
+        assert "\n" not in refused.json()["error"]["message"]
+    assert app.backend.kv_list("schedules") == {}
+
+
+@pytest.mark.parametrize(("name", "body", "says"), ADMIN_REFUSALS, ids=[n[:10] for n, _, _ in ADMIN_REFUSALS])
+def test_python_and_periodic_refuse_the_same(app, name, body, says):
+    timing = {k: v for k, v in body.items() if k != "task"}
+    with pytest.raises(ConfigError, match=re.escape(says) if says != "tz" else "time zone"):
+        app.schedules.add(name, app.tasks["ping"].call(), **timing)
+    with pytest.raises(ConfigError):
+        app.periodic(timing.pop("cron", None), name=name, **timing)(lambda: None)
+    assert app.backend.kv_list("schedules") == {} and app.periodic_jobs == []
+
+
+def test_the_answer_and_describe_show_the_next_ticks_seconds_first(app):
+    admin = {"authorization": f"Bearer {auth.create(app.backend, 'admin')[0]}"}
+    with TestClient(create_app(ServerConfig(error_log="off"), app)) as client:
+        made = client.put("/v1/schedules/tens", json={"task": "ping", "cron": "*/10 * * * * *"}, headers=admin)
+    shown = made.json()
+    assert made.status_code == 201 and [b - a for a, b in zip(shown["next"], shown["next"][1:])] == [10.0] * 4
+    assert shown["described"].startswith("*/10 * * * * * (UTC): next ")
+    assert re.fullmatch(r"\S+ \S+ \S+ \S+ \S+ \S+ \(UTC\): next \d{4}-\d\d-\d\d \d\d:\d\d:\d0\+00:00, "
+                        r"\d\d:\d\d:\d0, \d\d:\d\d:\d0", shown["described"]), shown["described"]
+
+
+def test_a_six_field_record_of_an_older_version_keeps_its_ticks(app):
+    """Stored when six fields meant seconds last ("0 */5 * * * 30": second 30 of every
+    fifth minute): read with the seconds moved first, the same ticks."""
+    app.schedules.add("old", app.tasks["ping"].call(), cron="30 0 */5 * * *")
+    record = orjson.loads(app.backend.kv_get("schedules", "old"))
+    del record["format"]
+    record["schedule"]["cron"] = "0 */5 * * * 30"
+    app.backend.kv_put("schedules", "old", orjson.dumps(record))
+    info = app.schedules["old"]
+    assert info.schedule.cron == "30 0 */5 * * *"
+    assert {t % 3600 for t in info.upcoming(1_800_000_000, 4)} == {30.0}
+
+
+def test_a_broken_record_shows_in_every_listing_and_hides_nothing(app, tmp_path):
+    app.schedules.add("pulse", app.tasks["ping"].call(), every=60)
+    good = orjson.loads(app.backend.kv_get("schedules", "pulse"))
+    app.backend.kv_put("schedules", "feb30", orjson.dumps(
+        {**good, "schedule": {**good["schedule"], "name": "feb30", "every": None, "cron": "0 0 31 2 *"}}))
+    reader = {"authorization": f"Bearer {auth.create(app.backend, 'reader')[0]}"}
+    with TestClient(create_app(ServerConfig(error_log="off"), app)) as client:
+        listed = client.get("/v1/schedules", headers=reader)
+        assert listed.status_code == 200, listed.text
+        assert [s["name"] for s in listed.json()["schedules"]] == ["pulse"]
+        (broken,) = listed.json()["broken"]
+        assert broken["name"] == "feb30" and "never fires" in broken["problem"]
+        console = client.get("/v1/periodic", headers=reader)
+        assert console.status_code == 200 and console.json()["broken"] == [broken]
+        one = client.get("/v1/schedules/feb30", headers=reader)
+        assert one.status_code == 422 and "cannot be fired" in one.json()["error"]["message"]
+    done = run_deferq("schedule", "list", "--url", app.url, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "feb30  BROKEN, not fired: " in done.stdout and "pulse  every 60s" in done.stdout
+    assert "Traceback" not in done.stderr
+    fixed = run_deferq("schedule", "add", "feb30", "ping", "--cron", "0 0 28 2 *", "--url", app.url, cwd=tmp_path)
+    assert fixed.returncode == 0 and "changed schedule feb30" in fixed.stdout, fixed.stderr
+    assert [s.name for s in app.schedules.list()] == ["feb30", "pulse"]
+
+
+def test_the_cli_refuses_what_can_never_fire_with_exit_2(tmp_path):
+    url = f"sqlite:///{tmp_path}/c.db"
+    for args, says in [(("feb30", "ping", "--cron", "0 0 31 2 *"), "never fires"),
+                       (("tab\tname", "ping", "--every", "5"), "control characters"),
+                       (("seven", "ping", "--cron", "* * * * * * *"), "has 7 fields")]:
+        done = run_deferq("schedule", "add", *args, "--url", url, cwd=tmp_path)
+        assert done.returncode == 2 and says in done.stderr and "Traceback" not in done.stderr, done.stderr
+    store = deferq.App(url)
+    assert store.backend.kv_list("schedules") == {}
+    store.close()

@@ -21,7 +21,6 @@ LONG = os.environ.get("ATTACK_LONG", "") not in ("", "0")
 BETWEEN_STEPS = ("step.after", "freeze")  # the test below, on every store in either mode
 # Not fixed yet: a leader frozen after it found no job of its claimed tick, before it
 # enqueues it, enqueues the tick again once the next leader's job for it has finished.
-DOUBLED_TICK = pytest.mark.xfail(strict=True, reason="a frozen schedule leader enqueues its claimed tick again")
 
 
 def cases(points: tuple[str, ...]) -> list[tuple[str, str, str]]:
@@ -52,8 +51,6 @@ def test_a_job_held_at_each_point_of_its_attempt_then_frozen_or_killed(point, mo
     run_step_case(url_of(store, request, tmp_path), tmp_path, point, mode)
 
 
-@pytest.mark.parametrize(("point", "mode", "store"), [
-    pytest.param(*case, marks=DOUBLED_TICK) if case[:2] == ("schedule.enqueue", "freeze") else case
-    for case in cases(SCHEDULE_POINTS)])
+@pytest.mark.parametrize(("point", "mode", "store"), cases(SCHEDULE_POINTS))
 def test_a_schedule_leader_held_at_a_tick_then_frozen_or_killed(point, mode, store, request, tmp_path):
     run_schedule_case(url_of(store, request, tmp_path), tmp_path, point, mode)

@@ -104,3 +104,52 @@ def test_a_run_record_that_moved_on_is_never_moved_back(app, ping):
     assert Firer(app, "late").fire_due(info, tick + 0.5) == 0  # nothing due after tick + 1
     assert Firer(app, "late")._finish(info.schedule, stale, orjson.loads(stale)) is None
     assert orjson.loads(app.backend.kv_get(RUNS, "pulse"))["tick"] == tick + 1
+
+
+def test_bad_stored_records_are_skipped_and_every_other_schedule_fires(app, ping, caplog):
+    """Records written by hand or by an older version, sorting before and after the good
+    ones: each is logged and shown as broken; the others list and fire."""
+    app.schedules.add("b-pulse", ping.call(), every=1)
+    app.schedules.add("z-pulse", ping.call(), every=1)
+    good = orjson.loads(app.backend.kv_get("schedules", "b-pulse"))
+    never = {**good, "schedule": {**good["schedule"], "name": "a-never", "every": None, "cron": "0 0 31 2 *"}}
+    long_name = "l" * 180  # accepted once: its tick key cannot fit a job's key (200)
+    bad = {"a-never": orjson.dumps(never), "c-garbage": b"not json", "d-tz": orjson.dumps(
+        {**never, "schedule": {**never["schedule"], "name": "d-tz", "cron": "* * * * *", "tz": "x" * 10_000}}),
+        long_name: orjson.dumps({**good, "schedule": {**good["schedule"], "name": long_name}})}
+    for name, record in bad.items():
+        app.backend.kv_put("schedules", name, record)
+    found, broken = app.schedules.scan()
+    assert [s.name for s in found] == ["b-pulse", "z-pulse"]
+    assert sorted(b.name for b in broken) == sorted(bad) and all(b.problem for b in broken)
+    assert "never fires" in next(b.problem for b in broken if b.name == "a-never")
+    firer = Firer(app, "one")
+    since = max(s.since for s in found)
+    wait_until(lambda: app.backend.now() > since + 2.1, timeout=5)
+    firer.step()
+    assert keys(app, "b-pulse") and keys(app, "z-pulse")
+    assert any("a-never" in r.getMessage() for r in caplog.records)
+
+
+def test_a_leader_frozen_between_claim_and_enqueue_enqueues_nothing(app, ping, monkeypatch):
+    """The frozen leader's claim is taken over by the next leader, whose job runs and ends
+    (its unique key free again); the frozen one then wakes and must not enqueue the tick."""
+    app.schedules.add("pulse", ping.call(), every=1)
+    info = app.schedules["pulse"]
+    tick = due_ticks(info.schedule, info.since, info.since + 1)[0]
+    woke: list[float] = []
+
+    def meanwhile(point: str) -> None:  # `frozen` stops here, past its lease
+        if woke or point != "schedule.enqueue":
+            return  # the next leader passes here too
+        woke.append(tick)
+        Firer(app, "next").fire_due(info, tick + 0.5)  # takes the claim over and enqueues
+        (job,) = [j for j in app.list_jobs("queued") if j.key == tick_key("pulse", tick)]
+        app.cancel(job.id)  # it ended: its unique key is free again
+
+    monkeypatch.setattr(firing, "pause_at", meanwhile)
+    Firer(app, "frozen").fire_due(info, tick + 0.5)
+    assert woke == [tick]
+    jobs = [j for j in app.list_jobs("cancelled") + app.list_jobs("queued") if j.key == tick_key("pulse", tick)]
+    assert len(jobs) == 1, jobs
+    assert orjson.loads(app.backend.kv_get(RUNS, "pulse"))["done"] is True

@@ -12,7 +12,7 @@ from ..app import App
 from ..errors import ConfigError
 from ..flows.firing import current_leader
 from ..flows.schedule import MISSED, make_schedule
-from ..flows.schedules import Schedules
+from ..flows.schedules import SCHEDULES, Schedules
 from ..flows.timing import local_time
 from ..observe.output import print_json
 
@@ -36,6 +36,29 @@ def remove(schedules: Schedules, name: str) -> None:
         raise KeyError(name)
 
 
+def print_listing(app: App, as_json: bool) -> None:
+    """`deferq schedule list`: each schedule, each stored record that cannot be fired, the leader."""
+    now = app.backend.now()
+    found, broken = app.schedules.scan()
+    leader = current_leader(app.backend)
+    if as_json:
+        print_json({"schedules": [info.to_dict(now) for info in found],
+                    "broken": [record.to_dict() for record in broken], "leader": leader})
+        return
+    for record in broken:
+        click.echo(f"{record.name}  BROKEN, not fired: {record.problem}")
+    if not found and not broken:
+        click.echo("no schedules: declare them with @app.periodic or add one with `deferq schedule add`")
+        return
+    for info in found:
+        upcoming = info.upcoming(now, 1)
+        state = "paused" if info.paused else f"next {local_time(upcoming[0], info.schedule.tz)}"
+        last = f"last {local_time(info.last_tick, info.schedule.tz)}" if info.last_tick else "never fired"
+        click.echo(f"{info.name}  {info.schedule.timing.label()}  {info.schedule.task}  "
+                   f"[{info.source}]  {state}  {last}")
+    click.echo(f"fired by {leader}" if leader else "no process fires schedules now: start a worker")
+
+
 def schedule_group(existing_store: Decorator, any_store: Decorator) -> click.Group:
     """The `deferq schedule` commands, given the CLI's store options (cli/main.py)."""
 
@@ -48,22 +71,7 @@ def schedule_group(existing_store: Decorator, any_store: Decorator) -> click.Gro
     @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
     def schedule_list(app: App, as_json: bool) -> None:
         """Every schedule: timing, state, where it was declared, next tick and last run."""
-        now = app.backend.now()
-        found = app.schedules.list()
-        leader = current_leader(app.backend)
-        if as_json:
-            print_json({"schedules": [info.to_dict(now) for info in found], "leader": leader})
-            return
-        if not found:
-            click.echo("no schedules: declare them with @app.periodic or add one with `deferq schedule add`")
-            return
-        for info in found:
-            upcoming = info.upcoming(now, 1)
-            state = "paused" if info.paused else f"next {local_time(upcoming[0], info.schedule.tz)}"
-            last = f"last {local_time(info.last_tick, info.schedule.tz)}" if info.last_tick else "never fired"
-            click.echo(f"{info.name}  {info.schedule.timing.describe()}  {info.schedule.task}  "
-                       f"[{info.source}]  {state}  {last}")
-        click.echo(f"fired by {leader}" if leader else "no process fires schedules now: start a worker")
+        print_listing(app, as_json)
 
     @schedule.command("add")
     @any_store
@@ -94,12 +102,12 @@ def schedule_group(existing_store: Decorator, any_store: Decorator) -> click.Gro
             made = make_schedule(name, task, json_value(args_json, list, "--args"),
                                  json_value(kwargs_json, dict, "--kwargs"), cron=cron, every=every, tz=tz,
                                  jitter=jitter, missed=missed, **options)
-            existed = app.schedules.get(name) is not None
+            existed = bool(app.backend.kv_get(SCHEDULES, name))  # a broken record is replaced
             info = app.schedules.put(made, "api")
         except ConfigError as exc:
             raise click.UsageError(str(exc)) from None
         upcoming = ", ".join(local_time(t, tz) for t in info.upcoming(app.backend.now(), 3))
-        click.echo(f"{'changed' if existed else 'added'} schedule {name}: {made.timing.describe()}; "
+        click.echo(f"{'changed' if existed else 'added'} schedule {name}: {made.timing.label()}; "
                    f"next {upcoming}")
 
     def named(action: str, doc: str, act: Callable[[Schedules, str], Any], said: Callable[[Any], str]) -> None:
@@ -110,6 +118,8 @@ def schedule_group(existing_store: Decorator, any_store: Decorator) -> click.Gro
                 done = act(app.schedules, name)
             except KeyError:
                 raise click.ClickException(f"no schedule named {name!r}") from None
+            except ConfigError as exc:  # its stored record cannot be read
+                raise click.ClickException(str(exc)) from None
             click.echo(said(done).format(name=name))
 
         command.__doc__ = doc

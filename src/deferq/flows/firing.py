@@ -8,11 +8,20 @@ its lease has run out (within LEASE plus one follower poll, LEASE / 5).
 
 Only the leader fires, but being leader is not what makes a tick fire once: each tick
 is claimed by moving the schedule's run record (``schedule-runs/NAME``) from the tick
-before it to this one with a compare-and-set, so two processes that both think they
-lead (a paused leader waking after its lease ran out) still cannot enqueue one tick
-twice. The claim is written before the job and marked done after it, with the job's
-unique key ``schedule:NAME:TICK``: a leader that dies in between leaves the tick
-pending, and the next one enqueues it unless a job with that key already exists.
+before it to this one with a compare-and-set, naming the claiming process, so two
+processes that both think they lead (a paused leader waking after its lease ran out)
+still cannot enqueue one tick twice. The claim is written before the job and marked
+done after it, with the job's unique key ``schedule:NAME:TICK``: a leader that dies in
+between leaves the tick pending, and the next one takes the claim over (a
+compare-and-set naming itself) and enqueues the job unless one with that key exists.
+
+A leader frozen between its claim and the enqueue (a GC pause, a suspended VM) may
+wake after the next one has enqueued that tick and its job has finished. So right
+before it enqueues, the claimer reads the run record again and enqueues only while it
+still holds the claim; and the job is enqueued with `unique_for` (TICK_MEMORY), so
+that a job of the tick that succeeded answers for a late second one. What remains: a
+leader frozen in the instant between that last read and the store's write, for longer
+than its lease, while the tick's job ends other than succeeded (or is purged).
 
 Missed runs: a tick is on time while it is found due within GRACE seconds of its time
 (a leader handover stays well within it); on-time ticks always fire. Ticks older than
@@ -32,7 +41,7 @@ from typing import Any
 import orjson
 
 from ..attempt.pauses import pause_at
-from ..errors import DeferqError
+from ..errors import ConfigError, DeferqError
 from ..options import JobOptions
 from ..task import Call, Runtime
 from .schedule import PeriodicJob
@@ -46,6 +55,7 @@ LEASE = 10.0  # seconds a leader holds the lease without renewing it
 GRACE = 60.0  # seconds after its time a tick still counts as on time
 MISSED_LIMIT = 100  # missed="all" fires at most this many missed ticks (the newest)
 WINDOWS = (60.0, 3600.0, 86400.0, 31 * 86400.0, 366 * 86400.0)  # how far back missed ticks are looked for
+TICK_MEMORY = 86400.0  # seconds a tick's succeeded job answers for a late second enqueue (if kept so long)
 
 
 class Leader:
@@ -155,11 +165,18 @@ class Firer:
             return self.lease / 5
         now = self.app.backend.now()
         wait = self.lease / 3
-        for info in self.schedules.list():
+        for info in self.schedules.list():  # records that cannot be read are logged and left out
             if info.paused:
                 continue
-            self.fire_due(info, now)
-            wait = min(wait, info.schedule.next_after(now) - now)
+            try:
+                self.fire_due(info, now)
+                wait = min(wait, info.schedule.next_after(now) - now)
+            except ConfigError as exc:  # one schedule's problem: the others fire
+                log.warning("schedule %s is not fired: %s", info.name, exc)
+            except (DeferqError, OSError):
+                raise  # the store: the next round tries again
+            except Exception:
+                log.exception("schedule %s: firing failed; the other schedules fire", info.name)
         return max(0.01, wait)
 
     def fire_due(self, info: ScheduleInfo, now: float) -> int:
@@ -167,7 +184,12 @@ class Firer:
         backend, name = self.app.backend, info.name
         run = backend.kv_get(RUNS, name)
         record = orjson.loads(run) if run else {}
-        if run is not None and not record.get("done"):  # a leader died between claim and job
+        if run is not None and not record.get("done"):  # a leader died (or froze) between claim and job
+            if record.get("by") != self.holder:  # take the claim over: that leader can no longer enqueue it
+                taken = orjson.dumps({**record, "by": self.holder})
+                if not backend.kv_swap(RUNS, name, run, taken):
+                    return 0  # the record moved on meanwhile: the next step reads it again
+                run, record = taken, orjson.loads(taken)
             run = self._finish(info.schedule, run, record)
             if run is None:
                 return 0  # the record moved on meanwhile: the next step reads it again
@@ -180,7 +202,7 @@ class Firer:
         steps = [(tick, True) for tick in fire] or ([(skipped, False)] if skipped is not None else [])
         fired = 0
         for tick, enqueue in steps:  # each tick claimed by moving the run record on to it
-            claim = orjson.dumps({**record, "tick": tick, "done": not enqueue})
+            claim = orjson.dumps({**record, "tick": tick, "done": not enqueue, "by": self.holder})
             won = (backend.kv_put(RUNS, name, claim, only_new=True) if run is None
                    else backend.kv_swap(RUNS, name, run, claim))
             if not won:
@@ -203,8 +225,10 @@ class Firer:
         job = self.app.backend.get_by_key(key)
         if job is None:
             pause_at("schedule.enqueue")
+            if self.app.backend.kv_get(RUNS, schedule.name) != run:
+                return None  # another leader took the claim over (this one froze): it enqueues the job
             delay = random.uniform(0, schedule.jitter) if schedule.jitter else 0.0
-            options = JobOptions.parse(**schedule.options, key=key, delay=delay)
+            options = JobOptions.parse(**schedule.options, key=key, delay=delay, unique_for=TICK_MEMORY)
             job = self.app.enqueue_many([Call(schedule.task, schedule.args, schedule.kwargs, options)])[0]
             log.info("schedule %s: enqueued the %s tick", schedule.name, local_time(tick, schedule.tz))
         done = orjson.dumps({**record, "done": True, "job": job.id, "fired": tick})

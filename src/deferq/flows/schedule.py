@@ -6,7 +6,7 @@ or added at run time (`app.schedules`, `deferq schedule add`, PUT /v1/schedules/
 This module only describes and checks them; the store keeps them (schedules.py) and
 one elected process fires them (firing.py).
 
-Timing: cron (five fields, or six with seconds last) read in `tz` (UTC by default; see
+Timing: cron (five fields, or six with seconds first) read in `tz` (UTC by default; see
 timing.py for daylight saving), or `every` N seconds (at least one). `jitter` delays
 each tick's job by up to that many seconds. `missed` says what happens to ticks that
 came due while no process fired schedules: "skip" (the default), "latest" or "all".
@@ -15,9 +15,11 @@ came due while no process fired schedules: "skip" (the default), "latest" or "al
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import timedelta
+from functools import cached_property
 from typing import Any, ParamSpec, TypeVar
 
 from ..errors import ConfigError
@@ -32,6 +34,24 @@ TABLE_KEYS = ("task", "args", "kwargs", *TIMING_KEYS, *JOB_OPTIONS)
 MISSED = ("skip", "latest", "all")
 P = ParamSpec("P")
 R = TypeVar("R")
+# A name is a store key ("schedules/NAME", 191 characters on MySQL) and part of each tick
+# job's unique key ("schedule:NAME:TICK", at most 200): 150 leaves room on every store.
+# No '/' (it names a record), no control character (a newline or tab splits a log line
+# or a listing), no white space at either end (easily typed, never seen). The API's
+# document gives this pattern as it is (JSON Schema's \s is this set of spaces).
+MAX_NAME = 150
+_SPACE = r"\t\n\v\f\r \xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
+_NEVER = r"/\x00-\x1f\x7f-\x9f"
+NAME_PATTERN = rf"^[^{_NEVER}{_SPACE}](?:[^{_NEVER}]{{0,{MAX_NAME - 2}}}[^{_NEVER}{_SPACE}])?$"
+_NAME = re.compile(NAME_PATTERN)
+
+
+def check_name(name: Any) -> str:
+    """A schedule's name, or a ConfigError saying what a name may be."""
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise ConfigError(f"a schedule's name is 1 to {MAX_NAME} characters without '/' or control characters "
+                          f"(newline, tab) and without spaces at either end, got {name!r:.80}")
+    return name
 
 
 def seconds(value: Any, what: str) -> float | None:
@@ -59,10 +79,9 @@ class PeriodicJob:
     missed: str = "skip"
 
     def __post_init__(self) -> None:
-        if not isinstance(self.name, str) or not self.name or "/" in self.name or len(self.name) > 200:
-            raise ConfigError(f"a schedule's name must be a non-empty string without '/', got {self.name!r}")
+        check_name(self.name)
         try:
-            Timing(self.cron, self.every, self.tz)
+            self.__dict__["timing"] = Timing(self.cron, self.every, self.tz)  # checked once and kept
         except ConfigError as exc:
             raise ConfigError(f"schedule {self.name!r}: {exc}") from None
         if not isinstance(self.jitter, int | float) or isinstance(self.jitter, bool) or not (
@@ -81,7 +100,7 @@ class PeriodicJob:
         except ValueError as exc:
             raise ConfigError(f"schedule {self.name!r}: {exc}") from None
 
-    @property
+    @cached_property
     def timing(self) -> Timing:
         return Timing(self.cron, self.every, self.tz)
 

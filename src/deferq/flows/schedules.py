@@ -17,6 +17,7 @@ name; its paused state and last run are kept.
 
 from __future__ import annotations
 
+import builtins
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -35,6 +36,9 @@ log = logging.getLogger("deferq.schedules")
 
 SCHEDULES, RUNS = "schedules", "schedule-runs"
 SOURCES = ("code", "config", "api")
+# The record's format: 2 reads a six-field cron seconds first. A record without it was
+# written when six fields meant seconds last, and is read with its last field first.
+FORMAT = 2
 
 
 @dataclass(frozen=True)
@@ -59,19 +63,53 @@ class ScheduleInfo:
     def to_dict(self, now: float) -> dict[str, Any]:
         return {**self.schedule.to_dict(), "paused": self.paused, "source": self.source, "since": self.since,
                 "last_tick": self.last_tick, "last_job": self.last_job,
-                "next": self.upcoming(now), "timing": self.schedule.timing.describe()}
+                "next": self.upcoming(now), "timing": self.schedule.timing.label(),
+                "described": f"{self.schedule.timing.label()}: paused" if self.paused
+                else self.schedule.timing.describe(now)}
 
     def record(self) -> bytes:
         return orjson.dumps({"schedule": self.schedule.to_dict(), "paused": self.paused,
-                             "source": self.source, "since": self.since})
+                             "source": self.source, "since": self.since, "format": FORMAT})
 
 
 def read_info(value: bytes, run: bytes | None) -> ScheduleInfo:
-    data = orjson.loads(value)
-    last = orjson.loads(run) if run else {}
-    return ScheduleInfo(PeriodicJob.from_dict(data["schedule"]), bool(data.get("paused")),
-                        str(data.get("source", "api")), float(data.get("since", 0.0)),
-                        last.get("fired"), last.get("job"))
+    """A stored schedule; ConfigError (one sentence) when its record cannot be read."""
+    try:
+        data = orjson.loads(value)
+        last = orjson.loads(run) if run else {}
+        definition = dict(data["schedule"])
+        cron = definition.get("cron")
+        if data.get("format", 1) < FORMAT and isinstance(cron, str) and len(cron.split()) == 6:
+            fields = cron.split()  # written when six fields meant seconds last: the same ticks, seconds first
+            definition["cron"] = " ".join([fields[-1], *fields[:-1]])
+        return ScheduleInfo(PeriodicJob.from_dict(definition), bool(data.get("paused")),
+                            str(data.get("source", "api")), float(data.get("since", 0.0)),
+                            last.get("fired"), last.get("job"))
+    except ConfigError:
+        raise
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:  # not written by this deferq
+        raise ConfigError(f"its record is not a schedule this deferq reads ({type(exc).__name__}: {exc})"
+                          ) from None
+
+
+def read_named(name: str, value: bytes, run: bytes | None) -> ScheduleInfo:
+    """`read_info` of the schedule `name`, its sentence naming it."""
+    try:
+        return read_info(value, run)
+    except ConfigError as exc:
+        raise ConfigError(f"schedule {name!r} is stored but cannot be fired: {exc}; put it again or remove it"
+                          ) from None
+
+
+@dataclass(frozen=True)
+class Broken:
+    """A stored record that is not a schedule this deferq can fire, and why."""
+
+    name: str
+    problem: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"name": self.name, "problem": self.problem}
 
 
 def call_options(call: Call, name: str) -> dict[str, Any]:
@@ -102,19 +140,26 @@ class Schedules:
 
     def list(self) -> list[ScheduleInfo]:
         """Every stored schedule; one whose record cannot be read is left out, and logged."""
+        return self.scan()[0]
+
+    def scan(self) -> tuple[builtins.list[ScheduleInfo], builtins.list[Broken]]:
+        """Every stored schedule, and the records that cannot be read as one (each logged):
+        one bad record (written by hand, or by another version) hides nothing else."""
         backend = self.app.backend
         stored, runs = backend.kv_list(SCHEDULES), backend.kv_list(RUNS)
-        found = []
+        found, broken = [], []
         for name, value in sorted(stored.items()):
             try:
                 found.append(read_info(value, runs.get(name)))
-            except (ConfigError, ValueError, KeyError, TypeError) as exc:  # not written by this deferq
-                log.warning("schedule %s is left out: its record cannot be read (%s)", name, exc)
-        return found
+            except ConfigError as exc:
+                log.warning("schedule %s is left out: %s", name, exc)
+                broken.append(Broken(name, str(exc)))
+        return found, broken
 
     def get(self, name: str) -> ScheduleInfo | None:
+        """The schedule named, None if there is none; ConfigError if its record cannot be read."""
         value = self.app.backend.kv_get(SCHEDULES, name)
-        return None if value is None else read_info(value, self.app.backend.kv_get(RUNS, name))
+        return None if value is None else read_named(name, value, self.app.backend.kv_get(RUNS, name))
 
     def __getitem__(self, name: str) -> ScheduleInfo:
         found = self.get(name)
@@ -143,7 +188,10 @@ class Schedules:
         task = self.app.tasks.get(schedule.task)
         if task is not None and "queue" not in schedule.options:  # the leader may not know the task
             schedule = replace(schedule, options={**schedule.options, "queue": task.defaults.queue})
-        old = self.get(schedule.name)
+        try:
+            old = self.get(schedule.name)
+        except ConfigError:  # a record that cannot be read is replaced
+            old = None
         now = self.app.backend.now()
         since = now
         if old is not None and old.schedule.timing == schedule.timing:
@@ -173,7 +221,7 @@ class Schedules:
             value = backend.kv_get(SCHEDULES, name)
             if value is None:
                 raise KeyError(f"no schedule named {name!r}")
-            info = read_info(value, None)
+            info = read_named(name, value, None)
             if info.paused == paused:
                 return False
             since = info.since if paused else backend.now()

@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias
 import msgspec
 from msgspec import UNSET, Meta, Struct, UnsetType
 
+from ...flows.schedule import NAME_PATTERN as SCHEDULE_NAME_PATTERN
+from ...flows.timing import MAX_CRON, MAX_ZONE
 from ...job import JobState
 from ...limits.values import POSITIVE_RATE
 from ...observe.history import MAX_MINUTES as MAX_HISTORY_MINUTES
@@ -37,7 +39,8 @@ FORMATS = {
                        "\"The retry-condition language\").",
     "page-cursor": "The `cursor` of a page of GET /v1/jobs, as the server gave it (opaque: only the "
                    "store that made it reads it).",
-    "cron": "A cron expression: five fields, or six with seconds last (\"*/10 * * * * *\").",
+    "cron": "A cron expression: five fields (minute hour day month weekday), or six with seconds first "
+            "(\"*/10 * * * * *\": every ten seconds); one that matches no date is refused.",
     "time-zone": "An IANA time zone name such as Europe/Berlin (docs/schedules.md for daylight saving).",
 }
 
@@ -173,7 +176,7 @@ class BatchRequest(Struct, forbid_unknown_fields=True):
 # -- schedules ---------------------------------------------------------------------------------
 
 SCHEDULE_OPTIONS = ("queue", "priority", "max_attempts", "ttr")  # the job options a schedule's job takes
-SCHEDULE_NAME = r"^[^/\x00]{1,200}$"
+SCHEDULE_NAME = SCHEDULE_NAME_PATTERN
 _SCHEDULE_JOB: list[tuple[str, Any] | tuple[str, Any, Any]] = [
     ("task", Annotated[str, TASK_NAME]),
     ("jitter", Annotated[float, Meta(ge=0, lt=86400, description="Seconds each tick's job may be delayed, "
@@ -187,8 +190,8 @@ _SCHEDULE_JOB: list[tuple[str, Any] | tuple[str, Any, Any]] = [
 ]
 CronSchedule: type[Struct] = msgspec.defstruct(
     "CronSchedule",
-    [("cron", Annotated[str, Meta(extra_json_schema={"format": "cron"})]),
-     ("tz", Annotated[str, Meta(extra_json_schema={"format": "time-zone"},
+    [("cron", Annotated[str, Meta(max_length=MAX_CRON, extra_json_schema={"format": "cron"})]),
+     ("tz", Annotated[str, Meta(max_length=MAX_ZONE, extra_json_schema={"format": "time-zone"},
                                 description="The zone cron is read in (default UTC).")] | None, None),
      *_SCHEDULE_JOB],
     namespace={"__doc__": "A schedule on a cron expression, read in a time zone (UTC by default)."},
@@ -215,6 +218,9 @@ class Schedule(Struct):
     name: str
     task: str
     timing: Annotated[str, Meta(description='"*/5 * * * * (Europe/Berlin)" or "every 30s"')]
+    described: Annotated[str, Meta(description="The timing and its next ticks on its zone's clock: "
+                                               '"*/10 * * * * * (UTC): next 2026-12-07 09:00:10+00:00, '
+                                               '09:00:20, 09:00:30".')]
     cron: str | None
     every: float | None
     tz: str | None
@@ -231,8 +237,17 @@ class Schedule(Struct):
     last_job: ScheduleLastJob | None
 
 
+class BrokenSchedule(Struct):
+    """A stored record that is not a schedule this server can fire (written by hand or by
+    another version): left out of the firing, shown so it can be put again or removed."""
+
+    name: str
+    problem: Annotated[str, Meta(description="Why it cannot be fired, in one sentence.")]
+
+
 class ScheduleList(Struct):
     schedules: list[Schedule]
+    broken: list[BrokenSchedule]
     leader: Annotated[str | None, Meta(description="The process firing schedules now (null: none).")]
 
 
@@ -777,6 +792,6 @@ MODELS: tuple[Any, ...] = (
     Receipts, Job, JobList, Batch, JobStateAnswer, QueueList, Topic, TopicList, Token, TokenList,
     Deleted, Purged, Retried, Alerts, SavedAlerts, Status, QueuePaused, Remark, RemarkRequest, IdsRequest,
     DeletedBatch, StorePart, StoreParts, ShardRequest, Shard, ShardChange, Shards, History, CancelBatchRequest,
-    CancelledBatch, DeletedJobs, CronSchedule, EverySchedule, Schedule, ScheduleList,
+    CancelledBatch, DeletedJobs, CronSchedule, EverySchedule, Schedule, BrokenSchedule, ScheduleList,
     EventRequest, EventSent, Step, KeptEvent, EventList, LimitRequest, LimitSetting, LimitList,
 )

@@ -11,7 +11,7 @@ from starlette.routing import Route
 from ...errors import ConfigError
 from ...flows.firing import current_leader
 from ...flows.schedule import make_schedule
-from ...flows.schedules import ScheduleInfo, Schedules
+from ...flows.schedules import SCHEDULES, ScheduleInfo, Schedules
 from ..http import fields
 from ..http.errors import Invalid, not_found
 from ..process.service import Service
@@ -29,9 +29,11 @@ def view(service: Service, info: ScheduleInfo, now: float) -> dict[str, Any]:
 
 
 def listing(service: Service, now: float) -> dict[str, Any]:
-    """Every schedule and who fires them now (GET /v1/schedules, the console's /v1/periodic)."""
-    return {"schedules": [view(service, info, now) for info in Schedules(service.app).list()],
-            "leader": current_leader(service.backend)}
+    """Every schedule, the stored records that cannot be fired, and who fires them now
+    (GET /v1/schedules, the console's /v1/periodic)."""
+    found, broken = Schedules(service.app).scan()
+    return {"schedules": [view(service, info, now) for info in found],
+            "broken": [record.to_dict() for record in broken], "leader": current_leader(service.backend)}
 
 
 def _list(service: Service) -> dict[str, Any]:
@@ -46,7 +48,10 @@ def _name(request: Request) -> str:
 
 
 def _found(service: Service, name: str) -> ScheduleInfo:
-    info = Schedules(service.app).get(name)
+    try:
+        info = Schedules(service.app).get(name)
+    except ConfigError as exc:  # a stored record that cannot be read: it says so (PUT or DELETE mends it)
+        raise Invalid(str(exc)) from None
     if info is None:
         raise not_found(f"schedule {name!r}")
     return info
@@ -89,7 +94,7 @@ async def put_schedule(request: Request) -> JSON:
 
     def put() -> tuple[dict[str, Any], bool]:
         schedules = Schedules(service.app)
-        new = schedules.get(name) is None
+        new = service.backend.kv_get(SCHEDULES, name) is None  # a broken record is replaced
         try:
             info = schedules.put(schedule, "api")
         except ConfigError as exc:

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 from msgspec import UNSET, Meta, Struct, UnsetType
 
-from ..api.models import Job, Limit, Schedule, Scope, State
+from ..api.models import BrokenSchedule, Job, Limit, Schedule, Scope, State
 from ..topics.topic import Backoff
 
 SEARCH_WINDOW = 1000  # jobs per state a search looks at unless told otherwise
@@ -125,6 +125,7 @@ class Workers(Struct):
 class PeriodicSchedules(Struct):
     now: float
     schedules: list[Schedule]  # as GET /v1/schedules shows them
+    broken: list[BrokenSchedule]  # stored records that cannot be fired, and why
     masters: int  # masters running now
     leader: str | None = None  # the process firing schedules now (None: none does)
 
