@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import httpx
+import orjson
 import pytest
 from playwright.sync_api import expect
 
@@ -821,3 +822,20 @@ def test_the_events_page_lists_the_kept_events(served):
         app.backend.kv_delete("deferq.events", "console-paid\tuser:8")
         app.backend.kv_delete("deferq.events", "console-shipped\torder:1050")
         app.close()
+
+
+def test_the_periodic_form_says_what_a_cron_means_and_a_broken_record_shows(served):
+    with periodic_page(served, served[0].admin) as (store, page):
+        good = orjson.loads(store.backend.kv_get("schedules", "refresh-rates"))
+        store.backend.kv_put("schedules", "digest", orjson.dumps(  # as another version might have written it
+            {**good, "schedule": {**good["schedule"], "name": "digest", "cron": "0 0 31 2 *"}}))
+        page.reload()
+        expect(page.locator('#broken-schedules li[data-name="digest"]')).to_contain_text("never fires")
+        expect(page.locator('#periodic tr[data-key="refresh-rates"]')).to_be_visible()  # the others still show
+        page.click("#add-schedule")
+        page.fill('input[name="cron"]', "*/10 * * * * *")
+        expect(page.locator("#cron-meaning")).to_have_text(re.compile(
+            r"^\*/10 \* \* \* \* \* \(UTC\): next \S+ \d\d:\d\d:\d0\+00:00, \d\d:\d\d:\d0, \d\d:\d\d:\d0$"))
+        page.fill('input[name="cron"]', "0 0 31 2 *")
+        expect(page.locator("#cron-meaning")).to_contain_text("never fires")
+        no_errors(page, 422)

@@ -262,3 +262,19 @@ def test_the_reference_pages_build_with_the_docs_extra_alone() -> None:
     done = run([sys.executable, "-c", ONLY_THE_DOCS_EXTRA, json.dumps(allowed),
                 str(ROOT / "docs" / "hooks" / "reference.py")], ROOT)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_the_schedules_page_prints_what_it_says(tmp_path: Path) -> None:
+    """docs/schedules.md shows what its examples print (a `# ...` line under a print):
+    its blocks run, and each shown line is printed, in order."""
+    page = ROOT / "docs" / "schedules.md"
+    blocks, _ = python_blocks(page.read_text(), "docs/schedules.md")
+    shown = [line.strip()[2:] for b in blocks for before, line in zip(b.code.splitlines(), b.code.splitlines()[1:])
+             if before.lstrip().startswith("print(") and line.lstrip().startswith("# ")]
+    assert len(shown) >= 2
+    plan = [{"file": b.file, "code": b.code, "where": f"{b.page}:{b.line + 1}"} for b in blocks]
+    (tmp_path / "blocks.json").write_text(json.dumps(plan))
+    done = run([sys.executable, "-c", RUNNER, "blocks.json"], tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    printed = iter(done.stdout.splitlines())
+    assert all(any(line == said for line in printed) for said in shown), (shown, done.stdout)

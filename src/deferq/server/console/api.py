@@ -26,6 +26,8 @@ from starlette.routing import Route
 
 from ...backends.base import Backend
 from ...backoff import exponential
+from ...errors import ConfigError
+from ...flows.timing import Timing
 from ...job import ALL_STATES, Job, JobState
 from ...limits.in_force import in_force
 from ...supervisor.alerts import AlertConfig, Alerter
@@ -259,6 +261,19 @@ def _periodic(service: Service) -> dict[str, Any]:
 
 
 @needs(READER)
+async def preview_cron(request: Request) -> JSON:
+    """What a cron expression means: its next ticks on its zone's clock (the schedule
+    form shows them as it is typed), or the sentence that refuses it."""
+    trial = fields.parse(cm.CronTrial, await read_json(request), "the request")
+    try:
+        timing = Timing(trial.cron, tz=trial.tz)
+        now = time.time()
+        return JSON({"described": timing.describe(now), "next": timing.upcoming(now, 5)})
+    except ConfigError as exc:
+        raise Invalid(str(exc)) from None
+
+
+@needs(READER)
 async def list_periodic(request: Request) -> JSON:
     """The store's schedules (from code, a master's config file or the API), with their
     next ticks, their last run and who fires them now."""
@@ -408,6 +423,7 @@ ROUTES: dict[str, dict[str, Handler]] = {
     "/v1/workers": {"GET": list_workers},
     **{path: {"POST": handler} for path, handler in ORDER_ROUTES.items()},
     "/v1/periodic": {"GET": list_periodic},
+    "/v1/periodic/preview": {"POST": preview_cron},
     "/v1/stats/limits": {"GET": limits_in_force},
     "/v1/store": {"GET": store_health},
     "/v1/conditions/evaluate": {"POST": evaluate_condition},
@@ -457,6 +473,9 @@ def paths() -> dict[str, Any]:
         "/v1/periodic": {"get": operation(
             "Periodic schedules: next ticks and the last one enqueued", "reader",
             ok("Schedules", cm.PeriodicSchedules), errors=("503",))},
+        "/v1/periodic/preview": {"post": operation(
+            "What a cron expression means: its next ticks, or why it is refused", "reader",
+            ok("The next ticks", cm.CronPreview), body(cm.CronTrial), errors=())},
         "/v1/stats/limits": {"get": operation(
             "The limits in force (declared, set at run time, paused) with the slots held and runs a second",
             "reader", ok("Limits", cm.LimitsInForce), errors=("503",))},

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 
 from msgspec import UNSET, Meta, Struct, UnsetType
 
+from ...flows.timing import MAX_CRON, MAX_ZONE
 from ..api.models import BrokenSchedule, Job, Limit, Schedule, Scope, State
 from ..topics.topic import Backoff
 
@@ -47,6 +48,18 @@ class ConditionTrial(Struct, forbid_unknown_fields=True):
     answer: str
     condition: Annotated[str, Meta(max_length=2000, extra_json_schema={"format": "retry-condition"})] | None = None
     status: Annotated[int, Meta(ge=100, le=599)] | None = None
+
+
+class CronTrial(Struct, forbid_unknown_fields=True):
+    """A cron expression (and its zone) as the schedule form has it, to show what it means."""
+
+    cron: Annotated[str, Meta(max_length=MAX_CRON, extra_json_schema={"format": "cron"})]
+    tz: Annotated[str, Meta(max_length=MAX_ZONE, extra_json_schema={"format": "time-zone"})] | None = None
+
+
+class CronPreview(Struct):
+    described: Annotated[str, Meta(description="The expression and its next ticks on its zone's clock.")]
+    next: Annotated[list[float], Meta(description="The next five ticks (Unix seconds).")]
 
 
 class BackoffTrial(Struct, forbid_unknown_fields=True):
@@ -203,7 +216,7 @@ class TestAlert(Struct):
 
 
 MODELS: tuple[Any, ...] = (
-    RetryBatchRequest, ConditionTrial, BackoffTrial, WhoAmI,
+    RetryBatchRequest, ConditionTrial, CronTrial, CronPreview, BackoffTrial, WhoAmI,
     SearchAnswer, Lease, RetriedBatch, WorkerOrder,
     Workers, PeriodicSchedules, LimitsInForce, StoreHealth, Verdict, BackoffPreview, TestAlert,
 )

@@ -47,6 +47,7 @@ export function mount(root, ctx) {
       "): every process of the App writes its schedules at start. Or add one here, with ",
       code("deferq schedule add"), " or ", code("PUT /v1/schedules/NAME"), "."));
   const firing = h("p", {class: "count-line", id: "schedule-leader"});
+  const broken = h("ul", {class: "error-text", id: "broken-schedules", hidden: true});
 
   const i = {
     name: h("input", {name: "name", type: "text", required: true, placeholder: "nightly-report", maxlength: 200}),
@@ -64,11 +65,35 @@ export function mount(root, ctx) {
   };
   const zones = h("datalist", {id: "zones"}, (Intl.supportedValuesOf ? Intl.supportedValuesOf("timeZone") : [])
     .map((z) => h("option", {value: z})));
-  const cronFields = h("div", {class: "row"}, labelled("cron", i.cron, "five fields, or six with seconds last"),
+  const cronFields = h("div", {class: "row"}, labelled("cron", i.cron, "five fields, or six with seconds first"),
     labelled("time zone", i.tz, "an IANA name; daylight saving: docs/schedules.md"));
+  // what the expression means, as it is typed: its next ticks on its zone's clock, or why it is refused
+  const meaning = h("p", {class: "count-line", id: "cron-meaning", "aria-live": "polite"});
+  let asked = 0;
+  async function explain() {
+    const cron = i.cron.value.trim();
+    const mine = ++asked;
+    if (!cron) { setText(meaning, ""); return; }
+    const body = {cron};
+    if (i.tz.value.trim()) body.tz = i.tz.value.trim();
+    let said, failed = false;
+    try {
+      said = (await ctx.api("/v1/periodic/preview", {method: "POST", body})).described;
+    } catch (error) {
+      said = error.message;
+      failed = true;
+    }
+    if (mine !== asked || !ctx.alive()) return; // a newer keystroke asked again
+    meaning.className = `count-line${failed ? " error-text" : ""}`;
+    setText(meaning, said);
+  }
+  let typing = null;
+  for (const input of [i.cron, i.tz]) {
+    input.addEventListener("input", () => { clearTimeout(typing); typing = setTimeout(explain, 250); });
+  }
   const everyFields = h("div", {class: "row", hidden: true}, labelled("every (seconds)", i.every, "at least 1"));
   i.kind.addEventListener("change", () => {
-    cronFields.hidden = i.kind.value !== "cron";
+    cronFields.hidden = meaning.hidden = i.kind.value !== "cron";
     everyFields.hidden = i.kind.value !== "every";
   });
   const formTitle = h("h2", {text: "Add a schedule"});
@@ -76,13 +101,13 @@ export function mount(root, ctx) {
   const cancel = h("button", {type: "button", text: "Cancel"});
   const form = h("form", {class: "schedule-form", id: "schedule-form", novalidate: true, hidden: true},
     formTitle, labelled("name", i.name), labelled("task", i.task, "a task of your App"),
-    h("div", {class: "row"}, labelled("timing", i.kind)), cronFields, everyFields, zones,
+    h("div", {class: "row"}, labelled("timing", i.kind)), cronFields, meaning, everyFields, zones,
     h("div", {class: "row"}, labelled("args (JSON list)", i.args), labelled("kwargs (JSON object)", i.kwargs)),
     h("div", {class: "row"}, labelled("queue", i.queue), labelled("jitter (s)", i.jitter),
       labelled("missed runs", i.missed, "after downtime: none, the newest, or all")),
     h("div", {class: "actions"}, save, cancel));
 
-  root.append(head.el, message.el, section(null, firing, t.el, nothing), form,
+  root.append(head.el, message.el, section(null, firing, broken, t.el, nothing), form,
     note("Any worker, deferq run or deferq serve fires the schedules: one process at a time holds a lease in ",
       "the store and fires every schedule, each tick exactly once. A schedule from code or from a master's ",
       "config file is written again when its processes start: edit it there for good. The API: ",
@@ -98,6 +123,7 @@ export function mount(root, ctx) {
     i.kind.dispatchEvent(new Event("change"));
     i.cron.value = s && s.cron ? s.cron : "";
     i.tz.value = s && s.tz ? s.tz : "";
+    explain();
     i.every.value = s && s.every ? s.every : "";
     i.args.value = s && s.args && s.args.length ? JSON.stringify(s.args) : "";
     i.kwargs.value = s && s.kwargs && Object.keys(s.kwargs).length ? JSON.stringify(s.kwargs) : "";
@@ -158,8 +184,12 @@ export function mount(root, ctx) {
   async function refresh() {
     const data = await ctx.api("/v1/periodic");
     if (!ctx.alive()) return;
-    nothing.hidden = data.schedules.length > 0;
+    const bad = data.broken || [];
+    nothing.hidden = data.schedules.length > 0 || bad.length > 0;
     t.el.hidden = !data.schedules.length;
+    broken.hidden = !bad.length;
+    setChildren(broken, JSON.stringify(bad), () => bad.map((b) => h("li", {"data-name": b.name},
+      `${b.name}: not fired. ${b.problem}`)));
     firing.className = `count-line${data.leader || !data.schedules.length ? "" : " error-text"}`;
     setText(firing, data.leader ? `Fired by ${data.leader}.` : "No process fires schedules now: start a worker " +
       "(deferq worker), deferq run or deferq serve; each of them takes part.");
