@@ -20,7 +20,15 @@ from deferq.errors import PayloadError
 from deferq.flows.firing import Firer, tick_key
 from deferq.job import JobState
 from tests.attack.hostile import (
-    HOSTILE_JSON, HOSTILE_NUMBER, HOSTILE_TEXT, HOSTILE_WHEN, LONG, NAMEISH, budget, maybe, refused_or_done,
+    HOSTILE_JSON,
+    HOSTILE_NUMBER,
+    HOSTILE_TEXT,
+    HOSTILE_WHEN,
+    LONG,
+    NAMEISH,
+    budget,
+    maybe,
+    refused_or_done,
     store_snapshot,
 )
 

@@ -28,6 +28,7 @@ from typing import Any
 
 import orjson
 
+from ..errors import ConfigError
 from ..job import Job, JobState
 
 WINDOW = 10_000  # jobs a scan looks at, at most, unless told otherwise
@@ -44,6 +45,25 @@ class JobQuery:
     cursor: str | None = None
     limit: int = 50
     window: int = WINDOW
+
+    def __post_init__(self) -> None:
+        for name in ("queue", "task", "tag", "text"):
+            value = getattr(self, name)
+            if value is not None and not storable(value):
+                raise ConfigError(f"the {name} to find, {value!r:.60}, holds NUL or a lone surrogate, which no "
+                                  "stored job holds")
+
+
+def storable(text: str) -> bool:
+    """Text every store keeps as given: no NUL (PostgreSQL refuses it, SQLite's search ends
+    its text there) and valid UTF-8 (no lone surrogate)."""
+    if "\x00" in text:
+        return False
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 @dataclass(slots=True)

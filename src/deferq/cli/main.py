@@ -167,6 +167,14 @@ class FriendlyGroup(click.Group):
     """Turns deferq's own errors into one sentence and exit code 2, never a traceback;
     a missing optional package into the one install hint (deferq.errors.MissingExtra)."""
 
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        for arg in args:  # bytes the locale cannot decode arrive as lone surrogates (PEP 383)
+            try:
+                arg.encode()
+            except UnicodeEncodeError:
+                raise click.UsageError(f"the argument {arg!r:.60} is not valid UTF-8 text", ctx) from None
+        return super().parse_args(ctx, args)
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)

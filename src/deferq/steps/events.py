@@ -30,9 +30,7 @@ def send_event(store: Backend, event: str, key: str, data: Any = None,
                keep: float | timedelta = EVENT_KEEP) -> int:
     """Deliver an event to every job waiting for (`event`, `key`) and keep it `keep`
     seconds for jobs that wait for it later. Returns how many waiting jobs it woke."""
-    checked_name(event, "an event name", EVENT_LIMIT)
-    checked_name(key, "an event key", KEY_LIMIT)
-    keep = duration(keep, "keep")
+    keep = checked_event(event, key, keep)
     topic, now = f"{event}\t{key}", store.now()
     sent = {"id": new_job_id(), "data": data, "at": now}
     encoded = dumps(sent, "the event's data")
@@ -48,6 +46,15 @@ def send_event(store: Backend, event: str, key: str, data: Any = None,
     if keep > 0 and woken:  # how many it woke, for the event list (unless a newer event replaced it)
         store.kv_swap(EVENTS, topic, encoded, dumps({**sent, "woke": woken}), ttl=keep)
     return woken
+
+
+def checked_event(event: str, key: str, keep: float | timedelta = EVENT_KEEP) -> float:
+    """The seconds to keep an event, once its name, key and `keep` are checked (ConfigError):
+    the HTTP API checks them before its store call, where a ConfigError means a store that
+    cannot be opened."""
+    checked_name(event, "an event name", EVENT_LIMIT)
+    checked_name(key, "an event key", KEY_LIMIT)
+    return duration(keep, "keep")
 
 
 def deliver(store: Backend, topic: str, answer: bytes, waiters: list[str]) -> int:
