@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast test-redis-oldest services browser lint docs docs-fresh bench bench-peers bench-speed bench-capacity soak endurance clean
+.PHONY: demo test test-fast test-redis-oldest attack services browser lint docs docs-fresh bench bench-peers bench-speed bench-capacity soak endurance clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -49,6 +49,14 @@ test: $(STAMP) services browser
 	$(BIN)/python -m compileall -q src bench tests > /dev/null
 	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_PROCESSES) --dist loadgroup $(PYTEST_ARGS)
 	$(MAKE) --no-print-directory test-redis-oldest
+
+# The attack suite long (docs/development.md, "The attack suite"): the fuzz of every entry
+# point and the store differential drawing 10x the examples, not derandomized (a new seed
+# each run), and the freeze-and-kill harness on every point, mode and store. `make test`
+# runs a short, derandomized slice of the same tests. ATTACK_SHRINK=1 also shrinks a failure.
+attack: $(STAMP) services
+	ATTACK_LONG=1 $(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_PROCESSES) --dist loadgroup -rxX \
+		tests/attack $(PYTEST_ARGS)
 
 # The Redis tests again on the oldest redis-py that the `redis` extra allows (the newest
 # runs above): scripts/redis-oldest.sh makes a venv with that redis-py and all else from .venv.

@@ -18,8 +18,8 @@ from deferq.cli.main import main
 from tests.attack.hostile import HOSTILE_TEXT, NAMEISH, budget, one_sentence, store_snapshot, stored_since
 
 pytestmark = pytest.mark.filterwarnings("ignore::hypothesis.errors.HypothesisWarning")  # reprs of 10k strings
-NUMBER_TEXT = st.one_of(st.sampled_from(["0", "-1", "1.5", "inf", "-inf", "nan", "1e300", "1e400", "9" * 30, "0x10",
-                                         "", " 5", "5 "]), st.integers().map(str), st.floats().map(str))
+NUMBER_TEXT = st.one_of(st.sampled_from(["0", "-1", "1.5", "inf", "-inf", "nan", "1e300", "1e400", "9" * 30,
+                                         "0x10", "", " 5", "5 "]), st.integers().map(str), st.floats().map(str))
 JSON_TEXT = st.one_of(st.sampled_from(["[]", "{}", "[1]", '{"a": NaN}', "[Infinity]", "[", "null", '"s"', "1e400",
                                        "[" * 2000 + "]" * 2000, '{"a": 1, "a": 2}', "[1e999]", '["\\u0000"]']),
                       HOSTILE_TEXT)

@@ -54,8 +54,10 @@ JOB = st.fixed_dictionaries({"task": st.one_of(st.just("attack.plain"), NAMEISH)
     "key": maybe(NAMEISH), "delay_ms": NUMBER, "queue": NAMEISH, "priority": st.one_of(
         st.sampled_from(["high", "normal", "low", "HIGH"]), NUMBER), "max_attempts": NUMBER, "ttr": NUMBER,
     "remark": maybe(HOSTILE_TEXT), "tags": st.lists(HOSTILE_TEXT, max_size=3), "at": st.one_of(
-        NUMBER, HOSTILE_TEXT, st.sampled_from(["9999-12-31T23:59:59Z", "0001-01-01T00:00:00Z", "2030-01-01T00:00:00"])),
-    "expires": st.one_of(NUMBER, HOSTILE_TEXT), "on_conflict": st.sampled_from(["ignore", "replace", "debounce", "x"]),
+        NUMBER, HOSTILE_TEXT, st.sampled_from(["9999-12-31T23:59:59Z", "0001-01-01T00:00:00Z",
+                                               "2030-01-01T00:00:00"])),
+    "expires": st.one_of(NUMBER, HOSTILE_TEXT),
+    "on_conflict": st.sampled_from(["ignore", "replace", "debounce", "x"]),
     "unique_for_ms": NUMBER, "fair_key": NAMEISH, "fair_weight": NUMBER,
 })
 CRON = st.one_of(st.sampled_from(["*/5 * * * *", "0 9 * * 1-5", "*/10 * * * * *", "0 0 31 2 *", "* * * * * * *",
@@ -81,7 +83,7 @@ def plain(*args: Any, **kwargs: Any) -> None:
     pass
 
 
-def machine(new_store: Callable[[], str]) -> type[RuleBasedStateMachine]:
+def machine(new_store: Callable[[], str]) -> type[RuleBasedStateMachine]:  # noqa: C901 - one rule a route
     class Api(RuleBasedStateMachine):
         jobs = Bundle("jobs")
         schedules = Bundle("schedules")
@@ -103,7 +105,8 @@ def machine(new_store: Callable[[], str]) -> type[RuleBasedStateMachine]:
             """One request under the oracle; the answer's JSON (None when refused)."""
             before = store_snapshot(self.app) if method != "GET" else None
             content = None if body is None else json.dumps(body, allow_nan=True).encode()
-            answer = self.client.request(method, path, content=content, headers={"content-type": "application/json"})
+            answer = self.client.request(method, path, content=content,
+                                         headers={"content-type": "application/json"})
             where = f"{method} {path} {(content or b'')[:300]!r}"
             if answer.status_code >= 500:
                 stored = before is not None and stored_since(before, store_snapshot(self.app))
@@ -226,7 +229,8 @@ def test_the_api_in_sequences(store, tmp_path):
 
     KNOWN.clear()
     try:
-        run_state_machine_as_test(machine(new_store), settings=budget(6, 60, stateful_step_count=15 if not LONG else 40))
+        run_state_machine_as_test(machine(new_store),
+                                  settings=budget(6, 60, stateful_step_count=40 if LONG else 15))
     finally:
         for prefix in prefixes:
             delete_prefix(prefix)

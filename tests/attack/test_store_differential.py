@@ -104,7 +104,8 @@ class Differential(RuleBasedStateMachine):
         return st.sampled_from([k for k in KEYS if "padded" not in self.narrowed or k not in PADDED])
 
     @rule(data=st.data(), queue=st.sampled_from(["q1", "q2"]), delay=st.sampled_from(DELAYS),
-          priority=st.sampled_from(["high", "low", None]), on_conflict=st.sampled_from([None, "replace", "ignore"]),
+          priority=st.sampled_from(["high", "low", None]),
+          on_conflict=st.sampled_from([None, "replace", "ignore"]),
           retry=st.one_of(st.none(), st.sampled_from(RETRY_DELAYS)))
     def enqueue(self, data, queue, delay, priority, on_conflict, retry):
         key = data.draw(st.one_of(st.none(), self.keys()), label="key")
@@ -190,7 +191,8 @@ class Differential(RuleBasedStateMachine):
                                        if job.queue.startswith(p)) for state in JobState}
             limits = {n: (v["rate"], v["concurrency"], v.get("paused_for") is not None)
                       for n, v in app.limits.list().items() if n.startswith(p)}
-            events = sorted((e["event"], e["key"], repr(e["data"])) for e in app.events() if e["event"].startswith(p))
+            events = sorted((e["event"], e["key"], repr(e["data"])) for e in app.events()
+                            if e["event"].startswith(p))
             schedules = sorted((s.name, s.paused) for s in app.schedules.list() if s.name.startswith(p))
             paused = sorted(q for q in app.paused() if q.startswith(p))
             return jobs, limits, events, schedules, paused
