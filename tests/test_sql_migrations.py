@@ -24,9 +24,10 @@ import deferq
 from deferq.backends import open_backend
 from deferq.backends.base import Enqueue, Outcome
 from deferq.backends.sql.base import TABLES
+from deferq.backends.sql.mysql import EXACT_COLLATIONS, exact_collation
 from deferq.backends.sql.plans import Plan, Step
 from deferq.cli.main import main
-from deferq.errors import SchemaOutdated
+from deferq.errors import ConfigError, SchemaOutdated
 from deferq.job import Job, JobState, new_job_id
 from deferq.worker import Worker, WorkerConfig
 
@@ -310,3 +311,12 @@ def test_mysql_keys_stored_before_exact_names_are_kept_and_told_apart(mysql_admi
             assert new.kv_get("ns", "a ") is None
         finally:
             new.close()
+
+
+def test_a_mysql_server_without_a_no_pad_collation_is_refused_with_a_sentence(mysql_admin):
+    """MySQL before 8.0.17 has neither NO PAD collation: asked for names it lacks, as such
+    a server would answer, the migration stops with one sentence."""
+    with mysql_admin[0].cursor() as cur:
+        assert exact_collation(cur) in EXACT_COLLATIONS
+        with pytest.raises(ConfigError, match=r"no NO PAD collation.*use MySQL 8\.0\.17\+ or MariaDB 10\.2\+"):
+            exact_collation(cur, ("utf8mb4_no_such_bin",))

@@ -65,13 +65,13 @@ PACKET = 1024 * 1024
 EXACT_COLLATIONS = ("utf8mb4_nopad_bin", "utf8mb4_0900_bin")
 
 
-def exact_collation(cur: Any) -> str:
+def exact_collation(cur: Any, candidates: tuple[str, ...] = EXACT_COLLATIONS) -> str:
     """The server's NO PAD binary collation of utf8mb4 ({exact} in the migrations), in
     which 'k' and 'k ' differ; ConfigError on a server that has none (MySQL before 8.0.17)."""
     cur.execute("SELECT COLLATION_NAME FROM information_schema.COLLATIONS WHERE COLLATION_NAME IN %s",
-                (EXACT_COLLATIONS,))
+                (candidates,))
     found = {row[0] for row in cur.fetchall()}
-    for name in EXACT_COLLATIONS:
+    for name in candidates:
         if name in found:
             return name
     raise ConfigError("this MySQL server has no NO PAD collation, which deferq needs to tell 'k' from 'k ' "
