@@ -176,11 +176,12 @@ def test_limits_are_set_paused_listed_and_cleared_from_the_command_line(url):
     bad = cli("limits", "set", "send_sms", "--url", url)
     assert bad.exit_code == 2 and "needs a rate" in bad.output
     assert cli("limits", "resume", "customer:7", "--url", url).output == (
-        "customer:7: resumed (every worker within a second)\n")
+        "customer:7: resumed, the jobs it held due now (every worker within a second)\n")
     assert "customer:7" not in cli("limits", "list", "--url", url).output  # nothing set on it: gone
     resumed_again = cli("limits", "resume", "customer:7", "--url", url)
     assert resumed_again.exit_code == 1 and "customer:7 is not paused" in resumed_again.output
-    assert cli("limits", "clear", "send_sms", "--url", url).output == "send_sms: cleared\n"
+    cleared = cli("limits", "clear", "send_sms", "--url", url)
+    assert cleared.output == "send_sms: cleared, the jobs it held due now\n"
     assert cli("limits", "clear", "send_sms", "--url", url).exit_code == 1
 
 

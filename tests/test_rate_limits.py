@@ -134,13 +134,13 @@ def test_a_run_starts_within_half_a_turn_of_its_turn(count, lateness):
     clock = [1000.0]
     store.now = lambda: clock[0]  # type: ignore[method-assign]
     rate = Rate.parse(f"{count}/s")
-    due = {f"j{i}": clock[0] + take_turn(store, rate, "k", f"j{i}") for i in range(len(lateness))}
+    due = {f"j{i}": clock[0] + take_turn(store, rate, "k", f"j{i}").wait for i in range(len(lateness))}
     late = dict(zip(due, lateness, strict=True))
     starts = []
     while due:  # the earliest return first, as the store hands snoozed jobs back
         job = min(due, key=lambda j: due[j] + late[j] * rate.interval)
         clock[0] = max(clock[0], due[job] + late.pop(job, 0.0) * rate.interval)
-        wait = take_turn(store, rate, "k", job)
+        wait = take_turn(store, rate, "k", job).wait
         if wait <= 0:
             starts.append(clock[0])
             del due[job]

@@ -126,8 +126,9 @@ class App:
         # deferq's own middleware, first: their before-hooks run before, their after-hooks
         # after, every other middleware's (the order of middleware.Chain)
         self._history = History(lambda: self.backend, self.lease)
+        self._limiter = Limits(self.registry.limits, lambda: self.backend)
         for middleware in (batches.BatchJoin(), self._history, JobLog(), Attempts(lambda: self.backend),
-                           Limits(self.registry.limits, lambda: self.backend)):
+                           self._limiter):
             self.registry.add_middleware(middleware)
         # limits set, changed and cleared at run time, kept in the store (limits/runtime.py)
         self.limits = LimitsAdmin(lambda: self.backend)
@@ -147,6 +148,12 @@ class App:
                 if self._backend is None:
                     self._backend = open_backend(self.url, **self._backend_options)
         return self._backend
+
+    @property
+    def limiter(self) -> Limits:
+        """The middleware that holds jobs to their limits (limits/__init__.py): a worker's
+        keeper asks it to look at the store's limits again while it holds jobs."""
+        return self._limiter
 
     @property
     def history(self) -> HistoryRecorder:

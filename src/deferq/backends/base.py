@@ -48,6 +48,8 @@ K = TypeVar("K", bound=Hashable)
 # still count, list and cancel as waiting jobs; a view shows the level (`% LEVELS`).
 LEVELS = 10
 WAIT_POLL = (0.005, 0.2)  # seconds: the first and the longest pause of wait_finished's poll
+HOLD_BATCH = 500  # notes of held jobs a `limit_release` step takes: bounds one store call
+HOLD_SLACK = 0.001  # seconds: a held job's due time as stored, against its note's (text rounding)
 BEHIND = 20  # + priority: waits behind the running job that holds its key (on_conflict)
 
 
@@ -614,6 +616,22 @@ class Records(ABC):
         of the key's next free time and now, and the next free time moves `interval` past
         it. Returns (the turn, now), both by the store's clock: a turn in the future is
         reserved for the caller (limits.py)."""
+
+    @abstractmethod
+    def limit_hold(self, names: Sequence[str], held: Sequence[tuple[Job, float]]) -> None:
+        """Note that each leased job of `held` snoozes until its time (store clock: the
+        moment its outcome sets) for a limit each of `names` would change (a rate's turn,
+        a pause: limits/__init__.py), so that `limit_release` of one of them gives it
+        back. Notes whose time has come are dropped as new ones are written (a range of
+        an index). One round trip (a script a queue on Redis, one SQL transaction)."""
+
+    @abstractmethod
+    def limit_release(self, name: str) -> int:
+        """Give back the jobs noted held by `name` (its rate cleared or changed, its
+        pause ended): each one still waiting for the due time noted is due now. In
+        batches of at most HOLD_BATCH notes, each batch one atomic step in the store (a
+        Lua script a queue, one SQL transaction); the notes taken are dropped, and a job
+        that is no longer so held is left alone. Returns how many jobs it made due."""
 
     @abstractmethod
     def slot_holders(self, scope: str) -> dict[str, int]:

@@ -17,6 +17,8 @@ from ..job import Job, JobState, carry, decode_payload
 from . import deps, fair
 from .base import (
     BEHIND,
+    HOLD_BATCH,
+    HOLD_SLACK,
     LEVELS,
     Backend,
     Enqueue,
@@ -46,6 +48,7 @@ class MemoryBackend(MemoryHistory, Backend):
         self._rates: dict[str, float] = {}  # rate limit key -> its next free time
         self._slots: dict[str, dict[str, int]] = {}  # concurrency limit scope -> its holders' fences
         self._fences: dict[str, int] = {}  # concurrency limit scope -> the last fence it granted
+        self._holds: dict[str, dict[str, float]] = {}  # limit name -> {held job id: its due time}
         self._changed = threading.Condition()
         self._children: dict[str, dict[str, bool]] = {}  # parent id -> {child id: after_any}
         self._blockers: dict[str, set[str]] = {}  # blocked child id -> ids of unfinished parents
@@ -507,6 +510,36 @@ class MemoryBackend(MemoryHistory, Backend):
             turn = max(self._rates.get(key, now), now)
             self._rates[key] = turn + interval
             return turn, now
+
+    def limit_hold(self, names: Sequence[str], held: Sequence[tuple[Job, float]]) -> None:
+        with self._changed:
+            now = self.now()
+            for name in names:
+                notes = self._holds.setdefault(name, {})
+                for job, due in held:
+                    if len(notes) >= 64 and len(notes) & (len(notes) - 1) == 0:  # at powers of two: amortized
+                        for job_id in [i for i, at in notes.items() if at <= now]:
+                            del notes[job_id]
+                    notes[job.id] = due
+
+    def limit_release(self, name: str) -> int:
+        released = 0
+        while True:
+            with self._changed:
+                notes, now = self._holds.get(name, {}), self.now()
+                batch = list(itertools.islice(notes.items(), HOLD_BATCH))
+                for job_id, due in batch:
+                    del notes[job_id]
+                    job = self._jobs.get(job_id)
+                    if job is not None and job.state == _WAITING and job.run_at > now \
+                            and abs(job.run_at - due) <= HOLD_SLACK:
+                        self._jobs[job_id] = replace(job, run_at=now, updated_at=now)
+                        released += 1
+                if not notes:
+                    self._holds.pop(name, None)
+                self._changed.notify_all()
+            if len(batch) < HOLD_BATCH:
+                return released
 
     def slot_holders(self, scope: str) -> dict[str, int]:
         with self._changed:

@@ -662,25 +662,26 @@ def limits_pause(app: App, name: str, seconds: float) -> None:
 @existing_store_options
 @click.argument("name")
 def limits_resume(app: App, name: str) -> None:
-    """End the pause of a task, a limit key or a queue (queue:NAME) now; a limit set on it
-    stays."""
+    """End the pause of a task, a limit key or a queue (queue:NAME) now: the jobs that met
+    it are due at once; a limit set on it stays."""
     try:
         resumed = app.limits.resume(name)
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from None
     if not resumed:
         raise click.ClickException(f"{name} is not paused")
-    click.echo(f"{name}: resumed (every worker within a second)")
+    click.echo(f"{name}: resumed, the jobs it held due now (every worker within a second)")
 
 
 @limits.command("clear")
 @existing_store_options
 @click.argument("name")
 def limits_clear(app: App, name: str) -> None:
-    """Clear a limit set at run time, and its pause: the task's own limits hold again."""
+    """Clear a limit set at run time, and its pause: the task's own limits hold again, and
+    the jobs it held are due at once."""
     if not app.limits.clear(name):
         raise click.ClickException(f"no limit set on {name}")
-    click.echo(f"{name}: cleared")
+    click.echo(f"{name}: cleared, the jobs it held due now")
 
 
 @main.group()

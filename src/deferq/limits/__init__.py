@@ -14,6 +14,10 @@ holds at most `count` turns; a job runs at its turn, or later if every worker is
 A job that comes back more than half a turn after its reservation takes a new turn
 rather than run next to the following turn's job: so every run starts within half a turn
 of its own turn, and any window of one period holds at most `count + 1` starts.
+A job held for a turn or by a pause is also noted in the store under the limit names
+whose change would free it (`limit_hold`): clearing or changing that rate, or ending that
+pause, makes every noted job due at once (`limit_release`, runtime.py), and it asks the
+limits that hold then when it comes back.
 Why GCRA and not a fixed window: a fixed window lets `count` jobs run at the end of one
 minute and `count` more at the start of the next (2x in a few seconds), which is what a
 provider's quota usually forbids.
@@ -27,7 +31,7 @@ import string
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from ..context import current_job
 from ..errors import Backoff, Snooze
@@ -133,12 +137,15 @@ class Limits(Middleware):
     taken before a rate's turn (a turn is never spent on a job that cannot run), and
     given back after the run, whatever its outcome."""
 
+    needs_settled_job = False  # after_settle reads the job's id and the exception alone
+
     def __init__(self, limits: dict[str, Limited], backend: Callable[[], Backend]) -> None:
         self.limits = limits
         self.backend = backend
         self.known = Known()
         self.held: dict[str, list[HeldSlot]] = {}  # holder -> the slots its run took (dict ops are atomic)
         self._plain: dict[str, Limited] = {}  # task name -> no declared limit (keys: the task's name)
+        self.holding = False  # a job was held on the current copy of the store's limits
 
     def before_enqueue(self, items: list[Enqueue]) -> list[Enqueue]:
         for item in items:  # a key that cannot be named is refused now, not at run time
@@ -156,6 +163,8 @@ class Limits(Middleware):
     def before_run(self, job: Job) -> None:
         known = self.known
         known.refresh(self.backend)
+        if known.loosened:
+            self.give_back(known)
         if known.empty and job.task not in self.limits:
             return
         limit = self.limit_of(job)
@@ -167,30 +176,78 @@ class Limits(Middleware):
         slot_key = limit.key(limit.concurrency_key, job.args, job.kwargs)
         queue_key = queue_limit(job.queue)
         names = (rate_key, slot_key, job.task)  # the most specific first
-        left = known.pause_left((*names, queue_key))
+        left, paused = known.pause_left((*names, queue_key))
         if left > 0:
-            raise Snooze(left, f"the limits of {job.task} are paused for {left:.3g}s")
+            self.hold(job, (paused,), Turn(left, time.time() + left + known.offset),
+                      f"the limits of {job.task} are paused for {left:.3g}s")
         on_queue = known.overrides.get(queue_key)
         slots = [(slot_key, known.concurrency(names, limit.concurrency)),
                  (queue_key, on_queue.concurrency if on_queue else None)]
         keys = [limit.key(t, job.args, job.kwargs) for t in (limit.rate_key, limit.concurrency_key) if t]
-        rate, turns_key = known.rate(keys, job.task, limit.rate)
-        if rate is not None:
-            turns_key = turns_key or rate_key
-            if rate is not limit.rate:  # set at run time: turns of their own, from now on
-                turns_key = f"{turns_key}@{rate.text}"
-        turns = [(rate, turns_key)]
-        if on_queue is not None and on_queue.rate is not None:  # set at run time: turns of its own
-            turns.append((on_queue.rate, f"{queue_key}@{on_queue.rate.text}"))
+        turns: list[Rated] = []
+        override, set_on = known.rate(keys, job.task)
+        if override is not None and override.rate is not None:  # set at run time: turns of its own
+            # a rate set on a key changes with that key; one set on the task with the task or a key
+            changed_by = (set_on,) if set_on else tuple(dict.fromkeys((*keys, job.task)))
+            turns.append(Rated(override.rate, (set_on or rate_key) + override.turns, changed_by))
+        elif limit.rate is not None:
+            turns.append(Rated(limit.rate, rate_key, tuple(dict.fromkeys((*keys, job.task)))))
+        if on_queue is not None and on_queue.rate is not None:
+            turns.append(Rated(on_queue.rate, queue_key + on_queue.turns, (queue_key,)))
         try:
             self.take_slots(job, [(key, n) for key, n in slots if n is not None])
-            self.take_turns(job, [(r, key) for r, key in turns if r is not None and key is not None])
+            self.take_turns(job, turns)
         except Snooze:
             raise  # the slots taken are given back after the run (after_run), as for any run
         except Exception as exc:  # noqa: BLE001 - no turn, no run: try again shortly
             log.warning("job %s (%s): its limits could not be checked (%s); trying again in %gs",
                         job.id, job.task, exc, STORE_DOWN_SNOOZE)
             raise Snooze(STORE_DOWN_SNOOZE, "limits: store unreachable") from None
+
+    def give_back(self, known: Known) -> None:
+        """A limit loosened (its rate changed, its pause ended): `app.limits` gave back the
+        jobs it held then, but this worker may have held more on its older copy since:
+        those settled are given back now, those not yet when they are (after_settle)."""
+        names, known.loosened = known.loosened, set()
+        for name in sorted(names):
+            try:
+                self.backend().limit_release(name)
+            except Exception as exc:  # noqa: BLE001 - they wait their time; the next worker may try
+                log.warning("limits: the jobs held by %s could not be given back (%s)", name, exc)
+
+    def hold(self, job: Job, names: tuple[str, ...], turn: Turn, why: str) -> NoReturn:
+        """Snooze the job until its turn (the store's clock), noted in the store as held by
+        `names`: the limit names whose clear, resume or new rate gives it back at once
+        (`limit_release`). A store that does not take the note still gets the snooze."""
+        try:
+            self.backend().limit_hold(names, [(job, turn.at)])
+        except Exception as exc:  # noqa: BLE001 - it waits its turn all the same
+            log.warning("job %s (%s): its wait could not be noted (%s); a clear or resume of %s will "
+                        "not give it back early", job.id, job.task, exc, names[0])
+        self.holding = True
+        raise Held(turn.wait, why, turn.at, names, self.known.reads)
+
+    def after_settle(self, job: Job, outcome: Outcome, exc: BaseException | None) -> None:
+        """A job held on a copy of the limits older than a change that frees it, and
+        settled after this worker gave back what that change freed: due now."""
+        if isinstance(exc, Held) and self.known.loosened_after(exc.read, exc.names):
+            try:
+                self.backend().wake(job.id)
+            except Exception as exc:  # noqa: BLE001 - it waits its time
+                log.warning("job %s (%s) could not be given back (%s)", job.id, job.task, exc)
+
+    def tick(self) -> None:
+        """From a worker's keeper (a few times a second): a worker that held jobs on its
+        copy of the store's limits reads them again once the copy is a second old, even if
+        no job starts by then (every job it has may be held), and gives back what a limit
+        loosened meanwhile. Nothing for a worker that held none."""
+        known = self.known
+        if not self.holding or time.monotonic() < known.next_read:
+            return
+        self.holding = False
+        known.refresh(self.backend)
+        if known.loosened:
+            self.give_back(known)
 
     def take_slots(self, job: Job, wanted: list[tuple[str, int]]) -> None:
         """A slot of each concurrency limit in `wanted` (the task's, then the queue's); a
@@ -208,18 +265,20 @@ class Limits(Middleware):
         if running is not None:  # its fence and holds_slot() for the task and its worker (the first slot)
             running.control.slot = held[0]
 
-    def take_turns(self, job: Job, rates: list[tuple[Rate, str]]) -> None:
-        """A turn of each rate (the task's, the queue's); a Snooze until the latest when
-        one is later than now. Each later turn is reserved for the job, so it runs when
-        it comes back; a turn of one rate that came due while it waited for the other's
-        and passed by more than half a turn is taken anew (take_turn)."""
-        latest, why = 0.0, ""
-        for rate, key in rates:
-            wait = take_turn(self.backend(), rate, key, job.id)
-            if wait > latest:
-                latest, why = wait, f"rate {rate.text} of {key.partition('@')[0]}: its turn is in {wait:.3g}s"
-        if latest > 0:
-            raise Snooze(latest, why)
+    def take_turns(self, job: Job, rates: list[Rated]) -> None:
+        """A turn of each rate (the task's, the queue's); held until the latest when one is
+        later than now. Each later turn is reserved for the job, so it runs when it comes
+        back; a turn of one rate that came due while it waited for the other's and passed
+        by more than half a turn is taken anew (take_turn)."""
+        latest, why = NOW, ""
+        held_by: tuple[str, ...] = ()
+        for rated in rates:
+            turn = take_turn(self.backend(), rated.rate, rated.key, job.id)
+            if turn.wait > latest.wait:
+                latest, held_by = turn, rated.changed_by
+                why = f"rate {rated.rate.text} of {rated.key.partition('@')[0]}: its turn is in {turn.wait:.3g}s"
+        if latest.wait > 0:
+            self.hold(job, held_by, latest, why)
 
     def after_run(self, job: Job, outcome: Outcome, exc: BaseException | None) -> None:
         if isinstance(exc, Backoff):
@@ -246,11 +305,11 @@ class Limits(Middleware):
         self.known.paused[name] = max(self.known.paused.get(name, 0.0), time.time() + seconds)
 
 
-def take_turn(backend: Backend, rate: Rate, key: str, job_id: str) -> float:
-    """Seconds until this job's turn (0: run now). A job that holds a reservation runs
-    on it; otherwise it takes the next turn, reserved for it if in the future. A turn
-    reserved under a faster rate than today's (lowered at run time) is given up, so the
-    lower rate holds from then on: the job takes a turn at the new rate."""
+def take_turn(backend: Backend, rate: Rate, key: str, job_id: str) -> Turn:
+    """This job's turn (a wait of 0: run now). A job that holds a reservation runs on it;
+    otherwise it takes the next turn, reserved for it if in the future. A turn reserved
+    under a faster rate than today's (declared lower since) is given up, so the lower
+    rate holds from then on: the job takes a turn at the new rate."""
     name = f"{key}|{job_id}"
     held = backend.kv_get(GRANTS, name)
     if held is not None:
@@ -258,17 +317,46 @@ def take_turn(backend: Backend, rate: Rate, key: str, job_id: str) -> float:
         wait = float(reserved) - backend.now()
         slower = float(interval or rate.interval) < rate.interval * (1 - 1e-9)
         if wait > EARLY and not slower:
-            return wait  # back too early (e.g. released by a stopping worker)
+            return Turn(wait, float(reserved))  # back too early (e.g. released by a stopping worker)
         backend.kv_delete(GRANTS, name)
         if -wait <= rate.interval / 2 and not slower:
-            return 0.0
+            return NOW
         # back more than half a turn late (busy workers, a polling store): running now
         # would start close to the next turn's run, so it takes a new turn instead
     turn, now = backend.rate_take(key, rate.interval)
     if turn - now <= EARLY:
-        return 0.0
+        return NOW
     backend.kv_put(GRANTS, name, f"{turn!r} {rate.interval!r}".encode(), ttl=turn - now + rate.period)
-    return turn - now
+    return Turn(turn - now, turn)
+
+
+@dataclass(frozen=True)
+class Turn:
+    """When a job may run: in `wait` seconds, at `at` by the store's clock."""
+
+    wait: float
+    at: float
+
+
+NOW = Turn(0.0, 0.0)
+
+
+@dataclass(frozen=True)
+class Rated:
+    """A rate that holds for a job: its turns' key, and the limit names that change it."""
+
+    rate: Rate
+    key: str
+    changed_by: tuple[str, ...]
+
+
+class Held(Snooze):
+    """A job snoozed by a limit until a moment of the store's clock (its outcome's `due`),
+    noted under `names`, on the worker's copy of the limits number `read`."""
+
+    def __init__(self, delay: float, reason: str, due: float, names: tuple[str, ...], read: int) -> None:
+        super().__init__(delay, reason)
+        self.due, self.names, self.read = due, names, read
 
 
 def holder_of(job: Job) -> str:

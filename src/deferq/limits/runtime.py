@@ -42,10 +42,24 @@ REFRESH = 1.0  # seconds: how stale a worker's copy of the store's limits may be
 
 @dataclass(frozen=True)
 class Override:
-    """A limit's value set at run time: a rate, a concurrency, or both."""
+    """A limit's value set at run time: a rate, a concurrency, or both. `since`: the store
+    time its rate was set (kept while a new setting leaves the rate as it was), which
+    names the rate's turns: a rate set again starts afresh, not behind the turns an
+    earlier setting handed out."""
 
     rate: Rate | None = None
     concurrency: int | None = None
+    since: float | None = None
+
+    @property
+    def turns(self) -> str:
+        """What names this rate's turns after the key they are kept under."""
+        return self.turns_of() or ""
+
+    def turns_of(self) -> str | None:
+        if self.rate is None:
+            return None
+        return f"@{self.rate.text}" + (f"@{self.since!r}" if self.since is not None else "")
 
     def to_dict(self) -> dict[str, Any]:
         return {"rate": self.rate.text if self.rate else None, "concurrency": self.concurrency}
@@ -93,16 +107,28 @@ class LimitsAdmin:
         self.backend = backend
 
     def set(self, name: str, *, rate: str | Rate | None = None, concurrency: int | None = None) -> dict[str, Any]:
-        """Set (or replace) the limit `name`: `rate="50/s"`, `concurrency=3`, or both."""
-        value = Override.parse(rate, concurrency)
-        self.backend().kv_put(NAMESPACE, SET + limit_name(name), orjson.dumps(value.to_dict()))
+        """Set (or replace) the limit `name`: `rate="50/s"`, `concurrency=3`, or both. A
+        rate that changes gives back at once the jobs waiting for turns `name`'s rate
+        reserved: they take their turns again at the new one."""
+        value, backend = Override.parse(rate, concurrency), self.backend()
+        before = stored(backend, limit_name(name))
+        kept = before is not None and before.rate == value.rate  # the same turns go on
+        since = (before.since if before is not None and kept else backend.now()) if value.rate else None
+        record = {**value.to_dict(), "since": since}
+        backend.kv_put(NAMESPACE, SET + name, orjson.dumps(record))
+        if not kept:
+            backend.limit_release(name)
         return value.to_dict()
 
     def clear(self, name: str) -> bool:
-        """Drop the limit set on `name` and any pause of it; False: there was none."""
+        """Drop the limit set on `name` and any pause of it, and give back at once the
+        jobs either held; False: there was none."""
         backend = self.backend()
         cleared = backend.kv_delete(NAMESPACE, SET + limit_name(name))
-        return backend.kv_delete(NAMESPACE, PAUSE + name) or cleared
+        cleared = backend.kv_delete(NAMESPACE, PAUSE + name) or cleared
+        if cleared:
+            backend.limit_release(name)
+        return cleared
 
     def pause(self, name: str, seconds: float) -> None:
         """No job under `name` starts for `seconds` (what `raise deferq.Backoff` does)."""
@@ -112,7 +138,10 @@ class LimitsAdmin:
         """End the pause of `name` now, keeping the limit set on it; False: it was not
         paused. Every worker lets its jobs start again within a second."""
         paused = (self.get(name) or {}).get("paused_for") is not None
-        self.backend().kv_delete(NAMESPACE, PAUSE + name)  # an expired record too: it is gone anyway
+        backend = self.backend()
+        backend.kv_delete(NAMESPACE, PAUSE + name)  # an expired record too: it is gone anyway
+        if paused:
+            backend.limit_release(name)  # the jobs that met the pause: due now
         return paused
 
     def list(self) -> dict[str, dict[str, Any]]:
@@ -140,6 +169,12 @@ def pause(backend: Backend, name: str, seconds: float) -> float:
     return until
 
 
+def stored(backend: Backend, name: str) -> Override | None:
+    """The limit set on `name` as stored, or None (none, or one that cannot be read)."""
+    raw = backend.kv_get(NAMESPACE, SET + name)
+    return read({SET + name: raw})[0].get(name) if raw is not None else None
+
+
 def read(entries: dict[str, bytes]) -> tuple[dict[str, Override], dict[str, float]]:
     """The namespace's records as (name -> limit set, name -> store time its pause ends).
     A record that cannot be read (written by hand, or by a newer deferq) is skipped."""
@@ -150,7 +185,9 @@ def read(entries: dict[str, bytes]) -> tuple[dict[str, Override], dict[str, floa
         try:
             if kind + "|" == SET:
                 fields = orjson.loads(value)
-                overrides[name] = Override.parse(fields.get("rate"), fields.get("concurrency"))
+                parsed = Override.parse(fields.get("rate"), fields.get("concurrency"))
+                since = None if fields.get("since") is None else float(fields["since"])
+                overrides[name] = Override(parsed.rate, parsed.concurrency, since)
             elif kind + "|" == PAUSE:
                 pauses[name] = float(value)
         except (ValueError, TypeError, AttributeError):
@@ -165,12 +202,20 @@ class Known:
     def __init__(self) -> None:
         self.overrides: dict[str, Override] = {}
         self.paused: dict[str, float] = {}  # name -> time.time() its pause ends
+        self.offset = 0.0  # the store's clock less this host's, as last read (with pauses)
+        self.reads = 0  # copies read so far: a job held on copy n may wait for what read n + 1 loosened
+        self.loosened: set[str] = set()  # names loosened at a read, not yet given back (Limits.give_back)
+        self.loosened_at: dict[str, int] = {}  # name -> the last read at which it loosened
         self.next_read = 0.0  # time.monotonic()
         self._reading = threading.Lock()
         # a store (or the shard keeping the limits) down: said once, and once when read again
         self._guard = StoreGuard(
             log, down="limits: the store's limits could not be read (%s); keeping the last ones",
             back="limits: read again after %.1fs", down_level=logging.WARNING)
+
+    def loosened_after(self, read: int, names: Iterable[str]) -> bool:
+        """Whether one of `names` loosened at a read after copy `read`."""
+        return any(self.loosened_at.get(name, 0) > read for name in names)
 
     @property
     def empty(self) -> bool:
@@ -191,8 +236,12 @@ class Known:
             backend = backend_of()  # only now: a fresh copy costs no store look-up
             overrides, pauses = read(backend.kv_list(NAMESPACE))
             offset = backend.now() - time.time() if pauses else 0.0
-            self.overrides = overrides
-            self.paused = {name: until - offset for name, until in pauses.items()}
+            paused = {name: until - offset for name, until in pauses.items()}
+            loosened = self.loosened_since(overrides, paused) if self.reads else set()
+            self.reads += 1
+            self.loosened |= loosened
+            self.loosened_at.update(dict.fromkeys(loosened, self.reads))
+            self.overrides, self.offset, self.paused = overrides, offset, paused
         except Exception as exc:  # noqa: BLE001 - the copy stays; limits hold as they were
             self._guard.failed(exc)
         else:
@@ -201,22 +250,34 @@ class Known:
             self.next_read = time.monotonic() + REFRESH
             self._reading.release()
 
-    def pause_left(self, names: Iterable[str]) -> float:
-        if not self.paused:
-            return 0.0
-        now = time.time()
-        return max((self.paused.get(name, now) - now for name in names), default=0.0)
+    def loosened_since(self, overrides: dict[str, Override], paused: dict[str, float]) -> set[str]:
+        """The names whose rate differs in `overrides` from this copy's, or whose pause
+        ends earlier in `paused`: a job this worker held on this copy may wait for nothing."""
+        rates = {name for name, old in self.overrides.items()
+                 if old.rate is not None and (overrides.get(name) or Override()).turns_of() != old.turns_of()}
+        rates |= {name for name, new in overrides.items()
+                  if new.rate is not None and name not in self.overrides}
+        ended = {name for name, until in self.paused.items()
+                 if paused.get(name, 0.0) < until - REFRESH and until > time.time()}
+        return rates | ended
 
-    def rate(self, keys: Iterable[str], task: str, declared: Rate | None) -> tuple[Rate | None, str | None]:
-        """The rate that holds, and the key its turns are kept under when it was set on
-        one of `keys` (None: the task's own key, as declared). A rate set on the task
-        changes the declared one, key template and all."""
+    def pause_left(self, names: Iterable[str]) -> tuple[float, str]:
+        """Seconds until the latest pause of `names` ends (0: none), and its name."""
+        if not self.paused:
+            return 0.0, ""
+        now = time.time()
+        return max(((self.paused.get(name, now) - now, name) for name in names), default=(0.0, ""))
+
+    def rate(self, keys: Iterable[str], task: str) -> tuple[Override | None, str | None]:
+        """The rate set at run time that holds (None: the declared one), and the key its
+        turns are kept under when it was set on one of `keys` (None: the task's own key).
+        A rate set on the task changes the declared one, key template and all."""
         for key in keys:
             found = self.overrides.get(key)
             if found is not None and found.rate is not None:
-                return found.rate, key
+                return found, key
         found = self.overrides.get(task)
-        return (found.rate if found is not None and found.rate is not None else declared), None
+        return (found if found is not None and found.rate is not None else None), None
 
     def concurrency(self, names: Iterable[str], declared: int | None) -> int | None:
         for name in names:

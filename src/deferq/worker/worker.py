@@ -119,6 +119,7 @@ class Worker:
     def __init__(self, app: App, config: WorkerConfig | None = None) -> None:
         self.backend = app.backend
         self.history = app.history  # per-minute counts (the App's History middleware): flushed at stop
+        self.limiter = app.limiter  # asked each tick to look again at limits that hold jobs here
         self.registry = app.registry  # the tasks: resolved once per job into a TaskSpec
         self.lease, self.result_ttl = app.lease, app.result_ttl
         self.chain = app.registry.chain
@@ -632,6 +633,7 @@ class Worker:
                 self._store_call(self.backend.recover_expired)
                 self._store_call(self.backend.promote_due)
                 next_recover = now + max(self.lease / 2, 0.5)
+            self._store_call(self.limiter.tick)
             if not self.running:
                 self.trimmer.idle(self.processed, now)
             if now >= next_purge:

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from ...job import FINISHED_STATES, Job, JobState
-from ..base import QueueStats, finished_only, grouped
+from ..base import HOLD_BATCH, HOLD_SLACK, QueueStats, finished_only, grouped
 from . import flows, scripts
 from .codec import job_from_hash, pairs, record_fields
 from .connection import guarded
@@ -335,6 +335,29 @@ class Admin:
     def rate_take(self, key: str, interval: float) -> tuple[float, float]:
         turn, now = self._run(Call(scripts.RATE_TAKE, [self.keys.rate(key)], [repr(float(interval))]))
         return float(turn), float(now)
+
+    @guarded
+    def limit_hold(self, names: Sequence[str], held: Sequence[tuple[Job, float]]) -> None:
+        calls = []
+        for queue, jobs in grouped(held, lambda pair: pair[0].queue).items():
+            qk = self.keys.queue(queue)
+            args = [value for job, due in jobs for value in (job.id, repr(float(due)))]
+            calls.append(Call(scripts.LIMIT_HOLD, [qk.limited(name) for name in names], args))
+        self._run_all(calls)
+
+    @guarded
+    def limit_release(self, name: str) -> int:
+        """Each queue's notes in turn, a script a batch."""
+        released = 0
+        for queue in self._queues():
+            qk = self.keys.queue(queue)
+            keys = [qk.limited(name), *qk.waiting, qk.wake, qk.job_prefix]
+            while True:
+                taken, woken = self._run(Call(scripts.LIMIT_RELEASE, keys, [HOLD_BATCH, repr(HOLD_SLACK)]))
+                released += int(woken)
+                if int(taken) < HOLD_BATCH:
+                    break
+        return released
 
     @guarded
     def slot_holders(self, scope: str) -> dict[str, int]:

@@ -29,6 +29,8 @@ Layout of one queue (P = prefix, Q = queue):
   {P:q:Q}:behind       hash  unique key -> id of the job waiting behind its running holder
   {P:q:Q}:held         zset  waiting jobs that claims must pass over (behind a running
                              holder of their key), score = due time
+  {P:q:Q}:limited:<name> zset waiting jobs a limit holds (a rate's turn, a pause), score =
+                             the due time it gave them: what its clear or resume makes due
   {P:q:Q}:wake         list  at most one token: "something changed, look again"
   {P:q:Q}:paused       string present while the queue is paused: when it was paused
   {P:q:Q}:job:<id>     hash  the job record (fields in codec.py; a new one leaves out what
@@ -102,6 +104,10 @@ class QueueKeys:
 
     def job(self, job_id: str) -> str:
         return self.job_prefix + job_id
+
+    def limited(self, name: str) -> str:
+        """The jobs of this queue held by the limit `name` (limit_hold.lua)."""
+        return f"{self.tag}:limited:{name}"
 
     def parents(self, job_id: str) -> str:
         return f"{self.tag}:parents:{job_id}"

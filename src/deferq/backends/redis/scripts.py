@@ -78,8 +78,8 @@ CANCEL, RETRY_DEAD, RUN_NOW, PURGE, STATS, WAKE = map(
 KV_PUT, KV_LIST, KV_DELETE, KV_SWAP, KV_EXPIRE, KV_PUT_LEASED = map(
     _load, ("kv_put", "kv_list", "kv_delete", "kv_swap", "kv_expire", "kv_put_leased"))
 PROGRESS, STEP_UP, PAUSE, REMARK, DELETE = map(_load, ("progress", "step_up", "pause", "remark", "delete"))
-RATE_TAKE, SLOT_TAKE, SLOT_HOLDERS, SLOT_RELEASE = map(
-    _load, ("rate_take", "slot_take", "slot_holders", "slot_release")
+RATE_TAKE, SLOT_TAKE, SLOT_HOLDERS, SLOT_RELEASE, LIMIT_HOLD, LIMIT_RELEASE = map(
+    _load, ("rate_take", "slot_take", "slot_holders", "slot_release", "limit_hold", "limit_release")
 )
 HISTORY_ADD, HISTORY_READ, HISTORY_FORGET, PAGE = map(
     _load, ("history_add", "history_read", "history_forget", "page"))

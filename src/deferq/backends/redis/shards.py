@@ -631,6 +631,14 @@ class ShardedRedisBackend(Backend):
     def rate_take(self, key: str, interval: float) -> tuple[float, float]:
         return self._kv_shard("rate", key).rate_take(key, interval)
 
+    def limit_hold(self, names: Sequence[str], held: Sequence[tuple[Job, float]]) -> None:
+        for shard, group in grouped(held, lambda pair: self._owner_of(pair[0].id)).items():
+            self.shards[shard].limit_hold(names, group)  # beside the jobs
+
+    def limit_release(self, name: str) -> int:
+        """The servers that answer (a server that is down keeps its jobs to their times)."""
+        return sum(released for _, released in self._each(lambda b: b.limit_release(name)))
+
     def slot_holders(self, scope: str) -> dict[str, int]:
         return self._kv_shard("slots", scope).slot_holders(scope)
 

@@ -21,7 +21,19 @@ import orjson
 from ...errors import ConfigError, SchemaOutdated
 from ...job import FINISHED_STATES, Job, JobState, dumps
 from .. import deps, fair
-from ..base import BEHIND, LEVELS, STEPS, Backend, Enqueue, Heartbeat, Outcome, QueueStats, finished_only
+from ..base import (
+    BEHIND,
+    HOLD_BATCH,
+    HOLD_SLACK,
+    LEVELS,
+    STEPS,
+    Backend,
+    Enqueue,
+    Heartbeat,
+    Outcome,
+    QueueStats,
+    finished_only,
+)
 from ..history import recovered
 from .adapters import flag, url_options
 from .history import SQLHistory
@@ -35,7 +47,7 @@ log = logging.getLogger("deferq.sql")
 #: The tables, named once. Dialects qualify them (schema / database) with `table_names`.
 TABLES = {
     "jobs": "deferq_jobs", "kv": "deferq_kv", "migrations": "deferq_migrations", "paused": "deferq_paused",
-    "deps": "deferq_deps", "history": "deferq_history", "fair": "deferq_fair",
+    "deps": "deferq_deps", "history": "deferq_history", "fair": "deferq_fair", "holds": "deferq_holds",
 }
 PURGE_BATCH = 5000  # rows per purge transaction
 KEY_RETRIES = 5  # a key freed between our insert and our look-up: try the insert again
@@ -791,6 +803,35 @@ class SQLBackend(SQLHistory, SQLSearch, Backend):
             return repr(turn + interval).encode(), (turn, now)
 
         return self._change_record(RATE_NAMESPACE, key, b"0", take)
+
+    def limit_hold(self, names: Sequence[str], held: Sequence[tuple[Job, float]]) -> None:
+        def plan() -> Plan[None]:
+            for name in names:
+                yield Step(self.q["hold_prune"], {"name": name})
+                notes = [{"name": name, "job_id": job.id, "due": float(due)} for job, due in held]
+                yield Step(self.q["hold"], notes, many=True)
+
+        self.run(plan(), atomic=True, durable=False)
+
+    def limit_release(self, name: str) -> int:
+        released = 0
+        while True:
+            taken, woken = self.run(self.limit_release_plan(name), atomic=True)
+            released += woken
+            if taken < HOLD_BATCH:
+                return released
+
+    def limit_release_plan(self, name: str) -> Plan[tuple[int, int]]:
+        """One batch, one transaction: (notes taken, jobs made due)."""
+        yield Step(self.q["hold_prune"], {"name": name})
+        reply = yield Step(self.q["holds_taken"], {"name": name, "batch": HOLD_BATCH})
+        notes = [(str(job_id), float(due)) for job_id, due in reply.rows]
+        if not notes:
+            return 0, 0
+        released = yield Step(self.q["hold_release"], [{"job_id": job_id, "due": due, "slack": HOLD_SLACK}
+                                                       for job_id, due in notes], many=True)
+        yield Step(self.q["hold_drop"], [{"name": name, "job_id": job_id} for job_id, _ in notes], many=True)
+        return len(notes), released.rowcount
 
     def slot_holders(self, scope: str) -> dict[str, int]:
         return _slot_record(self.kv_get(SLOTS_NAMESPACE, scope) or b"[]")[1]

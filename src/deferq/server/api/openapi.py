@@ -160,16 +160,18 @@ def _paths() -> dict[str, Any]:
         },
         "/v1/limits/{name}": {
             "put": operation("Set a task's, a limit key's or a queue's (queue:NAME) rate and concurrency "
-                             "(every worker within a second)",
+                             "(every worker within a second; a changed rate makes the jobs its turns held due "
+                             "at once)",
                              "admin", {"200": answer("Set", ref("LimitSetting"))}, ref("LimitRequest"),
                              params=limit, errors=("422", "503")),
-            "delete": operation("Clear a limit set at run time (the declared one holds again)", "admin",
+            "delete": operation("Clear a limit set at run time and its pause (the declared one holds again; "
+                                "the jobs it held are due at once)", "admin",
                                 {"200": answer("Cleared", ref("Deleted"))}, params=limit),
         },
         "/v1/limits/{name}/resume": {
-            "post": operation("End a limit's pause now, keeping the limit set on it (every worker within a "
-                              "second)", "admin", {"200": answer("Resumed", ref("LimitSetting"))}, params=limit,
-                              errors=("404", "422", "503")),
+            "post": operation("End a limit's pause now, keeping the limit set on it; the jobs that met it "
+                              "are due at once", "admin", {"200": answer("Resumed", ref("LimitSetting"))},
+                              params=limit, errors=("404", "422", "503")),
         },
         "/v1/dead": {
             "get": operation("Dead letters, newest first", "admin", {"200": jobs},

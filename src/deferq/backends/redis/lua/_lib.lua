@@ -139,6 +139,20 @@ local function entry_due(prefix, id, record)
   return nil
 end
 
+-- A waiting job due later is due now (wake.lua, limit_release.lua); with `target`, only if
+-- it is due then (within `slack` seconds). `first`: the KEYS index of its queue's waiting
+-- zset of priority 0. Says whether it was.
+local function due_now(job, id, first, now, nows, target, slack)
+  local f = redis.call('HMGET', job, 'state', 'priority')
+  if f[1] ~= 'queued' then return false end
+  local waiting = KEYS[level(f[2]) + first]
+  local due = tonumber(redis.call('ZSCORE', waiting, id) or 0)
+  if due <= now or (target and math.abs(due - target) > slack) then return false end
+  redis.call('ZADD', waiting, nows, id)
+  redis.call('HSET', job, 'run_at', nows, 'updated_at', nows)
+  return true
+end
+
 -- Leave one token in a queue's wake list, so a worker blocked on it looks again.
 -- One token is enough: a worker that takes a full batch passes the token on.
 local function wake(key)

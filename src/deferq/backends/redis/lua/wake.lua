@@ -11,16 +11,7 @@ local woken = 0
 for i, id in ipairs(ARGV) do
   local job = KEYS[i + 4]
   materialize(job, id)
-  local f = redis.call('HMGET', job, 'state', 'priority')
-  if f[1] == 'queued' then
-    local waiting = KEYS[level(f[2]) + 1]
-    local due = redis.call('ZSCORE', waiting, id)
-    if due and tonumber(due) > now then
-      redis.call('ZADD', waiting, nows, id)
-      redis.call('HSET', job, 'run_at', nows, 'updated_at', nows)
-      woken = woken + 1
-    end
-  end
+  if due_now(job, id, 1, now, nows) then woken = woken + 1 end
 end
 if woken > 0 then wake(KEYS[4]) end
 return woken

@@ -690,3 +690,25 @@ to_tsvector('simple', payload::text || ' ' || coalesce(error, '') || ' ' || coal
 -- name: text_index
 -- Which text index migration 0009 made.
 SELECT to_regclass('{schema_prefix}deferq_jobs_text_trgm') IS NOT NULL
+
+-- name: hold_prune
+-- A limit's notes of held jobs whose time has come (their jobs are due: nothing to give back).
+DELETE FROM {holds} WHERE name = %(name)s AND due <= {now}
+
+-- name: hold
+-- A leased job snoozes until due for the limit name (limits/__init__.py, limit_hold).
+INSERT INTO {holds} (name, job_id, due) VALUES (%(name)s, %(job_id)s, %(due)s)
+ON CONFLICT (name, job_id) DO UPDATE SET due = EXCLUDED.due
+
+-- name: holds_taken
+-- A batch of a limit's notes (limit_release), the soonest due first, locked: another
+-- release waits for this one and then finds them gone.
+SELECT job_id, due FROM {holds} WHERE name = %(name)s ORDER BY due LIMIT %(batch)s FOR UPDATE
+
+-- name: hold_release
+-- The noted job is due now if it still waits for the time noted (within the slack).
+UPDATE {jobs} SET run_at = {now}, updated_at = {now}
+WHERE id = %(job_id)s AND state = 'queued' AND run_at > {now} AND abs(run_at - %(due)s) <= %(slack)s
+
+-- name: hold_drop
+DELETE FROM {holds} WHERE name = %(name)s AND job_id = %(job_id)s

@@ -506,3 +506,23 @@ DELETE FROM {jobs_fts_pending} WHERE seq IN (SELECT seq FROM {jobs_fts_pending} 
 
 -- name: text_pending
 SELECT EXISTS (SELECT 1 FROM {jobs_fts_pending})
+
+-- name: hold_prune
+-- A limit's notes of held jobs whose time has come (their jobs are due: nothing to give back).
+DELETE FROM {holds} WHERE name = :name AND due <= {now}
+
+-- name: hold
+-- A leased job snoozes until :due for the limit :name (limits/__init__.py, limit_hold).
+INSERT OR REPLACE INTO {holds} (name, job_id, due) VALUES (:name, :job_id, :due)
+
+-- name: holds_taken
+-- A batch of a limit's notes (limit_release), the soonest due first.
+SELECT job_id, due FROM {holds} WHERE name = :name ORDER BY due LIMIT :batch
+
+-- name: hold_release
+-- The noted job is due now if it still waits for the time noted (within :slack).
+UPDATE {jobs} SET run_at = {now}, updated_at = {now}
+WHERE id = :job_id AND state = 'queued' AND run_at > {now} AND abs(run_at - :due) <= :slack
+
+-- name: hold_drop
+DELETE FROM {holds} WHERE name = :name AND job_id = :job_id
