@@ -8,19 +8,16 @@ point and mode on every store."""
 
 from __future__ import annotations
 
-import os
 from itertools import product
 
 import pytest
 
 from tests.attack.freeze_kill import MODES, SCHEDULE_POINTS, STEP_POINTS, notes, run_schedule_case, run_step_case
+from tests.attack.hostile import LONG
 
 pytestmark = pytest.mark.slow
 STORES = ("sqlite", "redis", "postgres", "mysql")
-LONG = os.environ.get("ATTACK_LONG", "") not in ("", "0")
 BETWEEN_STEPS = ("step.after", "freeze")  # the test below, on every store in either mode
-# Not fixed yet: a leader frozen after it found no job of its claimed tick, before it
-# enqueues it, enqueues the tick again once the next leader's job for it has finished.
 
 
 def cases(points: tuple[str, ...]) -> list[tuple[str, str, str]]:
