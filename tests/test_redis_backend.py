@@ -19,7 +19,7 @@ from deferq.backends.base import Enqueue, Outcome
 from deferq.backends.redis.codec import record_fields
 from deferq.errors import ConfigError, StoreUnavailable
 from deferq.job import Job, JobState
-from tests.stores.redis import RedisServer, unique_prefix
+from tests.stores.redis import RedisServer, delete_prefix, unique_prefix
 
 
 def job(n: int, **fields: object) -> Enqueue:
@@ -147,7 +147,8 @@ def test_a_wait_without_leave_to_unblock_ends_by_the_servers_timeout(redis_url: 
     admin.acl_setuser(user, enabled=True, passwords=["+pw"], keys=["*"], channels=["*"],
                       commands=["+@all", "-client|unblock"])
     host, db = redis_url.removeprefix("redis://").rsplit("/", 1)
-    app = deferq.App(f"redis://{user}:pw@{host}/{db.split('?')[0]}?prefix={unique_prefix()}")
+    prefix = unique_prefix()
+    app = deferq.App(f"redis://{user}:pw@{host}/{db.split('?')[0]}?prefix={prefix}")
     try:
         jobs, took = _wait_and_reserve(app.backend, 0.2)
         assert jobs == [] and took < 1.5
@@ -155,6 +156,7 @@ def test_a_wait_without_leave_to_unblock_ends_by_the_servers_timeout(redis_url: 
         assert [j.args for j in _wait_and_reserve(app.backend, 3)[0]] == [(2,)]
     finally:
         app.close()
+        delete_prefix(prefix)  # its own prefix: the redis_url fixture deletes only its one
         admin.acl_deluser(user)
         admin.close()
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import re
 import sqlite3
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -32,7 +31,9 @@ from deferq.job import Job, JobState, new_job_id
 from deferq.worker import Worker, WorkerConfig
 
 from .stores.mysql import SERVER as MYSQL_SERVER
+from .stores.mysql import new_database
 from .stores.postgres import BASE_URL as POSTGRES_BASE
+from .stores.postgres import new_schema
 
 SQL_DIR = Path(__file__).parent.parent / "src" / "deferq" / "backends" / "sql"
 SCHEMAS = Path(__file__).parent / "sql_schemas"  # the reference schema of each dialect
@@ -116,7 +117,7 @@ def check_migrate_command(url: str) -> None:
 @contextmanager
 def fresh_postgres_schema(conn, prefix: str) -> Iterator[str]:
     """A schema of its own (not yet created), dropped afterwards."""
-    schema = f"{prefix}_{uuid.uuid4().hex[:8]}"
+    schema = new_schema(prefix)
     try:
         yield schema
     finally:
@@ -126,7 +127,7 @@ def fresh_postgres_schema(conn, prefix: str) -> Iterator[str]:
 @contextmanager
 def fresh_mysql_database(conn, prefix: str) -> Iterator[str]:
     """An empty database of its own, dropped afterwards."""
-    database = f"{prefix}_{uuid.uuid4().hex[:8]}"
+    database = new_database(prefix)
     with conn.cursor() as cur:
         cur.execute(f"CREATE DATABASE `{database}`")
     try:
@@ -151,7 +152,7 @@ def test_mysql_migrations(mysql_admin):
 
 
 def test_outdated_schema_message_on_the_command_line(postgres_admin):
-    schema = f"deferq_empty_{uuid.uuid4().hex[:8]}"
+    schema = new_schema("deferq_empty")
     result = CliRunner().invoke(main, ["stats", "--url", f"{POSTGRES_BASE}?schema={schema}&migrate=false"])
     assert result.exit_code == 2
     assert "run `deferq migrate`" in result.output and "Traceback" not in result.output

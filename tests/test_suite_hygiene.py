@@ -43,3 +43,42 @@ def test_no_test_flushes_a_redis_database():
              for path in TESTS.rglob("*.py") if path != Path(__file__).resolve()
              for number, line in enumerate(path.read_text().splitlines(), 1) if pattern.search(line)]
     assert found == []
+
+
+def test_the_end_of_session_check_names_what_a_test_left_in_the_stores():
+    """What tests/stores/leftovers.py runs when the session ends: a key written under a
+    prefix the suite handed out is found (with whether it expires), and a schema and a
+    database named for the session and left behind; once removed, nothing is reported."""
+    from tests.stores import leftovers, mysql, postgres
+    from tests.stores.redis import issued, shared_client, unique_prefix
+
+    if not shared_answers():
+        need_service("Redis", "nothing answers at DEFERQ_TEST_REDIS")
+    prefix = unique_prefix()
+    client = shared_client()
+    try:
+        client.set(f"{{{prefix}:q:default}}:wake", b"x")  # as a store's key: hash-tagged, no expiry
+        client.set(f"{prefix}:queues", b"x", ex=60)
+        found = [line for line in leftovers.redis_leftovers() if prefix in line]
+        assert len(found) == 1 and f"2 key(s) under prefix {prefix} (of tests/test_suite_hygiene.py::" in found[0]
+        assert "1 without expiry" in found[0], found
+    finally:
+        client.delete(f"{{{prefix}:q:default}}:wake", f"{prefix}:queues")
+        client.close()
+    assert not [line for line in leftovers.redis_leftovers() if prefix in line]
+    assert prefix in issued
+
+    schema, database = postgres.new_schema("deferq_left"), mysql.new_database("deferq_left")
+    pg, my = postgres._connect(), mysql.mysql_admin_connection()
+    try:
+        pg.execute(f'CREATE SCHEMA "{schema}"')
+        with my.cursor() as cur:
+            cur.execute(f"CREATE DATABASE `{database}`")
+        assert postgres.schemas_left({schema}) == [schema] and mysql.databases_left({database}) == [database]
+    finally:
+        pg.execute(f'DROP SCHEMA IF EXISTS "{schema}"')
+        with my.cursor() as cur:
+            cur.execute(f"DROP DATABASE IF EXISTS `{database}`")
+        pg.close()
+        my.close()
+    assert postgres.schemas_left({schema}) == [] and mysql.databases_left({database}) == []

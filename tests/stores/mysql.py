@@ -9,6 +9,32 @@ import uuid
 import pytest
 
 SERVER = os.environ.get("DEFERQ_TEST_MYSQL", "mysql://root@127.0.0.1:3306")
+#: every database name this process handed out (tests/stores/leftovers.py checks them at the end)
+made: set[str] = set()
+
+
+def new_database(prefix: str = "deferq_test") -> str:
+    """A database name of this session's own (the caller creates and drops it)."""
+    name = f"{prefix}_{uuid.uuid4().hex[:10]}"
+    made.add(name)
+    return name
+
+
+def databases_left(names: set[str]) -> list[str]:
+    """Which of `names` exist on the test server (an empty list without MySQL)."""
+    from urllib.parse import urlsplit
+
+    import pymysql
+
+    parts = urlsplit(SERVER)
+    try:
+        conn = pymysql.connect(host=parts.hostname, port=parts.port or 3306, user=parts.username or "root",
+                               password=parts.password or "", autocommit=True, connect_timeout=3)
+    except pymysql.err.OperationalError:
+        return []
+    with conn, conn.cursor() as cur:
+        cur.execute("SELECT schema_name FROM information_schema.schemata WHERE schema_name IN %s", [sorted(names)])
+        return sorted(row[0] for row in cur.fetchall())
 
 
 def mysql_admin_connection():
@@ -33,7 +59,7 @@ def mysql_admin_connection():
 def mysql_admin():
     """The admin connection and the session's database name."""
     conn = mysql_admin_connection()
-    database = f"deferq_test_{uuid.uuid4().hex[:10]}"
+    database = new_database()
     with conn.cursor() as cur:
         cur.execute(f"CREATE DATABASE `{database}`")
     yield conn, database

@@ -9,6 +9,28 @@ import uuid
 import pytest
 
 BASE_URL = os.environ.get("DEFERQ_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
+#: every schema name this process handed out (tests/stores/leftovers.py checks them at the end)
+made: set[str] = set()
+
+
+def new_schema(prefix: str = "deferq_test") -> str:
+    """A schema name of this session's own (the caller creates and drops it)."""
+    name = f"{prefix}_{uuid.uuid4().hex[:10]}"
+    made.add(name)
+    return name
+
+
+def schemas_left(names: set[str]) -> list[str]:
+    """Which of `names` exist in the test database (an empty list without PostgreSQL)."""
+    import psycopg
+
+    try:
+        conn = psycopg.connect(BASE_URL, autocommit=True, connect_timeout=3)
+    except psycopg.OperationalError:
+        return []
+    with conn:
+        rows = conn.execute("SELECT nspname FROM pg_namespace WHERE nspname = ANY(%s)", [sorted(names)])
+        return sorted(row[0] for row in rows)
 
 
 def _connect():
@@ -26,7 +48,7 @@ def _connect():
 def postgres_admin():
     """An autocommit psycopg connection to the test database, and the session's schema."""
     conn = _connect()
-    schema = f"deferq_test_{uuid.uuid4().hex[:10]}"
+    schema = new_schema()
     yield conn, schema
     conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
     conn.close()

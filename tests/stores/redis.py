@@ -12,12 +12,13 @@ Servers started here live in a temporary directory and stop at the session's end
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 import subprocess
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -63,7 +64,13 @@ def shared_answers() -> bool:
 
 
 def delete_prefix(prefix: str) -> None:
-    """Delete the keys under `prefix` (hash-tagged or not) in the shared Redis."""
+    """Delete the keys under `prefix` (hash-tagged or not) in the shared Redis. The job
+    counts that Apps a test left open still hold are written first: else their history
+    recorders would write them after the delete (within seconds, or at exit)."""
+    from deferq.observe import history
+
+    for recorder in list(history._RECORDERS):
+        recorder.write()  # never raises
     client = shared_client()
     try:
         for pattern in (f"{{{prefix}:*", f"{prefix}:*"):
@@ -121,8 +128,31 @@ def only_the_given_database() -> Iterator[None]:
     assert not opened, f"connected to {opened}: use shared_url() or a RedisServer of the test's own"
 
 
+#: every key prefix this process handed out, and the test it was handed to
+#: (tests/stores/leftovers.py checks them at the end)
+issued: dict[str, str] = {}
+PREFIX_SHAPE = re.compile(r"^\{?(t[0-9a-f]{12})[:}]")  # the prefix of a key under a unique_prefix()
+
+
 def unique_prefix() -> str:
-    return f"t{uuid.uuid4().hex[:12]}"
+    prefix = f"t{uuid.uuid4().hex[:12]}"
+    issued[prefix] = os.environ.get("PYTEST_CURRENT_TEST", "?").rsplit(" (", 1)[0]
+    return prefix
+
+
+def keys_left(prefixes: Iterable[str]) -> dict[str, list[str]]:
+    """The keys of the shared Redis under `prefixes` (one SCAN of its database), by prefix."""
+    found: dict[str, list[str]] = {}
+    prefixes = set(prefixes)
+    client = shared_client()
+    try:
+        for key in client.scan_iter(count=1000):
+            match = PREFIX_SHAPE.match(key.decode(errors="replace"))
+            if match and match[1] in prefixes:
+                found.setdefault(match[1], []).append(key.decode(errors="replace"))
+    finally:
+        client.close()
+    return found
 
 
 def free_port(avoid_bus: bool = False) -> int:
@@ -254,6 +284,6 @@ def redis_shards_url(redis_shard_ports: list[int]) -> str:
 
 
 __all__ = [
-    "RedisServer", "TEST_REDIS", "answers", "delete_prefix", "free_port", "shared_answers", "shared_client",
-    "shared_url", "shared_where", "strays", "unique_prefix", "wait_until", "watch_connections",
+    "RedisServer", "TEST_REDIS", "answers", "delete_prefix", "free_port", "issued", "keys_left", "shared_answers",
+    "shared_client", "shared_url", "shared_where", "strays", "unique_prefix", "wait_until", "watch_connections",
 ]
