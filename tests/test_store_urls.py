@@ -45,6 +45,10 @@ def test_a_misspelt_url_option_is_one_sentence_naming_the_closest(url, bad, clos
     assert f"(did you mean {closest!r}?)" in message and "\n" not in message
     with pytest.raises(deferq.ConfigError, match=re.escape(f"unknown option {bad!r}")):
         open_backend(url)
+    app = deferq.App("memory://")
+    with pytest.raises(deferq.ConfigError, match=re.escape(f"unknown option {bad!r}")):
+        app.use_url(url)  # a command's --url over the App's own
+    assert app.url == "memory://"
     assert list(tmp_path.iterdir()) == []  # nothing made (no SQLite file)
 
 

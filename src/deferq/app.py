@@ -486,4 +486,5 @@ class App:
             raise ConfigError(f"the App's store {self.url} is already open: {url} cannot replace it now")
         if self.eager and not url.startswith("memory:"):
             raise ConfigError("eager mode runs on memory:// only (it is for unit tests)")
+        check_options(url)
         self.url = url
