@@ -83,7 +83,7 @@ def mysql_url(mysql_admin, mysql_session_url) -> str:
 
     conn, database = mysql_admin
     with conn.cursor() as cur:
-        for table in ("jobs", "kv", "paused", "fair"):
+        for table in ("jobs", "kv", "paused", "fair", "holds"):
             cur.execute(f"TRUNCATE TABLE `{database}`.{TABLES[table]}")
     return mysql_session_url
 

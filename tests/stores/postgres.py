@@ -69,6 +69,6 @@ def postgres_url(postgres_admin, postgres_session_url) -> str:
     from deferq.backends.sql.base import TABLES
 
     conn, schema = postgres_admin
-    tables = ", ".join(f'"{schema}".{TABLES[t]}' for t in ("jobs", "kv", "paused", "fair"))
+    tables = ", ".join(f'"{schema}".{TABLES[t]}' for t in ("jobs", "kv", "paused", "fair", "holds"))
     conn.execute(f"TRUNCATE {tables} RESTART IDENTITY")
     return postgres_session_url
