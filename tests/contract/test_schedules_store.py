@@ -153,3 +153,21 @@ def test_a_leader_frozen_between_claim_and_enqueue_enqueues_nothing(app, ping, m
     jobs = [j for j in app.list_jobs("cancelled") + app.list_jobs("queued") if j.key == tick_key("pulse", tick)]
     assert len(jobs) == 1, jobs
     assert orjson.loads(app.backend.kv_get(RUNS, "pulse"))["done"] is True
+
+
+def test_a_round_enqueues_many_due_ticks_in_batches_each_once(app, ping):
+    count = firing.BATCH * 2 + 7
+    for n in range(count):
+        app.schedules.add(f"many-{n:03d}", ping.call(n), every=1)
+    since = max(s.since for s in app.schedules.list())
+    firer = Firer(app, "one")
+    wait_until(lambda: app.backend.now() > since + 1.05, timeout=5)
+    firer.step()
+    jobs = [j for j in app.list_jobs("queued", limit=10_000) if (j.key or "").startswith("schedule:many-")]
+    per_schedule = Counter(j.key.rsplit(":", 1)[0] for j in jobs)
+    assert len(per_schedule) == count and len(jobs) == len(set(j.key for j in jobs))
+    runs = app.backend.kv_list(RUNS)
+    assert all(orjson.loads(runs[f"many-{n:03d}"])["done"] for n in range(count))
+    Firer(app, "two").fire_due(app.schedules["many-000"], app.backend.now())  # later ticks, none twice
+    keyed = Counter(j.key for j in app.list_jobs("queued", limit=10_000) if (j.key or "").startswith("schedule:"))
+    assert set(keyed.values()) == {1}

@@ -77,7 +77,8 @@ def schedule_group(existing_store: Decorator, any_store: Decorator) -> click.Gro
     @any_store
     @click.argument("name")
     @click.argument("task")
-    @click.option("--cron", help='Cron expression, e.g. "0 9 * * 1-5" (six fields: seconds last).')
+    @click.option("--cron", help='Cron expression, e.g. "0 9 * * 1-5"; six fields: seconds first '
+                                 '("*/10 * * * * *").')
     @click.option("--every", type=float, help="Seconds between ticks (at least 1), instead of --cron.")
     @click.option("--tz", help="Time zone of --cron, e.g. Europe/Berlin (default UTC).")
     @click.option("--jitter", type=float, default=0.0, help="Delay each tick's job by up to this many seconds.")

@@ -36,6 +36,7 @@ import logging
 import random
 import threading
 from collections import deque
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -55,6 +56,7 @@ LEASE = 10.0  # seconds a leader holds the lease without renewing it
 GRACE = 60.0  # seconds after its time a tick still counts as on time
 MISSED_LIMIT = 100  # missed="all" fires at most this many missed ticks (the newest)
 WINDOWS = (60.0, 3600.0, 86400.0, 31 * 86400.0, 366 * 86400.0)  # how far back missed ticks are looked for
+BATCH = 100  # ticks claimed afresh in a round are enqueued this many at a time
 TICK_MEMORY = 86400.0  # seconds a tick's succeeded job answers for a late second enqueue (if kept so long)
 
 
@@ -134,6 +136,24 @@ def to_fire(schedule: PeriodicJob, after: float, now: float) -> tuple[list[float
     return fire + on_time, skipped
 
 
+@dataclass(frozen=True)
+class Claimed:
+    """A tick this process claimed: its schedule, time and run record (as written)."""
+
+    schedule: PeriodicJob
+    tick: float
+    run: bytes
+    record: dict[str, Any]
+
+    def call(self) -> Call:
+        """The tick's job: its unique key (schedule, tick), kept TICK_MEMORY after it succeeds."""
+        schedule = self.schedule
+        delay = random.uniform(0, schedule.jitter) if schedule.jitter else 0.0
+        options = JobOptions.parse(**schedule.options, key=tick_key(schedule.name, self.tick), delay=delay,
+                                   unique_for=TICK_MEMORY)
+        return Call(schedule.task, schedule.args, schedule.kwargs, options)
+
+
 class Firer:
     """Fires the store's schedules while this process leads; `step` is one round."""
 
@@ -165,24 +185,56 @@ class Firer:
             return self.lease / 5
         now = self.app.backend.now()
         wait = self.lease / 3
+        batch: list[Claimed] = []
         for info in self.schedules.list():  # records that cannot be read are logged and left out
             if info.paused:
                 continue
             try:
-                self.fire_due(info, now)
+                self.fire_due(info, now, fresh=True, batch=batch)
                 wait = min(wait, info.schedule.next_after(now) - now)
+                if len(batch) >= BATCH:  # the first ticks go out while the others are claimed
+                    self._enqueue_batch(batch)
+                    batch = []
             except ConfigError as exc:  # one schedule's problem: the others fire
                 log.warning("schedule %s is not fired: %s", info.name, exc)
             except (DeferqError, OSError):
                 raise  # the store: the next round tries again
             except Exception:
                 log.exception("schedule %s: firing failed; the other schedules fire", info.name)
+        self._enqueue_batch(batch)
         return max(0.01, wait)
 
-    def fire_due(self, info: ScheduleInfo, now: float) -> int:
-        """Enqueue the due ticks of one schedule that this process claims; how many."""
+    def _enqueue_batch(self, batch: list[Claimed]) -> None:
+        """Enqueue the ticks this round claimed afresh, in one call (1,000 schedules due at
+        once cost one enqueue, not 1,000), each only while its claim is still this
+        process's; then mark each done. If the call fails, the claims stay pending and
+        the next round enqueues each alone (`_finish`), so one bad schedule holds up none."""
+        if not batch:
+            return
+        backend = self.app.backend
+        pause_at("schedule.enqueue")
+        runs = backend.kv_list(RUNS)  # claims taken over meanwhile (this process froze) are left
+        batch = [claimed for claimed in batch if runs.get(claimed.schedule.name) == claimed.run]
+        try:
+            jobs = self.app.enqueue_many([claimed.call() for claimed in batch])
+        except (ConfigError, ValueError, TypeError) as exc:
+            log.warning("schedules: enqueueing %d ticks at once failed (%s); each goes alone next round",
+                        len(batch), exc)
+            return
+        for claimed, job in zip(batch, jobs, strict=True):
+            schedule = claimed.schedule
+            log.info("schedule %s: enqueued the %s tick", schedule.name, local_time(claimed.tick, schedule.tz))
+            done = orjson.dumps({**claimed.record, "done": True, "job": job.id, "fired": claimed.tick})
+            backend.kv_swap(RUNS, schedule.name, claimed.run, done)
+
+    def fire_due(self, info: ScheduleInfo, now: float, fresh: bool = False,
+                 batch: list[Claimed] | None = None) -> int:
+        """Enqueue the due ticks of one schedule that this process claims; how many.
+        `fresh`: `info.run` was read just now (a round's listing), not read again: every
+        write is a compare-and-set against it, so a stale one only loses its race.
+        `batch`: a lone tick claimed afresh is added to it, for `_enqueue_batch`."""
         backend, name = self.app.backend, info.name
-        run = backend.kv_get(RUNS, name)
+        run = info.run if fresh else backend.kv_get(RUNS, name)
         record = orjson.loads(run) if run else {}
         if run is not None and not record.get("done"):  # a leader died (or froze) between claim and job
             if record.get("by") != self.holder:  # take the claim over: that leader can no longer enqueue it
@@ -211,6 +263,9 @@ class Firer:
             if enqueue:
                 pause_at("schedule.claim")
                 fired += 1
+                if batch is not None and len(steps) == 1:  # no job can hold a tick just claimed
+                    batch.append(Claimed(info.schedule, tick, run, record))
+                    return fired
                 done = self._finish(info.schedule, run, record)
                 if done is None:
                     return fired  # the record moved on meanwhile: the next step reads it again
@@ -227,9 +282,7 @@ class Firer:
             pause_at("schedule.enqueue")
             if self.app.backend.kv_get(RUNS, schedule.name) != run:
                 return None  # another leader took the claim over (this one froze): it enqueues the job
-            delay = random.uniform(0, schedule.jitter) if schedule.jitter else 0.0
-            options = JobOptions.parse(**schedule.options, key=key, delay=delay, unique_for=TICK_MEMORY)
-            job = self.app.enqueue_many([Call(schedule.task, schedule.args, schedule.kwargs, options)])[0]
+            job = self.app.enqueue_many([Claimed(schedule, tick, run, record).call()])[0]
             log.info("schedule %s: enqueued the %s tick", schedule.name, local_time(tick, schedule.tz))
         done = orjson.dumps({**record, "done": True, "job": job.id, "fired": tick})
         return done if self.app.backend.kv_swap(RUNS, schedule.name, run, done) else None

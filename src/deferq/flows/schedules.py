@@ -20,7 +20,7 @@ from __future__ import annotations
 import builtins
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import orjson
@@ -51,6 +51,7 @@ class ScheduleInfo:
     since: float
     last_tick: float | None = None
     last_job: str | None = None
+    run: bytes | None = field(default=None, compare=False, repr=False)  # the run record as read
 
     @property
     def name(self) -> str:
@@ -84,7 +85,7 @@ def read_info(value: bytes, run: bytes | None) -> ScheduleInfo:
             definition["cron"] = " ".join([fields[-1], *fields[:-1]])
         return ScheduleInfo(PeriodicJob.from_dict(definition), bool(data.get("paused")),
                             str(data.get("source", "api")), float(data.get("since", 0.0)),
-                            last.get("fired"), last.get("job"))
+                            last.get("fired"), last.get("job"), run)
     except ConfigError:
         raise
     except (ValueError, KeyError, TypeError, AttributeError) as exc:  # not written by this deferq
