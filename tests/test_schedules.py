@@ -156,6 +156,10 @@ def test_jitter_delays_a_ticks_job_but_not_its_tick(app):
     assert job.key == firing.tick_key("spread", tick) and job.created_at <= job.run_at <= job.created_at + 30
 
 
+def noop() -> None:
+    """A task to schedule."""
+
+
 ADMIN_REFUSALS = [  # (name, body, what the sentence says): each refused with 422, nothing stored
     ("feb30", {"task": "ping", "cron": "0 0 31 2 *"}, "never fires"),
     ("seven", {"task": "ping", "cron": "0 0 * * * * 2030"}, "has 7 fields"),
@@ -185,8 +189,8 @@ def test_python_and_periodic_refuse_the_same(app, name, body, says):
     timing = {k: v for k, v in body.items() if k != "task"}
     with pytest.raises(ConfigError, match=re.escape(says) if says != "tz" else "time zone"):
         app.schedules.add(name, app.tasks["ping"].call(), **timing)
-    with pytest.raises(ConfigError):
-        app.periodic(timing.pop("cron", None), name=name, **timing)(lambda: None)
+    with pytest.raises(ConfigError, match=re.escape(says) if says != "tz" else "time zone"):
+        app.periodic(timing.pop("cron", None), name=name, **timing)(noop)
     assert app.backend.kv_list("schedules") == {} and app.periodic_jobs == []
 
 
