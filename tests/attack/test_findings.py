@@ -59,3 +59,11 @@ def test_an_event_name_or_key_ending_in_a_newline_is_a_422(sqlite_url, body):
         assert "without control characters" in answer.json()["error"]["message"]
         assert client.get("/v1/events").json()["events"] == []
     app.close()
+
+
+def test_dead_list_with_a_limit_past_any_stores_integer_is_exit_2(sqlite_url):
+    """`deferq dead list --limit 10**30` printed SQLite's OverflowError traceback."""
+    deferq.App(sqlite_url).close()
+    result = CliRunner().invoke(main, ["dead", "list", "--limit", "9" * 30, "--url", sqlite_url])
+    assert result.exit_code == 2, (result.output, result.exception)
+    assert "--limit" in result.output and "Traceback" not in result.output

@@ -701,7 +701,8 @@ def dead_lines(job: Job, columns: int, now: float) -> list[str]:
 @dead.command("list")
 @existing_store_options
 @click.option("--queue", default=None)
-@click.option("--limit", default=50, show_default=True, type=click.IntRange(1), help="Jobs shown at most.")
+@click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 10**9),  # a store's integer
+              help="Jobs shown at most.")
 @click.option("--all", "show_all", is_flag=True, help="Show every dead job.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (times as epoch seconds).")
 def dead_list(app: App, queue: str | None, limit: int, show_all: bool, as_json: bool) -> None:
