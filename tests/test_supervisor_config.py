@@ -66,7 +66,7 @@ def test_a_full_config_reads(tmp_path):
         ({"pools": {"a": {}}, "app": "not a module"}, 'app must name your App as "module:attribute"'),
         ({"pools": {"a": {}}, "alerts": {"webhook": 5}}, "alerts.webhook must be an http(s):// URL"),
         ({"pools": {"a": {}}, "periodic": {"p": {"cron": "every day", "task": "t"}}},
-         "schedule 'p': 'every day' is not a valid cron expression"),
+         "schedule 'p': 'every day' has 2 fields: a cron expression has five"),
         ({"pools": {"a": {}}, "periodic": {"p": {"cron": "* * * * *"}}}, "periodic.p needs task"),
         ({"pools": {"a": {}}, "periodic": {"p": {"cron": "* * * * *", "task": "t", "delay": 1}}},
          "unknown key 'delay' in periodic.p"),
@@ -222,7 +222,7 @@ def test_every_mistake_is_reported_at_once_one_per_line():
     expected = ["unknown key 'colour' in the config file", "grace must be a duration",
                 "metrics_port must be a port number", "pools.a.max_child_memory must be a size",
                 "pools.a.concurrency must be a whole number", "pool name 'b c'",
-                "schedule 'p': 'every day' is not a valid cron expression", "periodic.q needs task"]
+                "schedule 'p': 'every day' has 2 fields: a cron expression has five", "periodic.q needs task"]
     assert len(lines) == 1 + len(expected)
     for line, start in zip(lines[1:], expected):
         assert line.startswith(f"  {start}"), (line, start)

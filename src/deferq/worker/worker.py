@@ -633,7 +633,8 @@ class Worker:
                 self._store_call(self.backend.recover_expired)
                 self._store_call(self.backend.promote_due)
                 next_recover = now + max(self.lease / 2, 0.5)
-            self._store_call(self.limiter.tick)
+            if self.guard.up:  # it mostly answers without the store: no sign that an outage ended
+                self._store_call(self.limiter.tick)
             if not self.running:
                 self.trimmer.idle(self.processed, now)
             if now >= next_purge:
