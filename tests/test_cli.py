@@ -641,3 +641,32 @@ def _scrape(port: int) -> str | None:
             return answer.read().decode()
     except OSError:
         return None
+
+
+def test_a_worker_without_queue_serves_the_queues_its_schedules_name(tmp_path):
+    """`@app.periodic(..., queue="reports")` on a task of the default queue: a plain
+    `deferq worker` runs its jobs (it listened to `default` only, and they waited for ever)."""
+    (tmp_path / "sched_shop.py").write_text(
+        "import deferq\n"
+        "app = deferq.App('sqlite:///shop.db')\n"
+        "@app.periodic(every=3600, queue='reports')\n"
+        "def report() -> str:\n"
+        "    return 'made'\n")
+    import importlib
+    import sys as _sys
+
+    _sys.path.insert(0, str(tmp_path))
+    try:
+        shop = importlib.import_module("sched_shop")
+    finally:
+        _sys.path.remove(str(tmp_path))
+    assert shop.app.queues_in_use() == ("default", "reports")
+    url = f"sqlite:///{tmp_path}/shop.db"
+    app = deferq.App(url)
+    job = app.enqueue(shop.report.name, queue="reports")  # what the schedule's tick enqueues
+    done = run_deferq("worker", "--app", "sched_shop:app", "--url", url, "--burst", "--no-schedules", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "queues default,reports" in done.stderr.replace(", ", ",")
+    assert app.get(job.id).state == deferq.JobState.SUCCEEDED
+    app.close()
+    shop.app.close()

@@ -258,6 +258,13 @@ class App:
         """Run `middleware`'s hooks around every job of this app (see deferq.middleware)."""
         self.registry.add_middleware(middleware)
 
+    def queues_in_use(self) -> tuple[str, ...]:
+        """The queues a worker without `--queue` consumes: those its tasks name, and those its
+        schedules declared in code name (a schedule may send its task's jobs elsewhere)."""
+        named = {task.defaults.queue for task in self.tasks.values()}
+        named.update(str(job.options["queue"]) for job in self.periodic_jobs if job.options.get("queue"))
+        return tuple(sorted(named))
+
     def periodic(
         self,
         cron: str | None = None,

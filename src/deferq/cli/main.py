@@ -233,7 +233,7 @@ def print_job(job: Job, as_json: bool) -> None:
 def worker(app: App, queues: tuple[str, ...], concurrency: int, burst: bool, once: bool,
            grace: float, max_jobs: int | None, tries: int | None, delay: float | None,
            poll_interval: float, metrics_port: int | None, metrics_host: str, schedules: bool) -> None:
-    """Run jobs from the given queues (default: every queue your tasks use).
+    """Run jobs from the given queues (default: every queue your tasks and your App's schedules name).
 
     A sync job that overruns its timeout fails its attempt; the worker then restarts
     itself in place (same PID) to leave the job's thread behind, and serves on."""
@@ -244,7 +244,7 @@ def worker(app: App, queues: tuple[str, ...], concurrency: int, burst: bool, onc
     handover = take_handover()  # from this process's image before, if a job overran there
     if not app.tasks:
         raise click.UsageError("the worker needs your tasks: pass --app module:app")
-    queues = queues or tuple(sorted({t.defaults.queue for t in app.tasks.values()}))
+    queues = queues or app.queues_in_use()
     if tries is not None or delay is not None:
         app.registry.use_worker_defaults(tries, None if delay is None else fixed(delay))
     if metrics_port is not None:
