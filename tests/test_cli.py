@@ -670,3 +670,14 @@ def test_a_worker_without_queue_serves_the_queues_its_schedules_name(tmp_path):
     assert app.get(job.id).state == deferq.JobState.SUCCEEDED
     app.close()
     shop.app.close()
+
+
+def test_a_limit_name_no_job_of_the_app_meets_gets_a_note(url):
+    deferq.App(url).close()
+    with_app = ("--url", url, "--app", "tests.fixtures_faults:app")
+    misspelt = cli("limits", "set", "customr:7", "--rate", "5/s", *with_app)
+    assert misspelt.exit_code == 0 and "note: 'customr:7' is no task, no queue:NAME" in misspelt.stderr
+    for known in ("customer:7", "queue:default", "account:a b"):  # keys the tasks' templates make, a queue
+        assert "note:" not in cli("limits", "set", known, "--rate", "5/s", *with_app).stderr, known
+    # without --app deferq cannot tell
+    assert "note:" not in cli("limits", "set", "customr:7", "--rate", "5/s", "--url", url).stderr

@@ -21,7 +21,7 @@ from . import backoff as backoff_module
 from .backends.base import Outcome, OutcomeKind
 from .codec import Decoder, codec_for
 from .job import Job
-from .limits import Limited, check_fields, limited
+from .limits import Limited, check_fields, could_fill, limited
 from .middleware import Chain, Middleware
 from .options import TaskDefaults
 from .task import FairQueue, Hook, Task
@@ -58,6 +58,14 @@ class Registry:
         self._event_hooks = False
         self._worker_attempts: int | None = None
         self._worker_backoff: Callable[[int], float] | None = None
+
+    def names_limit(self, name: str) -> bool:
+        """Whether a job of these tasks could meet a limit named `name`: a task's name, a
+        queue (queue:NAME), or a key one of the tasks' declared key templates could make."""
+        if name in self.tasks or name.startswith("queue:"):
+            return True
+        return any(could_fill(template, name) for limited in self.limits.values()
+                   for template in (limited.rate_key, limited.concurrency_key) if template)
 
     def add_task(self, task: Task[..., Any]) -> None:
         known = self.tasks.get(task.name)

@@ -643,6 +643,9 @@ def limits_set(app: App, name: str, rate: str | None, concurrency: int | None) -
         raise click.UsageError(str(exc)) from None
     shown = ", ".join(f"{k} {v}" for k, v in setting.items() if v is not None)
     click.echo(f"{name}: {shown} (every worker within a second)")
+    if app.tasks and not app.registry.names_limit(name):
+        say(f"note: {name!r} is no task, no queue:NAME and no limit key your tasks declare: the limit is set, "
+            f"but no job of this App meets it (a misspelt name?)")
 
 
 @limits.command("pause")

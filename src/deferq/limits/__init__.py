@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import re
 import string
 import time
 from collections.abc import Callable
@@ -64,6 +65,13 @@ def key_template(value: Any, name: str = "rate_key") -> str:
 
 def fields_of(template: str) -> list[str]:
     return [field for _, field, _, _ in string.Formatter().parse(template) if field]
+
+
+def could_fill(template: str, key: str) -> bool:
+    """Whether some call could fill `template` to make `key` (each {field} any text)."""
+    pattern = "".join(re.escape(text) + (".+" if field is not None else "")
+                      for text, field, _, _ in string.Formatter().parse(template))
+    return re.fullmatch(pattern, key, re.DOTALL) is not None
 
 
 def check_fields(name: str, template: str | None, task: str, signature: inspect.Signature) -> None:
