@@ -76,6 +76,7 @@ class World:
         with app.batch(on_complete=done.call()) as big:  # a fan-out of 1,000 left queued (nothing drains "bulk")
             app.enqueue_many([member.options(queue="bulk").call(n) for n in range(1000)])
         self.big = big
+        app.limits.set("queue:bulk", rate="5/s", concurrency=2)  # a row on the Limits page
 
 
 @pytest.fixture(scope="module")
@@ -217,7 +218,7 @@ def test_flow_walk_reads_each_round_once(tmp_path: Path) -> None:
     app.close()
 
 
-@pytest.mark.parametrize("view", ["/dashboard/jobs", "/dashboard/dead", "/dashboard/periodic"])
+@pytest.mark.parametrize("view", ["/dashboard/jobs", "/dashboard/dead", "/dashboard/periodic", "/dashboard/limits"])
 def test_at_phone_width_every_rows_buttons_are_on_screen(served: tuple[World, str, Any], view: str) -> None:
     world, base, browser = served
     page = signed_in(browser, base, "", width=390, height=844)
