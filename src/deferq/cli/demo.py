@@ -85,8 +85,8 @@ STEPS: list[tuple[str, Callable[[], list[Job]], Callable[[list[Job]], str] | Non
      lambda: [call_partner_webhook.enqueue("https://partner.example/hook")], None),
     ("1 async report that overruns its 1 s timeout", lambda: [build_report.enqueue("q3")], None),
     ("1 reminder with the key remind:eve, then the same reminder again",
-     lambda: [remind.options(key="remind:eve", delay=4).enqueue("eve", "x"),
-              remind.options(key="remind:eve", delay=4).enqueue("eve", "x")], same_key_twice),
+     lambda: [remind.options(key="remind:eve", delay=4).enqueue("eve", "plan renews tomorrow"),
+              remind.options(key="remind:eve", delay=4).enqueue("eve", "plan renews tomorrow")], same_key_twice),
 ]
 
 
@@ -150,7 +150,7 @@ def run_demo(url: str | None = None, timeout: float = 55.0) -> int:
         with Live(_state_table(), console=console, refresh_per_second=4) as live:
             while _unfinished() and time.monotonic() - started < timeout:
                 time.sleep(0.25)
-                live.update(Group(_state_table(), f"{time.monotonic() - started:.1f} s"))
+                live.update(Group(_state_table(), f"{time.monotonic() - started:.1f} s\n"))
     finally:
         for worker in workers:
             worker.terminate()
