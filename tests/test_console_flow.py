@@ -218,7 +218,10 @@ def test_flow_walk_reads_each_round_once(tmp_path: Path) -> None:
     app.close()
 
 
-@pytest.mark.parametrize("view", ["/dashboard/jobs", "/dashboard/dead", "/dashboard/periodic", "/dashboard/limits"])
+PHONE_VIEWS = ["/dashboard/jobs", "/dashboard/dead", "/dashboard/periodic", "/dashboard/limits"]
+
+
+@pytest.mark.parametrize("view", PHONE_VIEWS)
 def test_at_phone_width_every_rows_buttons_are_on_screen(served: tuple[World, str, Any], view: str) -> None:
     world, base, browser = served
     page = signed_in(browser, base, "", width=390, height=844)
