@@ -237,6 +237,9 @@ def test_a_broken_record_shows_in_every_listing_and_hides_nothing(app, tmp_path)
     done = run_deferq("schedule", "list", "--url", app.url, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "feb30  BROKEN, not fired: " in done.stdout and "pulse  every 60s" in done.stdout
+    header, row = (line for line in done.stdout.splitlines() if line.startswith(("name ", "pulse ")))
+    assert [header.index(c) for c in ("timing", "task", "from", "next", "last")] == [
+        row.index(c) for c in ("every 60s", "ping", "api", "20", "never fired")], "the columns line up"
     assert "Traceback" not in done.stderr
     fixed = run_deferq("schedule", "add", "feb30", "ping", "--cron", "0 0 28 2 *", "--url", app.url, cwd=tmp_path)
     assert fixed.returncode == 0 and "changed schedule feb30" in fixed.stdout, fixed.stderr

@@ -14,7 +14,7 @@ from ..flows.firing import current_leader
 from ..flows.schedule import MISSED, make_schedule
 from ..flows.schedules import SCHEDULES, Schedules
 from ..flows.timing import local_time
-from ..observe.output import print_json
+from ..observe.output import aligned, print_json
 
 Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
 
@@ -50,12 +50,14 @@ def print_listing(app: App, as_json: bool) -> None:
     if not found and not broken:
         click.echo("no schedules: declare them with @app.periodic or add one with `deferq schedule add`")
         return
+    rows = [("name", "timing", "task", "from", "next", "last")]
     for info in found:
         upcoming = info.upcoming(now, 1)
-        state = "paused" if info.paused else f"next {local_time(upcoming[0], info.schedule.tz)}"
-        last = f"last {local_time(info.last_tick, info.schedule.tz)}" if info.last_tick else "never fired"
-        click.echo(f"{info.name}  {info.schedule.timing.label()}  {info.schedule.task}  "
-                   f"[{info.source}]  {state}  {last}")
+        state = "paused" if info.paused else local_time(upcoming[0], info.schedule.tz)
+        last = local_time(info.last_tick, info.schedule.tz) if info.last_tick else "never fired"
+        rows.append((info.name, info.schedule.timing.label(), info.schedule.task, info.source, state, last))
+    for line in aligned(rows):
+        click.echo(line)
     click.echo(f"fired by {leader}" if leader else "no process fires schedules now: start a worker")
 
 

@@ -93,6 +93,12 @@ def fit_all(lines: Iterable[str], columns: int | None = None) -> list[str]:
     return [part for line in lines for part in fit(line, columns)]
 
 
+def aligned(rows: list[tuple[str, ...]]) -> list[str]:
+    """Rows of cells as lines whose columns line up (two spaces between; the last column not padded)."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]
+
+
 def clip(text: str, columns: int) -> str:
     """`text` cut to `columns` characters, with an ellipsis when cut."""
     return text if len(text) <= columns else text[: max(0, columns - 1)] + "…"
