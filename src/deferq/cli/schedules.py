@@ -50,7 +50,7 @@ def print_listing(app: App, as_json: bool) -> None:
     if not found and not broken:
         click.echo("no schedules: declare them with @app.periodic or add one with `deferq schedule add`")
         return
-    rows = [("name", "timing", "task", "from", "next", "last")]
+    rows: list[tuple[str, ...]] = [("name", "timing", "task", "from", "next", "last")]
     for info in found:
         upcoming = info.upcoming(now, 1)
         state = "paused" if info.paused else local_time(upcoming[0], info.schedule.tz)
