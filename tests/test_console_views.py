@@ -150,6 +150,9 @@ def periodic_page(served: tuple[World, str, Any], token: str) -> Iterator[tuple[
 def test_the_periodic_page_says_who_fires_the_schedules(served):
     with periodic_page(served, served[0].reader) as (store, page):
         expect(page.locator('#periodic tr[data-key="refresh-rates"]')).to_contain_text("refresh-rates (code)")
+        # its next ticks written as every page writes a time (here en-US: 12/07/2026, 10:45:00)
+        expect(page.locator('#periodic tr[data-key="refresh-rates"] td').nth(5)).to_have_text(
+            re.compile(r"^(\d\d/\d\d/\d{4}, \d\d:\d\d:00){3}$"))
         expect(page.locator("#schedule-leader")).to_contain_text("No process fires schedules now")
         expect(page.locator("#add-schedule")).to_be_hidden()  # a reader changes nothing
         store.backend.kv_put("leases", "schedules", b'{"holder": "box:77:abc"}', 60)  # as a leader does

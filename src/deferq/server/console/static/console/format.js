@@ -2,10 +2,9 @@
 // epoch seconds; they are shown in this browser's time zone, with a relative hint.
 
 const number = new Intl.NumberFormat();
-const stamp = new Intl.DateTimeFormat(undefined, {
-  year: "numeric", month: "2-digit", day: "2-digit",
-  hour: "2-digit", minute: "2-digit", second: "2-digit", hour12: false,
-});
+const STAMP = {year: "numeric", month: "2-digit", day: "2-digit", hour: "2-digit", minute: "2-digit", second: "2-digit",
+  hour12: false};
+const stamps = new Map([[undefined, new Intl.DateTimeFormat(undefined, STAMP)]]);
 const clock = new Intl.DateTimeFormat(undefined, {hour: "2-digit", minute: "2-digit", second: "2-digit", hour12: false});
 const day = new Intl.DateTimeFormat(undefined, {month: "short", day: "numeric", hour: "2-digit", minute: "2-digit",
   hour12: false});
@@ -15,8 +14,11 @@ export function count(value) {
   return number.format(value || 0);
 }
 
-export function local(seconds) {
-  return seconds ? stamp.format(new Date(seconds * 1000)) : "—";
+// One format for every full time on every page; `zone` (an IANA name) for a schedule's own.
+export function local(seconds, zone) {
+  if (!seconds) return "—";
+  if (!stamps.has(zone)) stamps.set(zone, new Intl.DateTimeFormat(undefined, {...STAMP, timeZone: zone}));
+  return stamps.get(zone).format(new Date(seconds * 1000));
 }
 
 export function time(seconds) {

@@ -18,15 +18,6 @@ function enqueues(s) {
   return parts.join(" · ");
 }
 
-const zoned = new Map();
-function inZone(seconds, tz) {
-  const zone = tz || "UTC";
-  if (!zoned.has(zone)) {
-    zoned.set(zone, new Intl.DateTimeFormat(undefined, {timeZone: zone, dateStyle: "short", timeStyle: "medium"}));
-  }
-  return zoned.get(zone).format(new Date(seconds * 1000));
-}
-
 function jsonOf(text, kind, what) {
   if (!text.trim()) return kind === "list" ? [] : {};
   const value = JSON.parse(text); // a SyntaxError names the problem
@@ -203,9 +194,10 @@ export function mount(root, ctx) {
       setText(cells[2], s.task);
       setText(cells[3], enqueues(s));
       setChildren(cells[4], s.paused ? "paused" : "active", () => badge(s.paused ? "paused" : "active"));
-      setText(cells[5], s.next.length ? s.next.map((n) => inZone(n, s.tz)).join(", ") : "—");
+      const next = s.next.slice(0, 3).map((n) => local(n, s.tz || "UTC"));  // a time has its own comma: one a line
+      setChildren(cells[5], next.join("|") || "—", () => next.length ? next.map((t) => h("div", {}, t)) : "—");
       setAttr(cells[5], "title", s.next.length ? `${local(s.next[0])} here (${ago(s.next[0])})` : null);
-      setText(cells[6], s.last_tick ? `${inZone(s.last_tick, s.tz)} (${ago(s.last_tick)})` : "never");
+      setText(cells[6], s.last_tick ? `${local(s.last_tick, s.tz || "UTC")} (${ago(s.last_tick)})` : "never");
       const last = s.last_job;
       setChildren(cells[7], last ? `${last.id}:${last.state}` : "none", () => last ?
         h("span", {}, badge(last.state), " ", link(`/dashboard/jobs/${encodeURIComponent(last.id)}`, "the job")) : "—");
