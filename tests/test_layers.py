@@ -256,17 +256,24 @@ def test_no_module_keeps_apps_or_waiters():
     assert not found, "module-level state that ties jobs to Apps:\n  " + "\n  ".join(found)
 
 
-def test_the_names_of_moved_modules_still_import():
-    """Modules that moved to a room keep the names the docs gave them."""
+def test_no_module_hooks_the_import_system():
+    """deferq adds no import hook (a finder on `sys.meta_path` or `sys.path_hooks`): a module
+    is found where it lives, under one name. Caught before: a finder that kept eight old
+    module names (`deferq.otel`, `deferq.alerts`, ...) alive."""
     import subprocess
     import sys
 
+    found = [f"{module}: {ast.unparse(node)}"
+             for module, path in module_names().items()
+             for node in ast.walk(ast.parse(path.read_text()))
+             if isinstance(node, ast.Attribute) and node.attr in ("meta_path", "path_hooks")]
+    assert not found, "import hooks:\n  " + "\n  ".join(found)
     code = (
+        "import sys\n"
+        "before = list(sys.meta_path), list(sys.path_hooks)\n"
         "import deferq\n"
-        "assert deferq.otel.Tracing and deferq.schedule.PeriodicJob and deferq.alerts.Alerter\n"
-        "from deferq.server.signing import verify\n"
-        "import deferq.server.delivery as delivery\n"
-        "assert delivery.__name__ == 'deferq.server.topics.delivery' and verify\n"
+        "assert (list(sys.meta_path), list(sys.path_hooks)) == before\n"
+        "assert not hasattr(deferq, 'otel')\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr

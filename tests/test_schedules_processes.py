@@ -17,6 +17,7 @@ import pytest
 
 import deferq
 from deferq.flows.firing import GRACE, LEASE, current_leader
+from deferq.flows.schedule import PeriodicJob
 from tests.supervisor_harness import FIXTURES, ROOT, TREE_PATH, all_jobs, store_url, wait_until
 
 EVERY = 2.0
@@ -64,7 +65,7 @@ def test_two_workers_fire_each_tick_once_across_a_killed_leader(tmp_path, urls):
 def two_workers_across_a_killed_leader(tmp_path: Path, url: str) -> None:
     tmp_path.mkdir()
     store = deferq.App(url)
-    pulse = deferq.schedule.PeriodicJob("pulse", None, "tick", every=EVERY, options={"queue": "ticks"})
+    pulse = PeriodicJob("pulse", None, "tick", every=EVERY, options={"queue": "ticks"})
     store.schedules.put(pulse, "api")
     workers = [start_worker(url, tmp_path / f"worker{n}.log") for n in range(2)]
     try:

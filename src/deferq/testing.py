@@ -11,7 +11,7 @@
 All of it goes through the public store contract (reserve, settle, get) and the
 worker's own runner, so arguments are encoded and decoded as in production and
 retries, hooks and middleware behave as in a worker. The pytest plugin
-(`deferq.pytest_plugin`) offers these as fixtures.
+(`deferq.contrib.pytest_plugin`) offers these as fixtures.
 """
 
 from __future__ import annotations

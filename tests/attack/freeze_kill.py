@@ -28,6 +28,7 @@ from typing import Any
 
 import deferq
 from deferq.attempt.pauses import POINTS, pause_at
+from deferq.flows.schedule import PeriodicJob
 from deferq.job import JobState
 
 LEASE = 2.0  # seconds: a frozen worker loses its jobs soon
@@ -229,7 +230,7 @@ def run_schedule_case(url: str, folder: Path, point: str, mode: str) -> None:
     assert point in SCHEDULE_POINTS and mode in MODES
     store = deferq.App(url)
     try:
-        store.schedules.put(deferq.schedule.PeriodicJob("beat", None, "beat", every=EVERY), "api")
+        store.schedules.put(PeriodicJob("beat", None, "beat", every=EVERY), "api")
         # three ticks' jobs finished: a unique key holds only while its job is unfinished
         take_over(url, folder, point, mode, lambda: len(ticks(store, (JobState.SUCCEEDED,))) >= 3,
                   "stopped firing schedules")

@@ -1,6 +1,6 @@
 """OpenTelemetry tracing as a middleware (`pip install 'deferq[otel]'`).
 
-    app.add_middleware(deferq.otel.Tracing())
+    app.add_middleware(deferq.contrib.otel.Tracing())
 
 Enqueueing a job makes a PRODUCER span and carries its context inside the job (in
 `job.meta`, W3C trace-context headers); running it makes a CONSUMER span linked to that

@@ -4,7 +4,7 @@ retried, timed out and dead-lettered like any job (S2-4..S2-6).
 A worker gets the task in one of two ways:
 
     deferq worker --app deferq.server.tasks:app --url redis://...     # ready-made App
-    deferq.server.delivery.install(my_app)                            # into your own App
+    deferq.server.topics.delivery.install(my_app)                     # into your own App
 
 One attempt POSTs (or the topic's method) the job's body to the topic's URL, signed,
 with a timeout of the topic's ttr, to an address the network policy allows
