@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 import deferq
 from deferq.job import JobState
-from deferq.limits.values import POSITIVE_RATE, Rate
 from deferq.server import ServerConfig, create_app
+from deferq.values import POSITIVE_RATE, Rate
 from tests.conftest import STORES
 from tests.server_helpers import TestClient, wait_until
 from tests.test_rate_limits import most_in_any_window

@@ -21,7 +21,7 @@ from .errors import ConfigError
 from .flows import batch as batches
 from .flows.chains import with_inputs
 from .job import Job, JobState, Origin, held, new_job_ids
-from .limits import Limits
+from .limits import FairQueue, Limits
 from .limits.runtime import LimitsAdmin
 from .middleware import Middleware
 from .observe.attempts import Attempts
@@ -39,7 +39,7 @@ from .options import (
 )
 from .registry import EVENTS, Registry
 from .steps import events as step_events
-from .task import AFTER, Call, FairQueue, Hook, Task, build_enqueue, enqueue_builder
+from .task import AFTER, Call, FairKeys, Hook, Task, build_enqueue, enqueue_builder
 
 if TYPE_CHECKING:
     from .flows.schedules import Schedules
@@ -118,7 +118,7 @@ class App:
         self.registry = Registry()
         self.tasks: dict[str, Task[..., Any]] = self.registry.tasks  # the same dict: name -> Task
         self.hooks: dict[str, list[Hook]] = self.registry.hooks
-        self.fair_queues: dict[str, FairQueue] = self.registry.fair_queues  # app.fair_queue: queue -> it
+        self.fair_queues: dict[str, FairKeys] = self.registry.fair_queues  # app.fair_queue: queue -> it
         self.periodic_jobs: list[Any] = []  # filled by app.periodic; written to the store at start
         self._backend_options = backend_options
         self._backend: Backend | None = None
@@ -151,7 +151,7 @@ class App:
 
     @property
     def limiter(self) -> Limits:
-        """The middleware that holds jobs to their limits (limits/__init__.py): a worker's
+        """The middleware that holds jobs to their limits (limits/limiter.py): a worker's
         keeper asks it to look at the store's limits again while it holds jobs."""
         return self._limiter
 

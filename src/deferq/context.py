@@ -29,7 +29,7 @@ T = TypeVar("T")
 
 
 class Slot(Protocol):
-    """What a run knows of the concurrency slot it took (limits.HeldSlot)."""
+    """What a run knows of the concurrency slot it took (limits/slots.py HeldSlot)."""
 
     fence: int
 
@@ -104,7 +104,7 @@ class JobControl:
         self.cancelled = False  # a plain flag: one thread sets it, the task's reads it
         self.report = report
         self.task: asyncio.Task[Any] | None = None  # an async job's task, to cancel it
-        self.slot: Slot | None = None  # the concurrency slot this run took (limits.py)
+        self.slot: Slot | None = None  # the concurrency slot this run took (limits/slots.py)
         self.steps_for = steps_for  # makes the job's durable steps when it first reaches one
         self.checkpoints: Checkpoints | None = None
 

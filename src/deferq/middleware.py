@@ -28,7 +28,7 @@ cost nothing: `Chain` keeps only the overridden ones.
 The App installs its own first, so they run before every other before-hook and after
 every other after-hook: batch joining (flows/batch.BatchJoin), the per-minute history
 (observe/history.History), the per-job log line (observe/logs.JobLog), the attempts of
-jobs that failed (observe/attempts.Attempts) and run-time limits (limits.Limits).
+jobs that failed (observe/attempts.Attempts) and run-time limits (limits/limiter.py Limits).
 """
 
 from __future__ import annotations

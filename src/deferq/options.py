@@ -19,9 +19,7 @@ from typing import Any, Literal, NamedTuple, TypedDict
 
 from . import backoff as backoff_module
 from .job import DEFAULT_MAX_ATTEMPTS, DEFAULT_TIMEOUT, Job, Priority
-from .limits import key_template
-from .limits.values import Rate, rate_option, slots
-from .values import LATEST_DUE, MAX_DELAY
+from .values import LATEST_DUE, MAX_DELAY, Rate, key_template, rate_option, slots
 
 # Patterns of the HTTP fragments below, so that every value the API's schema allows is
 # one the check accepts (the API's typed models and its OpenAPI document use them).

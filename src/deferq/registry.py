@@ -1,4 +1,5 @@
-"""The registry: the tasks an App knows, its middleware, and a resolved TaskSpec per job.
+"""The registry: the tasks an App knows, its middleware, a resolved TaskSpec per job, the
+limits its tasks declare (`Limited`, enforced by limits/) and its fair queues.
 
 The worker holds the registry, not the App: for each leased job it asks `spec_for(job)`
 once and hands the spec to the runner, so running, timing out and retrying a job never
@@ -21,10 +22,10 @@ from . import backoff as backoff_module
 from .backends.base import Outcome, OutcomeKind
 from .codec import Decoder, codec_for
 from .job import Job
-from .limits import Limited, check_fields, could_fill, limited
 from .middleware import Chain, Middleware
 from .options import TaskDefaults
-from .task import FairQueue, Hook, Task
+from .task import FairKeys, Hook, Task
+from .values import Rate, check_fields, could_fill, filled
 
 log = logging.getLogger("deferq.worker")
 
@@ -47,14 +48,56 @@ class TaskSpec:
     decode: Decoder | None = None  # arguments back to their annotated types (codec.py)
 
 
+@dataclass(frozen=True)
+class Limited:
+    """A task's declared limits (`@app.task(rate=..., concurrency=...)`), and how to name
+    their keys from one call; the Limits middleware (limits/) enforces them."""
+
+    task: str
+    signature: inspect.Signature
+    rate: Rate | None = None
+    rate_key: str | None = None
+    concurrency: int | None = None
+    concurrency_key: str | None = None
+
+    def key(self, template: str | None, args: Any, kwargs: dict[str, Any]) -> str:
+        """A limit's key for one call (the task's name without a template); ValueError
+        (one sentence) when the call cannot fill the template."""
+        if template is None:
+            return self.task
+        return filled(template, self.signature, self.task, args, kwargs, "the limit key")
+
+    def pause_key(self, args: Any, kwargs: dict[str, Any]) -> str:
+        """What `deferq.Backoff` pauses: the rate's key, else the concurrency's, else the task."""
+        return self.key(self.rate_key or self.concurrency_key, args, kwargs)
+
+    def to_dict(self) -> dict[str, Any]:
+        """As a worker's heartbeat tells the console (the Limits page) what its code declares."""
+        return {"rate": self.rate.text if self.rate else None, "rate_key": self.rate_key,
+                "concurrency": self.concurrency, "concurrency_key": self.concurrency_key}
+
+    def check(self, args: Any, kwargs: dict[str, Any]) -> None:
+        for template in (self.rate_key, self.concurrency_key):
+            if template is not None:
+                self.key(template, args, kwargs)
+
+
+def limited(task: str, fn: Callable[..., Any], **limits: Any) -> Limited:
+    """Checked when the task is declared: every {field} must be one of its parameters."""
+    signature = inspect.signature(fn)
+    for name in ("rate_key", "concurrency_key"):
+        check_fields(name, limits.get(name), task, signature)
+    return Limited(task, signature, **limits)
+
+
 class Registry:
     def __init__(self) -> None:
         self.tasks: dict[str, Task[..., Any]] = {}
         self.hooks: dict[str, list[Hook]] = {event: [] for event in EVENTS}
         self.chain = Chain()
         self._specs: dict[str, TaskSpec] = {}
-        self.limits: dict[str, Limited] = {}  # task name -> its rate limit (limits.py)
-        self.fair_queues: dict[str, FairQueue] = {}  # queue name -> its declaration (App.fair_queue)
+        self.limits: dict[str, Limited] = {}  # task name -> its declared limits
+        self.fair_queues: dict[str, FairKeys] = {}  # queue name -> its declaration (App.fair_queue)
         self._event_hooks = False
         self._worker_attempts: int | None = None
         self._worker_backoff: Callable[[int], float] | None = None
@@ -88,7 +131,7 @@ class Registry:
         if task.on_success or task.on_failure:
             self._use_event_hooks()
 
-    def add_fair_queue(self, fair: FairQueue) -> None:
+    def add_fair_queue(self, fair: FairKeys) -> None:
         """Declare a fair queue; refused when a task declared on it cannot fill its key."""
         known = self.fair_queues.get(fair.name)
         if known is not None and known != fair:

@@ -10,17 +10,8 @@ from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, Protocol
 from .backends.base import Backend, Enqueue, make_enqueue
 from .codec import ArgsCodec, codec_for, unknown_task_codec
 from .job import Job, JobState, encode_payload, fresh_job, new_job_id, slot_init
-from .limits import fields_of, filled, key_template
-from .options import (
-    JobOptions,
-    JobOptionsKw,
-    TaskDefaults,
-    conflict_rules,
-    fair_weight,
-    queue_name,
-    unique_key,
-    window_rules,
-)
+from .options import JobOptions, JobOptionsKw, TaskDefaults, conflict_rules, unique_key, window_rules
+from .values import filled
 
 Hook = Callable[..., Any]
 P = ParamSpec("P")
@@ -45,7 +36,7 @@ class Runtime(Protocol[Reg]):
     module; who needs no registry takes a `Runtime[object]`."""
 
     tasks: dict[str, Task[..., Any]]
-    fair_queues: dict[str, FairQueue]  # app.fair_queue's declarations, by queue
+    fair_queues: dict[str, FairKeys]  # app.fair_queue's declarations, by queue
     lease: float
     result_ttl: float
     periodic_jobs: list[Any]
@@ -196,63 +187,25 @@ class Task(Generic[P, R]):
         return (await self.app.enqueue_many_async([self.call(*args, **kwargs)]))[0]
 
 
-@dataclass(frozen=True)
-class FairQueue:
-    """A queue declared fair (`app.fair_queue(name, key=..., weights=...)`): a job stored
-    on it that has no fair key of its own (`options(fair_key=...)`) nor its task's
-    (`@app.task(fair_key=...)`) gets one, `key` filled from the call's arguments; a job
-    that chose no `fair_weight` (nor its task) gets its key's weight from `weights`."""
+class FairKeys(Protocol):
+    """A fair queue as the producer and the registry use it: `deferq.limits.fair.FairQueue`,
+    declared by `app.fair_queue(name, key=..., weights=...)`."""
 
-    name: str
-    key: str
-    weights: Mapping[str, float] = field(default_factory=dict)
-    _signatures: dict[str, inspect.Signature] = field(default_factory=dict, compare=False, repr=False)
+    @property
+    def name(self) -> str: ...
 
-    @classmethod
-    def parse(cls, name: str, key: Any, weights: Any = None) -> FairQueue:
-        """A declaration checked: ValueError (one sentence) for a bad one."""
-        if weights is not None and not isinstance(weights, Mapping):
-            raise ValueError(f"weights must map fair keys to weights, e.g. {{\"customer:7\": 3}}, "
-                             f"got {weights!r:.60}")
-        checked = {unique_key(k, "a key of weights"): fair_weight(v, f"the weight of {k!r:.60}")
-                   for k, v in (weights or {}).items()}
-        return cls(queue_name(name), key_template(key, "key"), checked)
+    @property
+    def key(self) -> str: ...  # the key template
 
     def refusal(self, task: Task[..., Any]) -> str | None:
         """Why `task`'s jobs cannot be keyed by this queue's template, or None."""
-        unknown = [f for f in fields_of(self.key) if f not in self._signature(task).parameters]
-        if not unknown:
-            return None
-        return (f"queue {self.name!r} is fair by {self.key!r}, whose field {unknown[0]!r} is not a parameter "
-                f"of {task.name}: give the task a fair_key of its own (fair_key=\"{task.name}\" makes its "
-                "jobs one key)")
-
-    def _signature(self, task: Task[..., Any]) -> inspect.Signature:
-        signature = self._signatures.get(task.name)
-        if signature is None:
-            signature = self._signatures[task.name] = inspect.signature(task.fn)
-        return signature
 
     def key_of(self, task: Task[..., Any] | None, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
         """The fair key of one call on this queue; ValueError (one sentence) when the call
         cannot fill the template."""
-        what = f"queue {self.name!r}'s fair key"
-        if task is not None:
-            problem = self.refusal(task)
-            if problem:
-                raise ValueError(f"{problem}, or the job one (options(fair_key=...))")
-            return unique_key(filled(self.key, self._signature(task), name, args, kwargs, what), "fair_key")
-        # a task this App does not declare: only the arguments given by name are known
-        missing = [f for f in fields_of(self.key) if f not in kwargs]
-        if missing:
-            raise ValueError(f"queue {self.name!r} is fair by {self.key!r}: {name}, a task this App does not "
-                             f"declare, must pass {missing[0]!r} by name (kwargs), or the job needs a fair_key")
-        params = [inspect.Parameter("args", inspect.Parameter.VAR_POSITIONAL)]
-        params += [inspect.Parameter(k, inspect.Parameter.KEYWORD_ONLY) for k in kwargs]
-        return unique_key(filled(self.key, inspect.Signature(params), name, args, kwargs, what), "fair_key")
 
     def weight_of(self, key: str, weight: float) -> float:
-        return self.weights.get(key, weight)
+        """The weight of `key`'s jobs that chose none (`weight`: the task's)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -326,7 +279,7 @@ def _rules_of(call: Call, task: Task[..., Any] | None) -> _Rules:
 
 def build_enqueue(
     call: Call, task: Task[..., Any] | None, now: float, durable: bool = True, job_id: str | None = None,
-    fair_queues: Mapping[str, FairQueue] | None = None,
+    fair_queues: Mapping[str, FairKeys] | None = None,
 ) -> Enqueue:
     """The stored form of a call: task defaults overridden by the call's options, its
     arguments encoded exactly (codec.py) or refused.
@@ -357,7 +310,7 @@ def build_enqueue(
 
 
 def enqueue_builder(
-    call: Call, task: Task[..., Any] | None, durable: bool, fair_queues: Mapping[str, FairQueue] | None,
+    call: Call, task: Task[..., Any] | None, durable: bool, fair_queues: Mapping[str, FairKeys] | None,
 ) -> Callable[[Call, str], Enqueue]:
     """build_enqueue (`now` 0) for a batch's run of calls like `call` (the same task name
     and options), with what they share resolved once: ~0.4 µs a job quicker. Calls

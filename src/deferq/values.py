@@ -1,14 +1,20 @@
 """Checking values of configuration files: durations ("90s", "5m", "1h30m"), keys, addresses;
-and how long a job may wait, the caps of every delay (one place for each).
+how long a job may wait, the caps of every delay (one place for each); a limit's values (a
+rate "100/m", a concurrency); and key templates ("customer:{customer_id}"), the grammar that
+limit keys, fair keys and the options naming them share.
 
-A leaf beside errors.py, not part of the supervisor: the [alerts] table (read by the
-supervisor and by the HTTP service) and the [periodic] tables (schedule.py, core) are
-checked with these too, and neither may reach up into the supervisor for them.
+A leaf beside errors.py, not part of the supervisor nor of limits/: the [alerts] table (read
+by the supervisor and by the HTTP service) and the [periodic] tables (schedule.py, core) are
+checked with these too, and so are the task options (options.py), fair queues and limits;
+none may reach up into the room of another for them.
 """
 
 from __future__ import annotations
 
+import inspect
 import re
+import string
+from dataclasses import dataclass
 from typing import Any
 
 from .errors import ConfigError
@@ -26,7 +32,8 @@ def capped(seconds: float, cap: float = MAX_DELAY) -> float:
     return min(seconds, cap) if seconds > 0 else 0.0
 
 
-_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}  # of a rate's period; a duration's also ms
+_UNITS = {"ms": 0.001, **UNITS}
 _PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
 
 
@@ -77,3 +84,90 @@ def no_unknown_keys(table: dict[str, Any], known: tuple[str, ...], where: str) -
     unknown = sorted(set(table) - set(known))
     if unknown:
         raise ConfigError(f"unknown key {unknown[0]!r} in {where}: known keys are {', '.join(known)}")
+
+
+# what RATE reads with a count and a period above 0 (the HTTP models check text with it)
+POSITIVE_RATE = (r"^\s*0*[1-9][0-9]*\s*/\s*(?:[0-9]*[1-9][0-9]*(?:\.[0-9]+)?|0*\.[0-9]*[1-9][0-9]*)?"
+                 r"\s*[smhd]\s*$")
+RATE = re.compile(r"^\s*([0-9]+)\s*/\s*([0-9]*(?:\.[0-9]+)?)\s*(s|m|h|d)\s*$")
+
+
+@dataclass(frozen=True)
+class Rate:
+    """`count` runs per `period` seconds, as "100/m", "10/s", "5/30s", "1000/h", "1/d"."""
+
+    count: int
+    period: float
+    text: str
+
+    @property
+    def interval(self) -> float:
+        return self.period / self.count
+
+    @classmethod
+    def parse(cls, text: Any, name: str = "rate") -> Rate:
+        match = RATE.match(text) if isinstance(text, str) else None
+        if match is None:
+            raise ValueError(f'{name} must look like "100/m" (runs per s, m, h or d), got {text!r:.60}')
+        count, times, unit = int(match[1]), float(match[2] or 1), UNITS[match[3]]
+        if count < 1 or times <= 0:
+            raise ValueError(f"{name} needs at least one run per a period longer than 0, got {text!r:.60}")
+        return cls(count, times * unit, text.strip())
+
+
+def rate_option(value: Any, name: str = "rate") -> Rate:
+    return value if isinstance(value, Rate) else Rate.parse(value, name)
+
+
+def slots(value: Any, name: str = "concurrency") -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 10_000:
+        raise ValueError(f"{name} must be a whole number from 1 to 10000, got {value!r:.60}")
+    return value
+
+
+# Key templates: text with {argument} fields named after a task's parameters, filled from one
+# call's arguments (rate_key, concurrency_key, a task's fair_key, a fair queue's key).
+
+
+def key_template(value: Any, name: str = "rate_key") -> str:
+    """A key template checked: 1-200 characters, each {field} a plain argument name."""
+    if not isinstance(value, str) or not 1 <= len(value) <= 200:
+        raise ValueError(f"{name} must be text of 1-200 characters, got {value!r:.60}")
+    for _, field, spec, conversion in string.Formatter().parse(value):
+        if field is not None and (not field.isidentifier() or spec or conversion):
+            raise ValueError(f"{name} fields must be plain argument names like {{customer_id}}, got {{{field}}}")
+    return value
+
+
+def fields_of(template: str) -> list[str]:
+    return [field for _, field, _, _ in string.Formatter().parse(template) if field]
+
+
+def could_fill(template: str, key: str) -> bool:
+    """Whether some call could fill `template` to make `key` (each {field} any text)."""
+    pattern = "".join(re.escape(text) + (".+" if field is not None else "")
+                      for text, field, _, _ in string.Formatter().parse(template))
+    return re.fullmatch(pattern, key, re.DOTALL) is not None
+
+
+def check_fields(name: str, template: str | None, task: str, signature: inspect.Signature) -> None:
+    """When a task is declared: every {field} of its key template must be one of its parameters."""
+    unknown = [f for f in fields_of(template) if f not in signature.parameters] if template else []
+    if unknown:
+        raise ValueError(f"{name} {template!r} names {unknown[0]!r}, which is not a parameter of {task}")
+
+
+def filled(template: str, signature: inspect.Signature, task: str, args: Any, kwargs: dict[str, Any],
+           what: str) -> str:
+    """A key template filled from one call's arguments (limit keys, fair keys); ValueError
+    (one sentence) when the call cannot fill it."""
+    try:
+        bound = signature.bind(*args, **kwargs)
+    except TypeError as exc:
+        raise ValueError(f"{what} {template!r} of {task}: the call does not fit the task ({exc})") from None
+    bound.apply_defaults()
+    return template.format_map({name: _text(value) for name, value in bound.arguments.items()})
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else repr(value)

@@ -615,13 +615,13 @@ class Records(ABC):
         (GCRA: one "theoretical arrival time" per key). Atomically: the turn is the later
         of the key's next free time and now, and the next free time moves `interval` past
         it. Returns (the turn, now), both by the store's clock: a turn in the future is
-        reserved for the caller (limits.py)."""
+        reserved for the caller (limits/rate.py)."""
 
     @abstractmethod
     def limit_hold(self, names: Sequence[str], held: Sequence[tuple[Job, float]]) -> None:
         """Note that each leased job of `held` snoozes until its time (store clock: the
         moment its outcome sets) for a limit each of `names` would change (a rate's turn,
-        a pause: limits/__init__.py), so that `limit_release` of one of them gives it
+        a pause: limits/limiter.py), so that `limit_release` of one of them gives it
         back. Notes whose time has come are dropped as new ones are written (a range of
         an index). One round trip (a script a queue on Redis, one SQL transaction)."""
 
@@ -635,7 +635,7 @@ class Records(ABC):
 
     @abstractmethod
     def slot_holders(self, scope: str) -> dict[str, int]:
-        """Who holds the slots of a concurrency limit (limits.py), "<job id>:<attempt>",
+        """Who holds the slots of a concurrency limit (limits/slots.py), "<job id>:<attempt>",
         each with the fence its slot was granted with, in holder order."""
 
     @abstractmethod

@@ -23,7 +23,7 @@ KINDS = {"queue": 0, "task": 1, "key": 2}
 
 def in_force(backend: Backend, declared: dict[str, dict[str, Any]], tasks: set[str]) -> list[dict[str, Any]]:
     """One row per limited name: queues, then tasks, then keys. `declared`: task -> its
-    declared limits (Limited.to_dict() and its queue); `tasks`: other task names known."""
+    declared limits (registry.Limited.to_dict() and its queue); `tasks`: other task names known."""
     set_now = LimitsAdmin(lambda: backend).list()
     rows: list[dict[str, Any]] = []
     for name in sorted(set(declared) | set(set_now)):

@@ -27,8 +27,7 @@ import orjson
 
 from ..backends.guard import StoreGuard
 from ..errors import ConfigError
-from ..values import MAX_PAUSE
-from .values import Rate, rate_option, slots
+from ..values import MAX_PAUSE, Rate, rate_option, slots
 
 if TYPE_CHECKING:
     from ..backends.base import Backend

@@ -22,10 +22,9 @@ from msgspec import UNSET, Meta, Struct, UnsetType
 from ...flows.schedule import NAME_PATTERN as SCHEDULE_NAME_PATTERN
 from ...flows.timing import MAX_CRON, MAX_ZONE
 from ...job import JobState
-from ...limits.values import POSITIVE_RATE
 from ...observe.history import MAX_MINUTES as MAX_HISTORY_MINUTES
 from ...options import HTTP_OPTIONS, MAX_REMARK, PATTERN_WORDS, Option
-from ...values import MAX_PAUSE
+from ...values import MAX_PAUSE, POSITIVE_RATE
 from ..http.auth import SCOPES
 from ..http.config import ServerConfig
 from ..http.fields import matching
