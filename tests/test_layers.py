@@ -233,10 +233,11 @@ MUTABLE_CALLS = {"dict", "list", "set", "defaultdict", "OrderedDict", "deque",
                  "WeakValueDictionary", "WeakKeyDictionary", "WeakSet"}
 
 
-def test_no_module_keeps_apps_or_waiters():
-    """No process-global registry: no module-level container of Apps, of their owners or
-    of waiters (a job knows the App that returned it; a call, its task's). Caught before:
-    job.WAITERS, results._owners and results._last."""
+def test_no_module_keeps_apps_stores_or_waiters():
+    """No process-global registry: no module-level container of Apps, of their owners, of
+    waiters (a job knows the App that returned it; a call, its task's) or of the stores a
+    process uses (who calls out for a store holds its net.policy.ForStore). Caught before:
+    job.WAITERS, results._owners, results._last and net.policy._stores."""
     found = []
     for module, path in module_names().items():
         for node in ast.parse(path.read_text()).body:
@@ -251,9 +252,9 @@ def test_no_module_keeps_apps_or_waiters():
                 said = f"{ast.unparse(node.target)}: {ast.unparse(node.annotation)}"
             else:
                 said = ", ".join(ast.unparse(target) for target in node.targets)
-            if re.search(r"(?i)\bapps?\b|runtime|wait|owner|origin", said):
+            if re.search(r"(?i)\bapps?\b|runtime|wait|owner|origin|stores\b|store_?urls?\b|endpoints", said):
                 found.append(f"{module}: {said}")
-    assert not found, "module-level state that ties jobs to Apps:\n  " + "\n  ".join(found)
+    assert not found, "module-level state that ties jobs to Apps or keeps stores:\n  " + "\n  ".join(found)
 
 
 def test_no_module_hooks_the_import_system():

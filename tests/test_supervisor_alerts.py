@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from urllib.parse import urlsplit
 
 import pytest
@@ -15,13 +16,14 @@ from deferq.supervisor.alerts import AlertConfig, Alerter
 from tests.alert_receivers import banner_listener, free_port, smtp_inbox, webhook_inbox  # noqa: F401 - fixtures
 
 
-def make_alerter(smtp: str | None, webhook: str | None, **extra: object) -> Alerter:
+def make_alerter(smtp: str | None, webhook: str | None,
+                 policy: Callable[[], netpolicy.Policy] = netpolicy.Policy.from_env, **extra: object) -> Alerter:
     table: dict[str, object] = dict(extra)
     if smtp:
         table["email"] = {"smtp": smtp, "from": "deferq@localhost", "to": ["ops@localhost"]}
     if webhook:
         table["webhook"] = webhook
-    return Alerter(AlertConfig.from_dict(table), source="test-master")
+    return Alerter(AlertConfig.from_dict(table), source="test-master", policy=policy)
 
 
 def test_alert_reaches_smtp_and_webhook(smtp_inbox, webhook_inbox):  # noqa: F811
@@ -229,7 +231,7 @@ def test_alerts_are_never_sent_into_the_store(monkeypatch, redis_url):
     loopback address, even when the policy allows loopback."""
     monkeypatch.setenv(POLICY_ENV, '{"allow_networks": ["loopback"]}')
     port = urlsplit(redis_url).port or 6379
-    netpolicy.note_store(redis_url)
+    network = netpolicy.ForStore(redis_url)
     for host in ("127.0.0.1", "[::1]", "localhost"):
-        said = statuses(make_alerter(f"{host}:{port}", f"http://{host}:{port}/"))
+        said = statuses(make_alerter(f"{host}:{port}", f"http://{host}:{port}/", network))
         assert all(f"deferq's own store (port {port})" in s for s in said.values()), said

@@ -28,7 +28,7 @@ A server checks a topic's URL when it is PUT, when the URL holds a literal addre
 host name resolves to, then connects to an address it checked (never resolving twice),
 so a name that changes its answer between the check and the connection (DNS rebinding)
 still cannot reach a refused address. `connect` does that for plain sockets (SMTP);
-deferq.guarded does it for httpx.
+net/guarded.py does it for httpx.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ import ipaddress
 import os
 import re
 import socket
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -344,21 +344,20 @@ def store_endpoints(url: str) -> frozenset[tuple[Address, int]]:
     return frozenset(endpoints)
 
 
-_stores: dict[str, frozenset[tuple[Address, int]]] = {}
+class ForStore:
+    """The policy for calls made on behalf of the store at `url` (a URL, or what returns it
+    once the store's URL is final): the environment's, read at each call, that refuses the
+    store's own endpoints too, resolved at the first call. Whatever calls out for a store
+    (its server's topic checks, its deliveries, its alerts) holds one."""
 
+    def __init__(self, url: str | Callable[[], str]) -> None:
+        self._url = url
+        self._stores: frozenset[tuple[Address, int]] | None = None
 
-def note_store(url: str) -> None:
-    """Remember a store this process uses, so topics may not name it (servers call this
-    through delivery.install)."""
-    if url not in _stores:
-        _stores[url] = store_endpoints(url)
-
-
-def current() -> Policy:
-    """The policy of this process: the environment's, with every store noted so far."""
-    return Policy.from_env(frozenset().union(*_stores.values()))
-
-
+    def __call__(self) -> Policy:
+        if self._stores is None:  # two threads may both resolve it: the same answer
+            self._stores = store_endpoints(self._url if isinstance(self._url, str) else self._url())
+        return Policy.from_env(self._stores)
 
 
 # -- connecting -----------------------------------------------------------------------------

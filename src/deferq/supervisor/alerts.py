@@ -11,7 +11,7 @@ topics are three alerts, a store that keeps failing is one. Those held back mean
 are logged as suppressed, counted, and reported with the next one of that kind and subject.
 
 Webhooks and SMTP servers are reached only where the network policy allows
-(netpolicy.py, the one that judges topic callbacks): an admin who may save alert
+(net/policy.py, the one that judges topic callbacks): an admin who may save alert
 settings cannot make deferq connect to loopback, the metadata service or the store.
 A failed delivery is told in deferq's own words (`failure`), never with what the
 other side sent.
@@ -30,6 +30,7 @@ import smtplib
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from email.message import EmailMessage
 from typing import Any
@@ -179,13 +180,13 @@ class Alerter:
     """Sends alerts from one background thread; `send` returns at once."""
 
     def __init__(self, config: AlertConfig, *, source: str | None = None,
-                 policy: netpolicy.Policy | None = None) -> None:
+                 policy: Callable[[], netpolicy.Policy] = netpolicy.Policy.from_env) -> None:
         self.config = config
         self.source = source or socket.gethostname()
-        # None: this process's policy at each delivery (with the stores it noted by then)
-        self.policy = policy
+        # read at each delivery: netpolicy.ForStore(url) also keeps alerts out of that store
+        self._policy = policy
         if config.enabled:
-            netpolicy.current()  # a malformed DEFERQ_CALLBACK_POLICY is said now
+            netpolicy.Policy.from_env()  # a malformed DEFERQ_CALLBACK_POLICY is said now
         self._queue: queue.SimpleQueue[_Alert | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._last_sent: dict[tuple[str, str], float] = {}  # (kind, subject) -> monotonic time
@@ -295,9 +296,6 @@ class Alerter:
                     if attempt == DELIVERY_TRIES or self._closing.wait(attempt * 0.5):
                         log.error("alert %s not delivered by %s: %s", alert.kind, name, failure(exc))
                         break
-
-    def _policy(self) -> netpolicy.Policy:
-        return self.policy or netpolicy.current()
 
     def _send_email(self, alert: _Alert) -> None:
         target = self.config.email

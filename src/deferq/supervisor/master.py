@@ -91,8 +91,8 @@ class Master:
         self.metrics_dir: str | None = None  # made by run() when the config has metrics_port
         if config.metrics_port is not None:
             require("prometheus_client", needed_by="metrics_port")
-        netpolicy.note_store(self.app.url)  # alerts may not be sent into the store
-        self.alerter = Alerter(config.alerts, source=f"deferq master {self.id}")
+        self.network = netpolicy.ForStore(self.app.url)  # alerts may not be sent into the store
+        self.alerter = Alerter(config.alerts, source=f"deferq master {self.id}", policy=self.network)
         self.health = StoreHealth(lambda: self.alerter, self.app.url)
         self.monitor = Monitor(self.app.backend, self.health, lambda: self.alerter)
         self.maintenance = Maintenance(self.app, self.health)
@@ -242,7 +242,7 @@ class Master:
 
     def _use_alerts(self, config: AlertConfig) -> None:
         self.alerter.close(timeout=1.0)
-        self.alerter = Alerter(config, source=f"deferq master {self.id}")
+        self.alerter = Alerter(config, source=f"deferq master {self.id}", policy=self.network)
 
     def _shutdown(self) -> None:
         children = [c for p in self.pools.values() for c in p.children]

@@ -470,7 +470,7 @@ async def put_topic(request: Request) -> JSON:
     topics_module.check_name(name)
     data = await read_json(request)
     previous = await service.store(topics_module.load, service.backend, name)
-    topic = topics_module.Topic.from_request(name, data, previous)
+    topic = topics_module.Topic.from_request(name, data, previous, service.network())
     await service.store(topics_module.save, service.backend, topic)
     service.forget_topic(name)
     return JSON(topic.to_dict(), 200 if previous else 201)

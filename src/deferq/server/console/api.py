@@ -17,6 +17,7 @@ import re
 import socket
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +31,7 @@ from ...errors import ConfigError
 from ...flows.timing import Timing
 from ...job import ALL_STATES, Job, JobState
 from ...limits.in_force import in_force
+from ...net.policy import Policy
 from ...supervisor.alerts import AlertConfig, Alerter
 from ...supervisor.status import _decoded, running_masters, worker_view
 from ...worker import orders
@@ -376,10 +378,10 @@ async def preview_backoff(request: Request) -> JSON:
 # -- alerts ----------------------------------------------------------------------------------
 
 
-async def _send_test_alert(config: AlertConfig) -> dict[str, Any]:
+async def _send_test_alert(config: AlertConfig, policy: Callable[[], Policy]) -> dict[str, Any]:
     """One alert to each target at once, each tried once; a status for each, in deferq's
     words (never what the other side answered: see alerts.failure)."""
-    alerter = Alerter(config, source=f"deferq serve on {socket.gethostname()}")
+    alerter = Alerter(config, source=f"deferq serve on {socket.gethostname()}", policy=policy)
     details = {"note": "sent on request, to check where alerts go"}
 
     async def status(target: str) -> str:
@@ -409,7 +411,7 @@ async def test_alert(request: Request) -> JSON:
     if not config.enabled:
         return JSON({"sent": False, "targets": [],
                      "message": "no alert target is set: save an e-mail or webhook target first"})
-    return JSON(await _send_test_alert(config))
+    return JSON(await _send_test_alert(config, service.network))
 
 
 # -- routing and the OpenAPI document ------------------------------------------------------------

@@ -18,6 +18,7 @@ import orjson
 
 from ...backends import Backend
 from ...errors import ConfigError
+from ...net.policy import Policy
 from ...supervisor.alerts import ALERTS_KEY, SETTINGS_NAMESPACE, AlertConfig, Alerter, saved_alerts
 from .errors import Invalid
 
@@ -56,8 +57,10 @@ def save_alerts(backend: Backend, data: dict[str, Any]) -> None:
 class AlerterSource:
     """An Alerter built from the current settings, rebuilt when they change."""
 
-    def __init__(self, backend: Callable[[], Backend], refresh: float = REFRESH_SECONDS) -> None:
+    def __init__(self, backend: Callable[[], Backend], policy: Callable[[], Policy] = Policy.from_env,
+                 refresh: float = REFRESH_SECONDS) -> None:
         self.backend = backend  # called when needed: the store may be chosen after import
+        self.policy = policy  # the network policy of its alerts (net/policy.py ForStore)
         self.refresh = refresh
         self._lock = threading.Lock()
         self._settings: Any = object()  # never equal to real settings: build on first use
@@ -72,7 +75,7 @@ class AlerterSource:
                 if settings != self._settings or self._alerter is None:
                     if self._alerter is not None:
                         self._alerter.close(timeout=1.0)
-                    self._alerter = Alerter(AlertConfig.from_dict(settings))
+                    self._alerter = Alerter(AlertConfig.from_dict(settings), policy=self.policy)
                     self._settings = settings
             return self._alerter
 

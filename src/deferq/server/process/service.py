@@ -23,6 +23,7 @@ from ...errors import ConfigError, MissingExtra, PayloadError
 from ...flows.firing import Firer
 from ...flows.schedules import Schedules
 from ...job import UNFINISHED_STATES, Job
+from ...net import policy as netpolicy
 from ...task import Task
 from ..http import auth, logfiles
 from ..http.cache import Cached
@@ -166,6 +167,7 @@ class Service:
             app = load_app(config.app_path, config.url)
         self.app = app
         delivery.install(app)  # so jobs of topics get the delivery task's defaults
+        self.network = netpolicy.ForStore(lambda: self.app.url)  # topics and alerts may not name the store
         self.tokens: Cached[str | None] = Cached(auth.CACHE_SECONDS)
         self.topics: Cached[topics_module.Topic | None] = Cached(topics_module.CACHE_SECONDS)
         self._topic_tasks: dict[str, tuple[topics_module.Topic, Task[..., Any]]] = {}

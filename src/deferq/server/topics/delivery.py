@@ -8,7 +8,7 @@ A worker gets the task in one of two ways:
 
 One attempt POSTs (or the topic's method) the job's body to the topic's URL, signed,
 with a timeout of the topic's ttr, to an address the network policy allows
-(netpolicy.py). An exception, a timeout, a refused address, a non-2xx status, an empty
+(net/policy.py). An exception, a timeout, a refused address, a non-2xx status, an empty
 answer or a true retry condition fails the attempt: it is retried after the topic's
 backoff until the topic's max_attempts are used up; then the job is dead and an alert
 is sent (settings.py says where). Every attempt is one line of the delivery log.
@@ -133,8 +133,9 @@ def _parsed(answer: bytes, charset: str | None) -> Any:
 class Deliverer:
     """The task body, with the per-process state it needs (HTTP clients, topic cache)."""
 
-    def __init__(self, app: App) -> None:
+    def __init__(self, app: App, network: netpolicy.ForStore) -> None:
         self.app = app
+        self.network = network
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = (
             weakref.WeakKeyDictionary()
         )
@@ -147,8 +148,7 @@ class Deliverer:
         client = self._clients.get(loop)
         if client is None:
             if self.policy is None:  # the store's URL is final by the first delivery
-                stores = await asyncio.to_thread(netpolicy.store_endpoints, self.app.url)
-                self.policy = netpolicy.Policy.from_env(stores)
+                self.policy = await asyncio.to_thread(self.network)
             # trust_env=False: deliver straight to the receiver, never via an environment
             # proxy; the transport connects only to addresses the policy allows
             client = httpx.AsyncClient(transport=guarded.GuardedTransport(self.policy),
@@ -266,14 +266,14 @@ def topic_call(task: Task[..., Any], topic: str, body: Any, options: dict[str, A
 
 def install(app: App, alerts: AlerterSource | None = None) -> None:
     """Register the delivery task and the dead-letter alert on `app` (once)."""
-    netpolicy.note_store(app.url)  # topics may not name this store (checked at PUT)
     if TASK_NAME in app.tasks:
         return
-    netpolicy.current()  # a malformed DEFERQ_CALLBACK_POLICY stops the process here
+    netpolicy.Policy.from_env()  # a malformed DEFERQ_CALLBACK_POLICY stops the process here
     destination = os.environ.get(DELIVERY_LOG_ENV)
     if destination:
         logfiles.route(logfiles.DELIVERY_LOG, destination)
-    deliverer = Deliverer(app)
+    network = netpolicy.ForStore(lambda: app.url)  # neither callbacks nor alerts go into the store
+    deliverer = Deliverer(app, network)
 
     async def deliver(topic: str, body: Any = None, ttr: float | None = None) -> dict[str, Any]:
         return await deliverer(topic, body, ttr)
@@ -281,7 +281,7 @@ def install(app: App, alerts: AlerterSource | None = None) -> None:
     app.task(deliver, name=TASK_NAME, queue=topics_module.DEFAULT_QUEUE,
              max_attempts=topics_module.DEFAULT_MAX_ATTEMPTS,
              timeout=topics_module.DEFAULT_TTR + TIMEOUT_MARGIN)
-    source = alerts or AlerterSource(lambda: app.backend)
+    source = alerts or AlerterSource(lambda: app.backend, network)
 
     @app.on("dead")
     def alert_dead_delivery(job: Job, exc: BaseException | None) -> None:

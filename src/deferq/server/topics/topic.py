@@ -144,12 +144,13 @@ class Topic:
                      policy: netpolicy.Policy | None = None) -> Topic:
         """Validate a PUT body. Without a signing_secret the previous one is kept (or one
         is made), so re-saving a topic never breaks its receivers' verification. The URL
-        is checked against `policy` (default: this process's network policy)."""
+        is checked against `policy` (default: the environment's network policy; a server
+        passes its own, which also refuses its store)."""
         check_name(name)
         if isinstance(data, dict) and data.get("url") is None:
             raise Invalid("a topic needs a url (the callback to deliver jobs to)")
         request = fields.parse(TopicRequest, data, "a topic", _explain)
-        check_url(request.url, policy or netpolicy.current())
+        check_url(request.url, policy)
         if request.retry_condition is not None:
             try:
                 Condition(request.retry_condition)
@@ -221,7 +222,7 @@ def check_url(url: str, policy: netpolicy.Policy | None = None) -> None:
         port = 0
     if port == 0:
         raise Invalid(f"url {url!r:.120} names a port that is not a number from 1 to 65535")
-    refused = (policy or netpolicy.current()).url_refusal(url)
+    refused = (policy or netpolicy.Policy.from_env()).url_refusal(url)
     if refused is not None:
         raise Invalid(f"url {url!r:.120} is refused by the network policy: {refused}")
 
