@@ -278,3 +278,16 @@ def test_no_module_hooks_the_import_system():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
+
+
+def test_the_consumer_knows_no_feature():
+    """The worker and deferq.testing run a job through the middleware chain alone: durable
+    steps (steps/) and workflow inputs (flows/) are plug-ins the App installs, so neither
+    the worker nor eager mode imports them (each would otherwise keep its own copy of
+    their wiring)."""
+    graph, _ = import_graph()
+    consumers = [m for m in graph if m == "deferq.testing" or m.startswith("deferq.worker")]
+    found = sorted(f"{module} imports {target}" for module in consumers for target in graph[module]
+                   if room_of(target) in ("deferq.steps", "deferq.flows")
+                   and target != "deferq.flows.firing")  # schedule firing: a service beside the worker
+    assert not found, "the consumer reaches a feature beside the chain:\n  " + "\n  ".join(found)

@@ -152,6 +152,84 @@ def test_eager_mode_runs_middleware_too():
     ]
 
 
+class Batches(deferq.Middleware):
+    """The consumer's batch hooks: a claimed job's arguments replaced, settled batches noted."""
+
+    def __init__(self, seen: list[object]) -> None:
+        self.seen = seen
+
+    def after_claim(self, jobs):
+        self.seen.append(("claimed", [j.task for j in jobs]))
+        return [j.evolve(args=(j.args[0] * 10,)) if j.task == "double" else j for j in jobs]
+
+    def after_settle_many(self, settled):
+        self.seen.append(("settled", [(o.job.task, o.kind) for o, _ in settled]))
+
+
+class OnlyMarked(Batches):
+    """The same hooks, which concern only jobs of the task `marked`: skipped for the others."""
+
+    claims = staticmethod(lambda job: job.task == "marked")
+    settles = staticmethod(lambda outcome: outcome.job.task == "marked")
+
+
+class Dormant(deferq.Middleware):
+    """Idle until told otherwise: none of its hooks runs."""
+
+    idle = True
+
+    def __init__(self, seen: list[object]) -> None:
+        self.seen = seen
+
+    def before_run(self, job):
+        self.seen.append(("dormant ran", job.task))
+
+
+def consumer_app(kind: str, app: deferq.App | None) -> deferq.App:
+    return deferq.App("memory://", eager=True) if kind == "eager" else app  # type: ignore[return-value]
+
+
+@pytest.mark.parametrize("store_url", ["memory", "sqlite"], indirect=True)
+@pytest.mark.parametrize("kind", ["worker", "eager"])
+def test_the_consumer_batch_hooks_run_in_a_worker_and_in_eager_mode_alike(app, kind):
+    app = consumer_app(kind, app)
+    seen: list[object] = []
+    filtered: list[object] = []
+    app.add_middleware(Batches(seen))
+    app.add_middleware(OnlyMarked(filtered))
+    dormant = Dormant(seen)
+    app.add_middleware(dormant)
+
+    @app.task()
+    def double(n):
+        return n
+
+    @app.task()
+    def plain():
+        return None
+
+    first = double.enqueue(4)
+    plain.enqueue()
+    if kind == "worker":
+        run_burst(app)
+    assert app.get(first.id).result == 40  # the task saw the job as after_claim gave it
+    assert ("claimed", ["double"]) in seen and ("settled", [("double", OutcomeKind.SUCCEEDED)]) in seen
+    assert filtered == []  # no marked job: the filtered hooks never ran
+    assert not [s for s in seen if s[0] == "dormant ran"]
+
+    @app.task()
+    def marked():
+        return None
+
+    dormant.idle = False
+    app.registry.chain.changed()
+    marked.enqueue()
+    if kind == "worker":
+        run_burst(app)
+    assert filtered == [("claimed", ["marked"]), ("settled", [("marked", OutcomeKind.SUCCEEDED)])]
+    assert ("dormant ran", "marked") in seen
+
+
 def test_middleware_must_subclass_middleware():
     with pytest.raises(TypeError, match="deferq.Middleware"):
         deferq.App("memory://").add_middleware(object())  # type: ignore[arg-type]

@@ -19,7 +19,7 @@ from .backends.search import SCHEDULED_KINDS, JobPage, JobQuery, find_scheduled
 from .backends.urls import check_options
 from .errors import ConfigError
 from .flows import batch as batches
-from .flows.chains import with_inputs
+from .flows.chains import Inputs, with_inputs
 from .job import Job, JobState, Origin, held, new_job_ids
 from .limits import FairQueue, Limits
 from .limits.runtime import LimitsAdmin
@@ -38,6 +38,7 @@ from .options import (
     remark_text,
 )
 from .registry import EVENTS, Registry
+from .steps import Steps
 from .steps import events as step_events
 from .task import AFTER, Call, FairKeys, Hook, Task, build_enqueue, enqueue_builder
 
@@ -128,7 +129,8 @@ class App:
         self._history = History(lambda: self.backend, self.lease)
         self._limiter = Limits(self.registry.limits, lambda: self.backend)
         for middleware in (batches.BatchJoin(), self._history, JobLog(), Attempts(lambda: self.backend),
-                           self._limiter):
+                           self._limiter, Steps(lambda: self.backend, self.lease, self.result_ttl),
+                           Inputs(lambda: self.backend)):
             self.registry.add_middleware(middleware)
         # limits set, changed and cleared at run time, kept in the store (limits/runtime.py)
         self.limits = LimitsAdmin(lambda: self.backend)

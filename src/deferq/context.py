@@ -4,7 +4,7 @@ A context variable, so each runner thread and each asyncio task sees its own job
 What it holds is a `RunningJob`: the Job's attributes (id, attempts, args, ...), and
 what a task may say to or hear from its worker while it runs: `progress(...)`,
 `cancel_requested`, its concurrency slot's `slot_fence` and `holds_slot()`, and its
-durable steps (`step`, `sleep`, `wait_for`: flows/steps.py keeps them in the store).
+durable steps (`step`, `sleep`, `wait_for`: steps/checkpoints.py keeps them in the store).
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ class StepRetry:
 
 
 class Checkpoints(Protocol):
-    """A running job's durable steps, kept in the store (flows.steps.JobSteps)."""
+    """A running job's durable steps, kept in the store (steps.checkpoints.JobSteps)."""
 
     def start(self, name: str, fn: Callable[..., Any]) -> dict[str, Any] | None: ...
 

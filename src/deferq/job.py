@@ -372,6 +372,11 @@ def carried(job: Job, take: bool = False) -> dict[str, bytes] | None:
     return found
 
 
+def uncarried(job: Job) -> bool:
+    """A claimed job whose claim did not bring its checkpoints (steps.Steps reads them)."""
+    return getattr(job, "_checkpoints", None) is None
+
+
 RECORD = {f.name: f.metadata["deferq"] for f in fields(Job)}  # field -> Stored
 COLUMNS = tuple(dict.fromkeys(spec.column for spec in RECORD.values()))  # in field order, each once
 NEW_FIELDS = tuple(name for name, spec in RECORD.items() if spec.new)  # fresh_job's parameters

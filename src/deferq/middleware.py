@@ -12,13 +12,32 @@ tracing and rate limits are plug-ins of this kind; so are `app.on(...)` and a ta
 - `after_store(items, jobs)`: right after the store call, before any `after_enqueue`,
   with the items as stored and the jobs the store answered, pair by pair (a unique key
   may answer the job that already held it: `backend.is_new(item, job)` tells).
+- `after_claim(jobs)`: in the consumer (a worker, `deferq.testing`), right after the
+  store leased `jobs`, before any of them runs; returns the jobs as their tasks will see
+  them (the same number, in the same order): a plug-in fills in what the record alone
+  does not hold, such as a workflow step's inputs or a durable job's checkpoints.
 - `before_run(job)`: in the thread (or event loop) that runs the task, just before it.
   Raising `deferq.Retry` puts the job back without running it (the attempt counted),
   `deferq.Snooze(delay)` puts it back for `delay` seconds with the attempt not counted
   (how a limit says "not yet"); any other exception is logged and ignored.
 - `after_run(job, outcome, exc)`: right after the task, same thread, before settling.
+- `after_settle_many(settled)`: after the store recorded a batch of outcomes, once per
+  batch (one store call for the batch, where a plug-in needs one), with the
+  `(outcome, exc)` pairs that applied; before their `after_settle` hooks.
 - `after_settle(job, outcome, exc)`: after the store recorded the outcome (only when it
   applied: a job whose lease was lost is not reported); `job` shows the new state.
+- `steps_for(job)`: not a hook but a service: the durable steps of a running job (a
+  `context.Checkpoints`), made when its task first reaches `current_job().step(...)`,
+  a sleep or a wait. deferq's own `steps.Steps` provides it; the last one added wins.
+
+A plug-in for a feature few jobs use need not cost the others anything:
+- `claims(job)` / `settles(outcome)`: tests of the record (no store call, best a C
+  function such as `operator.attrgetter`) that say which jobs a plug-in's
+  `after_claim` / `after_settle_many` concerns. When set, the chain calls the hook only
+  for a batch where one passes (the hook still gets the whole batch).
+- `idle` (a property or attribute): True while the plug-in has nothing to do for any
+  job; the chain then skips all its hooks. A plug-in whose answer changes (a limit set
+  at run time) calls `chain.changed()` to have the chain look again.
 
 After-hooks run in reverse order of registration, like unwinding a stack. A failing hook
 is logged and isolated: it never fails the job or stops the other hooks (the enqueue
@@ -28,7 +47,10 @@ cost nothing: `Chain` keeps only the overridden ones.
 The App installs its own first, so they run before every other before-hook and after
 every other after-hook: batch joining (flows/batch.BatchJoin), the per-minute history
 (observe/history.History), the per-job log line (observe/logs.JobLog), the attempts of
-jobs that failed (observe/attempts.Attempts) and run-time limits (limits/limiter.py Limits).
+jobs that failed (observe/attempts.Attempts), run-time limits (limits/limiter.py Limits), durable
+steps (steps.Steps) and a workflow step's inputs (flows/chains.Inputs). So the worker
+and `deferq.testing` know none of these features: they call the chain, the same
+sequence for both (`claimed`, the runner's `run_sync` / `run_async`, `settled`).
 """
 
 from __future__ import annotations
@@ -38,6 +60,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .backends.base import Outcome, OutcomeKind
+from .context import Checkpoints, JobControl, Reporter
 from .errors import Retry, Snooze
 from .job import Job, JobState
 
@@ -46,7 +69,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("deferq.middleware")
 
-HOOKS = ("before_enqueue", "after_store", "after_enqueue", "before_run", "after_run", "after_settle")
+HOOKS = ("before_enqueue", "after_store", "after_enqueue", "after_claim", "before_run", "after_run",
+         "after_settle_many", "after_settle")
+Settled = tuple[Outcome, "BaseException | None"]  # an outcome the store recorded, and the run's exception
 
 
 class Middleware:
@@ -55,6 +80,14 @@ class Middleware:
     # False: this middleware's after_settle reads only the outcome, never `job`, so the
     # chain need not build the settled job for it (a copy of the job per settled attempt)
     needs_settled_job = True
+    # The jobs its after_claim concerns, the outcomes its after_settle_many concerns (a test
+    # of the record, no store call): the chain calls the hook only for a batch where one
+    # passes. None: every batch.
+    claims: Callable[[Job], Any] | None = None
+    settles: Callable[[Outcome], Any] | None = None
+    # True while it has nothing to do for any job: the chain skips its hooks (the after_run
+    # of a run that raised excepted); one whose answer changes calls `chain.changed()`.
+    idle = False
 
     def before_enqueue(self, items: list[Enqueue]) -> list[Enqueue]:
         return items
@@ -65,40 +98,78 @@ class Middleware:
     def after_enqueue(self, jobs: list[Job]) -> list[Job]:
         return jobs
 
+    def after_claim(self, jobs: list[Job]) -> list[Job]:
+        return jobs
+
     def before_run(self, job: Job) -> None:
         pass
 
     def after_run(self, job: Job, outcome: Outcome, exc: BaseException | None) -> None:
         pass
 
+    def after_settle_many(self, settled: list[Settled]) -> None:
+        pass
+
     def after_settle(self, job: Job, outcome: Outcome, exc: BaseException | None) -> None:
         pass
 
+    def steps_for(self, job: Job) -> Checkpoints:
+        """The durable steps of a running job (steps.Steps provides them)."""
+        raise NotImplementedError
+
 
 class Chain:
-    """The registered middleware, as one list per hook of the methods really overridden."""
+    """The registered middleware, as one list per hook of the methods really overridden
+    (of the plug-ins not idle: `changed` builds them again)."""
 
     def __init__(self) -> None:
         self.middleware: list[Middleware] = []
         self.before_enqueue: list[Callable[[list[Enqueue]], list[Enqueue]]] = []
         self.after_store: list[Callable[[list[Enqueue], list[Job]], None]] = []
         self.after_enqueue: list[Callable[[list[Job]], list[Job]]] = []
+        self.after_claim: list[tuple[Callable[[list[Job]], list[Job]], Callable[[Job], Any] | None]] = []
         self.before_run: list[Callable[[Job], None]] = []
         self.after_run: list[Callable[[Job, Outcome, BaseException | None], None]] = []
+        self.after_raised: list[Callable[[Job, Outcome, BaseException | None], None]] = []  # idle ones too
+        self.after_settle_many: list[tuple[Callable[[list[Settled]], None], Callable[[Outcome], Any] | None]] = []
         self.after_settle: list[Callable[[Job, Outcome, BaseException | None], None]] = []
         self.settled_jobs = 0  # after_settle hooks that read the settled job (needs_settled_job)
+        self.steps_for: Callable[[Job], Checkpoints] | None = None  # the durable steps' maker, if any
 
     def add(self, middleware: Middleware) -> None:
         if not isinstance(middleware, Middleware):
             raise TypeError(f"middleware must subclass deferq.Middleware, got {middleware!r:.60}")
         self.middleware.append(middleware)
-        for hook in HOOKS:
-            if getattr(type(middleware), hook) is not getattr(Middleware, hook):
-                bound = getattr(middleware, hook)
-                methods: list[Any] = getattr(self, hook)
+        self.changed()
+
+    def changed(self) -> None:
+        """Build the hook lists again: a plug-in was added, or became idle or busy. Each
+        list is replaced whole, so a thread running hooks meanwhile finishes on the old one."""
+        lists: dict[str, list[Any]] = {hook: [] for hook in (*HOOKS, "after_raised")}
+        settled_jobs, steps_for = 0, None
+        for middleware in self.middleware:
+            kind = type(middleware)
+            if kind.steps_for is not Middleware.steps_for:
+                steps_for = middleware.steps_for
+            idle = middleware.idle
+            for hook in HOOKS:
+                if getattr(kind, hook) is getattr(Middleware, hook):
+                    continue
+                bound: Any = getattr(middleware, hook)
+                if hook == "after_claim":
+                    bound = (bound, middleware.claims)
+                elif hook == "after_settle_many":
+                    bound = (bound, middleware.settles)
                 # after-hooks unwind: the last registered runs first
-                methods.insert(0, bound) if hook.startswith("after_") else methods.append(bound)
-                self.settled_jobs += hook == "after_settle" and middleware.needs_settled_job
+                targets = [lists[hook]] if not idle else []
+                if hook == "after_run":
+                    targets.append(lists["after_raised"])
+                for methods in targets:
+                    methods.insert(0, bound) if hook.startswith("after_") else methods.append(bound)
+                settled_jobs += hook == "after_settle" and middleware.needs_settled_job and not idle
+        for hook, methods in lists.items():
+            setattr(self, hook, methods)
+        self.settled_jobs, self.steps_for = settled_jobs, steps_for
 
     # The producer's one sequence, sync and async: the before-hooks, the store, the
     # after-hooks. `store` is the store call (the App's, or the HTTP service's batcher).
@@ -124,6 +195,38 @@ class Chain:
             jobs = hook(jobs)
         return jobs
 
+    # The consumer's sequence, the same for a worker and deferq.testing: `claimed` as the
+    # store leased jobs, the runner (attempt/runner.py) around each run, `settled` once
+    # the store recorded a batch of outcomes.
+
+    def claimed(self, jobs: list[Job], report: Reporter | None = None
+                ) -> list[tuple[Job, JobControl]]:
+        """Leased jobs as their tasks will see them (the after_claim hooks), each with the
+        control its run reports progress through and makes its durable steps with."""
+        if not jobs:
+            return []
+        for hook, claims in self.after_claim:
+            if claims is None or any(map(claims, jobs)):
+                try:
+                    jobs = hook(jobs)
+                except Exception:  # noqa: BLE001 - a failing hook is isolated
+                    _failed(hook, jobs[0])
+        steps_for = self.steps_for
+        return [(job, JobControl(report, steps_for)) for job in jobs]
+
+    def settled(self, settled: list[Settled]) -> None:
+        """The store recorded these outcomes: the after_settle_many hooks once, then the
+        after_settle hooks of each."""
+        for many, settles in self.after_settle_many:
+            if settles is None or any(settles(outcome) for outcome, _ in settled):
+                try:
+                    many(settled)
+                except Exception:  # noqa: BLE001 - a failing hook is isolated
+                    _failed(many, settled[0][0].job)
+        if self.after_settle:
+            for outcome, exc in settled:
+                self.run_after_settle(outcome, exc)
+
     def run_before_run(self, job: Job) -> None:
         for hook in self.before_run:
             try:
@@ -133,6 +236,9 @@ class Chain:
             except Exception:  # noqa: BLE001 - a failing hook is isolated
                 _failed(hook, job)
 
+    def run_after_run(self, job: Job, outcome: Outcome, exc: BaseException | None) -> None:
+        self.run_after(self.after_run if exc is None else self.after_raised, job, outcome, exc)
+
     def run_after(self, hooks: Sequence[Callable[[Job, Outcome, BaseException | None], None]], job: Job,
                   outcome: Outcome, exc: BaseException | None) -> None:
         for hook in hooks:
@@ -140,7 +246,6 @@ class Chain:
                 hook(job, outcome, exc)
             except Exception:  # noqa: BLE001 - a failing hook is isolated
                 _failed(hook, job)
-
 
     def run_after_settle(self, outcome: Outcome, exc: BaseException | None) -> None:
         if self.after_settle:

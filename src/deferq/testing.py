@@ -21,7 +21,6 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
-from functools import partial
 from typing import Any
 
 from .attempt.progress import ProgressWriter
@@ -29,12 +28,10 @@ from .attempt.runner import run_async, run_sync
 from .backends import open_backend
 from .backends.base import Enqueue, Outcome, OutcomeKind
 from .backends.memory import MemoryBackend
-from .context import JobControl
 from .errors import ConfigError
 from .job import WAITING_STATES, Job, Priority, dumps, loads
 from .middleware import Middleware
 from .registry import Registry
-from .steps.checkpoints import JobSteps, expire_ended, wake_answered
 from .task import Runtime, Task
 
 WORKER = "eager"
@@ -66,14 +63,13 @@ class EagerRunner(Middleware):
 
 
 def run_here(app: Runtime[Registry], job: Job, retry_at_once: bool = False) -> Outcome:
-    """Run one leased job in this thread, as a worker does (a workflow step gets the
-    results before it), settle it and fire the after-settle hooks."""
-    job = app.with_inputs(job)
-    app.backend.with_checkpoints([job])  # as a worker takes it: its checkpoints come with it
+    """Run one leased job in this thread, as a worker does: the chain's hooks as it is
+    claimed (a workflow step gets the results before it), the runner, the settle and the
+    chain's settle hooks."""
     registry = app.registry
-    spec = registry.spec_for(job)
     progress = ProgressWriter(app.backend.record_progress)  # as in a worker: throttled
-    control = JobControl(progress.report, partial(JobSteps, app.backend, app.lease, app.result_ttl))
+    [(job, control)] = registry.chain.claimed([job], progress.report)
+    spec = registry.spec_for(job)
     if spec.is_async:
         outcome, exc = asyncio.run(run_async(spec, job, registry.chain, control))
     else:
@@ -84,9 +80,7 @@ def run_here(app: Runtime[Registry], job: Job, retry_at_once: bool = False) -> O
     if retry_at_once and outcome.kind == OutcomeKind.RETRY:
         outcome = Outcome(job, OutcomeKind.RETRY, delay=0.0, error=outcome.error)
     if app.backend.settle([outcome]) == [True]:
-        expire_ended(app.backend, [outcome])
-        wake_answered(app.backend, [(outcome, exc)])
-        registry.chain.run_after_settle(outcome, exc)
+        registry.chain.settled([(outcome, exc)])
     return outcome
 
 

@@ -55,7 +55,7 @@ def run_sync(
         outcome = stopped(job)
     if control is not None and control.checkpoints is not None:  # a durable job: its checkpoints may end too
         outcome = control.checkpoints.ended(outcome)
-    chain.run_after(chain.after_run, job, outcome, exc)
+    chain.run_after_run(job, outcome, exc)
     return outcome, exc
 
 
@@ -88,7 +88,7 @@ async def run_async(
         outcome = stopped(job)
     if control.checkpoints is not None:
         outcome = control.checkpoints.ended(outcome)
-    chain.run_after(chain.after_run, job, outcome, exc)
+    chain.run_after_run(job, outcome, exc)
     return outcome, exc
 
 

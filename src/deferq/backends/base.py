@@ -171,6 +171,12 @@ class Outcome:
 slot_init(Outcome)  # one per job a worker runs
 
 
+def with_steps(outcome: Outcome) -> bool:
+    """The outcome of a run that reached a durable checkpoint (they end with it) or left to
+    wait for an event: what steps.Steps looks at once it is settled."""
+    return outcome.steps_keep is not None or outcome.waits_for is not None
+
+
 class Heartbeat(set[str]):
     """What `heartbeat()` returns: the ids whose lease was lost, and in
     `cancel_requested` the ids (of leases that held) that someone asked to stop."""

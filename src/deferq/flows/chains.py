@@ -8,20 +8,23 @@ survives. The whole workflow is one `enqueue_many`: one transaction, all or noth
 
 Results travel by reference: a job that takes its parents' results names them in its
 meta (RESULTS_OF), and the worker reads them from the store just before it runs the job
-(`with_inputs`), as the first argument: one value after a job, a list after a group.
+(`Inputs`, a plug-in every App installs: `with_inputs`), as the first argument: one value
+after a job, a list after a group.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, overload
 
 from .. import results
 from ..backends.base import Enqueue, JobAdmin
 from ..errors import ConfigError, JobFailed
-from ..job import FINISHED_STATES, Job, JobState
+from ..job import FINISHED_STATES, Job, JobState, carried, carry
+from ..middleware import Middleware
 from ..task import CHILDREN, SHOWN_CHILDREN, Call, Runtime, build_enqueue, linked, with_meta
 from .batch import BATCH_OF, summary
 
@@ -249,3 +252,26 @@ def with_inputs(store: JobAdmin, job: Job) -> Job:
     values = [p.result if p is not None and p.state in FINISHED_STATES else None for p in found]
     first = values if job.meta.get(RESULTS_AS) == "list" else values[0]
     return job.evolve(args=(first, *job.args))
+
+
+class Inputs(Middleware):
+    """A claimed workflow step gets its parents' results, a batch callback its summary
+    (`with_inputs`), read from `store` (the App's); installed by every App. Only a job
+    with meta is looked at (`claims`): a plain job's batch never enters it."""
+
+    claims = attrgetter("meta")
+
+    def __init__(self, store: Callable[[], JobAdmin]) -> None:
+        self.store = store
+
+    def after_claim(self, jobs: list[Job]) -> list[Job]:
+        store = self.store()
+        return [self.filled(store, job) if job.meta else job for job in jobs]
+
+    @staticmethod
+    def filled(store: JobAdmin, job: Job) -> Job:
+        """`with_inputs`, the checkpoints its claim brought kept on the new job."""
+        found = with_inputs(store, job)
+        if found is not job and (checkpoints := carried(job)) is not None:
+            carry(found, checkpoints)
+        return found

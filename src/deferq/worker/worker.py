@@ -40,7 +40,6 @@ from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
@@ -52,12 +51,10 @@ from ..backends.base import Outcome, OutcomeKind
 from ..backends.guard import STORE_FAILURES, StoreGuard
 from ..context import JobControl, Slot
 from ..errors import DeferqError, JobTimeout, first_line
-from ..flows.chains import with_inputs
 from ..flows.firing import Firer
 from ..job import Job, JobState
 from ..observe.logs import lines_together
 from ..registry import TaskSpec
-from ..steps.checkpoints import JobSteps, expire_ended, wake_answered
 from . import orders
 from .memory import Trimmer
 from .priorities import PriorityRotation
@@ -174,8 +171,6 @@ class Worker:
         self._half = max(1, self.config.concurrency // 2)  # free slots the lease loop fills itself
         self.last_beat = time.monotonic()  # when a heartbeat last reached the store
         self.trimmer = Trimmer()  # gives freed memory back when the worker goes idle
-        # a running job's durable steps (steps/checkpoints.py), kept as long as results once it ends
-        self.steps_for = partial(JobSteps, self.backend, self.lease, self.result_ttl)
         # progress reports of running jobs, throttled, on a thread of their own (progress.py)
         self.progress = ProgressWriter(lambda jobs: self._store_call(self.backend.record_progress, jobs))
         fires = self.config.schedules and not (self.config.burst or self.config.once)
@@ -313,11 +308,9 @@ class Worker:
     def _accept(self, jobs: list[Job] | None, claimed: int) -> None:
         """Take leased jobs into the promised slots, give back the rest, and start them."""
         now = time.monotonic()
-        report = self.progress.report
-        jobs = [with_inputs(self.backend, job) if job.meta else job for job in jobs or ()]
-        self.backend.with_checkpoints(jobs)  # their durable steps' checkpoints: none read in their runs
-        steps = self.steps_for
-        started = [(self.registry.spec_for(job), job, JobControl(report, steps)) for job in jobs]
+        # the chain's after_claim hooks (a workflow step's inputs, durable checkpoints), each job's control
+        spec_for, taken = self.registry.spec_for, self.chain.claimed(jobs or [], self.progress.report)
+        started = [(spec_for(job), job, control) for job, control in taken]
         with self.lock:
             self.claimed -= claimed
             for spec, job, control in started:  # a free slot starts it now, else it waits (leased ahead)
@@ -550,19 +543,18 @@ class Worker:
         if applied is not None:
             self._measure(trip, ran)
         self._wake_for_free_slots()
-        # the checkpoints of durable jobs that ended here expire with their results: one call
-        expire_ended(self.backend, (o for o, ok in zip(outcomes, applied or (), strict=False) if ok))
-        wake_answered(self.backend, (ended for ended, ok in zip(batch, applied or (), strict=False) if ok))
-        with lines_together():  # the batch's job lines: one write
-            for (outcome, exc), ok in zip(batch, applied or [False] * len(batch), strict=True):
-                job = outcome.job
-                if not ok:
-                    log.warning("job %s (%s) finished after losing its lease (%s); outcome dropped",
-                                job.id, job.task, self._why_lost())
-                    continue
-                # the chain's after_settle hooks: the App's history and job log line among them
-                self.chain.run_after_settle(Outcome(job, outcome.kind, outcome.delay, outcome.error,
-                                                    outcome.result, ran.get(job.id, 0.0)), exc)
+        settled = []
+        for (o, exc), ok in zip(batch, applied or [False] * len(batch), strict=True):
+            if ok:  # as settled, with how long it ran
+                settled.append((Outcome(o.job, o.kind, o.delay, o.error, o.result, ran.get(o.job.id, 0.0),
+                                        o.waits_for, o.due, o.steps_keep), exc))
+            else:
+                log.warning("job %s (%s) finished after losing its lease (%s); outcome dropped",
+                            o.job.id, o.job.task, self._why_lost())
+        if settled:
+            with lines_together():  # the batch's job lines: one write
+                # the chain's settle hooks: durable steps' ends and wakes (a call a batch), history, log lines
+                self.chain.settled(settled)
 
     def _settle_and_reserve(self, outcomes: list[Outcome], claimed: int) -> tuple[list[bool], list[Job]]:
         """The batch's settle and the next leases in one call; a batch the store refuses
