@@ -8,17 +8,23 @@
   database or your project) says so on the line before it: `<!-- fragment: why -->`.
 - The generated command line reference (docs/hooks/reference.py) lists every command
   of `deferq --help`, and the HTTP reference every operation of the OpenAPI document.
+- Every file or module the pages, docstrings and comments point at (`steps/checkpoints.py`,
+  `observe/history.History`, `deferq.net.policy.ForStore`) is there: one that moves takes
+  its pointers along.
 """
 
 from __future__ import annotations
 
+import ast
 import importlib.util
+import io
 import json
 import os
 import re
 import subprocess
 import sys
 import textwrap
+import tokenize
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -278,3 +284,97 @@ def test_the_schedules_page_prints_what_it_says(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr[-3000:]
     printed = iter(done.stdout.splitlines())
     assert all(any(line == said for line in printed) for said in shown), (shown, done.stdout)
+
+
+# -- pointers to files and modules ------------------------------------------------------------
+
+# `server/topics/topic.py`, `tests/test_docs.py`, `policy.py` (a name unique enough to find)
+FILE_POINTER = re.compile(r"(?<![\w./-])((?:[\w-]+/)*[\w-]+\.py)\b")
+# `observe/history.History`: a module by its path, then a name in it
+PATH_AND_NAME = re.compile(r"(?<![\w./-])((?:\w+/)+\w+)\.(?!(?:py|md|sql|lua|js|css|html|toml|json|txt)\b)"
+                           r"[A-Za-z_]")
+# `deferq.steps.checkpoints.JobSteps`, or without the `deferq.` when it starts at a room
+# (`steps.checkpoints.JobSteps`); with one dot they may be logger or task names
+PACKAGE = ROOT / "src" / "deferq"
+ROOMS = sorted(p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists())
+DOTTED = re.compile(r"(?<![\w./-])((?:deferq|" + "|".join(ROOMS) + r")(?:\.\w+){2,})")
+# files that a page or a docstring tells the reader to make, not deferq's
+READERS_FILES = {"yourapp/tasks.py", "deferq.d.ts"}
+
+
+def repository_files() -> list[str]:
+    folders = ("src", "tests", "docs", "examples", "bench", "scripts")
+    found = [p for folder in folders for p in (ROOT / folder).rglob("*")
+             if p.is_file() and "__pycache__" not in p.parts and "node_modules" not in p.parts]
+    return [p.relative_to(ROOT).as_posix() for p in [*found, *ROOT.glob("*")] if p.is_file()]
+
+
+def prose_and_strings(path: Path) -> tuple[str, set[str]]:
+    """What a reader reads as text (a page; a module's docstrings and comments), and the
+    strings a module's code uses: a logger, task or namespace name (`deferq.http.request`)
+    written in prose is one of those, not a module."""
+    text = path.read_text()
+    if path.suffix == ".md":
+        return text, set()
+    said = [token.string for token in tokenize.generate_tokens(io.StringIO(text).readline)
+            if token.type == tokenize.COMMENT]
+    strings, docstrings = set(), set()
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                docstrings.add(id(first.value))
+                said.append(str(first.value.value))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+            strings.add(node.value)
+    return "\n".join(said), strings
+
+
+def defines(module: Path, name: str) -> bool:
+    """Whether a module (or package) binds `name` at its top, or holds a module of that name."""
+    folder = module.parent if module.name == "__init__.py" else None
+    if folder is not None and ((folder / f"{name}.py").exists() or (folder / name / "__init__.py").exists()):
+        return True
+    bound: set[str] = set()
+    for node in ast.parse(module.read_text()).body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            bound.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            bound |= {target.id for target in targets if isinstance(target, ast.Name)}
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            bound |= {(alias.asname or alias.name).split(".")[0] for alias in node.names}
+    return name in bound
+
+
+def dotted_exists(dotted: str) -> bool:
+    """`deferq.a.b.Name`: the longest module prefix below the package exists and binds the
+    next part (or that prefix is the whole name)."""
+    parts = dotted.split(".")
+    for end in range(len(parts), 1, -1):
+        base = PACKAGE.parent.joinpath(*parts[:end])
+        module = base.with_suffix(".py") if base.with_suffix(".py").exists() else base / "__init__.py"
+        if module.exists():
+            return end == len(parts) or defines(module, parts[end])
+    return False
+
+
+def test_every_file_and_module_named_in_the_docs_and_docstrings_exists() -> None:
+    """A module that moves takes its pointers along: each `name.py` (with or without its
+    folders), `folder/module.Name` and `deferq.module.Name` in docs/, README.md and the
+    docstrings and comments of src/deferq names a file or module that is there."""
+    files = repository_files()
+    tails = {"/".join(parts[i:]) for parts in (f.split("/") for f in files) for i in range(len(parts))}
+    read = {source: prose_and_strings(source) for source in [*PAGES, *sorted(PACKAGE.rglob("*.py"))]}
+    in_code = {name.rsplit(".", i)[0] for _, strings in read.values() for name in strings
+               for i in range(name.count(".") + 1)}
+    stale = set()
+    for source, (text, _) in read.items():
+        where = source.relative_to(ROOT).as_posix()
+        written = {block.file for block in python_blocks(text, where)[0] if block.file}
+        stale |= {f"{where}: {name}" for name in FILE_POINTER.findall(text)
+                  if name not in tails | written | READERS_FILES}
+        stale |= {f"{where}: {path}.py" for path in PATH_AND_NAME.findall(text) if path + ".py" not in tails}
+        stale |= {f"{where}: {name}" for name in DOTTED.findall(text) if name not in in_code | READERS_FILES
+                  and not dotted_exists(name if name.startswith("deferq.") else "deferq." + name)}
+    assert not stale, "pointers to files or modules that are not there:\n  " + "\n  ".join(sorted(stale))

@@ -468,7 +468,7 @@ class JobAdmin(ABC):
     @abstractmethod
     def wake(self, job_id: str) -> bool:
         """Make a job that waits for its due time due now (a durable step's event came:
-        flows/steps.py). False when it is not waiting for a due time (due already,
+        steps/checkpoints.py). False when it is not waiting for a due time (due already,
         running, finished or unknown)."""
 
     def wake_many(self, job_ids: Sequence[str]) -> int:

@@ -1,6 +1,8 @@
 """The command line: `deferq` (main.py) and the bodies of its commands: serve.py (`deferq
-serve`, `deferq token`), run.py (`deferq run`, `deferq status`), bench.py, demo.py, and
-output.py (tables and JSON for all of them)."""
+serve`, `deferq token`) and scaling.py (`serve --workers LO..HI`), run.py (`deferq run`,
+`deferq status`), schedules.py (`deferq schedule`), restart.py (a worker that overran
+starts itself again), bench.py and demo.py. Tables and JSON for all of them come from
+observe/output.py."""
 
 from .main import main
 

@@ -1,4 +1,4 @@
-"""`deferq serve` and `deferq token`: the bodies of the commands cli.py registers."""
+"""`deferq serve` and `deferq token`: the bodies of the commands main.py registers."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from ..errors import DeferqError
 from ..loading import check_new_store, load_app, open_store, require
 from ..observe.output import safe_url, say
 from ..server.http.config import ENV
-from ..server.http.config import ServerConfig as ServerConfig  # re-exported: cli.py imports it from here
+from ..server.http.config import ServerConfig as ServerConfig  # re-exported: main.py imports it from here
 from ..server.http.sameorigin import is_loopback
 
 

@@ -1,4 +1,4 @@
-"""httpx clients that connect only where the network policy (netpolicy.py) allows: the
+"""httpx clients that connect only where the network policy (policy.py) allows: the
 async one delivers topic callbacks, the blocking one posts alert webhooks.
 
 httpcore's network backend, but a connection goes only to an address the policy

@@ -11,7 +11,7 @@ are the finished jobs still kept), the oldest due job's wait per queue, and whet
 store answered.
 
 Counted by the workers that deliver callbacks, published through the store within a few
-seconds of each attempt (delivery_stats.py): callback attempts by topic and decision,
+seconds of each attempt (topics/stats.py): callback attempts by topic and decision,
 and their time.
 Other tasks' attempts are not counted here: this process runs no jobs.
 
@@ -83,7 +83,7 @@ class StoreCollector:
         yield from self.deliveries()
 
     def deliveries(self) -> Any:
-        """Callback attempts counted by the workers (delivery_stats.py says how)."""
+        """Callback attempts counted by the workers (topics/stats.py says how)."""
         attempts = CounterMetricFamily(
             "deferq_deliveries", "Callback attempts by topic and decision (succeeded, retry, "
             "dead), counted by the workers", labels=["topic", "decision"])
