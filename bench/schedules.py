@@ -31,9 +31,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import deferq
-from deferq.flows.firing import current_leader
-from deferq.flows.timing import Timing
 from deferq.job import JobState
+from deferq.schedules.firing import current_leader
+from deferq.schedules.timing import Timing
 
 app = deferq.App()  # the workers' App (--app bench.schedules:app --url URL)
 QUEUE, EVERY, PREFIX = "bench-ticks", 10.0, "bench-tick-"

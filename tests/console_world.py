@@ -18,7 +18,7 @@ import orjson
 
 import deferq
 from deferq.backends.base import Outcome
-from deferq.flows.schedules import ScheduleInfo
+from deferq.schedules.store import ScheduleInfo
 from deferq.server.http import auth
 from deferq.server.topics import topic as topics
 from tests.conftest import need_service

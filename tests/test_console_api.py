@@ -10,8 +10,8 @@ import orjson
 import pytest
 
 import deferq
-from deferq.flows.schedule import make_schedule
 from deferq.net.policy import POLICY_ENV
+from deferq.schedules.definition import make_schedule
 from deferq.server import ServerConfig, create_app
 from deferq.server.app import full_document as document
 from deferq.server.console.api import route_scopes

@@ -29,7 +29,7 @@ FLOORS: list[tuple[str, set[str]]] = [
               "deferq.results", "deferq.observe", "deferq.attempt", "deferq.testing",
               # durable steps: kept by a running job (the worker, deferq.testing), read by the App
               "deferq.steps"}),
-    ("features between jobs", {"deferq.flows"}),
+    ("features between jobs", {"deferq.flows", "deferq.schedules"}),
     ("the App", {"deferq", "deferq.app", "deferq.loading"}),
     ("processes", {"deferq.worker", "deferq.supervisor", "deferq.server.http", "deferq.server.topics"}),
     ("the HTTP service", {"deferq.server", "deferq.server.process", "deferq.server.api", "deferq.server.console"}),
@@ -288,6 +288,5 @@ def test_the_consumer_knows_no_feature():
     graph, _ = import_graph()
     consumers = [m for m in graph if m == "deferq.testing" or m.startswith("deferq.worker")]
     found = sorted(f"{module} imports {target}" for module in consumers for target in graph[module]
-                   if room_of(target) in ("deferq.steps", "deferq.flows")
-                   and target != "deferq.flows.firing")  # schedule firing: a service beside the worker
+                   if room_of(target) in ("deferq.steps", "deferq.flows"))
     assert not found, "the consumer reaches a feature beside the chain:\n  " + "\n  ".join(found)

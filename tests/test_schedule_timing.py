@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 
 import deferq
 from deferq.errors import ConfigError
-from deferq.flows.firing import GRACE, MISSED_LIMIT, due_ticks, to_fire
-from deferq.flows.schedule import PeriodicJob, make_schedule
-from deferq.flows.timing import Timing
+from deferq.schedules.definition import PeriodicJob, make_schedule
+from deferq.schedules.firing import GRACE, MISSED_LIMIT, due_ticks, to_fire
+from deferq.schedules.timing import Timing
 
 
 def walls(timing: Timing, day: str, count: int) -> list[str]:

@@ -12,7 +12,7 @@ import pytest
 
 import deferq
 from deferq.errors import ConfigError
-from deferq.flows import firing
+from deferq.schedules import firing
 from deferq.server import ServerConfig, create_app
 from deferq.server.http import auth
 from deferq.worker import Worker, WorkerConfig

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 import deferq
-from deferq.flows.firing import GRACE, LEASE, current_leader
-from deferq.flows.schedule import PeriodicJob
+from deferq.schedules.definition import PeriodicJob
+from deferq.schedules.firing import GRACE, LEASE, current_leader
 from tests.supervisor_harness import FIXTURES, ROOT, TREE_PATH, all_jobs, store_url, wait_until
 
 EVERY = 2.0

@@ -22,7 +22,7 @@ import deferq
 from deferq.backends.search import decode_cursor, encode_cursor
 from deferq.backends.sql.search import is_sql_position
 from deferq.errors import ConfigError
-from deferq.flows.timing import Timing, zone
+from deferq.schedules.timing import Timing, zone
 from deferq.server import ServerConfig, create_app
 from deferq.server.api.openapi import exact_json_values
 from deferq.server.app import full_document
@@ -58,7 +58,7 @@ CONDITION = st.recursive(COMPARISON, lambda inner: st.one_of(
     st.builds("{} && {}".format, inner, inner), st.builds("{} || {}".format, inner, inner),
     st.builds("!({})".format, inner)), max_leaves=6)
 schemathesis.openapi.format("retry-condition", CONDITION)
-# Schedules: cron expressions and time zones the server takes (flows/timing.py).
+# Schedules: cron expressions and time zones the server takes (schedules/timing.py).
 schemathesis.openapi.format("cron", st.sampled_from(["*/5 * * * *", "0 9 * * 1-5", "*/10 * * * * *"]))
 schemathesis.openapi.format("time-zone", st.sampled_from(["UTC", "Europe/Berlin", "America/New_York"]))
 # A page cursor as the SQLite store makes one (backends/sql/search.py).

@@ -8,7 +8,7 @@ import pytest
 
 import deferq
 from deferq.errors import ConfigError
-from deferq.flows.schedule import PeriodicJob
+from deferq.schedules.definition import PeriodicJob
 from deferq.supervisor.periodic import PeriodicScheduler
 from tests.supervisor_harness import Master, all_jobs, every_store, store_url, wait_until
 

@@ -43,7 +43,7 @@ from .steps import events as step_events
 from .task import AFTER, Call, FairKeys, Hook, Task, build_enqueue, enqueue_builder
 
 if TYPE_CHECKING:
-    from .flows.schedules import Schedules
+    from .schedules.store import Schedules
 
 log = logging.getLogger("deferq")
 P = ParamSpec("P")
@@ -284,7 +284,7 @@ class App:
         ``@app.periodic("0 9 * * 1-5", tz="Europe/Berlin", queue="reports")`` or
         ``@app.periodic(every=timedelta(seconds=30))``. `options` are the job options a
         schedule's jobs may set (`deferq.options.PeriodicOptions`)."""
-        from .flows.schedule import register_periodic
+        from .schedules.definition import register_periodic
 
         return register_periodic(self, cron, name=name, args=args, kwargs=kwargs, every=every, tz=tz,
                                  jitter=jitter, missed=missed, **options)
@@ -292,8 +292,8 @@ class App:
     @property
     def schedules(self) -> Schedules:
         """The store's schedules, managed at run time: ``app.schedules.add(name,
-        task.call(...), cron=..., tz=...)``, ``.pause(name)``, ``.remove(name)`` (flows/schedules.py)."""
-        from .flows.schedules import Schedules
+        task.call(...), cron=..., tz=...)``, ``.pause(name)``, ``.remove(name)`` (schedules/store.py)."""
+        from .schedules.store import Schedules
 
         return Schedules(self)
 

@@ -4,7 +4,7 @@ rate "100/m", a concurrency); and key templates ("customer:{customer_id}"), the 
 limit keys, fair keys and the options naming them share.
 
 A leaf beside errors.py, not part of the supervisor nor of limits/: the [alerts] table (read
-by the supervisor and by the HTTP service) and the [periodic] tables (schedule.py, core) are
+by the supervisor and by the HTTP service) and the [periodic] tables (schedules/definition.py) are
 checked with these too, and so are the task options (options.py), fair queues and limits;
 none may reach up into the room of another for them.
 """

@@ -28,8 +28,8 @@ from typing import Any
 
 import deferq
 from deferq.attempt.pauses import POINTS, pause_at
-from deferq.flows.schedule import PeriodicJob
 from deferq.job import JobState
+from deferq.schedules.definition import PeriodicJob
 
 LEASE = 2.0  # seconds: a frozen worker loses its jobs soon
 app = deferq.App(os.environ.get("DEFERQ_URL", "memory://"), lease=LEASE)

@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 import deferq
 from deferq import testing
 from deferq.errors import PayloadError
-from deferq.flows.firing import Firer, tick_key
 from deferq.job import JobState
+from deferq.schedules.firing import Firer, tick_key
 from tests.attack.hostile import (
     HOSTILE_JSON,
     HOSTILE_NUMBER,

@@ -7,9 +7,9 @@ from collections import Counter
 import orjson
 import pytest
 
-from deferq.flows import firing
-from deferq.flows.firing import GRACE, Firer, Leader, current_leader, due_ticks, tick_key
-from deferq.flows.schedules import RUNS
+from deferq.schedules import firing
+from deferq.schedules.firing import GRACE, Firer, Leader, current_leader, due_ticks, tick_key
+from deferq.schedules.store import RUNS
 from tests.contract.test_contract import wait_until
 
 

@@ -264,7 +264,7 @@ def worker(app: App, queues: tuple[str, ...], concurrency: int, burst: bool, onc
 def warn_unscheduled(app: App) -> None:
     """This worker does not fire schedules (--burst, --once, --no-schedules). Say so when
     the App has schedules and no other process fires them (checked once, at start)."""
-    from ..flows.firing import current_leader
+    from ..schedules.firing import current_leader
 
     if not app.periodic_jobs:
         return

@@ -10,11 +10,11 @@ import orjson
 
 from ..app import App
 from ..errors import ConfigError
-from ..flows.firing import current_leader
-from ..flows.schedule import MISSED, make_schedule
-from ..flows.schedules import SCHEDULES, Schedules
-from ..flows.timing import local_time
 from ..observe.output import aligned, print_json
+from ..schedules.definition import MISSED, make_schedule
+from ..schedules.firing import current_leader
+from ..schedules.store import SCHEDULES, Schedules
+from ..schedules.timing import local_time
 
 Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
 

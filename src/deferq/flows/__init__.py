@@ -1,1 +1,1 @@
-"""Features between jobs: workflows (chains, groups, chords), batches, periodic schedules."""
+"""Features between jobs: workflows (chains, groups, chords) and batches."""

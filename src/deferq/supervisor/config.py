@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ..errors import ConfigError
-from ..flows.schedule import PeriodicJob, periodic_from_table
 from ..options import queue_name
+from ..schedules.definition import PeriodicJob, periodic_from_table
 from ..values import no_unknown_keys, parse_duration
 from .alerts import AlertConfig
 from .autoscale import ScaleRules

@@ -3,7 +3,7 @@
 One thread does all the supervising, in a loop woken by signals (SIGCHLD included, so a
 dead child is replaced at once) or by its own pace (`check_every`):
 - every wake: reap exited children, start or retire children to match each pool's
-  target, take part in firing schedules (flows/firing.py);
+  target, take part in firing schedules (schedules/firing.py);
 - every check: read the children's heartbeats (kv "workers"), kill hung ones, retire
   those past their lifetime or memory ceiling, autoscale, monitor the queues, sweep
   the store, publish this master's status (kv "masters"), notice a changed config file.

@@ -1,7 +1,7 @@
 """The master's part in firing schedules: it writes the config file's [periodic] tables
 to the store and takes part in the election of the process that fires them.
 
-Schedules are fired by whichever process holds the leader lease (deferq/flows/firing.py):
+Schedules are fired by whichever process holds the leader lease (deferq/schedules/firing.py):
 this master, one of its workers or any other worker. Each tick is enqueued once however
 many of them run.
 """
@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..errors import ConfigError
-from ..flows.firing import Firer
-from ..flows.schedule import PeriodicJob
+from ..schedules.definition import PeriodicJob
+from ..schedules.firing import Firer
 
 if TYPE_CHECKING:
     from ..app import App

@@ -51,10 +51,10 @@ from ..backends.base import Outcome, OutcomeKind
 from ..backends.guard import STORE_FAILURES, StoreGuard
 from ..context import JobControl, Slot
 from ..errors import DeferqError, JobTimeout, first_line
-from ..flows.firing import Firer
 from ..job import Job, JobState
 from ..observe.logs import lines_together
 from ..registry import TaskSpec
+from ..schedules.firing import Firer
 from . import orders
 from .memory import Trimmer
 from .priorities import PriorityRotation
@@ -95,7 +95,7 @@ class WorkerConfig:
     # Jobs leased beyond the free slots while jobs run shorter than a round trip (they wait
     # in the worker for a slot): at most this many; None = concurrency, 0 = never.
     ahead: int | None = None
-    # Take part in firing the store's schedules (one process leads, flows/firing.py);
+    # Take part in firing the store's schedules (one process leads, schedules/firing.py);
     # a --burst or --once worker never does.
     schedules: bool = True
 

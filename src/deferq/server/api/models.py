@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias
 import msgspec
 from msgspec import UNSET, Meta, Struct, UnsetType
 
-from ...flows.schedule import NAME_PATTERN as SCHEDULE_NAME_PATTERN
-from ...flows.timing import MAX_CRON, MAX_ZONE
 from ...job import JobState
 from ...observe.history import MAX_MINUTES as MAX_HISTORY_MINUTES
 from ...options import HTTP_OPTIONS, MAX_REMARK, PATTERN_WORDS, Option
+from ...schedules.definition import NAME_PATTERN as SCHEDULE_NAME_PATTERN
+from ...schedules.timing import MAX_CRON, MAX_ZONE
 from ...values import MAX_PAUSE, POSITIVE_RATE
 from ..http.auth import SCOPES
 from ..http.config import ServerConfig

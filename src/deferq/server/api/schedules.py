@@ -1,5 +1,5 @@
 """/v1/schedules: the store's schedules, read by readers and changed by admins at run time
-(deferq/flows/schedules.py); a change is fired without any restart (flows/firing.py)."""
+(deferq/schedules/store.py); a change is fired without any restart (schedules/firing.py)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from starlette.requests import Request
 from starlette.routing import Route
 
 from ...errors import ConfigError
-from ...flows.firing import current_leader
-from ...flows.schedule import make_schedule
-from ...flows.schedules import SCHEDULES, ScheduleInfo, Schedules
+from ...schedules.definition import make_schedule
+from ...schedules.firing import current_leader
+from ...schedules.store import SCHEDULES, ScheduleInfo, Schedules
 from ..http import fields
 from ..http.errors import Invalid, not_found
 from ..process.service import Service

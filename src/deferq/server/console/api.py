@@ -28,10 +28,10 @@ from starlette.routing import Route
 from ...backends.base import Backend
 from ...backoff import exponential
 from ...errors import ConfigError
-from ...flows.timing import Timing
 from ...job import ALL_STATES, Job, JobState
 from ...limits.in_force import in_force
 from ...net.policy import Policy
+from ...schedules.timing import Timing
 from ...supervisor.alerts import AlertConfig, Alerter
 from ...supervisor.status import _decoded, running_masters, worker_view
 from ...worker import orders

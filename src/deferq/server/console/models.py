@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 from msgspec import UNSET, Meta, Struct, UnsetType
 
-from ...flows.timing import MAX_CRON, MAX_ZONE
+from ...schedules.timing import MAX_CRON, MAX_ZONE
 from ..api.models import BrokenSchedule, Job, Limit, Schedule, Scope, State
 from ..topics.topic import Backoff
 

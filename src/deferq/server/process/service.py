@@ -20,10 +20,10 @@ from ...app import App
 from ...backends.base import Backend, Enqueue
 from ...backends.guard import STORE_FAILURES
 from ...errors import ConfigError, MissingExtra, PayloadError
-from ...flows.firing import Firer
-from ...flows.schedules import Schedules
 from ...job import UNFINISHED_STATES, Job
 from ...net import policy as netpolicy
+from ...schedules.firing import Firer
+from ...schedules.store import Schedules
 from ...task import Task
 from ..http import auth, logfiles
 from ..http.cache import Cached
@@ -259,7 +259,7 @@ class Service:
         return await self.tokens.get(token, lambda: self.store(auth.scope_of, self.backend, token))
 
     def fire_schedules(self) -> None:
-        """Take part in firing the store's schedules, on a thread of its own (flows/firing.py),
+        """Take part in firing the store's schedules, on a thread of its own (schedules/firing.py),
         until `close`."""
         holder = f"serve:{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self._firing = threading.Thread(target=Firer(self.app, holder).run, args=(self._stop_firing,),

@@ -45,8 +45,8 @@ from ..attempt.pauses import pause_at
 from ..errors import ConfigError, DeferqError
 from ..options import JobOptions
 from ..task import Call, Runtime
-from .schedule import PeriodicJob
-from .schedules import RUNS, ScheduleInfo, Schedules
+from .definition import PeriodicJob
+from .store import RUNS, ScheduleInfo, Schedules
 from .timing import local_time
 
 log = logging.getLogger("deferq.schedules")

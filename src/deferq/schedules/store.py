@@ -3,7 +3,7 @@ and removed while every process runs (`app.schedules`, `deferq schedule`, the HT
 
 Two records per schedule, in the store's small records (`kv_*`):
 
-- ``schedules/NAME``: its definition (schedule.py), whether it is paused, where it
+- ``schedules/NAME``: its definition (definition.py), whether it is paused, where it
   came from ("code", "config" or "api") and `since`, the moment it began counting
   ticks (set when it is added, when its timing changes and when it is resumed);
 - ``schedule-runs/NAME``: the last tick dealt with and the last job enqueued,
@@ -29,7 +29,7 @@ from ..errors import ConfigError
 from ..job import Job
 from ..options import JobOptions
 from ..task import Call, Runtime
-from .schedule import JOB_OPTIONS, PeriodicJob, make_schedule
+from .definition import JOB_OPTIONS, PeriodicJob, make_schedule
 from .timing import Timing
 
 log = logging.getLogger("deferq.schedules")

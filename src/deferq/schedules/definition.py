@@ -3,7 +3,7 @@
 They are declared in code (``@app.periodic("*/5 * * * *", tz="Europe/Berlin")``), in
 the supervisor's config file ([periodic.NAME] tables, read by `periodic_from_table`),
 or added at run time (`app.schedules`, `deferq schedule add`, PUT /v1/schedules/NAME).
-This module only describes and checks them; the store keeps them (schedules.py) and
+This module only describes and checks them; the store keeps them (store.py) and
 one elected process fires them (firing.py).
 
 Timing: cron (five fields, or six with seconds first) read in `tz` (UTC by default; see
