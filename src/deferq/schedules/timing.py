@@ -230,6 +230,10 @@ class Timing:
             return float((math.floor(moment / self.every) + 1) * self.every)
         cron = check_cron(self.cron)
         where = zone(self.tz)
+        # A cron tick is a whole second, so none lies between a moment and its floor; and a
+        # whole second plus a zone's offset is exact, where 1772953199.9999998 + 3600 rounds
+        # up to the very tick it should find next.
+        moment = math.floor(moment)
         return cron.next_wall(moment) if where is None else _next_zoned(cron, where, moment)
 
     def upcoming(self, moment: float, count: int) -> list[float]:
