@@ -116,9 +116,10 @@ bench-peers: $(STAMP) services
 	$(BIN)/python -m bench.peers.run --sqlite $(BENCH_ARGS)
 
 # the speed figures, each as a ratio to its raw reference in the same run, medians of 3
-# (bench/speed.py): Redis enqueue/batch/workers/B/pickup/delay/memory, SQLite
+# (bench/speed.py): Redis enqueue/batch/no-op drains/B/pickup/delay/memory, SQLite
 # enqueue_many vs a bare executemany, PostgreSQL durable=False vs durable.
-# SPEED_ARGS for more (--runs, --scale, --only enqueue,batch,...).
+# SPEED_ARGS for more (--runs, --scale, --only enqueue,batch,...). Each figure with the 1-minute
+# load it was measured at; a ratio measured above load 1 is marked (docs/benchmarks.md).
 bench-speed: $(STAMP) services
 	$(BIN)/python -m bench.speed $(SPEED_ARGS)
 

@@ -6,10 +6,12 @@ same run, medians of 3 runs (each ratio is the median of the runs' own ratios).
 
 Figures (Redis on 127.0.0.1:6379 db 12, its probe db 13; SQLite in a temporary folder;
 PostgreSQL database bench_peers_speed, created and dropped here):
-- enqueue:  `task.enqueue()` one call per job vs a redis-py LPUSH loop of the same payload
-- batch:    `app.enqueue_many()` of 1,000 calls vs a pipeline of 1,000 LPUSHes
-- process:  2 `deferq worker` processes draining no-op jobs vs 2 raw processes that pop
-            16 at a time ((N-1) / (last - first completion): start-up is not counted)
+- enqueue:  `task.enqueue()` one call per job vs a redis-py LPUSH loop of a preformatted
+            45-byte message
+- batch:    `app.enqueue_many()` of 1,000 calls vs pipelines of 1,000 LPUSHes of it
+- drain:    2 `deferq worker --burst` processes (the command line's defaults) draining
+            N no-op jobs vs 2 processes of a raw `RPOP key 16` loop draining N messages,
+            each less its start-up on an empty queue (bench/peers/drains.py)
 - b:        PEERS.md workload B (one INCR per job) vs the raw BRPOP+INCR loop; in the
             same worker session pickup (D, p50/p99) and delay lateness (C, 500 jobs)
 - memory:   Redis bytes per queued job (MEMORY USAGE of every key, and the INFO
@@ -18,10 +20,12 @@ PostgreSQL database bench_peers_speed, created and dropped here):
 - postgres: single enqueue with `options(durable=False)` vs the durable default
 - limits:   this machine's ceilings: the least an enqueue script costs in Redis against an
             LPUSH (and so the best ratio a scripted one-call enqueue can reach here), what
-            dropping the flush gives a bare PostgreSQL INSERT, and (with `process`) the
+            dropping the flush gives a bare PostgreSQL INSERT, and (with `drain`) the
             least time 500 starts take at the raw loop's own rate
 The jobs of `deferq bench` and bench/peers are reused, so every figure is the one those
-commands measure; only the raw references and the ratios are new here.
+commands measure; only the raw references and the ratios are new here. The machine is
+named at the top; each figure has the 1-minute load average beside it, and a ratio
+measured above load 1 is marked (bench/machine.py).
 """
 
 from __future__ import annotations
@@ -45,17 +49,18 @@ import orjson  # noqa: E402
 import psycopg  # noqa: E402
 import redis  # noqa: E402
 
-from deferq import bench  # noqa: E402
+from deferq.cli import bench  # noqa: E402
 from deferq.job import new_job_id  # noqa: E402
 
-from .peers import probe, raw, workloads  # noqa: E402
+from . import machine  # noqa: E402
+from .peers import drains, probe, raw, workloads  # noqa: E402
 from .peers.deferq import Peer as DeferqPeer  # noqa: E402
 from .peers.stores import recreate_database  # noqa: E402
 from .peers.workers import Workers  # noqa: E402
 
 REDIS_URL = os.environ.get("BENCH_SPEED_REDIS_URL", "redis://127.0.0.1:6379/12")
 PG_URL = os.environ.get("BENCH_SPEED_PG_URL", "postgresql://postgres@127.0.0.1:5432/bench_peers_speed")
-FIGURES = ("enqueue", "batch", "process", "b", "memory", "sqlite", "postgres", "limits")
+FIGURES = ("enqueue", "batch", "drain", "b", "memory", "sqlite", "postgres", "limits")
 ARG = bench.ARG
 Measure = Callable[[int], dict[str, float]]
 
@@ -78,24 +83,6 @@ def message(i: int) -> bytes:
     return orjson.dumps(["noop", [i, ARG]])
 
 
-def lpush_loop(r: redis.Redis, jobs: int) -> float:
-    """The raw single enqueue: one LPUSH of the job's JSON payload per call."""
-    started = time.perf_counter()
-    for i in range(jobs):
-        r.lpush(raw.QUEUE, message(i))
-    return bench.rate(jobs, time.perf_counter() - started)
-
-
-def lpush_pipelined(r: redis.Redis, jobs: int, size: int = 1000) -> float:
-    started = time.perf_counter()
-    for first in range(0, jobs, size):
-        pipe = r.pipeline(transaction=False)
-        for i in range(first, min(first + size, jobs)):
-            pipe.lpush(raw.QUEUE, message(i))
-        pipe.execute()
-    return bench.rate(jobs, time.perf_counter() - started)
-
-
 def interleaved(ours: Callable[[int], float], reference: Callable[[int], float], jobs: int,
                 chunk: int) -> dict[str, float]:
     """Both rates, measured in alternating chunks of `chunk` jobs: a burst of load on
@@ -115,7 +102,7 @@ def m_enqueue(jobs: int) -> dict[str, float]:
     use(REDIS_URL)
     r = redis.Redis.from_url(REDIS_URL)
     return interleaved(lambda n: bench.measure_enqueue(bench.app, n, lambda _: None),
-                       lambda n: lpush_loop(r, n), jobs, 500)
+                       lambda n: raw.lpush_loop(r, n), jobs, 500)
 
 
 def m_batch(jobs: int) -> dict[str, float]:
@@ -123,22 +110,12 @@ def m_batch(jobs: int) -> dict[str, float]:
     use(REDIS_URL)
     r = redis.Redis.from_url(REDIS_URL)
     return interleaved(lambda n: bench.measure_batch(bench.app, n, lambda _: None, size=1000),
-                       lambda n: lpush_pipelined(r, n), jobs, 2000)
+                       lambda n: raw.lpush_pipelined(r, n), jobs, 2000)
 
 
-def m_process(jobs: int) -> dict[str, float]:
+def m_drain(jobs: int) -> dict[str, float]:
     flush()
-    use(REDIS_URL)
-    deferq_rate, _ = bench.measure_process(bench.app, REDIS_URL, jobs, 2, 16, lambda n: None)
-    flush()
-    cli_rate, _ = bench.measure_process(bench.app, REDIS_URL, jobs, 2, None, lambda n: None)  # as a user starts it
-    flush()
-    r = workloads.driver()
-    lpush_pipelined(redis.Redis.from_url(probe.REDIS_URL), jobs)
-    command = [sys.executable, "-m", "bench.peers.raw", "16", str(jobs)]
-    with Workers("speed-raw", [command, command], {}) as workers:
-        raw_rate = workloads.processing_rate(r, jobs, workers)
-    return {"deferq": deferq_rate, "cli": cli_rate, "raw": raw_rate}
+    return drains.measure(REDIS_URL, jobs)
 
 
 def m_b(jobs: int) -> dict[str, float]:
@@ -187,7 +164,7 @@ def m_memory(jobs: int) -> dict[str, float]:
     out["deferq_hash"] = out["deferq"] - out["deferq_ready"]
     flush()
     before = used_memory(r)
-    lpush_pipelined(r, jobs)
+    raw.lpush_pipelined(r, jobs)
     out["raw"] = key_bytes(r) / jobs
     out["raw_info"] = (used_memory(r) - before) / jobs
     flush()
@@ -333,7 +310,7 @@ def m_limits(jobs: int) -> dict[str, float]:
 MEASURES: dict[str, tuple[Measure, int]] = {  # the figure, and its job count at --scale 1
     "enqueue": (m_enqueue, 5_000),
     "batch": (m_batch, 20_000),
-    "process": (m_process, 20_000),
+    "drain": (m_drain, 50_000),
     "b": (m_b, 10_000),
     "memory": (m_memory, 10_000),
     "sqlite": (m_sqlite, 20_000),
@@ -343,10 +320,11 @@ MEASURES: dict[str, tuple[Measure, int]] = {  # the figure, and its job count at
 
 # figure: (label, deferq's unit, reference, target ratio or None)
 ROWS = {
-    "enqueue": ("Redis task.enqueue(), one call per job", "jobs/s", "LPUSH loop, same payload", ">= 0.85"),
-    "batch": ("Redis app.enqueue_many(), 1,000 per call", "jobs/s", "pipeline of 1,000 LPUSHes", ">= 0.9"),
-    "process": ("Redis, 2 workers, no-op jobs", "jobs/s", "2 processes popping 16 at a time", ">= 0.2"),
-    "b": ("Redis workload B (one INCR per job)", "jobs/s", "BRPOP+INCR loop, 2 processes", ">= 1.0"),
+    "enqueue": ("Redis task.enqueue(), one call per job", "jobs/s", "LPUSH loop, preformatted 45 bytes", ">= 0.9"),
+    "batch": ("Redis app.enqueue_many(), 1,000 per call", "jobs/s", "pipelines of 1,000 such LPUSHes", ">= 0.8"),
+    "drain": ("Redis, 2 `deferq worker --burst` (CLI defaults) draining no-op jobs, less start-up", "jobs/s",
+              "2 processes of an `RPOP key 16` loop, the same", ">= 0.15"),
+    "b": ("Redis workload B (one INCR per job)", "jobs/s", "BRPOP+INCR loop, 2 processes", ">= 0.75"),
     "memory": ("Redis bytes per queued job (MEMORY USAGE)", "bytes", "one LPUSHed payload", "<= 200 bytes"),
     "sqlite": ("SQLite app.enqueue_many(), 1,000 per call", "jobs/s", "bare executemany, same table", ">= 0.8"),
     "postgres": ("PostgreSQL task.enqueue() durable=False", "jobs/s", "the same, durable (default)", ">= 3"),
@@ -355,12 +333,12 @@ ROWS = {
 
 
 def median_run(runs: list[dict[str, float]]) -> dict[str, float]:
+    """Each figure's median over the runs; its load the highest of the runs'."""
     keys = runs[0].keys()
     out = {key: statistics.median(run[key] for run in runs) for key in keys}
     if "raw" in keys:
         out["ratio"] = statistics.median(run["deferq"] / run["raw"] for run in runs)
-    if "cli" in keys:
-        out["cli_ratio"] = statistics.median(run["cli"] / run["raw"] for run in runs)
+    out["load"] = max(run["load"] for run in runs)
     return out
 
 
@@ -371,59 +349,76 @@ def met(figure: str, m: dict[str, float]) -> str:
     return "met" if m["ratio"] >= limit else "not met"
 
 
-def render(results: dict[str, dict[str, float]], runs: int) -> str:
-    lines = [f"bench/speed.py, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, medians of {runs}",
-             "", "| figure | deferq | reference | ratio | target | |", "|---|---:|---|---:|---|---|"]
+def render(results: dict[str, dict[str, float]], runs: int, failed: dict[str, str] | None = None) -> str:
+    lines = [f"bench/speed.py, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, medians of {runs}, "
+             f"{machine.describe()}",
+             "load: the 1-minute load average, the higher of its readings at the start and the end of the "
+             "figure's measurement (the highest over the runs)",
+             "", "| figure | deferq | reference | ratio | target | | load |", "|---|---:|---|---:|---|---|---:|"]
+    loads: list[float] = []
+
+    def add(row: str, load: float) -> None:
+        """A row: `row`'s cells, then the load it was measured at."""
+        lines.append(f"{row} {load:.2f} |")
+        loads.append(load)
+
     for figure, m in results.items():
+        load = m["load"]
         if figure == "limits":
-            lines += limit_rows(m, results.get("process"), results.get("b"), results.get("postgres"))
+            for row, at in limit_rows(m, results.get("drain"), results.get("b"), results.get("postgres")):
+                add(row, at)
             continue
         label, unit, reference, target = ROWS[figure]
-        lines.append(f"| {label} | {m['deferq']:,.0f} {unit} | {reference}: {m['raw']:,.0f} | "
-                     f"{m['ratio']:.2f}x | {target} | {met(figure, m)} |")
-        if figure == "process":
-            cli = "met" if m["cli_ratio"] >= 0.15 else "not met"
-            lines.append(f"| the same, `deferq worker` with its defaults | {m['cli']:,.0f} {unit} | "
-                         f"{reference}: {m['raw']:,.0f} | {m['cli_ratio']:.2f}x | >= 0.15 | {cli} |")
+        add(f"| {label} | {m['deferq']:,.0f} {unit} | {reference}: {m['raw']:,.0f} | "
+            f"{machine.ratio(m['ratio'], load)} | {target} | {met(figure, m)} |", load)
+        if figure == "drain":
+            add(f"| (start-up on an empty queue: deferq / raw) | {m['startup_deferq']:.2f} s | "
+                f"{m['startup_raw']:.2f} s | | | |", load)
         if figure == "memory":
-            lines.append(f"| (INFO used_memory delta per job) | {m['deferq_info']:,.0f} bytes | "
-                         f"{m['raw_info']:,.0f} | | | |")
-            lines.append(f"| (of which: job record / ready-list entry) | {m['deferq_hash']:,.0f} / "
-                         f"{m['deferq_ready']:,.0f} bytes | | | | |")
+            add(f"| (INFO used_memory delta per job) | {m['deferq_info']:,.0f} bytes | "
+                f"{m['raw_info']:,.0f} | | | |", load)
+            add(f"| (of which: job record / ready-list entry) | {m['deferq_hash']:,.0f} / "
+                f"{m['deferq_ready']:,.0f} bytes | | | | |", load)
         if figure == "b":
             pickup = "met" if m["pickup_p50_deferq"] <= 0.6 and m["pickup_p99_deferq"] <= 1.5 else "not met"
             floor = 500 / m["raw"] * 1000  # ms: 500 starts at the raw loop's own rate
             late = "met" if m["late_p99"] <= 1.3 * floor else "not met"
-            lines.append(f"| pickup latency p50/p99 (idle workers) | {m['pickup_p50_deferq']:.2f}/"
-                         f"{m['pickup_p99_deferq']:.2f} ms | BRPOP: {m['pickup_p50_raw']:.2f}/"
-                         f"{m['pickup_p99_raw']:.2f} ms | | <= 0.6/1.5 ms | {pickup} |")
-            lines.append(f"| delay lateness p50/p99, 500 jobs due at once | {m['late_p50']:.2f}/"
-                         f"{m['late_p99']:.2f} ms | floor, 500 starts at its rate: {floor:.1f} ms | "
-                         f"{m['late_p99'] / floor:.2f}x | p99 <= 1.3x | {late} |")
-    return "\n".join(lines)
+            add(f"| pickup latency p50/p99 (idle workers) | {m['pickup_p50_deferq']:.2f}/"
+                f"{m['pickup_p99_deferq']:.2f} ms | BRPOP: {m['pickup_p50_raw']:.2f}/"
+                f"{m['pickup_p99_raw']:.2f} ms | | <= 0.6/1.5 ms | {pickup} |", load)
+            add(f"| delay lateness p50/p99, 500 jobs due at once | {m['late_p50']:.2f}/"
+                f"{m['late_p99']:.2f} ms | floor, 500 starts at its rate: {floor:.1f} ms | "
+                f"{machine.ratio(m['late_p99'] / floor, load)} | p99 <= 1.3x | {late} |", load)
+    for figure, reason in (failed or {}).items():
+        lines.append(f"| {ROWS[figure][0]} | failed in every run: {reason.replace('|', '/')} | | | | | |")
+    note = machine.footnote(loads)
+    return "\n".join(lines + ([""] + note if note else []))
 
 
-def limit_rows(m: dict[str, float], process: dict[str, float] | None, b: dict[str, float] | None,
-               postgres: dict[str, float] | None = None) -> list[str]:
+def limit_rows(m: dict[str, float], drain: dict[str, float] | None, b: dict[str, float] | None,
+               postgres: dict[str, float] | None = None) -> list[tuple[str, float]]:
+    """The ceilings' rows (without their last cell) and the load each was measured at."""
+    load = m["load"]
     rows = [
-        f"| ceiling: a scripted one-call enqueue (server µs: least script {m['script_us']:.1f}, LPUSH "
-        f"{m['lpush_us']:.1f}; round trip {m['rtt_us']:.0f} µs) | | | {m['ratio_ceiling']:.2f}x | | |",
-        f"| ceiling: a bare PostgreSQL INSERT without the flush ({m['pg_fast']:,.0f}/s), vs with it "
-        f"({m['pg_durable']:,.0f}/s) | | | {m['pg_ceiling']:.2f}x | | |",
+        (f"| ceiling: a scripted one-call enqueue (server µs: least script {m['script_us']:.1f}, LPUSH "
+         f"{m['lpush_us']:.1f}; round trip {m['rtt_us']:.0f} µs) | | | "
+         f"{machine.ratio(m['ratio_ceiling'], load)} | | |", load),
+        (f"| ceiling: a bare PostgreSQL INSERT without the flush ({m['pg_fast']:,.0f}/s), vs with it "
+         f"({m['pg_durable']:,.0f}/s) | | | {machine.ratio(m['pg_ceiling'], load)} | | |", load),
     ]
     if postgres is not None:  # durable=False's gain over the flush, against the bare INSERT's
-        share = postgres["ratio"] / m["pg_ceiling"]
-        rows.append(f"| PostgreSQL durable=False: its gain ({postgres['ratio']:.2f}x) vs the bare INSERT's | | | "
-                    f"{share:.2f}x | >= 0.8 | {'met' if share >= 0.8 else 'not met'} |")
-    rows.append(f"| ceiling: 2 processes of 8 threads, each looping INCR + one script call and nothing "
-                f"else ({m['pool_8']:,.0f}/s), vs of 1 thread ({m['pool_1']:,.0f}/s) | | | "
-                f"{m['pool_8'] / m['pool_1']:.2f}x | | |")
-    if process is not None:  # 500 starts take at least 500 / the raw loop's own rate
-        rows.append(f"| floor: 500 no-op starts at the raw loop's rate ({process['raw']:,.0f}/s) | "
-                    f"{500 / process['raw'] * 1000:.1f} ms | | | | |")
+        share, at = postgres["ratio"] / m["pg_ceiling"], max(load, postgres["load"])
+        rows.append((f"| PostgreSQL durable=False: its gain ({postgres['ratio']:.2f}x) vs the bare INSERT's "
+                     f"| | | {machine.ratio(share, at)} | >= 0.8 | {'met' if share >= 0.8 else 'not met'} |", at))
+    rows.append((f"| ceiling: 2 processes of 8 threads, each looping INCR + one script call and nothing "
+                 f"else ({m['pool_8']:,.0f}/s), vs of 1 thread ({m['pool_1']:,.0f}/s) | | | "
+                 f"{machine.ratio(m['pool_8'] / m['pool_1'], load)} | | |", load))
+    if drain is not None:  # 500 starts take at least 500 / the raw loop's own rate
+        rows.append((f"| floor: 500 no-op starts at the raw drain's rate ({drain['raw']:,.0f}/s) | "
+                     f"{500 / drain['raw'] * 1000:.1f} ms | | | | |", drain["load"]))
     if b is not None:  # each stamp job makes a round trip, as B's INCR job does
-        rows.append(f"| floor: 500 stamp starts at the raw BRPOP+INCR loop's rate ({b['raw']:,.0f}/s) | "
-                    f"{500 / b['raw'] * 1000:.1f} ms | | | | |")
+        rows.append((f"| floor: 500 stamp starts at the raw BRPOP+INCR loop's rate ({b['raw']:,.0f}/s) | "
+                     f"{500 / b['raw'] * 1000:.1f} ms | | | | |", b["load"]))
     return rows
 
 
@@ -438,16 +433,25 @@ def main(argv: list[str] | None = None) -> int:
     if unknown := [f for f in wanted if f not in FIGURES]:
         parser.error(f"unknown figure {unknown[0]!r}: choose from {', '.join(FIGURES)}")
     runs: dict[str, list[dict[str, float]]] = {f: [] for f in wanted}
+    failed: dict[str, str] = {}  # a figure's last failure: its row says so if no run succeeded
     try:
         for number in range(args.runs):
             for figure in wanted:
                 print(f"run {number + 1}/{args.runs}: {figure} ...", file=sys.stderr, flush=True)
                 measure, jobs = MEASURES[figure]
-                runs[figure].append(measure(max(100, int(jobs * args.scale))))
+                with machine.Load() as load:
+                    try:
+                        figures = measure(max(100, int(jobs * args.scale)))
+                    except Exception as exc:  # the other figures go on
+                        failed[figure] = f"{type(exc).__name__}: {exc}".splitlines()[0][:200]
+                        print(f"run {number + 1}/{args.runs}: {figure} failed: {failed[figure]}", file=sys.stderr)
+                        continue
+                runs[figure].append({**figures, "load": load.value})
     finally:
         flush()
         bench.app.close()
-    print(render({f: median_run(r) for f, r in runs.items()}, args.runs))
+    print(render({f: median_run(r) for f, r in runs.items() if r}, args.runs,
+                 {f: failed[f] for f, r in runs.items() if not r}))
     return 0
 
 

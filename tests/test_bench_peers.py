@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import importlib
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from bench import machine
 from bench.peers import report, run, stores
 
 from tests.stores.redis import RedisServer, _need_redis_server
@@ -35,8 +38,42 @@ def test_a_peer_that_cannot_load_fails_in_its_row_only():
     peer = run.load_peer("no_such_library", "redis")
     cells = run.run_peer(peer, run.workloads.Sizes(jobs=10, pickups=1))
     assert all(isinstance(c, run.Failure) for c in cells.values())
-    line = report.row(peer.label, {m: cells.get(m) for m in run.METRICS}, None)
+    line = report.row(peer.label, {m: cells.get(m) for m in run.METRICS}, {}, None, None)
     assert line[1].startswith("failed: ModuleNotFoundError") and len(line) == len(report.COLUMNS)
+
+
+def figure(cell: str) -> str:
+    """A table cell without the load beside it: '1,234 [0.62]' -> '1,234'."""
+    return cell.strip().split(" [")[0]
+
+
+def test_a_peer_ratio_measured_above_load_1_is_marked():
+    cells = {"a": 9_000.0, "b": 8_000.0}
+    loads: dict[str, float | None] = {"a": 3.0, "b": 0.5}
+    line = report.row("deferq", {m: cells.get(m) for m in run.METRICS}, loads, 10_000.0, 0.4)
+    assert line[1:3] == ["9,000 [3.00]", "0.90x* [3.00]"] and line[4] == "8,000 [0.50]", line
+    quiet = report.row("deferq", {m: cells.get(m) for m in run.METRICS}, {"a": 0.7}, 10_000.0, 0.4)
+    assert quiet[2] == "0.90x [0.70]", quiet
+    drain = {"deferq": 30_000.0, "raw": 300_000.0, "ratio": 0.1, "startup_deferq": 1.0, "startup_raw": 0.2,
+             "load": 3.0}
+    assert "| ratio, deferq / raw (target >= 0.15x) | 0.10x* | | 3.00 |" in report.drain_table(drain, 1000)
+    assert machine.footnote([0.4, 3.0]) == ["* measured at load 3.00 > 1: not a quiet-machine figure"]
+    assert machine.footnote([1.5, 3.0]) == ["* measured at load 1.50-3.00 > 1: not a quiet-machine figure"]
+    assert machine.footnote([0.4, 1.0]) == []
+
+
+def test_a_speed_ratio_measured_above_load_1_is_marked(monkeypatch):
+    monkeypatch.setenv("BENCH_REDIS_URL", "redis://127.0.0.1:6379/13")  # what bench.speed sets if unset
+    speed = importlib.import_module("bench.speed")
+    text = speed.render({"enqueue": {"deferq": 9_000.0, "raw": 10_000.0, "ratio": 0.9, "load": 3.0},
+                         "batch": {"deferq": 90_000.0, "raw": 100_000.0, "ratio": 0.9, "load": 0.5}}, 1)
+    assert machine.describe() in text.splitlines()[0]
+    enqueue, batch = (line for line in text.splitlines() if line.startswith("| Redis"))
+    assert enqueue.endswith("| 0.90x* | >= 0.9 | met | 3.00 |"), enqueue
+    assert batch.endswith("| 0.90x | >= 0.8 | met | 0.50 |"), batch
+    assert text.endswith("\n* measured at load 3.00 > 1: not a quiet-machine figure")
+    calm = speed.render({"batch": {"deferq": 90_000.0, "raw": 100_000.0, "ratio": 0.9, "load": 0.5}}, 1)
+    assert "*" not in calm
 
 
 def test_medians_skip_failed_runs():
@@ -85,10 +122,14 @@ def run_rows(tmp_path: Path, bench_url: str, peers: list[str], timeout: float, *
 
 @pytest.mark.slow
 def test_raw_and_deferq_rows_on_redis(tmp_path, bench_redis):
-    rows = run_rows(tmp_path, bench_redis, ["raw", "deferq"], timeout=100)
-    assert rows[0].split("|")[3].strip() == "1.00x"  # A vs raw, for raw itself
-    cpu = [float(row.split("|")[-2].replace(",", "")) for row in rows]  # B's CPU, measured for both
+    rows = run_rows(tmp_path, bench_redis, ["raw", "deferq"], timeout=150)
+    assert figure(rows[0].split("|")[3]).rstrip("*") == "1.00x"  # A vs raw, for raw itself
+    assert all(re.search(r" \[\d+\.\d\d\]$", cell.strip()) for cell in rows[1].strip("| ").split("|")[1:]), rows
+    cpu = [float(figure(row.split("|")[-2]).replace(",", "")) for row in rows]  # B's CPU, measured for both
     assert cpu[0] >= 0 and cpu[1] > 0, rows  # (a raw run of 300 jobs may spend under one 10 ms tick)
+    # the drains ran too: 300 jobs may drain within the start-up's noise, which the table says
+    table = (tmp_path / "peers.md").read_text()
+    assert "| 2 `deferq worker --burst`, the command line's defaults |" in table or "too few jobs" in table
 
 
 @pytest.mark.slow
@@ -117,6 +158,8 @@ def test_speed_figures_print_ratios_to_their_raw_references(bench_redis):
         capture_output=True, text=True, timeout=100,
     )
     assert done.returncode == 0, done.stderr
-    rows = [line for line in done.stdout.splitlines() if line.startswith("| ") and "x |" in line]
+    assert done.stdout.startswith("bench/speed.py, ") and machine.describe() in done.stdout, done.stdout
+    rows = [line for line in done.stdout.splitlines() if re.match(r"\| .* \| \d+\.\d\dx\*? \|", line)]
     assert len(rows) == 4, done.stdout
-    assert all(float(row.split("|")[4].strip().rstrip("x")) > 0 for row in rows)
+    assert all(float(row.split("|")[4].strip().rstrip("*x")) > 0 for row in rows)
+    assert all(re.search(r"\| \d+\.\d\d \|$", row) for row in rows), rows  # the load beside each

@@ -1,6 +1,11 @@
 """The physical reference: plain redis-py, no library. LPUSH a JSON message per job
 (A), 100 LPUSHes per pipeline (A batch), and `python -m bench.peers.raw` worker
-processes that BRPOP a message and run its probe body (B, D). No scheduler (C)."""
+processes that BRPOP a message and run its probe body (B, D). No scheduler (C).
+
+For the drains and the producer references of bench/speed.py: PAYLOAD, a no-op job's
+message formatted once, LPUSHed in a loop or in pipelines, and `python -m
+bench.peers.raw --drain 16`, a process that runs `RPOP key 16` and the messages'
+bodies in a loop until the list is empty."""
 
 from __future__ import annotations
 
@@ -16,6 +21,26 @@ from . import base, probe
 
 QUEUE = "raw:queue"
 BODIES = {"noop": probe.noop, "incr": probe.incr, "stamp": probe.stamp}
+PAYLOAD = json.dumps(["noop", [0, "x" * 30]], separators=(",", ":")).encode()  # 45 bytes, formatted once
+
+
+def lpush_loop(r: redis.Redis, jobs: int) -> float:
+    """Jobs/s of one LPUSH of PAYLOAD per call."""
+    started = time.perf_counter()
+    for _ in range(jobs):
+        r.lpush(QUEUE, PAYLOAD)
+    return jobs / (time.perf_counter() - started)
+
+
+def lpush_pipelined(r: redis.Redis, jobs: int, size: int = 1000) -> float:
+    """Jobs/s of pipelines of `size` LPUSHes of PAYLOAD."""
+    started = time.perf_counter()
+    for first in range(0, jobs, size):
+        pipe = r.pipeline(transaction=False)
+        for _ in range(first, min(first + size, jobs)):
+            pipe.lpush(QUEUE, PAYLOAD)
+        pipe.execute()
+    return jobs / (time.perf_counter() - started)
 
 
 class Peer(base.Peer):
@@ -55,31 +80,17 @@ def work() -> None:
             BODIES[task](*args)
 
 
-def work_batched(batch: int, total: int) -> None:
-    """RPOP up to `batch` messages per round trip (BRPOP when none is left) and run them;
-    the first and the last of `total` completions note their time, as `probe.incr`
-    does, so start-up is not measured (bench/speed.py's reference for a worker)."""
+def drain(batch: int) -> None:
+    """`RPOP key batch` and run the messages, until the list is empty; then exit."""
     r = redis.Redis.from_url(probe.REDIS_URL)
-    while True:
-        popped = r.rpop(QUEUE, batch)
-        if not popped:
-            one = r.brpop([QUEUE], timeout=1)
-            popped = [one[1]] if one else []
-        first = 0.0
+    while popped := r.rpop(QUEUE, batch):
         for message in popped:
             task, args = json.loads(message)
             BODIES[task](*args)
-            first = first or time.time()
-        if popped:
-            done = r.incrby(probe.COUNT, len(popped))
-            if done == len(popped):
-                r.rpush(probe.FIRST, first)
-            if done >= total > done - len(popped):
-                r.rpush(probe.LAST, time.time())
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 3:  # python -m bench.peers.raw BATCH TOTAL
-        work_batched(int(sys.argv[1]), int(sys.argv[2]))
+    if len(sys.argv) == 3 and sys.argv[1] == "--drain":  # python -m bench.peers.raw --drain BATCH
+        drain(int(sys.argv[2]))
     else:
         work()

@@ -7,8 +7,10 @@
     python -m bench.peers.run --only deferq,huey --runs 1 --jobs 5000
 
 Workloads are those of /work/shared/PEERS.md (see workloads.py). Each cell is the
-median over the runs; a peer or workload that fails says "failed: <reason>" in its
-cell and the run goes on. The table goes to bench/results/peers-<store>.md too.
+median over the runs, with the 1-minute load average it was measured at beside it; a
+peer or workload that fails says "failed: <reason>" in its cell and the run goes on.
+On Redis, when raw and deferq both run, each run also measures the no-op drains
+(drains.py). The table goes to bench/results/peers-<store>.md too.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from . import workloads
+from .. import machine
+from . import drains, workloads
 from .base import ROOT, Peer
 from .report import render
 from .stores import drop, reset, sqlite_url
@@ -86,10 +89,12 @@ def run_peer(peer: Peer, sizes: workloads.Sizes) -> dict[str, Any]:
     r = workloads.driver()
 
     def attempt(metric: str, measure: Any) -> None:
-        try:
-            out[metric] = measure()
-        except Exception as exc:
-            out[metric] = Failure.of(exc)
+        with machine.Load() as load:
+            try:
+                out[metric] = measure()
+            except Exception as exc:
+                out[metric] = Failure.of(exc)
+        out[f"load:{metric}"] = load.value
 
     try:
         fresh(peer)
@@ -103,6 +108,7 @@ def run_peer(peer: Peer, sizes: workloads.Sizes) -> dict[str, Any]:
             attempt("b", lambda: workloads.processing(r, sizes.jobs, workers))
             if "b" in out and not isinstance(out["b"], Failure):
                 out["b"], out["b_cpu"] = out["b"]
+                out["load:b_cpu"] = out["load:b"]
             if peer.delays:
                 attempt("c", lambda: workloads.delay_lateness(peer, r, workers, sizes.delayed))
             attempt("d", lambda: workloads.pickup_latency(peer, r, workers, sizes.pickups))
@@ -122,6 +128,21 @@ def run_peer(peer: Peer, sizes: workloads.Sizes) -> dict[str, Any]:
         except Exception:
             pass
     return out
+
+
+def drain_run(url: str, jobs: int) -> dict[str, Any]:
+    """The drains of one run (drains.py); a failure in every figure's place."""
+    with machine.Load() as load:
+        try:
+            out: dict[str, Any] = drains.measure(url, jobs)
+        except Exception as exc:
+            out = dict.fromkeys(("deferq", "raw", "ratio", "startup_deferq", "startup_raw"), Failure.of(exc))
+    return {**out, "load": load.value}
+
+
+def highest_load(results: list[dict[str, Any]], metric: str) -> float | None:
+    """The highest load any run measured `metric` at."""
+    return max((r[f"load:{metric}"] for r in results if f"load:{metric}" in r), default=None)
 
 
 def median_cell(values: list[Any]) -> Any:
@@ -175,12 +196,17 @@ def main(argv: list[str] | None = None) -> int:
     peers = [load_peer(name, args.store) for name in names]
     sizes = workloads.Sizes(jobs=args.jobs, pickups=args.pickups, delayed=args.delayed)
     runs: dict[str, list[dict[str, Any]]] = {peer.label: [] for peer in peers}
+    drained: list[dict[str, Any]] = []  # the drains' runs, when raw and deferq both run on Redis
+    deferq = next((p for p in peers if p.name == "deferq"), None)
     started = time.time()
     try:
         for number in range(args.runs):
             for peer in peers:
                 print(f"run {number + 1}/{args.runs}: {peer.label} ...", file=sys.stderr, flush=True)
                 runs[peer.label].append(run_peer(peer, sizes))
+            if args.store == "redis" and "raw" in names and deferq is not None:
+                print(f"run {number + 1}/{args.runs}: drains ...", file=sys.stderr, flush=True)
+                drained.append(drain_run(deferq.store, sizes.jobs))
     finally:
         for peer in peers:
             try:
@@ -189,7 +215,11 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"could not clean {peer.store}: {exc}", file=sys.stderr)
     cells = {label: {m: median_cell([r.get(m) for r in results]) for m in METRICS}
              for label, results in runs.items()}
-    table = render(peers, cells, args, time.time() - started)
+    loads = {label: {m: highest_load(results, m) for m in METRICS} for label, results in runs.items()}
+    drain = {key: median_cell([r[key] for r in drained]) for key in drained[0]} if drained else None
+    if drain:
+        drain["load"] = max(r["load"] for r in drained)
+    table = render(peers, cells, loads, drain, args, time.time() - started)
     print(table)
     output = args.output or str(ROOT / "bench" / "results" / f"peers-{args.store}.md")
     with open(output, "w") as out:

@@ -92,6 +92,17 @@ class Workers:
                 last = lines[-1].strip()[:120] if lines else "no output"
                 raise WorkerFailed(f"worker exited with code {code}: {last} (see {log})")
 
+    def wait(self, timeout: float) -> None:
+        """Until every worker has exited by itself; raise if one failed or outlives `timeout`."""
+        deadline = time.monotonic() + timeout
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                raise WorkerFailed(f"a worker still ran {timeout:.0f} s after it started") from None
+            if proc.returncode != 0:
+                self.check()
+
     def rss(self) -> tuple[float, int]:
         """MiB resident over every process of every worker group, and how many processes."""
         pids = [pid for proc in self.procs for pid in group_members(proc.pid)]
