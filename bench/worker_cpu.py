@@ -68,13 +68,23 @@ def succeeded() -> int:
     return count
 
 
+def empty(url: str) -> None:
+    """A clean store at `url`: its Redis database flushed, or its SQLite file removed."""
+    if url.startswith("sqlite:"):
+        for suffix in ("", "-wal", "-shm"):
+            Path(url.split("///", 1)[1].split("?")[0] + suffix).unlink(missing_ok=True)
+    else:
+        redis.Redis.from_url(url.split("?")[0]).flushdb()
+
+
 def one_run(src: str, task: str, jobs: int, processes: int, extra: list[str], url: str,
             profile: str = "") -> tuple[float, float]:
-    """(worker CPU ms per 1,000 jobs, jobs/s) of one drain by the tree at `src`."""
+    """(worker CPU ms per 1,000 jobs, jobs/s) of one drain by the tree at `src`, on the
+    Redis or SQLite store at `url` (emptied first)."""
     from deferq.cli.bench import stop  # here: the workers import this module from a tree that may lack it
     app.close()
     app.url = url
-    redis.Redis.from_url(url.split("?")[0]).flushdb()
+    empty(url)
     app.close()
     app.pause(QUEUE)
     call = app.tasks[task].call
