@@ -14,7 +14,7 @@ from deferq.net.policy import POLICY_ENV
 from deferq.schedules.definition import make_schedule
 from deferq.server import ServerConfig, create_app
 from deferq.server.app import full_document as document
-from deferq.server.console.api import route_scopes
+from deferq.server.console.routes import route_scopes
 from deferq.server.http import auth
 from deferq.worker import orders
 from tests.alert_receivers import BANNER, banner_listener, free_port, webhook_inbox  # noqa: F401 - fixture

@@ -17,9 +17,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import deferq
-from deferq.backends.base import Enqueue, Outcome, OutcomeKind
+from deferq.backends.base import Enqueue, Outcome, OutcomeKind, TopologyRefused
 from deferq.backends.redis import reshard
-from deferq.backends.redis.reshard import TopologyRefused
 from deferq.backends.redis.shards import shard_of_id
 from deferq.backends.redis.topology import LOG_KEPT, Added, Topology
 from deferq.job import Job, JobState, new_job_id
@@ -75,7 +74,7 @@ def test_an_added_shard_takes_new_jobs_in_every_process_and_keys_stay_on_the_anc
         other.backend.sync(force=True)  # `other` has read the record: it changes later
         third = f"127.0.0.1:{servers[2].port}/0"
 
-        topology = reshard.add_shard(admin.backend, third, "alice")
+        topology = admin.backend.resharding().add(third, "alice")
         assert [s["state"] for s in topology["shards"]] == ["live", "live", "live"]
         assert topology["log"][-1]["who"] == "alice" and topology["log"][-1]["action"] == "add"
         assert topology["shards"][2] == {**topology["shards"][2], "number": 2, "name": third, "role": "added"}
@@ -93,24 +92,24 @@ def test_an_added_shard_takes_new_jobs_in_every_process_and_keys_stay_on_the_anc
         assert {shard_of_id(j.id) for j in keyed} <= {0, 1}
 
         with pytest.raises(TopologyRefused, match="already a shard"):
-            reshard.add_shard(admin.backend, third, "alice")
+            admin.backend.resharding().add(third, "alice")
         with pytest.raises(TopologyRefused, match="anchor"):
-            reshard.drain_shard(admin.backend, f"127.0.0.1:{servers[0].port}/0", "alice")
+            admin.backend.resharding().drain(f"127.0.0.1:{servers[0].port}/0", "alice")
         with pytest.raises(TopologyRefused, match="drain it first"):
-            reshard.remove_shard(admin.backend, third, "alice")
+            admin.backend.resharding().remove(third, "alice")
 
-        reshard.drain_shard(admin.backend, third, "bob")
+        admin.backend.resharding().drain(third, "bob")
         other.backend.sync(force=True)
         assert {shard_of_id(other.enqueue("t", [n]).id) for n in range(10)} == {0, 1}, "draining takes no new jobs"
         with pytest.raises(TopologyRefused, match="unfinished"):
-            reshard.remove_shard(admin.backend, third, "bob")
+            admin.backend.resharding().remove(third, "bob")
         # its workers keep leasing from it: run everything
         worker = other.backend
         while taken := worker.reserve(["default"], 100, "w", 30, ORDER):
             assert worker.settle([Outcome(j, OutcomeKind.SUCCEEDED) for j in taken]) == [True] * len(taken)
         assert admin.get(landed[-1].id).state == JobState.SUCCEEDED
 
-        topology = reshard.remove_shard(admin.backend, third, "bob")
+        topology = admin.backend.resharding().remove(third, "bob")
         assert topology["shards"][2]["state"] == "removed"
         assert [(c["who"], c["action"]) for c in topology["log"]] == [("alice", "add"), ("bob", "drain"),
                                                                        ("bob", "remove")]
@@ -121,7 +120,7 @@ def test_an_added_shard_takes_new_jobs_in_every_process_and_keys_stay_on_the_anc
         servers[2].stop()  # gone for good: nothing asks it
         assert other.stats()["default"]["succeeded"] >= 1 and other.enqueue("t", [1]).id
         servers[2].start()  # empty again (no persistence): it may come back, under a new number
-        readded = reshard.add_shard(admin.backend, third, "carol")
+        readded = admin.backend.resharding().add(third, "carol")
         assert readded["shards"][-1]["number"] == 3, "a number is never given twice"
     finally:
         admin.close()
@@ -135,12 +134,12 @@ def test_the_record_outlives_an_anchor_that_lost_its_data(servers) -> None:
     app = deferq.App(url)
     third = f"127.0.0.1:{servers[2].port}/0"
     try:
-        reshard.add_shard(app.backend, third, "alice")
+        app.backend.resharding().add(third, "alice")
         servers[0].stop()
         servers[0].start()  # no persistence: empty
         later = deferq.App(url)
         assert later.backend.present() == [0, 1, 2], "read from the other anchor"
-        shown = reshard.drain_shard(later.backend, third, "bob")
+        shown = later.backend.resharding().drain(third, "bob")
         assert shown["version"] == 2 and shown["shards"][2]["state"] == "draining"
         servers[1].kill()
         app.backend.sync(force=True)
@@ -156,11 +155,11 @@ def test_bad_shard_requests_are_refused_in_a_sentence(servers) -> None:
     try:
         for bad in ("", "nohost", "redis://x:1", "a:1,b:2", "h:1/x"):
             with pytest.raises(deferq.errors.ConfigError, match="Redis server|number"):
-                reshard.add_shard(app.backend, bad, "x")
+                app.backend.resharding().add(bad, "x")
         with pytest.raises(TopologyRefused, match="no shard"):
-            reshard.drain_shard(app.backend, "127.0.0.1:1/0", "x")
+            app.backend.resharding().drain("127.0.0.1:1/0", "x")
         with pytest.raises(TopologyRefused, match="only a redis"):
-            reshard.sharded(deferq.App("memory://").backend)
+            deferq.App("memory://").backend.resharding()
     finally:
         app.close()
 
@@ -172,7 +171,7 @@ def test_a_server_holding_jobs_of_this_store_is_not_added(servers) -> None:
     try:
         stray.enqueue("t", [1])
         with pytest.raises(TopologyRefused, match="already holds 1 jobs"):
-            reshard.add_shard(app.backend, f"127.0.0.1:{servers[2].port}/0", "x")
+            app.backend.resharding().add(f"127.0.0.1:{servers[2].port}/0", "x")
     finally:
         stray.close()
         app.close()
@@ -204,7 +203,7 @@ def test_a_shard_added_while_a_producer_and_a_worker_run_loses_nothing(servers, 
     try:
         thread.start()
         wait_until(lambda: len(made) >= 100, 20, "the producer did not start")
-        reshard.add_shard(admin.backend, f"127.0.0.1:{servers[2].port}/0", "fault-test")
+        admin.backend.resharding().add(f"127.0.0.1:{servers[2].port}/0", "fault-test")
         wait_until(lambda: any(shard_of_id(j.id) == 2 for j in made[-50:]), 20, "no job reached the added shard")
         stop.set()
         thread.join(20)

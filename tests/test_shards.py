@@ -13,9 +13,9 @@ import pytest
 
 import deferq
 from deferq.backends.base import Enqueue, Outcome, OutcomeKind, Stats, missing_from
-from deferq.backends.redis.shards import mark_id, shard_of_id
+from deferq.backends.redis.shards import shard_of_id
 from deferq.errors import StoreUnavailable
-from deferq.job import Job, JobState, new_job_id
+from deferq.job import Job, JobState, mark_id, new_job_id
 from deferq.observe import history
 from deferq.worker import Worker, WorkerConfig
 from tests.stores.redis import RedisServer, _need_redis_server, unique_prefix

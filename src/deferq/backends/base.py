@@ -442,6 +442,33 @@ class JobStore(ABC):
         return await asyncio.to_thread(self.enqueue_many, items, connection)
 
 
+class TopologyRefused(DeferqError):
+    """A change to a store's shards that cannot be made (the message says why)."""
+
+
+class Resharding(ABC):
+    """A store's servers added, drained and removed at run time (redis+shards://, whose
+    `JobAdmin.resharding()` gives it: backends/redis/reshard.py). A change answers as
+    `describe()` does; one that cannot be made raises TopologyRefused."""
+
+    @abstractmethod
+    def describe(self) -> dict[str, Any]:
+        """Every shard (anchors first) with its number, name, role and state, and the
+        log of changes, newest last."""
+
+    @abstractmethod
+    def add(self, server: str, who: str) -> dict[str, Any]:
+        """A new server (host:port[/db], empty of this store's jobs), taking new jobs."""
+
+    @abstractmethod
+    def drain(self, name: str, who: str, drain: bool = True) -> dict[str, Any]:
+        """No new jobs for an added shard (its jobs still run), or (drain=False) new jobs again."""
+
+    @abstractmethod
+    def remove(self, name: str, who: str) -> dict[str, Any]:
+        """A drained shard out of the set, once it holds no unfinished job."""
+
+
 class JobAdmin(ABC):
     """Inspecting and managing jobs: what the CLI, the API and the console use."""
 
@@ -559,6 +586,11 @@ class JobAdmin(ABC):
         bench`'s own): a producer that names it again lists it again. Stores that keep
         no list of queues apart from their jobs have nothing to drop."""
         return queue not in self.stats() and queue not in self.paused()
+
+    def resharding(self) -> Resharding:
+        """The store's servers, to add, drain and remove at run time; TopologyRefused for a
+        store that has no shards (every one but redis+shards://)."""
+        raise TopologyRefused("only a redis+shards:// store has shards to add, drain or remove")
 
 
 class Records(ABC):

@@ -20,6 +20,7 @@ import click
 import orjson
 
 from ..app import App
+from ..backends.base import Resharding, TopologyRefused
 from ..backends.search import SCHEDULED_KINDS, JobQuery, find_retrying
 from ..errors import ConfigError, DeferqError
 from ..job import Job, JobState
@@ -907,16 +908,15 @@ def shard() -> None:
     Every producer, worker and server follows within seconds, without a restart."""
 
 
-def shard_change(app: App, change: Callable[..., dict[str, Any]], what: str) -> None:
+def shard_change(app: App, change: Callable[[Resharding, str], dict[str, Any]]) -> None:
+    """`change(the store's shards, who)` made, and the shards shown as `shard list` does."""
     import getpass
     import socket
 
-    from ..backends.redis import reshard
-
     who = f"{getpass.getuser()}@{socket.gethostname()} from the command line"
     try:
-        shown = change(reshard.sharded(app.backend), what, who)
-    except reshard.TopologyRefused as exc:
+        shown = change(app.backend.resharding(), who)
+    except TopologyRefused as exc:
         raise click.ClickException(str(exc)) from None
     print_shards(shown, as_json=False)
 
@@ -936,11 +936,9 @@ def print_shards(shown: dict[str, Any], as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def shard_list(app: App, as_json: bool) -> None:
     """Each shard (number, host:port/db, anchor or added, state) and the latest changes."""
-    from ..backends.redis import reshard
-
     try:
-        print_shards(reshard.describe(reshard.sharded(app.backend)), as_json)
-    except reshard.TopologyRefused as exc:
+        print_shards(app.backend.resharding().describe(), as_json)
+    except TopologyRefused as exc:
         raise click.ClickException(str(exc)) from None
 
 
@@ -949,9 +947,7 @@ def shard_list(app: App, as_json: bool) -> None:
 @click.argument("server")
 def shard_add(app: App, server: str) -> None:
     """Add SERVER (host:port[/db], empty of this store's jobs): it takes new jobs at once."""
-    from ..backends.redis.reshard import add_shard
-
-    shard_change(app, add_shard, server)
+    shard_change(app, lambda shards, who: shards.add(server, who))
 
 
 @shard.command("drain")
@@ -959,9 +955,7 @@ def shard_add(app: App, server: str) -> None:
 @click.argument("name")
 def shard_drain(app: App, name: str) -> None:
     """No new jobs for shard NAME (host:port/db or number); its jobs still run."""
-    from ..backends.redis.reshard import drain_shard
-
-    shard_change(app, drain_shard, name)
+    shard_change(app, lambda shards, who: shards.drain(name, who))
 
 
 @shard.command("undrain")
@@ -969,9 +963,7 @@ def shard_drain(app: App, name: str) -> None:
 @click.argument("name")
 def shard_undrain(app: App, name: str) -> None:
     """Let a draining shard take new jobs again."""
-    from ..backends.redis.reshard import drain_shard
-
-    shard_change(app, functools.partial(drain_shard, drain=False), name)
+    shard_change(app, lambda shards, who: shards.drain(name, who, drain=False))
 
 
 @shard.command("remove")
@@ -979,9 +971,7 @@ def shard_undrain(app: App, name: str) -> None:
 @click.argument("name")
 def shard_remove(app: App, name: str) -> None:
     """Remove a drained shard; refused while it holds unfinished jobs."""
-    from ..backends.redis.reshard import remove_shard
-
-    shard_change(app, remove_shard, name)
+    shard_change(app, lambda shards, who: shards.remove(name, who))
 
 
 def document(command: click.Command, path: str = "") -> set[str]:

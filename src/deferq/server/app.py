@@ -25,9 +25,9 @@ from .api import schedules as schedules_api
 from .api.openapi import document, requests_kept_exactly
 from .api.routes import PRODUCER, api_routes, create_job, enqueue_job
 from .console import models as console_models
-from .console.api import paths as console_api_paths
-from .console.api import routes as console_api_routes
 from .console.page import routes as dashboard_routes
+from .console.routes import paths as console_paths
+from .console.routes import routes as console_routes
 from .http import logfiles
 from .http.config import ServerConfig
 from .http.errors import ApiError, Invalid
@@ -64,9 +64,9 @@ async def internal_error(request: Request, exc: Exception) -> Response:
 
 @functools.cache
 def full_document() -> dict[str, Any]:
-    """The API's document with the console's routes (kept apart: console_api imports openapi)."""
+    """The API's document with the console's routes (kept apart: console/routes.py imports openapi)."""
     base = document((*console_models.MODELS, *load_api.MODELS, *flow_api.MODELS))
-    paths = {**base["paths"], **console_api_paths(), **history_api.paths(), **schedules_api.paths(),
+    paths = {**base["paths"], **console_paths(), **history_api.paths(), **schedules_api.paths(),
              **load_api.paths(), **flow_api.paths()}
     return requests_kept_exactly({**base, "paths": paths})
 
@@ -203,7 +203,7 @@ def create_app(config: ServerConfig | None = None, app: App | None = None) -> Fr
     logfiles.route(logfiles.REQUEST_LOG, config.request_log)
     logfiles.route(logfiles.ERROR_LOG, config.error_log)
     service = Service(config, app)
-    routes = [*api_routes(), *console_api_routes(), *history_api.routes(), *schedules_api.routes(),
+    routes = [*api_routes(), *console_routes(), *history_api.routes(), *schedules_api.routes(),
               *load_api.routes(), *flow_api.routes(), Route("/openapi.json", openapi, methods=["GET"]),
               Route("/metrics", metrics, methods=["GET"]), *dashboard_routes()]
 

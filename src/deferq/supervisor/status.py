@@ -51,10 +51,15 @@ def running_masters(backend: Backend) -> list[dict[str, Any]]:
     return sorted(_decoded(backend.kv_list("masters")), key=lambda m: str(m.get("id", "")))
 
 
+def worker_heartbeats(backend: Backend) -> list[dict[str, Any]]:
+    """The last heartbeat of each worker running now (each publishes it with a TTL), by name."""
+    return sorted(_decoded(backend.kv_list("workers")), key=lambda w: str(w.get("name", "")))
+
+
 def collect_status(backend: Backend) -> dict[str, Any]:
     now = time.time()
     masters = running_masters(backend)
-    workers = {w.get("name"): w for w in _decoded(backend.kv_list("workers"))}
+    workers = {w.get("name"): w for w in worker_heartbeats(backend)}
     for master in masters:
         for pool in master.get("pools", {}).values():
             for child in pool.get("children", []):

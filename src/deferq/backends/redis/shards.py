@@ -9,7 +9,7 @@ and `get`/`cancel`/`retry_dead` answer for every job on a server that answers.
 
 - A job's id names its server: the backend re-marks the id it is given with the
   server's number (its position in the URL, then the order shards were added at run
-  time; `mark_id`, `shard_of_id`; docs/redis.md "Shards"), so a look-up by id asks
+  time; `job.mark_id`, `shard_of_id`; docs/redis.md "Shards"), so a look-up by id asks
   that server alone. Servers may be added at the end of the URL, never removed or
   reordered; at run time, through `add_shard`, `drain_shard` and `remove_shard`
   (topology.py: the record every process re-reads).
@@ -36,12 +36,12 @@ from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from ...errors import ConfigError, StoreFull, StoreUnavailable
-from ...job import _CROCKFORD, _PAIRS, FINISHED_STATES, Job, JobState
+from ...job import FINISHED_STATES, MARKS, Job, JobState, mark_id, mark_of
 from .. import fair
 from ..base import Backend, Enqueue, Heartbeat, JobList, JobStore, Outcome, QueueStats, Stats, grouped
 from ..history import Row
 from ..search import JobPage, JobQuery, scan_page
-from . import flows, topology
+from . import flows, reshard, topology
 from .backend import RedisBackend
 from .connection import LOST, Waiter
 from .search import is_position
@@ -52,50 +52,17 @@ T = TypeVar("T")
 
 # -- which server a job is on, from its id ----------------------------------------------
 #
-# A job id is 26 Crockford base-32 characters, 130 bits: 48 bits of milliseconds, 80
-# that grow within a millisecond, then 2 zero bits (job.new_job_id). The shard backend
-# stores a job under its id marked for the server it goes to: the 11th and 12th
-# characters (10 bits from the middle of the 80) are left out and two characters
-# appended whose value (0-1023) is 4 x shard + 1:
-#
-#     06H0G30DX5YKGH6BGCZVYCJVWC  ->  06H0G30DX5 GH6BGCZVYCJVWC 05  (on shard 1)
-#
-# The value's low bits 01 tell a marked id from any other (those end in 00); the shard
-# is the server's position in the URL (0 = the first). Ids still sort by time (the first
-# 10 characters hold the milliseconds) and within one process by creation; 70 random
-# bits per millisecond keep them unique. Marking is string slicing: no cost to speak of.
+# The shard backend stores a job under its id marked with the number of the server it
+# goes to (job.mark_id): its position in the URL (0 = the first), then the order shards
+# were added at run time. A look-up reads the number back (`shard_of_id`, job.mark_of).
 
-_PAIR_VALUE = {pair: value for value, pair in enumerate(_PAIRS)}
-_LOW_BITS = {c: i & 3 for i, c in enumerate(_CROCKFORD)}  # the 2 lowest bits of an id's last character
-MARK = 0b01
-MAX_SHARDS = 256
+MAX_SHARDS = MARKS
+shard_of_id = mark_of  # the server number a marked job id names, or None (docs/redis.md)
 
 
 def _positions(value: Any) -> bool:
     """A page's position: each server's own (search.is_position), by its index."""
     return type(value) is dict and all(type(k) is str and k.isdigit() and is_position(v) for k, v in value.items())
-
-
-def mark_id(job_id: str, shard: int) -> str:
-    """`job_id` marked as stored on server number `shard`. Anything else than a job id
-    (26 characters, ending in 00 or marked) is returned unchanged: such an id is then
-    looked for on every server."""
-    if len(job_id) != 26:
-        return job_id
-    low = _LOW_BITS.get(job_id[25])
-    if low == 0:
-        return job_id[:10] + job_id[12:] + _PAIRS[shard << 2 | MARK]
-    if low == MARK:
-        return job_id[:24] + _PAIRS[shard << 2 | MARK]
-    return job_id
-
-
-def shard_of_id(job_id: str) -> int | None:
-    """The server number a marked job id names, or None for an unmarked id."""
-    value = _PAIR_VALUE.get(job_id[24:]) if len(job_id) == 26 else None
-    if value is None or value & 3 != MARK:
-        return None
-    return value >> 2
 
 
 def shard_urls(url: str) -> list[str]:
@@ -135,6 +102,13 @@ class ShardedRedisBackend(Backend):
     def server_url(self, server: str) -> str:
         """A redis:// URL for one server part, with this store's query (prefix, timeouts)."""
         return f"redis://{server}" + (f"?{self._query}" if self._query else "")
+
+    def open_server(self, server: str) -> RedisBackend:
+        """A store on one server (host:port[/db]) with this store's options, not one of its shards."""
+        return RedisBackend(self.server_url(server), **self._options)
+
+    def resharding(self) -> reshard.Shards:
+        return reshard.Shards(self)
 
     def _open(self, url: str) -> None:
         shard = RedisBackend(url, **self._options)

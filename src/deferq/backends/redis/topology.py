@@ -8,7 +8,7 @@ seconds, so producers, workers and servers follow a change without a restart.
 
 An added shard is `live` (takes new jobs), `draining` (takes none; its jobs still run
 and are still read) or `removed` (no longer asked; refused while it holds unfinished
-jobs). Its number (the one its jobs' ids are marked with, shards.mark_id) is never
+jobs). Its number (the one its jobs' ids are marked with, job.mark_id) is never
 given to another server, even once it is removed.
 """
 

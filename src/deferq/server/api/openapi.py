@@ -385,7 +385,7 @@ def document(more: tuple[type[msgspec.Struct], ...] = ()) -> dict[str, Any]:
                  "description": "Delayed jobs and signed callbacks over HTTP. See docs/http.md.\n\n"
                                 "Formats that no JSON Schema keyword states:\n\n" + "\n".join(
                                     f"- `{name}`: {says}" for name, says in models.FORMATS.items())},
-        "paths": _paths(),  # server/app.py adds the console's (console/api.py paths)
+        "paths": _paths(),  # server/app.py adds the console's (console/routes.py paths)
         "components": {"schemas": schemas(more),
                        "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
     }

@@ -14,7 +14,6 @@ from starlette.requests import Request
 from starlette.routing import Route
 
 from ...backends.base import Backend, missing_from, queue_table
-from ...backends.redis import reshard
 from ...errors import ConfigError
 from ...flows import batch as batches
 from ...job import Job, JobState
@@ -549,10 +548,10 @@ async def add_shard(request: Request) -> JSON:
     service = service_of(request)
     asked = fields.parse(models.ShardRequest, await read_json(request), "a shard")
     who = await caller(request)
-    return JSON(await shards_api.changed(service, reshard.add_shard, asked.server, who), 201)
+    return JSON(await shards_api.changed(service, shards_api.add_shard, asked.server, who), 201)
 
 
-def shard_action(change: Callable[..., dict[str, Any]]) -> Handler:
+def shard_action(change: shards_api.Change) -> Handler:
     @needs(ADMIN)
     async def act(request: Request) -> JSON:
         service = service_of(request)
@@ -605,8 +604,8 @@ ROUTES: dict[str, dict[str, Handler]] = {
     "/v1/settings/alerts": {"GET": get_alerts, "PUT": put_alerts},
     "/v1/store/parts": {"GET": list_store_parts},
     "/v1/store/shards": {"GET": list_shards, "POST": add_shard},
-    "/v1/store/shards/{number}": {"DELETE": shard_action(reshard.remove_shard)},
-    "/v1/store/shards/{number}/drain": {"POST": shard_action(reshard.drain_shard)},
+    "/v1/store/shards/{number}": {"DELETE": shard_action(shards_api.remove_shard)},
+    "/v1/store/shards/{number}/drain": {"POST": shard_action(shards_api.drain_shard)},
     "/v1/store/shards/{number}/undrain": {"POST": shard_action(shards_api.undrain)},
     "/healthz": {"GET": healthz},
     "/readyz": {"GET": readyz},

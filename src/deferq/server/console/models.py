@@ -1,4 +1,4 @@
-"""The typed models of the console's own routes (console/api.py), as api/models.py is for the
+"""The typed models of the console's own routes (routes.py), as api/models.py is for the
 core API: each request is checked with its model (fields.parse, fields.parse_query) and
 each model's schema is what /openapi.json shows (openapi.schemas), so the document and
 the server cannot disagree (tests/test_server_schema.py holds them to it).

@@ -1,4 +1,4 @@
-"""The routes the operator console (/dashboard/) needs beyond routes.py, open to any API
+"""The routes the operator console (/dashboard/) needs beyond api/routes.py, open to any API
 client like the rest of /v1: who a token is, a bounded job search, a job's lease,
 workers and masters, periodic schedules, the store's health, trying a retry condition or
 a backoff before saving a topic, a test alert, retrying chosen dead letters, and orders
@@ -33,7 +33,7 @@ from ...limits.in_force import in_force
 from ...net.policy import Policy
 from ...schedules.timing import Timing
 from ...supervisor.alerts import AlertConfig, Alerter
-from ...supervisor.status import _decoded, running_masters, worker_view
+from ...supervisor.status import running_masters, worker_heartbeats, worker_view
 from ...worker import orders
 from ..api import jobs as jobs_module
 from ..api import schedules as schedules_api
@@ -231,7 +231,7 @@ def _workers(backend: Backend) -> dict[str, Any]:
     owner = {child.get("worker"): master.get("id") for master in masters
              for pool in master.get("pools", {}).values() for child in pool.get("children", [])}
     workers = []
-    for status in sorted(_decoded(backend.kv_list("workers")), key=lambda w: str(w.get("name", ""))):
+    for status in worker_heartbeats(backend):
         view = worker_view(status, now)
         workers.append({**view, "master": owner.get(view["worker"]), "seen": status.get("seen")})
     running = [job for worker in workers for job in worker["jobs"]]
@@ -285,7 +285,7 @@ async def list_periodic(request: Request) -> JSON:
 
 def _limits(service: Service) -> dict[str, Any]:
     declared: dict[str, dict[str, Any]] = {}
-    for status in _decoded(service.backend.kv_list("workers")):
+    for status in worker_heartbeats(service.backend):
         declared.update(status.get("limits") or {})
     registry = service.app.registry  # a server started with --app knows its tasks too
     for name, limit in registry.limits.items():
