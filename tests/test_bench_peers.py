@@ -109,7 +109,8 @@ def run_rows(tmp_path: Path, bench_url: str, peers: list[str], timeout: float, *
     output = tmp_path / "peers.md"
     done = subprocess.run(
         [sys.executable, "-m", "bench.peers.run", *store, "--only", ",".join(peers), "--jobs", "300",
-         "--runs", "1", "--pickups", "10", "--delayed", "100", "--output", str(output)],
+         "--runs", "1", "--pickups", "10", "--delayed", "100", "--drain-jobs", "300",
+         "--output", str(output)],
         cwd=ROOT, env={**os.environ, "BENCH_REDIS_URL": bench_url},
         capture_output=True, text=True, timeout=timeout,
     )

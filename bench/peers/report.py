@@ -144,7 +144,7 @@ def render(peers: list[Peer], cells: dict[str, dict[str, Any]], loads: dict[str,
     marked = [ratio_load(cells[p.label], loads[p.label], raw_a, raw_load) for p in peers]
     marked = [load for load in marked if load is not None]
     if drain is not None:
-        lines += [*drain_table(drain, args.jobs), ""]
+        lines += [*drain_table(drain, args.drain_jobs), ""]
         if not hasattr(drain["ratio"], "reason"):
             marked.append(drain["load"])
     if note := machine.footnote(marked):

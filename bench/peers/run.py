@@ -166,6 +166,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--pickups", type=int, default=200, help="D samples per run (default 200)")
     parser.add_argument("--delayed", type=int, default=workloads.DELAYED_JOBS,
                         help=f"C: jobs due at one moment (default {workloads.DELAYED_JOBS})")
+    parser.add_argument("--drain-jobs", type=int, default=drains.JOBS,
+                        help=f"jobs each no-op drain empties (Redis, raw and deferq; default {drains.JOBS})")
     parser.add_argument("--quick", action="store_true", help="a smoke run: 2,000 jobs, 1 run")
     stores = parser.add_mutually_exclusive_group()
     stores.add_argument("--postgres", action="store_const", dest="store", const="postgres",
@@ -178,8 +180,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args.store = args.store or "redis"
     if args.quick:
         args.jobs, args.runs, args.pickups = 2_000, 1, 50
-    if args.runs < 1 or args.jobs < 2 or args.pickups < 1 or args.delayed < 1:
-        parser.error("--runs, --pickups, --delayed must be at least 1 and --jobs at least 2")
+    if args.runs < 1 or args.jobs < 2 or args.pickups < 1 or args.delayed < 1 or args.drain_jobs < 1:
+        parser.error("--runs, --pickups, --delayed, --drain-jobs must be at least 1 and --jobs at least 2")
     return args
 
 
@@ -206,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
                 runs[peer.label].append(run_peer(peer, sizes))
             if args.store == "redis" and "raw" in names and deferq is not None:
                 print(f"run {number + 1}/{args.runs}: drains ...", file=sys.stderr, flush=True)
-                drained.append(drain_run(deferq.store, sizes.jobs))
+                drained.append(drain_run(deferq.store, args.drain_jobs))
     finally:
         for peer in peers:
             try:
