@@ -175,6 +175,39 @@ def test_backoff_pauses_the_key_across_three_workers_without_spending_an_attempt
     assert app.limits.get("call") is None  # the pause expired with its record
 
 
+@pytest.mark.parametrize("store_url", ["sqlite", "redis"], indirect=True)
+def test_a_limit_set_by_another_process_holds_a_worker_whose_code_declares_none(app, store_url):
+    """The worker's limits middleware is idle (its jobs never enter limits/) until the
+    store holds a limit: its keeper reads them every second, as `deferq limits set` from
+    another process needs."""
+    running, most = [0], [0]
+    lock, release = threading.Lock(), threading.Event()
+
+    @app.task()
+    def slow() -> None:
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        release.wait(0.2)
+        with lock:
+            running[0] -= 1
+
+    assert app.limiter.idle
+    worker, thread = start_worker(app, concurrency=4)
+    other = deferq.App(store_url)
+    try:
+        other.limits.set("slow", concurrency=1)
+        wait_until(lambda: not app.limiter.idle, what="the worker's limiter woke for the stored limit")
+        jobs = [slow.enqueue() for _ in range(4)]
+        for job in jobs:
+            wait_for_state(app, job.id, JobState.SUCCEEDED, timeout=20)
+    finally:
+        stop_worker(worker, thread)
+        other.limits.clear("slow")
+        other.close()
+    assert most[0] == 1
+
+
 @given(st.from_regex(r"\A[ 0-9./smhdx]{0,12}\Z"))
 @settings(max_examples=300, deadline=None)
 def test_the_http_rate_pattern_takes_exactly_the_rates_deferq_reads(text):

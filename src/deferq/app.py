@@ -127,13 +127,15 @@ class App:
         # deferq's own middleware, first: their before-hooks run before, their after-hooks
         # after, every other middleware's (the order of middleware.Chain)
         self._history = History(lambda: self.backend, self.lease)
-        self._limiter = Limits(self.registry.limits, lambda: self.backend)
-        for middleware in (batches.BatchJoin(), self._history, JobLog(), Attempts(lambda: self.backend),
+        changed = self.registry.chain.changed  # a plug-in idle or busy again: the chain looks again
+        self._limiter = Limits(self.registry.limits, lambda: self.backend, changed)
+        self._batch_join = batches.BatchJoin(changed)
+        for middleware in (self._batch_join, self._history, JobLog(), Attempts(lambda: self.backend),
                            self._limiter, Steps(lambda: self.backend, self.lease, self.result_ttl),
                            Inputs(lambda: self.backend)):
             self.registry.add_middleware(middleware)
         # limits set, changed and cleared at run time, kept in the store (limits/runtime.py)
-        self.limits = LimitsAdmin(lambda: self.backend)
+        self.limits = LimitsAdmin(lambda: self.backend, self._limiter.wake)
         self._origin = Origin(self.wait, self.wait_async)  # what the jobs it returns wait through
         if self.eager:
             from .testing import EagerRunner
@@ -385,7 +387,7 @@ class App:
 
     def batch(self, on_complete: Call | None = None, on_success: Call | None = None) -> batches.Batch:
         """A batch: ``with app.batch(on_complete=report.call()) as b: ...`` (see batch.py)."""
-        return batches.Batch(self, on_complete, on_success)
+        return batches.Batch(self, on_complete, on_success, self._batch_join)
 
     def get_batch(self, batch_id: str) -> batches.BatchInfo | None:
         """A closed batch's counts (total, pending, succeeded, dead, state), or None."""

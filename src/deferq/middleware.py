@@ -56,6 +56,7 @@ sequence for both (`claimed`, the runner's `run_sync` / `run_async`, `settled`).
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -135,6 +136,7 @@ class Chain:
         self.after_settle: list[Callable[[Job, Outcome, BaseException | None], None]] = []
         self.settled_jobs = 0  # after_settle hooks that read the settled job (needs_settled_job)
         self.steps_for: Callable[[Job], Checkpoints] | None = None  # the durable steps' maker, if any
+        self._building = threading.RLock()  # one `changed` at a time (a plug-in's may come from any thread)
 
     def add(self, middleware: Middleware) -> None:
         if not isinstance(middleware, Middleware):
@@ -145,6 +147,10 @@ class Chain:
     def changed(self) -> None:
         """Build the hook lists again: a plug-in was added, or became idle or busy. Each
         list is replaced whole, so a thread running hooks meanwhile finishes on the old one."""
+        with self._building:
+            self._build()
+
+    def _build(self) -> None:
         lists: dict[str, list[Any]] = {hook: [] for hook in (*HOOKS, "after_raised")}
         settled_jobs, steps_for = 0, None
         for middleware in self.middleware:

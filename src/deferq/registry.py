@@ -126,6 +126,7 @@ class Registry:
                 task.name, task.fn, rate=d.rate, rate_key=d.rate_key,
                 concurrency=d.concurrency, concurrency_key=d.concurrency_key,
             )
+            self.chain.changed()  # the Limits middleware is busy now
         if d.fair_key is not None:
             check_fields("fair_key", d.fair_key, task.name, inspect.signature(task.fn))
         if task.on_success or task.on_failure:

@@ -16,6 +16,8 @@ the callback (`summary`).
 from __future__ import annotations
 
 import contextvars
+import threading
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from types import TracebackType
 from typing import Any
@@ -51,7 +53,8 @@ class BatchInfo:
 
 class Batch:
     def __init__(
-        self, app: Runtime[object], on_complete: Call | None = None, on_success: Call | None = None
+        self, app: Runtime[object], on_complete: Call | None = None, on_success: Call | None = None,
+        join: BatchJoin | None = None,
     ) -> None:
         for name, call in (("on_complete", on_complete), ("on_success", on_success)):
             if call is not None and not isinstance(call, Call):
@@ -61,6 +64,7 @@ class Batch:
         self.members: list[str] = []
         self.closed = False
         self._token: contextvars.Token[Batch | None] | None = None
+        self.join = join  # the App's BatchJoin: busy while the block is open
 
     def enqueue(self, call: Call) -> Job:
         """Store one member (as any enqueue inside the `with` block does)."""
@@ -79,6 +83,8 @@ class Batch:
 
     def __enter__(self) -> Batch:
         self._token = current.set(self)
+        if self.join is not None:
+            self.join.opened()
         return self
 
     def __exit__(
@@ -86,8 +92,12 @@ class Batch:
     ) -> None:
         if self._token is not None:
             current.reset(self._token)
-        if kind is None:  # an error in the block: the members run, no callbacks
-            self.close()
+        try:
+            if kind is None:  # an error in the block: the members run, no callbacks
+                self.close()
+        finally:
+            if self.join is not None:
+                self.join.closed()
 
     def close(self) -> None:
         """Write the batch's record, then its callbacks (after every member)."""
@@ -111,7 +121,30 @@ class Batch:
 
 class BatchJoin(Middleware):
     """Jobs enqueued inside a `with app.batch()` block join it (installed by the App):
-    tagged as members before the store call, their ids added once stored."""
+    tagged as members before the store call, their ids added once stored. Idle while no
+    block of its App is open (in any thread): the chain then skips it, so an enqueue
+    outside every batch never enters this module. `changed`: the chain's, to look again."""
+
+    def __init__(self, changed: Callable[[], None] = lambda: None) -> None:
+        self.changed = changed
+        self.open = 0  # blocks open now
+        self.lock = threading.Lock()
+
+    @property
+    def idle(self) -> bool:  # type: ignore[override]
+        return not self.open
+
+    def opened(self) -> None:
+        with self.lock:
+            self.open += 1
+            if self.open == 1:
+                self.changed()
+
+    def closed(self) -> None:
+        with self.lock:
+            self.open -= 1
+            if not self.open:
+                self.changed()
 
     def before_enqueue(self, items: list[Enqueue]) -> list[Enqueue]:
         joining = current.get()

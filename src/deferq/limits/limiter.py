@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("deferq.limits")
 
 STORE_DOWN_SNOOZE = 1.0  # seconds a job waits when the store cannot give it a turn
+IDLE_TICK = 0.5  # seconds between a worker's keeper ticks, at most (worker.py)
 CONCURRENCY_WAIT = 1.0  # seconds a job waits before asking again for a slot of its key
 
 
@@ -40,17 +41,35 @@ class Limits(Middleware):
     name), the limits set at run time and the pauses (runtime.py: a copy read again at
     most once a second). A job with neither costs a dict lookup. A concurrency slot is
     taken before a rate's turn (a turn is never spent on a job that cannot run), and
-    given back after the run, whatever its outcome."""
+    given back after the run, whatever its outcome.
+
+    Idle (the chain skips it: a job runs without entering limits/) while no task declares
+    a limit and none was set at run time or paused since this process started; the
+    worker's keeper then reads the store's limits every second (`tick`), and a limit set
+    at run time (`deferq limits set`, the console, `app.limits`) wakes it for good.
+    `changed`: the chain's, told when it wakes."""
 
     needs_settled_job = False  # after_settle reads the job's id and the exception alone
 
-    def __init__(self, limits: dict[str, Limited], backend: Callable[[], Backend]) -> None:
+    def __init__(self, limits: dict[str, Limited], backend: Callable[[], Backend],
+                 changed: Callable[[], None] = lambda: None) -> None:
         self.limits = limits
         self.backend = backend
+        self.changed = changed
+        self.awake = False  # a limit was set or paused while it ran: never idle again
         self.known = Known()
         self.held: dict[str, list[HeldSlot]] = {}  # holder -> the slots its run took (dict ops are atomic)
         self._plain: dict[str, Limited] = {}  # task name -> no declared limit (keys: the task's name)
         self.holding = False  # a job was held on the current copy of the store's limits
+
+    @property
+    def idle(self) -> bool:  # type: ignore[override]
+        return not self.awake and not self.limits
+
+    def wake(self) -> None:
+        if not self.awake:
+            self.awake = True
+            self.changed()
 
     def before_enqueue(self, items: list[Enqueue]) -> list[Enqueue]:
         for item in items:  # a key that cannot be named is refused now, not at run time
@@ -145,8 +164,16 @@ class Limits(Middleware):
         """From a worker's keeper (a few times a second): a worker that held jobs on its
         copy of the store's limits reads them again once the copy is a second old, even if
         no job starts by then (every job it has may be held), and gives back what a limit
-        loosened meanwhile. Nothing for a worker that held none."""
+        loosened meanwhile. Nothing for a worker that held none. While idle (no job asks
+        for limits), it reads them every second, to wake once one is set or paused."""
         known = self.known
+        if self.idle:  # a keeper ticks every half second or sooner: each read within a second of the last
+            if time.monotonic() >= known.next_read - IDLE_TICK:
+                known.next_read = 0.0
+                known.refresh(self.backend)
+                if not known.empty:
+                    self.wake()
+            return
         if not self.holding or time.monotonic() < known.next_read:
             return
         self.holding = False
@@ -208,6 +235,7 @@ class Limits(Middleware):
             log.warning("job %s (%s): the pause of %s could not be stored (%s)", job.id, job.task, name, exc)
             return
         self.known.paused[name] = max(self.known.paused.get(name, 0.0), time.time() + seconds)
+        self.wake()  # this worker at once: its next jobs of the key wait too
 
 
 class Held(Snooze):

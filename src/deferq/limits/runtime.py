@@ -100,10 +100,12 @@ def pause_seconds(value: Any) -> float:
 
 
 class LimitsAdmin:
-    """`app.limits`: the limits kept in the store, set, changed and cleared at run time."""
+    """`app.limits`: the limits kept in the store, set, changed and cleared at run time.
+    `changed`: told of each set or pause (the App's Limits middleware: busy from then on)."""
 
-    def __init__(self, backend: Callable[[], Backend]) -> None:
+    def __init__(self, backend: Callable[[], Backend], changed: Callable[[], None] = lambda: None) -> None:
         self.backend = backend
+        self.changed = changed
 
     def set(self, name: str, *, rate: str | Rate | None = None, concurrency: int | None = None) -> dict[str, Any]:
         """Set (or replace) the limit `name`: `rate="50/s"`, `concurrency=3`, or both. A
@@ -115,6 +117,7 @@ class LimitsAdmin:
         since = (before.since if before is not None and kept else backend.now()) if value.rate else None
         record = {**value.to_dict(), "since": since}
         backend.kv_put(NAMESPACE, SET + name, orjson.dumps(record))
+        self.changed()
         if not kept:
             backend.limit_release(name)
         return value.to_dict()
@@ -132,6 +135,7 @@ class LimitsAdmin:
     def pause(self, name: str, seconds: float) -> None:
         """No job under `name` starts for `seconds` (what `raise deferq.Backoff` does)."""
         pause(self.backend(), limit_name(name), pause_seconds(seconds))
+        self.changed()
 
     def resume(self, name: str) -> bool:
         """End the pause of `name` now, keeping the limit set on it; False: it was not

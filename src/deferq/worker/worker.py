@@ -116,7 +116,7 @@ class Worker:
     def __init__(self, app: App, config: WorkerConfig | None = None) -> None:
         self.backend = app.backend
         self.history = app.history  # per-minute counts (the App's History middleware): flushed at stop
-        self.limiter = app.limiter  # asked each tick to look again at limits that hold jobs here
+        self.limiter = app.limiter  # asked each tick to look again at the store's limits
         self.registry = app.registry  # the tasks: resolved once per job into a TaskSpec
         self.lease, self.result_ttl = app.lease, app.result_ttl
         self.chain = app.registry.chain
@@ -186,6 +186,7 @@ class Worker:
             self.config.name, ",".join(self.config.queues), self.config.concurrency,
         )
         self.runners.start()
+        self._store_call(self.limiter.tick)  # limits set at run time are known before the first job
         targets: list[Callable[[], None]] = [self._settle_loop, self._keeper_loop]
         if self.firer is not None:
             targets.append(self._schedule_loop)
