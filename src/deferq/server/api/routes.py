@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import inspect
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -50,6 +51,26 @@ def needs(scope: str) -> Callable[[Handler], Handler]:
     return wrap
 
 
+def store_route(scope: str) -> Callable[[Callable[..., Awaitable[JSON]]], Handler]:
+    """`needs(scope)` for a handler of the store's records: it is called with what its
+    parameters name: `service` (the request's), `request`, and the route's path
+    parameters (`job_id`, `name`, ...), so that no handler fetches them by hand."""
+
+    def wrap(handler: Callable[..., Awaitable[JSON]]) -> Handler:
+        names = tuple(inspect.signature(handler).parameters)
+
+        @needs(scope)
+        @functools.wraps(handler)
+        async def route(request: Request) -> JSON:
+            given = {"service": service_of(request), "request": request}
+            return await handler(**{name: given[name] if name in given else _path(request, name)
+                                    for name in names})
+
+        return route
+
+    return wrap
+
+
 def _path(request: Request, name: str) -> str:
     value: str = request.path_params[name]
     return value
@@ -81,9 +102,8 @@ async def create_job(request: Request) -> JSON:
     return JSON(receipt, status)
 
 
-@needs(PRODUCER)
-async def create_jobs(request: Request) -> JSON:
-    service = service_of(request)
+@store_route(PRODUCER)
+async def create_jobs(service: Service, request: Request) -> JSON:
     data = await read_json(request)
     if not isinstance(data, dict) or not isinstance(data.get("jobs"), list):
         raise Invalid('send {"jobs": [job, ...]}')
@@ -105,28 +125,26 @@ async def create_jobs(request: Request) -> JSON:
     return JSON({"jobs": [jobs_module.receipt(job) for job in stored]}, 201)
 
 
-@needs(READER)
-async def get_job(request: Request) -> JSON:
-    service = service_of(request)
+@store_route(READER)
+async def get_job(service: Service, request: Request, job_id: str) -> JSON:
     wait = fields.parse_query(models.JobQuery, dict(request.query_params)).wait
     if wait:
         holder, who = wait_holder(request)
-        job = await service.waits.wait_finished(_path(request, "job_id"), float(wait), holder, who)
+        job = await service.waits.wait_finished(job_id, float(wait), holder, who)
     else:
-        job = await service.store(service.backend.get, _path(request, "job_id"))
+        job = await service.store(service.backend.get, job_id)
     if job is None:
-        raise not_found(f"job {_path(request, 'job_id')}")
+        raise not_found(f"job {job_id}")
     links = await service.store(jobs_module.workflow, service.backend, job)
     return JSON({**jobs_module.view(job), **links})
 
 
-@needs(READER)
-async def get_batch(request: Request) -> JSON:
-    service = service_of(request)
+@store_route(READER)
+async def get_batch(service: Service, request: Request, batch_id: str) -> JSON:
     shown = fields.parse_query(models.BatchQuery, dict(request.query_params)).members
-    found = await service.store(batch_with_members, service.backend, _path(request, "batch_id"), shown)
+    found = await service.store(batch_with_members, service.backend, batch_id, shown)
     if found is None:
-        raise not_found(f"batch {_path(request, 'batch_id')}")
+        raise not_found(f"batch {batch_id}")
     return JSON(found)
 
 
@@ -139,11 +157,10 @@ def batch_with_members(backend: Backend, batch_id: str, shown: int) -> dict[str,
     return {**found.to_dict(), "members": jobs_module.links(backend, record["members"], shown)}
 
 
-@needs(READER)
-async def list_jobs(request: Request) -> JSON:
+@store_route(READER)
+async def list_jobs(service: Service, request: Request) -> JSON:
     """The filters combine: the job with `key`, if it is in `state` and of `queue`; else a
     page of the jobs in `state`, of `queue` and `task`, matching `q` (job_search.py)."""
-    service = service_of(request)
     query = fields.parse_query(models.JobsQuery, dict(request.query_params))
     queue = None if query.queue is UNSET else query.queue
     if query.key is not UNSET:
@@ -202,13 +219,11 @@ async def caller(request: Request) -> str:
     return f"token {record['id']}" + (f" ({record['note']})" if record.get("note") else "")
 
 
-@needs(PRODUCER)
-async def cancel_job(request: Request) -> JSON:
+@store_route(PRODUCER)
+async def cancel_job(service: Service, request: Request, job_id: str) -> JSON:
     """A waiting job is cancelled (200); an active one is asked to stop (202): it ends
     cancelled once its worker hears it, at its next heartbeat. With `reason` or `via`,
     who cancelled it, when and why go before its remark."""
-    service = service_of(request)
-    job_id = _path(request, "job_id")
     query = fields.parse_query(models.CancelQuery, dict(request.query_params))
     job = await service.store(stop_or_cancel, service.backend, job_id, await caller(request), query)
     if job is None:
@@ -239,11 +254,10 @@ def _cancel_each(backend: Backend, ids: list[str], who: str, query: models.Cance
     return {"cancelled": cancelled, "stopping": stopping, "not_cancelled": refused}
 
 
-@needs(PRODUCER)
-async def cancel_batch(request: Request) -> JSON:
+@store_route(PRODUCER)
+async def cancel_batch(service: Service, request: Request) -> JSON:
     """Cancel the waiting jobs named and ask the running ones to stop (the console's
     selection); who, when and why go before each one's remark."""
-    service = service_of(request)
     asked = fields.parse(models.CancelBatchRequest, await read_json(request), "the request")
     query = models.CancelQuery(reason=asked.reason or UNSET, via="console")
     return JSON(await service.store(_cancel_each, service.backend, list(dict.fromkeys(asked.ids)),
@@ -255,11 +269,10 @@ def _delete_each(backend: Backend, ids: list[str]) -> dict[str, Any]:
     return {"deleted": len(ids) - len(not_deleted), "not_deleted": not_deleted}
 
 
-@needs(ADMIN)
-async def delete_batch(request: Request) -> JSON:
+@store_route(ADMIN)
+async def delete_batch(service: Service, request: Request) -> JSON:
     """Delete the finished jobs named (succeeded, dead, cancelled) for good; the others
     are listed back."""
-    service = service_of(request)
     asked = fields.parse(models.IdsRequest, await read_json(request), "the request")
     return JSON(await service.store(_delete_each, service.backend, list(dict.fromkeys(asked.ids))))
 
@@ -267,9 +280,8 @@ async def delete_batch(request: Request) -> JSON:
 # -- queues and dead letters -------------------------------------------------------------
 
 
-@needs(READER)
-async def list_queues(request: Request) -> JSON:
-    service = service_of(request)
+@store_route(READER)
+async def list_queues(service: Service) -> JSON:
     stats = await service.store(queue_table, service.backend)
     # missing: parts of the store (Redis shards) that did not answer; their jobs are not counted
     return JSON({"queues": {name: s.to_dict() for name, s in sorted(stats.items())},
@@ -297,24 +309,22 @@ async def resume_queue(request: Request) -> JSON:
     return await set_paused(request, False)
 
 
-def _limit_name(request: Request) -> str:
+def _limit_name(name: str) -> str:
     try:
-        return limit_name(_path(request, "name"))
+        return limit_name(name)
     except ConfigError as exc:
         raise Invalid(str(exc)) from None
 
 
-@needs(READER)
-async def list_limits(request: Request) -> JSON:
-    service = service_of(request)
+@store_route(READER)
+async def list_limits(service: Service) -> JSON:
     return JSON({"limits": await service.store(LimitsAdmin(lambda: service.backend).list)})
 
 
-@needs(ADMIN)
-async def put_limit(request: Request) -> JSON:
+@store_route(ADMIN)
+async def put_limit(service: Service, request: Request, name: str) -> JSON:
     """Set a limit (and pause it with `pause_s`); every worker holds it within a second."""
-    service = service_of(request)
-    name = _limit_name(request)
+    name = _limit_name(name)
     asked = fields.parse(models.LimitRequest, await read_json(request), "a limit")
     limits = LimitsAdmin(lambda: service.backend)
     setting = None
@@ -335,20 +345,18 @@ async def put_limit(request: Request) -> JSON:
     return JSON(answer or {"rate": None, "concurrency": None, "paused_for": None})
 
 
-@needs(ADMIN)
-async def delete_limit(request: Request) -> JSON:
-    service = service_of(request)
-    name = _limit_name(request)
+@store_route(ADMIN)
+async def delete_limit(service: Service, name: str) -> JSON:
+    name = _limit_name(name)
     if not await service.store(LimitsAdmin(lambda: service.backend).clear, name):
         raise not_found(f"limit {name!r}")
     return JSON({"deleted": name})
 
 
-@needs(ADMIN)
-async def resume_limit(request: Request) -> JSON:
+@store_route(ADMIN)
+async def resume_limit(service: Service, name: str) -> JSON:
     """End a limit's pause now, keeping the limit set on it; 404 when it is not paused."""
-    service = service_of(request)
-    name = _limit_name(request)
+    name = _limit_name(name)
     limits = LimitsAdmin(lambda: service.backend)
 
     def resume() -> dict[str, Any] | None:
@@ -361,19 +369,16 @@ async def resume_limit(request: Request) -> JSON:
     return JSON(answer)
 
 
-@needs(ADMIN)
-async def set_remark(request: Request) -> JSON:
-    service = service_of(request)
-    job_id = _path(request, "job_id")
+@store_route(ADMIN)
+async def set_remark(service: Service, request: Request, job_id: str) -> JSON:
     remark = fields.parse(models.RemarkRequest, await read_json(request), "the remark").remark
     if not await service.store(service.backend.set_remark, job_id, remark):
         raise not_found(f"job {job_id}")
     return JSON({"id": job_id, "remark": remark})
 
 
-@needs(PRODUCER)
-async def send_event(request: Request) -> JSON:
-    service = service_of(request)
+@store_route(PRODUCER)
+async def send_event(service: Service, request: Request) -> JSON:
     sent = fields.parse(models.EventRequest, await read_json(request), "the event")
     try:  # the schema's patterns let a trailing newline through ($ matches before one)
         step_events.checked_event(sent.event, sent.key, sent.keep)
@@ -384,9 +389,8 @@ async def send_event(request: Request) -> JSON:
     return JSON({"event": sent.event, "key": sent.key, "woken": woken})
 
 
-@needs(READER)
-async def list_events(request: Request) -> JSON:
-    service = service_of(request)
+@store_route(READER)
+async def list_events(service: Service) -> JSON:
     return JSON({"events": await service.store(step_events.kept_events, service.backend)})
 
 
@@ -400,10 +404,9 @@ def _delete_dead(backend: Backend, ids: list[str]) -> dict[str, Any]:
     return {"deleted": len(ids) - len(not_deleted), "not_deleted": not_deleted}
 
 
-@needs(ADMIN)
-async def delete_dead_batch(request: Request) -> JSON:
+@store_route(ADMIN)
+async def delete_dead_batch(service: Service, request: Request) -> JSON:
     """Delete the dead letters named (those a console filter matched) for good."""
-    service = service_of(request)
     ids = fields.parse(models.IdsRequest, await read_json(request), "the request").ids
     return JSON(await service.store(_delete_dead, service.backend, list(dict.fromkeys(ids))))
 
@@ -420,9 +423,8 @@ async def retry_dead(request: Request) -> JSON:
                             "only dead jobs can be retried")
 
 
-@needs(ADMIN)
-async def retry_all_dead(request: Request) -> JSON:
-    service = service_of(request)
+@store_route(ADMIN)
+async def retry_all_dead(service: Service, request: Request) -> JSON:
     query = fields.parse_query(models.QueueQuery, dict(request.query_params))
     queue = None if query.queue is UNSET else query.queue
     retried = 0
@@ -434,9 +436,8 @@ async def retry_all_dead(request: Request) -> JSON:
     return JSON({"retried": retried})
 
 
-@needs(ADMIN)
-async def purge_dead(request: Request) -> JSON:
-    service = service_of(request)
+@store_route(ADMIN)
+async def purge_dead(service: Service, request: Request) -> JSON:
     older_than = fields.parse_query(models.PurgeQuery, dict(request.query_params)).older_than
     purged = await service.store(service.backend.purge, [JobState.DEAD], float(older_than))
     return JSON({"purged": purged})
@@ -445,27 +446,22 @@ async def purge_dead(request: Request) -> JSON:
 # -- topics ------------------------------------------------------------------------------
 
 
-@needs(ADMIN)
-async def list_topics(request: Request) -> JSON:
-    service = service_of(request)
+@store_route(ADMIN)
+async def list_topics(service: Service) -> JSON:
     found = await service.store(topics_module.load_all, service.backend)
     return JSON({"topics": [topic.to_dict() for topic in found]})
 
 
-@needs(ADMIN)
-async def get_topic(request: Request) -> JSON:
-    service = service_of(request)
-    name = _path(request, "name")
+@store_route(ADMIN)
+async def get_topic(service: Service, name: str) -> JSON:
     topic = await service.store(topics_module.load, service.backend, name)
     if topic is None:
         raise not_found(f"topic {name!r}")
     return JSON(topic.to_dict())
 
 
-@needs(ADMIN)
-async def put_topic(request: Request) -> JSON:
-    service = service_of(request)
-    name = _path(request, "name")
+@store_route(ADMIN)
+async def put_topic(service: Service, request: Request, name: str) -> JSON:
     topics_module.check_name(name)
     data = await read_json(request)
     previous = await service.store(topics_module.load, service.backend, name)
@@ -475,10 +471,8 @@ async def put_topic(request: Request) -> JSON:
     return JSON(topic.to_dict(), 200 if previous else 201)
 
 
-@needs(ADMIN)
-async def delete_topic(request: Request) -> JSON:
-    service = service_of(request)
-    name = _path(request, "name")
+@store_route(ADMIN)
+async def delete_topic(service: Service, name: str) -> JSON:
     if not await service.store(topics_module.delete, service.backend, name):
         raise not_found(f"topic {name!r}")
     service.forget_topic(name)
@@ -488,15 +482,13 @@ async def delete_topic(request: Request) -> JSON:
 # -- tokens and settings -------------------------------------------------------------------
 
 
-@needs(ADMIN)
-async def list_tokens(request: Request) -> JSON:
-    service = service_of(request)
+@store_route(ADMIN)
+async def list_tokens(service: Service) -> JSON:
     return JSON({"tokens": await service.store(auth.list_tokens, service.backend)})
 
 
-@needs(ADMIN)
-async def create_token(request: Request) -> JSON:
-    service = service_of(request)
+@store_route(ADMIN)
+async def create_token(service: Service, request: Request) -> JSON:
     data = await read_json(request)
     if not isinstance(data, dict) or data.get("scope") not in auth.SCOPES:
         raise Invalid('send {"scope": "producer" or "admin", "note": "..."}')
@@ -505,24 +497,20 @@ async def create_token(request: Request) -> JSON:
     return JSON({"token": token, **record}, 201)
 
 
-@needs(ADMIN)
-async def delete_token(request: Request) -> JSON:
-    service = service_of(request)
-    token_id = _path(request, "token_id")
+@store_route(ADMIN)
+async def delete_token(service: Service, token_id: str) -> JSON:
     if not await service.store(auth.revoke, service.backend, token_id):
         raise not_found(f"token {token_id}")
     return JSON({"deleted": token_id})
 
 
-@needs(ADMIN)
-async def get_alerts(request: Request) -> JSON:
-    service = service_of(request)
+@store_route(ADMIN)
+async def get_alerts(service: Service) -> JSON:
     return JSON({"alerts": await service.store(settings.load_alerts, service.backend)})
 
 
-@needs(ADMIN)
-async def put_alerts(request: Request) -> JSON:
-    service = service_of(request)
+@store_route(ADMIN)
+async def put_alerts(service: Service, request: Request) -> JSON:
     # as the model reads them (a whole number sent as 5.0 is 5), then as the alerter does
     data = msgspec.to_builtins(fields.parse(models.AlertSettings, await read_json(request), "the alert settings"))
     settings.check_alerts(data)
@@ -530,33 +518,28 @@ async def put_alerts(request: Request) -> JSON:
     return JSON({"alerts": data})
 
 
-@needs(READER)
-async def list_store_parts(request: Request) -> JSON:
+@store_route(READER)
+async def list_store_parts(service: Service) -> JSON:
     """Each part of the store (every Redis shard) up or down: 200 even when one is down."""
-    service = service_of(request)
     return JSON(await asyncio.to_thread(store_parts, service.backend))
 
 
-@needs(READER)
-async def list_shards(request: Request) -> JSON:
-    service = service_of(request)
+@store_route(READER)
+async def list_shards(service: Service) -> JSON:
     return JSON(await service.store(shards_api.described, service.backend))
 
 
-@needs(ADMIN)
-async def add_shard(request: Request) -> JSON:
-    service = service_of(request)
+@store_route(ADMIN)
+async def add_shard(service: Service, request: Request) -> JSON:
     asked = fields.parse(models.ShardRequest, await read_json(request), "a shard")
     who = await caller(request)
     return JSON(await shards_api.changed(service, shards_api.add_shard, asked.server, who), 201)
 
 
 def shard_action(change: shards_api.Change) -> Handler:
-    @needs(ADMIN)
-    async def act(request: Request) -> JSON:
-        service = service_of(request)
-        who = await caller(request)
-        return JSON(await shards_api.changed(service, change, _path(request, "number"), who))
+    @store_route(ADMIN)
+    async def act(service: Service, request: Request, number: str) -> JSON:
+        return JSON(await shards_api.changed(service, change, number, await caller(request)))
 
     act.__name__ = change.__name__
     return act
