@@ -26,12 +26,10 @@ services:
 browser:
 	@scripts/install-browser.sh
 
-# The edit loop: the behaviour suite on the memory and SQLite stores and the unit tests (no
-# servers, browsers or worker processes), under a minute on 2 cores. `make test` is the whole.
-FAST_TESTS := tests/contract tests/test_codec.py tests/test_properties.py tests/test_layers.py \
-	tests/test_workflow_properties.py tests/test_middleware.py tests/test_history.py tests/test_workflows.py \
-	tests/test_worker.py tests/test_testing_helpers.py tests/test_results.py tests/test_steps.py \
-	tests/test_steps_properties.py
+# The edit loop: the unit tier (tests/unit: no store server, no process, no browser) and the
+# behaviour suite (tests/contract) on the memory and SQLite stores, under a minute on 2 cores.
+# `make test` is the whole; docs/development.md, "The tests in tiers", says what each folder holds.
+FAST_TESTS := tests/unit tests/contract
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_PROCESSES) -m "not slow" \
 		-k "memory or sqlite or not (redis or postgres or mysql or cluster or shards)" $(FAST_TESTS)
@@ -60,7 +58,7 @@ attack: $(STAMP) services
 
 # The Redis tests again on the oldest redis-py that the `redis` extra allows (the newest
 # runs above): scripts/redis-oldest.sh makes a venv with that redis-py and all else from .venv.
-REDIS_TESTS := tests/test_redis_backend.py tests/test_redis_errors.py tests/test_shards.py tests/contract
+REDIS_TESTS := tests/stores/test_redis_backend.py tests/stores/test_redis_errors.py tests/stores/test_shards.py tests/contract
 test-redis-oldest: $(STAMP) services
 	@scripts/redis-oldest.sh
 	.venv-redis-oldest/bin/python -m pytest -q -p no:cacheprovider -n $(TEST_PROCESSES) -k redis $(REDIS_TESTS)

@@ -1,4 +1,4 @@
-"""Shared fixtures. Stores plug in through tests/stores/<name>.py, each providing a
+"""Shared fixtures. Stores plug in through tests/support/stores/<name>.py, each providing a
 `<name>_url` fixture that yields the URL of a clean store."""
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ import pytest
 import deferq
 
 pytest_plugins = [
-    "tests.stores.local",
-    "tests.stores.postgres",
-    "tests.stores.mysql",
-    "tests.stores.redis",
-    "tests.stores.leftovers",  # at the end: what the tests made in those stores is gone
+    "tests.support.stores.local",
+    "tests.support.stores.postgres",
+    "tests.support.stores.mysql",
+    "tests.support.stores.redis",
+    "tests.support.stores.leftovers",  # at the end: what the tests made in those stores is gone
 ]
 
 # The behaviour suite runs on every store named here (`-k sqlite` picks one).
@@ -74,5 +74,5 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The longest tests first: the endurance slice (minutes, in processes of its own)
     then starts on one test process while the other takes the rest, instead of at the
     end with nothing left beside it."""
-    first = ("tests/test_endurance.py::test_three", "tests/test_bench_capacity.py::")
+    first = ("tests/process/test_endurance.py::test_three", "tests/bench/test_bench_capacity.py::")
     items.sort(key=lambda item: not item.nodeid.startswith(first))

@@ -8,7 +8,7 @@ kept in the repository, so they cannot fall behind it).
 - reference/http.md: every path and method of the HTTP API's OpenAPI document, with its
   summary, the token scope it needs, its parameters, request body and answers.
 
-`tests/test_docs.py` calls the functions below directly.
+`tests/process/test_docs.py` calls the functions below directly.
 """
 
 from __future__ import annotations

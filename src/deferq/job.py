@@ -145,7 +145,7 @@ def new_job_ids(count: int) -> list[str]:
 class Stored:
     """How the stores and the HTTP API keep one field of `Job`: the record's declaration.
     Every store's row, hash and insert, and the API's job, are built from or checked
-    against these (backends/sql/rows.py, tests/test_record.py)."""
+    against these (backends/sql/rows.py, tests/contract/test_record.py)."""
 
     column: str  # the SQL column (and Redis hash field) it is kept in; fields sharing one derive from it
     new: bool = False  # a new job sets it: `fresh_job` takes it and every store's insert writes it

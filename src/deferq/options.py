@@ -339,7 +339,7 @@ When = datetime | str | float  # an aware datetime, ISO 8601 with a zone, or epo
 
 class TaskOptions(TypedDict, total=False):
     """The keywords of `@app.task(...)`: the fields of `TaskDefaults` as a caller writes
-    them, so that a type checker refuses a misspelt one (tests/test_record.py
+    them, so that a type checker refuses a misspelt one (tests/contract/test_record.py
     holds the names to the dataclass)."""
 
     queue: str
@@ -396,7 +396,7 @@ PERIODIC_OPTIONS = tuple(name for name, spec in specs(JobOptions) if spec.period
 
 class PeriodicOptions(TypedDict, total=False):
     """The job options of `@app.periodic(...)`: those of `JobOptionsKw` a schedule's
-    jobs may set (`PERIODIC_OPTIONS`; tests/test_record.py holds the two together)."""
+    jobs may set (`PERIODIC_OPTIONS`; tests/contract/test_record.py holds the two together)."""
 
     queue: str | None
     priority: PriorityName | int | None

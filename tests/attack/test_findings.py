@@ -11,7 +11,7 @@ from deferq.cli.main import main
 from deferq.errors import ConfigError
 from deferq.server import ServerConfig, create_app
 from tests.attack.hostile import store_snapshot
-from tests.server_helpers import TestClient
+from tests.support.server_helpers import TestClient
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

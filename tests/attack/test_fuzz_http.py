@@ -4,7 +4,7 @@ resumes and clears limits; sends events — with hostile values in every field a
 Every answer is a 2xx or a 4xx with one sentence, never a 5xx; a refused request stores
 nothing; and the listings (jobs, schedules, limits, events, queues: the console's pages)
 answer after every step. The one-request fuzz of the OpenAPI document is
-tests/test_server_schema.py."""
+tests/unit/test_server_schema.py."""
 
 from __future__ import annotations
 
@@ -34,8 +34,8 @@ from tests.attack.hostile import (
     stored_since,
 )
 from tests.conftest import need_service
-from tests.server_helpers import TestClient
-from tests.stores.redis import delete_prefix, shared_answers, shared_url, unique_prefix
+from tests.support.server_helpers import TestClient
+from tests.support.stores.redis import delete_prefix, shared_answers, shared_url, unique_prefix
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")

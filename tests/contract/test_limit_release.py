@@ -18,7 +18,7 @@ from deferq.backends.base import Outcome, OutcomeKind
 from deferq.errors import Snooze
 from deferq.job import JobState
 from deferq.limits import Limits
-from tests.test_worker import start_worker, stop_worker, wait_for_state
+from tests.contract.test_worker import start_worker, stop_worker, wait_for_state
 
 BACKLOG = 3000  # more than a few of the store's batches (HOLD_BATCH)
 PRIORITIES = (0, 1, 2)

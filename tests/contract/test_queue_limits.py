@@ -11,9 +11,9 @@ import uuid
 from deferq.job import JobState
 from deferq.limits.in_force import in_force
 from deferq.limits.runtime import REFRESH
-from tests.server_helpers import wait_until
-from tests.test_rate_limits import most_in_any_window
-from tests.test_worker import start_worker, stop_worker, wait_for_state
+from tests.contract.test_rate_limits import most_in_any_window
+from tests.contract.test_worker import start_worker, stop_worker, wait_for_state
+from tests.support.server_helpers import wait_until
 
 
 def limited_queue(app, seconds: float = 0.0):

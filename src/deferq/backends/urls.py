@@ -4,7 +4,7 @@ deferq checks a URL's options against it before a driver sees them: a misspelt o
 one sentence naming it, the closest option and the others (ConfigError; exit 2 on the
 command line), never a driver's traceback. Some options are deferq's own; the others
 are handed to the driver as given (redis-py, libpq). docs/stores.md lists this table
-(tests/test_store_urls.py holds the two together).
+(tests/stores/test_store_urls.py holds the two together).
 """
 
 from __future__ import annotations

@@ -4,5 +4,5 @@ on one shared base (base.py: the contract as plans over named queries).
 Every statement lives in a `.sql` file, one folder per database (`sqlite/`,
 `postgres/`, `mysql/`): `queries.sql` holds the named queries, `migrations/NNNN_*.sql`
 the numbered schema steps (the reference schema they must produce is a test's:
-`tests/sql_schemas/`).
+`tests/support/sql_schemas/`).
 """

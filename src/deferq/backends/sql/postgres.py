@@ -539,7 +539,7 @@ class NewestFirstPool(ConnectionPool):
     statement on a connection used in turn with another one costs ~57 µs more on a
     2-core machine: 278 against 221). The others stay idle, so the pool's max_idle
     closes them. Its list of idle connections is swapped for a stack: a private part
-    of psycopg_pool, checked by tests/test_sql_pool.py (a release that changes it makes
+    of psycopg_pool, checked by tests/stores/test_sql_pool.py (a release that changes it makes
     this a plain pool again, never a broken one)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

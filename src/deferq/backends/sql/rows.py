@@ -2,7 +2,7 @@
 reads its rows with, and the view of a job just written.
 
 Each dialect's `queries.sql` lists the columns in its `job_columns` fragment in the
-order of `job.COLUMNS` (the record's declaration; tests/test_record.py holds them to
+order of `job.COLUMNS` (the record's declaration; tests/contract/test_record.py holds them to
 it); job reads add the store's clock after them.
 """
 
