@@ -10,10 +10,9 @@ null."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from msgspec import Struct
-from starlette.requests import Request
 from starlette.routing import Route
 
 from ...backends.base import Backend
@@ -22,10 +21,13 @@ from ...flows.batch import BATCH_OF, MEMBER_OF
 from ...job import Job
 from ...task import AFTER, CHILDREN
 from ..http.errors import not_found
-from ..process.web import JSON, service_of
+from ..process.web import JSON
 from ..topics.delivery import TASK_NAME
 from .openapi import answer, operation, path_param, ref
-from .routes import READER, Handler, by_method, needs
+from .routes import READER, Handler, by_method, store_route
+
+if TYPE_CHECKING:
+    from ..process.service import Service
 
 PATH = "/v1/jobs/{job_id}/flow"
 MAX_NODES = 2000
@@ -107,10 +109,8 @@ def flow(store: Backend, job_id: str) -> dict[str, Any] | None:
     return {"job": job_id, "nodes": list(walk.nodes.values()), "edges": edges, "truncated": truncated}
 
 
-@needs(READER)
-async def job_flow(request: Request) -> JSON:
-    service = service_of(request)
-    job_id = request.path_params["job_id"]
+@store_route(READER)
+async def job_flow(service: Service, job_id: str) -> JSON:
     graph = await service.store(flow, service.backend, job_id)
     if graph is None:
         raise not_found(f"job {job_id}")

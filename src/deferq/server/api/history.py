@@ -4,7 +4,7 @@ same on every server instance and across restarts; the console's charts draw it.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from msgspec import UNSET
 from starlette.requests import Request
@@ -12,17 +12,19 @@ from starlette.routing import Route
 
 from ...observe import history
 from ..http import fields
-from ..process.web import JSON, service_of
+from ..process.web import JSON
 from . import models
 from .openapi import answer, operation, query, ref
-from .routes import READER, Handler, by_method, needs
+from .routes import READER, Handler, by_method, store_route
+
+if TYPE_CHECKING:
+    from ..process.service import Service
 
 MAX_POINTS = 360  # points per answer when no step is asked for
 
 
-@needs(READER)
-async def stats_history(request: Request) -> JSON:
-    service = service_of(request)
+@store_route(READER)
+async def stats_history(service: Service, request: Request) -> JSON:
     ask = fields.parse_query(models.HistoryQuery, dict(request.query_params))
     step = ask.step if ask.step is not UNSET else max(1, math.ceil(ask.minutes / MAX_POINTS))
     queue = None if ask.queue is UNSET else ask.queue

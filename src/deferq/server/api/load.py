@@ -5,17 +5,19 @@ overview shows it. It is never made to wait behind the load it reports (app.py).
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from msgspec import Struct
-from starlette.requests import Request
 from starlette.routing import Route
 
 from ..http.overload import SHED_REASONS
 from ..process.metrics import MULTIPROCESS_ENV, SHED, WAITING
-from ..process.web import JSON, service_of
+from ..process.web import JSON
 from .openapi import answer, operation, ref
-from .routes import READER, Handler, by_method, needs
+from .routes import READER, Handler, by_method, store_route
+
+if TYPE_CHECKING:
+    from ..process.service import Service
 
 PATH = "/v1/server"
 
@@ -46,9 +48,8 @@ def summed(directory: str) -> tuple[int, dict[str, int]]:
     return int(waiting), shed
 
 
-@needs(READER)
-async def server_load(request: Request) -> JSON:
-    service = service_of(request)
+@store_route(READER)
+async def server_load(service: Service) -> JSON:
     config, admission = service.config, service.admission
     waiting, shed = len(admission.waiting), dict(service.metrics.shed_counts)
     directory = os.environ.get(MULTIPROCESS_ENV)

@@ -15,11 +15,11 @@ from ...schedules.store import SCHEDULES, ScheduleInfo, Schedules
 from ..http import fields
 from ..http.errors import Invalid, not_found
 from ..process.service import Service
-from ..process.web import JSON, read_json, service_of
+from ..process.web import JSON, read_json
 from . import models
 from .jobs import option_values
 from .openapi import answer, operation, path_param, ref
-from .routes import ADMIN, READER, Handler, by_method, needs
+from .routes import ADMIN, READER, Handler, by_method, store_route
 
 
 def view(service: Service, info: ScheduleInfo, now: float) -> dict[str, Any]:
@@ -40,8 +40,7 @@ def _list(service: Service) -> dict[str, Any]:
     return listing(service, service.backend.now())
 
 
-def _name(request: Request) -> str:
-    name: str = request.path_params["name"]
+def _name(name: str) -> str:
     if not name or "/" in name or "\x00" in name or len(name) > 200:
         raise Invalid("a schedule's name is 1-200 characters, without / or NUL")
     return name
@@ -57,16 +56,14 @@ def _found(service: Service, name: str) -> ScheduleInfo:
     return info
 
 
-@needs(READER)
-async def list_schedules(request: Request) -> JSON:
-    service = service_of(request)
+@store_route(READER)
+async def list_schedules(service: Service) -> JSON:
     return JSON(await service.store(_list, service))
 
 
-@needs(READER)
-async def get_schedule(request: Request) -> JSON:
-    service = service_of(request)
-    name = _name(request)
+@store_route(READER)
+async def get_schedule(service: Service, name: str) -> JSON:
+    name = _name(name)
 
     def read() -> dict[str, Any]:
         return view(service, _found(service, name), service.backend.now())
@@ -74,11 +71,10 @@ async def get_schedule(request: Request) -> JSON:
     return JSON(await service.store(read))
 
 
-@needs(ADMIN)
-async def put_schedule(request: Request) -> JSON:
+@store_route(ADMIN)
+async def put_schedule(service: Service, request: Request, name: str) -> JSON:
     """Add or change a schedule (201 when new); its paused state and last run are kept."""
-    service = service_of(request)
-    name = _name(request)
+    name = _name(name)
     data = await read_json(request)
     every = isinstance(data, dict) and data.get("every") is not None
     if every and data.get("cron") is not None:
@@ -105,20 +101,18 @@ async def put_schedule(request: Request) -> JSON:
     return JSON(shown, 201 if new else 200)
 
 
-@needs(ADMIN)
-async def delete_schedule(request: Request) -> JSON:
-    service = service_of(request)
-    name = _name(request)
+@store_route(ADMIN)
+async def delete_schedule(service: Service, name: str) -> JSON:
+    name = _name(name)
     if not await service.store(Schedules(service.app).remove, name):
         raise not_found(f"schedule {name!r}")
     return JSON({"deleted": name})
 
 
 def _pausing(paused: bool) -> Handler:
-    @needs(ADMIN)
-    async def handler(request: Request) -> JSON:
-        service = service_of(request)
-        name = _name(request)
+    @store_route(ADMIN)
+    async def handler(service: Service, name: str) -> JSON:
+        name = _name(name)
 
         def change() -> dict[str, Any]:
             schedules = Schedules(service.app)
@@ -135,11 +129,10 @@ def _pausing(paused: bool) -> Handler:
     return handler
 
 
-@needs(ADMIN)
-async def run_schedule_now(request: Request) -> JSON:
+@store_route(ADMIN)
+async def run_schedule_now(service: Service, name: str) -> JSON:
     """Enqueue the schedule's job now, outside its ticks."""
-    service = service_of(request)
-    name = _name(request)
+    name = _name(name)
 
     def run() -> dict[str, Any]:
         _found(service, name)

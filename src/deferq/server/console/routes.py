@@ -38,7 +38,7 @@ from ...worker import orders
 from ..api import jobs as jobs_module
 from ..api import schedules as schedules_api
 from ..api.openapi import answer, operation, path_param, query, ref
-from ..api.routes import ADMIN, READER, Handler, by_method, caller, needs
+from ..api.routes import ADMIN, READER, Handler, by_method, caller, needs, store_route
 from ..http import fields, settings
 from ..http.errors import Invalid, not_found
 from ..process.service import Service, store_error
@@ -66,10 +66,9 @@ def bearer(request: Request) -> str:
 # -- who am I ----------------------------------------------------------------------------
 
 
-@needs(READER)
-async def whoami(request: Request) -> JSON:
+@store_route(READER)
+async def whoami(service: Service, request: Request) -> JSON:
     """The scope of the caller's token (any valid token passes the reader check)."""
-    service = service_of(request)
     if not service.config.auth:
         return JSON({"auth": False, "scope": ADMIN})
     return JSON({"auth": True, "scope": await service.scope_of(bearer(request))})
@@ -126,12 +125,11 @@ class Search:
         return {"found": found, "scanned": scanned, "complete": complete, "tasks": sorted(tasks)}
 
 
-@needs(READER)
-async def search_jobs(request: Request) -> JSON:
+@store_route(READER)
+async def search_jobs(service: Service, request: Request) -> JSON:
     """Jobs by state, queue, task and id/key text, over the newest `window` jobs of each
     state (the stores list jobs by state and queue only: a later store feature will
     search them all, with keyset pagination)."""
-    service = service_of(request)
     asked = fields.parse_query(cm.SearchQuery, dict(request.query_params))
     search = Search(
         states=(JobState(asked.state),) if isinstance(asked.state, str) else ALL_STATES,
@@ -158,11 +156,9 @@ def _lease(backend: Backend, job_id: str) -> dict[str, Any] | None:
             "lease_until": job.lease_until if active else None, "now": backend.now()}
 
 
-@needs(READER)
-async def job_lease(request: Request) -> JSON:
+@store_route(READER)
+async def job_lease(service: Service, job_id: str) -> JSON:
     """Who holds a running job, and until when (the store's clock)."""
-    service = service_of(request)
-    job_id: str = request.path_params["job_id"]
     lease = await service.store(_lease, service.backend, job_id)
     if lease is None:
         raise not_found(f"job {job_id}")
@@ -174,11 +170,10 @@ def _retry_each(backend: Backend, ids: list[str]) -> dict[str, Any]:
     return {"retried": len(ids) - len(not_retried), "not_retried": not_retried}
 
 
-@needs(ADMIN)
-async def retry_dead_batch(request: Request) -> JSON:
+@store_route(ADMIN)
+async def retry_dead_batch(service: Service, request: Request) -> JSON:
     """Retry the dead letters named (those the console's filter matched); ids that are
     not dead (any more) are listed back."""
-    service = service_of(request)
     asked = fields.parse(cm.RetryBatchRequest, await read_json(request), "the request")
     return JSON(await service.store(_retry_each, service.backend, list(dict.fromkeys(asked.ids))))
 
@@ -244,10 +239,9 @@ def _workers(backend: Backend) -> dict[str, Any]:
     return {"time": now, "workers": workers, "masters": masters}
 
 
-@needs(READER)
-async def list_workers(request: Request) -> JSON:
+@store_route(READER)
+async def list_workers(service: Service) -> JSON:
     """Workers and masters from their heartbeat records (kv "workers" and "masters")."""
-    service = service_of(request)
     return JSON(await service.store(_workers, service.backend))
 
 
@@ -275,11 +269,10 @@ async def preview_cron(request: Request) -> JSON:
         raise Invalid(str(exc)) from None
 
 
-@needs(READER)
-async def list_periodic(request: Request) -> JSON:
+@store_route(READER)
+async def list_periodic(service: Service) -> JSON:
     """The store's schedules (from code, a master's config file or the API), with their
     next ticks, their last run and who fires them now."""
-    service = service_of(request)
     return JSON(await service.store(_periodic, service))
 
 
@@ -294,10 +287,9 @@ def _limits(service: Service) -> dict[str, Any]:
     return {"time": time.time(), "limits": in_force(service.backend, declared, set(registry.tasks))}
 
 
-@needs(READER)
-async def limits_in_force(request: Request) -> JSON:
+@store_route(READER)
+async def limits_in_force(service: Service) -> JSON:
     """The limits in force: declared in code, set at run time, paused; with their use."""
-    service = service_of(request)
     return JSON(await service.store(_limits, service))
 
 
@@ -402,11 +394,10 @@ async def _send_test_alert(config: AlertConfig, policy: Callable[[], Policy]) ->
     return {"sent": sent, "targets": results, "message": message}
 
 
-@needs(ADMIN)
-async def test_alert(request: Request) -> JSON:
+@store_route(ADMIN)
+async def test_alert(service: Service) -> JSON:
     """Send one alert (kind "test") through the saved alert settings, and say for each
     target whether it arrived."""
-    service = service_of(request)
     config = settings.check_alerts(await service.store(settings.load_alerts, service.backend))
     if not config.enabled:
         return JSON({"sent": False, "targets": [],
