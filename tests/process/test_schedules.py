@@ -140,7 +140,9 @@ def test_the_cli_adds_lists_pauses_and_removes(tmp_path):
         "add", "nightly", "ping", "--cron", "30 2 * * *", "--tz", "Europe/Berlin", "--app", "sched:app")
     assert "which the app does not have" in deferq_says("add", "x", "nope", "--every", "5", "--app", "sched:app",
                                                         code=2)
-    assert "nightly  30 2 * * * (Europe/Berlin)  ping  [api]  next" in deferq_says("list")
+    listed = (r"^nightly  30 2 \* \* \* \(Europe/Berlin\)  ping  api   "
+              r"2\d{3}-\d\d-\d\d 02:30:00\+0[12]:00  never fired$")
+    assert re.search(listed, deferq_says("list"), re.MULTILINE)
     assert "paused schedule nightly" in deferq_says("pause", "nightly")
     assert "enqueued" in deferq_says("run-now", "nightly")
     assert "removed schedule nightly" in deferq_says("remove", "nightly")
