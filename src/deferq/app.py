@@ -10,6 +10,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import timedelta
+from functools import partial
 from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar, Unpack, overload
 
 from . import results
@@ -349,9 +350,10 @@ class App:
         """Store prepared jobs through the middleware chain (middleware.Chain.enqueue)."""
         if not items:
             return []
-        backend = self.backend
-        return held(self.registry.chain.enqueue(items, lambda stored: backend.enqueue_many(stored, connection)),
-                    self._origin)
+        store = self.backend.enqueue_many  # bound: the chain calls the store itself
+        if connection is not None:
+            store = partial(store, connection=connection)
+        return held(self.registry.chain.enqueue(items, store), self._origin)
 
     async def enqueue_many_async(self, calls: Iterable[Call]) -> list[Job]:
         return await self._enqueue_items_async(*self._prepare(calls))

@@ -267,3 +267,16 @@ def test_every_option_list_derives_from_the_schema():
 def test_one_bound_for_a_due_time_in_every_form(moment):
     with pytest.raises(ValueError, match="at must be|ISO 8601"):
         options.JobOptions.parse(at=moment)
+
+
+def test_a_plain_job_enters_no_feature_it_does_not_use(tmp_path):
+    """One job with no batch, no limit, no durable step and no workflow, enqueued and run
+    by a worker (bench/walk.py traces every call): it never enters batches or workflows
+    (flows/), limits (limits/) or durable steps (steps/), neither at enqueue nor from its
+    claim to its settle. Their plug-ins are idle or look at the record first."""
+    from bench.walk import walks
+
+    found = walks(tmp_path)
+    features = {"flows", "limits", "steps"}
+    assert not set(found.producer.folders().rooms) & features, found.producer.path
+    assert not set(found.consumer.folders().rooms) & features, found.consumer.path

@@ -29,7 +29,10 @@ class ProgressWriter:
         self.store = store
         self.interval = interval
         self.pending: dict[str, Job] = {}  # job id -> the job with its newest unwritten report
-        self._written: dict[str, float] = {}  # job id -> when its last report was written (monotonic)
+        # job id -> when its last report was written (monotonic). Whether a job reported may be
+        # read without the lock (`id in pending or id in written`): a job's entries only move
+        # from `pending` to `written`, in that order, once its task has returned
+        self.written: dict[str, float] = {}
         self._writing: set[str] = set()  # job ids of the batch being written now
         self._then: dict[str, list[Callable[[], None]]] = {}  # job id -> run after its final write
         self._changed = threading.Condition()
@@ -46,16 +49,11 @@ class ProgressWriter:
             elif new:
                 self._changed.notify()
 
-    def knows(self, job_id: str) -> bool:
-        """Whether the job reported progress (read without the lock: a job's entries only
-        move from `pending` to `_written`, in that order, once its task has returned)."""
-        return job_id in self._written or job_id in self.pending
-
     def finish(self, job_id: str, then: Callable[[], None]) -> None:
         """The job ended: write its unwritten report now, then call `then` (at once when
         nothing of it is waiting or being written)."""
         with self._changed:
-            self._written.pop(job_id, None)
+            self.written.pop(job_id, None)
             if job_id in self.pending or job_id in self._writing:
                 self._then.setdefault(job_id, []).append(then)
                 self._changed.notify()
@@ -66,7 +64,7 @@ class ProgressWriter:
         """Reports that may be written now, and when the next one may (with the lock held)."""
         ready, next_at = [], None
         for job_id, job in self.pending.items():
-            at = self._written.get(job_id, now - self.interval) + self.interval
+            at = self.written.get(job_id, now - self.interval) + self.interval
             if at <= now or job_id in self._then:
                 ready.append(job)
             elif next_at is None or at < next_at:
@@ -89,7 +87,7 @@ class ProgressWriter:
                     ready, next_at = self._due(now)
                 for job in ready:
                     if job.id not in self._then:
-                        self._written[job.id] = now  # before leaving `pending`: see knows()
+                        self.written[job.id] = now  # before leaving `pending`: see `written`
                     del self.pending[job.id]
                 self._writing = {job.id for job in ready}
             try:

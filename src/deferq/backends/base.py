@@ -177,6 +177,12 @@ def with_steps(outcome: Outcome) -> bool:
     return outcome.steps_keep is not None or outcome.waits_for is not None
 
 
+def retried(outcome: Outcome) -> bool:
+    """An attempt that failed, or one of a job that failed before: what observe/attempts
+    notes (a job that succeeds at its first attempt is not looked at)."""
+    return outcome.error is not None or outcome.job.attempts > 1
+
+
 class Heartbeat(set[str]):
     """What `heartbeat()` returns: the ids whose lease was lost, and in
     `cancel_requested` the ids (of leases that held) that someone asked to stop."""

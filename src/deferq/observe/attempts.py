@@ -16,9 +16,9 @@ from typing import Any
 
 import orjson
 
-from ..backends.base import Outcome, OutcomeKind
+from ..backends.base import Outcome, OutcomeKind, retried
 from ..job import Job
-from ..middleware import Middleware
+from ..middleware import Middleware, Settled, settled_view
 
 NAMESPACE = "attempts"
 KEPT = 25  # attempts a job keeps, the newest
@@ -30,12 +30,21 @@ log = logging.getLogger("deferq.attempts")
 
 
 class Attempts(Middleware):
-    """Notes the attempts of jobs that failed at least once (see the module's text)."""
+    """Notes the attempts of jobs that failed at least once (see the module's text); the
+    chain calls it only for a settled batch with such an attempt (`settles`)."""
+
+    settles = staticmethod(retried)
 
     def __init__(self, store: Any) -> None:
         self.store = store  # a callable answering the App's store, opened on first use
 
-    def after_settle(self, job: Job, outcome: Outcome, exc: BaseException | None) -> None:
+    def after_settle_many(self, settled: list[Settled]) -> None:
+        for outcome, _ in settled:
+            if retried(outcome):
+                self.noted(settled_view(outcome), outcome)
+
+    def noted(self, job: Job, outcome: Outcome) -> None:
+        """`job` as settled."""
         if outcome.kind not in COUNTED or (outcome.error is None and job.attempts <= 1):
             return
         store = self.store()

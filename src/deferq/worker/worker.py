@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
 
-from ..attempt.pauses import pause_at
+from ..attempt.pauses import ARMED, pause_at
 from ..attempt.progress import ProgressWriter
 from ..attempt.runner import decide_failure, run_async, run_sync, stopped
 from ..backends.base import Outcome, OutcomeKind
@@ -310,7 +310,7 @@ class Worker:
         """Take leased jobs into the promised slots, give back the rest, and start them."""
         now = time.monotonic()
         # the chain's after_claim hooks (a workflow step's inputs, durable checkpoints), each job's control
-        spec_for, taken = self.registry.spec_for, self.chain.claimed(jobs or [], self.progress.report)
+        spec_for, taken = self.registry.spec_for, self.chain.claimed(jobs, self.progress.report) if jobs else ()
         started = [(spec_for(job), job, control) for job, control in taken]
         with self.lock:
             self.claimed -= claimed
@@ -457,7 +457,8 @@ class Worker:
             wake = (self.settling and self.config.concurrency - self.busy - self.claimed >= self._half
                     ) or abandoned
             gathered = self.gathering and not self.busy
-        if self.progress.knows(job.id):  # its last report is written first, then the outcome
+        progress = self.progress  # (read without its lock: see ProgressWriter.written)
+        if job.id in progress.pending or job.id in progress.written:  # its last report first, then the outcome
             self.progress.finish(job.id, _nothing if abandoned else lambda: self.outcomes.put((outcome, exc)))
             wake = True  # the settler may not hear of it yet: the lease loop takes the slot
         elif not abandoned:
@@ -521,7 +522,8 @@ class Worker:
 
     def _settle(self, batch: list[tuple[Outcome, BaseException | None]]) -> None:
         """Settle a batch and, in the same round trip, lease jobs for the free slots."""
-        pause_at("settle.before")
+        if ARMED:  # a freeze-and-kill test's point (attempt/pauses.py)
+            pause_at("settle.before")
         outcomes = self._counted_from_the_end([outcome for outcome, _ in batch])
         applied = None
         attempts = {(o.job.id, o.job.attempts) for o in outcomes}
@@ -552,10 +554,12 @@ class Worker:
             else:
                 log.warning("job %s (%s) finished after losing its lease (%s); outcome dropped",
                             o.job.id, o.job.task, self._why_lost())
-        if settled:
+        if len(settled) > 1:
             with lines_together():  # the batch's job lines: one write
                 # the chain's settle hooks: durable steps' ends and wakes (a call a batch), history, log lines
                 self.chain.settled(settled)
+        elif settled:
+            self.chain.settled(settled)
 
     def _settle_and_reserve(self, outcomes: list[Outcome], claimed: int) -> tuple[list[bool], list[Job]]:
         """The batch's settle and the next leases in one call; a batch the store refuses
