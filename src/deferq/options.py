@@ -18,6 +18,7 @@ from datetime import datetime, timedelta
 from typing import Any, Literal, NamedTuple, TypedDict
 
 from . import backoff as backoff_module
+from .backends.base import OnConflict
 from .job import DEFAULT_MAX_ATTEMPTS, DEFAULT_TIMEOUT, Job, Priority
 from .values import LATEST_DUE, MAX_DELAY, Rate, key_template, rate_option, slots
 
@@ -85,13 +86,13 @@ def expiry(value: Any, name: str = "expires") -> Expiry:
     return Expiry(within=seconds(value, name))
 
 
-ON_CONFLICT = ("ignore", "replace", "debounce")
+ON_CONFLICT = tuple(mode.value for mode in OnConflict)
 
 
-def conflict_mode(value: Any, name: str = "on_conflict") -> str:
+def conflict_mode(value: Any, name: str = "on_conflict") -> OnConflict:
     if value not in ON_CONFLICT:
         raise ValueError(f"{name} must be one of {', '.join(ON_CONFLICT)}, got {value!r:.60}")
-    return str(value)
+    return OnConflict(value)
 
 
 def window_rules(unique_for: float | None, key: str | None) -> float | None:
@@ -101,12 +102,12 @@ def window_rules(unique_for: float | None, key: str | None) -> float | None:
     return unique_for or None
 
 
-def conflict_rules(on_conflict: str | None, key: str | None, max_wait: float | None) -> str:
+def conflict_rules(on_conflict: OnConflict | None, key: str | None, max_wait: float | None) -> OnConflict:
     """The on_conflict mode of a job with these options, or ValueError."""
-    mode = on_conflict or "ignore"
-    if mode != "ignore" and key is None:
-        raise ValueError(f"on_conflict={mode!r} needs a key: options(key=..., on_conflict={mode!r})")
-    if max_wait is not None and mode != "debounce":
+    mode = on_conflict or OnConflict.IGNORE
+    if mode is not OnConflict.IGNORE and key is None:
+        raise ValueError(f"on_conflict={mode.value!r} needs a key: options(key=..., on_conflict={mode.value!r})")
+    if max_wait is not None and mode is not OnConflict.DEBOUNCE:
         raise ValueError("max_wait is for on_conflict='debounce'")
     return mode
 
@@ -288,7 +289,7 @@ class JobOptions:
                  "'expired'): seconds after it is stored, or an ISO 8601 time with a zone.",
                  "oneOf": [{"type": "number", "minimum": 0, "maximum": MAX_DELAY},
                            {"type": "string", "pattern": DUE_TIME}]}))
-    on_conflict: str | None = option(None, Option(
+    on_conflict: OnConflict | None = option(None, Option(
         conflict_mode, "when a job with the key waits: ignore (keep it), replace (its arguments and due "
         "time), debounce (also push its due time back by the delay)", http="on_conflict",
         openapi={"type": "string", "enum": list(ON_CONFLICT)}))

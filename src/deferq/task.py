@@ -7,7 +7,7 @@ from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar, Unpack, overload
 
-from .backends.base import Backend, Enqueue, make_enqueue
+from .backends.base import Backend, Enqueue, OnConflict, make_enqueue
 from .codec import ArgsCodec, codec_for, unknown_task_codec
 from .job import Job, JobState, encode_payload, fresh_job, new_job_id, slot_init
 from .options import JobOptions, JobOptionsKw, TaskDefaults, conflict_rules, unique_key, window_rules
@@ -223,7 +223,7 @@ class _Rules:
     expires_at: float | None
     delay: float
     within: float | None
-    mode: str
+    on_conflict: OnConflict
     max_wait: float | None
     unique_for: float | None
     durable: bool | None
@@ -303,7 +303,7 @@ def build_enqueue(
         rules.tags, fair_key,
     )
     payload = encode_payload(call.task, args, kwargs)
-    item = make_enqueue(job, rules.delay, payload, rules.within, rules.mode, rules.max_wait,
+    item = make_enqueue(job, rules.delay, payload, rules.within, rules.on_conflict, rules.max_wait,
                         durable if rules.durable is None else rules.durable, (), False, rules.unique_for,
                         weight)
     return linked(item, opts.after, opts.after_any_outcome) if opts.after else item
@@ -322,8 +322,8 @@ def enqueue_builder(
     queue, priority, max_attempts, timeout, key = (
         rules.queue, rules.priority, rules.max_attempts, rules.timeout, rules.key)
     run_at, expires_at, remark, tags, delay = rules.run_at, rules.expires_at, rules.remark, rules.tags, rules.delay
-    within, mode, max_wait, unique_for, weight = (
-        rules.within, rules.mode, rules.max_wait, rules.unique_for, rules.fair_weight)
+    within, on_conflict, max_wait, unique_for, weight = (
+        rules.within, rules.on_conflict, rules.max_wait, rules.unique_for, rules.fair_weight)
     durable = durable if rules.durable is None else rules.durable
 
     def build(call: Call, job_id: str) -> Enqueue:
@@ -331,8 +331,8 @@ def enqueue_builder(
         args, kwargs = encode(call.args, call.kwargs)
         job = fresh_job(job_id, name, args, kwargs, queue, priority, queued, max_attempts, timeout, key, run_at,
                         0.0, {}, expires_at, None, remark, tags, None)
-        return make_enqueue(job, delay, encode_payload(name, args, kwargs), within, mode, max_wait, durable, (),
-                            False, unique_for, weight)
+        return make_enqueue(job, delay, encode_payload(name, args, kwargs), within, on_conflict, max_wait,
+                            durable, (), False, unique_for, weight)
     return build
 
 

@@ -202,3 +202,19 @@ def test_a_stored_job_keeps_what_a_new_job_sets_and_nothing_else():
         default = f.default_factory() if f.default_factory is not MISSING else f.default
         assert getattr(job, f.name) == (SAMPLE[f.name] if f.name in NEW_FIELDS else default), f.name
     assert (job.state, job.run_at, job.created_at, job.expires_at, job.updated_at) == (JobState.QUEUED, 1, 2, 3, 4)
+
+
+def test_the_producer_rules_carry_every_job_option():
+    """task._Rules, what build_enqueue reads for every job (resolved once per task and
+    options), lists its fields by hand: a generic build costs _Rules.of half as much
+    again. Each job option reaches it under its own name, or becomes fields of other
+    names, or is read from the call itself."""
+    from deferq.task import _Rules
+
+    rules = set(_Rules.__dataclass_fields__)
+    becomes = {"at": {"run_at"}, "expires": {"expires_at", "within"}}
+    from_the_call = {"connection", "after", "after_any_outcome"}
+    lost = [f.name for f in fields(JobOptions)
+            if f.name not in rules and f.name not in from_the_call and not becomes.get(f.name, set()) & rules]
+    assert not lost, f"options build_enqueue never sees: {lost}"
+    assert set().union(*becomes.values()) <= rules

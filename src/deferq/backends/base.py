@@ -53,6 +53,15 @@ HOLD_SLACK = 0.001  # seconds: a held job's due time as stored, against its note
 BEHIND = 20  # + priority: waits behind the running job that holds its key (on_conflict)
 
 
+class OnConflict(StrEnum):
+    """What to do when an unfinished job holds the key of a job being stored (`options(on_conflict=...)`);
+    stored and compared as its text."""
+
+    IGNORE = "ignore"  # return it
+    REPLACE = "replace"  # replace its arguments and due time
+    DEBOUNCE = "debounce"  # replace, and push its due time back to now + delay, within `max_wait`
+
+
 @dataclass(frozen=True, slots=True)
 class Enqueue:
     """A job to store. Due at `job.run_at` when that is set, else `delay` after now;
@@ -66,12 +75,11 @@ class Enqueue:
     delay: float = 0.0
     payload: bytes = b""
     expires_in: float | None = None
-    # What to do when an unfinished job holds `job.key` (options.ON_CONFLICT): ignore
-    # (return it), replace (its arguments and due time), debounce (replace, and push its
-    # due time back to now + delay, at most `max_wait` after that job was first stored).
-    # A job with the key that is running is never changed: with replace or debounce the
-    # new job is stored to wait behind it (see BEHIND).
-    on_conflict: str = "ignore"
+    # What to do when an unfinished job holds `job.key`: debounce's due time is at most
+    # `max_wait` after that job was first stored. A job with the key that is running is
+    # never changed: with replace or debounce the new job is stored to wait behind it
+    # (see BEHIND).
+    on_conflict: OnConflict = OnConflict.IGNORE
     max_wait: float | None = None
     # False: the store may commit this job without waiting for its disk (options.durable;
     # PostgreSQL: synchronous_commit=off). A batch is durable if any of its jobs is.
@@ -112,7 +120,7 @@ class Enqueue:
         """`target`, the waiting job holding this one's key, as on_conflict replace or
         debounce leaves it at store time `now`: this job's arguments, a new due time."""
         run_at = self.due(now)
-        if self.on_conflict == "debounce" and self.max_wait is not None:
+        if self.on_conflict is OnConflict.DEBOUNCE and self.max_wait is not None:
             run_at = min(run_at, max(target.created_at + self.max_wait, now))
         return target.evolve(args=self.job.args, kwargs=self.job.kwargs, meta=self.job.meta, run_at=run_at,
                              state=state_for_waiting(run_at, now), updated_at=now)

@@ -23,6 +23,7 @@ from .base import (
     Backend,
     Enqueue,
     Heartbeat,
+    OnConflict,
     Outcome,
     QueueStats,
     finished_only,
@@ -102,7 +103,7 @@ class MemoryBackend(MemoryHistory, Backend):
                     stored.append(recent)  # the window, checked under the lock that stores
                 elif holder is None and behind is None:
                     stored.append(self._insert(item, now, floors=floors))
-                elif item.on_conflict == "ignore":
+                elif item.on_conflict is OnConflict.IGNORE:
                     stored.append(self._view(behind or holder, now))  # type: ignore[arg-type]
                 elif target := behind or (holder if holder and holder.state == _WAITING else None):
                     self._jobs[target.id] = item.updated(target, now).evolve(state=_WAITING)

@@ -30,6 +30,7 @@ from ..base import (
     Backend,
     Enqueue,
     Heartbeat,
+    OnConflict,
     Outcome,
     QueueStats,
     finished_only,
@@ -409,7 +410,7 @@ class SQLBackend(SQLHistory, SQLSearch, Backend):
         holder, successor = holders.get(key), behind.get(key)
         if holder is None and successor is None:
             return "again"
-        if item.on_conflict == "ignore":
+        if item.on_conflict is OnConflict.IGNORE:
             return successor or holder  # type: ignore[return-value]
         target = successor or (holder if holder and holder.state != JobState.ACTIVE else None)
         if target is None:
