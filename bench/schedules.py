@@ -32,8 +32,8 @@ from pathlib import Path
 
 import deferq
 from deferq.job import JobState
-from deferq.schedules.firing import current_leader
 from deferq.schedules.timing import Timing
+from deferq.upkeep.leader import current_leader
 
 app = deferq.App()  # the workers' App (--app bench.schedules:app --url URL)
 QUEUE, EVERY, PREFIX = "bench-ticks", 10.0, "bench-tick-"

@@ -233,7 +233,7 @@ def run_schedule_case(url: str, folder: Path, point: str, mode: str) -> None:
         store.schedules.put(PeriodicJob("beat", None, "beat", every=EVERY), "api")
         # three ticks' jobs finished: a unique key holds only while its job is unfinished
         take_over(url, folder, point, mode, lambda: len(ticks(store, (JobState.SUCCEEDED,))) >= 3,
-                  "stopped firing schedules")
+                  "stopped leading upkeep")
         fired = ticks(store)
     finally:
         store.close()

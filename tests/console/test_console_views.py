@@ -142,7 +142,7 @@ def periodic_page(served: tuple[World, str, Any], token: str) -> Iterator[tuple[
         page.goto(base + "/dashboard/periodic")
         yield store, page
     finally:
-        store.backend.kv_delete("leases", "schedules")
+        store.backend.kv_delete("leases", "upkeep")
         store.schedules.remove("digest")
         page.context.close()
         store.close()
@@ -156,7 +156,7 @@ def test_the_periodic_page_says_who_fires_the_schedules(served):
             re.compile(r"^(\d\d/\d\d/\d{4}, \d\d:\d\d:00){3}$"))
         expect(page.locator("#schedule-leader")).to_contain_text("No process fires schedules now")
         expect(page.locator("#add-schedule")).to_be_hidden()  # a reader changes nothing
-        store.backend.kv_put("leases", "schedules", b'{"holder": "box:77:abc"}', 60)  # as a leader does
+        store.backend.kv_put("leases", "upkeep", b'{"holder": "box:77:abc"}', 60)  # as a leader does
         page.reload()
         expect(page.locator("#schedule-leader")).to_have_text("Fired by box:77:abc.")
         no_errors(page)

@@ -8,8 +8,9 @@ import orjson
 import pytest
 
 from deferq.schedules import firing
-from deferq.schedules.firing import GRACE, Firer, Leader, current_leader, due_ticks, tick_key
+from deferq.schedules.firing import GRACE, Firer, due_ticks, tick_key
 from deferq.schedules.store import RUNS
+from deferq.upkeep.leader import Leader, current_leader
 from tests.contract.test_contract import wait_until
 
 

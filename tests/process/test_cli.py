@@ -545,7 +545,7 @@ def test_a_worker_that_fires_no_schedules_warns_when_no_process_does(url, tmp_pa
     assert warning in worker_says("scheduled")
     assert "periodic" not in worker_says("plain")
     store = deferq.App(url)
-    store.backend.kv_put("leases", "schedules", orjson.dumps({"holder": "box:1"}), 60)  # as a leader does
+    store.backend.kv_put("leases", "upkeep", orjson.dumps({"holder": "box:1"}), 60)  # as a leader does
     store.close()
     assert "periodic" not in worker_says("scheduled")
 

@@ -31,7 +31,9 @@ FLOORS: list[tuple[str, set[str]]] = [
               "deferq.steps"}),
     ("features between jobs", {"deferq.flows", "deferq.schedules"}),
     ("the App", {"deferq", "deferq.app", "deferq.loading"}),
-    ("processes", {"deferq.worker", "deferq.supervisor", "deferq.server.http", "deferq.server.topics"}),
+    # upkeep: the one leader's sweeps and schedule ticks, which each kind of process starts
+    ("processes", {"deferq.upkeep", "deferq.worker", "deferq.supervisor", "deferq.server.http",
+                   "deferq.server.topics"}),
     ("the HTTP service", {"deferq.server", "deferq.server.process", "deferq.server.api", "deferq.server.console"}),
     ("entry points", {"deferq.cli", "deferq.contrib", "deferq.__main__"}),
 ]
@@ -147,7 +149,7 @@ def test_the_graph_sees_every_kind_of_import():
     assert "deferq.backends.base" in graph["deferq.backends.memory"]  # `from .base import`
     assert "deferq.errors" in graph["deferq.supervisor.config"]  # `from ..errors import`
     assert "deferq.server.topics.signing" in graph["deferq.server.topics.delivery"]  # `from . import signing`
-    assert "deferq.app" in graph["deferq.supervisor.periodic"]  # under TYPE_CHECKING
+    assert "deferq.app" in graph["deferq.server.topics.delivery"]  # under TYPE_CHECKING
     assert "deferq.supervisor.master" in graph["deferq.cli.run"]  # inside a function
 
 

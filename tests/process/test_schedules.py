@@ -15,6 +15,7 @@ from deferq.errors import ConfigError
 from deferq.schedules import firing
 from deferq.server import ServerConfig, create_app
 from deferq.server.http import auth
+from deferq.upkeep.leader import current_leader
 from deferq.worker import Worker, WorkerConfig
 from tests.process.test_cli import run_deferq
 from tests.support.server_helpers import TestClient
@@ -57,7 +58,7 @@ def test_a_schedule_added_through_the_api_fires_on_a_running_worker_and_stops_wh
     finally:
         worker.stop()
         thread.join(30)
-    assert firing.current_leader(app.backend) is None  # a stopping worker gives the lease up
+    assert current_leader(app.backend) is None  # a stopping worker gives the lease up
 
 
 def test_code_schedules_are_declared_and_code_wins_at_the_next_start(app):

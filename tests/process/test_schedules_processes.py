@@ -17,7 +17,8 @@ import pytest
 
 import deferq
 from deferq.schedules.definition import PeriodicJob
-from deferq.schedules.firing import GRACE, LEASE, current_leader
+from deferq.schedules.firing import GRACE
+from deferq.upkeep.leader import LEASE, current_leader
 from tests.support.supervisor_harness import FIXTURES, ROOT, TREE_PATH, all_jobs, store_url, wait_until
 
 EVERY = 2.0

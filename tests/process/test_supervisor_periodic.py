@@ -9,7 +9,9 @@ import pytest
 import deferq
 from deferq.errors import ConfigError
 from deferq.schedules.definition import PeriodicJob
-from deferq.supervisor.periodic import PeriodicScheduler
+from deferq.supervisor.config import SupervisorConfig
+from deferq.supervisor.master import check_periodic_tasks
+from deferq.upkeep import Upkeep
 from tests.support.supervisor_harness import Master, all_jobs, every_store, store_url, wait_until
 
 EVERY_SECOND = "* * * * * *"  # six fields: seconds come last
@@ -30,16 +32,14 @@ def test_the_master_declares_its_config_schedules_and_fires_them_once(tmp_path):
     (job,) = app.periodic_jobs
     assert (job.name, job.task, job.args, job.options) == ("report", "report", (7,), {"queue": "reports"})
     from_config = (PeriodicJob("tick", EVERY_SECOND, "report"),)
-    first = PeriodicScheduler(app, from_config, "one", 0.0)
-    second = PeriodicScheduler(app, from_config, "two", 0.0)
-    now = app.backend.now()
-    first.run_due(now)
-    second.run_due(now)  # the other master is no leader: it fires nothing
-    assert first.firer.leading and not second.firer.leading
+    first, second = Upkeep(app, "one", from_config), Upkeep(app, "two", from_config)
+    first.step()
+    second.step()  # the other master is no leader: it fires nothing
+    assert first.leading and not second.leading
     assert {(s.name, s.source) for s in app.schedules.list()} == {("report", "code"), ("tick", "config")}
-    assert first.seconds_to_next(now) <= 1
-    first.close()
-    assert wait_until(lambda: second.run_due(app.backend.now()) or second.firer.leading, 5, "a handover")
+    assert first.step() <= 1
+    first.leader.release()  # a clean stop
+    assert wait_until(lambda: second.step() and second.leading, 5, "a handover")
     app.close()
 
 
@@ -49,8 +49,9 @@ def test_two_schedules_of_one_name_are_refused(tmp_path):
     @app.periodic("* * * * *", name="tick")
     def tick() -> None: ...
 
+    config = SupervisorConfig(None, None, (), periodic=(PeriodicJob("tick", EVERY_SECOND, "tick"),))
     with pytest.raises(ConfigError, match="two periodic jobs are named 'tick'"):
-        PeriodicScheduler(app, (PeriodicJob("tick", EVERY_SECOND, "tick"),), "one", 0.0)
+        check_periodic_tasks(app, config)
 
 
 def never_run() -> None:

@@ -230,7 +230,8 @@ def print_job(job: Job, as_json: bool) -> None:
               help="Serve Prometheus metrics of the jobs run on this port.")
 @click.option("--metrics-host", default="127.0.0.1", show_default=True, help="Address for --metrics-port.")
 @click.option("--schedules/--no-schedules", default=True, show_default=True,
-              help="Take part in firing the store's schedules (one process at a time fires them).")
+              help="Take part in the store's upkeep: one process at a time recovers expired leases, "
+                   "purges old results and fires the schedules.")
 def worker(app: App, queues: tuple[str, ...], concurrency: int, burst: bool, once: bool,
            grace: float, max_jobs: int | None, tries: int | None, delay: float | None,
            poll_interval: float, metrics_port: int | None, metrics_host: str, schedules: bool) -> None:
@@ -265,7 +266,7 @@ def worker(app: App, queues: tuple[str, ...], concurrency: int, burst: bool, onc
 def warn_unscheduled(app: App) -> None:
     """This worker does not fire schedules (--burst, --once, --no-schedules). Say so when
     the App has schedules and no other process fires them (checked once, at start)."""
-    from ..schedules.firing import current_leader
+    from ..upkeep.leader import current_leader
 
     if not app.periodic_jobs:
         return
@@ -837,7 +838,8 @@ main.add_command(status_command)  # deferq status: masters, pools, children
 @click.option("--request-log", default="off", show_default=True, help="File, - (stderr) or off.")
 @click.option("--error-log", default="-", show_default=True, help="File, - (stderr) or off.")
 @click.option("--schedules/--no-schedules", default=True, show_default=True,
-              help="Take part in firing the store's schedules (one process at a time fires them).")
+              help="Take part in the store's upkeep: one process at a time recovers expired leases, "
+                   "purges old results and fires the schedules.")
 def serve(url: str | None, app_path: str | None, no_create: bool, host: str, port: int, workers: str,
           no_auth: bool, no_auth_beyond_loopback: bool, allowed_host: tuple[str, ...], max_body: int,
           max_queue_length: int | None, queue_limit: tuple[str, ...], max_inflight: int | None,

@@ -12,9 +12,9 @@ from ..app import App
 from ..errors import ConfigError
 from ..observe.output import aligned, print_json
 from ..schedules.definition import MISSED, make_schedule
-from ..schedules.firing import current_leader
 from ..schedules.store import SCHEDULES, Schedules
 from ..schedules.timing import local_time
+from ..upkeep.leader import current_leader
 
 Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
 

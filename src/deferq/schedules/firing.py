@@ -1,10 +1,9 @@
-"""Firing schedules: one process at a time, elected through the store, enqueues each tick once.
+"""Firing schedules: the upkeep leader enqueues each due tick once.
 
-Every process that may fire schedules (each worker, `deferq run`, `deferq serve`) runs a
-`Firer`. Its `step` first holds the leader lease, the record ``leases/schedules``: taken
-when absent or expired (`kv_put(only_new=True)`), renewed by its holder with
-`kv_swap`, so of many processes one leads; if the leader dies another takes over once
-its lease has run out (within LEASE plus one follower poll, LEASE / 5).
+One process at a time fires schedules: the upkeep leader (upkeep/leader.py), elected
+through the store among the workers, `deferq run` masters and `deferq serve` processes,
+steps a `Firer` beside its sweeps; if the leader dies, another takes over once its lease
+has run out.
 
 Only the leader fires, but being leader is not what makes a tick fire once: each tick
 is claimed by moving the schedule's run record (``schedule-runs/NAME``) from the tick
@@ -34,7 +33,6 @@ from __future__ import annotations
 
 import logging
 import random
-import threading
 from collections import deque
 from dataclasses import dataclass
 from typing import Any
@@ -51,48 +49,12 @@ from .timing import local_time
 
 log = logging.getLogger("deferq.schedules")
 
-LEASE_NAMESPACE, LEASE_KEY = "leases", "schedules"
-LEASE = 10.0  # seconds a leader holds the lease without renewing it
 GRACE = 60.0  # seconds after its time a tick still counts as on time
 MISSED_LIMIT = 100  # missed="all" fires at most this many missed ticks (the newest)
 WINDOWS = (60.0, 3600.0, 86400.0, 31 * 86400.0, 366 * 86400.0)  # how far back missed ticks are looked for
 BATCH = 100  # ticks claimed afresh in a round are enqueued this many at a time
 TICK_MEMORY = 86400.0  # seconds a tick's succeeded job answers for a late second enqueue (if kept so long)
-
-
-class Leader:
-    """The leader lease, held by `holder` (this process's name)."""
-
-    def __init__(self, backend: Any, holder: str, lease: float = LEASE) -> None:
-        self.backend, self.holder, self.lease = backend, holder, lease
-        self.renewals = 0
-
-    def hold(self) -> bool:
-        """Take the lease if it is free, renew it if it is ours; say whether we lead."""
-        current = self.backend.kv_get(LEASE_NAMESPACE, LEASE_KEY)
-        mine = orjson.dumps({"holder": self.holder, "n": self.renewals + 1})
-        if current is None:
-            held = self.backend.kv_put(LEASE_NAMESPACE, LEASE_KEY, mine, ttl=self.lease, only_new=True)
-        elif orjson.loads(current).get("holder") in (self.holder, None):  # ours, or given up
-            held = self.backend.kv_swap(LEASE_NAMESPACE, LEASE_KEY, current, mine, ttl=self.lease)
-        else:
-            return False
-        if held:
-            self.renewals += 1
-        return bool(held)
-
-    def release(self) -> None:
-        """Give the lease up now (a clean stop), so another process takes over at once."""
-        current = self.backend.kv_get(LEASE_NAMESPACE, LEASE_KEY)
-        if current is not None and orjson.loads(current).get("holder") == self.holder:
-            self.backend.kv_swap(LEASE_NAMESPACE, LEASE_KEY, current, b"{}", ttl=self.lease)
-
-
-def current_leader(backend: Any) -> str | None:
-    """Who holds the leader lease now (None: nobody fires schedules)."""
-    current = backend.kv_get(LEASE_NAMESPACE, LEASE_KEY)
-    holder = orjson.loads(current).get("holder") if current else None
-    return holder if isinstance(holder, str) else None
+ROUND = 3.0  # seconds at most between two rounds: a schedule added or changed meanwhile is seen by then
 
 
 def tick_key(name: str, tick: float) -> str:
@@ -155,36 +117,26 @@ class Claimed:
 
 
 class Firer:
-    """Fires the store's schedules while this process leads; `step` is one round."""
+    """Fires the store's schedules; `step` is one round (the upkeep leader's, upkeep/service.py)."""
 
-    def __init__(self, app: Runtime[object], holder: str, lease: float = LEASE) -> None:
-        self.app, self.holder, self.lease = app, holder, lease
-        self._leader: Leader | None = None
+    def __init__(self, app: Runtime[object], holder: str) -> None:
+        self.app, self.holder = app, holder
         self.schedules = Schedules(app)
-        self.leading = False
         self.declared = False
 
-    @property
-    def leader(self) -> Leader:
-        """The lease, on the store opened at first use (a server starts while its store is down)."""
-        if self._leader is None:
-            self._leader = Leader(self.app.backend, self.holder, self.lease)
-        return self._leader
-
-    def step(self) -> float:
-        """Declare the code's schedules (once), hold the lease, fire what is due; return
-        the seconds until the next step. Store errors propagate (call again later)."""
+    def declare(self) -> None:
+        """Write the code's schedules to the store, once (every process does, at its start:
+        the code's definition wins over a stored one of the same name)."""
         if not self.declared:
             self.schedules.declare(self.app.periodic_jobs)
             self.declared = True
-        leading = self.leader.hold()
-        if leading != self.leading:
-            log.info("%s %s firing schedules", self.holder, "is now" if leading else "stopped")
-            self.leading = leading
-        if not leading:
-            return self.lease / 5
+
+    def step(self) -> float:
+        """Declare the code's schedules (once), fire what is due; return the seconds until
+        the next round. Store errors propagate (call again later)."""
+        self.declare()
         now = self.app.backend.now()
-        wait = self.lease / 3
+        wait = ROUND
         batch: list[Claimed] = []
         for info in self.schedules.list():  # records that cannot be read are logged and left out
             if info.paused:
@@ -286,20 +238,3 @@ class Firer:
             log.info("schedule %s: enqueued the %s tick", schedule.name, local_time(tick, schedule.tz))
         done = orjson.dumps({**record, "done": True, "job": job.id, "fired": tick})
         return done if self.app.backend.kv_swap(RUNS, schedule.name, run, done) else None
-
-    def run(self, stopping: threading.Event) -> None:
-        """Step until `stopping` is set (a thread of its own); the lease is given up at the end."""
-        while not stopping.is_set():
-            try:
-                wait = self.step()
-            except DeferqError as exc:
-                log.warning("schedules: %s; trying again", exc)
-                wait = self.lease / 5
-            except Exception:  # a bad record must not end the thread that fires all the others
-                log.exception("schedules: firing failed; trying again")
-                wait = self.lease / 5
-            stopping.wait(wait)
-        try:
-            self.leader.release()
-        except DeferqError:
-            pass

@@ -210,7 +210,7 @@ def create_app(config: ServerConfig | None = None, app: App | None = None) -> Fr
     @asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
         if config.schedules:
-            service.fire_schedules()  # which declares the App's schedules first
+            service.start_upkeep()  # which declares the App's schedules first
         elif service.app.periodic_jobs:
             await service.declare_schedules()
         yield

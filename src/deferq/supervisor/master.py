@@ -3,10 +3,15 @@
 One thread does all the supervising, in a loop woken by signals (SIGCHLD included, so a
 dead child is replaced at once) or by its own pace (`check_every`):
 - every wake: reap exited children, start or retire children to match each pool's
-  target, take part in firing schedules (schedules/firing.py);
+  target;
 - every check: read the children's heartbeats (kv "workers"), kill hung ones, retire
-  those past their lifetime or memory ceiling, autoscale, monitor the queues, sweep
-  the store, publish this master's status (kv "masters"), notice a changed config file.
+  those past their lifetime or memory ceiling, autoscale, monitor the queues, publish
+  this master's status (kv "masters"), notice a changed config file.
+
+Beside it, on a thread of its own, the master takes part in the store's upkeep as every
+worker does (upkeep/): while it leads, it sweeps the store and fires the schedules, its
+config file's [periodic] tables among them; so both go on when a pool is scaled to zero
+or every child is down.
 
 With `metrics_port` in the config file, every child adds the worker metrics middleware
 and writes its numbers to prometheus-client's multiprocess directory (a temporary one the
@@ -38,6 +43,7 @@ from ..backends.base import QueueStats
 from ..errors import ConfigError
 from ..loading import load_app, require
 from ..net import policy as netpolicy
+from ..upkeep import Upkeep
 from ..values import format_duration
 from ..worker import orders
 from .alerts import AlertConfig, Alerter, saved_alerts
@@ -45,9 +51,7 @@ from .autoscale import Load, ScaleState, decide
 from .child import METRICS_DIR_ENV
 from .children import CRASH_ALERT_AT, Child, PoolState, spawn_child
 from .config import PoolConfig, SupervisorConfig, file_digest, load_config
-from .maintenance import Maintenance
 from .monitor import Monitor, StoreHealth
-from .periodic import PeriodicScheduler
 
 log = logging.getLogger("deferq.master")
 
@@ -74,10 +78,15 @@ def load_supervised_app(config: SupervisorConfig) -> App:
 
 
 def check_periodic_tasks(app: App, config: SupervisorConfig) -> None:
-    """The config file's periodic jobs name tasks the App has (code's schedules always do)."""
+    """The config file's periodic jobs name tasks the App has (code's schedules always do),
+    and no two of them, nor one and a schedule of the code, share a name."""
     for job in config.periodic:
         if job.task not in app.tasks:
             raise ConfigError(f"periodic.{job.name}.task names {job.task!r}, a task your app lacks")
+    names = [job.name for job in (*app.periodic_jobs, *config.periodic)]
+    duplicate = next((n for n in names if names.count(n) > 1), None)
+    if duplicate is not None:
+        raise ConfigError(f"two periodic jobs are named {duplicate!r}")
 
 
 class Master:
@@ -95,7 +104,6 @@ class Master:
         self.alerter = Alerter(config.alerts, source=f"deferq master {self.id}", policy=self.network)
         self.health = StoreHealth(lambda: self.alerter, self.app.url)
         self.monitor = Monitor(self.app.backend, self.health, lambda: self.alerter)
-        self.maintenance = Maintenance(self.app, self.health)
         self.generation = 0
         self.pools = {p.name: self._new_pool(p) for p in config.pools}
         self.started = time.time()
@@ -104,17 +112,12 @@ class Master:
         self.quieted: set[str] = set()  # children ordered quiet already
         self.reload_requested = False
         self.next_check = 0.0
-        self.clock_offset = 0.0  # store clock minus this machine's clock
-        self.periodic_ok = True  # the last periodic run reached the store
         self.config_seen = (config.digest, self._file_stamp())
-        self.periodic = PeriodicScheduler(self.app, config.periodic, self.id, self.store_now())
+        self.upkeep = Upkeep(self.app, self.id, config.periodic)  # started by run()
         self._wake_r, self._wake_w = os.pipe()
 
     def _new_pool(self, config: PoolConfig) -> PoolState:
         return PoolState(config, ScaleState(config.scale.minimum), self.generation)
-
-    def store_now(self) -> float:
-        return time.time() + self.clock_offset
 
     # -- life cycle ---------------------------------------------------------------
 
@@ -128,6 +131,7 @@ class Master:
         )
         log.info("master %s started on %s: pools %s", self.id, self.app.url, pools)
         code = EXIT_OK
+        self.upkeep.start()
         try:
             while not self.stop_signals:
                 self._step()
@@ -191,9 +195,6 @@ class Master:
     def _seconds_to_next_wake(self) -> float:
         now = time.monotonic()
         wakes = [self.next_check - now]
-        periodic = self.periodic.seconds_to_next(self.store_now())
-        if self.periodic_ok:  # after a failure: retry at the next check
-            wakes.append(periodic + 0.005)
         wakes += [p.restart_at - now for p in self.pools.values() if p.restart_at > now]
         return max(0.0, min(wakes))
 
@@ -208,19 +209,14 @@ class Master:
             self._check(now)
         for pool in list(self.pools.values()):
             self._reconcile(pool, now)
-        self.periodic_ok = self.health.up and self.health.call(self.periodic.run_due, self.store_now())[0]
 
     def _check(self, now: float) -> None:
-        _, store_now = self.health.call(self.app.backend.now)
-        if store_now is not None:
-            self.clock_offset = store_now - time.time()
         self._watch_children(now)
         self._use_saved_alert_settings()
         _, stats = self.health.call(self.app.backend.stats)
         if stats is not None:
             self._autoscale(stats, now)
             self.monitor.check(stats)
-        self.maintenance.run(now)
         self._obey()
         self._publish()
         self._watch_config_file()
@@ -271,7 +267,7 @@ class Master:
                 self.health.call(self.app.backend.kv_delete, "workers", child.name)
         self.health.call(self.app.backend.kv_delete, "masters", self.id)
         self.health.call(orders.clear, self.app.backend, orders.master_key(self.id))
-        self.health.call(self.periodic.close)
+        self.upkeep.stop()
         self.alerter.close()
         self.app.close()
         signal.set_wakeup_fd(-1)
@@ -507,7 +503,7 @@ class Master:
             pool.scale = ScaleState(pool_config.scale.clamp(pool.scale.target))
         if new.alerts != self.config.alerts:
             self._use_alerts(new.alerts)
-        self.periodic = PeriodicScheduler(self.app, new.periodic, self.id, self.store_now())
+        self.upkeep.use_config_schedules(new.periodic)
         self.child_spec["grace"] = new.grace
         self.config = new
         self.config_seen = (new.digest, self._file_stamp())

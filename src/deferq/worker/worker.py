@@ -15,8 +15,9 @@ Threads, each with one job:
 - settler: takes finished outcomes, settles them in one round trip per batch (a small
   batch first waits, at most GATHER, for the jobs still running to end), fires hooks,
   frees the slots; the same round trip leases jobs for the freed slots.
-- keeper: renews leases (heartbeats), enforces timeouts, recovers expired leases of
-  dead workers, purges old results, publishes what this worker runs.
+- keeper: renews leases (heartbeats), enforces timeouts, publishes what this worker runs.
+- upkeep (upkeep/): takes part in electing the one process that recovers expired leases
+  of dead workers, purges old results and fires schedules, and does so while it leads.
 
 Exit codes: 0 after a normal stop, 3 when a sync job overran its timeout (its thread
 cannot be killed, so the process asks to be replaced: `deferq run` starts another child,
@@ -51,10 +52,10 @@ from ..backends.base import Outcome, OutcomeKind
 from ..backends.guard import STORE_FAILURES, StoreGuard
 from ..context import JobControl, Slot
 from ..errors import DeferqError, JobTimeout, first_line
-from ..job import Job, JobState
+from ..job import Job
 from ..observe.logs import lines_together
 from ..registry import TaskSpec
-from ..schedules.firing import Firer
+from ..upkeep import Upkeep
 from . import orders
 from .memory import Trimmer
 from .priorities import PriorityRotation
@@ -95,8 +96,9 @@ class WorkerConfig:
     # Jobs leased beyond the free slots while jobs run shorter than a round trip (they wait
     # in the worker for a slot): at most this many; None = concurrency, 0 = never.
     ahead: int | None = None
-    # Take part in firing the store's schedules (one process leads, schedules/firing.py);
-    # a --burst or --once worker never does.
+    # Take part in the store's upkeep: sweeps and firing schedules, by one process at a time
+    # (upkeep/); a --burst or --once worker fires nothing, and sweeps once at its start if
+    # no process leads.
     schedules: bool = True
 
 
@@ -173,8 +175,7 @@ class Worker:
         self.trimmer = Trimmer()  # gives freed memory back when the worker goes idle
         # progress reports of running jobs, throttled, on a thread of their own (progress.py)
         self.progress = ProgressWriter(lambda jobs: self._store_call(self.backend.record_progress, jobs))
-        fires = self.config.schedules and not (self.config.burst or self.config.once)
-        self.firer = Firer(app, self.config.name) if fires else None
+        self.upkeep = Upkeep(app, self.config.name) if self.config.schedules else None
 
     # -- life cycle -------------------------------------------------------------------
 
@@ -188,12 +189,14 @@ class Worker:
         self.runners.start()
         self._store_call(self.limiter.tick)  # limits set at run time are known before the first job
         targets: list[Callable[[], None]] = [self._settle_loop, self._keeper_loop]
-        if self.firer is not None:
-            targets.append(self._schedule_loop)
         for target in targets:
             thread = threading.Thread(target=target, name=target.__name__, daemon=True)
             thread.start()
             self._threads.append(thread)
+        if self.upkeep is not None and (self.config.burst or self.config.once):
+            self.upkeep.once()
+        elif self.upkeep is not None:
+            self._threads.append(self.upkeep.start(self.stopping))
         try:
             self._lease_loop()
         except Exception:
@@ -202,10 +205,6 @@ class Worker:
         finally:
             self._shutdown()
         return self.exit_code
-
-    def _schedule_loop(self) -> None:
-        assert self.firer is not None
-        self.firer.run(self.stopping)
 
     def stop(self, asked: bool = True) -> None:
         """Stop taking jobs; running jobs get the grace period to finish. `asked`: not
@@ -614,11 +613,11 @@ class Worker:
         return [dataclasses.replace(o, delay=max(0.0, o.delay - (now - (ended.get(o.job.id) or now))))
                 if o.kind == OutcomeKind.SNOOZE else o for o in outcomes]
 
-    # -- keeper: heartbeats, timeouts, maintenance --------------------------------------
+    # -- keeper: heartbeats, timeouts, this worker's limits ------------------------------
 
     def _keeper_loop(self) -> None:
         beat_every = max(self.lease / 3, 0.2)
-        next_beat = next_recover = next_purge = time.monotonic()
+        next_beat = time.monotonic()
         while not (self.stopping.is_set() and not self.running):
             now = time.monotonic()
             self._enforce_timeouts(now)
@@ -626,19 +625,10 @@ class Worker:
             if now >= next_beat:
                 self._heartbeat()
                 next_beat = now + beat_every
-            if now >= next_recover:
-                self._store_call(self.backend.recover_expired)
-                self._store_call(self.backend.promote_due)
-                next_recover = now + max(self.lease / 2, 0.5)
             if self.guard.up:  # it mostly answers without the store: no sign that an outage ended
                 self._store_call(self.limiter.tick)
             if not self.running:
                 self.trimmer.idle(self.processed, now)
-            if now >= next_purge:
-                self._store_call(
-                    self.backend.purge, [JobState.SUCCEEDED, JobState.CANCELLED], self.result_ttl
-                )
-                next_purge = now + 60
             time.sleep(STALL if self._ticks_often() else min(beat_every, 0.5))
 
     def _ticks_often(self) -> bool:

@@ -581,8 +581,8 @@ class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
     @guarded
     def promote_due(self) -> int:
         """Nothing to move: waiting jobs sit in sets ordered by due time, and reserve
-        takes those due. It still asks the server, because the worker takes any
-        answered store call as a sign that the store is reachable."""
+        takes those due. It still asks the server, so that the upkeep sweep that
+        calls it sees whether the store is reachable."""
         self.client.ping()
         return 0
 

@@ -350,7 +350,7 @@ class MySQLBackend(SQLBackend):
     # -- consuming ------------------------------------------------------------------------------
 
     def purge(self, states: Iterable[JobState], older_than: float = 0.0) -> int:
-        """Deletes only when a plain read finds something to delete: the workers purge
+        """Deletes only when a plain read finds something to delete: the upkeep leader purges
         every minute, mostly finding nothing, and a DELETE that finds nothing still
         locks (and can deadlock with settles)."""
         wanted = finished_only(states)

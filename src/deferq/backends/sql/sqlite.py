@@ -56,7 +56,7 @@ UNAVAILABLE = {
 
 
 TEXT_BATCH = 2000  # rows indexed per write transaction (sqlite.py text index)
-MAINTENANCE_INDEXES = 5  # batches a worker's maintenance indexes, at most
+MAINTENANCE_INDEXES = 5  # batches the upkeep leader's recovery sweep indexes, at most
 SEARCH_INDEXES = 10  # batches a text search indexes first, at most
 
 
@@ -184,7 +184,7 @@ class SQLiteBackend(SQLBackend):
         return not reply.rows[0][0]
 
     def recover_expired(self) -> int:
-        """Also the text index's upkeep: each worker indexes what changed since (a few
+        """Also the text index's upkeep: the upkeep leader indexes what changed since (a few
         batches a time, off the hot path)."""
         count = super().recover_expired()
         self.run(self.index_text_plan(MAINTENANCE_INDEXES), durable=False)

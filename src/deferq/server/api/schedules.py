@@ -10,8 +10,8 @@ from starlette.routing import Route
 
 from ...errors import ConfigError
 from ...schedules.definition import make_schedule
-from ...schedules.firing import current_leader
 from ...schedules.store import SCHEDULES, ScheduleInfo, Schedules
+from ...upkeep.leader import current_leader
 from ..http import fields
 from ..http.errors import Invalid, not_found
 from ..process.service import Service

@@ -35,7 +35,8 @@ class ServerConfig:
     store_threads: int = STORE_THREADS  # short store calls at once per process
     wait_threads: int = 16  # ?wait= requests blocked in the store at once; more poll instead
     waits_per_token: int = 8  # ?wait= requests one token holds open at once; more: 429
-    schedules: bool = False  # take part in firing the store's schedules (`deferq serve` does by default)
+    # take part in the store's upkeep, sweeps and firing schedules (`deferq serve` does by default)
+    schedules: bool = False
 
     def limit_for(self, queue: str) -> int | None:
         return self.queue_limits.get(queue, self.max_queue_length)

@@ -8,7 +8,6 @@ import functools
 import logging
 import os
 import socket
-import threading
 import time
 import uuid
 from collections import deque
@@ -22,9 +21,9 @@ from ...backends.guard import STORE_FAILURES
 from ...errors import ConfigError, MissingExtra, PayloadError
 from ...job import UNFINISHED_STATES, Job
 from ...net import policy as netpolicy
-from ...schedules.firing import Firer
 from ...schedules.store import Schedules
 from ...task import Task
+from ...upkeep import Upkeep
 from ..http import auth, logfiles
 from ..http.cache import Cached
 from ..http.config import ServerConfig
@@ -172,8 +171,7 @@ class Service:
         self.topics: Cached[topics_module.Topic | None] = Cached(topics_module.CACHE_SECONDS)
         self._topic_tasks: dict[str, tuple[topics_module.Topic, Task[..., Any]]] = {}
         self.batcher = EnqueueBatcher(self._enqueue_items, config.enqueue_flights)
-        self._firing: threading.Thread | None = None  # fire_schedules
-        self._stop_firing = threading.Event()
+        self._upkeep: Upkeep | None = None  # start_upkeep
         self.queue_lengths = QueueLengths(self)
         self.metrics = Metrics(self)
         self.admission = Admission(config.max_inflight, config.overload, config.max_waiting, config.max_wait,
@@ -258,13 +256,12 @@ class Service:
         """The token's scope, or None for an unknown token (both cached a few seconds)."""
         return await self.tokens.get(token, lambda: self.store(auth.scope_of, self.backend, token))
 
-    def fire_schedules(self) -> None:
-        """Take part in firing the store's schedules, on a thread of its own (schedules/firing.py),
-        until `close`."""
+    def start_upkeep(self) -> None:
+        """Take part in the store's upkeep (sweeps and firing schedules, by one process at a
+        time: upkeep/), on a thread of its own, until `close`."""
         holder = f"serve:{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
-        self._firing = threading.Thread(target=Firer(self.app, holder).run, args=(self._stop_firing,),
-                                        name="deferq-schedules", daemon=True)
-        self._firing.start()
+        self._upkeep = Upkeep(self.app, holder)
+        self._upkeep.start()
 
     async def declare_schedules(self) -> None:
         """Write the App's schedules to the store, so they are listed and fired (by any
@@ -276,10 +273,9 @@ class Service:
 
     def close(self) -> None:
         """Stop the threads (made again if the service is used after) and the App."""
-        if self._firing is not None:
-            self._stop_firing.set()
-            self._firing.join(timeout=5)
-            self._firing = None
+        if self._upkeep is not None:
+            self._upkeep.stop()
+            self._upkeep = None
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = None
