@@ -292,3 +292,15 @@ def test_the_consumer_knows_no_feature():
     found = sorted(f"{module} imports {target}" for module in consumers for target in graph[module]
                    if room_of(target) in ("deferq.steps", "deferq.flows"))
     assert not found, "the consumer reaches a feature beside the chain:\n  " + "\n  ".join(found)
+
+
+def test_the_option_schema_and_the_producer_know_no_feature():
+    """options.py (the one option schema), task.py (the producer) and registry.py share
+    the jobs floor with limits/ but import nothing from it: key templates, rates and
+    slots are values (values.py), a task's declared limits are registry.Limited, and a
+    fair queue reaches the producer as task.FairKeys (limits/fair.py declares it)."""
+    graph, _ = import_graph()
+    kernel = ("deferq.options", "deferq.task", "deferq.registry")
+    found = sorted(f"{module} imports {target}" for module in kernel for target in graph[module]
+                   if room_of(target) == "deferq.limits")
+    assert not found, "the kernel reaches into limits/:\n  " + "\n  ".join(found)
