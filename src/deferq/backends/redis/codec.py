@@ -22,19 +22,22 @@ worker marks it dead with the reason.
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ...job import (
     DEFAULT_MAX_ATTEMPTS,
     DEFAULT_TIMEOUT,
+    RECORD,
     Job,
     JobState,
     Priority,
+    Stored,
     carry,
     decode_payload,
     dumps,
     loads,
+    slot_builder,
 )
 from ..base import Enqueue, state_for_waiting
 
@@ -210,12 +213,24 @@ def _created_at(f: dict[bytes, bytes]) -> float:
 _RARE = frozenset((b"error", b"result", b"finished_at", b"progress", b"progress_message", b"cancel_requested_at"))
 
 
-def _read_well_formed(
-    job_id: str, queue: str, f: dict[bytes, bytes], now: float, lease: tuple[str, float, int] | None = None
-) -> Job:
-    """The hot path (every job read or leased): strict, raises on anything unexpected.
-    With `lease` (worker, lease deadline, attempts), `f` is the hash as it was before a
-    lease reserve.lua just wrote, and the job is as the lease left it."""
+# How the hot reader gives each field of job.Job (job.RECORD), where it is not read by its
+# kind from its hash field (_BY_KIND): the locals its first lines compute (_WELL_FORMED).
+_HASH_READ = {
+    "id": "job_id", "task": 'f[b"task"].decode()', "args": "args", "kwargs": "kwargs", "queue": "queue",
+    "priority": "priority", "state": "job_state", "attempts": "attempts",
+    "max_attempts": 'int(get(b"max_attempts") or MAX_ATTEMPTS)',
+    "timeout": "TIMEOUT if timeout is None else _number(timeout)", "run_at": "run_at",
+    "created_at": "created_at", "lease_until": "lease_until", "worker": "worker", "error": "error",
+    "result": "result", "finished_at": "finished_at", "meta": "meta", "progress": "progress",
+    "progress_message": "progress_message", "cancel_requested": "cancel_requested",
+    "updated_at": "updated_at", "last_worker": "last_worker",
+}
+# Every other field by its type (a JSON field by its default): a new plain field is read
+# with no edit here; a kind not listed stops the import, naming the field.
+_BY_KIND = {"str | None": "_text", "float | None": "_number", "tuple[str, ...]": "_tags"}
+
+_WELL_FORMED = """
+def _read_well_formed(job_id, queue, f, now, lease=None):
     get = f.get
     args, kwargs, meta = decode_payload(f[b"payload"])
     created_at = _created_at(f)
@@ -241,13 +256,63 @@ def _read_well_formed(
         worker, lease_until, attempts = lease
         worker = last_worker = worker or None
         updated_at, job_state = now or created_at, JobState.ACTIVE
-    return Job(
-        job_id, f[b"task"].decode(), args, kwargs, queue, priority, job_state, attempts,
-        int(get(b"max_attempts") or MAX_ATTEMPTS), TIMEOUT if timeout is None else _number(timeout),
-        _text(get(b"key")), run_at, created_at, lease_until, worker, error, result, finished_at, meta, progress,
-        progress_message, cancel_requested, _number(get(b"expires_at")), updated_at, _text(get(b"remark")),
-        last_worker, _tags(get(b"tags")), _text(get(b"fair_key")), _text(get(b"waits_for")),
-    )
+    return Job({fields})
+"""
+
+
+def _field_read(name: str, spec: Stored) -> str:
+    if name in _HASH_READ:
+        return _HASH_READ[name]
+    kind = _BY_KIND.get(str(Job.__dataclass_fields__[name].type))
+    if kind is None:
+        raise TypeError(f"job field {name} is of a kind the Redis hash reader does not know: add it to _HASH_READ")
+    return f'{kind}(get(b"{spec.column}"))'
+
+
+def _well_formed_reader() -> Callable[..., Job]:
+    """The hot path (every job read or leased), written out from the record's declaration
+    (job.RECORD) as sql/rows.py's reader is: strict, raises on anything unexpected. With
+    `lease` (worker, lease deadline, attempts), `f` is the hash as it was before a lease
+    reserve.lua just wrote, and the job is as the lease left it."""
+    source = _WELL_FORMED.format(fields=", ".join(_field_read(name, spec) for name, spec in RECORD.items()))
+    scope: dict[str, Any] = {
+        "Job": Job, "JobState": JobState, "decode_payload": decode_payload, "loads": loads, "_text": _text,
+        "_number": _number, "_tags": _tags, "_created_at": _created_at, "_RARE": _RARE, "_STATES": _STATES,
+        "state_for_waiting": state_for_waiting, "PRIORITY": PRIORITY, "MAX_ATTEMPTS": MAX_ATTEMPTS,
+        "TIMEOUT": TIMEOUT,
+    }
+    exec(source, scope)  # noqa: S102 - our own field names, nothing from outside
+    reader: Callable[..., Job] = scope["_read_well_formed"]
+    reader.__doc__ = _well_formed_reader.__doc__
+    return reader
+
+
+_read_well_formed = _well_formed_reader()
+
+
+# A new job (its hash holds ct, task, payload and state) as a lease leaves it: these
+# fields, every other at its default (written out from job.RECORD, without Job.__init__).
+_LEASED_NEW = {
+    "id": "job_id", "task": "task", "args": "args", "kwargs": "kwargs", "queue": "queue", "priority": "PRIORITY",
+    "state": "ACTIVE", "attempts": "attempts", "max_attempts": "MAX_ATTEMPTS", "timeout": "TIMEOUT",
+    "run_at": "created_at", "created_at": "created_at", "lease_until": "lease_until", "worker": "worker",
+    "meta": "meta", "updated_at": "now or created_at", "last_worker": "worker",
+}
+
+
+def _default(name: str) -> str:
+    """A field's default as a constant (None, False, 0, ())."""
+    default = Job.__dataclass_fields__[name].default
+    if default is None or default == () or type(default) in (bool, int, float):
+        return repr(default)
+    raise TypeError(f"job field {name} has no constant default: give it in _LEASED_NEW")
+
+
+_leased_new: Callable[..., Job] = slot_builder(
+    Job, "_leased_new", "job_id, task, args, kwargs, queue, attempts, created_at, lease_until, worker, meta, now",
+    {name: _LEASED_NEW.get(name) or _default(name) for name in RECORD},
+    {"PRIORITY": PRIORITY, "ACTIVE": JobState.ACTIVE, "MAX_ATTEMPTS": MAX_ATTEMPTS, "TIMEOUT": TIMEOUT},
+)
 
 
 def leased_job(job_id: str, queue: str, flat: list[Any], now: float, worker: str, lease_until: bytes,
@@ -263,11 +328,8 @@ def leased_job(job_id: str, queue: str, flat: list[Any], now: float, worker: str
         if len(f) == 4 and b"ct" in f and b"state" in f:  # a new job: every other field at its default
             args, kwargs, meta = decode_payload(f[b"payload"])
             created_at = int(f[b"ct"]) / 1_000_000
-            job = Job(
-                job_id, f[b"task"].decode(), args, kwargs, queue, PRIORITY, JobState.ACTIVE, int(attempts),
-                MAX_ATTEMPTS, TIMEOUT, None, created_at, created_at, float(lease_until), worker or None, None,
-                None, None, meta, None, None, False, None, now or created_at, None, worker or None,
-            )
+            job = _leased_new(job_id, f[b"task"].decode(), args, kwargs, queue, int(attempts), created_at,
+                              float(lease_until), worker or None, meta, now)
         else:
             job = _read_well_formed(job_id, queue, f, now, (worker, float(lease_until), int(attempts)))
     except (ValueError, TypeError, KeyError, AttributeError):
@@ -278,6 +340,11 @@ def leased_job(job_id: str, queue: str, flat: list[Any], now: float, worker: str
     if fresh:
         carry(job, {})
     return job
+
+
+# What the careful reader gives otherwise than by the field's kind (_Reader.of_kind)
+_CAREFUL = frozenset(("id", "task", "args", "kwargs", "queue", "priority", "state", "attempts", "max_attempts",
+                      "timeout", "run_at", "created_at", "result", "meta", "cancel_requested", "updated_at"))
 
 
 def _read_carefully(job_id: str, queue: str, fields: dict[bytes, bytes], now: float) -> Job:
@@ -291,23 +358,16 @@ def _read_carefully(job_id: str, queue: str, fields: dict[bytes, bytes], now: fl
         reader.problems.append(f"state {state_text!r}")
         state = JobState.DEAD
     args, kwargs, meta = reader.payload()
-    result = reader.text("result")
     job = Job(
         id=job_id, task=reader.text("task") or "", args=args, kwargs=kwargs, queue=queue,
         priority=min(max(int(reader.number("priority", PRIORITY)), 0), 2), state=state,
         attempts=int(reader.number("attempts", 0)),
         max_attempts=int(reader.number("max_attempts", MAX_ATTEMPTS)),
         timeout=reader.number("timeout", None if b"timeout" in fields else TIMEOUT),
-        key=reader.text("key"), run_at=run_at, created_at=created_at,
-        lease_until=reader.number("lease_until", None), worker=reader.text("worker"),
-        error=reader.text("error"), result=reader.json(result, "result"),
-        finished_at=reader.number("finished_at", None), meta=meta,
-        progress=reader.number("progress", None), progress_message=reader.text("progress_message"),
+        run_at=run_at, created_at=created_at, result=reader.json(reader.text("result"), "result"), meta=meta,
         cancel_requested=bool(reader.text("cancel_requested_at")),
-        expires_at=reader.number("expires_at", None), updated_at=reader.number("updated_at", created_at),
-        remark=reader.text("remark"), last_worker=reader.text("last_worker"),
-        tags=tuple(reader.json(reader.text("tags"), "tags") or ()), fair_key=reader.text("fair_key"),
-        waits_for=reader.text("waits_for"),
+        updated_at=reader.number("updated_at", created_at),
+        **{name: reader.of_kind(name, spec.column) for name, spec in RECORD.items() if name not in _CAREFUL},
     )
     if reader.problems and "_unreadable_payload" not in job.kwargs:
         unreadable = "unreadable job hash: " + ", ".join(reader.problems)
@@ -337,6 +397,15 @@ class _Reader:
         except ValueError:
             self.problems.append(f"{name} {value[:40]!r}")
             return default
+
+    def of_kind(self, name: str, column: str) -> Any:
+        """A field by its type (as the hot reader's _BY_KIND): text, a number, or a JSON array."""
+        kind = _BY_KIND[str(Job.__dataclass_fields__[name].type)]
+        if kind == "_text":
+            return self.text(column)
+        if kind == "_number":
+            return self.number(column, None)
+        return tuple(self.json(self.text(column), column) or ())
 
     def json(self, text: str | None, name: str) -> Any:
         if text is None:
