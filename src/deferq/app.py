@@ -6,15 +6,13 @@ import asyncio
 import gc
 import logging
 import os
-import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import timedelta
-from functools import partial
-from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar, Unpack, overload
+from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, TypeVar, Unpack, cast, overload
 
 from . import results
-from .backends import Backend, open_backend
+from .backends import Backend
 from .backends.base import Enqueue, QueueStats, QueueTable, missing_from, queue_table
 from .backends.search import SCHEDULED_KINDS, JobPage, JobQuery, find_scheduled
 from .backends.urls import check_options
@@ -41,7 +39,7 @@ from .options import (
 from .registry import EVENTS, Registry
 from .steps import Steps
 from .steps import events as step_events
-from .task import AFTER, Call, FairKeys, Hook, Task, build_enqueue, enqueue_builder
+from .task import AFTER, Call, FairKeys, Hook, Runtime, Task, build_enqueue, enqueue_builder
 
 if TYPE_CHECKING:
     from .schedules.store import Schedules
@@ -82,6 +80,24 @@ def _no_cycle_collection() -> Iterator[None]:
         gc.enable()
 
 
+class _runtime_setting(Generic[T]):
+    """An App attribute kept by its runtime: read and set there."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, app: None, owner: type) -> _runtime_setting[T]: ...
+    @overload
+    def __get__(self, app: App, owner: type) -> T: ...
+
+    def __get__(self, app: App | None, owner: type) -> T | _runtime_setting[T]:
+        return self if app is None else cast(T, getattr(app.runtime, self.name))
+
+    def __set__(self, app: App, value: T) -> None:
+        setattr(app.runtime, self.name, value)
+
+
 class App:
     """``App(url)`` binds tasks to a store. The URL picks the backend.
 
@@ -102,29 +118,29 @@ class App:
         durable: bool = True,
         **backend_options: Any,
     ) -> None:
-        self.url = url or os.environ.get("DEFERQ_URL") or DEFAULT_URL
-        check_options(self.url)  # a misspelt option is refused here, not at the first call
-        self.eager = eager or "eager=1" in self.url or "eager=true" in self.url
-        if self.eager and not self.url.startswith("memory:"):
+        url = url or os.environ.get("DEFERQ_URL") or DEFAULT_URL
+        check_options(url)  # a misspelt option is refused here, not at the first call
+        self.eager = eager or "eager=1" in url or "eager=true" in url
+        if self.eager and not url.startswith("memory:"):
             raise ConfigError("eager mode runs on memory:// only (it is for unit tests)")
         if lease < 1:
             raise ConfigError(f"lease must be at least 1 second, got {lease}")
-        self.lease = float(lease)
-        self.result_ttl = float(result_ttl)
         if len(priority_weights) != 3 or any(w < 1 for w in priority_weights):
             raise ConfigError("priority_weights needs three positive numbers (high, normal, low)")
-        self.priority_weights = tuple(int(w) for w in priority_weights)
-        # False: enqueues that do not say otherwise commit without waiting for the disk
-        # (options.durable: PostgreSQL's synchronous_commit=off; nothing on other stores)
-        self.durable = bool(durable)
+        weights = tuple(int(w) for w in priority_weights)
         self.registry = Registry()
+        # what runs under this App (task.Runtime): the store, the settings, the enqueue pipeline.
+        # durable=False: enqueues that do not say otherwise commit without waiting for the disk
+        # (options.durable: PostgreSQL's synchronous_commit=off; nothing on other stores)
+        self.runtime: Runtime[Registry] = Runtime(
+            url, self.registry, self.registry.chain, self.registry.tasks, self.registry.fair_queues,
+            lease=float(lease), result_ttl=float(result_ttl),
+            priority_weights=(weights[0], weights[1], weights[2]),
+            durable=bool(durable), eager=self.eager, backend_options=backend_options)
         self.tasks: dict[str, Task[..., Any]] = self.registry.tasks  # the same dict: name -> Task
         self.hooks: dict[str, list[Hook]] = self.registry.hooks
         self.fair_queues: dict[str, FairKeys] = self.registry.fair_queues  # app.fair_queue: queue -> it
         self.periodic_jobs: list[Any] = []  # filled by app.periodic; written to the store at start
-        self._backend_options = backend_options
-        self._backend: Backend | None = None
-        self._lock = threading.Lock()
         # deferq's own middleware, first: their before-hooks run before, their after-hooks
         # after, every other middleware's (the order of middleware.Chain)
         self._history = History(lambda: self.backend, self.lease)
@@ -137,7 +153,7 @@ class App:
             self.registry.add_middleware(middleware)
         # limits set, changed and cleared at run time, kept in the store (limits/runtime.py)
         self.limits = LimitsAdmin(lambda: self.backend, self._limiter.wake)
-        self._origin = Origin(self.wait, self.wait_async)  # what the jobs it returns wait through
+        self._origin = self.runtime.origin = Origin(self.wait, self.wait_async)  # what its jobs wait through
         if self.eager:
             from .testing import EagerRunner
 
@@ -148,11 +164,14 @@ class App:
     @property
     def backend(self) -> Backend:
         """The store, opened on first use (so importing a tasks module costs nothing)."""
-        if self._backend is None:
-            with self._lock:
-                if self._backend is None:
-                    self._backend = open_backend(self.url, **self._backend_options)
-        return self._backend
+        return self.runtime.backend
+
+    # the settings, kept by the runtime (what a Worker and the features read)
+    url = _runtime_setting[str]("url")
+    lease = _runtime_setting[float]("lease")
+    result_ttl = _runtime_setting[float]("result_ttl")
+    priority_weights = _runtime_setting[tuple[int, int, int]]("priority_weights")
+    durable = _runtime_setting[bool]("durable")
 
     @property
     def limiter(self) -> Limits:
@@ -168,9 +187,7 @@ class App:
 
     def close(self) -> None:
         self._history.close()
-        if self._backend is not None:
-            self._backend.close()
-            self._backend = None
+        self.runtime.close()
 
     # -- tasks -------------------------------------------------------------------
 
@@ -342,30 +359,13 @@ class App:
     def enqueue_many(self, calls: Iterable[Call]) -> list[Job]:
         """Store many jobs in one round trip."""
         if type(calls) is not list or len(calls) < _BIG_BATCH:
-            return self._enqueue_items(*self._prepare(calls))
+            return self.runtime.enqueue_items(*self._prepare(calls))
         with _no_cycle_collection():
-            return self._enqueue_items(*self._prepare(calls))
-
-    def _enqueue_items(self, items: list[Enqueue], connection: Any = None) -> list[Job]:
-        """Store prepared jobs through the middleware chain (middleware.Chain.enqueue)."""
-        if not items:
-            return []
-        store = self.backend.enqueue_many  # bound: the chain calls the store itself
-        if connection is not None:
-            store = partial(store, connection=connection)
-        return held(self.registry.chain.enqueue(items, store), self._origin)
+            return self.runtime.enqueue_items(*self._prepare(calls))
 
     async def enqueue_many_async(self, calls: Iterable[Call]) -> list[Job]:
-        return await self._enqueue_items_async(*self._prepare(calls))
+        return await self.runtime.enqueue_items_async(*self._prepare(calls))
 
-    async def _enqueue_items_async(self, items: list[Enqueue], connection: Any = None) -> list[Job]:
-        if not items:
-            return []
-        if self.eager:  # runs the jobs: not on the caller's event loop
-            return await asyncio.to_thread(self._enqueue_items, items, connection)
-        backend = self.backend
-        return held(await self.registry.chain.enqueue_async(
-            items, lambda stored: backend.enqueue_many_async(stored, connection)), self._origin)
 
     # -- inspecting and managing -------------------------------------------------
 
@@ -495,7 +495,7 @@ class App:
         is open, since the jobs would then go to two stores."""
         if url == self.url:
             return
-        if self._backend is not None:
+        if self.runtime.store is not None:
             raise ConfigError(f"the App's store {self.url} is already open: {url} cannot replace it now")
         if self.eager and not url.startswith("memory:"):
             raise ConfigError("eager mode runs on memory:// only (it is for unit tests)")

@@ -26,6 +26,9 @@ tracing and rate limits are plug-ins of this kind; so are `app.on(...)` and a ta
   `(outcome, exc)` pairs that applied; before their `after_settle` hooks.
 - `after_settle(job, outcome, exc)`: after the store recorded the outcome (only when it
   applied: a job whose lease was lost is not reported); `job` shows the new state.
+- `worker_tick()` / `worker_stopped()`: a worker's, not a job's: from its keeper a few
+  times a second (a plug-in's housekeeping, such as reading the store's limits again),
+  and once as it stops (what a plug-in buffers is written). Called idle or not.
 - `steps_for(job)`: not a hook but a service: the durable steps of a running job (a
   `context.Checkpoints`), made when its task first reaches `current_job().step(...)`,
   a sleep or a wait. deferq's own `steps.Steps` provides it; the last one added wins.
@@ -112,6 +115,12 @@ class Middleware:
         pass
 
     def after_settle(self, job: Job, outcome: Outcome, exc: BaseException | None) -> None:
+        pass
+
+    def worker_tick(self) -> None:
+        pass
+
+    def worker_stopped(self) -> None:
         pass
 
     def steps_for(self, job: Job) -> Checkpoints:
@@ -232,6 +241,21 @@ class Chain:
         if self.after_settle:
             for outcome, exc in settled:
                 self.run_after_settle(outcome, exc)
+
+    def worker_tick(self) -> None:
+        """A worker's keeper ticked: every plug-in's `worker_tick`, idle or not (a store
+        failure goes to the caller, which backs off)."""
+        for middleware in self.middleware:
+            if type(middleware).worker_tick is not Middleware.worker_tick:
+                middleware.worker_tick()
+
+    def worker_stopped(self) -> None:
+        for middleware in self.middleware:
+            if type(middleware).worker_stopped is not Middleware.worker_stopped:
+                try:
+                    middleware.worker_stopped()
+                except Exception:  # noqa: BLE001 - a failing hook is isolated
+                    log.exception("middleware %s failed as the worker stopped", type(middleware).__name__)
 
     def run_before_run(self, job: Job) -> None:
         for hook in self.before_run:

@@ -18,10 +18,10 @@ import orjson
 from .codec import NATIVE
 from .errors import DeferqError, JobFailed, PayloadError
 from .job import WAITING_STATES, Job, JobState
-from .task import Runtime
+from .task import AppLike
 
 
-def result_of(app: Runtime[object], job: Job) -> Any:
+def result_of(app: AppLike[object], job: Job) -> Any:
     """A finished job's result, decoded; JobFailed when it went dead or was cancelled."""
     if job.state == JobState.SUCCEEDED:
         task = app.tasks.get(job.task)
@@ -35,7 +35,7 @@ def result_of(app: Runtime[object], job: Job) -> Any:
     raise JobFailed(job, str(job.state), job.error)
 
 
-def wait(app: Runtime[object], job_id: str, timeout: float | None = None) -> Any:
+def wait(app: AppLike[object], job_id: str, timeout: float | None = None) -> Any:
     """The result of job `job_id` once it finishes; TimeoutError past `timeout` seconds
     (None: wait as long as it takes)."""
     budget = float("inf") if timeout is None else max(0.0, timeout)
@@ -51,7 +51,7 @@ def wait(app: Runtime[object], job_id: str, timeout: float | None = None) -> Any
             raise TimeoutError(f"job {job_id} is still {job.state} after {timeout:g}s{no_worker_hint(app, job)}")
 
 
-def no_worker_hint(app: Runtime[object], job: Job) -> str:
+def no_worker_hint(app: AppLike[object], job: Job) -> str:
     """Why a job that waits may never start: no live worker serves its queue (from the
     heartbeats workers keep in kv "workers", each for twice its lease); "" otherwise."""
     if job.state not in WAITING_STATES:
@@ -72,7 +72,7 @@ def no_worker_hint(app: Runtime[object], job: Job) -> str:
     return f"; no worker serves its queue {job.queue!r} ({online}): start one with deferq worker -q {job.queue}"
 
 
-async def wait_async(app: Runtime[object], job_id: str, timeout: float | None = None) -> Any:
+async def wait_async(app: AppLike[object], job_id: str, timeout: float | None = None) -> Any:
     """`wait` without blocking the event loop (the store's wait runs on a thread)."""
     return await asyncio.to_thread(wait, app, job_id, timeout)
 

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 import inspect
+import threading
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar, Unpack, overload
 
+from .backends import open_backend
 from .backends.base import Backend, Enqueue, OnConflict, make_enqueue
 from .codec import ArgsCodec, codec_for, unknown_task_codec
-from .job import Job, JobState, encode_payload, fresh_job, new_job_id, slot_init
+from .job import Job, JobState, Origin, encode_payload, fresh_job, held, new_job_id, slot_init
+from .middleware import Chain
 from .options import JobOptions, JobOptionsKw, TaskDefaults, conflict_rules, unique_key, window_rules
 from .values import filled
 
@@ -27,20 +32,91 @@ else:
 Reg = TypeVar("Reg", covariant=True)
 
 
-class Runtime(Protocol[Reg]):
-    """A `deferq.App` as the floors below it use it: its store, its tasks and registry,
-    its settings, its enqueue pipeline. Tasks, waiting, workflows, batches, schedules
-    and the testing helpers take their App as this; the App itself lives above them.
+class Runtime(Generic[Reg]):
+    """What runs under a `deferq.App`, for the floors below it: its registry (`Reg`, the
+    tasks and the middleware chain), its store (opened on first use), its settings and the
+    enqueue pipeline (the chain around the store call). The App owns one and forwards to
+    it; a Worker, the workflows, batches, schedules and deferq.testing take it (from an
+    App, `app.runtime`; a Runtime's `runtime` is itself)."""
 
-    Generic in the registry's type (`Runtime[Registry]`), which is defined above this
-    module; who needs no registry takes a `Runtime[object]`."""
+    def __init__(self, url: str, registry: Reg, chain: Chain, tasks: dict[str, Task[..., Any]],
+                 fair_queues: dict[str, FairKeys], *, lease: float, result_ttl: float,
+                 priority_weights: tuple[int, int, int], durable: bool, eager: bool,
+                 backend_options: dict[str, Any]) -> None:
+        self.url, self.registry, self.chain = url, registry, chain
+        self.tasks, self.fair_queues = tasks, fair_queues  # the registry's: declared by the App
+        self.lease, self.result_ttl, self.priority_weights = lease, result_ttl, priority_weights
+        self.durable, self.eager, self.backend_options = durable, eager, backend_options
+        self.store: Backend | None = None  # opened on first use (`backend`)
+        self.origin: Origin | None = None  # what the jobs it returns wait through (the App's)
+        self._lock = threading.Lock()
+
+    @property
+    def runtime(self) -> Runtime[Reg]:
+        return self
+
+    @property
+    def backend(self) -> Backend:
+        """The store, opened on first use (so importing a tasks module costs nothing)."""
+        if self.store is None:
+            with self._lock:
+                if self.store is None:
+                    self.store = open_backend(self.url, **self.backend_options)
+        return self.store
+
+    def use_store(self, store: Backend | None) -> Backend | None:
+        """Put `store` in place of the one in use (None: open the URL's at the next use);
+        returns the one it replaced (deferq.testing.isolated)."""
+        with self._lock:
+            replaced, self.store = self.store, store
+        return replaced
+
+    def close(self) -> None:
+        replaced = self.use_store(None)
+        if replaced is not None:
+            replaced.close()
+
+    def enqueue_items(self, items: list[Enqueue], connection: Any = None) -> list[Job]:
+        """Store jobs in their stored form through the middleware chain (Chain.enqueue), in
+        the caller's transaction if `connection` is one; the jobs as stored."""
+        if not items:
+            return []
+        store = self.backend.enqueue_many  # bound: the chain calls the store itself
+        if connection is not None:
+            store = partial(store, connection=connection)
+        return self.held(self.chain.enqueue(items, store))
+
+    async def enqueue_items_async(self, items: list[Enqueue], connection: Any = None) -> list[Job]:
+        if not items:
+            return []
+        if self.eager:  # runs the jobs: not on the caller's event loop
+            return await asyncio.to_thread(self.enqueue_items, items, connection)
+        backend = self.backend
+        return self.held(await self.chain.enqueue_async(
+            items, lambda stored: backend.enqueue_many_async(stored, connection)))
+
+    def held(self, jobs: list[Job]) -> list[Job]:
+        """`jobs`, each knowing the App they came from (`Job.wait`)."""
+        return jobs if self.origin is None else held(jobs, self.origin)
+
+
+class AppLike(Protocol[Reg]):
+    """A `deferq.App` as the floors below it use it: its tasks and registry, its public
+    API, and its `runtime` (the store, the settings, the enqueue pipeline). Tasks, waiting,
+    workflows, batches, schedules and the testing helpers take their App as this; the App
+    itself lives above them. A `Runtime` is one too.
+
+    Generic in the registry's type (`AppLike[Registry]`), which is defined above this
+    module; who needs no registry takes an `AppLike[object]`."""
 
     tasks: dict[str, Task[..., Any]]
     fair_queues: dict[str, FairKeys]  # app.fair_queue's declarations, by queue
     lease: float
     result_ttl: float
     periodic_jobs: list[Any]
-    _backend: Backend | None
+
+    @property
+    def runtime(self) -> Runtime[Reg]: ...
 
     @property
     def backend(self) -> Backend: ...
@@ -54,15 +130,9 @@ class Runtime(Protocol[Reg]):
 
     def cancel(self, job_id: str) -> bool: ...
 
-    def with_inputs(self, job: Job) -> Job: ...
-
     def enqueue_many(self, calls: Iterable[Call]) -> list[Job]: ...
 
     async def enqueue_many_async(self, calls: Iterable[Call]) -> list[Job]: ...
-
-    def _enqueue_items(self, items: list[Enqueue], connection: Any) -> list[Job]: ...
-
-    async def _enqueue_items_async(self, items: list[Enqueue], connection: Any) -> list[Job]: ...
 
 
 class _Base:
@@ -102,7 +172,7 @@ class Task(Generic[P, R]):
 
     def __init__(
         self,
-        app: Runtime[object],
+        app: AppLike[object],
         fn: Callable[P, R],
         name: str,
         defaults: TaskDefaults,

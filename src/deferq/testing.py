@@ -32,7 +32,7 @@ from .errors import ConfigError
 from .job import WAITING_STATES, Job, Priority, dumps, loads
 from .middleware import Middleware
 from .registry import Registry
-from .task import Runtime, Task
+from .task import AppLike, Task
 
 WORKER = "eager"
 
@@ -41,7 +41,7 @@ class EagerRunner(Middleware):
     """Runs each enqueued job to its end before `enqueue` returns. Delays are ignored: a
     unit test wants to see the outcome, not wait for it."""
 
-    def __init__(self, app: Runtime[Registry]) -> None:
+    def __init__(self, app: AppLike[Registry]) -> None:
         self.app = app
 
     def before_enqueue(self, items: list[Enqueue]) -> list[Enqueue]:
@@ -62,7 +62,7 @@ class EagerRunner(Middleware):
         return backend.get(job.id) or job
 
 
-def run_here(app: Runtime[Registry], job: Job, retry_at_once: bool = False) -> Outcome:
+def run_here(app: AppLike[Registry], job: Job, retry_at_once: bool = False) -> Outcome:
     """Run one leased job in this thread, as a worker does: the chain's hooks as it is
     claimed (a workflow step gets the results before it), the runner, the settle and the
     chain's settle hooks."""
@@ -84,7 +84,7 @@ def run_here(app: Runtime[Registry], job: Job, retry_at_once: bool = False) -> O
     return outcome
 
 
-def drain(app: Runtime[Registry], queues: Sequence[str] | None = None, limit: int = 10_000) -> list[Job]:
+def drain(app: AppLike[Registry], queues: Sequence[str] | None = None, limit: int = 10_000) -> list[Job]:
     """Run every job that is due now, here, until none is (retries that come due at
     once run too). Returns the jobs as they ended up, in the order they ran."""
     backend = app.backend
@@ -97,7 +97,7 @@ def drain(app: Runtime[Registry], queues: Sequence[str] | None = None, limit: in
     return [found for job_id in ran if (found := backend.get(job_id)) is not None]
 
 
-def travel(app: Runtime[Registry], seconds: float) -> None:
+def travel(app: AppLike[Registry], seconds: float) -> None:
     """Move the store's clock `seconds` forward (memory:// only): delayed jobs and
     retries with backoff come due for the next `drain`."""
     backend = app.backend
@@ -106,14 +106,14 @@ def travel(app: Runtime[Registry], seconds: float) -> None:
     backend.advance(seconds)
 
 
-def enqueued(app: Runtime[Registry], task: Task[..., Any] | str | None = None) -> list[Job]:
+def enqueued(app: AppLike[Registry], task: Task[..., Any] | str | None = None) -> list[Job]:
     """Jobs waiting to run (scheduled or queued), oldest first, of one task or all."""
     name = task.name if isinstance(task, Task) else task
     jobs = [job for state in WAITING_STATES for job in app.backend.list_jobs(state, None, 100_000)]
     return sorted((j for j in jobs if name is None or j.task == name), key=lambda j: (j.created_at, j.id))
 
 
-def assert_enqueued(app: Runtime[Registry], task: Task[..., Any] | str, *args: Any, **kwargs: Any) -> Job:
+def assert_enqueued(app: AppLike[Registry], task: Task[..., Any] | str, *args: Any, **kwargs: Any) -> Job:
     """The waiting job of `task` with these arguments (compared as the worker will see
     them, after JSON); an AssertionError listing what is waiting if there is none."""
     wanted = loads(dumps([list(args), kwargs], "the expected arguments"))
@@ -126,15 +126,17 @@ def assert_enqueued(app: Runtime[Registry], task: Task[..., Any] | str, *args: A
 
 
 @contextmanager
-def isolated(app: Runtime[Registry], url: str = "memory://") -> Iterator[Runtime[Registry]]:
-    """Point `app` (with its tasks) at a fresh store for the duration of a test."""
-    saved, app._backend = app._backend, open_backend(url)
+def isolated(app: AppLike[Registry], url: str = "memory://") -> Iterator[AppLike[Registry]]:
+    """Point `app` (with its tasks) at a fresh store for the duration of a test (its
+    runtime's store is swapped, then put back)."""
+    runtime = app.runtime
+    saved = runtime.use_store(open_backend(url))
     try:
         yield app
     finally:
-        app.backend.close()
-        app._backend = saved
+        runtime.backend.close()
+        runtime.use_store(saved)
 
 
-def _queues(app: Runtime[Registry]) -> set[str]:
+def _queues(app: AppLike[Registry]) -> set[str]:
     return {task.defaults.queue for task in app.tasks.values()} | set(app.backend.stats())

@@ -304,3 +304,28 @@ def test_the_option_schema_and_the_producer_know_no_feature():
     found = sorted(f"{module} imports {target}" for module in kernel for target in graph[module]
                    if room_of(target) == "deferq.limits")
     assert not found, "the kernel reaches into limits/:\n  " + "\n  ".join(found)
+
+
+def test_no_module_but_the_apps_reads_an_app_private():
+    """The floors below the App reach it through its public API and its `runtime`
+    (task.Runtime: the store, the settings, the enqueue pipeline), never through a private
+    member: no module but app.py reads, on anything but `self`, a name the App keeps
+    private, nor the ones it kept before the runtime (`_backend`, `_enqueue_items`)."""
+    app_tree = ast.parse((PACKAGE / "app.py").read_text())
+    [app_class] = [n for n in app_tree.body if isinstance(n, ast.ClassDef) and n.name == "App"]
+    private = {"_backend", "_enqueue_items", "_enqueue_items_async"}
+    for node in ast.walk(app_class):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name.startswith("_") \
+                and not node.name.startswith("__"):
+            private.add(node.name)
+        elif isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__") \
+                and isinstance(node.value, ast.Name) and node.value.id == "self":
+            private.add(node.attr)
+    found = sorted(
+        f"{module}:{node.lineno} reads .{node.attr}"
+        for module, path in module_names().items() if module != "deferq.app"
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Attribute) and node.attr in private
+        and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))
+    )
+    assert not found, "App privates read outside app.py:\n  " + "\n  ".join(found)

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from .. import app as app_module
+from .. import task as task_module  # where an App's runtime opens its store
 from .. import testing
 from ..app import App
 from ..backends import Backend, open_backend
@@ -50,7 +50,7 @@ def _deferq_no_file_store(request: pytest.FixtureRequest, tmp_path_factory: pyte
                 f"@pytest.mark.{FILE_STORE} to use that file")
         return open_backend(url, **options)
 
-    monkeypatch.setattr(app_module, "open_backend", guarded)
+    monkeypatch.setattr(task_module, "open_backend", guarded)
 
 
 @pytest.fixture

@@ -26,7 +26,7 @@ from ..backends.base import Enqueue, JobAdmin, Records
 from ..errors import ConfigError
 from ..job import Job, JobState, dumps, loads, new_job_id
 from ..middleware import Middleware
-from ..task import Call, Runtime, build_enqueue, linked, with_meta
+from ..task import AppLike, Call, build_enqueue, linked, with_meta
 
 NAMESPACE = "deferq.batches"  # kv records: batch id -> {"members": [...], "callbacks": {...}}
 BATCH_OF = "deferq.batch"  # meta of a callback: the id of its batch
@@ -53,7 +53,7 @@ class BatchInfo:
 
 class Batch:
     def __init__(
-        self, app: Runtime[object], on_complete: Call | None = None, on_success: Call | None = None,
+        self, app: AppLike[object], on_complete: Call | None = None, on_success: Call | None = None,
         join: BatchJoin | None = None,
     ) -> None:
         for name, call in (("on_complete", on_complete), ("on_success", on_success)):
@@ -110,7 +110,7 @@ class Batch:
         record = {"members": self.members, "callbacks": {name: item.job.id for name, item in items.items()}}
         self.app.backend.kv_put(NAMESPACE, self.id, dumps(record))
         if items:
-            self.app._enqueue_items(list(items.values()), None)
+            self.app.runtime.enqueue_items(list(items.values()))
 
     def _callback(self, call: Call, any_outcome: bool) -> Enqueue:
         item = build_enqueue(call, self.app.tasks.get(call.task), 0.0, fair_queues=self.app.fair_queues)

@@ -25,7 +25,7 @@ from ..backends.base import Enqueue, JobAdmin
 from ..errors import ConfigError, JobFailed
 from ..job import FINISHED_STATES, Job, JobState, carried, carry
 from ..middleware import Middleware
-from ..task import CHILDREN, SHOWN_CHILDREN, Call, Runtime, build_enqueue, linked, with_meta
+from ..task import CHILDREN, SHOWN_CHILDREN, AppLike, Call, build_enqueue, linked, with_meta
 from .batch import BATCH_OF, summary
 
 T = TypeVar("T")
@@ -54,10 +54,10 @@ class Group(Generic[T_co]):
         @property
         def _result(self) -> list[T_co]: ...
 
-    def enqueue(self, app: Runtime[object] | None = None) -> Handle[list[T_co]]:
+    def enqueue(self, app: AppLike[object] | None = None) -> Handle[list[T_co]]:
         return chain(self).enqueue(app)
 
-    async def enqueue_async(self, app: Runtime[object] | None = None) -> Handle[list[T_co]]:
+    async def enqueue_async(self, app: AppLike[object] | None = None) -> Handle[list[T_co]]:
         return await chain(self).enqueue_async(app)
 
 
@@ -69,7 +69,7 @@ class Chain(Generic[T_co]):
     steps: tuple[Call[Any] | Group[Any], ...]
     pass_result: bool = True
 
-    def plan(self, app: Runtime[object]) -> tuple[list[Enqueue], list[int], bool]:
+    def plan(self, app: AppLike[object]) -> tuple[list[Enqueue], list[int], bool]:
         """(the jobs to store, the positions of the ones whose result is the workflow's,
         whether that result is a list)."""
         items: list[Enqueue] = []
@@ -89,18 +89,18 @@ class Chain(Generic[T_co]):
             previous, as_list = [items[i].job.id for i in last], isinstance(step, Group)
         return items, last, as_list
 
-    def enqueue(self, app: Runtime[object] | None = None) -> Handle[T_co]:
+    def enqueue(self, app: AppLike[object] | None = None) -> Handle[T_co]:
         app = app or app_of(self.steps)
         items, last, as_list = self.plan(app)
         refuse_held_keys(app.backend, items)
-        jobs = app._enqueue_items(items, None)
+        jobs = app.runtime.enqueue_items(items)
         return Handle(app, [j.id for j in jobs], [jobs[i].id for i in last], as_list)
 
-    async def enqueue_async(self, app: Runtime[object] | None = None) -> Handle[T_co]:
+    async def enqueue_async(self, app: AppLike[object] | None = None) -> Handle[T_co]:
         app = app or app_of(self.steps)
         items, last, as_list = self.plan(app)
         await asyncio.to_thread(refuse_held_keys, app.backend, items)
-        jobs = await app._enqueue_items_async(items, None)
+        jobs = await app.runtime.enqueue_items_async(items)
         return Handle(app, [j.id for j in jobs], [jobs[i].id for i in last], as_list)
 
 
@@ -155,7 +155,7 @@ class Handle(Generic[T_co]):
     """A stored workflow: `id` (the job whose result is the workflow's: the last step,
     or a group's first member), `state`, `wait()`, `wait_async()`, `cancel()`."""
 
-    def __init__(self, app: Runtime[object], ids: list[str], result_ids: list[str], as_list: bool) -> None:
+    def __init__(self, app: AppLike[object], ids: list[str], result_ids: list[str], as_list: bool) -> None:
         self.app, self.ids, self.result_ids, self.as_list = app, ids, result_ids, as_list
         self.id = result_ids[0] if as_list else result_ids[-1]
 
@@ -215,7 +215,7 @@ def refuse_held_keys(store: JobAdmin, items: Sequence[Enqueue]) -> None:
         )
 
 
-def _stored_form(app: Runtime[object], call: Call, after: Sequence[str], results_as: bool | None) -> Enqueue:
+def _stored_form(app: AppLike[object], call: Call, after: Sequence[str], results_as: bool | None) -> Enqueue:
     """A call as stored: after the previous step; naming its results when it takes them."""
     item = build_enqueue(call, app.tasks.get(call.task), 0.0, fair_queues=app.fair_queues)
     if not after:
@@ -225,7 +225,7 @@ def _stored_form(app: Runtime[object], call: Call, after: Sequence[str], results
     return linked(item, after, False, **{RESULTS_OF: list(after), RESULTS_AS: "list" if results_as else "one"})
 
 
-def app_of(steps: Sequence[Call[Any] | Group[Any]]) -> Runtime[object]:
+def app_of(steps: Sequence[Call[Any] | Group[Any]]) -> AppLike[object]:
     """The App of a workflow's first call (`task.call(...)` knows its task's App): the
     one it is stored in when `enqueue()` names none."""
     calls = [c for step in steps for c in (step.calls if isinstance(step, Group) else (step,))]

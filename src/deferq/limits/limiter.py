@@ -160,7 +160,7 @@ class Limits(Middleware):
             except Exception as exc:  # noqa: BLE001 - it waits its time
                 log.warning("job %s (%s) could not be given back (%s)", job.id, job.task, exc)
 
-    def tick(self) -> None:
+    def worker_tick(self) -> None:
         """From a worker's keeper (a few times a second): a worker that held jobs on its
         copy of the store's limits reads them again once the copy is a second old, even if
         no job starts by then (every job it has may be held), and gives back what a limit

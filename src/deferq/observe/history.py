@@ -308,7 +308,7 @@ class History(Middleware):
     needs_settled_job = False  # reads the outcome only
 
     def __init__(self, backend: Callable[[], Backend], lease: float) -> None:
-        self._backend = backend
+        self._store_of = backend
         self.lease = lease  # the App's: a leased job's wait ends at lease_until - lease
         self._recorder: HistoryRecorder | None = None
         self._lock = threading.Lock()
@@ -316,7 +316,7 @@ class History(Middleware):
     @property
     def recorder(self) -> HistoryRecorder:
         if self._recorder is None:
-            backend = self._backend()
+            backend = self._store_of()
             with self._lock:
                 if self._recorder is None:
                     self._recorder = HistoryRecorder(backend)
@@ -330,6 +330,9 @@ class History(Middleware):
 
     def after_store(self, items: list[Enqueue], jobs: list[Job]) -> None:
         self.recorder.enqueued(items, jobs)
+
+    def worker_stopped(self) -> None:
+        self.recorder.write()  # a worker's last seconds of counts (a side record: never waits out an outage)
 
     def after_settle(self, job: Job, outcome: Outcome, exc: BaseException | None) -> None:
         if outcome.ran is not None:

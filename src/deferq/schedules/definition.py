@@ -24,7 +24,7 @@ from typing import Any, ParamSpec, TypeVar
 
 from ..errors import ConfigError
 from ..options import PERIODIC_OPTIONS, JobOptions
-from ..task import Runtime, Task
+from ..task import AppLike, Task
 from ..values import no_unknown_keys
 from .timing import Timing
 
@@ -133,7 +133,7 @@ def make_schedule(name: str, task: str, args: Any = (), kwargs: Any = None, *, c
 
 
 def register_periodic(
-    app: Runtime[object],
+    app: AppLike[object],
     cron: str | None = None,
     *,
     name: str | None = None,

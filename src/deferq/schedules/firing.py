@@ -42,7 +42,7 @@ import orjson
 from ..attempt.pauses import pause_at
 from ..errors import ConfigError, DeferqError
 from ..options import JobOptions
-from ..task import Call, Runtime
+from ..task import AppLike, Call
 from .definition import PeriodicJob
 from .store import RUNS, ScheduleInfo, Schedules
 from .timing import local_time
@@ -119,7 +119,7 @@ class Claimed:
 class Firer:
     """Fires the store's schedules; `step` is one round (the upkeep leader's, upkeep/service.py)."""
 
-    def __init__(self, app: Runtime[object], holder: str) -> None:
+    def __init__(self, app: AppLike[object], holder: str) -> None:
         self.app, self.holder = app, holder
         self.schedules = Schedules(app)
         self.declared = False

@@ -28,7 +28,7 @@ import orjson
 from ..errors import ConfigError
 from ..job import Job
 from ..options import JobOptions
-from ..task import Call, Runtime
+from ..task import AppLike, Call
 from .definition import JOB_OPTIONS, PeriodicJob, make_schedule
 from .timing import Timing
 
@@ -134,7 +134,7 @@ def call_options(call: Call, name: str) -> dict[str, Any]:
 class Schedules:
     """``app.schedules``: the store's schedules, managed at run time."""
 
-    def __init__(self, app: Runtime[object]) -> None:
+    def __init__(self, app: AppLike[object]) -> None:
         self.app = app
 
     # -- reading ---------------------------------------------------------------------

@@ -16,7 +16,7 @@ its lease and woke beside the next one) changes nothing more.
 from __future__ import annotations
 
 from ..job import JobState
-from ..task import Runtime
+from ..task import AppLike
 
 PURGE_EVERY = 60.0  # seconds between purges of finished jobs past the result retention
 FINISHED = (JobState.SUCCEEDED, JobState.CANCELLED)
@@ -25,7 +25,7 @@ FINISHED = (JobState.SUCCEEDED, JobState.CANCELLED)
 class Sweeps:
     """What is due of the sweeps, on the App's store (opened at first use)."""
 
-    def __init__(self, app: Runtime[object]) -> None:
+    def __init__(self, app: AppLike[object]) -> None:
         self.app = app
         self.recover_every = max(app.lease / 2, 0.5)
         self.next_recover = self.next_purge = 0.0

@@ -116,12 +116,11 @@ class Running:
 
 class Worker:
     def __init__(self, app: App, config: WorkerConfig | None = None) -> None:
-        self.backend = app.backend
-        self.history = app.history  # per-minute counts (the App's History middleware): flushed at stop
-        self.limiter = app.limiter  # asked each tick to look again at the store's limits
-        self.registry = app.registry  # the tasks: resolved once per job into a TaskSpec
-        self.lease, self.result_ttl = app.lease, app.result_ttl
-        self.chain = app.registry.chain
+        runtime = app.runtime  # the store, the tasks, the chain, the settings (task.Runtime)
+        self.backend = runtime.backend
+        self.registry = runtime.registry  # the tasks: resolved once per job into a TaskSpec
+        self.lease, self.result_ttl = runtime.lease, runtime.result_ttl
+        self.chain = runtime.chain  # every feature: the jobs' hooks, and the keeper's (worker_tick)
         self.config = config or WorkerConfig()
         if self.config.once:
             self.config.concurrency = 1
@@ -129,7 +128,7 @@ class Worker:
             raise DeferqError("concurrency must be at least 1")
         if self.config.prefetch is None:
             self.config.prefetch = self.config.concurrency
-        self.rotation = PriorityRotation(app.priority_weights)
+        self.rotation = PriorityRotation(runtime.priority_weights)
         self.running: dict[str, Running] = {}  # leased and not yet settled
         self.busy = 0  # jobs executing now: a slot frees when its job returns, before settling
         self.held: deque[tuple[TaskSpec, Job, JobControl]] = deque()  # leased ahead, not started
@@ -187,7 +186,7 @@ class Worker:
             self.config.name, ",".join(self.config.queues), self.config.concurrency,
         )
         self.runners.start()
-        self._store_call(self.limiter.tick)  # limits set at run time are known before the first job
+        self._store_call(self.chain.worker_tick)  # e.g. limits set at run time: known before the first job
         targets: list[Callable[[], None]] = [self._settle_loop, self._keeper_loop]
         for target in targets:
             thread = threading.Thread(target=target, name=target.__name__, daemon=True)
@@ -253,7 +252,7 @@ class Worker:
         self.outcomes.put(None)
         for thread in self._threads:
             thread.join(timeout=5)
-        self.history.write()  # this worker's last seconds of counts (a side record: never waits out an outage)
+        self.chain.worker_stopped()  # the plug-ins' last words: this worker's last seconds of history
         self._side_call(self.backend.kv_delete, "workers", self.config.name)
         self._side_call(orders.clear, self.backend, self.config.name)
         self.runners.close()
@@ -626,7 +625,7 @@ class Worker:
                 self._heartbeat()
                 next_beat = now + beat_every
             if self.guard.up:  # it mostly answers without the store: no sign that an outage ended
-                self._store_call(self.limiter.tick)
+                self._store_call(self.chain.worker_tick)
             if not self.running:
                 self.trimmer.idle(self.processed, now)
             time.sleep(STALL if self._ticks_often() else min(beat_every, 0.5))

@@ -170,7 +170,7 @@ class Service:
         self.tokens: Cached[str | None] = Cached(auth.CACHE_SECONDS)
         self.topics: Cached[topics_module.Topic | None] = Cached(topics_module.CACHE_SECONDS)
         self._topic_tasks: dict[str, tuple[topics_module.Topic, Task[..., Any]]] = {}
-        self.batcher = EnqueueBatcher(self._enqueue_items, config.enqueue_flights)
+        self.batcher = EnqueueBatcher(self._store_items, config.enqueue_flights)
         self._upkeep: Upkeep | None = None  # start_upkeep
         self.queue_lengths = QueueLengths(self)
         self.metrics = Metrics(self)
@@ -224,7 +224,7 @@ class Service:
             self.metrics.count_enqueued(item.job.queue)
         return jobs
 
-    async def _enqueue_items(self, items: Sequence[Enqueue]) -> list[Job]:
+    async def _store_items(self, items: Sequence[Enqueue]) -> list[Job]:
         try:
             return await self.backend.enqueue_many_async(items)
         except Exception as exc:

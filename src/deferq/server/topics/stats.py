@@ -54,7 +54,7 @@ class DeliveryStats:
         self.dirty = False
         self._lock = threading.Lock()  # the totals (added on the event loop, read by publishers)
         self._writing = threading.Lock()  # one write at a time, so an older one never lands last
-        self._backend: Backend | None = None
+        self._store: Backend | None = None
         self._timer: threading.Timer | None = None
 
     def add(self, topic: str, decision: str, seconds: float) -> None:
@@ -72,7 +72,7 @@ class DeliveryStats:
             left = self.published + self.every - time.monotonic()
             if left <= 0:
                 return True
-            if self._backend is not None and self._timer is None:
+            if self._store is not None and self._timer is None:
                 self._timer = threading.Timer(left, self._publish_late)
                 self._timer.daemon = True
                 self._timer.name = "deferq-delivery-stats"
@@ -83,7 +83,7 @@ class DeliveryStats:
         """Write the totals (blocking: call it off the event loop)."""
         with self._writing:
             with self._lock:
-                self._backend = backend
+                self._store = backend
                 self.published = time.monotonic()
                 self.dirty = False
                 record = orjson.dumps(self.totals)
@@ -97,7 +97,7 @@ class DeliveryStats:
     def _publish_late(self) -> None:
         with self._lock:
             self._timer = None
-            backend = self._backend if self.dirty else None
+            backend = self._store if self.dirty else None
         if backend is None:
             return
         try:
