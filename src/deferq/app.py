@@ -175,8 +175,8 @@ class App:
 
     @property
     def limiter(self) -> Limits:
-        """The middleware that holds jobs to their limits (limits/limiter.py): a worker's
-        keeper asks it to look at the store's limits again while it holds jobs."""
+        """The middleware that holds jobs to their limits (limits/limiter.py): idle while
+        none is declared or set; a worker's keeper ticks it (Middleware.worker_tick)."""
         return self._limiter
 
     @property

@@ -45,7 +45,7 @@ class Limits(Middleware):
 
     Idle (the chain skips it: a job runs without entering limits/) while no task declares
     a limit and none was set at run time or paused since this process started; the
-    worker's keeper then reads the store's limits every second (`tick`), and a limit set
+    worker's keeper then reads the store's limits every second (`worker_tick`), and a limit set
     at run time (`deferq limits set`, the console, `app.limits`) wakes it for good.
     `changed`: the chain's, told when it wakes."""
 
