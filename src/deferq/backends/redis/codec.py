@@ -256,7 +256,7 @@ def _read_well_formed(job_id, queue, f, now, lease=None):
         worker, lease_until, attempts = lease
         worker = last_worker = worker or None
         updated_at, job_state = now or created_at, JobState.ACTIVE
-    return Job({fields})
+    return _job({fields})
 """
 
 
@@ -269,6 +269,11 @@ def _field_read(name: str, spec: Stored) -> str:
     return f'{kind}(get(b"{spec.column}"))'
 
 
+# A Job from every field in the record's order, set on its slots (job.slot_builder):
+# quicker than Job(...), whose frozen __init__ sets each field through object.__setattr__.
+_job: Callable[..., Job] = slot_builder(Job, "_job", ", ".join(RECORD), {name: name for name in RECORD}, {})
+
+
 def _well_formed_reader() -> Callable[..., Job]:
     """The hot path (every job read or leased), written out from the record's declaration
     (job.RECORD) as sql/rows.py's reader is: strict, raises on anything unexpected. With
@@ -276,7 +281,7 @@ def _well_formed_reader() -> Callable[..., Job]:
     reserve.lua just wrote, and the job is as the lease left it."""
     source = _WELL_FORMED.format(fields=", ".join(_field_read(name, spec) for name, spec in RECORD.items()))
     scope: dict[str, Any] = {
-        "Job": Job, "JobState": JobState, "decode_payload": decode_payload, "loads": loads, "_text": _text,
+        "_job": _job, "JobState": JobState, "decode_payload": decode_payload, "loads": loads, "_text": _text,
         "_number": _number, "_tags": _tags, "_created_at": _created_at, "_RARE": _RARE, "_STATES": _STATES,
         "state_for_waiting": state_for_waiting, "PRIORITY": PRIORITY, "MAX_ATTEMPTS": MAX_ATTEMPTS,
         "TIMEOUT": TIMEOUT,
