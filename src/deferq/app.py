@@ -3,23 +3,21 @@
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
 import os
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, TypeVar, Unpack, cast, overload
 
 from . import results
 from .backends import Backend
-from .backends.base import Enqueue, QueueStats, QueueTable, missing_from, queue_table
+from .backends.base import QueueStats, QueueTable, missing_from, queue_table
 from .backends.search import SCHEDULED_KINDS, JobPage, JobQuery, find_scheduled
 from .backends.urls import check_options
 from .errors import ConfigError
 from .flows import batch as batches
 from .flows.chains import Inputs, with_inputs
-from .job import Job, JobState, Origin, held, new_job_ids
+from .job import Job, JobState, Origin, held
 from .limits import FairQueue, Limits
 from .limits.runtime import LimitsAdmin
 from .middleware import Middleware
@@ -39,7 +37,7 @@ from .options import (
 from .registry import EVENTS, Registry
 from .steps import Steps
 from .steps import events as step_events
-from .task import AFTER, Call, FairKeys, Hook, Runtime, Task, build_enqueue, enqueue_builder
+from .task import AFTER, Call, FairKeys, Hook, Runtime, Task
 
 if TYPE_CHECKING:
     from .schedules.store import Schedules
@@ -51,7 +49,6 @@ T = TypeVar("T")
 
 DEFAULT_URL = "sqlite:///deferq.db"
 DEFAULT_WEIGHTS = (5, 3, 2)  # high : normal : low (S2-10)
-_NO_CALL = object()  # _prepare's connection before the first call
 
 
 def _checked(check: Callable[[Any], T], value: Any) -> T:
@@ -60,24 +57,6 @@ def _checked(check: Callable[[Any], T], value: Any) -> T:
         return check(value)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
-
-
-# A batch this big makes ~7 objects a job that all live until it returns: the cyclic
-# garbage collector would walk them several times over, for nothing (~2 µs a job, a
-# fifth of a batch's time on Redis). Collection waits until the batch is stored.
-_BIG_BATCH = 100
-
-
-@contextmanager
-def _no_cycle_collection() -> Iterator[None]:
-    if not gc.isenabled():  # the caller's own choice: left as it is
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
 
 
 class _runtime_setting(Generic[T]):
@@ -140,7 +119,7 @@ class App:
         self.tasks: dict[str, Task[..., Any]] = self.registry.tasks  # the same dict: name -> Task
         self.hooks: dict[str, list[Hook]] = self.registry.hooks
         self.fair_queues: dict[str, FairKeys] = self.registry.fair_queues  # app.fair_queue: queue -> it
-        self.periodic_jobs: list[Any] = []  # filled by app.periodic; written to the store at start
+        self.periodic_jobs: list[Any] = self.runtime.periodic_jobs  # filled by app.periodic; stored at start
         # deferq's own middleware, first: their before-hooks run before, their after-hooks
         # after, every other middleware's (the order of middleware.Chain)
         self._history = History(lambda: self.backend, self.lease)
@@ -328,43 +307,14 @@ class App:
     ) -> Job:
         """Enqueue by task name (the task need not be importable here)."""
         call = Call(task, tuple(args), dict(kwargs or {}), JobOptions.parse(**options))
-        return self.enqueue_many([call])[0]
-
-    def _prepare(self, calls: Iterable[Call]) -> tuple[list[Enqueue], Any]:
-        """Validate calls into stored form, and find the caller's connection, if any."""
-        calls = calls if type(calls) is list else list(calls)
-        if len(calls) == 1 and isinstance(call := calls[0], Call):  # task.enqueue(): the commonest call
-            task = self.registry.tasks.get(call.task)
-            return [build_enqueue(call, task, 0.0, self.durable, None, self.fair_queues)], call.options.connection
-        items: list[Enqueue] = []
-        tasks, durable, add, fair_queues = self.registry.tasks, self.durable, items.append, self.fair_queues
-        connection: Any = _NO_CALL
-        options, name, build = None, None, None  # a run of calls alike shares a builder from its second
-        for call, job_id in zip(calls, new_job_ids(len(calls)), strict=True):  # the ids made at once: cheaper
-            if not isinstance(call, Call):
-                raise TypeError(f"enqueue_many takes task.call(...) values, got {call!r:.60}")
-            if call.options is options and call.task == name:
-                if build is None:
-                    build = enqueue_builder(call, tasks.get(name), durable, fair_queues)
-                add(build(call, job_id))
-                continue
-            options, name, build = call.options, call.task, None
-            if options.connection is not connection:
-                if connection is not _NO_CALL:
-                    raise ValueError("all jobs of one enqueue_many must use the same connection")
-                connection = options.connection
-            add(build_enqueue(call, tasks.get(name), 0.0, durable, job_id, fair_queues))
-        return items, (None if connection is _NO_CALL else connection)
+        return self.runtime.enqueue_many([call])[0]
 
     def enqueue_many(self, calls: Iterable[Call]) -> list[Job]:
         """Store many jobs in one round trip."""
-        if type(calls) is not list or len(calls) < _BIG_BATCH:
-            return self.runtime.enqueue_items(*self._prepare(calls))
-        with _no_cycle_collection():
-            return self.runtime.enqueue_items(*self._prepare(calls))
+        return self.runtime.enqueue_many(calls)
 
     async def enqueue_many_async(self, calls: Iterable[Call]) -> list[Job]:
-        return await self.runtime.enqueue_items_async(*self._prepare(calls))
+        return await self.runtime.enqueue_many_async(calls)
 
 
     # -- inspecting and managing -------------------------------------------------

@@ -129,7 +129,7 @@ def test_a_fair_queue_keys_its_jobs_unless_the_job_or_its_task_has_a_key():
     elsewhere = app.task(name="elsewhere")(lambda customer_id: 0)
 
     def stored(call):
-        [item] = app._prepare([call])[0]
+        [item] = app.runtime.prepare([call])[0]
         return item.job.fair_key, item.fair_weight
 
     assert stored(build.call(7)) == ("customer:7", 3.0)  # the queue's key and its weight

@@ -280,3 +280,17 @@ def test_a_plain_job_enters_no_feature_it_does_not_use(tmp_path):
     features = {"flows", "limits", "steps"}
     assert not set(found.producer.folders().rooms) & features, found.producer.path
     assert not set(found.consumer.folders().rooms) & features, found.consumer.path
+
+
+@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
+def test_a_worker_takes_the_runtime_under_the_app(app):
+    """A Worker uses of its App only the runtime (the store, the tasks and their chain, the
+    settings): given the runtime itself, it runs the App's jobs alike."""
+
+    @app.task()
+    def add(a, b):
+        return a + b
+
+    job = add.enqueue(1, 2)
+    assert Worker(app.runtime, WorkerConfig(burst=True, concurrency=1)).run() == 0
+    assert app.get(job.id).result == 3

@@ -42,7 +42,7 @@ import orjson
 from ..attempt.pauses import pause_at
 from ..errors import ConfigError, DeferqError
 from ..options import JobOptions
-from ..task import AppLike, Call
+from ..task import AppLike, Call, Runtime
 from .definition import PeriodicJob
 from .store import RUNS, ScheduleInfo, Schedules
 from .timing import local_time
@@ -119,8 +119,8 @@ class Claimed:
 class Firer:
     """Fires the store's schedules; `step` is one round (the upkeep leader's, upkeep/service.py)."""
 
-    def __init__(self, app: AppLike[object], holder: str) -> None:
-        self.app, self.holder = app, holder
+    def __init__(self, app: AppLike[object] | Runtime[object], holder: str) -> None:
+        self.app, self.holder = app.runtime, holder  # the store, the settings, the enqueue pipeline
         self.schedules = Schedules(app)
         self.declared = False
 

@@ -28,7 +28,7 @@ import orjson
 from ..errors import ConfigError
 from ..job import Job
 from ..options import JobOptions
-from ..task import AppLike, Call
+from ..task import AppLike, Call, Runtime
 from .definition import JOB_OPTIONS, PeriodicJob, make_schedule
 from .timing import Timing
 
@@ -134,8 +134,8 @@ def call_options(call: Call, name: str) -> dict[str, Any]:
 class Schedules:
     """``app.schedules``: the store's schedules, managed at run time."""
 
-    def __init__(self, app: AppLike[object]) -> None:
-        self.app = app
+    def __init__(self, app: AppLike[object] | Runtime[object]) -> None:
+        self.app = app.runtime  # the store, the tasks, the settings, the enqueue pipeline
 
     # -- reading ---------------------------------------------------------------------
 

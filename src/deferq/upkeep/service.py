@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from ..backends.guard import StoreGuard
 from ..schedules.definition import PeriodicJob
 from ..schedules.firing import Firer
-from ..task import AppLike
+from ..task import AppLike, Runtime
 from .leader import LEASE, Leader
 from .sweeps import Sweeps
 
@@ -31,9 +31,9 @@ class Upkeep:
     call `step` from a loop), `stop` it at the end; `once` for a process that runs
     briefly (a --burst or --once worker: one sweep if no process leads, no schedules)."""
 
-    def __init__(self, app: AppLike[object], holder: str, config_schedules: Sequence[PeriodicJob] = (),
-                 lease: float | None = None) -> None:
-        self.app, self.holder = app, holder
+    def __init__(self, app: AppLike[object] | Runtime[object], holder: str,
+                 config_schedules: Sequence[PeriodicJob] = (), lease: float | None = None) -> None:
+        self.app, self.holder = app.runtime, holder  # the store, the settings, the enqueue pipeline
         # within the App's lease too: a dead leader's own jobs come back within 1.5 of them
         self.lease = lease or min(LEASE, app.lease)
         self._leader: Leader | None = None

@@ -16,7 +16,7 @@ its lease and woke beside the next one) changes nothing more.
 from __future__ import annotations
 
 from ..job import JobState
-from ..task import AppLike
+from ..task import AppLike, Runtime
 
 PURGE_EVERY = 60.0  # seconds between purges of finished jobs past the result retention
 FINISHED = (JobState.SUCCEEDED, JobState.CANCELLED)
@@ -25,8 +25,8 @@ FINISHED = (JobState.SUCCEEDED, JobState.CANCELLED)
 class Sweeps:
     """What is due of the sweeps, on the App's store (opened at first use)."""
 
-    def __init__(self, app: AppLike[object]) -> None:
-        self.app = app
+    def __init__(self, app: AppLike[object] | Runtime[object]) -> None:
+        self.app = app.runtime  # the store, the tasks, the settings, the enqueue pipeline
         self.recover_every = max(app.lease / 2, 0.5)
         self.next_recover = self.next_purge = 0.0
 

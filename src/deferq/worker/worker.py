@@ -63,6 +63,8 @@ from .runners import STALL, Runners
 
 if TYPE_CHECKING:
     from ..app import App
+    from ..registry import Registry
+    from ..task import Runtime
 
 log = logging.getLogger("deferq.worker")
 
@@ -115,7 +117,9 @@ class Running:
 
 
 class Worker:
-    def __init__(self, app: App, config: WorkerConfig | None = None) -> None:
+    def __init__(self, app: App | Runtime[Registry], config: WorkerConfig | None = None) -> None:
+        """`app`: an App, or the runtime under it (task.Runtime): all a worker uses of it is
+        the store, the tasks and their chain, and the settings."""
         runtime = app.runtime  # the store, the tasks, the chain, the settings (task.Runtime)
         self.backend = runtime.backend
         self.registry = runtime.registry  # the tasks: resolved once per job into a TaskSpec
@@ -174,7 +178,7 @@ class Worker:
         self.trimmer = Trimmer()  # gives freed memory back when the worker goes idle
         # progress reports of running jobs, throttled, on a thread of their own (progress.py)
         self.progress = ProgressWriter(lambda jobs: self._store_call(self.backend.record_progress, jobs))
-        self.upkeep = Upkeep(app, self.config.name) if self.config.schedules else None
+        self.upkeep = Upkeep(runtime, self.config.name) if self.config.schedules else None
 
     # -- life cycle -------------------------------------------------------------------
 
