@@ -18,7 +18,8 @@ AFTER_SUCCESS = 3  # enqueues each producer makes once the key's job has succeed
 
 def windowed(app: deferq.App, key: str, queue: str) -> list:
     """An enqueue of `key` with a window, as the store's step takes it."""
-    items, _ = app.runtime.prepare([deferq.Call("noop", (1,), {}, JobOptions.parse(key=key, unique_for=60, queue=queue))])
+    call = deferq.Call("noop", (1,), {}, JobOptions.parse(key=key, unique_for=60, queue=queue))
+    items, _ = app.runtime.prepare([call])
     return items
 
 
