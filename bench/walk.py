@@ -36,7 +36,7 @@ How it counts:
   between two threads' walks is no hop: no code crosses it), its rooms their union.
 - Folders as rooms: `walk.folders()` (and the `folders` line printed) counts every
   folder as one room (`limits`, `observe`, `attempt`, ...), the plan of
-  `tests/process/test_layers.py`.
+  `tests/unit/test_layers.py`.
 
 At 2ca684b this gives what the architecture review of that commit measured: producer
 20 hops over 7 rooms, consumer 48 over 12, the job 68 over 15.

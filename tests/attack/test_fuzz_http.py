@@ -4,7 +4,7 @@ resumes and clears limits; sends events — with hostile values in every field a
 Every answer is a 2xx or a 4xx with one sentence, never a 5xx; a refused request stores
 nothing; and the listings (jobs, schedules, limits, events, queues: the console's pages)
 answer after every step. The one-request fuzz of the OpenAPI document is
-tests/unit/test_server_schema.py."""
+tests/server/test_server_schema.py."""
 
 from __future__ import annotations
 

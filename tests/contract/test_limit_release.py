@@ -13,6 +13,8 @@ import threading
 import time
 import uuid
 
+import pytest
+
 from deferq.attempt.runner import decide_failure
 from deferq.backends.base import Outcome, OutcomeKind
 from deferq.errors import Snooze
@@ -161,6 +163,7 @@ def test_a_set_rate_starts_afresh_after_a_clear(app):
     limits_of(app).before_run(job)  # runs now: no Snooze
 
 
+@pytest.mark.slow  # workers held over seconds of real time: ~5 s a store
 def test_after_a_clear_the_held_jobs_run_at_once_within_the_concurrency_that_still_holds(app):
     """A real worker: 12 jobs held by a rate of 1 every 10 seconds set at run time (two
     minutes of turns); after `clear`, they run as fast as the task's declared concurrency

@@ -22,6 +22,9 @@ from tests.contract.test_rate_limits import most_in_any_window
 from tests.contract.test_worker import start_worker, stop_worker, wait_for_state
 from tests.support.server_helpers import TestClient, wait_until
 
+# slow: limits changed under running workers, each held over seconds of real time (~20 s on two stores)
+pytestmark = pytest.mark.slow
+
 stores = pytest.mark.parametrize("store_url", STORES, indirect=True)
 # Workers hear of limits through the store's kv records, kept by every store (the first
 # test); the variants of a store (Redis Cluster and shards, MySQL's other claim) differ

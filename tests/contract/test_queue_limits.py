@@ -8,6 +8,8 @@ import threading
 import time
 import uuid
 
+import pytest
+
 from deferq.job import JobState
 from deferq.limits.in_force import in_force
 from deferq.limits.runtime import REFRESH
@@ -44,6 +46,7 @@ def set_while_running(app, queue: str, tasks, **limit) -> tuple:
     return worker, thread
 
 
+@pytest.mark.slow  # workers held over seconds of real time: ~3 s a store
 def test_a_queue_concurrency_holds_for_all_its_tasks_within_a_second(app):
     queue, runs, (welcome, digest, other) = limited_queue(app, seconds=0.15)
     worker, thread = set_while_running(app, queue, (welcome, digest, other), concurrency=2)
@@ -61,6 +64,7 @@ def test_a_queue_concurrency_holds_for_all_its_tasks_within_a_second(app):
     assert app.limits.get(f"queue:{queue}") == {"rate": None, "concurrency": 2, "paused_for": None}
 
 
+@pytest.mark.slow  # workers held over seconds of real time: ~3 s a store
 def test_a_queue_rate_holds_for_all_its_tasks_and_a_pause_stops_them(app):
     queue, runs, (welcome, digest, other) = limited_queue(app)
     worker, thread = set_while_running(app, queue, (welcome, digest, other), rate="10/s")

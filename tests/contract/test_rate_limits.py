@@ -17,6 +17,9 @@ from tests.conftest import STORES
 from tests.contract.test_worker import start_worker, stop_worker, wait_for_state
 from tests.support.server_helpers import wait_until
 
+# slow: rates held over seconds of real time in workers of this process (~40 s on two stores)
+pytestmark = pytest.mark.slow
+
 stores = pytest.mark.parametrize("store_url", STORES, indirect=True)
 
 
@@ -148,25 +151,6 @@ def test_a_run_starts_within_half_a_turn_of_its_turn(count, lateness):
             due[job], late[job] = clock[0] + wait, 0.0
     assert len(starts) == len(lateness)
     assert most_in_any_window(starts, 1.0) <= count + 1
-
-
-def test_the_rate_bench_keeps_its_limit_with_idle_workers():
-    """`python -m bench.rate_limit`, short: 4 worker processes share "4/s". Counted by
-    start time, a window may catch one run more (a run starts a few ms after its turn,
-    more on a loaded machine); the workers, waiting for turns, stay near idle."""
-    import re
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    root = Path(__file__).resolve().parents[2]
-    done = subprocess.run([sys.executable, "-m", "bench.rate_limit", "--rate", "4/s", "--seconds", "5"],
-                          capture_output=True, text=True, timeout=120, cwd=root)
-    assert done.returncode in (0, 1), done.stdout + done.stderr
-    busiest = re.search(r"busiest sliding window of 1 s: (\d+) runs", done.stdout)
-    assert busiest and int(busiest[1]) <= 4 + 1, done.stdout
-    shares = [float(x) for x in re.findall(r"\(([0-9.]+)% of a core each\)", done.stdout)]
-    assert shares and shares[0] < 30, done.stdout  # start-up included: ~0.3 s of CPU each
 
 
 # -- concurrency limits ---------------------------------------------------------------------------

@@ -16,7 +16,8 @@ from deferq.job import JobState
 from tests.conftest import STORES
 from tests.contract.test_worker import start_worker, stop_worker, wait_for_state
 
-pytestmark = pytest.mark.parametrize("store_url", STORES, indirect=True)
+# slow: each waits on real time (progress every half second, a cancel, an expiry), ~2 s a store
+pytestmark = [pytest.mark.parametrize("store_url", STORES, indirect=True), pytest.mark.slow]
 
 
 def run_until(app, job, *states, **config):

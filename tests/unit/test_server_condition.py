@@ -270,6 +270,7 @@ def chains(longest: int):
 CHAINS = chains(20)
 
 
+@pytest.mark.slow  # 150 chains of up to 700 terms: ~10 s
 @settings(max_examples=150, deadline=None)
 @given(chains(700))
 def test_a_flat_chain_of_any_length_evaluates(drawn):
@@ -287,6 +288,7 @@ def test_the_longest_flat_chains_evaluate():
     assert Condition("||".join(["{res.a}=={res.b}"] * 111))({"a": 1, "b": 2}) is False
 
 
+@pytest.mark.slow  # 150 nestings of up to 40 levels: ~4 s
 @settings(max_examples=150, deadline=None)
 @given(
     st.lists(st.tuples(st.sampled_from(["", "!", "!!"]), CHAINS, st.sampled_from(["||", "&&"]),

@@ -1,38 +1,23 @@
-"""`make test` touches only what it is given: the Redis of DEFERQ_TEST_REDIS, on its own
-database, under key prefixes of its own; every other server it uses it starts itself."""
+"""The suite's own rules: `make test` touches only what it is given (no test flushes a
+Redis database; tests/stores/test_shared_stores.py shows the checks on the shared stores
+at work), and the tests live in tiers (docs/development.md, "The tests in tiers"): every
+test file in a tier's folder, and the unit tier in the test's own process alone."""
 
 from __future__ import annotations
 
+import ast
+import os
 import re
+import socket
+import subprocess
 from pathlib import Path
-from urllib.parse import urlsplit
 
-import redis
+import pytest
 
-from tests.conftest import need_service
-from tests.support.stores.redis import TEST_REDIS, shared_answers, strays
+from tests.unit.conftest import UnitTierBreach, breaches
 
 TESTS = Path(__file__).resolve().parents[1]
-
-
-def test_a_connection_to_another_database_of_the_shared_redis_is_caught():
-    """The check every test runs under (tests/support/stores/redis.py): a connection the suite
-    opens to a database of the shared server other than the setting's is noted, and the
-    test that opened it fails."""
-    if not shared_answers():
-        need_service("Redis", "nothing answers at DEFERQ_TEST_REDIS")
-    parts = urlsplit(TEST_REDIS)
-    other = (int(parts.path.strip("/") or 0) + 1) % 16
-    before = len(strays)
-    client = redis.Redis(host=parts.hostname, port=parts.port or 6379, password=parts.password,
-                         username=parts.username, db=other, socket_connect_timeout=2)
-    try:
-        client.ping()  # connects (SELECT only: nothing is written)
-    finally:
-        client.close()
-    noted = strays[before:]
-    del strays[before:]  # caught on purpose: not this test's failure
-    assert noted == [f"{parts.hostname}:{parts.port or 6379}/{other}"]
+TIERS = ("unit", "contract", "stores", "process", "server", "console", "bench", "attack")
 
 
 def test_no_test_flushes_a_redis_database():
@@ -45,41 +30,68 @@ def test_no_test_flushes_a_redis_database():
     assert found == []
 
 
-def test_the_end_of_session_check_names_what_a_test_left_in_the_stores():
-    """What tests/support/stores/leftovers.py runs when the session ends: a key written under a
-    prefix the suite handed out is found (with whether it expires), and a schema and a
-    database named for the session and left behind; once removed, nothing is reported."""
-    from tests.support.stores import leftovers, mysql, postgres
-    from tests.support.stores.redis import issued, shared_client, unique_prefix
 
-    if not shared_answers():
-        need_service("Redis", "nothing answers at DEFERQ_TEST_REDIS")
-    prefix = unique_prefix()
-    client = shared_client()
-    try:
-        client.set(f"{{{prefix}:q:default}}:wake", b"x")  # as a store's key: hash-tagged, no expiry
-        client.set(f"{prefix}:queues", b"x", ex=60)
-        found = [line for line in leftovers.redis_leftovers() if prefix in line]
-        assert len(found) == 1, found
-        assert f"2 key(s) under prefix {prefix} (of tests/unit/test_suite_hygiene.py::" in found[0]
-        assert "1 without expiry" in found[0], found
-    finally:
-        client.delete(f"{{{prefix}:q:default}}:wake", f"{prefix}:queues")
-        client.close()
-    assert not [line for line in leftovers.redis_leftovers() if prefix in line]
-    assert prefix in issued
 
-    schema, database = postgres.new_schema("deferq_left"), mysql.new_database("deferq_left")
-    pg, my = postgres._connect(), mysql.mysql_admin_connection()
-    try:
-        pg.execute(f'CREATE SCHEMA "{schema}"')
-        with my.cursor() as cur:
-            cur.execute(f"CREATE DATABASE `{database}`")
-        assert postgres.schemas_left({schema}) == [schema] and mysql.databases_left({database}) == [database]
-    finally:
-        pg.execute(f'DROP SCHEMA IF EXISTS "{schema}"')
-        with my.cursor() as cur:
-            cur.execute(f"DROP DATABASE IF EXISTS `{database}`")
-        pg.close()
-        my.close()
-    assert postgres.schemas_left({schema}) == [] and mysql.databases_left({database}) == []
+def test_every_test_file_is_in_a_tier():
+    """No test file at the top of tests/ or in support/: a new one goes into the folder of
+    what it needs, so `make test-fast` (tests/unit and tests/contract) picks it up or
+    leaves it out by where it is, not by a list."""
+    misplaced = sorted(str(path.relative_to(TESTS)) for path in TESTS.rglob("test_*.py")
+                       if "node_modules" not in path.parts and path.relative_to(TESTS).parts[0] not in TIERS)
+    assert misplaced == []
+    assert {path.name for path in TESTS.iterdir() if path.suffix == ".py"} == {"__init__.py", "conftest.py"}
+
+
+def test_the_unit_tier_drives_no_browser():
+    """Nothing under tests/unit imports Playwright (a browser is a process and a page of
+    the console: tests/console/)."""
+    found = [f"{path.name}: {alias.name}"
+             for path in sorted((TESTS / "unit").rglob("*.py"))
+             for node in ast.walk(ast.parse(path.read_text()))
+             if isinstance(node, (ast.Import, ast.ImportFrom))
+             for alias in (node.names if isinstance(node, ast.Import) else [ast.alias(node.module or "")])
+             if alias.name.split(".")[0] == "playwright"]
+    assert found == []
+
+
+@pytest.mark.parametrize("attempt", ["subprocess", "fork", "system", "multiprocessing", "connect", "listen"])
+def test_the_unit_tier_fails_a_test_that_leaves_its_process(attempt):
+    """The guard of tests/unit/conftest.py refuses each way out of the test's process, with
+    an error that no store-retry mistakes for a store that cannot be reached."""
+    import multiprocessing
+
+    tries = {
+        "subprocess": lambda: subprocess.run(["true"], check=True),
+        "fork": os.fork,
+        "system": lambda: os.system("true"),
+        "multiprocessing": lambda: multiprocessing.Process(target=print).start(),
+        "connect": lambda: socket.create_connection(("127.0.0.1", 6379), timeout=1),
+        "listen": lambda: socket.socket().bind(("127.0.0.1", 0)),
+    }
+    before = len(breaches)
+    with pytest.raises(UnitTierBreach, match="tests/unit/ runs in the test's process alone"):
+        tries[attempt]()
+    assert not isinstance(UnitTierBreach(), OSError)
+    assert len(breaches) == before + 1
+    del breaches[before:]  # caught on purpose: not this test's failure
+
+
+def test_the_unit_tier_lets_the_sqlite_and_memory_stores_and_the_test_client_through(tmp_path):
+    """What the tier is for still works under the guard: a job through SQLite and the
+    memory store, a socket pair (asyncio's own), and the HTTP API in process."""
+    import deferq
+    from deferq.server import ServerConfig, create_app
+    from tests.support.server_helpers import TestClient
+
+    for url in (f"sqlite:///{tmp_path}/d.db", "memory://"):
+        app = deferq.App(url)
+        try:
+            job = app.enqueue("shop.mail", ["a@example.com"], queue="email")
+            assert app.get(job.id) is not None
+            with TestClient(create_app(ServerConfig(auth=False, error_log="off"), app)) as api:
+                assert [found["id"] for found in api.get("/v1/jobs").json()["jobs"]] == [job.id]
+        finally:
+            app.close()
+    left, right = socket.socketpair()
+    left.close()
+    right.close()

@@ -6,6 +6,7 @@ import io
 import logging
 
 import orjson
+import pytest
 
 import deferq
 from deferq.observe.logs import setup_logging
@@ -39,6 +40,7 @@ def test_each_finished_job_is_one_json_line_with_fields():
     assert "succeeded in" in succeeded["message"]
 
 
+@pytest.mark.slow  # ~10 s of a worker under a burst of retries
 def test_a_job_retried_at_once_is_still_tracked_when_leased_in_the_same_round_trip():
     """Settling a retry with no delay can lease the same job again in that very call:
     the new attempt must stay tracked (heartbeats, burst exit, shutdown), not be dropped

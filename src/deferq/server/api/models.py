@@ -3,7 +3,7 @@
 Each model is a msgspec Struct that does two jobs: `fields.parse` checks a request with
 it, and openapi.py turns it into the document's JSON Schema (msgspec.json.schema_components).
 The server and /openapi.json read the same class, so they cannot disagree; schemathesis
-holds them to it (tests/unit/test_server_schema.py). A rule no JSON Schema can state is a
+holds them to it (tests/server/test_server_schema.py). A rule no JSON Schema can state is a
 "format" the document names and explains (a callback URL the policy allows, a retry
 condition that parses): see FORMATS.
 

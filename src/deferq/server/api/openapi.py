@@ -5,7 +5,7 @@ topics.TopicRequest) and describe the answers, by msgspec.json.schema_components
 is written here is only the list of operations: their paths, scopes, models and the
 statuses each can answer. Every operation lists every status it can answer, and a
 request that its schema allows is one the server accepts, so schemathesis can check
-both ways (tests/unit/test_server_schema.py).
+both ways (tests/server/test_server_schema.py).
 """
 
 from __future__ import annotations
@@ -270,7 +270,7 @@ def schemas(more: tuple[type[msgspec.Struct], ...] = ()) -> dict[str, Any]:
 # limit is said in words. The document states the rules of the value itself, and those
 # of the values inside it in words: client generators (openapi-python-client) cannot
 # make a type of a union that names itself. `exact_json_values` gives the document that
-# states them at every level (what tests/unit/test_server_schema.py holds the server to).
+# states them at every level (what tests/server/test_server_schema.py holds the server to).
 NO_NUL = {"pattern": options.NO_NUL}
 JSON_VALUE: dict[str, Any] = {
     "description": "Any JSON value that deferq keeps exactly: no string or object key holding NUL "

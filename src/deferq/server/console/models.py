@@ -1,7 +1,7 @@
 """The typed models of the console's own routes (routes.py), as api/models.py is for the
 core API: each request is checked with its model (fields.parse, fields.parse_query) and
 each model's schema is what /openapi.json shows (openapi.schemas), so the document and
-the server cannot disagree (tests/unit/test_server_schema.py holds them to it).
+the server cannot disagree (tests/server/test_server_schema.py holds them to it).
 """
 
 from __future__ import annotations

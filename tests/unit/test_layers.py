@@ -259,29 +259,6 @@ def test_no_module_keeps_apps_stores_or_waiters():
     assert not found, "module-level state that ties jobs to Apps or keeps stores:\n  " + "\n  ".join(found)
 
 
-def test_no_module_hooks_the_import_system():
-    """deferq adds no import hook (a finder on `sys.meta_path` or `sys.path_hooks`): a module
-    is found where it lives, under one name. Caught before: a finder that kept eight old
-    module names (`deferq.otel`, `deferq.alerts`, ...) alive."""
-    import subprocess
-    import sys
-
-    found = [f"{module}: {ast.unparse(node)}"
-             for module, path in module_names().items()
-             for node in ast.walk(ast.parse(path.read_text()))
-             if isinstance(node, ast.Attribute) and node.attr in ("meta_path", "path_hooks")]
-    assert not found, "import hooks:\n  " + "\n  ".join(found)
-    code = (
-        "import sys\n"
-        "before = list(sys.meta_path), list(sys.path_hooks)\n"
-        "import deferq\n"
-        "assert (list(sys.meta_path), list(sys.path_hooks)) == before\n"
-        "assert not hasattr(deferq, 'otel')\n"
-    )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
-
-
 def test_the_consumer_knows_no_feature():
     """The worker and deferq.testing run a job through the middleware chain alone: durable
     steps (steps/) and workflow inputs (flows/) are plug-ins the App installs, so neither

@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import pytest
 
 import deferq
 from deferq import testing
-from tests.support.supervisor_harness import TREE_PATH
 
 project = deferq.App("sqlite:///never-opened-by-these-tests.db")  # a project's app, tasks and all
 sent: list[tuple[int, str]] = []
@@ -124,58 +119,3 @@ def test_eager_mode_keeps_a_tasks_progress():
     job = count.enqueue(1000)
     assert (job.state, job.result, job.progress, job.progress_message) == ("succeeded", 1000, 1.0, "1000 of 1000")
 
-
-# -- the plugin's guard: a test that forgot deferq_isolate does not write to a real store
-
-FORGETFUL_TESTS = '''
-import pytest
-
-import deferq
-
-app = deferq.App("sqlite:///deferq.db")  # the project's App: its store is a file in the project
-
-
-@app.task()
-def send() -> None:
-    pass
-
-
-def test_forgot_to_isolate():
-    with pytest.raises(deferq.ConfigError, match="outside pytest's temporary directory: isolate"):
-        send.enqueue()
-
-
-def test_isolated(deferq_isolate):
-    deferq_isolate(app)
-    send.enqueue()
-
-
-def test_a_store_in_tmp_path(tmp_path):
-    deferq.App(f"sqlite:///{tmp_path}/jobs.db").enqueue("send")
-
-
-@pytest.mark.deferq_file_store
-def test_opted_in(tmp_path):
-    send.enqueue()
-'''
-
-
-def test_the_plugin_refuses_a_file_store_outside_tmp_path_without_the_marker(tmp_path):
-    project = tmp_path / "project"
-    project.mkdir()
-    (project / "test_forgetful.py").write_text(FORGETFUL_TESTS)
-    env = {**os.environ, "PYTHONPATH": TREE_PATH, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}  # only deferq's
-    env.pop("DEFERQ_URL", None)
-
-    def run(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                               "-p", "deferq.contrib.pytest_plugin", f"--basetemp={tmp_path / 'base'}",
-                               "test_forgetful.py", *args],
-                              cwd=project, env=env, capture_output=True, text=True, timeout=120)
-
-    unmarked = run("-m", "not deferq_file_store")
-    assert unmarked.returncode == 0 and "3 passed" in unmarked.stdout, unmarked.stdout + unmarked.stderr
-    assert not (project / "deferq.db").exists(), "a test wrote to the project's store"
-    marked = run("-m", "deferq_file_store")
-    assert marked.returncode == 0 and "1 passed" in marked.stdout, marked.stdout + marked.stderr
-    assert (project / "deferq.db").exists()

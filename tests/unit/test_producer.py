@@ -161,32 +161,6 @@ def test_payloads_are_the_json_of_the_arguments_whatever_their_size():
         assert type(payload) is bytes and payload == orjson.dumps([[1, text], {"k": [text]}])
 
 
-def test_ids_keep_their_order_and_a_forked_child_draws_its_own():
-    """job.new_job_id: written out pair by pair, the ids of one process sort in the
-    order they were made; a child process made by fork in the same millisecond does not
-    continue the parent's sequence (its next id would be the parent's next)."""
-    import os
-
-    from deferq.job import _CROCKFORD, new_job_id, new_job_ids
-
-    ids = [new_job_id() for _ in range(2000)] + new_job_ids(300) + [new_job_id()]
-    assert ids == sorted(ids) and len(set(ids)) == len(ids)
-    assert all(len(i) == 26 and set(i) <= set(_CROCKFORD) for i in ids)
-    if not hasattr(os, "fork"):
-        return
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: its first id, to the parent
-        os.write(write, new_job_id().encode())
-        os._exit(0)
-    mine = new_job_id()
-    os.waitpid(pid, 0)
-    theirs = os.read(read, 26).decode()
-    os.close(read)
-    os.close(write)
-    assert len(theirs) == 26 and theirs != mine and theirs[10:] != mine[10:]  # other randomness
-
-
 def test_a_big_batch_leaves_the_garbage_collector_as_it_found_it():
     """enqueue_many of 100+ calls holds off cyclic collection until stored (app.py):
     on again afterwards, even when a call is refused, and left off if the program

@@ -1,10 +1,9 @@
 """What a busy spell freed goes back to the system once the worker is idle (glibc's
 malloc_trim; nothing elsewhere), at most once per spell; and the per-job paths read the
-process id without a system call, yet see a fork."""
+process id without a system call, yet see a fork (tests/process/test_forks.py)."""
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from pathlib import Path
@@ -12,7 +11,6 @@ from pathlib import Path
 import pytest
 
 import deferq
-from deferq import forks
 from deferq.worker import Worker, WorkerConfig, memory
 from deferq.worker.memory import TRIM_EVERY, Trimmer
 
@@ -70,16 +68,3 @@ def test_a_worker_trims_once_its_jobs_are_done(tmp_path: Path) -> None:
         app.close()
 
 
-def test_a_forked_child_reads_its_own_process_id() -> None:
-    assert forks.pid == os.getpid()
-    read, write = os.pipe()
-    child = os.fork()
-    if child == 0:  # pragma: no cover - the child reports through the pipe
-        os.write(write, f"{forks.pid} {os.getpid()}".encode())
-        os._exit(0)
-    os.close(write)
-    seen, real = os.read(read, 100).decode().split()
-    os.close(read)
-    os.waitpid(child, 0)
-    assert seen == real == str(child)
-    assert forks.pid == os.getpid()
