@@ -163,6 +163,12 @@ class JobSteps:
         self.load()
         return self.clock[0] + time.monotonic() - self.clock[1]
 
+    def left(self, until: float) -> float:
+        """Seconds until `until` by the store's clock; none once the store made the job due
+        at or after it (it leased the job by its own clock, which this process's estimate
+        may trail by a round trip: the job would sleep again for a millisecond)."""
+        return 0.0 if until <= self.job.run_at else until - self.now()
+
     def reach(self, name: str, kind: str, fn: Callable[..., Any] | None = None) -> dict[str, Any] | None:
         """The checkpoint `name` as a run reaches it: its record if it has one (checked
         against the code that reaches it now), else None."""
@@ -327,7 +333,7 @@ class JobSteps:
         if record is None:
             due = self.now() + (delay or 0.0) if until is None else until
             record = self.put(name, self.started(name, "sleep", until=due))
-        left = record["until"] - self.now()
+        left = self.left(record["until"])
         if left > 0:
             raise Suspend(left, f"sleeping in {name!r}", due=record["until"])
 
@@ -340,7 +346,7 @@ class JobSteps:
         if (answer := self.load().get(name + DONE)) is not None:
             return answer.get("data")
         topic, waiter = f"{record['event']}\t{record['key']}", f"{self.job.id}\t{name}"
-        left = record["until"] - self.now()
+        left = self.left(record["until"])
         self.store.kv_put(WAITERS + topic, waiter, b"1", ttl=max(left, 0) + 60)
         sent = self.store.kv_get(EVENTS, topic)
         event_record = loads(sent) if sent is not None else None
