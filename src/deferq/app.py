@@ -38,6 +38,7 @@ from .registry import EVENTS, Registry
 from .steps import Steps
 from .steps import events as step_events
 from .task import AFTER, Call, FairKeys, Hook, Runtime, Task
+from .values import storable
 
 if TYPE_CHECKING:
     from .schedules.store import Schedules
@@ -326,16 +327,16 @@ class App:
 
     def get(self, job_id: str) -> Job | None:
         """The job as stored now (its `wait()` waits on this App's store), or None."""
-        return self._held(self.backend.get(job_id))
+        return self._held(self.backend.get(job_id)) if storable(job_id) else None
 
     def get_by_key(self, key: str) -> Job | None:
-        return self._held(self.backend.get_by_key(key))
+        return self._held(self.backend.get_by_key(key)) if storable(key) else None
 
     def _held(self, job: Job | None) -> Job | None:
         return None if job is None else held([job], self._origin)[0]
 
     def cancel(self, job_id: str) -> bool:
-        return self.backend.cancel(job_id)
+        return storable(job_id) and self.backend.cancel(job_id)
 
     def batch(self, on_complete: Call | None = None, on_success: Call | None = None) -> batches.Batch:
         """A batch: ``with app.batch(on_complete=report.call()) as b: ...`` (see batch.py)."""

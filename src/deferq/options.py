@@ -20,7 +20,7 @@ from typing import Any, Literal, NamedTuple, TypedDict
 from . import backoff as backoff_module
 from .backends.base import OnConflict
 from .job import DEFAULT_MAX_ATTEMPTS, DEFAULT_TIMEOUT, Job, Priority
-from .values import LATEST_DUE, MAX_DELAY, Rate, key_template, rate_option, slots
+from .values import LATEST_DUE, MAX_DELAY, Rate, key_template, rate_option, slots, storable
 
 # Patterns of the HTTP fragments below, so that every value the API's schema allows is
 # one the check accepts (the API's typed models and its OpenAPI document use them).
@@ -127,7 +127,8 @@ def attempts(value: Any, name: str = "max_attempts") -> int:
 
 
 def queue_name(value: Any, name: str = "queue") -> str:
-    if not isinstance(value, str) or not value or len(value) > 100 or any(c in value for c in "{}\0 "):
+    if (not isinstance(value, str) or not value or len(value) > 100 or any(c in value for c in "{}\0 ")
+            or not storable(value)):
         raise ValueError(f"queue name {value!r:.60} must be 1-100 characters without spaces or braces")
     return value
 
@@ -137,8 +138,9 @@ def priority(value: Any, name: str = "priority") -> int:
 
 
 def unique_key(value: Any, name: str = "key") -> str:
-    if not isinstance(value, str) or not 1 <= len(value) <= 200 or "\0" in value:
-        raise ValueError(f"{name} must be a string of 1-200 characters without NUL, got {value!r:.60}")
+    if not isinstance(value, str) or not 1 <= len(value) <= 200 or not storable(value):
+        raise ValueError(f"{name} must be a string of 1-200 characters without NUL or a lone surrogate, "
+                         f"got {value!r:.60}")
     return value
 
 

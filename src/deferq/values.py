@@ -171,3 +171,15 @@ def filled(template: str, signature: inspect.Signature, task: str, args: Any, kw
 
 def _text(value: Any) -> str:
     return value if isinstance(value, str) else repr(value)
+
+
+def storable(text: str) -> bool:
+    """Text every store keeps as given: no NUL (PostgreSQL refuses it, SQLite's search ends
+    its text there) and valid UTF-8 (no lone surrogate)."""
+    if "\x00" in text:
+        return False
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True

@@ -30,6 +30,7 @@ import orjson
 
 from ..errors import ConfigError
 from ..job import Job, JobState
+from ..values import storable
 
 WINDOW = 10_000  # jobs a scan looks at, at most, unless told otherwise
 MIN_TEXT = 3  # characters: a trigram index needs three
@@ -52,18 +53,6 @@ class JobQuery:
             if value is not None and not storable(value):
                 raise ConfigError(f"the {name} to find, {value!r:.60}, holds NUL or a lone surrogate, which no "
                                   "stored job holds")
-
-
-def storable(text: str) -> bool:
-    """Text every store keeps as given: no NUL (PostgreSQL refuses it, SQLite's search ends
-    its text there) and valid UTF-8 (no lone surrogate)."""
-    if "\x00" in text:
-        return False
-    try:
-        text.encode()
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 @dataclass(slots=True)

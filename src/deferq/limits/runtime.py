@@ -27,7 +27,7 @@ import orjson
 
 from ..backends.guard import StoreGuard
 from ..errors import ConfigError
-from ..values import MAX_PAUSE, Rate, rate_option, slots
+from ..values import MAX_PAUSE, Rate, rate_option, slots, storable
 
 if TYPE_CHECKING:
     from ..backends.base import Backend
@@ -85,7 +85,7 @@ def queue_limit(queue: str) -> str:
 
 
 def limit_name(value: Any) -> str:
-    if not isinstance(value, str) or not 1 <= len(value) <= NAME_LENGTH or "\x00" in value:
+    if not isinstance(value, str) or not 1 <= len(value) <= NAME_LENGTH or not storable(value):
         raise ConfigError(f"a limit is named by a task, a limit key or queue:<queue>, of 1-{NAME_LENGTH} "
                           f"characters, got {value!r:.60}")
     if value == QUEUE:

@@ -41,7 +41,7 @@ R = TypeVar("R")
 # document gives this pattern as it is (JSON Schema's \s is this set of spaces).
 MAX_NAME = 150
 _SPACE = r"\t\n\v\f\r \xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
-_NEVER = r"/\x00-\x1f\x7f-\x9f"
+_NEVER = r"/\x00-\x1f\x7f-\x9f\ud800-\udfff"  # and no lone surrogate (no UTF-8 for it)
 NAME_PATTERN = rf"^[^{_NEVER}{_SPACE}](?:[^{_NEVER}]{{0,{MAX_NAME - 2}}}[^{_NEVER}{_SPACE}])?$"
 _NAME = re.compile(NAME_PATTERN)
 

@@ -29,6 +29,7 @@ from ..errors import ConfigError
 from ..job import Job
 from ..options import JobOptions
 from ..task import AppLike, Call, Runtime
+from ..values import storable
 from .definition import JOB_OPTIONS, PeriodicJob, make_schedule
 from .timing import Timing
 
@@ -159,6 +160,8 @@ class Schedules:
 
     def get(self, name: str) -> ScheduleInfo | None:
         """The schedule named, None if there is none; ConfigError if its record cannot be read."""
+        if not storable(name):  # no store holds such a name (a lone surrogate has no UTF-8)
+            return None
         value = self.app.backend.kv_get(SCHEDULES, name)
         return None if value is None else read_named(name, value, self.app.backend.kv_get(RUNS, name))
 
@@ -219,7 +222,7 @@ class Schedules:
     def _set_paused(self, name: str, paused: bool) -> bool:
         backend = self.app.backend
         for _ in range(10):  # a compare-and-set: an edit in between is kept
-            value = backend.kv_get(SCHEDULES, name)
+            value = backend.kv_get(SCHEDULES, name) if storable(name) else None
             if value is None:
                 raise KeyError(f"no schedule named {name!r}")
             info = read_named(name, value, None)
@@ -234,6 +237,8 @@ class Schedules:
     def remove(self, name: str) -> bool:
         """Delete a schedule and its last run; False if there was none. (A schedule
         still declared in code comes back at the next start.)"""
+        if not storable(name):
+            return False
         removed = self.app.backend.kv_delete(SCHEDULES, name)
         self.app.backend.kv_delete(RUNS, name)
         return removed
