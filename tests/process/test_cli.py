@@ -535,7 +535,7 @@ def test_a_worker_that_fires_no_schedules_warns_when_no_process_does(url, tmp_pa
     (tmp_path / "scheduled.py").write_text(SCHEDULED)
     (tmp_path / "plain.py").write_text(TASKS)
     warning = ("your app has 1 periodic schedule(s) (tidy) and no process is firing them: this worker does "
-               "not (--burst, --once or --no-schedules)")
+               "not (--burst, --once or --no-upkeep)")
 
     def worker_says(module: str) -> str:
         done = run_deferq("worker", "--app", f"{module}:app", "--url", url, "--burst", cwd=tmp_path)
@@ -664,7 +664,7 @@ def test_a_worker_without_queue_serves_the_queues_its_schedules_name(tmp_path):
     url = f"sqlite:///{tmp_path}/shop.db"
     app = deferq.App(url)
     job = app.enqueue(shop.report.name, queue="reports")  # what the schedule's tick enqueues
-    done = run_deferq("worker", "--app", "sched_shop:app", "--url", url, "--burst", "--no-schedules", cwd=tmp_path)
+    done = run_deferq("worker", "--app", "sched_shop:app", "--url", url, "--burst", "--no-upkeep", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "queues default,reports" in done.stderr.replace(", ", ",")
     assert app.get(job.id).state == deferq.JobState.SUCCEEDED

@@ -92,7 +92,7 @@ def workers(url: str, processes: int, concurrency: int | None) -> Iterator[list[
     command = [sys.executable, "-m", "deferq", "worker", "--app", "deferq.cli.bench:app",
                "--url", url, "-q", QUEUE]
     if concurrency is not None:
-        command += ["-c", str(concurrency), "--log-level", "warning", "--no-schedules"]
+        command += ["-c", str(concurrency), "--log-level", "warning", "--no-upkeep"]
     # Their job lines go to a file, as a deployed worker's do, not among the figures;
     # its end is shown if the measurement fails.
     with tempfile.TemporaryFile() as log:

@@ -212,6 +212,13 @@ def print_job(job: Job, as_json: bool) -> None:
         click.echo("\n".join(job_lines(job.to_dict())))
 
 
+# --no-schedules is the older name of --no-upkeep: the same switch, kept for those who typed it
+UPKEEP_OPTION = click.option(
+    "--upkeep/--no-upkeep", "--schedules/--no-schedules", "schedules", default=True, show_default=True,
+    help="Take part in the store's upkeep: one process at a time recovers expired leases, purges old "
+         "results and fires the schedules.")
+
+
 @main.command()
 @store_options(delivery_refusal)
 @click.option("--queue", "-q", "queues", multiple=True, help="Queue to consume (repeatable).")
@@ -229,9 +236,7 @@ def print_job(job: Job, as_json: bool) -> None:
 @click.option("--metrics-port", type=click.IntRange(1, 65535), default=None,
               help="Serve Prometheus metrics of the jobs run on this port.")
 @click.option("--metrics-host", default="127.0.0.1", show_default=True, help="Address for --metrics-port.")
-@click.option("--schedules/--no-schedules", default=True, show_default=True,
-              help="Take part in the store's upkeep: one process at a time recovers expired leases, "
-                   "purges old results and fires the schedules.")
+@UPKEEP_OPTION
 def worker(app: App, queues: tuple[str, ...], concurrency: int, burst: bool, once: bool,
            grace: float, max_jobs: int | None, tries: int | None, delay: float | None,
            poll_interval: float, metrics_port: int | None, metrics_host: str, schedules: bool) -> None:
@@ -264,7 +269,7 @@ def worker(app: App, queues: tuple[str, ...], concurrency: int, burst: bool, onc
 
 
 def warn_unscheduled(app: App) -> None:
-    """This worker does not fire schedules (--burst, --once, --no-schedules). Say so when
+    """This worker does not fire schedules (--burst, --once, --no-upkeep). Say so when
     the App has schedules and no other process fires them (checked once, at start)."""
     from ..upkeep.leader import current_leader
 
@@ -279,7 +284,7 @@ def warn_unscheduled(app: App) -> None:
     listed = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
     logging.getLogger("deferq.worker").warning(
         "your app has %d periodic schedule(s) (%s) and no process is firing them: this worker does not "
-        "(--burst, --once or --no-schedules); any other worker, `deferq run` or `deferq serve` does "
+        "(--burst, --once or --no-upkeep); any other worker, `deferq run` or `deferq serve` does "
         "(docs/schedules.md)", len(names), listed)
 
 
@@ -837,9 +842,7 @@ main.add_command(status_command)  # deferq status: masters, pools, children
               help="?wait= requests one token holds open at once; more get 429.")
 @click.option("--request-log", default="off", show_default=True, help="File, - (stderr) or off.")
 @click.option("--error-log", default="-", show_default=True, help="File, - (stderr) or off.")
-@click.option("--schedules/--no-schedules", default=True, show_default=True,
-              help="Take part in the store's upkeep: one process at a time recovers expired leases, "
-                   "purges old results and fires the schedules.")
+@UPKEEP_OPTION
 def serve(url: str | None, app_path: str | None, no_create: bool, host: str, port: int, workers: str,
           no_auth: bool, no_auth_beyond_loopback: bool, allowed_host: tuple[str, ...], max_body: int,
           max_queue_length: int | None, queue_limit: tuple[str, ...], max_inflight: int | None,
