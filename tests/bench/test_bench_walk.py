@@ -8,9 +8,9 @@ from bench import walk
 def test_the_walk_of_one_job_finds_its_rooms(tmp_path):
     found = walk.walks(tmp_path)
     job = found.job
-    assert {"task", "app", "middleware", "store"} <= set(found.producer.rooms), found.producer.path
+    assert {"task", "middleware", "store"} <= set(found.producer.rooms), found.producer.path
     assert {"worker", "store"} <= set(found.parts["lease"].rooms), found.parts["lease"].path
-    assert {"app", "worker", "store"} <= set(job.rooms)
+    assert {"task", "worker", "store"} <= set(job.rooms)
     assert job.hops == found.producer.hops + found.consumer.hops > 0
     assert set(job.folders().rooms) == {room.split("/")[0] for room in job.rooms}
 

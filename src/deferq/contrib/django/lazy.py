@@ -12,6 +12,7 @@ import asyncio
 import logging
 import threading
 from collections.abc import Callable, Iterable
+from functools import partial
 from typing import Any
 
 from ...app import App
@@ -64,6 +65,9 @@ class DjangoApp(App):
             try:
                 App.__init__(self, **load())
                 self.add_middleware(CloseOldConnections())
+                # every enqueue of this App (task.enqueue, app.enqueue_many) stores through its runtime
+                stores = self.runtime.enqueue_many
+                self.runtime.enqueue_many = partial(warned_enqueue, self, stores)  # type: ignore[method-assign]
                 del self.__dict__[PENDING]
             finally:
                 del self.__dict__[BUSY]
@@ -86,14 +90,18 @@ class DjangoApp(App):
             return "<deferq.App from Django settings, not built yet>"
         return super().__repr__()
 
-    def enqueue_many(self, calls: Iterable[Call]) -> list[Job]:
-        calls = calls if type(calls) is list else list(calls)
-        if not self.eager:  # an eager job runs here, inside the transaction: nothing to lose
-            warn_outside_transaction(calls)
-        return super().enqueue_many(calls)
 
 
 _warned = threading.Event()  # the warning below is given once per process
+
+
+def warned_enqueue(app: App, enqueue_many: Callable[[list[Call]], list[Job]], calls: Iterable[Call]) -> list[Job]:
+    """The runtime's enqueue_many, after `warn_outside_transaction` (not for an eager App:
+    its job runs here, inside the transaction, so nothing is lost)."""
+    calls = calls if type(calls) is list else list(calls)
+    if not app.eager:
+        warn_outside_transaction(calls)
+    return enqueue_many(calls)
 
 
 def warn_outside_transaction(calls: list[Call]) -> None:
