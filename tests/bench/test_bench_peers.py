@@ -127,7 +127,9 @@ def test_raw_and_deferq_rows_on_redis(tmp_path, bench_redis):
     assert figure(rows[0].split("|")[3]).rstrip("*") == "1.00x"  # A vs raw, for raw itself
     assert all(re.search(r" \[\d+\.\d\d\]$", cell.strip()) for cell in rows[1].strip("| ").split("|")[1:]), rows
     cpu = [float(figure(row.split("|")[-2]).replace(",", "")) for row in rows]  # B's CPU, measured for both
-    assert cpu[0] >= 0 and cpu[1] > 0, rows  # (a raw run of 300 jobs may spend under one 10 ms tick)
+    # measured for both: 300 jobs may spend under one 10 ms tick of /proc's CPU count (deferq's worker
+    # spends ~50 µs a job: ~15 ms, one tick or none), so 0 is a reading too
+    assert cpu[0] >= 0 and cpu[1] >= 0, rows
     # the drains ran too: 300 jobs may drain within the start-up's noise, which the table says
     table = (tmp_path / "peers.md").read_text()
     assert "| 2 `deferq worker --burst`, the command line's defaults |" in table or "too few jobs" in table

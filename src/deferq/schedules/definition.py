@@ -25,7 +25,7 @@ from typing import Any, ParamSpec, TypeVar
 from ..errors import ConfigError
 from ..options import PERIODIC_OPTIONS, JobOptions
 from ..task import AppLike, Task
-from ..values import no_unknown_keys
+from ..values import no_unknown_keys, storable
 from .timing import Timing
 
 JOB_OPTIONS = PERIODIC_OPTIONS  # the job options a periodic job may set (deferq/options.py)
@@ -41,14 +41,14 @@ R = TypeVar("R")
 # document gives this pattern as it is (JSON Schema's \s is this set of spaces).
 MAX_NAME = 150
 _SPACE = r"\t\n\v\f\r \xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
-_NEVER = r"/\x00-\x1f\x7f-\x9f\ud800-\udfff"  # and no lone surrogate (no UTF-8 for it)
+_NEVER = r"/\x00-\x1f\x7f-\x9f"
 NAME_PATTERN = rf"^[^{_NEVER}{_SPACE}](?:[^{_NEVER}]{{0,{MAX_NAME - 2}}}[^{_NEVER}{_SPACE}])?$"
 _NAME = re.compile(NAME_PATTERN)
 
 
 def check_name(name: Any) -> str:
     """A schedule's name, or a ConfigError saying what a name may be."""
-    if not isinstance(name, str) or not _NAME.fullmatch(name):
+    if not isinstance(name, str) or not _NAME.fullmatch(name) or not storable(name):  # storable: no lone surrogate
         raise ConfigError(f"a schedule's name is 1 to {MAX_NAME} characters without '/' or control characters "
                           f"(newline, tab) and without spaces at either end, got {name!r:.80}")
     return name
