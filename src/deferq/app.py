@@ -36,7 +36,9 @@ from .options import (
 )
 from .registry import EVENTS, Registry
 from .steps import Steps
+from .steps import check as step_check
 from .steps import events as step_events
+from .steps import retry as step_retry
 from .task import AFTER, Call, FairKeys, Hook, Runtime, Task
 from .values import storable
 
@@ -382,6 +384,21 @@ class App:
 
     def retry_dead(self, job_id: str) -> bool:
         return self.backend.retry_dead(job_id)
+
+    def retry_from(self, job_id: str, step: str) -> Job:
+        """Run a dead, cancelled or succeeded durable job again from its step (or sleep,
+        or wait) `step`: the checkpoints from it on are dropped, the earlier ones kept.
+        Returns the job as queued; raises `deferq.steps.retry.RetryRefused` (nothing
+        changed) for an unknown job or step, or a job not finished (docs/steps.md)."""
+        if not storable(job_id):
+            raise step_retry.RetryRefused(f"there is no job {job_id!r:.60}", "unknown job")
+        return held([step_retry.retry_from(self.backend, job_id, step)], self._origin)[0]
+
+    def steps_check(self) -> step_check.Report:
+        """Replay every unfinished or dead durable job against the code loaded now,
+        without running any step's function, and name each job it would end dead or
+        replay wrongly, with the step and why (docs/steps.md, "Safe deploys")."""
+        return step_check.steps_check(self)
 
     def run_now(self, job_id: str) -> bool:
         """Make a scheduled job (delayed, or waiting to be retried) due now; False if it

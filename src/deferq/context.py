@@ -84,6 +84,8 @@ class Checkpoints(Protocol):
 
     def wait_for(self, name: str, event: str, key: str, timeout: float) -> Any: ...
 
+    def patched(self, name: str) -> bool: ...
+
     def ended(self, outcome: Any) -> Any: ...  # the run's Outcome (a floor up), saying if its checkpoints end
 
 
@@ -239,6 +241,15 @@ class RunningJob:
             await asyncio.to_thread(steps.failed, name, retry, exc)
             raise
         return await asyncio.to_thread(steps.kept, name, fn, result, started)
+
+    def patched(self, name: str) -> bool:
+        """Whether this job takes the code behind patch `name`, new in a deploy: False for
+        a job that ran past this point under the code before it (it keeps the old path),
+        else True, kept for every later run of the job (docs/steps.md, "Safe deploys")."""
+        return self.control.steps(self.job).patched(name)
+
+    async def patched_async(self, name: str) -> bool:
+        return await asyncio.to_thread(self.patched, name)
 
     def sleep(self, name: str, delay: float | timedelta) -> None:
         """Leave the worker for `delay` (seconds or a timedelta) from when the job first

@@ -522,6 +522,12 @@ class JobAdmin(ABC):
         """Return a dead job to queued with its attempts reset. False if not dead."""
 
     @abstractmethod
+    def rerun(self, job_id: str) -> bool:
+        """Queue a finished job (succeeded, dead or cancelled) again, due now, its attempts
+        reset, its result and cancel request cleared (`app.retry_from`). False if it is
+        unknown, not finished, or a newer unfinished job holds its unique key."""
+
+    @abstractmethod
     def run_now(self, job_id: str) -> bool:
         """Make a scheduled job (delayed, or waiting for its next retry) due now, its
         attempts kept. False when it is not scheduled (already due, running, finished,

@@ -386,6 +386,20 @@ class MemoryBackend(MemoryHistory, Backend):
             self._changed.notify_all()
             return True
 
+    def rerun(self, job_id: str) -> bool:
+        with self._changed:
+            job = self._jobs.get(job_id)
+            if job is None or not job.state.finished:
+                return False
+            if job.key and self._unfinished_with_key(job.key):
+                return False
+            self._jobs[job_id] = replace(job, state=_WAITING, attempts=0, run_at=self.now(), finished_at=None,
+                                         updated_at=self.now(), result=None, cancel_requested=False,
+                                         waits_for=None)
+            self._order[job_id] = next(self._seq)
+            self._changed.notify_all()
+            return True
+
     def run_now(self, job_id: str) -> bool:
         with self._changed:
             job = self._jobs.get(job_id)

@@ -143,6 +143,7 @@ class JobSteps:
         self.namespace = STEPS + job.id
         self.records: dict[str, dict[str, Any]] | None = None
         self.reached: dict[str, int] = {}  # names reached in this run -> their order
+        self.patches: dict[str, bool] = {}  # `patched` answers of this run (patches.py)
         self.clock = (0.0, 0.0)  # (store time, monotonic time) when the records were read
 
     # -- reading ----------------------------------------------------------------------
@@ -291,6 +292,11 @@ class JobSteps:
             o = outcome  # built, not dataclasses.replace: a third of the cost
             return Outcome(o.job, o.kind, o.delay, o.error, o.result, o.ran, o.waits_for, o.due, self.keep)
         return outcome
+
+    def patched(self, name: str) -> bool:
+        from .patches import patched
+
+        return patched(self, name)
 
     # -- the three checkpoints ----------------------------------------------------------
 

@@ -108,7 +108,8 @@ def timeline(store: Backend, job_id: str) -> list[dict[str, Any]]:
                              "failures": failed["failures"], "error": failed["error"]}
     now = store.now()
     rows = []
-    for name, record in sorted(((n, r) for n, r in records.items() if not n.endswith(DONE)),
+    # (names with a tab are a checkpoint's companions: a wait's answer, a patch marker)
+    for name, record in sorted(((n, r) for n, r in records.items() if "\t" not in n),
                                key=lambda item: item[1]["index"]):
         row = {"name": name, "kind": record["kind"], "at": record["at"], "attempt": record.get("attempt")}
         if record.get("retrying"):

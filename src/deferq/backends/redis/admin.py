@@ -164,6 +164,14 @@ class Admin:
         return self._on_job(job_id, scripts.RETRY_DEAD, keys)
 
     @guarded
+    def rerun(self, job_id: str) -> bool:
+        def keys(qk: QueueKeys) -> list[str]:
+            return [qk.job(job_id), qk.succeeded, qk.dead, qk.cancelled, *qk.waiting, qk.unique, qk.wake,
+                    qk.job_prefix]
+
+        return self._on_job(job_id, scripts.RERUN, keys)
+
+    @guarded
     def run_now(self, job_id: str) -> bool:
         return self._on_job(job_id, scripts.RUN_NOW, lambda qk: [qk.job(job_id), *qk.waiting, qk.wake])
 

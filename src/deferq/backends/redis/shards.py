@@ -513,6 +513,9 @@ class ShardedRedisBackend(Backend):
     def retry_dead(self, job_id: str) -> bool:
         return self._by_id(job_id, lambda b: b.retry_dead(job_id), bool)
 
+    def rerun(self, job_id: str) -> bool:
+        return self._by_id(job_id, lambda b: b.rerun(job_id), bool)
+
     def run_now(self, job_id: str) -> bool:
         return self._by_id(job_id, lambda b: b.run_now(job_id), bool)
 

@@ -658,6 +658,14 @@ class SQLBackend(SQLHistory, SQLSearch, Backend):
                 return False  # a newer unfinished job holds its key
             raise
 
+    def rerun(self, job_id: str) -> bool:
+        try:
+            return self.run(self._count(self.q["rerun"], {"id": job_id})) == 1
+        except Exception as exc:
+            if self.is_unique_violation(exc):
+                return False  # a newer unfinished job holds its key
+            raise
+
     def run_now(self, job_id: str) -> bool:
         return self.run(self._count(self.q["run_now"], {"id": job_id})) == 1
 

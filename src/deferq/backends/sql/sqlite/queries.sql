@@ -228,6 +228,15 @@ UPDATE {jobs} SET state = 'queued', attempts = 0, run_at = {now}, finished_at = 
                   seq = (SELECT max(seq) + 1 FROM {jobs})
 WHERE id = :id AND state = 'dead'
 
+-- name: rerun
+-- A finished job (succeeded, dead or cancelled) queued again, due now, its attempts reset,
+-- its result and cancel request cleared (a durable job retried from one of its steps). Fails
+-- on deferq_jobs_live_key when a newer job holds its key (the caller answers False).
+UPDATE {jobs} SET state = 'queued', attempts = 0, run_at = {now}, finished_at = NULL, updated_at = {now},
+                  result = NULL, cancel_requested_at = NULL, waits_for = NULL,
+                  seq = (SELECT max(seq) + 1 FROM {jobs})
+WHERE id = :id AND state IN ('succeeded', 'dead', 'cancelled')
+
 -- name: run_now
 -- A scheduled job (queued, due later) becomes due now; its attempts are kept.
 UPDATE {jobs} SET run_at = {now}, updated_at = {now}
