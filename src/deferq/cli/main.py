@@ -33,6 +33,7 @@ from ..steps.events import shown_state, waiting_for
 from ..values import format_duration
 from .run import no_create_option, run_command, status_command
 from .schedules import schedule_group
+from .steps import steps_group
 
 STATE_COLUMNS = ("blocked", "scheduled", "queued", "active", "succeeded", "dead", "cancelled")
 STATE_HEADERS = ("block", "sched", "queued", "active", "done", "dead", "cancel")  # fit 80 columns
@@ -88,6 +89,9 @@ EXAMPLES = {
     "schedule resume": "deferq schedule resume report",
     "schedule remove": "deferq schedule remove report",
     "schedule run-now": "deferq schedule run-now report",
+    "steps": "deferq steps check --app tasks:app",
+    "steps check": "deferq steps check --app tasks:app --json",
+    "steps retry-from": f"deferq steps retry-from {EXAMPLE_ID} charge",
     "dead": "deferq dead list --queue email",
     "dead list": "deferq dead list --queue email --limit 10",
     "dead retry": "deferq dead retry --all",
@@ -807,6 +811,7 @@ def demo(url: str | None) -> None:
 main.add_command(run_command)  # deferq run: the supervisor
 main.add_command(schedule_group(existing_store_options, app_options), "schedule")  # deferq schedule ...
 main.add_command(status_command)  # deferq status: masters, pools, children
+main.add_command(steps_group(existing_store_options), "steps")  # deferq steps check|retry-from
 
 
 @main.command()

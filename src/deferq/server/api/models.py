@@ -378,6 +378,13 @@ class EventRequest(Struct, forbid_unknown_fields=True):
         "Seconds the event is kept for jobs that wait for it later (default a week)."))] = 7 * 86400.0
 
 
+class RetryFromRequest(Struct, forbid_unknown_fields=True):
+    """The step (or sleep, or wait) a finished durable job runs again from."""
+
+    step: Annotated[str, Meta(min_length=1, max_length=150, pattern=r"^[^\x00-\x1f]+$",
+                              description="Its name; the checkpoints from it on are dropped.")]
+
+
 class IdsRequest(Struct, forbid_unknown_fields=True):
     """Jobs named by id (those a console filter matched)."""
 
@@ -792,5 +799,5 @@ MODELS: tuple[Any, ...] = (
     Deleted, Purged, Retried, Alerts, SavedAlerts, Status, QueuePaused, Remark, RemarkRequest, IdsRequest,
     DeletedBatch, StorePart, StoreParts, ShardRequest, Shard, ShardChange, Shards, History, CancelBatchRequest,
     CancelledBatch, DeletedJobs, CronSchedule, EverySchedule, Schedule, BrokenSchedule, ScheduleList,
-    EventRequest, EventSent, Step, KeptEvent, EventList, LimitRequest, LimitSetting, LimitList,
+    EventRequest, EventSent, Step, KeptEvent, RetryFromRequest, EventList, LimitRequest, LimitSetting, LimitList,
 )

@@ -126,6 +126,13 @@ def _paths() -> dict[str, Any]:
                               {"200": answer("Due now", ref("JobStateAnswer")),
                                "409": answer("Not scheduled", ref("Error"))}, params=job_id),
         },
+        "/v1/jobs/{job_id}/retry-from": {
+            "post": operation("Run a dead, cancelled or succeeded durable job again from one of its steps: the "
+                              "checkpoints from it on are dropped, the earlier ones kept", "admin",
+                              {"200": answer("Queued again", ref("JobStateAnswer")),
+                               "409": answer("Not finished", ref("Error"))}, ref("RetryFromRequest"),
+                              params=job_id),
+        },
         "/v1/batches/{batch_id}": {
             "get": operation("A batch's counts, callbacks and members", "reader",
                              {"200": answer("The batch", ref("Batch"))},

@@ -21,6 +21,7 @@ from ...job import Job, JobState
 from ...limits.runtime import LimitsAdmin, Override, limit_name
 from ...options import MAX_REMARK, queue_name
 from ...steps import events as step_events
+from ...steps import retry as step_retry
 from ..http import auth, fields, settings
 from ..http.errors import ApiError, Invalid, not_found
 from ..process.web import JSON, authorize, read_json, service_of, wait_holder
@@ -377,6 +378,21 @@ async def set_remark(service: Service, request: Request, job_id: str) -> JSON:
     return JSON({"id": job_id, "remark": remark})
 
 
+@store_route(ADMIN)
+async def retry_from(service: Service, request: Request, job_id: str) -> JSON:
+    """Run a finished durable job again from one of its steps (docs/steps.md)."""
+    step = fields.parse(models.RetryFromRequest, await read_json(request), "the request").step
+    try:
+        job = await service.store(step_retry.retry_from, service.backend, job_id, step)
+    except ConfigError as exc:  # a step name no job can have
+        raise Invalid(str(exc)) from None
+    except step_retry.RetryRefused as exc:
+        if exc.reason == "unknown job":
+            raise not_found(f"job {job_id}") from None
+        raise ApiError(409 if exc.reason == "unfinished" else 422, exc.reason.replace(" ", "_"), str(exc)) from None
+    return JSON({"id": job.id, "state": str(job.state)})
+
+
 @store_route(PRODUCER)
 async def send_event(service: Service, request: Request) -> JSON:
     sent = fields.parse(models.EventRequest, await read_json(request), "the event")
@@ -569,6 +585,7 @@ ROUTES: dict[str, dict[str, Handler]] = {
     "/v1/batches/{batch_id}": {"GET": get_batch},
     "/v1/jobs/{job_id}/remark": {"PUT": set_remark},
     "/v1/jobs/{job_id}/run-now": {"POST": run_now},
+    "/v1/jobs/{job_id}/retry-from": {"POST": retry_from},
     "/v1/events": {"POST": send_event, "GET": list_events},
     "/v1/queues": {"GET": list_queues},
     "/v1/queues/{queue}/pause": {"POST": pause_queue},
