@@ -14,6 +14,7 @@ import pytest
 from playwright.sync_api import expect
 
 import deferq
+from deferq import testing
 from deferq.backends.base import Outcome
 from deferq.worker import Worker, WorkerConfig
 from tests.support.console_world import served_worlds, signed_in
@@ -239,3 +240,40 @@ def test_the_batch_page_and_a_chains_graph(served, width):
     width_now = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
     assert width_now[0] <= width_now[1]
     assert page.errors == []
+
+
+def test_a_finished_durable_job_is_retried_from_a_step_of_its_timeline(served):
+    """Each step of a dead job's timeline offers "Retry from here" to an admin: the job is
+    queued again with the steps before that one kept, those from it on dropped."""
+    world, base, _, app = served
+    queue = f"q{next(fresh)}"
+
+    @app.task(name=f"console.{queue}", queue=queue, max_attempts=1)
+    def three_steps() -> None:
+        job = deferq.current_job()
+        assert job is not None
+        for name in ("fetch", "render", "send"):
+            job.step(name, str, name)
+        raise RuntimeError("the mail server refused it")
+
+    job = three_steps.enqueue()
+    [leased] = app.backend.reserve([queue], 1, WORKER, 30.0, (0, 1, 2))
+    testing.run_here(app, leased)
+    page = signed_in(served[2], base, world.admin, width=1280)
+    page.goto(f"{base}/dashboard/jobs/{job.id}")
+    expect(page.locator("#job-steps li")).to_have_count(3)
+    page.locator('#job-steps button[data-step="render"]').click()
+    expect(page.locator("dialog")).to_contain_text("render and every step after it run anew")
+    page.locator("dialog button", has_text="Retry from here").click()
+    expect(page.locator("#job-steps li")).to_have_count(1)  # fetch kept; render and send dropped
+    expect(page.locator(".page-head .badge").first).to_have_text("queued")
+    expect(page.locator('#job-steps button[data-action="retry-from"]')).to_have_count(0)  # not finished now
+    assert [step["name"] for step in app.steps(job.id)] == ["fetch"]
+    reader = signed_in(served[2], base, world.reader, width=390)
+    app.cancel(job.id)
+    reader.goto(f"{base}/dashboard/jobs/{job.id}")
+    expect(reader.locator("#job-steps li")).to_have_count(1)
+    expect(reader.locator('#job-steps button[data-action="retry-from"]')).to_have_count(0)  # admins only
+    assert page.errors == [] and reader.errors == []
+    for opened in (page, reader):
+        opened.context.close()

@@ -171,13 +171,14 @@ class Replay:
         index, old, kind = unreached[0]
         if stop is not None and stop.name is not None and index == stop.index:
             return Finding("", "", "", "renamed", old,
-                           f"the job recorded {kind} {old!r} as checkpoint {index + 1}, where the code now reaches "
-                           f"{stop.kind} {stop.name!r} (renamed, or inserted without job.patched)")
+                           f"the job recorded {kind} {old!r} as checkpoint {index + 1}, where the code now "
+                           f"reaches {stop.kind} {stop.name!r} (renamed, or inserted without job.patched)")
         names = ", ".join(repr(n) for _, n, _ in unreached)
         return Finding("", "", "", "removed", old, f"the code no longer reaches what the job recorded: {names}")
 
 
-def replay(app: App, job: Job, records: dict[str, dict[str, Any]], loop: asyncio.AbstractEventLoop) -> Finding | None:
+def replay(app: App, job: Job, records: dict[str, dict[str, Any]],
+           loop: asyncio.AbstractEventLoop) -> Finding | None:
     """Replay one job (see the module's doc); its finding, or None if the code fits."""
     spec = app.registry.spec_for(job)
     state = str(job.state)

@@ -389,7 +389,8 @@ async def retry_from(service: Service, request: Request, job_id: str) -> JSON:
     except step_retry.RetryRefused as exc:
         if exc.reason == "unknown job":
             raise not_found(f"job {job_id}") from None
-        raise ApiError(409 if exc.reason == "unfinished" else 422, exc.reason.replace(" ", "_"), str(exc)) from None
+        status = 409 if exc.reason == "unfinished" else 422
+        raise ApiError(status, exc.reason.replace(" ", "_"), str(exc)) from None
     return JSON({"id": job.id, "state": str(job.state)})
 
 

@@ -61,7 +61,7 @@ export function mount(root, ctx) {
   resultPanel.append(result);
   const gone = h("div", {hidden: true});
   const flow = workflowPanel(id);
-  const steps = stepsPanel();
+  const steps = stepsPanel(ctx, id, message, () => refresh());
   const tries = attemptsPanel();
   const event = eventPanel(ctx, message, () => refresh());
   const body = h("div", {class: "job-grid"},
@@ -148,7 +148,7 @@ export function mount(root, ctx) {
     setText(f.lastWorker.value, data.last_worker || "—");
     remark.show(data.remark);
     flow.show(data);
-    steps.show(data.steps || []);
+    steps.show(data.steps || [], data.state);
     tries.show(data.attempt_log || []);
     event.show(data.waiting_for);
     errorPanel.hidden = !data.error;
@@ -242,7 +242,7 @@ function workflowPanel(id) {
 const STEP_COLOURS = {"done": "succeeded", "sleeping": "scheduled", "waiting": "scheduled", "timed out": "cancelled",
   "retrying": "retrying"};
 
-function stepsPanel() {
+function stepsPanel(ctx, id, message, after) {
   const list = h("ol", {class: "links steps", id: "job-steps"});
   const el = section("Steps", list);
   el.hidden = true;
@@ -256,13 +256,39 @@ function stepsPanel() {
     return step.kind === "wait" ? `${awaited} → ${JSON.stringify(step.result)}` : `until ${local(step.until)}`;
   }
 
+  // A finished job runs again from a step: the checkpoints from it on are dropped (POST
+  // /v1/jobs/{id}/retry-from), after the person confirms.
+  function retryFrom(step) {
+    const button = h("button", {type: "button", class: "small", text: "Retry from here",
+      dataset: {action: "retry-from", step: step.name}});
+    button.addEventListener("click", async () => {
+      button.disabled = true;
+      message.clear();
+      try {
+        if (await ctx.confirm({title: `Retry from ${step.name}?`, action: "Retry from here",
+          body: [`Job ${id} runs again: ${step.name} and every step after it run anew; the steps before it ` +
+            "keep their results."]})) {
+          await ctx.api(`/v1/jobs/${encodeURIComponent(id)}/retry-from`, {method: "POST", body: {step: step.name}});
+          ctx.toast(`Job ${id} is queued again from ${step.name}.`, "ok");
+        }
+      } catch (error_) {
+        message.show(`Could not retry the job from ${step.name}: ${error_.message}`);
+      }
+      button.disabled = false;
+      if (ctx.alive()) after();
+    });
+    return button;
+  }
+
   return {
     el,
-    show(items) {
+    show(items, state) {
       el.hidden = !items.length;
-      setChildren(list, JSON.stringify(items), () => items.map((step) => h("li", {},
+      const retryable = ["dead", "cancelled", "succeeded"].includes(state) && ctx.can("admin");
+      setChildren(list, JSON.stringify([items, retryable]), () => items.map((step) => h("li", {},
         h("span", {class: `badge state-${STEP_COLOURS[step.state]}`, text: step.state}), h("strong", {text: step.name}), h("span", {class: "muted", text: step.kind}),
-        h("span", {class: "muted", text: local(step.at)}), h("span", {class: "mono", text: what(step).slice(0, 200)}))));
+        h("span", {class: "muted", text: local(step.at)}), h("span", {class: "mono", text: what(step).slice(0, 200)}),
+        ...(retryable ? [retryFrom(step)] : []))));
     },
   };
 }
