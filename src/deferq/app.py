@@ -398,7 +398,7 @@ class App:
         """Replay every unfinished or dead durable job against the code loaded now,
         without running any step's function, and name each job it would end dead or
         replay wrongly, with the step and why (docs/steps.md, "Safe deploys")."""
-        return step_check.steps_check(self)
+        return step_check.steps_check(self.backend, step_check.Code(self.registry.spec_for, self.with_inputs))
 
     def run_now(self, job_id: str) -> bool:
         """Make a scheduled job (delayed, or waiting to be retried) due now; False if it

@@ -19,6 +19,8 @@ from deferq import testing
 from deferq.errors import PayloadError
 from deferq.job import JobState
 from deferq.schedules.firing import Firer, tick_key
+from deferq.steps.checkpoints import STEPS
+from deferq.steps.retry import RetryRefused
 from tests.attack.hostile import (
     HOSTILE_JSON,
     HOSTILE_NUMBER,
@@ -64,6 +66,15 @@ def app(request: pytest.FixtureRequest):
     @application.task(name="attack.plain", queue="attack")
     def plain(*args: Any, **kwargs: Any) -> None:
         pass
+
+    @application.task(name="attack.durable", queue="attack-durable", max_attempts=1)
+    def durable() -> None:
+        job = deferq.current_job()
+        assert job is not None
+        job.step("first", str, 1)
+        job.patched(drawn.get("patch", "p"))
+        job.step(drawn.get("step", "second"), str, 2)
+        raise RuntimeError("ends dead, to be retried from a step")
 
     application.drawn = drawn  # type: ignore[attr-defined]
     yield application
@@ -247,3 +258,44 @@ def test_delays_a_task_raises(app, raised):
         app.limits.clear(name)
     app.cancel(job.id)
 
+
+
+@given(patch=NAMEISH, step=NAMEISH)
+@EXAMPLES
+def test_patch_and_step_names(app, patch, step):
+    """Any patch or step name: the job keeps its checkpoints under it and ends as its task
+    says, or the name is refused with a sentence (the job records a ConfigError)."""
+    app.drawn.update(patch=patch, step=step)
+    job = drained(app, "attack.durable")
+    assert job.state == JobState.DEAD, job.state
+    names = [row["name"] for row in app.steps(job.id)]
+    if step == "first":
+        assert "reached twice" in (job.error or "") and names == ["first"], job.error
+        return
+    if "ConfigError" in (job.error or ""):
+        assert names in (["first"], ["first", step]), names
+        return
+    assert "RuntimeError" in (job.error or "") and names == ["first", step]
+
+
+@given(name=st.one_of(NAMEISH, st.sampled_from(["first", "second", "first ", "First", "first\tpatch", "p"])))
+@EXAMPLES
+def test_retry_from(app, name):
+    """`retry_from` a dead job with any step name: queued again with the checkpoints before
+    it kept, or refused with a sentence, the job and its checkpoints as they were."""
+    app.drawn.update(patch="p", step="second")
+    job = drained(app, "attack.durable")
+
+    def snapshot() -> dict[str, dict[str, Any]]:
+        return {**store_snapshot(app), "steps": app.backend.kv_list(STEPS + job.id)}
+
+    done, _ = refused_or_done(lambda: app.retry_from(job.id, name), f"retry_from({name!r})", snapshot,
+                              (deferq.ConfigError, RetryRefused))
+    found = app.get(job.id)
+    assert found is not None
+    if done:
+        assert name in ("first", "second") and found.state == JobState.QUEUED
+        assert [row["name"] for row in app.steps(job.id)] == ["first", "second"][:["first", "second"].index(name)]
+    else:
+        assert found.state == JobState.DEAD
+    app.cancel(job.id)

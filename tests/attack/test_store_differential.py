@@ -22,6 +22,7 @@ import deferq
 from deferq import testing
 from deferq.errors import DeferqError
 from deferq.job import JobState
+from deferq.steps.retry import RetryRefused
 from tests.attack.hostile import LONG, budget
 
 pytestmark = pytest.mark.filterwarnings("ignore::hypothesis.errors.HypothesisWarning")
@@ -64,6 +65,17 @@ class Pair:
             @app.task(name="attack.retries", max_attempts=3)
             def retries(delay: str) -> None:
                 raise deferq.Retry(delay=float(delay))  # "inf": JSON cannot carry the float
+
+            @app.task(name="attack.durable", max_attempts=1)
+            def durable(fail: bool) -> str:
+                job = deferq.current_job()
+                assert job is not None
+                first = job.step("first", str, 1)
+                if job.patched("p"):
+                    job.step("second", str, 2)
+                if fail:
+                    raise RuntimeError("ends dead, to be retried from a step")
+                return first
 
     def close(self) -> None:
         for app in self.apps:
@@ -118,6 +130,8 @@ class Differential(RuleBasedStateMachine):
         if key is not None:  # on Redis a unique key is unique within its queue (docs/guarantees.md)
             queue = "q1"
         task, args = ("attack.plain", []) if retry is None else ("attack.retries", [retry])
+        if retry is None and data.draw(st.integers(0, 3), label="durable") == 0:
+            task, args = "attack.durable", [data.draw(st.booleans(), label="fail")]
         self.pair.both(f"enqueue({task}, {options})", lambda side, app: self.pair.job(
             side, app.enqueue(task, args, queue=self.name(queue), **options)))
 
@@ -142,6 +156,23 @@ class Differential(RuleBasedStateMachine):
             return sorted(map(repr, (self.pair.job(side, job) for job in ran)))
 
         self.pair.both("run what is due", drain)
+
+    @precondition(lambda self: self.pair.ids[0])
+    @rule(data=st.data(), step=st.sampled_from(["first", "second", "p", "third", "", "first ", "Second"]))
+    def retry_from(self, data, step):
+        """A job (durable or not, in whatever state) run again from a step: queued with the
+        same checkpoints kept, or refused for the same reason."""
+        order = data.draw(st.integers(0, len(self.pair.ids[0]) - 1), label="job")
+        ids = [next(i for i, n in self.pair.ids[side].items() if n == order) for side in (0, 1)]
+
+        def retry(side: int, app: deferq.App) -> Any:
+            try:
+                queued = self.pair.job(side, app.retry_from(ids[side], step))
+            except RetryRefused as exc:
+                queued = exc.reason
+            return queued, [(row["name"], row["state"]) for row in app.steps(ids[side])]
+
+        self.pair.both(f"retry_from(#{order}, {step!r})", retry)
 
     @rule(queue=st.sampled_from(["q1", "q2", "q 1", ""]), pause=st.booleans())
     def pause_or_resume(self, queue, pause):

@@ -29,18 +29,16 @@ import inspect
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..attempt.runner import _call
 from ..backends.base import Backend
 from ..context import JobControl, RunningJob, StepRetry, running_job
 from ..errors import DeferqError
 from ..job import Job, JobState, loads
+from ..registry import TaskSpec
 from .checkpoints import DONE, KINDS, STEPS, checked_name, function_name
 from .patches import PATCH, ran_past
-
-if TYPE_CHECKING:
-    from ..app import App
 
 CHECKED_STATES = (JobState.SCHEDULED, JobState.QUEUED, JobState.ACTIVE, JobState.DEAD)
 READ_BATCH = 500  # jobs whose checkpoints are read in one store call
@@ -177,10 +175,19 @@ class Replay:
         return Finding("", "", "", "removed", old, f"the code no longer reaches what the job recorded: {names}")
 
 
-def replay(app: App, job: Job, records: dict[str, dict[str, Any]],
+class Code:
+    """The code a check replays jobs against: each job's task (`spec_for`, the App's
+    registry), and a job as its task is called (`with_inputs`: a workflow step's parents'
+    results in front of its arguments)."""
+
+    def __init__(self, spec_for: Callable[[Job], TaskSpec], with_inputs: Callable[[Job], Job]) -> None:
+        self.spec_for, self.with_inputs = spec_for, with_inputs
+
+
+def replay(code: Code, job: Job, records: dict[str, dict[str, Any]],
            loop: asyncio.AbstractEventLoop) -> Finding | None:
     """Replay one job (see the module's doc); its finding, or None if the code fits."""
-    spec = app.registry.spec_for(job)
+    spec = code.spec_for(job)
     state = str(job.state)
 
     def found(problem: str, step: str | None, detail: str) -> Finding:
@@ -193,7 +200,7 @@ def replay(app: App, job: Job, records: dict[str, dict[str, Any]],
     token = running_job.set(RunningJob(job, control))
     stop: StopReplay | None = None
     try:
-        called = _call(spec, app.with_inputs(job) if job.meta else job)
+        called = _call(spec, code.with_inputs(job) if job.meta else job)
         if inspect.isawaitable(called):
             loop.run_until_complete(called)
     except StopReplay as reached:
@@ -229,16 +236,17 @@ def durable_jobs(store: Backend) -> Iterator[tuple[Job, dict[str, dict[str, Any]
                     yield job, {name: loads(value) for name, value in raw.items()}
 
 
-def steps_check(app: App, jobs: Iterable[tuple[Job, dict[str, dict[str, Any]]]] | None = None) -> Report:
-    """Replay every unfinished or dead durable job of `app`'s store against the code
-    loaded now (`jobs`: those instead); see the module's doc."""
+def steps_check(store: Backend, code: Code,
+                jobs: Iterable[tuple[Job, dict[str, dict[str, Any]]]] | None = None) -> Report:
+    """Replay every unfinished or dead durable job of `store` against `code` (`jobs`:
+    those instead); see the module's doc."""
     started, checked, findings = time.perf_counter(), 0, []
     loop = asyncio.new_event_loop()
     try:
-        for job, records in durable_jobs(app.backend) if jobs is None else jobs:
+        for job, records in durable_jobs(store) if jobs is None else jobs:
             checked += 1
             try:
-                finding = replay(app, job, records, loop)
+                finding = replay(code, job, records, loop)
             except DeferqError as exc:
                 finding = Finding(job.id, job.task, str(job.state), "not checked", None, str(exc)[:500])
             if finding is not None:
@@ -248,4 +256,4 @@ def steps_check(app: App, jobs: Iterable[tuple[Job, dict[str, dict[str, Any]]]] 
     return Report(checked, findings, time.perf_counter() - started)
 
 
-__all__ = ["Finding", "Report", "steps_check"]
+__all__ = ["Code", "Finding", "Report", "steps_check"]

@@ -35,6 +35,10 @@ from ..backends.base import Backend, Outcome, OutcomeKind
 from ..context import StepRetry
 from ..errors import ConfigError, DeferqError, PayloadError, Snooze, StepMismatch
 from ..job import Job, carried, dumps, loads
+from .names import KINDS as KINDS  # re-exported
+from .names import NAME_LIMIT as NAME_LIMIT
+from .names import checked_name as checked_name
+from .patches import patched
 
 log = logging.getLogger("deferq.worker")
 
@@ -43,8 +47,7 @@ EVENTS = "deferq.events"
 DONE = "\tdone"  # + the name of a wait: its answer
 FAILED = "\tfailed"  # + the name of a step with its own retries: its failed tries so far
 RESULT_LIMIT = 64 * 1024  # bytes of a step's stored result (JSON)
-NAME_LIMIT, EVENT_LIMIT, KEY_LIMIT = 150, 60, 100  # characters (the SQL stores' key columns)
-KINDS = ("step", "sleep", "wait")
+EVENT_LIMIT, KEY_LIMIT = 60, 100  # characters (the SQL stores' key columns)
 CLOCK_REUSE = 30.0  # seconds a remote store's clock offset is reused (store_now)
 _clock_offsets: weakref.WeakKeyDictionary[Backend, tuple[float, float]] = weakref.WeakKeyDictionary()
 # Outcomes after which a job's checkpoints are kept only as long as its result (a dead
@@ -121,13 +124,6 @@ def wake_answered(store: Backend, settled: Iterable[tuple[Outcome, BaseException
             except DeferqError as error:
                 log.warning("job %s: could not look for an answer to its wait %r (%s); it resumes at the "
                             "wait's timeout or its event", outcome.job.id, exc.wait, error)
-
-
-def checked_name(name: object, what: str = "a step name", limit: int = NAME_LIMIT) -> str:
-    if not isinstance(name, str) or not name or len(name) > limit or any(c < " " for c in name):
-        raise ConfigError(f"{what} must be a non-empty string of at most {limit} characters "
-                          f"without control characters, got {name!r:.60}")
-    return name
 
 
 def function_name(fn: Callable[..., Any]) -> str:
@@ -294,8 +290,6 @@ class JobSteps:
         return outcome
 
     def patched(self, name: str) -> bool:
-        from .patches import patched
-
         return patched(self, name)
 
     # -- the three checkpoints ----------------------------------------------------------

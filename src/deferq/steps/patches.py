@@ -11,14 +11,26 @@ without moving any step. A job decides once, at the point where its code first a
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from .checkpoints import KINDS, checked_name
-
-if TYPE_CHECKING:
-    from .checkpoints import JobSteps
+from ..job import Job
+from .names import KINDS, checked_name
 
 PATCH = "\tpatch"  # + a patch name: the job took the patched path
+
+
+class Steps(Protocol):
+    """What a patch reads and writes of a run's checkpoints (checkpoints.JobSteps)."""
+
+    job: Job
+    reached: dict[str, int]
+    patches: dict[str, bool]
+
+    def load(self) -> dict[str, dict[str, Any]]: ...
+
+    def now(self) -> float: ...
+
+    def put(self, name: str, record: dict[str, Any], encoded: bytes | None = None) -> dict[str, Any]: ...
 
 
 def ran_past(records: dict[str, dict[str, Any]], position: int) -> bool:
@@ -26,7 +38,7 @@ def ran_past(records: dict[str, dict[str, Any]], position: int) -> bool:
     return any(record.get("kind") in KINDS and record["index"] >= position for record in records.values())
 
 
-def patched(steps: JobSteps, name: str) -> bool:
+def patched(steps: Steps, name: str) -> bool:
     """The answer of `job.patched(name)` for this run (asked once per run and name)."""
     checked_name(name, "a patch name")
     if name in steps.patches:

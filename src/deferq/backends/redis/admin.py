@@ -158,18 +158,18 @@ class Admin:
 
     @guarded
     def retry_dead(self, job_id: str) -> bool:
-        def keys(qk: QueueKeys) -> list[str]:
-            return [qk.job(job_id), qk.dead, *qk.waiting, qk.unique, qk.wake, qk.job_prefix]
-
-        return self._on_job(job_id, scripts.RETRY_DEAD, keys)
+        return self._rerun(job_id, "dead")
 
     @guarded
     def rerun(self, job_id: str) -> bool:
+        return self._rerun(job_id, "")
+
+    def _rerun(self, job_id: str, only: str) -> bool:
         def keys(qk: QueueKeys) -> list[str]:
             return [qk.job(job_id), qk.succeeded, qk.dead, qk.cancelled, *qk.waiting, qk.unique, qk.wake,
                     qk.job_prefix]
 
-        return self._on_job(job_id, scripts.RERUN, keys)
+        return self._on_job(job_id, scripts.RERUN, keys, [job_id, only])
 
     @guarded
     def run_now(self, job_id: str) -> bool:

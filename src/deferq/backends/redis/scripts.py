@@ -73,8 +73,8 @@ def _load(name: str) -> Script:
 ADD, ENQUEUE, RESERVE, HEARTBEAT, SETTLE, RECOVER, NEXT_DUE = map(
     _load, ("add", "enqueue", "reserve", "heartbeat", "settle", "recover", "next_due")
 )
-CANCEL, RETRY_DEAD, RERUN, RUN_NOW, PURGE, STATS, WAKE = map(
-    _load, ("cancel", "retry_dead", "rerun", "run_now", "purge", "stats", "wake"))
+CANCEL, RERUN, RUN_NOW, PURGE, STATS, WAKE = map(
+    _load, ("cancel", "rerun", "run_now", "purge", "stats", "wake"))
 KV_PUT, KV_LIST, KV_DELETE, KV_SWAP, KV_EXPIRE, KV_PUT_LEASED = map(
     _load, ("kv_put", "kv_list", "kv_delete", "kv_swap", "kv_expire", "kv_put_leased"))
 PROGRESS, STEP_UP, PAUSE, REMARK, DELETE = map(_load, ("progress", "step_up", "pause", "remark", "delete"))

@@ -651,16 +651,15 @@ class SQLBackend(SQLHistory, SQLSearch, Backend):
         return self.run(self._count_each(self.q["wake"], [{"id": job_id} for job_id in job_ids]), atomic=True)
 
     def retry_dead(self, job_id: str) -> bool:
-        try:
-            return self.run(self._count(self.q["retry_dead"], {"id": job_id})) == 1
-        except Exception as exc:
-            if self.is_unique_violation(exc):
-                return False  # a newer unfinished job holds its key
-            raise
+        return self._requeue("retry_dead", job_id)
 
     def rerun(self, job_id: str) -> bool:
+        return self._requeue("rerun", job_id)
+
+    def _requeue(self, query: str, job_id: str) -> bool:
+        """A finished job queued again (`query`: which ones may be); False when it is not one."""
         try:
-            return self.run(self._count(self.q["rerun"], {"id": job_id})) == 1
+            return self.run(self._count(self.q[query], {"id": job_id})) == 1
         except Exception as exc:
             if self.is_unique_violation(exc):
                 return False  # a newer unfinished job holds its key

@@ -1,6 +1,6 @@
 -- rerun: queue a finished job (succeeded, dead or cancelled) again, due now, with its
 -- attempts reset and its result and cancel request cleared (a durable job retried from
--- one of its steps: steps/retry.py).
+-- one of its steps: steps/retry.py); with ARGV[2] 'dead', a dead job only (retry_dead).
 --
 -- KEYS[1]     job hash
 -- KEYS[2..4]  succeeded, dead and cancelled zsets of its queue
@@ -9,14 +9,15 @@
 -- KEYS[9]     wake list
 -- KEYS[10]    job-key prefix (the holder of its unique key is prefix .. id)
 -- ARGV[1]     job id
--- Refused (0) when the job is not finished, or its unique key is held by another
+-- ARGV[2]     'dead': only a dead job; '' any finished one
+-- Refused (0) when the job is not finished (or not dead, as asked), or its unique key is held by another
 -- unfinished job. Returns 1 when done.
 local now, nows = clock()
 local id = ARGV[1]
 local f = redis.call('HMGET', KEYS[1], 'state', 'key', 'priority')
 local finished = {succeeded = 2, dead = 3, cancelled = 4}
 local from = finished[f[1] or '']
-if not from then return 0 end
+if not from or (ARGV[2] == 'dead' and f[1] ~= 'dead') then return 0 end
 local key = f[2]
 if key then
   local holder = redis.call('HGET', KEYS[8], key)
