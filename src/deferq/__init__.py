@@ -5,6 +5,7 @@ from .app import App
 from .context import RunningJob, StepRetry, current_job
 from .errors import (
     Backoff,
+    ChildFailed,
     ConfigError,
     DeferqError,
     JobFailed,
@@ -23,7 +24,7 @@ from .middleware import Middleware
 from .task import Call, Task
 
 __all__ = [
-    "App", "Backoff", "Call", "ConfigError", "DeferqError", "Job", "JobFailed", "JobState", "JobTimeout",
+    "App", "Backoff", "Call", "ChildFailed", "ConfigError", "DeferqError", "Job", "JobFailed", "JobState", "JobTimeout",
     "Middleware", "MissingExtra", "PayloadError", "Priority", "Retry", "RunningJob", "SchemaOutdated",
     "Snooze", "StepRetry", "StoreFull", "StoreUnavailable", "Task", "backoff", "chain", "chord", "current_job",
     "group",

@@ -37,6 +37,8 @@ from .options import (
 from .registry import EVENTS, Registry
 from .steps import Steps
 from .steps import check as step_check
+from .steps import children as child_jobs
+from .steps.children import ChildEnds
 from .steps import events as step_events
 from .steps import retry as step_retry
 from .task import AFTER, Call, FairKeys, Hook, Runtime, Task
@@ -130,7 +132,8 @@ class App:
         self._limiter = Limits(self.registry.limits, lambda: self.backend, changed)
         self._batch_join = batches.BatchJoin(changed)
         for middleware in (self._batch_join, self._history, JobLog(), Attempts(lambda: self.backend),
-                           self._limiter, Steps(lambda: self.backend, self.lease, self.result_ttl),
+                           self._limiter, Steps(lambda: self.backend, self.lease, self.result_ttl, self.runtime),
+                           ChildEnds(lambda: self.backend),
                            Inputs(lambda: self.backend)):
             self.registry.add_middleware(middleware)
         # limits set, changed and cleared at run time, kept in the store (limits/runtime.py)
@@ -338,7 +341,12 @@ class App:
         return None if job is None else held([job], self._origin)[0]
 
     def cancel(self, job_id: str) -> bool:
-        return storable(job_id) and self.backend.cancel(job_id)
+        """Cancel a waiting job, or ask a running one to stop; its unfinished child jobs
+        (`job.gather`) are cancelled too. False when it is finished or unknown."""
+        if not (storable(job_id) and self.backend.cancel(job_id)):
+            return False
+        child_jobs.cancel_children(self.backend, job_id)
+        return True
 
     def batch(self, on_complete: Call | None = None, on_success: Call | None = None) -> batches.Batch:
         """A batch: ``with app.batch(on_complete=report.call()) as b: ...`` (see batch.py)."""
@@ -374,6 +382,12 @@ class App:
         """A job's durable steps, sleeps and waits in the order it reached them, each with
         its state, when it started and its result (or what it waits for)."""
         return step_events.timeline(self.backend, job_id)
+
+    def children(self, job_id: str) -> list[dict[str, Any]]:
+        """A job's child jobs (`job.gather`, `job.run_child`), gather by gather in order: each
+        with its gather's name (`step`), its place (`index`), id, task, state, and its
+        result or error once it ended."""
+        return child_jobs.children(self.backend, job_id) if storable(job_id) else []
 
     def wait(self, job_id: str, timeout: float | None = None) -> Any:
         """The result of a job once it has finished (see `Job.wait`)."""

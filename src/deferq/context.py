@@ -4,7 +4,7 @@ A context variable, so each runner thread and each asyncio task sees its own job
 What it holds is a `RunningJob`: the Job's attributes (id, attempts, args, ...), and
 what a task may say to or hear from its worker while it runs: `progress(...)`,
 `cancel_requested`, its concurrency slot's `slot_fence` and `holds_slot()`, and its
-durable steps (`step`, `sleep`, `wait_for`: steps/checkpoints.py keeps them in the store).
+durable steps (`step`, `sleep`, `wait_for`, child jobs with `gather`: steps/ keeps them in the store).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import asyncio
 import inspect
 import math
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -26,6 +26,7 @@ from .values import MAX_DELAY
 
 P = ParamSpec("P")
 T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
 
 
 class Slot(Protocol):
@@ -87,6 +88,15 @@ class Checkpoints(Protocol):
     def patched(self, name: str) -> bool: ...
 
     def ended(self, outcome: Any) -> Any: ...  # the run's Outcome (a floor up), saying if its checkpoints end
+
+    def gather(self, name: str, calls: list[Any]) -> list[Any]: ...  # child jobs (steps/children.py)
+
+
+class ChildCall(Protocol[T_co]):
+    """A child job as `gather` takes it: a `task.call(...)` (deferq.Call[T], whose task gives T)."""
+
+    @property
+    def _result(self) -> T_co: ...
 
 
 MESSAGE_LIMIT = 500  # characters of a progress message that are stored
@@ -277,6 +287,24 @@ class RunningJob:
 
     async def wait_for_async(self, name: str, event: str, key: str, timeout: float | timedelta) -> Any:
         return await asyncio.to_thread(self.wait_for, name, event, key, timeout)
+
+    # -- child jobs (docs/steps.md "Child jobs") ------------------------------------------------
+
+    def gather(self, name: str, calls: Iterable[ChildCall[T]]) -> list[T]:
+        """Start child jobs (`task.call(...)` values) the first time the job reaches `name`,
+        leave the worker while they run, and return their results in order once the last
+        one has ended. A child that ends dead or cancelled raises `deferq.ChildFailed`."""
+        return self.control.steps(self.job).gather(name, list(calls))
+
+    def run_child(self, name: str, call: ChildCall[T]) -> T:
+        """`gather` of one child job: its result."""
+        return self.gather(name, [call])[0]
+
+    async def gather_async(self, name: str, calls: Iterable[ChildCall[T]]) -> list[T]:
+        return await asyncio.to_thread(self.gather, name, list(calls))
+
+    async def run_child_async(self, name: str, call: ChildCall[T]) -> T:
+        return await asyncio.to_thread(self.run_child, name, call)
 
 
 def duration(value: float | timedelta, what: str) -> float:

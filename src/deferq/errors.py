@@ -128,3 +128,18 @@ def first_line(text: str | None) -> str:
         return ""
     lines = [line for line in text.strip().splitlines() if line.strip()]
     return lines[-1] if lines else ""
+
+
+class ChildFailed(DeferqError):
+    """A child job of `job.gather` / `job.run_child` ended dead or cancelled (the first such
+    child, by its place in the list): `step` the gather's name, `index` the child's place
+    (from 0), `job_id` its id, `state` how it ended, `error` its last error, `failed` how
+    many of the gather's children failed. The parent's run ends dead at once unless its
+    task catches it: the children's ends are kept, so no retry of the parent changes them."""
+
+    def __init__(self, step: str, index: int, job_id: str, state: str, error: str | None, failed: int = 1) -> None:
+        last = (error or "").strip().splitlines()[-1:] or ["no error recorded"]
+        others = f" ({failed} of its children failed)" if failed > 1 else ""
+        super().__init__(f"child {index} of {step!r} (job {job_id}) ended {state}: {last[0]}{others}")
+        self.step, self.index, self.job_id, self.state, self.error, self.failed = (
+            step, index, job_id, state, error, failed)

@@ -19,6 +19,9 @@ POINTS = (
     "step.before",  # a run reached a step it has not kept, before the lease check
     "step.run",  # the lease held: the step's function is called next
     "step.after",  # the step's result is kept, before the task goes on
+    "children.before",  # a gather's children are planned, before their ids are kept
+    "children.store",  # the ids kept and the lease held: the children are stored next
+    "children.stored",  # the children are stored, before that is written
     "settle.before",  # the run ended, before its outcome goes to the store
     "schedule.claim",  # a schedule's tick was claimed, before its job is looked for
     "schedule.enqueue",  # no job has the tick's key: it is enqueued next

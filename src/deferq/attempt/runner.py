@@ -15,7 +15,7 @@ import orjson
 
 from ..backends.base import Outcome, OutcomeKind
 from ..context import JobControl, RunningJob, current_job, running_job
-from ..errors import Backoff, JobTimeout, PayloadError, Retry, Snooze, StepMismatch
+from ..errors import Backoff, ChildFailed, JobTimeout, PayloadError, Retry, Snooze, StepMismatch
 from ..job import Job
 from ..middleware import Chain
 from ..registry import TaskSpec
@@ -129,7 +129,7 @@ def decide_failure(spec: TaskSpec, job: Job, exc: BaseException) -> Outcome:
     """Retry with the task's backoff while attempts remain (the job's max_attempts, or the
     worker's --tries for a task that set none), else dead. `deferq.Snooze` is no failure:
     the job waits its delay and the attempt is not counted."""
-    if isinstance(exc, UnknownTask | PayloadError | StepMismatch):  # no retry can help: dead at once
+    if isinstance(exc, UnknownTask | PayloadError | StepMismatch | ChildFailed):  # no retry can help: dead at once
         return Outcome(job, OutcomeKind.DEAD, error=str(exc))
     if isinstance(exc, Snooze):  # not a failure: back later, the attempt not counted
         delay = asked(job, exc.delay, MAX_PAUSE if isinstance(exc, Backoff) else MAX_DELAY, type(exc).__name__)

@@ -10,6 +10,7 @@ from ..backends.base import Backend
 from ..context import duration
 from ..errors import PayloadError
 from ..job import Job, JobState, dumps, loads, new_job_id
+from . import children
 from .checkpoints import (
     DONE,
     EVENT_LIMIT,
@@ -85,7 +86,7 @@ def waiting_for(job: Job, steps: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The wait a scheduled job is in (its last checkpoint, a wait with no answer yet):
     what makes it show as `waiting` rather than `scheduled`. None for any other job."""
     last = steps[-1] if steps else None
-    if job.state != JobState.SCHEDULED or last is None or last["state"] != "waiting":
+    if job.state != JobState.SCHEDULED or last is None or last["state"] != "waiting" or last["kind"] != "wait":
         return None
     return {"step": last["name"], "event": last["event"], "key": last["key"], "until": last["until"]}
 
@@ -99,6 +100,7 @@ def timeline(store: Backend, job_id: str) -> list[dict[str, Any]]:
     """A job's checkpoints in the order it reached them, for its page, `deferq job` and
     GET /v1/jobs/{id}: name, kind, when it started and what it gave (or awaits)."""
     records = {name: loads(raw) for name, raw in store.kv_list(STEPS + job_id).items()}
+    ends = {name: records.pop(name) for name in [n for n in records if children.is_child_record(n)]}
     for name in [n for n in records if n.endswith(FAILED)]:  # a step with retries of its own
         failed, step = records.pop(name), name.removesuffix(FAILED)
         if step in records:
@@ -117,6 +119,8 @@ def timeline(store: Backend, job_id: str) -> list[dict[str, Any]]:
         elif record["kind"] == "step":
             row.update(state="done", took=record.get("took"), result=record.get("result"), fn=record.get("fn"),
                        failures=record.get("failures"))
+        elif record["kind"] == children.KIND:
+            row.update(children.row(name, record, ends))
         elif record["kind"] == "sleep":
             row.update(state="done" if record["until"] <= now else "sleeping", until=record["until"])
         else:

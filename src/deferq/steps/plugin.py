@@ -8,30 +8,35 @@ a batch). A job that reaches no step enters none of it: the chain's tests of the
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from ..backends.base import Backend, with_steps
 from ..job import Job, uncarried
 from ..middleware import Middleware, Settled
-from .checkpoints import JobSteps, expire_ended, wake_answered
+from ..task import Runtime
+from .checkpoints import expire_ended, wake_answered
+from .children import DurableJob
 
 
 class Steps(Middleware):
     """`store`: the App's store, opened when first needed; `lease`: what a step's fenced
-    write renews; `keep`: how long ended checkpoints are kept (the App's result_ttl)."""
+    write renews; `keep`: how long ended checkpoints are kept (the App's result_ttl);
+    `runtime`: the App's, through which a job's child jobs are stored (steps/children.py)."""
 
     needs_settled_job = False
     claims = staticmethod(uncarried)
     settles = staticmethod(with_steps)
 
-    def __init__(self, store: Callable[[], Backend], lease: float, keep: float) -> None:
-        self.store, self.lease, self.keep = store, lease, keep
+    def __init__(self, store: Callable[[], Backend], lease: float, keep: float,
+                 runtime: Runtime[Any] | None = None) -> None:
+        self.store, self.lease, self.keep, self.runtime = store, lease, keep, runtime
 
     def after_claim(self, jobs: list[Job]) -> list[Job]:
         self.store().with_checkpoints(jobs)  # their checkpoints: none read in their runs
         return jobs
 
-    def steps_for(self, job: Job) -> JobSteps:
-        return JobSteps(self.store(), self.lease, self.keep, job)
+    def steps_for(self, job: Job) -> DurableJob:
+        return DurableJob(self.store(), self.lease, self.keep, job, self.runtime)
 
     def after_settle_many(self, settled: list[Settled]) -> None:
         store = self.store()
