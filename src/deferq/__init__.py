@@ -24,10 +24,10 @@ from .middleware import Middleware
 from .task import Call, Task
 
 __all__ = [
-    "App", "Backoff", "Call", "ChildFailed", "ConfigError", "DeferqError", "Job", "JobFailed", "JobState", "JobTimeout",
-    "Middleware", "MissingExtra", "PayloadError", "Priority", "Retry", "RunningJob", "SchemaOutdated",
-    "Snooze", "StepRetry", "StoreFull", "StoreUnavailable", "Task", "backoff", "chain", "chord", "current_job",
-    "group",
+    "App", "Backoff", "Call", "ChildFailed", "ConfigError", "DeferqError", "Job", "JobFailed", "JobState",
+    "JobTimeout", "Middleware", "MissingExtra", "PayloadError", "Priority", "Retry", "RunningJob",
+    "SchemaOutdated", "Snooze", "StepRetry", "StoreFull", "StoreUnavailable", "Task", "backoff", "chain",
+    "chord", "current_job", "group",
 ]
 __version__ = "0.1.0"
 

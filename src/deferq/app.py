@@ -38,9 +38,9 @@ from .registry import EVENTS, Registry
 from .steps import Steps
 from .steps import check as step_check
 from .steps import children as child_jobs
-from .steps.children import ChildEnds
 from .steps import events as step_events
 from .steps import retry as step_retry
+from .steps.children import ChildEnds
 from .task import AFTER, Call, FairKeys, Hook, Runtime, Task
 from .values import storable
 

@@ -797,6 +797,48 @@ def test_the_job_page_shows_its_durable_steps(served):
         app.close()
 
 
+def test_the_job_page_shows_its_child_jobs(served):
+    """A job waiting for its child jobs (`job.gather`): the gather on its timeline with how
+    many ended, its children linked under Workflow, and a child's page links its parent."""
+    world, base, browser = served
+    app = deferq.App(world.url)
+
+    @app.task(name="console.child", queue="children-demo-kids")
+    def child(n: int) -> int:
+        return n
+
+    @app.task(name="console.fan_out", queue="children-demo")
+    def fan_out() -> list[int]:
+        job = deferq.current_job()
+        assert job is not None
+        return job.gather("fan-out", [child.call(n) for n in range(3)])
+
+    parent = fan_out.enqueue()
+    for leased in app.backend.reserve(["children-demo"], 1, "console-test", 30, (0, 1, 2)):
+        testing.run_here(app, leased)
+    [first, *_] = app.children(parent.id)
+    for leased in app.backend.reserve(["children-demo-kids"], 1, "console-test", 30, (0, 1, 2)):
+        testing.run_here(app, leased)
+    try:
+        page = signed_in(browser, base, world.reader, width=390)
+        page.goto(f"{base}/dashboard/jobs/{parent.id}")
+        steps = page.locator("#job-steps li")
+        expect(steps).to_have_count(1)
+        expect(steps.nth(0)).to_contain_text("fan-out")
+        expect(steps.nth(0)).to_contain_text("1 of 3 child jobs ended")
+        expect(page.locator("#job-children li")).to_have_count(3)
+        page.locator(f'#job-children a[href="/dashboard/jobs/{first["id"]}"]').click()
+        expect(page.locator(f'#job-parents a[href="/dashboard/jobs/{parent.id}"]')).to_have_count(1)
+        no_errors(page)
+        fits(page)
+        page.context.close()
+    finally:
+        app.cancel(parent.id)
+        for job_id in [parent.id, *(row["id"] for row in app.children(parent.id))]:
+            app.backend.delete(job_id)
+        app.close()
+
+
 def test_the_events_page_lists_the_kept_events(served):
     """Events kept for durable waits, newest first: name, key, when, how many jobs each
     woke, the size of its data; at 1280 px and at 390 px."""

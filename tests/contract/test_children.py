@@ -112,7 +112,7 @@ def test_cancelling_the_parent_cancels_its_unfinished_children(app: deferq.App) 
     assert [row["state"] for row in tree] == ["succeeded", "queued", "queued", "queued"]
     assert app.cancel(parent.id)
     assert app.get(parent.id).state == JobState.CANCELLED  # type: ignore[union-attr]
-    assert [row["state"] for row in app.children(parent.id)] == ["succeeded", "cancelled", "cancelled", "cancelled"]
+    assert [row["state"] for row in app.children(parent.id)] == ["succeeded", *["cancelled"] * 3]
 
 
 def test_a_run_that_finds_the_ids_kept_stores_only_the_children_not_stored(app: deferq.App) -> None:
@@ -213,3 +213,36 @@ def test_run_child_and_the_async_twins(app: deferq.App, count: int) -> None:
     drain(app)
     done = finished(app, parent.id, 5)
     assert done.result == [2, [i + 1 for i in range(count)], 6], done.error
+
+
+def test_the_job_api_links_a_parent_and_its_children(tmp_path) -> None:
+    from deferq.server import ServerConfig, create_app
+    from tests.support.server_helpers import TestClient
+
+    app = deferq.App(f"sqlite:///{tmp_path}/deferq.db")
+
+    @app.task(queue="kids")
+    def child(n: int) -> int:
+        return n
+
+    @app.task()
+    def fan_out() -> list[int]:
+        job = deferq.current_job()
+        assert job is not None
+        return job.gather("fan-out", [child.call(n) for n in range(3)])
+
+    parent = fan_out.enqueue()
+    drain(app, ["default"])
+    ids = [row["id"] for row in app.children(parent.id)]
+    try:
+        with TestClient(create_app(ServerConfig(auth=False, error_log="off"), app)) as api:
+            page = api.get(f"/v1/jobs/{parent.id}").json()
+            assert [link["id"] for link in page["children"]] == ids
+            assert [(s["kind"], s["state"], s["total"], s["ended"]) for s in page["steps"]] == [
+                ("children", "waiting", 3, 0)]
+            child_page = api.get(f"/v1/jobs/{ids[1]}").json()
+            assert [link["id"] for link in child_page["parents"]] == [parent.id]
+            assert api.delete(f"/v1/jobs/{parent.id}").status_code == 200  # cancel: its children too
+            assert [api.get(f"/v1/jobs/{i}").json()["state"] for i in ids] == ["cancelled"] * 3
+    finally:
+        app.close()

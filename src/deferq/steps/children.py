@@ -137,7 +137,7 @@ class DurableJob(JobSteps):
         left = ends.count(None)
         if left:
             raise ChildrenSuspend(RECHECK, f"waiting for {left} of {total} child jobs in {name!r}", name, total)
-        failed = [(index, end) for index, end in enumerate(ends) if end is not None and end["state"] != "succeeded"]
+        failed = [(i, end) for i, end in enumerate(ends) if end is not None and end["state"] != "succeeded"]
         if failed:
             index, end = failed[0]
             raise ChildFailed(name, index, ids[index], end["state"], end.get("error"), len(failed))
@@ -160,7 +160,7 @@ class DurableJob(JobSteps):
         cancelled, or ended dead by recovery, without a run): their ends as their jobs show."""
         missing = [index for index, end in enumerate(ends) if end is None]
         found = dict(zip(missing, self.store.get_many([ids[i] for i in missing]), strict=True))
-        over = {index: end_of(job, ids[index]) for index, job in found.items() if job is None or job.state.finished}
+        over = {i: end_of(job, ids[i]) for i, job in found.items() if job is None or job.state.finished}
         if not over:
             return ends
         record_ends(self.store, self.job.id, name, len(ids), {i: dumps(end) for i, end in over.items()})
@@ -210,7 +210,7 @@ def end_of(job: Job | None, job_id: str) -> dict[str, Any]:
     if job is None:
         return {"id": job_id, "state": str(JobState.CANCELLED), "error": "the child job is gone (purged) "
                 "and its end was not recorded"}
-    end = {"id": job.id, "task": job.task, "state": str(job.state)}
+    end: dict[str, Any] = {"id": job.id, "task": job.task, "state": str(job.state)}
     end.update({"result": job.result} if job.state == JobState.SUCCEEDED else {"error": job.error})
     return end
 
@@ -319,12 +319,20 @@ def children(store: Backend, job_id: str) -> list[dict[str, Any]]:
             job = jobs.get(index)
             row: dict[str, Any] = {"step": name, "index": index, "id": child_id}
             if end is not None:
-                row.update(task=end.get("task"), state=end["state"], result=end.get("result"), error=end.get("error"))
+                row.update(task=end.get("task"), state=end["state"], result=end.get("result"),
+                           error=end.get("error"))
             else:
                 row.update(task=job.task if job else None, state=str(job.state) if job else None, result=None,
                            error=job.error if job else None)
             rows.append(row)
     return rows
+
+
+def child_ids(store: Backend, job_id: str, shown: int) -> list[str]:
+    """The ids of a job's first `shown` child jobs, gather by gather (its page's links)."""
+    records = store.kv_list(STEPS + job_id)
+    ids = [child_id for name, record in gathers(records) for child_id in ids_of(name, record, records.get(name + STORED))]
+    return ids[:shown]
 
 
 def cancel_children(store: Backend, job_id: str, depth: int = 0) -> int:

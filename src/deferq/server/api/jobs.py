@@ -11,6 +11,7 @@ from ...flows.batch import BATCH_OF, MEMBER_OF
 from ...job import HTTP_FIELDS, Job, JobState
 from ...observe import attempts
 from ...options import HTTP_OPTIONS, JobOptions
+from ...steps import children as child_jobs
 from ...steps.events import timeline, waiting_for
 from ...task import AFTER, CHILDREN, Call, build_enqueue
 from ..http import fields
@@ -108,8 +109,11 @@ def workflow(store: Any, job: Job) -> dict[str, Any]:
     if batch is not None and batch["role"] == "member":
         children += batch["callbacks"].values()
     steps = _steps(store, job)
+    if any(step["kind"] == child_jobs.KIND for step in steps or ()):  # its child jobs (job.gather)
+        children += child_jobs.child_ids(store, job.id, SHOWN_LINKS)
+    parent = child_jobs.place_of(job)  # the job that started it as a child, if one did
     tried = attempts.read(store, job.id) if job.error is not None or job.attempts > 1 else []
-    return {"after": after, "waiting": waiting, "parents": links(store, after),
+    return {"after": after, "waiting": waiting, "parents": links(store, [parent["id"]] if parent else after),
             "children": links(store, list(dict.fromkeys(children))), "batch": batch,
             "steps": steps, "waiting_for": waiting_for(job, steps or []) or _waits(job), "attempt_log": tried}
 

@@ -469,10 +469,12 @@ class Job(Struct):
     after: Annotated[list[str], Meta(description="The ids of the jobs it runs after.")] | None = None
     waiting: Annotated[list[str], Meta(description="The ids of the jobs still waiting for it.")] | None = None
     parents: Annotated[list[JobLink], Meta(description=(
-        "The jobs it runs after, with their states (the first 50)."))] | None = None
+        "The jobs it runs after, with their states (the first 50); for a child job "
+        "(`job.gather`), the job that started it."))] | None = None
     children: Annotated[list[JobLink], Meta(description=(
         "The jobs that run after it (the first 50): those enqueued with it (a chain's next step, "
-        "a chord's callback, a batch's callbacks) and those still waiting for it."))] | None = None
+        "a chord's callback, a batch's callbacks), those still waiting for it, and the child jobs "
+        "it started (`job.gather`, `job.run_child`)."))] | None = None
     batch: Annotated[JobBatch, Meta(description="The batch it is a member or a callback of.")] | None = None
     steps: Annotated[list[Step], Meta(description="Its durable steps, sleeps and waits.")] | None = None
     waiting_for: Annotated[WaitingFor, Meta(description=(
@@ -625,8 +627,8 @@ class Step(Struct):
     """One durable step, sleep or wait of a job, in the order the job reached them."""
 
     name: str
-    kind: Literal["step", "sleep", "wait"]
-    state: Literal["done", "sleeping", "waiting", "timed out", "retrying"]
+    kind: Literal["step", "sleep", "wait", "children"]
+    state: Literal["done", "sleeping", "waiting", "timed out", "retrying", "failed"]
     at: Annotated[float, Meta(description="When the job first reached it.")]
     attempt: int | None
     took: float | None = None
@@ -637,6 +639,9 @@ class Step(Struct):
     key: str | None = None
     failures: Annotated[int, Meta(description="Failed tries of a step with retries of its own.")] | None = None
     error: Annotated[str, Meta(description="A retrying step's last error.")] | None = None
+    total: Annotated[int, Meta(description="The child jobs a gather started.")] | None = None
+    ended: Annotated[int, Meta(description="Those of a gather's child jobs that have ended.")] | None = None
+    failed: Annotated[int, Meta(description="Those of a gather's child jobs that ended dead or cancelled.")] | None = None
 
 
 class DeletedBatch(Struct):

@@ -20,6 +20,7 @@ from ...flows import batch as batches
 from ...job import Job, JobState
 from ...limits.runtime import LimitsAdmin, Override, limit_name
 from ...options import MAX_REMARK, queue_name
+from ...steps import children as child_jobs
 from ...steps import events as step_events
 from ...steps import retry as step_retry
 from ..http import auth, fields, settings
@@ -199,10 +200,12 @@ def cancelled_remark(job: Job, who: str, query: models.CancelQuery, now: float) 
 
 def stop_or_cancel(backend: Backend, job_id: str, who: str, query: models.CancelQuery) -> Job | None:
     """Cancel a waiting job or ask a running one to stop, recording who and why in its
-    remark when asked with a reason or a source: the job as it stands, None if refused."""
+    remark when asked with a reason or a source: the job as it stands, None if refused.
+    Its unfinished child jobs (`job.gather`) are cancelled too."""
     before = backend.get(job_id)
     if before is None or not backend.cancel(job_id):
         return None
+    child_jobs.cancel_children(backend, job_id)
     if query.reason is not UNSET or query.via is not UNSET:
         backend.set_remark(job_id, cancelled_remark(before, who, query, backend.now()))
     return backend.get(job_id)

@@ -240,7 +240,7 @@ function workflowPanel(id) {
 // the order it reached them: name, kind, state, when it started, and how long it took and
 // what it gave, or until when it sleeps or what event it waits for.
 const STEP_COLOURS = {"done": "succeeded", "sleeping": "scheduled", "waiting": "scheduled", "timed out": "cancelled",
-  "retrying": "retrying"};
+  "retrying": "retrying", "failed": "dead"};
 
 function stepsPanel(ctx, id, message, after) {
   const list = h("ol", {class: "links steps", id: "job-steps"});
@@ -249,6 +249,9 @@ function stepsPanel(ctx, id, message, after) {
 
   function what(step) {
     if (step.state === "retrying") return `try ${step.failures} failed: ${step.error}`;
+    if (step.kind === "children") {  // a gather: its child jobs are linked under Workflow
+      return `${count(step.ended)} of ${count(step.total)} child jobs ended` + (step.failed ? `, ${count(step.failed)} failed` : "");
+    }
     const tries = step.failures ? ` (after ${step.failures} failed ${step.failures === 1 ? "try" : "tries"})` : "";
     if (step.kind === "step") return `${duration(step.took || 0)} → ${JSON.stringify(step.result)}${tries}`;
     const awaited = step.kind === "wait" ? `${step.event} ${step.key}` : "";
