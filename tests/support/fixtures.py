@@ -78,3 +78,20 @@ def stepped(i: int) -> int:
     paid = job.wait_for("answer", event="answer", key=str(i), timeout=60)
     job.step("three", _record, f"three {i} {paid}")
     return i
+
+
+@app.task(max_attempts=20)
+def child_square(i: int) -> int:
+    """A child job of `fan_out` (tests/process/test_children_crash.py): records that it ran."""
+    _record(f"child {i}")
+    time.sleep(0.005)
+    return i * i
+
+
+@app.task(max_attempts=20)
+def fan_out(first: int, count: int) -> list[int]:
+    """Gathers `count` children under SIGKILLs; records each of its runs."""
+    job = deferq.current_job()
+    assert job is not None
+    _record(f"parent {first}")
+    return job.gather("fan-out", [child_square.call(i) for i in range(first, first + count)])

@@ -13,9 +13,10 @@ A gather is a checkpoint of kind "children" in the parent's records (`deferq.ste
   writer of each batch of ends. The one that moves it to the total wakes the parent: N
   children cost the parent one wake-up.
 Each child carries its place in its meta (PARENT). The parent leaves the worker while its
-children run (a `Suspend`: it holds no slot), due again RECHECK seconds on at the latest,
-when it looks for itself at children whose end was not written (a worker killed between a
-child's settle and its hook, a child cancelled or ended dead by the store's recovery).
+children run (a `Suspend`: it holds no slot), due again at the latest `recheck` later (as
+long as the gather has lasted so far, from RECHECK[0] to RECHECK[1] seconds), when it
+looks for itself at children whose end was not written (a worker killed between a child's
+settle and its hook, a child cancelled or ended dead by the store's recovery).
 """
 
 from __future__ import annotations
@@ -38,13 +39,13 @@ KIND = "children"
 PARENT = "deferq.parent"  # meta of a child: [parent id, gather name, index, how many]
 STORED, ENDED, CHILD = "\tstored", "\tended", "\tchild\t"  # + after a gather's name (above)
 MOST_CHILDREN = 100_000  # of one gather: bounds the checkpoint that lists their ids
-RECHECK = 60.0  # seconds: a parent waiting for children looks for itself at the latest
+RECHECK = (10.0, 300.0)  # seconds: the shortest and longest wait before a parent looks for itself
 MOST_DEPTH = 8  # generations a cancel goes down (children of children ...)
 FAILED_STATES = (str(JobState.DEAD), str(JobState.CANCELLED))
 
 
 class ChildrenSuspend(Suspend):
-    """The parent leaves the worker until its last child ends (or RECHECK). `gather`: the
+    """The parent leaves the worker until its last child ends (or its recheck). `gather`: the
     checkpoint's name, `total`: how many children (ChildEnds wakes it if they all ended
     while it settled)."""
 
@@ -89,7 +90,7 @@ class DurableJob(JobSteps):
         if stored is None:
             planned = items if items is not None else self.planned(name, ids, calls)
             stored = self.spawn(name, ids, planned, items is None)
-        return self.collect(name, stored.get("ids") or ids, fresh=items is not None)
+        return self.collect(name, stored.get("ids") or ids, record["at"], fresh=items is not None)
 
     def planned(self, name: str, ids: list[str], calls: list[Call[Any]]) -> list[Enqueue]:
         """The children in stored form, each with its id and its place (PARENT)."""
@@ -122,7 +123,7 @@ class DurableJob(JobSteps):
             record["ids"] = actual
         return self.put(name + STORED, record)
 
-    def collect(self, name: str, ids: list[str], fresh: bool) -> list[Any]:
+    def collect(self, name: str, ids: list[str], started: float, fresh: bool) -> list[Any]:
         """The children's results in order once all have ended; else leave the worker until
         the last one wakes the parent. `fresh`: this run stored them; a later run also looks
         at the children whose end no settle wrote."""
@@ -136,7 +137,8 @@ class DurableJob(JobSteps):
                 ends = self.look_up(name, ids, self.read_ends(name, total))
         left = ends.count(None)
         if left:
-            raise ChildrenSuspend(RECHECK, f"waiting for {left} of {total} child jobs in {name!r}", name, total)
+            recheck = min(RECHECK[1], max(RECHECK[0], self.now() - started))
+            raise ChildrenSuspend(recheck, f"waiting for {left} of {total} child jobs in {name!r}", name, total)
         failed = [(i, end) for i, end in enumerate(ends) if end is not None and end["state"] != "succeeded"]
         if failed:
             index, end = failed[0]
@@ -281,7 +283,7 @@ class ChildEnds(Middleware):
                     store.wake(parent)
             except DeferqError as exc:
                 log.warning("job %s: could not write the end of %d of its child jobs (%s); it looks for them "
-                            "itself within %g s", parent, len(ends), exc, RECHECK)
+                            "itself within %g s", parent, len(ends), exc, RECHECK[1])
 
 
 def woken_if_over(store: Backend, parent: str, name: str, total: int) -> None:
