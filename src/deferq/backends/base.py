@@ -41,6 +41,8 @@ T = TypeVar("T")
 log = logging.getLogger("deferq.worker")
 # the namespace of a job's durable-step checkpoints (steps/checkpoints.py): + its id
 STEPS = "deferq.steps:"
+# meta of a child job (steps/children.py): [parent id, gather name, index, how many]
+PARENT = "deferq.parent"
 K = TypeVar("K", bound=Hashable)
 
 # Waiting jobs that claims must pass over are stored with their priority level raised
@@ -183,6 +185,15 @@ def with_steps(outcome: Outcome) -> bool:
     """The outcome of a run that reached a durable checkpoint (they end with it) or left to
     wait for an event: what steps.Steps looks at once it is settled."""
     return outcome.steps_keep is not None or outcome.waits_for is not None
+
+
+def with_children(outcome: Outcome) -> bool:
+    """The outcome of a child job (its meta names its parent), or one that may be a parent's:
+    a snooze (it left to wait for its children) or a cancel (its children are cancelled
+    too). What steps.children.ChildEnds looks at once it is settled."""
+    kind = outcome.kind
+    return (kind is OutcomeKind.SNOOZE or kind is OutcomeKind.CANCELLED or outcome.job.cancel_requested
+            or PARENT in outcome.job.meta)
 
 
 def retried(outcome: Outcome) -> bool:

@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..attempt.pauses import pause_at
-from ..backends.base import STEPS, Backend, Enqueue, Outcome, OutcomeKind
+from ..backends.base import PARENT, STEPS, Backend, Enqueue, Outcome, OutcomeKind, with_children
 from ..errors import ChildFailed, ConfigError, DeferqError, StepMismatch
 from ..job import Job, JobState, dumps, loads, mark_id, new_job_ids
 from ..middleware import Middleware, Settled
@@ -36,7 +36,6 @@ from .checkpoints import JobSteps, Suspend
 log = logging.getLogger("deferq.worker")
 
 KIND = "children"
-PARENT = "deferq.parent"  # meta of a child: [parent id, gather name, index, how many]
 STORED, ENDED, CHILD = "\tstored", "\tended", "\tchild\t"  # + after a gather's name (above)
 MOST_CHILDREN = 100_000  # of one gather: bounds the checkpoint that lists their ids
 RECHECK = (10.0, 300.0)  # seconds: the shortest and longest wait before a parent looks for itself
@@ -243,12 +242,6 @@ def final_state(outcome: Outcome) -> str | None:
     return str(JobState.DEAD) if kind is OutcomeKind.DEAD else None
 
 
-def concerns(outcome: Outcome) -> bool:
-    """A child's outcome, a parent's leaving the worker, or a cancelled job's (ChildEnds)."""
-    return (PARENT in outcome.job.meta or outcome.kind is OutcomeKind.SNOOZE
-            or outcome.kind is OutcomeKind.CANCELLED or outcome.job.cancel_requested)
-
-
 class ChildEnds(Middleware):
     """Installed by every App: a settled child's end is written in its parent's records and
     counted (the count's last writer wakes the parent), in a few store calls per batch; a
@@ -256,7 +249,7 @@ class ChildEnds(Middleware):
     unfinished children are cancelled."""
 
     needs_settled_job = False
-    settles = staticmethod(concerns)
+    settles = staticmethod(with_children)
 
     def __init__(self, store: Callable[[], Backend]) -> None:
         self.store = store
@@ -333,7 +326,8 @@ def children(store: Backend, job_id: str) -> list[dict[str, Any]]:
 def child_ids(store: Backend, job_id: str, shown: int) -> list[str]:
     """The ids of a job's first `shown` child jobs, gather by gather (its page's links)."""
     records = store.kv_list(STEPS + job_id)
-    ids = [child_id for name, record in gathers(records) for child_id in ids_of(name, record, records.get(name + STORED))]
+    ids = [child_id for name, record in gathers(records)
+           for child_id in ids_of(name, record, records.get(name + STORED))]
     return ids[:shown]
 
 

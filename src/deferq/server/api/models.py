@@ -641,7 +641,8 @@ class Step(Struct):
     error: Annotated[str, Meta(description="A retrying step's last error.")] | None = None
     total: Annotated[int, Meta(description="The child jobs a gather started.")] | None = None
     ended: Annotated[int, Meta(description="Those of a gather's child jobs that have ended.")] | None = None
-    failed: Annotated[int, Meta(description="Those of a gather's child jobs that ended dead or cancelled.")] | None = None
+    failed: Annotated[int, Meta(description=(
+        "Those of a gather's child jobs that ended dead or cancelled."))] | None = None
 
 
 class DeletedBatch(Struct):
