@@ -246,3 +246,36 @@ def test_the_job_api_links_a_parent_and_its_children(tmp_path) -> None:
             assert [api.get(f"/v1/jobs/{i}").json()["state"] for i in ids] == ["cancelled"] * 3
     finally:
         app.close()
+
+
+def test_steps_check_replays_a_waiting_parent_and_retry_from_drops_its_children(app: deferq.App) -> None:
+    """A parent waiting for its children replays cleanly (the gather is where it waits);
+    one whose gather now takes another number of calls is named. retry_from the gather of a
+    finished parent drops its children's ends with it: the parent starts new children."""
+    sizes = [3]
+
+    @app.task(queue="kids")
+    def child(n: int) -> int:
+        return n
+
+    @app.task()
+    def fan_out() -> list[int]:
+        job = deferq.current_job()
+        assert job is not None
+        return job.gather("fan-out", [child.call(n) for n in range(sizes[0])])
+
+    parent = fan_out.enqueue()
+    drain(app, ["default"])
+    report = app.steps_check()
+    assert report.checked == 1 and report.failing == []
+    sizes[0] = 4
+    [finding] = app.steps_check().failing
+    assert finding.step == "fan-out" and "started 3 child jobs and is given 4" in finding.detail
+    sizes[0] = 3
+    drain(app)
+    assert finished(app, parent.id, 5).result == [0, 1, 2]
+    first = {row["id"] for row in app.children(parent.id)}
+    app.retry_from(parent.id, step="fan-out")
+    drain(app)
+    assert finished(app, parent.id, 5).result == [0, 1, 2]
+    assert not first & {row["id"] for row in app.children(parent.id)}  # new children

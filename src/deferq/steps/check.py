@@ -38,6 +38,8 @@ from ..errors import DeferqError
 from ..job import Job, JobState, loads
 from ..registry import TaskSpec
 from .checkpoints import DONE, KINDS, STEPS, checked_name, function_name
+from .children import CHILD
+from .children import KIND as CHILDREN
 from .patches import PATCH, ran_past
 
 CHECKED_STATES = (JobState.SCHEDULED, JobState.QUEUED, JobState.ACTIVE, JobState.DEAD)
@@ -148,6 +150,16 @@ class Replay:
         if answer is None:  # the job waits here
             raise StopReplay()
         return answer.get("data")
+
+    def gather(self, name: str, calls: list[Any]) -> list[Any]:
+        record = self.reach(name, CHILDREN)
+        if len(record["ids"]) != len(calls):
+            raise Mismatch("function changed", name, f"{name!r} started {len(record['ids'])} child jobs "
+                           f"and is given {len(calls)} now")
+        ends = [self.records.get(f"{name}{CHILD}{index}") for index in range(len(calls))]
+        if None in ends or any(end["state"] != "succeeded" for end in ends if end):  # it waits or fails here
+            raise StopReplay()
+        return [end["result"] for end in ends if end]
 
     def patched(self, name: str) -> bool:
         checked_name(name, "a patch name")

@@ -106,7 +106,7 @@ class DurableJob(JobSteps):
         """Store the children (`look`: an earlier run kept their ids and may have stored
         some: only those not found are stored), then say so (`<name>\\tstored`, with the
         ids as stored when a store gave some another: Redis shards mark theirs)."""
-        self.store.kv_put(self.namespace, name + ENDED, b"0", only_new=True)
+        self.store.kv_put(self.namespace, name + ENDED, counted(0), only_new=True)
         found = stored_jobs(self.store, ids) if look else [None] * len(ids)
         missing = [index for index, job in enumerate(found) if job is None]
         self.fence(before=name)
@@ -130,7 +130,7 @@ class DurableJob(JobSteps):
         ends = self.ends(name, total)
         if None in ends:
             raw = self.store.kv_get(self.namespace, name + ENDED)
-            if raw is not None and int(raw) >= total:
+            if raw is not None and loads(raw)["ended"] >= total:
                 ends = self.read_ends(name, total)
             elif not fresh:
                 ends = self.look_up(name, ids, self.read_ends(name, total))
@@ -216,6 +216,11 @@ def end_of(job: Job | None, job_id: str) -> dict[str, Any]:
     return end
 
 
+def counted(ended: int) -> bytes:
+    """The count of a gather's written ends as stored (a record as every checkpoint is: an object)."""
+    return dumps({"ended": ended})
+
+
 def record_ends(store: Backend, parent: str, name: str, total: int, ends: dict[int, bytes]) -> bool:
     """Write children's ends (each only if none is written) and count those written here;
     True when this moved the count to `total`: the caller wakes the parent."""
@@ -226,9 +231,9 @@ def record_ends(store: Backend, parent: str, name: str, total: int, ends: dict[i
         raw = store.kv_get(namespace, name + ENDED)
         if raw is None:  # the parent's checkpoints are gone (expired with it)
             return False
-        count = int(raw) + written
-        if store.kv_swap(namespace, name + ENDED, raw, str(count).encode()):
-            return int(raw) < total <= count
+        before = loads(raw)["ended"]
+        if store.kv_swap(namespace, name + ENDED, raw, counted(before + written)):
+            return bool(before < total <= before + written)
     return False
 
 
@@ -283,7 +288,7 @@ def woken_if_over(store: Backend, parent: str, name: str, total: int) -> None:
     """A parent just stored as waiting for its children, whose last child ended meanwhile
     (its wake came while the parent still ran): woken now."""
     raw = store.kv_get(STEPS + parent, name + ENDED)
-    if raw is not None and int(raw) >= total:
+    if raw is not None and loads(raw)["ended"] >= total:
         store.wake(parent)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..errors import ConfigError
 
 NAME_LIMIT = 150  # characters of a checkpoint's name (the SQL stores' key column)
-KINDS = ("step", "sleep", "wait")
+KINDS = ("step", "sleep", "wait", "children")  # children: a gather of child jobs (children.py)
 
 
 def checked_name(name: object, what: str = "a step name", limit: int = NAME_LIMIT) -> str:
