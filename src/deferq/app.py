@@ -40,6 +40,7 @@ from .steps import check as step_check
 from .steps import children as child_jobs
 from .steps import events as step_events
 from .steps import retry as step_retry
+from .steps import undo as step_undo
 from .steps.children import ChildEnds
 from .task import AFTER, Call, FairKeys, Hook, Runtime, Task
 from .values import storable
@@ -342,10 +343,13 @@ class App:
 
     def cancel(self, job_id: str) -> bool:
         """Cancel a waiting job, or ask a running one to stop; its unfinished child jobs
-        (`job.gather`) are cancelled too. False when it is finished or unknown."""
+        (`job.gather`) are cancelled too, and a waiting durable job whose undo handlers have
+        not run is queued again to run them, then ends cancelled. False when it is
+        finished or unknown."""
         if not (storable(job_id) and self.backend.cancel(job_id)):
             return False
         child_jobs.cancel_children(self.backend, job_id)
+        step_undo.after_cancel(self.backend, job_id)
         return True
 
     def batch(self, on_complete: Call | None = None, on_success: Call | None = None) -> batches.Batch:

@@ -87,6 +87,14 @@ class Checkpoints(Protocol):
 
     def patched(self, name: str) -> bool: ...
 
+    def step_with_undo(self, name: str, undo: Callable[[Any], Any], fn: Callable[..., Any],
+                       args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any: ...
+
+    def kept_with_undo(self, name: str, fn: Callable[..., Any], undo: Callable[[Any], Any], result: Any,
+                       started: float) -> Any: ...
+
+    def undo_on(self, name: str, undo: Callable[[Any], Any]) -> None: ...
+
     def ended(self, outcome: Any) -> Any: ...  # the run's Outcome (a floor up), saying if its checkpoints end
 
     def gather(self, name: str, calls: list[Any]) -> list[Any]: ...  # child jobs (steps/children.py)
@@ -235,6 +243,36 @@ class RunningJob:
                                     *args: P.args, **kwargs: P.kwargs) -> Any:
         """`step_with_retry` for async tasks: `fn` may be a coroutine function."""
         return await self._step_async(name, retry, fn, args, kwargs)
+
+    def step_with_undo(self, name: str, undo: Callable[[Any], Any], fn: Callable[P, T], /,
+                       *args: P.args, **kwargs: P.kwargs) -> T:
+        """`step`, with an undo handler: when the job ends dead or is cancelled, the undo
+        handlers of its finished steps are called, the last step's first, each once, with
+        the step's kept result (docs/steps.md, "Compensation")."""
+        return self.control.steps(self.job).step_with_undo(name, undo, fn, args, kwargs)  # type: ignore[no-any-return]
+
+    @overload
+    async def step_with_undo_async(self, name: str, undo: Callable[[Any], Any], fn: Callable[P, Awaitable[T]], /,
+                                   *args: P.args, **kwargs: P.kwargs) -> T: ...
+
+    @overload
+    async def step_with_undo_async(self, name: str, undo: Callable[[Any], Any], fn: Callable[P, T], /,
+                                   *args: P.args, **kwargs: P.kwargs) -> T: ...
+
+    async def step_with_undo_async(self, name: str, undo: Callable[[Any], Any], fn: Callable[P, Any], /,
+                                   *args: P.args, **kwargs: P.kwargs) -> Any:
+        """`step_with_undo` for async tasks: `fn` may be a coroutine function (the undo
+        handler is a plain function)."""
+        steps = self.control.steps(self.job)
+        record = await asyncio.to_thread(steps.start, name, fn)
+        if record is not None:
+            steps.undo_on(name, undo)
+            return record["result"]
+        started = steps.now()
+        result = fn(*args, **kwargs)
+        if inspect.isawaitable(result):
+            result = await result
+        return await asyncio.to_thread(steps.kept_with_undo, name, fn, undo, result, started)
 
     async def _step_async(self, name: str, retry: StepRetry | None, fn: Callable[..., Any],
                           args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

@@ -36,6 +36,7 @@ app = deferq.App(os.environ.get("DEFERQ_URL", "memory://"), lease=LEASE)
 
 INSIDE = "step.inside"  # not deferq's: the step function below holds itself there
 STEP_POINTS = ("step.before", "step.run", INSIDE, "step.after", "settle.before")
+UNDO_POINT = "undo.after"  # the first undo handler's outcome kept, the next not called yet
 SCHEDULE_POINTS = ("schedule.claim", "schedule.enqueue")
 MODES = ("freeze", "kill")
 EVERY = 2.0  # seconds between the ticks of the schedule the harness fires
@@ -68,6 +69,25 @@ def stepped(n: int) -> int:
     job = deferq.current_job()
     assert job is not None
     return job.step("two", second, job.step("one", first, n))
+
+
+def book(what: str) -> str:
+    note(f"book-{what}")
+    return what
+
+
+def unbook(what: str) -> None:
+    note(f"unbook-{what}")
+
+
+@app.task(timeout=60, max_attempts=1)
+def saga() -> None:
+    """Three steps with undo handlers, then a failure: the handlers run, the last first."""
+    job = deferq.current_job()
+    assert job is not None
+    for what in ("a", "b", "c"):
+        job.step_with_undo(what, unbook, book, what)
+    raise RuntimeError("the saga fails after its steps")
 
 
 @app.task()
@@ -212,6 +232,31 @@ def run_step_case(url: str, folder: Path, point: str, mode: str) -> None:
     assert {step: runs[step] for step in ("one", "two")} == step_runs(point, mode), runs
     if mode == "freeze" and point in ("step.before", "step.after"):  # stopped by its lease check
         assert held.said(f"lost its lease before step {'one' if point == 'step.before' else 'two'!r}")
+
+
+def run_undo_case(url: str, folder: Path, mode: str) -> None:
+    """A job whose three steps have undo handlers fails; its worker is held after the
+    first handler's outcome was kept, then frozen past its lease or killed there; the job
+    ends dead (its lease lapsed, its attempts used up), and another worker's sweep queues
+    it again to finish. Checked: each handler ran once, the last step's first; the job
+    ends dead with its own error; a frozen worker, thawed, ran no handler more."""
+    store = deferq.App(url)
+    try:
+        job = store.enqueue("saga")
+
+        def compensated() -> Any:
+            found = store.get(job.id)
+            done = found is not None and found.state == JobState.DEAD and all(
+                (row.get("undone") or {}).get("state") == "done" for row in store.steps(job.id))
+            return done and found
+
+        done, held = take_over(url, folder, UNDO_POINT, mode, compensated, "lost its lease")
+    finally:
+        store.close()
+    assert "the saga fails after its steps" in (done.error or ""), done.error
+    record = (folder / "record.log").read_text().split()[::2]
+    assert [n for n in record if n.startswith("unbook")] == ["unbook-c", "unbook-b", "unbook-a"], record
+    assert [n for n in record if n.startswith("book")] == ["book-a", "book-b", "book-c"], record
 
 
 def ticks(store: deferq.App, states: tuple[JobState, ...] = tuple(JobState)) -> Counter[float]:

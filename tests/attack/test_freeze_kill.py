@@ -12,7 +12,15 @@ from itertools import product
 
 import pytest
 
-from tests.attack.freeze_kill import MODES, SCHEDULE_POINTS, STEP_POINTS, notes, run_schedule_case, run_step_case
+from tests.attack.freeze_kill import (
+    MODES,
+    SCHEDULE_POINTS,
+    STEP_POINTS,
+    notes,
+    run_schedule_case,
+    run_step_case,
+    run_undo_case,
+)
 from tests.attack.hostile import LONG
 
 pytestmark = pytest.mark.slow
@@ -51,3 +59,9 @@ def test_a_job_held_at_each_point_of_its_attempt_then_frozen_or_killed(point, mo
 @pytest.mark.parametrize(("point", "mode", "store"), cases(SCHEDULE_POINTS))
 def test_a_schedule_leader_held_at_a_tick_then_frozen_or_killed(point, mode, store, request, tmp_path):
     run_schedule_case(url_of(store, request, tmp_path), tmp_path, point, mode)
+
+
+@pytest.mark.parametrize(("mode", "store"), [(mode, store) for mode in MODES for store in STORES])
+def test_a_worker_held_mid_compensation_then_frozen_or_killed(mode, store, request, tmp_path):
+    """Undo handlers run in reverse, each once, through a SIGKILL or a freeze past the lease."""
+    run_undo_case(url_of(store, request, tmp_path), tmp_path, mode)

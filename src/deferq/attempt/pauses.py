@@ -23,6 +23,7 @@ POINTS = (
     "children.store",  # the ids kept and the lease held: the children are stored next
     "children.stored",  # the children are stored, before that is written
     "settle.before",  # the run ended, before its outcome goes to the store
+    "undo.after",  # an undo handler's outcome is kept, before the next handler (steps/undo.py)
     "schedule.claim",  # a schedule's tick was claimed, before its job is looked for
     "schedule.enqueue",  # no job has the tick's key: it is enqueued next
 )

@@ -132,6 +132,17 @@ class Replay:
              retry: StepRetry | None = None) -> Any:
         return self.reach(name, "step", fn)["result"]
 
+    def step_with_undo(self, name: str, undo: Callable[[Any], Any], fn: Callable[..., Any],
+                       args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        return self.step(name, fn, args, kwargs)
+
+    def kept_with_undo(self, name: str, fn: Callable[..., Any], undo: Callable[[Any], Any], result: Any,
+                       started: float) -> Any:
+        raise StopReplay(name, "step", len(self.reached))
+
+    def undo_on(self, name: str, undo: Callable[[Any], Any]) -> None:
+        return None
+
     def failed(self, name: str, retry: StepRetry | None, exc: Exception) -> None:
         return None
 

@@ -38,7 +38,9 @@ from ..job import Job, carried, dumps, loads
 from .names import KINDS as KINDS  # re-exported
 from .names import NAME_LIMIT as NAME_LIMIT
 from .names import checked_name as checked_name
+from .names import function_name as function_name
 from .patches import patched
+from .undo import COMPENSATING, Compensating, checked_undo, compensate, must_compensate, with_undo
 
 log = logging.getLogger("deferq.worker")
 
@@ -126,10 +128,6 @@ def wake_answered(store: Backend, settled: Iterable[tuple[Outcome, BaseException
                             "wait's timeout or its event", outcome.job.id, exc.wait, error)
 
 
-def function_name(fn: Callable[..., Any]) -> str:
-    return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', type(fn).__name__)}"
-
-
 class JobSteps:
     """The checkpoints of one running job: brought by its claim (or read once when the
     job first reaches one), kept here, written as new ones finish. One per run (JobControl makes it)."""
@@ -140,6 +138,7 @@ class JobSteps:
         self.records: dict[str, dict[str, Any]] | None = None
         self.reached: dict[str, int] = {}  # names reached in this run -> their order
         self.patches: dict[str, bool] = {}  # `patched` answers of this run (patches.py)
+        self.undos: dict[str, Callable[[Any], Any]] = {}  # undo handlers of the steps reached (undo.py)
         self.clock = (0.0, 0.0)  # (store time, monotonic time) when the records were read
 
     # -- reading ----------------------------------------------------------------------
@@ -176,6 +175,8 @@ class JobSteps:
         index = self.reached[name] = len(self.reached)
         record = self.load().get(name)
         if record is None:
+            if COMPENSATING in self.load():  # resumed mid-compensation: nothing new runs (undo.py)
+                raise Compensating(f"job {self.job.id} compensates: it runs no new step ({name!r})")
             return None
         if record["kind"] != kind:
             raise StepMismatch(f"{name!r} was a {record['kind']} when job {self.job.id} first reached it, "
@@ -284,6 +285,8 @@ class JobSteps:
         succeeded or was cancelled (it keeps them as long as its result): unchanged for
         any other outcome, or a run that reached no checkpoint. The settle (or
         `expire_ended`, after it) expires a batch's together."""
+        if must_compensate(self.records, outcome):  # its undo handlers first (undo.py)
+            outcome = compensate(self, outcome)
         if outcome.kind in ENDS_STEPS and self.records:
             o = outcome  # built, not dataclasses.replace: a third of the cost
             return Outcome(o.job, o.kind, o.delay, o.error, o.result, o.ran, o.waits_for, o.due, self.keep)
@@ -291,6 +294,31 @@ class JobSteps:
 
     def patched(self, name: str) -> bool:
         return patched(self, name)
+
+    def step_with_undo(self, name: str, undo: Callable[[Any], Any], fn: Callable[..., Any],
+                       args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """`step`, its undo handler registered for this run and named in its checkpoint."""
+        checked_undo(undo)
+        record = self.start(name, fn)
+        if record is not None:
+            self.undos[name] = undo
+            return record["result"]
+        started = self.now()
+        result = fn(*args, **kwargs)
+        if inspect.isawaitable(result):
+            raise ConfigError(f"step {name!r} returned an awaitable: use `await job.step_with_undo_async(...)`")
+        return self.kept_with_undo(name, fn, undo, result, started)
+
+    def kept_with_undo(self, name: str, fn: Callable[..., Any], undo: Callable[[Any], Any], result: Any,
+                       started: float) -> Any:
+        record = self.put(name, with_undo(loads(self.encoded(name, fn, result, started)), undo))
+        self.undos[name] = undo
+        pause_at("step.after")
+        return record["result"]
+
+    def undo_on(self, name: str, undo: Callable[[Any], Any]) -> None:
+        """Register the undo handler of step `name`, replayed (its result was kept)."""
+        self.undos[name] = checked_undo(undo)
 
     # -- the three checkpoints ----------------------------------------------------------
 

@@ -22,6 +22,7 @@ from .checkpoints import (
     WAITERS,
     checked_name,
 )
+from .undo import UNDONE, timeline_fields
 
 EVENT_KEEP = 7 * 86400.0  # seconds an event is kept for jobs that wait for it later
 WAKE_BATCH = 1000  # waiters of an event woken per batch: bounds one store call's size
@@ -118,7 +119,7 @@ def timeline(store: Backend, job_id: str) -> list[dict[str, Any]]:
             row.update(state="retrying", failures=record["failures"], error=record["error"])
         elif record["kind"] == "step":
             row.update(state="done", took=record.get("took"), result=record.get("result"), fn=record.get("fn"),
-                       failures=record.get("failures"))
+                       failures=record.get("failures"), **timeline_fields(record, records.get(name + UNDONE)))
         elif record["kind"] == children.KIND:
             row.update(children.row(name, record, ends))
         elif record["kind"] == "sleep":

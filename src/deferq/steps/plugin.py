@@ -16,6 +16,7 @@ from ..middleware import Middleware, Settled
 from ..task import Runtime
 from .checkpoints import expire_ended, wake_answered
 from .children import DurableJob
+from .undo import Sweep
 
 
 class Steps(Middleware):
@@ -30,6 +31,7 @@ class Steps(Middleware):
     def __init__(self, store: Callable[[], Backend], lease: float, keep: float,
                  runtime: Runtime[Any] | None = None) -> None:
         self.store, self.lease, self.keep, self.runtime = store, lease, keep, runtime
+        self.sweep = Sweep()
 
     def after_claim(self, jobs: list[Job]) -> list[Job]:
         self.store().with_checkpoints(jobs)  # their checkpoints: none read in their runs
@@ -42,3 +44,7 @@ class Steps(Middleware):
         store = self.store()
         expire_ended(store, (outcome for outcome, _ in settled))
         wake_answered(store, settled)
+
+    def worker_tick(self) -> None:
+        """Every few seconds: jobs a killed worker left mid-compensation are queued again."""
+        self.sweep.tick(self.store())

@@ -18,6 +18,7 @@ from ..errors import DeferqError
 from ..job import Job, JobState, dumps, loads
 from .checkpoints import KINDS, STEPS, checked_name
 from .patches import PATCH
+from .undo import COMPENSATING, UNDONE
 
 RETRYABLE = (JobState.DEAD, JobState.CANCELLED, JobState.SUCCEEDED)
 
@@ -73,5 +74,7 @@ def retry_from(store: Backend, job_id: str, step: str) -> Job:
 
 def dropped_from(records: dict[str, dict[str, Any]], name: str, record: dict[str, Any], index: int) -> bool:
     """Whether the record `name` belongs to a checkpoint at `index` or later."""
+    if name == COMPENSATING or name.endswith(UNDONE):  # its compensation: a retried job has none yet
+        return True
     first = record if name.endswith(PATCH) else records.get(owner(name), record)
     return "index" in first and int(first["index"]) >= index

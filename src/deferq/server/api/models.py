@@ -623,6 +623,15 @@ class EventList(Struct):
     events: list[KeptEvent]
 
 
+class Undone(Struct):
+    """How a step's undo handler ran when its job ended dead or was cancelled."""
+
+    state: Literal["done", "failed", "not run"]
+    at: float
+    took: float | None = None
+    error: str | None = None
+
+
 class Step(Struct):
     """One durable step, sleep or wait of a job, in the order the job reached them."""
 
@@ -643,6 +652,8 @@ class Step(Struct):
     ended: Annotated[int, Meta(description="Those of a gather's child jobs that have ended.")] | None = None
     failed: Annotated[int, Meta(description=(
         "Those of a gather's child jobs that ended dead or cancelled."))] | None = None
+    undo: Annotated[str, Meta(description="The step's undo handler (job.step_with_undo).")] | None = None
+    undone: Undone | None = None
 
 
 class DeletedBatch(Struct):
@@ -805,5 +816,6 @@ MODELS: tuple[Any, ...] = (
     Deleted, Purged, Retried, Alerts, SavedAlerts, Status, QueuePaused, Remark, RemarkRequest, IdsRequest,
     DeletedBatch, StorePart, StoreParts, ShardRequest, Shard, ShardChange, Shards, History, CancelBatchRequest,
     CancelledBatch, DeletedJobs, CronSchedule, EverySchedule, Schedule, BrokenSchedule, ScheduleList,
-    EventRequest, EventSent, Step, KeptEvent, RetryFromRequest, EventList, LimitRequest, LimitSetting, LimitList,
+    EventRequest, EventSent, Step, Undone, KeptEvent, RetryFromRequest, EventList, LimitRequest, LimitSetting,
+    LimitList,
 )
