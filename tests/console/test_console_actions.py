@@ -252,8 +252,9 @@ def test_a_finished_durable_job_is_retried_from_a_step_of_its_timeline(served):
     def three_steps() -> None:
         job = deferq.current_job()
         assert job is not None
-        for name in ("fetch", "render", "send"):
+        for name in ("fetch", "render"):
             job.step(name, str, name)
+        job.step_with_undo("send", print, str, "send")  # its undo ran: the row says so
         raise RuntimeError("the mail server refused it")
 
     job = three_steps.enqueue()
@@ -262,6 +263,7 @@ def test_a_finished_durable_job_is_retried_from_a_step_of_its_timeline(served):
     page = signed_in(served[2], base, world.admin, width=1280)
     page.goto(f"{base}/dashboard/jobs/{job.id}")
     expect(page.locator("#job-steps li")).to_have_count(3)
+    expect(page.locator("#job-steps li").nth(2)).to_contain_text("undo done")
     page.locator('#job-steps button[data-step="render"]').click()
     expect(page.locator("dialog")).to_contain_text("render and every step after it run anew")
     page.locator("dialog button", has_text="Retry from here").click()

@@ -375,6 +375,8 @@ def step_line(step: dict[str, Any]) -> str:
         text += f": try {step['failures']} failed: {step['error'][:60]}"
     elif step["kind"] == "step":
         text += f" in {step['took']:.3f}s: {orjson.dumps(step['result']).decode()[:60]}"
+        if step.get("undone"):  # its undo handler ran: the job ended dead or was cancelled
+            text += f"; undo {step['undone']['state']}"
     elif step["state"] in ("sleeping", "waiting"):
         awaited = f"{step['event']} {step['key']} " if step["kind"] == "wait" else ""
         text += f": {awaited}until {when(step['until'])}"

@@ -253,7 +253,9 @@ function stepsPanel(ctx, id, message, after) {
       return `${count(step.ended)} of ${count(step.total)} child jobs ended` + (step.failed ? `, ${count(step.failed)} failed` : "");
     }
     const tries = step.failures ? ` (after ${step.failures} failed ${step.failures === 1 ? "try" : "tries"})` : "";
-    if (step.kind === "step") return `${duration(step.took || 0)} → ${JSON.stringify(step.result)}${tries}`;
+    // a step's undo handler, once the job ended dead or cancelled: done, failed (why) or not run
+    const undone = step.undone ? ` · undo ${step.undone.state}${step.undone.error ? `: ${step.undone.error}` : ""}` : "";
+    if (step.kind === "step") return `${duration(step.took || 0)} → ${JSON.stringify(step.result)}${tries}${undone}`;
     const awaited = step.kind === "wait" ? `${step.event} ${step.key}` : "";
     if (step.state === "sleeping" || step.state === "waiting") return `${awaited} until ${local(step.until)}`;
     return step.kind === "wait" ? `${awaited} → ${JSON.stringify(step.result)}` : `until ${local(step.until)}`;
