@@ -70,7 +70,7 @@ class Pair:
             def durable(fail: bool) -> str:
                 job = deferq.current_job()
                 assert job is not None
-                first = job.step("first", str, 1)
+                first = job.step_with_undo("first", plain, str, 1)  # undone when it ends dead
                 if job.patched("p"):
                     job.step("second", str, 2)
                 if fail:
@@ -170,7 +170,8 @@ class Differential(RuleBasedStateMachine):
                 queued = self.pair.job(side, app.retry_from(ids[side], step))
             except RetryRefused as exc:
                 queued = exc.reason
-            return queued, [(row["name"], row["state"]) for row in app.steps(ids[side])]
+            return queued, [(row["name"], row["state"], (row.get("undone") or {}).get("state"))
+                            for row in app.steps(ids[side])]
 
         self.pair.both(f"retry_from(#{order}, {step!r})", retry)
 
