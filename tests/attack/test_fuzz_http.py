@@ -144,6 +144,10 @@ def machine(new_store: Callable[[], str]) -> type[RuleBasedStateMachine]:  # noq
         def retry(self, job: str) -> None:
             self.call("POST", f"/v1/dead/{job}/retry")
 
+        @rule(job=jobs, step=st.one_of(NAMEISH, JSON_VALUE))
+        def retry_from(self, job: str, step: Any) -> None:
+            self.call("POST", f"/v1/jobs/{job}/retry-from", {"step": step})
+
         @rule(job=jobs, remark=maybe(HOSTILE_TEXT))
         def remark(self, job: str, remark: str | None) -> None:
             self.call("PUT", f"/v1/jobs/{job}/remark", {"remark": remark})
