@@ -40,7 +40,7 @@ from .steps import check as step_check
 from .steps import children as child_jobs
 from .steps import events as step_events
 from .steps import retry as step_retry
-from .steps import undo as step_undo
+from .steps.cancels import after_cancelled
 from .steps.children import ChildEnds
 from .task import AFTER, Call, FairKeys, Hook, Runtime, Task
 from .values import storable
@@ -348,8 +348,7 @@ class App:
         finished or unknown."""
         if not (storable(job_id) and self.backend.cancel(job_id)):
             return False
-        child_jobs.cancel_children(self.backend, job_id)
-        step_undo.after_cancel(self.backend, job_id)
+        after_cancelled(self.backend, job_id)
         return True
 
     def batch(self, on_complete: Call | None = None, on_success: Call | None = None) -> batches.Batch:

@@ -33,6 +33,7 @@ from typing import Any, Protocol
 from ..attempt.pauses import pause_at
 from ..attempt.runner import describe
 from ..backends.base import STEPS, Backend, Outcome, OutcomeKind
+from ..backends.guard import STORE_FAILURES
 from ..errors import ConfigError, DeferqError
 from ..job import Job, JobState, dumps, loads
 from .names import function_name
@@ -182,7 +183,12 @@ class Sweep:
         if now < self.due:
             return
         self.due = now + SWEEP_EVERY
-        if resumed := resume_compensations(store):
+        try:
+            resumed = resume_compensations(store)
+        except STORE_FAILURES as exc:  # the worker says the store is down; this looks again later
+            log.debug("the jobs left mid-compensation could not be read: %s", exc)
+            return
+        if resumed:
             log.info("queued %d job(s) again to finish their compensation", resumed)
 
 

@@ -20,10 +20,9 @@ from ...flows import batch as batches
 from ...job import Job, JobState
 from ...limits.runtime import LimitsAdmin, Override, limit_name
 from ...options import MAX_REMARK, queue_name
-from ...steps import children as child_jobs
 from ...steps import events as step_events
 from ...steps import retry as step_retry
-from ...steps import undo as step_undo
+from ...steps.cancels import after_cancelled
 from ..http import auth, fields, settings
 from ..http.errors import ApiError, Invalid, not_found
 from ..process.web import JSON, authorize, read_json, service_of, wait_holder
@@ -206,8 +205,7 @@ def stop_or_cancel(backend: Backend, job_id: str, who: str, query: models.Cancel
     before = backend.get(job_id)
     if before is None or not backend.cancel(job_id):
         return None
-    child_jobs.cancel_children(backend, job_id)
-    step_undo.after_cancel(backend, job_id)  # a durable job's undo handlers run, then it ends cancelled
+    after_cancelled(backend, job_id)  # its children cancelled; a durable job's undo handlers run
     if query.reason is not UNSET or query.via is not UNSET:
         backend.set_remark(job_id, cancelled_remark(before, who, query, backend.now()))
     return backend.get(job_id)
