@@ -200,11 +200,23 @@ class RunningJob:
 
     # -- durable steps (docs/steps.md) --------------------------------------------------------
 
-    def step(self, name: str, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+    @overload
+    def step(self, name: str, fn: Callable[..., T], /, *args: Any, undo: Callable[[T], Any],
+             **kwargs: Any) -> T: ...
+
+    @overload
+    def step(self, name: str, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T: ...
+
+    def step(self, name: str, fn: Callable[..., Any], /, *args: Any, undo: Any = None, **kwargs: Any) -> Any:
         """Run `fn(*args, **kwargs)` the first time the job reaches the step `name` and
         keep its result (JSON) in the store; when the job runs again (after a sleep, an
-        event, a crash or a retry) return the kept result without running `fn`."""
-        return self.control.steps(self.job).step(name, fn, args, kwargs)  # type: ignore[no-any-return]
+        event, a crash or a retry) return the kept result without running `fn`.
+        `undo`: called with the kept result if the job ends dead or is cancelled
+        (`step_with_undo`, whose arguments are typed as `fn`'s; docs/steps.md, "Compensation")."""
+        steps = self.control.steps(self.job)
+        if undo is not None:
+            return steps.step_with_undo(name, undo, fn, args, kwargs)
+        return steps.step(name, fn, args, kwargs)
 
     def step_in_transaction(self, connection: Any, name: str, fn: Callable[P, T], /,
                             *args: P.args, **kwargs: P.kwargs) -> T:
@@ -215,14 +227,21 @@ class RunningJob:
         return self.control.steps(self.job).step_within(connection, name, fn, args, kwargs)  # type: ignore[no-any-return]
 
     @overload
+    async def step_async(self, name: str, fn: Callable[..., Any], /, *args: Any, undo: Callable[[Any], Any],
+                         **kwargs: Any) -> Any: ...
+
+    @overload
     async def step_async(self, name: str, fn: Callable[P, Awaitable[T]], /,
                          *args: P.args, **kwargs: P.kwargs) -> T: ...
 
     @overload
     async def step_async(self, name: str, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T: ...
 
-    async def step_async(self, name: str, fn: Callable[P, Any], /, *args: P.args, **kwargs: P.kwargs) -> Any:
-        """`step` for async tasks: `fn` may be a coroutine function."""
+    async def step_async(self, name: str, fn: Callable[..., Any], /, *args: Any, undo: Any = None,
+                         **kwargs: Any) -> Any:
+        """`step` for async tasks: `fn` may be a coroutine function (`undo`, a plain one)."""
+        if undo is not None:
+            return await self.step_with_undo_async(name, undo, fn, *args, **kwargs)
         return await self._step_async(name, None, fn, args, kwargs)
 
     def step_with_retry(self, name: str, retry: StepRetry, fn: Callable[P, T], /,

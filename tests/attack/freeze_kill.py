@@ -86,7 +86,7 @@ def saga() -> None:
     job = deferq.current_job()
     assert job is not None
     for what in ("a", "b", "c"):
-        job.step_with_undo(what, unbook, book, what)
+        job.step(what, book, what, undo=unbook)
     raise RuntimeError("the saga fails after its steps")
 
 

@@ -70,7 +70,7 @@ class Pair:
             def durable(fail: bool) -> str:
                 job = deferq.current_job()
                 assert job is not None
-                first = job.step_with_undo("first", plain, str, 1)  # undone when it ends dead
+                first = job.step("first", str, 1, undo=plain)  # undone when it ends dead
                 if job.patched("p"):
                     job.step("second", str, 2)
                 if fail:

@@ -254,7 +254,7 @@ def test_a_finished_durable_job_is_retried_from_a_step_of_its_timeline(served):
         assert job is not None
         for name in ("fetch", "render"):
             job.step(name, str, name)
-        job.step_with_undo("send", print, str, "send")  # its undo ran: the row says so
+        job.step("send", str, "send", undo=print)  # its undo ran: the row says so
         raise RuntimeError("the mail server refused it")
 
     job = three_steps.enqueue()

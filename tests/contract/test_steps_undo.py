@@ -40,7 +40,7 @@ class Trip:
             for what in ("hotel", "car"):
                 job.step_with_undo(what, unbook, book, what)
             job.step("note", self.log.append, "note")  # no undo: nothing to undo
-            job.step_with_undo("flight", unbook, book, "flight")
+            job.step("flight", book, "flight", undo=unbook)
             if ending == "sleep":
                 job.sleep("nap", 3600)
             elif ending == "fail":

@@ -89,6 +89,9 @@ def stepped(user: int) -> None:
     name: str = job.step("lookup", lookup, user, verbose=True)
     count: int = job.step("lookup again", lookup, user)  # error
     job.step("bad args", lookup, "u")  # error
+    undone: str = job.step("booked", lookup, user, undo=print)
+    job.step("booked again", lookup, user, undo=lambda kept: kept.upper())
+    print(undone)
     job.sleep("nap", 3.0)
     print(name, count)
 

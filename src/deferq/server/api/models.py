@@ -652,7 +652,7 @@ class Step(Struct):
     ended: Annotated[int, Meta(description="Those of a gather's child jobs that have ended.")] | None = None
     failed: Annotated[int, Meta(description=(
         "Those of a gather's child jobs that ended dead or cancelled."))] | None = None
-    undo: Annotated[str, Meta(description="The step's undo handler (job.step_with_undo).")] | None = None
+    undo: Annotated[str, Meta(description="The step's undo handler (job.step's undo=).")] | None = None
     undone: Undone | None = None
 
 
