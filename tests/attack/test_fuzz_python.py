@@ -30,6 +30,7 @@ from tests.attack.hostile import (
     NAMEISH,
     budget,
     maybe,
+    one_sentence,
     refused_or_done,
     store_snapshot,
 )
@@ -75,6 +76,14 @@ def app(request: pytest.FixtureRequest):
         job.patched(drawn.get("patch", "p"))
         job.step(drawn.get("step", "second"), str, 2)
         raise RuntimeError("ends dead, to be retried from a step")
+
+    @application.task(name="attack.parent", queue="attack-parent", max_attempts=1)
+    def parent() -> list[Any]:
+        job = deferq.current_job()
+        assert job is not None
+        child = application.tasks["attack.plain"]
+        calls = [child.options(**options).call(*args, **kwargs) for args, kwargs, options in drawn["children"]]
+        return job.gather(drawn["gather"], calls)
 
     application.drawn = drawn  # type: ignore[attr-defined]
     yield application
@@ -299,3 +308,41 @@ def test_retry_from(app, name):
     else:
         assert found.state == JobState.DEAD
     app.cancel(job.id)
+
+
+# A gather's children: a plain task's calls with hostile arguments and options (queue,
+# delay, priority, a unique key a child may not have, ...), up to 5 of them.
+CHILD_OPTIONS = st.fixed_dictionaries({}, optional={
+    "delay": st.one_of(HOSTILE_NUMBER, st.timedeltas()), "queue": maybe(NAMEISH), "key": maybe(NAMEISH),
+    "priority": st.sampled_from(["high", "normal", "low", "urgent"]), "max_attempts": HOSTILE_NUMBER,
+    "remark": maybe(HOSTILE_TEXT),
+})
+CHILDREN = st.lists(st.tuples(ARGS, KWARGS, CHILD_OPTIONS), max_size=5)
+
+
+@given(gather=st.one_of(NAMEISH, st.just("fan-out")), children=CHILDREN)
+@EXAMPLES
+def test_gather(app, gather, children):
+    """A gather of any name and children: the parent stores every child once and waits
+    for them (cancelling it cancels them), or it fails with a sentence before anything is
+    kept or stored (a refused name, option or argument)."""
+    app.drawn.update(gather=gather, children=children)
+    before = {job.id for state in JobState for job in app.backend.list_jobs(state, limit=10_000)}
+    job = drained(app, "attack.parent")
+    stored = [j for state in JobState for j in app.backend.list_jobs(state, limit=10_000) if j.id not in before
+              and j.id != job.id]
+    if job.state == JobState.DEAD:  # refused: the job's error says why (its traceback's last line, a sentence)
+        refusal = (job.error or "").strip().splitlines()[-1:]
+        one_sentence(refusal[0] if refusal else "", "gather")
+        assert app.steps(job.id) == [] and stored == [], f"refused ({refusal}) but kept or stored something"
+        return
+    rows = app.children(job.id)
+    assert len(rows) == len(children) == len({row["id"] for row in rows}) == len(stored), (rows, stored)
+    if not children:
+        assert (job.state, job.result) == (JobState.SUCCEEDED, [])
+        return
+    assert job.state == JobState.SCHEDULED, (job.state, job.error)
+    [step] = app.steps(job.id)
+    assert (step["name"], step["kind"], step["total"]) == (gather, "children", len(children))
+    assert app.cancel(job.id)
+    assert all(row["state"] in ("cancelled", "succeeded") for row in app.children(job.id)), app.children(job.id)
