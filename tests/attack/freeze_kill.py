@@ -38,6 +38,8 @@ INSIDE = "step.inside"  # not deferq's: the step function below holds itself the
 STEP_POINTS = ("step.before", "step.run", INSIDE, "step.after", "settle.before")
 UNDO_POINT = "undo.after"  # the first undo handler's outcome kept, the next not called yet
 SCHEDULE_POINTS = ("schedule.claim", "schedule.enqueue")
+CHILD_POINTS = ("children.before", "children.store", "children.stored")
+KIDS = 3
 MODES = ("freeze", "kill")
 EVERY = 2.0  # seconds between the ticks of the schedule the harness fires
 ROOT = Path(__file__).resolve().parents[2]
@@ -88,6 +90,21 @@ def saga() -> None:
     for what in ("a", "b", "c"):
         job.step(what, book, what, undo=unbook)
     raise RuntimeError("the saga fails after its steps")
+
+
+@app.task(max_attempts=5)
+def kid(n: int) -> int:
+    """A child of `gathered`: notes each run."""
+    note("kid")
+    return n * n
+
+
+@app.task(timeout=60, max_attempts=5)
+def gathered(n: int) -> list[int]:
+    """A gather of `n` children (`kid`)."""
+    job = deferq.current_job()
+    assert job is not None
+    return job.gather("fan-out", [kid.call(i) for i in range(n)])
 
 
 @app.task()
@@ -257,6 +274,30 @@ def run_undo_case(url: str, folder: Path, mode: str) -> None:
     record = (folder / "record.log").read_text().split()[::2]
     assert [n for n in record if n.startswith("unbook")] == ["unbook-c", "unbook-b", "unbook-a"], record
     assert [n for n in record if n.startswith("book")] == ["book-a", "book-b", "book-c"], record
+
+
+def run_children_case(url: str, folder: Path, point: str, mode: str) -> None:
+    """A parent gathering KIDS children; its first worker held at `point` of the gather,
+    then frozen or killed there; a second worker takes the parent over. Checked: the parent
+    succeeded with every result in order; each child was stored once and ran once; a frozen
+    worker, thawed, stored no child again and changed nothing."""
+    assert point in CHILD_POINTS and point in POINTS and mode in MODES
+    store = deferq.App(url)
+    try:
+        job = store.enqueue("gathered", [KIDS])
+        done, _ = take_over(url, folder, point, mode,
+                            lambda: (j := store.get(job.id)) is not None and j.state.finished and j,
+                            "after losing its lease")
+        after = store.get(job.id)
+        kids = [j for state in JobState for j in store.list_jobs(state, limit=1000) if j.task == "kid"]
+        tree = store.children(job.id)
+    finally:
+        store.close()
+    assert after is not None
+    assert (done.state, done.result) == ("succeeded", [i * i for i in range(KIDS)]), (done.state, done.error)
+    assert (after.state, after.result) == ("succeeded", done.result), "it ran again"
+    assert sorted(j.id for j in kids) == sorted(row["id"] for row in tree) and len(kids) == KIDS, (kids, tree)
+    assert notes(folder)["kid"] == KIDS, notes(folder)
 
 
 def ticks(store: deferq.App, states: tuple[JobState, ...] = tuple(JobState)) -> Counter[float]:

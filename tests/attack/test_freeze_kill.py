@@ -4,7 +4,7 @@ past its lease or killed there, on SQLite, Redis, PostgreSQL and MariaDB.
 
 `make test` runs a slice: each point and mode once, the stores taken in turn, and the
 freeze between two steps on every store. ATTACK_LONG=1 (`make attack`) runs every
-point and mode on every store."""
+point and mode on every store. A parent's gather of child jobs has its points too."""
 
 from __future__ import annotations
 
@@ -13,10 +13,12 @@ from itertools import product
 import pytest
 
 from tests.attack.freeze_kill import (
+    CHILD_POINTS,
     MODES,
     SCHEDULE_POINTS,
     STEP_POINTS,
     notes,
+    run_children_case,
     run_schedule_case,
     run_step_case,
     run_undo_case,
@@ -66,3 +68,8 @@ def test_a_schedule_leader_held_at_a_tick_then_frozen_or_killed(point, mode, sto
 def test_a_worker_held_mid_compensation_then_frozen_or_killed(mode, store, request, tmp_path):
     """Undo handlers run in reverse, each once, through a SIGKILL or a freeze past the lease."""
     run_undo_case(url_of(store, request, tmp_path), tmp_path, mode)
+
+
+@pytest.mark.parametrize(("point", "mode", "store"), cases(CHILD_POINTS))
+def test_a_parent_held_at_each_point_of_its_gather_then_frozen_or_killed(point, mode, store, request, tmp_path):
+    run_children_case(url_of(store, request, tmp_path), tmp_path, point, mode)
