@@ -1,6 +1,7 @@
 """The stores against the memory store, outcome by outcome: random sequences of public
 operations — enqueue with keys that differ by a trailing space, case, a combining accent
-or a width; get and get_by_key; cancel; run what is due (a task that retries with a drawn
+or a width, parents of child jobs; get and get_by_key; cancel (a parent's children too);
+the children of a job; run what is due (a task that retries with a drawn
 delay); pause and resume queues; limits set, paused and cleared; events sent; schedules
 added, paused and removed; extreme values — run on `memory://` and on one real store,
 each answer compared (job ids by the order they were made, times left out).
@@ -52,6 +53,17 @@ def plain(*args: Any, **kwargs: Any) -> None:
     pass
 
 
+def fan_out_on(app: deferq.App) -> None:
+    """A parent that gathers `count` children (attack.plain on `queue`), on `app`."""
+    child = app.tasks["attack.plain"]
+
+    @app.task(name="attack.fanout", max_attempts=1)
+    def fan_out(queue: str, count: int) -> list[None]:
+        job = deferq.current_job()
+        assert job is not None
+        return job.gather("fan-out", [child.options(queue=queue).call(i) for i in range(count)])
+
+
 class Pair:
     """The same public call on the memory store and on the store under test."""
 
@@ -61,6 +73,7 @@ class Pair:
         self.ids: list[dict[str, int]] = [{}, {}]  # job id -> the order it was made in (per store)
         for app in self.apps:
             app.task(name="attack.plain")(plain)
+            fan_out_on(app)
 
             @app.task(name="attack.retries", max_attempts=3)
             def retries(delay: str) -> None:
@@ -130,8 +143,10 @@ class Differential(RuleBasedStateMachine):
         if key is not None:  # on Redis a unique key is unique within its queue (docs/guarantees.md)
             queue = "q1"
         task, args = ("attack.plain", []) if retry is None else ("attack.retries", [retry])
-        if retry is None and data.draw(st.integers(0, 3), label="durable") == 0:
+        if retry is None and (kind := data.draw(st.integers(0, 5), label="durable")) == 0:
             task, args = "attack.durable", [data.draw(st.booleans(), label="fail")]
+        elif retry is None and kind == 1:  # a parent of child jobs (on the other queue)
+            task, args = "attack.fanout", [self.name("q2" if queue == "q1" else "q1"), data.draw(st.integers(0, 3))]
         self.pair.both(f"enqueue({task}, {options})", lambda side, app: self.pair.job(
             side, app.enqueue(task, args, queue=self.name(queue), **options)))
 
@@ -174,6 +189,16 @@ class Differential(RuleBasedStateMachine):
                             for row in app.steps(ids[side])]
 
         self.pair.both(f"retry_from(#{order}, {step!r})", retry)
+
+    @precondition(lambda self: self.pair.ids[0])
+    @rule(data=st.data())
+    def children(self, data):
+        """A job's child jobs (a parent's, or none), each with its place, state and result."""
+        order = data.draw(st.integers(0, len(self.pair.ids[0]) - 1), label="job")
+        ids = [next(i for i, n in self.pair.ids[side].items() if n == order) for side in (0, 1)]
+        self.pair.both(f"children(#{order})", lambda side, app: [
+            (row["step"], row["index"], row["state"], row["result"], self.pair.job(side, app.get(row["id"])))
+            for row in app.children(ids[side])])
 
     @rule(queue=st.sampled_from(["q1", "q2", "q 1", ""]), pause=st.booleans())
     def pause_or_resume(self, queue, pause):
