@@ -146,7 +146,8 @@ class Differential(RuleBasedStateMachine):
         if retry is None and (kind := data.draw(st.integers(0, 5), label="durable")) == 0:
             task, args = "attack.durable", [data.draw(st.booleans(), label="fail")]
         elif retry is None and kind == 1:  # a parent of child jobs (on the other queue)
-            task, args = "attack.fanout", [self.name("q2" if queue == "q1" else "q1"), data.draw(st.integers(0, 3))]
+            other = self.name("q2" if queue == "q1" else "q1")
+            task, args = "attack.fanout", [other, data.draw(st.integers(0, 3))]
         self.pair.both(f"enqueue({task}, {options})", lambda side, app: self.pair.job(
             side, app.enqueue(task, args, queue=self.name(queue), **options)))
 
