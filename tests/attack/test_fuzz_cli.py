@@ -76,9 +76,9 @@ command("schedule list", **{"--json": st.just(True)})
 for action in ("pause", "resume", "remove", "run-now"):
     command(f"schedule {action}", NAMEISH)
 # --app names a module to import: drawn from a fixed set, never a random import
-command("steps check", **{"--app": st.sampled_from(["no.such.module:app", "deferq:App", "deferq:nothing", ":", "x:",
-                                                    "deferq.cli.bench:app", "tests.attack.hostile"]),
-                          "--json": st.just(True)})
+APPS = ["no.such.module:app", "deferq:App", "deferq:nothing", ":", "x:", "deferq.cli.bench:app",
+        "tests.attack.hostile"]
+command("steps check", **{"--app": st.sampled_from(APPS), "--json": st.just(True)})
 command("steps retry-from", ANY_JOB, NAMEISH)
 command("token create", **{"--scope": st.sampled_from(["reader", "admin", "root"]), "--note": HOSTILE_TEXT})
 command("token list")
