@@ -2,6 +2,7 @@
 
 from . import backoff
 from .app import App
+from .chunks import Chunk, ChunkFailed
 from .context import RunningJob, StepRetry, current_job
 from .errors import (
     Backoff,
@@ -24,10 +25,10 @@ from .middleware import Middleware
 from .task import Call, Task
 
 __all__ = [
-    "App", "Backoff", "Call", "ChildFailed", "ConfigError", "DeferqError", "Job", "JobFailed", "JobState",
-    "JobTimeout", "Middleware", "MissingExtra", "PayloadError", "Priority", "Retry", "RunningJob",
-    "SchemaOutdated", "Snooze", "StepRetry", "StoreFull", "StoreUnavailable", "Task", "backoff", "chain",
-    "chord", "current_job", "group",
+    "App", "Backoff", "Call", "ChildFailed", "Chunk", "ChunkFailed", "ConfigError", "DeferqError", "Job",
+    "JobFailed", "JobState", "JobTimeout", "Middleware", "MissingExtra", "PayloadError", "Priority", "Retry",
+    "RunningJob", "SchemaOutdated", "Snooze", "StepRetry", "StoreFull", "StoreUnavailable", "Task", "backoff",
+    "chain", "chord", "current_job", "group",
 ]
 __version__ = "0.1.0"
 

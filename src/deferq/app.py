@@ -14,6 +14,7 @@ from .backends import Backend
 from .backends.base import QueueStats, QueueTable, missing_from, queue_table
 from .backends.search import SCHEDULED_KINDS, JobPage, JobQuery, find_scheduled
 from .backends.urls import check_options
+from .chunks import Chunk, chunk_option
 from .errors import ConfigError
 from .flows import batch as batches
 from .flows.chains import Inputs, with_inputs
@@ -42,7 +43,7 @@ from .steps import events as step_events
 from .steps import retry as step_retry
 from .steps.cancels import after_cancelled
 from .steps.children import ChildEnds
-from .task import AFTER, Call, FairKeys, Hook, Runtime, Task
+from .task import AFTER, Call, ChunkTask, FairKeys, Hook, Runtime, Task
 from .values import storable
 
 if TYPE_CHECKING:
@@ -52,6 +53,7 @@ log = logging.getLogger("deferq")
 P = ParamSpec("P")
 R = TypeVar("R")
 T = TypeVar("T")
+I = TypeVar("I")  # an item of a chunk task's list
 
 DEFAULT_URL = "sqlite:///deferq.db"
 DEFAULT_WEIGHTS = (5, 3, 2)  # high : normal : low (S2-10)
@@ -180,9 +182,23 @@ class App:
     @overload
     def task(
         self,
+        fn: None = None,
+        /,
+        *,
+        chunk: Chunk,
+        name: str | None = None,
+        on_success: Hook | None = None,
+        on_failure: Hook | None = None,
+        **defaults: Unpack[TaskOptions],
+    ) -> Callable[[Callable[[list[I]], Any]], ChunkTask[I]]: ...
+
+    @overload
+    def task(
+        self,
         fn: Callable[P, R],
         /,
         *,
+        chunk: None = None,
         name: str | None = None,
         on_success: Hook | None = None,
         on_failure: Hook | None = None,
@@ -195,6 +211,7 @@ class App:
         fn: None = None,
         /,
         *,
+        chunk: None = None,
         name: str | None = None,
         on_success: Hook | None = None,
         on_failure: Hook | None = None,
@@ -203,31 +220,36 @@ class App:
 
     def task(
         self,
-        fn: Callable[P, R] | None = None,
+        fn: Callable[..., Any] | None = None,
         /,
         *,
+        chunk: Chunk | None = None,
         name: str | None = None,
         on_success: Hook | None = None,
         on_failure: Hook | None = None,
         **defaults: Unpack[TaskOptions],
-    ) -> Task[P, R] | Callable[[Callable[P, R]], Task[P, R]]:
+    ) -> Any:
         """Register a function (sync or async) as a task: ``@app.task(queue="email")``.
 
         `defaults` are the fields of `deferq.options.TaskDefaults` (typed by
-        `deferq.options.TaskOptions`)."""
+        `deferq.options.TaskOptions`). `chunk=deferq.Chunk(size=..., wait=...)` makes a
+        chunk task (deferq.chunks): its function takes a list, and each job is one item."""
         try:
             task_defaults = TaskDefaults.parse(**defaults)
+            if chunk is not None:
+                chunk_option(chunk)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
 
-        def register(func: Callable[P, R]) -> Task[P, R]:
+        def register(func: Callable[..., Any]) -> Task[..., Any]:
             if name is None and getattr(func, "__name__", None) == "<lambda>":
                 raise ConfigError(
                     "a task needs a named module-level function the worker can import: define it with "
                     "def at the top of a module (or give the lambda a name=)"
                 )
-            task = Task(self, func, name or func.__name__, task_defaults, on_success, on_failure,
-                        explicit=frozenset(defaults))
+            kind = Task if chunk is None else ChunkTask
+            task = kind(self, func, name or func.__name__, task_defaults, on_success, on_failure,
+                        explicit=frozenset(defaults), chunk=chunk)
             try:
                 self.registry.add_task(task)
             except ValueError as exc:

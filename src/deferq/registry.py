@@ -20,7 +20,8 @@ from typing import Any
 
 from . import backoff as backoff_module
 from .backends.base import Outcome, OutcomeKind
-from .codec import Decoder, codec_for
+from .chunks import Chunk, chunk_of, codec_of
+from .codec import Decoder
 from .job import Job
 from .middleware import Chain, Middleware
 from .options import TaskDefaults
@@ -46,6 +47,7 @@ class TaskSpec:
     on_failure: Hook | None = None
     max_attempts: int | None = None  # the worker's --tries, in place of the job's max_attempts
     decode: Decoder | None = None  # arguments back to their annotated types (codec.py)
+    chunk: Chunk | None = None  # a chunk task's: one call takes many of its jobs (chunks.py)
 
 
 @dataclass(frozen=True)
@@ -118,6 +120,8 @@ class Registry:
         refusal = fair.refusal(task) if fair is not None else None
         if refusal:
             raise ValueError(refusal)
+        if task.chunk is not None:
+            chunk_of(task.fn, task.name)  # one list parameter, a plain function (ValueError)
         self.tasks[task.name] = task
         self._specs.pop(task.name, None)  # made on first use: see _spec
         d = task.defaults
@@ -185,7 +189,7 @@ class Registry:
         spec = self._specs[name] = TaskSpec(
             task.name, task.fn, task.is_async, task.defaults.timeout, backoff, task.on_success, task.on_failure,
             max_attempts=None if "max_attempts" in task.explicit else self._worker_attempts,
-            decode=codec_for(task.fn, task.name).decoder,
+            decode=codec_of(task.fn, task.name, task.chunk).decoder, chunk=task.chunk,
         )
         return spec
 

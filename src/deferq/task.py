@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, Protocol
 
 from .backends import open_backend
 from .backends.base import Backend, Enqueue, OnConflict, make_enqueue
-from .codec import ArgsCodec, codec_for, unknown_task_codec
+from .chunks import Chunk, codec_of
+from .codec import ArgsCodec, unknown_task_codec
 from .job import Job, JobState, Origin, encode_payload, fresh_job, held, new_job_id, new_job_ids, slot_init
 from .middleware import Chain
 from .options import JobOptions, JobOptionsKw, TaskDefaults, conflict_rules, unique_key, window_rules
@@ -32,6 +33,7 @@ if TYPE_CHECKING:  # a bare `Call` is a Call[Any] (TypeVar's default is Python 3
 else:
     T_co = TypeVar("T_co", covariant=True)
 Reg = TypeVar("Reg", covariant=True)
+I = TypeVar("I")  # an item of a chunk task's list
 
 
 _NO_CALL = object()  # Runtime.prepare's connection before the first call
@@ -238,6 +240,7 @@ class Task(Generic[P, R]):
         on_failure: Hook | None = None,
         options: JobOptions | None = None,
         explicit: frozenset[str] = frozenset(),
+        chunk: Chunk | None = None,
     ) -> None:
         self.app = app
         self.fn = fn
@@ -249,6 +252,7 @@ class Task(Generic[P, R]):
         self.is_async = inspect.iscoroutinefunction(fn)
         self.on_success = on_success
         self.on_failure = on_failure
+        self.chunk = chunk  # a chunk task's (ChunkTask): its jobs are items of one call's list
         self._options = options or JobOptions()
         self._rules: _Rules | None = None  # build_enqueue's resolution of _options, made once
         self.__doc__ = fn.__doc__
@@ -263,9 +267,9 @@ class Task(Generic[P, R]):
     def options(self, **options: Unpack[JobOptionsKw]) -> Task[P, R]:
         """This task with per-job options (the fields of `deferq.options.JobOptions`)."""
         merged = self._options.merged(JobOptions.parse(**options))
-        return Task(
+        return type(self)(
             self.app, self.fn, self.name, self.defaults, self.on_success, self.on_failure, merged,
-            self.explicit,
+            self.explicit, self.chunk,
         )
 
     @overload
@@ -313,6 +317,16 @@ class Task(Generic[P, R]):
 
     async def enqueue_async(self, *args: P.args, **kwargs: P.kwargs) -> Job[Any]:
         return (await self.app.runtime.enqueue_many_async([self.call(*args, **kwargs)]))[0]
+
+
+class ChunkTask(Task[[I], Any]):
+    """A chunk task (`@app.task(chunk=deferq.Chunk(...))`): its function takes a list,
+    and each job is one item of it (`index.enqueue(7)`, typed as the item). Calling it
+    directly runs the function with a list, here."""
+
+    def __call__(self, items: list[I], /) -> Any:  # type: ignore[override]
+        call: Callable[[list[I]], Any] = self.fn  # type: ignore[assignment]
+        return call(items)
 
 
 class FairKeys(Protocol):
@@ -365,7 +379,7 @@ class _Rules:
 
     @classmethod
     def of(cls, opts: JobOptions, task: Task[..., Any] | None, name: str) -> _Rules:
-        codec = codec_for(task.fn, task.name) if task is not None else unknown_task_codec(name)
+        codec = codec_of(task.fn, task.name, task.chunk) if task is not None else unknown_task_codec(name)
         known = task is not None
         defaults = task.defaults if task is not None else TaskDefaults()
         return cls(

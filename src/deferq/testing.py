@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
+from .attempt.chunk import run_chunk
 from .attempt.progress import ProgressWriter
 from .attempt.runner import run_async, run_sync
 from .backends import open_backend
@@ -70,7 +71,9 @@ def run_here(app: AppLike[Registry], job: Job, retry_at_once: bool = False) -> O
     progress = ProgressWriter(app.backend.record_progress)  # as in a worker: throttled
     [(job, control)] = registry.chain.claimed([job], progress.report)
     spec = registry.spec_for(job)
-    if spec.is_async:
+    if spec.chunk is not None:  # a chunk task: a call of this one job
+        [(outcome, exc)] = run_chunk(spec, [(job, control)], registry.chain)
+    elif spec.is_async:
         outcome, exc = asyncio.run(run_async(spec, job, registry.chain, control))
     else:
         outcome, exc = run_sync(spec, job, registry.chain, control)
@@ -91,10 +94,31 @@ def drain(app: AppLike[Registry], queues: Sequence[str] | None = None, limit: in
     names = list(queues or _queues(app))
     ran: list[str] = []
     while len(ran) < limit and (leased := backend.reserve(names, 100, WORKER, app.lease, Priority.LEVELS)):
+        calls: dict[str, list[Job]] = {}  # a chunk task's jobs of this lease: its calls
         for job in leased:
-            run_here(app, job)
+            spec = app.registry.spec_for(job)
+            if spec.chunk is None:
+                run_here(app, job)
+            else:
+                calls.setdefault(job.task, []).append(job)
             ran.append(job.id)
+        for jobs in calls.values():
+            size = app.registry.spec_for(jobs[0]).chunk.size  # type: ignore[union-attr]
+            for start in range(0, len(jobs), size):
+                run_chunk_here(app, jobs[start:start + size])
     return [found for job_id in ran if (found := backend.get(job_id)) is not None]
+
+
+def run_chunk_here(app: AppLike[Registry], jobs: list[Job]) -> list[Outcome]:
+    """One call of a chunk task with these leased jobs, in this thread, as a worker makes it."""
+    registry = app.registry
+    claimed = registry.chain.claimed(jobs)
+    ran = run_chunk(registry.spec_for(jobs[0]), claimed, registry.chain)
+    outcomes = [outcome for outcome, _ in ran]
+    applied = app.backend.settle(outcomes)
+    if settled := [pair for pair, ok in zip(ran, applied, strict=True) if ok]:
+        registry.chain.settled(settled)
+    return outcomes
 
 
 def travel(app: AppLike[Registry], seconds: float) -> None:

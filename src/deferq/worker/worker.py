@@ -38,13 +38,14 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
 
+from ..attempt.chunk import run_chunk
 from ..attempt.pauses import ARMED, pause_at
 from ..attempt.progress import ProgressWriter
 from ..attempt.runner import decide_failure, run_async, run_sync, stopped
@@ -57,6 +58,7 @@ from ..observe.logs import lines_together
 from ..registry import TaskSpec
 from ..upkeep import Upkeep
 from . import orders
+from .gather import ChunkCall, Gather
 from .memory import Trimmer
 from .priorities import PriorityRotation
 from .runners import STALL, Runners
@@ -77,6 +79,7 @@ GATHER = 0.0005
 FOLLOW = 0.25
 T = TypeVar("T")
 Ended = tuple[Job, Outcome, "BaseException | None", float]  # a sync job that returned, and when
+Work = tuple[TaskSpec, Job, JobControl]  # a job for a slot
 
 
 @dataclass
@@ -135,7 +138,16 @@ class Worker:
         self.rotation = PriorityRotation(runtime.priority_weights)
         self.running: dict[str, Running] = {}  # leased and not yet settled
         self.busy = 0  # jobs executing now: a slot frees when its job returns, before settling
-        self.held: deque[tuple[TaskSpec, Job, JobControl]] = deque()  # leased ahead, not started
+        self.held: deque[Work] = deque()  # leased ahead, not started
+        # Chunk tasks (chunks.py): their leased jobs wait in `gather` until a call is due,
+        # then as a call in `ready_chunks` for a slot. Leases of their jobs are counted
+        # apart (`chunk_leases`): a claim asks for up to `chunk_room` more of them.
+        self.gather = Gather()
+        self.ready_chunks: deque[ChunkCall] = deque()
+        self.chunk_leases = 0  # jobs of chunk tasks in `running`
+        tasks = runtime.registry.tasks.values()
+        self.chunk_room = sum(t.chunk.size for t in tasks if t.chunk and t.defaults.queue in self.config.queues)
+        self.chunk_tasks = frozenset(t.name for t in tasks if t.chunk)
         self.ahead = 0  # jobs to lease beyond the free slots now (_measure)
         self.job_time: float | None = None  # moving average of a job's run, seconds
         self.trip_time: float | None = None  # moving average of a settle's round trip, seconds
@@ -155,7 +167,7 @@ class Worker:
         self.gathering = False  # the settler waits for the running jobs to end (_gather)
         self.gathered = threading.Event()  # set when the last of them ended
         self.in_settle: set[tuple[str, int]] = set()  # (job id, attempt) whose settle call is in flight
-        self.runners: Runners[tuple[TaskSpec, Job, JobControl], Ended] = Runners(
+        self.runners: Runners[Work | ChunkCall, Ended | list[Ended]] = Runners(
             self.config.concurrency, self._run_sync, self._finished_many, lambda item: item[0].name)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._threads: list[threading.Thread] = []
@@ -253,6 +265,7 @@ class Worker:
             self._store_call(self.backend.settle, [Outcome(job, OutcomeKind.RELEASE) for job in left])
         with self.lock:
             self.running.clear()  # released or abandoned: nothing left to heartbeat
+            self.chunk_leases = 0
         self.outcomes.put(None)
         for thread in self._threads:
             thread.join(timeout=5)
@@ -281,19 +294,45 @@ class Worker:
 
     def _unhold(self, ids: set[str] | None, keep: bool = False) -> list[Job]:
         """Called with the lock held: take the jobs leased ahead (those of `ids`, or all)
-        off the waiting line, and unless `keep`, forget them."""
+        off the waiting line (and the jobs of chunk tasks not started), and unless
+        `keep`, forget them."""
         dropped = [job for _, job, _ in self.held if ids is None or job.id in ids]
         if dropped:
             self.held = deque(item for item in self.held if ids is not None and item[1].id not in ids)
-            for job in dropped if not keep else ():
-                del self.running[job.id]
+        if self.gather or self.ready_chunks:
+            dropped += self._unhold_chunks(ids)
+        for job in dropped if not keep else ():
+            self._forget(job.id)
         return dropped
 
-    def _claim_slots(self, settling: int = 0, ahead: bool = True) -> int:
+    def _unhold_chunks(self, ids: set[str] | None) -> list[Job]:
+        """Called with the lock held: the jobs of chunk tasks not started, of `ids` or all."""
+        dropped = self.gather.drop(ids)
+        calls = []
+        for call in self.ready_chunks:
+            members = [(job, control) for job, control in call.members if ids is not None and job.id not in ids]
+            dropped += [job for job, _ in call.members if ids is None or job.id in ids]
+            if members:
+                calls.append(ChunkCall(call.spec, members))
+        self.ready_chunks = deque(calls)
+        return dropped
+
+    def _forget(self, job_id: str) -> Running:
+        """Called with the lock held: the job is no longer this worker's."""
+        running = self.running.pop(job_id)
+        if running.spec.chunk is not None:
+            self.chunk_leases -= 1
+        return running
+
+    def _claim_slots(self, settling: int = 0, ahead: bool = True, chunk_settling: int = 0) -> int:
         """Promise the free slots to one reserve call, so two threads never over-lease.
-        `settling`: leases that the same call ends (a settle's batch); `ahead`: and the
-        jobs to lease ahead (not for a wait on an empty queue: a burst that ends it is
-        shared with the other workers)."""
+        `settling`: leases that the same call ends (a settle's batch; `chunk_settling` of
+        them jobs of chunk tasks); `ahead`: and the jobs to lease ahead (not for a wait on
+        an empty queue: a burst that ends it is shared with the other workers).
+
+        On a queue of chunk tasks the call asks for as many more jobs as their chunks
+        lack (`chunk_room`): one claim can fill a chunk. Other jobs it brings instead
+        wait as jobs leased ahead, and the next claims ask for that many fewer."""
         with self.lock:
             if self.stopping.is_set() or self.quiet.is_set() or self._done_taking():
                 return 0
@@ -301,7 +340,12 @@ class Worker:
                     - self.busy - len(self.held) - self.claimed)
             # a finished job holds its lease until settled: never hold more than
             # max_leases, however far settling falls behind
-            free = min(free, self.max_leases - (len(self.running) - settling) - self.claimed)
+            plain = len(self.running) - self.chunk_leases - (settling - chunk_settling)
+            free = min(free, self.max_leases - plain - self.claimed)
+            if self.chunk_room:
+                waiting = self.gather.count + sum(len(call.members) for call in self.ready_chunks)
+                free = max(0, free) + max(0, self.chunk_room - waiting)
+                free = min(free, self.chunk_room + self.max_leases - plain - self.claimed)
             if self.config.max_jobs is not None:
                 free = min(free, self.config.max_jobs - self.processed - len(self.running) - self.claimed)
             free = max(free, 0)
@@ -318,20 +362,45 @@ class Worker:
             self.claimed -= claimed
             for spec, job, control in started:  # a free slot starts it now, else it waits (leased ahead)
                 self.running[job.id] = Running(job, spec, now, None, control, held=True)
+            if self.chunk_tasks and any(item[0].chunk is not None for item in started):
+                started = self._gather_chunks(started, now)
             self.held.extend(started)
-            started = self._take_held(now, len(self.held))
-        if self.held and (self.stopping.is_set() or self.quiet.is_set()):
+            work = self._take_held(now, len(self.held) + len(self.ready_chunks))
+        if (self.held or self.gather) and (self.stopping.is_set() or self.quiet.is_set()):
             self._give_back_held()
-        self._launch(started)
+        self._launch(work)
 
-    def _launch(self, started: list[tuple[TaskSpec, Job, JobControl]]) -> None:
+    def _gather_chunks(self, started: list[Work], now: float) -> list[Work]:
+        """Called with the lock held: the jobs of chunk tasks among `started` wait in
+        `gather`, and the calls now due go to `ready_chunks`; the other jobs are returned."""
+        plain = []
+        for item in started:
+            if item[0].chunk is None:
+                plain.append(item)
+            else:
+                self.gather.add(*item, now)
+                self.chunk_leases += 1
+        self.ready_chunks.extend(self.gather.ripe(now))
+        return plain
+
+    def _ripen(self, now: float) -> None:
+        """The keeper's tick: the chunks whose first job has waited long enough go."""
+        with self.lock:
+            due = self.gather.next_due()
+            if due is None or now < due:
+                return
+            self.ready_chunks.extend(self.gather.ripe(now, everything=self.stopping.is_set()))
+            work = self._take_held(now, len(self.ready_chunks))
+        self._launch(work)
+
+    def _launch(self, started: list[Work | ChunkCall]) -> None:
         sync = [item for item in started if not item[0].is_async]
         if sync:
             self.runners.submit(sync)
         if len(sync) < len(started):
-            for spec, job, control in started:
-                if spec.is_async:
-                    self._start_async(spec, job, control)
+            for item in started:
+                if not isinstance(item, ChunkCall) and item[0].is_async:
+                    self._start_async(*item)
 
     def _done_taking(self) -> bool:
         """Called with the lock held."""
@@ -393,10 +462,12 @@ class Worker:
         future = asyncio.run_coroutine_threadsafe(coro, self._event_loop())
         future.add_done_callback(lambda f: self._finished(job, *_result(spec, job, f)))
 
-    def _run_sync(self, item: tuple[TaskSpec, Job, JobControl]) -> Ended:
+    def _run_sync(self, item: Work | ChunkCall) -> Ended | list[Ended]:
         """On a runner thread (runners.py): one sync job (no futures: they cost on the hot
-        path). Its outcome goes to `_finished_many` with those of the short jobs the same
-        runner ran next."""
+        path), or one call of a chunk task. Its outcome goes to `_finished_many` with those
+        of the short jobs the same runner ran next."""
+        if isinstance(item, ChunkCall):
+            return self._run_chunk(item)
         spec, job, control = item
         try:
             outcome, exc = run_sync(spec, job, self.chain, control)
@@ -407,21 +478,53 @@ class Worker:
             self.busy -= 1  # the slot is free now; its outcome follows with the others this runner ran
             if (running := self.running.get(job.id)) is not None and running.job is job:
                 running.ended = at  # returned: no timeout applies while its outcome waits for the others
-            after = self._take_held(at, 1) if self.held else ()
-        for spec, job_after, control in after:  # this runner runs it next (or the event loop)
-            if spec.is_async:
-                self._start_async(spec, job_after, control)
-            else:
-                self.runners.put((spec, job_after, control))
+            after = self._take_held(at, 1) if self.held or self.ready_chunks else ()
+        self._next(after)
         return job, outcome, exc, at
 
-    def _take_held(self, now: float, most: int) -> list[tuple[TaskSpec, Job, JobControl]]:
-        """Called with the lock held: start up to `most` jobs leased ahead, as slots are
-        free (their timeout counts from now), unless stopping or quiet."""
-        taken: list[tuple[TaskSpec, Job, JobControl]] = []
+    def _next(self, after: Sequence[Work | ChunkCall]) -> None:
+        """On a runner thread: what it runs next (an async job: on the event loop)."""
+        for item in after:
+            if not isinstance(item, ChunkCall) and item[0].is_async:
+                self._start_async(*item)
+            else:
+                self.runners.put(item)
+
+    def _run_chunk(self, call: ChunkCall) -> list[Ended]:
+        """On a runner thread: one call of a chunk task, an outcome per job."""
+        try:
+            ran = run_chunk(call.spec, call.members, self.chain)
+        except BaseException as error:  # noqa: BLE001 - a runner bug must not lose the jobs
+            ran = [(decide_failure(call.spec, job, error), error) for job, _ in call.members]
+        at = time.monotonic()
+        with self.lock:
+            self.busy -= 1  # the call's one slot is free now
+            for job, _ in call.members:
+                if (running := self.running.get(job.id)) is not None and running.job is job:
+                    running.ended = at
+            after = self._take_held(at, 1) if self.held or self.ready_chunks else ()
+        self._next(after)
+        return [(job, outcome, exc, at) for (job, _), (outcome, exc) in zip(call.members, ran, strict=True)]
+
+    def _take_held(self, now: float, most: int) -> list[Work | ChunkCall]:
+        """Called with the lock held: start up to `most` jobs leased ahead, or calls of
+        chunk tasks (first: their jobs have waited), as slots are free (their timeout
+        counts from now), unless stopping or quiet."""
+        taken: list[Work | ChunkCall] = []
+        while (self.ready_chunks and len(taken) < most and self.busy < self.config.concurrency
+               and not (self.stopping.is_set() or self.quiet.is_set())):
+            call = self.ready_chunks.popleft()
+            timeouts = [self.running[job.id].spec.timeout for job, _ in call.members]
+            # one call, one deadline: the shortest timeout of its jobs
+            deadline = now + min(t for t in timeouts if t) if any(timeouts) else None
+            for job, _ in call.members:
+                running = self.running[job.id]
+                running.held, running.started, running.deadline = False, now, deadline
+            self.busy += 1
+            taken.append(call)
         while (self.held and len(taken) < most and self.busy < self.config.concurrency
                and not (self.stopping.is_set() or self.quiet.is_set())
-               and len(self.running) - len(self.held) < self.started_leases):
+               and len(self.running) - self.chunk_leases - len(self.held) < self.started_leases):
             spec, job, control = item = self.held.popleft()
             running = self.running[job.id]
             running.held, running.started = False, now
@@ -433,12 +536,17 @@ class Worker:
     def _start_held(self) -> None:
         """A slot freed by an async job: start the jobs leased ahead that fit."""
         with self.lock:
-            items = self._take_held(time.monotonic(), self.config.concurrency) if self.held else []
+            items = (self._take_held(time.monotonic(), self.config.concurrency)
+                     if self.held or self.ready_chunks else [])
         self._launch(items)
 
-    def _finished_many(self, ended: list[Ended]) -> None:
-        for job, outcome, exc, at in ended:
-            self._finished(job, outcome, exc, at, freed=False)
+    def _finished_many(self, ended: list[Ended | list[Ended]]) -> None:
+        for one in ended:
+            if isinstance(one, list):  # a chunk task's call
+                for job, outcome, exc, at in one:
+                    self._finished(job, outcome, exc, at, freed=False)
+            else:
+                self._finished(*one, freed=False)
 
     def _finished(self, job: Job, outcome: Outcome, exc: BaseException | None, at: float | None = None,
                   freed: bool = True) -> None:
@@ -450,7 +558,7 @@ class Worker:
             running = self.running.get(job.id)
             abandoned = running is not None and running.abandoned
             if abandoned:
-                del self.running[job.id]  # already settled as timed out
+                self._forget(job.id)  # already settled as timed out
             elif running is not None:
                 running.ended = at or time.monotonic()
             # the settler leases for this slot when it settles the outcome (an idle one
@@ -469,7 +577,7 @@ class Worker:
             self.slot_freed.set()
         if gathered:
             self.gathered.set()
-        if freed and self.held:
+        if freed and (self.held or self.ready_chunks):
             self._start_held()
 
     def _event_loop(self) -> asyncio.AbstractEventLoop:
@@ -531,9 +639,10 @@ class Worker:
         attempts = {(o.job.id, o.job.attempts) for o in outcomes}
         with self.lock:
             self.in_settle |= attempts
+        chunked = sum(o.job.task in self.chunk_tasks for o in outcomes) if self.chunk_tasks else 0
         while True:
             # the batch's leases end in the call that takes the new ones: they are not counted
-            claimed = self._claim_slots(len(outcomes))
+            claimed = self._claim_slots(len(outcomes), chunk_settling=chunked)
             self.to_claim = False
             sent = time.perf_counter()
             reply = self._store_call(self._settle_and_reserve, outcomes, claimed)
@@ -585,7 +694,7 @@ class Worker:
             for outcome in outcomes:
                 running = self.running.get(outcome.job.id)
                 if running is not None and running.job.attempts == outcome.job.attempts:
-                    del self.running[outcome.job.id]
+                    self._forget(outcome.job.id)
                     ran[outcome.job.id] = (running.ended or time.monotonic()) - running.started
             self.processed += len(outcomes)
             self.in_settle -= attempts
@@ -624,6 +733,8 @@ class Worker:
         while not (self.stopping.is_set() and not self.running):
             now = time.monotonic()
             self._enforce_timeouts(now)
+            if self.gather:
+                self._ripen(now)
             self.runners.nudge()
             if now >= next_beat:
                 self._heartbeat()
@@ -657,9 +768,11 @@ class Worker:
                     stop = [self.running[j.id] for j in jobs if j.id in beat.cancel_requested and self._holds(j)]
                     limited = [(r.job, r.control.slot) for j in sorted(lost)
                                if (r := self.running[j]).control.slot is not None]
-                    if lost and self.held:  # not started: never will be (another worker has it, or it ended)
+                    if lost and (self.held or self.gather or self.ready_chunks):
+                        # not started: never will be (another worker has it, or it ended)
                         self._unhold(lost)
-                    if self.held and (unstarted := {r.job.id for r in stop if r.held}):
+                    if (self.held or self.gather or self.ready_chunks) and (
+                            unstarted := {r.job.id for r in stop if r.held}):
                         self._unhold(unstarted, keep=True)  # cancelled before it started: not run
                         stop = [r for r in stop if r.job.id not in unstarted]
                         for job_id in sorted(unstarted):

@@ -1,0 +1,74 @@
+"""The jobs of chunk tasks a worker leased, gathered into calls (chunks.py).
+
+A leased job of a chunk task waits here, leased and heartbeated like a job leased
+ahead, until its task has `size` of them waiting, or the first of them has waited
+`wait` seconds in this worker: then they leave as one `ChunkCall`, in the order leased,
+for a free slot. What the store leased in one claim came in its claim order (priority,
+due time, a fair queue's round of keys), so a chunk keeps it: no fair key fills a call
+while other keys' jobs wait in the same claim.
+
+Not thread-safe: the worker calls it with its lock held.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import NamedTuple
+
+from ..context import JobControl
+from ..job import Job
+from ..registry import TaskSpec
+
+
+class ChunkCall(NamedTuple):
+    """One call of a chunk task: its spec (the first job's) and its jobs, in order."""
+
+    spec: TaskSpec
+    members: list[tuple[Job, JobControl]]
+
+
+class Gather:
+    def __init__(self) -> None:
+        # task name -> its waiting jobs: (spec, job, control, since) in the order leased
+        self.waiting: dict[str, deque[tuple[TaskSpec, Job, JobControl, float]]] = {}
+        self.count = 0  # jobs waiting here, of every task
+
+    def __bool__(self) -> bool:
+        return self.count > 0
+
+    def add(self, spec: TaskSpec, job: Job, control: JobControl, now: float) -> None:
+        self.waiting.setdefault(spec.name, deque()).append((spec, job, control, now))
+        self.count += 1
+
+    def ripe(self, now: float, everything: bool = False) -> list[ChunkCall]:
+        """Take the calls that are due: every full chunk, and the rest of a task whose
+        first job has waited its `wait` (or all that waits, with `everything`)."""
+        calls: list[ChunkCall] = []
+        for name, line in list(self.waiting.items()):
+            chunk = line[0][0].chunk
+            assert chunk is not None
+            while len(line) >= chunk.size or (line and (everything or now - line[0][3] >= chunk.wait)):
+                taken = [line.popleft() for _ in range(min(chunk.size, len(line)))]
+                calls.append(ChunkCall(taken[0][0], [(job, control) for _, job, control, _ in taken]))
+                self.count -= len(taken)
+            if not line:
+                del self.waiting[name]
+        return calls
+
+    def drop(self, ids: set[str] | None) -> list[Job]:
+        """Take the jobs of `ids` (or all) out of the waiting lines."""
+        dropped: list[Job] = []
+        for name, line in list(self.waiting.items()):
+            kept = deque(item for item in line if ids is not None and item[1].id not in ids)
+            dropped += [item[1] for item in line if ids is None or item[1].id in ids]
+            if kept:
+                self.waiting[name] = kept
+            else:
+                del self.waiting[name]
+        self.count -= len(dropped)
+        return dropped
+
+    def next_due(self) -> float | None:
+        """When the earliest waiting line is due by its wait (monotonic), if any waits."""
+        dues = [line[0][3] + (line[0][0].chunk.wait if line[0][0].chunk else 0.0) for line in self.waiting.values()]
+        return min(dues) if dues else None
