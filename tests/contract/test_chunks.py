@@ -1,0 +1,184 @@
+"""Chunk tasks (deferq.chunks) on every store: jobs enqueued one by one reach the function
+in calls of at most `size`, each once; ChunkFailed fails the named jobs alone; any other
+exception fails the call's jobs; each job keeps its result, attempts and state; a fair
+queue's keys share a chunk; a limit counts items; a cancel acts on one job."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+import pytest
+
+import deferq
+from deferq.job import JobState
+from deferq.worker import Worker, WorkerConfig
+
+pytestmark = pytest.mark.timeout(120)
+
+
+class Calls:
+    """What a chunk task's function was called with, call by call."""
+
+    def __init__(self) -> None:
+        self.lists: list[list[object]] = []
+        self.lock = threading.Lock()
+
+    def add(self, items: list[object]) -> None:
+        with self.lock:
+            self.lists.append(list(items))
+
+    def items(self) -> list[object]:
+        return [item for call in self.lists for item in call]
+
+
+def burst(app: deferq.App, queue: str, concurrency: int = 4) -> int:
+    return Worker(app, WorkerConfig(queues=(queue,), burst=True, concurrency=concurrency, schedules=False)).run()
+
+
+def run_until_done(app: deferq.App, queue: str, jobs: list[deferq.Job], concurrency: int = 1) -> None:
+    """A worker runs until every one of `jobs` ended (their retries and snoozes too)."""
+    worker = Worker(app, WorkerConfig(queues=(queue,), concurrency=concurrency, schedules=False, idle_wait=0.1))
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    try:
+        until(lambda: all(job and job.state.finished for job in app.backend.get_many([j.id for j in jobs])), 60)
+    finally:
+        worker.stop()
+        thread.join(30)
+
+
+def until(check: Callable[[], object], seconds: float = 30.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not check():
+        assert time.monotonic() < deadline, "timed out waiting"
+        time.sleep(0.01)
+
+
+def test_a_thousand_items_enqueued_one_by_one_reach_the_function_in_calls_of_at_most_size_each_once(app):
+    calls = Calls()
+
+    @app.task(chunk=deferq.Chunk(size=100, wait=0.2), queue="chunks")
+    def index(ids: list[int]) -> None:
+        calls.add(ids)
+
+    jobs = [index.enqueue(i) for i in range(1000)]
+    assert burst(app, "chunks") == 0
+    assert sorted(calls.items()) == list(range(1000))  # each item once
+    assert max(len(call) for call in calls.lists) <= 100
+    assert len(calls.lists) <= 20  # gathered: not a call per job
+    finished = app.backend.get_many([job.id for job in jobs])
+    assert {(job.state, job.attempts) for job in finished if job} == {(JobState.SUCCEEDED, 1)}
+
+
+def test_items_failed_through_chunk_failed_retry_alone_and_the_others_run_once(app):
+    calls = Calls()
+    failing = {3, 14, 15, 41}
+
+    @app.task(chunk=deferq.Chunk(size=10, wait=0.05), queue="chunks", backoff=lambda attempt: 0.0)
+    def index(ids: list[int]) -> list[str]:
+        calls.add(ids)
+        if len(calls.lists) <= 5:  # the first calls: the failing items fail once
+            failed = {at: ValueError(f"item {item}") for at, item in enumerate(ids) if item in failing}
+            if failed:
+                raise deferq.ChunkFailed(failed, results=[f"done {item}" for item in ids])
+        return [f"done {item}" for item in ids]
+
+    jobs = [index.enqueue(i) for i in range(50)]
+    assert burst(app, "chunks") == 0
+    seen = calls.items()
+    assert sorted(set(seen)) == list(range(50))
+    assert {item: seen.count(item) for item in range(50) if seen.count(item) != 1} == dict.fromkeys(failing, 2)
+    for i, job in enumerate(jobs):
+        done = app.get(job.id)
+        assert done is not None and done.state == JobState.SUCCEEDED
+        assert done.attempts == (2 if i in failing else 1)
+        assert done.result == f"done {i}"
+
+
+def test_an_exception_fails_every_job_of_the_call_and_each_retries_or_dies_on_its_own(app):
+    calls = Calls()
+
+    @app.task(chunk=deferq.Chunk(size=6, wait=0.05), queue="chunks", backoff=lambda a: 0.0)
+    def index(ids: list[int]) -> None:
+        calls.add(ids)
+        if len(calls.lists) == 1:
+            raise RuntimeError("the search engine said no")
+
+    jobs = [index.enqueue(i) for i in range(5)]
+    once = index.options(max_attempts=1).enqueue(5)
+    assert burst(app, "chunks") == 0
+    assert calls.lists[0] == [0, 1, 2, 3, 4, 5] and sorted(calls.items()[6:]) == [0, 1, 2, 3, 4]
+    for job in jobs:  # failed in the first call, then succeeded
+        done = app.get(job.id)
+        assert done is not None and (done.state, done.attempts) == (JobState.SUCCEEDED, 2)
+    dead = app.get(once.id)  # its own max_attempts
+    assert dead is not None and dead.state == JobState.DEAD and "the search engine said no" in (dead.error or "")
+
+
+def test_a_chunk_not_full_is_called_once_its_first_job_waited(app):
+    calls = Calls()
+
+    @app.task(chunk=deferq.Chunk(size=100, wait=0.3), queue="chunks")
+    def index(ids: list[str]) -> list[str]:
+        calls.add(ids)
+        return [item.upper() for item in ids]
+
+    jobs = [index.enqueue(text) for text in ("a", "b", "c")]
+    started = time.monotonic()
+    assert burst(app, "chunks") == 0
+    assert calls.lists == [["a", "b", "c"]]
+    assert time.monotonic() - started >= 0.3
+    assert [app.get(job.id).result for job in jobs] == ["A", "B", "C"]
+
+
+def test_a_fair_queues_keys_share_a_chunk(app):
+    calls = Calls()
+
+    @app.task(chunk=deferq.Chunk(size=20, wait=0.05), queue="fair")
+    def index(ids: list[str]) -> None:
+        calls.add(ids)
+
+    for i in range(60):
+        index.options(fair_key="tenant:a").enqueue(f"a{i}")
+    for tenant in "bc":
+        for i in range(5):
+            index.options(fair_key=f"tenant:{tenant}").enqueue(f"{tenant}{i}")
+    assert burst(app, "fair", concurrency=1) == 0
+    first = calls.lists[0]  # a takes its turns with b and c: it does not fill the call (on a store of
+    # several servers, each server's claim takes its own turns: most of b's and c's jobs)
+    assert all(sum(item.startswith(tenant) for item in first) >= 4 for tenant in "bc")
+    assert sorted(calls.items()) == sorted([f"a{i}" for i in range(60)] + [f"{t}{i}" for t in "bc" for i in range(5)])
+
+
+def test_a_concurrency_limit_counts_items_not_calls(app):
+    calls = Calls()
+
+    @app.task(chunk=deferq.Chunk(size=20, wait=0.05), queue="chunks", concurrency=3)
+    def index(ids: list[int]) -> None:
+        calls.add(ids)
+
+    jobs = [index.enqueue(i) for i in range(12)]
+    run_until_done(app, "chunks", jobs)
+    assert sorted(calls.items()) == list(range(12))
+    assert max(len(call) for call in calls.lists) <= 3
+
+
+def test_a_job_cancelled_while_its_chunk_gathers_is_left_out_of_the_call(app):
+    calls = Calls()
+
+    @app.task(chunk=deferq.Chunk(size=100, wait=3.0), queue="chunks")
+    def index(ids: list[int]) -> None:
+        calls.add(ids)
+
+    jobs = [index.enqueue(i) for i in range(3)]
+    worker = Worker(app, WorkerConfig(queues=("chunks",), burst=True, schedules=False))
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    until(lambda: all(app.get(job.id).state == JobState.ACTIVE for job in jobs))
+    assert app.cancel(jobs[1].id)
+    thread.join(30)
+    assert not thread.is_alive()
+    assert calls.lists == [[0, 2]]
+    assert [app.get(job.id).state for job in jobs] == [JobState.SUCCEEDED, JobState.CANCELLED, JobState.SUCCEEDED]
