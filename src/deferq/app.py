@@ -53,7 +53,7 @@ log = logging.getLogger("deferq")
 P = ParamSpec("P")
 R = TypeVar("R")
 T = TypeVar("T")
-I = TypeVar("I")  # an item of a chunk task's list
+Item = TypeVar("Item")  # an item of a chunk task's list
 
 DEFAULT_URL = "sqlite:///deferq.db"
 DEFAULT_WEIGHTS = (5, 3, 2)  # high : normal : low (S2-10)
@@ -190,7 +190,7 @@ class App:
         on_success: Hook | None = None,
         on_failure: Hook | None = None,
         **defaults: Unpack[TaskOptions],
-    ) -> Callable[[Callable[[list[I]], Any]], ChunkTask[I]]: ...
+    ) -> Callable[[Callable[[list[Item]], Any]], ChunkTask[Item]]: ...
 
     @overload
     def task(

@@ -33,7 +33,7 @@ if TYPE_CHECKING:  # a bare `Call` is a Call[Any] (TypeVar's default is Python 3
 else:
     T_co = TypeVar("T_co", covariant=True)
 Reg = TypeVar("Reg", covariant=True)
-I = TypeVar("I")  # an item of a chunk task's list
+Item = TypeVar("Item")  # an item of a chunk task's list
 
 
 _NO_CALL = object()  # Runtime.prepare's connection before the first call
@@ -319,13 +319,13 @@ class Task(Generic[P, R]):
         return (await self.app.runtime.enqueue_many_async([self.call(*args, **kwargs)]))[0]
 
 
-class ChunkTask(Task[[I], Any]):
+class ChunkTask(Task[[Item], Any]):
     """A chunk task (`@app.task(chunk=deferq.Chunk(...))`): its function takes a list,
     and each job is one item of it (`index.enqueue(7)`, typed as the item). Calling it
     directly runs the function with a list, here."""
 
-    def __call__(self, items: list[I], /) -> Any:  # type: ignore[override]
-        call: Callable[[list[I]], Any] = self.fn  # type: ignore[assignment]
+    def __call__(self, items: list[Item], /) -> Any:  # type: ignore[override]
+        call: Callable[[list[Item]], Any] = self.fn  # type: ignore[assignment]
         return call(items)
 
 

@@ -70,5 +70,6 @@ class Gather:
 
     def next_due(self) -> float | None:
         """When the earliest waiting line is due by its wait (monotonic), if any waits."""
-        dues = [line[0][3] + (line[0][0].chunk.wait if line[0][0].chunk else 0.0) for line in self.waiting.values()]
+        dues = [since + (spec.chunk.wait if spec.chunk else 0.0)
+                for spec, _, _, since in (line[0] for line in self.waiting.values())]
         return min(dues) if dues else None
