@@ -95,3 +95,18 @@ def fan_out(first: int, count: int) -> list[int]:
     assert job is not None
     _record(f"parent {first}")
     return job.gather("fan-out", [child_square.call(i) for i in range(first, first + count)])
+
+
+@app.task(chunk=deferq.Chunk(size=50, wait=0.2), queue="chunks", timeout=120)
+def record_chunk(items: list[int]) -> None:
+    """Records "call <pid> <items>"; with DEFERQ_TEST_HOLD ("<item> <path>"), the call
+    holding that item records "held <pid>" and waits (at most 60 s) until the path exists."""
+    _record(f"call {os.getpid()} " + ",".join(map(str, items)))
+    hold = os.environ.get("DEFERQ_TEST_HOLD")
+    if hold:
+        item, marker = hold.split(" ", 1)
+        if int(item) in items and not os.path.exists(marker):
+            _record(f"held {os.getpid()}")
+            deadline = time.monotonic() + 60
+            while not os.path.exists(marker) and time.monotonic() < deadline:
+                time.sleep(0.02)
