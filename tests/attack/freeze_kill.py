@@ -29,11 +29,13 @@ from typing import Any
 import deferq
 from deferq.attempt.pauses import POINTS, pause_at
 from deferq.job import JobState
+from deferq.options import JobOptions
 from deferq.schedules.definition import PeriodicJob
 
 LEASE = 2.0  # seconds: a frozen worker loses its jobs soon
 app = deferq.App(os.environ.get("DEFERQ_URL", "memory://"), lease=LEASE)
 
+CHUNK_POINTS = ("chunk.call",)
 INSIDE = "step.inside"  # not deferq's: the step function below holds itself there
 STEP_POINTS = ("step.before", "step.run", INSIDE, "step.after", "settle.before")
 UNDO_POINT = "undo.after"  # the first undo handler's outcome kept, the next not called yet
@@ -107,6 +109,14 @@ def gathered(n: int) -> list[int]:
     return job.gather("fan-out", [kid.call(i) for i in range(n)])
 
 
+@app.task(chunk=deferq.Chunk(size=5, wait=0.1), queue="chunks")
+def noted_chunk(items: list[int]) -> list[int]:
+    """A chunk task: notes each item it was called with."""
+    for item in items:
+        note(f"item-{item}")
+    return [item * 2 for item in items]
+
+
 @app.task()
 def beat() -> None:
     """The schedule's task."""
@@ -119,7 +129,8 @@ def beat() -> None:
 class Worker:
     """One `deferq worker` process of this module's app, one slot, held at `point` if given."""
 
-    def __init__(self, url: str, folder: Path, name: str, point: str | None = None) -> None:
+    def __init__(self, url: str, folder: Path, name: str, point: str | None = None,
+                 queues: tuple[str, ...] = ()) -> None:
         self.url, self.log, self.pause = url, folder / f"{name}.log", folder / f"{name}.pause"
         env = {**os.environ, "DEFERQ_URL": url, "DEFERQ_TEST_RECORD": str(folder / "record.log"),
                "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}
@@ -129,7 +140,8 @@ class Worker:
         with self.log.open("ab") as out:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "deferq", "worker", "--app", "tests.attack.freeze_kill:app",
-                 "--url", url, "-c", "1", "--log-level", "info"],
+                 "--url", url, "-c", "1", "--log-level", "info",
+                 *(f"--queue={queue}" for queue in queues)],
                 env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=out,
             )
 
@@ -203,19 +215,19 @@ def step_runs(point: str, mode: str) -> dict[str, int]:
 
 
 def take_over(url: str, folder: Path, point: str, mode: str, finished: Callable[[], Any],
-              woke: str) -> tuple[Any, Worker]:
+              woke: str, queues: tuple[str, ...] = ()) -> tuple[Any, Worker]:
     """Hold a worker at `point`, freeze it there or kill it, and start another, until
     `finished()` says the other one did the work; a frozen worker is then thawed, past its
     lease, and goes on until its log says `woke`. Both are stopped at the end. Returns what
     `finished` returned, and the held worker (its log stays)."""
-    held, other = Worker(url, folder, "held", point), None
+    held, other = Worker(url, folder, "held", point, queues), None
     try:
         wait_for(held.held, 60, f"a worker held at {point}")
         if mode == "freeze":
             held.freeze()
         else:
             held.kill()
-        other = Worker(url, folder, "other")
+        other = Worker(url, folder, "other", queues=queues)
         done = wait_for(finished, 60, "the other worker to do the work")
         if mode == "freeze":
             held.thaw()
@@ -326,3 +338,35 @@ def run_schedule_case(url: str, folder: Path, point: str, mode: str) -> None:
     assert max(fired.values()) == 1, f"a tick was enqueued twice: {fired}"
     times = sorted(fired)
     assert times == [times[0] + EVERY * n for n in range(len(times))], f"a tick was missed: {times}"
+
+
+def run_chunk_case(url: str, folder: Path, point: str, mode: str) -> None:
+    """Ten items of a chunk task (calls of five); the first worker held as it is about to
+    call the function with its first chunk, then frozen past its lease or killed; a
+    second worker runs every item. Checked: each job succeeded once, with its own
+    result, which no later outcome changed; an item reached the function once, or (a
+    freeze) at most twice: the thawed worker's calls, whose outcomes the store refused,
+    as its log says."""
+    assert point in CHUNK_POINTS and mode in MODES
+    store = deferq.App(url)
+    try:
+        jobs = store.enqueue_many([deferq.Call("noted_chunk", (i,), {}, JobOptions(queue="chunks"))
+                                   for i in range(10)])
+
+        def all_done() -> list[deferq.Job] | None:
+            found = [store.get(job.id) for job in jobs]
+            return found if all(j is not None and j.state.finished for j in found) else None  # type: ignore[return-value]
+
+        done, held = take_over(url, folder, point, mode, all_done, "after losing its lease", ("chunks",))
+        after = [store.get(job.id) for job in jobs]
+    finally:
+        store.close()
+    assert [(j.state, j.result) for j in done] == [("succeeded", i * 2) for i in range(10)]
+    assert [(j.state, j.result, j.attempts) for j in after if j] == [(j.state, j.result, j.attempts) for j in done]
+    runs = notes(folder)
+    counts = sorted(runs[f"item-{i}"] for i in range(10))
+    if mode == "kill":  # the held call never reached the function: every item once
+        assert counts == [1] * 10, runs
+    else:  # the thawed worker makes its held call (and may make the next it had gathered, leased
+        # ahead), its outcomes refused: those items twice, none more
+        assert counts.count(2) >= 5 and max(counts) == 2, runs

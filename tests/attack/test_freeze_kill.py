@@ -14,11 +14,13 @@ import pytest
 
 from tests.attack.freeze_kill import (
     CHILD_POINTS,
+    CHUNK_POINTS,
     MODES,
     SCHEDULE_POINTS,
     STEP_POINTS,
     notes,
     run_children_case,
+    run_chunk_case,
     run_schedule_case,
     run_step_case,
     run_undo_case,
@@ -73,3 +75,8 @@ def test_a_worker_held_mid_compensation_then_frozen_or_killed(mode, store, reque
 @pytest.mark.parametrize(("point", "mode", "store"), cases(CHILD_POINTS))
 def test_a_parent_held_at_each_point_of_its_gather_then_frozen_or_killed(point, mode, store, request, tmp_path):
     run_children_case(url_of(store, request, tmp_path), tmp_path, point, mode)
+
+
+@pytest.mark.parametrize(("point", "mode", "store"), cases(CHUNK_POINTS))
+def test_a_chunk_tasks_worker_held_before_its_call_then_frozen_or_killed(point, mode, store, request, tmp_path):
+    run_chunk_case(url_of(store, request, tmp_path), tmp_path, point, mode)

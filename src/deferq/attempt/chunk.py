@@ -17,6 +17,7 @@ from ..errors import PayloadError
 from ..job import Job
 from ..middleware import Chain
 from ..registry import TaskSpec
+from .pauses import ARMED, pause_at
 from .runner import UnknownTask, decide_failure, stopped, succeeded
 
 Ran = tuple[Outcome, "BaseException | None"]
@@ -38,6 +39,8 @@ def run_chunk(spec: TaskSpec, jobs: list[tuple[Job, JobControl]], chain: Chain) 
                 raise
             ran[at] = decide_failure(spec, job, error), error
     if taken:
+        if ARMED:  # a freeze-and-kill test's point (pauses.py)
+            pause_at("chunk.call")
         result, exc = _call(spec, items)
         for at, ending in zip(taken, endings(len(taken), result, exc, spec.name), strict=True):
             job = jobs[at][0]

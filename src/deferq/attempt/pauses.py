@@ -24,6 +24,7 @@ POINTS = (
     "children.stored",  # the children are stored, before that is written
     "settle.before",  # the run ended, before its outcome goes to the store
     "undo.after",  # an undo handler's outcome is kept, before the next handler (steps/undo.py)
+    "chunk.call",  # a chunk task's jobs are gathered into a call: the function is called next
     "schedule.claim",  # a schedule's tick was claimed, before its job is looked for
     "schedule.enqueue",  # no job has the tick's key: it is enqueued next
 )
