@@ -85,6 +85,13 @@ def app(request: pytest.FixtureRequest):
         calls = [child.options(**options).call(*args, **kwargs) for args, kwargs, options in drawn["children"]]
         return job.gather(drawn["gather"], calls)
 
+    @application.task(name="attack.chunk", queue="attack-chunk", max_attempts=1,
+                      chunk=deferq.Chunk(size=4, wait=0))
+    def chunk(items: list[Any]) -> Any:
+        if "failures" in drawn:
+            raise deferq.ChunkFailed(drawn["failures"], drawn.get("results"))
+        return drawn.get("results")
+
     application.drawn = drawn  # type: ignore[attr-defined]
     yield application
     application.close()
@@ -346,3 +353,53 @@ def test_gather(app, gather, children):
     assert (step["name"], step["kind"], step["total"]) == (gather, "children", len(children))
     assert app.cancel(job.id)
     assert all(row["state"] in ("cancelled", "succeeded") for row in app.children(job.id)), app.children(job.id)
+
+
+CHUNK_SIZES = st.one_of(HOSTILE_NUMBER, st.integers(-3, 20_000), st.booleans(), st.none())
+CHUNK_WAITS = st.one_of(HOSTILE_NUMBER, st.timedeltas(), st.booleans(), st.none())
+
+
+@given(size=CHUNK_SIZES, wait=CHUNK_WAITS)
+@EXAMPLES
+def test_chunk_options(size, wait):
+    """A Chunk is made of a size of 1 to 10,000 and a wait of 0 to 3,600 seconds, or refused
+    with a sentence (a ValueError)."""
+    done, chunk = refused_or_done(lambda: deferq.Chunk(size=size, wait=wait), "Chunk", None, (ValueError,))
+    if done:
+        assert 1 <= chunk.size <= 10_000 and 0 <= chunk.wait <= 3600 and type(chunk.wait) is float
+
+
+FAILURE_KEYS = st.one_of(st.integers(-2, 6), st.booleans(), HOSTILE_TEXT, st.floats(allow_nan=True))
+FAILURE_VALUES = st.one_of(HOSTILE_TEXT, st.builds(ValueError, HOSTILE_TEXT), st.just(deferq.Retry(delay=5)),
+                           st.builds(lambda v: deferq.Snooze(v), st.floats(0, 1e6)), st.none())
+FAILURES = st.one_of(st.dictionaries(FAILURE_KEYS, FAILURE_VALUES, max_size=6), HOSTILE_JSON)
+
+
+@given(items=st.lists(HOSTILE_JSON, min_size=1, max_size=6),
+       failures=maybe(FAILURES), results=maybe(st.one_of(st.lists(HOSTILE_JSON, max_size=6), HOSTILE_JSON)))
+@EXAMPLES
+def test_chunk_failed_maps(app, items, failures, results):
+    """Whatever a chunk task raises as its ChunkFailed map (positions out of range, of
+    the wrong type, errors that are text, exceptions or nothing) or returns as results,
+    every job of the call settles: succeeded, waiting again or dead, never left active;
+    an item the store refuses at enqueue is refused with a sentence and stores nothing."""
+    app.drawn.clear()
+    if failures is not None:
+        app.drawn["failures"] = failures
+    if results is not None:
+        app.drawn["results"] = results
+    jobs = []
+    for item in items:
+        done, job = refused_or_done(lambda item=item: app.tasks["attack.chunk"].enqueue(item), "enqueue",
+                                    lambda: store_snapshot(app), ENQUEUE_REFUSALS)
+        if done:
+            jobs.append(job)
+    try:
+        testing.drain(app, ["attack-chunk"], limit=20)
+    except Exception as exc:  # the settle itself failed
+        raise AssertionError(f"a chunk's settle failed: {exc!r}") from exc
+    for job in jobs:
+        found = app.get(job.id)
+        assert found is not None and found.state != JobState.ACTIVE, f"left {found and found.state}"
+        if not found.state.finished:
+            app.cancel(job.id)

@@ -1,9 +1,10 @@
 """The stores against the memory store, outcome by outcome: random sequences of public
 operations — enqueue with keys that differ by a trailing space, case, a combining accent
-or a width, parents of child jobs; get and get_by_key; cancel (a parent's children too);
-the children of a job; run what is due (a task that retries with a drawn
-delay); pause and resume queues; limits set, paused and cleared; events sent; schedules
-added, paused and removed; extreme values — run on `memory://` and on one real store,
+or a width, parents of child jobs, jobs of a chunk task; get and get_by_key; cancel (a
+parent's children too); the children of a job; run what is due (a task that retries with
+a drawn delay, calls of the chunk task whose items fail alone or together); pause and
+resume queues; limits set, paused and cleared; events sent; schedules added, paused and
+removed; extreme values — run on `memory://` and on one real store,
 each answer compared (job ids by the order they were made, times left out).
 
 Every name an example makes carries a prefix of its own (`d<n>:`), so examples share a
@@ -53,6 +54,19 @@ def plain(*args: Any, **kwargs: Any) -> None:
     pass
 
 
+def chunky(items: list[str]) -> list[str]:
+    """A chunk task whose items say how its call ends: "fail" fails that item alone (a retry
+    in a minute), "boom" every item of the call, "stray" names a position the call lacks."""
+    if "boom" in items:
+        raise RuntimeError("boom")
+    if "stray" in items:
+        raise deferq.ChunkFailed({len(items): "no such position"})
+    failed = {at: deferq.Retry(delay=60) for at, item in enumerate(items) if item == "fail"}
+    if failed:
+        raise deferq.ChunkFailed(failed, results=items)
+    return items
+
+
 def fan_out_on(app: deferq.App) -> None:
     """A parent that gathers `count` children (attack.plain on `queue`), on `app`."""
     child = app.tasks["attack.plain"]
@@ -89,6 +103,9 @@ class Pair:
                 if fail:
                     raise RuntimeError("ends dead, to be retried from a step")
                 return first
+
+            app.task(name="attack.chunky", max_attempts=2, backoff=lambda attempt: 3600.0,  # no jitter: due alike
+                     chunk=deferq.Chunk(size=3, wait=0))(chunky)
 
     def close(self) -> None:
         for app in self.apps:
@@ -150,6 +167,14 @@ class Differential(RuleBasedStateMachine):
             task, args = "attack.fanout", [other, data.draw(st.integers(0, 3))]
         self.pair.both(f"enqueue({task}, {options})", lambda side, app: self.pair.job(
             side, app.enqueue(task, args, queue=self.name(queue), **options)))
+
+    @rule(items=st.lists(st.sampled_from(["ok", "fail", "boom", "stray", "é" * 50]), min_size=1, max_size=5),
+          queue=st.sampled_from(["q1", "q2"]))
+    def enqueue_chunk_items(self, items, queue):
+        """Jobs of a chunk task, one item each: run what is due makes calls of three."""
+        for item in items:
+            self.pair.both(f"enqueue(attack.chunky, {item!r})", lambda side, app, item=item: self.pair.job(
+                side, app.enqueue("attack.chunky", [item], queue=self.name(queue))))
 
     @rule(data=st.data())
     def get_by_key(self, data):
