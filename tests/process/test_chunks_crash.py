@@ -79,5 +79,5 @@ def test_a_worker_killed_mid_chunk_loses_nothing_and_only_its_chunks_jobs_run_ag
     again = {item for item, count in runs.items() if count > 1}
     assert set(killed_call) <= again, "the killed call's items did not run again"
     held_items = {i for i, job in enumerate(jobs) if job.id in held}
-    assert again <= held_items, f"items run again that the killed worker did not hold: {sorted(again - held_items)}"
+    assert again <= held_items, f"run again, not held by the killed worker: {sorted(again - held_items)}"
     assert max(runs.values()) == 2
