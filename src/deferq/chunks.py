@@ -147,9 +147,9 @@ def endings(count: int, result: Any, exc: BaseException | None, task: str) -> li
     if not isinstance(exc, ChunkFailed):
         return [Ending(None, exc)] * count
     failures = exc.failures
-    wrong = _wrong_position(failures, count)
-    if wrong is not None:
-        error = ItemFailed(f"{task}() raised ChunkFailed naming {wrong!r:.40}, but its call had positions "
+    wrong = _wrong_positions(failures, count)
+    if wrong:
+        error = ItemFailed(f"{task}() raised ChunkFailed naming {wrong[0]!r:.40}, but its call had positions "
                            f"0 to {count - 1}: every job of the call failed")
         error.__cause__ = exc
         return [Ending(None, error)] * count
@@ -157,13 +157,11 @@ def endings(count: int, result: Any, exc: BaseException | None, task: str) -> li
     return [Ending(results[i], _error(failures[i])) if i in failures else Ending(results[i]) for i in range(count)]
 
 
-def _wrong_position(failures: Any, count: int) -> Any:
+def _wrong_positions(failures: Any, count: int) -> list[Any]:
+    """What `failures` names that is not a position of the call (itself, if no map)."""
     if not isinstance(failures, Mapping):
-        return failures
-    for position in failures:
-        if type(position) is not int or not 0 <= position < count:
-            return position
-    return None
+        return [failures]
+    return [position for position in failures if type(position) is not int or not 0 <= position < count]
 
 
 def _error(error: Any) -> BaseException:
