@@ -23,7 +23,9 @@ PACKAGE = Path(__file__).resolve().parents[2] / "src" / "deferq"
 # folder inside it is a room of its own (deferq.server.api within deferq.server).
 FLOORS: list[tuple[str, set[str]]] = [
     ("values", {"deferq.errors", "deferq.backoff", "deferq.codec", "deferq.values", "deferq.job",
-                "deferq.context", "deferq.net", "deferq.forks"}),
+                "deferq.context", "deferq.net", "deferq.forks",
+                # chunk tasks: the option, the exception, the item codec and what a call means per job
+                "deferq.chunks"}),
     ("stores", {"deferq.backends"}),
     ("jobs", {"deferq.middleware", "deferq.limits", "deferq.options", "deferq.task", "deferq.registry",
               "deferq.results", "deferq.observe", "deferq.attempt", "deferq.testing",

@@ -18,7 +18,7 @@ from ..job import Job
 from ..middleware import Chain
 from ..registry import TaskSpec
 from .pauses import ARMED, pause_at
-from .runner import UnknownTask, decide_failure, stopped, succeeded
+from .runner import arguments, decide_failure, stopped, succeeded
 
 Ran = tuple[Outcome, "BaseException | None"]
 
@@ -61,13 +61,7 @@ def run_chunk(spec: TaskSpec, jobs: list[tuple[Job, JobControl]], chain: Chain) 
 
 def _item(spec: TaskSpec, job: Job) -> Any:
     """The job's one argument, decoded to the list's item type."""
-    if spec.fn is None:
-        raise UnknownTask(f"unknown task {job.task!r}")
-    if "_unreadable_payload" in job.kwargs:
-        raise UnknownTask(f"unreadable payload: {job.kwargs['_unreadable_payload']}")
-    args, kwargs = job.args, job.kwargs
-    if spec.decode is not None:
-        args, kwargs = spec.decode(args, kwargs)
+    args, kwargs = arguments(spec, job)
     if len(args) != 1 or kwargs:
         raise PayloadError(f"a job of chunk task {job.task}() must hold one item, it holds "
                           f"{len(args)} argument(s) and {len(kwargs)} keyword argument(s)")

@@ -94,14 +94,20 @@ async def run_async(
 
 def _call(spec: TaskSpec, job: Job) -> Any:
     """The task function called with the job's arguments, decoded to its annotations."""
+    args, kwargs = arguments(spec, job)
+    return spec.fn(*args, **kwargs)  # type: ignore[misc]  # arguments() refused a task without one
+
+
+def arguments(spec: TaskSpec, job: Job) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The job's arguments decoded to its task's annotations; UnknownTask when this
+    process lacks the task or cannot read the payload."""
     if spec.fn is None:
         raise UnknownTask(f"unknown task {job.task!r}")
     if "_unreadable_payload" in job.kwargs:
         raise UnknownTask(f"unreadable payload: {job.kwargs['_unreadable_payload']}")
-    args, kwargs = job.args, job.kwargs
     if spec.decode is not None:
-        args, kwargs = spec.decode(args, kwargs)
-    return spec.fn(*args, **kwargs)
+        return spec.decode(job.args, job.kwargs)
+    return job.args, job.kwargs
 
 
 def stopped(job: Job) -> Outcome:

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from .codec import ArgsCodec, codec_for
-from .errors import DeferqError, PayloadError
+from ..codec import ArgsCodec, codec_for
+from ..errors import DeferqError, PayloadError
 
 log = logging.getLogger("deferq.worker")
 
