@@ -26,6 +26,21 @@ def finished(app: deferq.App, job_id: str, timeout: float = 60.0) -> deferq.Job:
     return job
 
 
+def parent_of(app: deferq.App, sizes: list[int], queue: str = "kids") -> deferq.Task[[], list[int]]:
+    """A task that gathers `sizes[0]` children (each returns its number) on `queue`."""
+    @app.task(queue=queue)
+    def child(n: int) -> int:
+        return n
+
+    @app.task()
+    def fan_out() -> list[int]:
+        job = deferq.current_job()
+        assert job is not None
+        return job.gather("fan-out", [child.call(n) for n in range(sizes[0])])
+
+    return fan_out
+
+
 def run_one(app: deferq.App, queue: str) -> None:
     [job] = app.backend.reserve([queue], 1, "w", app.lease, (0, 1, 2))
     run_here(app, job)
@@ -95,17 +110,7 @@ def test_a_dead_child_raises_child_failed_in_the_parent(app: deferq.App) -> None
 
 
 def test_cancelling_the_parent_cancels_its_unfinished_children(app: deferq.App) -> None:
-    @app.task(queue="kids")
-    def slow(x: int) -> int:
-        return x
-
-    @app.task()
-    def fan_out() -> list[int]:
-        job = deferq.current_job()
-        assert job is not None
-        return job.gather("fan-out", [slow.call(i) for i in range(4)])
-
-    parent = fan_out.enqueue()
+    parent = parent_of(app, [4]).enqueue()
     drain(app, ["default"])  # the parent stores its children and leaves; no worker takes "kids"
     run_one(app, "kids")  # one child ends
     tree = app.children(parent.id)
@@ -151,17 +156,7 @@ def test_an_end_no_settle_wrote_is_found_by_the_parent_at_its_recheck(app: defer
     """A child cancelled on its own (no run, so no settle hook) ends the parent's wait at
     its recheck: the parent looks at its children itself, and raises ChildFailed."""
 
-    @app.task(queue="kids")
-    def slow(x: int) -> int:
-        return x
-
-    @app.task()
-    def fan_out() -> list[int]:
-        job = deferq.current_job()
-        assert job is not None
-        return job.gather("fan-out", [slow.call(i) for i in range(2)])
-
-    parent = fan_out.enqueue()
+    parent = parent_of(app, [2]).enqueue()
     drain(app, ["default"])
     first, second = (row["id"] for row in app.children(parent.id))
     run_one(app, "kids")
@@ -220,18 +215,7 @@ def test_the_job_api_links_a_parent_and_its_children(tmp_path) -> None:
     from tests.support.server_helpers import TestClient
 
     app = deferq.App(f"sqlite:///{tmp_path}/deferq.db")
-
-    @app.task(queue="kids")
-    def child(n: int) -> int:
-        return n
-
-    @app.task()
-    def fan_out() -> list[int]:
-        job = deferq.current_job()
-        assert job is not None
-        return job.gather("fan-out", [child.call(n) for n in range(3)])
-
-    parent = fan_out.enqueue()
+    parent = parent_of(app, [3]).enqueue()
     drain(app, ["default"])
     ids = [row["id"] for row in app.children(parent.id)]
     try:
@@ -253,18 +237,7 @@ def test_steps_check_replays_a_waiting_parent_and_retry_from_drops_its_children(
     one whose gather now takes another number of calls is named. retry_from the gather of a
     finished parent drops its children's ends with it: the parent starts new children."""
     sizes = [3]
-
-    @app.task(queue="kids")
-    def child(n: int) -> int:
-        return n
-
-    @app.task()
-    def fan_out() -> list[int]:
-        job = deferq.current_job()
-        assert job is not None
-        return job.gather("fan-out", [child.call(n) for n in range(sizes[0])])
-
-    parent = fan_out.enqueue()
+    parent = parent_of(app, sizes).enqueue()
     drain(app, ["default"])
     report = app.steps_check()
     assert report.checked == 1 and report.failing == []
