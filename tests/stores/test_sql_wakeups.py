@@ -178,3 +178,16 @@ def test_mysql_polling_notices_a_job_quickly(mysql_url):
         assert waited(app.backend, 3.0, lambda: app.enqueue("noop", [1])) < POLL_MAX + 0.5
     finally:
         app.close()
+
+
+def test_postgres_a_wake_wakes_the_waiter(pg_app, postgres_url):
+    """A job waiting for its due time made due now (a durable wait's event, a parent's
+    last child) wakes an idle worker, from a process whose first statement is that wake."""
+    job = pg_app.enqueue("noop", [1], delay=100)
+    other = deferq.App(postgres_url)
+    try:
+        assert waited(pg_app.backend, 3.0, lambda: other.backend.wake(job.id)) < 1.0
+        assert other.backend.wake_many([job.id]) == 0  # due already
+    finally:
+        other.close()
+    assert len(pg_app.backend.reserve(["default"], 1, "w", 5, (0, 1, 2))) == 1

@@ -485,6 +485,26 @@ class PostgresBackend(SQLBackend):
             self._listener = conn
         return self._listener
 
+    def wake(self, job_id: str) -> bool:
+        def plan() -> Plan[int]:
+            yield from self.bound()
+            return (yield Step(self.q["wake"], {"id": job_id})).rowcount
+
+        return self.run(plan()) == 1
+
+    def wake_many(self, job_ids: Sequence[str]) -> int:
+        def plan() -> Plan[int]:
+            yield from self.bound()
+            return (yield Step(self.q["wake"], [{"id": job_id} for job_id in job_ids], many=True)).rowcount
+
+        return self.run(plan(), atomic=True) if job_ids else 0
+
+    def bound(self) -> Plan[None]:
+        """The statements that wake idle workers named their channel first (a wake may be
+        a process's first such statement: an event sent before any enqueue)."""
+        if self._channel is None:
+            self.bind_channel((yield Step(self.q["jobs_schema"])).rows)
+
     def bind_channel(self, rows: Sequence[Any]) -> str:
         """The channel of idle workers (from the jobs_schema query's rows), now also in the
         enqueue statements that notify it."""
@@ -522,7 +542,7 @@ class PostgresBackend(SQLBackend):
                 self._listener = None
 
 
-NOTIFYING = ("enqueue", "enqueue_plain", "enqueue_one", "enqueue_one_plain", "enqueue_lean")
+NOTIFYING = ("enqueue", "enqueue_plain", "enqueue_one", "enqueue_one_plain", "enqueue_lean", "wake")
 
 
 class _Stack(deque[Any]):

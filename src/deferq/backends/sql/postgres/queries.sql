@@ -355,9 +355,12 @@ UPDATE {jobs} SET
 WHERE id = %(id)s AND state IN ('queued', 'active', 'blocked')
 
 -- name: wake
--- A job waiting for its due time is due now (a durable step's event came).
+-- A job waiting for its due time is due now (a durable step's event came, a parent's last
+-- child job ended). It wakes an idle worker as an enqueue does (wake_waiters): the update
+-- trigger wakes none, as the job was queued already.
 UPDATE {jobs} SET run_at = {now}, updated_at = {now}
 WHERE id = %(id)s AND state = 'queued' AND run_at > {now}
+RETURNING {wake_waiters}
 
 -- name: retry_dead
 -- Back to the end of the line: a fresh seq. Fails on deferq_jobs_live_key when a newer
