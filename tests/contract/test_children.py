@@ -252,3 +252,23 @@ def test_steps_check_replays_a_waiting_parent_and_retry_from_drops_its_children(
     drain(app)
     assert finished(app, parent.id, 5).result == [0, 1, 2]
     assert not first & {row["id"] for row in app.children(parent.id)}  # new children
+
+
+def test_deferq_job_shows_a_parent_its_children_and_a_child_its_parent(tmp_path) -> None:
+    from click.testing import CliRunner
+
+    from deferq.cli.main import main
+
+    url = f"sqlite:///{tmp_path}/deferq.db"
+    app = deferq.App(url)
+    parent = parent_of(app, [3]).enqueue()
+    drain(app, ["default"])
+    ids = [row["id"] for row in app.children(parent.id)]
+    run_one(app, "kids")
+    app.close()
+    shown = CliRunner().invoke(main, ["job", parent.id, "--url", url])
+    assert shown.exit_code == 0, shown.output
+    assert f"child jobs:   {', '.join(ids)}" in shown.output
+    assert "1. fan-out (children) waiting: 1 of 3 child jobs ended" in shown.output
+    child = CliRunner().invoke(main, ["job", ids[0], "--url", url])
+    assert f"child of:     {parent.id}" in child.output

@@ -29,6 +29,7 @@ from ..observe.logs import setup_logging
 from ..observe.output import clip, job_lines, last_error_line, print_json, say, when, width
 from ..server.http.auth import SCOPES
 from ..server.http.overload import OVERLOADS, Overload
+from ..steps.children import child_ids, place_of
 from ..steps.events import shown_state, waiting_for
 from ..values import format_duration
 from .run import no_create_option, run_command, status_command
@@ -361,7 +362,9 @@ def show_job(app: App, job_id: str, as_json: bool) -> None:
         print_json({**job.to_dict(), **links, "steps": steps, "waiting_for": waiting_for(job, steps)})
         return
     click.echo("\n".join(job_lines({**job.to_dict(), "state": shown_state(job, steps)})))
-    for label, ids in (("runs after", links["after"]), ("waited on by", links["waiting"])):
+    for label, ids in (("runs after", links["after"]), ("waited on by", links["waiting"]),
+                       ("child jobs", child_ids(app.backend, job.id, 10) if steps else []),
+                       ("child of", [place["id"]] if (place := place_of(job)) else [])):
         if ids:
             click.echo(f"{label + ':':<13} {', '.join(ids)}")
     for number, step in enumerate(steps, 1):
@@ -373,6 +376,9 @@ def step_line(step: dict[str, Any]) -> str:
     text = f"{step['name']} ({step['kind']}) {step['state']}"
     if step["state"] == "retrying":
         text += f": try {step['failures']} failed: {step['error'][:60]}"
+    elif step["kind"] == "children":  # a gather: `deferq job CHILD-ID` shows each child
+        text += f": {step['ended']} of {step['total']} child jobs ended" + (
+            f", {step['failed']} failed" if step["failed"] else "")
     elif step["kind"] == "step":
         text += f" in {step['took']:.3f}s: {orjson.dumps(step['result']).decode()[:60]}"
         if step.get("undone"):  # its undo handler ran: the job ended dead or was cancelled
