@@ -21,6 +21,9 @@ tracing and rate limits are plug-ins of this kind; so are `app.on(...)` and a ta
   `deferq.Snooze(delay)` puts it back for `delay` seconds with the attempt not counted
   (how a limit says "not yet"); any other exception is logged and ignored.
 - `after_run(job, outcome, exc)`: right after the task, same thread, before settling.
+- `after_chunk(jobs, seconds)`: after one call of a chunk task (deferq.chunks), same
+  thread, with the jobs whose items the function got and how long the call ran; each
+  job's own `before_run` / `after_run` come before and after it.
 - `after_settle_many(settled)`: after the store recorded a batch of outcomes, once per
   batch (one store call for the batch, where a plug-in needs one), with the
   `(outcome, exc)` pairs that applied; before their `after_settle` hooks.
@@ -74,7 +77,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("deferq.middleware")
 
 HOOKS = ("before_enqueue", "after_store", "after_enqueue", "after_claim", "before_run", "after_run",
-         "after_settle_many", "after_settle")
+         "after_chunk", "after_settle_many", "after_settle")
 Settled = tuple[Outcome, "BaseException | None"]  # an outcome the store recorded, and the run's exception
 
 
@@ -111,6 +114,9 @@ class Middleware:
     def after_run(self, job: Job, outcome: Outcome, exc: BaseException | None) -> None:
         pass
 
+    def after_chunk(self, jobs: list[Job], seconds: float) -> None:
+        pass
+
     def after_settle_many(self, settled: list[Settled]) -> None:
         pass
 
@@ -141,6 +147,7 @@ class Chain:
         self.before_run: list[Callable[[Job], None]] = []
         self.after_run: list[Callable[[Job, Outcome, BaseException | None], None]] = []
         self.after_raised: list[Callable[[Job, Outcome, BaseException | None], None]] = []  # idle ones too
+        self.after_chunk: list[Callable[[list[Job], float], None]] = []
         self.after_settle_many: list[tuple[Callable[[list[Settled]], None], Callable[[Outcome], Any] | None]] = []
         self.after_settle: list[Callable[[Job, Outcome, BaseException | None], None]] = []
         self.settled_jobs = 0  # after_settle hooks that read the settled job (needs_settled_job)
@@ -265,6 +272,13 @@ class Chain:
                 raise
             except Exception:  # noqa: BLE001 - a failing hook is isolated
                 _failed(hook, job)
+
+    def run_after_chunk(self, jobs: list[Job], seconds: float) -> None:
+        for hook in self.after_chunk:
+            try:
+                hook(jobs, seconds)
+            except Exception:  # noqa: BLE001 - a failing hook is isolated
+                _failed(hook, jobs[0])
 
     def run_after_run(self, job: Job, outcome: Outcome, exc: BaseException | None) -> None:
         self.run_after(self.after_run if exc is None else self.after_raised, job, outcome, exc)

@@ -49,6 +49,30 @@ def test_runs_by_outcome_times_and_in_flight_per_task(app):
     assert b"deferq_task_runs_total" in generate_latest(registry)
 
 
+@pytest.mark.parametrize("store_url", ["memory", "sqlite"], indirect=True)
+def test_a_chunk_tasks_items_are_counted_as_jobs_and_its_calls_apart(app):
+    from prometheus_client import CollectorRegistry
+
+    registry = CollectorRegistry()
+    app.add_middleware(WorkerMetrics(registry))
+
+    @app.task(queue="index", chunk=deferq.Chunk(size=10, wait=0.05))
+    def index(ids: list[int]) -> None:
+        return None
+
+    app.enqueue_many([index.call(i) for i in range(25)])
+    Worker(app, WorkerConfig(queues=("index",), burst=True, concurrency=1)).run()
+
+    def value(name: str) -> float:
+        return registry.get_sample_value(name, {"task": "index", "queue": "index"}) or 0.0
+
+    assert registry.get_sample_value("deferq_task_runs_total", {
+        "task": "index", "queue": "index", "outcome": "succeeded"}) == 25
+    assert value("deferq_chunk_call_items_sum") == 25
+    assert value("deferq_chunk_calls_total") == value("deferq_chunk_call_items_count") >= 3
+    assert value("deferq_tasks_in_flight") == 0
+
+
 def test_served_over_http():
     port = free_port()
     serve(port)

@@ -8,6 +8,7 @@ outcome. A job cancelled while the call ran ends cancelled, whatever the call di
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from ..backends.base import Outcome
@@ -41,7 +42,10 @@ def run_chunk(spec: TaskSpec, jobs: list[tuple[Job, JobControl]], chain: Chain) 
     if taken:
         if ARMED:  # a freeze-and-kill test's point (pauses.py)
             pause_at("chunk.call")
+        started = time.perf_counter()
         result, exc = _call(spec, items)
+        if chain.after_chunk:
+            chain.run_after_chunk([jobs[at][0] for at in taken], time.perf_counter() - started)
         for at, ending in zip(taken, endings(len(taken), result, exc, spec.name), strict=True):
             job = jobs[at][0]
             if ending.error is None:

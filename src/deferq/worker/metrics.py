@@ -9,6 +9,9 @@ prometheus-client's multiprocess directory and the master serves one aggregate.
 - `deferq_task_wait_seconds{task,queue}`: from the job's due time to its start. The due
   time is on the store's clock and the start on the worker's: skewed clocks skew it.
 - `deferq_tasks_in_flight{task,queue}`: attempts running now.
+- `deferq_chunk_calls_total{task,queue}`: calls of a chunk task (deferq.chunks); each
+  job of a call is counted in the metrics above as any job.
+- `deferq_chunk_call_items{task,queue}`: how many jobs a chunk task's call took.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ if TYPE_CHECKING:
     from ..backends.base import Outcome
     from ..job import Job
 
+ITEM_BUCKETS = (1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 10_000)
 RUN_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 1800.0)
 WAIT_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 60.0, 300.0, 1800.0, 3600.0)
 OUTCOME_LABEL = {OutcomeKind.SUCCEEDED: "succeeded", OutcomeKind.RETRY: "retried",
@@ -55,6 +59,9 @@ class WorkerMetrics(Middleware):
                                              labels, buckets=WAIT_BUCKETS, **kwargs)
         self.in_flight = client.Gauge("deferq_tasks_in_flight", "Attempts running now", labels,
                                       multiprocess_mode="livesum", **kwargs)
+        self.chunk_calls = client.Counter("deferq_chunk_calls_total", "Calls of a chunk task", labels, **kwargs)
+        self.chunk_items = client.Histogram("deferq_chunk_call_items", "Jobs a chunk task's call took", labels,
+                                            buckets=ITEM_BUCKETS, **kwargs)
         self._started: dict[str, float] = {}
         self._lock = threading.Lock()
 
@@ -70,6 +77,11 @@ class WorkerMetrics(Middleware):
         if started is not None:
             self.in_flight.labels(job.task, job.queue).dec()
             self.run_seconds.labels(job.task, job.queue).observe(time.perf_counter() - started)
+
+    def after_chunk(self, jobs: list[Job], seconds: float) -> None:
+        first = jobs[0]
+        self.chunk_calls.labels(first.task, first.queue).inc()
+        self.chunk_items.labels(first.task, first.queue).observe(len(jobs))
 
     def after_settle(self, job: Job, outcome: Outcome, exc: BaseException | None) -> None:
         self.runs.labels(job.task, job.queue, OUTCOME_LABEL[outcome.kind]).inc()
