@@ -183,3 +183,22 @@ def test_a_job_cancelled_while_its_chunk_gathers_is_left_out_of_the_call(app):
     assert not thread.is_alive()
     assert calls.lists == [[0, 2]]
     assert [app.get(job.id).state for job in jobs] == [JobState.SUCCEEDED, JobState.CANCELLED, JobState.SUCCEEDED]
+
+
+def test_plain_jobs_and_a_chunk_tasks_jobs_share_a_queue(app):
+    calls, plain = Calls(), Calls()
+
+    @app.task(chunk=deferq.Chunk(size=30, wait=0.05), queue="mixed")
+    def index(ids: list[int]) -> None:
+        calls.add(ids)
+
+    @app.task(queue="mixed")
+    def single(i: int) -> None:
+        plain.add([i])
+
+    app.enqueue_many([c for i in range(150) for c in (index.call(i), single.call(i))])
+    worker = Worker(app, WorkerConfig(queues=("mixed",), burst=True, concurrency=2, schedules=False))
+    assert worker.run() == 0
+    assert sorted(calls.items()) == list(range(150)) and sorted(plain.items()) == list(range(150))
+    assert max(len(call) for call in calls.lists) <= 30
+    assert (worker.chunk_leases, worker.gather.count, len(worker.running)) == (0, 0, 0)

@@ -3,7 +3,8 @@ outcome per job (chunks.py says what the call's end means for each).
 
 Each job goes through the chain's before_run on its own, so a limit holds items, not
 calls (a job a rate puts back is left out of the list); its after_run sees its own
-outcome. A job cancelled while the call ran ends cancelled, whatever the call did.
+outcome. Those hooks see the job as `current_job()`; the call itself has no one job, so
+there it is None. A job cancelled while the call ran ends cancelled, whatever the call did.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 
 from ..backends.base import Outcome
 from ..chunks import endings
-from ..context import JobControl
+from ..context import JobControl, RunningJob, running_job
 from ..errors import PayloadError
 from ..job import Job
 from ..middleware import Chain
@@ -30,7 +31,8 @@ def run_chunk(spec: TaskSpec, jobs: list[tuple[Job, JobControl]], chain: Chain) 
     ran: list[Ran | None] = [None] * len(jobs)
     taken: list[int] = []  # positions in `jobs` of the items the function gets
     items: list[Any] = []
-    for at, (job, _) in enumerate(jobs):
+    for at, (job, control) in enumerate(jobs):
+        token = running_job.set(RunningJob(job, control))  # a limit's slot goes on the job's control
         try:
             chain.run_before_run(job)
             items.append(_item(spec, job))
@@ -39,6 +41,8 @@ def run_chunk(spec: TaskSpec, jobs: list[tuple[Job, JobControl]], chain: Chain) 
             if isinstance(error, KeyboardInterrupt | SystemExit):
                 raise
             ran[at] = decide_failure(spec, job, error), error
+        finally:
+            running_job.reset(token)
     if taken:
         if ARMED:  # a freeze-and-kill test's point (pauses.py)
             pause_at("chunk.call")
@@ -58,7 +62,11 @@ def run_chunk(spec: TaskSpec, jobs: list[tuple[Job, JobControl]], chain: Chain) 
         outcome, raised = done
         if control.cancelled:  # asked to stop: whatever the call did, this job stopped
             outcome = stopped(job)
-        chain.run_after_run(job, outcome, raised)
+        token = running_job.set(RunningJob(job, control))
+        try:
+            chain.run_after_run(job, outcome, raised)
+        finally:
+            running_job.reset(token)
         out.append((outcome, raised))
     return out
 

@@ -366,7 +366,7 @@ class Worker:
                 started = self._gather_chunks(started, now)
             self.held.extend(started)
             work = self._take_held(now, len(self.held) + len(self.ready_chunks))
-        if (self.held or self.gather) and (self.stopping.is_set() or self.quiet.is_set()):
+        if (self.held or self.gather or self.ready_chunks) and (self.stopping.is_set() or self.quiet.is_set()):
             self._give_back_held()
         self._launch(work)
 
