@@ -23,16 +23,17 @@ from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
-from .attempt.chunk import run_chunk
+from .attempt.chunk import run_chunk, run_chunk_async
 from .attempt.progress import ProgressWriter
 from .attempt.runner import run_async, run_sync
 from .backends import open_backend
 from .backends.base import Enqueue, Outcome, OutcomeKind
 from .backends.memory import MemoryBackend
+from .context import JobControl
 from .errors import ConfigError
 from .job import WAITING_STATES, Job, Priority, dumps, loads
-from .middleware import Middleware
-from .registry import Registry
+from .middleware import Chain, Middleware
+from .registry import Registry, TaskSpec
 from .task import AppLike, Task
 
 WORKER = "eager"
@@ -72,7 +73,7 @@ def run_here(app: AppLike[Registry], job: Job, retry_at_once: bool = False) -> O
     [(job, control)] = registry.chain.claimed([job], progress.report)
     spec = registry.spec_for(job)
     if spec.chunk is not None:  # a chunk task: a call of this one job
-        [(outcome, exc)] = run_chunk(spec, [(job, control)], registry.chain)
+        [(outcome, exc)] = run_call(spec, [(job, control)], registry.chain)
     elif spec.is_async:
         outcome, exc = asyncio.run(run_async(spec, job, registry.chain, control))
     else:
@@ -85,6 +86,13 @@ def run_here(app: AppLike[Registry], job: Job, retry_at_once: bool = False) -> O
     if app.backend.settle([outcome]) == [True]:
         registry.chain.settled([(outcome, exc)])
     return outcome
+
+
+def run_call(spec: TaskSpec, jobs: list[tuple[Job, JobControl]], chain: Chain) -> list[tuple[Outcome, Any]]:
+    """A chunk task's call in this thread (an async one on an event loop of its own)."""
+    if spec.is_async:
+        return asyncio.run(run_chunk_async(spec, jobs, chain, spec.timeout))
+    return run_chunk(spec, jobs, chain)
 
 
 def drain(app: AppLike[Registry], queues: Sequence[str] | None = None, limit: int = 10_000) -> list[Job]:
@@ -113,7 +121,7 @@ def run_chunk_here(app: AppLike[Registry], jobs: list[Job]) -> list[Outcome]:
     """One call of a chunk task with these leased jobs, in this thread, as a worker makes it."""
     registry = app.registry
     claimed = registry.chain.claimed(jobs)
-    ran = run_chunk(registry.spec_for(jobs[0]), claimed, registry.chain)
+    ran = run_call(registry.spec_for(jobs[0]), claimed, registry.chain)
     outcomes = [outcome for outcome, _ in ran]
     applied = app.backend.settle(outcomes)
     if settled := [pair for pair, ok in zip(ran, applied, strict=True) if ok]:

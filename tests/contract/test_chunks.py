@@ -5,6 +5,7 @@ queue's keys share a chunk; a limit counts items; a cancel acts on one job."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Callable
@@ -202,3 +203,25 @@ def test_plain_jobs_and_a_chunk_tasks_jobs_share_a_queue(app):
     assert sorted(calls.items()) == list(range(150)) and sorted(plain.items()) == list(range(150))
     assert max(len(call) for call in calls.lists) <= 30
     assert (worker.chunk_leases, worker.gather.count, len(worker.running)) == (0, 0, 0)
+
+
+def test_an_async_chunk_task_runs_its_calls_on_the_event_loop_and_a_timeout_fails_the_call(app):
+    calls = Calls()
+
+    @app.task(chunk=deferq.Chunk(size=10, wait=0.05), queue="chunks", timeout=0.5, max_attempts=1)
+    async def fetch(ids: list[int]) -> list[int]:
+        calls.add(ids)
+        if 99 in ids:
+            await asyncio.sleep(5)  # past the timeout: every job of the call fails
+        await asyncio.sleep(0.01)
+        return [i + 1 for i in ids]
+
+    jobs = [fetch.enqueue(i) for i in range(25)]
+    assert burst(app, "chunks") == 0
+    assert sorted(calls.items()) == list(range(25)) and max(len(call) for call in calls.lists) <= 10
+    assert [app.get(job.id).result for job in jobs] == [i + 1 for i in range(25)]
+    slow = [fetch.enqueue(99), fetch.enqueue(98)]
+    assert burst(app, "chunks") == 0
+    for job in slow:
+        done = app.get(job.id)
+        assert done is not None and done.state == JobState.DEAD and "timed out" in (done.error or "")

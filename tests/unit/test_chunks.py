@@ -71,12 +71,10 @@ def test_a_chunk_is_made_of_a_size_and_a_wait_in_range_or_refused_with_a_sentenc
     assert chunk.wait == seconds and 0 <= chunk.wait <= MAX_WAIT
 
 
-def test_a_chunk_task_takes_one_list_and_is_a_plain_function():
+def test_a_chunk_task_takes_one_list():
     app = deferq.App("memory://")
     with pytest.raises(ConfigError, match="only required parameter"):
         app.task(chunk=deferq.Chunk())(lambda_free_two)
-    with pytest.raises(ConfigError, match="not async"):
-        app.task(chunk=deferq.Chunk())(async_items)
     with pytest.raises(ConfigError, match="deferq.Chunk"):
         app.task(chunk={"size": 3})(items_only)  # type: ignore[call-overload]
     task = app.task(chunk=deferq.Chunk(size=2))(items_only)
@@ -84,10 +82,6 @@ def test_a_chunk_task_takes_one_list_and_is_a_plain_function():
 
 
 def lambda_free_two(items: list[int], other: int) -> None:
-    pass
-
-
-async def async_items(items: list[int]) -> None:
     pass
 
 
@@ -129,6 +123,20 @@ def test_drain_makes_calls_of_at_most_size():
     done = testing.drain(app)
     assert calls == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]
     assert {job.state for job in done} == {JobState.SUCCEEDED}
+
+
+def test_an_async_chunk_task_runs_in_eager_mode_and_under_drain():
+    app = deferq.App("memory://", eager=True)
+
+    @app.task(chunk=deferq.Chunk(size=3))
+    async def double(ids: list[int]) -> list[int]:
+        return [i * 2 for i in ids]
+
+    assert double.enqueue(4).result == 8
+    lazy = deferq.App("memory://")
+    lazy.task(chunk=deferq.Chunk(size=3))(double.fn)
+    lazy.enqueue_many([lazy.tasks["double"].call(i) for i in range(5)])
+    assert [job.result for job in testing.drain(lazy)] == [0, 2, 4, 6, 8]
 
 
 def spec(name: str, size: int, wait: float) -> TaskSpec:

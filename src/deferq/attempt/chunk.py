@@ -9,13 +9,14 @@ there it is None. A job cancelled while the call ran ends cancelled, whatever th
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
 from ..backends.base import Outcome
 from ..chunks import endings
 from ..context import JobControl, RunningJob, running_job
-from ..errors import PayloadError
+from ..errors import JobTimeout, PayloadError
 from ..job import Job
 from ..middleware import Chain
 from ..registry import TaskSpec
@@ -28,47 +29,85 @@ Ran = tuple[Outcome, "BaseException | None"]
 def run_chunk(spec: TaskSpec, jobs: list[tuple[Job, JobControl]], chain: Chain) -> list[Ran]:
     """Call a chunk task's function once with the items of `jobs` (here, a runner
     thread), and return each job's outcome, in order."""
-    ran: list[Ran | None] = [None] * len(jobs)
-    taken: list[int] = []  # positions in `jobs` of the items the function gets
-    items: list[Any] = []
-    for at, (job, control) in enumerate(jobs):
-        token = running_job.set(RunningJob(job, control))  # a limit's slot goes on the job's control
+    call = _Call(spec, jobs, chain)
+    if call.items:
+        started = time.perf_counter()
         try:
-            chain.run_before_run(job)
-            items.append(_item(spec, job))
-            taken.append(at)
+            call.ended(spec.fn(call.items), None, started)  # type: ignore[misc]  # _Call refused a missing fn
         except BaseException as error:  # noqa: BLE001 - every failure becomes an outcome
             if isinstance(error, KeyboardInterrupt | SystemExit):
                 raise
-            ran[at] = decide_failure(spec, job, error), error
-        finally:
-            running_job.reset(token)
-    if taken:
-        if ARMED:  # a freeze-and-kill test's point (pauses.py)
-            pause_at("chunk.call")
+            call.ended(None, error, started)
+    return call.outcomes()
+
+
+async def run_chunk_async(spec: TaskSpec, jobs: list[tuple[Job, JobControl]], chain: Chain,
+                          timeout: float | None = None) -> list[Ran]:
+    """The same for an async chunk task, on the worker's event loop, cancelled at
+    `timeout` (every job of the call then fails with a timeout). A job cancelled meanwhile
+    does not stop the call: it ends cancelled."""
+    call = _Call(spec, jobs, chain)
+    if call.items:
         started = time.perf_counter()
-        result, exc = _call(spec, items)
-        if chain.after_chunk:
-            chain.run_after_chunk([jobs[at][0] for at in taken], time.perf_counter() - started)
-        for at, ending in zip(taken, endings(len(taken), result, exc, spec.name), strict=True):
-            job = jobs[at][0]
-            if ending.error is None:
-                ran[at] = succeeded(job, ending.result), None
-            else:
-                ran[at] = decide_failure(spec, job, ending.error), ending.error
-    out: list[Ran] = []
-    for (job, control), done in zip(jobs, ran, strict=True):
-        assert done is not None
-        outcome, raised = done
-        if control.cancelled:  # asked to stop: whatever the call did, this job stopped
-            outcome = stopped(job)
-        token = running_job.set(RunningJob(job, control))
         try:
-            chain.run_after_run(job, outcome, raised)
-        finally:
-            running_job.reset(token)
-        out.append((outcome, raised))
-    return out
+            try:
+                result = await asyncio.wait_for(spec.fn(call.items), timeout)  # type: ignore[misc]
+            except TimeoutError:
+                raise JobTimeout(f"timed out after {timeout:g}s") from None
+            call.ended(result, None, started)
+        except Exception as error:  # noqa: BLE001 - every failure becomes an outcome
+            call.ended(None, error, started)
+    return call.outcomes()
+
+
+class _Call:
+    """One call's jobs: each through before_run (those that pass give their item), then
+    the call's end mapped to each job, and each through after_run."""
+
+    def __init__(self, spec: TaskSpec, jobs: list[tuple[Job, JobControl]], chain: Chain) -> None:
+        self.spec, self.jobs, self.chain = spec, jobs, chain
+        self.ran: list[Ran | None] = [None] * len(jobs)
+        self.taken: list[int] = []  # positions in `jobs` of the items the function gets
+        self.items: list[Any] = []
+        for at, (job, control) in enumerate(jobs):
+            token = running_job.set(RunningJob(job, control))  # a limit's slot goes on the job's control
+            try:
+                chain.run_before_run(job)
+                self.items.append(_item(spec, job))
+                self.taken.append(at)
+            except BaseException as error:  # noqa: BLE001 - every failure becomes an outcome
+                if isinstance(error, KeyboardInterrupt | SystemExit):
+                    raise
+                self.ran[at] = decide_failure(spec, job, error), error
+            finally:
+                running_job.reset(token)
+        if self.items and ARMED:  # a freeze-and-kill test's point (pauses.py)
+            pause_at("chunk.call")
+
+    def ended(self, result: Any, exc: BaseException | None, started: float) -> None:
+        if self.chain.after_chunk:
+            self.chain.run_after_chunk([self.jobs[at][0] for at in self.taken], time.perf_counter() - started)
+        for at, ending in zip(self.taken, endings(len(self.taken), result, exc, self.spec.name), strict=True):
+            job = self.jobs[at][0]
+            if ending.error is None:
+                self.ran[at] = succeeded(job, ending.result), None
+            else:
+                self.ran[at] = decide_failure(self.spec, job, ending.error), ending.error
+
+    def outcomes(self) -> list[Ran]:
+        out: list[Ran] = []
+        for (job, control), done in zip(self.jobs, self.ran, strict=True):
+            assert done is not None
+            outcome, raised = done
+            if control.cancelled:  # asked to stop: whatever the call did, this job stopped
+                outcome = stopped(job)
+            token = running_job.set(RunningJob(job, control))
+            try:
+                self.chain.run_after_run(job, outcome, raised)
+            finally:
+                running_job.reset(token)
+            out.append((outcome, raised))
+        return out
 
 
 def _item(spec: TaskSpec, job: Job) -> Any:
@@ -78,13 +117,3 @@ def _item(spec: TaskSpec, job: Job) -> Any:
         raise PayloadError(f"a job of chunk task {job.task}() must hold one item, it holds "
                           f"{len(args)} argument(s) and {len(kwargs)} keyword argument(s)")
     return args[0]
-
-
-def _call(spec: TaskSpec, items: list[Any]) -> tuple[Any, BaseException | None]:
-    assert spec.fn is not None
-    try:
-        return spec.fn(items), None
-    except BaseException as error:  # noqa: BLE001 - every failure becomes an outcome
-        if isinstance(error, KeyboardInterrupt | SystemExit):
-            raise
-        return None, error

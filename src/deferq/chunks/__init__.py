@@ -82,9 +82,7 @@ def chunk_option(value: Any, name: str = "chunk") -> Chunk:
 
 def chunk_of(fn: Callable[..., Any], name: str) -> str:
     """The name of a chunk function's list parameter; ValueError (one sentence) when
-    the function cannot take a chunk: it must take one list, and be a plain function."""
-    if inspect.iscoroutinefunction(fn):
-        raise ValueError(f"chunk task {name}() must be a plain (not async) function")
+    the function cannot take a chunk: it must take one list."""
     params = list(inspect.signature(fn).parameters.values())
     takes = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     required = [p for p in params if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]

@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
 
-from ..attempt.chunk import run_chunk
+from ..attempt.chunk import run_chunk, run_chunk_async
 from ..attempt.pauses import ARMED, pause_at
 from ..attempt.progress import ProgressWriter
 from ..attempt.runner import decide_failure, run_async, run_sync, stopped
@@ -399,8 +399,31 @@ class Worker:
             self.runners.submit(sync)
         if len(sync) < len(started):
             for item in started:
-                if not isinstance(item, ChunkCall) and item[0].is_async:
-                    self._start_async(*item)
+                if item[0].is_async:
+                    self._start_any_async(item)
+
+    def _start_any_async(self, item: Work | ChunkCall) -> None:
+        if isinstance(item, ChunkCall):
+            self._start_async_chunk(item)
+        else:
+            self._start_async(*item)
+
+    def _start_async_chunk(self, call: ChunkCall) -> None:
+        """One call of an async chunk task on the event loop; its jobs' outcomes go to the
+        settler as it ends (its one slot freed with the first)."""
+        timeouts = [t for job, _ in call.members if (t := self.registry.spec_for(job).timeout)]
+        coro = run_chunk_async(call.spec, call.members, self.chain, min(timeouts) if timeouts else None)
+        future = asyncio.run_coroutine_threadsafe(coro, self._event_loop())
+
+        def ended(done: Future[list[tuple[Outcome, BaseException | None]]]) -> None:
+            try:
+                ran = done.result()
+            except BaseException as error:  # noqa: BLE001 - cancelled at shutdown, or a runner bug
+                ran = [(decide_failure(call.spec, job, error), error) for job, _ in call.members]
+            for at, ((job, _), (outcome, exc)) in enumerate(zip(call.members, ran, strict=True)):
+                self._finished(job, outcome, exc, freed=at == 0)
+
+        future.add_done_callback(ended)
 
     def _done_taking(self) -> bool:
         """Called with the lock held."""
@@ -485,8 +508,8 @@ class Worker:
     def _next(self, after: Sequence[Work | ChunkCall]) -> None:
         """On a runner thread: what it runs next (an async job: on the event loop)."""
         for item in after:
-            if not isinstance(item, ChunkCall) and item[0].is_async:
-                self._start_async(*item)
+            if item[0].is_async:
+                self._start_any_async(item)
             else:
                 self.runners.put(item)
 
