@@ -272,3 +272,24 @@ def test_deferq_job_shows_a_parent_its_children_and_a_child_its_parent(tmp_path)
     assert "1. fan-out (children) waiting: 1 of 3 child jobs ended" in shown.output
     child = CliRunner().invoke(main, ["job", ids[0], "--url", url])
     assert f"child of:     {parent.id}" in child.output
+
+
+def test_a_child_of_a_gather_run_again_from_scratch_counts_for_nothing(app: deferq.App) -> None:
+    """A parent cancelled while one of its children runs, then retried from its gather: the
+    new gather stores new children; the old child, ending after, writes and counts nothing
+    in it, and the parent resumes with the new children's results."""
+    parent = parent_of(app, [2]).enqueue()
+    drain(app, ["default"])
+    [running] = app.backend.reserve(["kids"], 1, "w", app.lease, (0, 1, 2))  # an old child, leased
+    assert app.cancel(parent.id)
+    app.retry_from(parent.id, step="fan-out")
+    drain(app, ["default"])
+    new = [row["id"] for row in app.children(parent.id)]
+    assert running.id not in new and [row["state"] for row in app.children(parent.id)] == ["queued"] * 2
+    run_here(app, running)  # it ends now, in the parent's new gather of the same name
+    [step] = app.steps(parent.id)
+    assert (step["ended"], step["total"]) == (0, 2), step
+    drain(app)
+    done = finished(app, parent.id, 5)
+    assert done.state == JobState.SUCCEEDED and done.result == [0, 1], done.error
+    assert [row["id"] for row in app.children(parent.id)] == new

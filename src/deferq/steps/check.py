@@ -38,7 +38,7 @@ from ..errors import DeferqError
 from ..job import Job, JobState, loads
 from ..registry import TaskSpec
 from .checkpoints import DONE, KINDS, STEPS, checked_name, function_name
-from .children import CHILD
+from .children import CHILD, STORED
 from .children import KIND as CHILDREN
 from .patches import PATCH, ran_past
 
@@ -167,7 +167,8 @@ class Replay:
         if len(record["ids"]) != len(calls):
             raise Mismatch("function changed", name, f"{name!r} started {len(record['ids'])} child jobs "
                            f"and is given {len(calls)} now")
-        ends = [self.records.get(f"{name}{CHILD}{index}") for index in range(len(calls))]
+        ids = (self.records.get(name + STORED) or {}).get("ids") or record["ids"]
+        ends = [self.records.get(f"{name}{CHILD}{child_id}") for child_id in ids]
         if None in ends or any(end["state"] != "succeeded" for end in ends if end):  # it waits or fails here
             raise StopReplay()
         return [end["result"] for end in ends if end]

@@ -7,12 +7,15 @@ A gather is a checkpoint of kind "children" in the parent's records (`deferq.ste
 - `<name>\\tstored`: written once they are all stored. A run that finds the ids without it
   (its worker died while storing them) looks up which exist and stores the others alone:
   each child is stored once;
-- `<name>\\tchild\\t<i>`: child i's end (state, result or error), written by the settle that
-  ended it (`ChildEnds`), the first write kept;
+- `<name>\\tchild\\t<child id>`: that child's end (state, result or error), written by the
+  settle that ended it (`ChildEnds`), the first write kept;
 - `<name>\\tended`: how many ends are written, moved on by compare-and-set (`kv_swap`) by the
-  writer of each batch of ends. The one that moves it to the total wakes the parent: N
-  children cost the parent one wake-up.
-Each child carries its place in its meta (PARENT). The parent leaves the worker while its
+  writer of each batch of ends, and which gather they count (its first child's id as
+  planned). The one that moves it to the total wakes the parent: N children cost the
+  parent one wake-up. A child of an earlier gather of the same name (dropped by
+  `retry_from` while it still ran) writes and counts nothing.
+Each child carries its place in its meta (PARENT: parent id, gather name, index, how many,
+and that gather's token). The parent leaves the worker while its
 children run (a `Suspend`: it holds no slot), due again at the latest `recheck` later (as
 long as the gather has lasted so far, from RECHECK[0] to RECHECK[1] seconds), when it
 looks for itself at children whose end was not written (a worker killed between a child's
@@ -89,7 +92,7 @@ class DurableJob(JobSteps):
         if stored is None:
             planned = items if items is not None else self.planned(name, ids, calls)
             stored = self.spawn(name, ids, planned, items is None)
-        return self.collect(name, stored.get("ids") or ids, record["at"], fresh=items is not None)
+        return self.collect(name, stored.get("ids") or ids, ids[0], record["at"], fresh=items is not None)
 
     def planned(self, name: str, ids: list[str], calls: list[Call[Any]]) -> list[Enqueue]:
         """The children in stored form, each with its id and its place (PARENT)."""
@@ -99,14 +102,14 @@ class DurableJob(JobSteps):
         for index, (call, child_id) in enumerate(zip(calls, ids, strict=True)):
             item = build_enqueue(call, runtime.tasks.get(call.task), 0.0, runtime.durable, child_id,
                                  runtime.fair_queues)
-            items.append(with_meta(item, **{PARENT: [self.job.id, name, index, total]}))
+            items.append(with_meta(item, **{PARENT: [self.job.id, name, index, total, ids[0]]}))
         return items
 
     def spawn(self, name: str, ids: list[str], items: list[Enqueue], look: bool) -> dict[str, Any]:
         """Store the children (`look`: an earlier run kept their ids and may have stored
         some: only those not found are stored), then say so (`<name>\\tstored`, with the
         ids as stored when a store gave some another: Redis shards mark theirs)."""
-        self.store.kv_put(self.namespace, name + ENDED, counted(0), only_new=True)
+        self.store.kv_put(self.namespace, name + ENDED, counted(0, ids[0]), only_new=True)
         found = stored_jobs(self.store, ids) if look else [None] * len(ids)
         missing = [index for index, job in enumerate(found) if job is None]
         self.fence(before=name)
@@ -122,18 +125,18 @@ class DurableJob(JobSteps):
             record["ids"] = actual
         return self.put(name + STORED, record)
 
-    def collect(self, name: str, ids: list[str], started: float, fresh: bool) -> list[Any]:
+    def collect(self, name: str, ids: list[str], token: str, started: float, fresh: bool) -> list[Any]:
         """The children's results in order once all have ended; else leave the worker until
         the last one wakes the parent. `fresh`: this run stored them; a later run also looks
         at the children whose end no settle wrote."""
         total = len(ids)
-        ends = self.ends(name, total)
+        ends = self.ends(name, ids)
         if None in ends:
             raw = self.store.kv_get(self.namespace, name + ENDED)
             if raw is not None and loads(raw)["ended"] >= total:
-                ends = self.read_ends(name, total)
+                ends = self.read_ends(name, ids)
             elif not fresh:
-                ends = self.look_up(name, ids, self.read_ends(name, total))
+                ends = self.look_up(name, ids, token, self.read_ends(name, ids))
         left = ends.count(None)
         if left:
             recheck = min(RECHECK[1], max(RECHECK[0], self.now() - started))
@@ -144,19 +147,20 @@ class DurableJob(JobSteps):
             raise ChildFailed(name, index, ids[index], end["state"], end.get("error"), len(failed))
         return [end["result"] for end in ends if end is not None]
 
-    def ends(self, name: str, total: int) -> list[dict[str, Any] | None]:
+    def ends(self, name: str, ids: list[str]) -> list[dict[str, Any] | None]:
         records = self.load()
-        return [records.get(f"{name}{CHILD}{index}") for index in range(total)]
+        return [records.get(f"{name}{CHILD}{child_id}") for child_id in ids]
 
-    def read_ends(self, name: str, total: int) -> list[dict[str, Any] | None]:
+    def read_ends(self, name: str, ids: list[str]) -> list[dict[str, Any] | None]:
         """The ends as the store holds them now (one read of the parent's records)."""
         records = self.load()
         for key, raw in self.store.kv_list(self.namespace).items():
             if key.startswith(name + CHILD):
                 records[key] = loads(raw)
-        return self.ends(name, total)
+        return self.ends(name, ids)
 
-    def look_up(self, name: str, ids: list[str], ends: list[dict[str, Any] | None]) -> list[dict[str, Any] | None]:
+    def look_up(self, name: str, ids: list[str], token: str,
+                ends: list[dict[str, Any] | None]) -> list[dict[str, Any] | None]:
         """Children whose end no settle wrote (its worker killed after the settle; a child
         cancelled, or ended dead by recovery, without a run): their ends as their jobs show."""
         missing = [index for index, end in enumerate(ends) if end is None]
@@ -164,8 +168,9 @@ class DurableJob(JobSteps):
         over = {i: end_of(job, ids[i]) for i, job in found.items() if job is None or job.state.finished}
         if not over:
             return ends
-        record_ends(self.store, self.job.id, name, len(ids), {i: dumps(end) for i, end in over.items()})
-        return self.read_ends(name, len(ids))
+        written = {ids[index]: dumps(end) for index, end in over.items()}
+        record_ends(self.store, self.job.id, name, len(ids), token, written)
+        return self.read_ends(name, ids)
 
 
 def stored_jobs(store: Backend, ids: list[str]) -> list[Job | None]:
@@ -216,24 +221,30 @@ def end_of(job: Job | None, job_id: str) -> dict[str, Any]:
     return end
 
 
-def counted(ended: int) -> bytes:
-    """The count of a gather's written ends as stored (a record as every checkpoint is: an object)."""
-    return dumps({"ended": ended})
+def counted(ended: int, token: str) -> bytes:
+    """The count of a gather's written ends as stored (an object, as every record is), with
+    the token of the gather it counts."""
+    return dumps({"ended": ended, "gather": token})
 
 
-def record_ends(store: Backend, parent: str, name: str, total: int, ends: dict[int, bytes]) -> bool:
-    """Write children's ends (each only if none is written) and count those written here;
-    True when this moved the count to `total`: the caller wakes the parent."""
+def record_ends(store: Backend, parent: str, name: str, total: int, token: str, ends: dict[str, bytes]) -> bool:
+    """Write the ends of children (by id) of the gather `token` (each only if none is
+    written) and count those written here; True when this moved the count to `total`:
+    the caller wakes the parent. Nothing is written for another gather: the parent's
+    checkpoints expired with it, or the gather was dropped (`retry_from`) and run again."""
     namespace = STEPS + parent
-    written = store.kv_put_many([(namespace, f"{name}{CHILD}{index}", end) for index, end in ends.items()],
+    raw = store.kv_get(namespace, name + ENDED)
+    if raw is None or loads(raw).get("gather") != token:
+        return False
+    written = store.kv_put_many([(namespace, f"{name}{CHILD}{child_id}", end) for child_id, end in ends.items()],
                                 only_new=True)
-    while written:
-        raw = store.kv_get(namespace, name + ENDED)
-        if raw is None:  # the parent's checkpoints are gone (expired with it)
+    while written and raw is not None:
+        count = loads(raw)
+        if count.get("gather") != token:
             return False
-        before = loads(raw)["ended"]
-        if store.kv_swap(namespace, name + ENDED, raw, counted(before + written)):
-            return bool(before < total <= before + written)
+        if store.kv_swap(namespace, name + ENDED, raw, counted(count["ended"] + written, token)):
+            return bool(count["ended"] < total <= count["ended"] + written)
+        raw = store.kv_get(namespace, name + ENDED)
     return False
 
 
@@ -261,23 +272,23 @@ class ChildEnds(Middleware):
 
     def after_settle_many(self, settled: list[Settled]) -> None:
         store = self.store()
-        groups: dict[tuple[str, str, int], dict[int, bytes]] = {}
+        groups: dict[tuple[str, str, int, str], dict[str, bytes]] = {}
         for outcome, exc in settled:
             job = outcome.job
             place = job.meta.get(PARENT)
             state = final_state(outcome)
             if place is not None and state is not None:
-                parent, name, index, total = place
+                parent, name, _, total, token = place
                 end: dict[str, Any] = {"id": job.id, "task": job.task, "state": state}
                 end.update({"result": outcome.result} if state == "succeeded" else {"error": outcome.error})
-                groups.setdefault((parent, name, total), {})[index] = dumps(end, "a child job's end")
+                groups.setdefault((parent, name, total, token), {})[job.id] = dumps(end, "a child job's end")
             if isinstance(exc, ChildrenSuspend):
                 woken_if_over(store, job.id, exc.gather, exc.total)
             if state == str(JobState.CANCELLED):
                 cancel_children(store, job.id)
-        for (parent, name, total), ends in groups.items():
+        for (parent, name, total, token), ends in groups.items():
             try:
-                if record_ends(store, parent, name, total, ends):
+                if record_ends(store, parent, name, total, token, ends):
                     store.wake(parent)
             except DeferqError as exc:
                 log.warning("job %s: could not write the end of %d of its child jobs (%s); it looks for them "
@@ -310,7 +321,7 @@ def children(store: Backend, job_id: str) -> list[dict[str, Any]]:
     rows = []
     for name, record in gathers(records):
         ids = ids_of(name, record, records.get(name + STORED))
-        ends = [records.get(f"{name}{CHILD}{index}") for index in range(len(ids))]
+        ends = [records.get(f"{name}{CHILD}{child_id}") for child_id in ids]
         missing = [index for index, end in enumerate(ends) if end is None]
         jobs = dict(zip(missing, store.get_many([ids[i] for i in missing]), strict=True))
         for index, child_id in enumerate(ids):
@@ -341,8 +352,8 @@ def cancel_children(store: Backend, job_id: str, depth: int = 0) -> int:
     down); returns how many were cancelled. Children that ran may have children of their own."""
     records = store.kv_list(STEPS + job_id)
     unfinished = [child_id for name, record in gathers(records)
-                  for index, child_id in enumerate(ids_of(name, record, records.get(name + STORED)))
-                  if f"{name}{CHILD}{index}" not in records]
+                  for child_id in ids_of(name, record, records.get(name + STORED))
+                  if f"{name}{CHILD}{child_id}" not in records]
     cancelled = 0
     for child_id, job in zip(unfinished, store.get_many(unfinished), strict=True):
         if job is None or job.state.finished or not store.cancel(child_id):
@@ -355,8 +366,9 @@ def cancel_children(store: Backend, job_id: str, depth: int = 0) -> int:
 
 def row(name: str, record: dict[str, Any], records: dict[str, Any]) -> dict[str, Any]:
     """A gather's line on the job's timeline: how many children, how many ended and failed."""
-    total = len(record["ids"])
-    ends = [records.get(f"{name}{CHILD}{index}") for index in range(total)]
+    ids = (records.get(name + STORED) or {}).get("ids") or record["ids"]
+    total = len(ids)
+    ends = [records.get(f"{name}{CHILD}{child_id}") for child_id in ids]
     over = [end for end in ends if end is not None]
     failed = sum(1 for end in over if end["state"] in FAILED_STATES)
     state = "waiting" if len(over) < total else "failed" if failed else "done"
