@@ -225,3 +225,19 @@ def test_an_async_chunk_task_runs_its_calls_on_the_event_loop_and_a_timeout_fail
     for job in slow:
         done = app.get(job.id)
         assert done is not None and done.state == JobState.DEAD and "timed out" in (done.error or "")
+
+
+def test_a_job_that_expires_while_its_chunk_gathers_is_left_out_and_ends_expired(app):
+    calls = Calls()
+
+    @app.task(chunk=deferq.Chunk(size=100, wait=1.5), queue="chunks")
+    def index(ids: list[int]) -> None:
+        calls.add(ids)
+
+    keep = index.enqueue(1)
+    short = index.options(expires=0.5).enqueue(2)  # claimed at once, then expires as the chunk gathers
+    assert burst(app, "chunks") == 0
+    assert calls.lists == [[1]]
+    assert app.get(keep.id).state == JobState.SUCCEEDED
+    ended = app.get(short.id)
+    assert ended is not None and (ended.state, ended.error) == (JobState.CANCELLED, "expired")

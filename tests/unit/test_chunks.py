@@ -168,3 +168,11 @@ def test_gather_drops_the_jobs_it_is_asked_to():
         gather.add(spec("t", 5, 1.0), job(i), JobControl(), now=0.0)
     assert [j.id for j in gather.drop({"j1"})] == ["j1"]
     assert [[j.id for j, _ in call.members] for call in gather.ripe(5.0)] == [["j0", "j2"]]
+
+
+def test_gather_leaves_out_a_job_whose_expiry_passed():
+    gather = Gather()
+    gather.add(spec("t", 5, 0.0), job(0), JobControl(), now=0.0)
+    gather.add(spec("t", 5, 0.0), dataclasses.replace(job(1), expires_at=50.0), JobControl(), now=0.0)
+    [call] = gather.ripe(1.0, wall=100.0)
+    assert [j.id for j, _ in call.members] == ["j0"] and [j.id for j in gather.expired] == ["j1"]

@@ -32,6 +32,7 @@ class Gather:
         # task name -> its waiting jobs: (spec, job, control, since) in the order leased
         self.waiting: dict[str, deque[tuple[TaskSpec, Job, JobControl, float]]] = {}
         self.count = 0  # jobs waiting here, of every task
+        self.expired: list[Job] = []  # jobs whose expiry passed while they waited (ripe)
 
     def __bool__(self) -> bool:
         return self.count > 0
@@ -40,17 +41,23 @@ class Gather:
         self.waiting.setdefault(spec.name, deque()).append((spec, job, control, now))
         self.count += 1
 
-    def ripe(self, now: float, everything: bool = False) -> list[ChunkCall]:
+    def ripe(self, now: float, everything: bool = False, wall: float | None = None) -> list[ChunkCall]:
         """Take the calls that are due: every full chunk, and the rest of a task whose
-        first job has waited its `wait` (or all that waits, with `everything`)."""
+        first job has waited its `wait` (or all that waits, with `everything`). A job
+        whose expiry passed by `wall` (epoch seconds) is left out, into `expired`."""
         calls: list[ChunkCall] = []
         for name, line in list(self.waiting.items()):
             chunk = line[0][0].chunk
             assert chunk is not None
             while len(line) >= chunk.size or (line and (everything or now - line[0][3] >= chunk.wait)):
                 taken = [line.popleft() for _ in range(min(chunk.size, len(line)))]
-                calls.append(ChunkCall(taken[0][0], [(job, control) for _, job, control, _ in taken]))
                 self.count -= len(taken)
+                members = [(job, control) for _, job, control, _ in taken]
+                if wall is not None:
+                    self.expired += [job for job, _ in members if _expired(job, wall)]
+                    members = [(job, control) for job, control in members if not _expired(job, wall)]
+                if members:
+                    calls.append(ChunkCall(taken[0][0], members))
             if not line:
                 del self.waiting[name]
         return calls
@@ -73,3 +80,7 @@ class Gather:
         dues = [since + (spec.chunk.wait if spec.chunk else 0.0)
                 for spec, _, _, since in (line[0] for line in self.waiting.values())]
         return min(dues) if dues else None
+
+
+def _expired(job: Job, wall: float) -> bool:
+    return job.expires_at is not None and job.expires_at <= wall

@@ -380,8 +380,18 @@ class Worker:
             else:
                 self.gather.add(*item, now)
                 self.chunk_leases += 1
-        self.ready_chunks.extend(self.gather.ripe(now))
+        self._ripe_calls(now)
         return plain
+
+    def _ripe_calls(self, now: float, everything: bool = False) -> None:
+        """Called with the lock held: the calls now due go to `ready_chunks`; a job whose
+        expiry passed while it waited ends cancelled ("expired"), as the store ends one
+        that expired before its claim."""
+        self.ready_chunks.extend(self.gather.ripe(now, everything, time.time()))
+        for job in self.gather.expired:
+            self.running[job.id].held, self.running[job.id].ended = False, now
+            self.outcomes.put((Outcome(job, OutcomeKind.CANCELLED, error="expired"), None))
+        self.gather.expired.clear()
 
     def _ripen(self, now: float) -> None:
         """The keeper's tick: the chunks whose first job has waited long enough go."""
@@ -389,7 +399,7 @@ class Worker:
             due = self.gather.next_due()
             if due is None or now < due:
                 return
-            self.ready_chunks.extend(self.gather.ripe(now, everything=self.stopping.is_set()))
+            self._ripe_calls(now, everything=self.stopping.is_set())
             work = self._take_held(now, len(self.ready_chunks))
         self._launch(work)
 
