@@ -9,6 +9,10 @@ Threads, each with one job:
   settler's round trip. Their timeout counts from their start; a stop or a quiet
   order gives them back at once, the attempt not counted. Long jobs lease no more than
   the free slots (no job waits behind a long one while another worker idles).
+- chunk tasks (deferq.chunks): their leased jobs gather in the worker (gather.py),
+  leased and heartbeated, until a call is due (`size` jobs, or the first waited `wait`);
+  a call takes one slot, and its jobs' outcomes join the settle batches one by one. A
+  claim on a queue of chunk tasks asks for as many more jobs as their chunks lack.
 - runners: a thread per slot for sync tasks, woken one at a time (runners.py: short
   jobs run back to back on one thread); one event-loop thread for async tasks (a sync
   task never runs on the loop thread).
