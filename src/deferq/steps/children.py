@@ -17,9 +17,10 @@ A gather is a checkpoint of kind "children" in the parent's records (`deferq.ste
 Each child carries its place in its meta (PARENT: parent id, gather name, index, how many,
 and that gather's token). The parent leaves the worker while its
 children run (a `Suspend`: it holds no slot), due again at the latest `recheck` later (as
-long as the gather has lasted so far, from RECHECK[0] to RECHECK[1] seconds), when it
-looks for itself at children whose end was not written (a worker killed between a child's
-settle and its hook, a child cancelled or ended dead by the store's recovery).
+long as the gather has lasted so far, from RECHECK[0] to RECHECK[1] seconds). If no end
+was counted since its last recheck (`<name>\\tseen`), it looks for itself at children
+whose end was not written (a worker killed between a child's settle and its hook, a child
+cancelled or ended dead by the store's recovery).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ log = logging.getLogger("deferq.worker")
 
 KIND = "children"
 STORED, ENDED, CHILD = "\tstored", "\tended", "\tchild\t"  # + after a gather's name (above)
+SEEN = "\tseen"  # + a gather's name: the count its parent saw at its last recheck
 MOST_CHILDREN = 100_000  # of one gather: bounds the checkpoint that lists their ids
 RECHECK = (10.0, 300.0)  # seconds: the shortest and longest wait before a parent looks for itself
 MOST_DEPTH = 8  # generations a cancel goes down (children of children ...)
@@ -58,7 +60,7 @@ class ChildrenSuspend(Suspend):
 
 def is_child_record(name: str) -> bool:
     """A record of a gather's children (not a checkpoint of its own)."""
-    return name.endswith((STORED, ENDED)) or CHILD in name
+    return name.endswith((STORED, ENDED, SEEN)) or CHILD in name
 
 
 class DurableJob(JobSteps):
@@ -135,7 +137,7 @@ class DurableJob(JobSteps):
             raw = self.store.kv_get(self.namespace, name + ENDED)
             if raw is not None and loads(raw)["ended"] >= total:
                 ends = self.read_ends(name, ids)
-            elif not fresh:
+            elif not fresh and self.stalled(name, raw):
                 ends = self.look_up(name, ids, token, self.read_ends(name, ids))
         left = ends.count(None)
         if left:
@@ -146,6 +148,17 @@ class DurableJob(JobSteps):
             index, end = failed[0]
             raise ChildFailed(name, index, ids[index], end["state"], end.get("error"), len(failed))
         return [end["result"] for end in ends if end is not None]
+
+    def stalled(self, name: str, raw: bytes | None) -> bool:
+        """Whether no end was counted since the parent's last recheck (then it looks at its
+        children's jobs itself: an end may have been lost); else it notes the count and
+        waits again, as its children are ending."""
+        count = loads(raw)["ended"] if raw is not None else None
+        seen = self.load().get(name + SEEN)
+        if seen is not None and seen.get("ended") == count:
+            return True
+        self.store.kv_put(self.namespace, name + SEEN, dumps({"ended": count}))
+        return False
 
     def ends(self, name: str, ids: list[str]) -> list[dict[str, Any] | None]:
         records = self.load()
