@@ -15,10 +15,11 @@ from .backends.base import QueueStats, QueueTable, missing_from, queue_table
 from .backends.search import SCHEDULED_KINDS, JobPage, JobQuery, find_scheduled
 from .backends.urls import check_options
 from .chunks import Chunk, chunk_option
+from .encryption import Encryption, Sealer
 from .errors import ConfigError
 from .flows import batch as batches
 from .flows.chains import Inputs, with_inputs
-from .job import Job, JobState, Origin, held
+from .job import Job, JobState, Origin
 from .limits import FairQueue, Limits
 from .limits.runtime import LimitsAdmin
 from .middleware import Middleware
@@ -92,6 +93,8 @@ class App:
     ``eager=True`` (or ``memory://?eager=1``) runs each task at enqueue, in the
     caller's thread: for users' unit tests. ``durable=False`` makes every enqueue's
     commit skip waiting for the disk on PostgreSQL (per job: ``options(durable=...)``).
+    ``encryption=deferq.Encryption(keys={...}, current=...)`` encrypts job arguments,
+    results, errors and progress messages at rest (docs/encryption.md).
     """
 
     def __init__(
@@ -103,6 +106,7 @@ class App:
         result_ttl: float = 3600.0,
         priority_weights: Sequence[int] = DEFAULT_WEIGHTS,
         durable: bool = True,
+        encryption: Encryption | None = None,
         **backend_options: Any,
     ) -> None:
         url = url or os.environ.get("DEFERQ_URL") or DEFAULT_URL
@@ -134,7 +138,8 @@ class App:
         changed = self.registry.chain.changed  # a plug-in idle or busy again: the chain looks again
         self._limiter = Limits(self.registry.limits, lambda: self.backend, changed)
         self._batch_join = batches.BatchJoin(changed)
-        for middleware in (self._batch_join, self._history, JobLog(), Attempts(lambda: self.backend),
+        for middleware in (self._batch_join, self._history, JobLog(),
+                           Attempts(lambda: self.backend, self._sealer),
                            self._limiter, Steps(lambda: self.backend, self.lease, self.result_ttl, self.runtime),
                            ChildEnds(lambda: self.backend),
                            Inputs(lambda: self.backend)):
@@ -142,6 +147,8 @@ class App:
         # limits set, changed and cleared at run time, kept in the store (limits/runtime.py)
         self.limits = LimitsAdmin(lambda: self.backend, self._limiter.wake)
         self._origin = self.runtime.origin = Origin(self.wait, self.wait_async)  # what its jobs wait through
+        if encryption is not None:
+            self.use_encryption(encryption)
         if self.eager:
             from .testing import EagerRunner
 
@@ -172,6 +179,22 @@ class App:
         """This process's per-minute counts, written to the store every few seconds
         (deferq.history): what it enqueues here, what its workers settle."""
         return self._history.recorder
+
+    def _sealer(self) -> Sealer | None:
+        return self.registry.chain.sealer
+
+    @property
+    def encryption(self) -> Encryption | None:
+        """The App's encryption at rest (None: it encrypts nothing)."""
+        sealer = self.registry.chain.sealer
+        return None if sealer is None else sealer.encryption
+
+    def use_encryption(self, encryption: Encryption) -> None:
+        """Encrypt as `encryption` says from now on (its keys replace any given before):
+        the command line gives an App the keys of DEFERQ_ENCRYPTION_KEYS this way."""
+        if not isinstance(encryption, Encryption):
+            raise ConfigError(f"encryption= takes a deferq.Encryption, got {encryption!r:.60}")
+        self.registry.chain.sealer = Sealer(encryption, self.registry.tasks)
 
     def close(self) -> None:
         self._history.close()
@@ -250,6 +273,8 @@ class App:
             kind = Task if chunk is None else ChunkTask
             task = kind(self, func, name or func.__name__, task_defaults, on_success, on_failure,
                         explicit=frozenset(defaults), chunk=chunk)
+            if task_defaults.encrypt and self.registry.chain.sealer is None:  # keys: the App's, given later
+                self.use_encryption(Encryption(every_task=False))
             try:
                 self.registry.add_task(task)
             except ValueError as exc:
@@ -361,7 +386,7 @@ class App:
         return self._held(self.backend.get_by_key(key)) if storable(key) else None
 
     def _held(self, job: Job | None) -> Job | None:
-        return None if job is None else held([job], self._origin)[0]
+        return None if job is None else self.runtime.held([job])[0]
 
     def cancel(self, job_id: str) -> bool:
         """Cancel a waiting job, or ask a running one to stop; its unfinished child jobs
@@ -391,7 +416,7 @@ class App:
         """Wake every job waiting in `job.wait_for(..., event=event, key=key)` with `data`
         (JSON), and keep the event `keep` seconds (a week) for jobs that wait for it later.
         Returns how many waiting jobs it woke (docs/steps.md)."""
-        return step_events.send_event(self.backend, event, key, data, keep)
+        return step_events.send_event(self.backend, event, key, data, keep, self.registry.chain.sealer)
 
     async def send_event_async(self, event: str, key: str, data: Any = None,
                                keep: float | timedelta = step_events.EVENT_KEEP) -> int:
@@ -401,12 +426,12 @@ class App:
         """The events kept for jobs that wait for them later (`send_event`'s `keep`),
         newest first: event, key, id, when it was sent (`at`), its data, the data's `size`
         (bytes of JSON) and how many waiting jobs it `woke` when it was sent."""
-        return step_events.kept_events(self.backend)
+        return step_events.kept_events(self.backend, self.registry.chain.sealer)
 
     def steps(self, job_id: str) -> list[dict[str, Any]]:
         """A job's durable steps, sleeps and waits in the order it reached them, each with
         its state, when it started and its result (or what it waits for)."""
-        return step_events.timeline(self.backend, job_id)
+        return step_events.timeline(self.backend, job_id, self.registry.chain.sealer)
 
     def children(self, job_id: str) -> list[dict[str, Any]]:
         """A job's child jobs (`job.gather`, `job.run_child`), gather by gather in order: each
@@ -431,7 +456,7 @@ class App:
         changed) for an unknown job or step, or a job not finished (docs/steps.md)."""
         if not storable(job_id):
             raise step_retry.RetryRefused(f"there is no job {job_id!r:.60}", "unknown job")
-        return held([step_retry.retry_from(self.backend, job_id, step)], self._origin)[0]
+        return self.runtime.held([step_retry.retry_from(self.backend, job_id, step)])[0]
 
     def steps_check(self) -> step_check.Report:
         """Replay every unfinished or dead durable job against the code loaded now,
@@ -474,7 +499,7 @@ class App:
         return self.backend.stats()
 
     def list_jobs(self, state: str | JobState, queue: str | None = None, limit: int = 100) -> list[Job]:
-        return held(self.backend.list_jobs(JobState(state), queue, limit), self._origin)
+        return self.runtime.held(self.backend.list_jobs(JobState(state), queue, limit))
 
     def find_jobs(self, *, state: str | JobState | None = None, queue: str | None = None, task: str | None = None,
                   tag: str | None = None, text: str = "", limit: int = 50, cursor: str | None = None) -> JobPage:
@@ -487,7 +512,7 @@ class App:
         else:
             page = self.backend.find_jobs(JobQuery(None if state is None else JobState(state), queue, task, tag,
                                                    text, cursor, limit))
-        page.jobs = held(page.jobs, self._origin)
+        page.jobs = self.runtime.held(page.jobs)
         return page
 
     def purge(self, states: Iterable[str | JobState] = (JobState.DEAD,), older_than: float = 0) -> int:

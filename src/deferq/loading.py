@@ -21,6 +21,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from .app import App
+from .encryption import Encryption
 from .errors import ConfigError, MissingExtra
 
 APP_ENV = "DEFERQ_APP"
@@ -117,7 +118,7 @@ def load_app(spec: str | None, url: str | None = None) -> App:
     store URL written in the App's code: a command line or config file picks the store."""
     spec = spec or os.environ.get(APP_ENV)
     if not spec:
-        return App(url)
+        return with_env_keys(App(url))
     module_name, _, attr = spec.partition(":")
     attr = attr or "app"
     if not module_name:
@@ -139,4 +140,16 @@ def load_app(spec: str | None, url: str | None = None) -> App:
         raise ConfigError(f"the app {spec!r} names {found}, not a deferq.App: name one as module:attribute")
     if url:
         app.use_url(url)
+    return with_env_keys(app)
+
+
+def with_env_keys(app: App) -> App:
+    """`app` given the encryption keys of DEFERQ_ENCRYPTION_KEYS, when set: they replace the
+    keys its code gives; an App that declares no encryption reads with them and encrypts
+    the tasks declared with encrypt=True (docs/encryption.md)."""
+    found = Encryption.from_env()
+    if found.has_keys:
+        declared = app.encryption
+        app.use_encryption(declared.with_keys(found) if declared is not None else
+                           Encryption(found.key_table(), found.current, every_task=False))
     return app

@@ -73,6 +73,7 @@ from .job import Job, JobState
 
 if TYPE_CHECKING:
     from .backends.base import Enqueue
+    from .encryption import Sealer
 
 log = logging.getLogger("deferq.middleware")
 
@@ -152,6 +153,9 @@ class Chain:
         self.after_settle: list[Callable[[Job, Outcome, BaseException | None], None]] = []
         self.settled_jobs = 0  # after_settle hooks that read the settled job (needs_settled_job)
         self.steps_for: Callable[[Job], Checkpoints] | None = None  # the durable steps' maker, if any
+        # the App's encryption at rest (encryption/jobs.py), if it declares one: it seals what
+        # goes to the store after every before-hook, and opens claimed jobs before every after_claim
+        self.sealer: Sealer | None = None
         self._building = threading.RLock()  # one `changed` at a time (a plug-in's may come from any thread)
 
     def add(self, middleware: Middleware) -> None:
@@ -198,12 +202,22 @@ class Chain:
 
     def enqueue(self, items: list[Enqueue], store: Callable[[list[Enqueue]], list[Job]]) -> list[Job]:
         items = self.run_before_enqueue(items)
-        return self.run_after_enqueue(items, store(items))
+        sealed = items if self.sealer is None else self.sealer.seal_items(items)
+        return self.run_after_enqueue(items, store(sealed))
 
     async def enqueue_async(self, items: list[Enqueue],
                             store: Callable[[list[Enqueue]], Awaitable[list[Job]]]) -> list[Job]:
         items = self.run_before_enqueue(items)
-        return self.run_after_enqueue(items, await store(items))
+        sealed = items if self.sealer is None else self.sealer.seal_items(items)
+        return self.run_after_enqueue(items, await store(sealed))
+
+    def to_store(self, outcomes: list[Outcome]) -> list[Outcome]:
+        """Outcomes as the store keeps them: sealed when the App encrypts (the hooks see
+        the plain ones)."""
+        return outcomes if self.sealer is None else self.sealer.seal_outcomes(outcomes)
+
+    def progress_to_store(self, jobs: Sequence[Job]) -> Sequence[Job]:
+        return jobs if self.sealer is None else self.sealer.seal_progress(jobs)
 
     def run_before_enqueue(self, items: list[Enqueue]) -> list[Enqueue]:
         for hook in self.before_enqueue:
@@ -227,6 +241,8 @@ class Chain:
         control its run reports progress through and makes its durable steps with."""
         if not jobs:
             return []
+        if self.sealer is not None:  # the tasks and every hook see the arguments opened
+            jobs = self.sealer.open_claimed(jobs)
         for hook, claims in self.after_claim:
             if claims is None or any(map(claims, jobs)):
                 try:

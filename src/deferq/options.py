@@ -257,6 +257,8 @@ class TaskDefaults:
         key_template, "fair queueing: the queue serves the keys with work round-robin; named from the "
         'call\'s arguments, e.g. "customer:{customer_id}"'))
     fair_weight: float = option(1.0, FAIR_WEIGHT)
+    encrypt: bool | None = option(None, Option(
+        flag, "encrypt its jobs' arguments, results and errors at rest (None: as the App's Encryption says)"))
 
     @classmethod
     def parse(cls, **options: Any) -> TaskDefaults:
@@ -357,6 +359,7 @@ class TaskOptions(TypedDict, total=False):
     tags: str | Sequence[str]
     fair_key: str | None
     fair_weight: float
+    encrypt: bool | None
 
 
 class JobOptionsKw(TypedDict, total=False):

@@ -23,6 +23,9 @@ from .task import AppLike
 
 def result_of(app: AppLike[object], job: Job) -> Any:
     """A finished job's result, decoded; JobFailed when it went dead or was cancelled."""
+    sealer = app.runtime.chain.sealer
+    if sealer is not None:
+        job = sealer.open_job(job)
     if job.state == JobState.SUCCEEDED:
         task = app.tasks.get(job.task)
         convert = _return_decoder(task.fn) if task is not None else None

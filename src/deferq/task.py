@@ -156,7 +156,12 @@ class Runtime(Generic[Reg]):
             items, lambda stored: backend.enqueue_many_async(stored, connection)))
 
     def held(self, jobs: list[Job]) -> list[Job]:
-        """`jobs`, each knowing the App they came from (`Job.wait`)."""
+        """`jobs`, each knowing the App they came from (`Job.wait`), opened as far as
+        this process can when the App encrypts (encryption/jobs.py)."""
+        sealer = self.chain.sealer
+        if sealer is not None:  # in place: a store's list may say more (JobList.missing)
+            for i, job in enumerate(jobs):
+                jobs[i] = sealer.open_job(job)
         return jobs if self.origin is None else held(jobs, self.origin)
 
 

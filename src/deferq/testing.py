@@ -69,7 +69,8 @@ def run_here(app: AppLike[Registry], job: Job, retry_at_once: bool = False) -> O
     claimed (a workflow step gets the results before it), the runner, the settle and the
     chain's settle hooks."""
     registry = app.registry
-    progress = ProgressWriter(app.backend.record_progress)  # as in a worker: throttled
+    progress = ProgressWriter(  # as in a worker: throttled
+        lambda jobs: app.backend.record_progress(registry.chain.progress_to_store(jobs)))
     [(job, control)] = registry.chain.claimed([job], progress.report)
     spec = registry.spec_for(job)
     if spec.chunk is not None:  # a chunk task: a call of this one job
@@ -83,7 +84,7 @@ def run_here(app: AppLike[Registry], job: Job, retry_at_once: bool = False) -> O
     written.wait()
     if retry_at_once and outcome.kind == OutcomeKind.RETRY:
         outcome = Outcome(job, OutcomeKind.RETRY, delay=0.0, error=outcome.error)
-    if app.backend.settle([outcome]) == [True]:
+    if app.backend.settle(registry.chain.to_store([outcome])) == [True]:
         registry.chain.settled([(outcome, exc)])
     return outcome
 
@@ -114,7 +115,7 @@ def drain(app: AppLike[Registry], queues: Sequence[str] | None = None, limit: in
             size = app.registry.spec_for(jobs[0]).chunk.size  # type: ignore[union-attr]
             for start in range(0, len(jobs), size):
                 run_chunk_here(app, jobs[start:start + size])
-    return [found for job_id in ran if (found := backend.get(job_id)) is not None]
+    return app.runtime.held([found for job_id in ran if (found := backend.get(job_id)) is not None])
 
 
 def run_chunk_here(app: AppLike[Registry], jobs: list[Job]) -> list[Outcome]:
@@ -141,7 +142,8 @@ def travel(app: AppLike[Registry], seconds: float) -> None:
 def enqueued(app: AppLike[Registry], task: Task[..., Any] | str | None = None) -> list[Job]:
     """Jobs waiting to run (scheduled or queued), oldest first, of one task or all."""
     name = task.name if isinstance(task, Task) else task
-    jobs = [job for state in WAITING_STATES for job in app.backend.list_jobs(state, None, 100_000)]
+    jobs = app.runtime.held([job for state in WAITING_STATES
+                             for job in app.backend.list_jobs(state, None, 100_000)])
     return sorted((j for j in jobs if name is None or j.task == name), key=lambda j: (j.created_at, j.id))
 
 

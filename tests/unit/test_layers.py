@@ -30,7 +30,9 @@ FLOORS: list[tuple[str, set[str]]] = [
     ("jobs", {"deferq.middleware", "deferq.limits", "deferq.options", "deferq.task", "deferq.registry",
               "deferq.results", "deferq.observe", "deferq.attempt", "deferq.testing",
               # durable steps: kept by a running job (the worker, deferq.testing), read by the App
-              "deferq.steps"}),
+              "deferq.steps",
+              # encryption at rest: the chain seals and opens with it, the App and the server show with it
+              "deferq.encryption"}),
     ("features between jobs", {"deferq.flows", "deferq.schedules"}),
     ("the App", {"deferq", "deferq.app", "deferq.loading"}),
     # upkeep: the one leader's sweeps and schedule ticks, which each kind of process starts

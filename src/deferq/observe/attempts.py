@@ -12,13 +12,18 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from ..backends.base import Outcome, OutcomeKind, retried
+from ..encryption.jobs import bound
 from ..job import Job
 from ..middleware import Middleware, Settled, settled_view
+
+if TYPE_CHECKING:
+    from ..encryption import Sealer
 
 NAMESPACE = "attempts"
 KEPT = 25  # attempts a job keeps, the newest
@@ -35,8 +40,9 @@ class Attempts(Middleware):
 
     settles = staticmethod(retried)
 
-    def __init__(self, store: Any) -> None:
+    def __init__(self, store: Any, sealer: Callable[[], Sealer | None] = lambda: None) -> None:
         self.store = store  # a callable answering the App's store, opened on first use
+        self.sealer = sealer  # the App's encryption at rest, if any: an encrypted job's errors stay so
 
     def after_settle_many(self, settled: list[Settled]) -> None:
         for outcome, _ in settled:
@@ -51,12 +57,19 @@ class Attempts(Middleware):
         ended = job.finished_at or job.updated_at or time.time()  # the settle's time, in the store's clock
         entry = {"attempt": job.attempts, "worker": job.last_worker, "started_at": ended - (outcome.ran or 0.0),
                  "seconds": outcome.ran, "outcome": str(outcome.kind),
-                 "error": outcome.error[-ERROR_CHARS:] if outcome.error else None}
+                 "error": self._error(job, outcome.error[-ERROR_CHARS:]) if outcome.error else None}
         kept = read(store, job.id)
         if not kept and job.attempts > 1 and outcome.error is None:
             return  # its failures were not noted (older records expired): nothing to add to
         kept = [a for a in kept if a["attempt"] != job.attempts][-(KEPT - 1):] + [entry]
         store.kv_put(NAMESPACE, job.id, orjson.dumps(kept), KEEP_SECONDS)
+
+
+    def _error(self, job: Job, error: str) -> str:
+        sealer = self.sealer()
+        if sealer is None or not sealer.wants(job.task):
+            return error
+        return sealer.writer().seal(error.encode(), bound(job.id, "error"))
 
 
 def read(store: Any, job_id: str) -> list[dict[str, Any]]:

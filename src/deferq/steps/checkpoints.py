@@ -33,6 +33,8 @@ from ..attempt.pauses import pause_at
 from ..backends.base import STEPS as STEPS  # re-exported: + a job id
 from ..backends.base import Backend, Outcome, OutcomeKind
 from ..context import StepRetry
+from ..encryption.envelope import Unreadable
+from ..encryption.jobs import Sealer, bound, event_bound, sealed_result
 from ..errors import ConfigError, DeferqError, PayloadError, Snooze, StepMismatch
 from ..job import Job, carried, dumps, loads
 from .names import KINDS as KINDS  # re-exported
@@ -132,8 +134,10 @@ class JobSteps:
     """The checkpoints of one running job: brought by its claim (or read once when the
     job first reaches one), kept here, written as new ones finish. One per run (JobControl makes it)."""
 
-    def __init__(self, store: Backend, lease: float, keep: float, job: Job) -> None:
+    def __init__(self, store: Backend, lease: float, keep: float, job: Job, sealer: Sealer | None = None) -> None:
         self.store, self.lease, self.keep, self.job = store, lease, keep, job
+        self.sealer = sealer  # the App's encryption at rest: a step's result and error, an event's data
+        self.sealing = sealer is not None and sealer.wants(job.task)
         self.namespace = STEPS + job.id
         self.records: dict[str, dict[str, Any]] | None = None
         self.reached: dict[str, int] = {}  # names reached in this run -> their order
@@ -151,8 +155,42 @@ class JobSteps:
             if raw is None:
                 raw = self.store.kv_list(self.namespace)
             self.clock = (store_now(self.store), time.monotonic())
-            self.records = {name: loads(value) for name, value in raw.items()}
+            self.records = {name: self.opened(name, loads(value)) for name, value in raw.items()}
         return self.records
+
+    def sealed(self, name: str, record: dict[str, Any]) -> dict[str, Any]:
+        """A checkpoint as the store keeps it: a step's result (a failed try's error) sealed
+        when the job's task is encrypted; a wait's answer holds the event's data as sent."""
+        field = "error" if name.endswith(FAILED) else "result"
+        if not self.sealing or self.sealer is None or field not in record or name.endswith(DONE):
+            return record
+        return {**record, field: self.sealer.seal_value(record[field], bound(self.job.id, f"step/{name}"))}
+
+    def opened(self, name: str, record: dict[str, Any]) -> dict[str, Any]:
+        """A checkpoint as read, its sealed field opened; PayloadError (the job ends dead with
+        the sentence) when it cannot be."""
+        field = "error" if name.endswith(FAILED) else "result"
+        if name.endswith(DONE) or sealed_result(record.get(field)) is None:
+            return record
+        return {**record, field: self.open(record[field], bound(self.job.id, f"step/{name}"),
+                                           f"the result of step {name!r} of job {self.job.id}")}
+
+    def open(self, value: Any, where: bytes, what: str) -> Any:
+        try:
+            if self.sealer is None:
+                raise Unreadable(f"{what} is encrypted and this App declares no encryption: give it its keys")
+            return self.sealer.open_value(value, where, what)
+        except Unreadable as exc:
+            raise PayloadError(str(exc)) from None
+
+    def data(self, name: str, answer: dict[str, Any]) -> Any:
+        """A wait's answer: the event's data (sealed once by its sender, bound to event and key)."""
+        value = answer.get("data")
+        if sealed_result(value) is None:
+            return value
+        record = self.load()[name]
+        return self.open(value, event_bound(f"{record['event']}\t{record['key']}"),
+                         f"the data of event {record['event']!r} for job {self.job.id}")
 
     def now(self) -> float:
         """The store's clock, read once a run and carried on by this process's."""
@@ -220,10 +258,10 @@ class JobSteps:
 
     def write(self, name: str, record: dict[str, Any]) -> dict[str, Any]:
         """Keep a checkpoint unless one is there already; the one kept is returned."""
-        if not self.store.kv_put(self.namespace, name, dumps(record, f"the result of step {name!r}"),
-                                 only_new=True):
+        if not self.store.kv_put(self.namespace, name, dumps(self.sealed(name, record),
+                                                             f"the result of step {name!r}"), only_new=True):
             raw = self.store.kv_get(self.namespace, name)
-            record = loads(raw) if raw is not None else record
+            record = self.opened(name, loads(raw)) if raw is not None else record
         self.load()[name] = record
         return record
 
@@ -231,14 +269,14 @@ class JobSteps:
         """`fence` then `write`, in one store call (`kv_put_leased`: one statement or
         script where the store can): a checkpoint only an attempt that still holds the
         job may keep. The one kept is returned (`encoded`: the record as JSON, if made)."""
-        if encoded is None:
-            encoded = dumps(record, f"the result of step {name!r}")
+        if encoded is None or self.sealing:
+            encoded = dumps(self.sealed(name, record), f"the result of step {name!r}")
         held, raw = self.store.kv_put_leased(self.job, self.lease, self.namespace, name, encoded)
         if not held:
             raise LeaseLost(f"job {self.job.id} attempt {self.job.attempts} lost its lease: "
                             "another worker runs it, and this attempt's step is not kept")
         if raw is not None:
-            record = loads(raw)
+            record = self.opened(name, loads(raw))
         self.load()[name] = record
         return record
 
@@ -274,7 +312,8 @@ class JobSteps:
         result = fn(*args, **kwargs)
         encoded = self.encoded(name, fn, result, started)
         self.fence()
-        if not self.store.kv_put_within(connection, self.namespace, name, encoded):
+        kept = encoded if not self.sealing else dumps(self.sealed(name, loads(encoded)), "the step's result")
+        if not self.store.kv_put_within(connection, self.namespace, name, kept):
             raise StepTaken(f"step {name!r} of job {self.job.id} was kept by another attempt first: "
                             "roll this transaction back (the job's next run reads the kept result)")
         self.load()[name] = loads(encoded)
@@ -351,7 +390,8 @@ class JobSteps:
         self.fence()
         record = {"failures": failures, "error": f"{type(exc).__name__}: {exc}"[:500], "at": self.now(),
                   "index": self.reached[name]}
-        self.store.kv_put(self.namespace, name + FAILED, dumps(record, "a step's failure"))
+        kept = dumps(self.sealed(name + FAILED, record), "a step's failure")
+        self.store.kv_put(self.namespace, name + FAILED, kept)
         self.load()[name + FAILED] = record
         delay = max(0.0, float(retry.backoff(failures)))
         raise Suspend(delay, f"step {name!r} failed (try {failures} of {retry.max_attempts}): retrying") from exc
@@ -372,7 +412,7 @@ class JobSteps:
         if record is None:
             record = self.put(name, self.started(name, "wait", event=event, key=key, until=self.now() + timeout))
         if (answer := self.load().get(name + DONE)) is not None:
-            return answer.get("data")
+            return self.data(name, answer)
         topic, waiter = f"{record['event']}\t{record['key']}", f"{self.job.id}\t{name}"
         left = self.left(record["until"])
         self.store.kv_put(WAITERS + topic, waiter, b"1", ttl=max(left, 0) + 60)
@@ -396,4 +436,4 @@ class JobSteps:
     def answer(self, name: str, waiter: str, topic: str, answer: dict[str, Any]) -> Any:
         kept = self.write(name + DONE, answer)
         self.store.kv_delete(WAITERS + topic, waiter)
-        return kept.get("data")
+        return self.data(name, kept)

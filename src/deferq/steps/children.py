@@ -68,7 +68,7 @@ class DurableJob(JobSteps):
     (the App's: its tasks' defaults and its middleware)."""
 
     def __init__(self, store: Backend, lease: float, keep: float, job: Job, runtime: Runtime[Any] | None) -> None:
-        super().__init__(store, lease, keep, job)
+        super().__init__(store, lease, keep, job, runtime.chain.sealer if runtime is not None else None)
         self.runtime = runtime
 
     def gather(self, name: str, calls: list[Any]) -> list[Any]:

@@ -8,6 +8,7 @@ from typing import Any
 
 from ..backends.base import Backend
 from ..context import duration
+from ..encryption.jobs import Sealer, bound, event_bound, sealed_result, shown_value
 from ..errors import PayloadError
 from ..job import Job, JobState, dumps, loads, new_job_id
 from . import children
@@ -29,15 +30,19 @@ WAKE_BATCH = 1000  # waiters of an event woken per batch: bounds one store call'
 
 
 def send_event(store: Backend, event: str, key: str, data: Any = None,
-               keep: float | timedelta = EVENT_KEEP) -> int:
+               keep: float | timedelta = EVENT_KEEP, sealer: Sealer | None = None) -> int:
     """Deliver an event to every job waiting for (`event`, `key`) and keep it `keep`
-    seconds for jobs that wait for it later. Returns how many waiting jobs it woke."""
+    seconds for jobs that wait for it later. Returns how many waiting jobs it woke.
+    `sealer` with a key: the data is kept encrypted, once, bound to the event and key."""
     keep = checked_event(event, key, keep)
     topic, now = f"{event}\t{key}", store.now()
     sent = {"id": new_job_id(), "data": data, "at": now}
     encoded = dumps(sent, "the event's data")
     if len(encoded) > RESULT_LIMIT:
         raise PayloadError(f"the event's data is {len(encoded)} bytes as JSON, over the {RESULT_LIMIT}-byte limit")
+    if sealer is not None and sealer.keyring is not None and data is not None:
+        data = sent["data"] = sealer.seal_value(data, event_bound(topic))
+        encoded = dumps(sent, "the event's data")
     if keep > 0:
         store.kv_put(EVENTS, topic, encoded, ttl=keep)
     answer = dumps({"data": data, "event": sent["id"], "at": now})
@@ -70,7 +75,7 @@ def deliver(store: Backend, topic: str, answer: bytes, waiters: list[str]) -> in
     return woken
 
 
-def kept_events(store: Backend) -> list[dict[str, Any]]:
+def kept_events(store: Backend, sealer: Sealer | None = None) -> list[dict[str, Any]]:
     """The events kept for jobs that wait for them later, newest first: event, key, id,
     when it was sent, its data, the data's size (bytes of JSON) and how many waiting jobs
     it woke when it was sent (jobs that found it kept later are not counted)."""
@@ -78,8 +83,10 @@ def kept_events(store: Backend) -> list[dict[str, Any]]:
     for topic, raw in store.kv_list(EVENTS).items():
         event, _, key = topic.partition("\t")
         sent = loads(raw)
-        events.append({"event": event, "key": key, "id": sent["id"], "at": sent["at"], "data": sent["data"],
-                       "size": len(dumps(sent["data"])), "woke": sent.get("woke", 0)})
+        data = shown_value(sent["data"], event_bound(topic), sealer)
+        size = len(dumps(data)) if sealed_result(sent["data"]) is None or not isinstance(data, str) else len(data)
+        events.append({"event": event, "key": key, "id": sent["id"], "at": sent["at"], "data": data,
+                       "size": size, "woke": sent.get("woke", 0)})
     return sorted(events, key=lambda e: e["at"], reverse=True)
 
 
@@ -97,7 +104,7 @@ def shown_state(job: Job, steps: list[dict[str, Any]]) -> str:
     return "waiting" if waiting_for(job, steps) is not None else str(job.state)
 
 
-def timeline(store: Backend, job_id: str) -> list[dict[str, Any]]:
+def timeline(store: Backend, job_id: str, sealer: Sealer | None = None) -> list[dict[str, Any]]:
     """A job's checkpoints in the order it reached them, for its page, `deferq job` and
     GET /v1/jobs/{id}: name, kind, when it started and what it gave (or awaits)."""
     records = {name: loads(raw) for name, raw in store.kv_list(STEPS + job_id).items()}
@@ -116,9 +123,11 @@ def timeline(store: Backend, job_id: str) -> list[dict[str, Any]]:
                                key=lambda item: item[1]["index"]):
         row = {"name": name, "kind": record["kind"], "at": record["at"], "attempt": record.get("attempt")}
         if record.get("retrying"):
-            row.update(state="retrying", failures=record["failures"], error=record["error"])
+            row.update(state="retrying", failures=record["failures"],
+                       error=shown_value(record["error"], bound(job_id, f"step/{name}{FAILED}"), sealer))
         elif record["kind"] == "step":
-            row.update(state="done", took=record.get("took"), result=record.get("result"), fn=record.get("fn"),
+            row.update(state="done", took=record.get("took"), fn=record.get("fn"),
+                       result=shown_value(record.get("result"), bound(job_id, f"step/{name}"), sealer),
                        failures=record.get("failures"), **timeline_fields(record, records.get(name + UNDONE)))
         elif record["kind"] == children.KIND:
             row.update(children.row(name, record, ends))
@@ -128,6 +137,7 @@ def timeline(store: Backend, job_id: str) -> list[dict[str, Any]]:
             answer = records.get(name + DONE)
             state = "waiting" if answer is None else "timed out" if answer.get("timeout") else "done"
             row.update(state=state, event=record["event"], key=record["key"], until=record["until"],
-                       result=None if answer is None else answer.get("data"))
+                       result=None if answer is None else shown_value(
+                           answer.get("data"), event_bound(f"{record['event']}\t{record['key']}"), sealer))
         rows.append(row)
     return rows

@@ -132,6 +132,8 @@ class Worker:
         self.registry = runtime.registry  # the tasks: resolved once per job into a TaskSpec
         self.lease, self.result_ttl = runtime.lease, runtime.result_ttl
         self.chain = runtime.chain  # every feature: the jobs' hooks, and the keeper's (worker_tick)
+        if self.chain.sealer is not None:  # an App that encrypts: no worker without its key
+            self.chain.sealer.check_ready("the worker")
         self.config = config or WorkerConfig()
         if self.config.once:
             self.config.concurrency = 1
@@ -193,7 +195,8 @@ class Worker:
         self.last_beat = time.monotonic()  # when a heartbeat last reached the store
         self.trimmer = Trimmer()  # gives freed memory back when the worker goes idle
         # progress reports of running jobs, throttled, on a thread of their own (progress.py)
-        self.progress = ProgressWriter(lambda jobs: self._store_call(self.backend.record_progress, jobs))
+        self.progress = ProgressWriter(
+            lambda jobs: self._store_call(self.backend.record_progress, self.chain.progress_to_store(jobs)))
         self.upkeep = Upkeep(runtime, self.config.name) if self.config.schedules else None
 
     # -- life cycle -------------------------------------------------------------------
@@ -714,6 +717,7 @@ class Worker:
         (an outcome it cannot keep, not an outage) settles one by one, leasing nothing:
         one job's outcome never fails the others'."""
         cfg = self.config
+        outcomes = self.chain.to_store(outcomes)  # sealed when the App encrypts
         try:
             return self.backend.settle_and_reserve(outcomes, cfg.queues, claimed, cfg.name, self.lease,
                                                    self.rotation.next_order())

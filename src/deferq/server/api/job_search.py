@@ -62,7 +62,7 @@ async def page(service: Service, query: models.JobsQuery) -> dict[str, Any]:
         raise Invalid(str(exc)) from None
     seen = {job.id for job in exact}
     jobs = exact + [job for job in (found.jobs if found else []) if job.id not in seen]
-    answer: dict[str, Any] = {"jobs": [jobs_module.view(job) for job in jobs],
+    answer: dict[str, Any] = {"jobs": [jobs_module.view(job, service.sealer) for job in jobs],
                               "cursor": found.cursor if found else None}
     if q:
         answer["search"] = {"exact": len(exact), "text": found.text_search if found else None,

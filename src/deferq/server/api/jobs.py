@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ...backends.base import Enqueue
+from ...encryption.jobs import Sealer, for_display, shown_text
 from ...errors import StoreUnavailable
 from ...flows import batch as batches
 from ...flows.batch import BATCH_OF, MEMBER_OF
@@ -98,7 +99,7 @@ def receipt(job: Job) -> dict[str, Any]:
 SHOWN_LINKS = 50  # parents and children a job page lists, at most
 
 
-def workflow(store: Any, job: Job) -> dict[str, Any]:
+def workflow(store: Any, job: Job, sealer: Sealer | None = None) -> dict[str, Any]:
     """A job's place in a workflow, for GET /v1/jobs/{id}: `after` and `waiting` (ids),
     `parents` and `children` with their states, and its `batch`. Reads the store (one
     look-up per job listed): call it in a store thread."""
@@ -108,21 +109,23 @@ def workflow(store: Any, job: Job) -> dict[str, Any]:
     children = [*job.meta.get(CHILDREN, ()), *waiting]
     if batch is not None and batch["role"] == "member":
         children += batch["callbacks"].values()
-    steps = _steps(store, job)
+    steps = _steps(store, job, sealer)
     if any(step["kind"] == child_jobs.KIND for step in steps or ()):  # its child jobs (job.gather)
         children += child_jobs.child_ids(store, job.id, SHOWN_LINKS)
     parent = child_jobs.place_of(job)  # the job that started it as a child, if one did
     tried = attempts.read(store, job.id) if job.error is not None or job.attempts > 1 else []
+    for attempt in tried:
+        attempt["error"] = shown_text(attempt.get("error"), job.id, "error", sealer)
     return {"after": after, "waiting": waiting, "parents": links(store, [parent["id"]] if parent else after),
             "children": links(store, list(dict.fromkeys(children))), "batch": batch,
             "steps": steps, "waiting_for": waiting_for(job, steps or []) or _waits(job), "attempt_log": tried}
 
 
-def _steps(store: Any, job: Job) -> list[dict[str, Any]] | None:
+def _steps(store: Any, job: Job, sealer: Sealer | None = None) -> list[dict[str, Any]] | None:
     """The job's durable steps; None when the part of the store that keeps them does not
     answer (a Redis shard): the job's page still shows the job."""
     try:
-        return timeline(store, job.id)
+        return timeline(store, job.id, sealer)
     except StoreUnavailable:
         return None
 
@@ -150,9 +153,12 @@ def _batch_of(store: Any, job: Job) -> dict[str, Any] | None:
             "callbacks": callbacks}
 
 
-def view(job: Job) -> dict[str, Any]:
+def view(job: Job, sealer: Sealer | None = None) -> dict[str, Any]:
     """A job as the API shows it (every field job.HTTP_FIELDS names); a topic job shows
-    its topic and body."""
+    its topic and body. An encrypted field is opened with the App's keys (`sealer`);
+    one this process cannot open shows as "encrypted (N bytes)", its arguments as null,
+    and `encrypted` gives the size of each such field."""
+    job, hidden = for_display(job, sealer)
     is_topic = job.task == TASK_NAME
     shown = {http: getattr(job, name) for http, name in HTTP_FIELDS.items()}
     shown.update({
@@ -160,8 +166,9 @@ def view(job: Job) -> dict[str, Any]:
         "topic": job.args[0] if is_topic and job.args else None,
         "body": job.kwargs.get("body") if is_topic else None,
         "task": None if is_topic else job.task,
-        "args": None if is_topic else list(job.args),
-        "kwargs": None if is_topic else job.kwargs,
+        "args": None if is_topic or hidden else list(job.args),
+        "kwargs": None if is_topic or hidden else job.kwargs,
+        "encrypted": hidden or None,
         "ttr": job.timeout - TIMEOUT_MARGIN if is_topic and job.timeout else job.timeout,
         "waiting_for": _waits(job),
     })

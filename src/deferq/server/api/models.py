@@ -465,6 +465,10 @@ class Job(Struct):
     last_worker: Annotated[str, Meta(description="The worker that last ran it (kept after).")] | None = None
     tags: Annotated[list[str], Meta(description="Labels kept with the job.")] = msgspec.field(default_factory=list)
     fair_key: Annotated[str, Meta(description="Its key in its queue's round-robin (fair queues).")] | None = None
+    encrypted: Annotated[dict[str, int], Meta(description=(
+        "The fields encrypted at rest that this server cannot open (it lacks the key), each with its "
+        "size in bytes: `args` (then args and kwargs are null), `result`, `error`, `progress_message` "
+        "(each then shown as \"encrypted (N bytes)\"). Null when every field is shown."))] | None = None
     # GET /v1/jobs/{id} only: the job's place in a workflow (jobs.workflow)
     after: Annotated[list[str], Meta(description="The ids of the jobs it runs after.")] | None = None
     waiting: Annotated[list[str], Meta(description="The ids of the jobs still waiting for it.")] | None = None

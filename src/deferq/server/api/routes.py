@@ -137,8 +137,9 @@ async def get_job(service: Service, request: Request, job_id: str) -> JSON:
         job = await service.store(service.backend.get, job_id)
     if job is None:
         raise not_found(f"job {job_id}")
-    links = await service.store(jobs_module.workflow, service.backend, job)
-    return JSON({**jobs_module.view(job), **links})
+    sealer = service.sealer
+    links = await service.store(jobs_module.workflow, service.backend, job, sealer)
+    return JSON({**jobs_module.view(job, sealer), **links})
 
 
 @store_route(READER)
@@ -170,14 +171,14 @@ async def list_jobs(service: Service, request: Request) -> JSON:
         found = [job] if job is not None else []
         found = [j for j in found if query.state in (UNSET, str(j.state)) and queue in (None, j.queue)
                  and query.tag in (UNSET, *j.tags)]
-        return JSON({"jobs": [jobs_module.view(job) for job in found]})
+        return JSON({"jobs": [jobs_module.view(job, service.sealer) for job in found]})
     return JSON(await job_search.page(service, query))
 
 
 async def jobs_in_state(request: Request, state: JobState, queue: str | None, limit: int) -> JSON:
     service = service_of(request)
     found = await service.store(service.backend.list_jobs, state, queue, limit)
-    return JSON({"jobs": [jobs_module.view(job) for job in found]})
+    return JSON({"jobs": [jobs_module.view(job, service.sealer) for job in found]})
 
 
 async def act_on_job(request: Request, action: str, state: str, code: str, rule: str) -> JSON:
@@ -405,13 +406,13 @@ async def send_event(service: Service, request: Request) -> JSON:
     except ConfigError as exc:
         raise Invalid(str(exc)) from None
     woken = await service.store(step_events.send_event, service.backend, sent.event, sent.key, sent.data,
-                                sent.keep)
+                                sent.keep, service.sealer)
     return JSON({"event": sent.event, "key": sent.key, "woken": woken})
 
 
 @store_route(READER)
 async def list_events(service: Service) -> JSON:
-    return JSON({"events": await service.store(step_events.kept_events, service.backend)})
+    return JSON({"events": await service.store(step_events.kept_events, service.backend, service.sealer)})
 
 
 def _delete_dead(backend: Backend, ids: list[str]) -> dict[str, Any]:

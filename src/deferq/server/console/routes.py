@@ -141,7 +141,7 @@ async def search_jobs(service: Service, request: Request) -> JSON:
     result = await service.store(search.run, service.backend)
     found: list[Job] = result["found"]
     return JSON({
-        "jobs": [jobs_module.view(job) for job in found[:asked.limit]], "matched": len(found),
+        "jobs": [jobs_module.view(job, service.sealer) for job in found[:asked.limit]], "matched": len(found),
         "scanned": result["scanned"], "window": search.window, "complete": result["complete"],
         "tasks": result["tasks"],
     })

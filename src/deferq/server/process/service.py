@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 from ...app import App
 from ...backends.base import Backend, Enqueue
 from ...backends.guard import STORE_FAILURES
+from ...encryption import Sealer
 from ...errors import ConfigError, MissingExtra, PayloadError
 from ...job import UNFINISHED_STATES, Job
 from ...net import policy as netpolicy
@@ -178,6 +179,11 @@ class Service:
                                    self.metrics.admission)
         self.waits = Waits(lambda: self.backend, config, self.store, self.translated)
         self._pool: ThreadPoolExecutor | None = None
+
+    @property
+    def sealer(self) -> Sealer | None:
+        """The App's encryption at rest: what the API opens and hides (encryption/jobs.py)."""
+        return self.app.registry.chain.sealer
 
     @property
     def backend(self) -> Backend:

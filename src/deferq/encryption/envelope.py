@@ -1,0 +1,84 @@
+"""Sealed values: AES-256-GCM with a fresh 96-bit nonce, as text a store keeps anywhere.
+
+    $enc:<key id>:<base64 of nonce + ciphertext + tag>
+
+The associated data (`bound`) names the job and the field a value belongs to, so a
+value copied into another job or field does not open (it reads as tampered).
+"""
+
+from __future__ import annotations
+
+import binascii
+import os
+
+from .keys import Encryption
+
+MARK = "$enc:"
+NONCE = 12
+TAG = 16
+
+
+class Unreadable(ValueError):
+    """A sealed value that cannot be opened here: its sentence says why (no such key,
+    wrong key or changed bytes, not a sealed value)."""
+
+
+def sealed(value: object) -> bool:
+    return type(value) is str and value.startswith(MARK)
+
+
+def key_of(value: str) -> str:
+    """The key id a sealed value names ("" if it names none)."""
+    kid, sep, _ = value[len(MARK):].partition(":")
+    return kid if sep else ""
+
+
+def size_of(value: str) -> int:
+    """The bytes of plain text a sealed value holds (what a process without the key shows)."""
+    body = value[len(MARK):].partition(":")[2]
+    return max(0, len(body) * 3 // 4 - body.count("=") - NONCE - TAG)
+
+
+class Keyring:
+    """An Encryption's keys, ready to seal and open (one AESGCM per key)."""
+
+    def __init__(self, encryption: Encryption) -> None:
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM  # the encryption extra
+
+        self.ciphers = {kid: AESGCM(key) for kid, key in encryption.key_table().items()}
+        self.current = encryption.current
+        self._writer = self.ciphers[self.current] if self.current is not None else None
+        self._head = f"{MARK}{self.current}:"
+
+    def seal(self, data: bytes, bound: bytes) -> str:
+        """`data` sealed under the current key, bound to `bound`."""
+        if self._writer is None:
+            raise Unreadable("this process has no encryption key to write with: set DEFERQ_ENCRYPTION_KEYS "
+                             "(or give the App its keys)")
+        nonce = os.urandom(NONCE)
+        return self._head + binascii.b2a_base64(nonce + self._writer.encrypt(nonce, data, bound),
+                                                newline=False).decode()
+
+    def open(self, value: str, bound: bytes, what: str = "the value") -> bytes:
+        """The bytes a sealed value holds; Unreadable with one sentence when they cannot be had."""
+        from cryptography.exceptions import InvalidTag
+
+        kid, sep, body = value[len(MARK):].partition(":")
+        if not value.startswith(MARK) or not sep:
+            raise Unreadable(f"{what} is not an encrypted value deferq wrote (its key id is missing)")
+        cipher = self.ciphers.get(kid)
+        if cipher is None:
+            raise Unreadable(f"{what} is encrypted with key {kid[:40]!r}, which this process does not have: "
+                             "add it to DEFERQ_ENCRYPTION_KEYS (or the App's Encryption keys)")
+        try:
+            raw = binascii.a2b_base64(body, strict_mode=True)
+        except (binascii.Error, ValueError):
+            raise Unreadable(f"{what} is damaged: its encrypted bytes are not base64 (changed or cut short)"
+                             ) from None
+        if len(raw) < NONCE + TAG:
+            raise Unreadable(f"{what} is damaged: {len(raw)} encrypted bytes are too few (cut short)")
+        try:
+            return cipher.decrypt(raw[:NONCE], raw[NONCE:], bound)
+        except InvalidTag:
+            raise Unreadable(f"{what} does not decrypt with key {kid!r}: the key is not the one it was written "
+                             "with, or the value was changed, cut short or copied from another job") from None

@@ -1,0 +1,285 @@
+"""Which fields of a job are sealed, and the one place each is sealed and opened.
+
+Sealed: the arguments (args and kwargs, one value), the result, the error and the
+progress message. Kept readable: everything a store sorts, counts or finds by (task,
+queue, state, times, key, tags, fair key, priority, attempts) and the meta (trace
+context, the ids a job runs after).
+
+- The arguments: the stored payload `[[], {"$enc": <sealed [args, kwargs]>}, meta]`,
+  a valid payload on every store, so no store changes.
+- The result: `{"$enc": <sealed JSON>}`; the error and progress message: the sealed text.
+
+Each value is bound to its job id and field (envelope.py). A sharded Redis marks ids
+(job.mark_id: two characters moved, two appended): the binding leaves those out, so a
+job keeps its values when it moves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from typing import Any, Protocol
+
+import orjson
+
+from ..backends.base import Enqueue, Outcome
+from ..errors import ConfigError
+from ..job import Job, dumps, encode_payload, mark_of
+from .envelope import MARK, Keyring, Unreadable, key_of, sealed, size_of
+from .keys import Encryption
+
+
+class _Defaults(Protocol):
+    @property
+    def encrypt(self) -> bool | None: ...
+
+
+class _Task(Protocol):
+    """A task as the sealer asks it (task.Task): whether it chose to be encrypted."""
+
+    @property
+    def defaults(self) -> _Defaults: ...
+
+ARGS = "$enc"  # the kwargs key of sealed arguments (no Python parameter can be named so)
+UNREADABLE = "_unreadable_payload"  # the runner's marker: the job ends dead with this sentence
+
+
+def event_bound(topic: str) -> bytes:
+    """The associated data of an event's data: its event and key ("<event>\t<key>"), so
+    that the data sealed once serves every job waiting for it."""
+    return f"event/{topic}".encode()
+
+
+def bound(job_id: str, what: str) -> bytes:
+    """The associated data of a job's field: its id without a shard's mark."""
+    if len(job_id) == 26:
+        job_id = job_id[:24] if mark_of(job_id) is not None else job_id[:10] + job_id[12:]
+    return f"{job_id}/{what}".encode()
+
+
+def sealed_args(job: Job) -> str | None:
+    """The sealed arguments of a job read from a store, else None."""
+    value = job.kwargs.get(ARGS) if not job.args and len(job.kwargs) == 1 else None
+    return value if sealed(value) else None
+
+
+def sealed_result(result: Any) -> str | None:
+    if type(result) is dict and len(result) == 1:
+        value = result.get(ARGS)
+        return value if sealed(value) else None
+    return None
+
+
+def hidden(value: str) -> str:
+    """What a process without the key shows for a sealed value."""
+    return f"encrypted ({size_of(value)} bytes)"
+
+
+class Sealer:
+    """An App's encryption at work: which jobs are sealed, and sealing and opening them.
+    `keyring` is None in a process without keys (it opens nothing, seals nothing)."""
+
+    def __init__(self, encryption: Encryption, tasks: Mapping[str, _Task]) -> None:
+        self.encryption = encryption
+        self.tasks = tasks
+        self.keyring = Keyring(encryption) if encryption.has_keys else None
+
+    def wants(self, task: str) -> bool:
+        """Whether jobs of `task` are sealed: its own `encrypt`, else the App's `every_task`."""
+        known = self.tasks.get(task)
+        chosen = known.defaults.encrypt if known is not None else None
+        return self.encryption.every_task if chosen is None else chosen
+
+    def writer(self) -> Keyring:
+        if self.keyring is None:
+            raise ConfigError("this App encrypts jobs but this process has no encryption key: set "
+                              "DEFERQ_ENCRYPTION_KEYS (deferq encryption new-key makes one) or give the App its "
+                              "keys")
+        return self.keyring
+
+    def check_ready(self, who: str) -> None:
+        """ConfigError (one sentence) when this process cannot seal and open: a worker
+        without the key never starts against an App that declares encryption."""
+        if self.keyring is None:
+            raise ConfigError(f"{who} cannot start: this App encrypts jobs (deferq.Encryption) and this process "
+                              "has no encryption key: set DEFERQ_ENCRYPTION_KEYS to the App's keys")
+
+    # -- writing -------------------------------------------------------------------------
+
+    def seal_items(self, items: list[Enqueue]) -> list[Enqueue]:
+        """Items as the store keeps them: the arguments of each job that is sealed, sealed.
+        Without a key, refused before anything is stored."""
+        out = items
+        for i, item in enumerate(items):
+            job = item.job
+            if not self.wants(job.task):
+                continue
+            if ARGS in job.kwargs:
+                raise ConfigError(f"{job.task}() takes a keyword argument named {ARGS!r}, which deferq keeps for "
+                                  "encrypted arguments: rename it")
+            plain = dumps([job.args, job.kwargs], f"the arguments of {job.task}()")
+            value = self.writer().seal(plain, bound(job.id, "args"))
+            if out is items:
+                out = list(items)
+            out[i] = replace(item, payload=encode_payload(job.task, (), {ARGS: value}, job.meta))
+        return out
+
+    def seal_outcomes(self, outcomes: Sequence[Outcome]) -> list[Outcome]:
+        """Outcomes as the store keeps them (their result and error sealed); the worker's
+        hooks keep the plain ones."""
+        out = list(outcomes)
+        for i, o in enumerate(outcomes):
+            if (o.result is None and o.error is None) or not self.wants(o.job.task):
+                continue
+            keyring = self.writer()
+            result, error = o.result, o.error
+            if result is not None:
+                result = {ARGS: keyring.seal(orjson.dumps(result), bound(o.job.id, "result"))}
+            if error is not None:
+                error = keyring.seal(error.encode(), bound(o.job.id, "error"))
+            out[i] = Outcome(o.job, o.kind, o.delay, error, result, o.ran, o.waits_for, o.due, o.steps_keep)
+        return out
+
+    def seal_progress(self, jobs: Sequence[Job]) -> list[Job]:
+        out = list(jobs)
+        for i, job in enumerate(jobs):
+            if job.progress_message is not None and self.wants(job.task):
+                message = self.writer().seal(job.progress_message.encode(), bound(job.id, "progress"))
+                out[i] = job.evolve(progress_message=message)
+        return out
+
+    def seal_value(self, value: Any, where: bytes) -> dict[str, str]:
+        """A JSON value kept apart from the job record (a step's result, an event's data), sealed."""
+        return {ARGS: self.writer().seal(dumps(value, "the value"), where)}
+
+    # -- reading -------------------------------------------------------------------------
+
+    def open_value(self, value: Any, where: bytes, what: str) -> Any:
+        """`value` opened if `seal_value` sealed it (else as it is); Unreadable if it cannot be."""
+        inner = sealed_result(value)
+        if inner is None:
+            return value
+        if self.keyring is None:
+            raise Unreadable(f"{what} is encrypted with key {key_of(inner)[:40]!r} and this process has no "
+                             "encryption key: set DEFERQ_ENCRYPTION_KEYS")
+        return orjson.loads(self.keyring.open(inner, where, what))
+
+    def open_claimed(self, jobs: list[Job]) -> list[Job]:
+        """Leased jobs as their tasks see them: arguments opened. One that cannot be opened
+        carries the runner's marker, so it ends dead with the sentence; its stored payload
+        is left as it is (nothing lost: retried once the key is there)."""
+        out = jobs
+        for i, job in enumerate(jobs):
+            value = sealed_args(job)
+            if value is None:
+                continue
+            try:
+                opened = self._args(job, value)
+            except Unreadable as exc:
+                opened = job.evolve(kwargs={UNREADABLE: str(exc)})
+            if out is jobs:
+                out = list(jobs)
+            out[i] = opened
+        return out
+
+    def open_job(self, job: Job) -> Job:
+        """A job as this process may show it: every sealed field it can open, opened; the
+        others left sealed (`shown` tells what to print for them)."""
+        changes: dict[str, Any] = {}
+        value = sealed_args(job)
+        if value is not None and self.keyring is not None:
+            try:
+                opened = self._args(job, value)
+                changes.update(args=opened.args, kwargs=opened.kwargs)
+            except Unreadable:
+                pass
+        value = sealed_result(job.result)
+        if value is not None:
+            result = self.open_text(value, job.id, "result")
+            if result is not None:
+                changes["result"] = orjson.loads(result)
+        for name, what in (("error", "error"), ("progress_message", "progress")):
+            text = getattr(job, name)
+            if sealed(text):
+                opened_text = self.open_text(text, job.id, what)
+                if opened_text is not None:
+                    changes[name] = opened_text.decode()
+        return job.evolve(**changes) if changes else job
+
+    def open_text(self, value: str, job_id: str, what: str) -> bytes | None:
+        if self.keyring is None:
+            return None
+        try:
+            return self.keyring.open(value, bound(job_id, what), f"the {what} of job {job_id}")
+        except Unreadable:
+            return None
+
+    def _args(self, job: Job, value: str) -> Job:
+        keyring = self.keyring
+        if keyring is None:
+            raise Unreadable(f"the arguments of job {job.id} are encrypted with key {key_of(value)[:40]!r} and "
+                             "this process has no encryption key: set DEFERQ_ENCRYPTION_KEYS")
+        plain = keyring.open(value, bound(job.id, "args"), f"the arguments of job {job.id}")
+        try:
+            args, kwargs = orjson.loads(plain)
+        except (orjson.JSONDecodeError, ValueError, TypeError):
+            raise Unreadable(f"the arguments of job {job.id} decrypt to no [args, kwargs]") from None
+        if type(args) is not list or type(kwargs) is not dict:
+            raise Unreadable(f"the arguments of job {job.id} decrypt to no [args, kwargs]")
+        return job.evolve(args=tuple(args), kwargs=kwargs)
+
+
+def opener(sealer: Sealer | None) -> Callable[[Job], Job]:
+    """`sealer.open_job`, or the job as it is when the App encrypts nothing."""
+    return sealer.open_job if sealer is not None else _same
+
+
+def _same(job: Job) -> Job:
+    return job
+
+
+__all__ = ["ARGS", "MARK", "Sealer", "bound", "hidden", "opener", "sealed", "sealed_args", "sealed_result"]
+
+
+def for_display(job: Job, sealer: Sealer | None) -> tuple[Job, dict[str, int]]:
+    """A job as a console or the API shows it: what this process can open, opened; what it
+    cannot, replaced by "encrypted (N bytes)" (the arguments: emptied), with the sizes of
+    those fields by name ({} when nothing is hidden)."""
+    if sealer is not None:
+        job = sealer.open_job(job)
+    sizes: dict[str, int] = {}
+    changes: dict[str, Any] = {}
+    value = sealed_args(job)
+    if value is not None:
+        sizes["args"] = size_of(value)
+        changes.update(args=(), kwargs={})
+    value = sealed_result(job.result)
+    if value is not None:
+        sizes["result"] = size_of(value)
+        changes["result"] = hidden(value)
+    for name in ("error", "progress_message"):
+        text = getattr(job, name)
+        if sealed(text):
+            sizes[name] = size_of(text)
+            changes[name] = hidden(text)
+    return (job.evolve(**changes) if changes else job), sizes
+
+
+def shown_value(value: Any, where: bytes, sealer: Sealer | None) -> Any:
+    """A value `Sealer.seal_value` may have sealed, as it may be shown: opened, or
+    "encrypted (N bytes)"."""
+    inner = sealed_result(value)
+    if inner is None:
+        return value
+    try:
+        return sealer.open_value(value, where, "the value") if sealer is not None else hidden(inner)
+    except Unreadable:
+        return hidden(inner)
+
+
+def shown_text(text: str | None, job_id: str, what: str, sealer: Sealer | None) -> str | None:
+    """A text field kept apart from the job (an attempt's error) as it may be shown."""
+    if not sealed(text) or text is None:
+        return text
+    opened = sealer.open_text(text, job_id, what) if sealer is not None else None
+    return hidden(text) if opened is None else opened.decode()
