@@ -1,0 +1,210 @@
+"""Encryption at rest on every store: what a store keeps of an encrypted job's arguments,
+result, error, progress message, attempt log, step result and event data holds none of
+them in plain text; a process with the key sees them all, one without sees "encrypted";
+a value that cannot be opened ends its own job with one sentence, never its batch."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+import deferq
+from deferq import testing
+from deferq.encryption import new_key
+from deferq.encryption.jobs import ARGS, sealed_args
+from deferq.server.api.jobs import view
+from deferq.worker import Worker, WorkerConfig
+from tests.support.raw_store import raw_bytes
+
+KEY_OLD, KEY_NEW = new_key(), new_key()
+KEYS = deferq.Encryption(keys={"2026-06": KEY_OLD})
+
+
+def secret() -> str:
+    """A value no other test stores: found in the raw bytes only if it leaked."""
+    return f"{uuid.uuid4().hex[:8]}-45-6789"
+
+
+def beside(app: deferq.App, **settings) -> deferq.App:
+    """Another App on the same store (memory:// lives in one process: the same store object)."""
+    other = deferq.App(app.url, lease=5, **settings)
+    if app.url.startswith("memory:"):
+        other.runtime.use_store(app.backend)
+    return other
+
+
+def done_with(other: deferq.App) -> None:
+    if other.url.startswith("memory:"):
+        other.runtime.use_store(None)  # the first App's store: it closes it
+    other.close()
+
+
+def work(app: deferq.App) -> None:
+    """Every due job run by a real worker (its claim, settle and progress paths)."""
+    assert Worker(app, WorkerConfig(burst=True, concurrency=2)).run() == 0
+
+
+def declare(app: deferq.App) -> dict[str, deferq.Task]:
+    @app.task(max_attempts=1)
+    def remember(data: dict) -> dict:
+        deferq.current_job().progress(0.5, f"looking at {data['ssn']}")
+        return {"seen": data["ssn"]}
+
+    @app.task(max_attempts=1)
+    def refuse(data: dict) -> None:
+        raise ValueError(f"no record of {data['ssn']}")
+
+    @app.task(max_attempts=1)
+    def stepped(data: dict) -> str:
+        job = deferq.current_job()
+        found = job.step("look-up", lambda: f"step saw {data['ssn']}")
+        answer = job.wait_for("answer", event="reply", key="k1", timeout=60)
+        return f"{found} {answer}"
+
+    return {"remember": remember, "refuse": refuse, "stepped": stepped}
+
+
+def test_nothing_readable_at_rest_and_all_of_it_with_the_key(store_url):
+    app = deferq.App(store_url, lease=5, encryption=KEYS)
+    tasks = declare(app)
+    ssn = secret()
+    try:
+        kept = tasks["remember"].enqueue({"ssn": ssn})
+        failed = tasks["refuse"].enqueue({"ssn": ssn})
+        durable = tasks["stepped"].enqueue({"ssn": ssn})
+        app.send_event("reply", "k1", {"answer-for": ssn})  # kept: the job finds it when it waits
+        assert kept.args == ({"ssn": ssn},)  # the producer's job shows its own arguments
+        work(app)
+        raw = raw_bytes(app)
+        assert ssn.encode() not in raw
+        assert b"123-45" not in raw and ssn[:8].encode() not in raw
+        done = app.get(kept.id)
+        assert done is not None and done.state == deferq.JobState.SUCCEEDED
+        assert done.args == ({"ssn": ssn},) and done.result == {"seen": ssn}
+        assert done.progress_message == f"looking at {ssn}"
+        dead = app.get(failed.id)
+        assert dead is not None and dead.state == deferq.JobState.DEAD and f"no record of {ssn}" in (dead.error or "")
+        assert app.get(durable.id).result == f"step saw {ssn} {{'answer-for': '{ssn}'}}"
+        assert app.steps(durable.id)[0]["result"] == f"step saw {ssn}"
+        assert app.events()[0]["data"] == {"answer-for": ssn}
+        assert kept.wait(timeout=5) == {"seen": ssn}
+
+        blind = beside(app, encryption=deferq.Encryption())  # declares it, has no key
+        hidden = blind.get(kept.id)
+        assert hidden is not None and sealed_args(hidden) is not None
+        shown = view(hidden, blind.registry.chain.sealer)
+        assert shown["args"] is None and shown["kwargs"] is None
+        assert shown["result"].startswith("encrypted (") and shown["progress_message"].startswith("encrypted (")
+        assert set(shown["encrypted"]) == {"args", "result", "progress_message"}
+        assert view(blind.get(failed.id))["error"].startswith("encrypted (")
+        assert blind.steps(durable.id)[0]["result"].startswith("encrypted (")
+        assert blind.events()[0]["data"].startswith("encrypted (")
+        assert ssn not in repr(view(blind.get(durable.id)))
+        done_with(blind)
+    finally:
+        app.close()
+
+
+def test_a_value_that_cannot_be_opened_ends_its_own_job_only(store_url):
+    app = deferq.App(store_url, lease=5, encryption=KEYS)
+    remember = declare(app)["remember"]
+    plain = beside(app)  # writes what it is given, as a tampering hand would
+    try:
+        good = [remember.enqueue({"ssn": secret()}) for _ in range(3)]
+        donor = app.backend.get(good[0].id)
+        assert donor is not None
+        sealed = donor.kwargs[ARGS]
+        body = sealed.rsplit(":", 1)[1]
+        flipped = sealed[:-len(body)] + ("A" if body[0] != "A" else "B") + body[1:]
+        bad = {
+            "copied": sealed,  # another job's arguments: bound to that job's id
+            "truncated": sealed[:-12],
+            "flipped": flipped,
+            "unknown key": sealed.replace("$enc:2026-06:", "$enc:2027-01:"),
+            "not base64": sealed[:-4] + "!!!!",
+        }
+        wrong = {name: plain.enqueue("remember", kwargs={ARGS: value}, max_attempts=1) for name, value in bad.items()}
+        work(app)
+        for job in good:
+            assert app.get(job.id).state == deferq.JobState.SUCCEEDED
+        for name, job in wrong.items():
+            ended = app.get(job.id)
+            assert ended is not None and ended.state == deferq.JobState.DEAD, name
+            error = ended.error or ""
+            assert "Traceback" not in error and "\n" not in error and error.count(": ") <= 3, (name, error)
+            assert f"job {job.id}" in error, (name, error)
+            assert app.get(job.id).kwargs == {ARGS: bad[name]}, name  # nothing lost: kept as it was
+    finally:
+        done_with(plain)
+        app.close()
+
+
+def test_old_keys_read_after_a_new_key_becomes_current(store_url):
+    old = deferq.App(store_url, lease=5, encryption=KEYS)
+    remember = declare(old)["remember"]
+    ssn = secret()
+    job = remember.enqueue({"ssn": ssn})
+    new = beside(old, encryption=deferq.Encryption(keys={"2026-12": KEY_NEW, "2026-06": KEY_OLD}, current="2026-12"))
+    declare(new)
+    try:
+        work(new)
+        done = new.get(job.id)
+        assert done is not None and done.result == {"seen": ssn}
+        stored = new.backend.get(job.id)
+        assert stored.kwargs[ARGS].startswith("$enc:2026-06:")  # read under the old key ...
+        assert stored.result[ARGS].startswith("$enc:2026-12:")  # ... its result written under the new
+    finally:
+        done_with(new)
+        old.close()
+
+
+def test_no_worker_and_no_enqueue_without_the_key(store_url):
+    app = deferq.App(store_url, encryption=deferq.Encryption())
+    remember = declare(app)["remember"]
+    try:
+        with pytest.raises(deferq.ConfigError, match="no encryption key"):
+            Worker(app, WorkerConfig(burst=True))
+        with pytest.raises(deferq.ConfigError, match="no encryption key"):
+            remember.enqueue({"ssn": secret()})
+        assert app.backend.list_jobs(deferq.JobState.QUEUED) == []
+    finally:
+        app.close()
+
+
+def test_only_the_tasks_that_ask(store_url):
+    app = deferq.App(store_url, encryption=deferq.Encryption(keys={"k": KEY_NEW}, every_task=False))
+
+    @app.task(encrypt=True)
+    def hidden(value: str) -> str:
+        return value
+
+    @app.task()
+    def shown(value: str) -> str:
+        return value
+
+    try:
+        a, b = hidden.enqueue("a-secret"), shown.enqueue("a-label")
+        testing.drain(app)
+        assert sealed_args(app.backend.get(a.id)) is not None and app.backend.get(b.id).args == ("a-label",)
+        assert app.get(a.id).result == "a-secret" and app.backend.get(b.id).result == "a-label"
+    finally:
+        app.close()
+
+
+def test_eager_mode_and_deferq_testing():
+    app = deferq.App("memory://", eager=True, encryption=KEYS)
+
+    @app.task
+    def double(n: int) -> int:
+        return 2 * n
+
+    job = double.enqueue(21)
+    assert job.result == 42 and job.args == (21,)
+    stored = app.backend.get(job.id)
+    assert sealed_args(stored) is not None and ARGS in stored.result
+    lazy = deferq.App("memory://", encryption=KEYS)
+    triple = lazy.task(lambda n: 3 * n, name="triple")
+    triple.enqueue(5)
+    assert testing.assert_enqueued(lazy, "triple", 5).args == (5,)
+    assert [j.result for j in testing.drain(lazy)] == [15]
