@@ -13,6 +13,7 @@ import deferq
 from deferq import testing
 from deferq.encryption import new_key
 from deferq.encryption.jobs import ARGS, sealed_args
+from deferq.encryption.rotate import rotate
 from deferq.server.api.jobs import view
 from deferq.worker import Worker, WorkerConfig
 from tests.support.raw_store import raw_bytes
@@ -208,3 +209,33 @@ def test_eager_mode_and_deferq_testing():
     triple.enqueue(5)
     assert testing.assert_enqueued(lazy, "triple", 5).args == (5,)
     assert [j.result for j in testing.drain(lazy)] == [15]
+
+
+def test_rotate_leaves_nothing_under_the_old_key(store_url):
+    old = deferq.App(store_url, lease=5, encryption=KEYS)
+    tasks = declare(old)
+    ssn = secret()
+    try:
+        waiting = tasks["remember"].options(delay=3600).enqueue({"ssn": ssn})
+        ran = [tasks[name].enqueue({"ssn": ssn}) for name in ("remember", "refuse", "stepped")]
+        old.send_event("reply", "k1", {"answer-for": ssn})
+        work(old)
+        assert b"$enc:2026-06:" in raw_bytes(old)
+        both = deferq.Encryption(keys={"2026-12": KEY_NEW, "2026-06": KEY_OLD}, current="2026-12")
+        new = beside(old, encryption=both)
+        declare(new)
+        first = rotate(new.backend, new.registry.chain.sealer, new.result_ttl)
+        assert first.resealed >= 8 and first.unreadable == 0, first
+        after = raw_bytes(new, live_only=True)  # a SQLite file keeps overwritten pages until reused
+        assert b"$enc:2026-06:" not in after and b"$enc:2026-12:" in after and ssn.encode() not in after
+        assert rotate(new.backend, new.registry.chain.sealer, new.result_ttl).resealed == 0  # nothing left
+        only_new = beside(old, encryption=deferq.Encryption(keys={"2026-12": KEY_NEW}))
+        assert only_new.get(waiting.id).args == ({"ssn": ssn},)
+        assert only_new.get(ran[0].id).result == {"seen": ssn}
+        assert ssn in (only_new.get(ran[1].id).error or "")
+        assert only_new.steps(ran[2].id)[0]["result"] == f"step saw {ssn}"
+        assert only_new.events()[0]["data"] == {"answer-for": ssn}
+        done_with(only_new)
+        done_with(new)
+    finally:
+        old.close()

@@ -12,7 +12,9 @@ from deferq.backends.sql.base import TABLES
 from deferq.loading import sqlite_file
 
 
-def raw_bytes(app: deferq.App) -> bytes:
+def raw_bytes(app: deferq.App, live_only: bool = False) -> bytes:
+    """`live_only`: a SQLite store's rows, not its file (whose free pages and WAL keep what
+    was overwritten until they are reused: a rotation's old values among them)."""
     url = app.url
     scheme = urlsplit(url).scheme
     if scheme == "memory":
@@ -20,6 +22,8 @@ def raw_bytes(app: deferq.App) -> bytes:
     if scheme == "sqlite":
         path = sqlite_file(url)
         assert path is not None
+        if live_only:
+            return _sqlite_rows(str(path))
         return b"".join(p.read_bytes() for p in (path, path.with_name(path.name + "-wal")) if p.exists())
     if scheme.startswith("redis"):
         return b"".join(_redis_keys(client, prefix) for client, prefix in _redis_clients(url))
@@ -28,6 +32,13 @@ def raw_bytes(app: deferq.App) -> bytes:
     if scheme.startswith("mysql"):
         return _mysql(url)
     raise AssertionError(f"no raw reader for {url}")
+
+
+def _sqlite_rows(path: str) -> bytes:
+    import sqlite3
+
+    with sqlite3.connect(path) as conn:
+        return b"".join(repr(conn.execute(f"SELECT * FROM {table}").fetchall()).encode() for table in TABLES.values())
 
 
 def _memory(backend: Any) -> str:

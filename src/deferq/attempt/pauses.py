@@ -27,6 +27,7 @@ POINTS = (
     "chunk.call",  # a chunk task's jobs are gathered into a call: the function is called next
     "schedule.claim",  # a schedule's tick was claimed, before its job is looked for
     "schedule.enqueue",  # no job has the tick's key: it is enqueued next
+    "rotate.reseal",  # deferq encryption rotate opened a value and sealed it anew, before it swaps it in
 )
 HOLD = 120.0  # seconds a held process waits for the test at most, then goes on
 

@@ -595,6 +595,12 @@ class JobAdmin(ABC):
     def set_remark(self, job_id: str, remark: str | None) -> bool:
         """Set (None: clear) a job's free-text remark, in any state. False if unknown."""
 
+    @abstractmethod
+    def reseal(self, job_id: str, old: str, new: str) -> bool:
+        """Put the encrypted text `new` in place of `old` in whichever of the job's payload,
+        result, error and progress message still holds it, in one atomic step (`deferq
+        encryption rotate`: a settle or a replace meanwhile wins). False when none does."""
+
     # -- pausing queues: kept in the store, so a pause outlives every process ----------
 
     @abstractmethod

@@ -477,6 +477,16 @@ class MemoryBackend(MemoryHistory, Backend):
             self._jobs[job_id] = replace(job, remark=remark, updated_at=self.now())
             return True
 
+    def reseal(self, job_id: str, old: str, new: str) -> bool:
+        with self._changed:
+            job = self._jobs.get(job_id)
+            if job is None:
+                return False
+            changes = resealed(job, old, new)
+            if changes:
+                self._jobs[job_id] = replace(job, **changes)
+            return bool(changes)
+
     def pause(self, queue: str) -> bool:
         with self._changed:
             if queue in self._paused:
@@ -647,3 +657,18 @@ def _expired(job: Job, now: float) -> Job:
     if job.attempts >= job.max_attempts:
         return replace(job, state=JobState.DEAD, error=error, finished_at=now, **common)
     return replace(job, state=_WAITING, error=error, **common)
+
+
+def resealed(job: Job, old: str, new: str) -> dict[str, Any]:
+    """The fields of `job` (as this store keeps it: its payload decoded) that held the
+    encrypted text `old`, with `new` in its place: a value of its kwargs or result, its
+    error or progress message (what the other stores' text replace finds)."""
+    def swap(mapping: Any) -> Any:
+        if type(mapping) is dict and old in mapping.values():
+            return {name: new if value == old else value for name, value in mapping.items()}
+        return None
+
+    changes = {"kwargs": swap(job.kwargs), "result": swap(job.result),
+               "error": new if job.error == old else None,
+               "progress_message": new if job.progress_message == old else None}
+    return {name: value for name, value in changes.items() if value is not None}

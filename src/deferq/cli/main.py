@@ -32,6 +32,7 @@ from ..server.http.overload import OVERLOADS, Overload
 from ..steps.children import child_ids, place_of
 from ..steps.events import shown_state, waiting_for
 from ..values import format_duration
+from .encryption import encryption_group
 from .run import no_create_option, run_command, status_command
 from .schedules import schedule_group
 from .steps import steps_group
@@ -49,14 +50,18 @@ ENV_HELP = {
     "DEFERQ_DELIVERY_STATS_SECONDS": "seconds between delivery count updates",
     "DEFERQ_ALERTS": "the service's alert targets, as JSON",
     "PROMETHEUS_MULTIPROC_DIR": "where several processes' metrics are summed",
+    "DEFERQ_ENCRYPTION_KEYS": "encryption keys as id:key,... (the first one writes)",
 }
 # Variables a command reads other than as an option's envvar (those are found by themselves).
 DELIVERY_ENV = ("DEFERQ_CALLBACK_POLICY", "DEFERQ_DELIVERY_LOG", "DEFERQ_DELIVERY_STATS_SECONDS")
 ENV_READ: dict[str, tuple[str, ...]] = {
-    "worker": (*DELIVERY_ENV, "PROMETHEUS_MULTIPROC_DIR"),
-    "run": ("DEFERQ_APP", "DEFERQ_URL", *DELIVERY_ENV),
+    "worker": (*DELIVERY_ENV, "PROMETHEUS_MULTIPROC_DIR", "DEFERQ_ENCRYPTION_KEYS"),
+    "run": ("DEFERQ_APP", "DEFERQ_URL", *DELIVERY_ENV, "DEFERQ_ENCRYPTION_KEYS"),
     "status": ("DEFERQ_URL",),
-    "serve": ("DEFERQ_CALLBACK_POLICY", "DEFERQ_ALERTS", "PROMETHEUS_MULTIPROC_DIR"),
+    "serve": ("DEFERQ_CALLBACK_POLICY", "DEFERQ_ALERTS", "PROMETHEUS_MULTIPROC_DIR", "DEFERQ_ENCRYPTION_KEYS"),
+    "enqueue": ("DEFERQ_ENCRYPTION_KEYS",),
+    "job": ("DEFERQ_ENCRYPTION_KEYS",),
+    "encryption rotate": ("DEFERQ_ENCRYPTION_KEYS",),
 }
 EXAMPLE_ID = "06H03YF9DC6FKSQWZ4CWQYAW9G"
 EXAMPLES = {
@@ -113,6 +118,9 @@ EXAMPLES = {
     "token create": "deferq token create --scope producer --note shop",
     "token list": "deferq token list --url redis://127.0.0.1:6379/0",
     "token revoke": "deferq token revoke 1f0c2d9e",
+    "encryption": "deferq encryption new-key",
+    "encryption new-key": "deferq encryption new-key",
+    "encryption rotate": "DEFERQ_ENCRYPTION_KEYS=2026-12:NEW,2026-06:OLD deferq encryption rotate --app tasks:app",
 }
 
 
@@ -818,6 +826,7 @@ def demo(url: str | None) -> None:
 
 main.add_command(run_command)  # deferq run: the supervisor
 main.add_command(schedule_group(existing_store_options, app_options), "schedule")  # deferq schedule ...
+main.add_command(encryption_group(existing_store_options), "encryption")  # deferq encryption new-key | rotate
 main.add_command(status_command)  # deferq status: masters, pools, children
 main.add_command(steps_group(existing_store_options), "steps")  # deferq steps check|retry-from
 

@@ -267,6 +267,10 @@ class Admin:
     def set_remark(self, job_id: str, remark: str | None) -> bool:
         return self._on_job(job_id, scripts.REMARK, lambda qk: [qk.job(job_id)], [remark or "", job_id])
 
+    @guarded
+    def reseal(self, job_id: str, old: str, new: str) -> bool:
+        return self._on_job(job_id, scripts.RESEAL, lambda qk: [qk.job(job_id)], [old, new, job_id])
+
     # -- pausing queues ------------------------------------------------------------------
 
     def _pause_call(self, queue: str, action: str) -> bool:

@@ -77,7 +77,8 @@ CANCEL, RERUN, RUN_NOW, PURGE, STATS, WAKE = map(
     _load, ("cancel", "rerun", "run_now", "purge", "stats", "wake"))
 KV_PUT, KV_LIST, KV_DELETE, KV_SWAP, KV_EXPIRE, KV_PUT_LEASED = map(
     _load, ("kv_put", "kv_list", "kv_delete", "kv_swap", "kv_expire", "kv_put_leased"))
-PROGRESS, STEP_UP, PAUSE, REMARK, DELETE = map(_load, ("progress", "step_up", "pause", "remark", "delete"))
+PROGRESS, STEP_UP, PAUSE, REMARK, DELETE, RESEAL = map(
+    _load, ("progress", "step_up", "pause", "remark", "delete", "reseal"))
 RATE_TAKE, SLOT_TAKE, SLOT_HOLDERS, SLOT_RELEASE, LIMIT_HOLD, LIMIT_RELEASE = map(
     _load, ("rate_take", "slot_take", "slot_holders", "slot_release", "limit_hold", "limit_release")
 )

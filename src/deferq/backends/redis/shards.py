@@ -525,6 +525,9 @@ class ShardedRedisBackend(Backend):
     def set_remark(self, job_id: str, remark: str | None) -> bool:
         return self._by_id(job_id, lambda b: b.set_remark(job_id, remark), bool)
 
+    def reseal(self, job_id: str, old: str, new: str) -> bool:
+        return self._by_id(job_id, lambda b: b.reseal(job_id, old, new), bool)
+
     def pause(self, queue: str) -> bool:
         """On every server (each leases its own jobs); raises, after pausing those that
         answer, when one does not: pausing again is safe."""

@@ -692,6 +692,9 @@ class SQLBackend(SQLHistory, SQLSearch, Backend):
     def set_remark(self, job_id: str, remark: str | None) -> bool:
         return self.run(self._count(self.q["set_remark"], {"id": job_id, "remark": remark})) == 1
 
+    def reseal(self, job_id: str, old: str, new: str) -> bool:
+        return self.run(self._count(self.q["reseal"], {"id": job_id, "old": old, "new": new})) == 1
+
     def pause(self, queue: str) -> bool:
         return self.run(self._count(self.q["pause"], {"queue": queue})) == 1
 

@@ -358,6 +358,15 @@ DELETE FROM {jobs} WHERE id = %(id)s AND state IN ('succeeded', 'dead', 'cancell
 -- name: set_remark
 UPDATE {jobs} FORCE INDEX (deferq_jobs_id) SET remark = %(remark)s, updated_at = {now} WHERE id = %(id)s
 
+-- name: reseal
+-- deferq encryption rotate: an encrypted value (unique text) replaced where the job still
+-- holds it. REPLACE matches case-sensitively; LOCATE is made to by BINARY.
+UPDATE {jobs} FORCE INDEX (deferq_jobs_id) SET payload = REPLACE(payload, %(old)s, %(new)s),
+    result = REPLACE(result, %(old)s, %(new)s), error = REPLACE(error, %(old)s, %(new)s),
+    progress_message = REPLACE(progress_message, %(old)s, %(new)s)
+WHERE id = %(id)s AND (LOCATE(BINARY %(old)s, payload) > 0 OR LOCATE(BINARY %(old)s, result) > 0
+    OR LOCATE(BINARY %(old)s, error) > 0 OR LOCATE(BINARY %(old)s, progress_message) > 0)
+
 -- name: pause
 INSERT IGNORE INTO {paused} (queue, paused_at) VALUES (%(queue)s, {now})
 

@@ -283,6 +283,15 @@ DELETE FROM {jobs} WHERE id = :id AND state IN ('succeeded', 'dead', 'cancelled'
 -- name: set_remark
 UPDATE {jobs} SET remark = :remark, updated_at = {now} WHERE id = :id
 
+-- name: reseal
+-- deferq encryption rotate: an encrypted value (unique text) replaced where the job still
+-- holds it; payload and result stay BLOBs.
+UPDATE {jobs} SET payload = CAST(replace(CAST(payload AS TEXT), :old, :new) AS BLOB),
+    result = CAST(replace(CAST(result AS TEXT), :old, :new) AS BLOB),
+    error = replace(error, :old, :new), progress_message = replace(progress_message, :old, :new)
+WHERE id = :id AND (instr(CAST(payload AS TEXT), :old) > 0 OR instr(CAST(result AS TEXT), :old) > 0
+    OR instr(error, :old) > 0 OR instr(progress_message, :old) > 0)
+
 -- name: pause
 INSERT OR IGNORE INTO {paused} (queue, paused_at) VALUES (:queue, {now})
 

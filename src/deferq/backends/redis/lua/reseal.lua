@@ -1,0 +1,21 @@
+-- reseal: put a job's encrypted value re-encrypted under the current key in place of the
+-- old one (deferq encryption rotate), in whichever of its fields still holds it.
+--
+-- KEYS[1]     job hash
+-- ARGV[1]     the old encrypted text (found as it is, not as a pattern)
+-- ARGV[2]     the new encrypted text
+-- ARGV[3]     job id
+-- Returns 1 when a field held the old text (now the new), 0 otherwise.
+materialize(KEYS[1], ARGV[3])
+local changed = 0
+for _, field in ipairs({'payload', 'result', 'error', 'progress_message'}) do
+  local value = redis.call('HGET', KEYS[1], field)
+  if value then
+    local first, last = string.find(value, ARGV[1], 1, true)
+    if first then
+      redis.call('HSET', KEYS[1], field, string.sub(value, 1, first - 1) .. ARGV[2] .. string.sub(value, last + 1))
+      changed = 1
+    end
+  end
+end
+return changed
