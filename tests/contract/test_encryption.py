@@ -13,13 +13,14 @@ import deferq
 from deferq import testing
 from deferq.encryption import new_key
 from deferq.encryption.jobs import ARGS, sealed_args
-from deferq.encryption.rotate import rotate
 from deferq.server.api.jobs import view
+from deferq.upkeep.rotation import rotate
 from deferq.worker import Worker, WorkerConfig
 from tests.support.raw_store import raw_bytes
 
 KEY_OLD, KEY_NEW = new_key(), new_key()
 KEYS = deferq.Encryption(keys={"2026-06": KEY_OLD})
+BOTH = deferq.Encryption(keys={"2026-12": KEY_NEW, "2026-06": KEY_OLD}, current="2026-12")  # after rotating
 
 
 def secret() -> str:
@@ -85,7 +86,8 @@ def test_nothing_readable_at_rest_and_all_of_it_with_the_key(store_url):
         assert done.args == ({"ssn": ssn},) and done.result == {"seen": ssn}
         assert done.progress_message == f"looking at {ssn}"
         dead = app.get(failed.id)
-        assert dead is not None and dead.state == deferq.JobState.DEAD and f"no record of {ssn}" in (dead.error or "")
+        assert dead is not None and dead.state == deferq.JobState.DEAD
+        assert f"no record of {ssn}" in (dead.error or "")
         assert app.get(durable.id).result == f"step saw {ssn} {{'answer-for': '{ssn}'}}"
         assert app.steps(durable.id)[0]["result"] == f"step saw {ssn}"
         assert app.events()[0]["data"] == {"answer-for": ssn}
@@ -125,7 +127,8 @@ def test_a_value_that_cannot_be_opened_ends_its_own_job_only(store_url):
             "unknown key": sealed.replace("$enc:2026-06:", "$enc:2027-01:"),
             "not base64": sealed[:-4] + "!!!!",
         }
-        wrong = {name: plain.enqueue("remember", kwargs={ARGS: value}, max_attempts=1) for name, value in bad.items()}
+        wrong = {name: plain.enqueue("remember", kwargs={ARGS: value}, max_attempts=1)
+                 for name, value in bad.items()}
         work(app)
         for job in good:
             assert app.get(job.id).state == deferq.JobState.SUCCEEDED
@@ -146,7 +149,7 @@ def test_old_keys_read_after_a_new_key_becomes_current(store_url):
     remember = declare(old)["remember"]
     ssn = secret()
     job = remember.enqueue({"ssn": ssn})
-    new = beside(old, encryption=deferq.Encryption(keys={"2026-12": KEY_NEW, "2026-06": KEY_OLD}, current="2026-12"))
+    new = beside(old, encryption=BOTH)
     declare(new)
     try:
         work(new)
@@ -221,8 +224,7 @@ def test_rotate_leaves_nothing_under_the_old_key(store_url):
         old.send_event("reply", "k1", {"answer-for": ssn})
         work(old)
         assert b"$enc:2026-06:" in raw_bytes(old)
-        both = deferq.Encryption(keys={"2026-12": KEY_NEW, "2026-06": KEY_OLD}, current="2026-12")
-        new = beside(old, encryption=both)
+        new = beside(old, encryption=BOTH)
         declare(new)
         first = rotate(new.backend, new.registry.chain.sealer, new.result_ttl)
         assert first.resealed >= 8 and first.unreadable == 0, first

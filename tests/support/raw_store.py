@@ -38,7 +38,8 @@ def _sqlite_rows(path: str) -> bytes:
     import sqlite3
 
     with sqlite3.connect(path) as conn:
-        return b"".join(repr(conn.execute(f"SELECT * FROM {table}").fetchall()).encode() for table in TABLES.values())
+        return b"".join(repr(conn.execute(f"SELECT * FROM {table}").fetchall()).encode()
+                        for table in TABLES.values())
 
 
 def _memory(backend: Any) -> str:

@@ -9,9 +9,9 @@ import click
 
 from ..app import App
 from ..encryption import ENV, Encryption, new_key
-from ..encryption.rotate import rotate
 from ..errors import ConfigError
 from ..observe.output import print_json
+from ..upkeep.rotation import rotate
 
 Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
 

@@ -22,6 +22,7 @@ import orjson
 from ..app import App
 from ..backends.base import Resharding, TopologyRefused
 from ..backends.search import SCHEDULED_KINDS, JobQuery, find_retrying
+from ..encryption.jobs import shown_dict
 from ..errors import ConfigError, DeferqError
 from ..job import Job, JobState
 from ..loading import NO_CREATE, load_app, missing_extra, open_store, require
@@ -220,9 +221,9 @@ def main() -> None:
 
 def print_job(job: Job, as_json: bool) -> None:
     if as_json:
-        print_json(job.to_dict())
+        print_json(shown_dict(job))
     else:
-        click.echo("\n".join(job_lines(job.to_dict())))
+        click.echo("\n".join(job_lines(shown_dict(job))))
 
 
 # --no-schedules is the older name of --no-upkeep: the same switch, kept for those who typed it
@@ -367,9 +368,9 @@ def show_job(app: App, job_id: str, as_json: bool) -> None:
     links = app.dependencies(job)
     steps = app.steps(job.id)
     if as_json:
-        print_json({**job.to_dict(), **links, "steps": steps, "waiting_for": waiting_for(job, steps)})
+        print_json({**shown_dict(job), **links, "steps": steps, "waiting_for": waiting_for(job, steps)})
         return
-    click.echo("\n".join(job_lines({**job.to_dict(), "state": shown_state(job, steps)})))
+    click.echo("\n".join(job_lines({**shown_dict(job), "state": shown_state(job, steps)})))
     for label, ids in (("runs after", links["after"]), ("waited on by", links["waiting"]),
                        ("child jobs", child_ids(app.backend, job.id, 10) if steps else []),
                        ("child of", [place["id"]] if (place := place_of(job)) else [])):
@@ -478,7 +479,7 @@ def retrying(app: App, queue: str | None, limit: int, as_json: bool) -> None:
     when it runs again and its last error."""
     found = find_retrying(app.backend, JobQuery(queue=queue, limit=limit))
     if as_json:
-        print_json([j.to_dict() for j in found.jobs])
+        print_json([shown_dict(j) for j in found.jobs])
         return
     columns, now = width(), time.time()
     for job in found.jobs:
@@ -619,7 +620,7 @@ def find_jobs(app: App, state: str | None, queue: str | None, task: str | None, 
     """Find jobs, newest first: the filters combine."""
     page = app.find_jobs(state=state, queue=queue, task=task, tag=tag, text=text, limit=limit)
     if as_json:
-        print_json([job.to_dict() for job in page.jobs])
+        print_json([shown_dict(job) for job in page.jobs])
         return
     columns = width()
     for job in page.jobs:
@@ -742,7 +743,7 @@ def dead_list(app: App, queue: str | None, limit: int, show_all: bool, as_json: 
     jobs = app.list_jobs(JobState.DEAD, queue, max(total, 1) if show_all else limit)
     shown = f"{len(jobs)} of {total} shown: --limit N or --all" if len(jobs) < total else None
     if as_json:
-        print_json([j.to_dict() for j in jobs])
+        print_json([shown_dict(j) for j in jobs])
     else:
         columns, now = width(), time.time()
         for job in jobs:

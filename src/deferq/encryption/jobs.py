@@ -283,3 +283,15 @@ def shown_text(text: str | None, job_id: str, what: str, sealer: Sealer | None) 
         return text
     opened = sealer.open_text(text, job_id, what) if sealer is not None else None
     return hidden(text) if opened is None else opened.decode()
+
+
+def shown_dict(job: Job, sealer: Sealer | None = None) -> dict[str, Any]:
+    """`job.to_dict()` as a command prints it: a field this process cannot open as
+    "encrypted (N bytes)" (the arguments too), `encrypted` naming them with their sizes."""
+    job, sizes = for_display(job, sealer)
+    data = job.to_dict()
+    if sizes:
+        if "args" in sizes:
+            data["args"] = f"encrypted ({sizes['args']} bytes)"
+        data["encrypted"] = sizes
+    return data

@@ -22,6 +22,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import orjson
 
+from ..encryption.jobs import hidden, sealed
+
 DEFAULT_WIDTH = 80
 _UNITS = ((86400, "d"), (3600, "h"), (60, "min"), (1, "s"))
 
@@ -157,5 +159,7 @@ def job_lines(job: dict[str, Any], now: float | None = None) -> list[str]:
 
 def last_error_line(error: str | None) -> str:
     """The line of an error that says the most: the last of a traceback."""
+    if sealed(error) and error is not None:  # encrypted, and this process cannot open it
+        return hidden(error)
     lines = (error or "").strip().splitlines()
     return lines[-1].strip() if lines else ""

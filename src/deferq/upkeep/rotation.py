@@ -19,12 +19,12 @@ import orjson
 from ..attempt.pauses import pause_at
 from ..backends.base import STEPS, Backend
 from ..backends.search import JobQuery
+from ..encryption.envelope import Keyring, Unreadable, key_of, sealed
+from ..encryption.jobs import ARGS, Sealer, bound, event_bound, sealed_args, sealed_result
 from ..job import ALL_STATES, Job, dumps, loads
 from ..observe import attempts
 from ..steps.checkpoints import DONE, EVENTS, FAILED
 from ..steps.events import EVENT_KEEP
-from .envelope import Keyring, Unreadable, key_of, sealed
-from .jobs import ARGS, Sealer, bound, event_bound, sealed_args, sealed_result
 
 PAGE = 200  # jobs read per store call
 
