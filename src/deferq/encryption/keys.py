@@ -34,7 +34,8 @@ def key_bytes(key_id: str, key: Any) -> bytes:
     if isinstance(key, str):
         text = key.strip()
         try:
-            key = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+            padded = text.replace("-", "+").replace("_", "/") + "=" * (-len(text) % 4)
+            key = base64.b64decode(padded, validate=True)  # strict: a stray character is refused
         except (binascii.Error, ValueError):
             raise ConfigError(f"encryption key {key_id!r} is not URL-safe base64 text: make one with "
                               "deferq encryption new-key") from None
@@ -116,7 +117,7 @@ def parse_env(text: str) -> dict[str, bytes]:
     for part in filter(None, (p.strip() for p in text.split(","))):
         kid, sep, key = part.partition(":")
         if not sep:
-            raise ConfigError(f"{ENV} holds {kid[:12]!r}..., not id:key: write key-id:base64-key pairs "
+            raise ConfigError(f"{ENV} holds an entry that is not id:key: write key-id:base64-key pairs "
                               "separated by commas, the current key first")
         kid = key_id(kid.strip())
         if kid in keys:
