@@ -43,8 +43,10 @@ class Keyring:
     """An Encryption's keys, ready to seal and open (one AESGCM per key)."""
 
     def __init__(self, encryption: Encryption) -> None:
+        from cryptography.exceptions import InvalidTag
         from cryptography.hazmat.primitives.ciphers.aead import AESGCM  # the encryption extra
 
+        self._invalid = InvalidTag
         self.ciphers = {kid: AESGCM(key) for kid, key in encryption.key_table().items()}
         self.current = encryption.current
         self._writer = self.ciphers[self.current] if self.current is not None else None
@@ -61,24 +63,24 @@ class Keyring:
 
     def open(self, value: str, bound: bytes, what: str = "the value") -> bytes:
         """The bytes a sealed value holds; Unreadable with one sentence when they cannot be had."""
-        from cryptography.exceptions import InvalidTag
-
         kid, sep, body = value[len(MARK):].partition(":")
         if not value.startswith(MARK) or not sep:
-            raise Unreadable(f"{what} is not an encrypted value deferq wrote (its key id is missing)")
+            raise Unreadable(f"{what} cannot be decrypted: it names no key (not a value deferq encrypted)")
         cipher = self.ciphers.get(kid)
         if cipher is None:
-            raise Unreadable(f"{what} is encrypted with key {kid[:40]!r}, which this process does not have: "
-                             "add it to DEFERQ_ENCRYPTION_KEYS (or the App's Encryption keys)")
+            raise Unreadable(f"{what} cannot be decrypted: key {kid[:40]!r} is not among this process's keys "
+                             "(add it to DEFERQ_ENCRYPTION_KEYS or to the App's Encryption keys)")
         try:
             raw = binascii.a2b_base64(body, strict_mode=True)
         except (binascii.Error, ValueError):
-            raise Unreadable(f"{what} is damaged: its encrypted bytes are not base64 (changed or cut short)"
-                             ) from None
+            raise Unreadable(f"{what} cannot be decrypted: its encrypted text is not base64 (changed or cut "
+                             "short)") from None
         if len(raw) < NONCE + TAG:
-            raise Unreadable(f"{what} is damaged: {len(raw)} encrypted bytes are too few (cut short)")
+            raise Unreadable(f"{what} cannot be decrypted: {len(raw)} encrypted bytes are too few (cut short)")
+        view = memoryview(raw)
         try:
-            return cipher.decrypt(raw[:NONCE], raw[NONCE:], bound)
-        except InvalidTag:
-            raise Unreadable(f"{what} does not decrypt with key {kid!r}: the key is not the one it was written "
-                             "with, or the value was changed, cut short or copied from another job") from None
+            return cipher.decrypt(view[:NONCE], view[NONCE:], bound)
+        except self._invalid:
+            raise Unreadable(f"{what} cannot be decrypted with key {kid!r}: the key is not the one it was "
+                             "written with, or the value was changed, cut short or copied from another job"
+                             ) from None

@@ -17,12 +17,13 @@ job keeps its values when it moves.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import fields
+from operator import attrgetter
 from typing import Any, Protocol
 
 import orjson
 
-from ..backends.base import Enqueue, Outcome
+from ..backends.base import Enqueue, Outcome, make_enqueue
 from ..errors import ConfigError
 from ..job import Job, dumps, encode_payload, mark_of
 from .envelope import MARK, Keyring, Unreadable, key_of, sealed, size_of
@@ -48,6 +49,17 @@ def event_bound(topic: str) -> bytes:
     """The associated data of an event's data: its event and key ("<event>\t<key>"), so
     that the data sealed once serves every job waiting for it."""
     return f"event/{topic}".encode()
+
+
+_ITEM_FIELDS = attrgetter(*(f.name for f in fields(Enqueue)))
+_PAYLOAD_AT = [f.name for f in fields(Enqueue)].index("payload")
+
+
+def with_payload(item: Enqueue, payload: bytes) -> Enqueue:
+    """`item` with another payload (dataclasses.replace takes 3 µs; this a third)."""
+    values = list(_ITEM_FIELDS(item))
+    values[_PAYLOAD_AT] = payload
+    return make_enqueue(*values)
 
 
 def bound(job_id: str, what: str) -> bytes:
@@ -121,7 +133,7 @@ class Sealer:
             value = self.writer().seal(plain, bound(job.id, "args"))
             if out is items:
                 out = list(items)
-            out[i] = replace(item, payload=encode_payload(job.task, (), {ARGS: value}, job.meta))
+            out[i] = with_payload(item, encode_payload(job.task, (), {ARGS: value}, job.meta))
         return out
 
     def seal_outcomes(self, outcomes: Sequence[Outcome]) -> list[Outcome]:

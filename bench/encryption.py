@@ -1,0 +1,82 @@
+"""What encryption at rest costs: a producer's enqueue and a worker's CPU per job, with
+and without `deferq.Encryption`, on SQLite and Redis, for a 1 KB payload (and a 1 KB
+result: the task returns its argument, the case where a job encrypts most).
+
+    .venv/bin/python -m bench.encryption [--jobs 2000] [--rounds 5] [--only sqlite|redis]
+
+Each round runs both modes in turn on a fresh store (a SQLite file in a temporary folder,
+a Redis prefix of its own on 127.0.0.1:6379 db 9): `--jobs` single `task.enqueue` calls,
+timed (wall µs each), then one in-process worker (`Worker(..., burst=True)`, 4 threads)
+drains them; its CPU is the process's (time.process_time) from start to the last job.
+Printed: per store and mode the median over rounds, and the extra cost of encryption.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+import uuid
+
+import deferq
+from deferq.encryption import new_key
+from deferq.worker import Worker, WorkerConfig
+
+PAYLOAD = {"customer": {"name": "A. Person", "email": "a.person@example.com", "ssn": "123-45-6789"},
+           "notes": "x" * 880}  # 1,000 bytes of JSON with the rest
+KEYS = deferq.Encryption(keys={"bench": new_key()})
+
+
+def url_of(store: str, folder: str) -> str:
+    if store == "sqlite":
+        return f"sqlite:///{folder}/{uuid.uuid4().hex[:8]}.db"
+    return f"redis://127.0.0.1:6379/9?prefix=encbench{uuid.uuid4().hex[:8]}"
+
+
+def one_round(store: str, encrypted: bool, jobs: int, folder: str) -> tuple[float, float]:
+    """(enqueue µs per job, worker CPU µs per job)."""
+    app = deferq.App(url_of(store, folder), encryption=KEYS if encrypted else None)
+
+    @app.task()
+    def echo(data: dict) -> dict:
+        return data
+
+    echo.enqueue(PAYLOAD)  # the store opened, the first statements prepared: not timed
+    Worker(app, WorkerConfig(burst=True, concurrency=4)).run()
+    started = time.perf_counter()
+    for _ in range(jobs):
+        echo.enqueue(PAYLOAD)
+    enqueue = (time.perf_counter() - started) / jobs * 1e6
+    cpu = time.process_time()
+    Worker(app, WorkerConfig(burst=True, concurrency=4)).run()
+    worker = (time.process_time() - cpu) / jobs * 1e6
+    assert app.stats()["default"]["succeeded"] == jobs + 1
+    if store == "redis":
+        app.purge(["succeeded"])
+    app.close()
+    return enqueue, worker
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=2000)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--only", choices=["sqlite", "redis"], default=None)
+    asked = parser.parse_args()
+    stores = [asked.only] if asked.only else ["sqlite", "redis"]
+    with tempfile.TemporaryDirectory() as folder:
+        for store in stores:
+            figures: dict[bool, list[tuple[float, float]]] = {False: [], True: []}
+            for _ in range(asked.rounds):
+                for encrypted in (False, True):
+                    figures[encrypted].append(one_round(store, encrypted, asked.jobs, folder))
+            plain = [statistics.median(f[i] for f in figures[False]) for i in (0, 1)]
+            sealed = [statistics.median(f[i] for f in figures[True]) for i in (0, 1)]
+            print(f"{store}: enqueue {plain[0]:.1f} -> {sealed[0]:.1f} µs/job "
+                  f"({(sealed[0] / plain[0] - 1) * 100:+.1f}%), worker CPU {plain[1]:.1f} -> {sealed[1]:.1f} µs/job "
+                  f"({(sealed[1] / plain[1] - 1) * 100:+.1f}%)  [median of {asked.rounds} rounds, {asked.jobs} jobs]")
+
+
+if __name__ == "__main__":
+    main()
