@@ -73,9 +73,10 @@ def main() -> None:
                     figures[encrypted].append(one_round(store, encrypted, asked.jobs, folder))
             plain = [statistics.median(f[i] for f in figures[False]) for i in (0, 1)]
             sealed = [statistics.median(f[i] for f in figures[True]) for i in (0, 1)]
-            print(f"{store}: enqueue {plain[0]:.1f} -> {sealed[0]:.1f} µs/job "
-                  f"({(sealed[0] / plain[0] - 1) * 100:+.1f}%), worker CPU {plain[1]:.1f} -> {sealed[1]:.1f} µs/job "
-                  f"({(sealed[1] / plain[1] - 1) * 100:+.1f}%)  [median of {asked.rounds} rounds, {asked.jobs} jobs]")
+            more = [(after / before - 1) * 100 for before, after in zip(plain, sealed, strict=True)]
+            print(f"{store}: enqueue {plain[0]:.1f} -> {sealed[0]:.1f} µs/job ({more[0]:+.1f}%), "
+                  f"worker CPU {plain[1]:.1f} -> {sealed[1]:.1f} µs/job ({more[1]:+.1f}%)"
+                  f"  [median of {asked.rounds} rounds, {asked.jobs} jobs]")
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ sees (no action, no admin-only page in the nav), and the phone's nav saying that
 from __future__ import annotations
 
 import itertools
+import re
 import threading
 from typing import Any
 
@@ -279,3 +280,30 @@ def test_a_finished_durable_job_is_retried_from_a_step_of_its_timeline(served):
     assert page.errors == [] and reader.errors == []
     for opened in (page, reader):
         opened.context.close()
+
+
+def test_a_server_without_the_key_shows_encrypted_values_and_their_size(served):
+    """Jobs an App encrypted (deferq.Encryption): this `deferq serve` has no key, so the
+    job's page and the jobs list say "encrypted (N bytes)" and never show the value."""
+    from deferq.encryption import new_key
+
+    world, base, browser, app = served
+    keyed = deferq.App(app.url, encryption=deferq.Encryption(keys={"k": new_key()}))
+    ssn = f"{next(fresh):03d}-45-6789"
+    queue = f"q{next(fresh)}"
+    job = keyed.enqueue("shop.tasks.render_invoice", [{"ssn": ssn}], queue=queue)
+    (leased,) = app.backend.reserve([queue], 1, WORKER, 300.0, (0, 1, 2))
+    done = keyed.registry.chain.to_store([Outcome(leased, "succeeded", result={"seen": ssn})])
+    assert app.backend.settle(done) == [True]
+    page = signed_in(browser, base, world.reader)
+    page.goto(f"{base}/dashboard/jobs/{job.id}")
+    expect(page.locator("#job-args")).to_have_text(re.compile(r"^encrypted \(\d+ bytes\)$"))
+    expect(page.locator("#job-result")).to_contain_text("encrypted (")
+    assert ssn not in page.content()
+    page.goto(f"{base}/dashboard/jobs?queue={queue}")
+    expect(page.locator("table.jobs td.args").first).to_contain_text("encrypted (")
+    assert ssn not in page.content()
+    assert keyed.get(job.id).result == {"seen": ssn}  # with the key: all of it
+    assert page.errors == []
+    page.context.close()
+    keyed.close()

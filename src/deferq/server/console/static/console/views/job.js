@@ -130,7 +130,10 @@ export function mount(root, ctx) {
     const topic = data.topic !== null && data.topic !== undefined;
     setText(argsTitle, topic ? "Body (sent to the topic's URL)" : "Arguments");
     argsLabel.hidden = kwargsLabel.hidden = kwargs.hidden = topic;
-    setJSON(args, topic ? data.body : data.args);
+    const sealed = data.encrypted && data.encrypted.args !== undefined;  // this server has not the key
+    if (sealed) setText(args, `encrypted (${data.encrypted.args} bytes)`);
+    else setJSON(args, topic ? data.body : data.args);
+    kwargsLabel.hidden = kwargs.hidden = topic || sealed;
     setJSON(kwargs, data.kwargs);
     setChildren(f.queue.value, data.queue, () => link(`/dashboard/queues/${encodeURIComponent(data.queue)}`, data.queue));
     setText(f.priority.value, data.priority);

@@ -28,6 +28,8 @@ export function shownState(job) {
 
 // A job's arguments as one line of JSON: positional ones, then name=value.
 export function argumentText(job) {
+  // encrypted at rest, and this server has not the key: what it is and its size, never a value
+  if (job.encrypted && job.encrypted.args !== undefined) return `encrypted (${job.encrypted.args} bytes)`;
   if (job.topic !== null && job.topic !== undefined) return JSON.stringify(job.body ?? null);
   const parts = (job.args || []).map((value) => JSON.stringify(value));
   for (const [name, value] of Object.entries(job.kwargs || {})) parts.push(`${name}=${JSON.stringify(value)}`);
