@@ -370,3 +370,68 @@ def run_chunk_case(url: str, folder: Path, point: str, mode: str) -> None:
     else:  # the thawed worker makes its held call (and may make the next it had gathered, leased
         # ahead), its outcomes refused: those items twice, none more
         assert counts.count(2) >= 5 and max(counts) == 2, runs
+
+
+# -- deferq encryption rotate held between opening a value and swapping it in ---------------
+
+OLD_KEY, NEW_KEY = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=", "ICEiIyQlJicoKSorLC0uLzAxMjM0NTY2ODk6Ozw9Pj8="
+BOTH_KEYS = f"new:{NEW_KEY},old:{OLD_KEY}"
+
+
+class Rotate(Worker):
+    """`deferq encryption rotate` in a process of its own, held at rotate.reseal if asked."""
+
+    def __init__(self, url: str, folder: Path, name: str, point: str | None = None) -> None:
+        self.url, self.log, self.pause = url, folder / f"{name}.log", folder / f"{name}.pause"
+        env = {**os.environ, "DEFERQ_ENCRYPTION_KEYS": BOTH_KEYS,
+               "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}
+        env.pop("DEFERQ_TEST_PAUSE_AT", None)
+        if point is not None:
+            env.update(DEFERQ_TEST_PAUSE_AT=point, DEFERQ_TEST_PAUSE_FILE=str(self.pause))
+        with self.log.open("ab") as out:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "deferq", "encryption", "rotate", "--url", url, "--json"],
+                env=env, cwd=ROOT, stdout=out, stderr=out)
+
+
+def old_values(store: deferq.App) -> list[str]:
+    """The ids of jobs holding a value written under the old key."""
+    return [job.id for state in JobState for job in store.backend.list_jobs(state, limit=10_000)
+            if "$enc:old:" in repr((job.kwargs, job.result, job.error))]
+
+
+def run_rotate_case(url: str, folder: Path, mode: str) -> None:
+    """Jobs written under the old key; a rotate held at its first swap, then killed there,
+    or frozen while a second rotate does the whole work and thawed after. Checked: every
+    value still opens with the keys (none lost or half written), the frozen one's late swap
+    changes nothing, and after a rotate that ran to its end none is under the old key."""
+    assert mode in MODES
+    old = deferq.App(url, encryption=deferq.Encryption(keys={"old": OLD_KEY}))
+    keyed = deferq.App(url, encryption=deferq.Encryption.from_env(environ={"DEFERQ_ENCRYPTION_KEYS": BOTH_KEYS}))
+    try:
+        jobs = [old.enqueue("stepped", [n], delay=3600) for n in range(5)]
+        held = Rotate(url, folder, "held", "rotate.reseal")
+        try:
+            wait_for(held.held, 60, "the rotate held at rotate.reseal")
+            if mode == "kill":
+                held.kill()
+            else:
+                held.freeze()
+                other = Rotate(url, folder, "other")
+                assert other.process.wait(timeout=60) == 0, other.log.read_text()
+                held.thaw()
+                assert held.process.wait(timeout=60) == 0, held.log.read_text()
+                said = held.log.read_text()  # its page of jobs was read before: each swap finds the value gone
+                assert '"resealed": 0' in said and '"changed_meanwhile": 5' in said, said
+        finally:
+            held.stop()
+        assert [keyed.get(job.id).args for job in jobs] == [(n,) for n in range(5)]  # all open
+        if mode == "kill":
+            assert old_values(keyed), "the killed rotate finished its work"
+            again = Rotate(url, folder, "again")
+            assert again.process.wait(timeout=60) == 0, again.log.read_text()
+        assert not old_values(keyed)
+        assert [keyed.get(job.id).args for job in jobs] == [(n,) for n in range(5)]
+    finally:
+        keyed.close()
+        old.close()

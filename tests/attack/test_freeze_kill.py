@@ -21,6 +21,7 @@ from tests.attack.freeze_kill import (
     notes,
     run_children_case,
     run_chunk_case,
+    run_rotate_case,
     run_schedule_case,
     run_step_case,
     run_undo_case,
@@ -80,3 +81,11 @@ def test_a_parent_held_at_each_point_of_its_gather_then_frozen_or_killed(point, 
 @pytest.mark.parametrize(("point", "mode", "store"), cases(CHUNK_POINTS))
 def test_a_chunk_tasks_worker_held_before_its_call_then_frozen_or_killed(point, mode, store, request, tmp_path):
     run_chunk_case(url_of(store, request, tmp_path), tmp_path, point, mode)
+
+
+@pytest.mark.parametrize(("mode", "store"), [("kill", "sqlite"), ("freeze", "redis"), *(
+    [(mode, store) for mode in MODES for store in STORES] if LONG else [])])
+def test_a_rotate_held_between_opening_a_value_and_swapping_it_in(mode, store, request, tmp_path):
+    """deferq encryption rotate, killed or frozen at rotate.reseal (docs/encryption.md):
+    every value still opens, and a rotate run to its end leaves none under the old key."""
+    run_rotate_case(url_of(store, request, tmp_path), tmp_path, mode)

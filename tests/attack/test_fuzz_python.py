@@ -6,6 +6,7 @@ sentence and stores nothing."""
 
 from __future__ import annotations
 
+import base64
 import math
 from datetime import timedelta
 from typing import Any
@@ -15,7 +16,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import deferq
+import deferq.encryption
 from deferq import testing
+from deferq.backends.base import Outcome
 from deferq.errors import PayloadError
 from deferq.job import JobState
 from deferq.schedules.firing import Firer, tick_key
@@ -403,3 +406,74 @@ def test_chunk_failed_maps(app, items, failures, results):
         assert found is not None and found.state != JobState.ACTIVE, f"left {found and found.state}"
         if not found.state.finished:
             app.cancel(job.id)
+
+
+# -- encryption at rest (docs/encryption.md) -------------------------------------------------
+
+KEY = deferq.encryption.new_key()
+KEY_MATERIAL = st.one_of(HOSTILE_TEXT, st.binary(max_size=64), HOSTILE_JSON,
+                         st.sampled_from([KEY, KEY.rstrip("=")]))
+
+
+@given(keys=st.dictionaries(NAMEISH, KEY_MATERIAL, max_size=3), current=maybe(NAMEISH),
+       env=st.one_of(HOSTILE_TEXT, st.lists(st.tuples(NAMEISH, KEY_MATERIAL.map(str)), max_size=3).map(
+           lambda pairs: ",".join(f"{kid}:{key}" for kid, key in pairs))))
+@EXAMPLES
+def test_encryption_keys_and_the_environment(keys, current, env):
+    """Keys given in code or DEFERQ_ENCRYPTION_KEYS: taken, or refused in a sentence that
+    never quotes a key."""
+    for where, call in (("Encryption", lambda: deferq.Encryption(keys=keys, current=current)),
+                        ("from_env", lambda: deferq.Encryption.from_env(environ={"DEFERQ_ENCRYPTION_KEYS": env}))):
+        done, answer = refused_or_done(call, where)
+        if not done:
+            assert KEY[:12] not in str(answer), f"{where} quoted a key in its refusal"
+        else:
+            assert answer.current is None or answer.current in answer.key_table()
+
+
+SEALED_LIKE = st.one_of(
+    HOSTILE_TEXT,
+    st.builds("$enc:{}:{}".format, NAMEISH, HOSTILE_TEXT),
+    st.builds("$enc:k:{}".format, st.binary(max_size=80).map(lambda b: base64.b64encode(b).decode())),
+    st.sampled_from(["$enc:", "$enc::", "$enc:k:", "$enc:k:====", "$enc:k:" + "A" * 40]),
+)
+
+
+@given(value=SEALED_LIKE, where=st.sampled_from(["args", "result", "error"]))
+@EXAMPLES
+def test_a_hostile_encrypted_value_ends_its_job_with_a_sentence(app, value, where):
+    """A value that looks encrypted where the store keeps one (written by a hand without the
+    key): a job that must open it ends dead with a sentence, one that need not runs; a
+    reader shows it or "encrypted", never fails."""
+    from deferq.encryption.jobs import ARGS
+    from deferq.server.api.jobs import view
+    from deferq.values import storable
+
+    if not storable(value):
+        return  # NUL or a lone surrogate: refused at enqueue (test_enqueue_and_options), kept by no store
+
+    keyed = deferq.App(app.url, lease=5, encryption=deferq.Encryption(keys={"k": KEY}))
+    if app.url.startswith("memory:"):
+        keyed.runtime.use_store(app.backend)
+    try:
+        keyed.task(name="attack.plain")(lambda *args, **kwargs: None)
+        queue = "attack-sealed"
+        if where == "args":
+            job = app.enqueue("attack.plain", (), {ARGS: value}, queue=queue)
+        else:
+            job = app.enqueue("attack.plain", (), {}, queue=queue)
+            (leased,) = app.backend.reserve([queue], 1, "attack", 30.0, (0, 1, 2))
+            outcome = {"result": {ARGS: value}} if where == "result" else {"error": value, "kind": "dead"}
+            app.backend.settle([Outcome(leased, outcome.pop("kind", "succeeded"), **outcome)])
+        testing.drain(keyed, [queue], limit=5)
+        ended = keyed.get(job.id)
+        assert ended is not None
+        if ended.state == JobState.DEAD and where == "args":
+            one_sentence(ended.error or "", "a hostile encrypted argument")
+            assert "\n" not in (ended.error or ""), ended.error
+        shown = view(app.backend.get(job.id), keyed.registry.chain.sealer)
+        assert shown["id"] == job.id
+    finally:
+        if app.url.startswith("memory:"):
+            keyed.runtime.use_store(None)
+        keyed.close()
