@@ -22,8 +22,10 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 import deferq
 from deferq import testing
+from deferq.encryption import Keyring, new_key
+from deferq.encryption.jobs import ARGS, bound
 from deferq.errors import DeferqError
-from deferq.job import JobState
+from deferq.job import JobState, loads
 from deferq.steps.retry import RetryRefused
 from tests.attack.hostile import LONG, budget
 
@@ -39,6 +41,9 @@ RETRY_DELAYS = ["0", "60", "1e7", "inf", "1e300", "99999999999"]
 HUGE = ["inf", "1e300", "99999999999"]
 RATES = ["5/s", "1/d", "0/s", "100/m", "1e300/s", "x"]
 COUNTER = itertools.count()
+OLD_KEY, NEW_KEY = new_key(), new_key()
+ENCRYPTION = deferq.Encryption(keys={"old": OLD_KEY})
+OLD_RING, NEW_RING = Keyring(ENCRYPTION), Keyring(deferq.Encryption(keys={"new": NEW_KEY}))
 
 
 def outcome(call: Any) -> Any:
@@ -107,8 +112,15 @@ class Pair:
             app.task(name="attack.chunky", max_attempts=2, backoff=lambda attempt: 3600.0,  # no jitter: due alike
                      chunk=deferq.Chunk(size=3, wait=0))(chunky)
 
+        # the same store under encryption (docs/encryption.md): jobs written under the old key
+        self.keyed = [deferq.App(app.url, encryption=ENCRYPTION) for app in self.apps]
+        self.keyed[0].runtime.use_store(self.apps[0].backend)  # memory:// lives in one App
+        for app in self.keyed:
+            app.task(name="attack.plain")(plain)
+
     def close(self) -> None:
-        for app in self.apps:
+        self.keyed[0].runtime.use_store(None)
+        for app in [*self.keyed, *self.apps]:
             app.close()
 
     def job(self, side: int, job: deferq.Job | None) -> Any:
@@ -266,6 +278,23 @@ class Differential(RuleBasedStateMachine):
         if then != "keep":
             self.pair.both(f"schedules.{then}({schedule!r})",
                            lambda side, app: getattr(app.schedules, then)(schedule))
+
+    @rule(args=st.sampled_from([[1], ["é" * 50], [{"a": [1, 2]}], [10**18], []]),
+          other=st.sampled_from(["$enc:old:AAAA", "$enc:absent:", "60", "attack.plain"]))
+    def encrypted_job_resealed(self, args, other):
+        """An encrypted job's arguments re-encrypted under a new key (Backend.reseal, what
+        `deferq encryption rotate` does): swapped once, found by no other text, no other job."""
+        def run(side: int, app: deferq.App) -> Any:
+            job = self.pair.keyed[side].enqueue("attack.plain", args, queue=self.name("enc"))
+            old = app.backend.get(job.id).kwargs[ARGS]
+            where = bound(job.id, "args")
+            new = NEW_RING.seal(OLD_RING.open(old, where), where)
+            swaps = [app.backend.reseal(job.id, other, new), app.backend.reseal(self.name("no-job"), old, new),
+                     app.backend.reseal(job.id, old, new), app.backend.reseal(job.id, old, new)]
+            stored = app.backend.get(job.id).kwargs[ARGS]
+            return swaps, stored == new, loads(NEW_RING.open(stored, where)), self.pair.job(side, job)
+
+        self.pair.both(f"reseal({args!r}, {other!r})", run)
 
     @invariant()
     def the_same_is_stored(self):
