@@ -141,7 +141,7 @@ class App:
         for middleware in (self._batch_join, self._history, JobLog(),
                            Attempts(lambda: self.backend, self._sealer),
                            self._limiter, Steps(lambda: self.backend, self.lease, self.result_ttl, self.runtime),
-                           ChildEnds(lambda: self.backend),
+                           ChildEnds(lambda: self.backend, self._sealer),
                            Inputs(lambda: self.backend)):
             self.registry.add_middleware(middleware)
         # limits set, changed and cleared at run time, kept in the store (limits/runtime.py)
@@ -437,7 +437,7 @@ class App:
         """A job's child jobs (`job.gather`, `job.run_child`), gather by gather in order: each
         with its gather's name (`step`), its place (`index`), id, task, state, and its
         result or error once it ended."""
-        return child_jobs.children(self.backend, job_id) if storable(job_id) else []
+        return child_jobs.children(self.backend, job_id, self._sealer()) if storable(job_id) else []
 
     def wait(self, job_id: str, timeout: float | None = None) -> Any:
         """The result of a job once it has finished (see `Job.wait`)."""

@@ -64,7 +64,21 @@ def declare(app: deferq.App) -> dict[str, deferq.Task]:
         answer = job.wait_for("answer", event="reply", key="k1", timeout=60)
         return f"{found} {answer}"
 
-    return {"remember": remember, "refuse": refuse, "stepped": stepped}
+    @app.task(max_attempts=1)
+    def parent(data: dict) -> list:
+        return deferq.current_job().gather("children", [remember.call(data), remember.call(data)])
+
+    @app.task(max_attempts=1)
+    def compensated(data: dict) -> None:
+        deferq.current_job().step_with_undo("charge", undo_charge, lambda: f"charged {data['ssn']}")
+        raise ValueError(f"shipping failed for {data['ssn']}")
+
+    return {"remember": remember, "refuse": refuse, "stepped": stepped, "parent": parent,
+            "compensated": compensated}
+
+
+def undo_charge(result: str) -> None:
+    raise RuntimeError(f"could not refund: {result}")
 
 
 def test_nothing_readable_at_rest_and_all_of_it_with_the_key(store_url):
@@ -76,8 +90,11 @@ def test_nothing_readable_at_rest_and_all_of_it_with_the_key(store_url):
         failed = tasks["refuse"].enqueue({"ssn": ssn})
         durable = tasks["stepped"].enqueue({"ssn": ssn})
         app.send_event("reply", "k1", {"answer-for": ssn})  # kept: the job finds it when it waits
+        gathered = tasks["parent"].enqueue({"ssn": ssn})
+        undone = tasks["compensated"].enqueue({"ssn": ssn})
         assert kept.args == ({"ssn": ssn},)  # the producer's job shows its own arguments
-        work(app)
+        for _ in range(3):  # the parent leaves the worker until its children end
+            work(app)
         raw = raw_bytes(app)
         assert ssn.encode() not in raw
         assert b"123-45" not in raw and ssn[:8].encode() not in raw
@@ -92,6 +109,11 @@ def test_nothing_readable_at_rest_and_all_of_it_with_the_key(store_url):
         assert app.steps(durable.id)[0]["result"] == f"step saw {ssn}"
         assert app.events()[0]["data"] == {"answer-for": ssn}
         assert kept.wait(timeout=5) == {"seen": ssn}
+        assert app.get(gathered.id).result == [{"seen": ssn}, {"seen": ssn}]
+        assert [child["result"] for child in app.children(gathered.id)] == [{"seen": ssn}, {"seen": ssn}]
+        compensating = app.get(undone.id)
+        assert compensating.state == deferq.JobState.DEAD and f"shipping failed for {ssn}" in compensating.error
+        assert f"could not refund: charged {ssn}" in repr(app.steps(undone.id))
 
         blind = beside(app, encryption=deferq.Encryption())  # declares it, has no key
         hidden = blind.get(kept.id)
@@ -104,6 +126,7 @@ def test_nothing_readable_at_rest_and_all_of_it_with_the_key(store_url):
         assert blind.steps(durable.id)[0]["result"].startswith("encrypted (")
         assert blind.events()[0]["data"].startswith("encrypted (")
         assert ssn not in repr(view(blind.get(durable.id)))
+        assert ssn not in repr(blind.children(gathered.id)) and ssn not in repr(blind.steps(undone.id))
         done_with(blind)
     finally:
         app.close()
@@ -220,9 +243,11 @@ def test_rotate_leaves_nothing_under_the_old_key(store_url):
     ssn = secret()
     try:
         waiting = tasks["remember"].options(delay=3600).enqueue({"ssn": ssn})
-        ran = [tasks[name].enqueue({"ssn": ssn}) for name in ("remember", "refuse", "stepped")]
+        ran = [tasks[name].enqueue({"ssn": ssn}) for name in ("remember", "refuse", "stepped", "parent",
+                                                               "compensated")]
         old.send_event("reply", "k1", {"answer-for": ssn})
-        work(old)
+        for _ in range(3):  # the parent leaves the worker until its children end
+            work(old)
         assert b"$enc:2026-06:" in raw_bytes(old)
         new = beside(old, encryption=BOTH)
         declare(new)
@@ -237,6 +262,9 @@ def test_rotate_leaves_nothing_under_the_old_key(store_url):
         assert ssn in (only_new.get(ran[1].id).error or "")
         assert only_new.steps(ran[2].id)[0]["result"] == f"step saw {ssn}"
         assert only_new.events()[0]["data"] == {"answer-for": ssn}
+        assert only_new.get(ran[3].id).result == [{"seen": ssn}, {"seen": ssn}]
+        assert [child["result"] for child in only_new.children(ran[3].id)] == [{"seen": ssn}, {"seen": ssn}]
+        assert f"could not refund: charged {ssn}" in repr(only_new.steps(ran[4].id))
         done_with(only_new)
         done_with(new)
     finally:

@@ -62,6 +62,23 @@ def with_payload(item: Enqueue, payload: bytes) -> Enqueue:
     return make_enqueue(*values)
 
 
+CHECKPOINT_FIELDS = ("result", "error")  # what a durable job's checkpoint may hold of its own data
+CHILD_END = "\tchild\t"  # a gather's child's end (steps/children.py): the child's own values
+ANSWER = "\tdone"  # a wait's answer (steps/checkpoints.py): the event's data as its sender sealed it
+
+
+def checkpoint_fields(name: str) -> tuple[str, ...]:
+    """The fields of the checkpoint `name` that are sealed bound to its job and name: none
+    of a wait's answer (the event's data, bound to the event) nor of a child's end (the
+    child's result or error, bound to the child: as the child job keeps them)."""
+    return () if name.endswith(ANSWER) or CHILD_END in name else CHECKPOINT_FIELDS
+
+
+def step_bound(job_id: str, name: str, field: str) -> bytes:
+    """The associated data of a field of a durable job's checkpoint."""
+    return bound(job_id, f"step/{name}/{field}")
+
+
 def bound(job_id: str, what: str) -> bytes:
     """The associated data of a job's field: its id without a shard's mark."""
     if len(job_id) == 26:
@@ -280,6 +297,12 @@ def for_display(job: Job, sealer: Sealer | None) -> tuple[Job, dict[str, int]]:
 def shown_value(value: Any, where: bytes, sealer: Sealer | None) -> Any:
     """A value `Sealer.seal_value` may have sealed, as it may be shown: opened, or
     "encrypted (N bytes)"."""
+    if sealed(value):  # a text sealed as such (an error)
+        keyring = sealer.keyring if sealer is not None else None
+        try:
+            return keyring.open(value, where).decode() if keyring is not None else hidden(value)
+        except Unreadable:
+            return hidden(value)
     inner = sealed_result(value)
     if inner is None:
         return value

@@ -34,7 +34,7 @@ from ..backends.base import STEPS as STEPS  # re-exported: + a job id
 from ..backends.base import Backend, Outcome, OutcomeKind
 from ..context import StepRetry
 from ..encryption.envelope import Unreadable
-from ..encryption.jobs import Sealer, bound, event_bound, sealed_result
+from ..encryption.jobs import Sealer, checkpoint_fields, event_bound, sealed_result, step_bound
 from ..errors import ConfigError, DeferqError, PayloadError, Snooze, StepMismatch
 from ..job import Job, carried, dumps, loads
 from .names import KINDS as KINDS  # re-exported
@@ -159,21 +159,25 @@ class JobSteps:
         return self.records
 
     def sealed(self, name: str, record: dict[str, Any]) -> dict[str, Any]:
-        """A checkpoint as the store keeps it: a step's result (a failed try's error) sealed
-        when the job's task is encrypted; a wait's answer holds the event's data as sent."""
-        field = "error" if name.endswith(FAILED) else "result"
-        if not self.sealing or self.sealer is None or field not in record or name.endswith(DONE):
+        """A checkpoint as the store keeps it: its result and error (a step's, a failed
+        try's, an undo's, how a compensating job ends) sealed when the job's task is
+        encrypted (encryption/jobs.py checkpoint_fields)."""
+        sealer = self.sealer
+        if not self.sealing or sealer is None:
             return record
-        return {**record, field: self.sealer.seal_value(record[field], bound(self.job.id, f"step/{name}"))}
+        fields = [f for f in checkpoint_fields(name) if record.get(f) is not None]
+        if not fields:
+            return record
+        return {**record, **{f: sealer.seal_value(record[f], step_bound(self.job.id, name, f)) for f in fields}}
 
     def opened(self, name: str, record: dict[str, Any]) -> dict[str, Any]:
-        """A checkpoint as read, its sealed field opened; PayloadError (the job ends dead with
-        the sentence) when it cannot be."""
-        field = "error" if name.endswith(FAILED) else "result"
-        if name.endswith(DONE) or sealed_result(record.get(field)) is None:
+        """A checkpoint as read, its sealed fields opened; PayloadError (the job ends dead with
+        the sentence) when one cannot be."""
+        fields = [f for f in checkpoint_fields(name) if sealed_result(record.get(f)) is not None]
+        if not fields:
             return record
-        return {**record, field: self.open(record[field], bound(self.job.id, f"step/{name}"),
-                                           f"the result of step {name!r} of job {self.job.id}")}
+        return {**record, **{f: self.open(record[f], step_bound(self.job.id, name, f),
+                                          f"the {f} of checkpoint {name!r} of job {self.job.id}") for f in fields}}
 
     def open(self, value: Any, where: bytes, what: str) -> Any:
         try:

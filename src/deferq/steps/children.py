@@ -31,7 +31,9 @@ from typing import Any
 
 from ..attempt.pauses import pause_at
 from ..backends.base import PARENT, STEPS, Backend, Enqueue, Outcome, OutcomeKind, with_children
-from ..errors import ChildFailed, ConfigError, DeferqError, StepMismatch
+from ..encryption.envelope import Unreadable, sealed
+from ..encryption.jobs import Sealer, bound, sealed_result, shown_value
+from ..errors import ChildFailed, ConfigError, DeferqError, PayloadError, StepMismatch
 from ..job import Job, JobState, dumps, loads, mark_id, new_job_ids
 from ..middleware import Middleware, Settled
 from ..task import Call, Runtime, build_enqueue, with_meta
@@ -146,8 +148,22 @@ class DurableJob(JobSteps):
         failed = [(i, end) for i, end in enumerate(ends) if end is not None and end["state"] != "succeeded"]
         if failed:
             index, end = failed[0]
-            raise ChildFailed(name, index, ids[index], end["state"], end.get("error"), len(failed))
-        return [end["result"] for end in ends if end is not None]
+            raise ChildFailed(name, index, ids[index], end["state"], self.child_value(end, "error"), len(failed))
+        return [self.child_value(end, "result") for end in ends if end is not None]
+
+    def child_value(self, end: dict[str, Any], field: str) -> Any:
+        """A child's result or error from its end, opened when the child keeps it encrypted."""
+        value = end.get(field)
+        what = f"the {field} of child job {end.get('id')} of job {self.job.id}"
+        if sealed(value) and isinstance(value, str):
+            keyring = self.sealer.keyring if self.sealer is not None else None
+            try:
+                if keyring is None:
+                    raise Unreadable(f"{what} is encrypted and this process has no encryption key")
+                return keyring.open(value, bound(str(end.get("id")), field), what).decode()
+            except Unreadable as exc:
+                raise PayloadError(str(exc)) from None
+        return self.open(value, bound(str(end.get("id")), field), what) if sealed_result(value) else value
 
     def stalled(self, name: str, raw: bytes | None) -> bool:
         """Whether no end was counted since the parent's last recheck (then it looks at its
@@ -280,13 +296,16 @@ class ChildEnds(Middleware):
     needs_settled_job = False
     settles = staticmethod(with_children)
 
-    def __init__(self, store: Callable[[], Backend]) -> None:
+    def __init__(self, store: Callable[[], Backend], sealer: Callable[[], Sealer | None] = lambda: None) -> None:
         self.store = store
+        self.sealer = sealer  # the App's encryption at rest: a child's end keeps its values as the child does
 
     def after_settle_many(self, settled: list[Settled]) -> None:
-        store = self.store()
+        store, sealer = self.store(), self.sealer()
         groups: dict[tuple[str, str, int, str], dict[str, bytes]] = {}
         for outcome, exc in settled:
+            if sealer is not None:  # as the child job keeps them: sealed, bound to the child
+                outcome = sealer.seal_outcomes([outcome])[0]
             job = outcome.job
             place = job.meta.get(PARENT)
             state = final_state(outcome)
@@ -327,7 +346,7 @@ def gathers(records: dict[str, bytes]) -> list[tuple[str, dict[str, Any]]]:
     return sorted(found, key=lambda item: int(item[1]["index"]))
 
 
-def children(store: Backend, job_id: str) -> list[dict[str, Any]]:
+def children(store: Backend, job_id: str, sealer: Sealer | None = None) -> list[dict[str, Any]]:
     """A job's child jobs, gather by gather in order: each with its gather's name (`step`),
     its place (`index`), id, task, state, and its result or error once it ended."""
     records = store.kv_list(STEPS + job_id)
@@ -343,11 +362,12 @@ def children(store: Backend, job_id: str) -> list[dict[str, Any]]:
             job = jobs.get(index)
             row: dict[str, Any] = {"step": name, "index": index, "id": child_id}
             if end is not None:
-                row.update(task=end.get("task"), state=end["state"], result=end.get("result"),
-                           error=end.get("error"))
+                row.update(task=end.get("task"), state=end["state"],
+                           result=shown_value(end.get("result"), bound(child_id, "result"), sealer),
+                           error=shown_value(end.get("error"), bound(child_id, "error"), sealer))
             else:
                 row.update(task=job.task if job else None, state=str(job.state) if job else None, result=None,
-                           error=job.error if job else None)
+                           error=shown_value(job.error, bound(child_id, "error"), sealer) if job else None)
             rows.append(row)
     return rows
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from ..backends.base import Backend
 from ..context import duration
-from ..encryption.jobs import Sealer, bound, event_bound, sealed_result, shown_value
+from ..encryption.jobs import Sealer, bound, checkpoint_fields, event_bound, sealed_result, shown_value, step_bound
 from ..errors import PayloadError
 from ..job import Job, JobState, dumps, loads, new_job_id
 from . import children
@@ -104,10 +104,23 @@ def shown_state(job: Job, steps: list[dict[str, Any]]) -> str:
     return "waiting" if waiting_for(job, steps) is not None else str(job.state)
 
 
+def shown_record(job_id: str, name: str, record: Any, sealer: Sealer | None) -> Any:
+    """A checkpoint as a page shows it: each encrypted field opened, or "encrypted (N bytes)"."""
+    if not isinstance(record, dict):
+        return record
+    child = children.CHILD in name  # a child's end: the child's values, bound to the child
+    for field in ("result", "error") if child else checkpoint_fields(name):
+        if field in record:
+            where = bound(str(record.get("id")), field) if child else step_bound(job_id, name, field)
+            record[field] = shown_value(record[field], where, sealer)
+    return record
+
+
 def timeline(store: Backend, job_id: str, sealer: Sealer | None = None) -> list[dict[str, Any]]:
     """A job's checkpoints in the order it reached them, for its page, `deferq job` and
     GET /v1/jobs/{id}: name, kind, when it started and what it gave (or awaits)."""
-    records = {name: loads(raw) for name, raw in store.kv_list(STEPS + job_id).items()}
+    records = {name: shown_record(job_id, name, loads(raw), sealer)
+               for name, raw in store.kv_list(STEPS + job_id).items()}
     ends = {name: records.pop(name) for name in [n for n in records if children.is_child_record(n)]}
     for name in [n for n in records if n.endswith(FAILED)]:  # a step with retries of its own
         failed, step = records.pop(name), name.removesuffix(FAILED)
@@ -123,11 +136,9 @@ def timeline(store: Backend, job_id: str, sealer: Sealer | None = None) -> list[
                                key=lambda item: item[1]["index"]):
         row = {"name": name, "kind": record["kind"], "at": record["at"], "attempt": record.get("attempt")}
         if record.get("retrying"):
-            row.update(state="retrying", failures=record["failures"],
-                       error=shown_value(record["error"], bound(job_id, f"step/{name}{FAILED}"), sealer))
+            row.update(state="retrying", failures=record["failures"], error=record["error"])
         elif record["kind"] == "step":
-            row.update(state="done", took=record.get("took"), fn=record.get("fn"),
-                       result=shown_value(record.get("result"), bound(job_id, f"step/{name}"), sealer),
+            row.update(state="done", took=record.get("took"), result=record.get("result"), fn=record.get("fn"),
                        failures=record.get("failures"), **timeline_fields(record, records.get(name + UNDONE)))
         elif record["kind"] == children.KIND:
             row.update(children.row(name, record, ends))

@@ -20,10 +20,21 @@ from ..attempt.pauses import pause_at
 from ..backends.base import STEPS, Backend
 from ..backends.search import JobQuery
 from ..encryption.envelope import Keyring, Unreadable, key_of, sealed
-from ..encryption.jobs import ARGS, Sealer, bound, event_bound, sealed_args, sealed_result
+from ..encryption.jobs import (
+    ARGS,
+    CHECKPOINT_FIELDS,
+    CHILD_END,
+    Sealer,
+    bound,
+    checkpoint_fields,
+    event_bound,
+    sealed_args,
+    sealed_result,
+    step_bound,
+)
 from ..job import ALL_STATES, Job, dumps, loads
 from ..observe import attempts
-from ..steps.checkpoints import DONE, EVENTS, FAILED
+from ..steps.checkpoints import DONE, EVENTS
 from ..steps.events import EVENT_KEEP
 
 PAGE = 200  # jobs read per store call
@@ -150,8 +161,8 @@ def _attempt_values(record: Any, job_id: str) -> list[tuple[Any, str, bytes]]:
 
 
 def _step_values(store: Backend, job: Job, name: str, record: Any) -> list[tuple[Any, str, bytes]]:
-    """A checkpoint's encrypted value: a step's result, a failed try's error (bound to the
-    job and checkpoint), a wait's answer (the event's data, bound to event and key)."""
+    """A checkpoint's encrypted values: its result and error (bound to the job and the
+    checkpoint), a wait's answer (the event's data, bound to event and key), a child's end."""
     if not isinstance(record, dict):
         return []
     if name.endswith(DONE):
@@ -159,4 +170,6 @@ def _step_values(store: Backend, job: Job, name: str, record: Any) -> list[tuple
         waited = loads(wait) if wait is not None else {}
         topic = f"{waited.get('event')}\t{waited.get('key')}"
         return [(record, "data", event_bound(topic))]
-    return [(record, "error" if name.endswith(FAILED) else "result", bound(job.id, f"step/{name}"))]
+    if CHILD_END in name:  # a child's end: its values as the child keeps them, bound to the child
+        return [(record, field, bound(str(record.get("id")), field)) for field in CHECKPOINT_FIELDS]
+    return [(record, field, step_bound(job.id, name, field)) for field in checkpoint_fields(name)]
