@@ -25,7 +25,7 @@ import orjson
 
 from ..backends.base import Enqueue, Outcome, make_enqueue
 from ..errors import ConfigError
-from ..job import Job, dumps, encode_payload, mark_of
+from ..job import Job, carried, carry, dumps, encode_payload, mark_of
 from .envelope import MARK, Keyring, Unreadable, key_of, sealed, size_of
 from .keys import Encryption
 
@@ -206,6 +206,9 @@ class Sealer:
                 opened = self._args(job, value)
             except Unreadable as exc:
                 opened = job.evolve(kwargs={UNREADABLE: str(exc)})
+            checkpoints = carried(job)
+            if checkpoints is not None:  # what the claim brought stays with the job (no read again)
+                carry(opened, checkpoints)
             if out is jobs:
                 out = list(jobs)
             out[i] = opened
