@@ -42,6 +42,7 @@ class _Task(Protocol):
     def defaults(self) -> _Defaults: ...
 
 ARGS = "$enc"  # the kwargs key of sealed arguments (no Python parameter can be named so)
+ARGS_KEY = ARGS.encode()
 UNREADABLE = "_unreadable_payload"  # the runner's marker: the job ends dead with this sentence
 
 
@@ -146,11 +147,16 @@ class Sealer:
             if ARGS in job.kwargs:
                 raise ConfigError(f"{job.task}() takes a keyword argument named {ARGS!r}, which deferq keeps for "
                                   "encrypted arguments: rename it")
-            plain = dumps([job.args, job.kwargs], f"the arguments of {job.task}()")
+            # the producer's payload is [args, kwargs] already when the job has no meta
+            plain = item.payload if not job.meta and item.payload else dumps([job.args, job.kwargs],
+                                                                              f"the arguments of {job.task}()")
             value = self.writer().seal(plain, bound(job.id, "args"))
             if out is items:
                 out = list(items)
-            out[i] = with_payload(item, encode_payload(job.task, (), {ARGS: value}, job.meta))
+            # a sealed text is JSON as it is (key id and base64 characters): no encoder needed
+            payload = (b'[[],{"' + ARGS_KEY + b'":"' + value.encode() + b'"}]' if not job.meta
+                       else encode_payload(job.task, (), {ARGS: value}, job.meta))
+            out[i] = with_payload(item, payload)
         return out
 
     def seal_outcomes(self, outcomes: Sequence[Outcome]) -> list[Outcome]:
