@@ -133,17 +133,21 @@ class Worker:
                  queues: tuple[str, ...] = ()) -> None:
         self.url, self.log, self.pause = url, folder / f"{name}.log", folder / f"{name}.pause"
         env = {**os.environ, "DEFERQ_URL": url, "DEFERQ_TEST_RECORD": str(folder / "record.log"),
-               "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}
+               "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)]), **self.more_env}
         env.pop("DEFERQ_TEST_PAUSE_AT", None)
         if point is not None:
             env.update(DEFERQ_TEST_PAUSE_AT=point, DEFERQ_TEST_PAUSE_FILE=str(self.pause))
         with self.log.open("ab") as out:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "deferq", "worker", "--app", "tests.attack.freeze_kill:app",
-                 "--url", url, "-c", "1", "--log-level", "info",
-                 *(f"--queue={queue}" for queue in queues)],
-                env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=out,
-            )
+            said = out if self.says_on_stdout else subprocess.DEVNULL
+            self.process = subprocess.Popen([sys.executable, "-m", "deferq", *self.command(url, queues)], env=env,
+                                            cwd=ROOT, stdout=said, stderr=out)
+
+    more_env: dict[str, str] = {}
+    says_on_stdout = False
+
+    def command(self, url: str, queues: tuple[str, ...]) -> list[str]:
+        return ["worker", "--app", "tests.attack.freeze_kill:app", "--url", url, "-c", "1", "--log-level", "info",
+                *(f"--queue={queue}" for queue in queues)]
 
     def held(self) -> bool:
         return self.pause.exists() and bool(self.pause.read_text().strip())
@@ -381,17 +385,11 @@ BOTH_KEYS = f"new:{NEW_KEY},old:{OLD_KEY}"
 class Rotate(Worker):
     """`deferq encryption rotate` in a process of its own, held at rotate.reseal if asked."""
 
-    def __init__(self, url: str, folder: Path, name: str, point: str | None = None) -> None:
-        self.url, self.log, self.pause = url, folder / f"{name}.log", folder / f"{name}.pause"
-        env = {**os.environ, "DEFERQ_ENCRYPTION_KEYS": BOTH_KEYS,
-               "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}
-        env.pop("DEFERQ_TEST_PAUSE_AT", None)
-        if point is not None:
-            env.update(DEFERQ_TEST_PAUSE_AT=point, DEFERQ_TEST_PAUSE_FILE=str(self.pause))
-        with self.log.open("ab") as out:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "deferq", "encryption", "rotate", "--url", url, "--json"],
-                env=env, cwd=ROOT, stdout=out, stderr=out)
+    more_env = {"DEFERQ_ENCRYPTION_KEYS": BOTH_KEYS}
+    says_on_stdout = True  # its --json report
+
+    def command(self, url: str, queues: tuple[str, ...]) -> list[str]:
+        return ["encryption", "rotate", "--url", url, "--json"]
 
 
 def old_values(store: deferq.App) -> list[str]:

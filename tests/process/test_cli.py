@@ -50,16 +50,21 @@ def ok(n: int = 0) -> int:
 '''
 
 
-@pytest.fixture
-def tasks(tmp_path, monkeypatch):
-    """A module of its own per test (a fresh App), importable from tmp_path: its name."""
-    name = f"clitasks_{tmp_path.name.replace('-', '_')}"
-    (tmp_path / f"{name}.py").write_text(TASKS)
+def tasks_module(tmp_path, monkeypatch, source: str = TASKS, prefix: str = "clitasks"):
+    """A module of its own per test (a fresh App) written from `source`, importable from
+    tmp_path: yields its name, and closes its App after."""
+    name = f"{prefix}_{tmp_path.name.replace('-', '_')}"
+    (tmp_path / f"{name}.py").write_text(source)
     monkeypatch.syspath_prepend(str(tmp_path))
     yield name
     module = sys.modules.pop(name, None)
     if module is not None:
         module.app.close()
+
+
+@pytest.fixture
+def tasks(tmp_path, monkeypatch):
+    yield from tasks_module(tmp_path, monkeypatch)
 
 
 @pytest.fixture

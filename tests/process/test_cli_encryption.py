@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import base64
 import os
-import sys
 
 import pytest
 
 import deferq
 from deferq.encryption import new_key
 from deferq.encryption.jobs import ARGS
-from tests.process.test_cli import run_deferq
+from tests.process.test_cli import run_deferq, tasks_module
 
 TASKS = '''
 import deferq
@@ -30,11 +29,7 @@ OLD, NEW = new_key(), new_key()
 
 @pytest.fixture
 def tasks(tmp_path, monkeypatch):
-    name = f"enctasks_{tmp_path.name.replace('-', '_')}"
-    (tmp_path / f"{name}.py").write_text(TASKS)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    yield name
-    sys.modules.pop(name, None)
+    yield from tasks_module(tmp_path, monkeypatch, TASKS, "enctasks")
 
 
 def keys(*pairs: tuple[str, str]) -> None:

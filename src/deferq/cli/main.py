@@ -51,7 +51,7 @@ ENV_HELP = {
     "DEFERQ_DELIVERY_STATS_SECONDS": "seconds between delivery count updates",
     "DEFERQ_ALERTS": "the service's alert targets, as JSON",
     "PROMETHEUS_MULTIPROC_DIR": "where several processes' metrics are summed",
-    "DEFERQ_ENCRYPTION_KEYS": "encryption keys as id:key,... (the first one writes)",
+    "DEFERQ_ENCRYPTION_KEYS": "encryption keys: id:key,... (first writes)",
 }
 # Variables a command reads other than as an option's envvar (those are found by themselves).
 DELIVERY_ENV = ("DEFERQ_CALLBACK_POLICY", "DEFERQ_DELIVERY_LOG", "DEFERQ_DELIVERY_STATS_SECONDS")
@@ -121,7 +121,7 @@ EXAMPLES = {
     "token revoke": "deferq token revoke 1f0c2d9e",
     "encryption": "deferq encryption new-key",
     "encryption new-key": "deferq encryption new-key",
-    "encryption rotate": "DEFERQ_ENCRYPTION_KEYS=2026-12:NEW,2026-06:OLD deferq encryption rotate --app tasks:app",
+    "encryption rotate": "deferq encryption rotate --app tasks:app --json",
 }
 
 

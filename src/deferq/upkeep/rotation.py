@@ -51,6 +51,16 @@ class Rotation:
     changed: int = 0
     problems: list[str] = field(default_factory=list)
 
+    def renewed(self, keyring: Keyring, old: str, where: bytes, what: str) -> str | None:
+        """`old` encrypted anew under the current key; None (counted, with why) when it
+        cannot be opened."""
+        try:
+            return keyring.seal(keyring.open(old, where, what), where)
+        except Unreadable as exc:
+            self.unreadable += 1
+            self.problems.append(str(exc))
+            return None
+
     def to_dict(self) -> dict[str, Any]:
         return {"current": self.current, "resealed": self.resealed, "unreadable": self.unreadable,
                 "changed_meanwhile": self.changed, "problems": self.problems[:20]}
@@ -108,11 +118,8 @@ def _job_values(job: Job) -> list[tuple[str, bytes]]:
 def _swap(done: Rotation, keyring: Keyring, old: str, where: bytes, what: str, swap: Any) -> None:
     if key_of(old) == keyring.current:
         return
-    try:
-        new = keyring.seal(keyring.open(old, where, f"a value of {what}"), where)
-    except Unreadable as exc:
-        done.unreadable += 1
-        done.problems.append(str(exc))
+    new = done.renewed(keyring, old, where, f"a value of {what}")
+    if new is None:
         return
     pause_at("rotate.reseal")  # opened and sealed anew, not yet swapped in
     if swap(old, new):
@@ -138,11 +145,8 @@ def _rewrite(done: Rotation, keyring: Keyring, store: Backend, namespace: str, k
         inner = value if sealed(value) else sealed_result(value)
         if inner is None or key_of(inner) == keyring.current:
             continue
-        try:
-            new = keyring.seal(keyring.open(inner, where, f"record {key!r} of {namespace}"), where)
-        except Unreadable as exc:
-            done.unreadable += 1
-            done.problems.append(str(exc))
+        new = done.renewed(keyring, inner, where, f"record {key!r} of {namespace}")
+        if new is None:
             continue
         holder[name] = new if value is inner else {ARGS: new}
         moved += 1
