@@ -597,9 +597,10 @@ class JobAdmin(ABC):
 
     @abstractmethod
     def reseal(self, job_id: str, old: str, new: str) -> bool:
-        """Put the encrypted text `new` in place of `old` in whichever of the job's payload,
-        result, error and progress message still holds it, in one atomic step (`deferq
-        encryption rotate`: a settle or a replace meanwhile wins). False when none does."""
+        """Put the encrypted text `new` in place of `old` where the job still holds `old`
+        whole: a JSON string of its payload or result, or its whole error or progress
+        message; in one atomic step (`deferq encryption rotate`: a settle or a replace
+        meanwhile wins). False when none does."""
 
     # -- pausing queues: kept in the store, so a pause outlives every process ----------
 

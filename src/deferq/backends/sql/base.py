@@ -693,7 +693,8 @@ class SQLBackend(SQLHistory, SQLSearch, Backend):
         return self.run(self._count(self.q["set_remark"], {"id": job_id, "remark": remark})) == 1
 
     def reseal(self, job_id: str, old: str, new: str) -> bool:
-        return self.run(self._count(self.q["reseal"], {"id": job_id, "old": old, "new": new})) == 1
+        params = {"id": job_id, "old": old, "new": new, "old_json": f'"{old}"', "new_json": f'"{new}"'}
+        return self.run(self._count(self.q["reseal"], params)) == 1
 
     def pause(self, queue: str) -> bool:
         return self.run(self._count(self.q["pause"], {"queue": queue})) == 1

@@ -359,13 +359,15 @@ DELETE FROM {jobs} WHERE id = %(id)s AND state IN ('succeeded', 'dead', 'cancell
 UPDATE {jobs} FORCE INDEX (deferq_jobs_id) SET remark = %(remark)s, updated_at = {now} WHERE id = %(id)s
 
 -- name: reseal
--- deferq encryption rotate: an encrypted value (unique text) replaced where the job still
--- holds it. REPLACE matches case-sensitively; LOCATE is made to by BINARY.
-UPDATE {jobs} FORCE INDEX (deferq_jobs_id) SET payload = REPLACE(payload, %(old)s, %(new)s),
-    result = REPLACE(result, %(old)s, %(new)s), error = REPLACE(error, %(old)s, %(new)s),
-    progress_message = REPLACE(progress_message, %(old)s, %(new)s)
-WHERE id = %(id)s AND (LOCATE(BINARY %(old)s, payload) > 0 OR LOCATE(BINARY %(old)s, result) > 0
-    OR LOCATE(BINARY %(old)s, error) > 0 OR LOCATE(BINARY %(old)s, progress_message) > 0)
+-- deferq encryption rotate: an encrypted value replaced where the job still holds it whole:
+-- a JSON string in the payload or result (%(old_json)s, with its quotes), or the whole error
+-- or progress message. REPLACE matches case-sensitively; LOCATE and = are made to by BINARY.
+UPDATE {jobs} FORCE INDEX (deferq_jobs_id) SET payload = REPLACE(payload, %(old_json)s, %(new_json)s),
+    result = REPLACE(result, %(old_json)s, %(new_json)s),
+    error = CASE WHEN error = BINARY %(old)s THEN %(new)s ELSE error END,
+    progress_message = CASE WHEN progress_message = BINARY %(old)s THEN %(new)s ELSE progress_message END
+WHERE id = %(id)s AND (LOCATE(BINARY %(old_json)s, payload) > 0 OR LOCATE(BINARY %(old_json)s, result) > 0
+    OR error = BINARY %(old)s OR progress_message = BINARY %(old)s)
 
 -- name: pause
 INSERT IGNORE INTO {paused} (queue, paused_at) VALUES (%(queue)s, {now})

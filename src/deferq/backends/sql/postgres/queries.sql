@@ -424,13 +424,15 @@ DELETE FROM {jobs} WHERE id = %(id)s AND state IN ('succeeded', 'dead', 'cancell
 UPDATE {jobs} SET remark = %(remark)s, updated_at = {now} WHERE id = %(id)s
 
 -- name: reseal
--- deferq encryption rotate: an encrypted value (unique text, no JSON escapes) replaced
--- where the job still holds it, in the jsonb columns' text.
-UPDATE {jobs} SET payload = replace(payload::text, %(old)s, %(new)s)::jsonb,
-    result = replace(result::text, %(old)s, %(new)s)::jsonb,
-    error = replace(error, %(old)s, %(new)s), progress_message = replace(progress_message, %(old)s, %(new)s)
-WHERE id = %(id)s AND (strpos(payload::text, %(old)s) > 0 OR strpos(result::text, %(old)s) > 0
-    OR strpos(error, %(old)s) > 0 OR strpos(progress_message, %(old)s) > 0)
+-- deferq encryption rotate: an encrypted value (no JSON escapes) replaced where the job
+-- still holds it whole: a JSON string in the jsonb columns' text (%(old_json)s, with its
+-- quotes), or the whole error or progress message.
+UPDATE {jobs} SET payload = replace(payload::text, %(old_json)s, %(new_json)s)::jsonb,
+    result = replace(result::text, %(old_json)s, %(new_json)s)::jsonb,
+    error = CASE WHEN error = %(old)s THEN %(new)s ELSE error END,
+    progress_message = CASE WHEN progress_message = %(old)s THEN %(new)s ELSE progress_message END
+WHERE id = %(id)s AND (strpos(payload::text, %(old_json)s) > 0 OR strpos(result::text, %(old_json)s) > 0
+    OR error = %(old)s OR progress_message = %(old)s)
 
 -- name: pause
 INSERT INTO {paused} (queue, paused_at) VALUES (%(queue)s, {now}) ON CONFLICT DO NOTHING

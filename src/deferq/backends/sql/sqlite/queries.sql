@@ -284,13 +284,15 @@ DELETE FROM {jobs} WHERE id = :id AND state IN ('succeeded', 'dead', 'cancelled'
 UPDATE {jobs} SET remark = :remark, updated_at = {now} WHERE id = :id
 
 -- name: reseal
--- deferq encryption rotate: an encrypted value (unique text) replaced where the job still
--- holds it; payload and result stay BLOBs.
-UPDATE {jobs} SET payload = CAST(replace(CAST(payload AS TEXT), :old, :new) AS BLOB),
-    result = CAST(replace(CAST(result AS TEXT), :old, :new) AS BLOB),
-    error = replace(error, :old, :new), progress_message = replace(progress_message, :old, :new)
-WHERE id = :id AND (instr(CAST(payload AS TEXT), :old) > 0 OR instr(CAST(result AS TEXT), :old) > 0
-    OR instr(error, :old) > 0 OR instr(progress_message, :old) > 0)
+-- deferq encryption rotate: an encrypted value replaced where the job still holds it whole:
+-- a JSON string in the payload or result (:old_json, with its quotes), or the whole error
+-- or progress message. Payload and result stay BLOBs.
+UPDATE {jobs} SET payload = CAST(replace(CAST(payload AS TEXT), :old_json, :new_json) AS BLOB),
+    result = CAST(replace(CAST(result AS TEXT), :old_json, :new_json) AS BLOB),
+    error = CASE WHEN error = :old THEN :new ELSE error END,
+    progress_message = CASE WHEN progress_message = :old THEN :new ELSE progress_message END
+WHERE id = :id AND (instr(CAST(payload AS TEXT), :old_json) > 0 OR instr(CAST(result AS TEXT), :old_json) > 0
+    OR error = :old OR progress_message = :old)
 
 -- name: pause
 INSERT OR IGNORE INTO {paused} (queue, paused_at) VALUES (:queue, {now})
