@@ -124,7 +124,7 @@ def run_chunk_here(app: AppLike[Registry], jobs: list[Job]) -> list[Outcome]:
     claimed = registry.chain.claimed(jobs)
     ran = run_call(registry.spec_for(jobs[0]), claimed, registry.chain)
     outcomes = [outcome for outcome, _ in ran]
-    applied = app.backend.settle(outcomes)
+    applied = app.backend.settle(registry.chain.to_store(outcomes))
     if settled := [pair for pair, ok in zip(ran, applied, strict=True) if ok]:
         registry.chain.settled(settled)
     return outcomes

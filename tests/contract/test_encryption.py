@@ -269,3 +269,23 @@ def test_rotate_leaves_nothing_under_the_old_key(store_url):
         done_with(new)
     finally:
         old.close()
+
+
+def test_a_chunk_tasks_items_and_results_are_encrypted_too(store_url):
+    app = deferq.App(store_url, lease=5, encryption=KEYS)
+    ssn = secret()
+
+    @app.task(chunk=deferq.Chunk(size=3, wait=0))
+    def check(items: list[dict]) -> list[str]:
+        return [f"checked {item['ssn']}" for item in items]
+
+    try:
+        jobs = [check.enqueue({"ssn": f"{ssn}-{n}"}) for n in range(3)]
+        testing.drain(app)
+        assert [app.get(job.id).result for job in jobs] == [f"checked {ssn}-{n}" for n in range(3)]
+        jobs += [check.enqueue({"ssn": f"{ssn}-{n}"}) for n in range(3, 6)]
+        work(app)
+        assert [app.get(job.id).result for job in jobs] == [f"checked {ssn}-{n}" for n in range(6)]
+        assert ssn.encode() not in raw_bytes(app)
+    finally:
+        app.close()
