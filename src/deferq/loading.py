@@ -145,11 +145,10 @@ def load_app(spec: str | None, url: str | None = None) -> App:
 
 def with_env_keys(app: App) -> App:
     """`app` given the encryption keys of DEFERQ_ENCRYPTION_KEYS, when set: they replace the
-    keys its code gives; an App that declares no encryption reads with them and encrypts
-    the tasks declared with encrypt=True (docs/encryption.md)."""
+    keys its code gives; an App that declares no encryption encrypts every task's jobs with
+    them (but those declared encrypt=False), as `Encryption(keys)` would (docs/encryption.md)."""
     found = Encryption.from_env()
     if found.has_keys:
         declared = app.encryption
-        app.use_encryption(declared.with_keys(found) if declared is not None else
-                           Encryption(found.key_table(), found.current, every_task=False))
+        app.use_encryption(declared.with_keys(found) if declared is not None else found)
     return app

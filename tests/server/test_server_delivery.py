@@ -459,3 +459,26 @@ def test_a_name_that_resolves_to_another_loopback_address_of_the_store_is_refuse
     assert refused == ["redis.test resolves to ::1, which is deferq's own store (port 6390)",
                        "redis.test resolves to 127.0.0.2, which is deferq's own store (port 6390)"]
     assert policy.refusal(ipaddress.ip_address("::1"), 6391) is None  # another port: another service
+
+
+def test_an_encrypted_topic_job_is_delivered_with_its_plain_body(store, tmp_path):
+    """The API's App encrypts (deferq.Encryption): a topic job's body is kept encrypted,
+    and the delivery worker (given the keys by DEFERQ_ENCRYPTION_KEYS) posts it plain."""
+    from deferq.encryption import new_key
+    from tests.support.raw_store import raw_bytes
+
+    key = new_key()
+    app = deferq.App(store, encryption=deferq.Encryption(keys={"k1": key}))
+    with TestClient(create_app(ServerConfig(auth=False, error_log="off"), app)) as api, \
+            Receiver([(200, b'{"code":200}')]) as receiver:
+        api.put("/v1/topics/people", json={"url": receiver.url})
+        job_id = api.post("/v1/jobs", json={"topic": "people", "body": {"ssn": "123-45-6789"}}).json()["id"]
+        assert b"123-45-6789" not in raw_bytes(app)
+        with delivery_worker(store, {"DEFERQ_ENCRYPTION_KEYS": f"k1:{key}"}):
+            (hit,) = receiver.wait_for_hits(1)
+            job = wait_until(lambda: (j := job_state(api, job_id))["state"] == "succeeded" and j, 10,
+                             "the delivery succeeded")
+        assert json.loads(hit.body) == {"ssn": "123-45-6789"}
+        assert job["body"] == {"ssn": "123-45-6789"} and job["encrypted"] is None  # this API has the key
+        assert b"123-45-6789" not in raw_bytes(app)
+    app.close()
