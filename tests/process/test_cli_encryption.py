@@ -79,3 +79,26 @@ def test_a_worker_needs_the_key_and_rotate_moves_every_value_to_the_new_one(tmp_
     shown = run_deferq("job", job.id, "--url", url, cwd=tmp_path)
     assert "seen 123-45-6789" in shown.stdout
     producer.close()
+
+
+def test_the_supervisors_children_take_the_keys_from_the_environment(tmp_path, monkeypatch):
+    """`deferq run` with DEFERQ_ENCRYPTION_KEYS: its worker children open the encrypted jobs
+    and keep their results encrypted (the App in its config declares no encryption)."""
+    from deferq.encryption.jobs import sealed_args
+    from tests.support.supervisor_harness import Master, wait_until
+
+    url = f"sqlite:///{tmp_path}/deferq.db"
+    keyed = deferq.App(url, encryption=deferq.Encryption(keys={"old": OLD}))
+    jobs = keyed.enqueue_many([deferq.Call("nap", (0.01,), {}) for _ in range(4)])
+    monkeypatch.setenv("DEFERQ_ENCRYPTION_KEYS", f"old:{OLD}")
+    master = Master(tmp_path, url, '[pools.main]\nqueues = ["default"]\nprocesses = 1\nconcurrency = 2\n').start()
+    try:
+        wait_until(lambda: all(keyed.get(job.id).state == deferq.JobState.SUCCEEDED for job in jobs), 60,
+                   "the children ran the encrypted jobs")
+    finally:
+        master.kill()
+    for job in jobs:
+        stored = keyed.backend.get(job.id)
+        assert sealed_args(stored) is not None and ARGS in stored.result  # kept encrypted
+        assert keyed.get(job.id).result == 0.01
+    keyed.close()
