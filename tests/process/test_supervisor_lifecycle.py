@@ -285,3 +285,27 @@ def test_a_master_ordered_quiet_then_to_stop_through_the_store(master, store):
     assert m.process is not None and m.process.wait(30) == 0
     assert f"master {master_id}: ordered quiet by a test" in m.log()
     assert orders.read(store.backend, orders.master_key(master_id)) is None  # dropped as it stopped
+
+
+@every_store
+def test_a_chunk_tasks_jobs_run_once_each_under_children_recycled_by_job_count(master, store):
+    """Two children of a pool on a chunk task's queue, each retired after 150 jobs: every
+    item reaches the function once, in calls of at most the chunk's size (a child that
+    retires gives back the jobs it gathered, unrun)."""
+    m = master("""
+check_every = "0.2s"
+[pools.chunks]
+queues = ["chunks"]
+processes = 2
+concurrency = 2
+max_jobs_per_child = 150
+""")
+    wait_until(lambda: len(m.children()) == 2, 20, "two children")
+    on_chunks = deferq.task.JobOptions(queue="chunks")
+    store.enqueue_many([deferq.Call("chunked", (i,), {}, on_chunks) for i in range(400)])
+    wait_until(lambda: job_states(store, "chunks")["succeeded"] == 400, 60, "the 400 jobs")
+    ran = runs(m.record)
+    assert sorted(int(item) for _, item, _ in ran) == list(range(400))  # each once
+    assert max(size for _, _, size in ran) <= 50
+    assert "exited after max_jobs_per_child jobs" in m.log()
+    assert m.stop() == 0

@@ -60,3 +60,15 @@ def crash() -> None:
     """Kill the worker process running it, as a segfaulting C extension would."""
     _record("crash")
     os.kill(os.getpid(), signal.SIGKILL)
+
+
+@app.task(chunk=deferq.Chunk(size=50, wait=0.1), queue="chunks")
+def chunked(items: list[int]) -> None:
+    """A chunk task: records "chunked <item> <call size>" per item (a call has no one job)."""
+    path = os.environ.get("DEFERQ_TEST_RECORD")
+    if path:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, "".join(f"chunked {item} {len(items)}\n" for item in items).encode())
+        finally:
+            os.close(fd)
