@@ -38,7 +38,7 @@ def burst(app: deferq.App, queue: str, concurrency: int = 4) -> int:
     return Worker(app, WorkerConfig(queues=(queue,), burst=True, concurrency=concurrency, schedules=False)).run()
 
 
-def run_until_done(app: deferq.App, queue: str, jobs: list[deferq.Job], concurrency: int = 1) -> None:
+def run_until_done(app: deferq.App, queue: str, jobs: list[deferq.Job], concurrency: int = 1) -> Worker:
     """A worker runs until every one of `jobs` ended (their retries and snoozes too)."""
     worker = Worker(app, WorkerConfig(queues=(queue,), concurrency=concurrency, schedules=False, idle_wait=0.1))
     thread = threading.Thread(target=worker.run, daemon=True)
@@ -48,6 +48,7 @@ def run_until_done(app: deferq.App, queue: str, jobs: list[deferq.Job], concurre
     finally:
         worker.stop()
         thread.join(30)
+    return worker
 
 
 def until(check: Callable[[], object], seconds: float = 30.0) -> None:
@@ -241,3 +242,20 @@ def test_a_job_that_expires_while_its_chunk_gathers_is_left_out_and_ends_expired
     assert app.get(keep.id).state == JobState.SUCCEEDED
     ended = app.get(short.id)
     assert ended is not None and (ended.state, ended.error) == (JobState.CANCELLED, "expired")
+
+
+def test_a_rate_counts_items_not_calls(app):
+    calls, at = Calls(), []
+
+    @app.task(chunk=deferq.Chunk(size=100, wait=0.05), queue="chunks", rate="20/s")
+    def index(ids: list[int]) -> None:
+        calls.add(ids)
+        at.append(time.monotonic())
+
+    jobs = [index.enqueue(i) for i in range(40)]
+    started = time.monotonic()
+    worker = run_until_done(app, "chunks", jobs)
+    assert sorted(calls.items()) == list(range(40))
+    assert (worker.chunk_leases, worker.gather.count, len(worker.running)) == (0, 0, 0)  # snoozed, leased again
+    assert len(calls.lists) >= 2  # one call cannot take 40 items at 20 a second
+    assert at[-1] - started >= 1.0  # 40 items at 20 a second: the last ones wait about 2 s

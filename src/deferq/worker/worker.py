@@ -368,6 +368,9 @@ class Worker:
         with self.lock:
             self.claimed -= claimed
             for spec, job, control in started:  # a free slot starts it now, else it waits (leased ahead)
+                replaced = self.running.get(job.id)  # its last attempt, snoozed, not yet dropped
+                if replaced is not None and replaced.spec.chunk is not None:
+                    self.chunk_leases -= 1
                 self.running[job.id] = Running(job, spec, now, None, control, held=True)
             if self.chunk_tasks and any(item[0].chunk is not None for item in started):
                 started = self._gather_chunks(started, now)
@@ -396,7 +399,8 @@ class Worker:
         that expired before its claim."""
         self.ready_chunks.extend(self.gather.ripe(now, everything, time.time()))
         for job in self.gather.expired:
-            self.running[job.id].held, self.running[job.id].ended = False, now
+            if (running := self.running.get(job.id)) is not None:
+                running.held, running.ended = False, now
             self.outcomes.put((Outcome(job, OutcomeKind.CANCELLED, error="expired"), None))
         self.gather.expired.clear()
 
@@ -554,6 +558,12 @@ class Worker:
         while (self.ready_chunks and len(taken) < most and self.busy < self.config.concurrency
                and not (self.stopping.is_set() or self.quiet.is_set())):
             call = self.ready_chunks.popleft()
+            # only the jobs still this worker's (a lease lost meanwhile was dropped)
+            members = [(job, control) for job, control in call.members
+                       if (running := self.running.get(job.id)) is not None and running.job is job]
+            if not members:
+                continue
+            call = ChunkCall(call.spec, members)
             timeouts = [self.running[job.id].spec.timeout for job, _ in call.members]
             # one call, one deadline: the shortest timeout of its jobs
             deadline = now + min(t for t in timeouts if t) if any(timeouts) else None
@@ -729,12 +739,15 @@ class Worker:
         return self.backend.settle_each(outcomes), []
 
     def _drop_settled(self, outcomes: list[Outcome], attempts: set[tuple[str, int]]) -> dict[str, float]:
-        """The settled jobs are no longer this worker's: how long each ran."""
+        """The settled jobs are no longer this worker's: how long each ran. A job that
+        waits unstarted under the same id is a new lease of it, not the one settled: a
+        snoozed job (its attempt not counted) leased again by a claim beside this settle."""
         ran: dict[str, float] = {}  # job id -> seconds it ran
         with self.lock:
             for outcome in outcomes:
                 running = self.running.get(outcome.job.id)
-                if running is not None and running.job.attempts == outcome.job.attempts:
+                if (running is not None and running.job.attempts == outcome.job.attempts
+                        and not (running.held and running.job is not outcome.job)):
                     self._forget(outcome.job.id)
                     ran[outcome.job.id] = (running.ended or time.monotonic()) - running.started
             self.processed += len(outcomes)
