@@ -12,7 +12,7 @@ Threads, each with one job:
 - chunk tasks (deferq.chunks): their leased jobs gather in the worker (gather.py),
   leased and heartbeated, until a call is due (`size` jobs, or the first waited `wait`);
   a call takes one slot, and its jobs' outcomes join the settle batches one by one. A
-  claim on a queue of chunk tasks asks for as many more jobs as their chunks lack.
+  worker whose queues hold chunk tasks only claims as many more jobs as their chunks lack.
 - runners: a thread per slot for sync tasks, woken one at a time (runners.py: short
   jobs run back to back on one thread); one event-loop thread for async tasks (a sync
   task never runs on the loop thread).
@@ -147,13 +147,15 @@ class Worker:
         self.held: deque[Work] = deque()  # leased ahead, not started
         # Chunk tasks (chunks.py): their leased jobs wait in `gather` until a call is due,
         # then as a call in `ready_chunks` for a slot. Leases of their jobs are counted
-        # apart (`chunk_leases`): a claim asks for up to `chunk_room` more of them.
+        # apart (`chunk_leases`). When every task on this worker's queues is a chunk task,
+        # a claim asks for up to `chunk_room` more of them (one claim can fill a chunk).
         self.gather = Gather()
         self.ready_chunks: deque[ChunkCall] = deque()
         self.chunk_leases = 0  # jobs of chunk tasks in `running`
-        tasks = runtime.registry.tasks.values()
-        self.chunk_room = sum(t.chunk.size for t in tasks if t.chunk and t.defaults.queue in self.config.queues)
-        self.chunk_tasks = frozenset(t.name for t in tasks if t.chunk)
+        mine = [t for t in runtime.registry.tasks.values() if t.defaults.queue in self.config.queues]
+        # a claim asks for more only where no other task's jobs could fill the room instead
+        self.chunk_room = sum(t.chunk.size for t in mine if t.chunk) if all(t.chunk for t in mine) else 0
+        self.chunk_tasks = frozenset(t.name for t in runtime.registry.tasks.values() if t.chunk)
         self.ahead = 0  # jobs to lease beyond the free slots now (_measure)
         self.job_time: float | None = None  # moving average of a job's run, seconds
         self.trip_time: float | None = None  # moving average of a settle's round trip, seconds
@@ -337,9 +339,10 @@ class Worker:
         them jobs of chunk tasks); `ahead`: and the jobs to lease ahead (not for a wait on
         an empty queue: a burst that ends it is shared with the other workers).
 
-        On a queue of chunk tasks the call asks for as many more jobs as their chunks
-        lack (`chunk_room`): one claim can fill a chunk. Other jobs it brings instead
-        wait as jobs leased ahead, and the next claims ask for that many fewer."""
+        On queues of chunk tasks only, the call asks for as many more jobs as their
+        chunks lack (`chunk_room`): one claim can fill a chunk. A job of another task
+        it brings (enqueued there by name) waits as a job leased ahead, and the next
+        claims ask for that many fewer."""
         with self.lock:
             if self.stopping.is_set() or self.quiet.is_set() or self._done_taking():
                 return 0
