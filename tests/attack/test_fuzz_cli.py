@@ -80,6 +80,8 @@ APPS = ["no.such.module:app", "deferq:App", "deferq:nothing", ":", "x:", "deferq
         "tests.attack.hostile"]
 command("steps check", **{"--app": st.sampled_from(APPS), "--json": st.just(True)})
 command("steps retry-from", ANY_JOB, NAMEISH)
+command("encryption new-key")
+command("encryption rotate", **{"--json": st.just(True)})  # no key in this process: refused
 command("token create", **{"--scope": st.sampled_from(["reader", "admin", "root"]), "--note": HOSTILE_TEXT})
 command("token list")
 command("token revoke", NAMEISH)
