@@ -124,6 +124,16 @@ def test_queues_are_separate(app, backend):
     assert len(reserve(backend, 5, queues=("email", "sms"))) == 1
 
 
+def test_one_claim_over_several_queues_comes_in_claim_order(app, backend):
+    """Priority, then due time and enqueue order across the queues (on a Redis Cluster
+    the queues sit in different slots, each claimed by a script of its own): a worker
+    makes a chunk task's calls of its jobs in this order."""
+    queues = ("email", "sms", "push")
+    plain = [app.enqueue("noop", [i], queue=queues[i % 3]) for i in range(6)]
+    urgent = app.enqueue("noop", [6], queue="push", priority="high")
+    assert [j.id for j in reserve(backend, 10, queues=queues)] == [urgent.id, *(j.id for j in plain)]
+
+
 # -- delays (never early) -----------------------------------------------------------
 
 
