@@ -28,8 +28,10 @@ It passes when:
   a burst of concurrent calls and close them after; a leak keeps growing), or at most
   the figure's ceiling (SQLite's connections: each thread opens its own when it first
   uses the store, so their count may rise late to the threads', plus one a process that
-  a thread that ended leaves until the next opens; threads are watched as a figure of
-  their own); for memory the
+  a thread that ended leaves until the next opens; a server's: a pool opens one for each
+  thread calling at the same moment, which rare peaks may reach late, so the threads of
+  every process, this one's included, times a Cluster's nodes; threads are watched as a
+  figure of their own); for memory the
   largest sample of the last third is at most 1.2 x the baseline's + 16 MB (RSS) or + 4 MB
   (Redis);
 - every job enqueued ran to its end exactly once (each run appends its job id to a
@@ -51,6 +53,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from collections import Counter
@@ -221,9 +224,12 @@ class Run:
                 figures[f"{role}_{name}"] = round(sum(s[name] for s in seen), 1)
             on_file += sum(int(s["on_file"]) for s in seen)
         figures["connections"] = on_file if sqlite else connections
+        threads = sum(figures[f"{role}_threads"] or 0 for role in self.procs)
         if sqlite:  # one a thread, and one a process that a thread that ended left behind
-            threads = sum(figures[f"{role}_threads"] or 0 for role in self.procs)
             figures["connections_ceiling"] = threads + sum(len(procs) for procs in self.procs.values())
+        else:  # a pool holds one a thread that calls at once (each node's, on a Cluster), this process's too
+            nodes = max(1, len(self.store.redis_ports))
+            figures["connections_ceiling"] = (threads + threading.active_count()) * nodes
         figures["redis_mb"] = None
         if self.store.redis_ports:
             held = sum(sum(s.counts.values()) for s in self.app.backend.stats().values())
