@@ -41,8 +41,15 @@ def keys(*pairs: tuple[str, str]) -> None:
 
 
 @pytest.fixture(autouse=True)
-def _keys_put_back(monkeypatch):
-    monkeypatch.delenv("DEFERQ_ENCRYPTION_KEYS", raising=False)  # monkeypatch restores it after
+def _keys_put_back():
+    """Each test starts without the variable and leaves the process as it found it: the
+    later tests of this test process start workers that would take keys left here (and
+    encrypt every job). monkeypatch.delenv of an unset name records nothing to restore."""
+    before = os.environ.pop("DEFERQ_ENCRYPTION_KEYS", None)
+    yield
+    os.environ.pop("DEFERQ_ENCRYPTION_KEYS", None)
+    if before is not None:
+        os.environ["DEFERQ_ENCRYPTION_KEYS"] = before
 
 
 def test_new_key_prints_32_random_bytes():
