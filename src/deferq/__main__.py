@@ -1,5 +1,5 @@
 """`python -m deferq ...` is the `deferq` command."""
 
-from .cli.main import main
+from .cli import main
 
 main()

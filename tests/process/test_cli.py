@@ -677,6 +677,41 @@ def test_a_worker_without_queue_serves_the_queues_its_schedules_name(tmp_path):
     shop.app.close()
 
 
+# -- 10. a worker imports what it runs (docs/worker.md, "What a worker process loads")
+
+LOADED = """
+import sys
+import deferq
+
+app = deferq.App("memory://")
+
+
+@app.task()
+def loaded(prefixes: list[str]) -> list[str]:
+    return sorted(name for name in sys.modules if name.startswith(tuple(prefixes)))
+"""
+#: no worker loads these: the other commands, the HTTP server and console, the supervisor
+NO_WORKER_LOADS = ("deferq.cli.main", "deferq.cli.serve", "deferq.server", "deferq.supervisor", "deferq.contrib")
+OTHER_STORES = {  # the client and backend modules of the stores a worker does not use
+    "sqlite": ("redis", "deferq.backends.redis", "psycopg", "deferq.backends.sql.postgres", "pymysql"),
+    "redis": ("deferq.backends.sql", "psycopg", "pymysql", "sqlite3"),
+    "postgres": ("redis", "deferq.backends.redis", "deferq.backends.sql.sqlite", "pymysql"),
+}
+
+
+@pytest.mark.parametrize("store", sorted(OTHER_STORES))
+def test_a_worker_loads_no_module_of_what_it_does_not_run(store, request, tmp_path):
+    url = request.getfixturevalue(f"{store}_url")
+    (tmp_path / "loaded_tasks.py").write_text(LOADED)
+    app = deferq.App(url)
+    job = app.enqueue("loaded", [[*NO_WORKER_LOADS, *OTHER_STORES[store]]])
+    done = run_deferq("worker", "--app", "loaded_tasks:app", "--url", url, "--burst", "--no-upkeep",
+                      "-q", job.queue, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert app.get(job.id).result == []
+    app.close()
+
+
 def test_a_limit_name_no_job_of_the_app_meets_gets_a_note(url):
     deferq.App(url).close()
     with_app = ("--url", url, "--app", "tests.support.fixtures_faults:app")

@@ -8,9 +8,6 @@ built by `document()` from ENV_HELP, ENV_READ and EXAMPLES below.
 
 from __future__ import annotations
 
-import functools
-import logging
-import os
 import sys
 import time
 from collections.abc import Callable
@@ -23,9 +20,8 @@ from ..app import App
 from ..backends.base import Resharding, TopologyRefused
 from ..backends.search import SCHEDULED_KINDS, JobQuery, find_retrying
 from ..encryption.jobs import shown_dict
-from ..errors import ConfigError, DeferqError
+from ..errors import ConfigError
 from ..job import Job, JobState
-from ..loading import NO_CREATE, load_app, missing_extra, open_store, require
 from ..observe.logs import setup_logging
 from ..observe.output import clip, job_lines, last_error_line, print_json, say, when, width
 from ..server.http.auth import SCOPES
@@ -34,13 +30,14 @@ from ..steps.children import child_ids, place_of
 from ..steps.events import shown_state, waiting_for
 from ..values import format_duration
 from .encryption import encryption_group
+from .root import APP_META, UPKEEP_OPTION, command_name, main, store_options
 from .run import no_create_option, run_command, status_command
 from .schedules import schedule_group
 from .steps import steps_group
+from .worker import worker
 
 STATE_COLUMNS = ("blocked", "scheduled", "queued", "active", "succeeded", "dead", "cancelled")
 STATE_HEADERS = ("block", "sched", "queued", "active", "done", "dead", "cancel")  # fit 80 columns
-APP_META = "deferq.app"  # the --app a command was given (ctx.meta), or None
 
 # What each environment variable is, for the help of the commands that read it.
 ENV_HELP = {
@@ -125,98 +122,9 @@ EXAMPLES = {
 }
 
 
-def store_options(refusal: Callable[[App], str | None] = lambda app: None,
-                  ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """--url, --app, --no-create and logging options; passes `app` to the command. A new
-    SQLite store is made and said, unless --no-create or `refusal(app)` (what forbids it)."""
-
-    def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
-        @click.option("--url", envvar="DEFERQ_URL", help="Store URL (default sqlite:///deferq.db).")
-        @click.option("--app", "app_path", envvar="DEFERQ_APP", help="Your App, as module:attr.")
-        @no_create_option
-        @click.option("--log-level", default="info", show_default=True,
-                      type=click.Choice(["debug", "info", "warning", "error"]))
-        @click.option("--log-format", default="text", show_default=True, type=click.Choice(["text", "json"]))
-        @functools.wraps(fn)
-        def wrapper(url: str | None, app_path: str | None, no_create: bool, log_level: str, log_format: str,
-                    **kw: Any) -> Any:
-            setup_logging(log_level, log_format)
-            try:
-                app = load_app(app_path, url)
-            except ConfigError as exc:
-                raise click.UsageError(str(exc)) from None
-            click.get_current_context().meta[APP_META] = app_path
-            why = NO_CREATE if no_create else refusal(app)
-            open_store(app, why is None, say, why or NO_CREATE)
-            return fn(app, **kw)
-
-        return wrapper
-
-    return decorate
-
-
-def command_name() -> str:
-    """`deferq dead list`, however the root was invoked (`python -m deferq`, manage.py)."""
-    ctx, names = click.get_current_context(), []
-    while ctx.parent is not None:
-        names.append(ctx.info_name or "")
-        ctx = ctx.parent
-    return " ".join(["deferq", *reversed(names)])
-
-
-def delivery_refusal(app: App) -> str | None:
-    """The delivery worker serves the store of a running `deferq serve`, which exists:
-    a new, empty one means a forgotten --url or DEFERQ_URL, not a fresh start."""
-    delivery = sys.modules.get("deferq.server.tasks")
-    if delivery is not None and app is getattr(delivery, "app", None):
-        return "the delivery worker works on the store of a running deferq serve and makes none"
-    return None
-
-
 app_options = store_options()  # commands that may start a store: enqueue, migrate, pause, token create
 #: commands that read or change what a store holds: on a missing store they refuse, making nothing
 existing_store_options = store_options(lambda app: f"{command_name()} works on an existing store and makes none")
-
-
-class FriendlyGroup(click.Group):
-    """Turns deferq's own errors into one sentence and exit code 2, never a traceback;
-    a missing optional package into the one install hint (deferq.errors.MissingExtra)."""
-
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        for arg in args:  # bytes the locale cannot decode arrive as lone surrogates (PEP 383)
-            try:
-                arg.encode()
-            except UnicodeEncodeError:
-                raise click.UsageError(f"the argument {arg!r:.60} is not valid UTF-8 text", ctx) from None
-        return super().parse_args(ctx, args)
-
-    def invoke(self, ctx: click.Context) -> Any:
-        try:
-            return super().invoke(ctx)
-        except DeferqError as exc:
-            click.echo(f"deferq: {exc}", err=True)
-            ctx.exit(2)
-        except ImportError as exc:
-            hint = missing_extra(exc, f"deferq {ctx.invoked_subcommand or ''}".strip())
-            if hint is None:
-                raise
-            click.echo(f"deferq: {hint}", err=True)
-            ctx.exit(2)
-        except BrokenPipeError:
-            # what reads stdout left (`deferq jobs | head -1`): end quietly, as a Unix tool
-            # killed by SIGPIPE does (141); stdout now goes nowhere, so the last flush at
-            # exit cannot fail again
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-            ctx.exit(141)
-        except (ConnectionError, OSError) as exc:
-            click.echo(f"deferq: the store cannot be reached: {exc}", err=True)
-            ctx.exit(2)
-
-
-@click.group(cls=FriendlyGroup)
-@click.version_option(package_name="deferq")
-def main() -> None:
-    """deferq: background jobs and delayed jobs that are never lost."""
 
 
 def print_job(job: Job, as_json: bool) -> None:
@@ -224,96 +132,6 @@ def print_job(job: Job, as_json: bool) -> None:
         print_json(shown_dict(job))
     else:
         click.echo("\n".join(job_lines(shown_dict(job))))
-
-
-# --no-schedules is the older name of --no-upkeep: the same switch, kept for those who typed it
-UPKEEP_OPTION = click.option(
-    "--upkeep/--no-upkeep", "--schedules/--no-schedules", "schedules", default=True, show_default=True,
-    help="Take part in the store's upkeep: one process at a time recovers expired leases, purges old "
-         "results and fires the schedules.")
-
-
-@main.command()
-@store_options(delivery_refusal)
-@click.option("--queue", "-q", "queues", multiple=True, help="Queue to consume (repeatable).")
-@click.option("--concurrency", "-c", default=8, show_default=True, help="Jobs run at once.")
-@click.option("--burst", is_flag=True, help="Exit when no job is due.")
-@click.option("--once", is_flag=True, help="Run one job, then exit.")
-@click.option("--grace", default=25.0, show_default=True, help="Seconds to finish jobs on stop.")
-@click.option("--max-jobs", type=int, default=None, help="Exit after this many jobs.")
-@click.option("--tries", type=click.IntRange(1, 1000), default=None,
-              help="Attempts of jobs whose task sets no max_attempts.")
-@click.option("--delay", type=click.FloatRange(0, 86400), default=None,
-              help="Seconds between tries of jobs whose task sets no backoff.")
-@click.option("--poll-interval", type=click.FloatRange(0.01, 60), default=1.0, show_default=True,
-              help="Longest idle wait before asking the store again.")
-@click.option("--metrics-port", type=click.IntRange(1, 65535), default=None,
-              help="Serve Prometheus metrics of the jobs run on this port.")
-@click.option("--metrics-host", default="127.0.0.1", show_default=True, help="Address for --metrics-port.")
-@UPKEEP_OPTION
-def worker(app: App, queues: tuple[str, ...], concurrency: int, burst: bool, once: bool,
-           grace: float, max_jobs: int | None, tries: int | None, delay: float | None,
-           poll_interval: float, metrics_port: int | None, metrics_host: str, schedules: bool) -> None:
-    """Run jobs from the given queues (default: every queue your tasks and your App's schedules name).
-
-    A sync job that overruns its timeout fails its attempt; the worker then restarts
-    itself in place (same PID) to leave the job's thread behind, and serves on."""
-    from ..backoff import fixed
-    from ..worker import Worker, WorkerConfig
-    from .restart import exit_code_or_restart, take_handover
-
-    handover = take_handover()  # from this process's image before, if a job overran there
-    if not app.tasks:
-        raise click.UsageError("the worker needs your tasks: pass --app module:app")
-    queues = queues or app.queues_in_use()
-    if tries is not None or delay is not None:
-        app.registry.use_worker_defaults(tries, None if delay is None else fixed(delay))
-    if metrics_port is not None:
-        serve_worker_metrics(app, metrics_port, metrics_host)
-    config = WorkerConfig(queues=queues, concurrency=concurrency, burst=burst, once=once, grace=grace,
-                          max_jobs=handover.jobs_left(max_jobs), idle_wait=poll_interval, schedules=schedules)
-    if not (schedules and not burst and not once):
-        warn_unscheduled(app)
-    runner = Worker(app, config)
-    handover.resume(runner)
-    code = exit_code_or_restart(runner, runner.run(), handover)  # after an overrun: restarts in place
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)  # never wait on a hung job's thread
-
-
-def warn_unscheduled(app: App) -> None:
-    """This worker does not fire schedules (--burst, --once, --no-upkeep). Say so when
-    the App has schedules and no other process fires them (checked once, at start)."""
-    from ..upkeep.leader import current_leader
-
-    if not app.periodic_jobs:
-        return
-    try:
-        if current_leader(app.backend) is not None:
-            return
-    except DeferqError:
-        return  # the store is down: the worker says so itself
-    names = [job.name for job in app.periodic_jobs]
-    listed = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
-    logging.getLogger("deferq.worker").warning(
-        "your app has %d periodic schedule(s) (%s) and no process is firing them: this worker does not "
-        "(--burst, --once or --no-upkeep); any other worker, `deferq run` or `deferq serve` does "
-        "(docs/schedules.md)", len(names), listed)
-
-
-def serve_worker_metrics(app: App, port: int, host: str) -> None:
-    """`deferq worker --metrics-port`: count the jobs this process runs, serve them over HTTP."""
-    require("prometheus_client", needed_by="--metrics-port")
-    from ..worker.metrics import WorkerMetrics, serve
-
-    try:
-        serve(port, host)
-    except OSError as exc:
-        raise click.BadParameter(f"cannot listen on {host}:{port}: {exc.strerror or exc}",
-                                 param_hint="--metrics-port") from None
-    app.add_middleware(WorkerMetrics())
-    logging.getLogger("deferq.worker").info("metrics of the jobs run here: http://%s:%d/metrics", host, port)
 
 
 @main.command()
@@ -825,6 +643,7 @@ def demo(url: str | None) -> None:
     sys.exit(run_demo(url))
 
 
+main.add_command(worker)  # cli/worker.py: what `deferq worker` loads, alone (cli/root.py)
 main.add_command(run_command)  # deferq run: the supervisor
 main.add_command(schedule_group(existing_store_options, app_options), "schedule")  # deferq schedule ...
 main.add_command(encryption_group(existing_store_options), "encryption")  # deferq encryption new-key | rotate

@@ -15,9 +15,9 @@ DJANGO_GLOBAL_OPTIONS = ("--settings", "--pythonpath")  # manage.py has applied 
 
 
 def run_cli(args: list[str], prog_name: str, *, standalone: bool) -> Any:
-    """deferq.cli.main on `args`. The App comes to its `--app` through DEFERQ_APP, which
+    """The `deferq` command on `args`. The App comes to its `--app` through DEFERQ_APP, which
     the processes it starts (`deferq run`'s workers) inherit with DJANGO_SETTINGS_MODULE."""
-    from deferq.cli.main import main
+    from deferq.cli import main
 
     os.environ.setdefault("DEFERQ_APP", SETTINGS_APP)
     return main.main(args=args, prog_name=prog_name, standalone_mode=standalone)

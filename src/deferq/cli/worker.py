@@ -1,0 +1,110 @@
+"""`deferq worker`: the one command a worker process loads (cli/root.py), so that it
+imports what running jobs needs and none of the other commands' modules."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from typing import TYPE_CHECKING
+
+import click
+
+from ..errors import DeferqError
+from ..loading import require
+from .root import UPKEEP_OPTION, MainDocumented, main, store_options
+
+if TYPE_CHECKING:
+    from ..app import App
+
+
+def delivery_refusal(app: App) -> str | None:
+    """The delivery worker serves the store of a running `deferq serve`, which exists:
+    a new, empty one means a forgotten --url or DEFERQ_URL, not a fresh start."""
+    delivery = sys.modules.get("deferq.server.tasks")
+    if delivery is not None and app is getattr(delivery, "app", None):
+        return "the delivery worker works on the store of a running deferq serve and makes none"
+    return None
+
+
+@main.command(cls=MainDocumented)
+@store_options(delivery_refusal)
+@click.option("--queue", "-q", "queues", multiple=True, help="Queue to consume (repeatable).")
+@click.option("--concurrency", "-c", default=8, show_default=True, help="Jobs run at once.")
+@click.option("--burst", is_flag=True, help="Exit when no job is due.")
+@click.option("--once", is_flag=True, help="Run one job, then exit.")
+@click.option("--grace", default=25.0, show_default=True, help="Seconds to finish jobs on stop.")
+@click.option("--max-jobs", type=int, default=None, help="Exit after this many jobs.")
+@click.option("--tries", type=click.IntRange(1, 1000), default=None,
+              help="Attempts of jobs whose task sets no max_attempts.")
+@click.option("--delay", type=click.FloatRange(0, 86400), default=None,
+              help="Seconds between tries of jobs whose task sets no backoff.")
+@click.option("--poll-interval", type=click.FloatRange(0.01, 60), default=1.0, show_default=True,
+              help="Longest idle wait before asking the store again.")
+@click.option("--metrics-port", type=click.IntRange(1, 65535), default=None,
+              help="Serve Prometheus metrics of the jobs run on this port.")
+@click.option("--metrics-host", default="127.0.0.1", show_default=True, help="Address for --metrics-port.")
+@UPKEEP_OPTION
+def worker(app: App, queues: tuple[str, ...], concurrency: int, burst: bool, once: bool,
+           grace: float, max_jobs: int | None, tries: int | None, delay: float | None,
+           poll_interval: float, metrics_port: int | None, metrics_host: str, schedules: bool) -> None:
+    """Run jobs from the given queues (default: every queue your tasks and your App's schedules name).
+
+    A sync job that overruns its timeout fails its attempt; the worker then restarts
+    itself in place (same PID) to leave the job's thread behind, and serves on."""
+    from ..backoff import fixed
+    from ..worker import Worker, WorkerConfig
+    from .restart import exit_code_or_restart, take_handover
+
+    handover = take_handover()  # from this process's image before, if a job overran there
+    if not app.tasks:
+        raise click.UsageError("the worker needs your tasks: pass --app module:app")
+    queues = queues or app.queues_in_use()
+    if tries is not None or delay is not None:
+        app.registry.use_worker_defaults(tries, None if delay is None else fixed(delay))
+    if metrics_port is not None:
+        serve_worker_metrics(app, metrics_port, metrics_host)
+    config = WorkerConfig(queues=queues, concurrency=concurrency, burst=burst, once=once, grace=grace,
+                          max_jobs=handover.jobs_left(max_jobs), idle_wait=poll_interval, schedules=schedules)
+    if not (schedules and not burst and not once):
+        warn_unscheduled(app)
+    runner = Worker(app, config)
+    handover.resume(runner)
+    code = exit_code_or_restart(runner, runner.run(), handover)  # after an overrun: restarts in place
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)  # never wait on a hung job's thread
+
+
+def warn_unscheduled(app: App) -> None:
+    """This worker does not fire schedules (--burst, --once, --no-upkeep). Say so when
+    the App has schedules and no other process fires them (checked once, at start)."""
+    from ..upkeep.leader import current_leader
+
+    if not app.periodic_jobs:
+        return
+    try:
+        if current_leader(app.backend) is not None:
+            return
+    except DeferqError:
+        return  # the store is down: the worker says so itself
+    names = [job.name for job in app.periodic_jobs]
+    listed = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    logging.getLogger("deferq.worker").warning(
+        "your app has %d periodic schedule(s) (%s) and no process is firing them: this worker does not "
+        "(--burst, --once or --no-upkeep); any other worker, `deferq run` or `deferq serve` does "
+        "(docs/schedules.md)", len(names), listed)
+
+
+def serve_worker_metrics(app: App, port: int, host: str) -> None:
+    """`deferq worker --metrics-port`: count the jobs this process runs, serve them over HTTP."""
+    require("prometheus_client", needed_by="--metrics-port")
+    from ..worker.metrics import WorkerMetrics, serve
+
+    try:
+        serve(port, host)
+    except OSError as exc:
+        raise click.BadParameter(f"cannot listen on {host}:{port}: {exc.strerror or exc}",
+                                 param_hint="--metrics-port") from None
+    app.add_middleware(WorkerMetrics())
+    logging.getLogger("deferq.worker").info("metrics of the jobs run here: http://%s:%d/metrics", host, port)
