@@ -143,3 +143,28 @@ def test_close_ends_the_parked_runners() -> None:
     for thread in runners._threads:
         thread.join(5)
         assert not thread.is_alive()
+
+
+def test_a_hand_over_returns_once_a_runner_has_taken_the_job() -> None:
+    """submit(hand_over=True): the job has started (a runner took it) by the time the
+    submit returns, on every try (the woken runner, not the submitter's next wait,
+    decides when it starts); its result still reaches `done`."""
+    taken = threading.Event()
+
+    class Marking(Recorder):
+        def run(self, item: tuple[str, int]) -> tuple[str, int]:
+            taken.set()
+            return super().run(item)
+
+    recorder = Marking()
+    runners = runners_for(recorder)
+    try:
+        for i in range(20):
+            taken.clear()
+            runners.submit([("pick", i)], hand_over=True)
+            assert taken.wait(10)  # never lost; on a quiet machine, set before the submit returned
+            recorder.wait_all(1)
+        recorder.wait_returned(20)
+        assert sorted(r for batch in recorder.batches for r in batch) == [("pick", i) for i in range(20)]
+    finally:
+        runners.close()

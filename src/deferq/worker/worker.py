@@ -362,8 +362,9 @@ class Worker:
             self.claimed += free
             return free
 
-    def _accept(self, jobs: list[Job] | None, claimed: int) -> None:
-        """Take leased jobs into the promised slots, give back the rest, and start them."""
+    def _accept(self, jobs: list[Job] | None, claimed: int, woken: bool = False) -> None:
+        """Take leased jobs into the promised slots, give back the rest, and start them.
+        `woken`: they came to an idle wait; the first starts before this thread goes on."""
         now = time.monotonic()
         # the chain's after_claim hooks (a workflow step's inputs, durable checkpoints), each job's control
         spec_for, taken = self.registry.spec_for, self.chain.claimed(jobs, self.progress.report) if jobs else ()
@@ -381,7 +382,7 @@ class Worker:
             work = self._take_held(now, len(self.held) + len(self.ready_chunks))
         if (self.held or self.gather or self.ready_chunks) and (self.stopping.is_set() or self.quiet.is_set()):
             self._give_back_held()
-        self._launch(work)
+        self._launch(work, woken)
 
     def _gather_chunks(self, started: list[Work], now: float) -> list[Work]:
         """Called with the lock held: the jobs of chunk tasks among `started` wait in
@@ -417,10 +418,10 @@ class Worker:
             work = self._take_held(now, len(self.ready_chunks))
         self._launch(work)
 
-    def _launch(self, started: list[Work | ChunkCall]) -> None:
+    def _launch(self, started: list[Work | ChunkCall], hand_over: bool = False) -> None:
         sync = [item for item in started if not item[0].is_async]
         if sync:
-            self.runners.submit(sync)
+            self.runners.submit(sync, hand_over)
         if len(sync) < len(started):
             for item in started:
                 if item[0].is_async:
@@ -483,7 +484,7 @@ class Worker:
             if jobs and (self.stopping.is_set() or self.quiet.is_set()):
                 self._store_call(self.backend.settle, [Outcome(job, OutcomeKind.RELEASE) for job in jobs])
                 jobs = []
-            self._accept(jobs, claimed)
+            self._accept(jobs, claimed, woken=drained)
             if jobs is None:  # store unreachable: _store_call logged and backed off
                 continue
             if not jobs and cfg.burst and idle:
