@@ -171,7 +171,7 @@ def test_a_concurrency_limit_counts_items_not_calls(app):
 def test_a_job_cancelled_while_its_chunk_gathers_is_left_out_of_the_call(app):
     calls = Calls()
 
-    @app.task(chunk=deferq.Chunk(size=100, wait=3.0), queue="chunks")
+    @app.task(chunk=deferq.Chunk(size=100, wait=0.5), queue="chunks")
     def index(ids: list[int]) -> None:
         calls.add(ids)
 
@@ -259,3 +259,25 @@ def test_a_rate_counts_items_not_calls(app):
     assert (worker.chunk_leases, worker.gather.count, len(worker.running)) == (0, 0, 0)  # snoozed, leased again
     assert len(calls.lists) >= 2  # one call cannot take 40 items at 20 a second
     assert at[-1] - started >= 1.0  # 40 items at 20 a second: the last ones wait about 2 s
+
+
+def test_jobs_gathered_before_their_queue_is_paused_go_back_un_run_and_run_once_it_resumes(app):
+    calls = Calls()
+
+    @app.task(chunk=deferq.Chunk(size=100, wait=0.5), queue="chunks")
+    def index(ids: list[int]) -> None:
+        calls.add(ids)
+
+    jobs = [index.enqueue(i) for i in range(3)]
+    worker = Worker(app, WorkerConfig(queues=("chunks",), burst=True, schedules=False, idle_wait=0.1))
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    until(lambda: all(app.get(job.id).state == JobState.ACTIVE for job in jobs))  # gathered, not called
+    assert app.backend.pause("chunks")
+    thread.join(30)
+    assert not thread.is_alive() and calls.lists == []
+    assert {(job.state, job.attempts) for job in app.backend.get_many([j.id for j in jobs])} == {
+        (JobState.QUEUED, 0)}  # given back un-run: no attempt spent
+    assert app.backend.resume("chunks")
+    assert burst(app, "chunks") == 0
+    assert calls.lists == [[0, 1, 2]]

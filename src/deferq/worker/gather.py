@@ -15,16 +15,26 @@ from __future__ import annotations
 from collections import deque
 from typing import NamedTuple
 
+from ..attempt.runner import stopped
+from ..backends.base import Heartbeat, Outcome, OutcomeKind
 from ..context import JobControl
 from ..job import Job
 from ..registry import TaskSpec
 
+# A call whose first job waited in the worker this long (seconds) is checked against the
+# store just before the function sees it: longer than a claim's round trip, so a chunk
+# filled by the claims of a busy queue goes without the check, and any wait for `wait`
+# seconds or for more claims meets it.
+RECHECK = 0.05
+
 
 class ChunkCall(NamedTuple):
-    """One call of a chunk task: its spec (the first job's) and its jobs, in order."""
+    """One call of a chunk task: its spec (the first job's), its jobs, in order, and
+    when the first of them was gathered (monotonic: how long they waited in the worker)."""
 
     spec: TaskSpec
     members: list[tuple[Job, JobControl]]
+    since: float = 0.0
 
 
 class Gather:
@@ -57,7 +67,7 @@ class Gather:
                     self.expired += [job for job, _ in members if _expired(job, wall)]
                     members = [(job, control) for job, control in members if not _expired(job, wall)]
                 if members:
-                    calls.append(ChunkCall(taken[0][0], members))
+                    calls.append(ChunkCall(taken[0][0], members, taken[0][3]))
             if not line:
                 del self.waiting[name]
         return calls
@@ -80,6 +90,30 @@ class Gather:
         dues = [since + (spec.chunk.wait if spec.chunk else 0.0)
                 for spec, _, _, since in (line[0] for line in self.waiting.values())]
         return min(dues) if dues else None
+
+
+def sort_out(call: ChunkCall, beat: Heartbeat, paused: dict[str, float], wall: float
+             ) -> tuple[list[tuple[Job, JobControl]], list[Outcome], list[Job]]:
+    """What the store said of a call's jobs just before the call (`beat`: a heartbeat of
+    them; `paused`: the paused queues): the jobs the function still gets; the outcomes of
+    those it must not run (a paused queue's job goes back un-run, its attempt not
+    counted, as if never claimed; a cancelled one ends cancelled; one whose expiry passed
+    by `wall`, expired); and the jobs whose lease was lost (someone else's now)."""
+    kept: list[tuple[Job, JobControl]] = []
+    out: list[Outcome] = []
+    lost: list[Job] = []
+    for job, control in call.members:
+        if job.id in beat:
+            lost.append(job)
+        elif job.id in beat.cancel_requested or control.cancelled:
+            out.append(stopped(job))
+        elif _expired(job, wall):
+            out.append(Outcome(job, OutcomeKind.CANCELLED, error="expired"))
+        elif job.queue in paused:
+            out.append(Outcome(job, OutcomeKind.RELEASE))
+        else:
+            kept.append((job, control))
+    return kept, out, lost
 
 
 def _expired(job: Job, wall: float) -> bool:

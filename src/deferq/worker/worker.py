@@ -62,7 +62,7 @@ from ..observe.logs import lines_together
 from ..registry import TaskSpec
 from ..upkeep import Upkeep
 from . import orders
-from .gather import ChunkCall, Gather
+from .gather import RECHECK, ChunkCall, Gather, sort_out
 from .memory import Trimmer
 from .priorities import PriorityRotation
 from .runners import STALL, Runners
@@ -322,7 +322,7 @@ class Worker:
             members = [(job, control) for job, control in call.members if ids is not None and job.id not in ids]
             dropped += [job for job, _ in call.members if ids is None or job.id in ids]
             if members:
-                calls.append(ChunkCall(call.spec, members))
+                calls.append(call._replace(members=members))
         self.ready_chunks = deque(calls)
         return dropped
 
@@ -437,16 +437,27 @@ class Worker:
         """One call of an async chunk task on the event loop; its jobs' outcomes go to the
         settler as it ends (its one slot freed with the first)."""
         timeouts = [t for job, _ in call.members if (t := self.registry.spec_for(job).timeout)]
-        coro = run_chunk_async(call.spec, call.members, self.chain, min(timeouts) if timeouts else None)
-        future = asyncio.run_coroutine_threadsafe(coro, self._event_loop())
+
+        async def rechecked() -> list[tuple[Outcome, BaseException | None]]:
+            kept, left_out = await asyncio.to_thread(self._recheck, call)
+            ran = (await run_chunk_async(kept.spec, kept.members, self.chain, min(timeouts) if timeouts else None)
+                   if kept.members else [])
+            return [(o, None) for o in left_out] + ran
+
+        future = asyncio.run_coroutine_threadsafe(rechecked(), self._event_loop())
 
         def ended(done: Future[list[tuple[Outcome, BaseException | None]]]) -> None:
             try:
                 ran = done.result()
             except BaseException as error:  # noqa: BLE001 - cancelled at shutdown, or a runner bug
                 ran = [(decide_failure(call.spec, job, error), error) for job, _ in call.members]
-            for at, ((job, _), (outcome, exc)) in enumerate(zip(call.members, ran, strict=True)):
-                self._finished(job, outcome, exc, freed=at == 0)
+            if not ran:  # every lease of the call was lost: nothing to settle, the slot frees
+                with self.lock:
+                    self.busy -= 1
+                self.slot_freed.set()
+                self._start_held()
+            for at, (outcome, exc) in enumerate(ran):
+                self._finished(outcome.job, outcome, exc, freed=at == 0)
 
         future.add_done_callback(ended)
 
@@ -540,8 +551,9 @@ class Worker:
 
     def _run_chunk(self, call: ChunkCall) -> list[Ended]:
         """On a runner thread: one call of a chunk task, an outcome per job."""
+        call, left_out = self._recheck(call)
         try:
-            ran = run_chunk(call.spec, call.members, self.chain)
+            ran = run_chunk(call.spec, call.members, self.chain) if call.members else []
         except BaseException as error:  # noqa: BLE001 - a runner bug must not lose the jobs
             ran = [(decide_failure(call.spec, job, error), error) for job, _ in call.members]
         at = time.monotonic()
@@ -552,7 +564,39 @@ class Worker:
                     running.ended = at
             after = self._take_held(at, 1) if self.held or self.ready_chunks else ()
         self._next(after)
-        return [(job, outcome, exc, at) for (job, _), (outcome, exc) in zip(call.members, ran, strict=True)]
+        ended = [(job, outcome, exc, at) for (job, _), (outcome, exc) in zip(call.members, ran, strict=True)]
+        return [(o.job, o, None, at) for o in left_out] + ended
+
+    def _recheck(self, call: ChunkCall) -> tuple[ChunkCall, list[Outcome]]:
+        """A call whose jobs waited in the worker (RECHECK): just before the function sees
+        them, the store says which are still this worker's, cancelled, or of a queue
+        paused meanwhile (a heartbeat of them and the paused queues: two round trips a
+        call, only for calls that waited). Those it must not run are left out, with their
+        outcomes (gather.sort_out); a lost lease is forgotten, as a heartbeat does."""
+        if time.monotonic() - call.since < RECHECK:
+            return call, []
+        jobs = [job for job, _ in call.members]
+        beat = self._store_call(self.backend.heartbeat, jobs, self.lease)
+        paused = self._store_call(self.backend.paused) if beat is not None else None
+        if beat is None or paused is None:  # the store is down: its settle will tell
+            return call, []
+        kept, left_out, lost = sort_out(call, beat, paused, time.time())
+        back = [o for o in left_out if o.kind == OutcomeKind.RELEASE]
+        if back:  # not run, not processed: given back at once, as the jobs leased ahead at a stop
+            log.info("giving back %d job(s) of %s(): their queue was paused", len(back), call.spec.name)
+            self._store_call(self.backend.settle, back)
+            left_out = [o for o in left_out if o.kind != OutcomeKind.RELEASE]
+        with self.lock:
+            for job in lost + [o.job for o in back]:
+                if (running := self.running.get(job.id)) is not None and running.job is job:
+                    self._forget(job.id)
+        for job in lost:
+            log.warning("job %s: lease lost (%s)", job.id, self._why_lost())
+        with self.lock:
+            for outcome in left_out:
+                if (running := self.running.get(outcome.job.id)) is not None and running.job is outcome.job:
+                    running.ended = time.monotonic()
+        return call._replace(members=kept), left_out
 
     def _take_held(self, now: float, most: int) -> list[Work | ChunkCall]:
         """Called with the lock held: start up to `most` jobs leased ahead, or calls of
@@ -567,7 +611,7 @@ class Worker:
                        if (running := self.running.get(job.id)) is not None and running.job is job]
             if not members:
                 continue
-            call = ChunkCall(call.spec, members)
+            call = call._replace(members=members)
             timeouts = [self.running[job.id].spec.timeout for job, _ in call.members]
             # one call, one deadline: the shortest timeout of its jobs
             deadline = now + min(t for t in timeouts if t) if any(timeouts) else None
