@@ -57,6 +57,28 @@ def test_a_changed_cut_moved_or_foreign_value_never_opens(data, where, cut, at, 
         RING.open(sealed.replace(f"{MARK}a:", f"{MARK}zz:", 1), where)
 
 
+# A value as stores already keep it (written by deferq before it used pybase64): the
+# stored form is "$enc:<key id>:<standard base64, padded>" and stays readable.
+STORED_KEY = bytes(range(32))
+STORED = "$enc:2026-06:V3o+91d19Xi1CC5MbdYypaBqU2rRkCy+qBgJHwLTA3cmWD0ZQCisSkvs7RD7jzhnLA=="
+STORED_AT = "06H5B6ZKX8C4JYJ1Q9T2R7M3WD"
+
+
+def test_a_value_stored_in_the_documented_form_still_opens():
+    ring = Keyring(Encryption(keys={"2026-06": STORED_KEY}))
+    assert ring.open(STORED, bound(STORED_AT, "args")) == b'{"ssn":"123-45-6789"}'
+    resealed = ring.seal(b'{"ssn":"123-45-6789"}', bound(STORED_AT, "args"))
+    head, body = resealed.rsplit(":", 1)  # written in the same form: readable by the code before
+    assert head == "$enc:2026-06" and base64.b64decode(body, validate=True) and len(body) == len(STORED) - 13
+
+
+@pytest.mark.parametrize("body", ["V3o+91d19Xi1 CC5M", "V3o+91d19Xi1CC5M\n", "V3o-91d19Xi1CC5M", "V3o+91d19Xi1CC5",
+                                  "V3o+91d19Xi1CC5M=", "é3o+91d19Xi1CC5M"])
+def test_text_that_is_not_strict_base64_is_refused_with_a_sentence(body):
+    with pytest.raises(Unreadable, match="is not base64"):
+        RING.open(f"{MARK}a:{body}", b"x")
+
+
 @settings(max_examples=100, deadline=None)
 @given(value=JSON)
 def test_json_values_survive_a_seal(value):
