@@ -320,3 +320,61 @@ def test_a_mysql_server_without_a_no_pad_collation_is_refused_with_a_sentence(my
         assert exact_collation(cur) in EXACT_COLLATIONS
         with pytest.raises(ConfigError, match=r"no NO PAD collation.*use MySQL 8\.0\.17\+ or MariaDB 10\.2\+"):
             exact_collation(cur, ("utf8mb4_no_such_bin",))
+
+
+@pytest.mark.parametrize("kind", ["trgm", "words"])
+def test_postgres_text_index_made_again_without_encrypted_values(postgres_admin, kind):
+    """A database of schema version 16, its text index (trigrams, or words as made where
+    pg_trgm is missing) holding sealed arguments and a sealed error: migration 0017
+    indexes it again, of the same kind, leaving them out. A search then finds the plain
+    job by its words, never a sealed one by a piece of its ciphertext, and the planner
+    reads the index for it (its expression is the queries')."""
+    from deferq.backends.search import JobQuery
+    from deferq.encryption import Encryption, Keyring, new_key
+    from deferq.encryption.jobs import bound
+
+    ring = Keyring(Encryption(keys={"k": new_key()}))
+    with fresh_postgres_schema(postgres_admin[0], "deferq_sealed") as schema:
+        url = f"{POSTGRES_BASE}?schema={schema}"
+        old = open_backend(url, prepare_schema=False)
+        old.migrations = [m for m in old.migrations if m.version <= 16]
+        old.migrate()
+        conn = postgres_admin[0]
+        if kind == "words":  # as migration 0009 indexes without pg_trgm
+            conn.execute(f'DROP INDEX "{schema}".deferq_jobs_text_trgm')
+            conn.execute(f'CREATE INDEX deferq_jobs_text_words ON "{schema}".deferq_jobs USING gin '
+                         "(to_tsvector('simple', payload::text || ' ' || coalesce(error, '') || ' ' || "
+                         "coalesce(unique_key, '')))")
+        sealed_id, failed_id = new_job_id(), new_job_id()
+        sealed = ring.seal(b'[["Zebra42 secret"],{}]', bound(sealed_id, "args"))
+        error = ring.seal(b"Traceback: Zebra42 secret", bound(failed_id, "error"))
+        plain = old.enqueue_many([Enqueue(Job(id=new_job_id(), task="t", args=("Zebra42 plain",)))])[0]
+        payload = b'[[],{"$enc":"' + sealed.encode() + b'"}]'  # as encryption/jobs.py stores them
+        old.enqueue_many([Enqueue(Job(id=sealed_id, task="t"), payload=payload),
+                          Enqueue(Job(id=failed_id, task="t"))])
+        leased = {job.id: job for job in old.reserve(["default"], 10, "w", 60, (0, 1, 2))}
+        old.settle([Outcome(leased[failed_id], "dead", error=error)])
+        old.close()
+        new = open_backend(url)
+        try:
+            assert new.applied_versions()[-1] >= 17
+            found = new.find_jobs(JobQuery(text="zebra42"))
+            how = {"trgm": "index", "words": "words"}[kind]
+            assert [job.id for job in found.jobs] == [plain.id] and found.text_search == how
+            for piece in (sealed[-20:-4], error[-20:-4], "enc"):  # the ciphertext is not searched
+                assert new.find_jobs(JobQuery(text=piece)).jobs == [], piece
+            index = f"deferq_jobs_text_{kind}"
+            indexdefs = [row[0] for row in conn.execute(
+                "SELECT indexdef FROM pg_indexes WHERE schemaname = %s AND indexname LIKE 'deferq_jobs_text_%%'",
+                (schema,))]
+            assert len(indexdefs) == 1 and index in indexdefs[0], indexdefs
+            assert "deferq_search_text(payload, error, unique_key)" in indexdefs[0]
+            query, params = {"trgm": (new.q["find_text"], {"pattern": "%zebra42%"}),
+                             "words": (new.q["find_words"], {"text": "zebra42"})}[kind]
+            with conn.transaction():
+                conn.execute("SET LOCAL enable_seqscan = off")
+                plan = "\n".join(row[0] for row in conn.execute(
+                    f'EXPLAIN SELECT id FROM "{schema}".deferq_jobs WHERE {query}', params))
+            assert index in plan, plan
+        finally:
+            new.close()

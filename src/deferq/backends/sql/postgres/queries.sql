@@ -701,12 +701,13 @@ seq < %(after)s
 ORDER BY seq DESC LIMIT %(limit)s
 
 -- name: find_text
--- The pg_trgm index (migration 0009): the same expression, ILIKE '%text%'.
-(payload::text || ' ' || coalesce(error, '') || ' ' || coalesce(unique_key, '')) ILIKE %(pattern)s
+-- The pg_trgm index (migrations 0009, 0017): the same expression, ILIKE '%text%'.
+-- deferq_search_text leaves encrypted arguments and errors out (they find nothing).
+{schema_prefix}deferq_search_text(payload, error, unique_key) ILIKE %(pattern)s
 
 -- name: find_words
--- Without pg_trgm: the full-text index of whole words (migration 0009).
-to_tsvector('simple', payload::text || ' ' || coalesce(error, '') || ' ' || coalesce(unique_key, ''))
+-- Without pg_trgm: the full-text index of whole words (migrations 0009, 0017).
+to_tsvector('simple', {schema_prefix}deferq_search_text(payload, error, unique_key))
     @@ plainto_tsquery('simple', %(text)s)
 
 -- name: text_index
