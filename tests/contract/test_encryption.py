@@ -289,3 +289,24 @@ def test_a_chunk_tasks_items_and_results_are_encrypted_too(store_url):
         assert ssn.encode() not in raw_bytes(app)
     finally:
         app.close()
+
+
+def test_text_search_finds_an_encrypted_job_by_its_key_never_by_its_ciphertext(store_url):
+    """Every store's text search (an index, or a scan) leaves encrypted arguments and
+    errors out: random base64 matches what nobody meant; the key stays searchable."""
+    from deferq.backends.search import JobQuery
+
+    app = deferq.App(store_url, lease=5, encryption=KEYS)
+    tasks = declare(app)
+    queue = f"q{uuid.uuid4().hex[:8]}"
+    try:
+        job = tasks["refuse"].options(queue=queue, key=f"key-{queue}").enqueue({"ssn": secret()})
+        assert Worker(app, WorkerConfig(burst=True, queues=(queue,))).run() == 0
+        stored = app.backend.get(job.id)
+        assert stored is not None and stored.state == deferq.JobState.DEAD
+        for text in (sealed_args(stored)[-14:-2], stored.error[-14:-2], "enc:"):
+            assert app.backend.find_jobs(JobQuery(queue=queue, text=text)).jobs == [], text
+        by_key = app.backend.find_jobs(JobQuery(queue=queue, text=f"key-{queue}"))
+        assert [found.id for found in by_key.jobs] == [job.id]
+    finally:
+        app.close()

@@ -33,6 +33,10 @@ from ..job import Job, JobState
 from ..values import storable
 
 WINDOW = 10_000  # jobs a scan looks at, at most, unless told otherwise
+# How an encrypted value's text starts (encryption/envelope.py takes it from here): its
+# base64 finds nothing meant, so a search leaves it out, on every store alike.
+ENCRYPTED = "$enc:"
+ENCRYPTED_RAW = (b'[[],{"$enc":"$enc:', ENCRYPTED.encode())  # a stored payload of encrypted arguments, a value
 MIN_TEXT = 3  # characters: a trigram index needs three
 
 
@@ -143,21 +147,24 @@ def is_score(value: Any) -> bool:
 
 def text_matches(job: Job, needle: str) -> bool:
     """The scanning stores' text match: a substring, without case, of the arguments as
-    JSON, the error or the key."""
+    JSON, the error or the key (encrypted arguments and errors left out)."""
     needle = needle.lower()
-    if any(needle in text.lower() for text in (job.error, job.key) if text):
+    if any(needle in text.lower() for text in (job.error, job.key) if text and not text.startswith(ENCRYPTED)):
         return True
+    if not job.args and type(job.kwargs.get("$enc")) is str and job.kwargs["$enc"].startswith(ENCRYPTED):
+        return False
     return needle in orjson.dumps([job.args, job.kwargs]).decode().lower()
 
 
 def raw_matches(query: JobQuery, task: bytes | None, texts: Iterable[bytes | None]) -> bool:
     """`text_matches` and the task filter (unless `task` is None: decided elsewhere) on a
-    job's stored fields, not decoded: a scan reads these first and decodes only the jobs
-    that pass."""
+    job's stored fields (payload, error, key), not decoded: a scan reads these first and
+    decodes only the jobs that pass."""
     if query.task is not None and task is not None and task.decode() != query.task:
         return False
     needle = query.text.lower()
-    return not needle or any(needle in raw.decode(errors="replace").lower() for raw in texts if raw)
+    return not needle or any(needle in raw.decode(errors="replace").lower() for raw in texts
+                             if raw and not raw.startswith(ENCRYPTED_RAW))
 
 
 def tag_text(tag: str) -> str:

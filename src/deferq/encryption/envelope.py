@@ -11,10 +11,11 @@ from __future__ import annotations
 import binascii
 import os
 
+from ..backends.search import ENCRYPTED
 from ..errors import ConfigError
 from .keys import Encryption
 
-MARK = "$enc:"
+MARK = ENCRYPTED  # how every sealed value starts; text search leaves such values out
 NONCE = 12
 TAG = 16
 

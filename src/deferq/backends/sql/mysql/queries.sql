@@ -568,8 +568,10 @@ seq < %(after)s
 ORDER BY seq DESC LIMIT %(limit)s
 
 -- name: find_text
--- No text index: the newest :window jobs (by seq) are looked at, without case.
-seq > %(floor)s AND (LOWER(payload) LIKE %(pattern)s OR LOWER(error) LIKE %(pattern)s
+-- No text index: the newest :window jobs (by seq) are looked at, without case. Encrypted
+-- arguments and errors are left out (backends/search.py ENCRYPTED_RAW).
+seq > %(floor)s AND ((LOWER(payload) LIKE %(pattern)s AND LEFT(payload, 18) <> '[[],{"$enc":"$enc:')
+                     OR (LOWER(error) LIKE %(pattern)s AND LEFT(error, 5) <> '$enc:')
                      OR LOWER(unique_key) LIKE %(pattern)s)
 
 -- name: seq_range
