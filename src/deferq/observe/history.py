@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 from .. import forks
 from ..backends.history import MAX_MINUTES as MAX_MINUTES  # GET /v1/stats/history's longest window
 from ..backends.history import history_guard, minute_of, retention_minutes
-from ..middleware import Middleware
+from ..middleware import Middleware, Settled
 
 if TYPE_CHECKING:
     from ..backends.base import Backend, Enqueue, Outcome
@@ -305,8 +305,6 @@ class History(Middleware):
     settled outside a worker, by deferq.testing, is not counted). The recorder, and the
     store under it, are opened on first use."""
 
-    needs_settled_job = False  # reads the outcome only
-
     def __init__(self, backend: Callable[[], Backend], lease: float) -> None:
         self._store_of = backend
         self.lease = lease  # the App's: a leased job's wait ends at lease_until - lease
@@ -334,9 +332,11 @@ class History(Middleware):
     def worker_stopped(self) -> None:
         self.recorder.write()  # a worker's last seconds of counts (a side record: never waits out an outage)
 
-    def after_settle(self, job: Job, outcome: Outcome, exc: BaseException | None) -> None:
-        if outcome.ran is not None:
-            self.recorder.settled(((outcome, outcome.ran),), self.lease)
+    def after_settle_many(self, settled: list[Settled]) -> None:
+        """A settled batch counted at once: one clock read and one hook call a batch."""
+        counted = [(outcome, outcome.ran) for outcome, _ in settled if outcome.ran is not None]
+        if counted:
+            self.recorder.settled(counted, self.lease)
 
 
 # -- reading ---------------------------------------------------------------------------------

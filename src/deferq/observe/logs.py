@@ -14,8 +14,7 @@ import orjson
 
 from ..backends.base import Outcome, OutcomeKind
 from ..errors import first_line
-from ..job import Job
-from ..middleware import Middleware
+from ..middleware import Middleware, Settled
 
 job_log = logging.getLogger("deferq.jobs")
 
@@ -119,11 +118,11 @@ class JobLog(Middleware):
     the App; silence it with `--log-level warning` or that logger's level). Its fields are
     JSON fields too. An outcome settled outside a worker (deferq.testing) has no line."""
 
-    needs_settled_job = False  # reads the outcome only
-
-    def after_settle(self, job: Job, outcome: Outcome, exc: BaseException | None) -> None:
-        if outcome.ran is not None:
-            report(outcome, outcome.ran)
+    def after_settle_many(self, settled: list[Settled]) -> None:
+        """The batch's lines in one hook call (not a call per job through the chain)."""
+        for outcome, _ in settled:
+            if outcome.ran is not None:
+                report(outcome, outcome.ran)
 
 
 def report(outcome: Outcome, seconds: float) -> None:
