@@ -281,3 +281,23 @@ def test_jobs_gathered_before_their_queue_is_paused_go_back_un_run_and_run_once_
     assert app.backend.resume("chunks")
     assert burst(app, "chunks") == 0
     assert calls.lists == [[0, 1, 2]]
+
+
+def test_an_async_chunk_tasks_jobs_gathered_before_a_pause_go_back_un_run(app):
+    calls = Calls()
+
+    @app.task(chunk=deferq.Chunk(size=100, wait=0.3), queue="chunks")
+    async def fetch(ids: list[int]) -> None:
+        calls.add(ids)
+
+    jobs = [fetch.enqueue(i) for i in range(2)]
+    worker = Worker(app, WorkerConfig(queues=("chunks",), burst=True, schedules=False, idle_wait=0.1))
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    until(lambda: all(app.get(job.id).state == JobState.ACTIVE for job in jobs))
+    assert app.backend.pause("chunks")
+    thread.join(30)
+    assert not thread.is_alive() and calls.lists == []
+    assert {(job.state, job.attempts) for job in app.backend.get_many([j.id for j in jobs])} == {
+        (JobState.QUEUED, 0)}
+    assert (worker.chunk_leases, worker.gather.count, len(worker.running), worker.busy) == (0, 0, 0, 0)
