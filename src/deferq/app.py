@@ -38,17 +38,16 @@ from .options import (
 )
 from .registry import EVENTS, Registry
 from .steps import Steps
-from .steps import check as step_check
 from .steps import children as child_jobs
 from .steps import events as step_events
-from .steps import retry as step_retry
 from .steps.cancels import after_cancelled
 from .steps.children import ChildEnds
 from .task import AFTER, Call, ChunkTask, FairKeys, Hook, Runtime, Task
 from .values import storable
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the worker never calls what these serve: imported when called
     from .schedules.store import Schedules
+    from .steps import check as step_check
 
 log = logging.getLogger("deferq")
 P = ParamSpec("P")
@@ -454,6 +453,8 @@ class App:
         or wait) `step`: the checkpoints from it on are dropped, the earlier ones kept.
         Returns the job as queued; raises `deferq.steps.retry.RetryRefused` (nothing
         changed) for an unknown job or step, or a job not finished (docs/steps.md)."""
+        from .steps import retry as step_retry
+
         if not storable(job_id):
             raise step_retry.RetryRefused(f"there is no job {job_id!r:.60}", "unknown job")
         return self.runtime.held([step_retry.retry_from(self.backend, job_id, step)])[0]
@@ -462,6 +463,8 @@ class App:
         """Replay every unfinished or dead durable job against the code loaded now,
         without running any step's function, and name each job it would end dead or
         replay wrongly, with the step and why (docs/steps.md, "Safe deploys")."""
+        from .steps import check as step_check
+
         return step_check.steps_check(self.backend, step_check.Code(self.registry.spec_for, self.with_inputs))
 
     def run_now(self, job_id: str) -> bool:

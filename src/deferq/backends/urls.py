@@ -9,7 +9,6 @@ are handed to the driver as given (redis-py, libpq). docs/stores.md lists this t
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass
 from urllib.parse import parse_qsl, urlsplit
 
@@ -82,6 +81,8 @@ def check_options(url: str) -> None:
     known = [option.name for option in options]
     for name, _ in parse_qsl(urlsplit(url).query, keep_blank_values=True):
         if name not in known:
+            import difflib  # only for this sentence: 140 KiB a process otherwise
+
             close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise ConfigError(f"unknown option {name!r} in the {scheme}:// URL{hint}: {_listed(options)}")
