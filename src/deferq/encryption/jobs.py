@@ -42,7 +42,7 @@ class _Task(Protocol):
     def defaults(self) -> _Defaults: ...
 
 ARGS = "$enc"  # the kwargs key of sealed arguments (no Python parameter can be named so)
-ARGS_KEY = ARGS.encode()
+SEALED_ARGS_BEFORE, SEALED_ARGS_AFTER = b'[[],{"' + ARGS.encode() + b'":"', b'"}]'  # the payload around them
 UNREADABLE = "_unreadable_payload"  # the runner's marker: the job ends dead with this sentence
 
 
@@ -150,12 +150,12 @@ class Sealer:
             # the producer's payload is [args, kwargs] already when the job has no meta
             plain = item.payload if not job.meta and item.payload else dumps([job.args, job.kwargs],
                                                                               f"the arguments of {job.task}()")
-            value = self.writer().seal(plain, bound(job.id, "args"))
             if out is items:
                 out = list(items)
             # a sealed text is JSON as it is (key id and base64 characters): no encoder needed
-            payload = (b'[[],{"' + ARGS_KEY + b'":"' + value.encode() + b'"}]' if not job.meta
-                       else encode_payload(job.task, (), {ARGS: value}, job.meta))
+            keyring, where = self.writer(), bound(job.id, "args")
+            payload = (keyring.seal_ascii(plain, where, SEALED_ARGS_BEFORE, SEALED_ARGS_AFTER) if not job.meta
+                       else encode_payload(job.task, (), {ARGS: keyring.seal(plain, where)}, job.meta))
             out[i] = with_payload(item, payload)
         return out
 
@@ -223,19 +223,20 @@ class Sealer:
     def open_job(self, job: Job) -> Job:
         """A job as this process may show it: every sealed field it can open, opened; the
         others left sealed (`shown` tells what to print for them)."""
+        value, result = sealed_args(job), sealed_result(job.result)
+        if value is None and result is None and not sealed(job.error) and not sealed(job.progress_message):
+            return job  # most often: a producer's job as stored, its own plain values
         changes: dict[str, Any] = {}
-        value = sealed_args(job)
         if value is not None and self.keyring is not None:
             try:
                 opened = self._args(job, value)
                 changes.update(args=opened.args, kwargs=opened.kwargs)
             except Unreadable:
                 pass
-        value = sealed_result(job.result)
-        if value is not None:
-            result = self.open_text(value, job.id, "result")
-            if result is not None:
-                changes["result"] = orjson.loads(result)
+        if result is not None:
+            opened_result = self.open_text(result, job.id, "result")
+            if opened_result is not None:
+                changes["result"] = orjson.loads(opened_result)
         for name, what in (("error", "error"), ("progress_message", "progress")):
             text = getattr(job, name)
             if sealed(text):
