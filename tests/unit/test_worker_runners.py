@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from deferq.worker import runners as runners_module
 from deferq.worker.runners import SHORT, Runners
 
 pytestmark = pytest.mark.timeout(20)
@@ -145,10 +146,12 @@ def test_close_ends_the_parked_runners() -> None:
         assert not thread.is_alive()
 
 
-def test_a_hand_over_returns_once_a_runner_has_taken_the_job() -> None:
-    """submit(hand_over=True): the job has started (a runner took it) by the time the
-    submit returns, on every try (the woken runner, not the submitter's next wait,
-    decides when it starts); its result still reaches `done`."""
+def test_a_hand_over_returns_once_a_runner_has_taken_the_job(monkeypatch: pytest.MonkeyPatch) -> None:
+    """submit(hand_over=True): a runner has taken the job by the time the submit returns
+    (the woken runner, not the submitter's next wait, decides when it starts); its
+    result still reaches `done`. The wait's bound is raised here so that a
+    loaded machine cannot end it first."""
+    monkeypatch.setattr(runners_module, "HAND_OVER", 10.0)
     taken = threading.Event()
 
     class Marking(Recorder):
@@ -161,8 +164,13 @@ def test_a_hand_over_returns_once_a_runner_has_taken_the_job() -> None:
     try:
         for i in range(20):
             taken.clear()
+            deadline = time.monotonic() + 10
+            while not runners._parked:  # a hand-over is to a sleeping runner (no event tells when one parks)
+                assert time.monotonic() < deadline, "no runner went back to sleep"
+                time.sleep(0.001)
             runners.submit([("pick", i)], hand_over=True)
-            assert taken.wait(10)  # never lost; on a quiet machine, set before the submit returned
+            assert not runners._pending  # a runner has taken it off the queue
+            assert taken.wait(10)
             recorder.wait_all(1)
         recorder.wait_returned(20)
         assert sorted(r for batch in recorder.batches for r in batch) == [("pick", i) for i in range(20)]
