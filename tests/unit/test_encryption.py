@@ -138,3 +138,15 @@ def test_a_claimed_job_keeps_the_checkpoints_its_claim_brought():
     (opened,) = sealer.open_claimed([job])
     assert (opened.args, opened.kwargs) == ((1,), {"x": 2})
     assert carried(opened) == {"one": b"{}"}
+
+
+@pytest.mark.parametrize("package", ["cryptography", "pybase64"])
+def test_keys_without_the_encryption_extra_stop_with_a_sentence(package, monkeypatch):
+    import sys
+
+    for name in [name for name in sys.modules if name == package or name.startswith(package + ".")]:
+        monkeypatch.setitem(sys.modules, name, None)  # imports of it now fail, as where it is missing
+    monkeypatch.setitem(sys.modules, package, None)
+    with pytest.raises(deferq.ConfigError, match=rf"encryption needs the {package} package: install deferq's "
+                                                 r"encryption extra \(pip install 'deferq\[encryption\]'\)"):
+        Keyring(Encryption(keys={"a": KEY_A}))

@@ -50,8 +50,9 @@ class Keyring:
             from cryptography.hazmat.primitives.ciphers.aead import AESGCM
             from pybase64 import b64decode, b64encode
         except ImportError as exc:
-            raise ConfigError(f"encryption needs the {exc.name or 'cryptography'} package: install deferq's "
-                              "encryption extra (pip install 'deferq[encryption]')") from None
+            package = (exc.name or "cryptography").split(".")[0]
+            raise ConfigError(f"encryption needs the {package} package: install deferq's encryption extra "
+                              "(pip install 'deferq[encryption]')") from None
 
         self._invalid = InvalidTag
         # pybase64 (SIMD): the standard library's base64 took 3.2 µs to read 1.4 KB, more
