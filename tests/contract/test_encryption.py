@@ -310,3 +310,38 @@ def test_text_search_finds_an_encrypted_job_by_its_key_never_by_its_ciphertext(s
         assert [found.id for found in by_key.jobs] == [job.id]
     finally:
         app.close()
+
+
+def test_a_worker_opens_each_jobs_arguments_and_seals_its_result_once(store_url, monkeypatch):
+    """What encryption costs a job is one open and one seal in a worker (none for logs,
+    hooks or the console) and one seal at enqueue: counted on the real keyring."""
+    from collections import Counter
+
+    from deferq.encryption import Keyring
+
+    calls: Counter[str] = Counter()
+    for name in ("seal_ascii", "open"):
+        real = getattr(Keyring, name)
+
+        def counted(self, *args, _real=real, _name=name, **kwargs):
+            calls[_name] += 1
+            return _real(self, *args, **kwargs)
+
+        monkeypatch.setattr(Keyring, name, counted)
+    app = deferq.App(store_url, lease=5, encryption=KEYS)
+
+    @app.task()
+    def echo(data: dict) -> dict:
+        return data
+
+    try:
+        jobs = [echo.enqueue({"ssn": secret()}) for _ in range(6)]
+        # the producer's jobs keep its own plain arguments; memory:// hands back the jobs as
+        # a worker reads them (decoded from the payload), which the producer opens
+        assert calls == {"seal_ascii": 6, **({"open": 6} if store_url.startswith("memory:") else {})}
+        calls.clear()
+        work(app)
+        assert calls == {"open": 6, "seal_ascii": 6}
+        assert [app.get(job.id).result for job in jobs] == [job.args[0] for job in jobs]
+    finally:
+        app.close()
