@@ -301,7 +301,7 @@ def test_text_search_finds_an_encrypted_job_by_its_key_never_by_its_ciphertext(s
     queue = f"q{uuid.uuid4().hex[:8]}"
     try:
         job = tasks["refuse"].options(queue=queue, key=f"key-{queue}").enqueue({"ssn": secret()})
-        assert Worker(app, WorkerConfig(burst=True, queues=(queue,))).run() == 0
+        assert Worker(app, WorkerConfig(burst=True, concurrency=1, queues=(queue,))).run() == 0
         stored = app.backend.get(job.id)
         assert stored is not None and stored.state == deferq.JobState.DEAD
         for text in (sealed_args(stored)[-14:-2], stored.error[-14:-2], "enc:"):
