@@ -61,6 +61,9 @@ class Limited:
     rate_key: str | None = None
     concurrency: int | None = None
     concurrency_key: str | None = None
+    # seconds a rate's turn may be past when its job comes back and still be its own: a
+    # chunk task's item waits up to its Chunk.wait for the call (rate.py, take_turn)
+    late_ok: float = 0.0
 
     def key(self, template: str | None, args: Any, kwargs: dict[str, Any]) -> str:
         """A limit's key for one call (the task's name without a template); ValueError
@@ -129,6 +132,7 @@ class Registry:
             self.limits[task.name] = limited(
                 task.name, task.fn, rate=d.rate, rate_key=d.rate_key,
                 concurrency=d.concurrency, concurrency_key=d.concurrency_key,
+                late_ok=task.chunk.wait if task.chunk is not None else 0.0,
             )
             self.chain.changed()  # the Limits middleware is busy now
         if d.fair_key is not None:

@@ -50,6 +50,24 @@ def test_burst_runs_everything_then_exits(app):
     assert [app.get(j.id).result for j in jobs] == [i * 2 for i in range(20)]
 
 
+def test_a_burst_exits_after_its_last_job_without_waiting_a_poll_interval(app):
+    """A burst waits on its own running jobs, not on the store: with a poll interval
+    of a minute, it still ends as soon as the last job has settled."""
+
+    @app.task()
+    def pause(x):
+        time.sleep(0.05 * (x % 3))
+        return x
+
+    jobs = [pause.enqueue(i) for i in range(12)]
+    worker = Worker(app, WorkerConfig(burst=True, concurrency=4, idle_wait=60.0, schedules=False))
+    done = threading.Thread(target=worker.run, daemon=True)
+    done.start()
+    done.join(timeout=30)  # a wait on the empty store would last the poll interval, 60 s
+    assert not done.is_alive()
+    assert [app.get(j.id).result for j in jobs] == list(range(12))
+
+
 def test_once_runs_one_job(app):
     @app.task()
     def f(x):

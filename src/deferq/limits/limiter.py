@@ -120,7 +120,7 @@ class Limits(Middleware):
             turns.append(Rated(on_queue.rate, queue_key + on_queue.turns, (queue_key,)))
         try:
             self.take_slots(job, [(key, n) for key, n in slots if n is not None])
-            self.take_turns(job, turns)
+            self.take_turns(job, turns, limit.late_ok)
         except Snooze:
             raise  # the slots taken are given back after the run (after_run), as for any run
         except Exception as exc:  # noqa: BLE001 - no turn, no run: try again shortly
@@ -197,7 +197,7 @@ class Limits(Middleware):
         if running is not None:  # its fence and holds_slot() for the task and its worker (the first slot)
             running.control.slot = held[0]
 
-    def take_turns(self, job: Job, rates: list[Rated]) -> None:
+    def take_turns(self, job: Job, rates: list[Rated], late_ok: float = 0.0) -> None:
         """A turn of each rate (the task's, the queue's); held until the latest when one is
         later than now. Each later turn is reserved for the job, so it runs when it comes
         back; a turn of one rate that came due while it waited for the other's and passed
@@ -205,7 +205,7 @@ class Limits(Middleware):
         latest, why = NOW, ""
         held_by: tuple[str, ...] = ()
         for rated in rates:
-            turn = take_turn(self.backend(), rated.rate, rated.key, job.id)
+            turn = take_turn(self.backend(), rated.rate, rated.key, job.id, late_ok)
             if turn.wait > latest.wait:
                 latest, held_by = turn, rated.changed_by
                 why = f"rate {rated.rate.text} of {rated.key.partition('@')[0]}: its turn is in {turn.wait:.3g}s"

@@ -13,7 +13,9 @@ Turns are `period / count` apart ("100/m": one every 0.6 s), so any window of on
 holds at most `count` turns; a job runs at its turn, or later if every worker is busy.
 A job that comes back more than half a turn after its reservation takes a new turn
 rather than run next to the following turn's job: so every run starts within half a turn
-of its own turn, and any window of one period holds at most `count + 1` starts.
+of its own turn, and any window of one period holds at most `count + 1` starts. A chunk
+task's item may come back up to its Chunk.wait later still (it waits that long for the
+call), so its runs start within half a turn plus that wait of their turns.
 Why GCRA and not a fixed window: a fixed window lets `count` jobs run at the end of one
 minute and `count` more at the start of the next (2x in a few seconds), which is what a
 provider's quota usually forbids.
@@ -33,11 +35,13 @@ GRANTS = "rate-turn"  # kv namespace: "<limit key>|<job id>" -> the turn reserve
 EARLY = 0.002  # a turn this close counts as now (clock rounding between store calls)
 
 
-def take_turn(backend: Backend, rate: Rate, key: str, job_id: str) -> Turn:
+def take_turn(backend: Backend, rate: Rate, key: str, job_id: str, late_ok: float = 0.0) -> Turn:
     """This job's turn (a wait of 0: run now). A job that holds a reservation runs on it;
     otherwise it takes the next turn, reserved for it if in the future. A turn reserved
     under a faster rate than today's (declared lower since) is given up, so the lower
-    rate holds from then on: the job takes a turn at the new rate."""
+    rate holds from then on: the job takes a turn at the new rate. `late_ok`: seconds
+    more than half a turn that a job may come back late and still run on its turn (a
+    chunk task's item, which waits up to its Chunk.wait for the call after its lease)."""
     name = f"{key}|{job_id}"
     held = backend.kv_get(GRANTS, name)
     if held is not None:
@@ -47,7 +51,7 @@ def take_turn(backend: Backend, rate: Rate, key: str, job_id: str) -> Turn:
         if wait > EARLY and not slower:
             return Turn(wait, float(reserved))  # back too early (e.g. released by a stopping worker)
         backend.kv_delete(GRANTS, name)
-        if -wait <= rate.interval / 2 and not slower:
+        if -wait <= rate.interval / 2 + late_ok and not slower:
             return NOW
         # back more than half a turn late (busy workers, a polling store): running now
         # would start close to the next turn's run, so it takes a new turn instead

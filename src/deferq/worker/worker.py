@@ -162,6 +162,7 @@ class Worker:
         self.claimed = 0  # slots promised to a reserve call in flight
         self.lock = threading.Lock()
         self.slot_freed = threading.Event()
+        self.keeper_done = threading.Event()  # set at shutdown, once no job is left to keep
         self.outcomes: queue.SimpleQueue[tuple[Outcome, BaseException | None] | None] = (
             queue.SimpleQueue()
         )
@@ -275,6 +276,7 @@ class Worker:
         with self.lock:
             self.running.clear()  # released or abandoned: nothing left to heartbeat
             self.chunk_leases = 0
+        self.keeper_done.set()  # its sleep ends now, not up to half a second into the exit
         self.outcomes.put(None)
         for thread in self._threads:
             thread.join(timeout=5)
@@ -484,8 +486,17 @@ class Worker:
                 continue
             with self.lock:  # nothing in flight as the store is asked: its answer is final
                 idle = not self.running and self.claimed == claimed
+            if drained and cfg.burst and not idle:
+                # a burst ends once its own jobs have and nothing is due: it waits on them, not
+                # on the store (whose wait would keep it up to idle_wait past its last job)
+                with self.lock:
+                    self.claimed -= claimed
+                self.slot_freed.wait(cfg.idle_wait)
+                self.slot_freed.clear()
+                continue
             order = self.rotation.next_order()
-            if drained:  # the free slots promised to what the wait brings (Redis leases as it wakes)
+            if drained and not cfg.burst:  # the free slots promised to what the wait brings (Redis leases as
+                # it wakes)
                 jobs = self._store_call(
                     self.backend.wait_and_reserve, cfg.queues, cfg.idle_wait, claimed, cfg.name, self.lease, order
                 )
@@ -845,7 +856,7 @@ class Worker:
                 self._store_call(self.chain.worker_tick)
             if not self.running:
                 self.trimmer.idle(self.processed, now)
-            time.sleep(STALL if self._ticks_often() else min(beat_every, 0.5))
+            self.keeper_done.wait(STALL if self._ticks_often() else min(beat_every, 0.5))
 
     def _ticks_often(self) -> bool:
         """Jobs run: timeouts to enforce, and queued jobs a runner may have to be woken for."""
