@@ -505,16 +505,17 @@ class App:
         return self.runtime.held(self.backend.list_jobs(JobState(state), queue, limit))
 
     def find_jobs(self, *, state: str | JobState | None = None, queue: str | None = None, task: str | None = None,
-                  tag: str | None = None, text: str = "", limit: int = 50, cursor: str | None = None) -> JobPage:
+                  tag: str | None = None, chunk: str | None = None, text: str = "", limit: int = 50,
+                  cursor: str | None = None) -> JobPage:
         """A page of the jobs that match every filter given, newest first; `page.cursor`
         asks for the next (backends/search.py: what each store looks at to answer).
         `state` may also be `retrying` (scheduled jobs that failed before) or `waiting`
-        (scheduled jobs in a durable wait)."""
-        if state in SCHEDULED_KINDS:
-            page = find_scheduled(self.backend, JobQuery(None, queue, task, tag, text, cursor, limit), str(state))
-        else:
-            page = self.backend.find_jobs(JobQuery(None if state is None else JobState(state), queue, task, tag,
-                                                   text, cursor, limit))
+        (scheduled jobs in a durable wait); `chunk`, a chunk call's id (`job.chunk_call`),
+        finds the jobs that call ran."""
+        kind = str(state) if state in SCHEDULED_KINDS else None
+        find = JobQuery(None if state is None or kind else JobState(state), queue, task, tag, chunk, text, cursor,
+                        limit)
+        page = find_scheduled(self.backend, find, kind) if kind else self.backend.find_jobs(find)
         page.jobs = self.runtime.held(page.jobs)
         return page
 

@@ -228,6 +228,9 @@ class Job(_Held, Generic[R]):
     # "<event>\t<key>" of the durable wait (job.wait_for) a scheduled job handed itself back
     # for, set by that outcome and cleared by the next: what lists filter as `waiting`
     waits_for: str | None = stored("waits_for", None, http=None)
+    # the chunk call (chunks.py) that last ran it, set by that call's settle: a fresh id per
+    # call, shared by the call's jobs (what lists filter by `chunk`); None for a plain task's
+    chunk_call: str | None = stored("chunk_call", None)
 
     @property
     def waiting(self) -> bool:

@@ -1,6 +1,7 @@
 """The stores against the memory store, outcome by outcome: random sequences of public
 operations — enqueue with keys that differ by a trailing space, case, a combining accent
-or a width, parents of child jobs, jobs of a chunk task; get and get_by_key; cancel (a
+or a width, parents of child jobs, jobs of a chunk task; get and get_by_key; the jobs of a
+job's chunk call (find_jobs(chunk=...)); cancel (a
 parent's children too); the children of a job; run what is due (a task that retries with
 a drawn delay, calls of the chunk task whose items fail alone or together); pause and
 resume queues; limits set, paused and cleared; events sent; schedules added, paused and
@@ -201,6 +202,23 @@ class Differential(RuleBasedStateMachine):
         if cancel:
             self.pair.both(f"cancel(#{order})", lambda side, app: app.cancel(ids[side]))
         self.pair.both(f"get(#{order})", lambda side, app: self.pair.job(side, app.get(ids[side])))
+
+    @precondition(lambda self: self.pair.ids[0])
+    @rule(data=st.data(), state=st.sampled_from([None, "succeeded", "dead", "scheduled"]))
+    def jobs_of_a_chunk_call(self, data, state):
+        """A job's chunk call (none for a plain task's job, or one not yet run) and the jobs
+        that call ran, found by it (with a state filter, or none)."""
+        order = data.draw(st.integers(0, len(self.pair.ids[0]) - 1), label="job")
+        ids = [next(i for i, n in self.pair.ids[side].items() if n == order) for side in (0, 1)]
+
+        def called_with(side: int, app: deferq.App) -> Any:
+            job = app.get(ids[side])
+            if job is None or job.chunk_call is None:
+                return None
+            found = app.find_jobs(chunk=job.chunk_call, state=state, limit=100).jobs
+            return sorted(self.pair.ids[side].get(other.id, -1) for other in found)
+
+        self.pair.both(f"the jobs of #{order}'s chunk call ({state})", called_with)
 
     @rule()
     def run_what_is_due(self):

@@ -306,3 +306,37 @@ def test_an_async_chunk_tasks_jobs_gathered_before_a_pause_go_back_un_run(app):
     assert {(job.state, job.attempts) for job in app.backend.get_many([j.id for j in jobs])} == {
         (JobState.QUEUED, 0)}
     assert (worker.chunk_leases, worker.gather.count, len(worker.running), worker.busy) == (0, 0, 0, 0)
+
+
+def test_each_job_names_the_call_that_last_ran_it_and_a_calls_jobs_are_found_by_it(app):
+    """Job.chunk_call: one fresh id per call, set by the call's settle; a job retried in a
+    later call names that call; `find_jobs(chunk=...)` lists a call's jobs; plain jobs
+    have none."""
+    calls = Calls()
+
+    @app.task(chunk=deferq.Chunk(size=4, wait=0), queue="chunks", backoff=lambda attempt: 0.0)
+    def index(ids: list[int]) -> None:
+        calls.add(ids)
+        if len(calls.lists) == 1:
+            raise deferq.ChunkFailed({0: "try again"})
+
+    @app.task(queue="plain")
+    def plain() -> None:
+        pass
+
+    jobs = app.enqueue_many([index.call(i) for i in range(4)])
+    alone = plain.enqueue()
+    assert burst(app, "chunks", concurrency=1) == 0 and burst(app, "plain") == 0
+    assert calls.lists[0] == [0, 1, 2, 3] and calls.lists[1] == [0]  # item 0 failed, then ran alone
+    done = {job.id: app.get(job.id) for job in jobs}
+    first, retried = {done[j.id].chunk_call for j in jobs[1:]}, done[jobs[0].id].chunk_call
+    assert len(first) == 1 and None not in first and retried is not None and retried not in first
+    assert app.get(alone.id).chunk_call is None
+    (call,) = first
+    page = app.find_jobs(chunk=call)
+    assert sorted(job.id for job in page.jobs) == sorted(j.id for j in jobs[1:])
+    assert [job.id for job in app.find_jobs(chunk=retried).jobs] == [jobs[0].id]
+    assert [job.id for job in app.find_jobs(chunk=call, state="succeeded", limit=2).jobs] == \
+        [j.id for j in reversed(jobs[2:])]  # newest first, a page at a time
+    assert app.find_jobs(chunk=call, task="chunks.other").jobs == []
+    assert app.find_jobs(chunk="no-such-call").jobs == []

@@ -47,7 +47,7 @@ SAMPLE = {
     "finished_at": 2_000_000_020.0, "meta": {"trace": "t-1"}, "progress": 0.5, "progress_message": "half",
     "cancel_requested": True, "expires_at": 2_100_000_000.0, "updated_at": 2_000_000_010.0,
     "remark": "for people", "last_worker": "w-0", "tags": ("billing", "customer:42"),
-    "fair_key": "customer:42", "waits_for": "payment\tuser:42",
+    "fair_key": "customer:42", "waits_for": "payment\tuser:42", "chunk_call": "01J0CHUNKCALL0000000000001",
 }
 
 

@@ -22,6 +22,7 @@ from click.testing import CliRunner
 import deferq
 from deferq.backends import open_backend
 from deferq.backends.base import Enqueue, Outcome
+from deferq.backends.search import JobQuery
 from deferq.backends.sql.base import TABLES
 from deferq.backends.sql.mysql import EXACT_COLLATIONS, exact_collation
 from deferq.backends.sql.plans import Plan, Step
@@ -292,6 +293,40 @@ def test_jobs_blocked_before_blocker_counts_mysql(mysql_admin):
         check_blocked_before_blocker_counts(f"{MYSQL_SERVER}/{database}")
 
 
+def check_chunk_call_after_migration(url: str, before: int) -> None:
+    """A job stored by schema version `before` (no chunk_call column) reads with none once
+    the store is migrated; a chunk call's settle then names it, and its call finds it."""
+    old = open_backend(url, prepare_schema=False)
+    old.migrations = [m for m in old.migrations if m.version <= before]
+    old.migrate()
+    stored = old.enqueue_many([Enqueue(Job(id=new_job_id(), task="t")), Enqueue(Job(id=new_job_id(), task="t"))])
+    old.close()
+    new = open_backend(url)
+    try:
+        assert new.applied_versions()[-1] > before
+        assert [new.get(job.id).chunk_call for job in stored] == [None, None]
+        first, second = new.reserve(["default"], 10, "w", 60, (0, 1, 2))
+        assert new.settle([Outcome(first, "succeeded", chunk_call="call-1"), Outcome(second, "succeeded")])
+        assert (new.get(first.id).chunk_call, new.get(second.id).chunk_call) == ("call-1", None)
+        assert [job.id for job in new.find_jobs(JobQuery(chunk="call-1")).jobs] == [first.id]
+    finally:
+        new.close()
+
+
+def test_jobs_stored_before_chunk_calls_sqlite(tmp_path):
+    check_chunk_call_after_migration(f"sqlite:///{tmp_path}/chunks.db", 15)
+
+
+def test_jobs_stored_before_chunk_calls_postgres(postgres_admin):
+    with fresh_postgres_schema(postgres_admin[0], "deferq_chunks") as schema:
+        check_chunk_call_after_migration(f"{POSTGRES_BASE}?schema={schema}", 17)
+
+
+def test_jobs_stored_before_chunk_calls_mysql(mysql_admin):
+    with fresh_mysql_database(mysql_admin[0], "deferq_chunks") as database:
+        check_chunk_call_after_migration(f"{MYSQL_SERVER}/{database}", 16)
+
+
 def test_mysql_keys_stored_before_exact_names_are_kept_and_told_apart(mysql_admin):
     """A database of schema version 14 (PAD SPACE: 'k' = 'k '), with a job holding key
     'k' and a kv record: migration 0015 keeps both, and then 'k ' is a key of its own."""
@@ -329,7 +364,6 @@ def test_postgres_text_index_made_again_without_encrypted_values(postgres_admin,
     indexes it again, of the same kind, leaving them out. A search then finds the plain
     job by its words, never a sealed one by a piece of its ciphertext, and the planner
     reads the index for it (its expression is the queries')."""
-    from deferq.backends.search import JobQuery
     from deferq.encryption import Encryption, Keyring, new_key
     from deferq.encryption.jobs import bound
 
@@ -352,9 +386,9 @@ def test_postgres_text_index_made_again_without_encrypted_values(postgres_admin,
         payload = b'[[],{"$enc":"' + sealed.encode() + b'"}]'  # as encryption/jobs.py stores them
         old.enqueue_many([Enqueue(Job(id=sealed_id, task="t"), payload=payload),
                           Enqueue(Job(id=failed_id, task="t"))])
-        leased = {job.id: job for job in old.reserve(["default"], 10, "w", 60, (0, 1, 2))}
-        old.settle([Outcome(leased[failed_id], "dead", error=error)])
         old.close()
+        conn.execute(f'UPDATE "{schema}".deferq_jobs SET state = %s, error = %s WHERE id = %s',
+                     ("dead", error, failed_id))  # as a settle of version 16 wrote it (today's reads chunk_call)
         new = open_backend(url)
         try:
             assert new.applied_versions()[-1] >= 17

@@ -5,19 +5,24 @@ Each job goes through the chain's before_run on its own, so a limit holds items,
 calls (a job a rate puts back is left out of the list); its after_run sees its own
 outcome. Those hooks see the job as `current_job()`; the call itself has no one job, so
 there it is None. A job cancelled while the call ran ends cancelled, whatever the call did.
+
+Each job the function was given settles with the call's id (`Outcome.chunk_call`, kept as
+`Job.chunk_call`): a fresh id per call, made like a job id (so it sorts by time), never a
+job's own id, since a job retried in a later call would then name two calls.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import replace
 from typing import Any
 
 from ..backends.base import Outcome
 from ..chunks import endings
 from ..context import JobControl, RunningJob, running_job
 from ..errors import JobTimeout, PayloadError
-from ..job import Job
+from ..job import Job, new_job_id
 from ..middleware import Chain
 from ..registry import TaskSpec
 from .pauses import ARMED, pause_at
@@ -62,12 +67,14 @@ async def run_chunk_async(spec: TaskSpec, jobs: list[tuple[Job, JobControl]], ch
 
 class _Call:
     """One call's jobs: each through before_run (those that pass give their item), then
-    the call's end mapped to each job, and each through after_run."""
+    the call's end mapped to each job, and each through after_run. `id`: the call's,
+    given to the outcome of each job the function was given."""
 
     def __init__(self, spec: TaskSpec, jobs: list[tuple[Job, JobControl]], chain: Chain) -> None:
         self.spec, self.jobs, self.chain = spec, jobs, chain
         self.ran: list[Ran | None] = [None] * len(jobs)
         self.taken: list[int] = []  # positions in `jobs` of the items the function gets
+        self.id = new_job_id()
         self.items: list[Any] = []
         for at, (job, control) in enumerate(jobs):
             token = running_job.set(RunningJob(job, control))  # a limit's slot goes on the job's control
@@ -96,11 +103,14 @@ class _Call:
 
     def outcomes(self) -> list[Ran]:
         out: list[Ran] = []
-        for (job, control), done in zip(self.jobs, self.ran, strict=True):
+        taken = set(self.taken)
+        for at, ((job, control), done) in enumerate(zip(self.jobs, self.ran, strict=True)):
             assert done is not None
             outcome, raised = done
             if control.cancelled:  # asked to stop: whatever the call did, this job stopped
                 outcome = stopped(job)
+            if at in taken:
+                outcome = replace(outcome, chunk_call=self.id)
             token = running_job.set(RunningJob(job, control))
             try:
                 self.chain.run_after_run(job, outcome, raised)

@@ -164,6 +164,7 @@ class Outcome:
     waits_for: str | None = None  # a snooze into a durable wait: "<event>\t<key>" (Job.waits_for)
     due: float | None = None  # a snooze to a moment (a durable sleep's end, the store's clock): not now + delay
     steps_keep: float | None = None  # a durable job that ended: its checkpoints expire this long after
+    chunk_call: str | None = None  # the chunk call that ran it (Job.chunk_call); None keeps the job's
 
     KINDS = tuple(OutcomeKind)
 
@@ -351,7 +352,8 @@ class JobStore(ABC):
                 log.error("job %s (%s): %s: %s", outcome.job.id, outcome.job.task, why, exc)
             kept = OutcomeKind.SUCCEEDED if outcome.kind == OutcomeKind.SUCCEEDED else OutcomeKind.DEAD
             try:
-                applied.extend(self.settle([Outcome(outcome.job, kept, error=why, ran=outcome.ran)]))
+                applied.extend(self.settle([Outcome(outcome.job, kept, error=why, ran=outcome.ran,
+                                                    chunk_call=outcome.chunk_call)]))
             except (StoreUnavailable, SchemaOutdated):
                 raise
             except Exception as exc:  # noqa: BLE001

@@ -630,6 +630,8 @@ def _settled(job: Job, outcome: Outcome, now: float) -> Job:
     """The job after an outcome: the one place the memory store applies outcomes."""
     common: _Unleased = {"worker": None, "lease_until": None, "updated_at": now,
                          "waits_for": outcome.waits_for if outcome.kind == "snooze" else None}
+    if outcome.chunk_call is not None:
+        job = job.evolve(chunk_call=outcome.chunk_call)
     if job.cancel_requested and outcome.kind != "succeeded" or outcome.kind == "cancelled":
         error = outcome.error if outcome.kind in ("cancelled", "dead", "retry") else job.error
         return replace(job, state=JobState.CANCELLED, error=error, finished_at=now, **common)

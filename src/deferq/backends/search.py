@@ -1,6 +1,7 @@
 """Listing and searching jobs at scale: the store's part of GET /v1/jobs.
 
-`find_jobs(JobQuery)` answers one page of jobs that match a filter (state, queue, task, tag)
+`find_jobs(JobQuery)` answers one page of jobs that match a filter (state, queue, task, tag,
+chunk call)
 and, optionally, a text to find in their arguments and error, with a keyset cursor to
 the next page: a page costs the same on the first page and the thousandth, however many
 jobs the store holds.
@@ -46,13 +47,14 @@ class JobQuery:
     queue: str | None = None
     task: str | None = None
     tag: str | None = None  # jobs with this tag among theirs
+    chunk: str | None = None  # the jobs a chunk call last ran (Job.chunk_call)
     text: str = ""
     cursor: str | None = None
     limit: int = 50
     window: int = WINDOW
 
     def __post_init__(self) -> None:
-        for name in ("queue", "task", "tag", "text"):
+        for name in ("queue", "task", "tag", "chunk", "text"):
             value = getattr(self, name)
             if value is not None and not storable(value):
                 raise ConfigError(f"the {name} to find, {value!r:.60}, holds NUL or a lone surrogate, which no "
@@ -189,7 +191,7 @@ def scan_page(query: JobQuery, pages: Pager, valid: Valid) -> JobPage:
     pager already found not to match (read in part: cheaper). Stops at `query.limit`
     matches, or after `query.window` jobs (the page says so). `valid`: the pager's
     positions' shape (decode_cursor)."""
-    filtering = query.task is not None or query.tag is not None or bool(query.text)
+    filtering = query.task is not None or query.tag is not None or query.chunk is not None or bool(query.text)
     size = min(query.window, 500) if filtering else query.limit
     position = decode_cursor(query.cursor, valid)
     found: list[Job] = []
@@ -204,6 +206,7 @@ def scan_page(query: JobQuery, pages: Pager, valid: Valid) -> JobPage:
                 job is not None
                 and query.task in (None, job.task)
                 and (query.tag is None or query.tag in job.tags)
+                and query.chunk in (None, job.chunk_call)
                 and (not query.text or text_matches(job, query.text))
             ):
                 found.append(job)

@@ -172,7 +172,8 @@ class Sealer:
                 result = {ARGS: keyring.seal(orjson.dumps(result), bound(o.job.id, "result"))}
             if error is not None:
                 error = keyring.seal(error.encode(), bound(o.job.id, "error"))
-            out[i] = Outcome(o.job, o.kind, o.delay, error, result, o.ran, o.waits_for, o.due, o.steps_keep)
+            out[i] = Outcome(o.job, o.kind, o.delay, error, result, o.ran, o.waits_for, o.due, o.steps_keep,
+                             o.chunk_call)
         return out
 
     def seal_progress(self, jobs: Sequence[Job]) -> list[Job]:

@@ -332,7 +332,8 @@ class JobSteps:
             outcome = compensate(self, outcome)
         if outcome.kind in ENDS_STEPS and self.records:
             o = outcome  # built, not dataclasses.replace: a third of the cost
-            return Outcome(o.job, o.kind, o.delay, o.error, o.result, o.ran, o.waits_for, o.due, self.keep)
+            return Outcome(o.job, o.kind, o.delay, o.error, o.result, o.ran, o.waits_for, o.due, self.keep,
+                           o.chunk_call)
         return outcome
 
     def patched(self, name: str) -> bool:

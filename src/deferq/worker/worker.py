@@ -770,7 +770,7 @@ class Worker:
         for (o, exc), ok in zip(batch, applied or [False] * len(batch), strict=True):
             if ok:  # as settled, with how long it ran
                 settled.append((Outcome(o.job, o.kind, o.delay, o.error, o.result, ran.get(o.job.id, 0.0),
-                                        o.waits_for, o.due, o.steps_keep), exc))
+                                        o.waits_for, o.due, o.steps_keep, o.chunk_call), exc))
             else:
                 log.warning("job %s (%s) finished after losing its lease (%s); outcome dropped",
                             o.job.id, o.job.task, self._why_lost())

@@ -455,7 +455,7 @@ class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
                 error = outcome.waits_for if kind == OutcomeKind.SNOOZE else outcome.error
                 delay = repr(outcome.delay) if outcome.due is None else f"@{outcome.due!r}"
                 args += (target, kind, job.id, job.worker or "", job.attempts, delay,
-                         error or "", result)
+                         error or "", result, outcome.chunk_call or "")
             calls.append(Call(scripts.SETTLE, keys, args))
         return groups, calls
 

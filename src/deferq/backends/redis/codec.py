@@ -4,7 +4,8 @@ A job hash holds: task, payload (JSON [args, kwargs]), priority, state, attempts
 max_attempts, timeout, key, run_at, ct (or created_at), lease_until, worker, error, result,
 finished_at, progress, progress_message, cancel_requested_at, expires_at, updated_at, remark,
 last_worker, tags (a JSON array; left out when none), fair_key, waits_for (a durable wait's
-"<event>\\t<key>" while the job waits in it: settle.lua); for workflows after_any and notify
+"<event>\\t<key>" while the job waits in it: settle.lua), chunk_call (the chunk call that
+last ran it: settle.lua); for workflows after_any and notify
 (docs/redis.md, "Workflows"), which this reading leaves alone.
 
 A new job's hash holds its creation time as ct (integer microseconds: the store keeps

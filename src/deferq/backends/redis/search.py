@@ -45,7 +45,7 @@ class RedisSearch(SearchStore):
 
     @guarded
     def find_jobs(self, query: JobQuery) -> JobPage:
-        if query.task is not None and not query.text and query.tag is None:
+        if query.task is not None and not query.text and query.tag is None and query.chunk is None:
             return self.task_page(query)
         return scan_page(query, self.job_pages(query), is_position)
 

@@ -566,6 +566,7 @@ class SQLBackend(SQLHistory, SQLSearch, Backend):
                 "error": outcome.error, "result": result,
                 "waits_for": outcome.waits_for if outcome.kind == "snooze" else None,
                 "due": outcome.due if outcome.kind == "snooze" else None,
+                "chunk_call": outcome.chunk_call,
             })
         return self.fence_params([o.job for o in outcomes], extra)
 

@@ -1,10 +1,10 @@
 """Listing and searching jobs on the SQL stores (backends/search.py states the contract).
 
 Newest enqueued first; the cursor is the last seq shown. A page is one query per stored
-state: with a state, or none (then over the whole table by seq); with a queue or task
-and no state, one query per stored state, merged (each one range of the (queue, state)
-or (task, state) index, where one query over all states would sort them all). Text:
-the dialect's `find_text` condition (`text_condition`).
+state: with a state, or none (then over the whole table by seq, or a chunk call's jobs
+by its index); with a queue or task and no state, one query per stored state, merged
+(each one range of the (queue, state) or (task, state) index, where one query over all
+states would sort them all). Text: the dialect's `find_text` condition (`text_condition`).
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ class SQLSearch(SearchStore):
         position: dict[str, Any] = decode_cursor(query.cursor, is_sql_position) or {}
         conditions: list[str] = []
         params: dict[str, Any] = {"limit": query.limit}
-        for name in ("queue", "task"):
+        for name in ("queue", "task", "chunk"):
             value = getattr(query, name)
             if value is not None:
                 conditions.append(self.q[f"find_{name}"])
@@ -75,6 +75,8 @@ class SQLSearch(SearchStore):
             scanned, complete = carry.pop("scanned", None), carry.pop("complete", True)
         if query.state is not None:
             states: list[str | None] = [STORED[str(query.state)]]
+        elif query.chunk is not None:  # its index reads the call's jobs by seq
+            states = [None]
         else:
             states = list(STORED_STATES) if query.queue or query.task or not self.seq_ordered else [None]
         found: list[tuple[int, Any]] = []

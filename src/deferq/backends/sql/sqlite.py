@@ -342,7 +342,7 @@ class SQLiteBackend(SQLBackend):
             # every lease held, the total row count says so; else undo it and go one by
             # one (the write lock is kept).
             now = self.now()
-            batch = [(now, o.job.id, o.job.worker, o.job.attempts) for o in outcomes]
+            batch = [(now, o.job.id, o.job.worker, o.job.attempts, o.chunk_call) for o in outcomes]
             yield Step("SAVEPOINT batch", begin=True)
             reply = yield Step(self.q["succeed"], batch, many=True, batch=True)
             if reply.rowcount == len(outcomes):

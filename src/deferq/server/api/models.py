@@ -296,8 +296,8 @@ class AlertSettings(Struct, forbid_unknown_fields=True):
 
 class JobsQuery(Struct, forbid_unknown_fields=True):
     """Filters that combine: the job with a key; else jobs in a state, of a queue, of a
-    task, with a tag, matching `q`, a page at a time (newest first; `cursor` for the next
-    page)."""
+    task, with a tag, of a chunk call, matching `q`, a page at a time (newest first;
+    `cursor` for the next page)."""
 
     key: Annotated[str, Meta(description="The job with this unique key.")] | UnsetType = UNSET
     state: Annotated[StateFilter, Meta(description="Jobs in this state (every state if left out); `retrying`: "
@@ -307,6 +307,8 @@ class JobsQuery(Struct, forbid_unknown_fields=True):
     queue: Annotated[str, Meta(description="Only jobs of this queue.")] | UnsetType = UNSET
     task: Annotated[str, Meta(description="Only jobs of this task (its exact name).")] | UnsetType = UNSET
     tag: Annotated[str, Meta(description="Only jobs with this tag (exact, among theirs).")] | UnsetType = UNSET
+    chunk: Annotated[str, Meta(max_length=64, description="Only the jobs of this chunk call (a job's "
+                               "`chunk_call`): those a chunk task's call ran together.")] | UnsetType = UNSET
     q: Annotated[str, Meta(max_length=200, description="A job id or unique key (found exactly, however old), "
                            "and text (3 characters or more) in the arguments, error or key.")] | UnsetType = UNSET
     cursor: Annotated[str, Meta(max_length=2000, extra_json_schema={"format": "page-cursor"},
@@ -465,6 +467,10 @@ class Job(Struct):
     last_worker: Annotated[str, Meta(description="The worker that last ran it (kept after).")] | None = None
     tags: Annotated[list[str], Meta(description="Labels kept with the job.")] = msgspec.field(default_factory=list)
     fair_key: Annotated[str, Meta(description="Its key in its queue's round-robin (fair queues).")] | None = None
+    chunk_call: Annotated[str, Meta(description=(
+        "A chunk task's job: the id of the call that last ran it, shared by the jobs that call ran "
+        "(`GET /v1/jobs?chunk=` lists them); a job retried in a later call names that call. Null for "
+        "a plain task's job and one not yet run."))] | None = None
     encrypted: Annotated[dict[str, int], Meta(description=(
         "The fields encrypted at rest that this server cannot open (it lacks the key), each with its "
         "size in bytes: `args` (then args and kwargs are null), `result`, `error`, `progress_message` "

@@ -4,14 +4,15 @@
 -- KEYS, 10 per queue: job-key prefix (a job's hash is prefix .. id, same slot); active
 --             zset; wake list; cancelled zset; hash of jobs waiting behind a key's holder;
 --             succeeded zset; dead zset; waiting zsets of priority 0, 1, 2
--- ARGV, 8 per outcome: its target zset as a KEYS index (the waiting zset of the job's
+-- ARGV, 9 per outcome: its target zset as a KEYS index (the waiting zset of the job's
 --             priority for retry, release and snooze, else the succeeded, dead or
 --             cancelled zset; the job's queue is that key's block of 10), kind, id,
 --             worker, attempts (the lease fence), delay seconds (retry, snooze; a snooze
 --             to a moment: '@' and its epoch seconds), error
 --             (dead and retry; for a snooze, the durable wait it hands the job back
 --             for, "<event>\t<key>", kept in the hash's `waits_for`; '' = none), result
---             JSON ('' = none)
+--             JSON ('' = none), the chunk call that ran it (the hash's `chunk_call`;
+--             '' = none: the field is left as it is)
 -- (Each queue's keys once, not each outcome's: a worker's batch is mostly one queue.)
 -- An outcome applies only while the lease fence holds. A job whose cancel was
 -- requested ends cancelled unless it succeeded (base.py).
@@ -25,7 +26,7 @@ local now, nows = clock()
 local out = {}
 local released, placed = {}, {}
 local woken = {}
-for b = 0, #ARGV - 1, 8 do
+for b = 0, #ARGV - 1, 9 do
   local t = tonumber(ARGV[b + 1])
   local k = t - (t - 1) % 10 -- the first key of the queue's block
   local kind, id, worker, attempts = ARGV[b + 2], ARGV[b + 3], ARGV[b + 4], ARGV[b + 5]
@@ -34,6 +35,7 @@ for b = 0, #ARGV - 1, 8 do
   if held then
     local finished = true
     collect(released, active, id)
+    if ARGV[b + 9] ~= '' then redis.call('HSET', job, 'chunk_call', ARGV[b + 9]) end
     -- worker and lease_until are blanked rather than deleted: one command, not two
     if kind == 'cancelled' or (asked and kind ~= 'succeeded') then
       if kind == 'cancelled' or kind == 'dead' or kind == 'retry' then

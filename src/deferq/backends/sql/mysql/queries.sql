@@ -13,7 +13,8 @@
 -- name: job_columns
 id, task, payload, queue, priority, state, attempts, max_attempts, timeout,
 unique_key, run_at, created_at, lease_until, worker, error, result, finished_at,
-progress, progress_message, cancel_requested_at, expires_at, updated_at, remark, last_worker, tags, fair_key, waits_for
+progress, progress_message, cancel_requested_at, expires_at, updated_at, remark, last_worker, tags, fair_key, waits_for,
+chunk_call
 
 -- name: clock
 SELECT {now}
@@ -223,6 +224,7 @@ UPDATE {jobs} FORCE INDEX (deferq_jobs_id) SET
     result = CASE WHEN %(kind)s = 'succeeded' THEN %(result)s ELSE result END,
     finished_at = CASE WHEN %(state)s <> 'queued' OR cancel_requested_at IS NOT NULL THEN {now} END,
     waits_for = %(waits_for)s,
+    chunk_call = coalesce(%(chunk_call)s, chunk_call),
     worker = NULL,
     lease_until = NULL,
     updated_at = {now}
@@ -560,6 +562,10 @@ task = %(task)s
 -- the tag given quoted, as the JSON array holds it (search.tag_text); the column is
 -- utf8mb4_bin, so the match is exact
 LOCATE(%(tag)s, tags) > 0
+
+-- name: find_chunk
+-- the jobs a chunk call last ran, through deferq_jobs_chunk_call
+chunk_call = %(chunk)s
 
 -- name: find_after
 seq < %(after)s

@@ -12,7 +12,8 @@ date_part('epoch', now())
 -- as text costs the same as its normal output and leaves decoding to orjson.
 id, task, payload::text, queue, priority, state, attempts, max_attempts, timeout,
 unique_key, run_at, created_at, lease_until, worker, error, result::text, finished_at,
-progress, progress_message, cancel_requested_at, expires_at, updated_at, remark, last_worker, tags, fair_key, waits_for
+progress, progress_message, cancel_requested_at, expires_at, updated_at, remark, last_worker, tags, fair_key, waits_for,
+chunk_call
 
 -- name: clock
 SELECT {now}
@@ -295,13 +296,14 @@ UPDATE {jobs} AS j SET
     result = CASE WHEN o.kind = 'succeeded' THEN o.result::jsonb ELSE j.result END,
     finished_at = CASE WHEN o.state <> 'queued' OR j.cancel_requested_at IS NOT NULL THEN {now} END,
     waits_for = o.waits_for,
+    chunk_call = coalesce(o.chunk_call, j.chunk_call),
     worker = NULL,
     lease_until = NULL,
     updated_at = {now}
 FROM unnest(%(id)s::text[], %(worker)s::text[], %(attempts)s::int[], %(kind)s::text[],
             %(state)s::text[], %(released)s::int[], %(delay)s::float8[], %(error)s::text[],
-            %(result)s::text[], %(waits_for)s::text[], %(due)s::float8[])
-     AS o(id, worker, attempts, kind, state, released, delay, error, result, waits_for, due)
+            %(result)s::text[], %(waits_for)s::text[], %(due)s::float8[], %(chunk_call)s::text[])
+     AS o(id, worker, attempts, kind, state, released, delay, error, result, waits_for, due, chunk_call)
 WHERE j.id = o.id AND j.state = 'active' AND j.worker = o.worker AND j.attempts = o.attempts
 
 -- name: recover_expired
@@ -693,6 +695,10 @@ task = %(task)s
 -- name: find_tag
 -- the tag given quoted, as the JSON array holds it (search.tag_text)
 strpos(tags, %(tag)s) > 0
+
+-- name: find_chunk
+-- the jobs a chunk call last ran, through deferq_jobs_chunk_call
+chunk_call = %(chunk)s
 
 -- name: find_after
 seq < %(after)s

@@ -14,7 +14,8 @@
 -- Every job read returns these, in this order (rows.py decodes them).
 id, task, payload, queue, priority, state, attempts, max_attempts, timeout,
 key, run_at, created_at, lease_until, worker, error, result, finished_at,
-progress, progress_message, cancel_requested_at, expires_at, updated_at, remark, last_worker, tags, fair_key, waits_for
+progress, progress_message, cancel_requested_at, expires_at, updated_at, remark, last_worker, tags, fair_key, waits_for,
+chunk_call
 
 -- name: data_version
 -- Changes whenever another connection commits: a read of shared memory, no I/O.
@@ -157,6 +158,7 @@ UPDATE {jobs} SET
     vtime = CASE WHEN :kind IN ('retry', 'snooze') THEN NULL ELSE vtime END,
     finished_at = CASE WHEN :state <> 'queued' OR cancel_requested_at IS NOT NULL THEN {now} END,
     waits_for = :waits_for,
+    chunk_call = coalesce(:chunk_call, chunk_call),
     worker = NULL,
     lease_until = NULL,
     updated_at = {now}
@@ -165,8 +167,9 @@ WHERE id = :id AND state = 'active' AND worker = :worker AND attempts = :attempt
 -- name: succeed
 -- `settle` for the commonest outcome, a job that succeeded and returned nothing:
 -- nothing to decide, so a whole batch runs as one prepared statement (settle_plan).
--- Positional parameters, a tuple per job: (now, id, worker, attempts).
-UPDATE {jobs} SET state = 'succeeded', finished_at = ?1, worker = NULL, lease_until = NULL, updated_at = ?1
+-- Positional parameters, a tuple per job: (now, id, worker, attempts, chunk call or NULL).
+UPDATE {jobs} SET state = 'succeeded', finished_at = ?1, worker = NULL, lease_until = NULL, updated_at = ?1,
+    chunk_call = coalesce(?5, chunk_call)
 WHERE id = ?2 AND state = 'active' AND worker = ?3 AND attempts = ?4
 
 -- name: recover_expired
@@ -499,6 +502,10 @@ task = :task
 -- name: find_tag
 -- the tag given quoted, as the JSON array holds it (search.tag_text)
 instr(tags, :tag) > 0
+
+-- name: find_chunk
+-- the jobs a chunk call last ran, through deferq_jobs_chunk_call
+chunk_call = :chunk
 
 -- name: find_after
 seq < :after
