@@ -32,7 +32,7 @@ def _exact(backend: Backend, q: str, find: JobQuery) -> list[Job]:
     def passes(job: Job) -> bool:
         return (
             find.state in (None, job.state) and find.queue in (None, job.queue) and find.task in (None, job.task)
-            and (find.tag is None or find.tag in job.tags)
+            and (find.tag is None or find.tag in job.tags) and find.chunk in (None, job.chunk_call)
         )
 
     return [job for job in unique.values() if passes(job)]
@@ -54,7 +54,7 @@ async def page(service: Service, query: models.JobsQuery) -> dict[str, Any]:
     kind = state if state in SCHEDULED_KINDS else None
     as_state = JobState.SCHEDULED if kind else None if state is None else JobState(state)
     find = JobQuery(state=as_state, queue=_given(query.queue), task=_given(query.task), tag=_given(query.tag),
-                    text=q if len(q) >= MIN_TEXT else "", cursor=_given(query.cursor),
+                    chunk=_given(query.chunk), text=q if len(q) >= MIN_TEXT else "", cursor=_given(query.cursor),
                     limit=query.limit, window=query.window)
     try:
         exact, found = await service.store(_search, service.backend, q, find, kind)

@@ -163,14 +163,15 @@ def batch_with_members(backend: Backend, batch_id: str, shown: int) -> dict[str,
 @store_route(READER)
 async def list_jobs(service: Service, request: Request) -> JSON:
     """The filters combine: the job with `key`, if it is in `state` and of `queue`; else a
-    page of the jobs in `state`, of `queue` and `task`, matching `q` (job_search.py)."""
+    page of the jobs in `state`, of `queue` and `task`, of a chunk call, matching `q`
+    (job_search.py)."""
     query = fields.parse_query(models.JobsQuery, dict(request.query_params))
     queue = None if query.queue is UNSET else query.queue
     if query.key is not UNSET:
         job = await service.store(service.backend.get_by_key, query.key)
         found = [job] if job is not None else []
         found = [j for j in found if query.state in (UNSET, str(j.state)) and queue in (None, j.queue)
-                 and query.tag in (UNSET, *j.tags)]
+                 and query.tag in (UNSET, *j.tags) and query.chunk in (UNSET, j.chunk_call)]
         return JSON({"jobs": [jobs_module.view(job, service.sealer) for job in found]})
     return JSON(await job_search.page(service, query))
 
