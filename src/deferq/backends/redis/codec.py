@@ -321,14 +321,17 @@ _leased_new: Callable[..., Job] = slot_builder(
 )
 
 
-def leased_job(job_id: str, queue: str, flat: list[Any], now: float, worker: str, lease_until: bytes,
+def leased_job(job_id: str, queue: str, flat: list[Any] | bytes, now: float, worker: str, lease_until: bytes,
                attempts: int, now_text: bytes) -> Job:
     """The job reserve.lua just leased: its hash as it was before the lease (`flat`, a
-    flat HGETALL, or its record's fields), and what the lease wrote (state, worker,
+    flat HGETALL, or the record add.lua stored), and what the lease wrote (state, worker,
     lease, attempts, updated_at): the job `job_from_hash` reads from the hash after.
     A job never leased before (no last_worker) carries no durable-step checkpoints."""
-    it = iter(flat)
-    f: dict[bytes, bytes] = dict(zip(it, it, strict=False))  # an HGETALL: always pairs
+    if isinstance(flat, bytes):  # a record add.lua stored
+        f = record_fields(flat)
+    else:
+        it = iter(flat)
+        f = dict(zip(it, it, strict=False))  # an HGETALL: always pairs
     fresh = not f.get(b"last_worker")
     try:
         if len(f) == 4 and b"ct" in f and b"state" in f:  # a new job: every other field at its default

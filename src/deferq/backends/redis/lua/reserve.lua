@@ -29,8 +29,9 @@
 -- When the batch is full and due jobs remain, the wake token is passed on so that
 -- another idle worker takes them.
 -- Returns {now as text, lease deadline as text, then per job: queue number
--- (1-based), id, attempts, HGETALL of the job as it was before this lease (the
--- caller applies state, attempts, worker and lease deadline itself); an expired job
+-- (1-based), id, attempts, HGETALL of the job as it was before this lease, or for a
+-- job add.lua stored its record, one string (the caller applies state, attempts, worker
+-- and lease deadline itself); an expired job
 -- the same way, its queue number negative (the caller counts it in the history);
 -- bringing checkpoints, a fifth: the job's records as {name, value, ...}, or 0 for a
 -- job never leased before (it has none)};
@@ -56,8 +57,25 @@ local function set_of(q, p)
   return KEYS[(q - 1) * K + p + 1]
 end
 
+-- Whether queue q has any waiting zset (`fair`: any fair zset), asked once per call with
+-- one EXISTS over the three: plain jobs wait in the ready lists and most queues have no
+-- fair keys, so a look at each empty zset would cost a call.
+local exists = {}
+local function has_sets(q, fair)
+  local at = fair and -q or q
+  if exists[at] == nil then
+    if fair then
+      exists[at] = redis.call('EXISTS', set_of(q, 10), set_of(q, 11), set_of(q, 12)) > 0
+    else
+      exists[at] = redis.call('EXISTS', set_of(q, 0), set_of(q, 1), set_of(q, 2)) > 0
+    end
+  end
+  return exists[at]
+end
+
 -- Queue q's due jobs of level p in its zset, in claim order: {due, id, q, due text}.
 local function from_set(q, p, want)
+  if not has_sets(q, p >= 10) then return {items = {}} end
   local zset, ids = set_of(q, p), nil
   if p >= 10 then
     ids = redis.call('ZRANGE', zset, 0, want - 1, 'WITHSCORES')
@@ -107,16 +125,17 @@ local function before(a, b)
 end
 
 local lists = {}
+local left = {} -- queue number -> true: a due job was seen and not taken
 for pi = 5, #ARGV do
   local p = tonumber(ARGV[pi])
   local want = limit - #taken
   if want <= 0 then break end
   local streams = {}
-  for _, q in ipairs(open) do
-    local s = from_set(q, p, want)
+  for _, q in ipairs(open) do -- one job more than wanted: whether due jobs remain (below)
+    local s = from_set(q, p, want + 1)
     if #s.items > 0 then streams[#streams + 1] = s end
     if p < 10 then
-      s = from_list(q, p, want)
+      s = from_list(q, p, want + 1)
       if #s.entries > 0 then
         streams[#streams + 1] = s
         lists[#lists + 1] = s
@@ -134,6 +153,10 @@ for pi = 5, #ARGV do
     local item = best.items[best.next]
     best.next = best.next + 1
     taken[#taken + 1] = {item[2], item[3], p, item[4], best.entries and true or false, item[5]}
+  end
+  for _, s in ipairs(streams) do
+    local item = s.items[s.next]
+    if item then left[item[3]] = true end
   end
 end
 
@@ -196,48 +219,55 @@ for _, item in ipairs(taken) do
     collect(removed, set_of(q, p), id)
     record = redis.call('HGET', new, id)
   end
-  local fields
-  if record then -- a job add.lua stored: its hash is made below, with its lease
-    fields = record_fields(record)
-    collect(recorded, new, id)
-  else
-    fields = redis.call('HGETALL', job)
-  end
-  local attempts, expires, fresh = 0, nil, true
-  for j = 1, #fields, 2 do
-    local name = fields[j]
-    if name == 'attempts' then attempts = num(fields[j + 1], 0)
-    elseif name == 'expires_at' then expires = tonumber(fields[j + 1])
-    elseif name == 'last_worker' and fields[j + 1] ~= '' then fresh = false end
-  end
-  if expires and expires <= now then -- never run: cancelled instead
-    redis.call('HSET', job, 'state', 'cancelled', 'error', 'expired', 'finished_at', nows, 'updated_at', nows)
-    collect(placed, KEYS[b + 7], nows, id)
-    on_finish(job, id, redis.call('HGET', job, 'notify'), now, false) -- its children: at the next sweep
-    out[#out + 1] = -q -- the history counts it: a negative queue number marks an expired job
-    out[#out + 1] = id
-    out[#out + 1] = 0
-    out[#out + 1] = fields
-    if steps then out[#out + 1] = 0 end
-  elseif #fields > 0 then
-    attempts = attempts + 1
-    local lease = {'state', 'active', 'attempts', attempts, 'worker', worker,
-      'lease_until', lease_until, 'last_worker', worker, 'updated_at', nows}
-    if record then
-      for j = 1, #fields, 2 do
-        if fields[j] ~= 'state' then
-          lease[#lease + 1] = fields[j]
-          lease[#lease + 1] = fields[j + 1]
-        end
+  if record then -- a job add.lua stored: never leased, no expiry; its hash is made here
+    -- with its lease from the record's fields (all but state), and the record itself is
+    -- the answer (codec.py reads it: one string, not its fields)
+    local lease = {'state', 'active', 'attempts', 1, 'worker', worker, 'lease_until', lease_until,
+      'last_worker', worker, 'updated_at', nows}
+    local fields = record_fields(record)
+    for j = 1, #fields, 2 do
+      if fields[j] ~= 'state' then
+        lease[#lease + 1] = fields[j]
+        lease[#lease + 1] = fields[j + 1]
       end
     end
     redis.call('HSET', job, unpack(lease))
+    collect(recorded, new, id)
     collect(leased, KEYS[b + 4], lease_until, id)
     out[#out + 1] = q
     out[#out + 1] = id
-    out[#out + 1] = attempts
-    out[#out + 1] = fields
-    if steps then out[#out + 1] = fresh and 0 or checkpoints(steps .. id .. '}') end
+    out[#out + 1] = 1
+    out[#out + 1] = record
+    if steps then out[#out + 1] = 0 end
+  else
+    local fields = redis.call('HGETALL', job)
+    local attempts, expires, fresh = 0, nil, true
+    for j = 1, #fields, 2 do
+      local name = fields[j]
+      if name == 'attempts' then attempts = num(fields[j + 1], 0)
+      elseif name == 'expires_at' then expires = tonumber(fields[j + 1])
+      elseif name == 'last_worker' and fields[j + 1] ~= '' then fresh = false end
+    end
+    if expires and expires <= now then -- never run: cancelled instead
+      redis.call('HSET', job, 'state', 'cancelled', 'error', 'expired', 'finished_at', nows, 'updated_at', nows)
+      collect(placed, KEYS[b + 7], nows, id)
+      on_finish(job, id, redis.call('HGET', job, 'notify'), now, false) -- its children: at the next sweep
+      out[#out + 1] = -q -- the history counts it: a negative queue number marks an expired job
+      out[#out + 1] = id
+      out[#out + 1] = 0
+      out[#out + 1] = fields
+      if steps then out[#out + 1] = 0 end
+    elseif #fields > 0 then
+      attempts = attempts + 1
+      redis.call('HSET', job, 'state', 'active', 'attempts', attempts, 'worker', worker,
+        'lease_until', lease_until, 'last_worker', worker, 'updated_at', nows)
+      collect(leased, KEYS[b + 4], lease_until, id)
+      out[#out + 1] = q
+      out[#out + 1] = id
+      out[#out + 1] = attempts
+      out[#out + 1] = fields
+      if steps then out[#out + 1] = fresh and 0 or checkpoints(steps .. id .. '}') end
+    end
   end
 end
 flush('ZREM', removed)
@@ -248,11 +278,16 @@ flush('ZADD', placed)
 if #taken >= limit then
   for _, q in ipairs(open) do
     local b = (q - 1) * K
-    for p = 0, 2 do
-      if #redis.call('ZRANGEBYSCORE', KEYS[b + p + 1], '-inf', now, 'LIMIT', 0, 1) > 0
-          or redis.call('LLEN', KEYS[b + 9 + p]) > 0 or redis.call('ZCARD', set_of(q, p + 10)) > 0 then
-        wake(KEYS[b + 5])
-        break
+    if left[q] then
+      wake(KEYS[b + 5])
+    else
+      for p = 0, 2 do
+        if (has_sets(q, false) and #redis.call('ZRANGEBYSCORE', KEYS[b + p + 1], '-inf', now, 'LIMIT', 0, 1) > 0)
+            or redis.call('LLEN', KEYS[b + 9 + p]) > 0
+            or (has_sets(q, true) and redis.call('ZCARD', set_of(q, p + 10)) > 0) then
+          wake(KEYS[b + 5])
+          break
+        end
       end
     end
   end
