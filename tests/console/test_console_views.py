@@ -103,6 +103,7 @@ def views(world: World) -> list[tuple[str, str, str]]:
         (f"/dashboard/jobs/{ids['cancelled']}", ".badge.state-cancelled", "cancelled"),
         (f"/dashboard/jobs/{ids['chain_middle']}", "#job-children li", "shop.tasks.mail_pdf"),
         (f"/dashboard/jobs/{ids['batch_member']}", "#job-batch", "This job is a member."),
+        (f"/dashboard/jobs/{ids['chunk_member']}", "#job-chunk-title", "Chunk call: 6 jobs"),
         ("/dashboard/dead", f'.jobs tr[data-key="{ids["dead"]}"]', "insufficient_funds"),
         ("/dashboard/workers", "#workers tbody tr", "render_invoice"),
         ("/dashboard/periodic", '#periodic tr[data-key="refresh-rates"]', "*/15 * * * *"),
@@ -256,6 +257,40 @@ def test_the_job_page_shows_its_workflow(served):
     no_errors(page)
     fits(page)
     page.context.close()
+
+
+def test_the_job_page_links_the_jobs_of_its_chunk_call(served):
+    """A chunk task's job: "Chunk call: N jobs", each a node with its state and item, this
+    one marked, a link to another's page and one to the call's jobs in the list (filtered
+    by the call, its box showing it); a plain job: no panel. At 390 px too."""
+    world, base, browser = served
+    ids = world.ids
+    for width in (1280, 390):
+        page = signed_in(browser, base, world.reader, width=width)
+        page.goto(f"{base}/dashboard/jobs/{ids['chunk_member']}")
+        expect(page.locator("#job-chunk-title")).to_have_text("Chunk call: 6 jobs")
+        nodes = page.locator("#job-chunk li")
+        expect(nodes).to_have_count(6)
+        expect(page.locator("#job-chunk li.self")).to_contain_text("(this job)")
+        expect(page.locator("#job-chunk li.self")).to_contain_text('"SKU-1001"')
+        expect(page.locator("#job-chunk li", has_text="succeeded")).to_have_count(5)
+        expect(page.locator("#job-chunk li", has_text="scheduled")).to_have_count(1)
+        fits(page)
+        page.locator("#job-chunk li", has_text="scheduled").locator("a").click()
+        expect(page).to_have_url(f"{base}/dashboard/jobs/{ids['chunk_retrying']}")
+        expect(page.locator("#job-error")).to_contain_text("price missing")
+        expect(page.locator("#job-chunk li.self")).to_contain_text("SKU-1003")  # it still names that call
+        page.locator("#job-chunk-all").click()
+        expect(page).to_have_url(re.compile(r"/dashboard/jobs\?chunk="))
+        expect(page.locator(".jobs tbody tr")).to_have_count(6)
+        expect(page.locator('input[name="chunk"]')).to_have_value(re.compile(r"^[0-9A-Z]{26}$"))
+        expect(page.locator(".jobs tbody tr", has_text="shop.tasks.index_products")).to_have_count(6)
+        fits(page)
+        page.goto(f"{base}/dashboard/jobs/{ids['queued']}")
+        expect(page.locator(".badge.state-queued").first).to_be_visible()
+        expect(page.locator("#job-chunk-panel")).to_be_hidden()
+        no_errors(page)
+        page.context.close()
 
 
 def test_charts_draw_the_history_kept_in_the_store(served):

@@ -3,7 +3,7 @@
 Seeds the world of tests/support/console_world.py on a fresh SQLite store, starts `deferq serve`,
 then keeps a real worker busy for a while (a producer enqueues faster than it works), so
 the charts show the last minutes of real history after the seeded day (console_world); then every view at 1280 px,
-light and dark, and three views at 390 px. Look at each picture before committing them.
+light and dark, and the views of PHONE at 390 px. Look at each picture before committing them.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from deferq.worker import Worker, WorkerConfig
 from tests.support.console_world import chromium, publish_heartbeats, seed, signed_in
 from tests.support.server_helpers import running_server
 
-PHONE = ("overview", "job", "workflow", "flow", "jobs", "batches", "limits", "periodic")
+PHONE = ("overview", "job", "workflow", "flow", "jobs", "batches", "limits", "periodic", "chunk")
 MAX_HEIGHT = 1500  # px: a long list is cut there
 
 
@@ -71,6 +71,7 @@ def main() -> None:
         "job": f"/dashboard/jobs/{world.ids['dead']}", "workflow": f"/dashboard/jobs/{world.ids['chain_middle']}",
         "flow": f"/dashboard/jobs/{world.ids['batch_member']}/flow",
         "batch": f"/dashboard/jobs/{world.ids['batch_member']}",
+        "chunk": f"/dashboard/jobs/{world.ids['chunk_member']}",
         "batches": f"/dashboard/batches/{world.ids['batch']}", "running": f"/dashboard/jobs/{world.ids['active']}",
         "dead": "/dashboard/dead", "workers": "/dashboard/workers",
         "periodic": "/dashboard/periodic", "limits": "/dashboard/limits",

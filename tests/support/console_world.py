@@ -1,5 +1,5 @@
 """A small world for the console's tests and screenshots: a store with jobs in every
-state in a few queues, a worker's and a master's heartbeat, a topic, tokens, alert
+state in a few queues, a chunk task's call, a worker's and a master's heartbeat, a topic, tokens, alert
 settings and a periodic schedule (`deferq serve --app tests.support.console_world:app` lists it),
 plus a headless Debian Chromium driven by Playwright."""
 
@@ -168,6 +168,21 @@ def seed_workflows(world_app: deferq.App) -> dict[str, str]:
             "batch_member": members[0], "batch_callback": callback}
 
 
+def seed_chunk_call(world_app: deferq.App) -> dict[str, str]:
+    """One call of a chunk task over six products, in a queue of its own: five succeed,
+    the third is refused and waits for its retry (it still names the call)."""
+    from deferq import testing
+
+    @world_app.task(name="shop.tasks.index_products", queue="search", chunk=deferq.Chunk(size=10, wait=0),
+                    backoff=lambda attempt: 3600.0)
+    def index_products(skus: list[str]) -> None:
+        raise deferq.ChunkFailed({2: "the search engine refused SKU-1003: price missing"})
+
+    members = world_app.enqueue_many([index_products.call(f"SKU-{1001 + n}") for n in range(6)])
+    testing.drain(world_app, ["search"])
+    return {"chunk_member": members[0].id, "chunk_retrying": members[2].id}
+
+
 def seed(url: str) -> World:
     """Jobs in every state (each state's queue chosen so the views have something to
     show), a worker and a master that publish heartbeats, a topic and tokens."""
@@ -200,6 +215,7 @@ def seed(url: str) -> World:
     ids["cancelled"] = world_app.enqueue("shop.tasks.send_welcome", ["gone@example.com"], queue="email").id
     assert backend.cancel(ids["cancelled"])
     ids.update(seed_workflows(world_app))
+    ids.update(seed_chunk_call(world_app))
     publish_heartbeats(backend, ids["active"])
     seed_limits(world_app, ids["active"])
     seed_history(backend)

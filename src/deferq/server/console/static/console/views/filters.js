@@ -7,7 +7,8 @@ import {count} from "../format.js";
 import {queueSelect, stateSelect} from "./common.js";
 import {jobTable} from "./jobtable.js";
 
-// fields: which of state, queue, task, tag, q the form shows; hints: placeholders of task and q.
+// fields: which of state, queue, task, tag, chunk, q the form shows; hints: placeholders of task and
+// q. The chunk call's box shows only while the URL filters by one (the job page links there).
 export function filterForm(ctx, fields, hints) {
   const hint = {task: "task or topic contains…", tag: "tag", q: "id or key", ...hints};
   const values = () => Object.fromEntries(fields.map((f) => [f, ctx.query.get(f) || ""]));
@@ -20,6 +21,9 @@ export function filterForm(ctx, fields, hints) {
       placeholder: hint.task, list: "known-tasks", "aria-label": "task", autocomplete: "off"}) : null,
     tag: fields.includes("tag") ? h("input", {name: "tag", type: "search", value: start.tag,
       placeholder: hint.tag, "aria-label": "tag", autocomplete: "off", spellcheck: "false"}) : null,
+    chunk: fields.includes("chunk") && start.chunk ? h("input", {name: "chunk", type: "search", value: start.chunk,
+      placeholder: "chunk call", "aria-label": "chunk call", autocomplete: "off", spellcheck: "false",
+      class: "mono"}) : null,
     q: fields.includes("q") ? h("input", {name: "q", type: "search", value: start.q,
       placeholder: hint.q, "aria-label": hint.q, autocomplete: "off", spellcheck: "false"}) : null,
   };
@@ -43,7 +47,7 @@ export function filterForm(ctx, fields, hints) {
   });
   for (const control of [controls.state, controls.queue]) control && control.addEventListener("change", () => apply(false));
   const typed = debounce(() => apply(true), 500);
-  for (const control of [controls.task, controls.tag, controls.q]) {
+  for (const control of [controls.task, controls.tag, controls.chunk, controls.q]) {
     if (control) control.addEventListener("input", typed);
   }
 

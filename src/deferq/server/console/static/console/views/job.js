@@ -61,12 +61,13 @@ export function mount(root, ctx) {
   resultPanel.append(result);
   const gone = h("div", {hidden: true});
   const flow = workflowPanel(id);
+  const chunk = chunkPanel(ctx, id);
   const steps = stepsPanel(ctx, id, message, () => refresh());
   const tries = attemptsPanel();
   const event = eventPanel(ctx, message, () => refresh());
   const body = h("div", {class: "job-grid"},
     h("div", {class: "job-main"}, progressPanel, event.el, h("section", {class: "panel"}, argsTitle, argsLabel, args, kwargsLabel, kwargs),
-      steps.el, flow.el, errorPanel, tries.el, resultPanel),
+      steps.el, flow.el, chunk.el, errorPanel, tries.el, resultPanel),
     h("div", {class: "job-side"}, remark.el, section("Details", details), section("Times", times), leasePanel));
   root.append(head, message.el, gone, body);
   let job = null;
@@ -110,6 +111,8 @@ export function mount(root, ctx) {
     body.hidden = false;
     gone.hidden = true;
     show(data);
+    await chunk.refresh(data);
+    if (!ctx.alive()) return;
     if (data.state === "active") {
       const held = await ctx.api(`/v1/jobs/${encodeURIComponent(id)}/lease`);
       if (!ctx.alive()) return;
@@ -235,6 +238,53 @@ function workflowPanel(id) {
       list(parents, parentsTitle, p, (data.after || []).length, "Runs after");
       list(children, childrenTitle, c, c.length, "Then");
       showBatch(data.batch);
+    },
+  };
+}
+
+// The other jobs of the chunk call that last ran this job (a chunk task's: GET /v1/jobs/{id}
+// chunk_call, then GET /v1/jobs?chunk=): "Chunk call: N jobs", the first ones as linked
+// nodes with their state and item, and a link to all of them in the jobs list. Hidden for
+// a job no call ran (a plain task's, or one still to run).
+const CHUNK_READ = 200;  // jobs read to count and show; more are said as "200+"
+const CHUNK_SHOWN = 12;  // nodes drawn; the jobs list has them all
+
+function chunkPanel(ctx, id) {
+  const title = h("h2", {id: "job-chunk-title", text: "Chunk call"});
+  const what = h("p", {class: "muted", id: "job-chunk-note"});
+  const nodes = h("ul", {class: "links nodes chunk-jobs", id: "job-chunk"});
+  const all = h("p", {class: "whole-flow"}, h("a", {id: "job-chunk-all"}));
+  const el = h("section", {class: "panel", id: "job-chunk-panel"}, title, what, nodes, all);
+  el.hidden = true;
+
+  return {
+    el,
+    async refresh(data) {
+      const call = data.chunk_call;
+      el.hidden = !call;
+      if (!call) return;
+      const found = await ctx.api(`/v1/jobs?chunk=${encodeURIComponent(call)}&limit=${CHUNK_READ}`);
+      if (!ctx.alive()) return;
+      // oldest first (the order they were enqueued in, the call's as a rule) when all were read
+      const jobs = found.cursor ? found.jobs : found.jobs.slice().reverse();
+      const size = found.cursor ? `${count(CHUNK_READ)}+` : count(jobs.length);
+      setText(title, `Chunk call: ${size} ${jobs.length === 1 && !found.cursor ? "job" : "jobs"}`);
+      setText(what, `One call of ${data.task || "its task"} ran these jobs together (call ${shortId(call)}); ` +
+        "a job retried in a later call is listed with that call.");
+      const shown = jobs.slice(0, CHUNK_SHOWN);
+      reconcile(nodes, shown, (j) => j.id, () => h("li", {class: "node"}, badge("…"), h("a"),
+        h("span", {class: "muted mono"})), (li, j) => {
+        li.className = `node state-${j.state}${j.id === id ? " self" : ""}`;
+        setBadge(li.children[0], j.state);
+        const a = li.children[1];
+        setAttr(a, "href", `/dashboard/jobs/${encodeURIComponent(j.id)}`);
+        setText(a, j.id === id ? `${shortId(j.id)} (this job)` : shortId(j.id));
+        setText(li.children[2], j.args ? JSON.stringify(j.args.length === 1 ? j.args[0] : j.args).slice(0, 60) : "");
+      });
+      const link_ = all.firstChild;
+      setAttr(link_, "href", `/dashboard/jobs?chunk=${encodeURIComponent(call)}`);
+      setText(link_, jobs.length > shown.length || found.cursor ? `All ${size} jobs of this call in the jobs list →` :
+        "These jobs in the jobs list →");
     },
   };
 }

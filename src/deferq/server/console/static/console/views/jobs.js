@@ -1,4 +1,4 @@
-// /dashboard/jobs?state=&queue=&task=&tag=&q=&cursor=: a page of the jobs that match a filter,
+// /dashboard/jobs?state=&queue=&task=&tag=&chunk=&q=&cursor=: a page of the jobs that match a filter,
 // newest first, from GET /v1/jobs (filters.js: keyset pages, the cursor in the URL); each
 // row's actions, and checked rows (or all that match) retried, cancelled or deleted at once.
 
@@ -16,7 +16,7 @@ export function mount(root, ctx) {
   const selected = new Set();
   const acts = ctx.can("producer");
   const list = pagedList(ctx, {
-    fields: ["state", "queue", "task", "tag", "q"], limit: LIMIT,
+    fields: ["state", "queue", "task", "tag", "chunk", "q"], limit: LIMIT,
     hints: {task: "task (its name)", tag: "tag (exact)", q: "id, key or text"},
     describe, select: acts ? selected : null, onSelect: () => bulk.show(),
     extra: acts ? rowActions(ctx, message, () => refresh()) : null,
