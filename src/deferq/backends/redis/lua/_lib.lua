@@ -78,28 +78,38 @@ end
 -- A plain job that add.lua stored has no hash until something touches it: its record
 -- is a field of its queue's `new` hash (keys.py), "<ct>\n<task>\n<settings>\n<payload>",
 -- settings being "" or "<run_at>,<priority>,<max_attempts>,<timeout>", each "" when left
--- out of a hash (new_hash; timeout 'none' = none). Its fields, as HGETALL of the hash
--- new_hash would have made (codec.py reads the same record).
-local function record_fields(record)
+-- out of a hash (new_hash; timeout 'none' = none). Its parts in that order, or nothing
+-- when it was edited by hand (codec.py reads the same record).
+local function record_parts(record)
   local a = string.find(record, '\n', 1, true)
   local b = a and string.find(record, '\n', a + 1, true)
   local c = b and string.find(record, '\n', b + 1, true)
-  if not c then -- edited by hand: the reader names what it cannot read (codec.py)
-    return {'payload', record, 'state', 'queued'}
-  end
-  local fields = {'task', string.sub(record, a + 1, b - 1), 'payload', string.sub(record, c + 1),
-    'state', 'queued', 'ct', string.sub(record, 1, a - 1)}
-  if c > b + 1 then
-    local names, k = {'run_at', 'priority', 'max_attempts', 'timeout'}, 1
-    for value in string.gmatch(string.sub(record, b + 1, c - 1) .. ',', '([^,]*),') do
-      if value ~= '' and names[k] then
-        fields[#fields + 1] = names[k]
-        fields[#fields + 1] = value == 'none' and '' or value
-      end
-      k = k + 1
+  if not c then return nil end
+  return string.sub(record, 1, a - 1), string.sub(record, a + 1, b - 1), string.sub(record, b + 1, c - 1),
+    string.sub(record, c + 1)
+end
+
+-- `fields` (a hash's, flat) with a record's settings added as new_hash would store them.
+local function with_settings(fields, settings)
+  if settings == '' then return fields end
+  local names, k = {'run_at', 'priority', 'max_attempts', 'timeout'}, 1
+  for value in string.gmatch(settings .. ',', '([^,]*),') do
+    if value ~= '' and names[k] then
+      fields[#fields + 1] = names[k]
+      fields[#fields + 1] = value == 'none' and '' or value
     end
+    k = k + 1
   end
   return fields
+end
+
+-- A record's fields, as HGETALL of the hash new_hash would have made.
+local function record_fields(record)
+  local ct, task, settings, payload = record_parts(record)
+  if not ct then -- edited by hand: the reader names what it cannot read (codec.py)
+    return {'payload', record, 'state', 'queued'}
+  end
+  return with_settings({'task', task, 'payload', payload, 'state', 'queued', 'ct', ct}, settings)
 end
 
 -- The `new` hash of the queue whose job hash is `job_key` ({P:q:Q}:job:<id>).

@@ -222,14 +222,14 @@ for _, item in ipairs(taken) do
   if record then -- a job add.lua stored: never leased, no expiry; its hash is made here
     -- with its lease from the record's fields (all but state), and the record itself is
     -- the answer (codec.py reads it: one string, not its fields)
-    local lease = {'state', 'active', 'attempts', 1, 'worker', worker, 'lease_until', lease_until,
-      'last_worker', worker, 'updated_at', nows}
-    local fields = record_fields(record)
-    for j = 1, #fields, 2 do
-      if fields[j] ~= 'state' then
-        lease[#lease + 1] = fields[j]
-        lease[#lease + 1] = fields[j + 1]
-      end
+    local ct, task, settings, payload = record_parts(record)
+    local lease
+    if ct then -- (one table made whole: no growing it field by field)
+      lease = with_settings({'state', 'active', 'attempts', 1, 'worker', worker, 'lease_until', lease_until,
+        'last_worker', worker, 'updated_at', nows, 'task', task, 'payload', payload, 'ct', ct}, settings)
+    else
+      lease = {'state', 'active', 'attempts', 1, 'worker', worker, 'lease_until', lease_until,
+        'last_worker', worker, 'updated_at', nows, 'payload', record}
     end
     redis.call('HSET', job, unpack(lease))
     collect(recorded, new, id)

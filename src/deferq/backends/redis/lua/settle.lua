@@ -35,7 +35,8 @@ for b = 0, #ARGV - 1, 9 do
   if held then
     local finished = true
     collect(released, active, id)
-    if ARGV[b + 9] ~= '' then redis.call('HSET', job, 'chunk_call', ARGV[b + 9]) end
+    local call = ARGV[b + 9]
+    if call ~= '' and kind ~= 'succeeded' then redis.call('HSET', job, 'chunk_call', call) end
     -- worker and lease_until are blanked rather than deleted: one command, not two
     if kind == 'cancelled' or (asked and kind ~= 'succeeded') then
       if kind == 'cancelled' or kind == 'dead' or kind == 'retry' then
@@ -46,12 +47,18 @@ for b = 0, #ARGV - 1, 9 do
       collect(placed, KEYS[k + 3], nows, id)
     elseif kind == 'succeeded' then
       local result = ARGV[b + 8]
-      if result == '' then
+      if result == '' and call == '' then
         redis.call('HSET', job, 'state', 'succeeded', 'finished_at', nows, 'worker', '',
           'lease_until', '', 'updated_at', nows)
-      else
-        redis.call('HSET', job, 'state', 'succeeded', 'finished_at', nows, 'worker', '',
-          'lease_until', '', 'updated_at', nows, 'result', result)
+      else -- one HSET with the result and the chunk call too (a chunk's items: every one)
+        local fields = {'state', 'succeeded', 'finished_at', nows, 'worker', '', 'lease_until', '',
+          'updated_at', nows}
+        if result ~= '' then fields[11], fields[12] = 'result', result end
+        if call ~= '' then
+          fields[#fields + 1] = 'chunk_call'
+          fields[#fields + 1] = call
+        end
+        redis.call('HSET', job, unpack(fields))
       end
       collect(placed, target, nows, id)
     elseif kind == 'dead' then
