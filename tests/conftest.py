@@ -71,8 +71,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(trylast=True)  # after pytest's own reordering (by fixture params), or it undoes this
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The longest tests first: the endurance slice (minutes, in processes of its own)
-    then starts on one test process while the other takes the rest, instead of at the
-    end with nothing left beside it."""
-    first = ("tests/process/test_endurance.py::test_three", "tests/bench/test_bench_capacity.py::")
+    """The longest tests first: the capacity benchmark's (a minute and more, on servers
+    of their own) then start on one test process while the others take the rest, instead
+    of at the end with nothing left beside them."""
+    first = ("tests/bench/test_bench_capacity.py::",)
     items.sort(key=lambda item: not item.nodeid.startswith(first))

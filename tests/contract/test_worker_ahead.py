@@ -13,6 +13,7 @@ import pytest
 
 import deferq
 from deferq.job import Job, JobState
+from deferq.middleware import Middleware
 from deferq.worker import Worker, WorkerConfig
 
 pytestmark = pytest.mark.timeout(60)
@@ -192,3 +193,39 @@ def test_the_worker_leases_ahead_what_its_slots_finish_in_one_round_trip(trip, j
         MEASURE(worker, trip, {"a": job, "b": job})
     assert worker.ahead == leased_ahead
     app.close()
+
+
+class SlowInputs(Middleware):
+    """An after_claim hook that takes 2.5 s (over two leases of 1 s), as a chord callback
+    reading a thousand results from a loaded store may: the lease it finds when it ends."""
+
+    def __init__(self, app: deferq.App) -> None:
+        self.app = app
+        self.lease_left: list[float] = []
+
+    def after_claim(self, jobs: list[Job]) -> list[Job]:
+        time.sleep(2.5)  # the hook's own work, longer than the lease
+        stored = self.app.get(jobs[0].id)
+        self.lease_left.append((stored.lease_until or 0) - time.time())
+        return jobs
+
+
+@pytest.mark.parametrize("store_url", ["sqlite", "redis", "postgres", "mysql"], indirect=True)
+def test_a_job_keeps_its_lease_while_its_after_claim_hooks_outlast_it(store_url):
+    app = deferq.App(store_url, lease=1)
+    slow = SlowInputs(app)
+    app.add_middleware(slow)
+
+    @app.task()
+    def once() -> str:
+        return "ran"
+
+    try:
+        job = once.enqueue()
+        worker = Worker(app, WorkerConfig(concurrency=1, schedules=False, burst=True))
+        assert worker.run() == 0
+        assert slow.lease_left and slow.lease_left[0] > 0  # renewed while the hook ran
+        done = app.get(job.id)
+        assert done.state == JobState.SUCCEEDED and done.attempts == 1 and done.result == "ran"
+    finally:
+        app.close()

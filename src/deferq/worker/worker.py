@@ -143,6 +143,9 @@ class Worker:
             self.config.prefetch = self.config.concurrency
         self.rotation = PriorityRotation(runtime.priority_weights)
         self.running: dict[str, Running] = {}  # leased and not yet settled
+        # leased batches in their after_claim hooks (a chord callback reading a thousand
+        # results may take longer than a lease): heartbeated before they enter `running`
+        self.claiming: list[list[Job]] = []
         self.busy = 0  # jobs executing now: a slot frees when its job returns, before settling
         self.held: deque[Work] = deque()  # leased ahead, not started
         # Chunk tasks (chunks.py): their leased jobs wait in `gather` until a call is due,
@@ -369,7 +372,7 @@ class Worker:
         `woken`: they came to an idle wait; the first starts before this thread goes on."""
         now = time.monotonic()
         # the chain's after_claim hooks (a workflow step's inputs, durable checkpoints), each job's control
-        spec_for, taken = self.registry.spec_for, self.chain.claimed(jobs, self.progress.report) if jobs else ()
+        spec_for, taken = self.registry.spec_for, self._claimed(jobs) if jobs else ()
         started = [(spec_for(job), job, control) for job, control in taken]
         with self.lock:
             self.claimed -= claimed
@@ -385,6 +388,16 @@ class Worker:
         if (self.held or self.gather or self.ready_chunks) and (self.stopping.is_set() or self.quiet.is_set()):
             self._give_back_held()
         self._launch(work, woken)
+
+    def _claimed(self, jobs: list[Job]) -> list[tuple[Job, JobControl]]:
+        """The chain's after_claim hooks on `jobs`, their leases renewed meanwhile."""
+        with self.lock:
+            self.claiming.append(jobs)
+        try:
+            return self.chain.claimed(jobs, self.progress.report)
+        finally:
+            with self.lock:
+                self.claiming.remove(jobs)
 
     def _gather_chunks(self, started: list[Work], now: float) -> list[Work]:
         """Called with the lock held: the jobs of chunk tasks among `started` wait in
@@ -866,6 +879,7 @@ class Worker:
     def _heartbeat(self) -> None:
         with self.lock:
             jobs = [r.job for r in self.running.values() if not r.abandoned]
+            jobs += [job for batch in self.claiming for job in batch]  # renewed only: not yet ours to lose
             doing = [
                 {"id": r.job.id, "task": r.job.task, "started": r.started}
                 for r in self.running.values() if not r.held
