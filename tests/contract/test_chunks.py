@@ -14,6 +14,7 @@ import pytest
 
 import deferq
 from deferq.job import JobState
+from deferq.observe import attempts
 from deferq.worker import Worker, WorkerConfig
 
 pytestmark = pytest.mark.timeout(120)
@@ -340,3 +341,52 @@ def test_each_job_names_the_call_that_last_ran_it_and_a_calls_jobs_are_found_by_
         [j.id for j in reversed(jobs[2:])]  # newest first, a page at a time
     assert app.find_jobs(chunk=call, task="chunks.other").jobs == []
     assert app.find_jobs(chunk="no-such-call").jobs == []
+    logged = [(a["outcome"], a.get("chunk_call")) for a in attempts.read(app.backend, jobs[0].id)]
+    assert logged == [("retry", call), ("succeeded", retried)]  # the attempt log keeps each attempt's call
+
+
+def test_a_chunk_of_a_hundred_is_claimed_in_at_most_two_round_trips_and_settled_in_at_most_two(app):
+    """Naming the call costs no round trip: its id goes with the outcomes of the call's
+    settle. Counted at the store: the claims that brought jobs, and the settles (a
+    settle that carries the next claim counts as one of each)."""
+    claims: list[int] = []
+    settles: list[int] = []
+    inside = threading.local()
+    backend = app.backend
+
+    def counting(name: str, note: Callable[[tuple, object], None]) -> None:
+        method = getattr(backend, name)
+
+        def call(*args, **kwargs):
+            outer = not getattr(inside, "busy", False)
+            inside.busy = True
+            try:
+                answer = method(*args, **kwargs)
+            finally:
+                inside.busy = not outer
+            if outer:
+                note(args, answer)
+            return answer
+
+        setattr(backend, name, call)
+
+    def claimed(jobs: object) -> None:
+        if jobs:
+            claims.append(len(jobs))  # type: ignore[arg-type]
+
+    for name in ("reserve", "wait_and_reserve"):
+        if hasattr(backend, name):
+            counting(name, lambda args, jobs: claimed(jobs))
+    for name in ("settle", "settle_each"):
+        counting(name, lambda args, applied: settles.append(len(args[0])))
+    counting("settle_and_reserve", lambda args, answer: (settles.append(len(args[0])), claimed(answer[1])))
+
+    @app.task(chunk=deferq.Chunk(size=100, wait=30), queue="chunks")
+    def index(ids: list[int]) -> None:
+        pass
+
+    jobs = app.enqueue_many([index.call(i) for i in range(100)])
+    assert burst(app, "chunks", concurrency=1) == 0
+    assert sum(claims) == 100 and len(claims) <= 2, claims
+    assert sum(settles) == 100 and len(settles) <= 2, settles
+    assert len({job.chunk_call for job in app.backend.get_many([job.id for job in jobs])}) == 1

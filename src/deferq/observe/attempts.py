@@ -1,6 +1,7 @@
 """Each attempt of a job that failed at least once: when it started, on which worker, how
-long it ran, how it ended and its error. The job record keeps only the last error; this
-is what a job page and GET /v1/jobs/{id} show as `attempt_log`.
+long it ran, how it ended and its error (and a chunk task's, the call it ran in). The job
+record keeps only the last error; this is what a job page and GET /v1/jobs/{id} show as
+`attempt_log`.
 
 Kept as one small record per job in the store's records (kv), written by the worker that
 settles the attempt, after the settle: a failed attempt, and the attempt that ends a job
@@ -58,6 +59,8 @@ class Attempts(Middleware):
         entry = {"attempt": job.attempts, "worker": job.last_worker, "started_at": ended - (outcome.ran or 0.0),
                  "seconds": outcome.ran, "outcome": str(outcome.kind),
                  "error": self._error(job, outcome.error[-ERROR_CHARS:]) if outcome.error else None}
+        if outcome.chunk_call is not None:  # a chunk task's attempt: the call it ran in
+            entry["chunk_call"] = outcome.chunk_call
         kept = read(store, job.id)
         if not kept and job.attempts > 1 and outcome.error is None:
             return  # its failures were not noted (older records expired): nothing to add to

@@ -516,6 +516,8 @@ class Attempt(Struct):
     seconds: float | None
     outcome: str
     error: str | None
+    chunk_call: Annotated[str, Meta(description="A chunk task's attempt: the id of the call it ran in "
+                                    "(`GET /v1/jobs?chunk=`).")] | None = None
 
 
 class JobLink(Struct):

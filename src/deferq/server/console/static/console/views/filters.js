@@ -22,8 +22,8 @@ export function filterForm(ctx, fields, hints) {
     tag: fields.includes("tag") ? h("input", {name: "tag", type: "search", value: start.tag,
       placeholder: hint.tag, "aria-label": "tag", autocomplete: "off", spellcheck: "false"}) : null,
     chunk: fields.includes("chunk") && start.chunk ? h("input", {name: "chunk", type: "search", value: start.chunk,
-      placeholder: "chunk call", "aria-label": "chunk call", autocomplete: "off", spellcheck: "false",
-      class: "mono"}) : null,
+      placeholder: "chunk call", "aria-label": "chunk call", title: "chunk call", autocomplete: "off",
+      spellcheck: "false", class: "mono"}) : null,
     q: fields.includes("q") ? h("input", {name: "q", type: "search", value: start.q,
       placeholder: hint.q, "aria-label": hint.q, autocomplete: "off", spellcheck: "false"}) : null,
   };

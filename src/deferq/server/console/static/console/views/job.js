@@ -5,7 +5,7 @@ import {badge, copyButton, empty, h, link, reconcile, row, section, setAttr, set
 import {ago, count, duration, local, shortId} from "../format.js";
 import {actionsFor, act} from "./actions.js";
 import {jobName, labelled, messageLine} from "./common.js";
-import {progressBar} from "./jobtable.js";
+import {progressBar, shownState} from "./jobtable.js";
 
 function field(label) {
   const value = h("dd");
@@ -274,8 +274,8 @@ function chunkPanel(ctx, id) {
       const shown = jobs.slice(0, CHUNK_SHOWN);
       reconcile(nodes, shown, (j) => j.id, () => h("li", {class: "node"}, badge("…"), h("a"),
         h("span", {class: "muted mono"})), (li, j) => {
-        li.className = `node state-${j.state}${j.id === id ? " self" : ""}`;
-        setBadge(li.children[0], j.state);
+        li.className = `node state-${shownState(j)}${j.id === id ? " self" : ""}`;
+        setBadge(li.children[0], shownState(j));  // "retrying", as the job list says
         const a = li.children[1];
         setAttr(a, "href", `/dashboard/jobs/${encodeURIComponent(j.id)}`);
         setText(a, j.id === id ? `${shortId(j.id)} (this job)` : shortId(j.id));
@@ -352,7 +352,8 @@ function stepsPanel(ctx, id, message, after) {
 }
 
 // Each attempt of a job that failed at least once (GET /v1/jobs/{id}: attempt_log): when it
-// started, the worker, how long it ran, how it ended, and its error (the first line; the
+// started, the worker, how long it ran, how it ended (a chunk task's: in which call, a link
+// to its jobs), and its error (the first line; the
 // whole on a click). The Error panel above keeps the last error in full.
 function attemptsPanel() {
   const columns = [["#", "num"], ["started", "nowrap"], ["worker", "opt"], ["ran", "num"], ["outcome"], ["error", "wide"]];
@@ -370,7 +371,9 @@ function attemptsPanel() {
           setText(cells[1], local(a.started_at));
           setText(cells[2], a.worker || "—");
           setText(cells[3], a.seconds === null ? "—" : duration(a.seconds));
-          setChildren(cells[4], a.outcome, () => badge({retry: "retrying"}[a.outcome] || a.outcome));
+          setChildren(cells[4], `${a.outcome} ${a.chunk_call}`, () => [badge({retry: "retrying"}[a.outcome] || a.outcome),
+            ...(a.chunk_call ? [" ", link(`/dashboard/jobs?chunk=${encodeURIComponent(a.chunk_call)}`,
+              `in call ${shortId(a.chunk_call)}`, {class: "chunk-call"})] : [])]);
           setChildren(cells[5], a.error || "", () => a.error ? errorText(a.error) : "—");
         });
     },
