@@ -52,7 +52,7 @@ command("remark", ANY_JOB, HOSTILE_TEXT)
 command("retrying", **{"--queue": TEXT, "--limit": NUMBER_TEXT, "--json": st.just(True)})
 command("stats", **{"--json": st.just(True)})
 command("jobs", **{"--state": st.one_of(st.sampled_from(["queued", "dead", "retrying"]), TEXT), "--queue": TEXT,
-                   "--task": TEXT, "--tag": TEXT, "--text": HOSTILE_TEXT, "--limit": NUMBER_TEXT})
+                   "--task": TEXT, "--tag": TEXT, "--chunk": TEXT, "--text": HOSTILE_TEXT, "--limit": NUMBER_TEXT})
 command("event send", NAMEISH, NAMEISH, **{"--data": JSON_TEXT, "--keep": NUMBER_TEXT})
 command("event list", **{"--json": st.just(True)})
 command("queue pause", TEXT)

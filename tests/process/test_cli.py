@@ -19,6 +19,7 @@ import pytest
 from click.testing import CliRunner
 
 import deferq
+from deferq import testing
 from deferq.backends.base import Outcome
 from deferq.cli.main import main
 from deferq.observe.output import iso, relative, span, when
@@ -168,6 +169,21 @@ def test_jobs_are_found_by_tag_from_the_command_line(url):
     found = orjson.loads(cli("jobs", "--tag", "import", "--state", "queued", "--url", url, "--json").stdout)
     assert [job["id"] for job in found] == [tagged.id]
     assert cli("jobs", "--tag", "nobody", "--url", url).stdout == "no jobs match\n"
+
+
+def test_a_chunk_calls_jobs_are_found_from_the_command_line(url):
+    app = deferq.App(url)
+    index = app.task(name="index", chunk=deferq.Chunk(size=10, wait=0))(lambda items: None)
+    made = app.enqueue_many([index.call(i) for i in range(3)])
+    other = app.enqueue("sync", [9])
+    testing.drain(app, ["default"])
+    call = app.get(made[0].id).chunk_call
+    app.close()
+    assert f"  call      {call}" in cli("job", made[0].id, "--url", url).stdout
+    assert "call " not in cli("job", other.id, "--url", url).stdout
+    found = orjson.loads(cli("jobs", "--chunk", call, "--url", url, "--json").stdout)
+    assert [job["id"] for job in found] == [job.id for job in reversed(made)]
+    assert cli("jobs", "--chunk", "no-call", "--url", url).stdout == "no jobs match\n"
 
 
 def test_limits_are_set_paused_listed_and_cleared_from_the_command_line(url):

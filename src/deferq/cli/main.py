@@ -430,13 +430,14 @@ def queue_resume(app: App, name: str) -> None:
 @click.option("--queue", help="Only jobs of this queue.")
 @click.option("--task", help="Only jobs of this task.")
 @click.option("--tag", help="Only jobs with this tag.")
+@click.option("--chunk", help="Only the jobs of this chunk call (a job's chunk_call).")
 @click.option("--text", default="", help="Text (3 characters or more) in the arguments, error or key.")
 @click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 1000), help="Jobs shown at most.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (times as epoch seconds).")
-def find_jobs(app: App, state: str | None, queue: str | None, task: str | None, tag: str | None, text: str,
-              limit: int, as_json: bool) -> None:
+def find_jobs(app: App, state: str | None, queue: str | None, task: str | None, tag: str | None,
+              chunk: str | None, text: str, limit: int, as_json: bool) -> None:
     """Find jobs, newest first: the filters combine."""
-    page = app.find_jobs(state=state, queue=queue, task=task, tag=tag, text=text, limit=limit)
+    page = app.find_jobs(state=state, queue=queue, task=task, tag=tag, chunk=chunk, text=text, limit=limit)
     if as_json:
         print_json([shown_dict(job) for job in page.jobs])
         return

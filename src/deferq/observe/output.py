@@ -142,6 +142,8 @@ def job_lines(job: dict[str, Any], now: float | None = None) -> list[str]:
         rows.append(("updated", when(job["updated_at"], now)))
     if job.get("last_worker"):
         rows.append(("ran on", job["last_worker"]))
+    if job.get("chunk_call"):  # deferq jobs --chunk lists the call's jobs
+        rows.append(("call", job["chunk_call"]))
     if job.get("remark"):
         rows.append(("remark", job["remark"]))
     rows.append(("args", orjson.dumps(job.get("args", [])).decode()))
