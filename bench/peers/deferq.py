@@ -1,5 +1,6 @@
 """deferq itself, through its public API: `task.enqueue`, `app.enqueue_many`, and
-`deferq worker --app bench.peers.deferq:app` processes (library defaults)."""
+one `deferq worker --app bench.peers.deferq:app --processes 2` (library defaults
+otherwise)."""
 
 from __future__ import annotations
 
@@ -63,6 +64,7 @@ class Peer(base.Peer):
         app.enqueue_many([call(*one) for one in args])
 
     def worker_commands(self) -> list[list[str]]:
-        command = [base.cli("deferq"), "worker", "--app", "bench.peers.deferq:app",
-                   "--url", self.store, "--log-level", "warning"]
-        return [command] * base.WORKER_PROCESSES
+        """One command, 2 processes: the first forks the second once the App is loaded
+        (as saq's --workers 2 does)."""
+        return [[base.cli("deferq"), "worker", "--app", "bench.peers.deferq:app", "--url", self.store,
+                 "--log-level", "warning", "--processes", str(base.WORKER_PROCESSES)]]

@@ -40,6 +40,8 @@ class Handover:
     restarts: int = 0  # restarts in place so far: 0 on a first start
     processed: int = 0  # jobs the earlier images settled
     quiet: bool = False  # ordered quiet: the next image takes no job either
+    parent: int = 0  # under `deferq worker --processes`, a child's: the pid of the first process
+    children: tuple[int, ...] = ()  # the first process's: its children's pids (worker/processes.py)
 
     def jobs_left(self, max_jobs: int | None) -> int | None:
         """--max-jobs counts the jobs of every image of this process."""
@@ -66,15 +68,18 @@ def take_handover() -> Handover:
         return Handover()
     try:
         given = orjson.loads(raw)
-        return Handover(int(given["restarts"]), int(given["processed"]), bool(given["quiet"]))
+        return Handover(int(given["restarts"]), int(given["processed"]), bool(given["quiet"]),
+                        int(given.get("parent", 0)), tuple(int(pid) for pid in given.get("children", ())))
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
         return Handover(restarts=1)  # a restart all the same: its blocked signals are taken
 
 
-def exit_code_or_restart(worker: Worker, code: int, handover: Handover) -> int:
+def exit_code_or_restart(worker: Worker, code: int, handover: Handover, parent: int = 0,
+                         children: tuple[int, ...] = ()) -> int:
     """The exit code of `deferq worker` once `worker.run()` returned `code`. After an
     overrun, unless the worker was asked to stop, its one job ran (--once) or its
-    --max-jobs are done, this does not return: the process restarts in place."""
+    --max-jobs are done, this does not return: the process restarts in place (handing
+    over its `parent` or its `children` under --processes)."""
     if code != EXIT_OVERRAN:
         return code
     # From here a stop signal waits: for this check, or for the next image. One that
@@ -87,7 +92,8 @@ def exit_code_or_restart(worker: Worker, code: int, handover: Handover) -> int:
         return EXIT_OVERRAN  # its one job ran: the caller learns it overran
     if config.max_jobs is not None and worker.processed >= config.max_jobs:
         return EXIT_OK
-    handed = Handover(handover.restarts + 1, handover.processed + worker.processed, worker.quiet.is_set())
+    handed = Handover(handover.restarts + 1, handover.processed + worker.processed, worker.quiet.is_set(),
+                      parent, children)
     log.warning("worker %s: restarting in place (pid %d) to leave the overrun job's thread behind",
                 config.name, os.getpid())
     os.environ[HANDOVER_ENV] = orjson.dumps(dataclasses.asdict(handed)).decode()

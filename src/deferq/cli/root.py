@@ -99,9 +99,11 @@ APP_META = "deferq.app"  # the --app a command was given (ctx.meta), or None
 
 
 def store_options(refusal: Callable[[App], str | None] = lambda app: None,
+                  first: Callable[[], object] = lambda: None,
                   ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """--url, --app, --no-create and logging options; passes `app` to the command. A new
-    SQLite store is made and said, unless --no-create or `refusal(app)` (what forbids it)."""
+    SQLite store is made and said, unless --no-create or `refusal(app)` (what forbids it).
+    `first` runs before the App is loaded and the store opened (before any thread)."""
 
     def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
         @click.option("--url", envvar="DEFERQ_URL", help="Store URL (default sqlite:///deferq.db).")
@@ -113,6 +115,7 @@ def store_options(refusal: Callable[[App], str | None] = lambda app: None,
         @functools.wraps(fn)
         def wrapper(url: str | None, app_path: str | None, no_create: bool, log_level: str, log_format: str,
                     **kw: Any) -> Any:
+            first()
             setup_logging(log_level, log_format)
             try:
                 app = load_app(app_path, url)

@@ -27,10 +27,20 @@ def delivery_refusal(app: App) -> str | None:
     return None
 
 
+def cap_arenas() -> None:
+    """Before the App loads and the store opens: the worker's threads share two malloc
+    arenas (worker/memory.py)."""
+    from ..worker.memory import limit_arenas
+
+    limit_arenas()
+
+
 @main.command(cls=MainDocumented)
-@store_options(delivery_refusal)
+@store_options(delivery_refusal, first=cap_arenas)
 @click.option("--queue", "-q", "queues", multiple=True, help="Queue to consume (repeatable).")
-@click.option("--concurrency", "-c", default=8, show_default=True, help="Jobs run at once.")
+@click.option("--concurrency", "-c", default=8, show_default=True, help="Jobs run at once (per process).")
+@click.option("--processes", "-p", type=click.IntRange(1, 256), default=1, show_default=True,
+              help="Worker processes: this one and the children it forks once your App is loaded.")
 @click.option("--burst", is_flag=True, help="Exit when no job is due.")
 @click.option("--once", is_flag=True, help="Run one job, then exit.")
 @click.option("--grace", default=25.0, show_default=True, help="Seconds to finish jobs on stop.")
@@ -45,7 +55,7 @@ def delivery_refusal(app: App) -> str | None:
               help="Serve Prometheus metrics of the jobs run on this port.")
 @click.option("--metrics-host", default="127.0.0.1", show_default=True, help="Address for --metrics-port.")
 @UPKEEP_OPTION
-def worker(app: App, queues: tuple[str, ...], concurrency: int, burst: bool, once: bool,
+def worker(app: App, queues: tuple[str, ...], concurrency: int, processes: int, burst: bool, once: bool,
            grace: float, max_jobs: int | None, tries: int | None, delay: float | None,
            poll_interval: float, metrics_port: int | None, metrics_host: str, schedules: bool) -> None:
     """Run jobs from the given queues (default: every queue your tasks and your App's schedules name).
@@ -54,23 +64,39 @@ def worker(app: App, queues: tuple[str, ...], concurrency: int, burst: bool, onc
     itself in place (same PID) to leave the job's thread behind, and serves on."""
     from ..backoff import fixed
     from ..worker import Worker, WorkerConfig
+    from ..worker.orphans import stop_when_orphaned
+    from ..worker.processes import Family, take_parent
     from .restart import exit_code_or_restart, take_handover
 
     handover = take_handover()  # from this process's image before, if a job overran there
+    parent = handover.parent or take_parent()  # a replacement child of --processes: its first process
     if not app.tasks:
         raise click.UsageError("the worker needs your tasks: pass --app module:app")
+    if processes > 1 and (once or metrics_port is not None):
+        raise click.UsageError("--processes takes neither --once (one job, one process) nor --metrics-port "
+                               "(one process's jobs): deferq run serves the metrics of several processes")
     queues = queues or app.queues_in_use()
     if tries is not None or delay is not None:
         app.registry.use_worker_defaults(tries, None if delay is None else fixed(delay))
     if metrics_port is not None:
         serve_worker_metrics(app, metrics_port, metrics_host)
+    if not (schedules and not burst and not once) and not parent:
+        warn_unscheduled(app)
+    family = None
+    if processes > 1 and not parent:  # the first process: its children, forked or handed over
+        family, parent = Family.start(app, processes - 1, handover.children if handover.restarts else None)
     config = WorkerConfig(queues=queues, concurrency=concurrency, burst=burst, once=once, grace=grace,
                           max_jobs=handover.jobs_left(max_jobs), idle_wait=poll_interval, schedules=schedules)
-    if not (schedules and not burst and not once):
-        warn_unscheduled(app)
     runner = Worker(app, config)
     handover.resume(runner)
-    code = exit_code_or_restart(runner, runner.run(), handover)  # after an overrun: restarts in place
+    if parent:
+        stop_when_orphaned(runner, parent)
+    if family is not None:
+        family.watch(runner)
+    # after an overrun: restarts in place
+    code = exit_code_or_restart(runner, runner.run(), handover, parent, family.pids() if family else ())
+    if family is not None:
+        code = family.stop(grace, code, burst and not runner.asked_to_stop)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)  # never wait on a hung job's thread

@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import signal
 import sys
-import threading
 from typing import Any
 
 import orjson
@@ -22,9 +21,10 @@ from setproctitle import setproctitle
 
 from ..loading import load_app
 from ..observe.logs import setup_logging
+from ..worker.memory import limit_arenas
+from ..worker.orphans import stop_when_orphaned
 from ..worker.worker import EXIT_ERROR, Worker, WorkerConfig
 
-ORPHAN_CHECK_EVERY = 1.0  # seconds between checks that the master is still alive
 METRICS_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
 
@@ -33,6 +33,7 @@ def child_title(pool: str, index: int) -> str:
 
 
 def run_child(spec: dict[str, Any]) -> int:
+    limit_arenas()
     setproctitle(child_title(spec["pool"], spec["index"]))
     setup_logging(spec.get("log_level", "info"), spec.get("log_format", "text"))
     if spec.get("metrics_dir"):  # before anything imports prometheus_client: it reads it then
@@ -54,20 +55,8 @@ def run_child(spec: dict[str, Any]) -> int:
     # the master's business: a reload restarts children itself; USR2 stops like TERM.
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     signal.signal(signal.SIGUSR2, lambda *_: worker.stop())
-    _stop_when_orphaned(worker, spec.get("master_pid") or os.getppid())
+    stop_when_orphaned(worker, spec.get("master_pid") or os.getppid())  # a master killed with SIGKILL
     return worker.run()
-
-
-def _stop_when_orphaned(worker: Worker, master_pid: int) -> None:
-    """A master killed with SIGKILL cannot stop its children: they notice and stop."""
-
-    def watch() -> None:
-        while not worker.stopping.wait(ORPHAN_CHECK_EVERY):
-            if os.getppid() != master_pid:
-                worker.stop()
-                return
-
-    threading.Thread(target=watch, name="deferq-orphan-watch", daemon=True).start()
 
 
 def main() -> None:
