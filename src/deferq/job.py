@@ -277,6 +277,7 @@ class Job(_Held, Generic[R]):
 
 
 _TWINS: dict[type[Any], type[Any]] = {}  # a slot_init class -> its twin
+_HELD: dict[type[Any], tuple[str, ...]] = {}  # a slot_init class -> its bases' slots (Job: _Held's)
 
 
 def slot_init(cls: type[Any]) -> Callable[..., Any]:
@@ -290,12 +291,15 @@ def slot_init(cls: type[Any]) -> Callable[..., Any]:
     `object.__setattr__` by name). A subclass (its layout may differ) is set through
     the descriptors. A `__post_init__` is called last, as the dataclass's would.
     `make` starts as the twin and changes class once, where `__init__` changes twice
-    (its instance is made before it runs): ~0.45 µs less for a job's 28 fields."""
+    (its instance is made before it runs): ~0.45 µs less for a job's 28 fields. Slots
+    its bases declare beside the fields (a Job's `_Held`) start as None: reading one
+    that was never set raises inside `getattr(..., None)`, 0.25 µs a job opened."""
     names = [f.name for f in fields(cls)]
     bases = tuple(base for base in cls.__bases__ if base is not Generic)  # Generic: no layout of its own
     if any(hasattr(base, "__dataclass_fields__") for base in bases) or tuple(cls.__slots__) != tuple(names):
         raise TypeError(f"slot_init needs a slots dataclass of its own fields, no base's: {cls.__name__}")
     twin = _TWINS[cls] = type(f"_{cls.__name__}Twin", bases, {"__slots__": tuple(names)})
+    _HELD[cls] = tuple(name for base in bases for name in base.__dict__.get("__slots__", ()))
     params: list[str] = []
     fast: list[str] = []
     slow: list[str] = []
@@ -319,6 +323,7 @@ def slot_init(cls: type[Any]) -> Callable[..., Any]:
         "    if type(self) is _cls:",
         "        _become(self, '__class__', _twin)",
         *fast,
+        *(f"        self.{name} = None" for name in _HELD[cls]),
         "        self.__class__ = _cls",
         "    else:",
         *slow,
@@ -333,19 +338,34 @@ def slot_init(cls: type[Any]) -> Callable[..., Any]:
 
 
 def slot_builder(cls: type[Any], name: str, params: str, values: dict[str, str],
-                 scope: dict[str, Any]) -> Callable[..., Any]:
+                 scope: dict[str, Any], checked: bool = True) -> Callable[..., Any]:
     """A function `name(params)` that returns a new `cls` (a slot_init class) whose fields
     are `values` (Python expressions of the parameters and of `scope`, by field name),
-    set on its twin before it becomes a `cls`: one class change, not `__init__`'s two."""
+    set on its twin before it becomes a `cls`: one class change, not `__init__`'s two.
+    `checked=False`: the class's `__post_init__` is not called."""
     lines = [f"def {name}({params}):", "    self = _new(_twin)"]
     lines += [f"    self.{f.name} = {values[f.name]}" for f in fields(cls)]
-    post_init = ["    self.__post_init__()"] if hasattr(cls, "__post_init__") else []
+    lines += [f"    self.{name} = None" for name in _HELD[cls]]
+    post_init = ["    self.__post_init__()"] if checked and hasattr(cls, "__post_init__") else []
     lines += ["    self.__class__ = _cls", *post_init, "    return self"]
     scope = {**scope, "_new": object.__new__, "_twin": _TWINS[cls], "_cls": cls}
     exec("\n".join(lines), scope)  # noqa: S102 - our own field names, nothing from outside
     made: Callable[..., Any] = scope[name]
     made.__qualname__ = f"{cls.__qualname__}.{name}"
     return made
+
+
+def copier(cls: type[Any], *changed: str, checked: bool = True) -> Callable[..., Any]:
+    """A function `(source, *changed values)` that returns a copy of `source` (a
+    slot_init class) with the `changed` fields set: each other field read by name and set
+    on the twin (a job with its opened arguments: 0.4 µs, against evolve's 1.6).
+    `checked=False`: without the class's `__post_init__` (the changed fields need none)."""
+    names = [f.name for f in fields(cls)]
+    if unknown := set(changed) - set(names):
+        raise TypeError(f"{cls.__name__} has no field {', '.join(sorted(unknown))}")
+    values = {name: name if name in changed else f"_source.{name}" for name in names}
+    return slot_builder(cls, f"with_{'_'.join(changed)}", ", ".join(("_source", *changed)), values, {},
+                        checked)
 
 
 slot_init(Job)
@@ -579,6 +599,15 @@ def mark_id(job_id: str, number: int) -> str:
     if low == _MARKED:
         return job_id[:24] + _PAIRS[number << 2 | _MARKED]
     return job_id
+
+
+def id_core(job_id: str) -> str:
+    """The 24 characters of a job id that marking it (mark_id) leaves as they are, marked or
+    not (anything else than 26 characters: as it is): what a value sealed for a job is
+    bound to, so the job keeps its values when a sharded store marks it."""
+    if len(job_id) != 26:
+        return job_id
+    return job_id[:24] if _PAIR_VALUE.get(job_id[24:], 0) & 3 == _MARKED else job_id[:10] + job_id[12:]
 
 
 def mark_of(job_id: str) -> int | None:

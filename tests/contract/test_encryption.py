@@ -320,7 +320,7 @@ def test_a_worker_opens_each_jobs_arguments_and_seals_its_result_once(store_url,
     from deferq.encryption import Keyring
 
     calls: Counter[str] = Counter()
-    for name in ("seal_ascii", "open"):
+    for name in ("seal", "seal_ascii", "open"):
         real = getattr(Keyring, name)
 
         def counted(self, *args, _real=real, _name=name, **kwargs):
@@ -336,12 +336,39 @@ def test_a_worker_opens_each_jobs_arguments_and_seals_its_result_once(store_url,
 
     try:
         jobs = [echo.enqueue({"ssn": secret()}) for _ in range(6)]
-        # the producer's jobs keep its own plain arguments; memory:// hands back the jobs as
-        # a worker reads them (decoded from the payload), which the producer opens
-        assert calls == {"seal_ascii": 6, **({"open": 6} if store_url.startswith("memory:") else {})}
+        # the producer's jobs keep its own plain arguments, on memory:// too (which hands
+        # back the jobs as a worker reads them, decoded from the payload): none is opened
+        assert calls == {"seal_ascii": 6}
         calls.clear()
         work(app)
-        assert calls == {"open": 6, "seal_ascii": 6}
+        assert calls == {"open": 6, "seal": 6}
         assert [app.get(job.id).result for job in jobs] == [job.args[0] for job in jobs]
+    finally:
+        app.close()
+
+
+def test_a_failed_attempt_seals_its_error_once_for_the_job_and_its_attempt_log(store_url, monkeypatch):
+    from collections import Counter
+
+    from deferq.encryption import Keyring
+    from deferq.observe.attempts import read
+
+    calls: Counter[str] = Counter()
+    real = Keyring.seal
+
+    def counted(self, *args, **kwargs):
+        calls["seal"] += 1
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Keyring, "seal", counted)
+    app = deferq.App(store_url, lease=5, encryption=KEYS)
+    refuse = declare(app)["refuse"]
+    try:
+        job = refuse.enqueue({"ssn": secret()})
+        work(app)
+        stored = app.backend.get(job.id)
+        (entry,) = read(app.backend, job.id)
+        assert calls == {"seal": 1} and stored.error == entry["error"] and stored.error.startswith("$enc:")
+        assert "no record of" in app.get(job.id).error
     finally:
         app.close()

@@ -32,6 +32,26 @@ def test_ids_keep_their_order_and_a_forked_child_draws_its_own():
     assert len(theirs) == 26 and theirs != mine and theirs[10:] != mine[10:]  # other randomness
 
 
+def test_a_forked_child_counts_encryption_nonces_from_a_start_of_its_own():
+    """AES-GCM nonces count up from a random start (encryption/envelope.py): a forked
+    child that went on from its parent's place would seal under the same nonces."""
+    from deferq.encryption.envelope import NONCE, next_nonce
+
+    next_nonce()
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child reports through the pipe
+        os.write(write, b"".join(next_nonce() for _ in range(100)))
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as pipe:
+        theirs = pipe.read()
+    assert os.waitpid(child, 0)[1] == 0 and len(theirs) == 100 * NONCE
+    ours = [int.from_bytes(next_nonce(), "big") for _ in range(100)]
+    assert ours == list(range(ours[0], ours[0] + 100))  # counting, within a process
+    assert all(abs(int.from_bytes(theirs[:NONCE], "big") - mine) > 10**6 for mine in ours)
+
+
 def test_a_forked_child_reads_its_own_process_id() -> None:
     assert forks.pid == os.getpid()
     read, write = os.pipe()

@@ -140,6 +140,36 @@ def test_a_claimed_job_keeps_the_checkpoints_its_claim_brought():
     assert carried(opened) == {"one": b"{}"}
 
 
+def test_nonces_never_repeat_across_threads():
+    """The nonces count up from a random start: threads never share one (a forked child
+    draws a start of its own: tests/process/test_forks.py)."""
+    import threading
+
+    from deferq.encryption.envelope import NONCE, next_nonce
+
+    made: list[bytes] = []
+    threads = [threading.Thread(target=lambda: made.extend(next_nonce() for _ in range(2000))) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert len(made) == len(set(made)) == 8000 and {len(n) for n in made} == {NONCE}
+
+
+def test_the_copies_sealing_makes_keep_every_other_field():
+    from deferq.backends.base import Outcome
+    from deferq.encryption.jobs import with_arguments, with_sealed
+    from deferq.job import Job
+
+    job = Job(id=new_job_id(), task="t", args=(1,), kwargs={"a": 1}, queue="q", priority=0, attempts=2,
+              key="k", tags=("x",), meta={"m": 1}, progress_message="p", fair_key="f")
+    opened = with_arguments(job, (2,), {"b": 2})
+    assert type(opened) is Job and opened == job.evolve(args=(2,), kwargs={"b": 2})
+    outcome = Outcome(job, "retry", 5.0, "boom", None, 0.5, due=None, steps_keep=7.0)
+    assert with_sealed(outcome, "sealed", {"r": 1}) == Outcome(job, "retry", 5.0, "sealed", {"r": 1}, 0.5,
+                                                               steps_keep=7.0)
+
+
 @pytest.mark.parametrize("package", ["cryptography", "pybase64"])
 def test_keys_without_the_encryption_extra_stop_with_a_sentence(package, monkeypatch):
     import sys

@@ -1,4 +1,5 @@
-"""Sealed values: AES-256-GCM with a fresh 96-bit nonce, as text a store keeps anywhere.
+"""Sealed values: AES-256-GCM with a 96-bit nonce never used before, as text a store keeps
+anywhere.
 
     $enc:<key id>:<base64 of nonce + ciphertext + tag>
 
@@ -9,6 +10,7 @@ value copied into another job or field does not open (it reads as tampered).
 from __future__ import annotations
 
 import binascii
+import itertools
 import os
 
 from ..backends.search import ENCRYPTED
@@ -18,6 +20,30 @@ from .keys import Encryption
 MARK = ENCRYPTED  # how every sealed value starts; text search leaves such values out
 NONCE = 12
 TAG = 16
+_NONCE_SPACE = (1 << (8 * NONCE)) - 1
+
+
+class _Nonces:
+    """This process's nonces: a random 96-bit start, then counting up from it (no system
+    call per value, as os.urandom made: 0.1 against 0.3 µs alone, 1.3 in a worker).
+    Under one key a nonce must never repeat. Within a process the count does not; two
+    processes repeat one only if the runs counted from their random starts overlap, far
+    less likely than two random nonces meeting. A forked child starts afresh
+    (os.register_at_fork): it must not count on from its parent's place. `next` on an
+    itertools.count is one indivisible step under the GIL, so threads never share a value."""
+
+    def __init__(self) -> None:
+        self.reseed()
+        os.register_at_fork(after_in_child=self.reseed)
+
+    def reseed(self) -> None:
+        self._start, self._count = int.from_bytes(os.urandom(NONCE), "big"), itertools.count()
+
+    def next(self) -> bytes:
+        return ((self._start + next(self._count)) & _NONCE_SPACE).to_bytes(NONCE, "big")
+
+
+next_nonce = _Nonces().next
 
 
 class Unreadable(ValueError):
@@ -48,7 +74,7 @@ class Keyring:
         try:  # the encryption extra: imported only by a process given keys
             from cryptography.exceptions import InvalidTag
             from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-            from pybase64 import b64decode, b64encode
+            from pybase64 import b64decode, b64encode, b64encode_as_string
         except ImportError as exc:
             package = (exc.name or "cryptography").split(".")[0]
             raise ConfigError(f"encryption needs the {package} package: install deferq's encryption extra "
@@ -57,25 +83,33 @@ class Keyring:
         self._invalid = InvalidTag
         # pybase64 (SIMD): the standard library's base64 took 3.2 µs to read 1.4 KB, more
         # than AES-GCM took to open it; both are strict (a stray character is refused)
-        self._encode, self._decode = b64encode, b64decode
+        self._encode, self._encode_text, self._decode = b64encode, b64encode_as_string, b64decode
         self.ciphers = {kid: AESGCM(key) for kid, key in encryption.key_table().items()}
         self.current = encryption.current
         self._writer = self.ciphers[self.current] if self.current is not None else None
-        self._head = f"{MARK}{self.current}:".encode()
+        self._head_text = f"{MARK}{self.current}:"
+        self._head = self._head_text.encode()
 
     def seal(self, data: bytes, bound: bytes) -> str:
-        """`data` sealed under the current key, bound to `bound`."""
-        return self.seal_ascii(data, bound).decode()
+        """`data` sealed under the current key, bound to `bound`: one base64 text of the
+        nonce, ciphertext and tag (the nonce's 12 bytes are 16 characters without padding)."""
+        if (writer := self._writer) is None:
+            raise self._no_writer()
+        nonce = next_nonce()
+        return self._head_text + self._encode_text(nonce + writer.encrypt(nonce, data, bound))
 
     def seal_ascii(self, data: bytes, bound: bytes, before: bytes = b"", after: bytes = b"") -> bytes:
         """`seal` as ASCII bytes, between `before` and `after`: a stored payload made in one
         copy (each copy of a 1 KB value costs, with the allocations, more than AES-GCM)."""
-        if self._writer is None:
-            raise Unreadable("this process has no encryption key to write with: set DEFERQ_ENCRYPTION_KEYS "
-                             "(or give the App its keys)")
-        nonce = os.urandom(NONCE)  # 12 bytes: base64 of its own, 16 characters, as it is of nonce + rest
-        sealed = self._writer.encrypt(nonce, data, bound)
-        return b"".join((before, self._head, self._encode(nonce), self._encode(sealed), after))
+        if (writer := self._writer) is None:
+            raise self._no_writer()
+        nonce = next_nonce()
+        return b"".join((before, self._head, self._encode(nonce + writer.encrypt(nonce, data, bound)), after))
+
+    @staticmethod
+    def _no_writer() -> Unreadable:
+        return Unreadable("this process has no encryption key to write with: set DEFERQ_ENCRYPTION_KEYS "
+                          "(or give the App its keys)")
 
     def open(self, value: str, bound: bytes, what: str = "the value") -> bytes:
         """The bytes a sealed value holds; Unreadable with one sentence when they cannot be had."""

@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from ..backends.base import Outcome, OutcomeKind, retried
-from ..encryption.jobs import bound
 from ..job import Job
 from ..middleware import Middleware, Settled, settled_view
 
@@ -72,7 +71,7 @@ class Attempts(Middleware):
         sealer = self.sealer()
         if sealer is None or not sealer.wants(job.task):
             return error
-        return sealer.writer().seal(error.encode(), bound(job.id, "error"))
+        return sealer.sealed_error(job.id, error)  # as the job's error, when the same text
 
 
 def read(store: Any, job_id: str) -> list[dict[str, Any]]:
