@@ -327,6 +327,47 @@ def test_jobs_stored_before_chunk_calls_mysql(mysql_admin):
         check_chunk_call_after_migration(f"{MYSQL_SERVER}/{database}", 16)
 
 
+def test_postgres_jobs_listed_after_the_lists_leave_active_jobs_out(postgres_admin):
+    """Jobs stored by schema version 18 (list indexes over every state) are listed by
+    state, queue and task once version 19 leaves active jobs out of those indexes: the
+    active ones through the leases' index, the others through the list indexes; a
+    claim, heartbeat and settle go on."""
+    conn = postgres_admin[0]
+    with fresh_postgres_schema(conn, "deferq_lists") as schema:
+        url = f"{POSTGRES_BASE}?schema={schema}"
+        old = open_backend(url, prepare_schema=False)
+        old.migrations = [m for m in old.migrations if m.version <= 18]
+        old.migrate()
+        stored = old.enqueue_many([Enqueue(Job(id=new_job_id(), task="t", queue="q")) for _ in range(4)])
+        running, finished = old.reserve(["q"], 2, "w", 60, (0, 1, 2))
+        assert old.settle([Outcome(finished, "succeeded")])
+        old.close()
+        new = open_backend(url)
+        try:
+            assert new.applied_versions()[-1] >= 19
+            waiting = {job.id for job in stored} - {running.id, finished.id}
+            for state, expect in ((JobState.ACTIVE, {running.id}), (JobState.SUCCEEDED, {finished.id}),
+                                  (JobState.QUEUED, waiting)):
+                for where in ({}, {"queue": "q"}, {"task": "t"}):
+                    assert {job.id for job in new.find_jobs(JobQuery(state=state, **where)).jobs} == expect, where
+            assert len(new.find_jobs(JobQuery(queue="q")).jobs) == 4
+            claimed = new.reserve(["q"], 2, "w", 60, (0, 1, 2))
+            assert {job.id for job in claimed} == waiting
+            assert {job.id for job in new.find_jobs(JobQuery(state=JobState.ACTIVE, queue="q")).jobs} == (
+                waiting | {running.id})
+            assert new.heartbeat([running], 60) == set()  # no lease lost
+            assert new.settle([Outcome(job, "succeeded") for job in [running, *claimed]]) == [True] * 3
+            assert len(new.find_jobs(JobQuery(state=JobState.SUCCEEDED, task="t")).jobs) == 4
+            with conn.transaction():
+                conn.execute("SET LOCAL enable_seqscan = off")
+                plan = "\n".join(row[0] for row in conn.execute(
+                    f"EXPLAIN SELECT id FROM \"{schema}\".deferq_jobs WHERE queue = 'q' AND state = 'succeeded' "
+                    "ORDER BY seq DESC LIMIT 50"))
+            assert "deferq_jobs_queue_state" in plan, plan
+        finally:
+            new.close()
+
+
 def test_mysql_keys_stored_before_exact_names_are_kept_and_told_apart(mysql_admin):
     """A database of schema version 14 (PAD SPACE: 'k' = 'k '), with a job holding key
     'k' and a kv record: migration 0015 keeps both, and then 'k ' is a key of its own."""

@@ -258,11 +258,16 @@ ON CONFLICT (queue, priority, fair_key) DO UPDATE SET next_vtime = greatest({fai
 -- A batch in one statement (arrays in, one element per job), fenced by (worker,
 -- attempts): a lease that changed hands is not extended. RETURNING names the ones
 -- that applied, and whether someone asked the job to stop. MySQL runs one fenced
--- UPDATE per job instead.
+-- UPDATE per job instead. Each job is found by its id (the primary key), one probe a
+-- job: `j.state || ''` is no column an index holds, so the planner does not read every
+-- active job through deferq_jobs_leased (it estimates them at one, from statistics
+-- taken while few ran, and then reads them all, with the entries of every job leased
+-- since the last vacuum) to join them with the batch. Measured on settles of 100 jobs
+-- of 20,000: 43-47 µs of server CPU a job against 52-60 through the index scan.
 UPDATE {jobs} AS j SET lease_until = {now} + f.lease
 FROM unnest(%(id)s::text[], %(worker)s::text[], %(attempts)s::int[], %(lease)s::float8[])
      AS f(id, worker, attempts, lease)
-WHERE j.id = f.id AND j.state = 'active' AND j.worker = f.worker AND j.attempts = f.attempts
+WHERE j.id = f.id AND j.state || '' = 'active' AND j.worker = f.worker AND j.attempts = f.attempts
 RETURNING j.id, j.cancel_requested_at
 
 -- name: progress
@@ -271,7 +276,7 @@ UPDATE {jobs} AS j SET progress = f.progress, progress_message = f.message
 FROM unnest(%(id)s::text[], %(worker)s::text[], %(attempts)s::int[], %(progress)s::float8[],
             %(message)s::text[])
      AS f(id, worker, attempts, progress, message)
-WHERE j.id = f.id AND j.state = 'active' AND j.worker = f.worker AND j.attempts = f.attempts
+WHERE j.id = f.id AND j.state || '' = 'active' AND j.worker = f.worker AND j.attempts = f.attempts
 RETURNING j.id
 
 -- name: settle
@@ -280,7 +285,7 @@ RETURNING j.id
 RETURNING j.id, j.state, j.waited_for
 
 -- name: settle_update
--- A batch of outcomes, fenced like heartbeat. o.state is the new stored state; the
+-- A batch of outcomes, fenced (and found by id) like heartbeat. o.state is the new stored state; the
 -- CASEs keep the columns an outcome does not touch (memory.py's _settled, in SQL). A
 -- job whose cancel was requested ends cancelled unless it succeeded (base.py).
 UPDATE {jobs} AS j SET
@@ -304,7 +309,7 @@ FROM unnest(%(id)s::text[], %(worker)s::text[], %(attempts)s::int[], %(kind)s::t
             %(state)s::text[], %(released)s::int[], %(delay)s::float8[], %(error)s::text[],
             %(result)s::text[], %(waits_for)s::text[], %(due)s::float8[], %(chunk_call)s::text[])
      AS o(id, worker, attempts, kind, state, released, delay, error, result, waits_for, due, chunk_call)
-WHERE j.id = o.id AND j.state = 'active' AND j.worker = o.worker AND j.attempts = o.attempts
+WHERE j.id = o.id AND j.state || '' = 'active' AND j.worker = o.worker AND j.attempts = o.attempts
 
 -- name: recover_expired
 -- Back to waiting; dead when its attempts are used up; cancelled when that was asked.
