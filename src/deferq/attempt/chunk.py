@@ -97,7 +97,7 @@ class _Call:
         for at, ending in zip(self.taken, endings(len(self.taken), result, exc, self.spec.name), strict=True):
             job = self.jobs[at][0]
             if ending.error is None:
-                self.ran[at] = succeeded(job, ending.result), None
+                self.ran[at] = succeeded(job, ending.result, self.id), None  # made with the call's id: no copy
             else:
                 self.ran[at] = decide_failure(self.spec, job, ending.error), ending.error
 
@@ -109,7 +109,7 @@ class _Call:
             outcome, raised = done
             if control.cancelled:  # asked to stop: whatever the call did, this job stopped
                 outcome = stopped(job)
-            if at in taken:
+            if at in taken and outcome.chunk_call != self.id:  # failed or stopped: a copy with the id
                 outcome = replace(outcome, chunk_call=self.id)
             token = running_job.set(RunningJob(job, control))
             try:

@@ -115,9 +115,10 @@ def stopped(job: Job) -> Outcome:
     return Outcome(job, OutcomeKind.CANCELLED, error="cancelled while running")
 
 
-def succeeded(job: Job, result: Any) -> Outcome:
+def succeeded(job: Job, result: Any, chunk_call: str | None = None) -> Outcome:
     """Results are informative: never fail a job over one. One JSON cannot carry is kept
-    as its repr; one over RESULT_LIMIT as a sentence that says so, with a warning."""
+    as its repr; one over RESULT_LIMIT as a sentence that says so, with a warning.
+    `chunk_call`: the chunk call that ran it (attempt/chunk.py)."""
     if result is not None:  # most tasks return nothing: nothing to try
         try:
             size = len(orjson.dumps(result))
@@ -128,7 +129,7 @@ def succeeded(job: Job, result: Any) -> Outcome:
             log.warning("job %s (%s): its result of %d bytes (JSON) is over the %d a job keeps; a note is "
                         "kept instead", job.id, job.task, size, RESULT_LIMIT)
             result = f"result not kept: {size} bytes of JSON, over the {RESULT_LIMIT} a job's result may be"
-    return Outcome(job, OutcomeKind.SUCCEEDED, result=result)
+    return Outcome(job, OutcomeKind.SUCCEEDED, result=result, chunk_call=chunk_call)
 
 
 def decide_failure(spec: TaskSpec, job: Job, exc: BaseException) -> Outcome:

@@ -338,14 +338,19 @@ class SQLiteBackend(SQLBackend):
     def settled_plan(self, outcomes: Sequence[Outcome]) -> Plan[list[bool]]:
         """The outcomes applied, in a write transaction left open."""
         if all(o.kind == "succeeded" and o.result is None for o in outcomes):
-            # The hot path, jobs that returned nothing: one statement for the batch. If
-            # every lease held, the total row count says so; else undo it and go one by
-            # one (the write lock is kept).
+            # The hot path, jobs that returned nothing: one statement per lease holder,
+            # attempt and chunk call (most batches: one). If every lease held, the row
+            # counts say so; else undo it and go one by one (the write lock is kept).
             now = self.now()
-            batch = [(now, o.job.id, o.job.worker, o.job.attempts, o.chunk_call) for o in outcomes]
+            fences: dict[tuple[str | None, int, str | None], list[str]] = {}
+            for o in outcomes:
+                fences.setdefault((o.job.worker, o.job.attempts, o.chunk_call), []).append(o.job.id)
             yield Step("SAVEPOINT batch", begin=True)
-            reply = yield Step(self.q["succeed"], batch, many=True, batch=True)
-            if reply.rowcount == len(outcomes):
+            count = 0
+            for (worker, attempts, call), ids in fences.items():
+                reply = yield Step(self.q["succeed"], (now, dumps(ids).decode(), worker, attempts, call))
+                count += reply.rowcount
+            if count == len(outcomes):
                 yield Step("RELEASE batch")
                 return [True] * len(outcomes)
             yield Step("ROLLBACK TO batch")

@@ -166,11 +166,13 @@ WHERE id = :id AND state = 'active' AND worker = :worker AND attempts = :attempt
 
 -- name: succeed
 -- `settle` for the commonest outcome, a job that succeeded and returned nothing:
--- nothing to decide, so a whole batch runs as one prepared statement (settle_plan).
--- Positional parameters, a tuple per job: (now, id, worker, attempts, chunk call or NULL).
+-- nothing to decide, so the jobs of one lease holder, attempt and chunk call (a chunk
+-- call's, most of a batch) are one statement, their ids a JSON array: no statement
+-- run per job (settle_plan). Positional parameters: (now, ids, worker, attempts,
+-- chunk call or NULL).
 UPDATE {jobs} SET state = 'succeeded', finished_at = ?1, worker = NULL, lease_until = NULL, updated_at = ?1,
     chunk_call = coalesce(?5, chunk_call)
-WHERE id = ?2 AND state = 'active' AND worker = ?3 AND attempts = ?4
+WHERE id IN (SELECT value FROM json_each(?2)) AND state = 'active' AND worker = ?3 AND attempts = ?4
 
 -- name: recover_expired
 -- Back to waiting; dead when its attempts are used up; cancelled when that was asked.
