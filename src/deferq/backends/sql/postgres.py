@@ -86,6 +86,7 @@ def lean(item: Enqueue) -> bool:
 class PostgresBackend(SQLBackend):
     _trigrams: bool | None = None  # whether migration 0009 made the trigram index (else words)
     seq_ordered = False  # seq has no index of its own: a list of every state is merged per state
+    state_literal = True  # the list and text indexes leave active jobs out (migrations 0019, 0020)
     schemes = ("postgresql", "postgres")
     dialect = "postgres"
     options_known = own_options("postgresql")

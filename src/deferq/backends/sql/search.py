@@ -35,6 +35,10 @@ class SQLSearch(SearchStore):
     # Whether the whole table reads newest first cheaply (seq is SQLite's rowid and
     # MySQL's primary key); else a list over every state is merged from one per state.
     seq_ordered: bool = True
+    # Whether a query names its state as a literal (PostgreSQL: its list and text indexes
+    # leave active jobs out, and only a literal shows the planner that a state other than
+    # 'active' is in them, in a prepared statement's generic plan as well).
+    state_literal: bool = False
 
     def text_condition(
         self, query: JobQuery, position: dict[str, Any]
@@ -44,6 +48,10 @@ class SQLSearch(SearchStore):
         for a scan); may run statements."""
         raise NotImplementedError
         yield  # a plan
+
+    def state_condition(self, state: str) -> str:
+        """One stored state's condition (`state` is one of STORED_STATES)."""
+        return f"state = '{state}'" if self.state_literal else self.q["find_state"]
 
     def find_jobs(self, query: JobQuery) -> JobPage:
         return self.run(self.find_plan(query))  # type: ignore[no-any-return]
@@ -81,7 +89,7 @@ class SQLSearch(SearchStore):
             states = list(STORED_STATES) if query.queue or query.task or not self.seq_ordered else [None]
         found: list[tuple[int, Any]] = []
         for state in states:
-            where = conditions + ([self.q["find_state"]] if state else [])
+            where = conditions + ([self.state_condition(state)] if state else [])
             sql = f"{self.q['find_jobs']} {' AND '.join(where) or 'TRUE'} {self.q['find_order']}"
             reply = yield Step(sql, {**params, "state": state} if state else params)
             found += [(-int(row[WIDTH + 1]), row) for row in reply.rows]
