@@ -204,16 +204,16 @@ class Chain:
         items = self.run_before_enqueue(items)
         if self.sealer is None:
             return self.run_after_enqueue(items, store(items))
-        stored = store(self.sealer.seal_items(items))  # the store keeps them sealed; the hooks see them plain
-        return self.run_after_enqueue(items, self.sealer.as_given(items, stored))
+        sealed = self.sealer.seal_items(items)  # the store keeps them sealed; the hooks see them plain
+        return self.run_after_enqueue(items, self.sealer.as_given(items, sealed, store(sealed)))
 
     async def enqueue_async(self, items: list[Enqueue],
                             store: Callable[[list[Enqueue]], Awaitable[list[Job]]]) -> list[Job]:
         items = self.run_before_enqueue(items)
         if self.sealer is None:
             return self.run_after_enqueue(items, await store(items))
-        stored = await store(self.sealer.seal_items(items))
-        return self.run_after_enqueue(items, self.sealer.as_given(items, stored))
+        sealed = self.sealer.seal_items(items)
+        return self.run_after_enqueue(items, self.sealer.as_given(items, sealed, await store(sealed)))
 
     def to_store(self, outcomes: list[Outcome]) -> list[Outcome]:
         """Outcomes as the store keeps them: sealed when the App encrypts (the hooks see

@@ -372,3 +372,43 @@ def test_a_failed_attempt_seals_its_error_once_for_the_job_and_its_attempt_log(s
         assert "no record of" in app.get(job.id).error
     finally:
         app.close()
+
+
+
+@pytest.mark.parametrize("on_conflict", ["replace", "debounce"])
+def test_arguments_that_replace_a_waiting_jobs_stay_encrypted_and_open(store_url, on_conflict):
+    """The waiting job holding a key takes the arguments of an enqueue that replaces them:
+    sealed as the store keeps every job's (never the producer's plain ones) and opened by a
+    worker with the key, though sealed before the store chose the job; rotate moves them."""
+    app = deferq.App(store_url, lease=5, encryption=KEYS)
+    ssn, key = secret(), f"customer-{uuid.uuid4().hex[:8]}"
+    try:
+        remember = remembering(app, [])
+        first = remember.options(key=key, delay=3600).enqueue({"ssn": "none yet"})
+        wait = {"max_wait": 60} if on_conflict == "debounce" else {}
+        second = remember.options(key=key, on_conflict=on_conflict, **wait).enqueue({"ssn": ssn})
+        assert second.id == first.id and second.args == ({"ssn": ssn},)  # the producer sees its own
+        assert ssn.encode() not in raw_bytes(app)
+        new = beside(app, encryption=BOTH)
+        assert rotate(new.backend, new.registry.chain.sealer, new.result_ttl).unreadable == 0
+        only_new = beside(app, encryption=deferq.Encryption(keys={"2026-12": KEY_NEW}))
+        seen: list[dict] = []
+        remembering(only_new, seen)
+        work(only_new)
+        done = only_new.get(first.id)
+        assert done is not None and done.state == deferq.JobState.SUCCEEDED, done.error
+        assert seen == [{"ssn": ssn}] and done.args == ({"ssn": ssn},) and done.result == {"seen": ssn}
+        assert ssn.encode() not in raw_bytes(app)
+        done_with(only_new)
+        done_with(new)
+    finally:
+        app.close()
+
+
+def remembering(app: deferq.App, seen: list[dict]) -> deferq.Task:
+    """The task `remember` of `app`, keeping each job's arguments in `seen`."""
+    def remember(data: dict) -> dict:
+        seen.append(data)
+        return {"seen": data["ssn"]}
+
+    return app.task(remember, name="remember", max_attempts=1)

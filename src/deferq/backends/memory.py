@@ -106,7 +106,7 @@ class MemoryBackend(MemoryHistory, Backend):
                 elif item.on_conflict is OnConflict.IGNORE:
                     stored.append(self._view(behind or holder, now))  # type: ignore[arg-type]
                 elif target := behind or (holder if holder and holder.state == _WAITING else None):
-                    self._jobs[target.id] = item.updated(target, now).evolve(state=_WAITING)
+                    self._jobs[target.id] = read_back(item, item.updated(target, now).evolve(state=_WAITING))
                     stored.append(self._view(self._jobs[target.id], now))
                 else:  # the holder runs: never changed; the new job waits behind it
                     stored.append(self._insert(item, now, BEHIND))
@@ -170,10 +170,7 @@ class MemoryBackend(MemoryHistory, Backend):
 
     def _insert(self, item: Enqueue, now: float, raise_by: int = 0, floors: dict[object, float] | None = None
                 ) -> Job:
-        job = item.stored(now)
-        if item.payload:  # what a worker would read back from a real store
-            args, kwargs, meta = decode_payload(item.payload)
-            job = job.evolve(args=args, kwargs=kwargs, meta=meta)
+        job = read_back(item, item.stored(now))
         if floors is not None and fair.due_fair(item):
             scope = (job.queue, job.priority + fair.FAIR)
             self._vtime[job.id] = fair.virtual_times([(scope, job.fair_key or "", item.fair_weight)], floors,
@@ -659,6 +656,15 @@ def _expired(job: Job, now: float) -> Job:
     if job.attempts >= job.max_attempts:
         return replace(job, state=JobState.DEAD, error=error, finished_at=now, **common)
     return replace(job, state=_WAITING, error=error, **common)
+
+
+def read_back(item: Enqueue, job: Job) -> Job:
+    """`job` with the arguments and meta of `item`'s payload, as a real store keeps and a
+    worker reads them (sealed, when the App encrypts): never the item's own plain ones."""
+    if not item.payload:
+        return job
+    args, kwargs, meta = decode_payload(item.payload)
+    return job.evolve(args=args, kwargs=kwargs, meta=meta)
 
 
 def resealed(job: Job, old: str, new: str) -> dict[str, Any]:

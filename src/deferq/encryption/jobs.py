@@ -11,7 +11,9 @@ context, the ids a job runs after).
 
 Each value is bound to its job id and field (envelope.py). A sharded Redis marks ids
 (job.mark_id: two characters moved, two appended): the binding leaves those out, so a
-job keeps its values when it moves.
+job keeps its values when it moves. The arguments of an enqueue that may replace those of
+the waiting job holding its unique key (on_conflict replace or debounce) are bound to
+that key instead: the store gives them to a job whose id the producer cannot know.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Any, Protocol
 
 import orjson
 
-from ..backends.base import Enqueue, Outcome
+from ..backends.base import Enqueue, OnConflict, Outcome
 from ..errors import ConfigError
 from ..job import Job, carried, carry, copier, dumps, encode_payload, id_core
 from .envelope import MARK, Keyring, Unreadable, key_of, sealed, size_of
@@ -78,6 +80,36 @@ def step_bound(job_id: str, name: str, field: str) -> bytes:
 def bound(job_id: str, what: str) -> bytes:
     """The associated data of a job's field: its id without a shard's mark."""
     return f"{id_core(job_id)}/{what}".encode()
+
+
+def key_bound(key: str) -> bytes:
+    """The associated data of arguments that may replace the waiting holder's of `key`
+    (a job id holds no tab: never the same as `bound`'s)."""
+    return f"key\t{key}/args".encode()
+
+
+def args_bound(item: Enqueue) -> bytes:
+    """What an enqueued job's arguments are bound to: its unique key when they may go to
+    the job that holds it (on_conflict replace or debounce), else its id."""
+    job = item.job
+    return key_bound(job.key) if job.key and item.on_conflict is not OnConflict.IGNORE else bound(job.id, "args")
+
+
+def open_args(keyring: Keyring, job: Job, value: str) -> tuple[bytes, bytes]:
+    """The plain arguments `value` of `job` and what they are bound to: its id, else (the
+    arguments of an enqueue that replaced its own, or may have) its key. Unreadable, with
+    the sentence of its id, when neither opens them."""
+    where, what = bound(job.id, "args"), f"the arguments of job {job.id}"
+    try:
+        return keyring.open(value, where, what), where
+    except Unreadable as exc:
+        if not job.key:
+            raise
+        failed, where = exc, key_bound(job.key)
+    try:
+        return keyring.open(value, where, what), where
+    except Unreadable:
+        raise failed from None
 
 
 def sealed_args(job: Job) -> str | None:
@@ -149,7 +181,7 @@ class Sealer:
             if out is items:
                 out = list(items)
             # a sealed text is JSON as it is (key id and base64 characters): no encoder needed
-            keyring, where = self.writer(), bound(job.id, "args")
+            keyring, where = self.writer(), args_bound(item)
             payload = (keyring.seal_ascii(plain, where, SEALED_ARGS_BEFORE, SEALED_ARGS_AFTER) if not job.meta
                        else encode_payload(job.task, (), {ARGS: keyring.seal(plain, where)}, job.meta))
             out[i] = with_payload(item, payload)
@@ -182,12 +214,14 @@ class Sealer:
             return kept[1]
         return self.writer().seal(error.encode(), bound(job_id, "error"))
 
-    def as_given(self, items: Sequence[Enqueue], jobs: list[Job]) -> list[Job]:
-        """The jobs a store answered an enqueue with, each stored from its item with that
-        item's plain arguments (a store that reads its payload back, memory://, answers
-        them sealed: not decrypted again)."""
+    def as_given(self, items: Sequence[Enqueue], stored: Sequence[Enqueue], jobs: list[Job]) -> list[Job]:
+        """The jobs a store answered an enqueue with, each that holds its item's arguments
+        (stored from it, or the holder of its key that took them) with the item's plain
+        ones: a store that reads its payload back answers them sealed, not opened again.
+        `stored`: the items as sealed for the store."""
         for i, (item, job) in enumerate(zip(items, jobs, strict=False)):
-            if job.id == item.job.id and sealed_args(job) is not None:
+            value = sealed_args(job)
+            if value is not None and (job.id == item.job.id or value.encode() in stored[i].payload):
                 jobs[i] = with_arguments(job, item.job.args, item.job.kwargs)
         return jobs
 
@@ -274,7 +308,7 @@ class Sealer:
         if keyring is None:
             raise Unreadable(f"the arguments of job {job.id} are encrypted with key {key_of(value)[:40]!r} and "
                              "this process has no encryption key: set DEFERQ_ENCRYPTION_KEYS")
-        plain = keyring.open(value, bound(job.id, "args"), f"the arguments of job {job.id}")
+        plain = open_args(keyring, job, value)[0]
         try:
             args, kwargs = orjson.loads(plain)
         except (orjson.JSONDecodeError, ValueError, TypeError):

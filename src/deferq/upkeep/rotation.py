@@ -28,6 +28,7 @@ from ..encryption.jobs import (
     bound,
     checkpoint_fields,
     event_bound,
+    open_args,
     sealed_args,
     sealed_result,
     step_bound,
@@ -74,7 +75,7 @@ def rotate(store: Backend, sealer: Sealer, keep_finished_steps: float) -> Rotati
     keyring = sealer.writer()
     done = Rotation(str(keyring.current))
     for job in _every_job(store):
-        for old, where in _job_values(job):
+        for old, where in _job_values(keyring, job):
             _swap(done, keyring, old, where, f"job {job.id}",
                   lambda old, new, job_id=job.id: store.reseal(job_id, old, new))
         if job.error is not None or job.attempts > 1:
@@ -101,11 +102,16 @@ def _every_job(store: Backend) -> Iterator[Job]:
                 break
 
 
-def _job_values(job: Job) -> list[tuple[str, bytes]]:
-    """The encrypted texts a job record holds, each with what it is bound to."""
+def _job_values(keyring: Keyring, job: Job) -> list[tuple[str, bytes]]:
+    """The encrypted texts a job record holds, each with what it is bound to (its arguments:
+    to its id, or to its key when an enqueue with the key replaced them)."""
     found = []
     if (value := sealed_args(job)) is not None:
-        found.append((value, bound(job.id, "args")))
+        try:
+            where = open_args(keyring, job, value)[1]
+        except Unreadable:
+            where = bound(job.id, "args")  # counted with its reason when renewed
+        found.append((value, where))
     if (value := sealed_result(job.result)) is not None:
         found.append((value, bound(job.id, "result")))
     for name, what in (("error", "error"), ("progress_message", "progress")):
