@@ -147,6 +147,15 @@ class HistoryBuffer:
                     cell = self.cells[(minute, queue, task)] = {}
                 cell[field] = cell.get(field, 0) + amount
 
+    def add_fields(self, minute: int, queue: str, task: str, fields: Iterable[str]) -> None:
+        """One more of each of `fields` in one cell: an attempt settled."""
+        with self.lock:
+            cell = self.cells.get((minute, queue, task))
+            if cell is None:
+                cell = self.cells[(minute, queue, task)] = {}
+            for field in fields:
+                cell[field] = cell.get(field, 0) + 1
+
     def drain(self) -> list[Row]:
         """Every count, as rows, emptying the buffer."""
         with self.lock:
@@ -202,25 +211,18 @@ class HistoryRecorder:
     def settled(self, settled: Iterable[tuple[Outcome, float]], lease: float) -> None:
         """Count settled attempts, each with the seconds it ran: its outcome, how long it
         waited and ran. The wait is on the store's clock: from its due time to its lease
-        (`lease_until - lease`). One clock read and one lock per call: the batch's counts
-        are summed first (a chunk call's jobs share their cells)."""
+        (`lease_until - lease`). One clock read per call, one lock per attempt."""
         minute = int(time.time() // 60)  # minute_of, inline: once per settled batch
-        counts: dict[tuple[str, str, str], int] = {}
-        get = counts.get
+        add = self.buffer.add_fields
         for outcome, ran in settled:
             job = outcome.job
-            queue, task = job.queue, job.task
             field = OUTCOME_FIELD.get(outcome.kind)
-            if field is not None:
-                counts[queue, task, field] = get((queue, task, field), 0) + 1
-                if outcome.error is not None and field in ("retried", "dead"):
-                    counts[queue, task, "failed"] = get((queue, task, "failed"), 0) + 1
+            fields = [] if field is None else [field, "failed"] if (
+                outcome.error is not None and field in ("retried", "dead")) else [field]
             if job.lease_until is not None:
-                wait = _WAIT_FIELDS[bucket_of(job.lease_until - lease - job.run_at)]
-                counts[queue, task, wait] = get((queue, task, wait), 0) + 1
-            run = _RUN_FIELDS[bucket_of(ran)]
-            counts[queue, task, run] = get((queue, task, run), 0) + 1
-        self.buffer.add_many([(minute, queue, task, field, n) for (queue, task, field), n in counts.items()])
+                fields.append(_WAIT_FIELDS[bucket_of(job.lease_until - lease - job.run_at)])
+            fields.append(_RUN_FIELDS[bucket_of(ran)])
+            add(minute, job.queue, job.task, fields)
         self._started()
 
     def count(self, queue: str, task: str, field: str, amount: int = 1) -> None:
