@@ -17,6 +17,7 @@ from playwright.sync_api import expect
 import deferq
 from deferq import testing
 from deferq.backends.base import Outcome
+from deferq.options import JobOptions
 from deferq.worker import Worker, WorkerConfig
 from tests.support.console_world import served_worlds, signed_in
 from tests.support.server_helpers import wait_until
@@ -306,4 +307,25 @@ def test_a_server_without_the_key_shows_encrypted_values_and_their_size(served):
     assert keyed.get(job.id).result == {"seen": ssn}  # with the key: all of it
     assert page.errors == []
     page.context.close()
-    keyed.close()
+
+    # a schedule's arguments too: shown by size, and not editable without the key
+    name = f"sealed-{next(fresh)}"
+    keyed.schedules.add(name, deferq.Call("shop.tasks.render_invoice", ({"ssn": ssn},), {}, JobOptions()),
+                        every=3600)
+    try:
+        for width in (1280, 390):
+            page = signed_in(browser, base, world.admin, width=width)
+            page.goto(f"{base}/dashboard/periodic")
+            row = page.locator(f'#periodic tr[data-key="{name}"]')
+            expect(row).to_contain_text(re.compile(r"arguments encrypted \(\d+ bytes\)"))
+            assert ssn not in page.content()
+            row.locator('button[data-action="edit"]').click()
+            expect(page.locator('input[name="args"]')).to_be_disabled()
+            page.click("#save-schedule")
+            expect(page.locator(".message.error")).to_contain_text("this server has not the key")
+            assert page.errors == []
+            page.context.close()
+        assert keyed.schedules[name].schedule.args == ({"ssn": ssn},)  # nothing changed
+    finally:
+        keyed.schedules.remove(name)
+        keyed.close()

@@ -5,6 +5,7 @@ a value that cannot be opened ends its own job with one sentence, never its batc
 
 from __future__ import annotations
 
+import time
 import uuid
 
 import pytest
@@ -13,6 +14,8 @@ import deferq
 from deferq import testing
 from deferq.encryption import new_key
 from deferq.encryption.jobs import ARGS, sealed_args
+from deferq.schedules.firing import Firer
+from deferq.schedules.store import SCHEDULES
 from deferq.server.api.jobs import view
 from deferq.upkeep.rotation import rotate
 from deferq.worker import Worker, WorkerConfig
@@ -246,13 +249,14 @@ def test_rotate_leaves_nothing_under_the_old_key(store_url):
         ran = [tasks[name].enqueue({"ssn": ssn}) for name in ("remember", "refuse", "stepped", "parent",
                                                                "compensated")]
         old.send_event("reply", "k1", {"answer-for": ssn})
+        old.schedules.add("nightly", tasks["remember"].call({"ssn": ssn}), every=3600)
         for _ in range(3):  # the parent leaves the worker until its children end
             work(old)
         assert b"$enc:2026-06:" in raw_bytes(old)
         new = beside(old, encryption=BOTH)
         declare(new)
         first = rotate(new.backend, new.registry.chain.sealer, new.result_ttl)
-        assert first.resealed >= 8 and first.unreadable == 0, first
+        assert first.resealed >= 9 and first.unreadable == 0, first
         after = raw_bytes(new, live_only=True)  # a SQLite file keeps overwritten pages until reused
         assert b"$enc:2026-06:" not in after and b"$enc:2026-12:" in after and ssn.encode() not in after
         assert rotate(new.backend, new.registry.chain.sealer, new.result_ttl).resealed == 0  # nothing left
@@ -265,6 +269,7 @@ def test_rotate_leaves_nothing_under_the_old_key(store_url):
         assert only_new.get(ran[3].id).result == [{"seen": ssn}, {"seen": ssn}]
         assert [child["result"] for child in only_new.children(ran[3].id)] == [{"seen": ssn}, {"seen": ssn}]
         assert f"could not refund: charged {ssn}" in repr(only_new.steps(ran[4].id))
+        assert only_new.schedules["nightly"].schedule.args == ({"ssn": ssn},)
         done_with(only_new)
         done_with(new)
     finally:
@@ -412,3 +417,43 @@ def remembering(app: deferq.App, seen: list[dict]) -> deferq.Task:
         return {"seen": data["ssn"]}
 
     return app.task(remember, name="remember", max_attempts=1)
+
+
+def test_a_schedules_arguments_are_encrypted_and_its_jobs_get_them(store_url):
+    app = deferq.App(store_url, lease=5, encryption=KEYS)
+    remember = declare(app)["remember"]
+    ssn, declared = secret(), secret()
+    app.periodic(every=3600, name="declared", args=[{"ssn": declared}])(remember)
+    try:
+        firer = Firer(app, "test-leader")
+        firer.declare()  # as every process does at its start
+        app.schedules.add("often", remember.call({"ssn": ssn}), every=1)
+        raw = raw_bytes(app)
+        assert ssn.encode() not in raw and declared.encode() not in raw
+        assert app.schedules["often"].schedule.args == ({"ssn": ssn},)
+        stored = app.backend.kv_get(SCHEDULES, "declared")
+        Firer(app, "another-process").declare()  # the same declaration: not written again
+        assert app.backend.kv_get(SCHEDULES, "declared") == stored
+
+        deadline = time.monotonic() + 5  # the next tick of an every-second schedule
+        while not app.find_jobs(task="remember").jobs:
+            assert time.monotonic() < deadline, "the schedule did not fire"
+            time.sleep(min(0.5, firer.step()))
+        work(app)
+        ran = app.find_jobs(task="remember").jobs[0]
+        assert app.get(ran.id).result == {"seen": ssn}
+        app.schedules.run_now("declared")
+        work(app)
+        assert {"seen": declared} in [j.result for j in app.find_jobs(task="remember").jobs]
+
+        blind = beside(app, encryption=deferq.Encryption())  # declares it, has no key
+        shown = blind.schedules["often"].to_dict(blind.backend.now())
+        assert shown["args"] == [] and shown["kwargs"] == {} and shown["encrypted"]["args"] > 20
+        assert ssn not in repr(shown)
+        with pytest.raises(deferq.ConfigError, match="encrypted"):
+            blind.schedules.run_now("often")
+        assert blind.schedules.pause("often")  # pausing needs no key: the arguments stay as stored
+        assert app.schedules["often"].paused and app.schedules["often"].schedule.args == ({"ssn": ssn},)
+        done_with(blind)
+    finally:
+        app.close()

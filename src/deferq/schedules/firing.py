@@ -44,7 +44,7 @@ from ..errors import ConfigError, DeferqError
 from ..options import JobOptions
 from ..task import AppLike, Call, Runtime
 from .definition import PeriodicJob
-from .store import RUNS, ScheduleInfo, Schedules
+from .store import RUNS, ScheduleInfo, Schedules, sealed_call
 from .timing import local_time
 
 log = logging.getLogger("deferq.schedules")
@@ -186,6 +186,9 @@ class Firer:
         write is a compare-and-set against it, so a stale one only loses its race.
         `batch`: a lone tick claimed afresh is added to it, for `_enqueue_batch`."""
         backend, name = self.app.backend, info.name
+        if sealed_call(info.schedule) is not None:
+            raise ConfigError("its arguments are encrypted and this process cannot open them: give it the "
+                              "encryption keys (DEFERQ_ENCRYPTION_KEYS)")
         run = info.run if fresh else backend.kv_get(RUNS, name)
         record = orjson.loads(run) if run else {}
         if run is not None and not record.get("done"):  # a leader died (or froze) between claim and job

@@ -25,6 +25,8 @@ from typing import Any
 
 import orjson
 
+from ..encryption.envelope import Unreadable, size_of
+from ..encryption.jobs import Sealer, hidden, sealed_result
 from ..errors import ConfigError
 from ..job import Job
 from ..options import JobOptions
@@ -53,6 +55,7 @@ class ScheduleInfo:
     last_tick: float | None = None
     last_job: str | None = None
     run: bytes | None = field(default=None, compare=False, repr=False)  # the run record as read
+    was_sealed: bool = field(default=False, compare=False)  # its arguments were stored encrypted (opened here)
 
     @property
     def name(self) -> str:
@@ -63,15 +66,57 @@ class ScheduleInfo:
         return [] if self.paused else self.schedule.timing.upcoming(now, count)
 
     def to_dict(self, now: float) -> dict[str, Any]:
-        return {**self.schedule.to_dict(), "paused": self.paused, "source": self.source, "since": self.since,
+        """As the API and `deferq schedule` show it: arguments this process cannot open as
+        none, `encrypted` giving their size ({"args": N}; None when they are shown)."""
+        sealed = sealed_call(self.schedule)
+        definition = self.schedule.to_dict()
+        if sealed is not None:
+            definition.update(args=[], kwargs={})
+        return {**definition, "paused": self.paused, "source": self.source, "since": self.since,
                 "last_tick": self.last_tick, "last_job": self.last_job,
                 "next": self.upcoming(now), "timing": self.schedule.timing.label(),
                 "described": f"{self.schedule.timing.label()}: paused" if self.paused
-                else self.schedule.timing.describe(now)}
+                else self.schedule.timing.describe(now),
+                "encrypted": None if sealed is None else {"args": size_of(sealed)}}
 
-    def record(self) -> bytes:
-        return orjson.dumps({"schedule": self.schedule.to_dict(), "paused": self.paused,
+    def record(self, sealer: Sealer | None = None) -> bytes:
+        """The stored record: the arguments sealed when `sealer` seals the schedule's task
+        (and they are not sealed already: a process without the key pauses a schedule)."""
+        definition = self.schedule.to_dict()
+        if sealer is not None and sealer.wants(self.schedule.task) and sealed_call(self.schedule) is None:
+            definition.update(args=[], kwargs=sealer.seal_value([definition["args"], definition["kwargs"]],
+                                                               schedule_bound(self.name)))
+        return orjson.dumps({"schedule": definition, "paused": self.paused,
                              "source": self.source, "since": self.since, "format": FORMAT})
+
+
+def schedule_bound(name: str) -> bytes:
+    """The associated data of a schedule's sealed arguments: its name (a job id holds no
+    tab, so never a job's)."""
+    return f"schedule\t{name}/args".encode()
+
+
+def sealed_call(schedule: PeriodicJob) -> str | None:
+    """The sealed text of a schedule's arguments as stored (kwargs `{"$enc": ...}`), else None."""
+    return None if schedule.args else sealed_result(schedule.kwargs)
+
+
+def opened(info: ScheduleInfo, sealer: Sealer | None) -> ScheduleInfo:
+    """`info` with its sealed arguments opened where this process holds the key; else as
+    it is (shown as "encrypted (N bytes)", not fired)."""
+    sealed = sealed_call(info.schedule)
+    if sealed is None or sealer is None or sealer.keyring is None:
+        return info
+    try:
+        call = sealer.open_value(info.schedule.kwargs, schedule_bound(info.name),
+                                 f"the arguments of schedule {info.name!r}")
+        args, kwargs = call
+        schedule = replace(info.schedule, args=tuple(args), kwargs=dict(kwargs))
+    except (Unreadable, ValueError, TypeError) as exc:
+        log.warning("schedule %s: %s", info.name, exc if isinstance(exc, Unreadable) else
+                    f"its arguments decrypt to no [args, kwargs] ({hidden(sealed)})")
+        return info
+    return replace(info, schedule=schedule, was_sealed=True)
 
 
 def read_info(value: bytes, run: bytes | None) -> ScheduleInfo:
@@ -137,6 +182,7 @@ class Schedules:
 
     def __init__(self, app: AppLike[object] | Runtime[object]) -> None:
         self.app = app.runtime  # the store, the tasks, the settings, the enqueue pipeline
+        self.sealer: Sealer | None = self.app.chain.sealer  # seals the arguments of encrypted tasks' schedules
 
     # -- reading ---------------------------------------------------------------------
 
@@ -152,7 +198,7 @@ class Schedules:
         found, broken = [], []
         for name, value in sorted(stored.items()):
             try:
-                found.append(read_info(value, runs.get(name)))
+                found.append(opened(read_info(value, runs.get(name)), self.sealer))
             except ConfigError as exc:
                 log.warning("schedule %s is left out: %s", name, exc)
                 broken.append(Broken(name, str(exc)))
@@ -163,7 +209,9 @@ class Schedules:
         if not storable(name):  # no store holds such a name (a lone surrogate has no UTF-8)
             return None
         value = self.app.backend.kv_get(SCHEDULES, name)
-        return None if value is None else read_named(name, value, self.app.backend.kv_get(RUNS, name))
+        if value is None:
+            return None
+        return opened(read_named(name, value, self.app.backend.kv_get(RUNS, name)), self.sealer)
 
     def __getitem__(self, name: str) -> ScheduleInfo:
         found = self.get(name)
@@ -202,8 +250,10 @@ class Schedules:
             since = old.since  # only a change of timing starts the count again
         info = ScheduleInfo(schedule, old.paused if old else False, source, since,
                             old.last_tick if old else None, old.last_job if old else None)
-        if old is None or old.schedule != schedule or old.source != source or old.since != since:
-            self.app.backend.kv_put(SCHEDULES, schedule.name, info.record())
+        unsealed = (old is not None and self.sealer is not None and self.sealer.wants(schedule.task)
+                    and not old.was_sealed)  # stored before its task was encrypted
+        if old is None or old.schedule != schedule or old.source != source or old.since != since or unsealed:
+            self.app.backend.kv_put(SCHEDULES, schedule.name, info.record(self.sealer))
         return info
 
     def declare(self, schedules: Sequence[PeriodicJob], source: str = "code") -> None:
@@ -229,7 +279,7 @@ class Schedules:
             if info.paused == paused:
                 return False
             since = info.since if paused else backend.now()
-            changed = ScheduleInfo(info.schedule, paused, info.source, since)
+            changed = ScheduleInfo(info.schedule, paused, info.source, since)  # its arguments as stored
             if backend.kv_swap(SCHEDULES, name, value, changed.record()):
                 return True
         raise ConfigError(f"schedule {name!r} kept changing while it was being paused or resumed; try again")
@@ -246,6 +296,9 @@ class Schedules:
     def run_now(self, name: str) -> Job:
         """Enqueue the schedule's job now, outside its ticks (its last run is unchanged)."""
         schedule = self[name].schedule
+        if sealed_call(schedule) is not None:
+            raise ConfigError(f"schedule {name!r}: its arguments are encrypted and this process cannot open them: "
+                              "give it the encryption keys (DEFERQ_ENCRYPTION_KEYS)")
         jobs = self.app.enqueue_many([Call(schedule.task, schedule.args, schedule.kwargs,
                                            JobOptions.parse(**schedule.options))])
         return jobs[0]

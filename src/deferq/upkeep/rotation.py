@@ -35,6 +35,7 @@ from ..encryption.jobs import (
 )
 from ..job import ALL_STATES, Job, dumps, loads
 from ..observe import attempts
+from ..schedules.store import SCHEDULES, schedule_bound
 from ..steps.checkpoints import DONE, EVENTS
 from ..steps.events import EVENT_KEEP
 
@@ -70,7 +71,7 @@ class Rotation:
 def rotate(store: Backend, sealer: Sealer, keep_finished_steps: float) -> Rotation:
     """Re-encrypt under the current key what `store` keeps under other keys: jobs'
     arguments, results, errors and progress messages, their attempt logs and durable
-    steps, and the kept events. `keep_finished_steps`: how long a finished job's
+    steps, the kept events and the schedules' arguments. `keep_finished_steps`: how long a finished job's
     rewritten steps are kept (the App's result_ttl)."""
     keyring = sealer.writer()
     done = Rotation(str(keyring.current))
@@ -88,6 +89,10 @@ def rotate(store: Backend, sealer: Sealer, keep_finished_steps: float) -> Rotati
     for topic in store.kv_list(EVENTS):
         _rewrite(done, keyring, store, EVENTS, topic, EVENT_KEEP,
                  lambda record, topic=topic: [(record, "data", event_bound(topic))])
+    for name in store.kv_list(SCHEDULES):
+        _rewrite(done, keyring, store, SCHEDULES, name, None,
+                 lambda record, name=name: [(record.get("schedule"), "kwargs", schedule_bound(name))]
+                 if isinstance(record, dict) else [])
     return done
 
 

@@ -234,6 +234,10 @@ class Schedule(Struct):
     next: Annotated[list[float], Meta(description="The next five ticks (none while paused).")]
     last_tick: float | None
     last_job: ScheduleLastJob | None
+    encrypted: Annotated[dict[str, int], Meta(description=(
+        "Set when the schedule's arguments are encrypted at rest and this server cannot open them "
+        "(it lacks the key): `{\"args\": N}`, their size in bytes; args and kwargs are then empty. "
+        "Null when they are shown."))] | None = None
 
 
 class BrokenSchedule(Struct):

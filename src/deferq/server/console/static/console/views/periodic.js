@@ -10,6 +10,8 @@ const COLUMNS = [["schedule"], ["timing", "nowrap"], ["task"], ["enqueues", "opt
 
 function enqueues(s) {
   const parts = [];
+  // encrypted at rest, and this server has not the key: their size, never a value
+  if (s.encrypted) parts.push(`arguments encrypted (${s.encrypted.args} bytes)`);
   if (s.args && s.args.length) parts.push(`args ${JSON.stringify(s.args)}`);
   if (s.kwargs && Object.keys(s.kwargs).length) parts.push(`kwargs ${JSON.stringify(s.kwargs)}`);
   for (const [name, value] of Object.entries(s.options || {})) parts.push(`${name} ${value}`);
@@ -48,8 +50,8 @@ export function mount(root, ctx) {
     cron: h("input", {name: "cron", type: "text", placeholder: "0 9 * * 1-5"}),
     tz: h("input", {name: "tz", type: "text", placeholder: "UTC", list: "zones"}),
     every: h("input", {name: "every", type: "number", min: 1, step: "any", placeholder: "30"}),
-    args: h("input", {name: "args", type: "text", placeholder: "[1, \"two\"]"}),
-    kwargs: h("input", {name: "kwargs", type: "text", placeholder: "{\"days\": 30}"}),
+    args: h("input", {name: "args", type: "text", placeholder: "[1, \"two\"]", "data-example": "[1, \"two\"]"}),
+    kwargs: h("input", {name: "kwargs", type: "text", placeholder: "{\"days\": 30}", "data-example": "{\"days\": 30}"}),
     queue: h("input", {name: "queue", type: "text", placeholder: "the task's"}),
     jitter: h("input", {name: "jitter", type: "number", min: 0, step: "any", placeholder: "0"}),
     missed: h("select", {name: "missed"}, ["skip", "latest", "all"].map((m) => h("option", {value: m, text: m}))),
@@ -104,8 +106,10 @@ export function mount(root, ctx) {
       "config file is written again when its processes start: edit it there for good. The API: ",
       code("GET/PUT/DELETE /v1/schedules/NAME"), "."));
 
+  let sealed = false; // the schedule edited has arguments this server cannot open
   function openForm(s) {
     form.hidden = false;
+    sealed = Boolean(s && s.encrypted);
     formTitle.textContent = s ? `Edit ${s.name}` : "Add a schedule";
     i.name.value = s ? s.name : "";
     i.name.readOnly = Boolean(s);
@@ -118,6 +122,10 @@ export function mount(root, ctx) {
     i.every.value = s && s.every ? s.every : "";
     i.args.value = s && s.args && s.args.length ? JSON.stringify(s.args) : "";
     i.kwargs.value = s && s.kwargs && Object.keys(s.kwargs).length ? JSON.stringify(s.kwargs) : "";
+    for (const input of [i.args, i.kwargs]) {
+      input.disabled = sealed;
+      input.placeholder = sealed ? "encrypted: this server has not the key" : input.dataset.example;
+    }
     i.queue.value = s && s.options && s.options.queue ? s.options.queue : "";
     i.jitter.value = s && s.jitter ? s.jitter : "";
     i.missed.value = s ? s.missed : "skip";
@@ -133,6 +141,7 @@ export function mount(root, ctx) {
     let body;
     try {
       if (!name) throw new Error("a schedule needs a name");
+      if (sealed) throw new Error("its arguments are encrypted and this server has not the key: edit it where the key is");
       body = {task: i.task.value.trim(), args: jsonOf(i.args.value, "list", "args"),
         kwargs: jsonOf(i.kwargs.value, "object", "kwargs"), missed: i.missed.value};
       if (i.kind.value === "cron") {
