@@ -9,12 +9,14 @@ integer widths differently)."""
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -26,6 +28,7 @@ from deferq.backends.search import JobQuery
 from deferq.backends.sql.base import TABLES
 from deferq.backends.sql.mysql import EXACT_COLLATIONS, exact_collation
 from deferq.backends.sql.plans import Plan, Step
+from deferq.backends.sql.sqlite import _bind as bind
 from deferq.cli.main import main
 from deferq.errors import ConfigError, SchemaOutdated
 from deferq.job import Job, JobState, new_job_id
@@ -327,49 +330,81 @@ def test_jobs_stored_before_chunk_calls_mysql(mysql_admin):
         check_chunk_call_after_migration(f"{MYSQL_SERVER}/{database}", 16)
 
 
-def test_postgres_jobs_listed_and_found_after_the_indexes_leave_active_jobs_out(postgres_admin):
-    """Jobs stored by schema version 18 (list and text indexes over every state) are
-    listed by state, queue and task, and found by their text, once versions 19 and 20
+def check_lists_after_leaving_active_out(url: str, before: int) -> None:
+    """Jobs stored by schema version `before` (list and text indexes over every state) are
+    listed by state, queue and task, and found by their text, once the newer versions
     leave active jobs out of those indexes: the active ones through the leases' index,
     the others through the list and text indexes; a claim, heartbeat and settle go on."""
+    old = open_backend(url, prepare_schema=False)
+    old.migrations = [m for m in old.migrations if m.version <= before]
+    old.migrate()
+    stored = old.enqueue_many([Enqueue(Job(id=new_job_id(), task="t", queue="q", args=("Zebra42",)))
+                               for _ in range(4)])
+    running, finished = old.reserve(["q"], 2, "w", 60, (0, 1, 2))
+    assert old.settle([Outcome(finished, "succeeded")])
+    old.close()
+    new = open_backend(url)
+    try:
+        assert new.applied_versions()[-1] > before
+        waiting = {job.id for job in stored} - {running.id, finished.id}
+        for state, expect in ((JobState.ACTIVE, {running.id}), (JobState.SUCCEEDED, {finished.id}),
+                              (JobState.QUEUED, waiting)):
+            for where in ({}, {"queue": "q"}, {"task": "t"}):
+                assert {job.id for job in new.find_jobs(JobQuery(state=state, **where)).jobs} == expect, where
+        assert len(new.find_jobs(JobQuery(queue="q")).jobs) == 4
+        assert len(new.find_jobs(JobQuery(text="zebra42")).jobs) == 4
+        assert [job.id for job in new.find_jobs(JobQuery(text="zebra42", state=JobState.ACTIVE)).jobs] == [
+            running.id]
+        claimed = new.reserve(["q"], 2, "w", 60, (0, 1, 2))
+        assert {job.id for job in claimed} == waiting
+        assert {job.id for job in new.find_jobs(JobQuery(state=JobState.ACTIVE, queue="q")).jobs} == (
+            waiting | {running.id})
+        assert new.heartbeat([running], 60) == set()  # no lease lost
+        assert new.settle([Outcome(job, "succeeded") for job in [running, *claimed]]) == [True] * 3
+        assert len(new.find_jobs(JobQuery(state=JobState.SUCCEEDED, task="t")).jobs) == 4
+        assert [job.state for job in new.list_jobs(JobState.SUCCEEDED, "q")] == [JobState.SUCCEEDED] * 4
+    finally:
+        new.close()
+
+
+def test_postgres_jobs_listed_and_found_after_the_indexes_leave_active_jobs_out(postgres_admin):
+    """Versions 19 and 20 (from 18); a list of one queue's succeeded jobs reads its index."""
     conn = postgres_admin[0]
     with fresh_postgres_schema(conn, "deferq_lists") as schema:
-        url = f"{POSTGRES_BASE}?schema={schema}"
-        old = open_backend(url, prepare_schema=False)
-        old.migrations = [m for m in old.migrations if m.version <= 18]
-        old.migrate()
-        stored = old.enqueue_many([Enqueue(Job(id=new_job_id(), task="t", queue="q", args=("Zebra42",)))
-                                   for _ in range(4)])
-        running, finished = old.reserve(["q"], 2, "w", 60, (0, 1, 2))
-        assert old.settle([Outcome(finished, "succeeded")])
-        old.close()
-        new = open_backend(url)
-        try:
-            assert new.applied_versions()[-1] >= 20
-            waiting = {job.id for job in stored} - {running.id, finished.id}
-            for state, expect in ((JobState.ACTIVE, {running.id}), (JobState.SUCCEEDED, {finished.id}),
-                                  (JobState.QUEUED, waiting)):
-                for where in ({}, {"queue": "q"}, {"task": "t"}):
-                    assert {job.id for job in new.find_jobs(JobQuery(state=state, **where)).jobs} == expect, where
-            assert len(new.find_jobs(JobQuery(queue="q")).jobs) == 4
-            assert len(new.find_jobs(JobQuery(text="zebra42")).jobs) == 4
-            assert [job.id for job in new.find_jobs(JobQuery(text="zebra42", state=JobState.ACTIVE)).jobs] == [
-                running.id]
-            claimed = new.reserve(["q"], 2, "w", 60, (0, 1, 2))
-            assert {job.id for job in claimed} == waiting
-            assert {job.id for job in new.find_jobs(JobQuery(state=JobState.ACTIVE, queue="q")).jobs} == (
-                waiting | {running.id})
-            assert new.heartbeat([running], 60) == set()  # no lease lost
-            assert new.settle([Outcome(job, "succeeded") for job in [running, *claimed]]) == [True] * 3
-            assert len(new.find_jobs(JobQuery(state=JobState.SUCCEEDED, task="t")).jobs) == 4
-            with conn.transaction():
-                conn.execute("SET LOCAL enable_seqscan = off")
-                plan = "\n".join(row[0] for row in conn.execute(
-                    f"EXPLAIN SELECT id FROM \"{schema}\".deferq_jobs WHERE queue = 'q' AND state = 'succeeded' "
-                    "ORDER BY seq DESC LIMIT 50"))
-            assert "deferq_jobs_queue_state" in plan, plan
-        finally:
-            new.close()
+        check_lists_after_leaving_active_out(f"{POSTGRES_BASE}?schema={schema}", 18)
+        with conn.transaction():
+            conn.execute("SET LOCAL enable_seqscan = off")
+            plan = "\n".join(row[0] for row in conn.execute(
+                f"EXPLAIN SELECT id FROM \"{schema}\".deferq_jobs WHERE queue = 'q' AND state = 'succeeded' "
+                "ORDER BY seq DESC LIMIT 50"))
+        assert "deferq_jobs_queue_state" in plan, plan
+
+
+def test_sqlite_jobs_listed_and_found_after_the_lists_leave_active_jobs_out(tmp_path):
+    """Version 17 (from 16); each page of a list reads an index: the list indexes, or the
+    leases' for active jobs (a plan that scans the table would read every job)."""
+    path = tmp_path / "lists.db"
+    check_lists_after_leaving_active_out(f"sqlite:///{path}", 16)
+    backend = open_backend(f"sqlite:///{path}")
+    plans: list[str] = []
+
+    def explained(conn: sqlite3.Connection, step: Step) -> Any:
+        if step.sql.startswith("SELECT") and "ORDER BY seq DESC" in step.sql:
+            plans.append(" | ".join(row[3] for row in conn.execute(f"EXPLAIN QUERY PLAN {step.sql}",
+                                                                        bind(step.sql, step.params))))
+        return backend.execute(conn, step)
+
+    try:
+        backend.connection()
+        backend._local.execute = functools.partial(explained, backend._local.conn)
+        for state in JobState:
+            for where in ({}, {"queue": "q"}, {"task": "t"}, {"chunk": "c"}):
+                plans.clear()
+                backend.find_jobs(JobQuery(state=state, **where))
+                assert plans and all("USING" in plan for plan in plans), (state, where, plans)
+                assert all("INDEX deferq_jobs_chunk_call" in plan for plan in plans) == ("chunk" in where), plans
+    finally:
+        backend.close()
 
 
 def test_mysql_keys_stored_before_exact_names_are_kept_and_told_apart(mysql_admin):

@@ -49,8 +49,8 @@ class SQLSearch(SearchStore):
         raise NotImplementedError
         yield  # a plan
 
-    def state_condition(self, state: str) -> str:
-        """One stored state's condition (`state` is one of STORED_STATES)."""
+    def state_condition(self, state: str, query: JobQuery) -> str:
+        """One stored state's condition (`state` is one of STORED_STATES) in `query`."""
         return f"state = '{state}'" if self.state_literal else self.q["find_state"]
 
     def find_jobs(self, query: JobQuery) -> JobPage:
@@ -89,7 +89,7 @@ class SQLSearch(SearchStore):
             states = list(STORED_STATES) if query.queue or query.task or not self.seq_ordered else [None]
         found: list[tuple[int, Any]] = []
         for state in states:
-            where = conditions + ([self.state_condition(state)] if state else [])
+            where = conditions + ([self.state_condition(state, query)] if state else [])
             sql = f"{self.q['find_jobs']} {' AND '.join(where) or 'TRUE'} {self.q['find_order']}"
             reply = yield Step(sql, {**params, "state": state} if state else params)
             found += [(-int(row[WIDTH + 1]), row) for row in reply.rows]

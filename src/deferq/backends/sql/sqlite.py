@@ -163,6 +163,18 @@ class SQLiteBackend(SQLBackend):
             conn.execute("COMMIT")
         return reply
 
+    def state_condition(self, state: str, query: JobQuery) -> str:
+        """The list indexes leave active jobs out (migration 0017), and the planner takes a
+        partial index only for a query that states the index's condition word for word:
+        `state <> 'active'` for the list indexes; active jobs (few) are read through
+        deferq_jobs_leased, newest first. A chunk call's jobs are read through their own
+        index (`+state`: not through the state's, which would read every job of the state)."""
+        if query.chunk is not None:
+            return f"+state = '{state}'"
+        if state == "active":
+            return f"state = 'active' AND seq IN (SELECT seq FROM {self.names['jobs']} WHERE state = 'active')"
+        return f"state = '{state}' AND state <> 'active'"
+
     def text_condition(self, query: JobQuery, position: dict[str, Any]) -> TextCondition:
         """The FTS5 trigram index (the text as one FTS5 string), brought up to date first;
         if rows changed faster than a search may index them, the page says it is not

@@ -169,10 +169,11 @@ WHERE id = :id AND state = 'active' AND worker = :worker AND attempts = :attempt
 -- nothing to decide, so the jobs of one lease holder, attempt and chunk call (a chunk
 -- call's, most of a batch) are one statement, their ids a JSON array: no statement
 -- run per job (settle_plan). Positional parameters: (now, ids, worker, attempts,
--- chunk call or NULL).
+-- chunk call or NULL). `+state`: each job is found by its id; the planner would
+-- rather read every active job through an index on the state and test its id.
 UPDATE {jobs} SET state = 'succeeded', finished_at = ?1, worker = NULL, lease_until = NULL, updated_at = ?1,
     chunk_call = coalesce(?5, chunk_call)
-WHERE id IN (SELECT value FROM json_each(?2)) AND state = 'active' AND worker = ?3 AND attempts = ?4
+WHERE id IN (SELECT value FROM json_each(?2)) AND +state = 'active' AND worker = ?3 AND attempts = ?4
 
 -- name: recover_expired
 -- Back to waiting; dead when its attempts are used up; cancelled when that was asked.
@@ -249,12 +250,12 @@ WHERE id = :id AND state = 'queued' AND run_at > {now}
 
 -- name: list_scheduled
 SELECT {job_columns}, {now} FROM {jobs}
-WHERE state = 'queued' AND run_at > {now} AND (:queue IS NULL OR queue = :queue)
+WHERE state = 'queued' AND state <> 'active' AND run_at > {now} AND (:queue IS NULL OR queue = :queue)
 ORDER BY run_at DESC, seq DESC LIMIT :limit
 
 -- name: list_queued
 SELECT {job_columns}, {now} FROM {jobs}
-WHERE state = 'queued' AND run_at <= {now} AND (:queue IS NULL OR queue = :queue)
+WHERE state = 'queued' AND state <> 'active' AND run_at <= {now} AND (:queue IS NULL OR queue = :queue)
 ORDER BY run_at DESC, seq DESC LIMIT :limit
 
 -- name: list_active
@@ -264,7 +265,7 @@ ORDER BY run_at DESC, seq DESC LIMIT :limit
 
 -- name: list_finished
 SELECT {job_columns}, {now} FROM {jobs}
-WHERE state = :state AND (:queue IS NULL OR queue = :queue)
+WHERE state = :state AND state <> 'active' AND (:queue IS NULL OR queue = :queue)
 ORDER BY finished_at DESC, seq DESC LIMIT :limit
 
 -- name: purge
