@@ -432,7 +432,8 @@ class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
 
     def _settle_calls(self, outcomes: Sequence[Outcome]) -> tuple[list[list[int]], list[Call]]:
         """One SETTLE call per slot group, and which outcomes each carries: each queue's
-        keys once, then per outcome its target zset as a KEYS index (settle.lua)."""
+        keys once, then runs of outcomes alike but for their job and result, each run's
+        shared values once (settle.lua): a chunk's items, a batch of one task's jobs."""
         for outcome in outcomes:
             if outcome.kind not in Outcome.KINDS:
                 raise ValueError(f"unknown outcome {outcome.kind!r}")
@@ -442,6 +443,8 @@ class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
             keys: list[str] = []
             blocks: dict[str, int] = {}  # queue -> KEYS index of its block's first key
             args: list[Any] = []
+            shared: tuple[Any, ...] = ()
+            count_at = 0  # where the current run's count is in args
             for i in positions:
                 outcome = outcomes[i]
                 job = outcome.job
@@ -451,11 +454,14 @@ class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
                     keys += self._settle_keys(self.keys.queue(job.queue))
                 kind = outcome.kind
                 target = first + (_WAITING_AT + job.priority if kind in _BACK else _FINISHED_AT[kind])
-                result = "" if outcome.result is None else dumps(outcome.result, "the task's result")
                 error = outcome.waits_for if kind == OutcomeKind.SNOOZE else outcome.error
                 delay = repr(outcome.delay) if outcome.due is None else f"@{outcome.due!r}"
-                args += (target, kind, job.id, job.worker or "", job.attempts, delay,
-                         error or "", result, outcome.chunk_call or "")
+                alike = (target, kind, job.worker or "", job.attempts, delay, error or "", outcome.chunk_call or "")
+                if alike != shared:
+                    shared, count_at = alike, len(args)
+                    args += (0, *alike)
+                args[count_at] += 1
+                args += (job.id, "" if outcome.result is None else dumps(outcome.result, "the task's result"))
             calls.append(Call(scripts.SETTLE, keys, args))
         return groups, calls
 

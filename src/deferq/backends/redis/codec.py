@@ -327,7 +327,19 @@ def leased_job(job_id: str, queue: str, flat: list[Any] | bytes, now: float, wor
     flat HGETALL, or the record add.lua stored), and what the lease wrote (state, worker,
     lease, attempts, updated_at): the job `job_from_hash` reads from the hash after.
     A job never leased before (no last_worker) carries no durable-step checkpoints."""
-    if isinstance(flat, bytes):  # a record add.lua stored
+    if type(flat) is bytes:  # a record add.lua stored
+        parts = flat.split(b"\n", 3)
+        if len(parts) == 4 and not parts[2]:  # the task defaults, due at once: straight to the job, no dict
+            ct, task, _, payload = parts
+            try:
+                args, kwargs, meta = decode_payload(payload)
+                job = _leased_new(job_id, task.decode(), args, kwargs, queue, attempts, int(ct) / 1_000_000,
+                                  float(lease_until), worker or None, meta, now)
+            except (ValueError, TypeError, KeyError, AttributeError):
+                pass  # the careful way below names what it cannot read
+            else:
+                carry(job, {})
+                return job
         f = record_fields(flat)
     else:
         it = iter(flat)

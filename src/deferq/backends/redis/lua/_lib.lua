@@ -80,13 +80,8 @@ end
 -- settings being "" or "<run_at>,<priority>,<max_attempts>,<timeout>", each "" when left
 -- out of a hash (new_hash; timeout 'none' = none). Its parts in that order, or nothing
 -- when it was edited by hand (codec.py reads the same record).
-local function record_parts(record)
-  local a = string.find(record, '\n', 1, true)
-  local b = a and string.find(record, '\n', a + 1, true)
-  local c = b and string.find(record, '\n', b + 1, true)
-  if not c then return nil end
-  return string.sub(record, 1, a - 1), string.sub(record, a + 1, b - 1), string.sub(record, b + 1, c - 1),
-    string.sub(record, c + 1)
+local function record_parts(record) -- (one match: a claim reads a record per job)
+  return string.match(record, '^([^\n]*)\n([^\n]*)\n([^\n]*)\n(.*)$')
 end
 
 -- `fields` (a hash's, flat) with a record's settings added as new_hash would store them.

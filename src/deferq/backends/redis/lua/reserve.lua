@@ -209,11 +209,16 @@ end
 
 local out = {nows, lease_until}
 local removed, leased, placed, recorded = {}, {}, {}, {}
+local news = {} -- queue number -> its `new` hash (named from its job-key prefix: same slot)
 for _, item in ipairs(taken) do
   local id, q, p, listed = item[1], item[2], item[3], item[5]
   local b = (q - 1) * K
   local job = KEYS[b + 6] .. id
-  local new = new_key(job, id)
+  local new = news[q]
+  if not new then
+    new = string.sub(KEYS[b + 6], 1, -5) .. 'new'
+    news[q] = new
+  end
   local record = item[6]
   if not listed then
     collect(removed, set_of(q, p), id)
@@ -223,15 +228,17 @@ for _, item in ipairs(taken) do
     -- with its lease from the record's fields (all but state), and the record itself is
     -- the answer (codec.py reads it: one string, not its fields)
     local ct, task, settings, payload = record_parts(record)
-    local lease
-    if ct then -- (one table made whole: no growing it field by field)
-      lease = with_settings({'state', 'active', 'attempts', 1, 'worker', worker, 'lease_until', lease_until,
-        'last_worker', worker, 'updated_at', nows, 'task', task, 'payload', payload, 'ct', ct}, settings)
+    if settings == '' then -- the task defaults, due at once (most jobs): no table to make
+      redis.call('HSET', job, 'state', 'active', 'attempts', 1, 'worker', worker, 'lease_until', lease_until,
+        'last_worker', worker, 'updated_at', nows, 'task', task, 'payload', payload, 'ct', ct)
+    elseif ct then
+      redis.call('HSET', job, unpack(with_settings({'state', 'active', 'attempts', 1, 'worker', worker,
+        'lease_until', lease_until, 'last_worker', worker, 'updated_at', nows, 'task', task, 'payload', payload,
+        'ct', ct}, settings)))
     else
-      lease = {'state', 'active', 'attempts', 1, 'worker', worker, 'lease_until', lease_until,
-        'last_worker', worker, 'updated_at', nows, 'payload', record}
+      redis.call('HSET', job, 'state', 'active', 'attempts', 1, 'worker', worker, 'lease_until', lease_until,
+        'last_worker', worker, 'updated_at', nows, 'payload', record)
     end
-    redis.call('HSET', job, unpack(lease))
     collect(recorded, new, id)
     collect(leased, KEYS[b + 4], lease_until, id)
     out[#out + 1] = q
