@@ -395,6 +395,30 @@ def test_a_new_job_is_a_lean_record_until_touched(redis_app) -> None:  # type: i
     assert backend.get(plain.id).state == JobState.DEAD
 
 
+def test_one_job_is_stored_as_a_batch_would_store_it(redis_app) -> None:  # type: ignore[no-untyped-def]
+    """task.enqueue() sends add.lua packed from a template per queue and settings
+    (RedisBackend._add_one): each kind's settings, and the job's own id and record,
+    exactly as a batch of it stores them; on a server that lost its scripts too."""
+    backend = redis_app.backend
+    task = redis_app.task(name="t")(_identity)
+    kinds = [task, task.options(priority=0, max_attempts=5, timeout=7.5), task.options(queue="other"),
+             task.options(timeout=None)]
+
+    def record(job: Job) -> tuple[list[bytes], bool]:  # after the creation time; in its ready list
+        qk = backend.keys.queue(job.queue)
+        ready = job.id.encode() in backend.client.lrange(qk.ready[job.priority], 0, -1)
+        return backend.client.hget(qk.new, job.id).split(b"\n")[1:], ready
+
+    for round_ in range(3):
+        if round_ == 2:
+            backend.client.script_flush()
+        for n, kind in enumerate(kinds):
+            one, (batch,) = kind.enqueue(n, "é"), redis_app.enqueue_many([kind.call(n, "é")])
+            assert record(one) == record(batch) and record(one)[1] and one.id != batch.id
+            assert backend.get(one.id) == one and one.state == JobState.QUEUED and one.created_at > 0
+    assert redis_app.stats()["default"]["queued"] == 18 and redis_app.stats()["other"]["queued"] == 6
+
+
 def test_a_leased_job_is_the_job_its_hash_holds_after_the_lease(redis_app) -> None:  # type: ignore[no-untyped-def]
     """reserve builds each leased job from the hash before the lease and what the lease
     wrote (codec.leased_job): the same job a read of the hash gives, whatever it holds."""

@@ -30,7 +30,18 @@ from ..base import STEPS, Backend, Enqueue, Heartbeat, Outcome, OutcomeKind
 from ..history import recovered
 from . import flows, scripts
 from .admin import BATCH, Admin
-from .codec import MAX_ATTEMPTS, add_args, add_groups, enqueue_args, job_from_hash, leased_job, pairs
+from .codec import (
+    MAX_ATTEMPTS,
+    AddKind,
+    add_args,
+    add_groups,
+    add_kind_args,
+    add_one,
+    enqueue_args,
+    job_from_hash,
+    leased_job,
+    pairs,
+)
 from .connection import (
     CLIENT_DEFAULTS,
     Target,
@@ -100,6 +111,7 @@ class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
         # hold the loop, so a weak key would never let go: closed loops are dropped instead)
         self._async: dict[asyncio.AbstractEventLoop, tuple[Any, scripts.AsyncLane | None]] = {}
         self._registered: dict[str, float] = {}  # queue -> when to name it again (REGISTER_AGAIN)
+        self._add_heads: dict[AddKind, bytes] = {}  # _add_one's packed calls, but for the job
         self._waiter = Waiter()
         self._wait_lock = threading.Lock()
         # The backends that may hold a job id (flows.py): this one; shards.py says more.
@@ -232,6 +244,24 @@ class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
                     stored[i] = job_from_hash(holder_id.decode(), items[i].job.queue, pairs(fields), now)
         return stored  # type: ignore[return-value]
 
+    def _add_one(self, lane: scripts.DirectLane, items: Sequence[Enqueue], kind: AddKind,
+                 record: bytes) -> list[Job]:
+        """One plain job due at once (codec.add_one), on this server's lane: add.lua's
+        call is packed once per kind of job (queue and settings) and each job's id and
+        record appended to it, with no Call nor ARGV made and nothing packed again
+        (~4 µs of a call's ~14 µs of Python)."""
+        job = items[0].job
+        head = self._add_heads.get(kind)
+        if head is None:
+            head = self._add_heads[kind] = scripts.packed_head(self._add_call(job, [*add_kind_args(kind)]), 2)
+        job_id = job.id.encode()
+
+        def source() -> tuple[Any, ...]:  # the call as EVAL, for a server that lost its scripts
+            return self._add_call(job, [*add_kind_args(kind), job.id, record]).eval()
+
+        reply = lane.run_packed([head + scripts.packed_arg(job_id) + scripts.packed_arg(record)], source)
+        return self._added(items, int(reply) / 1e6)
+
     @staticmethod
     def _added(items: Sequence[Enqueue], now: float) -> list[Job]:
         """Jobs of one add.lua call as stored at `now` (they share their due time)."""
@@ -245,11 +275,22 @@ class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
         self.refuse_connection(connection)
         if not items:
             return []
-        if len(items) == 1 and (plain := add_args(items)) is not None:  # task.enqueue(): the commonest call
+        if len(items) == 1:  # task.enqueue(): the commonest call
             job = items[0].job
-            if self._registered.get(job.queue, 0.0) <= time.monotonic():
-                self.register_queues([job.queue])
-            return self._added(items, int(self._run(self._add_call(job, plain))) / 1e6)
+            if self._lane is not None and (one := add_one(items[0])) is not None:
+                self._register_soon(job.queue)
+                return self._add_one(self._lane, items, *one)
+            if (plain := add_args(items)) is not None:
+                self._register_soon(job.queue)
+                return self._added(items, int(self._run(self._add_call(job, plain))) / 1e6)
+        return self._enqueue_planned(items)
+
+    def _register_soon(self, queue: str) -> None:
+        """Name `queue` in the registry if it is not known to be there (REGISTER_AGAIN)."""
+        if self._registered.get(queue, 0.0) <= time.monotonic():
+            self.register_queues([queue])
+
+    def _enqueue_planned(self, items: Sequence[Enqueue]) -> list[Job]:
         plan = self.enqueue_plan(items)
         if plan.linked:
             return flows.enqueue_linked([(self, items)], self.homes)[0]

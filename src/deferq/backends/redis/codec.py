@@ -134,6 +134,31 @@ def add_args(items: Sequence[Enqueue]) -> list[Any] | None:
     return args
 
 
+AddKind = tuple[str, int, int, "float | None"]  # queue, priority, max_attempts, timeout
+
+
+def add_one(item: Enqueue) -> tuple[AddKind, bytes] | None:
+    """task.enqueue()'s commonest job (plain, due at once) as add.lua takes it: its kind
+    (queue and settings), which fixes the call but for the job (`add_kind_args`), and its
+    record after the creation time; None when add_args must look at it (or enqueue.lua
+    store it)."""
+    job = item.job
+    if (
+        job.key is not None or item.after or job.expires_at is not None or item.expires_in is not None
+        or job.remark is not None or job.tags or job.fair_key is not None or job.run_at or item.delay
+    ):
+        return None
+    head = _add_kind(job.task, job.priority, job.max_attempts, job.timeout)[1]
+    if head is None:
+        return None
+    return (job.queue, job.priority, job.max_attempts, job.timeout), head + _payload(item)
+
+
+def add_kind_args(kind: AddKind) -> tuple[str, ...]:
+    """add.lua's ARGV before the jobs, for the jobs of `kind` due at once."""
+    return (*_settings(kind[1], kind[2], kind[3]), repr(0.0), repr(0.0))
+
+
 ADD_GROUPS = 8  # at most this many add.lua calls for one batch of plain jobs of several queues
 
 

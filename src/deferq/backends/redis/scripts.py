@@ -173,18 +173,27 @@ class DirectLane:
     def run(self, call: Call) -> Any:
         conn = self._borrow()
         try:
-            return self._run_on(conn, call)
+            return self._run_on(conn, _packed(conn, call.evalsha()), call.eval)
         finally:
             self._give_back(conn)
 
-    def _run_on(self, conn: Any, call: Call) -> Any:
+    def run_packed(self, packed: list[bytes], source: Callable[[], tuple[Any, ...]]) -> Any:
+        """A script call packed by its caller (an EVALSHA, in parts); `source()` gives it as
+        an EVAL, for a server that does not know the script yet."""
+        conn = self._borrow()
+        try:
+            return self._run_on(conn, packed, source)
+        finally:
+            self._give_back(conn)
+
+    def _run_on(self, conn: Any, packed: Any, source: Callable[[], tuple[Any, ...]]) -> Any:
         for attempt in (1, 2):
             try:
-                conn.send_packed_command(_packed(conn, call.evalsha()), check_health=False)
+                conn.send_packed_command(packed, check_health=False)
                 try:
                     return conn.read_response()
                 except NoScriptError:
-                    conn.send_packed_command(_packed(conn, call.eval()), check_health=False)
+                    conn.send_packed_command(_packed(conn, source()), check_health=False)
                     return conn.read_response()
             except ResponseError:
                 raise  # the reply was read: the connection is still in step
@@ -286,6 +295,19 @@ class AsyncLane:
                 raise
             await conn.send_packed_command(_packed(conn, source), check_health=False)
             return await conn.read_response()
+
+
+def packed_head(call: Call, more: int) -> bytes:
+    """`call` as the start of an EVALSHA in the wire format (RESP), `more` arguments still
+    to come, each appended as `packed_arg` makes it: the part that a run of calls
+    shares, packed once."""
+    command = call.evalsha()
+    return b"*%d\r\n" % (len(command) + more) + b"".join(
+        packed_arg(arg if isinstance(arg, bytes) else str(arg).encode()) for arg in command)
+
+
+def packed_arg(value: bytes) -> bytes:
+    return b"$%d\r\n%s\r\n" % (len(value), value)
 
 
 def _packed(conn: Any, command: tuple[Any, ...]) -> Any:
