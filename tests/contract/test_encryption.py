@@ -325,7 +325,7 @@ def test_a_worker_opens_each_jobs_arguments_and_seals_its_result_once(store_url,
     from deferq.encryption import Keyring
 
     calls: Counter[str] = Counter()
-    for name in ("seal", "seal_ascii", "open"):
+    for name in ("seal", "seal_ascii", "opened"):  # every open goes through `opened`
         real = getattr(Keyring, name)
 
         def counted(self, *args, _real=real, _name=name, **kwargs):
@@ -346,7 +346,7 @@ def test_a_worker_opens_each_jobs_arguments_and_seals_its_result_once(store_url,
         assert calls == {"seal_ascii": 6}
         calls.clear()
         work(app)
-        assert calls == {"open": 6, "seal": 6}
+        assert calls == {"opened": 6, "seal": 6}
         assert [app.get(job.id).result for job in jobs] == [job.args[0] for job in jobs]
     finally:
         app.close()

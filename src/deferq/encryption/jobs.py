@@ -92,24 +92,28 @@ def args_bound(item: Enqueue) -> bytes:
     """What an enqueued job's arguments are bound to: its unique key when they may go to
     the job that holds it (on_conflict replace or debounce), else its id."""
     job = item.job
-    return key_bound(job.key) if job.key and item.on_conflict is not OnConflict.IGNORE else bound(job.id, "args")
+    if job.key and item.on_conflict is not OnConflict.IGNORE:
+        return key_bound(job.key)
+    return f"{id_core(job.id)}/args".encode()  # bound(job.id, "args"), one call less for every enqueue
 
 
 def open_args(keyring: Keyring, job: Job, value: str) -> tuple[bytes, bytes]:
     """The plain arguments `value` of `job` and what they are bound to: its id, else (the
     arguments of an enqueue that replaced its own, or may have) its key. Unreadable, with
     the sentence of its id, when neither opens them."""
-    where, what = bound(job.id, "args"), f"the arguments of job {job.id}"
-    try:
-        return keyring.open(value, where, what), where
-    except Unreadable as exc:
-        if not job.key:
-            raise
-        failed, where = exc, key_bound(job.key)
-    try:
-        return keyring.open(value, where, what), where
-    except Unreadable:
-        raise failed from None
+    where = bound(job.id, "args")
+    plain = keyring.opened(value, where)
+    if plain is not None:
+        return plain, where
+    what = f"the arguments of job {job.id}"
+    failed = keyring.refusal(value, where, what)
+    if not job.key:
+        raise failed
+    where = key_bound(job.key)
+    plain = keyring.opened(value, where)
+    if plain is None:
+        raise failed
+    return plain, where
 
 
 def sealed_args(job: Job) -> str | None:
@@ -181,7 +185,7 @@ class Sealer:
             if out is items:
                 out = list(items)
             # a sealed text is JSON as it is (key id and base64 characters): no encoder needed
-            keyring, where = self.writer(), args_bound(item)
+            keyring, where = self.keyring or self.writer(), args_bound(item)
             payload = (keyring.seal_ascii(plain, where, SEALED_ARGS_BEFORE, SEALED_ARGS_AFTER) if not job.meta
                        else encode_payload(job.task, (), {ARGS: keyring.seal(plain, where)}, job.meta))
             out[i] = with_payload(item, payload)
@@ -192,14 +196,14 @@ class Sealer:
         hooks keep the plain ones."""
         out = list(outcomes)
         for i, o in enumerate(outcomes):
-            if (o.result is None and o.error is None) or not self.wants(o.job.task):
-                continue
-            keyring = self.writer()
             result, error = o.result, o.error
+            if (result is None and error is None) or not self.wants(o.job.task):
+                continue
+            keyring, core = self.keyring or self.writer(), id_core(o.job.id)  # bound(): the id read once
             if result is not None:
-                result = {ARGS: keyring.seal(orjson.dumps(result), bound(o.job.id, "result"))}
+                result = {ARGS: keyring.seal(orjson.dumps(result), f"{core}/result".encode())}
             if error is not None:
-                plain, error = error, keyring.seal(error.encode(), bound(o.job.id, "error"))
+                plain, error = error, keyring.seal(error.encode(), f"{core}/error".encode())
                 if len(self._errors) >= ERRORS_KEPT:  # entries no attempt log took (it was off)
                     self._errors.clear()
                 self._errors[o.job.id] = (plain, error)
@@ -220,6 +224,8 @@ class Sealer:
         ones: a store that reads its payload back answers them sealed, not opened again.
         `stored`: the items as sealed for the store."""
         for i, (item, job) in enumerate(zip(items, jobs, strict=False)):
+            if job.args or ARGS not in job.kwargs:  # most often: the store answered the item's own job
+                continue
             value = sealed_args(job)
             if value is not None and (job.id == item.job.id or value.encode() in stored[i].payload):
                 jobs[i] = with_arguments(job, item.job.args, item.job.kwargs)
@@ -255,8 +261,11 @@ class Sealer:
         is left as it is (nothing lost: retried once the key is there)."""
         out = jobs
         for i, job in enumerate(jobs):
-            value = sealed_args(job)
-            if value is None:
+            kwargs = job.kwargs  # sealed_args, written out: every claimed job passes here
+            if job.args or len(kwargs) != 1:
+                continue
+            value = kwargs.get(ARGS)
+            if type(value) is not str or not value.startswith(MARK):
                 continue
             try:
                 opened = self._args(job, value)
@@ -273,9 +282,12 @@ class Sealer:
     def open_job(self, job: Job) -> Job:
         """A job as this process may show it: every sealed field it can open, opened; the
         others left sealed (`shown` tells what to print for them)."""
+        if ((job.args or ARGS not in job.kwargs) and job.result is None and job.error is None
+                and job.progress_message is None):
+            return job  # most often (every enqueue): a producer's job as stored, its own plain values
         value, result = sealed_args(job), sealed_result(job.result)
         if value is None and result is None and not sealed(job.error) and not sealed(job.progress_message):
-            return job  # most often: a producer's job as stored, its own plain values
+            return job
         changes: dict[str, Any] = {}
         if value is not None and self.keyring is not None:
             try:
@@ -308,7 +320,11 @@ class Sealer:
         if keyring is None:
             raise Unreadable(f"the arguments of job {job.id} are encrypted with key {key_of(value)[:40]!r} and "
                              "this process has no encryption key: set DEFERQ_ENCRYPTION_KEYS")
-        plain = open_args(keyring, job, value)[0]
+        plain = keyring.opened(value, f"{id_core(job.id)}/args".encode())  # bound(job.id, "args")
+        if plain is None:  # bound to the job's key (open_args), or not to be opened: why
+            plain = keyring.opened(value, key_bound(job.key)) if job.key else None
+            if plain is None:
+                raise keyring.refusal(value, bound(job.id, "args"), f"the arguments of job {job.id}")
         try:
             args, kwargs = orjson.loads(plain)
         except (orjson.JSONDecodeError, ValueError, TypeError):
