@@ -2,29 +2,43 @@
 and without `deferq.Encryption`, on SQLite and Redis, for a 1 KB payload (and a 1 KB
 result: the task returns its argument, the case where a job encrypts most).
 
-    .venv/bin/python -m bench.encryption [--jobs 2000] [--rounds 5] [--only ops|sqlite|redis]
+    .venv/bin/python -m bench.encryption [--jobs 2000] [--rounds 7] [--only ops|sqlite|redis]
 
 First what encryption alone costs per job (no store: `operations`), then the stores.
 
-Each round runs both modes in turn on a fresh store (a SQLite file in a temporary folder,
-a Redis prefix of its own on BENCH_REDIS_URL, by default 127.0.0.1:6379 db 9): `--jobs`
-single `task.enqueue` calls, timed (wall µs each), then one in-process worker
-(`Worker(..., burst=True)`, 4 threads) drains them; its CPU is the process's
-(time.process_time) from start to the last job.
-Printed: per store and mode the median over rounds and the best round (wall time and the
-producer's CPU per enqueue: on a loaded machine the CPU is the steadier figure, and the
-best round the least disturbed one), and what encryption adds.
+Each round runs both modes on a fresh store (a SQLite file in a temporary folder, a Redis
+prefix of its own on BENCH_REDIS_URL, by default 127.0.0.1:6379 db 9), the plain one
+first in even rounds and the encrypted one first in odd rounds (a machine that slows
+down or speeds up during a round then favours neither): `--jobs` single `task.enqueue`
+calls, timed (wall µs each, and the producer's CPU: its thread's, time.thread_time),
+then one in-process worker (`Worker(..., burst=True)`, 4 threads) drains them; its CPU
+is the process's (time.process_time) from start to the last job.
+
+Printed per store: each figure's median over the rounds for both modes, and what
+encryption adds as the median of the rounds' own differences (each round's pair ran in
+the same seconds: on a machine shared with other work, far steadier than the difference
+of two medians, and the figure to read; the best rounds' figures beside it). A producer
+pays one network round trip or one SQLite commit per call: one enqueue is 50-100 µs of
+CPU, and a few rounds' disturbance moves it by more than what encryption adds, hence the
+paired differences and `--rounds` 7.
+
+SQLite also shows the worker with the text index's upkeep left out in both modes: the
+index (FTS5 trigrams) leaves encrypted arguments out, so with it the encrypted worker does
+less work than the plain one, and only without it do the two compare the same work.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import tempfile
 import time
 import timeit
 import uuid
+from collections.abc import Iterator
+from typing import Any
 
 import deferq
 from deferq.encryption import new_key
@@ -52,11 +66,11 @@ def one_round(store: str, encrypted: bool, jobs: int, folder: str) -> tuple[floa
 
     echo.enqueue(PAYLOAD)  # the store opened, the first statements prepared: not timed
     Worker(app, WorkerConfig(burst=True, concurrency=4)).run()
-    started, cpu = time.perf_counter(), time.process_time()
+    started, cpu = time.perf_counter(), time.thread_time()
     for _ in range(jobs):
         echo.enqueue(PAYLOAD)
     enqueue = (time.perf_counter() - started) / jobs * 1e6
-    producer = (time.process_time() - cpu) / jobs * 1e6
+    producer = (time.thread_time() - cpu) / jobs * 1e6
     cpu = time.process_time()
     Worker(app, WorkerConfig(burst=True, concurrency=4)).run()
     worker = (time.process_time() - cpu) / jobs * 1e6
@@ -65,6 +79,23 @@ def one_round(store: str, encrypted: bool, jobs: int, folder: str) -> tuple[floa
         app.purge(["succeeded"])
     app.close()
     return enqueue, producer, worker
+
+
+@contextlib.contextmanager
+def no_text_index() -> Iterator[None]:
+    """SQLite's text index not kept up (its upkeep indexes nothing), for both modes alike."""
+    from deferq.backends.sql.sqlite import SQLiteBackend
+
+    def nothing_indexed(self: SQLiteBackend, batches: int) -> Iterator[Any]:
+        return True
+        yield  # a plan
+
+    real = SQLiteBackend.index_text_plan
+    SQLiteBackend.index_text_plan = nothing_indexed  # type: ignore[assignment,method-assign]
+    try:
+        yield
+    finally:
+        SQLiteBackend.index_text_plan = real  # type: ignore[method-assign]
 
 
 def operations() -> None:
@@ -97,29 +128,55 @@ def operations() -> None:
     app.close()
 
 
+Figures = dict[bool, list[tuple[float, ...]]]
+
+
+def store_rounds(store: str, rounds: int, jobs: int, folder: str) -> tuple[Figures, Figures]:
+    """Each mode's figures per round: (enqueue wall, producer CPU, worker CPU), and for
+    SQLite the worker CPU without the text index (else nothing)."""
+    figures: Figures = {False: [], True: []}
+    unindexed: Figures = {False: [], True: []}
+    for n in range(rounds):
+        modes = (False, True) if n % 2 == 0 else (True, False)
+        for encrypted in modes:
+            figures[encrypted].append(one_round(store, encrypted, jobs, folder))
+        if store == "sqlite":
+            with no_text_index():
+                for encrypted in modes:
+                    unindexed[encrypted].append(one_round(store, encrypted, jobs, folder)[2:])
+    return figures, unindexed
+
+
+def show(what: str, figures: Figures, i: int) -> None:
+    plain, sealed = ([f[i] for f in figures[mode]] for mode in (False, True))
+    added = statistics.median(s - p for p, s in zip(plain, sealed, strict=True))
+    base = statistics.median(plain)
+    print(f"  {what:<36} {base:7.1f} -> {statistics.median(sealed):7.1f}   adds {added:+6.1f} "
+          f"({added / base * 100:+4.0f}%)   best {min(plain):7.1f} -> {min(sealed):7.1f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=2000)
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--only", choices=["ops", "sqlite", "redis"], default=None)
     asked = parser.parse_args()
+    print(f"load {os.getloadavg()[0]:.1f}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     if asked.only in (None, "ops"):
         operations()
     stores = [asked.only] if asked.only not in (None, "ops") else [] if asked.only else ["sqlite", "redis"]
     with tempfile.TemporaryDirectory() as folder:
         for store in stores:
-            figures: dict[bool, list[tuple[float, float, float]]] = {False: [], True: []}
-            for _ in range(asked.rounds):
-                for encrypted in (False, True):
-                    figures[encrypted].append(one_round(store, encrypted, asked.jobs, folder))
-            print(f"{store} [{asked.rounds} rounds of {asked.jobs} jobs: median, then the best round]")
+            figures, unindexed = store_rounds(store, asked.rounds, asked.jobs, folder)
+            print(f"{store} [{asked.rounds} rounds of {asked.jobs} jobs: medians, plain -> encrypted; what "
+                  f"encryption adds, the median of the rounds' differences; the best rounds] load "
+                  f"{os.getloadavg()[0]:.1f}")
             rows = ("enqueue, wall µs/job", "enqueue, producer CPU µs/job", "worker CPU µs/job")
             for i, what in enumerate(rows):
-                shown = []
-                for pick in (statistics.median, min):  # the best round: the least disturbed on a loaded machine
-                    plain, sealed = (pick(f[i] for f in figures[mode]) for mode in (False, True))
-                    shown.append(f"{plain:7.1f} -> {sealed:7.1f} ({(sealed / plain - 1) * 100:+.0f}%)")
-                print(f"  {what:<30} {'   best '.join(shown)}")
+                show(what, figures, i)
+            if unindexed[False]:
+                show("worker CPU µs/job, no text index", unindexed, 0)
+
 
 if __name__ == "__main__":
     main()
