@@ -18,7 +18,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from ..backends.base import Outcome
+from ..backends.base import Outcome, OutcomeKind, make_outcome
 from ..chunks import endings
 from ..context import JobControl, RunningJob, running_job
 from ..errors import JobTimeout, PayloadError
@@ -29,6 +29,7 @@ from .pauses import ARMED, pause_at
 from .runner import arguments, decide_failure, stopped, succeeded
 
 Ran = tuple[Outcome, "BaseException | None"]
+SUCCEEDED = OutcomeKind.SUCCEEDED
 
 
 def run_chunk(spec: TaskSpec, jobs: list[tuple[Job, JobControl]], chain: Chain) -> list[Ran]:
@@ -76,10 +77,14 @@ class _Call:
         self.taken: list[int] = []  # positions in `jobs` of the items the function gets
         self.id = new_job_id()
         self.items: list[Any] = []
+        hooks = chain.before_run  # read once: `changed` replaces the list whole
         for at, (job, control) in enumerate(jobs):
-            token = running_job.set(RunningJob(job, control))  # a limit's slot goes on the job's control
+            # the job as current_job() for its hooks (a limit's slot goes on its control);
+            # with none, nothing reads it: no RunningJob made, no context var set
+            token = running_job.set(RunningJob(job, control)) if hooks else None
             try:
-                chain.run_before_run(job)
+                if hooks:
+                    chain.run_before_run(job)
                 self.items.append(_item(spec, job))
                 self.taken.append(at)
             except BaseException as error:  # noqa: BLE001 - every failure becomes an outcome
@@ -87,35 +92,50 @@ class _Call:
                     raise
                 self.ran[at] = decide_failure(spec, job, error), error
             finally:
-                running_job.reset(token)
+                if token is not None:
+                    running_job.reset(token)
         if self.items and ARMED:  # a freeze-and-kill test's point (pauses.py)
             pause_at("chunk.call")
 
     def ended(self, result: Any, exc: BaseException | None, started: float) -> None:
         if self.chain.after_chunk:
             self.chain.run_after_chunk([self.jobs[at][0] for at in self.taken], time.perf_counter() - started)
+        jobs, ran, call = self.jobs, self.ran, self.id
+        if exc is None and result is None:  # the commonest end: every job succeeded, with no result
+            for at in self.taken:
+                ran[at] = make_outcome(jobs[at][0], SUCCEEDED, 0.0, None, None, None, None, None, None, call), None
+            return
         for at, ending in zip(self.taken, endings(len(self.taken), result, exc, self.spec.name), strict=True):
-            job = self.jobs[at][0]
+            job = jobs[at][0]
             if ending.error is None:
-                self.ran[at] = succeeded(job, ending.result, self.id), None  # made with the call's id: no copy
+                ran[at] = succeeded(job, ending.result, call), None  # made with the call's id: no copy
             else:
-                self.ran[at] = decide_failure(self.spec, job, ending.error), ending.error
+                ran[at] = decide_failure(self.spec, job, ending.error), ending.error
 
     def outcomes(self) -> list[Ran]:
+        """Each job's outcome, through its after_run hooks (none registered: no
+        RunningJob, no context var set). One that failed, or was stopped, gets the
+        call's id here (a copy): those that succeeded were made with it."""
         out: list[Ran] = []
-        taken = set(self.taken)
+        taken: set[int] | None = None
+        call, chain = self.id, self.chain
+        after_run, after_raised = chain.after_run, chain.after_raised  # read once, as `changed` replaces them
         for at, ((job, control), done) in enumerate(zip(self.jobs, self.ran, strict=True)):
             assert done is not None
             outcome, raised = done
             if control.cancelled:  # asked to stop: whatever the call did, this job stopped
                 outcome = stopped(job)
-            if at in taken and outcome.chunk_call != self.id:  # failed or stopped: a copy with the id
-                outcome = replace(outcome, chunk_call=self.id)
-            token = running_job.set(RunningJob(job, control))
-            try:
-                self.chain.run_after_run(job, outcome, raised)
-            finally:
-                running_job.reset(token)
+            if outcome.chunk_call != call:
+                taken = set(self.taken) if taken is None else taken
+                if at in taken:  # failed or stopped: a copy with the id
+                    outcome = replace(outcome, chunk_call=call)
+            hooks = after_run if raised is None else after_raised
+            if hooks:
+                token = running_job.set(RunningJob(job, control))
+                try:
+                    chain.run_after(hooks, job, outcome, raised)
+                finally:
+                    running_job.reset(token)
             out.append((outcome, raised))
         return out
 

@@ -179,7 +179,8 @@ class Outcome:
             object.__setattr__(self, "due", min(self.due, latest) if self.due > 0 else 0.0)
 
 
-slot_init(Outcome)  # one per job a worker runs
+# one per job a worker runs (make: quicker, positional, for the hottest callers)
+make_outcome: Callable[..., Outcome] = slot_init(Outcome)
 
 
 def with_steps(outcome: Outcome) -> bool:

@@ -45,6 +45,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
@@ -84,6 +85,7 @@ FOLLOW = 0.25
 T = TypeVar("T")
 Ended = tuple[Job, Outcome, "BaseException | None", float]  # a sync job that returned, and when
 Work = tuple[TaskSpec, Job, JobControl]  # a job for a slot
+Ran = tuple[Outcome, "BaseException | None"]  # an outcome to settle, and the run's exception
 
 
 @dataclass
@@ -166,9 +168,8 @@ class Worker:
         self.lock = threading.Lock()
         self.slot_freed = threading.Event()
         self.keeper_done = threading.Event()  # set at shutdown, once no job is left to keep
-        self.outcomes: queue.SimpleQueue[tuple[Outcome, BaseException | None] | None] = (
-            queue.SimpleQueue()
-        )
+        # outcomes to settle: one at a time, or a chunk call's as one list (one put and one get a call)
+        self.outcomes: queue.SimpleQueue[Ran | list[Ran] | None] = queue.SimpleQueue()
         self.stopping = threading.Event()
         self.quiet = threading.Event()  # ordered quiet (orders.py): take no new job, stay up
         self.exit_code = EXIT_OK
@@ -466,13 +467,10 @@ class Worker:
                 ran = done.result()
             except BaseException as error:  # noqa: BLE001 - cancelled at shutdown, or a runner bug
                 ran = [(decide_failure(call.spec, job, error), error) for job, _ in call.members]
-            if not ran:  # every lease of the call was lost: nothing to settle, the slot frees
-                with self.lock:
-                    self.busy -= 1
-                self.slot_freed.set()
-                self._start_held()
-            for at, (outcome, exc) in enumerate(ran):
-                self._finished(outcome.job, outcome, exc, freed=at == 0)
+            # (every lease of the call lost: nothing to settle, the slot frees all the same)
+            ended, after = self._call_ended(ran, time.monotonic(), self.config.concurrency)
+            self._finished_call(ended)
+            self._launch(after)
 
         future.add_done_callback(ended)
 
@@ -580,16 +578,35 @@ class Worker:
             ran = run_chunk(call.spec, call.members, self.chain) if call.members else []
         except BaseException as error:  # noqa: BLE001 - a runner bug must not lose the jobs
             ran = [(decide_failure(call.spec, job, error), error) for job, _ in call.members]
-        at = time.monotonic()
-        with self.lock:
-            self.busy -= 1  # the call's one slot is free now
-            for job, _ in call.members:
-                if (running := self.running.get(job.id)) is not None and running.job is job:
-                    running.ended = at
-            after = self._take_held(at, 1) if self.held or self.ready_chunks else ()
+        ended, after = self._call_ended([(o, None) for o in left_out] + ran, time.monotonic(), 1)
         self._next(after)
-        ended = [(job, outcome, exc, at) for (job, _), (outcome, exc) in zip(call.members, ran, strict=True)]
-        return [(o.job, o, None, at) for o in left_out] + ended
+        return ended
+
+    def _call_ended(self, ran: list[Ran], at: float, most: int) -> tuple[list[Ended], list[Work | ChunkCall]]:
+        """A chunk call returned at `at` with its jobs' outcomes (`ran`): its one slot is
+        free, and each job's end is noted (no timeout applies while its outcome waits for
+        the settler), all under one lock; a job already settled as timed out is left out.
+        Also what the freed slot starts next (up to `most`)."""
+        ended: list[Ended] = []
+        dropped = False
+        with self.lock:
+            self.busy -= 1
+            running_of = self.running.get
+            for outcome, exc in ran:
+                job = outcome.job
+                running = running_of(job.id)
+                if running is not None:
+                    if running.abandoned:
+                        self._forget(job.id)  # already settled as timed out
+                        dropped = True
+                        continue
+                    if running.job is job:
+                        running.ended = at
+                ended.append((job, outcome, exc, at))
+            after = self._take_held(at, most) if self.held or self.ready_chunks else []
+        if dropped:
+            self.slot_freed.set()
+        return ended, after
 
     def _recheck(self, call: ChunkCall) -> tuple[ChunkCall, list[Outcome]]:
         """A call whose jobs waited in the worker (RECHECK): just before the function sees
@@ -631,16 +648,18 @@ class Worker:
                and not (self.stopping.is_set() or self.quiet.is_set())):
             call = self.ready_chunks.popleft()
             # only the jobs still this worker's (a lease lost meanwhile was dropped)
-            members = [(job, control) for job, control in call.members
-                       if (running := self.running.get(job.id)) is not None and running.job is job]
-            if not members:
+            running_of = self.running.get
+            runs = [running for job, _ in call.members
+                    if (running := running_of(job.id)) is not None and running.job is job]
+            if not runs:
                 continue
-            call = call._replace(members=members)
-            timeouts = [self.running[job.id].spec.timeout for job, _ in call.members]
+            if len(runs) < len(call.members):
+                kept = {id(running.job) for running in runs}
+                call = call._replace(members=[(job, control) for job, control in call.members if id(job) in kept])
+            timeouts = [timeout for running in runs if (timeout := running.spec.timeout)]
             # one call, one deadline: the shortest timeout of its jobs
-            deadline = now + min(t for t in timeouts if t) if any(timeouts) else None
-            for job, _ in call.members:
-                running = self.running[job.id]
+            deadline = now + min(timeouts) if timeouts else None
+            for running in runs:
                 running.held, running.started, running.deadline = False, now, deadline
             self.busy += 1
             taken.append(call)
@@ -665,10 +684,32 @@ class Worker:
     def _finished_many(self, ended: list[Ended | list[Ended]]) -> None:
         for one in ended:
             if isinstance(one, list):  # a chunk task's call
-                for job, outcome, exc, at in one:
-                    self._finished(job, outcome, exc, at, freed=False)
+                self._finished_call(one)
             else:
                 self._finished(*one, freed=False)
+
+    def _finished_call(self, ended: list[Ended]) -> None:
+        """A chunk call's outcomes, for the settler, as `_finished` gives one job's: their
+        slot freed and their ends noted already (_call_ended), given as one list."""
+        kept = [(outcome, exc) for _, outcome, exc, _ in ended]
+        with self.lock:
+            wake = self.settling and self.config.concurrency - self.busy - self.claimed >= self._half
+            gathered = self.gathering and not self.busy
+        progress = self.progress  # (read without its lock: see ProgressWriter.written)
+        if progress.pending or progress.written:  # a job that reported: its last report first
+            reported = {o.job.id for o, _ in kept if o.job.id in progress.pending or o.job.id in progress.written}
+            for ran in kept:
+                if ran[0].job.id in reported:
+                    self.progress.finish(ran[0].job.id, partial(self.outcomes.put, ran))
+            if reported:
+                kept = [ran for ran in kept if ran[0].job.id not in reported]
+                wake = True  # the settler may not hear of them yet: the lease loop takes the slot
+        if kept:
+            self.outcomes.put(kept)
+        if wake or not ended:
+            self.slot_freed.set()
+        if gathered:
+            self.gathered.set()
 
     def _finished(self, job: Job, outcome: Outcome, exc: BaseException | None, at: float | None = None,
                   freed: bool = True) -> None:
@@ -718,9 +759,12 @@ class Worker:
             self.settling = self.to_claim = True
             if item is not None and self.outcomes.qsize() < self._half - 1:
                 self._gather()
-            batch = []
+            batch: list[Ran] = []
             while item is not None:
-                batch.append(item)
+                if type(item) is list:  # a chunk call's outcomes
+                    batch += item
+                else:
+                    batch.append(item)  # type: ignore[arg-type]
                 try:
                     item = self.outcomes.get_nowait()
                 except queue.Empty:
