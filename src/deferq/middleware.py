@@ -259,12 +259,17 @@ class Chain:
     def settled(self, settled: list[Settled]) -> None:
         """The store recorded these outcomes: the after_settle_many hooks once, then the
         after_settle hooks of each."""
+        outcomes: list[Outcome] | None = None  # read off the pairs once, for every test
         for many, settles in self.after_settle_many:
-            if settles is None or any(settles(outcome) for outcome, _ in settled):
-                try:
-                    many(settled)
-                except Exception:  # noqa: BLE001 - a failing hook is isolated
-                    _failed(many, settled[0][0].job)
+            if settles is not None:
+                if outcomes is None:
+                    outcomes = [outcome for outcome, _ in settled]
+                if not any(map(settles, outcomes)):
+                    continue
+            try:
+                many(settled)
+            except Exception:  # noqa: BLE001 - a failing hook is isolated
+                _failed(many, settled[0][0].job)
         if self.after_settle:
             for outcome, exc in settled:
                 self.run_after_settle(outcome, exc)

@@ -30,6 +30,7 @@ import os
 import threading
 import time
 import weakref
+from bisect import bisect_right
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -64,13 +65,15 @@ Row = tuple[int, str, str, str, int]  # (minute, queue, task, field, amount)
 # -- the histogram ---------------------------------------------------------------------------
 
 
-_LOG_GROWTH = math.log(GROWTH)
+# The buckets' lower bounds from bucket 1 on, as bucket_bounds gives them: a bucket is one
+# C call (a bisection), with no rounding of a logarithm at a bound.
+_LOWS = tuple(FIRST * GROWTH ** (index - 1) for index in range(1, BUCKETS))
 
 
 def bucket_of(seconds: float) -> int:
     if not seconds >= FIRST:  # also NaN
         return 0
-    return min(BUCKETS - 1, 1 + int(math.log(seconds / FIRST) / _LOG_GROWTH))
+    return bisect_right(_LOWS, seconds)
 
 
 def bucket_bounds(index: int) -> tuple[float, float]:
@@ -147,15 +150,6 @@ class HistoryBuffer:
                     cell = self.cells[(minute, queue, task)] = {}
                 cell[field] = cell.get(field, 0) + amount
 
-    def add_fields(self, minute: int, queue: str, task: str, fields: Iterable[str]) -> None:
-        """One more of each of `fields` in one cell: an attempt settled."""
-        with self.lock:
-            cell = self.cells.get((minute, queue, task))
-            if cell is None:
-                cell = self.cells[(minute, queue, task)] = {}
-            for field in fields:
-                cell[field] = cell.get(field, 0) + 1
-
     def drain(self) -> list[Row]:
         """Every count, as rows, emptying the buffer."""
         with self.lock:
@@ -211,18 +205,33 @@ class HistoryRecorder:
     def settled(self, settled: Iterable[tuple[Outcome, float]], lease: float) -> None:
         """Count settled attempts, each with the seconds it ran: its outcome, how long it
         waited and ran. The wait is on the store's clock: from its due time to its lease
-        (`lease_until - lease`). One clock read per call, one lock per attempt."""
+        (`lease_until - lease`). One clock read and one lock per call; the cell is looked
+        up again only when the queue or task changes, the run's bucket only when the
+        seconds do (a chunk call's jobs share both)."""
         minute = int(time.time() // 60)  # minute_of, inline: once per settled batch
-        add = self.buffer.add_fields
-        for outcome, ran in settled:
-            job = outcome.job
-            field = OUTCOME_FIELD.get(outcome.kind)
-            fields = [] if field is None else [field, "failed"] if (
-                outcome.error is not None and field in ("retried", "dead")) else [field]
-            if job.lease_until is not None:
-                fields.append(_WAIT_FIELDS[bucket_of(job.lease_until - lease - job.run_at)])
-            fields.append(_RUN_FIELDS[bucket_of(ran)])
-            add(minute, job.queue, job.task, fields)
+        buffer = self.buffer
+        queue = task = ran_was = None
+        cell: dict[str, int] = {}
+        run_field = ""
+        with buffer.lock:
+            cells = buffer.cells
+            for outcome, ran in settled:
+                job = outcome.job
+                if job.queue != queue or job.task != task:
+                    queue, task = job.queue, job.task
+                    cell = cells.get((minute, queue, task)) or cells.setdefault((minute, queue, task), {})
+                field = OUTCOME_FIELD.get(outcome.kind)
+                if field is not None:
+                    cell[field] = cell.get(field, 0) + 1
+                    if outcome.error is not None and field in _FAILED:
+                        cell["failed"] = cell.get("failed", 0) + 1
+                if job.lease_until is not None:
+                    wait = job.lease_until - lease - job.run_at
+                    wait_field = _WAIT_FIELDS[bisect_right(_LOWS, wait) if wait >= FIRST else 0]
+                    cell[wait_field] = cell.get(wait_field, 0) + 1
+                if ran != ran_was:
+                    ran_was, run_field = ran, _RUN_FIELDS[bucket_of(ran)]
+                cell[run_field] = cell.get(run_field, 0) + 1
         self._started()
 
     def count(self, queue: str, task: str, field: str, amount: int = 1) -> None:
@@ -290,6 +299,7 @@ class HistoryRecorder:
 OUTCOME_FIELD = {"succeeded": "succeeded", "retry": "retried", "dead": "dead", "cancelled": "cancelled"}
 _WAIT_FIELDS = tuple(f"{WAIT}{i}" for i in range(BUCKETS))  # "w12": no string built per job
 _RUN_FIELDS = tuple(f"{RUN}{i}" for i in range(BUCKETS))
+_FAILED = frozenset(("retried", "dead"))  # an attempt that ends so with an error also counts as failed
 _RECORDERS: weakref.WeakSet[HistoryRecorder] = weakref.WeakSet()
 
 

@@ -119,7 +119,13 @@ class JobLog(Middleware):
     JSON fields too. An outcome settled outside a worker (deferq.testing) has no line."""
 
     def after_settle_many(self, settled: list[Settled]) -> None:
-        """The batch's lines in one hook call (not a call per job through the chain)."""
+        """The batch's lines in one hook call (not a call per job through the chain). The
+        logger's level is asked once a batch: under INFO (`--log-level warning`) only
+        the dead's warnings are looked for, nothing at all under WARNING."""
+        if not job_log.isEnabledFor(logging.INFO):
+            if not job_log.isEnabledFor(logging.WARNING):
+                return
+            settled = [pair for pair in settled if pair[0].kind is OutcomeKind.DEAD]
         for outcome, _ in settled:
             if outcome.ran is not None:
                 report(outcome, outcome.ran)

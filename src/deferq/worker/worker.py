@@ -46,6 +46,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from functools import partial
+from operator import attrgetter, itemgetter
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
@@ -58,7 +59,7 @@ from ..backends.base import Outcome, OutcomeKind
 from ..backends.guard import STORE_FAILURES, StoreGuard
 from ..context import JobControl, Slot
 from ..errors import DeferqError, JobTimeout, first_line
-from ..job import Job
+from ..job import Job, copier
 from ..observe.logs import lines_together
 from ..registry import TaskSpec
 from ..upkeep import Upkeep
@@ -86,6 +87,10 @@ T = TypeVar("T")
 Ended = tuple[Job, Outcome, "BaseException | None", float]  # a sync job that returned, and when
 Work = tuple[TaskSpec, Job, JobControl]  # a job for a slot
 Ran = tuple[Outcome, "BaseException | None"]  # an outcome to settle, and the run's exception
+# what a settled batch reads of each job, each in one C call over the batch
+_FIRST, _JOB, _KIND = itemgetter(0), attrgetter("job"), attrgetter("kind")
+_ID, _ATTEMPTS, _TASK = attrgetter("id"), attrgetter("attempts"), attrgetter("task")
+_with_ran: Callable[[Outcome, float], Outcome] = copier(Outcome, "ran", checked=False)
 
 
 @dataclass
@@ -800,12 +805,13 @@ class Worker:
         """Settle a batch and, in the same round trip, lease jobs for the free slots."""
         if ARMED:  # a freeze-and-kill test's point (attempt/pauses.py)
             pause_at("settle.before")
-        outcomes = self._counted_from_the_end([outcome for outcome, _ in batch])
+        outcomes = self._counted_from_the_end(list(map(_FIRST, batch)))
         applied = None
-        attempts = {(o.job.id, o.job.attempts) for o in outcomes}
+        settling = list(map(_JOB, outcomes))
+        attempts = set(zip(map(_ID, settling), map(_ATTEMPTS, settling), strict=True))
         with self.lock:
             self.in_settle |= attempts
-        chunked = sum(o.job.task in self.chunk_tasks for o in outcomes) if self.chunk_tasks else 0
+        chunked = sum(map(self.chunk_tasks.__contains__, map(_TASK, settling))) if self.chunk_tasks else 0
         while True:
             # the batch's leases end in the call that takes the new ones: they are not counted
             claimed = self._claim_slots(len(outcomes), chunk_settling=chunked)
@@ -824,10 +830,10 @@ class Worker:
             self._measure(trip, ran)
         self._wake_for_free_slots()
         settled = []
+        ran_of = ran.get
         for (o, exc), ok in zip(batch, applied or [False] * len(batch), strict=True):
-            if ok:  # as settled, with how long it ran
-                settled.append((Outcome(o.job, o.kind, o.delay, o.error, o.result, ran.get(o.job.id, 0.0),
-                                        o.waits_for, o.due, o.steps_keep, o.chunk_call), exc))
+            if ok:  # as settled, with how long it ran (a copy: checked as it was made)
+                settled.append((_with_ran(o, ran_of(o.job.id, 0.0)), exc))
             else:
                 log.warning("job %s (%s) finished after losing its lease (%s); outcome dropped",
                             o.job.id, o.job.task, self._why_lost())
@@ -860,12 +866,17 @@ class Worker:
         snoozed job (its attempt not counted) leased again by a claim beside this settle."""
         ran: dict[str, float] = {}  # job id -> seconds it ran
         with self.lock:
+            running_of, forget = self.running.get, self.running.pop
+            chunk_leases = 0
             for outcome in outcomes:
-                running = self.running.get(outcome.job.id)
-                if (running is not None and running.job.attempts == outcome.job.attempts
-                        and not (running.held and running.job is not outcome.job)):
-                    self._forget(outcome.job.id)
-                    ran[outcome.job.id] = (running.ended or time.monotonic()) - running.started
+                job = outcome.job
+                running = running_of(job.id)
+                if (running is not None and running.job.attempts == job.attempts
+                        and not (running.held and running.job is not job)):
+                    forget(job.id)  # _forget, inline: a settled batch holds the lock once
+                    chunk_leases += running.spec.chunk is not None
+                    ran[job.id] = (running.ended or time.monotonic()) - running.started
+            self.chunk_leases -= chunk_leases
             self.processed += len(outcomes)
             self.in_settle -= attempts
         return ran
@@ -887,7 +898,7 @@ class Worker:
         """A snooze waits from when the job ended, not from when its settle reaches the
         store: a job given a rate limit's turn comes back at that turn, however long it
         waited in the settle batch."""
-        if not any(o.kind == OutcomeKind.SNOOZE for o in outcomes):
+        if OutcomeKind.SNOOZE not in set(map(_KIND, outcomes)):
             return outcomes
         now = time.monotonic()
         with self.lock:
