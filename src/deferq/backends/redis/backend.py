@@ -495,9 +495,9 @@ class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
                     keys += self._settle_keys(self.keys.queue(job.queue))
                 kind = outcome.kind
                 target = first + (_WAITING_AT + job.priority if kind in _BACK else _FINISHED_AT[kind])
-                error = outcome.waits_for if kind == OutcomeKind.SNOOZE else outcome.error
+                error = (outcome.waits_for if kind == OutcomeKind.SNOOZE else outcome.error) or ""
                 delay = repr(outcome.delay) if outcome.due is None else f"@{outcome.due!r}"
-                alike = (target, kind, job.worker or "", job.attempts, delay, error or "", outcome.chunk_call or "")
+                alike = (target, kind, job.worker or "", job.attempts, delay, error, outcome.chunk_call or "")
                 if alike != shared:
                     shared, count_at = alike, len(args)
                     args += (0, *alike)
