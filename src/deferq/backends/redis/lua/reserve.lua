@@ -42,7 +42,8 @@ local worker = ARGV[2]
 local lease_until = fmt(now + tonumber(ARGV[3]))
 local K = 12
 local nq = #KEYS / K
-local taken = {}
+local taken = {} -- the items taken, in claim order (the stream's tables: no copy per job)
+local taken_level, taken_listed = {}, {} -- and per taken item: its level, whether from a ready list
 local open = {}
 for q = 1, nq do
   if not is_paused(KEYS[q * K - 4]) then open[#open + 1] = q end
@@ -73,7 +74,8 @@ local function has_sets(q, fair)
   return exists[at]
 end
 
--- Queue q's due jobs of level p in its zset, in claim order: {due, id, q, due text}.
+-- Queue q's due jobs of level p in its zset, in claim order: {due, id, q, due text}
+-- (an item of a ready list with a record: {false, id, q, false, record} until due_of).
 local function from_set(q, p, want)
   if not has_sets(q, p >= 10) then return {items = {}} end
   local zset, ids = set_of(q, p), nil
@@ -91,7 +93,9 @@ end
 
 -- Queue q's ready list of level p from its tail, up to `want` jobs in claim order:
 -- {due, id, q, due text (with a record: its creation time in microseconds), record},
--- and per entry looked at (oldest first) whether it is a job's (else it is dropped).
+-- and per entry looked at (oldest first) whether it is a job's (else it is dropped). A
+-- record's due time is read only when a merge or a peek asks (due_of): one queue's
+-- list alone, the commonest claim, never compares.
 local function from_list(q, p, want)
   local b = (q - 1) * K
   local list, prefix = KEYS[b + 9 + p], KEYS[b + 6]
@@ -104,9 +108,8 @@ local function from_list(q, p, want)
     for j = #ids, 1, -1 do -- oldest first
       local id, record = ids[j], records[j]
       local item = nil
-      if record then -- (its due time as text only if peeking: ct kept in [4])
-        local ct = string.match(record, '^%d+') or '0'
-        item = {tonumber(ct) / 1000000, id, q, ct, record}
+      if record then
+        item = {false, id, q, false, record}
       else
         local due = entry_due(prefix, id, record)
         item = due and {tonumber(due), id, q, due, false}
@@ -119,8 +122,18 @@ local function from_list(q, p, want)
   return {items = items, entries = entries, list = list, level = p, gone = KEYS[b + 12]}
 end
 
+-- An item's due time (item[1]), read from its record the first time it is asked for.
+local function due_of(item)
+  if item[1] == false then
+    local ct = string.match(item[5], '^%d+') or '0' -- (its due time as text only if peeking: ct kept in [4])
+    item[1], item[4] = tonumber(ct) / 1000000, ct
+  end
+  return item[1]
+end
+
 local function before(a, b)
-  if a[1] ~= b[1] then return a[1] < b[1] end
+  local da, db = due_of(a), due_of(b)
+  if da ~= db then return da < db end
   return a[2] < b[2]
 end
 
@@ -152,7 +165,8 @@ for pi = 5, #ARGV do
     if best == nil then break end
     local item = best.items[best.next]
     best.next = best.next + 1
-    taken[#taken + 1] = {item[2], item[3], p, item[4], best.entries and true or false, item[5]}
+    local n = #taken + 1
+    taken[n], taken_level[n], taken_listed[n] = item, p, best.entries ~= nil
   end
   for _, s in ipairs(streams) do
     local item = s.items[s.next]
@@ -162,10 +176,11 @@ end
 
 if peek then
   local out = {nows}
-  for _, item in ipairs(taken) do
-    out[#out + 1] = item[3]
-    out[#out + 1] = item[6] and created(false, item[4]) or item[4]
-    out[#out + 1] = item[1]
+  for n, item in ipairs(taken) do
+    due_of(item)
+    out[#out + 1] = taken_level[n]
+    out[#out + 1] = item[5] and created(false, item[4]) or item[4]
+    out[#out + 1] = item[2]
   end
   return out
 end
@@ -210,8 +225,8 @@ end
 local out = {nows, lease_until}
 local removed, leased, placed, recorded = {}, {}, {}, {}
 local news = {} -- queue number -> its `new` hash (named from its job-key prefix: same slot)
-for _, item in ipairs(taken) do
-  local id, q, p, listed = item[1], item[2], item[3], item[5]
+for n, item in ipairs(taken) do
+  local id, q, p, listed = item[2], item[3], taken_level[n], taken_listed[n]
   local b = (q - 1) * K
   local job = KEYS[b + 6] .. id
   local new = news[q]
@@ -219,7 +234,7 @@ for _, item in ipairs(taken) do
     new = string.sub(KEYS[b + 6], 1, -5) .. 'new'
     news[q] = new
   end
-  local record = item[6]
+  local record = item[5]
   if not listed then
     collect(removed, set_of(q, p), id)
     record = redis.call('HGET', new, id)
@@ -241,10 +256,8 @@ for _, item in ipairs(taken) do
     end
     collect(recorded, new, id)
     collect(leased, KEYS[b + 4], lease_until, id)
-    out[#out + 1] = q
-    out[#out + 1] = id
-    out[#out + 1] = 1
-    out[#out + 1] = record
+    local o = #out
+    out[o + 1], out[o + 2], out[o + 3], out[o + 4] = q, id, 1, record
     if steps then out[#out + 1] = 0 end
   else
     local fields = redis.call('HGETALL', job)
