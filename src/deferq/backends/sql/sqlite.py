@@ -337,11 +337,11 @@ class SQLiteBackend(SQLBackend):
 
     def settle_plan(self, outcomes: Sequence[Outcome]) -> Plan[list[bool]]:
         """The outcomes, then the release of the settled jobs' edges (most have none:
-        one probe of the deps index each), in one write transaction: no second
-        transaction, no look-up first, and no gap for a crash."""
+        one probe of the deps index each, none at all while no job waits for another), in
+        one write transaction: no second transaction, and no gap for a crash."""
         applied = yield from self.settled_plan(outcomes)
         finished = [o.job.id for o, ok in zip(outcomes, applied, strict=True) if ok and o.kind not in UNCOUNTED]
-        if finished:
+        if finished and (yield Step(self.q["any_edges"])).rows[0][0]:
             yield from self.release_plan(dict.fromkeys(finished), own_transaction=False)
         yield from self.steps_expiry_plan(outcomes, applied)
         yield Step("COMMIT")

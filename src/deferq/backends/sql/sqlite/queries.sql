@@ -429,6 +429,11 @@ SELECT DISTINCT d.parent, p.state FROM {deps} AS d LEFT JOIN {jobs} AS p ON p.id
 WHERE p.state IS NULL OR p.state IN ('succeeded', 'dead', 'cancelled')
 LIMIT 1000
 
+-- name: any_edges
+-- Whether any job waits for another: a settle's jobs then have no edges to take away
+-- (one probe a batch instead of one per job, in the settle's write transaction).
+SELECT EXISTS (SELECT 1 FROM {deps})
+
 -- name: take_edges
 -- The edges of the finished parents among :ids, taken away (exactly once: only the
 -- transaction that deletes an edge acts on it), with each parent's state.
