@@ -169,10 +169,11 @@ WHERE id = :id AND state = 'active' AND worker = :worker AND attempts = :attempt
 -- nothing to decide, so the jobs of one lease holder, attempt and chunk call (a chunk
 -- call's, most of a batch) are one statement, their ids a JSON array: no statement
 -- run per job (settle_plan). Positional parameters: (now, ids, worker, attempts,
--- chunk call or NULL). `+state`: each job is found by its id; the planner would
+-- chunk call or NULL). A job that waited for an event waits for nothing now, as after
+-- `settle`. `+state`: each job is found by its id; the planner would
 -- rather read every active job through an index on the state and test its id.
 UPDATE {jobs} SET state = 'succeeded', finished_at = ?1, worker = NULL, lease_until = NULL, updated_at = ?1,
-    chunk_call = coalesce(?5, chunk_call)
+    waits_for = NULL, chunk_call = coalesce(?5, chunk_call)
 WHERE id IN (SELECT value FROM json_each(?2)) AND +state = 'active' AND worker = ?3 AND attempts = ?4
 
 -- name: recover_expired
