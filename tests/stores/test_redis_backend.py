@@ -395,6 +395,19 @@ def test_a_new_job_is_a_lean_record_until_touched(redis_app) -> None:  # type: i
     assert backend.get(plain.id).state == JobState.DEAD
 
 
+def test_every_script_loads_on_the_server_under_the_sha_it_is_called_by(redis_url: str) -> None:
+    """Scripts are read from their files at their first use (scripts.Script): each one's
+    text, helpers included, compiles on Redis and is known there by the SHA that EVALSHA
+    sends."""
+    from deferq.backends.redis import scripts
+
+    client = deferq.App(redis_url).backend.client
+    found = [value for value in vars(scripts).values() if isinstance(value, scripts.Script)]
+    assert len(found) == len(list((Path(scripts.__file__).parent / "lua").glob("[!_]*.lua")))
+    for script in found:
+        assert client.script_load(script.source) == script.sha, script.name
+
+
 def test_one_job_is_stored_as_a_batch_would_store_it(redis_app) -> None:  # type: ignore[no-untyped-def]
     """task.enqueue() sends add.lua packed from a template per queue and settings
     (RedisBackend._add_one): each kind's settings, and the job's own id and record,

@@ -14,7 +14,6 @@ import hashlib
 import re
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass
 from importlib import resources
 from typing import Any, NamedTuple
 
@@ -39,11 +38,33 @@ _HELPERS = {
 }
 
 
-@dataclass(frozen=True, slots=True)
 class Script:
-    name: str
-    source: str
-    sha: str
+    """One script: lua/<name>.lua behind the helpers it uses. Its text is read and its
+    SHA made at its first use, not at import: a worker runs a handful of the ~40, and
+    the others' texts (~130 KB in all) would sit in every process's memory."""
+
+    __slots__ = ("name", "_source", "_sha")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._source: str | None = None
+        self._sha: str | None = None
+
+    @property
+    def source(self) -> str:
+        if self._source is None:
+            body = (_LUA / f"{self.name}.lua").read_text()
+            self._source = _helpers_for(body) + body
+        return self._source
+
+    @property
+    def sha(self) -> str:
+        if self._sha is None:
+            self._sha = hashlib.sha1(self.source.encode()).hexdigest()
+        return self._sha
+
+    def __repr__(self) -> str:
+        return f"Script({self.name!r})"
 
 
 _CALLED = re.compile(r"\b(\w+)\(")
@@ -64,27 +85,21 @@ def _helpers_for(body: str) -> str:
     return "".join(_HELPERS[n] + "\n\n" for n in _HELPERS if n in used)
 
 
-def _load(name: str) -> Script:
-    body = (_LUA / f"{name}.lua").read_text()
-    source = _helpers_for(body) + body
-    return Script(name, source, hashlib.sha1(source.encode()).hexdigest())
-
-
 ADD, ENQUEUE, RESERVE, HEARTBEAT, SETTLE, RECOVER, NEXT_DUE = map(
-    _load, ("add", "enqueue", "reserve", "heartbeat", "settle", "recover", "next_due")
+    Script, ("add", "enqueue", "reserve", "heartbeat", "settle", "recover", "next_due")
 )
 CANCEL, RERUN, RUN_NOW, PURGE, STATS, WAKE = map(
-    _load, ("cancel", "rerun", "run_now", "purge", "stats", "wake"))
+    Script, ("cancel", "rerun", "run_now", "purge", "stats", "wake"))
 KV_PUT, KV_LIST, KV_DELETE, KV_SWAP, KV_EXPIRE, KV_PUT_LEASED = map(
-    _load, ("kv_put", "kv_list", "kv_delete", "kv_swap", "kv_expire", "kv_put_leased"))
+    Script, ("kv_put", "kv_list", "kv_delete", "kv_swap", "kv_expire", "kv_put_leased"))
 PROGRESS, STEP_UP, PAUSE, REMARK, DELETE, RESEAL = map(
-    _load, ("progress", "step_up", "pause", "remark", "delete", "reseal"))
+    Script, ("progress", "step_up", "pause", "remark", "delete", "reseal"))
 RATE_TAKE, SLOT_TAKE, SLOT_HOLDERS, SLOT_RELEASE, LIMIT_HOLD, LIMIT_RELEASE = map(
-    _load, ("rate_take", "slot_take", "slot_holders", "slot_release", "limit_hold", "limit_release")
+    Script, ("rate_take", "slot_take", "slot_holders", "slot_release", "limit_hold", "limit_release")
 )
 HISTORY_ADD, HISTORY_READ, HISTORY_FORGET, PAGE = map(
-    _load, ("history_add", "history_read", "history_forget", "page"))
-LINK, LINKED, RELEASE, RELEASED, WATCH = map(_load, ("link", "linked", "release", "released", "watch"))
+    Script, ("history_add", "history_read", "history_forget", "page"))
+LINK, LINKED, RELEASE, RELEASED, WATCH = map(Script, ("link", "linked", "release", "released", "watch"))
 
 
 class Call(NamedTuple):
