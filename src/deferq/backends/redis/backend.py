@@ -40,6 +40,7 @@ from .codec import (
     enqueue_args,
     job_from_hash,
     leased_job,
+    leased_record,
     pairs,
 )
 from .connection import (
@@ -349,13 +350,17 @@ class RedisBackend(Admin, RedisHistory, RedisSearch, Backend):
         jobs = []
         expired = []
         stride = 5 if self.steps_in_reserve else 4  # the fifth: the job's checkpoints
+        until, name = float(lease_until), worker or None
         for i in range(2, len(reply), stride):
-            q = reply[i]
+            q, body = reply[i], reply[i + 3]
             if q < 0:  # expired: cancelled instead of leased (reserve.lua)
-                expired.append((group[-q - 1], pairs(reply[i + 3]).get(b"task", b"").decode(), "expired"))
+                expired.append((group[-q - 1], pairs(body).get(b"task", b"").decode(), "expired"))
                 continue
-            job = leased_job(reply[i + 1].decode(), group[q - 1], reply[i + 3], now, worker, lease_until,
-                             reply[i + 2], now_text)
+            job_id, queue, job = reply[i + 1].decode(), group[q - 1], None
+            if type(body) is bytes:  # a record add.lua stored
+                job = leased_record(job_id, queue, body, reply[i + 2], until, name, now)
+            if job is None:
+                job = leased_job(job_id, queue, body, now, worker, lease_until, reply[i + 2], now_text)
             if stride == 5 and reply[i + 4] != 0:  # 0: never leased before (carried already)
                 carry(job, {k.decode(): v for k, v in pairs(reply[i + 4]).items()})
             jobs.append(job)

@@ -346,25 +346,32 @@ _leased_new: Callable[..., Job] = slot_builder(
 )
 
 
+def leased_record(job_id: str, queue: str, record: bytes, attempts: int, lease_until: float, worker: str | None,
+                  now: float) -> Job | None:
+    """The job reserve.lua just leased from a record add.lua stored with the task defaults
+    and due at once (most claims): straight to the job, no dict of its fields. None for
+    any other record: `leased_job` reads it."""
+    parts = record.split(b"\n", 3)
+    if len(parts) != 4 or parts[2]:
+        return None
+    ct, task, _, payload = parts
+    try:
+        args, kwargs, meta = decode_payload(payload)
+        job = _leased_new(job_id, task.decode(), args, kwargs, queue, attempts, int(ct) / 1_000_000, lease_until,
+                          worker, meta, now)
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return None  # leased_job's careful way names what it cannot read
+    carry(job, {})  # never leased before: no checkpoints
+    return job
+
+
 def leased_job(job_id: str, queue: str, flat: list[Any] | bytes, now: float, worker: str, lease_until: bytes,
                attempts: int, now_text: bytes) -> Job:
     """The job reserve.lua just leased: its hash as it was before the lease (`flat`, a
     flat HGETALL, or the record add.lua stored), and what the lease wrote (state, worker,
     lease, attempts, updated_at): the job `job_from_hash` reads from the hash after.
     A job never leased before (no last_worker) carries no durable-step checkpoints."""
-    if type(flat) is bytes:  # a record add.lua stored
-        parts = flat.split(b"\n", 3)
-        if len(parts) == 4 and not parts[2]:  # the task defaults, due at once: straight to the job, no dict
-            ct, task, _, payload = parts
-            try:
-                args, kwargs, meta = decode_payload(payload)
-                job = _leased_new(job_id, task.decode(), args, kwargs, queue, attempts, int(ct) / 1_000_000,
-                                  float(lease_until), worker or None, meta, now)
-            except (ValueError, TypeError, KeyError, AttributeError):
-                pass  # the careful way below names what it cannot read
-            else:
-                carry(job, {})
-                return job
+    if isinstance(flat, bytes):  # a record add.lua stored
         f = record_fields(flat)
     else:
         it = iter(flat)
