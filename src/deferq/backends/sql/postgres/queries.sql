@@ -311,6 +311,24 @@ FROM unnest(%(id)s::text[], %(worker)s::text[], %(attempts)s::int[], %(kind)s::t
      AS o(id, worker, attempts, kind, state, released, delay, error, result, waits_for, due, chunk_call)
 WHERE j.id = o.id AND j.state || '' = 'active' AND j.worker = o.worker AND j.attempts = o.attempts
 
+-- name: succeed
+-- `settle` for a batch of jobs that all succeeded and returned nothing, of one lease
+-- holder, attempt and chunk call (a chunk call's jobs; plain jobs' batches): one array
+-- of ids, in id order (as `settle`'s), found by id and fenced like it; what `settle`
+-- writes for such an outcome, without an element per job for each of its CASEs.
+UPDATE {jobs} AS j SET
+    state = 'succeeded',
+    result = NULL,
+    finished_at = {now},
+    waits_for = NULL,
+    chunk_call = coalesce(%(chunk_call)s, j.chunk_call),
+    worker = NULL,
+    lease_until = NULL,
+    updated_at = {now}
+WHERE j.id = ANY(%(ids)s::text[]) AND j.state || '' = 'active' AND j.worker = %(worker)s
+  AND j.attempts = %(attempts)s
+RETURNING j.id, j.state, j.waited_for
+
 -- name: recover_expired
 -- Back to waiting; dead when its attempts are used up; cancelled when that was asked.
 -- RETURNING: what each became, for the history (backends/history.py).
