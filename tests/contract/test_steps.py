@@ -292,8 +292,6 @@ def test_a_job_that_waited_and_then_succeeded_waits_for_nothing(app: deferq.App,
     assert backend.settle([Outcome(again, "succeeded")]) == [True]
     done = backend.get(job.id)
     assert done is not None and done.state == JobState.SUCCEEDED
-    if done.waits_for is not None and type(backend).__module__.startswith("deferq.backends.redis"):
-        pytest.xfail("Redis's settle of a success keeps the event it waited for")
     assert done.waits_for is None
 
 

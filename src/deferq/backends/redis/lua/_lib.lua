@@ -168,10 +168,13 @@ end
 
 -- The fence of a lease (base.py): still active, same worker, same attempt. Also,
 -- read in the same call: whether someone asked the job to stop (cancel.lua), its
--- unique key (false when it has none) and its `notify` field (on_finish).
+-- unique key (false when it has none), its `notify` field (on_finish) and whether it
+-- holds a durable wait's `waits_for` (which every settle but a snooze into a wait clears).
 local function owned(job_key, worker, attempts)
-  local f = redis.call('HMGET', job_key, 'state', 'worker', 'attempts', 'cancel_requested_at', 'key', 'notify')
-  return f[1] == 'active' and f[2] == worker and tonumber(f[3]) == tonumber(attempts), f[4] ~= false, f[5], f[6]
+  local f = redis.call('HMGET', job_key, 'state', 'worker', 'attempts', 'cancel_requested_at', 'key', 'notify',
+    'waits_for')
+  return f[1] == 'active' and f[2] == worker and tonumber(f[3]) == tonumber(attempts), f[4] ~= false, f[5], f[6],
+    f[7] ~= false
 end
 
 -- Whether a job's `notify` field (false when absent) holds `letter`: c = jobs run after

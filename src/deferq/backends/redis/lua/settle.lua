@@ -41,7 +41,7 @@ while r <= #ARGV do
   for a = r + 8, r + 7 + 2 * n, 2 do
     local id, result = ARGV[a], ARGV[a + 1]
     local job = prefix .. id
-    local held, asked, key, notify = owned(job, worker, attempts)
+    local held, asked, key, notify, waits = owned(job, worker, attempts)
     if held then
       local finished = true
       collect(released, active, id)
@@ -66,7 +66,6 @@ while r <= #ARGV do
         local run_at = fmt(now + tonumber(delay))
         redis.call('HSET', job, 'state', 'queued', 'run_at', run_at, 'error', err,
           'worker', '', 'lease_until', '', 'updated_at', nows)
-        redis.call('HDEL', job, 'waits_for')
         collect(placed, target, run_at, id)
         woken[wake_key] = true
         finished = false
@@ -74,8 +73,8 @@ while r <= #ARGV do
         local run_at = string.sub(delay, 1, 1) == '@' and string.sub(delay, 2) or fmt(now + tonumber(delay))
         redis.call('HSET', job, 'state', 'queued', 'run_at', run_at, 'attempts', tonumber(attempts) - 1,
           'worker', '', 'lease_until', '', 'updated_at', nows)
-        if err == '' then redis.call('HDEL', job, 'waits_for')
-        else redis.call('HSET', job, 'waits_for', err) end
+        if err ~= '' then redis.call('HSET', job, 'waits_for', err) end
+        waits = waits and err == '' -- (the wait it had is cleared below unless it waits again)
         collect(placed, target, run_at, id)
         woken[wake_key] = true
         finished = false
@@ -87,6 +86,7 @@ while r <= #ARGV do
         woken[wake_key] = true
         finished = false
       end
+      if waits then redis.call('HDEL', job, 'waits_for') end -- its wait is over (rare: no call for most jobs)
       local flag = 1
       if finished then
         if key and redis.call('HEXISTS', KEYS[k + 4], key) == 1 then flag = 2 end
