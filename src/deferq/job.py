@@ -550,13 +550,16 @@ def encode_payload(
 def decode_payload(payload: bytes | str) -> tuple[tuple[Any, ...], dict[str, Any], dict[str, Any]]:
     """(args, kwargs, meta) of a stored payload; ValueError if it is not one."""
     decoded = orjson.loads(payload)
-    if type(decoded) is not list or len(decoded) not in (2, 3):
-        raise ValueError("payload is not [args, kwargs] or [args, kwargs, meta]")
-    args, kwargs, *rest = decoded
-    meta = rest[0] if rest else {}
-    if type(args) is not list or type(kwargs) is not dict or type(meta) is not dict:
-        raise ValueError("payload is not [args, kwargs] or [args, kwargs, meta]")
-    return tuple(args), kwargs, meta
+    if type(decoded) is list:  # unpacked by its length, not with a starred rest: once per job read
+        args: Any = None
+        if len(decoded) == 2:
+            args, kwargs = decoded
+            meta: Any = {}
+        elif len(decoded) == 3:
+            args, kwargs, meta = decoded
+        if type(args) is list and type(kwargs) is dict and type(meta) is dict:
+            return tuple(args), kwargs, meta
+    raise ValueError("payload is not [args, kwargs] or [args, kwargs, meta]")
 
 
 def _refuse_nul(task: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:

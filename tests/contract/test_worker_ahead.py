@@ -28,8 +28,8 @@ def short_jobs_measured(monkeypatch: pytest.MonkeyPatch) -> None:
     one a no-op job can take longer than an SQLite settle): these tests are about what
     happens to the jobs leased ahead, so each settle measures as short jobs do, and the
     measure itself is tested with set figures below."""
-    def as_short_jobs(self: Worker, trip: float, ran: dict[str, float]) -> None:
-        MEASURE(self, trip, {job_id: trip / 100 for job_id in ran})
+    def as_short_jobs(self: Worker, trip: float, ran: list[float | None]) -> None:
+        MEASURE(self, trip, [None if seconds is None else trip / 100 for seconds in ran])
 
     monkeypatch.setattr(Worker, "_measure", as_short_jobs)
 
@@ -190,7 +190,7 @@ def test_the_worker_leases_ahead_what_its_slots_finish_in_one_round_trip(trip, j
     app = deferq.App("memory://")
     worker = Worker(app, WorkerConfig(concurrency=8, schedules=False))
     for _ in range(40):  # the moving averages settle on steady figures
-        MEASURE(worker, trip, {"a": job, "b": job})
+        MEASURE(worker, trip, [job, job, None])  # None: a job settled that was no longer this worker's
     assert worker.ahead == leased_ahead
     app.close()
 

@@ -15,14 +15,16 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import replace
+from operator import attrgetter, itemgetter
 from typing import Any
 
 from ..backends.base import Outcome, OutcomeKind, make_outcome
 from ..chunks import endings
 from ..context import JobControl, RunningJob, running_job
 from ..errors import JobTimeout, PayloadError
-from ..job import Job, new_job_id
+from ..job import Job, copier, new_job_id
 from ..middleware import Chain
 from ..registry import TaskSpec
 from .pauses import ARMED, pause_at
@@ -30,6 +32,10 @@ from .runner import arguments, decide_failure, stopped, succeeded
 
 Ran = tuple[Outcome, "BaseException | None"]
 SUCCEEDED = OutcomeKind.SUCCEEDED
+_with_job: Callable[[Outcome, Job], Outcome] = copier(Outcome, "job", checked=False)
+# what a call reads of each of its jobs, each in one C call over the call
+_FIRST, _CONTROL, _ONE = itemgetter(0), itemgetter(1), {1}
+_ARGS, _KWARGS, _CANCELLED = attrgetter("args"), attrgetter("kwargs"), attrgetter("cancelled")
 
 
 def run_chunk(spec: TaskSpec, jobs: list[tuple[Job, JobControl]], chain: Chain) -> list[Ran]:
@@ -77,33 +83,46 @@ class _Call:
         self.taken: list[int] = []  # positions in `jobs` of the items the function gets
         self.id = new_job_id()
         self.items: list[Any] = []
+        self.all_succeeded = False  # every job's outcome is the call's success, as made (ended)
         hooks = chain.before_run  # read once: `changed` replaces the list whole
-        for at, (job, control) in enumerate(jobs):
+        stored = _as_stored(jobs) if not hooks and spec.fn is not None and spec.decode is None else None
+        if stored is not None:  # no hook to run, nothing to decode or refuse: the items as stored
+            self.items, self.taken = stored, list(range(len(jobs)))
+        else:
+            self._take_each(hooks)
+        if self.items and ARMED:  # a freeze-and-kill test's point (pauses.py)
+            pause_at("chunk.call")
+
+    def _take_each(self, hooks: list[Callable[[Job], None]]) -> None:
+        """Each job through the before_run hooks, and its item decoded: those that pass
+        give their item, the others their outcome."""
+        for at, (job, control) in enumerate(self.jobs):
             # the job as current_job() for its hooks (a limit's slot goes on its control);
             # with none, nothing reads it: no RunningJob made, no context var set
             token = running_job.set(RunningJob(job, control)) if hooks else None
             try:
                 if hooks:
-                    chain.run_before_run(job)
-                self.items.append(_item(spec, job))
+                    self.chain.run_before_run(job)
+                self.items.append(_item(self.spec, job))
                 self.taken.append(at)
             except BaseException as error:  # noqa: BLE001 - every failure becomes an outcome
                 if isinstance(error, KeyboardInterrupt | SystemExit):
                     raise
-                self.ran[at] = decide_failure(spec, job, error), error
+                self.ran[at] = decide_failure(self.spec, job, error), error
             finally:
                 if token is not None:
                     running_job.reset(token)
-        if self.items and ARMED:  # a freeze-and-kill test's point (pauses.py)
-            pause_at("chunk.call")
 
     def ended(self, result: Any, exc: BaseException | None, started: float) -> None:
         if self.chain.after_chunk:
             self.chain.run_after_chunk([self.jobs[at][0] for at in self.taken], time.perf_counter() - started)
         jobs, ran, call = self.jobs, self.ran, self.id
         if exc is None and result is None:  # the commonest end: every job succeeded, with no result
+            # one outcome made (and checked), each job's a copy of it with its own job
+            made = make_outcome(jobs[self.taken[0]][0], SUCCEEDED, 0.0, None, None, None, None, None, None, call)
             for at in self.taken:
-                ran[at] = make_outcome(jobs[at][0], SUCCEEDED, 0.0, None, None, None, None, None, None, call), None
+                ran[at] = _with_job(made, jobs[at][0]), None
+            self.all_succeeded = len(self.taken) == len(jobs)
             return
         for at, ending in zip(self.taken, endings(len(self.taken), result, exc, self.spec.name), strict=True):
             job = jobs[at][0]
@@ -116,10 +135,12 @@ class _Call:
         """Each job's outcome, through its after_run hooks (none registered: no
         RunningJob, no context var set). One that failed, or was stopped, gets the
         call's id here (a copy): those that succeeded were made with it."""
-        out: list[Ran] = []
-        taken: set[int] | None = None
         call, chain = self.id, self.chain
         after_run, after_raised = chain.after_run, chain.after_raised  # read once, as `changed` replaces them
+        if self.all_succeeded and not after_run and not any(map(_CANCELLED, map(_CONTROL, self.jobs))):
+            return self.ran  # type: ignore[return-value]  # every one set, as made
+        out: list[Ran] = []
+        taken: set[int] | None = None
         for at, ((job, control), done) in enumerate(zip(self.jobs, self.ran, strict=True)):
             assert done is not None
             outcome, raised = done
@@ -140,8 +161,20 @@ class _Call:
         return out
 
 
+def _as_stored(jobs: list[tuple[Job, JobControl]]) -> list[Any] | None:
+    """The items of `jobs` as stored, when each holds one argument and no keyword (read
+    in C over the call's jobs); None when one does not (each is then read on its own)."""
+    args = list(map(_ARGS, map(_FIRST, jobs)))
+    if set(map(len, args)) != _ONE or any(map(_KWARGS, map(_FIRST, jobs))):
+        return None
+    return list(map(_FIRST, args))
+
+
 def _item(spec: TaskSpec, job: Job) -> Any:
     """The job's one argument, decoded to the list's item type."""
+    args = job.args
+    if len(args) == 1 and not job.kwargs and spec.decode is None and spec.fn is not None:
+        return args[0]  # an item of a JSON type, as stored: nothing to decode, nothing to refuse
     args, kwargs = arguments(spec, job)
     if len(args) != 1 or kwargs:
         raise PayloadError(f"a job of chunk task {job.task}() must hold one item, it holds "

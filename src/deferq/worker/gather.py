@@ -13,6 +13,7 @@ Not thread-safe: the worker calls it with its lock held.
 from __future__ import annotations
 
 from collections import deque
+from operator import attrgetter, itemgetter
 from typing import NamedTuple
 
 from ..attempt.runner import stopped
@@ -26,6 +27,7 @@ from ..registry import TaskSpec
 # filled by the claims of a busy queue goes without the check, and any wait for `wait`
 # seconds or for more claims meets it.
 RECHECK = 0.05
+_JOB, _EXPIRES_AT, _NONE = itemgetter(0), attrgetter("expires_at"), {None}
 
 
 class ChunkCall(NamedTuple):
@@ -48,8 +50,20 @@ class Gather:
         return self.count > 0
 
     def add(self, spec: TaskSpec, job: Job, control: JobControl, now: float) -> None:
-        self.waiting.setdefault(spec.name, deque()).append((spec, job, control, now))
-        self.count += 1
+        self.add_many([(spec, job, control)], now)
+
+    def add_many(self, leased: list[tuple[TaskSpec, Job, JobControl]], now: float) -> None:
+        """Jobs of chunk tasks one claim leased, in its order (mostly of one task: its
+        waiting line is looked up once for a run of them)."""
+        waiting, name, line = self.waiting, None, None
+        for spec, job, control in leased:
+            if spec.name != name or line is None:
+                name = spec.name
+                line = waiting.get(name)
+                if line is None:
+                    line = waiting[name] = deque()
+            line.append((spec, job, control, now))
+        self.count += len(leased)
 
     def ripe(self, now: float, everything: bool = False, wall: float | None = None) -> list[ChunkCall]:
         """Take the calls that are due: every full chunk, and the rest of a task whose
@@ -60,14 +74,15 @@ class Gather:
             chunk = line[0][0].chunk
             assert chunk is not None
             while len(line) >= chunk.size or (line and (everything or now - line[0][3] >= chunk.wait)):
-                taken = [line.popleft() for _ in range(min(chunk.size, len(line)))]
-                self.count -= len(taken)
-                members = [(job, control) for _, job, control, _ in taken]
-                if wall is not None:
+                spec, _, _, since = line[0]
+                members = [line.popleft()[1:3] for _ in range(min(chunk.size, len(line)))]  # (job, control)
+                self.count -= len(members)
+                # any job with an expiry (over the call's jobs in C: most have none)
+                if wall is not None and set(map(_EXPIRES_AT, map(_JOB, members))) != _NONE:
                     self.expired += [job for job, _ in members if _expired(job, wall)]
                     members = [(job, control) for job, control in members if not _expired(job, wall)]
                 if members:
-                    calls.append(ChunkCall(taken[0][0], members, taken[0][3]))
+                    calls.append(ChunkCall(spec, members, since))
             if not line:
                 del self.waiting[name]
         return calls

@@ -185,7 +185,7 @@ class Worker:
         self.gathering = False  # the settler waits for the running jobs to end (_gather)
         self.gathered = threading.Event()  # set when the last of them ended
         self.in_settle: set[tuple[str, int]] = set()  # (job id, attempt) whose settle call is in flight
-        self.runners: Runners[Work | ChunkCall, Ended | list[Ended]] = Runners(
+        self.runners: Runners[Work | ChunkCall, Ended | list[Ran]] = Runners(
             self.config.concurrency, self._run_sync, self._finished_many, lambda item: item[0].name)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._threads: list[threading.Thread] = []
@@ -408,13 +408,10 @@ class Worker:
     def _gather_chunks(self, started: list[Work], now: float) -> list[Work]:
         """Called with the lock held: the jobs of chunk tasks among `started` wait in
         `gather`, and the calls now due go to `ready_chunks`; the other jobs are returned."""
-        plain = []
-        for item in started:
-            if item[0].chunk is None:
-                plain.append(item)
-            else:
-                self.gather.add(*item, now)
-                self.chunk_leases += 1
+        plain = [item for item in started if item[0].chunk is None]
+        chunked = [item for item in started if item[0].chunk is not None] if plain else started
+        self.gather.add_many(chunked, now)
+        self.chunk_leases += len(chunked)
         self._ripe_calls(now)
         return plain
 
@@ -473,8 +470,8 @@ class Worker:
             except BaseException as error:  # noqa: BLE001 - cancelled at shutdown, or a runner bug
                 ran = [(decide_failure(call.spec, job, error), error) for job, _ in call.members]
             # (every lease of the call lost: nothing to settle, the slot frees all the same)
-            ended, after = self._call_ended(ran, time.monotonic(), self.config.concurrency)
-            self._finished_call(ended)
+            ran, after = self._call_ended(ran, time.monotonic(), self.config.concurrency)
+            self._finished_call(ran)
             self._launch(after)
 
         future.add_done_callback(ended)
@@ -548,7 +545,7 @@ class Worker:
         future = asyncio.run_coroutine_threadsafe(coro, self._event_loop())
         future.add_done_callback(lambda f: self._finished(job, *_result(spec, job, f)))
 
-    def _run_sync(self, item: Work | ChunkCall) -> Ended | list[Ended]:
+    def _run_sync(self, item: Work | ChunkCall) -> Ended | list[Ran]:
         """On a runner thread (runners.py): one sync job (no futures: they cost on the hot
         path), or one call of a chunk task. Its outcome goes to `_finished_many` with those
         of the short jobs the same runner ran next."""
@@ -576,42 +573,42 @@ class Worker:
             else:
                 self.runners.put(item)
 
-    def _run_chunk(self, call: ChunkCall) -> list[Ended]:
+    def _run_chunk(self, call: ChunkCall) -> list[Ran]:
         """On a runner thread: one call of a chunk task, an outcome per job."""
         call, left_out = self._recheck(call)
         try:
             ran = run_chunk(call.spec, call.members, self.chain) if call.members else []
         except BaseException as error:  # noqa: BLE001 - a runner bug must not lose the jobs
             ran = [(decide_failure(call.spec, job, error), error) for job, _ in call.members]
-        ended, after = self._call_ended([(o, None) for o in left_out] + ran, time.monotonic(), 1)
+        if left_out:
+            ran = [(o, None) for o in left_out] + ran
+        ran, after = self._call_ended(ran, time.monotonic(), 1)
         self._next(after)
-        return ended
+        return ran
 
-    def _call_ended(self, ran: list[Ran], at: float, most: int) -> tuple[list[Ended], list[Work | ChunkCall]]:
+    def _call_ended(self, ran: list[Ran], at: float, most: int) -> tuple[list[Ran], list[Work | ChunkCall]]:
         """A chunk call returned at `at` with its jobs' outcomes (`ran`): its one slot is
         free, and each job's end is noted (no timeout applies while its outcome waits for
         the settler), all under one lock; a job already settled as timed out is left out.
         Also what the freed slot starts next (up to `most`)."""
-        ended: list[Ended] = []
-        dropped = False
+        dropped: list[int] = []  # positions in `ran`
         with self.lock:
             self.busy -= 1
             running_of = self.running.get
-            for outcome, exc in ran:
+            for i, (outcome, _) in enumerate(ran):
                 job = outcome.job
                 running = running_of(job.id)
                 if running is not None:
                     if running.abandoned:
                         self._forget(job.id)  # already settled as timed out
-                        dropped = True
-                        continue
-                    if running.job is job:
+                        dropped.append(i)
+                    elif running.job is job:
                         running.ended = at
-                ended.append((job, outcome, exc, at))
             after = self._take_held(at, most) if self.held or self.ready_chunks else []
         if dropped:
             self.slot_freed.set()
-        return ended, after
+            ran = [one for i, one in enumerate(ran) if i not in dropped]
+        return ran, after
 
     def _recheck(self, call: ChunkCall) -> tuple[ChunkCall, list[Outcome]]:
         """A call whose jobs waited in the worker (RECHECK): just before the function sees
@@ -686,32 +683,31 @@ class Worker:
                      if self.held or self.ready_chunks else [])
         self._launch(items)
 
-    def _finished_many(self, ended: list[Ended | list[Ended]]) -> None:
+    def _finished_many(self, ended: list[Ended | list[Ran]]) -> None:
         for one in ended:
             if isinstance(one, list):  # a chunk task's call
                 self._finished_call(one)
             else:
                 self._finished(*one, freed=False)
 
-    def _finished_call(self, ended: list[Ended]) -> None:
+    def _finished_call(self, ran: list[Ran]) -> None:
         """A chunk call's outcomes, for the settler, as `_finished` gives one job's: their
         slot freed and their ends noted already (_call_ended), given as one list."""
-        kept = [(outcome, exc) for _, outcome, exc, _ in ended]
         with self.lock:
             wake = self.settling and self.config.concurrency - self.busy - self.claimed >= self._half
             gathered = self.gathering and not self.busy
         progress = self.progress  # (read without its lock: see ProgressWriter.written)
         if progress.pending or progress.written:  # a job that reported: its last report first
-            reported = {o.job.id for o, _ in kept if o.job.id in progress.pending or o.job.id in progress.written}
-            for ran in kept:
-                if ran[0].job.id in reported:
-                    self.progress.finish(ran[0].job.id, partial(self.outcomes.put, ran))
+            reported = {o.job.id for o, _ in ran if o.job.id in progress.pending or o.job.id in progress.written}
+            for one in ran:
+                if one[0].job.id in reported:
+                    self.progress.finish(one[0].job.id, partial(self.outcomes.put, one))
             if reported:
-                kept = [ran for ran in kept if ran[0].job.id not in reported]
+                ran = [one for one in ran if one[0].job.id not in reported]
                 wake = True  # the settler may not hear of them yet: the lease loop takes the slot
-        if kept:
-            self.outcomes.put(kept)
-        if wake or not ended:
+        if ran:
+            self.outcomes.put(ran)
+        if wake or not ran:
             self.slot_freed.set()
         if gathered:
             self.gathered.set()
@@ -830,10 +826,9 @@ class Worker:
             self._measure(trip, ran)
         self._wake_for_free_slots()
         settled = []
-        ran_of = ran.get
-        for (o, exc), ok in zip(batch, applied or [False] * len(batch), strict=True):
+        for (o, exc), ok, seconds in zip(batch, applied or [False] * len(batch), ran, strict=True):
             if ok:  # as settled, with how long it ran (a copy: checked as it was made)
-                settled.append((_with_ran(o, ran_of(o.job.id, 0.0)), exc))
+                settled.append((_with_ran(o, seconds or 0.0), exc))
             else:
                 log.warning("job %s (%s) finished after losing its lease (%s); outcome dropped",
                             o.job.id, o.job.task, self._why_lost())
@@ -860,11 +855,12 @@ class Worker:
                         len(outcomes), first_line(str(exc)) or type(exc).__name__)
         return self.backend.settle_each(outcomes), []
 
-    def _drop_settled(self, outcomes: list[Outcome], attempts: set[tuple[str, int]]) -> dict[str, float]:
-        """The settled jobs are no longer this worker's: how long each ran. A job that
-        waits unstarted under the same id is a new lease of it, not the one settled: a
-        snoozed job (its attempt not counted) leased again by a claim beside this settle."""
-        ran: dict[str, float] = {}  # job id -> seconds it ran
+    def _drop_settled(self, outcomes: list[Outcome], attempts: set[tuple[str, int]]) -> list[float | None]:
+        """The settled jobs are no longer this worker's: how long each ran, in the order
+        of `outcomes` (None: not this worker's lease). A job that waits unstarted under
+        the same id is a new lease of it, not the one settled: a snoozed job (its attempt
+        not counted) leased again by a claim beside this settle."""
+        ran: list[float | None] = []  # seconds each ran
         with self.lock:
             running_of, forget = self.running.get, self.running.pop
             chunk_leases = 0
@@ -875,18 +871,21 @@ class Worker:
                         and not (running.held and running.job is not job)):
                     forget(job.id)  # _forget, inline: a settled batch holds the lock once
                     chunk_leases += running.spec.chunk is not None
-                    ran[job.id] = (running.ended or time.monotonic()) - running.started
+                    ran.append((running.ended or time.monotonic()) - running.started)
+                else:
+                    ran.append(None)
             self.chunk_leases -= chunk_leases
             self.processed += len(outcomes)
             self.in_settle -= attempts
         return ran
 
-    def _measure(self, trip: float, ran: dict[str, float]) -> None:
+    def _measure(self, trip: float, ran: list[float | None]) -> None:
         """Follow a settle's round trip and the jobs' run time; lease ahead as many jobs as
         the slots would finish during one round trip (at most `ahead`): none for jobs that
         run longer than a round trip, so a long job never holds jobs another worker could run."""
-        if ran:
-            mean = sum(ran.values()) / len(ran)
+        runs = [seconds for seconds in ran if seconds is not None]
+        if runs:
+            mean = sum(runs) / len(runs)
             self.job_time = mean if self.job_time is None else self.job_time + FOLLOW * (mean - self.job_time)
         self.trip_time = trip if self.trip_time is None else self.trip_time + FOLLOW * (trip - self.trip_time)
         most = self.config.ahead or 0
