@@ -58,7 +58,9 @@ def take_turn(backend: Backend, rate: Rate, key: str, job_id: str, late_ok: floa
     turn, now = backend.rate_take(key, rate.interval)
     if turn - now <= EARLY:
         return NOW
-    backend.kv_put(GRANTS, name, f"{turn!r} {rate.interval!r}".encode(), ttl=turn - now + rate.period)
+    # kept a period past the turn, and as long again as the job may come back late and still
+    # run on it: a grant gone before its job comes back makes it take a new turn, later still
+    backend.kv_put(GRANTS, name, f"{turn!r} {rate.interval!r}".encode(), ttl=turn - now + rate.period + late_ok)
     return Turn(turn - now, turn)
 
 
