@@ -42,10 +42,11 @@ test-fast: $(STAMP)
 # compileall first: the hundreds of worker, CLI and server processes the tests start read
 # the bytecode instead of compiling deferq each (~0.2 s a process here, where
 # PYTHONDONTWRITEBYTECODE=1 keeps Python from caching it by itself).
+# --durations=25: the slowest tests printed at the end, to keep the whole under its 15 minutes.
 TEST_PROCESSES ?= 3
 test: $(STAMP) services browser
 	$(BIN)/python -m compileall -q src bench tests > /dev/null
-	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_PROCESSES) --dist loadgroup $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_PROCESSES) --dist loadgroup --durations=25 $(PYTEST_ARGS)
 	$(MAKE) --no-print-directory test-redis-oldest
 
 # The attack suite long (docs/development.md, "The attack suite"): the fuzz of every entry
